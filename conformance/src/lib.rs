@@ -1,0 +1,1 @@
+//! Conformance harness and suites for hipDNN engine plugins (issue 5).

@@ -1,0 +1,1 @@
+//! The hipDNN engine-plugin C ABI around the ragged SDPA engines (issue 4).

@@ -1,0 +1,1 @@
+//! hipDNN wire schemas, the safe graph model and plugin API versioning (issue 2 fills this in).
