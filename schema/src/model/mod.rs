@@ -1,0 +1,18 @@
+//! The safe, owned graph model: what every other crate works with instead of wire types.
+
+mod data_type;
+mod engine;
+mod graph;
+mod sdpa;
+mod tensor;
+
+pub use data_type::DataType;
+pub use engine::{EngineConfig, EngineDetails, KnobSetting, KnobValue};
+pub use graph::{
+    EngineApiVersion, Graph, GraphId, NODE_ATTRIBUTE_NAMES, Node, NodeAttributes,
+    SDPA_ATTRIBUTES_TAG,
+};
+pub use sdpa::{AttentionImplementation, DiagonalAlignment, DiagonalBand, SdpaAttributes};
+pub use tensor::{
+    DEFAULT_ALIGNMENT, DEFAULT_RAGGED_OFFSET_MULTIPLIER, TensorAttributes, TensorValue,
+};

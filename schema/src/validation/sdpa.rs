@@ -1,0 +1,123 @@
+//! SDPA node rules: referenced tensors exist; Q, K, V, O have rank 4 in the layout their
+//! raggedness implies (ragged-sdpa.md §1); GQA head counts divide; seq_len tensors are
+//! `[B, 1, 1, 1]` int32/int64; at most one deprecated causal flag.
+
+use crate::error::ValidationError;
+use crate::model::{Graph, SdpaAttributes, TensorAttributes};
+
+const RAGGED_LAYOUT: &str = "ragged tensors are [B, S, H, D]";
+const DENSE_LAYOUT: &str = "dense tensors are [B, H, S, D]";
+
+struct NodeCtx<'a> {
+    graph: &'a Graph,
+    node_index: usize,
+    node_name: &'a str,
+}
+
+impl NodeCtx<'_> {
+    fn tensor(&self, field: &'static str, uid: i64) -> Result<&TensorAttributes, ValidationError> {
+        self.graph
+            .tensor(uid)
+            .ok_or_else(|| ValidationError::NodeTensorMissing {
+                node_index: self.node_index,
+                node_name: self.node_name.to_string(),
+                field,
+                uid,
+            })
+    }
+
+    /// Rank-4 check; returns the head count, whose axis depends on raggedness.
+    fn heads(&self, field: &'static str, t: &TensorAttributes) -> Result<i64, ValidationError> {
+        let (layout, head_axis) = if t.is_ragged() {
+            (RAGGED_LAYOUT, 2)
+        } else {
+            (DENSE_LAYOUT, 1)
+        };
+        if t.dims.len() != 4 {
+            return Err(ValidationError::SdpaRank {
+                node_index: self.node_index,
+                node_name: self.node_name.to_string(),
+                field,
+                uid: t.uid,
+                layout,
+                dims: t.dims.clone(),
+            });
+        }
+        Ok(t.dims[head_axis])
+    }
+}
+
+pub(super) fn check_node(
+    graph: &Graph,
+    node_index: usize,
+    node_name: &str,
+    attrs: &SdpaAttributes,
+) -> Result<(), ValidationError> {
+    let ctx = NodeCtx {
+        graph,
+        node_index,
+        node_name,
+    };
+    for (field, uid) in attrs.tensor_uids() {
+        ctx.tensor(field, uid)?;
+    }
+    if attrs.causal_mask && attrs.causal_mask_bottom_right {
+        return Err(ValidationError::BothCausalFlags {
+            node_index,
+            node_name: node_name.to_string(),
+        });
+    }
+
+    let q = ctx.tensor("q_tensor_uid", attrs.q_tensor_uid)?;
+    let h_q = ctx.heads("q_tensor_uid", q)?;
+    for (field, uid) in [
+        ("k_tensor_uid", attrs.k_tensor_uid),
+        ("v_tensor_uid", attrs.v_tensor_uid),
+    ] {
+        let kv = ctx.tensor(field, uid)?;
+        let h_kv = ctx.heads(field, kv)?;
+        if h_kv <= 0 || h_q <= 0 || h_q % h_kv != 0 {
+            return Err(ValidationError::SdpaHeadsNotMultiple {
+                node_index,
+                node_name: node_name.to_string(),
+                field,
+                q_uid: q.uid,
+                h_q,
+                kv_uid: uid,
+                h_kv,
+            });
+        }
+    }
+    let o = ctx.tensor("o_tensor_uid", attrs.o_tensor_uid)?;
+    ctx.heads("o_tensor_uid", o)?;
+
+    let batch = q.dims[0];
+    for (field, uid) in [
+        ("seq_len_q_tensor_uid", attrs.seq_len_q_tensor_uid),
+        ("seq_len_kv_tensor_uid", attrs.seq_len_kv_tensor_uid),
+    ] {
+        let Some(uid) = uid else { continue };
+        let t = ctx.tensor(field, uid)?;
+        let expected = vec![batch, 1, 1, 1];
+        if t.dims != expected {
+            return Err(ValidationError::SeqLenShape {
+                node_index,
+                node_name: node_name.to_string(),
+                field,
+                uid,
+                expected,
+                dims: t.dims.clone(),
+            });
+        }
+        if !t.data_type.is_index_type() {
+            return Err(ValidationError::SeqLenDataType {
+                node_index,
+                node_name: node_name.to_string(),
+                field,
+                uid,
+                data_type: t.data_type,
+            });
+        }
+    }
+    Ok(())
+}
