@@ -1,0 +1,252 @@
+//! Suite (b): version gating. Fixture plugins declaring every API version of versioning.md §7 are
+//! loaded through the host's load sequence and offered the graphs G0–G7; each cell records what
+//! the host did: **O** offered (`GetApplicableEngineIds` called), **S** skipped by version,
+//! **X** skipped for the missing override entry point, **R** rejected at load.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use crate::dispatch::{Gate, GraphRequirements, gate, offer};
+use crate::error::ConformanceError;
+use crate::graphs::{GatingGraph, decision_table_graphs};
+use crate::manager::PluginManager;
+
+/// The three fixture artefacts (see the fixture-plugin crate docs).
+#[derive(Debug, Clone)]
+pub struct FixtureArtifacts {
+    /// `GetApiVersion` from the sidecar; no override entry point.
+    pub main: PathBuf,
+    /// No `GetApiVersion`.
+    pub no_api_version: PathBuf,
+    /// `GetApiVersion` from the sidecar plus `ExecuteOpGraphWithOverrides`.
+    pub with_overrides: PathBuf,
+}
+
+pub const FIXTURE_MAIN_FILE: &str = "libhipdnn_fixture_plugin.so";
+pub const FIXTURE_NO_API_VERSION_FILE: &str = "libhipdnn_fixture_no_api_version.so";
+pub const FIXTURE_WITH_OVERRIDES_FILE: &str = "libhipdnn_fixture_with_overrides.so";
+
+/// The command that builds all three fixture artefacts.
+pub const FIXTURE_BUILD_COMMAND: &str = "cargo build -p fixture-plugin --lib --examples";
+
+impl FixtureArtifacts {
+    /// Finds the artefacts under a cargo profile directory (`<target>/debug`): the library in the
+    /// profile directory or `deps/` (where `cargo test` leaves it), the variants in `examples/`.
+    pub fn locate(profile_dir: &Path) -> Result<FixtureArtifacts, ConformanceError> {
+        let find = |candidates: &[PathBuf]| -> Result<PathBuf, ConformanceError> {
+            newest_existing(candidates).ok_or_else(|| {
+                ConformanceError::Harness(format!(
+                    "fixture plugin not found (looked for {}); build it with `{FIXTURE_BUILD_COMMAND}`",
+                    candidates
+                        .iter()
+                        .map(|p| p.display().to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ))
+            })
+        };
+        Ok(FixtureArtifacts {
+            main: find(&[
+                profile_dir.join("deps").join(FIXTURE_MAIN_FILE),
+                profile_dir.join(FIXTURE_MAIN_FILE),
+            ])?,
+            no_api_version: find(&[profile_dir
+                .join("examples")
+                .join(FIXTURE_NO_API_VERSION_FILE)])?,
+            with_overrides: find(&[profile_dir
+                .join("examples")
+                .join(FIXTURE_WITH_OVERRIDES_FILE)])?,
+        })
+    }
+}
+
+/// Of several build outputs for the same artefact, the most recently written one (cargo leaves
+/// an older uplifted copy behind when only `deps/` is refreshed).
+pub fn newest_existing(candidates: &[PathBuf]) -> Option<PathBuf> {
+    candidates
+        .iter()
+        .filter_map(|p| {
+            let modified = std::fs::metadata(p).ok()?.modified().ok()?;
+            Some((modified, p.clone()))
+        })
+        .max_by_key(|(modified, _)| *modified)
+        .map(|(_, p)| p)
+}
+
+/// Which artefact a row loads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Variant {
+    NoApiVersionSymbol,
+    Main,
+    WithOverrides,
+}
+
+/// One row of the table: a declared version (sidecar text) and the override symbol.
+#[derive(Debug, Clone, Copy)]
+pub struct Row {
+    pub label: &'static str,
+    pub variant: Variant,
+    /// Sidecar contents; `None` for the variant without `GetApiVersion`.
+    pub declared: Option<&'static str>,
+}
+
+/// The rows of versioning.md §7. "any" override rows are run with both variants.
+pub fn decision_table_rows() -> Vec<Row> {
+    use Variant::*;
+    let row = |label, variant, declared| Row {
+        label,
+        variant,
+        declared,
+    };
+    vec![
+        row("symbol absent (=> 1.0.0)", NoApiVersionSymbol, None),
+        row("\"1.0.0\"", Main, Some("1.0.0")),
+        row("\"0.0.1\"", Main, Some("0.0.1")),
+        row("\"1.1.0\"", Main, Some("1.1.0")),
+        row("\"1.1.0\" + override", WithOverrides, Some("1.1.0")),
+        row("\"1.2.0\"", Main, Some("1.2.0")),
+        row("\"1.3.0\"", Main, Some("1.3.0")),
+        row("\"1.3.0\" + override", WithOverrides, Some("1.3.0")),
+        row("\"1.3.0-rc1\"", Main, Some("1.3.0-rc1")),
+        row("\"1.4.0\"", Main, Some("1.4.0")),
+        row("\"1.10.0\"", Main, Some("1.10.0")),
+        row("\"2.0.0\"", Main, Some("2.0.0")),
+        row("\"2.0.0\" + override", WithOverrides, Some("2.0.0")),
+        row("\"1.3\"", Main, Some("1.3")),
+        row("\"v1.3.0\"", Main, Some("v1.3.0")),
+        row("\"\"", Main, Some("")),
+        row("\"v1.3.0\" + override", WithOverrides, Some("v1.3.0")),
+    ]
+}
+
+/// One row's outcome.
+#[derive(Debug, Clone)]
+pub struct RowResult {
+    pub row: Row,
+    /// One letter per graph (O/S/X/R), G0 first.
+    pub cells: Vec<char>,
+    /// The host's log lines for the row (load and skip lines), paths redacted.
+    pub log: Vec<String>,
+}
+
+/// The whole matrix.
+pub struct GatingMatrix {
+    pub graphs: Vec<GatingGraph>,
+    pub rows: Vec<RowResult>,
+}
+
+impl GatingMatrix {
+    /// The table in versioning.md §7's shape, for snapshots and reports.
+    pub fn table(&self) -> String {
+        let mut out = String::from("| Declared API version |");
+        for g in &self.graphs {
+            let _ = write!(out, " {} |", g.id);
+        }
+        out.push('\n');
+        for row in &self.rows {
+            let _ = write!(out, "| {} |", row.row.label);
+            for c in &row.cells {
+                let _ = write!(out, " {c} |");
+            }
+            out.push('\n');
+        }
+        out
+    }
+}
+
+/// Serialises a graph for `GetApplicableEngineIds`.
+pub type GraphEncoder = dyn Fn(&ragged_schema::model::Graph) -> Result<Vec<u8>, ConformanceError>;
+
+/// Runs every row against every graph. Each row gets its own directory under `scratch` holding a
+/// copy of the artefact and its sidecar, and its own host (manager), as a fresh process would.
+pub fn run_matrix(
+    fixtures: &FixtureArtifacts,
+    scratch: &Path,
+    encode: &GraphEncoder,
+) -> Result<GatingMatrix, ConformanceError> {
+    let graphs = decision_table_graphs();
+    let encoded = graphs
+        .iter()
+        .map(|g| encode(&g.graph))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut rows = Vec::new();
+    for (i, row) in decision_table_rows().into_iter().enumerate() {
+        let dir = scratch.join(format!("row{i:02}"));
+        let path = stage_fixture(fixtures, &row, &dir)?;
+        rows.push(run_row(row, &path, &graphs, &encoded)?);
+    }
+    Ok(GatingMatrix { graphs, rows })
+}
+
+/// Copies the row's artefact into `dir` (a distinct path is a distinct `dlopen` instance) and
+/// writes its sidecar.
+fn stage_fixture(
+    fixtures: &FixtureArtifacts,
+    row: &Row,
+    dir: &Path,
+) -> Result<PathBuf, ConformanceError> {
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| ConformanceError::Io { path, source }
+    };
+    if dir.exists() {
+        std::fs::remove_dir_all(dir).map_err(io(dir))?;
+    }
+    std::fs::create_dir_all(dir).map_err(io(dir))?;
+    let source = match row.variant {
+        Variant::Main => &fixtures.main,
+        Variant::NoApiVersionSymbol => &fixtures.no_api_version,
+        Variant::WithOverrides => &fixtures.with_overrides,
+    };
+    let target = dir.join("libfixture.so");
+    std::fs::copy(source, &target).map_err(io(source))?;
+    if let Some(declared) = row.declared {
+        let sidecar = dir.join("libfixture.so.api-version");
+        std::fs::write(&sidecar, format!("{declared}\n")).map_err(io(&sidecar))?;
+    }
+    Ok(target)
+}
+
+fn run_row(
+    row: Row,
+    path: &Path,
+    graphs: &[GatingGraph],
+    encoded: &[Vec<u8>],
+) -> Result<RowResult, ConformanceError> {
+    let mut manager = PluginManager::new();
+    manager.load_file(path);
+    let mut cells = Vec::new();
+    match manager.plugins.first() {
+        None => cells.extend(graphs.iter().map(|_| 'R')),
+        Some(plugin) => {
+            let handle = plugin.plugin.create_handle()?;
+            for (graph, bytes) in graphs.iter().zip(encoded) {
+                let requirements = GraphRequirements::of(&graph.graph);
+                requirements.check_ceiling()?;
+                let cell = match gate(plugin, &requirements, &mut manager.log) {
+                    Gate::Offer => {
+                        offer(plugin, &handle, bytes, &mut manager.log)?;
+                        'O'
+                    }
+                    Gate::SkipVersion => 'S',
+                    Gate::SkipOverride => 'X',
+                };
+                cells.push(cell);
+            }
+        }
+    }
+    let dir = path.parent().map(|d| d.display().to_string());
+    let log = manager
+        .log
+        .records()
+        .iter()
+        .map(|r| {
+            let line = r.to_string();
+            match &dir {
+                Some(d) => line.replace(d.as_str(), "[dir]"),
+                None => line,
+            }
+        })
+        .collect();
+    Ok(RowResult { row, cells, log })
+}

@@ -1,0 +1,3 @@
+//! The three conformance suites.
+
+pub mod gating;
