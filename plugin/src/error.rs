@@ -1,0 +1,81 @@
+//! The plugin's one error type, and the one place where errors become C status codes.
+
+use crate::abi::types::Status;
+
+/// Everything that can make an entry point fail. Each message names the offending argument,
+/// tensor uid, field or value, because it ends up verbatim in hipDNN's `Failed to …` text.
+#[derive(Debug, thiserror::Error)]
+pub enum PluginError {
+    #[error("argument `{argument}` is NULL")]
+    NullArgument { argument: &'static str },
+
+    #[error("argument `{argument}` holds an empty buffer (ptr {ptr:#x}, size {size})")]
+    EmptyBuffer {
+        argument: &'static str,
+        ptr: usize,
+        size: usize,
+    },
+
+    #[error("`engine_ids` is NULL but `max_engines` is {max_engines}")]
+    NullIdBuffer { max_engines: u32 },
+
+    #[error("{kind} {address:#x} is not live (never created by this plugin, or already destroyed)")]
+    UnknownObject { kind: &'static str, address: usize },
+
+    #[error("engine id {engine_id} is not an engine of this plugin on this machine")]
+    UnknownEngine { engine_id: i64 },
+
+    #[error("engine id {engine_id} is not listed by this plugin; it supplies no name for it")]
+    NoEngineName { engine_id: i64 },
+
+    #[error(
+        "engine details buffer {address:#x} was not handed out by this handle, or was already destroyed"
+    )]
+    UnknownEngineDetails { address: usize },
+
+    #[error("malformed {what}: {detail}")]
+    Malformed { what: &'static str, detail: String },
+
+    #[error("engine {engine} does not apply to this graph: {reason}")]
+    NotApplicable {
+        engine: &'static str,
+        reason: String,
+    },
+
+    #[error("tensor uid {uid} ({role}) has no entry in device_buffers")]
+    MissingBuffer { uid: i64, role: &'static str },
+
+    #[error("tensor uid {uid} ({role}) is bound to a NULL pointer in device_buffers")]
+    NullBuffer { uid: i64, role: &'static str },
+
+    #[error("invalid value: {0}")]
+    InvalidValue(String),
+
+    #[error("engine failure: {0}")]
+    Engine(String),
+
+    #[error("internal panic: {0}")]
+    Panic(String),
+}
+
+impl PluginError {
+    /// The single error → status mapping of the crate.
+    pub fn status(&self) -> Status {
+        match self {
+            PluginError::NullArgument { .. }
+            | PluginError::EmptyBuffer { .. }
+            | PluginError::NullIdBuffer { .. }
+            | PluginError::UnknownObject { .. }
+            | PluginError::UnknownEngineDetails { .. }
+            | PluginError::Malformed { .. }
+            | PluginError::NotApplicable { .. }
+            | PluginError::MissingBuffer { .. }
+            | PluginError::NullBuffer { .. } => Status::BAD_PARAM,
+            PluginError::UnknownEngine { .. } | PluginError::InvalidValue(_) => {
+                Status::INVALID_VALUE
+            }
+            PluginError::NoEngineName { .. } => Status::NOT_APPLICABLE,
+            PluginError::Engine(_) | PluginError::Panic(_) => Status::INTERNAL_ERROR,
+        }
+    }
+}

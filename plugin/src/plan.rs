@@ -1,0 +1,66 @@
+//! The SDPA plan: everything an execution context needs from the graph, copied out of it
+//! (RFC §4.10: "the plan's params struct caches each ragged tensor's UID and that of its
+//! ragged_offset aux UID"). Owning copies is what lets the backend free the graph right after
+//! `CreateExecutionContext`; nothing here points into the serialized buffer.
+
+use ragged_schema::DataType;
+
+/// One tensor of the node, as the kernels will see it at execute.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TensorPlan {
+    pub uid: i64,
+    /// Which SDPA field named it (`q_tensor_uid`, …), for error messages.
+    pub role: &'static str,
+    pub data_type: DataType,
+    pub dims: [i64; 4],
+    pub strides: [i64; 4],
+    pub ragged: Option<RaggedPlan>,
+}
+
+/// The `ragged_offset` aux of a ragged primary: read per execute, never cached, so each
+/// execute may bring different offsets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RaggedPlan {
+    pub aux_uid: i64,
+    pub aux_data_type: DataType,
+    pub multiplier: i64,
+}
+
+/// An integer input read per execute (`seq_len_q` / `seq_len_kv`: dims `[B, 1, 1, 1]`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IndexPlan {
+    pub uid: i64,
+    pub role: &'static str,
+    pub data_type: DataType,
+}
+
+/// Where the attention scale comes from (schema.md §6.2).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum ScalePlan {
+    /// Baked into the graph (tensor value, `attn_scale_value`, or the default 1.0).
+    Fixed(f32),
+    /// A scalar read from the variant pack at each execute: a runtime pass-by-value host scalar,
+    /// or (for the host engine, where all memory is host memory) a one-element tensor.
+    Tensor { uid: i64, data_type: DataType },
+}
+
+/// The resolved diagonal band (schema.md §6.1); `None` bounds are unbounded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BandPlan {
+    pub left: Option<i64>,
+    pub right: Option<i64>,
+    pub bottom_right: bool,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct SdpaPlan {
+    pub q: TensorPlan,
+    pub k: TensorPlan,
+    pub v: TensorPlan,
+    pub o: TensorPlan,
+    pub stats: Option<TensorPlan>,
+    pub seq_len_q: Option<IndexPlan>,
+    pub seq_len_kv: Option<IndexPlan>,
+    pub scale: ScalePlan,
+    pub band: BandPlan,
+}
