@@ -149,3 +149,15 @@ fn re_encoding_a_golden_graph_preserves_the_model_and_sets_the_stamp() {
     assert_eq!(again.id, g.id);
     assert_eq!(without_provenance(again), without_provenance(g));
 }
+
+#[test]
+fn golden_json_decodes_to_the_same_model() {
+    let g = Graph::from_json(include_str!("golden/graph.json"))
+        .unwrap_or_else(|e| panic!("golden JSON must decode: {e}"));
+    assert!(
+        !g.is_ragged_tensor_enabled,
+        "the golden JSON has no flag key"
+    );
+    assert_eq!(g, expected_graph());
+    assert_eq!(without_provenance(decode(FLAGGED)), g);
+}

@@ -13,6 +13,7 @@ pub use graph::{
     SDPA_ATTRIBUTES_TAG,
 };
 pub use sdpa::{AttentionImplementation, DiagonalAlignment, DiagonalBand, SdpaAttributes};
+pub(crate) use sdpa::{OPTIONAL_INPUT_UIDS, OPTIONAL_OUTPUT_UIDS};
 pub use tensor::{
     DEFAULT_ALIGNMENT, DEFAULT_RAGGED_OFFSET_MULTIPLIER, TensorAttributes, TensorValue,
 };

@@ -158,6 +158,7 @@ pub struct SdpaAttributes {
 pub(crate) struct UidField {
     pub(crate) name: &'static str,
     pub(crate) get: fn(&SdpaAttributes) -> Option<i64>,
+    pub(crate) slot: fn(&mut SdpaAttributes) -> &mut Option<i64>,
 }
 
 macro_rules! uid_fields {
@@ -165,6 +166,7 @@ macro_rules! uid_fields {
         [$(UidField {
             name: stringify!($field),
             get: |s| s.$field,
+            slot: |s| &mut s.$field,
         }),*]
     };
 }

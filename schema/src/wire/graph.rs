@@ -66,7 +66,17 @@ fn decode_node(n: &fb::Node<'_>) -> Node {
     }
 }
 
-pub(super) fn encode(graph: &Graph) -> Vec<u8> {
+/// How the writer treats the two fields it derives from the graph's content.
+#[derive(Clone, Copy)]
+pub(super) enum Provenance {
+    /// The project writer rule: stamp the computed minimum version, set the flag when ragged.
+    Stamp,
+    /// Write the stamp and the flag exactly as the model holds them (upstream-like buffers,
+    /// edge cases for conformance tests).
+    Exact,
+}
+
+pub(super) fn encode(graph: &Graph, provenance: Provenance) -> Vec<u8> {
     let mut fbb = FlatBufferBuilder::new();
     let tensors: Vec<_> = graph
         .tensors
@@ -81,10 +91,20 @@ pub(super) fn encode(graph: &Graph) -> Vec<u8> {
         .collect();
     let nodes = fbb.create_vector(&nodes);
     let name = fbb.create_string(&graph.name);
-    let minimum = compute_minimum_plugin_api_version(graph).version;
-    // The computed minimum is at most 1.3.0, so it always fits the wire's uint32 fields.
-    let stamp = EngineApiVersion::from_semver(&minimum).unwrap_or(EngineApiVersion::new(1, 0, 0));
-    let stamp = fb::EngineApiVersion::new(stamp.major, stamp.minor, stamp.patch);
+    let (stamp, ragged_flag) = match provenance {
+        Provenance::Stamp => {
+            let minimum = compute_minimum_plugin_api_version(graph).version;
+            // The computed minimum is at most 1.3.0, so it always fits the wire's uint32s.
+            let stamp =
+                EngineApiVersion::from_semver(&minimum).unwrap_or(EngineApiVersion::new(1, 0, 0));
+            (Some(stamp), graph.is_ragged())
+        }
+        Provenance::Exact => (
+            graph.min_required_engine_api_version,
+            graph.is_ragged_tensor_enabled,
+        ),
+    };
+    let stamp = stamp.map(|v| fb::EngineApiVersion::new(v.major, v.minor, v.patch));
     let id = graph.id.map(|id| fb::Uuid::new(&id.0));
     let args = fb::GraphArgs {
         name: Some(name),
@@ -95,9 +115,9 @@ pub(super) fn encode(graph: &Graph) -> Vec<u8> {
         nodes: Some(nodes),
         preferred_engine_id: graph.preferred_engine_id,
         is_override_shape_enabled: graph.is_override_shape_enabled,
-        min_required_engine_api_version: Some(&stamp),
+        min_required_engine_api_version: stamp.as_ref(),
         id: id.as_ref(),
-        is_ragged_tensor_enabled: graph.is_ragged(),
+        is_ragged_tensor_enabled: ragged_flag,
     };
     let root = fb::Graph::create(&mut fbb, &args);
     fbb.finish(root, None);

@@ -29,12 +29,24 @@ pub fn decode_graph(bytes: &[u8]) -> Result<Graph, SchemaError> {
 /// Encodes a bare `Graph`, stamping `min_required_engine_api_version` with the computed minimum
 /// and setting `is_ragged_tensor_enabled` when the graph is ragged (versioning.md §6 writer rule).
 pub fn encode_graph(graph: &Graph) -> Vec<u8> {
-    graph::encode(graph)
+    graph::encode(graph, graph::Provenance::Stamp)
+}
+
+/// Encodes the model exactly as it stands: `min_required_engine_api_version` and
+/// `is_ragged_tensor_enabled` as stored (absent stamp ⇒ field absent; flag false ⇒ field absent,
+/// as upstream writes it). For building upstream-like buffers and version-gating test cases.
+pub fn encode_graph_exact(graph: &Graph) -> Vec<u8> {
+    graph::encode(graph, graph::Provenance::Exact)
 }
 
 /// [`encode_graph`]'s output wrapped in a `SerializedGraphAndPlan` container with no plan.
 pub fn encode_graph_hdgp(graph: &Graph) -> Vec<u8> {
-    container::wrap(&graph::encode(graph))
+    container::wrap(&encode_graph(graph))
+}
+
+/// Wraps any graph buffer (for example from [`encode_graph_exact`]) in an `HDGP` container.
+pub fn wrap_hdgp(graph_bytes: &[u8]) -> Vec<u8> {
+    container::wrap(graph_bytes)
 }
 
 pub fn decode_engine_config(bytes: &[u8]) -> Result<EngineConfig, SchemaError> {
