@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# One device call: resource report, correctness + benchmark, compute-sanitizer memcheck.
+# Usage (on the GPU machine, repo root): bash bench/gpu/run_device.sh [extra fmha_dev.py args]
+set -o pipefail
+OUT=${OUT:-/tmp/fmha_out}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv | tee "$OUT/smi.txt"
+echo "== ptxas resource report (nvcc, sm_90a) =="
+nvcc -cubin -gencode=arch=compute_90a,code=sm_90a -std=c++17 -DRAGGED_FMHA_TUNING -Xptxas -v \
+    -o "$OUT/ragged_fmha_fwd.cubin" kernels/cuda/ragged_fmha_fwd.cu 2>&1 \
+    | grep -E "error|warning|Compiling entry|registers|spill" | sed 's/ptxas info    : //' | tee "$OUT/ptxas.txt"
+cuobjdump --dump-sass "$OUT/ragged_fmha_fwd.cubin" > "$OUT/sass.txt" 2>&1 && \
+    echo "SASS: HMMA $(grep -c HMMA "$OUT/sass.txt") LDL $(grep -c LDL "$OUT/sass.txt") STL $(grep -c STL "$OUT/sass.txt")"
+echo "== compute-sanitizer memcheck =="
+timeout 120 compute-sanitizer --tool memcheck --error-exitcode 9 python3 bench/gpu/fmha_dev.py --sanitize-case 2>&1 \
+    | tail -n 15 | tee "$OUT/sanitizer.txt"
+echo "== correctness + benchmark =="
+python3 bench/gpu/fmha_dev.py "$@" 2>&1 | tee "$OUT/log.txt"
