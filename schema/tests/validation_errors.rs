@@ -1,0 +1,326 @@
+//! One case per validation rule: the exact variant, and a snapshot of its message (each names
+//! the tensor uid or node, the field and the bad value).
+
+mod common;
+
+use ragged_schema::{
+    DataType, Graph, NodeAttributes, SchemaError, SdpaAttributes, TensorAttributes, ValidationError,
+};
+
+fn base() -> Graph {
+    common::ragged_sdpa_graph()
+}
+
+fn tensor_mut(g: &mut Graph, uid: i64) -> &mut TensorAttributes {
+    match g.tensors.iter_mut().find(|t| t.uid == uid) {
+        Some(t) => t,
+        None => panic!("fixture has no tensor uid {uid}"),
+    }
+}
+
+fn sdpa_mut(g: &mut Graph) -> &mut SdpaAttributes {
+    match &mut g.nodes[0].attributes {
+        NodeAttributes::Sdpa(s) => s,
+        other => panic!("fixture node is not SDPA: {other:?}"),
+    }
+}
+
+fn validation_error(g: &Graph) -> ValidationError {
+    match g.validate() {
+        Err(SchemaError::Validation(e)) => e,
+        other => panic!("expected a validation error, got {other:?}"),
+    }
+}
+
+/// Asserts the variant with `matches` and snapshots the message under `name`.
+macro_rules! case {
+    ($name:literal, $graph:expr, $pattern:pat) => {{
+        let err = validation_error(&$graph);
+        assert!(matches!(err, $pattern), "unexpected variant: {err:?}");
+        insta::assert_snapshot!($name, err.to_string());
+    }};
+}
+
+#[test]
+fn fixture_is_valid() {
+    assert_eq!(base().validate(), Ok(()));
+}
+
+#[test]
+fn dense_sdpa_uses_bhsd_heads() {
+    let dense = |uid, h: i64| {
+        TensorAttributes::new()
+            .set_uid(uid)
+            .set_data_type(DataType::Float)
+            .set_dims(vec![2, h, 5, 8])
+            .set_strides(TensorAttributes::packed_strides(&[2, h, 5, 8]))
+    };
+    let g = Graph::new("dense")
+        .add_tensor(dense(1, 4))
+        .add_tensor(dense(2, 2))
+        .add_tensor(dense(3, 2))
+        .add_tensor(dense(4, 4))
+        .add_node(ragged_schema::Node::sdpa(
+            "sdpa",
+            SdpaAttributes::new(1, 2, 3, 4),
+        ));
+    assert_eq!(g.validate(), Ok(()));
+    let mut bad = g.clone();
+    bad.tensors[1].dims[1] = 3;
+    case!(
+        "sdpa_heads_not_multiple_dense",
+        bad,
+        ValidationError::SdpaHeadsNotMultiple {
+            h_q: 4,
+            h_kv: 3,
+            ..
+        }
+    );
+}
+
+#[test]
+fn duplicate_uid() {
+    let mut g = base();
+    tensor_mut(&mut g, 4).uid = 2;
+    case!(
+        "duplicate_uid",
+        g,
+        ValidationError::DuplicateUid { uid: 2, .. }
+    );
+}
+
+#[test]
+fn alignment_below_one() {
+    let mut g = base();
+    tensor_mut(&mut g, 3).alignment = 0;
+    case!(
+        "alignment_too_small",
+        g,
+        ValidationError::AlignmentTooSmall {
+            uid: 3,
+            alignment: 0
+        }
+    );
+}
+
+#[test]
+fn multiplier_below_one() {
+    let mut g = base();
+    tensor_mut(&mut g, 1).ragged_offset_multiplier = -2;
+    case!(
+        "ragged_offset_multiplier_too_small",
+        g,
+        ValidationError::RaggedOffsetMultiplierTooSmall {
+            uid: 1,
+            multiplier: -2
+        }
+    );
+}
+
+#[test]
+fn aux_missing() {
+    let mut g = base();
+    tensor_mut(&mut g, 2).ragged_offset_tensor_uid = Some(99);
+    case!(
+        "ragged_offset_missing",
+        g,
+        ValidationError::RaggedOffsetMissing {
+            uid: 2,
+            aux_uid: 99
+        }
+    );
+}
+
+#[test]
+fn aux_is_itself() {
+    let mut g = base();
+    tensor_mut(&mut g, 2).ragged_offset_tensor_uid = Some(2);
+    case!(
+        "ragged_offset_self",
+        g,
+        ValidationError::RaggedOffsetSelf { uid: 2 }
+    );
+}
+
+#[test]
+fn ragged_primary_without_dims() {
+    let mut g = base();
+    tensor_mut(&mut g, 4).dims.clear();
+    case!(
+        "ragged_primary_without_dims",
+        g,
+        ValidationError::RaggedPrimaryWithoutDims { uid: 4, .. }
+    );
+}
+
+#[test]
+fn aux_rank() {
+    let mut g = base();
+    tensor_mut(&mut g, 10).dims = vec![3];
+    case!(
+        "ragged_offset_rank",
+        g,
+        ValidationError::RaggedOffsetRank {
+            uid: 1,
+            aux_uid: 10,
+            ..
+        }
+    );
+}
+
+#[test]
+fn aux_batch() {
+    let mut g = base();
+    tensor_mut(&mut g, 11).dims[0] = 2;
+    case!(
+        "ragged_offset_batch",
+        g,
+        ValidationError::RaggedOffsetBatch {
+            uid: 2,
+            aux_uid: 11,
+            expected: 3,
+            actual: 2
+        }
+    );
+}
+
+#[test]
+fn aux_data_type() {
+    let mut g = base();
+    tensor_mut(&mut g, 10).data_type = DataType::Float;
+    case!(
+        "ragged_offset_data_type",
+        g,
+        ValidationError::RaggedOffsetDataType {
+            uid: 1,
+            aux_uid: 10,
+            data_type: DataType::Float
+        }
+    );
+}
+
+#[test]
+fn node_refers_to_missing_tensor() {
+    let mut g = base();
+    sdpa_mut(&mut g).stats_tensor_uid = Some(42);
+    case!(
+        "node_tensor_missing",
+        g,
+        ValidationError::NodeTensorMissing {
+            field: "stats_tensor_uid",
+            uid: 42,
+            ..
+        }
+    );
+}
+
+#[test]
+fn sdpa_rank() {
+    let mut g = base();
+    let v = tensor_mut(&mut g, 3);
+    v.dims = vec![2, 7, 16];
+    v.strides = vec![112, 16, 1];
+    case!(
+        "sdpa_rank",
+        g,
+        ValidationError::SdpaRank {
+            field: "v_tensor_uid",
+            uid: 3,
+            ..
+        }
+    );
+}
+
+#[test]
+fn sdpa_heads_not_multiple() {
+    let mut g = base();
+    tensor_mut(&mut g, 2).dims[2] = 3;
+    case!(
+        "sdpa_heads_not_multiple",
+        g,
+        ValidationError::SdpaHeadsNotMultiple {
+            field: "k_tensor_uid",
+            h_q: 4,
+            h_kv: 3,
+            ..
+        }
+    );
+}
+
+fn with_seq_len(dims: Vec<i64>, data_type: DataType) -> Graph {
+    let mut g = base().add_tensor(
+        TensorAttributes::new()
+            .set_uid(20)
+            .set_name("seq_len_kv")
+            .set_data_type(data_type)
+            .set_dims(dims)
+            .set_strides(vec![1, 1, 1, 1]),
+    );
+    sdpa_mut(&mut g).seq_len_kv_tensor_uid = Some(20);
+    g
+}
+
+#[test]
+fn seq_len_valid_when_b111_index_typed() {
+    assert_eq!(
+        with_seq_len(vec![2, 1, 1, 1], DataType::Int64).validate(),
+        Ok(())
+    );
+}
+
+#[test]
+fn seq_len_shape() {
+    case!(
+        "seq_len_shape",
+        with_seq_len(vec![3, 1, 1, 1], DataType::Int32),
+        ValidationError::SeqLenShape {
+            field: "seq_len_kv_tensor_uid",
+            uid: 20,
+            ..
+        }
+    );
+}
+
+#[test]
+fn seq_len_data_type() {
+    case!(
+        "seq_len_data_type",
+        with_seq_len(vec![2, 1, 1, 1], DataType::Half),
+        ValidationError::SeqLenDataType {
+            uid: 20,
+            data_type: DataType::Half,
+            ..
+        }
+    );
+}
+
+#[test]
+fn both_deprecated_causal_flags() {
+    let mut g = base();
+    let s = sdpa_mut(&mut g);
+    s.causal_mask = true;
+    s.causal_mask_bottom_right = true;
+    case!(
+        "both_causal_flags",
+        g,
+        ValidationError::BothCausalFlags { node_index: 0, .. }
+    );
+}
+
+#[test]
+fn ambiguous_causal_mask_from_band_resolution() {
+    let s = SdpaAttributes {
+        causal_mask: true,
+        causal_mask_bottom_right: true,
+        ..SdpaAttributes::new(1, 2, 3, 4)
+    };
+    let err = match s.resolve_diagonal_band() {
+        Err(e) => e,
+        Ok(band) => panic!("expected an error, got {band:?}"),
+    };
+    assert_eq!(
+        err,
+        SchemaError::Validation(ValidationError::AmbiguousCausalMask)
+    );
+    insta::assert_snapshot!("ambiguous_causal_mask", err.to_string());
+}
