@@ -1,1 +1,23 @@
 //! Tensor SDK (dense, shallow, ragged), CPU reference SDPA and GPU FMHA engines (issues 3, 6, 7).
+//!
+//! * [`tensor`]: the RFC's tensor hierarchy: a type-erased [`Tensor`] trait, owning and shallow
+//!   dense tensors, owning and shallow ragged tensors sharing one [`tensor::RaggedLayout`].
+//! * [`sdpa`]: the CPU reference SDPA forward over those tensors, the numeric specification the
+//!   GPU engines are checked against ([`sdpa_forward`]).
+//!
+//! This crate knows nothing about graphs or wire formats; the plugin maps the graph model onto
+//! these types.
+
+pub mod dtype;
+pub mod error;
+mod gemm;
+pub mod sdpa;
+pub mod tensor;
+
+pub use dtype::{DataType, Element, FloatElement, HostData, HostDataMut};
+pub use error::{KernelError, Role};
+pub use sdpa::{DiagonalAlignment, MaskBand, SdpaParams, sdpa_forward};
+pub use tensor::{
+    BSHD_SEQ_AXIS, DenseTensor, RaggedTensor, ShallowRaggedTensor, ShallowRaggedTensorMut,
+    ShallowTensor, ShallowTensorMut, Tensor, TensorExt, TensorMut, TensorMutExt, read_scalar_f32,
+};

@@ -1,0 +1,382 @@
+//! The crate's single error type.
+//!
+//! Tensor constructors do not know which graph tensor they wrap, so their variants name the field
+//! and value; callers that do know the uid attach it with [`KernelError::for_tensor`]. SDPA
+//! variants name the tensor's role in the operation, which the plugin maps back to a uid.
+
+use std::fmt;
+
+use crate::dtype::DataType;
+
+/// The role a tensor plays in the SDPA forward operation; used to say which input is wrong.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Role {
+    /// Queries.
+    Q,
+    /// Keys.
+    K,
+    /// Values.
+    V,
+    /// Attention output.
+    O,
+    /// Log-sum-exp statistics output.
+    Lse,
+    /// Per-batch valid query lengths.
+    SeqLenQ,
+    /// Per-batch valid key/value lengths.
+    SeqLenKv,
+    /// A scalar tensor such as the attention scale.
+    Scalar,
+}
+
+impl fmt::Display for Role {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Role::Q => "Q",
+            Role::K => "K",
+            Role::V => "V",
+            Role::O => "O",
+            Role::Lse => "LSE",
+            Role::SeqLenQ => "seq_len_q",
+            Role::SeqLenKv => "seq_len_kv",
+            Role::Scalar => "scalar",
+        })
+    }
+}
+
+/// Everything that can go wrong in this crate.
+#[derive(Debug, thiserror::Error, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum KernelError {
+    /// Context wrapper added by callers that know the graph uid of the offending tensor.
+    #[error("tensor uid {uid}: {source}")]
+    InTensor {
+        /// Graph uid of the tensor.
+        uid: i64,
+        /// What was wrong with it.
+        #[source]
+        source: Box<KernelError>,
+    },
+
+    // ---- geometry of any tensor -------------------------------------------------------------
+    /// `dims` and `strides` have different lengths.
+    #[error("dims has {dims} entries but strides has {strides}")]
+    StridesRankMismatch {
+        /// Number of dims.
+        dims: usize,
+        /// Number of strides.
+        strides: usize,
+    },
+    /// A dimension is negative.
+    #[error("dims[{axis}] = {value} is negative")]
+    NegativeDim {
+        /// Axis index.
+        axis: usize,
+        /// Offending value.
+        value: i64,
+    },
+    /// A stride is negative (the SDK addresses forward from the base pointer only).
+    #[error("strides[{axis}] = {value} is negative")]
+    NegativeStride {
+        /// Axis index.
+        axis: usize,
+        /// Offending value.
+        value: i64,
+    },
+    /// An element count or offset does not fit in 64-bit arithmetic.
+    #[error("{what} overflows 64-bit arithmetic")]
+    Overflow {
+        /// The quantity being computed.
+        what: &'static str,
+    },
+    /// The buffer holds fewer elements than the geometry addresses.
+    #[error("buffer holds {available} elements but the tensor addresses {required}")]
+    BufferTooSmall {
+        /// Elements the geometry needs.
+        required: usize,
+        /// Elements in the buffer.
+        available: usize,
+    },
+    /// A borrowed byte length is not a whole number of elements.
+    #[error("byte length {byte_len} is not a multiple of the {dtype} element size {size}")]
+    ByteLengthNotWhole {
+        /// Borrowed byte length.
+        byte_len: usize,
+        /// Element type.
+        dtype: DataType,
+        /// Element size in bytes.
+        size: usize,
+    },
+    /// A borrowed pointer is null although the byte length is non-zero.
+    #[error("null data pointer for a buffer of {byte_len} bytes")]
+    NullPointer {
+        /// Borrowed byte length.
+        byte_len: usize,
+    },
+    /// A borrowed pointer is not aligned for its element type.
+    #[error("data pointer {address:#x} is not aligned to {align} bytes for {dtype}")]
+    Misaligned {
+        /// Pointer value.
+        address: usize,
+        /// Required alignment.
+        align: usize,
+        /// Element type.
+        dtype: DataType,
+    },
+
+    // ---- typed access -----------------------------------------------------------------------
+    /// A multi-index has the wrong number of components.
+    #[error("index has {got} components but the tensor has rank {rank}")]
+    IndexArity {
+        /// Components supplied.
+        got: usize,
+        /// Tensor rank.
+        rank: usize,
+    },
+    /// A multi-index component is outside its axis.
+    #[error("index[{axis}] = {index} is outside 0..{extent}")]
+    IndexOutOfBounds {
+        /// Axis index.
+        axis: usize,
+        /// Offending component.
+        index: i64,
+        /// Axis extent.
+        extent: i64,
+    },
+    /// A ragged access lies beyond the sequence extent of its batch.
+    #[error("sequence index {index} is outside batch {batch}'s extent 0..{extent}")]
+    SeqIndexOutOfBounds {
+        /// Batch index.
+        batch: usize,
+        /// Offending sequence index.
+        index: i64,
+        /// The batch's sequence extent.
+        extent: i64,
+    },
+    /// Typed access with a type that is not the tensor's element type.
+    #[error("tensor holds {actual} but was accessed as {requested}")]
+    TypeMismatch {
+        /// Element type asked for.
+        requested: DataType,
+        /// Element type stored.
+        actual: DataType,
+    },
+
+    // ---- ragged layout: structural pass (RFC §4.5 item 5) -----------------------------------
+    /// Ragged tensors need at least the batch dimension.
+    #[error("ragged tensor dims are empty")]
+    RaggedDimsEmpty,
+    /// The caller-provided sequence axis is not a non-batch axis of the tensor.
+    #[error("sequence axis {seq_axis} is not in 1..{rank}")]
+    SeqAxisOutOfRange {
+        /// Requested axis.
+        seq_axis: usize,
+        /// Tensor rank.
+        rank: usize,
+    },
+    /// The ragged_offset aux does not hold B + 1 elements.
+    #[error("ragged_offset has {actual} elements, expected B + 1 = {expected}")]
+    AuxElementCount {
+        /// B + 1.
+        expected: usize,
+        /// Elements in the aux.
+        actual: usize,
+    },
+    /// The ragged_offset aux is not rank 4.
+    #[error("ragged_offset has rank {rank}, expected 4")]
+    AuxRank {
+        /// Rank of the aux.
+        rank: usize,
+    },
+    /// The ragged_offset aux element type is not int32 or int64.
+    #[error("ragged_offset element type {dtype} ({size} bytes) is not int32 or int64")]
+    AuxElementType {
+        /// Element type of the aux.
+        dtype: DataType,
+        /// Its size in bytes.
+        size: usize,
+    },
+    /// The ragged_offset aux is not packed, so element b is not at linear position b.
+    #[error("ragged_offset is not packed (dims {dims:?}, strides {strides:?})")]
+    AuxNotPacked {
+        /// Aux dims.
+        dims: Vec<i64>,
+        /// Aux strides.
+        strides: Vec<i64>,
+    },
+    /// ragged_offset_multiplier is below 1.
+    #[error("ragged_offset_multiplier = {multiplier} is below 1")]
+    MultiplierNotPositive {
+        /// Offending multiplier.
+        multiplier: i64,
+    },
+
+    // ---- ragged layout: content pass (RFC §4.5 item 5) --------------------------------------
+    /// stored offset × multiplier overflows int64.
+    #[error("ragged_offset[{batch}] = {stored} times multiplier {multiplier} overflows int64")]
+    OffsetOverflow {
+        /// Offset index.
+        batch: usize,
+        /// Stored value.
+        stored: i64,
+        /// Multiplier.
+        multiplier: i64,
+    },
+    /// ragged_offset[0] is not zero.
+    #[error("ragged_offset[0] = {value} (in elements), expected 0")]
+    FirstOffsetNotZero {
+        /// Offending value.
+        value: i64,
+    },
+    /// Offsets decrease between batch b and b + 1.
+    #[error("ragged_offset[{next_batch}] = {next} is below ragged_offset[{batch}] = {value}")]
+    OffsetsDecrease {
+        /// Batch index b.
+        batch: usize,
+        /// Offset of b, in elements.
+        value: i64,
+        /// b + 1.
+        next_batch: usize,
+        /// Offset of b + 1, in elements.
+        next: i64,
+    },
+    /// The stride of the sequence axis is zero or negative.
+    #[error("sequence stride strides[{seq_axis}] = {stride} is not positive")]
+    SeqStrideNotPositive {
+        /// Sequence axis.
+        seq_axis: usize,
+        /// Offending stride.
+        stride: i64,
+    },
+    /// A batch's block is not a whole number of sequence rows.
+    #[error(
+        "batch {batch} spans {elements} elements, not a multiple of the sequence stride {seq_stride}"
+    )]
+    PartialRow {
+        /// Batch index.
+        batch: usize,
+        /// Elements in its block.
+        elements: i64,
+        /// Sequence stride.
+        seq_stride: i64,
+    },
+    /// A batch holds more rows than the padded dimension S_max.
+    #[error("batch {batch} has sequence extent {extent}, above S_max = {s_max}")]
+    ExtentAboveMax {
+        /// Batch index.
+        batch: usize,
+        /// Its extent in rows.
+        extent: i64,
+        /// dims[seq_axis].
+        s_max: i64,
+    },
+    /// The offsets address more elements than the buffer holds.
+    #[error("ragged_offset[B] = {total} elements exceeds the buffer's {buffer_len} elements")]
+    OffsetsBeyondBuffer {
+        /// ragged_offset[B] in elements.
+        total: i64,
+        /// Buffer length in elements.
+        buffer_len: usize,
+    },
+
+    // ---- SDPA forward -----------------------------------------------------------------------
+    /// An SDPA tensor is not rank 4.
+    #[error("{role}: rank {rank}, expected 4")]
+    SdpaRank {
+        /// Tensor role.
+        role: Role,
+        /// Its rank.
+        rank: usize,
+    },
+    /// An SDPA tensor has an element type the operation does not accept.
+    #[error("{role}: element type {dtype}, expected {expected}")]
+    SdpaDataType {
+        /// Tensor role.
+        role: Role,
+        /// Its element type.
+        dtype: DataType,
+        /// What is accepted.
+        expected: String,
+    },
+    /// A dimension disagrees with the same dimension of another tensor or is out of range.
+    #[error("{role}: {field} = {value}, expected {expected}")]
+    SdpaDim {
+        /// Tensor role.
+        role: Role,
+        /// Which dimension (batch, heads, head_dim, ...).
+        field: &'static str,
+        /// Its value.
+        value: i64,
+        /// What it must be.
+        expected: String,
+    },
+    /// A ragged SDPA tensor does not use the BSHD sequence axis 1.
+    #[error("{role}: ragged sequence axis {seq_axis}, expected 1 ([B, S, H, D] packing)")]
+    SdpaSeqAxis {
+        /// Tensor role.
+        role: Role,
+        /// Its sequence axis.
+        seq_axis: usize,
+    },
+    /// The rows of a ragged batch spill out of the batch's offset range.
+    #[error(
+        "{role}: batch {batch} rows end at element {end}, beyond ragged_offset[{next_batch}] = {limit}"
+    )]
+    RowsOutsideBatch {
+        /// Tensor role.
+        role: Role,
+        /// Batch index.
+        batch: usize,
+        /// One past the last element its rows address.
+        end: i64,
+        /// b + 1.
+        next_batch: usize,
+        /// The next batch's start offset.
+        limit: i64,
+    },
+    /// Two tensors that must have equal per-batch sequence extents differ.
+    #[error("{role}: batch {batch} has sequence extent {extent} but {other} has {other_extent}")]
+    ExtentMismatch {
+        /// Tensor role.
+        role: Role,
+        /// Batch index.
+        batch: usize,
+        /// Its extent.
+        extent: i64,
+        /// The tensor it must match.
+        other: Role,
+        /// That tensor's extent.
+        other_extent: i64,
+    },
+    /// A seq_lens entry is negative or beyond its batch's extent.
+    #[error("{role}[{batch}] = {value} is outside 0..={extent}")]
+    SeqLenOutOfRange {
+        /// seq_len_q or seq_len_kv.
+        role: Role,
+        /// Batch index.
+        batch: usize,
+        /// Offending value.
+        value: i64,
+        /// The batch's extent.
+        extent: i64,
+    },
+    /// A scalar tensor does not hold exactly one element.
+    #[error("{role}: {count} elements, expected a scalar (1 element)")]
+    NotScalar {
+        /// Tensor role.
+        role: Role,
+        /// Element count.
+        count: usize,
+    },
+}
+
+impl KernelError {
+    /// Attaches the graph uid of the tensor the error is about.
+    #[must_use]
+    pub fn for_tensor(self, uid: i64) -> Self {
+        KernelError::InTensor {
+            uid,
+            source: Box::new(self),
+        }
+    }
+}

@@ -1,0 +1,140 @@
+//! Per-tensor attention layouts (ragged-sdpa.md §1): where row s of head h of batch b starts.
+//!
+//! Ragged tensors are `[B, S, H, D]` with batch b based at `ragged_offset[b]`; dense ones are
+//! hipDNN's `[B, H, S, D]` with any strides. Both reduce to a per-batch base plus three strides,
+//! resolved once here so the kernel never asks a tensor anything per element.
+
+use crate::error::{KernelError, Role};
+use crate::tensor::{BSHD_SEQ_AXIS, Tensor};
+
+/// Resolved geometry of one SDPA operand.
+#[derive(Debug, Clone)]
+pub(crate) struct AttnLayout {
+    pub batch: usize,
+    pub heads: usize,
+    pub head_dim: usize,
+    /// Start of each batch in elements.
+    pub base: Vec<usize>,
+    /// Sequence extent of each batch in rows (S for dense tensors).
+    pub extent: Vec<usize>,
+    pub stride_s: usize,
+    pub stride_h: usize,
+    pub stride_d: usize,
+}
+
+impl AttnLayout {
+    /// Position of element (b, s, h, d).
+    #[inline]
+    pub fn position(&self, b: usize, s: usize, h: usize, d: usize) -> usize {
+        self.base[b] + s * self.stride_s + h * self.stride_h + d * self.stride_d
+    }
+
+    /// Resolves `tensor` playing `role`, checking that every row it will address lies in its
+    /// buffer and, when ragged, inside its own batch's offset range.
+    pub fn resolve(role: Role, tensor: &dyn Tensor) -> Result<Self, KernelError> {
+        let dims = tensor.dims();
+        if dims.len() != 4 {
+            return Err(KernelError::SdpaRank {
+                role,
+                rank: dims.len(),
+            });
+        }
+        let strides = tensor.strides();
+        let to_usize = |axis: usize, values: &[i64], field: &'static str| {
+            usize::try_from(values[axis]).map_err(|_| KernelError::SdpaDim {
+                role,
+                field,
+                value: values[axis],
+                expected: "non-negative".to_owned(),
+            })
+        };
+        let batch = to_usize(0, dims, "batch")?;
+        let info = tensor.ragged_iteration_info();
+        // Dense [B, H, S, D]; ragged [B, S, H, D].
+        let (h_axis, s_axis) = if info.is_some() { (2, 1) } else { (1, 2) };
+        let heads = to_usize(h_axis, dims, "heads")?;
+        let seq = to_usize(s_axis, dims, "sequence")?;
+        let head_dim = to_usize(3, dims, "head_dim")?;
+        let stride_h = to_usize(h_axis, strides, "head stride")?;
+        let stride_s = to_usize(s_axis, strides, "sequence stride")?;
+        let stride_d = to_usize(3, strides, "head_dim stride")?;
+        let (base, extent, limits) = match &info {
+            Some(info) => {
+                if info.seq_axis != BSHD_SEQ_AXIS {
+                    return Err(KernelError::SdpaSeqAxis {
+                        role,
+                        seq_axis: info.seq_axis,
+                    });
+                }
+                let offsets = &info.row_offsets;
+                let base = offsets[..batch].iter().map(|&o| o as usize).collect();
+                let extent = (0..batch).map(|b| info.extent(b) as usize).collect();
+                let limits = offsets[1..].iter().map(|&o| Some(o)).collect();
+                (base, extent, limits)
+            }
+            None => {
+                let stride_b = to_usize(0, strides, "batch stride")?;
+                let base = (0..batch).map(|b| b * stride_b).collect();
+                (base, vec![seq; batch], vec![None; batch])
+            }
+        };
+        let layout = AttnLayout {
+            batch,
+            heads,
+            head_dim,
+            base,
+            extent,
+            stride_s,
+            stride_h,
+            stride_d,
+        };
+        layout.check_reach(role, tensor.host_data().len(), &limits)?;
+        Ok(layout)
+    }
+
+    /// Every batch's last element must lie in the buffer and before the next batch's offset.
+    fn check_reach(
+        &self,
+        role: Role,
+        buffer_len: usize,
+        limits: &[Option<i64>],
+    ) -> Result<(), KernelError> {
+        let overflow = KernelError::Overflow {
+            what: "SDPA element position",
+        };
+        for (b, &limit) in limits.iter().enumerate() {
+            if self.extent[b] == 0 || self.heads == 0 || self.head_dim == 0 {
+                continue;
+            }
+            let reach = [
+                (self.extent[b] - 1, self.stride_s),
+                (self.heads - 1, self.stride_h),
+                (self.head_dim - 1, self.stride_d),
+            ]
+            .iter()
+            .try_fold(self.base[b], |acc, &(n, s)| {
+                n.checked_mul(s).and_then(|x| acc.checked_add(x))
+            })
+            .ok_or(overflow.clone())?;
+            let end = reach.checked_add(1).ok_or(overflow.clone())?;
+            if let Some(limit) = limit
+                && end as i64 > limit
+            {
+                return Err(KernelError::RowsOutsideBatch {
+                    role,
+                    batch: b,
+                    end: end as i64,
+                    next_batch: b + 1,
+                    limit,
+                });
+            }
+            if end > buffer_len {
+                return Err(KernelError::BufferTooSmall {
+                    required: end,
+                    available: buffer_len,
+                });
+            }
+        }
+        Ok(())
+    }
+}

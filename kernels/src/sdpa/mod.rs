@@ -1,0 +1,250 @@
+//! CPU reference SDPA forward over dense and ragged tensors (ragged-sdpa.md §1–§5).
+//!
+//! Flow: [`problem::validate`] checks every operand, [`stage`] gathers the logical rows of Q, K
+//! and V into f32 blocks, rayon runs [`tile::attend_tile`] over (batch, head, query tile) into
+//! staged outputs, and only then are O and LSE written, so an error leaves them untouched.
+
+mod layout;
+mod mask;
+mod problem;
+mod softmax;
+mod stage;
+mod tile;
+
+pub use mask::{DiagonalAlignment, MaskBand};
+
+use half::{bf16, f16};
+use rayon::prelude::*;
+
+use crate::dtype::{DataType, FloatElement};
+use crate::error::{KernelError, Role};
+use crate::tensor::{Tensor, TensorMut, typed_slice, typed_slice_mut};
+
+use problem::{Operands, Problem};
+use stage::Staged;
+use tile::{Scratch, TileConfig, TileInput, attend_tile};
+
+/// Resolved SDPA parameters: the plugin resolves scale and mask from the graph attributes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SdpaParams {
+    /// Multiplies Q·Kᵀ before the softmax.
+    pub scale: f32,
+    /// Admitted keys per query row.
+    pub band: MaskBand,
+}
+
+impl Default for SdpaParams {
+    /// Scale 1.0 (the project default, schema.md §6.2) and no mask.
+    fn default() -> Self {
+        SdpaParams {
+            scale: 1.0,
+            band: MaskBand::none(),
+        }
+    }
+}
+
+/// Query rows per work item.
+const QUERY_TILE: usize = 64;
+/// Keys per online-softmax step.
+const KEY_TILE: usize = 256;
+/// matrixmultiply threads a product once `m·k + k·n` reaches this (see [`crate::gemm`]).
+const GEMM_THREADING_THRESHOLD: usize = 1 << 15;
+
+/// Tile sizes for the given head dims, shrunk until neither product would start
+/// matrixmultiply's own threads under rayon's.
+fn tile_sizes(dim_qk: usize, dim_v: usize) -> (usize, usize) {
+    let (mut tq, mut tk) = (QUERY_TILE, KEY_TILE);
+    let too_big = |tq: usize, tk: usize| {
+        tq * dim_qk + dim_qk * tk >= GEMM_THREADING_THRESHOLD
+            || tq * tk + tk * dim_v >= GEMM_THREADING_THRESHOLD
+    };
+    while too_big(tq, tk) && (tq > 8 || tk > 8) {
+        if tk >= tq && tk > 8 {
+            tk /= 2;
+        } else {
+            tq /= 2;
+        }
+    }
+    (tq, tk)
+}
+
+/// SDPA forward on the CPU: `O = softmax(scale·Q·Kᵀ + mask)·V`, optionally with the natural-log
+/// LSE of each row.
+///
+/// Q, K, V, O may each be ragged (`[B, S, H, D]`, sequence axis 1) or dense (`[B, H, S, D]`, any
+/// strides); LSE is `[B, S, H_q, 1]` ragged or `[B, H_q, S, 1]` dense, f32. Q, K, V and O share
+/// one element type (f32, f16 or bf16); accumulation is f32. With `seq_len_q`/`seq_len_kv`, rows
+/// at or beyond `seq_lens[b]` are neither read nor written. Rows that admit no key get O = 0 and
+/// LSE = −∞.
+///
+/// Validates everything first: on error nothing has been written.
+#[allow(clippy::too_many_arguments)] // the operation's operands, by role
+pub fn sdpa_forward(
+    q: &dyn Tensor,
+    k: &dyn Tensor,
+    v: &dyn Tensor,
+    o: &mut dyn TensorMut,
+    lse: Option<&mut dyn TensorMut>,
+    seq_len_q: Option<&dyn Tensor>,
+    seq_len_kv: Option<&dyn Tensor>,
+    params: &SdpaParams,
+) -> Result<(), KernelError> {
+    let problem = problem::validate(&Operands {
+        q,
+        k,
+        v,
+        o: &*o,
+        lse: lse.as_deref().map(|t| t as &dyn Tensor),
+        seq_len_q,
+        seq_len_kv,
+    })?;
+    match problem.dtype {
+        DataType::F32 => run::<f32>(&problem, q, k, v, o, lse, params),
+        DataType::F16 => run::<f16>(&problem, q, k, v, o, lse, params),
+        DataType::BF16 => run::<bf16>(&problem, q, k, v, o, lse, params),
+        other => Err(KernelError::SdpaDataType {
+            role: Role::Q,
+            dtype: other,
+            expected: "f32, f16 or bf16".to_owned(),
+        }),
+    }
+}
+
+/// The typed body: every typed slice is obtained before the first write.
+fn run<T: FloatElement>(
+    problem: &Problem,
+    q: &dyn Tensor,
+    k: &dyn Tensor,
+    v: &dyn Tensor,
+    o: &mut dyn TensorMut,
+    lse: Option<&mut dyn TensorMut>,
+    params: &SdpaParams,
+) -> Result<(), KernelError> {
+    let staged_q = Staged::gather(typed_slice::<T>(q.host_data())?, &problem.q, &problem.len_q);
+    let staged_k = Staged::gather(
+        typed_slice::<T>(k.host_data())?,
+        &problem.k,
+        &problem.len_kv,
+    );
+    let staged_v = Staged::gather(
+        typed_slice::<T>(v.host_data())?,
+        &problem.v,
+        &problem.len_kv,
+    );
+    let (out, stats) = compute(problem, &staged_q, &staged_k, &staged_v, params);
+
+    let o_data = typed_slice_mut::<T>(o.host_data_mut())?;
+    let lse_data = match lse {
+        Some(t) => Some(typed_slice_mut::<f32>(t.host_data_mut())?),
+        None => None,
+    };
+    out.scatter(o_data, &problem.o);
+    if let (Some(lse_data), Some(layout)) = (lse_data, &problem.lse) {
+        stats.scatter(lse_data, layout);
+    }
+    Ok(())
+}
+
+/// One unit of parallel work: a query tile of one head of one batch.
+struct WorkItem<'a> {
+    batch: usize,
+    head: usize,
+    first_row: usize,
+    out: &'a mut [f32],
+    lse: &'a mut [f32],
+}
+
+/// Runs attention for every (batch, head, query tile) in parallel into staged outputs.
+fn compute(
+    problem: &Problem,
+    q: &Staged,
+    k: &Staged,
+    v: &Staged,
+    params: &SdpaParams,
+) -> (Staged, Staged) {
+    let (dqk, dv) = (problem.dim_qk, problem.dim_v);
+    let mut out = Staged::zeroed(problem.heads_q, dv, &problem.len_q);
+    let mut stats = Staged::zeroed(problem.heads_q, 1, &problem.len_q);
+    let (query_tile, key_tile) = tile_sizes(dqk, dv);
+    let config = TileConfig {
+        scale_log2: params.scale * std::f32::consts::LOG2_E,
+        band: params.band,
+        key_tile,
+    };
+
+    // Carve the staged outputs into disjoint per-item slices, in staging order.
+    let mut items = Vec::new();
+    let (mut out_rest, mut lse_rest) = (&mut out.data[..], &mut stats.data[..]);
+    for batch in 0..problem.batch {
+        let len_q = problem.len_q[batch];
+        for head in 0..problem.heads_q {
+            let mut first_row = 0;
+            while first_row < len_q {
+                let rows = query_tile.min(len_q - first_row);
+                let (o_item, o_tail) = std::mem::take(&mut out_rest).split_at_mut(rows * dv);
+                let (l_item, l_tail) = std::mem::take(&mut lse_rest).split_at_mut(rows);
+                out_rest = o_tail;
+                lse_rest = l_tail;
+                items.push(WorkItem {
+                    batch,
+                    head,
+                    first_row,
+                    out: o_item,
+                    lse: l_item,
+                });
+                first_row += rows;
+            }
+        }
+    }
+    // Longest key ranges first, so the tail of the schedule is made of short items.
+    items.sort_by_key(|item| std::cmp::Reverse(problem.len_kv[item.batch]));
+
+    let group = problem.heads_q / problem.heads_kv;
+    items
+        .into_par_iter()
+        .for_each_init(Scratch::default, |scratch, item| {
+            let rows = item.lse.len();
+            let q_block = q.block(item.batch, item.head);
+            let kv_head = item.head / group;
+            let input = TileInput {
+                q: &q_block[item.first_row * dqk..(item.first_row + rows) * dqk],
+                k: k.block(item.batch, kv_head),
+                v: v.block(item.batch, kv_head),
+                first_row: item.first_row,
+                len_q: problem.len_q[item.batch],
+                len_kv: problem.len_kv[item.batch],
+                dim_qk: dqk,
+                dim_v: dv,
+            };
+            attend_tile(&input, &config, item.out, item.lse, scratch);
+        });
+    (out, stats)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tiles_stay_below_the_gemm_threading_threshold() {
+        for (dqk, dv) in [
+            (16, 16),
+            (64, 64),
+            (128, 128),
+            (256, 256),
+            (128, 512),
+            (1024, 64),
+        ] {
+            let (tq, tk) = tile_sizes(dqk, dv);
+            assert!(
+                tq * dqk + dqk * tk < GEMM_THREADING_THRESHOLD,
+                "{dqk}/{dv}: {tq}x{tk}"
+            );
+            assert!(
+                tq * tk + tk * dv < GEMM_THREADING_THRESHOLD,
+                "{dqk}/{dv}: {tq}x{tk}"
+            );
+        }
+        assert_eq!(tile_sizes(64, 64), (QUERY_TILE, 128));
+    }
+}
