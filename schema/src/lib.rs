@@ -1,6 +1,13 @@
 //! hipDNN wire schemas, the safe graph model with ragged tensor attributes, and plugin API
 //! versioning.
 //!
+//! - [`model`]: the owned [`Graph`], with the frontend's chainable [`TensorAttributes`] builder
+//!   (`set_ragged_offset`, `set_alignment`, `set_ragged_offset_multiplier`).
+//! - [`Graph::validate`]: the RFC's ragged-offset rules and the SDPA node rules.
+//! - [`wire`]: verified FlatBuffers decode (bare graph or `HDGP`), stamping encode.
+//! - [`json`]: hipDNN's JSON graph dumps ([`Graph::to_json`], [`Graph::from_json`]).
+//! - [`version`]: API versions, the per-graph minimum with reasons, load and skip rules.
+//!
 //! **Architecture invariant:** this is the only crate that knows the wire formats. Generated
 //! FlatBuffers types never leave it; other crates see [`Graph`] and friends, built by
 //! [`wire`] (binary) or [`json`] and checked by [`Graph::validate`].

@@ -249,6 +249,102 @@ pub fn cmp_numeric(have: &Version, need: &Version) -> bool {
     (have.major, have.minor, have.patch) >= (need.major, need.minor, need.patch)
 }
 
+/// What a host does with a plugin when loading it (versioning.md §2).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LoadDecision {
+    /// Major 1: admitted.
+    Accept(Version),
+    /// Major 0: admitted with an INFO log, but skipped for every graph (below 1.0.0).
+    AcceptMajorZero(Version),
+    /// `sscanf("%d.%d.%d")` fails: rejected, `HIPDNN_STATUS_NOT_SUPPORTED`.
+    RejectUnparseable(String),
+    /// Any other major: "ERROR: ENGINE PLUGIN ABI VALIDATION FAILED".
+    RejectMajor(Version),
+}
+
+impl fmt::Display for LoadDecision {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LoadDecision::Accept(v) => write!(f, "accepted (plugin API version {v})"),
+            LoadDecision::AcceptMajorZero(v) => write!(
+                f,
+                "accepted with major 0 (plugin API version {v}); below {API_1_0_0}, so no graph is offered"
+            ),
+            LoadDecision::RejectUnparseable(text) => write!(
+                f,
+                "rejected: plugin API version {text:?} is not MAJOR.MINOR.PATCH"
+            ),
+            LoadDecision::RejectMajor(v) => write!(
+                f,
+                "rejected: plugin API version {v} has major {}, the host requires {ENGINE_API_VERSION_MAJOR}",
+                v.major
+            ),
+        }
+    }
+}
+
+/// Load-time check of the string a plugin's `hipdnnPluginGetApiVersion` returned; `None` when
+/// the symbol is absent, which upstream reads as "1.0.0".
+pub fn load_decision(declared: Option<&str>) -> LoadDecision {
+    let Some(text) = declared else {
+        return LoadDecision::Accept(API_1_0_0);
+    };
+    match parse_plugin_api_version(text) {
+        None => LoadDecision::RejectUnparseable(text.to_string()),
+        Some(v) => match check_plugin_major(&v) {
+            MajorCheck::Accepted => LoadDecision::Accept(v),
+            MajorCheck::ToleratedMajorZero => LoadDecision::AcceptMajorZero(v),
+            MajorCheck::Rejected => LoadDecision::RejectMajor(v),
+        },
+    }
+}
+
+/// Per-graph, per-plugin outcome of the backend skip rule (versioning.md §4).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GraphOffer {
+    /// Call the plugin's `GetApplicableEngineIds` (it may still decline with 0 engines).
+    Offer,
+    /// Rule 1: the plugin's version is below what the graph's features require.
+    SkipVersion { plugin: Version, required: Version },
+    /// Rule 2: override-enabled graph, plugin lacks `hipdnnEnginePluginExecuteOpGraphWithOverrides`.
+    SkipNoOverrideSymbol,
+}
+
+impl fmt::Display for GraphOffer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            GraphOffer::Offer => f.write_str("offered"),
+            GraphOffer::SkipVersion { plugin, required } => write!(
+                f,
+                "skipped: plugin apiVersion={plugin}, graph requires at least {required}"
+            ),
+            GraphOffer::SkipNoOverrideSymbol => f.write_str(
+                "skipped: graph enables override shapes and the plugin does not export hipdnnEnginePluginExecuteOpGraphWithOverrides",
+            ),
+        }
+    }
+}
+
+/// Applies the skip rule with the project's required version (flag OR ragged tensors). The stamp
+/// plays no part here; see [`stamp_exceeds_ceiling`] for the deserialize-time check.
+pub fn graph_offer(
+    plugin: &Version,
+    exports_execute_with_overrides: bool,
+    graph: &Graph,
+) -> GraphOffer {
+    let required = compute_minimum_plugin_api_version(graph).version;
+    if !cmp_numeric(plugin, &required) {
+        GraphOffer::SkipVersion {
+            plugin: plugin.clone(),
+            required,
+        }
+    } else if graph.is_override_shape_enabled && !exports_execute_with_overrides {
+        GraphOffer::SkipNoOverrideSymbol
+    } else {
+        GraphOffer::Offer
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -415,5 +511,96 @@ mod tests {
         g.tensors[0].ragged_offset_tensor_uid = Some(2);
         assert!(!plugin_meets_requirement(&API_1_2_0, &g));
         assert!(plugin_meets_requirement(&PROJECT_PLUGIN_API_VERSION, &g));
+    }
+
+    /// The graphs G0-G7 of versioning.md §7.
+    fn decision_graphs() -> Vec<Graph> {
+        let ragged = || {
+            let mut g = dense();
+            g.tensors[0].ragged_offset_tensor_uid = Some(2);
+            g
+        };
+        let g0 = dense();
+        let g1 = Graph {
+            is_override_shape_enabled: true,
+            ..dense()
+        };
+        let mut g2 = dense();
+        g2.tensors[0].is_runtime_pass_by_value = true;
+        let mut g3 = dense();
+        g3.tensors[0].alignment = 32;
+        let g4 = ragged();
+        let g5 = Graph {
+            is_ragged_tensor_enabled: true,
+            ..dense()
+        };
+        let mut g6 = Graph {
+            is_ragged_tensor_enabled: true,
+            ..ragged()
+        };
+        g6.tensors[1].is_runtime_pass_by_value = true;
+        let g7 = Graph {
+            is_override_shape_enabled: true,
+            ..ragged()
+        };
+        vec![g0, g1, g2, g3, g4, g5, g6, g7]
+    }
+
+    /// One cell of the table: O offered, S skipped by version, X no override symbol, R rejected.
+    fn cell(declared: Option<&str>, override_symbol: bool, g: &Graph) -> char {
+        match load_decision(declared) {
+            LoadDecision::RejectUnparseable(_) | LoadDecision::RejectMajor(_) => 'R',
+            LoadDecision::Accept(v) | LoadDecision::AcceptMajorZero(v) => {
+                match graph_offer(&v, override_symbol, g) {
+                    GraphOffer::Offer => 'O',
+                    GraphOffer::SkipVersion { .. } => 'S',
+                    GraphOffer::SkipNoOverrideSymbol => 'X',
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn versioning_md_decision_table() {
+        let rows: [(Option<&str>, bool, &str); 16] = [
+            (None, false, "OSSSSSSS"),
+            (Some("1.0.0"), false, "OSSSSSSS"),
+            (Some("0.0.1"), false, "SSSSSSSS"),
+            (Some("1.1.0"), false, "OXSSSSSS"),
+            (Some("1.1.0"), true, "OOSSSSSS"),
+            (Some("1.2.0"), false, "OXOSSSSS"),
+            (Some("1.3.0"), false, "OXOOOOOX"),
+            (Some("1.3.0"), true, "OOOOOOOO"),
+            (Some("1.3.0-rc1"), false, "OXOOOOOX"),
+            (Some("1.4.0"), false, "OXOOOOOX"),
+            (Some("1.10.0"), false, "OXOOOOOX"),
+            (Some("2.0.0"), false, "RRRRRRRR"),
+            (Some("2.0.0"), true, "RRRRRRRR"),
+            (Some("1.3"), false, "RRRRRRRR"),
+            (Some("v1.3.0"), true, "RRRRRRRR"),
+            (Some(""), false, "RRRRRRRR"),
+        ];
+        let graphs = decision_graphs();
+        for (declared, symbol, expected) in rows {
+            let got: String = graphs.iter().map(|g| cell(declared, symbol, g)).collect();
+            assert_eq!(got, expected, "row {declared:?} override symbol {symbol}");
+        }
+    }
+
+    #[test]
+    fn decisions_explain_themselves() {
+        assert_eq!(
+            load_decision(Some("2.0.0")).to_string(),
+            "rejected: plugin API version 2.0.0 has major 2, the host requires 1"
+        );
+        assert_eq!(
+            load_decision(Some("v1.3.0")).to_string(),
+            "rejected: plugin API version \"v1.3.0\" is not MAJOR.MINOR.PATCH"
+        );
+        let g4 = &decision_graphs()[4];
+        assert_eq!(
+            graph_offer(&API_1_2_0, false, g4).to_string(),
+            "skipped: plugin apiVersion=1.2.0, graph requires at least 1.3.0"
+        );
     }
 }
