@@ -348,6 +348,22 @@ pub enum KernelError {
         /// That tensor's extent.
         other_extent: i64,
     },
+    /// An output has fewer rows in a batch than the batch's logical length needs.
+    #[error(
+        "{role}: batch {batch} has sequence extent {extent}, below the {rows} rows {source_role} defines"
+    )]
+    RowsBeyondExtent {
+        /// Tensor role.
+        role: Role,
+        /// Batch index.
+        batch: usize,
+        /// Its extent.
+        extent: i64,
+        /// Rows the operation addresses.
+        rows: i64,
+        /// Where that row count comes from.
+        source_role: Role,
+    },
     /// A seq_lens entry is negative or beyond its batch's extent.
     #[error("{role}[{batch}] = {value} is outside 0..={extent}")]
     SeqLenOutOfRange {

@@ -10,6 +10,8 @@ use crate::tensor::{BSHD_SEQ_AXIS, Tensor};
 /// Resolved geometry of one SDPA operand.
 #[derive(Debug, Clone)]
 pub(crate) struct AttnLayout {
+    /// `[B, S, H, D]` based at ragged offsets, else dense `[B, H, S, D]`.
+    pub ragged: bool,
     pub batch: usize,
     pub heads: usize,
     pub head_dim: usize,
@@ -79,6 +81,7 @@ impl AttnLayout {
             }
         };
         let layout = AttnLayout {
+            ragged: info.is_some(),
             batch,
             heads,
             head_dim,

@@ -65,12 +65,17 @@ fn expect_equal(
     }
 }
 
+/// Ragged pairs (Q/O, K/V, Q/LSE) must split their batches identically (ragged-sdpa.md §3); a
+/// dense partner only needs room for the logical rows, see [`expect_rows`].
 fn expect_extents(
     role: Role,
     layout: &AttnLayout,
     other: Role,
     reference: &AttnLayout,
 ) -> Result<(), KernelError> {
+    if !(layout.ragged && reference.ragged) {
+        return Ok(());
+    }
     for (b, (&extent, &other_extent)) in layout.extent.iter().zip(&reference.extent).enumerate() {
         if extent != other_extent {
             return Err(KernelError::ExtentMismatch {
@@ -79,6 +84,27 @@ fn expect_extents(
                 extent: extent as i64,
                 other,
                 other_extent: other_extent as i64,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Every logical row `< lens[b]` must exist in `layout`'s batch b.
+fn expect_rows(
+    role: Role,
+    layout: &AttnLayout,
+    source_role: Role,
+    lens: &[usize],
+) -> Result<(), KernelError> {
+    for (b, (&extent, &rows)) in layout.extent.iter().zip(lens).enumerate() {
+        if rows > extent {
+            return Err(KernelError::RowsBeyondExtent {
+                role,
+                batch: b,
+                extent: extent as i64,
+                rows: rows as i64,
+                source_role,
             });
         }
     }
@@ -195,6 +221,9 @@ pub(crate) fn validate(ops: &Operands<'_>) -> Result<Problem, KernelError> {
     expect_extents(Role::O, &o, Role::Q, &q)?;
     expect_extents(Role::V, &v, Role::K, &k)?;
     if let Some(lse) = &lse {
+        expect_extents(Role::Lse, lse, Role::Q, &q)?;
+    }
+    if let Some(lse) = &lse {
         expect_equal(Role::Lse, "batch", lse.batch, Role::Q, batch)?;
         expect_equal(Role::Lse, "heads", lse.heads, Role::Q, q.heads)?;
         if lse.head_dim != 1 {
@@ -205,10 +234,14 @@ pub(crate) fn validate(ops: &Operands<'_>) -> Result<Problem, KernelError> {
                 "1".to_owned(),
             ));
         }
-        expect_extents(Role::Lse, lse, Role::Q, &q)?;
     }
     let len_q = logical_lengths(Role::SeqLenQ, ops.seq_len_q, &q.extent)?;
     let len_kv = logical_lengths(Role::SeqLenKv, ops.seq_len_kv, &k.extent)?;
+    expect_rows(Role::O, &o, Role::Q, &len_q)?;
+    expect_rows(Role::V, &v, Role::K, &len_kv)?;
+    if let Some(lse) = &lse {
+        expect_rows(Role::Lse, lse, Role::Q, &len_q)?;
+    }
     Ok(Problem {
         dtype,
         batch,
