@@ -1,0 +1,239 @@
+//! The host's copy of the contract in `kernels/cuda/ragged_fmha_fwd.cu`: entry-point names, tile
+//! shapes, the pre-pass's scratch records and error-flag bits.
+//!
+//! Nothing here can be checked by the compiler against the `.cu` file, so every constant names
+//! its counterpart there; the device test (`bench/gpu-rust`) fails if they drift apart.
+
+use super::problem::ElementType;
+
+/// `sizeof(RaggedBatch)`: i64 q_tok, kv_tok, lse_elem; int lq, lkv.
+pub const RAGGED_BATCH_BYTES: u64 = 32;
+/// `sizeof(int2)`: one (batch, query tile) entry of the pre-pass's tile list.
+pub const TILE_ENTRY_BYTES: u64 = 8;
+/// `RAGGED_PREPASS_THREADS`: the pre-pass is one block of this many threads.
+pub const PREPASS_THREADS: u32 = 1024;
+/// Name of the pre-pass kernel.
+pub const PREPASS_KERNEL: &str = "ragged_fmha_prepass";
+
+/// `RAGGED_ERR_*` bits, per offsets tensor (shifted by the `*_SHIFT` below).
+pub const ERR_FIRST_NONZERO: u32 = 1;
+/// `offset[b+1] < offset[b]`.
+pub const ERR_DECREASING: u32 = 2;
+/// A batch's span is not a whole number of rows.
+pub const ERR_PARTIAL_ROW: u32 = 4;
+/// A batch's extent exceeds S_max.
+pub const ERR_EXTENT: u32 = 8;
+/// `stored × multiplier` overflows int64.
+pub const ERR_OVERFLOW: u32 = 16;
+/// Shift of the Q/O offsets' bits.
+pub const ERR_Q_SHIFT: u32 = 0;
+/// Shift of the K/V offsets' bits.
+pub const ERR_KV_SHIFT: u32 = 8;
+/// Shift of the ragged LSE offsets' bits.
+pub const ERR_LSE_SHIFT: u32 = 24;
+/// `seq_len_q[b]` outside `[0, extent_q(b)]`.
+pub const ERR_SEQ_LEN_Q: u32 = 0x1_0000;
+/// `seq_len_kv[b]` outside `[0, extent_kv(b)]`.
+pub const ERR_SEQ_LEN_KV: u32 = 0x2_0000;
+
+/// One compiled forward configuration (`RAGGED_FMHA_ENTRY` in the `.cu` file).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KernelConfig {
+    /// `extern "C"` name.
+    pub name: &'static str,
+    /// Q/K/V/O element type.
+    pub dtype: ElementType,
+    /// Head dim D.
+    pub head_dim: i64,
+    /// Query rows per block (BM).
+    pub block_m: i64,
+    /// Keys per main-loop step (BN).
+    pub block_n: i64,
+    /// Warps per block (NW).
+    pub warps: u32,
+}
+
+impl KernelConfig {
+    /// Dynamic shared memory: the Q tile plus double-buffered K and V tiles, 2 bytes per element.
+    pub fn shared_mem_bytes(&self) -> u64 {
+        let d = self.head_dim as u64;
+        2 * (self.block_m as u64 * d + 4 * self.block_n as u64 * d)
+    }
+
+    /// Threads per block.
+    pub fn threads(&self) -> u32 {
+        self.warps * 32
+    }
+}
+
+/// The default configurations, one per (dtype, head dim) the plugin supports.
+pub const FORWARD_KERNELS: [KernelConfig; 4] = [
+    KernelConfig {
+        name: "ragged_fmha_fwd_bf16_d64",
+        dtype: ElementType::BFloat16,
+        head_dim: 64,
+        block_m: 128,
+        block_n: 64,
+        warps: 4,
+    },
+    KernelConfig {
+        name: "ragged_fmha_fwd_f16_d64",
+        dtype: ElementType::Half,
+        head_dim: 64,
+        block_m: 128,
+        block_n: 64,
+        warps: 4,
+    },
+    KernelConfig {
+        name: "ragged_fmha_fwd_bf16_d128",
+        dtype: ElementType::BFloat16,
+        head_dim: 128,
+        block_m: 128,
+        block_n: 64,
+        warps: 4,
+    },
+    KernelConfig {
+        name: "ragged_fmha_fwd_f16_d128",
+        dtype: ElementType::Half,
+        head_dim: 128,
+        block_m: 128,
+        block_n: 64,
+        warps: 4,
+    },
+];
+
+/// The configuration for `dtype` and head dim `d`, if the kernels have one.
+pub fn forward_kernel(dtype: ElementType, d: i64) -> Option<&'static KernelConfig> {
+    FORWARD_KERNELS
+        .iter()
+        .find(|k| k.dtype == dtype && k.head_dim == d)
+}
+
+/// The uids the device error flag can point at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FlagUids {
+    /// Q's `ragged_offset` aux (shared with O).
+    pub q_offsets: i64,
+    /// K's `ragged_offset` aux (shared with V).
+    pub kv_offsets: i64,
+    /// The ragged LSE's aux, if any.
+    pub lse_offsets: Option<i64>,
+    /// `seq_len_q`, if any.
+    pub seq_len_q: Option<i64>,
+    /// `seq_len_kv`, if any.
+    pub seq_len_kv: Option<i64>,
+    /// S_q_max and S_kv_max, quoted in extent errors.
+    pub s_max: (i64, i64),
+}
+
+/// One sentence per rule the pre-pass found violated, each naming the tensor uid.
+pub fn decode_error_flag(flag: u32, uids: &FlagUids) -> Vec<String> {
+    let mut problems = Vec::new();
+    let mut known = ERR_SEQ_LEN_Q | ERR_SEQ_LEN_KV;
+    let groups = [
+        (ERR_Q_SHIFT, "Q/O", Some(uids.q_offsets), uids.s_max.0),
+        (ERR_KV_SHIFT, "K/V", Some(uids.kv_offsets), uids.s_max.1),
+        (ERR_LSE_SHIFT, "LSE", uids.lse_offsets, 0),
+    ];
+    for (shift, what, uid, s_max) in groups {
+        let bits = (flag >> shift) & 0x1f;
+        known |= 0x1f << shift;
+        let uid = uid.map_or_else(|| "?".to_owned(), |u| u.to_string());
+        let rules = [
+            (ERR_FIRST_NONZERO, "offset[0] is not 0".to_owned()),
+            (ERR_DECREASING, "offsets decrease".to_owned()),
+            (
+                ERR_PARTIAL_ROW,
+                "a batch's span is not a whole number of sequence rows".to_owned(),
+            ),
+            (
+                ERR_EXTENT,
+                format!("a batch's extent exceeds S_max = {s_max}"),
+            ),
+            (
+                ERR_OVERFLOW,
+                "offset × multiplier overflows int64".to_owned(),
+            ),
+        ];
+        for (bit, text) in rules {
+            if bits & bit != 0 {
+                problems.push(format!("{what} ragged_offset (uid {uid}): {text}"));
+            }
+        }
+    }
+    for (bit, uid, name) in [
+        (ERR_SEQ_LEN_Q, uids.seq_len_q, "seq_len_q"),
+        (ERR_SEQ_LEN_KV, uids.seq_len_kv, "seq_len_kv"),
+    ] {
+        if flag & bit != 0 {
+            let uid = uid.map_or_else(|| "?".to_owned(), |u| u.to_string());
+            problems.push(format!(
+                "{name} (uid {uid}): a length is outside [0, extent(b)] (clamped)"
+            ));
+        }
+    }
+    if flag & !known != 0 {
+        problems.push(format!("unknown error bits {:#x}", flag & !known));
+    }
+    problems
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const UIDS: FlagUids = FlagUids {
+        q_offsets: 10,
+        kv_offsets: 11,
+        lse_offsets: None,
+        seq_len_q: Some(20),
+        seq_len_kv: None,
+        s_max: (128, 256),
+    };
+
+    #[test]
+    fn a_clean_flag_has_no_problems() {
+        assert!(decode_error_flag(0, &UIDS).is_empty());
+    }
+
+    #[test]
+    fn each_bit_names_its_tensor() {
+        assert_eq!(
+            decode_error_flag(ERR_DECREASING << ERR_Q_SHIFT, &UIDS),
+            ["Q/O ragged_offset (uid 10): offsets decrease"]
+        );
+        assert_eq!(
+            decode_error_flag(ERR_EXTENT << ERR_KV_SHIFT, &UIDS),
+            ["K/V ragged_offset (uid 11): a batch's extent exceeds S_max = 256"]
+        );
+        assert_eq!(
+            decode_error_flag(ERR_SEQ_LEN_Q, &UIDS),
+            ["seq_len_q (uid 20): a length is outside [0, extent(b)] (clamped)"]
+        );
+        let both = decode_error_flag(
+            (ERR_FIRST_NONZERO << ERR_Q_SHIFT) | (ERR_OVERFLOW << ERR_LSE_SHIFT),
+            &UIDS,
+        );
+        assert_eq!(both.len(), 2, "{both:?}");
+        assert!(both[1].starts_with("LSE ragged_offset (uid ?)"), "{both:?}");
+    }
+
+    #[test]
+    fn unknown_bits_are_reported() {
+        let problems = decode_error_flag(0x8000_0000, &UIDS);
+        assert_eq!(problems, ["unknown error bits 0x80000000"]);
+    }
+
+    #[test]
+    fn shared_memory_matches_the_kernel_layout() {
+        // s_q: BM*D*2 bytes, s_k and s_v: 2*BN*D*2 each (see fmha_fwd_body).
+        let d128 = forward_kernel(ElementType::BFloat16, 128).unwrap();
+        assert_eq!(
+            d128.shared_mem_bytes(),
+            128 * 128 * 2 + 2 * (2 * 64 * 128 * 2)
+        );
+        assert_eq!(d128.threads(), 128);
+        assert!(forward_kernel(ElementType::Float, 64).is_none());
+        assert!(forward_kernel(ElementType::Half, 96).is_none());
+    }
+}

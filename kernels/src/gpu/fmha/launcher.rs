@@ -1,0 +1,585 @@
+//! Enqueues the ragged FMHA forward on a caller's stream with the caller's device pointers.
+//!
+//! Per execute: the pre-pass turns the offsets (read on the device) into per-batch token starts
+//! and a longest-first tile list in the workspace, then the forward kernel runs over an upper-bound
+//! grid. There is no host synchronisation unless the caller asks for [`ExecuteMode::Validate`],
+//! which reads the pre-pass's error flag back before the forward kernel is launched, so that
+//! invalid offsets give an error naming the tensor instead of silently skipped batches.
+
+use std::collections::HashMap;
+use std::sync::{Arc, OnceLock};
+
+use cudarc::driver::sys::{self as cu, CUstream};
+use parking_lot::Mutex;
+
+use super::device_abi;
+use super::plan::{FmhaPlan, WORKSPACE_ALIGNMENT};
+use crate::gpu::context::{CurrentContext, StreamContext, context_of_stream};
+use crate::gpu::error::{DriverCall, GpuError, TensorRole};
+use crate::gpu::module::{KernelArg, KernelModule, LaunchConfig, launch};
+use crate::gpu::nvrtc_cache::{ImageOrigin, KernelSource, NvrtcCache};
+use crate::gpu::runtime;
+
+/// The kernel source, compiled at run time for the device in use.
+pub const FMHA_SOURCE: KernelSource = KernelSource {
+    name: "ragged_fmha_fwd.cu",
+    text: include_str!("../../../cuda/ragged_fmha_fwd.cu"),
+};
+
+/// Whether an execute checks the offsets' contents.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExecuteMode {
+    /// Enqueue and return; invalid offsets make their batches write nothing (caller precondition).
+    Enqueue,
+    /// Synchronise after the pre-pass and fail with [`GpuError::InvalidOffsets`] if it found any
+    /// invalid offsets or lengths; the forward kernel is then not launched.
+    Validate,
+}
+
+/// Device addresses from the variant pack; 0 for an absent optional tensor.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FmhaBuffers {
+    /// Q data.
+    pub q: u64,
+    /// K data.
+    pub k: u64,
+    /// V data.
+    pub v: u64,
+    /// O data.
+    pub o: u64,
+    /// LSE data (0 when the plan has no LSE).
+    pub lse: u64,
+    /// Q's (and O's) `ragged_offset` aux.
+    pub q_offsets: u64,
+    /// K's (and V's) `ragged_offset` aux.
+    pub kv_offsets: u64,
+    /// The ragged LSE's aux (0 for a dense LSE).
+    pub lse_offsets: u64,
+    /// `seq_len_q` (0 when absent).
+    pub seq_len_q: u64,
+    /// `seq_len_kv` (0 when absent).
+    pub seq_len_kv: u64,
+    /// Scratch of at least `plan.workspace_bytes()` bytes.
+    pub workspace: u64,
+    /// Its size in bytes.
+    pub workspace_bytes: u64,
+}
+
+/// Compiles, loads and launches the FMHA kernels; one per process is the norm.
+pub struct FmhaEngine {
+    cache: &'static NvrtcCache,
+    /// Loaded modules by context id (`cuCtxGetId`).
+    modules: Mutex<HashMap<u64, Arc<KernelModule>>>,
+}
+
+/// What [`FmhaEngine::prepare`] did, for logs and tests.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Prepared {
+    /// Device ordinal of the stream's context.
+    pub device: i32,
+    /// The NVRTC target used.
+    pub arch: String,
+    /// Where the image came from; `None` when the module was already loaded in this context.
+    pub origin: Option<ImageOrigin>,
+}
+
+impl FmhaEngine {
+    /// The process-wide engine, using [`NvrtcCache::global`].
+    pub fn global() -> &'static FmhaEngine {
+        static ENGINE: OnceLock<FmhaEngine> = OnceLock::new();
+        ENGINE.get_or_init(|| FmhaEngine::with_cache(NvrtcCache::global()))
+    }
+
+    /// An engine with its own compile cache (tests, benchmarks).
+    pub fn with_cache(cache: &'static NvrtcCache) -> Self {
+        Self {
+            cache,
+            modules: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Compiles (or fetches) and loads the kernels for `stream`'s context. Execute does this on
+    /// first use; calling it at plan time moves the compile out of the first execute.
+    ///
+    /// # Safety
+    /// `stream` must be null or a live stream.
+    pub unsafe fn prepare(&self, stream: CUstream) -> Result<Prepared, GpuError> {
+        // SAFETY: forwarded from this function's contract.
+        let ctx = unsafe { context_of_stream(stream) }?;
+        self.module_for(&ctx).map(|(_, prepared)| prepared)
+    }
+
+    fn module_for(&self, ctx: &StreamContext) -> Result<(Arc<KernelModule>, Prepared), GpuError> {
+        let runtime = runtime::probe()?;
+        let device = runtime
+            .device(ctx.device)
+            .ok_or_else(|| GpuError::Unavailable {
+                reason: format!(
+                    "the stream's device {} is not usable by this engine",
+                    ctx.device
+                ),
+            })?;
+        let mut prepared = Prepared {
+            device: ctx.device,
+            arch: device.target.arch().to_owned(),
+            origin: None,
+        };
+        // Held across compile and load: concurrent first executes wait for one compilation.
+        let mut modules = self.modules.lock();
+        if let Some(module) = modules.get(&ctx.id) {
+            return Ok((Arc::clone(module), prepared));
+        }
+        let image =
+            self.cache
+                .get_or_compile(&FMHA_SOURCE, &device.target, &[], runtime.nvrtc_version)?;
+        let guard = CurrentContext::push(ctx.handle)?;
+        // SAFETY: the stream's context is current (guard) and outlives the module for as long as
+        // the caller's stream is valid, which is hipDNN's contract for SetStream.
+        let module = Arc::new(unsafe { KernelModule::load(&image.bytes, FMHA_SOURCE.name) }?);
+        drop(guard);
+        prepared.origin = Some(image.origin);
+        modules.insert(ctx.id, Arc::clone(&module));
+        Ok((module, prepared))
+    }
+
+    /// Enqueues the forward pass described by `plan` on `stream`.
+    ///
+    /// # Safety
+    /// Every non-zero address in `buffers` must point to device memory of the stream's context
+    /// holding the tensor the plan describes: Q, K, V (and offsets, seq lens) readable; O, LSE and
+    /// the workspace writable and not read by other work until this execute completes on the
+    /// stream; buffer sizes matching the offsets' final values. `stream` must be a live stream
+    /// (or null for the default stream).
+    pub unsafe fn execute(
+        &self,
+        plan: &FmhaPlan,
+        stream: CUstream,
+        buffers: &FmhaBuffers,
+        mode: ExecuteMode,
+    ) -> Result<(), GpuError> {
+        check_buffers(plan, buffers)?;
+        // SAFETY: `stream` is null or live (this function's contract).
+        let ctx = unsafe { context_of_stream(stream) }?;
+        let (module, _) = self.module_for(&ctx)?;
+        if let Some(device) = runtime::probe()?.device(ctx.device)
+            && i64::from(plan.shared_mem_bytes) > i64::from(device.max_shared_per_block_optin)
+        {
+            return Err(GpuError::SharedMemory {
+                kernel: plan.kernel.name,
+                required: plan.shared_mem_bytes,
+                available: u32::try_from(device.max_shared_per_block_optin).unwrap_or(0),
+                device: ctx.device,
+            });
+        }
+        let _current = CurrentContext::push(ctx.handle)?;
+        let base = buffers.workspace.div_ceil(WORKSPACE_ALIGNMENT) * WORKSPACE_ALIGNMENT;
+        let layout = plan.workspace;
+        let error_flag = base + layout.error_flag;
+
+        let prepass = module.function(device_abi::PREPASS_KERNEL, 0)?;
+        let prepass_config = LaunchConfig {
+            grid: (1, 1, 1),
+            block: (device_abi::PREPASS_THREADS, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        // SAFETY: the argument list mirrors `ragged_fmha_prepass` in the .cu file (see
+        // `prepass_args`); pointers were checked non-null where required, and the caller
+        // guarantees they are valid (see `# Safety`). The context is current.
+        unsafe {
+            launch(
+                prepass,
+                prepass_config,
+                stream,
+                &prepass_args(plan, buffers, base),
+            )
+        }?;
+
+        if mode == ExecuteMode::Validate {
+            let flag = read_flag(stream, error_flag)?;
+            if flag != 0 {
+                return Err(GpuError::InvalidOffsets {
+                    flag,
+                    problems: device_abi::decode_error_flag(flag, &plan.flag_uids()),
+                });
+            }
+        }
+
+        let forward = module.function(plan.kernel.name, plan.shared_mem_bytes)?;
+        let forward_config = LaunchConfig {
+            grid: (plan.grid_blocks, 1, 1),
+            block: (plan.kernel.threads(), 1, 1),
+            shared_mem_bytes: plan.shared_mem_bytes,
+        };
+        // SAFETY: the argument list mirrors RAGGED_FMHA_PARAMS (see `forward_args`); the
+        // pre-pass enqueued above on the same stream fills the workspace first; the function's
+        // shared-memory limit was raised to the plan's value.
+        unsafe {
+            launch(
+                forward,
+                forward_config,
+                stream,
+                &forward_args(plan, buffers, base),
+            )
+        }
+    }
+}
+
+/// Reads the pre-pass's error flag (stream-ordered), synchronising the stream.
+fn read_flag(stream: CUstream, address: u64) -> Result<u32, GpuError> {
+    let mut flag = 0u32;
+    // SAFETY: `address` is the 4-byte flag inside the checked workspace; `flag` is a live host
+    // u32 and the stream is synchronised before it goes out of scope.
+    unsafe { cu::cuMemcpyDtoHAsync_v2(std::ptr::from_mut(&mut flag).cast(), address, 4, stream) }
+        .result()
+        .call("cuMemcpyDtoHAsync")?;
+    // SAFETY: `stream` is live (caller contract).
+    unsafe { cu::cuStreamSynchronize(stream) }
+        .result()
+        .call("cuStreamSynchronize")?;
+    Ok(flag)
+}
+
+/// Parameters of `ragged_fmha_prepass`, in signature order.
+fn prepass_args(plan: &FmhaPlan, b: &FmhaBuffers, workspace: u64) -> Vec<KernelArg> {
+    use KernelArg::{I32, I64, Ptr};
+    let layout = plan.workspace;
+    let (lse_off, lse_bytes, lse_mult, lse_batch_stride) = match plan.lse {
+        Some(lse) => match lse.offsets {
+            Some(o) => (b.lse_offsets, o.bytes, o.multiplier, 0),
+            None => (0, 0, 1, lse.batch_stride),
+        },
+        None => (0, 0, 1, 0),
+    };
+    vec![
+        Ptr(b.q_offsets),
+        I32(plan.q_offsets.bytes),
+        I64(plan.q_offsets.multiplier),
+        I64(plan.q.seq),
+        I32(plan.s_q_max),
+        Ptr(b.kv_offsets),
+        I32(plan.kv_offsets.bytes),
+        I64(plan.kv_offsets.multiplier),
+        I64(plan.k.seq),
+        I32(plan.s_kv_max),
+        Ptr(plan.seq_len_q.map_or(0, |_| b.seq_len_q)),
+        I32(plan.seq_len_q.map_or(0, |s| s.1)),
+        Ptr(plan.seq_len_kv.map_or(0, |_| b.seq_len_kv)),
+        I32(plan.seq_len_kv.map_or(0, |s| s.1)),
+        Ptr(lse_off),
+        I32(lse_bytes),
+        I64(lse_mult),
+        I64(lse_batch_stride),
+        I32(plan.batch),
+        I32(plan.kernel.block_m as i32),
+        I32(plan.kernel.block_n as i32),
+        I32(plan.mask_left),
+        I32(plan.mask_right),
+        I32(plan.bottom_right),
+        Ptr(workspace + layout.batches),
+        Ptr(workspace + layout.tiles),
+        Ptr(workspace + layout.tile_count),
+        Ptr(workspace + layout.error_flag),
+    ]
+}
+
+/// Parameters of `ragged_fmha_fwd_*` (RAGGED_FMHA_PARAMS), in signature order.
+fn forward_args(plan: &FmhaPlan, b: &FmhaBuffers, workspace: u64) -> Vec<KernelArg> {
+    use KernelArg::{F32, I32, I64, Ptr};
+    let layout = plan.workspace;
+    let (lse, lse_seq, lse_head) = match plan.lse {
+        Some(l) => (b.lse, l.seq_stride, l.head_stride),
+        None => (0, 0, 0),
+    };
+    vec![
+        Ptr(b.q),
+        Ptr(b.k),
+        Ptr(b.v),
+        Ptr(b.o),
+        Ptr(lse),
+        Ptr(workspace + layout.batches),
+        Ptr(workspace + layout.tiles),
+        Ptr(workspace + layout.tile_count),
+        I64(plan.q.seq),
+        I64(plan.q.head),
+        I64(plan.k.seq),
+        I64(plan.k.head),
+        I64(plan.v.seq),
+        I64(plan.v.head),
+        I64(plan.o.seq),
+        I64(plan.o.head),
+        I64(lse_seq),
+        I64(lse_head),
+        I32(plan.heads_q),
+        I32(plan.heads_kv),
+        F32(plan.scale),
+        I32(plan.mask_left),
+        I32(plan.mask_right),
+        I32(plan.bottom_right),
+    ]
+}
+
+/// Rejects null or misaligned pointers before anything is enqueued: a fault inside a kernel
+/// would poison the caller's context for good.
+pub fn check_buffers(plan: &FmhaPlan, b: &FmhaBuffers) -> Result<(), GpuError> {
+    let [q_uid, k_uid, v_uid, o_uid] = plan.uids;
+    let mut required = vec![
+        (b.q, q_uid, TensorRole::Q, 16),
+        (b.k, k_uid, TensorRole::K, 16),
+        (b.v, v_uid, TensorRole::V, 16),
+        (b.o, o_uid, TensorRole::O, 16),
+        (
+            b.q_offsets,
+            plan.q_offsets.uid,
+            TensorRole::QOffsets,
+            plan.q_offsets.bytes as u64,
+        ),
+        (
+            b.kv_offsets,
+            plan.kv_offsets.uid,
+            TensorRole::KvOffsets,
+            plan.kv_offsets.bytes as u64,
+        ),
+        (b.workspace, -1, TensorRole::Workspace, 1),
+    ];
+    if let Some((uid, bytes)) = plan.seq_len_q {
+        required.push((b.seq_len_q, uid, TensorRole::SeqLenQ, bytes as u64));
+    }
+    if let Some((uid, bytes)) = plan.seq_len_kv {
+        required.push((b.seq_len_kv, uid, TensorRole::SeqLenKv, bytes as u64));
+    }
+    if let Some(lse) = plan.lse {
+        required.push((b.lse, lse.uid, TensorRole::Lse, 4));
+        if let Some(o) = lse.offsets {
+            required.push((b.lse_offsets, o.uid, TensorRole::LseOffsets, o.bytes as u64));
+        }
+    }
+    for (address, uid, role, align) in required {
+        let problem = if address == 0 {
+            "is null"
+        } else if address % align != 0 {
+            match align {
+                16 => "is not 16-byte aligned",
+                8 => "is not 8-byte aligned",
+                _ => "is not 4-byte aligned",
+            }
+        } else {
+            continue;
+        };
+        return Err(GpuError::BadPointer {
+            uid,
+            role,
+            address,
+            problem,
+        });
+    }
+    if b.workspace_bytes < plan.workspace_bytes() {
+        return Err(GpuError::WorkspaceTooSmall {
+            required: plan.workspace_bytes(),
+            provided: b.workspace_bytes,
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gpu::fmha::plan::plan;
+    use crate::gpu::fmha::problem::{
+        ElementType, FmhaProblem, LseDesc, MaskBand, OffsetsDesc, RaggedDesc, SeqLenDesc,
+    };
+
+    fn ragged(uid: i64, dims: [i64; 4], offsets_uid: i64, dtype: ElementType) -> RaggedDesc {
+        let [_, s, h, d] = dims;
+        RaggedDesc {
+            uid,
+            dtype,
+            dims,
+            strides: [s * h * d, h * d, d, 1],
+            alignment: 16,
+            offsets: OffsetsDesc {
+                uid: offsets_uid,
+                dtype: ElementType::Int64,
+                elements: dims[0] + 1,
+                multiplier: h * d,
+            },
+        }
+    }
+
+    fn test_plan(with_lse: bool) -> FmhaPlan {
+        let bf16 = ElementType::BFloat16;
+        let mut lse = ragged(5, [2, 100, 4, 1], 12, ElementType::Float);
+        lse.offsets.dtype = ElementType::Int32;
+        plan(&FmhaProblem {
+            q: ragged(1, [2, 100, 4, 64], 10, bf16),
+            k: ragged(2, [2, 150, 2, 64], 11, bf16),
+            v: ragged(3, [2, 150, 2, 64], 11, bf16),
+            o: ragged(4, [2, 100, 4, 64], 10, bf16),
+            lse: with_lse.then_some(LseDesc::Ragged(lse)),
+            seq_len_q: Some(SeqLenDesc {
+                uid: 20,
+                dtype: ElementType::Int32,
+                elements: 2,
+            }),
+            seq_len_kv: None,
+            scale: 0.5,
+            mask: MaskBand::NONE,
+        })
+        .unwrap()
+    }
+
+    fn buffers(plan: &FmhaPlan) -> FmhaBuffers {
+        FmhaBuffers {
+            q: 0x1000,
+            k: 0x2000,
+            v: 0x3000,
+            o: 0x4000,
+            lse: 0x5000,
+            q_offsets: 0x6000,
+            kv_offsets: 0x7000,
+            lse_offsets: 0x8000,
+            seq_len_q: 0x9000,
+            seq_len_kv: 0,
+            workspace: 0xa010,
+            workspace_bytes: plan.workspace_bytes(),
+        }
+    }
+
+    #[test]
+    fn prepass_arguments_follow_the_kernel_signature() {
+        let plan = test_plan(true);
+        let b = buffers(&plan);
+        let args = prepass_args(&plan, &b, 0xa100);
+        use KernelArg::{I32, I64, Ptr};
+        // 28 parameters in ragged_fmha_prepass.
+        assert_eq!(args.len(), 28);
+        assert_eq!(
+            args[..5],
+            [Ptr(0x6000), I32(8), I64(256), I64(256), I32(100)]
+        );
+        assert_eq!(
+            args[5..10],
+            [Ptr(0x7000), I32(8), I64(128), I64(128), I32(150)]
+        );
+        // seq_len_q present (int32), seq_len_kv absent.
+        assert_eq!(args[10..14], [Ptr(0x9000), I32(4), Ptr(0), I32(0)]);
+        // Ragged LSE: its aux, int32, its multiplier (H_q · 1 = 4), batch stride unused.
+        assert_eq!(args[14..19], [Ptr(0x8000), I32(4), I64(4), I64(0), I32(2)]);
+        assert_eq!(args[19..24], [I32(128), I32(64), I32(-1), I32(-1), I32(0)]);
+        let w = plan.workspace;
+        assert_eq!(
+            args[24..],
+            [
+                Ptr(0xa100),
+                Ptr(0xa100 + w.tiles),
+                Ptr(0xa100 + w.tile_count),
+                Ptr(0xa100 + w.error_flag)
+            ]
+        );
+    }
+
+    #[test]
+    fn forward_arguments_follow_the_kernel_signature() {
+        let plan = test_plan(false);
+        let args = forward_args(&plan, &buffers(&plan), 0xa100);
+        use KernelArg::{F32, I32, I64, Ptr};
+        // 24 parameters in RAGGED_FMHA_PARAMS; no LSE requested, so a null pointer.
+        assert_eq!(args.len(), 24);
+        assert_eq!(
+            args[..5],
+            [Ptr(0x1000), Ptr(0x2000), Ptr(0x3000), Ptr(0x4000), Ptr(0)]
+        );
+        assert_eq!(
+            args[8..18],
+            [
+                I64(256),
+                I64(64),
+                I64(128),
+                I64(64),
+                I64(128),
+                I64(64),
+                I64(256),
+                I64(64),
+                I64(0),
+                I64(0)
+            ]
+        );
+        assert_eq!(
+            args[18..],
+            [I32(4), I32(2), F32(0.5), I32(-1), I32(-1), I32(0)]
+        );
+    }
+
+    #[test]
+    fn buffers_are_checked_before_anything_is_enqueued() {
+        let plan = test_plan(true);
+        assert_eq!(check_buffers(&plan, &buffers(&plan)), Ok(()));
+
+        let mut b = buffers(&plan);
+        b.k = 0;
+        let err = check_buffers(&plan, &b).unwrap_err().to_string();
+        assert_eq!(err, "tensor uid 2 (K): device pointer 0x0 is null");
+
+        let mut b = buffers(&plan);
+        b.o = 0x4008;
+        let err = check_buffers(&plan, &b).unwrap_err().to_string();
+        assert!(
+            err.contains("uid 4 (O)") && err.contains("16-byte"),
+            "{err}"
+        );
+
+        let mut b = buffers(&plan);
+        b.q_offsets = 0x6004;
+        let err = check_buffers(&plan, &b).unwrap_err().to_string();
+        assert!(err.contains("uid 10") && err.contains("8-byte"), "{err}");
+
+        let mut b = buffers(&plan);
+        b.lse_offsets = 0;
+        let err = check_buffers(&plan, &b).unwrap_err().to_string();
+        assert!(err.contains("uid 12 (LSE ragged_offset)"), "{err}");
+
+        let mut b = buffers(&plan);
+        b.seq_len_q = 0;
+        assert!(
+            check_buffers(&plan, &b)
+                .unwrap_err()
+                .to_string()
+                .contains("uid 20")
+        );
+
+        let mut b = buffers(&plan);
+        b.workspace_bytes -= 1;
+        assert!(matches!(
+            check_buffers(&plan, &b),
+            Err(GpuError::WorkspaceTooSmall { .. })
+        ));
+    }
+
+    #[test]
+    fn absent_optional_buffers_are_not_required() {
+        let plan = test_plan(false);
+        let mut b = buffers(&plan);
+        b.lse = 0;
+        b.lse_offsets = 0;
+        b.seq_len_kv = 0;
+        assert_eq!(check_buffers(&plan, &b), Ok(()));
+    }
+
+    /// Where CUDA exists, compiling the real kernel file must succeed for the probed device.
+    #[test]
+    fn the_kernel_file_compiles_for_the_probed_device() {
+        let Some(runtime) = runtime::runtime_or_skip("the_kernel_file_compiles") else {
+            return;
+        };
+        let cache = NvrtcCache::new(None);
+        let image = cache
+            .get_or_compile(
+                &FMHA_SOURCE,
+                &runtime.devices[0].target,
+                &[],
+                runtime.nvrtc_version,
+            )
+            .unwrap();
+        assert!(!image.bytes.is_empty());
+    }
+}

@@ -1,0 +1,23 @@
+//! The CUDA side of the GPU engine: finding CUDA at run time, compiling the kernels with NVRTC,
+//! and launching the ragged FMHA forward on a caller's stream.
+//!
+//! Layering, bottom up: [`runtime`] (probe, devices, NVRTC target), [`nvrtc_cache`] (compile and
+//! cache images), [`context`] and [`module`] (stream contexts, loaded modules, typed launches),
+//! [`fmha`] (the engine). Only [`runtime::probe`] may be called on a machine without CUDA; it
+//! answers with a reason instead of failing, and everything else starts by calling it.
+//!
+//! The plugin's use, in order:
+//! 1. [`runtime::probe`] once: list `RAGGED_SDPA_CUDA_FMHA` only on `Ok`.
+//! 2. [`fmha::plan`] per graph: `Err(GpuError::Unsupported { .. })` means decline.
+//! 3. [`fmha::FmhaEngine::execute`] per execute, with the `SetStream` stream and the variant
+//!    pack's device pointers; workspace size from [`fmha::FmhaPlan::workspace_bytes`].
+
+pub mod context;
+pub mod error;
+pub mod fingerprint;
+pub mod fmha;
+pub mod module;
+pub mod nvrtc_cache;
+pub mod runtime;
+
+pub use error::{GpuError, TensorRole};

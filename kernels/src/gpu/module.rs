@@ -1,0 +1,183 @@
+//! Loaded kernel modules and typed launches.
+//!
+//! `cuLaunchKernel` takes an array of untyped pointers, one per kernel parameter; a wrong type or
+//! a missing parameter is silent memory corruption on the device. Launchers therefore build their
+//! argument list from [`KernelArg`] values, one per parameter in the order of the `extern "C"`
+//! signature, and [`LaunchConfig`] names grid, block and shared memory so they cannot be swapped.
+
+use std::collections::HashMap;
+use std::ffi::{CString, c_void};
+
+use cudarc::driver::sys::{self as cu, CUfunction, CUfunction_attribute, CUmodule, CUstream};
+use parking_lot::Mutex;
+
+use super::error::{DriverCall, GpuError};
+
+/// Shared memory a block gets without opting in (all architectures since sm_20).
+pub const DEFAULT_DYNAMIC_SHARED_LIMIT: u32 = 48 * 1024;
+
+/// One kernel parameter, by value, with the exact C type of the signature.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum KernelArg {
+    /// A device pointer (`T*`, `const T*`); 0 is a null pointer.
+    Ptr(u64),
+    /// `int`.
+    I32(i32),
+    /// `long long`.
+    I64(i64),
+    /// `float`.
+    F32(f32),
+}
+
+impl KernelArg {
+    fn address(&self) -> *mut c_void {
+        match self {
+            KernelArg::Ptr(v) => std::ptr::from_ref(v).cast_mut().cast(),
+            KernelArg::I32(v) => std::ptr::from_ref(v).cast_mut().cast(),
+            KernelArg::I64(v) => std::ptr::from_ref(v).cast_mut().cast(),
+            KernelArg::F32(v) => std::ptr::from_ref(v).cast_mut().cast(),
+        }
+    }
+}
+
+/// Grid, block and dynamic shared memory of one launch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LaunchConfig {
+    /// Blocks in x, y, z.
+    pub grid: (u32, u32, u32),
+    /// Threads per block in x, y, z.
+    pub block: (u32, u32, u32),
+    /// Dynamic shared memory per block, bytes.
+    pub shared_mem_bytes: u32,
+}
+
+/// A module loaded into one context; functions are looked up once and kept.
+pub struct KernelModule {
+    module: CUmodule,
+    source_name: String,
+    functions: Mutex<HashMap<String, FunctionHandle>>,
+}
+
+#[derive(Clone, Copy)]
+struct FunctionHandle {
+    function: CUfunction,
+    /// Dynamic shared memory the function has been allowed so far.
+    shared_limit: u32,
+}
+
+// SAFETY: CUDA driver handles are plain identifiers that the driver allows on any thread; the
+// lookup table is behind a mutex.
+unsafe impl Send for KernelModule {}
+// SAFETY: as above; `&KernelModule` only reads the immutable module handle or takes the mutex.
+unsafe impl Sync for KernelModule {}
+
+impl KernelModule {
+    /// Loads a cubin or NUL-terminated PTX image into the current context.
+    ///
+    /// # Safety
+    /// The context the module should live in must be current on this thread (see
+    /// `CurrentContext`), and must outlive the module.
+    pub unsafe fn load(image: &[u8], source_name: &str) -> Result<Self, GpuError> {
+        let mut module: CUmodule = std::ptr::null_mut();
+        // SAFETY: `image` is a complete cubin or NUL-terminated PTX (the cache guarantees both),
+        // alive for the duration of the call; the caller made the target context current.
+        unsafe { cu::cuModuleLoadData(&mut module, image.as_ptr().cast()) }
+            .result()
+            .call("cuModuleLoadData")?;
+        Ok(Self {
+            module,
+            source_name: source_name.to_owned(),
+            functions: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// The kernel `name`, allowed to use `shared_mem_bytes` of dynamic shared memory.
+    pub fn function(&self, name: &str, shared_mem_bytes: u32) -> Result<CUfunction, GpuError> {
+        let mut functions = self.functions.lock();
+        let handle = match functions.get(name) {
+            Some(handle) => *handle,
+            None => {
+                let c_name = CString::new(name).map_err(|e| GpuError::MissingKernel {
+                    kernel: format!("{name} (NUL at {})", e.nul_position()),
+                    source_name: self.source_name.clone(),
+                })?;
+                let mut function: CUfunction = std::ptr::null_mut();
+                // SAFETY: `self.module` is loaded; `c_name` is NUL-terminated.
+                let status =
+                    unsafe { cu::cuModuleGetFunction(&mut function, self.module, c_name.as_ptr()) };
+                if status == cu::CUresult::CUDA_ERROR_NOT_FOUND {
+                    return Err(GpuError::MissingKernel {
+                        kernel: name.to_owned(),
+                        source_name: self.source_name.clone(),
+                    });
+                }
+                status.result().call("cuModuleGetFunction")?;
+                FunctionHandle {
+                    function,
+                    shared_limit: DEFAULT_DYNAMIC_SHARED_LIMIT,
+                }
+            }
+        };
+        let mut handle = handle;
+        if shared_mem_bytes > handle.shared_limit {
+            // SAFETY: valid function handle; the value was checked against the device's opt-in
+            // limit by the caller's plan, and the driver rejects anything larger anyway.
+            unsafe {
+                cu::cuFuncSetAttribute(
+                    handle.function,
+                    CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                    i32::try_from(shared_mem_bytes).unwrap_or(i32::MAX),
+                )
+            }
+            .result()
+            .call("cuFuncSetAttribute")?;
+            handle.shared_limit = shared_mem_bytes;
+        }
+        functions.insert(name.to_owned(), handle);
+        Ok(handle.function)
+    }
+}
+
+impl Drop for KernelModule {
+    fn drop(&mut self) {
+        // SAFETY: the module was loaded by `load` and nothing launched from it may still be
+        // referenced after the owner drops it. Errors (context already gone) are moot here.
+        let _ = unsafe { cu::cuModuleUnload(self.module) };
+    }
+}
+
+/// Enqueues `function` on `stream`.
+///
+/// # Safety
+/// `args` must match the kernel's parameter list exactly (count, order, C types), every pointer
+/// argument must be valid for the accesses the kernel makes, `stream` must belong to the context
+/// the function was loaded in, and that context must be current.
+pub unsafe fn launch(
+    function: CUfunction,
+    config: LaunchConfig,
+    stream: CUstream,
+    args: &[KernelArg],
+) -> Result<(), GpuError> {
+    let mut params: Vec<*mut c_void> = args.iter().map(KernelArg::address).collect();
+    let (gx, gy, gz) = config.grid;
+    let (bx, by, bz) = config.block;
+    // SAFETY: `params` points into `args`, alive until the call returns (the driver copies the
+    // values at launch); the caller guarantees the rest (see `# Safety`).
+    unsafe {
+        cu::cuLaunchKernel(
+            function,
+            gx,
+            gy,
+            gz,
+            bx,
+            by,
+            bz,
+            config.shared_mem_bytes,
+            stream,
+            params.as_mut_ptr(),
+            std::ptr::null_mut(),
+        )
+    }
+    .result()
+    .call("cuLaunchKernel")
+}
