@@ -130,5 +130,16 @@ pub fn offer(
             Some(_) => admitted.push(id),
         }
     }
+    let names: Vec<String> = admitted
+        .iter()
+        .filter_map(|id| plugin.engines.iter().find(|e| e.id == *id))
+        .map(|e| e.name.clone())
+        .collect();
+    log.info(format!(
+        "Offered graph to plugin '{}': {} applicable engine(s) [{}]",
+        plugin.name,
+        admitted.len(),
+        names.join(", ")
+    ));
     Ok(admitted)
 }

@@ -1,0 +1,65 @@
+//! Suite (b) against the fixture plugins: the whole decision matrix of versioning.md §7 as one
+//! snapshot, and the same matrix compared cell by cell with a hand transcription of the spec's
+//! table (so a snapshot accepted by mistake still cannot disagree with the spec).
+
+mod common;
+
+use ragged_conformance::suites::gating::{FixtureArtifacts, run_matrix};
+
+/// versioning.md §7, transcribed by hand, in the row order of `decision_table_rows()`.
+/// "any" rows appear once per fixture variant.
+const SPEC_TABLE: [(&str, &str); 17] = [
+    ("symbol absent (=> 1.0.0)", "OSSSSSSS"),
+    ("\"1.0.0\"", "OSSSSSSS"),
+    ("\"0.0.1\"", "SSSSSSSS"),
+    ("\"1.1.0\"", "OXSSSSSS"),
+    ("\"1.1.0\" + override", "OOSSSSSS"),
+    ("\"1.2.0\"", "OXOSSSSS"),
+    ("\"1.3.0\"", "OXOOOOOX"),
+    ("\"1.3.0\" + override", "OOOOOOOO"),
+    ("\"1.3.0-rc1\"", "OXOOOOOX"),
+    ("\"1.4.0\"", "OXOOOOOX"),
+    ("\"1.10.0\"", "OXOOOOOX"),
+    ("\"2.0.0\"", "RRRRRRRR"),
+    ("\"2.0.0\" + override", "RRRRRRRR"),
+    ("\"1.3\"", "RRRRRRRR"),
+    ("\"v1.3.0\"", "RRRRRRRR"),
+    ("\"\"", "RRRRRRRR"),
+    ("\"v1.3.0\" + override", "RRRRRRRR"),
+];
+
+/// Each test stages its fixtures in its own directory: tests run in parallel threads.
+fn matrix(scratch_name: &str) -> ragged_conformance::suites::gating::GatingMatrix {
+    let fixtures =
+        FixtureArtifacts::locate(&common::profile_dir()).unwrap_or_else(|e| panic!("{e}"));
+    let scratch = common::scratch(scratch_name);
+    run_matrix(&fixtures, &scratch, &|g| {
+        Ok(ragged_schema::wire::encode_graph(g))
+    })
+    .unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[test]
+fn decision_matrix_matches_versioning_md_table() {
+    let m = matrix("gating-table");
+    assert_eq!(m.rows.len(), SPEC_TABLE.len());
+    for (row, (label, cells)) in m.rows.iter().zip(SPEC_TABLE) {
+        assert_eq!(row.row.label, label);
+        let got: String = row.cells.iter().collect();
+        assert_eq!(got, cells, "row {label}; host log:\n{}", row.log.join("\n"));
+    }
+}
+
+#[test]
+fn decision_matrix_snapshot_with_host_log() {
+    let m = matrix("gating-snapshot");
+    let mut text = m.table();
+    for row in &m.rows {
+        text.push_str(&format!("\n## {}\n", row.row.label));
+        for line in &row.log {
+            text.push_str(line);
+            text.push('\n');
+        }
+    }
+    insta::assert_snapshot!("decision_table", text);
+}
