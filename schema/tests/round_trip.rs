@@ -246,7 +246,11 @@ fn from_json(text: &str) -> Graph {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(128))]
+    #![proptest_config(ProptestConfig {
+        cases: 128,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    })]
 
     #[test]
     fn exact_binary_round_trip(g in graph(true)) {
