@@ -1,0 +1,50 @@
+//! The AMD engine `RAGGED_SDPA_AITER_FMHA`: ragged SDPA forward through AITER's FMHA
+//! (`aiter::mha_fwd`), as specified in `shared/spec/ragged-sdpa.md` §7 and §9.
+//!
+//! AITER has no C ABI for attention, so the engine talks to a small `extern "C"` shim
+//! (`kernels/aiter/ragged_aiter_shim.{h,cpp}`) that is built on a ROCm machine and loaded at run
+//! time, as is the HIP runtime itself: the plugin must load, and decline this engine cleanly,
+//! where ROCm is absent. Nothing here links against ROCm.
+//!
+//! Layers, each in its own module:
+//! - [`problem`]: the plain description of a ragged SDPA forward that the plugin fills from the
+//!   graph (no schema types leak in here).
+//! - [`applicability`]: which problems this engine takes, and why it declines the rest (§4, §9).
+//! - [`workspace`]: the device scratch layout (token starts, lengths, LSE scratch).
+//! - [`shim_abi`]: the `#[repr(C)]` mirror of the shim header, checked against a C compiler.
+//! - [`mapping`]: problem → shim arguments, exactly as §7.4 says.
+//! - [`device_kernels`]: the pre-pass and fix-up kernels (`kernels/hip/*.cu`) and their launch
+//!   arguments.
+//! - [`hip_runtime`], [`shim_library`]: the only modules with `unsafe`; they load
+//!   `libamdhip64`/`libhiprtc` and the shim with `libloading`.
+//! - [`detection`]: whether the engine can be listed, with the reason when it cannot.
+//! - [`engine`]: the execute sequence (pre-pass, `aiter::mha_fwd`, fix-up) on one stream.
+
+pub mod applicability;
+pub mod detection;
+pub mod device_kernels;
+pub mod engine;
+pub mod error;
+pub mod hip_runtime;
+pub mod mapping;
+pub mod problem;
+pub mod shim_abi;
+pub mod shim_library;
+pub mod workspace;
+
+#[cfg(test)]
+mod fixtures;
+
+pub use applicability::{AiterPlan, Decline, GpuArch, check_applicability};
+pub use detection::{Availability, Missing, ProbeConfig, probe};
+pub use engine::AiterEngine;
+pub use error::AiterError;
+pub use mapping::DeviceBuffers;
+pub use problem::{
+    AiterDataType, AiterProblem, DiagonalAlignment, IndexWidth, LseLayout, MaskBand, RaggedAux,
+    RaggedOperand, SeqLens,
+};
+pub use workspace::WorkspacePlan;
+
+/// The engine's name; its id is FNV-1a-64 of this string (`plugin-abi.md` §7).
+pub const ENGINE_NAME: &str = "RAGGED_SDPA_AITER_FMHA";

@@ -1,0 +1,191 @@
+//! A ragged SDPA forward as the AITER engine sees it: plain numbers, no schema types.
+//!
+//! The plugin fills this from the graph (ragged-sdpa.md §1, §2, §4). It is deliberately closer
+//! to the graph than to AITER's arguments: every check of [`applicability`](super::applicability)
+//! can then name the tensor uid and field the user wrote, and [`mapping`](super::mapping) is the
+//! only place that knows AITER's conventions.
+
+/// Element type of Q, K, V and O (all four are the same, ragged-sdpa.md §4).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AiterDataType {
+    /// FLOAT: AITER has no fp32 FMHA, so this is always declined.
+    Float,
+    /// HALF: CK tile kernels.
+    Half,
+    /// BFLOAT16: asm `fmha_v3` where it applies, CK otherwise.
+    BFloat16,
+}
+
+impl AiterDataType {
+    /// Bytes per element.
+    pub fn size(self) -> usize {
+        match self {
+            Self::Float => 4,
+            Self::Half | Self::BFloat16 => 2,
+        }
+    }
+
+    /// hipDNN's name, for messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Float => "FLOAT",
+            Self::Half => "HALF",
+            Self::BFloat16 => "BFLOAT16",
+        }
+    }
+}
+
+/// Width of an integer side tensor (ragged offsets, `seq_len_*`): INT32 or INT64.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IndexWidth {
+    /// INT32.
+    I32,
+    /// INT64.
+    I64,
+}
+
+impl IndexWidth {
+    /// Bytes per element, as the device kernels take it.
+    pub fn bytes(self) -> i32 {
+        match self {
+            Self::I32 => 4,
+            Self::I64 => 8,
+        }
+    }
+}
+
+/// The `ragged_offset` aux tensor of one ragged primary (`[B+1, 1, 1, 1]`, device memory).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RaggedAux {
+    /// The aux tensor's uid (`ragged_offset_tensor_uid` of the primary).
+    pub uid: i64,
+    /// INT32 or INT64.
+    pub width: IndexWidth,
+    /// `ragged_offset_multiplier`: element offset = stored value × multiplier.
+    pub multiplier: i64,
+}
+
+/// One ragged primary (Q, K, V or O) with graph dims `[B, S_max, H, D]` (sequence axis 1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RaggedOperand {
+    /// The tensor's uid.
+    pub uid: i64,
+    /// H: heads of this tensor.
+    pub heads: i64,
+    /// D: head dim of this tensor.
+    pub head_dim: i64,
+    /// `seqStride`: elements between consecutive tokens (`strides[1]`).
+    pub seq_stride: i64,
+    /// Elements between heads (`strides[2]`).
+    pub head_stride: i64,
+    /// Elements between head-dim entries (`strides[3]`).
+    pub dim_stride: i64,
+    /// Its offsets.
+    pub aux: RaggedAux,
+    /// Declared pointer alignment in bytes.
+    pub alignment: i64,
+}
+
+/// A `seq_len_q` / `seq_len_kv` tensor (`[B, 1, 1, 1]`, device memory): configuration 2.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SeqLens {
+    /// The tensor's uid.
+    pub uid: i64,
+    /// INT32 or INT64.
+    pub width: IndexWidth,
+}
+
+/// Which diagonal the mask band is measured from (schema.md §6.1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DiagonalAlignment {
+    /// Offset 0: hipDNN's default and cuDNN's `causal_mask`.
+    TopLeft,
+    /// Offset `Lkv(b) − Lq(b)`: FA's, AITER's and torch varlen's causal.
+    BottomRight,
+}
+
+/// The resolved mask band: key *j* of row *i* is excluded iff `j > i + offset + right` (when
+/// `right` is set) or `j < i + offset − left` (when `left` is set). Causal is `right = 0`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MaskBand {
+    /// Keys allowed left of the diagonal; `None` = unbounded.
+    pub left: Option<i64>,
+    /// Keys allowed right of the diagonal; `None` = unbounded.
+    pub right: Option<i64>,
+    /// Diagonal alignment.
+    pub alignment: DiagonalAlignment,
+}
+
+impl MaskBand {
+    /// No mask at all.
+    pub const NONE: Self = Self {
+        left: None,
+        right: None,
+        alignment: DiagonalAlignment::TopLeft,
+    };
+
+    /// True when the band excludes nothing, whatever its alignment.
+    pub fn is_unmasked(&self) -> bool {
+        self.left.is_none() && self.right.is_none()
+    }
+}
+
+/// Where the optional LSE (`stats_tensor_uid`, FLOAT) goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LseLayout {
+    /// No stats tensor.
+    None,
+    /// Dense `[B, H_q, S_q_max, 1]` with declared strides (elements).
+    Dense {
+        /// The stats tensor's uid.
+        uid: i64,
+        /// Declared strides of `[B, H_q, S_q_max, 1]`.
+        strides: [i64; 4],
+        /// Declared pointer alignment in bytes.
+        alignment: i64,
+    },
+    /// Token-major ragged `[B, S_q_max, H_q, 1]` with its own offsets.
+    Ragged {
+        /// The stats tensor's uid.
+        uid: i64,
+        /// Elements between tokens (`strides[1]`, H_q when packed).
+        seq_stride: i64,
+        /// Elements between heads (`strides[2]`, 1 when packed).
+        head_stride: i64,
+        /// Its offsets.
+        aux: RaggedAux,
+        /// Declared pointer alignment in bytes.
+        alignment: i64,
+    },
+}
+
+/// One ragged SDPA forward: what the plugin extracted from the graph.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AiterProblem {
+    /// Element type of Q, K, V, O.
+    pub dtype: AiterDataType,
+    /// B.
+    pub batch: i64,
+    /// S_q_max: Q's (and O's) padded sequence dim.
+    pub s_q_max: i64,
+    /// S_kv_max: K's (and V's) padded sequence dim.
+    pub s_kv_max: i64,
+    /// Query.
+    pub q: RaggedOperand,
+    /// Key.
+    pub k: RaggedOperand,
+    /// Value.
+    pub v: RaggedOperand,
+    /// Output.
+    pub o: RaggedOperand,
+    /// `seq_len_q_tensor_uid`, when present.
+    pub seq_len_q: Option<SeqLens>,
+    /// `seq_len_kv_tensor_uid`, when present.
+    pub seq_len_kv: Option<SeqLens>,
+    /// The resolved mask band.
+    pub mask: MaskBand,
+    /// The resolved attention scale (host value; a device-resident scale is declined upstream).
+    pub scale: f32,
+    /// The stats output.
+    pub lse: LseLayout,
+}

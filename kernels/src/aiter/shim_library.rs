@@ -1,0 +1,257 @@
+//! The AITER shim (`libragged_aiter_shim.so`), loaded at run time with `libloading`.
+//!
+//! The shim is built on a ROCm machine by `kernels/aiter/build_shim.sh` and installed next to
+//! the plugin; `$RAGGED_SDPA_AITER_SHIM` names another file. Loading checks the ABI version
+//! before anything else, so a shim built from another header revision is refused with both
+//! numbers instead of being called with a struct it misreads.
+
+use std::ffi::{CStr, c_char};
+use std::path::{Path, PathBuf};
+
+use libloading::Library;
+
+use super::error::AiterError;
+use super::hip_runtime::{open_first, resolve};
+use super::shim_abi::{
+    RaggedAiterFwdArgs, SHIM_ABI_VERSION, STATUS_OK, STATUS_UNSUPPORTED, status_name,
+};
+
+/// Environment variable naming the shim file explicitly.
+pub const SHIM_ENV: &str = "RAGGED_SDPA_AITER_SHIM";
+/// The shim's file name when it sits next to the plugin.
+pub const SHIM_FILE_NAME: &str = "libragged_aiter_shim.so";
+
+type AbiVersion = unsafe extern "C" fn() -> u32;
+type GpuTargets = unsafe extern "C" fn() -> *const c_char;
+type MhaFwd = unsafe extern "C" fn(*const RaggedAiterFwdArgs) -> i32;
+type LastError = unsafe extern "C" fn() -> *const c_char;
+
+/// Where to look for the shim, in order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ShimSearch {
+    /// The value of `$RAGGED_SDPA_AITER_SHIM`, if set.
+    pub env_override: Option<PathBuf>,
+    /// The directory holding the plugin library, if known.
+    pub plugin_dir: Option<PathBuf>,
+}
+
+impl ShimSearch {
+    /// Reads `$RAGGED_SDPA_AITER_SHIM`; `plugin_dir` comes from the plugin (it knows its path).
+    pub fn from_env(plugin_dir: Option<&Path>) -> Self {
+        Self {
+            env_override: std::env::var_os(SHIM_ENV).map(PathBuf::from),
+            plugin_dir: plugin_dir.map(Path::to_path_buf),
+        }
+    }
+
+    /// Candidate files: the override alone when set (an explicit choice must not silently fall
+    /// back to another file), else the file next to the plugin.
+    pub fn candidates(&self) -> Vec<PathBuf> {
+        match (&self.env_override, &self.plugin_dir) {
+            (Some(file), _) => vec![file.clone()],
+            (None, Some(dir)) => vec![dir.join(SHIM_FILE_NAME)],
+            (None, None) => Vec::new(),
+        }
+    }
+
+    /// What was searched, for the "not found" log line.
+    pub fn describe(&self) -> String {
+        match (&self.env_override, &self.plugin_dir) {
+            (Some(file), _) => format!("${SHIM_ENV}={}", file.display()),
+            (None, Some(dir)) => {
+                format!("${SHIM_ENV} unset; {}", dir.join(SHIM_FILE_NAME).display())
+            }
+            (None, None) => format!("${SHIM_ENV} unset and the plugin directory is unknown"),
+        }
+    }
+}
+
+/// A loaded, version-checked shim.
+pub struct ShimLibrary {
+    mha_fwd: MhaFwd,
+    last_error: LastError,
+    gpu_targets: String,
+    path: PathBuf,
+    _lib: Library,
+}
+
+fn c_string(ptr: *const c_char) -> String {
+    if ptr.is_null() {
+        return String::new();
+    }
+    // SAFETY: the shim contract returns NUL-terminated strings valid until its next call on
+    // this thread; the text is copied out at once.
+    unsafe { CStr::from_ptr(ptr) }
+        .to_string_lossy()
+        .into_owned()
+}
+
+impl ShimLibrary {
+    /// Loads the first candidate of `search` and checks its ABI version.
+    pub fn load(search: &ShimSearch) -> Result<Self, AiterError> {
+        const LIB: &str = "AITER shim (libragged_aiter_shim)";
+        let candidates = search.candidates();
+        if candidates.is_empty() {
+            return Err(AiterError::LibraryNotFound {
+                library: LIB,
+                tried: search.describe(),
+                last_error: String::from("nothing to try"),
+            });
+        }
+        let (lib, path) = open_first(LIB, &candidates)?;
+        // SAFETY: the aliases transcribe the prototypes in kernels/aiter/ragged_aiter_shim.h.
+        let (abi_version, gpu_targets, mha_fwd, last_error) = unsafe {
+            (
+                resolve::<AbiVersion>(&lib, LIB, &path, "ragged_aiter_shim_abi_version")?,
+                resolve::<GpuTargets>(&lib, LIB, &path, "ragged_aiter_shim_gpu_targets")?,
+                resolve::<MhaFwd>(&lib, LIB, &path, "ragged_aiter_mha_fwd")?,
+                resolve::<LastError>(&lib, LIB, &path, "ragged_aiter_shim_last_error")?,
+            )
+        };
+        // SAFETY: takes no arguments and returns a constant.
+        let found = unsafe { abi_version() };
+        if found != SHIM_ABI_VERSION {
+            return Err(AiterError::ShimAbiMismatch {
+                path,
+                found,
+                expected: SHIM_ABI_VERSION,
+            });
+        }
+        // SAFETY: takes no arguments and returns a static string.
+        let gpu_targets = c_string(unsafe { gpu_targets() });
+        Ok(Self {
+            mha_fwd,
+            last_error,
+            gpu_targets,
+            path,
+            _lib: lib,
+        })
+    }
+
+    /// The file that was loaded.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The GPU targets the shim was built for (`gfx942;gfx950`).
+    pub fn gpu_targets(&self) -> &str {
+        &self.gpu_targets
+    }
+
+    fn last_error(&self) -> String {
+        // SAFETY: takes no arguments; returns this thread's message.
+        c_string(unsafe { (self.last_error)() })
+    }
+
+    /// Calls `ragged_aiter_mha_fwd`; with `args.v3_api_check == 1` this only asks AITER
+    /// whether asm would run (the answer is `Ok(true)`/`Ok(false)`), otherwise it enqueues the
+    /// forward and `Ok(true)` means "enqueued".
+    ///
+    /// # Safety
+    /// Unless `args.v3_api_check == 1`, every pointer in `args` must be device memory of the
+    /// sizes the header documents, valid until `args.stream` reaches the kernel.
+    pub unsafe fn mha_fwd(&self, args: &RaggedAiterFwdArgs) -> Result<bool, AiterError> {
+        // SAFETY: `args` is a live, fully initialised struct of the header's layout (held by the
+        // layout test); the caller guarantees the pointers.
+        let status = unsafe { (self.mha_fwd)(args) };
+        match status {
+            STATUS_OK => Ok(true),
+            STATUS_UNSUPPORTED if args.v3_api_check != 0 => Ok(false),
+            _ => Err(AiterError::Shim {
+                status,
+                meaning: status_name(status),
+                message: self.last_error(),
+            }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::aiter::applicability::{GpuArch, check_applicability};
+    use crate::aiter::fixtures::{base_problem, fake_rocm, operand};
+    use crate::aiter::mapping::{DeviceBuffers, shim_args};
+
+    #[test]
+    fn an_explicit_override_is_the_only_candidate() {
+        let s = ShimSearch {
+            env_override: Some(PathBuf::from("/opt/x/libshim.so")),
+            plugin_dir: Some(PathBuf::from("/plugins")),
+        };
+        assert_eq!(s.candidates(), [PathBuf::from("/opt/x/libshim.so")]);
+        assert_eq!(s.describe(), "$RAGGED_SDPA_AITER_SHIM=/opt/x/libshim.so");
+        let s = ShimSearch {
+            env_override: None,
+            plugin_dir: Some(PathBuf::from("/plugins")),
+        };
+        assert_eq!(
+            s.candidates(),
+            [PathBuf::from("/plugins/libragged_aiter_shim.so")]
+        );
+        let none = ShimSearch {
+            env_override: None,
+            plugin_dir: None,
+        };
+        let err = ShimLibrary::load(&none).err().expect("nothing to load");
+        assert!(
+            err.to_string().contains("plugin directory is unknown"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn the_shim_reads_the_struct_as_rust_wrote_it() {
+        let shim = ShimLibrary::load(&ShimSearch {
+            env_override: Some(fake_rocm().shim.clone()),
+            plugin_dir: None,
+        })
+        .expect("fake shim");
+        assert_eq!(shim.gpu_targets(), "gfx942;gfx950");
+        let mut p = base_problem();
+        p.q = operand(1, 4, 64, 10);
+        p.k = operand(2, 2, 64, 11);
+        p.v = operand(3, 2, 64, 11);
+        p.o = operand(4, 4, 64, 10);
+        let plan = check_applicability(&p, &GpuArch::new("gfx950"), "gfx950").expect("taken");
+        let buffers = DeviceBuffers {
+            q: 0x1000,
+            k: 0x2000,
+            v: 0x3000,
+            o: 0x4000,
+            q_offsets: 0x5000,
+            k_offsets: 0x6000,
+            seq_len_q: 0,
+            seq_len_kv: 0,
+            lse: 0,
+            lse_offsets: 0,
+            workspace: 0,
+        };
+        let mut args = shim_args(&p, &plan, &buffers, 0x30000, 0x99);
+        args.v3_api_check = 1;
+        // SAFETY: check mode; the fake reads fields only.
+        let asm = unsafe { shim.mha_fwd(&args) }.expect("check answers");
+        assert!(!asm, "the fake says asm runs only hdim 128");
+        // SAFETY: test-only: `fake_shim_last_args` is `const char* (void)` in the fake.
+        let text = unsafe {
+            let lib = Library::new(&fake_rocm().shim).expect("fake");
+            let f = lib
+                .get::<unsafe extern "C" fn() -> *const c_char>(b"fake_shim_last_args\0")
+                .expect("symbol");
+            c_string(f())
+        };
+        assert_eq!(
+            text,
+            "dtype=1 batch=2 max_seqlen_q=8 seqlen_q=16 seqlen_k=32 hdim=64/64 nhead=4/2 \
+             stride=256/128/128/256 nhead_stride=64/64/64/64/0 mask=0,-1,-1 scale=0.125 lse=0 asm=1 check=1 \
+             q=0x1000 o=0x4000 lse_ptr=(nil) seqstart=0x30000/0x30100 cu=(nil)/(nil) stream=0x99"
+        );
+        args.struct_size = 100;
+        // SAFETY: the fake rejects the size before reading anything else.
+        let err = unsafe { shim.mha_fwd(&args) }.expect_err("size mismatch");
+        assert_eq!(
+            err.to_string(),
+            "AITER shim returned status 2 (RAGGED_AITER_BAD_ARGS): struct_size 100 != 192"
+        );
+    }
+}
