@@ -145,3 +145,118 @@ fn encode_node<'a>(fbb: &mut FlatBufferBuilder<'a>, node: &Node) -> WIPOffset<fb
         },
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use flatbuffers::{FlatBufferBuilder, WIPOffset};
+
+    use super::*;
+    use crate::model::{DEFAULT_ALIGNMENT, DEFAULT_RAGGED_OFFSET_MULTIPLIER};
+
+    /// A graph whose only node carries `tag` and a member table with two fields, as a newer
+    /// producer (or an upstream op the project does not read) would write it.
+    fn graph_with_foreign_member(tag: u8) -> Vec<u8> {
+        let mut fbb = FlatBufferBuilder::new();
+        let start = fbb.start_table();
+        fbb.push_slot::<i64>(4, 77, 0);
+        fbb.push_slot::<f32>(6, 1.5, 0.0);
+        let member: WIPOffset<UnionWIPOffset> = WIPOffset::new(fbb.end_table(start).value());
+        let name = fbb.create_string("foreign");
+        let node = fb::Node::create(
+            &mut fbb,
+            &fb::NodeArgs {
+                name: Some(name),
+                compute_data_type: fb::DataType::FLOAT,
+                attributes_type: fb::NodeAttributes(tag),
+                attributes: Some(member),
+            },
+        );
+        let nodes = fbb.create_vector(&[node]);
+        let root = fb::Graph::create(
+            &mut fbb,
+            &fb::GraphArgs {
+                nodes: Some(nodes),
+                ..fb::GraphArgs::default()
+            },
+        );
+        fbb.finish(root, None);
+        fbb.finished_data().to_vec()
+    }
+
+    #[test]
+    fn unread_upstream_member_is_unsupported_with_its_name() {
+        let g = decode(&graph_with_foreign_member(9)).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            g.nodes[0].attributes,
+            NodeAttributes::Unsupported {
+                tag: 9,
+                name: "MatmulAttributes".into()
+            }
+        );
+        assert_eq!(g.nodes[0].name, "foreign");
+    }
+
+    #[test]
+    fn member_newer_than_the_schema_is_unsupported_not_an_error() {
+        let g = decode(&graph_with_foreign_member(31)).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            g.nodes[0].attributes,
+            NodeAttributes::Unsupported {
+                tag: 31,
+                name: "<unknown tag 31>".into()
+            }
+        );
+    }
+
+    #[test]
+    fn absent_fields_take_schema_defaults() {
+        let mut fbb = FlatBufferBuilder::new();
+        let start = fbb.start_table();
+        fbb.push_slot::<i64>(fb::TensorAttributes::VT_UID, 3, 0);
+        let tensor: WIPOffset<fb::TensorAttributes> = WIPOffset::new(fbb.end_table(start).value());
+        let tensors = fbb.create_vector(&[tensor]);
+        let root = fb::Graph::create(
+            &mut fbb,
+            &fb::GraphArgs {
+                tensors: Some(tensors),
+                ..fb::GraphArgs::default()
+            },
+        );
+        fbb.finish(root, None);
+        let g = decode(fbb.finished_data()).unwrap_or_else(|e| panic!("{e}"));
+        let t = &g.tensors[0];
+        assert_eq!(t.uid, 3);
+        assert_eq!(t.name, "");
+        assert_eq!(t.data_type, DataType::Unset);
+        assert!(t.dims.is_empty() && t.strides.is_empty());
+        assert_eq!(t.value, None);
+        assert_eq!(t.ragged_offset_tensor_uid, None);
+        assert_eq!(t.alignment, DEFAULT_ALIGNMENT);
+        assert_eq!(t.ragged_offset_multiplier, DEFAULT_RAGGED_OFFSET_MULTIPLIER);
+        assert!(!g.is_ragged_tensor_enabled);
+        assert!(!g.is_override_shape_enabled);
+        assert_eq!(g.min_required_engine_api_version, None);
+        assert_eq!(g.preferred_engine_id, None);
+        assert!(g.nodes.is_empty());
+    }
+
+    #[test]
+    fn exact_encoding_of_an_unflagged_graph_omits_the_flag_field() {
+        let g = Graph::new("g");
+        let bytes = encode(&g, Provenance::Exact);
+        let root = flatbuffers::root::<fb::Graph>(&bytes).unwrap_or_else(|e| panic!("{e}"));
+        // Absent in the vtable, exactly like a buffer from upstream's schema.
+        assert_eq!(
+            root._tab
+                .vtable()
+                .get(fb::Graph::VT_IS_RAGGED_TENSOR_ENABLED),
+            0
+        );
+        assert_eq!(
+            root._tab
+                .vtable()
+                .get(fb::Graph::VT_MIN_REQUIRED_ENGINE_API_VERSION),
+            0
+        );
+    }
+}
