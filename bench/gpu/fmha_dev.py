@@ -25,21 +25,20 @@ import cupy as cp
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.path.normpath(os.path.join(HERE, "..", "..", "kernels", "cuda", "ragged_fmha_fwd.cu"))
 
-# Entry point -> (head dim, BM, BN, warps). Must match RAGGED_FMHA_ENTRY lines in the .cu file.
+# (dtype, head dim) -> entry point the plugin launches; its tile shape comes from NAME_config.
 DEFAULTS = {
-    ("bf16", 64): ("ragged_fmha_fwd_bf16_d64", 64, 128, 64, 4),
-    ("f16", 64): ("ragged_fmha_fwd_f16_d64", 64, 128, 64, 4),
-    ("bf16", 128): ("ragged_fmha_fwd_bf16_d128", 128, 128, 64, 4),
-    ("f16", 128): ("ragged_fmha_fwd_f16_d128", 128, 128, 64, 4),
+    ("bf16", 64): "ragged_fmha_fwd_bf16_d64",
+    ("f16", 64): "ragged_fmha_fwd_f16_d64",
+    ("bf16", 128): "ragged_fmha_fwd_bf16_d128",
+    ("f16", 128): "ragged_fmha_fwd_f16_d128",
 }
-TUNING = [
-    ("ragged_fmha_fwd_bf16_d64_m128n128w8", 64, 128, 128, 8),
-    ("ragged_fmha_fwd_bf16_d64_m128n64w8", 64, 128, 64, 8),
-    ("ragged_fmha_fwd_bf16_d64_m64n64w4", 64, 64, 64, 4),
-    ("ragged_fmha_fwd_bf16_d128_m128n64w8", 128, 128, 64, 8),
-    ("ragged_fmha_fwd_bf16_d128_m128n32w4", 128, 128, 32, 4),
-    ("ragged_fmha_fwd_bf16_d128_m64n64w4", 128, 64, 64, 4),
-]
+# Other entry points checked and timed (bf16): the portable sm80 path and tuning variants.
+EXTRA = {
+    64: ["ragged_fmha_fwd_sm80_bf16_d64", "ragged_fmha_fwd_sm80_bf16_d64_m64n64w4",
+         "ragged_fmha_fwd_sm90_bf16_d64_n64"],
+    128: ["ragged_fmha_fwd_sm80_bf16_d128", "ragged_fmha_fwd_sm80_bf16_d128_m128n32w4",
+          "ragged_fmha_fwd_sm90_bf16_d128_n64", "ragged_fmha_fwd_sm90_bf16_d128_n64w3"],
+}
 NVRTC_OPTIONS = ("-arch=sm_90a", "-std=c++17")
 PREPASS_THREADS = 1024
 BATCH_INFO_BYTES = 32
@@ -59,12 +58,15 @@ def compile_module(tuning):
 class Engine:
     """One forward entry point plus the pre-pass, launched with raw device pointers (the plugin ABI)."""
 
-    def __init__(self, mod, name, d, bm, bn, nw):
-        self.name, self.d, self.bm, self.bn, self.nw = name, d, bm, bn, nw
+    def __init__(self, mod, name, d):
+        self.name, self.d = name, d
         self.pre = mod.get_function("ragged_fmha_prepass")
         self.fwd = mod.get_function(name)
-        self.smem = (bm + 4 * bn) * d * 2
+        cfg = cp.ndarray((4,), cp.int32, mod.get_global(name + "_config")).get()
+        self.bm, self.bn, self.threads, self.smem = (int(x) for x in cfg)
         self.fwd.max_dynamic_shared_size_bytes = self.smem
+        print(f"{name}: BM={self.bm} BN={self.bn} threads={self.threads} smem={self.smem} "
+              f"regs={getattr(self.fwd, 'num_regs', '?')} local={getattr(self.fwd, 'local_size_bytes', '?')}", flush=True)
 
     def workspace(self, batch, s_q_max):
         max_tiles = (s_q_max + self.bm - 1) // self.bm
@@ -96,7 +98,7 @@ class Engine:
         grid = p["batch"] * max_tiles * p["h_q"]
         self.fwd(
             (grid,),
-            (self.nw * 32,),
+            (self.threads,),
             (
                 u64(p["q"]), u64(p["k"]), u64(p["v"]), u64(p["o"]), u64(p.get("lse", 0)),
                 u64(ws["batches"].data.ptr), u64(ws["tiles"].data.ptr), u64(ws["count"].data.ptr),
@@ -499,8 +501,8 @@ def print_table(rows, engines_by_d):
 def sanitize_case():
     """Small fp16 ragged case with a zero-length batch and padding, torch-free (for compute-sanitizer)."""
     mod = compile_module(False)
-    name, d, bm, bn, nw = DEFAULTS[("f16", 64)]
-    eng = Engine(mod, name, d, bm, bn, nw)
+    d = 64
+    eng = Engine(mod, DEFAULTS[("f16", d)], d)
     rng = np.random.default_rng(3)
     lq, lkv = [5, 0, 37, 130], [70, 9, 0, 200]
     pad_q, pad_kv = [2, 0, 0, 3], [0, 4, 0, 1]
@@ -574,14 +576,14 @@ def main():
     print("device:", torch.cuda.get_device_name(), "torch", torch.__version__, "cupy", cp.__version__,
           "seed", args.seed, flush=True)
     mod = compile_module(not args.no_tuning)
-    engines = {key: Engine(mod, *val) for key, val in DEFAULTS.items()}
+    engines = {key: Engine(mod, name, key[1]) for key, name in DEFAULTS.items()}
     results = correctness(torch, engines, args.seed)
     results += validation_flags(torch, engines[("bf16", 128)])
-    if not args.no_tuning:
-        rng = np.random.default_rng(args.seed + 1)
-        for t in TUNING:
-            eng = Engine(mod, *t)
-            for mname, left, right, br in [("causal-br", -1, 0, 1), ("window-tl", 50, 3, 0)]:
+    extra = {d: [Engine(mod, n, d) for n in names] for d, names in EXTRA.items()} if not args.no_tuning else {}
+    rng = np.random.default_rng(args.seed + 1)
+    for d, engs in extra.items():
+        for eng in engs:
+            for mname, left, right, br in [("causal-br", -1, 0, 1), ("window-tl", 50, 3, 0), ("none", -1, -1, 0)]:
                 lq = [int(x) for x in rng.integers(0, 400, 5)]
                 lkv = [int(x) for x in rng.integers(0, 400, 5)]
                 lq[2] = 0
@@ -596,10 +598,7 @@ def main():
         return 1 if n_bad else 0
     if n_bad:
         print("WARNING: correctness failures above; timings below are of a wrong kernel", flush=True)
-    by_d = {64: [engines[("bf16", 64)]], 128: [engines[("bf16", 128)]]}
-    if not args.no_tuning:
-        for t in TUNING:
-            by_d[t[1]].append(Engine(mod, *t))
+    by_d = {d: [engines[("bf16", d)]] + extra.get(d, []) for d in (64, 128)}
     rows = benchmark(torch, mod, by_d)
     print_table(rows, by_d)
     return 1 if n_bad else 0

@@ -11,7 +11,7 @@ nvcc -cubin -gencode=arch=compute_90a,code=sm_90a -std=c++17 -DRAGGED_FMHA_TUNIN
     -o "$OUT/ragged_fmha_fwd.cubin" kernels/cuda/ragged_fmha_fwd.cu 2>&1 \
     | grep -E "error|warning|Compiling entry|registers|spill" | sed 's/ptxas info    : //' | tee "$OUT/ptxas.txt"
 cuobjdump --dump-sass "$OUT/ragged_fmha_fwd.cubin" > "$OUT/sass.txt" 2>&1 && \
-    echo "SASS: HMMA $(grep -c HMMA "$OUT/sass.txt") LDL $(grep -c LDL "$OUT/sass.txt") STL $(grep -c STL "$OUT/sass.txt")"
+    echo "SASS: HGMMA $(grep -c HGMMA "$OUT/sass.txt") HMMA $(grep -c HMMA "$OUT/sass.txt") LDL $(grep -c LDL "$OUT/sass.txt") STL $(grep -c STL "$OUT/sass.txt")"
 echo "== compute-sanitizer memcheck =="
 timeout 120 compute-sanitizer --tool memcheck --error-exitcode 9 python3 bench/gpu/fmha_dev.py --sanitize-case 2>&1 \
     | tail -n 15 | tee "$OUT/sanitizer.txt"

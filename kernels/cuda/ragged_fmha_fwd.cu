@@ -19,6 +19,7 @@
 typedef unsigned short u16;
 typedef unsigned int u32;
 typedef long long i64;
+typedef unsigned long long u64;
 
 #define RAGGED_NEG_INF __int_as_float(0xff800000u)
 #define RAGGED_I64_MAX 0x7fffffffffffffffLL
@@ -634,27 +635,527 @@ __device__ __forceinline__ void fmha_fwd_body(RAGGED_FMHA_PARAMS) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Entry points. Tile configuration per name (the caller sizes grid, block and shared memory from
-// it; see README.md): BM query rows per block, BN keys per step, NW warps.
+// Hopper path (sm_90a only): warpgroup MMA. A block holds NWG warpgroups of 128 threads, each
+// owning 64 query rows; S = Q K^T reads Q and K straight from shared memory, O += P V takes P from
+// registers (the S accumulator layout is the A-fragment layout) and V from shared memory as a
+// transposed (MN-major) operand. Tiles live in the 128-byte-swizzle canonical layout: the head dim
+// is split into 64-element column blocks [D/64][rows][64], each 128-byte row's 16-byte chunks XORed
+// with (row & 7), every tile 1024-byte aligned.
 // ---------------------------------------------------------------------------------------------
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 
-#define RAGGED_FMHA_ENTRY(NAME, BF16, D, BM, BN, NW, MINB) \
-    extern "C" __global__ void __launch_bounds__(NW * 32, MINB) NAME(RAGGED_FMHA_PARAMS) { \
-        fmha_fwd_body<BF16, D, BM, BN, NW>(RAGGED_FMHA_ARGS);                                 \
+// D[64 x 64] (+)= A[64 x 16] (shared, K-major) * B[64 x 16]^T (shared, K-major).
+template <bool BF16>
+__device__ __forceinline__ void wgmma_ss_n64(float* d, u64 da, u64 db, int accumulate) {
+    if (BF16) {
+        asm volatile(
+            "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+            "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
+            "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
+            "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31"
+            "}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+              "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+              "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+              "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+            : "l"(da), "l"(db), "r"(accumulate));
+    }
+    else {
+        asm volatile(
+            "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+            "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {"
+            "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
+            "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31"
+            "}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+              "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+              "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+              "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+            : "l"(da), "l"(db), "r"(accumulate));
+    }
+}
+
+// D[64 x 128] (+)= A[64 x 16] (shared, K-major) * B[128 x 16]^T (shared, K-major).
+template <bool BF16>
+__device__ __forceinline__ void wgmma_ss_n128(float* d, u64 da, u64 db, int accumulate) {
+    if (BF16) {
+        asm volatile(
+            "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+            "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
+            "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
+            "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,"
+            "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,"
+            "%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63"
+            "}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+              "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+              "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+              "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+              "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+              "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+              "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+              "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+            : "l"(da), "l"(db), "r"(accumulate));
+    }
+    else {
+        asm volatile(
+            "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+            "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {"
+            "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
+            "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,"
+            "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,"
+            "%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63"
+            "}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+              "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+              "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+              "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+              "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+              "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+              "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+              "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+            : "l"(da), "l"(db), "r"(accumulate));
+    }
+}
+
+// D[64 x 64] += A[64 x 16] (registers) * B[16 x 64] (shared, MN-major: transposed).
+template <bool BF16>
+__device__ __forceinline__ void wgmma_rs_n64(float* d, const u32* a, u64 db) {
+    if (BF16) {
+        asm volatile(
+            "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+            "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
+            "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
+            "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31"
+            "}, {%32,%33,%34,%35}, %36, p, 1, 1, 1;\n}\n"
+            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+              "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+              "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+              "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
+    }
+    else {
+        asm volatile(
+            "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+            "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {"
+            "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
+            "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31"
+            "}, {%32,%33,%34,%35}, %36, p, 1, 1, 1;\n}\n"
+            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+              "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+              "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+              "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
+    }
+}
+
+// D[64 x 128] += A[64 x 16] (registers) * B[16 x 128] (shared, MN-major: transposed).
+template <bool BF16>
+__device__ __forceinline__ void wgmma_rs_n128(float* d, const u32* a, u64 db) {
+    if (BF16) {
+        asm volatile(
+            "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+            "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
+            "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
+            "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,"
+            "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,"
+            "%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63"
+            "}, {%64,%65,%66,%67}, %68, p, 1, 1, 1;\n}\n"
+            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+              "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+              "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+              "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+              "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+              "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+              "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+              "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
+    }
+    else {
+        asm volatile(
+            "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+            "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {"
+            "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
+            "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,"
+            "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,"
+            "%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63"
+            "}, {%64,%65,%66,%67}, %68, p, 1, 1, 1;\n}\n"
+            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+              "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+              "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+              "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+              "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+              "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+              "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+              "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
+    }
+}
+
+
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+// Keeps the compiler from moving accumulator reads or writes across the async MMA boundary.
+template <int N>
+__device__ __forceinline__ void fence_regs(float* r) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
+}
+template <int N>
+__device__ __forceinline__ void fence_regs_u32(u32* r) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) asm volatile("" : "+r"(r[i])::"memory");
+}
+// Shared memory written by cp.async (generic proxy) is read by wgmma (async proxy).
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+
+// Shared-memory matrix descriptor, 128-byte swizzle.
+__device__ __forceinline__ u64 sw128_desc(u32 addr, u32 lbo, u32 sbo) {
+    u64 d = (u64)((addr & 0x3FFFFu) >> 4);
+    d |= (u64)((lbo & 0x3FFFFu) >> 4) << 16;
+    d |= (u64)((sbo & 0x3FFFFu) >> 4) << 32;
+    d |= (u64)1 << 62;
+    return d;
+}
+
+template <int ROWS>
+__device__ __forceinline__ u32 sw128(int r, int c) {
+    return (u32)((((c >> 3) * ROWS + r) << 7) + (((c & 7) ^ (r & 7)) << 4));
+}
+
+template <int D, int ROWS, int NT>
+__device__ __forceinline__ void load_tile_sw128(u32 s_base, const u16* g, i64 stride, int valid, const u16* safe) {
+    constexpr int CH = D / 8;
+#pragma unroll
+    for (int it = 0; it < (ROWS * CH + NT - 1) / NT; ++it) {
+        int idx = it * NT + (int)threadIdx.x;
+        if ((ROWS * CH) % NT == 0 || idx < ROWS * CH) {
+            int r = idx / CH;
+            int c = idx % CH;
+            bool p = r < valid;
+            const u16* src = p ? g + (i64)r * stride + c * 8 : safe;
+            cp_async16(s_base + sw128<ROWS>(r, c), src, p);
+        }
+    }
+}
+
+template <bool BF16, int N>
+__device__ __forceinline__ void wgmma_ss(float* d, u64 da, u64 db, int accumulate) {
+    if constexpr (N == 64)
+        wgmma_ss_n64<BF16>(d, da, db, accumulate);
+    else
+        wgmma_ss_n128<BF16>(d, da, db, accumulate);
+}
+template <bool BF16, int N>
+__device__ __forceinline__ void wgmma_rs(float* d, const u32* a, u64 db) {
+    if constexpr (N == 64)
+        wgmma_rs_n64<BF16>(d, a, db);
+    else
+        wgmma_rs_n128<BF16>(d, a, db);
+}
+
+// Mask, online-softmax update and exponentiation of one S block held in wgmma accumulator layout
+// (rows row_in_tile and row_in_tile + 8, columns nt * 8 + 2 * lt + {0, 1}). corr[] receives the
+// factor by which the running O rows must be rescaled.
+template <int NS>
+__device__ __forceinline__ void wgmma_softmax_step(float* s, float* m_i, float* l_i, float* corr,
+                                                   const RaggedBand& band, int j0, int bn, int i0, int i_last,
+                                                   int row_in_tile, int lt, float sl2) {
+    const bool full = j0 + bn - 1 < band.lkv &&
+                      (band.right < 0 || (i64)j0 + bn - 1 <= (i64)i0 + band.off + band.right) &&
+                      (band.left < 0 || (i64)j0 >= (i64)i_last + band.off - band.left);
+#pragma unroll
+    for (int nt = 0; nt < NS; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            float x = s[nt * 4 + e] * sl2;
+            if (!full) {
+                int i = i0 + row_in_tile + ((e >> 1) << 3);
+                int j = j0 + nt * 8 + 2 * lt + (e & 1);
+                if (!band.admits(i, j)) x = RAGGED_NEG_INF;
+            }
+            s[nt * 4 + e] = x;
+        }
+#pragma unroll
+    for (int hr = 0; hr < 2; ++hr) {
+        float mx = m_i[hr];
+#pragma unroll
+        for (int nt = 0; nt < NS; ++nt) mx = fmaxf(mx, fmaxf(s[nt * 4 + 2 * hr], s[nt * 4 + 2 * hr + 1]));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        // Nothing admitted yet: exponentiate against 0 so every p is exp2(-inf) = 0, never NaN.
+        const float mu = mx == RAGGED_NEG_INF ? 0.f : mx;
+        corr[hr] = fast_exp2(m_i[hr] - mu);
+        m_i[hr] = mx;
+        float sum = 0.f;
+#pragma unroll
+        for (int nt = 0; nt < NS; ++nt) {
+            float p0 = fast_exp2(s[nt * 4 + 2 * hr] - mu);
+            float p1 = fast_exp2(s[nt * 4 + 2 * hr + 1] - mu);
+            s[nt * 4 + 2 * hr] = p0;
+            s[nt * 4 + 2 * hr + 1] = p1;
+            sum += p0 + p1;
+        }
+        l_i[hr] = l_i[hr] * corr[hr] + sum;
+    }
+}
+
+// P (fp32, accumulator layout) -> A-operand registers of the P V product, one k16 chunk per entry.
+template <bool BF16, int BN>
+__device__ __forceinline__ void wgmma_pack_p(const float* s, u32 (*pa)[4]) {
+#pragma unroll
+    for (int kc = 0; kc < BN / 16; ++kc) {
+        pa[kc][0] = pack2<BF16>(s[(2 * kc) * 4 + 0], s[(2 * kc) * 4 + 1]);
+        pa[kc][1] = pack2<BF16>(s[(2 * kc) * 4 + 2], s[(2 * kc) * 4 + 3]);
+        pa[kc][2] = pack2<BF16>(s[(2 * kc + 1) * 4 + 0], s[(2 * kc + 1) * 4 + 1]);
+        pa[kc][3] = pack2<BF16>(s[(2 * kc + 1) * 4 + 2], s[(2 * kc + 1) * 4 + 3]);
+    }
+}
+
+template <bool BF16, int D, int BN, int NWG>
+__device__ __forceinline__ void fmha_fwd_wgmma_body(RAGGED_FMHA_PARAMS) {
+    constexpr int BM = 64 * NWG;
+    constexpr int NT = 128 * NWG;
+    constexpr int KS = D / 16;
+    constexpr int NS = BN / 8;
+    constexpr int DT = D / 8;
+    constexpr int CH = D / 8;
+    static_assert((D == 64 || D == 128) && (BN == 64 || BN == 128), "wgmma tile shapes");
+
+    extern __shared__ __align__(128) unsigned char smem_raw[];
+    const u32 s_q = (smem_addr(smem_raw) + 1023u) & ~1023u;  // the swizzle pattern repeats every 1024 bytes
+    const u32 s_k = s_q + BM * D * 2;
+    const u32 s_v = s_k + 2 * BN * D * 2;
+
+    const int rank = blockIdx.x / h_q;
+    const int h = blockIdx.x - rank * h_q;
+    if (rank >= *tile_count) return;
+    const RaggedTile tile = tiles[rank];
+    const RaggedBatch bt = batches[tile.batch];
+    const int i0 = tile.tile * BM;
+    const int rows = bt.lq - i0 < BM ? bt.lq - i0 : BM;
+    const int g = h / (h_q / h_kv);
+    const RaggedBand band = make_band(bt.lq, bt.lkv, mask_left, mask_right, bottom_right);
+    int nb_first, nb_last;
+    key_block_range(band, i0, rows, BN, &nb_first, &nb_last);
+
+    const u16* qp = q + (bt.q_tok + i0) * q_seq + (i64)h * q_head;
+    const u16* kp = k + bt.kv_tok * k_seq + (i64)g * k_head;
+    const u16* vp = v + bt.kv_tok * v_seq + (i64)g * v_head;
+
+    const int tid = threadIdx.x;
+    const int wg = tid >> 7;
+    const int lane = tid & 31;
+    const int row_in_tile = wg * 64 + ((tid >> 5) & 3) * 16 + (lane >> 2);  // and + 8
+    const int lt = lane & 3;
+    const float sl2 = scale * 1.4426950408889634f;
+
+    float acc[DT * 4];
+    float m_i[2] = {RAGGED_NEG_INF, RAGGED_NEG_INF};
+    float l_i[2] = {0.f, 0.f};
+#pragma unroll
+    for (int i = 0; i < DT * 4; ++i) acc[i] = 0.f;
+
+    // Software pipeline (per warpgroup): while the softmax of block n runs on the CUDA cores, the
+    // tensor cores finish O += P(n-1) V(n-1), issued together with S(n) = Q K(n)^T. cp.async groups
+    // in flight: {Q, K0}, {V0}, then per step {V(n)}, {K(n+1)}.
+    if (nb_first < nb_last) {
+        load_tile_sw128<D, BM, NT>(s_q, qp, q_seq, rows, q);
+        {
+            int j0 = nb_first * BN;
+            load_tile_sw128<D, BN, NT>(s_k, kp + (i64)j0 * k_seq, k_seq, bt.lkv - j0, k);
+            cp_async_commit();
+            load_tile_sw128<D, BN, NT>(s_v, vp + (i64)j0 * v_seq, v_seq, bt.lkv - j0, v);
+            cp_async_commit();
+        }
+        cp_async_wait<1>();
+        fence_proxy_async();
+        __syncthreads();
+        if (nb_first + 1 < nb_last) {
+            int j1 = (nb_first + 1) * BN;
+            load_tile_sw128<D, BN, NT>(s_k + BN * D * 2, kp + (i64)j1 * k_seq, k_seq, bt.lkv - j1, k);
+        }
+        cp_async_commit();
+
+        const int i_last = i0 + rows - 1;
+        float s[NS * 4];
+        u32 pa[BN / 16][4];
+        float corr[2];
+
+        wgmma_fence();
+#pragma unroll
+        for (int ks = 0; ks < KS; ++ks) {
+            u64 da = sw128_desc(s_q + (ks >> 2) * (BM * 128) + wg * (64 * 128) + (ks & 3) * 32, 16, 1024);
+            u64 db = sw128_desc(s_k + (ks >> 2) * (BN * 128) + (ks & 3) * 32, 16, 1024);
+            wgmma_ss<BF16, BN>(s, da, db, ks > 0);
+        }
+        wgmma_commit();
+        wgmma_wait<0>();
+        fence_regs<NS * 4>(s);
+        wgmma_softmax_step<NS>(s, m_i, l_i, corr, band, nb_first * BN, BN, i0, i_last, row_in_tile, lt, sl2);
+        wgmma_pack_p<BF16, BN>(s, pa);
+
+#pragma unroll 1
+        for (int nb = nb_first + 1; nb < nb_last; ++nb) {
+            const int buf = (nb - nb_first) & 1;
+            cp_async_wait<0>();  // K(nb) and V(nb - 1)
+            fence_proxy_async();
+            __syncthreads();
+            {
+                int jv = (nb) * BN;
+                load_tile_sw128<D, BN, NT>(s_v + buf * (BN * D * 2), vp + (i64)jv * v_seq, v_seq, bt.lkv - jv, v);
+                cp_async_commit();
+                if (nb + 1 < nb_last) {
+                    int jk = (nb + 1) * BN;
+                    load_tile_sw128<D, BN, NT>(s_k + (buf ^ 1) * (BN * D * 2), kp + (i64)jk * k_seq, k_seq,
+                                               bt.lkv - jk, k);
+                }
+                cp_async_commit();
+            }
+            const u32 kb = s_k + buf * (BN * D * 2);
+            const u32 vb_prev = s_v + (buf ^ 1) * (BN * D * 2);
+
+            wgmma_fence();
+#pragma unroll
+            for (int ks = 0; ks < KS; ++ks) {
+                u64 da = sw128_desc(s_q + (ks >> 2) * (BM * 128) + wg * (64 * 128) + (ks & 3) * 32, 16, 1024);
+                u64 db = sw128_desc(kb + (ks >> 2) * (BN * 128) + (ks & 3) * 32, 16, 1024);
+                wgmma_ss<BF16, BN>(s, da, db, ks > 0);
+            }
+            wgmma_commit();
+#pragma unroll
+            for (int kc = 0; kc < BN / 16; ++kc) {
+                u64 db = sw128_desc(vb_prev + kc * (16 * 128), BN * 128, 1024);
+                wgmma_rs<BF16, D>(acc, pa[kc], db);
+            }
+            wgmma_commit();
+            wgmma_wait<1>();
+            fence_regs<NS * 4>(s);
+            wgmma_softmax_step<NS>(s, m_i, l_i, corr, band, nb * BN, BN, i0, i_last, row_in_tile, lt, sl2);
+            wgmma_wait<0>();
+            fence_regs<DT * 4>(acc);
+            fence_regs_u32<BN / 4>(&pa[0][0]);
+#pragma unroll
+            for (int dt = 0; dt < DT; ++dt) {
+                acc[dt * 4 + 0] *= corr[0];
+                acc[dt * 4 + 1] *= corr[0];
+                acc[dt * 4 + 2] *= corr[1];
+                acc[dt * 4 + 3] *= corr[1];
+            }
+            wgmma_pack_p<BF16, BN>(s, pa);
+        }
+
+        // Last P V.
+        cp_async_wait<0>();
+        fence_proxy_async();
+        __syncthreads();
+        {
+            const u32 vb_last = s_v + ((nb_last - 1 - nb_first) & 1) * (BN * D * 2);
+            wgmma_fence();
+#pragma unroll
+            for (int kc = 0; kc < BN / 16; ++kc) {
+                u64 db = sw128_desc(vb_last + kc * (16 * 128), BN * 128, 1024);
+                wgmma_rs<BF16, D>(acc, pa[kc], db);
+            }
+            wgmma_commit();
+            wgmma_wait<0>();
+            fence_regs<DT * 4>(acc);
+            fence_regs_u32<BN / 4>(&pa[0][0]);
+        }
     }
 
-// Default configurations (the names the plugin launches).
-RAGGED_FMHA_ENTRY(ragged_fmha_fwd_bf16_d64, true, 64, 128, 64, 4, 2)
-RAGGED_FMHA_ENTRY(ragged_fmha_fwd_f16_d64, false, 64, 128, 64, 4, 2)
-RAGGED_FMHA_ENTRY(ragged_fmha_fwd_bf16_d128, true, 128, 128, 64, 4, 2)
-RAGGED_FMHA_ENTRY(ragged_fmha_fwd_f16_d128, false, 128, 128, 64, 4, 2)
+    __syncthreads();
+#pragma unroll
+    for (int hr = 0; hr < 2; ++hr) {
+        float l = l_i[hr];
+        l += __shfl_xor_sync(0xffffffffu, l, 1);
+        l += __shfl_xor_sync(0xffffffffu, l, 2);
+        const float inv = l > 0.f ? 1.f / l : 0.f;
+        const int r = row_in_tile + hr * 8;
+        if (lse != 0 && lt == 0 && r < rows) {
+            float val = l > 0.f ? (m_i[hr] + log2f(l)) * 0.6931471805599453f : RAGGED_NEG_INF;
+            lse[bt.lse_elem + (i64)(i0 + r) * lse_seq + (i64)h * lse_head] = val;
+        }
+#pragma unroll
+        for (int dt = 0; dt < DT; ++dt) {
+            u32 packed = pack2<BF16>(acc[dt * 4 + 2 * hr] * inv, acc[dt * 4 + 2 * hr + 1] * inv);
+            u32 addr = s_q + swz<D>(r, dt) + lt * 4;
+            asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(packed) : "memory");
+        }
+    }
+    __syncthreads();
+    u16* op = o + (bt.q_tok + i0) * o_seq + (i64)h * o_head;
+#pragma unroll
+    for (int it = 0; it < (BM * CH + NT - 1) / NT; ++it) {
+        int idx = it * NT + tid;
+        int r = idx / CH;
+        int c = idx % CH;
+        if (idx < BM * CH && r < rows) {
+            u32 x0, x1, x2, x3;
+            asm volatile("ld.shared.v4.b32 {%0,%1,%2,%3}, [%4];\n"
+                         : "=r"(x0), "=r"(x1), "=r"(x2), "=r"(x3)
+                         : "r"(s_q + swz<D>(r, c)));
+            u16* dst = op + (i64)r * o_seq + c * 8;
+            asm volatile("st.global.v4.b32 [%0], {%1,%2,%3,%4};\n" ::"l"(dst), "r"(x0), "r"(x1), "r"(x2), "r"(x3)
+                         : "memory");
+        }
+    }
+}
+
+#endif  // __CUDA_ARCH_FEAT_SM90_ALL
+
+// ---------------------------------------------------------------------------------------------
+// Entry points. Each `NAME` has a companion constant `NAME_config` = {BM, BN, threads per block,
+// dynamic shared-memory bytes} that the host reads with cuModuleGetGlobal to size the pre-pass
+// (block_m, block_n), the grid (B * ceil(S_q_max / BM) * H_q), the block and the shared memory.
+// ---------------------------------------------------------------------------------------------
+
+#define RAGGED_FMHA_SM80_ENTRY(NAME, BF16, D, BM, BN, NW, MINB)                                         \
+    extern "C" {                                                                                      \
+    __constant__ int NAME##_config[4] = {BM, BN, NW * 32, (BM + 4 * BN) * D * 2};                     \
+    __global__ void __launch_bounds__(NW * 32, MINB) NAME(RAGGED_FMHA_PARAMS) {                       \
+        fmha_fwd_body<BF16, D, BM, BN, NW>(RAGGED_FMHA_ARGS);                                         \
+    }                                                                                                 \
+    }
+
+#define RAGGED_FMHA_SM90_ENTRY(NAME, BF16, D, BN, NWG)                                                  \
+    extern "C" {                                                                                      \
+    __constant__ int NAME##_config[4] = {64 * NWG, BN, 128 * NWG, (64 * NWG + 4 * BN) * D * 2 + 1024}; \
+    __global__ void __launch_bounds__(128 * NWG, 1) NAME(RAGGED_FMHA_PARAMS) {                        \
+        fmha_fwd_wgmma_body<BF16, D, BN, NWG>(RAGGED_FMHA_ARGS);                                      \
+    }                                                                                                 \
+    }
+
+// The portable path (any sm_80+ target), always compiled.
+RAGGED_FMHA_SM80_ENTRY(ragged_fmha_fwd_sm80_bf16_d64, true, 64, 128, 64, 4, 2)
+RAGGED_FMHA_SM80_ENTRY(ragged_fmha_fwd_sm80_f16_d64, false, 64, 128, 64, 4, 2)
+RAGGED_FMHA_SM80_ENTRY(ragged_fmha_fwd_sm80_bf16_d128, true, 128, 64, 64, 4, 2)
+RAGGED_FMHA_SM80_ENTRY(ragged_fmha_fwd_sm80_f16_d128, false, 128, 64, 64, 4, 2)
+
+// The names the plugin launches: the fastest path the compile target allows.
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_bf16_d64, true, 64, 128, 2)
+RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_f16_d64, false, 64, 128, 2)
+RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_bf16_d128, true, 128, 128, 2)
+RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_f16_d128, false, 128, 128, 2)
+#else
+RAGGED_FMHA_SM80_ENTRY(ragged_fmha_fwd_bf16_d64, true, 64, 128, 64, 4, 2)
+RAGGED_FMHA_SM80_ENTRY(ragged_fmha_fwd_f16_d64, false, 64, 128, 64, 4, 2)
+RAGGED_FMHA_SM80_ENTRY(ragged_fmha_fwd_bf16_d128, true, 128, 64, 64, 4, 2)
+RAGGED_FMHA_SM80_ENTRY(ragged_fmha_fwd_f16_d128, false, 128, 64, 64, 4, 2)
+#endif
 
 #ifdef RAGGED_FMHA_TUNING
 // Alternative tile shapes, compiled only for the benchmark's tuning sweep.
-RAGGED_FMHA_ENTRY(ragged_fmha_fwd_bf16_d64_m128n128w8, true, 64, 128, 128, 8, 1)
-RAGGED_FMHA_ENTRY(ragged_fmha_fwd_bf16_d64_m128n64w8, true, 64, 128, 64, 8, 1)
-RAGGED_FMHA_ENTRY(ragged_fmha_fwd_bf16_d64_m64n64w4, true, 64, 64, 64, 4, 2)
-RAGGED_FMHA_ENTRY(ragged_fmha_fwd_bf16_d128_m128n64w8, true, 128, 128, 64, 8, 1)
-RAGGED_FMHA_ENTRY(ragged_fmha_fwd_bf16_d128_m128n32w4, true, 128, 128, 32, 4, 2)
-RAGGED_FMHA_ENTRY(ragged_fmha_fwd_bf16_d128_m64n64w4, true, 128, 64, 64, 4, 2)
+RAGGED_FMHA_SM80_ENTRY(ragged_fmha_fwd_sm80_bf16_d128_m128n32w4, true, 128, 128, 32, 4, 2)
+RAGGED_FMHA_SM80_ENTRY(ragged_fmha_fwd_sm80_bf16_d64_m64n64w4, true, 64, 64, 64, 4, 2)
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_sm90_bf16_d64_n64, true, 64, 64, 2)
+RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_sm90_bf16_d128_n64, true, 128, 64, 2)
+RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_sm90_bf16_d128_n64w3, true, 128, 64, 3)
+#endif
 #endif
