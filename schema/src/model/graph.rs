@@ -233,6 +233,13 @@ impl Graph {
         self.tensors.iter().find(|t| t.uid == uid)
     }
 
+    /// The offset aux a ragged tensor points at, if the tensor is ragged and the aux exists.
+    pub fn ragged_offset_tensor(&self, tensor: &TensorAttributes) -> Option<&TensorAttributes> {
+        tensor
+            .ragged_offset_tensor_uid
+            .and_then(|aux_uid| self.tensor(aux_uid))
+    }
+
     /// Project rule (versioning.md §6): the flag OR any tensor with a ragged offset. The second
     /// clause covers graphs written by upstream hipDNN, which has no flag.
     pub fn is_ragged(&self) -> bool {
@@ -294,5 +301,22 @@ mod tests {
         let tensor_ragged =
             dense.add_tensor(TensorAttributes::new().set_uid(2).set_ragged_offset_uid(1));
         assert!(tensor_ragged.is_ragged());
+    }
+
+    #[test]
+    fn ragged_offset_tensor_follows_the_uid() {
+        let aux = TensorAttributes::new().set_uid(7).set_name("aux");
+        let q = TensorAttributes::new().set_uid(1).set_ragged_offset(&aux);
+        let dangling = TensorAttributes::new().set_uid(2).set_ragged_offset_uid(99);
+        let g = Graph::new("g")
+            .add_tensor(aux)
+            .add_tensor(q.clone())
+            .add_tensor(dangling.clone());
+        assert_eq!(
+            g.ragged_offset_tensor(&q).map(|t| t.name.as_str()),
+            Some("aux")
+        );
+        assert_eq!(g.ragged_offset_tensor(&dangling), None);
+        assert_eq!(g.ragged_offset_tensor(&g.tensors[0]), None);
     }
 }

@@ -1,7 +1,7 @@
 //! `SdpaAttributes` (all 43 fields of `sdpa_attributes.fbs`) and the mask-band resolution of
 //! schema.md §6.1.
 
-use super::DataType;
+use super::{DataType, TensorAttributes};
 use crate::error::{SchemaError, ValidationError};
 
 /// Which diagonal the band is anchored to: top-left (offset 0) or bottom-right
@@ -215,6 +215,43 @@ impl SdpaAttributes {
         }
     }
 
+    /// Per-batch valid query lengths (`[B, 1, 1, 1]`, int32/int64): the RFC's `set_seq_len_q`.
+    pub fn set_seq_len_q(mut self, seq_len_q: &TensorAttributes) -> Self {
+        self.seq_len_q_tensor_uid = Some(seq_len_q.uid);
+        self
+    }
+    /// Per-batch valid key/value lengths, usually shared by K and V.
+    pub fn set_seq_len_kv(mut self, seq_len_kv: &TensorAttributes) -> Self {
+        self.seq_len_kv_tensor_uid = Some(seq_len_kv.uid);
+        self
+    }
+    /// The log-sum-exp output.
+    pub fn set_stats(mut self, stats: &TensorAttributes) -> Self {
+        self.stats_tensor_uid = Some(stats.uid);
+        self
+    }
+    /// A scale scalar tensor (baked value or runtime pass-by-value); wins over the baked float.
+    pub fn set_scale_tensor(mut self, scale: &TensorAttributes) -> Self {
+        self.scale_tensor_uid = Some(scale.uid);
+        self
+    }
+    pub fn set_attn_scale_value(mut self, scale: f32) -> Self {
+        self.attn_scale_value = Some(scale);
+        self
+    }
+    /// The modern mask band; `None` is unbounded. Causal is `(None, Some(0), alignment)`.
+    pub fn set_diagonal_band(
+        mut self,
+        left: Option<i64>,
+        right: Option<i64>,
+        alignment: DiagonalAlignment,
+    ) -> Self {
+        self.left_bound = left;
+        self.right_bound = right;
+        self.diagonal_alignment = alignment;
+        self
+    }
+
     /// Every tensor uid the node refers to, as `(field name, uid)`, required ones first.
     pub fn tensor_uids(&self) -> Vec<(&'static str, i64)> {
         let mut out = vec![
@@ -363,6 +400,36 @@ mod tests {
                 ("seq_len_q_tensor_uid", 7),
                 ("stats_tensor_uid", 9),
             ]
+        );
+    }
+
+    #[test]
+    fn builder_setters_store_uids_and_band() {
+        let t = |uid| TensorAttributes::new().set_uid(uid);
+        let s = SdpaAttributes::new(1, 2, 3, 4)
+            .set_seq_len_q(&t(5))
+            .set_seq_len_kv(&t(6))
+            .set_stats(&t(7))
+            .set_scale_tensor(&t(8))
+            .set_attn_scale_value(0.5)
+            .set_diagonal_band(Some(4), Some(0), DiagonalAlignment::BottomRight);
+        assert_eq!(
+            (
+                s.seq_len_q_tensor_uid,
+                s.seq_len_kv_tensor_uid,
+                s.stats_tensor_uid,
+                s.scale_tensor_uid
+            ),
+            (Some(5), Some(6), Some(7), Some(8))
+        );
+        assert_eq!(s.attn_scale_value, Some(0.5));
+        assert_eq!(
+            band(&s),
+            DiagonalBand {
+                left: Some(4),
+                right: Some(0),
+                alignment: DiagonalAlignment::BottomRight
+            }
         );
     }
 }
