@@ -324,3 +324,73 @@ fn ambiguous_causal_mask_from_band_resolution() {
     );
     insta::assert_snapshot!("ambiguous_causal_mask", err.to_string());
 }
+
+mod properties {
+    use proptest::prelude::*;
+    use ragged_schema::{DataType, Graph, NodeAttributes};
+
+    /// The fixture with one to three tensors redrawn (dims, type, aux uid) from small ranges,
+    /// so that random graphs are sometimes valid and otherwise break one rule or a few.
+    fn perturbed() -> impl Strategy<Value = Graph> {
+        let tensor_count = super::base().tensors.len();
+        let dims = prop_oneof![
+            4 => prop::collection::vec(1i64..5, 4),
+            1 => prop::collection::vec(-1i64..6, 0..6),
+        ];
+        let data_type =
+            prop::sample::select(vec![DataType::Int32, DataType::Int64, DataType::Half]);
+        let aux = prop_oneof![
+            1 => Just(None),
+            2 => prop::sample::select(vec![1i64, 2, 10, 11, 99]).prop_map(Some),
+        ];
+        prop::collection::vec((0..tensor_count, dims, data_type, aux), 1..3).prop_map(|draws| {
+            let mut g = super::base();
+            for (index, dims, data_type, aux) in draws {
+                let t = &mut g.tensors[index];
+                t.dims = dims;
+                t.data_type = data_type;
+                t.ragged_offset_tensor_uid = aux;
+            }
+            g
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig {
+            cases: 512,
+            failure_persistence: None,
+            ..ProptestConfig::default()
+        })]
+
+        /// Whatever validate accepts satisfies the RFC rules, checked here independently.
+        #[test]
+        fn accepted_graphs_satisfy_the_ragged_and_sdpa_rules(g in perturbed()) {
+            if g.validate().is_err() {
+                return Ok(());
+            }
+            for t in &g.tensors {
+                let Some(aux_uid) = t.ragged_offset_tensor_uid else { continue };
+                let aux = g.tensors.iter().find(|a| a.uid == aux_uid);
+                prop_assert!(aux.is_some());
+                let aux = aux.map(|a| (a.dims.clone(), a.data_type));
+                let (aux_dims, aux_type) = aux.unwrap_or_default();
+                prop_assert_eq!(aux_dims.len(), 4);
+                prop_assert_eq!(aux_dims[0], t.dims[0] + 1);
+                prop_assert!(matches!(aux_type, DataType::Int32 | DataType::Int64));
+            }
+            let NodeAttributes::Sdpa(s) = &g.nodes[0].attributes else {
+                return Err(TestCaseError::fail("fixture node is SDPA"));
+            };
+            let dims = |uid: i64| g.tensors.iter().find(|t| t.uid == uid).map(|t| (t.dims.clone(), t.is_ragged()));
+            let heads = |uid: i64| dims(uid).map(|(d, ragged)| if ragged { d[2] } else { d[1] });
+            for uid in [s.q_tensor_uid, s.k_tensor_uid, s.v_tensor_uid, s.o_tensor_uid] {
+                prop_assert_eq!(dims(uid).map(|(d, _)| d.len()), Some(4));
+            }
+            let h_q = heads(s.q_tensor_uid).unwrap_or(0);
+            for kv in [s.k_tensor_uid, s.v_tensor_uid] {
+                let h_kv = heads(kv).unwrap_or(0);
+                prop_assert!(h_kv > 0 && h_q % h_kv == 0, "H_q {} H_kv {}", h_q, h_kv);
+            }
+        }
+    }
+}
