@@ -11,6 +11,7 @@ pub mod dispatch;
 pub mod engine_id;
 pub mod error;
 pub mod graphs;
+pub mod harness;
 pub mod log;
 pub mod manager;
 pub mod plugin;

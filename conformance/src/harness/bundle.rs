@@ -1,0 +1,240 @@
+//! RFC §4.11.1–§4.11.3: the pre-supplied input bundle, the strict `ragged_offset` check,
+//! allocation (ragged primaries sized `ragged_offset[B]`) and the one-pass init.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+
+use half::{bf16, f16};
+use ragged_kernels::tensor::{DenseTensor, RaggedTensor, Tensor, TensorMut, TensorMutExt};
+use ragged_kernels::{BSHD_SEQ_AXIS, DataType as KernelType, Element};
+use ragged_schema::model::{DataType, Graph, TensorAttributes};
+
+use crate::error::ConformanceError;
+
+/// Tensors the test author supplies, keyed by uid (RFC `PreSuppliedInputs`). Shared ownership
+/// lets one aux serve every ragged primary that names it, and both execution paths.
+pub type PreSuppliedInputs = HashMap<i64, Arc<dyn Tensor>>;
+
+/// One uid's tensor in a bundle.
+pub enum Entry {
+    /// From the pre-supplied bundle: the same object in every bundle, never written.
+    Shared(Arc<dyn Tensor>),
+    /// Allocated by this bundle.
+    Owned(Box<dyn TensorMut>),
+}
+
+impl Entry {
+    pub fn tensor(&self) -> &dyn Tensor {
+        match self {
+            Entry::Shared(t) => t.as_ref(),
+            Entry::Owned(t) => t.as_ref(),
+        }
+    }
+}
+
+/// Every non-virtual tensor of a graph, resolved pre-supplied-first (RFC `GraphTensorBundle`).
+pub struct Bundle {
+    pub entries: BTreeMap<i64, Entry>,
+}
+
+/// The kernels crate's element type for a graph data type; only the five the SDK stores.
+pub fn kernel_type(attrs: &TensorAttributes) -> Result<KernelType, ConformanceError> {
+    Ok(match attrs.data_type {
+        DataType::Float => KernelType::F32,
+        DataType::Half => KernelType::F16,
+        DataType::BFloat16 => KernelType::BF16,
+        DataType::Int32 => KernelType::I32,
+        DataType::Int64 => KernelType::I64,
+        other => {
+            return Err(ConformanceError::Harness(format!(
+                "tensor uid {} has data_type {other:?}, which the harness cannot allocate",
+                attrs.uid
+            )));
+        }
+    })
+}
+
+/// RFC §4.11.1 strict check: every `ragged_offset` uid a tensor references must be pre-supplied,
+/// because random offsets are structurally invalid.
+pub fn check_ragged_offsets_supplied(
+    graph: &Graph,
+    pre_supplied: &PreSuppliedInputs,
+) -> Result<(), ConformanceError> {
+    for t in &graph.tensors {
+        if let Some(aux) = t.ragged_offset_tensor_uid
+            && !pre_supplied.contains_key(&aux)
+        {
+            return Err(ConformanceError::Harness(format!(
+                "ragged_offset uid {aux} (referenced by tensor uid {} '{}') is not in the pre-supplied inputs; \
+                 ragged offsets cannot be randomised, supply them",
+                t.uid, t.name
+            )));
+        }
+    }
+    Ok(())
+}
+
+impl Bundle {
+    /// RFC §4.11.2: allocates every non-virtual, non-pre-supplied tensor; ragged primaries are
+    /// built on their shared aux and sized `ragged_offset[B]` (× multiplier).
+    pub fn allocate(
+        graph: &Graph,
+        pre_supplied: &PreSuppliedInputs,
+    ) -> Result<Bundle, ConformanceError> {
+        check_ragged_offsets_supplied(graph, pre_supplied)?;
+        let mut entries = BTreeMap::new();
+        for attrs in graph.tensors.iter().filter(|t| !t.is_virtual) {
+            let entry = match pre_supplied.get(&attrs.uid) {
+                Some(shared) => Entry::Shared(Arc::clone(shared)),
+                None => Entry::Owned(allocate_one(attrs, pre_supplied)?),
+            };
+            entries.insert(attrs.uid, entry);
+        }
+        Ok(Bundle { entries })
+    }
+
+    /// RFC §4.11.3 init pass. Pre-supplied: untouched. Outputs: sentinel (the RFC says so for
+    /// ragged outputs; dense outputs get it too, because SDPA leaves their padding rows unwritten
+    /// as well). Other inputs: uniform random from `seed` mixed with the uid, so two bundles
+    /// initialised with the same seed are byte-identical.
+    pub fn initialise(&mut self, outputs: &BTreeSet<i64>, seed: u64) {
+        for (uid, entry) in &mut self.entries {
+            if let Entry::Owned(tensor) = entry {
+                if outputs.contains(uid) {
+                    tensor.fill_sentinel();
+                } else {
+                    tensor.fill_random(seed ^ (*uid as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+                }
+            }
+        }
+    }
+
+    pub fn get(&self, uid: i64) -> Result<&dyn Tensor, ConformanceError> {
+        self.entries.get(&uid).map(Entry::tensor).ok_or_else(|| {
+            ConformanceError::Harness(format!("tensor uid {uid} is not in the bundle"))
+        })
+    }
+
+    /// Takes an owned (writable) entry out, for an operation that needs `&mut` to it while
+    /// reading others; put it back with [`Bundle::restore`].
+    pub fn take_owned(&mut self, uid: i64) -> Result<Box<dyn TensorMut>, ConformanceError> {
+        match self.entries.remove(&uid) {
+            Some(Entry::Owned(t)) => Ok(t),
+            Some(shared @ Entry::Shared(_)) => {
+                self.entries.insert(uid, shared);
+                Err(ConformanceError::Harness(format!(
+                    "tensor uid {uid} is pre-supplied, so it cannot be an output"
+                )))
+            }
+            None => Err(ConformanceError::Harness(format!(
+                "tensor uid {uid} is not in the bundle"
+            ))),
+        }
+    }
+
+    pub fn restore(&mut self, uid: i64, tensor: Box<dyn TensorMut>) {
+        self.entries.insert(uid, Entry::Owned(tensor));
+    }
+}
+
+fn allocate_one(
+    attrs: &TensorAttributes,
+    pre_supplied: &PreSuppliedInputs,
+) -> Result<Box<dyn TensorMut>, ConformanceError> {
+    let dtype = kernel_type(attrs)?;
+    let named = |e: ragged_kernels::KernelError| {
+        ConformanceError::Harness(format!(
+            "allocating tensor uid {} '{}': {e}",
+            attrs.uid, attrs.name
+        ))
+    };
+    match attrs.ragged_offset_tensor_uid {
+        None => {
+            fn dense<T: Element>(
+                a: &TensorAttributes,
+            ) -> Result<Box<dyn TensorMut>, ragged_kernels::KernelError> {
+                Ok(Box::new(DenseTensor::<T>::new(
+                    a.dims.clone(),
+                    a.strides.clone(),
+                )?))
+            }
+            match dtype {
+                KernelType::F32 => dense::<f32>(attrs),
+                KernelType::F16 => dense::<f16>(attrs),
+                KernelType::BF16 => dense::<bf16>(attrs),
+                KernelType::I32 => dense::<i32>(attrs),
+                KernelType::I64 => dense::<i64>(attrs),
+            }
+            .map_err(named)
+        }
+        Some(aux_uid) => {
+            let aux = pre_supplied.get(&aux_uid).ok_or_else(|| {
+                ConformanceError::Harness(format!(
+                    "ragged_offset uid {aux_uid} of tensor uid {} is not pre-supplied",
+                    attrs.uid
+                ))
+            })?;
+            fn ragged<T: Element>(
+                a: &TensorAttributes,
+                aux: &Arc<dyn Tensor>,
+            ) -> Result<Box<dyn TensorMut>, ragged_kernels::KernelError> {
+                Ok(Box::new(RaggedTensor::<T>::new(
+                    a.dims.clone(),
+                    a.strides.clone(),
+                    BSHD_SEQ_AXIS,
+                    Arc::clone(aux),
+                    a.ragged_offset_multiplier,
+                    None,
+                )?))
+            }
+            match dtype {
+                KernelType::F32 => ragged::<f32>(attrs, aux),
+                KernelType::F16 => ragged::<f16>(attrs, aux),
+                KernelType::BF16 => ragged::<bf16>(attrs, aux),
+                KernelType::I32 => ragged::<i32>(attrs, aux),
+                KernelType::I64 => ragged::<i64>(attrs, aux),
+            }
+            .map_err(named)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::graphs::RaggedSdpaSpec;
+
+    #[test]
+    fn strict_check_names_the_missing_offset_uid_and_its_primary() {
+        let graph = RaggedSdpaSpec::packed("t", &[2, 3], &[4, 1]).graph();
+        let err = match Bundle::allocate(&graph, &PreSuppliedInputs::new()) {
+            Ok(_) => panic!("allocation without offsets must fail"),
+            Err(e) => e.to_string(),
+        };
+        assert!(
+            err.starts_with("ragged_offset uid 5 (referenced by tensor uid 1 'q')"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn ragged_primaries_are_sized_by_the_last_offset() {
+        let spec = RaggedSdpaSpec::packed("t", &[2, 0, 3], &[4, 1, 1]);
+        let graph = spec.graph();
+        let mut pre = PreSuppliedInputs::new();
+        let aux = |v: Vec<i32>| -> Arc<dyn Tensor> {
+            let n = v.len() as i64;
+            Arc::new(
+                DenseTensor::from_vec(v, vec![n, 1, 1, 1], vec![1, 1, 1, 1])
+                    .unwrap_or_else(|e| panic!("{e}")),
+            )
+        };
+        // Q/O: 2+0+3 tokens x 2 heads x 16 = 160 elements; K/V: 6 tokens = 192.
+        pre.insert(5, aux(vec![0, 64, 64, 160]));
+        pre.insert(6, aux(vec![0, 128, 160, 192]));
+        let bundle = Bundle::allocate(&graph, &pre).unwrap_or_else(|e| panic!("{e}"));
+        let len = |uid| bundle.get(uid).map(|t| t.host_data().len()).unwrap_or(0);
+        assert_eq!((len(1), len(2), len(3), len(4)), (160, 192, 192, 160));
+        assert!(matches!(bundle.entries.get(&5), Some(Entry::Shared(_))));
+    }
+}

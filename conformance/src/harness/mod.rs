@@ -1,0 +1,188 @@
+//! The integration-test harness of RFC §4.11: two bundles (reference path and engine path) built
+//! from one graph and one pre-supplied input bundle, initialised identically, run through the CPU
+//! reference and through a plugin engine, then validated output by output.
+//!
+//! Engine buffers are host memory, so the harness runs engines that accept host pointers (the
+//! host reference engine); a GPU engine needs device buffers, which this crate does not allocate.
+
+pub mod bundle;
+pub mod sdpa_op;
+pub mod validate;
+
+use std::ffi::c_void;
+
+use ragged_kernels::tensor::{Tensor, TensorMut};
+use ragged_kernels::{HostDataMut, sdpa_forward};
+use ragged_schema::model::{EngineConfig, Graph};
+
+use crate::abi::DeviceBuffer;
+use crate::error::ConformanceError;
+use crate::plugin::PluginHandle;
+
+pub use bundle::{Bundle, Entry, PreSuppliedInputs};
+pub use sdpa_op::SdpaRoles;
+pub use validate::{Comparison, Tolerance, ValidationMode};
+
+pub struct Harness {
+    pub graph: Graph,
+    pub roles: SdpaRoles,
+    pub reference: Bundle,
+    pub engine: Bundle,
+}
+
+impl Harness {
+    /// Strict check, allocation and init of both bundles with the same `seed`.
+    pub fn new(
+        graph: Graph,
+        pre_supplied: &PreSuppliedInputs,
+        seed: u64,
+    ) -> Result<Harness, ConformanceError> {
+        let roles = SdpaRoles::of(&graph)?;
+        let mut reference = Bundle::allocate(&graph, pre_supplied)?;
+        let mut engine = Bundle::allocate(&graph, pre_supplied)?;
+        reference.initialise(&roles.outputs, seed);
+        engine.initialise(&roles.outputs, seed);
+        Ok(Harness {
+            graph,
+            roles,
+            reference,
+            engine,
+        })
+    }
+
+    /// The CPU reference (kernels' `sdpa_forward`) on the reference bundle.
+    pub fn run_reference(&mut self) -> Result<(), ConformanceError> {
+        let params = self.roles.params(&self.graph, &self.reference)?;
+        let a = &self.roles.attrs;
+        let mut o = self.reference.take_owned(a.o_tensor_uid)?;
+        let mut lse = match a.stats_tensor_uid {
+            Some(uid) => match self.reference.take_owned(uid) {
+                Ok(t) => Some(t),
+                Err(e) => {
+                    self.reference.restore(a.o_tensor_uid, o);
+                    return Err(e);
+                }
+            },
+            None => None,
+        };
+        let result = (|| {
+            let q = self.reference.get(a.q_tensor_uid)?;
+            let k = self.reference.get(a.k_tensor_uid)?;
+            let v = self.reference.get(a.v_tensor_uid)?;
+            let sq = a
+                .seq_len_q_tensor_uid
+                .map(|u| self.reference.get(u))
+                .transpose()?;
+            let skv = a
+                .seq_len_kv_tensor_uid
+                .map(|u| self.reference.get(u))
+                .transpose()?;
+            sdpa_forward(
+                q,
+                k,
+                v,
+                o.as_mut(),
+                lse.as_mut().map(|t| t.as_mut() as &mut dyn TensorMut),
+                sq,
+                skv,
+                &params,
+            )
+            .map_err(|e| ConformanceError::Harness(format!("CPU reference failed: {e}")))
+        })();
+        self.reference.restore(a.o_tensor_uid, o);
+        if let (Some(uid), Some(t)) = (a.stats_tensor_uid, lse) {
+            self.reference.restore(uid, t);
+        }
+        result
+    }
+
+    /// The variant pack of the engine bundle: every uid's host pointer.
+    fn variant_pack(&mut self) -> Vec<DeviceBuffer> {
+        self.engine
+            .entries
+            .iter_mut()
+            .map(|(uid, entry)| {
+                let ptr = match entry {
+                    // The plugin only reads inputs; the C ABI has no const variant-pack pointer.
+                    Entry::Shared(t) => host_ptr(t.as_ref()).cast_mut(),
+                    Entry::Owned(t) => host_ptr_mut(t.as_mut()),
+                };
+                DeviceBuffer { uid: *uid, ptr }
+            })
+            .collect()
+    }
+
+    /// Runs `engine_id` of the plugin behind `handle` on the engine bundle, with a host
+    /// workspace of the size the execution context asks for.
+    pub fn run_engine(
+        &mut self,
+        handle: &PluginHandle<'_>,
+        engine_id: i64,
+    ) -> Result<(), ConformanceError> {
+        let graph_bytes = ragged_schema::wire::encode_graph(&self.graph);
+        let config = ragged_schema::wire::encode_engine_config(&EngineConfig::new(engine_id));
+        let context = handle.create_execution_context(&config, &graph_bytes)?;
+        let mut workspace = vec![0u8; context.workspace_size()?];
+        let workspace_ptr = if workspace.is_empty() {
+            std::ptr::null_mut()
+        } else {
+            workspace.as_mut_ptr().cast::<c_void>()
+        };
+        let pack = self.variant_pack();
+        // SAFETY: every pointer in `pack` addresses a host buffer of this harness, allocated from
+        // the graph's own tensor attributes (ragged primaries sized `ragged_offset[B]`), alive and
+        // not otherwise borrowed for the duration of the call; the workspace has the size the
+        // context reported.
+        unsafe { context.execute(workspace_ptr, &pack) }
+    }
+
+    /// Compares every output of the engine bundle with the reference bundle.
+    pub fn validate(&self, mode: ValidationMode) -> Result<Vec<Comparison>, ConformanceError> {
+        let a = &self.roles.attrs;
+        let input_type = self.reference.get(a.q_tensor_uid)?.data_type();
+        let mut out = Vec::new();
+        for &uid in &self.roles.outputs {
+            let tolerance = if Some(uid) == a.stats_tensor_uid {
+                Tolerance::for_lse(input_type)
+            } else {
+                Tolerance::for_output(self.reference.get(uid)?.data_type())
+            };
+            let written = match mode {
+                ValidationMode::Coverage => {
+                    Some(self.roles.written_positions(uid, &self.reference)?)
+                }
+                ValidationMode::SentinelSkip => None,
+            };
+            out.push(validate::compare(
+                uid,
+                self.reference.get(uid)?.host_data(),
+                self.engine.get(uid)?.host_data(),
+                written.as_ref(),
+                mode,
+                tolerance,
+            )?);
+        }
+        Ok(out)
+    }
+}
+
+fn host_ptr(t: &dyn Tensor) -> *const c_void {
+    use ragged_kernels::HostData;
+    match t.host_data() {
+        HostData::F32(s) => s.as_ptr().cast(),
+        HostData::F16(s) => s.as_ptr().cast(),
+        HostData::BF16(s) => s.as_ptr().cast(),
+        HostData::I32(s) => s.as_ptr().cast(),
+        HostData::I64(s) => s.as_ptr().cast(),
+    }
+}
+
+fn host_ptr_mut(t: &mut dyn TensorMut) -> *mut c_void {
+    match t.host_data_mut() {
+        HostDataMut::F32(s) => s.as_mut_ptr().cast(),
+        HostDataMut::F16(s) => s.as_mut_ptr().cast(),
+        HostDataMut::BF16(s) => s.as_mut_ptr().cast(),
+        HostDataMut::I32(s) => s.as_mut_ptr().cast(),
+        HostDataMut::I64(s) => s.as_mut_ptr().cast(),
+    }
+}

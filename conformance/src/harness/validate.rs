@@ -1,0 +1,286 @@
+//! Output validation, two ways (RFC §4.11.4 and its §7.3 caveat):
+//!
+//! * **coverage** (default): the positions a correct engine writes are derived from
+//!   `ragged_offset` and `seq_lens`; those are compared with tolerance, every other position must
+//!   still hold the sentinel bit pattern in *both* bundles. No value has to be "unproducible", so
+//!   the NaN clash of §7.3 (a reference legitimately producing the sentinel) cannot hide an error.
+//! * **sentinel-skip** (the RFC's): positions where the reference still holds the sentinel are
+//!   skipped; the rest are compared with tolerance.
+//!
+//! Tolerances are the project rule of ragged-sdpa.md §8.
+
+use std::collections::BTreeSet;
+use std::fmt;
+
+use ragged_kernels::{DataType as KernelType, HostData};
+
+use crate::error::ConformanceError;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ValidationMode {
+    #[default]
+    Coverage,
+    SentinelSkip,
+}
+
+impl fmt::Display for ValidationMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ValidationMode::Coverage => "coverage",
+            ValidationMode::SentinelSkip => "sentinel-skip",
+        })
+    }
+}
+
+/// `abs(x − ref) ≤ atol + rtol · abs(ref)`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Tolerance {
+    pub atol: f64,
+    pub rtol: f64,
+}
+
+impl Tolerance {
+    /// O's tolerance by element type (ragged-sdpa.md §8).
+    pub fn for_output(dtype: KernelType) -> Tolerance {
+        let t = match dtype {
+            KernelType::F32 => 1e-4,
+            KernelType::F16 => 2e-3,
+            _ => 1e-2,
+        };
+        Tolerance { atol: t, rtol: t }
+    }
+
+    /// LSE's tolerance, which depends on the *input* type (LSE itself is always f32).
+    pub fn for_lse(input: KernelType) -> Tolerance {
+        let t = if input == KernelType::F32 { 1e-4 } else { 1e-3 };
+        Tolerance { atol: t, rtol: t }
+    }
+}
+
+/// The outcome for one output tensor.
+#[derive(Debug, Clone, Default)]
+pub struct Comparison {
+    pub uid: i64,
+    pub compared: usize,
+    pub skipped: usize,
+    pub max_abs_error: f64,
+    pub max_rel_error: f64,
+    /// Human-readable descriptions of the first few failures.
+    pub failures: Vec<String>,
+    pub failure_count: usize,
+}
+
+impl Comparison {
+    pub fn passed(&self) -> bool {
+        self.failure_count == 0
+    }
+
+    fn fail(&mut self, message: String) {
+        self.failure_count += 1;
+        if self.failures.len() < 8 {
+            self.failures.push(message);
+        }
+    }
+}
+
+impl fmt::Display for Comparison {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "uid {}: {} compared, {} skipped, max abs err {:.3e}, max rel err {:.3e}, {} failure(s)",
+            self.uid,
+            self.compared,
+            self.skipped,
+            self.max_abs_error,
+            self.max_rel_error,
+            self.failure_count
+        )
+    }
+}
+
+/// Element `i` as f64 and as raw bits (for sentinel identity).
+fn element(data: HostData<'_>, i: usize) -> (f64, u64) {
+    match data {
+        HostData::F32(s) => (f64::from(s[i]), u64::from(s[i].to_bits())),
+        HostData::F16(s) => (s[i].to_f64(), u64::from(s[i].to_bits())),
+        HostData::BF16(s) => (s[i].to_f64(), u64::from(s[i].to_bits())),
+        HostData::I32(s) => (f64::from(s[i]), s[i] as u32 as u64),
+        HostData::I64(s) => (s[i] as f64, s[i] as u64),
+    }
+}
+
+/// The sentinel's bit pattern for an element type (what `fill_sentinel` writes).
+pub fn sentinel_bits(dtype: KernelType) -> u64 {
+    use ragged_kernels::Element;
+    match dtype {
+        KernelType::F32 => u64::from(f32::sentinel().to_bits()),
+        KernelType::F16 => u64::from(half::f16::sentinel().to_bits()),
+        KernelType::BF16 => u64::from(half::bf16::sentinel().to_bits()),
+        KernelType::I32 => i32::sentinel() as u32 as u64,
+        KernelType::I64 => i64::sentinel() as u64,
+    }
+}
+
+/// Compares one output. `written` is required for coverage mode.
+pub fn compare(
+    uid: i64,
+    reference: HostData<'_>,
+    actual: HostData<'_>,
+    written: Option<&BTreeSet<usize>>,
+    mode: ValidationMode,
+    tolerance: Tolerance,
+) -> Result<Comparison, ConformanceError> {
+    if reference.len() != actual.len() || reference.data_type() != actual.data_type() {
+        return Err(ConformanceError::Harness(format!(
+            "output uid {uid}: reference buffer is {} x {}, engine buffer {} x {}",
+            reference.len(),
+            reference.data_type(),
+            actual.len(),
+            actual.data_type()
+        )));
+    }
+    let sentinel = sentinel_bits(reference.data_type());
+    let mut out = Comparison {
+        uid,
+        ..Comparison::default()
+    };
+    for i in 0..reference.len() {
+        let (r, r_bits) = element(reference, i);
+        let (a, a_bits) = element(actual, i);
+        let must_compare = match mode {
+            ValidationMode::Coverage => {
+                let covered = written.is_some_and(|w| w.contains(&i));
+                if !covered {
+                    out.skipped += 1;
+                    if r_bits != sentinel || a_bits != sentinel {
+                        out.fail(format!(
+                            "position {i} must be unwritten: reference bits {r_bits:#x}, engine bits {a_bits:#x}, sentinel {sentinel:#x}"
+                        ));
+                    }
+                    continue;
+                }
+                true
+            }
+            ValidationMode::SentinelSkip => r_bits != sentinel,
+        };
+        if !must_compare {
+            out.skipped += 1;
+            continue;
+        }
+        out.compared += 1;
+        if r.is_nan() || a.is_nan() {
+            out.fail(format!(
+                "position {i}: NaN at a written position (reference {r}, engine {a})"
+            ));
+            continue;
+        }
+        if r.is_infinite() || a.is_infinite() {
+            if r != a {
+                out.fail(format!(
+                    "position {i}: reference {r}, engine {a} (infinities must match exactly)"
+                ));
+            }
+            continue;
+        }
+        let abs = (a - r).abs();
+        let rel = if r == 0.0 { abs } else { abs / r.abs() };
+        out.max_abs_error = out.max_abs_error.max(abs);
+        out.max_rel_error = out.max_rel_error.max(rel);
+        if abs > tolerance.atol + tolerance.rtol * r.abs() {
+            out.fail(format!(
+                "position {i}: reference {r}, engine {a}, |diff| {abs:.3e} > {:.1e} + {:.1e}*|ref|",
+                tolerance.atol, tolerance.rtol
+            ));
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ragged_kernels::Element;
+
+    const TOL: Tolerance = Tolerance {
+        atol: 1e-3,
+        rtol: 1e-3,
+    };
+
+    #[test]
+    fn coverage_catches_an_engine_writing_padding_and_a_reference_nan_sentinel_clash() {
+        let s = f32::sentinel();
+        let reference = [1.0, s, 0.5];
+        let written = BTreeSet::from([0, 1, 2]);
+        // The reference produced the sentinel pattern at a written position (RFC §7.3's clash):
+        // sentinel-skip would silently skip it; coverage reports the NaN.
+        let engine = [1.0, 2.0, 0.5];
+        let c = compare(
+            7,
+            HostData::F32(&reference),
+            HostData::F32(&engine),
+            Some(&written),
+            ValidationMode::Coverage,
+            TOL,
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!((c.compared, c.failure_count), (3, 1));
+        let skip = compare(
+            7,
+            HostData::F32(&reference),
+            HostData::F32(&engine),
+            None,
+            ValidationMode::SentinelSkip,
+            TOL,
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!((skip.compared, skip.skipped, skip.failure_count), (2, 1, 0));
+
+        // An engine that writes a padding position fails coverage.
+        let reference = [1.0, s];
+        let engine = [1.0, 0.0];
+        let only_first = BTreeSet::from([0]);
+        let c = compare(
+            7,
+            HostData::F32(&reference),
+            HostData::F32(&engine),
+            Some(&only_first),
+            ValidationMode::Coverage,
+            TOL,
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(c.failure_count, 1);
+        assert!(
+            c.failures[0].starts_with("position 1 must be unwritten"),
+            "{:?}",
+            c.failures
+        );
+    }
+
+    #[test]
+    fn tolerance_and_infinities() {
+        let reference = [1.0f32, f32::NEG_INFINITY, 2.0];
+        let engine = [1.0005f32, f32::NEG_INFINITY, 2.1];
+        let c = compare(
+            9,
+            HostData::F32(&reference),
+            HostData::F32(&engine),
+            None,
+            ValidationMode::SentinelSkip,
+            TOL,
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(c.failure_count, 1);
+        assert!(c.failures[0].starts_with("position 2"), "{:?}", c.failures);
+        let engine = [1.0f32, f32::INFINITY, 2.0];
+        let c = compare(
+            9,
+            HostData::F32(&reference),
+            HostData::F32(&engine),
+            None,
+            ValidationMode::SentinelSkip,
+            TOL,
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(c.failure_count, 1);
+    }
+}
