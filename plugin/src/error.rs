@@ -51,6 +51,9 @@ pub enum PluginError {
     #[error("invalid value: {0}")]
     InvalidValue(String),
 
+    #[error("{0}")]
+    Kernel(#[from] ragged_kernels::KernelError),
+
     #[error("engine failure: {0}")]
     Engine(String),
 
@@ -75,7 +78,31 @@ impl PluginError {
                 Status::INVALID_VALUE
             }
             PluginError::NoEngineName { .. } => Status::NOT_APPLICABLE,
+            PluginError::Kernel(error) => kernel_status(error),
             PluginError::Engine(_) | PluginError::Panic(_) => Status::INTERNAL_ERROR,
         }
+    }
+}
+
+/// Kernel errors by cause: bad offset or seq_len contents are the caller's values
+/// (INVALID_VALUE); unusable pointers are bad parameters; anything else means the plan let
+/// through something the kernel cannot run, which is our bug (INTERNAL_ERROR).
+fn kernel_status(error: &ragged_kernels::KernelError) -> Status {
+    use ragged_kernels::KernelError as K;
+    match error {
+        K::InTensor { source, .. } => kernel_status(source),
+        K::OffsetOverflow { .. }
+        | K::FirstOffsetNotZero { .. }
+        | K::OffsetsDecrease { .. }
+        | K::PartialRow { .. }
+        | K::ExtentAboveMax { .. }
+        | K::OffsetsBeyondBuffer { .. }
+        | K::RowsOutsideBatch { .. }
+        | K::ExtentMismatch { .. }
+        | K::SeqLenOutOfRange { .. } => Status::INVALID_VALUE,
+        K::NullPointer { .. } | K::Misaligned { .. } | K::ByteLengthNotWhole { .. } => {
+            Status::BAD_PARAM
+        }
+        _ => Status::INTERNAL_ERROR,
     }
 }

@@ -4,6 +4,9 @@
 
 #![allow(dead_code, non_snake_case)]
 
+pub mod golden;
+pub mod problem;
+
 use std::ffi::{CStr, c_char, c_void};
 use std::path::PathBuf;
 use std::sync::OnceLock;

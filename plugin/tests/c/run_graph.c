@@ -1,0 +1,201 @@
+/*
+ * A C host for the plugin, as hipDNN's backend drives it: dlopen, resolve the entry points, run
+ * the load-time checks, then one graph end to end on host buffers.
+ *
+ * usage: run_graph PLUGIN.so GRAPH.bin ENGINE_CONFIG.bin DIR UID...
+ * Reads DIR/<uid>.bin for every UID and binds it in the variant pack; after the execute writes
+ * each buffer back to DIR/<uid>.out. Exit status 0 on success; on failure prints the plugin's
+ * last error.
+ *
+ * The types below restate PluginApiDataTypes.h / EnginePluginApi.h (plugin-abi.md §3-§4).
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef enum {
+    HIPDNN_PLUGIN_STATUS_SUCCESS = 0,
+    HIPDNN_PLUGIN_STATUS_BAD_PARAM = 1
+} hipdnnPluginStatus_t;
+typedef enum { HIPDNN_PLUGIN_TYPE_ENGINE = 1 } hipdnnPluginType_t;
+typedef struct { const void *ptr; size_t size; } hipdnnPluginConstData_t;
+typedef struct { int64_t uid; void *ptr; } hipdnnPluginDeviceBuffer_t;
+typedef struct HipdnnEnginePluginHandle *hipdnnEnginePluginHandle_t;
+typedef struct HipdnnEnginePluginExecutionContext *hipdnnEnginePluginExecutionContext_t;
+
+typedef hipdnnPluginStatus_t (*get_str_fn)(const char **);
+typedef hipdnnPluginStatus_t (*get_type_fn)(hipdnnPluginType_t *);
+typedef void (*last_error_fn)(const char **);
+typedef hipdnnPluginStatus_t (*all_ids_fn)(int64_t *, uint32_t, uint32_t *);
+typedef hipdnnPluginStatus_t (*create_fn)(hipdnnEnginePluginHandle_t *);
+typedef hipdnnPluginStatus_t (*destroy_fn)(hipdnnEnginePluginHandle_t);
+typedef hipdnnPluginStatus_t (*set_stream_fn)(hipdnnEnginePluginHandle_t, void *);
+typedef hipdnnPluginStatus_t (*applicable_fn)(hipdnnEnginePluginHandle_t, const hipdnnPluginConstData_t *,
+                                              int64_t *, uint32_t, uint32_t *);
+typedef hipdnnPluginStatus_t (*create_ctx_fn)(hipdnnEnginePluginHandle_t, const hipdnnPluginConstData_t *,
+                                              const hipdnnPluginConstData_t *,
+                                              hipdnnEnginePluginExecutionContext_t *);
+typedef hipdnnPluginStatus_t (*ctx_ws_fn)(hipdnnEnginePluginHandle_t, hipdnnEnginePluginExecutionContext_t,
+                                          size_t *);
+typedef hipdnnPluginStatus_t (*execute_fn)(hipdnnEnginePluginHandle_t, hipdnnEnginePluginExecutionContext_t,
+                                           void *, const hipdnnPluginDeviceBuffer_t *, uint32_t);
+typedef hipdnnPluginStatus_t (*destroy_ctx_fn)(hipdnnEnginePluginHandle_t, hipdnnEnginePluginExecutionContext_t);
+typedef hipdnnPluginStatus_t (*engine_name_fn)(int64_t, const char **);
+
+static last_error_fn last_error;
+
+static int fail(const char *what, hipdnnPluginStatus_t status) {
+    const char *message = NULL;
+    last_error(&message);
+    fprintf(stderr, "%s failed with status %d: %s\n", what, (int)status, message ? message : "(NULL)");
+    return 1;
+}
+
+static void *resolve(void *lib, const char *name) {
+    void *symbol = dlsym(lib, name);
+    if (!symbol) {
+        fprintf(stderr, "missing symbol %s\n", name);
+        exit(2);
+    }
+    return symbol;
+}
+
+static void *read_file(const char *path, size_t *size) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        perror(path);
+        exit(2);
+    }
+    fseek(f, 0, SEEK_END);
+    long len = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    void *data = malloc(len > 0 ? (size_t)len : 1);
+    if (!data || fread(data, 1, (size_t)len, f) != (size_t)len) {
+        fprintf(stderr, "cannot read %s\n", path);
+        exit(2);
+    }
+    fclose(f);
+    *size = (size_t)len;
+    return data;
+}
+
+static void write_file(const char *path, const void *data, size_t size) {
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(data, 1, size, f) != size) {
+        fprintf(stderr, "cannot write %s\n", path);
+        exit(2);
+    }
+    fclose(f);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 6) {
+        fprintf(stderr, "usage: %s PLUGIN.so GRAPH.bin ENGINE_CONFIG.bin DIR UID...\n", argv[0]);
+        return 2;
+    }
+    void *lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+        fprintf(stderr, "dlopen: %s\n", dlerror());
+        return 2;
+    }
+    /* Function pointers from dlsym: POSIX guarantees the object-to-function conversion. */
+    get_str_fn get_name, get_api_version;
+    get_type_fn get_type;
+    all_ids_fn all_ids;
+    create_fn create;
+    destroy_fn destroy;
+    set_stream_fn set_stream;
+    applicable_fn applicable;
+    create_ctx_fn create_ctx;
+    ctx_ws_fn ctx_ws;
+    execute_fn execute;
+    destroy_ctx_fn destroy_ctx;
+    engine_name_fn engine_name;
+    *(void **)&last_error = resolve(lib, "hipdnnPluginGetLastErrorString");
+    *(void **)&get_name = resolve(lib, "hipdnnPluginGetName");
+    *(void **)&get_api_version = resolve(lib, "hipdnnPluginGetApiVersion");
+    *(void **)&get_type = resolve(lib, "hipdnnPluginGetType");
+    *(void **)&all_ids = resolve(lib, "hipdnnEnginePluginGetAllEngineIds");
+    *(void **)&create = resolve(lib, "hipdnnEnginePluginCreate");
+    *(void **)&destroy = resolve(lib, "hipdnnEnginePluginDestroy");
+    *(void **)&set_stream = resolve(lib, "hipdnnEnginePluginSetStream");
+    *(void **)&applicable = resolve(lib, "hipdnnEnginePluginGetApplicableEngineIds");
+    *(void **)&create_ctx = resolve(lib, "hipdnnEnginePluginCreateExecutionContext");
+    *(void **)&ctx_ws = resolve(lib, "hipdnnEnginePluginGetWorkspaceSizeFromExecutionContext");
+    *(void **)&execute = resolve(lib, "hipdnnEnginePluginExecuteOpGraph");
+    *(void **)&destroy_ctx = resolve(lib, "hipdnnEnginePluginDestroyExecutionContext");
+    *(void **)&engine_name = resolve(lib, "hipdnnEnginePluginGetEngineName");
+
+    hipdnnPluginStatus_t s;
+    const char *text = NULL;
+    hipdnnPluginType_t type;
+    if ((s = get_name(&text)) != 0) return fail("GetName", s);
+    printf("plugin %s", text);
+    if ((s = get_api_version(&text)) != 0) return fail("GetApiVersion", s);
+    printf(", API %s\n", text);
+    if ((s = get_type(&type)) != 0 || type != HIPDNN_PLUGIN_TYPE_ENGINE) return fail("GetType", s);
+
+    uint32_t count = 0, written = 0;
+    if ((s = all_ids(NULL, 0, &count)) != 0 || count == 0) return fail("GetAllEngineIds(count)", s);
+    int64_t *ids = calloc(count, sizeof *ids);
+    if ((s = all_ids(ids, count, &written)) != 0 || written != count) return fail("GetAllEngineIds", s);
+    for (uint32_t i = 0; i < count; ++i) {
+        if ((s = engine_name(ids[i], &text)) != 0) return fail("GetEngineName", s);
+        printf("engine %s = %lld\n", text, (long long)ids[i]);
+    }
+
+    hipdnnEnginePluginHandle_t handle = NULL;
+    if ((s = create(&handle)) != 0) return fail("Create", s);
+    if ((s = set_stream(handle, NULL)) != 0) return fail("SetStream", s);
+
+    size_t graph_size, config_size;
+    void *graph_bytes = read_file(argv[2], &graph_size);
+    void *config_bytes = read_file(argv[3], &config_size);
+    hipdnnPluginConstData_t graph = {graph_bytes, graph_size}, config = {config_bytes, config_size};
+
+    uint32_t applicable_count = 0;
+    if ((s = applicable(handle, &graph, ids, count, &applicable_count)) != 0) return fail("GetApplicableEngineIds", s);
+    if (applicable_count == 0) {
+        fprintf(stderr, "no engine applies to the graph\n");
+        return 1;
+    }
+    hipdnnEnginePluginExecutionContext_t context = NULL;
+    if ((s = create_ctx(handle, &config, &graph, &context)) != 0) return fail("CreateExecutionContext", s);
+    /* The backend may free the serialized inputs now. */
+    memset(graph_bytes, 0, graph_size);
+    free(graph_bytes);
+    free(config_bytes);
+
+    size_t workspace_size = 0;
+    if ((s = ctx_ws(handle, context, &workspace_size)) != 0) return fail("GetWorkspaceSizeFromExecutionContext", s);
+    void *workspace = workspace_size ? malloc(workspace_size) : NULL;
+
+    int n = argc - 5;
+    hipdnnPluginDeviceBuffer_t *pack = calloc((size_t)n, sizeof *pack);
+    size_t *sizes = calloc((size_t)n, sizeof *sizes);
+    char path[4096];
+    for (int i = 0; i < n; ++i) {
+        pack[i].uid = strtoll(argv[5 + i], NULL, 10);
+        snprintf(path, sizeof path, "%s/%lld.bin", argv[4], (long long)pack[i].uid);
+        pack[i].ptr = read_file(path, &sizes[i]);
+    }
+    if ((s = execute(handle, context, workspace, pack, (uint32_t)n)) != 0) return fail("ExecuteOpGraph", s);
+    for (int i = 0; i < n; ++i) {
+        snprintf(path, sizeof path, "%s/%lld.out", argv[4], (long long)pack[i].uid);
+        write_file(path, pack[i].ptr, sizes[i]);
+        free(pack[i].ptr);
+    }
+
+    if ((s = destroy_ctx(handle, context)) != 0) return fail("DestroyExecutionContext", s);
+    if ((s = destroy(handle)) != 0) return fail("Destroy", s);
+    free(pack);
+    free(sizes);
+    free(ids);
+    free(workspace);
+    dlclose(lib);
+    printf("ok\n");
+    return 0;
+}

@@ -1,0 +1,101 @@
+//! A C program, compiled here with the system C compiler, `dlopen()`s the plugin and runs the
+//! golden ragged SDPA graph end to end: the plugin works for a C host, not only through Rust's
+//! view of its ABI.
+
+mod common;
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use common::golden::{BF16_SENTINEL, bf16_to_f64, check_against_oracle, golden_file, npy};
+use common::plugin_path;
+use common::problem::SENTINEL;
+
+fn compile_host() -> PathBuf {
+    let source = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/c/run_graph.c");
+    let binary = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("run_graph");
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".to_owned());
+    let output = Command::new(&cc)
+        .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-pedantic", "-o"])
+        .arg(&binary)
+        .arg(&source)
+        .arg("-ldl")
+        .output()
+        .unwrap_or_else(|e| panic!("running the C compiler {cc}: {e}"));
+    assert!(
+        output.status.success(),
+        "C compile failed:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    binary
+}
+
+fn le_bytes<T: Copy, const N: usize>(values: &[T], to_le: fn(T) -> [u8; N]) -> Vec<u8> {
+    values.iter().flat_map(|&v| to_le(v)).collect()
+}
+
+#[test]
+fn a_c_host_runs_the_golden_graph_through_dlopen() {
+    let host = compile_host();
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("c_program_golden");
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+
+    let (o_ref, lse_ref) = (npy::<f64>("expected/4.npy"), npy::<f64>("expected/9.npy"));
+    let files: Vec<(i64, Vec<u8>)> = vec![
+        (1, le_bytes(&npy::<u16>("inputs/1.npy"), u16::to_le_bytes)),
+        (2, le_bytes(&npy::<u16>("inputs/2.npy"), u16::to_le_bytes)),
+        (3, le_bytes(&npy::<u16>("inputs/3.npy"), u16::to_le_bytes)),
+        (5, le_bytes(&npy::<i32>("inputs/5.npy"), i32::to_le_bytes)),
+        (6, le_bytes(&npy::<i32>("inputs/6.npy"), i32::to_le_bytes)),
+        (
+            4,
+            le_bytes(&vec![BF16_SENTINEL; o_ref.len()], u16::to_le_bytes),
+        ),
+        (
+            9,
+            le_bytes(&vec![SENTINEL; lse_ref.len()], u32::to_le_bytes),
+        ),
+    ];
+    for (uid, bytes) in &files {
+        std::fs::write(dir.join(format!("{uid}.bin")), bytes).expect("write input");
+    }
+
+    let output = Command::new(&host)
+        .arg(plugin_path())
+        .arg(golden_file("graph_flagged.bin"))
+        .arg(golden_file("engine_config.bin"))
+        .arg(&dir)
+        .args(files.iter().map(|(uid, _)| uid.to_string()))
+        .env("HIPDNN_RAGGED_SDPA_HOST_ENGINE", "1")
+        .output()
+        .expect("C host runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "C host failed:\nstdout:\n{stdout}\nstderr:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(stdout.contains("API 1.4.0"), "{stdout}");
+    assert!(
+        stdout.contains("engine RAGGED_SDPA_HOST_REFERENCE = 8202884889727546333"),
+        "{stdout}"
+    );
+
+    let o_bytes = std::fs::read(dir.join("4.out")).expect("O written back");
+    let o: Vec<u16> = o_bytes
+        .chunks_exact(2)
+        .map(|c| u16::from_le_bytes([c[0], c[1]]))
+        .collect();
+    let o_got: Vec<f64> = o.iter().map(|&b| bf16_to_f64(b)).collect();
+    let o_untouched: Vec<bool> = o.iter().map(|&b| b == BF16_SENTINEL).collect();
+    check_against_oracle("O", &o_got, &o_untouched, &o_ref, 1e-2);
+
+    let lse_bytes = std::fs::read(dir.join("9.out")).expect("LSE written back");
+    let lse: Vec<u32> = lse_bytes
+        .chunks_exact(4)
+        .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect();
+    let lse_got: Vec<f64> = lse.iter().map(|&b| f64::from(f32::from_bits(b))).collect();
+    let lse_untouched: Vec<bool> = lse.iter().map(|&b| b == SENTINEL).collect();
+    check_against_oracle("LSE", &lse_got, &lse_untouched, &lse_ref, 1e-3);
+}

@@ -1,0 +1,249 @@
+//! `ExecuteOpGraph` on host buffers: the golden bf16 graph against its float64 oracle, an fp32
+//! graph bit-for-bit against the CPU reference called directly, per-execute offsets, error
+//! cases that must leave outputs untouched, and many threads on one context.
+
+mod common;
+
+use std::ptr::null_mut;
+
+use common::golden::{BF16_SENTINEL, bf16_to_f64, check_against_oracle, golden_file, npy};
+use common::problem::{self, Inputs, PACKING_A, PACKING_B, SENTINEL, same_bits};
+use common::*;
+
+/// A context for `graph` on the host engine, destroyed on drop.
+struct OwnedContext<'h> {
+    handle: &'h OwnedHandle,
+    context: Context,
+}
+
+impl<'h> OwnedContext<'h> {
+    fn new(handle: &'h OwnedHandle, config: &[u8], graph: &[u8]) -> Self {
+        let (c, g) = (ConstData::of(config), ConstData::of(graph));
+        let mut context: Context = null_mut();
+        // SAFETY: valid pointers.
+        let status = unsafe { (plugin().CreateExecutionContext)(handle.0, &c, &g, &mut context) };
+        assert_eq!(status, SUCCESS, "{}", last_error());
+        OwnedContext { handle, context }
+    }
+
+    fn execute(&self, pack: &[DeviceBuffer]) -> Status {
+        // SAFETY: every pointer in `pack` is a live host buffer of its tensor's extent.
+        unsafe {
+            (plugin().ExecuteOpGraph)(
+                self.handle.0,
+                self.context,
+                null_mut(),
+                pack.as_ptr(),
+                pack.len() as u32,
+            )
+        }
+    }
+}
+
+impl Drop for OwnedContext<'_> {
+    fn drop(&mut self) {
+        // SAFETY: a live context of this handle, destroyed once.
+        let status = unsafe { (plugin().DestroyExecutionContext)(self.handle.0, self.context) };
+        assert_eq!(status, SUCCESS);
+    }
+}
+
+#[test]
+fn golden_bf16_graph_matches_the_float64_oracle() {
+    let handle = OwnedHandle::new();
+    let graph = std::fs::read(golden_file("graph_flagged.bin")).expect("graph");
+    let config = std::fs::read(golden_file("engine_config.bin")).expect("config");
+    let context = OwnedContext::new(&handle, &config, &graph);
+
+    let (q, k, v) = (
+        npy::<u16>("inputs/1.npy"),
+        npy::<u16>("inputs/2.npy"),
+        npy::<u16>("inputs/3.npy"),
+    );
+    let (q_off, kv_off) = (npy::<i32>("inputs/5.npy"), npy::<i32>("inputs/6.npy"));
+    let (o_ref, lse_ref) = (npy::<f64>("expected/4.npy"), npy::<f64>("expected/9.npy"));
+    let mut o = vec![BF16_SENTINEL; o_ref.len()];
+    let mut lse = vec![f32::from_bits(SENTINEL); lse_ref.len()];
+    let input = |uid, ptr: *const u8| DeviceBuffer {
+        uid,
+        ptr: ptr.cast_mut().cast(),
+    };
+    let pack = [
+        input(1, q.as_ptr().cast()),
+        input(2, k.as_ptr().cast()),
+        input(3, v.as_ptr().cast()),
+        DeviceBuffer {
+            uid: 4,
+            ptr: o.as_mut_ptr().cast(),
+        },
+        input(5, q_off.as_ptr().cast()),
+        input(6, kv_off.as_ptr().cast()),
+        DeviceBuffer {
+            uid: 9,
+            ptr: lse.as_mut_ptr().cast(),
+        },
+    ];
+    assert_eq!(context.execute(&pack), SUCCESS, "{}", last_error());
+
+    let o_got: Vec<f64> = o.iter().map(|&b| bf16_to_f64(b)).collect();
+    let o_untouched: Vec<bool> = o.iter().map(|&b| b == BF16_SENTINEL).collect();
+    check_against_oracle("O", &o_got, &o_untouched, &o_ref, 1e-2);
+    let lse_got: Vec<f64> = lse.iter().map(|&x| f64::from(x)).collect();
+    let lse_untouched: Vec<bool> = lse.iter().map(|x| x.to_bits() == SENTINEL).collect();
+    check_against_oracle("LSE", &lse_got, &lse_untouched, &lse_ref, 1e-3);
+}
+
+#[test]
+fn fp32_execute_equals_the_cpu_reference_bit_for_bit() {
+    let handle = OwnedHandle::new();
+    let context = OwnedContext::new(&handle, &problem::config_bytes(), &problem::graph_bytes());
+    for packing in [PACKING_A, PACKING_B] {
+        let inputs = Inputs::new(packing);
+        let (want_o, want_lse) = inputs.reference();
+        let (mut o, mut lse) = inputs.outputs();
+        assert_eq!(
+            context.execute(&inputs.pack(&mut o, &mut lse)),
+            SUCCESS,
+            "{}",
+            last_error()
+        );
+        assert!(same_bits(&o, &want_o), "O differs for {packing:?}");
+        assert!(same_bits(&lse, &want_lse), "LSE differs for {packing:?}");
+        assert!(
+            o.iter().any(|x| x.to_bits() == SENTINEL),
+            "padding rows stay unwritten"
+        );
+        assert!(o.iter().any(|x| x.is_finite()), "valid rows are written");
+    }
+}
+
+#[test]
+fn a_missing_uid_is_bad_param_and_writes_nothing() {
+    let handle = OwnedHandle::new();
+    let context = OwnedContext::new(&handle, &problem::config_bytes(), &problem::graph_bytes());
+    let inputs = Inputs::new(PACKING_A);
+    let (mut o, mut lse) = inputs.outputs();
+    for missing in [
+        problem::V,
+        problem::KV_OFFSETS,
+        problem::SEQ_Q,
+        problem::SCALE,
+    ] {
+        let pack: Vec<DeviceBuffer> = inputs
+            .pack(&mut o, &mut lse)
+            .into_iter()
+            .filter(|b| b.uid != missing)
+            .collect();
+        assert_eq!(context.execute(&pack), BAD_PARAM);
+        let message = last_error();
+        assert!(
+            message.starts_with("hipdnnEnginePluginExecuteOpGraph: ")
+                && message.contains(&format!("tensor uid {missing} ")),
+            "{message}"
+        );
+    }
+    assert!(
+        o.iter().chain(&lse).all(|x| x.to_bits() == SENTINEL),
+        "outputs touched"
+    );
+}
+
+#[test]
+fn bad_ragged_offsets_are_invalid_value_naming_batch_and_values() {
+    let handle = OwnedHandle::new();
+    let context = OwnedContext::new(&handle, &problem::config_bytes(), &problem::graph_bytes());
+    let mut inputs = Inputs::new(PACKING_A);
+    // Batch 1 → 2 decreases: [0, 96, 64, …] in elements.
+    let saved = inputs.q_offsets.clone();
+    inputs.q_offsets[2] = inputs.q_offsets[1] - 32;
+    let (mut o, mut lse) = inputs.outputs();
+    assert_eq!(
+        context.execute(&inputs.pack(&mut o, &mut lse)),
+        INVALID_VALUE
+    );
+    let message = last_error();
+    assert!(message.contains("tensor uid 1"), "{message}");
+    assert!(
+        message.contains("ragged_offset[2] = 64 is below ragged_offset[1] = 96"),
+        "{message}"
+    );
+
+    // A seq_len beyond its batch's extent.
+    inputs.q_offsets = saved;
+    inputs.seq_q[0] = 4;
+    assert_eq!(
+        context.execute(&inputs.pack(&mut o, &mut lse)),
+        INVALID_VALUE
+    );
+    let message = last_error();
+    assert!(
+        message.contains(&format!("tensor uid {}", problem::SEQ_Q)),
+        "{message}"
+    );
+    assert!(
+        o.iter().chain(&lse).all(|x| x.to_bits() == SENTINEL),
+        "outputs touched"
+    );
+}
+
+#[test]
+fn an_output_aliasing_an_input_is_refused() {
+    let handle = OwnedHandle::new();
+    let context = OwnedContext::new(&handle, &problem::config_bytes(), &problem::graph_bytes());
+    let inputs = Inputs::new(PACKING_A);
+    let (mut o, mut lse) = inputs.outputs();
+    let mut pack = inputs.pack(&mut o, &mut lse);
+    let q_ptr = pack[0].ptr;
+    pack[3].ptr = q_ptr;
+    assert_eq!(context.execute(&pack), INVALID_VALUE);
+    assert!(
+        last_error().contains("tensor uid 4 (o_tensor_uid)"),
+        "{}",
+        last_error()
+    );
+}
+
+#[test]
+fn eight_threads_share_one_context() {
+    const THREADS: usize = 8;
+    const EXECUTES: usize = 200;
+    let handle = OwnedHandle::new();
+    let context = OwnedContext::new(&handle, &problem::config_bytes(), &problem::graph_bytes());
+    type Expected = (Vec<f32>, Vec<f32>);
+    let cases: Vec<(Inputs, Expected)> = [PACKING_A, PACKING_B]
+        .into_iter()
+        .map(|p| {
+            let inputs = Inputs::new(p);
+            let expected = inputs.reference();
+            (inputs, expected)
+        })
+        .collect();
+    let (ctx, h) = (context.context as usize, handle.0 as usize);
+    std::thread::scope(|scope| {
+        for t in 0..THREADS {
+            let cases = &cases;
+            scope.spawn(move || {
+                for i in 0..EXECUTES {
+                    let (inputs, (want_o, want_lse)) = &cases[(t + i) % 2];
+                    let (mut o, mut lse) = inputs.outputs();
+                    let pack = inputs.pack(&mut o, &mut lse);
+                    // SAFETY: live handle and context; `pack` points at live host buffers.
+                    let status = unsafe {
+                        (plugin().ExecuteOpGraph)(
+                            h as Handle,
+                            ctx as Context,
+                            null_mut(),
+                            pack.as_ptr(),
+                            pack.len() as u32,
+                        )
+                    };
+                    assert_eq!(status, SUCCESS, "thread {t} execute {i}: {}", last_error());
+                    assert!(
+                        same_bits(&o, want_o) && same_bits(&lse, want_lse),
+                        "thread {t} execute {i}"
+                    );
+                }
+            });
+        }
+    });
+}
