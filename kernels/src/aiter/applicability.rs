@@ -59,8 +59,11 @@ pub enum ExpectedPath {
 /// What applicability decided for an accepted problem.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AiterPlan {
-    /// `use_asm_v3` for the shim: false for top-left masks (pitfall 2) and for D 192/128 on
-    /// gfx942 (listed unsupported by AITER's own table, pitfall 11).
+    /// `use_asm_v3` for the shim: false for top-left masks (pitfall 2), for D 192/128 on
+    /// gfx942 (listed unsupported by AITER's own table, pitfall 11), and for padded queries
+    /// with stats: CK's group-mode kernel indexes its LSE by the physical token start, which is
+    /// what the fix-up reads, while the asm kernel receives only the logical cumulative starts
+    /// and may index by those (unpinned, like pitfall 14; a hardware run decides).
     pub use_asm_v3: bool,
     /// The path AITER is expected to take, for logs.
     pub expected_path: ExpectedPath,
@@ -562,7 +565,8 @@ pub fn check_applicability(
     }
 
     let gfx942_192 = arch.processor() == "gfx942" && (q.head_dim, v.head_dim) == (192, 128);
-    let use_asm_v3 = !top_left && !gfx942_192;
+    let padded_stats = problem.seq_len_q.is_some() && lse_uid(&problem.lse).is_some();
+    let use_asm_v3 = !top_left && !gfx942_192 && !padded_stats;
     Ok(AiterPlan {
         use_asm_v3,
         expected_path: expected_path(problem, arch, use_asm_v3),
@@ -685,6 +689,38 @@ mod tests {
             d.to_string()
                 .contains("multiplier/seqStride differ (768/768 vs 768/512)"),
             "{d}"
+        );
+    }
+
+    #[test]
+    fn padded_queries_with_stats_stay_off_asm() {
+        use crate::aiter::problem::SeqLens;
+        let seq_len_q = Some(SeqLens {
+            uid: 30,
+            width: IndexWidth::I32,
+        });
+        let dense = LseLayout::Dense {
+            uid: 9,
+            strides: [32, 8, 1, 1],
+            alignment: 16,
+        };
+        let padded = AiterProblem {
+            seq_len_q,
+            ..base_problem()
+        };
+        let plan = check_applicability(&padded, &gfx942(), TARGETS).expect("taken");
+        assert!(
+            plan.use_asm_v3,
+            "no stats: the LSE index question does not arise"
+        );
+        let with_stats = AiterProblem {
+            lse: dense,
+            ..padded
+        };
+        let plan = check_applicability(&with_stats, &gfx942(), TARGETS).expect("taken");
+        assert_eq!(
+            (plan.use_asm_v3, plan.expected_path),
+            (false, ExpectedPath::CkTile)
         );
     }
 

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Builds the AITER shim for the ragged-SDPA plugin on a ROCm machine (never run in CI: CI has no
+# ROCm). Produces, in OUT_DIR:
+#   libmha_fwd.so            AITER's torch-free FMHA forward (asm fmha_v3 + CK tile), built by
+#                            AITER's own op_tests/cpp/mha/compile.py --api=fwd
+#   libragged_aiter_shim.so  kernels/aiter/ragged_aiter_shim.cpp, linked to it with rpath $ORIGIN
+# Install both next to libhipdnn_provider_ragged_sdpa.so, or point $RAGGED_SDPA_AITER_SHIM at the
+# shim. See kernels/aiter/README.md.
+#
+# Usage:
+#   AITER_DIR=/path/to/aiter [GPU_ARCHS="gfx942;gfx950"] [ROCM_PATH=/opt/rocm] \
+#     kernels/aiter/build_shim.sh OUT_DIR
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+out="${1:?usage: AITER_DIR=... $0 OUT_DIR}"
+: "${AITER_DIR:?set AITER_DIR to a ROCm/aiter checkout with submodules (3rdparty/composable_kernel)}"
+ROCM_PATH="${ROCM_PATH:-/opt/rocm}"
+GPU_ARCHS="${GPU_ARCHS:-gfx942;gfx950}"
+hipcc="$ROCM_PATH/bin/hipcc"
+ck="$AITER_DIR/3rdparty/composable_kernel"
+header="$AITER_DIR/csrc/include/mha_fwd.h"
+
+[ -x "$hipcc" ] || { echo "hipcc not found at $hipcc (set ROCM_PATH)" >&2; exit 1; }
+[ -f "$header" ] || { echo "$header not found (AITER_DIR=$AITER_DIR)" >&2; exit 1; }
+[ -d "$ck/include" ] || { echo "$ck is empty: git -C $AITER_DIR submodule update --init" >&2; exit 1; }
+
+# The shim sets these mha_fwd_args fields by name; an older AITER lacks some of them. Use a
+# revision after the CK group-mode dispatcher fix (composable_kernel PR #3730, 2026-04;
+# ragged-sdpa.md §9 pitfall 12).
+for field in cu_seqlen_q_ptr seqstart_q_ptr sink_size block_scale_size_q v3_api_check how_v3_bf16_cvt; do
+  grep -q "$field" "$header" || { echo "$header lacks $field: AITER revision too old" >&2; exit 1; }
+done
+
+mkdir -p "$out"
+out="$(cd "$out" && pwd)"
+
+echo "== libmha_fwd.so for $GPU_ARCHS (AITER compile.py --api=fwd; takes a while)"
+if [ ! -f "$out/libmha_fwd.so" ]; then
+  (cd "$out" && GPU_ARCHS="$GPU_ARCHS" python3 "$AITER_DIR/op_tests/cpp/mha/compile.py" --api=fwd)
+  if [ ! -f "$out/libmha_fwd.so" ]; then
+    found="$(find "$AITER_DIR" -name libmha_fwd.so -newer "$header" -print -quit)"
+    [ -n "$found" ] || { echo "compile.py did not produce libmha_fwd.so" >&2; exit 1; }
+    cp "$found" "$out/"
+  fi
+fi
+
+echo "== libragged_aiter_shim.so"
+offload=()
+IFS=';' read -ra archs <<< "$GPU_ARCHS"
+for a in "${archs[@]}"; do offload+=("--offload-arch=$a"); done
+"$hipcc" -std=c++20 -O2 -fPIC -shared \
+  -DUSE_ROCM=1 -DENABLE_CK=1 \
+  "-DRAGGED_AITER_SHIM_GPU_TARGETS=\"$GPU_ARCHS\"" \
+  -I"$here" -I"$AITER_DIR/csrc/include" -I"$ck/include" -I"$ck/example/ck_tile/01_fmha" \
+  "${offload[@]}" \
+  "$here/ragged_aiter_shim.cpp" \
+  -L"$out" -lmha_fwd -Wl,-rpath,'$ORIGIN' \
+  -o "$out/libragged_aiter_shim.so"
+
+for sym in ragged_aiter_shim_abi_version ragged_aiter_shim_gpu_targets ragged_aiter_mha_fwd ragged_aiter_shim_last_error; do
+  nm -D --defined-only "$out/libragged_aiter_shim.so" | grep -qw "$sym" \
+    || { echo "$sym missing from the shim" >&2; exit 1; }
+done
+echo "built $out/libragged_aiter_shim.so (targets $GPU_ARCHS)"
+echo "run with: export AITER_ASM_DIR=$AITER_DIR/hsa/  RAGGED_SDPA_AITER_SHIM=$out/libragged_aiter_shim.so"
