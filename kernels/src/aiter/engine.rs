@@ -261,6 +261,12 @@ mod tests {
     }
 
     #[test]
+    fn the_engine_can_live_in_a_shared_registry() {
+        fn shared<T: Send + Sync>() {}
+        shared::<AiterEngine>();
+    }
+
+    #[test]
     fn null_buffers_and_short_workspaces_are_refused_by_name() {
         let mut p = base_problem();
         p.seq_len_kv = Some(SeqLens {
