@@ -15,6 +15,7 @@ pub mod harness;
 pub mod log;
 pub mod manager;
 pub mod plugin;
+pub mod report;
 pub mod suites;
 
 pub use error::ConformanceError;

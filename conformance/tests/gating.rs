@@ -4,29 +4,7 @@
 
 mod common;
 
-use ragged_conformance::suites::gating::{FixtureArtifacts, run_matrix};
-
-/// versioning.md §7, transcribed by hand, in the row order of `decision_table_rows()`.
-/// "any" rows appear once per fixture variant.
-const SPEC_TABLE: [(&str, &str); 17] = [
-    ("symbol absent (=> 1.0.0)", "OSSSSSSS"),
-    ("\"1.0.0\"", "OSSSSSSS"),
-    ("\"0.0.1\"", "SSSSSSSS"),
-    ("\"1.1.0\"", "OXSSSSSS"),
-    ("\"1.1.0\" + override", "OOSSSSSS"),
-    ("\"1.2.0\"", "OXOSSSSS"),
-    ("\"1.3.0\"", "OXOOOOOX"),
-    ("\"1.3.0\" + override", "OOOOOOOO"),
-    ("\"1.3.0-rc1\"", "OXOOOOOX"),
-    ("\"1.4.0\"", "OXOOOOOX"),
-    ("\"1.10.0\"", "OXOOOOOX"),
-    ("\"2.0.0\"", "RRRRRRRR"),
-    ("\"2.0.0\" + override", "RRRRRRRR"),
-    ("\"1.3\"", "RRRRRRRR"),
-    ("\"v1.3.0\"", "RRRRRRRR"),
-    ("\"\"", "RRRRRRRR"),
-    ("\"v1.3.0\" + override", "RRRRRRRR"),
-];
+use ragged_conformance::suites::gating::{EXPECTED, FixtureArtifacts, run_matrix};
 
 /// Each test stages its fixtures in its own directory: tests run in parallel threads.
 fn matrix(scratch_name: &str) -> ragged_conformance::suites::gating::GatingMatrix {
@@ -42,8 +20,8 @@ fn matrix(scratch_name: &str) -> ragged_conformance::suites::gating::GatingMatri
 #[test]
 fn decision_matrix_matches_versioning_md_table() {
     let m = matrix("gating-table");
-    assert_eq!(m.rows.len(), SPEC_TABLE.len());
-    for (row, (label, cells)) in m.rows.iter().zip(SPEC_TABLE) {
+    assert_eq!(m.rows.len(), EXPECTED.len());
+    for (row, (label, cells)) in m.rows.iter().zip(EXPECTED) {
         assert_eq!(row.row.label, label);
         let got: String = row.cells.iter().collect();
         assert_eq!(got, cells, "row {label}; host log:\n{}", row.log.join("\n"));

@@ -5,11 +5,13 @@
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use crate::dispatch::{Gate, GraphRequirements, gate, offer};
 use crate::error::ConformanceError;
 use crate::graphs::{GatingGraph, decision_table_graphs};
 use crate::manager::PluginManager;
+use crate::report::{CaseResult, Outcome, Report};
 
 /// The three fixture artefacts (see the fixture-plugin crate docs).
 #[derive(Debug, Clone)]
@@ -117,6 +119,122 @@ pub fn decision_table_rows() -> Vec<Row> {
         row("\"\"", Main, Some("")),
         row("\"v1.3.0\" + override", WithOverrides, Some("v1.3.0")),
     ]
+}
+
+/// versioning.md §7 transcribed by hand, in the order of [`decision_table_rows`] ("any" rows once
+/// per fixture variant). Not derived from any code: it is what the matrix is checked against.
+pub const EXPECTED: [(&str, &str); 17] = [
+    ("symbol absent (=> 1.0.0)", "OSSSSSSS"),
+    ("\"1.0.0\"", "OSSSSSSS"),
+    ("\"0.0.1\"", "SSSSSSSS"),
+    ("\"1.1.0\"", "OXSSSSSS"),
+    ("\"1.1.0\" + override", "OOSSSSSS"),
+    ("\"1.2.0\"", "OXOSSSSS"),
+    ("\"1.3.0\"", "OXOOOOOX"),
+    ("\"1.3.0\" + override", "OOOOOOOO"),
+    ("\"1.3.0-rc1\"", "OXOOOOOX"),
+    ("\"1.4.0\"", "OXOOOOOX"),
+    ("\"1.10.0\"", "OXOOOOOX"),
+    ("\"2.0.0\"", "RRRRRRRR"),
+    ("\"2.0.0\" + override", "RRRRRRRR"),
+    ("\"1.3\"", "RRRRRRRR"),
+    ("\"v1.3.0\"", "RRRRRRRR"),
+    ("\"\"", "RRRRRRRR"),
+    ("\"v1.3.0\" + override", "RRRRRRRR"),
+];
+
+/// One case per row: the row's cells against [`EXPECTED`].
+pub fn report(matrix: &GatingMatrix) -> Report {
+    let mut report = Report::default();
+    for (i, row) in matrix.rows.iter().enumerate() {
+        let got: String = row.cells.iter().collect();
+        let want = EXPECTED.get(i).filter(|(label, _)| *label == row.row.label);
+        let outcome = match want {
+            None => Outcome::Fail(format!("no expected row for '{}'", row.row.label)),
+            Some((_, cells)) if *cells == got => Outcome::Pass,
+            Some((_, cells)) => Outcome::Fail(format!(
+                "cells {got}, versioning.md §7 says {cells}\n{}",
+                row.log.join("\n")
+            )),
+        };
+        report.push(CaseResult {
+            suite: "gating".into(),
+            name: format!("fixture {}", row.row.label),
+            outcome,
+            details: vec![format!("G0..G7: {got}")],
+            duration: Duration::ZERO,
+        });
+    }
+    report
+}
+
+/// The plugin under test against G0–G7: its cells must equal the §7 row for its declared version
+/// (only declared versions that have a row are checked). Load failures are reported as R rows.
+pub fn check_plugin(path: &Path) -> Report {
+    let mut report = Report::default();
+    let graphs = decision_table_graphs();
+    let mut manager = PluginManager::new();
+    manager.load_file(path);
+    let file = path.file_name().map_or_else(
+        || path.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    );
+    let (label, cells) = match manager.plugins.first() {
+        None => ("(rejected)".to_owned(), "R".repeat(graphs.len())),
+        Some(plugin) => {
+            let overrides = plugin.plugin.engine().has_execute_with_overrides;
+            let label = match &plugin.api_version_text {
+                None => "symbol absent (=> 1.0.0)".to_owned(),
+                Some(v) if overrides => format!("\"{v}\" + override"),
+                Some(v) => format!("\"{v}\""),
+            };
+            let cells = match plugin.plugin.create_handle() {
+                Err(e) => {
+                    report.push(CaseResult {
+                        suite: "gating".into(),
+                        name: format!("{file}::create_handle"),
+                        outcome: Outcome::Fail(e.to_string()),
+                        details: vec![],
+                        duration: Duration::ZERO,
+                    });
+                    return report;
+                }
+                Ok(handle) => graphs
+                    .iter()
+                    .map(|g| {
+                        let req = GraphRequirements::of(&g.graph);
+                        match gate(plugin, &req, &mut manager.log) {
+                            Gate::Offer => {
+                                let bytes = ragged_schema::wire::encode_graph(&g.graph);
+                                match offer(plugin, &handle, &bytes, &mut manager.log) {
+                                    Ok(_) => 'O',
+                                    Err(_) => 'E',
+                                }
+                            }
+                            Gate::SkipVersion => 'S',
+                            Gate::SkipOverride => 'X',
+                        }
+                    })
+                    .collect(),
+            };
+            (label, cells)
+        }
+    };
+    let outcome = match EXPECTED.iter().find(|(l, _)| *l == label) {
+        Some((_, want)) if *want == cells => Outcome::Pass,
+        Some((_, want)) => Outcome::Fail(format!("cells {cells}, versioning.md §7 says {want}")),
+        None => Outcome::Skip(format!(
+            "declared version {label} has no row in versioning.md §7"
+        )),
+    };
+    report.push(CaseResult {
+        suite: "gating".into(),
+        name: format!("{file} declared {label}"),
+        outcome,
+        details: vec![format!("G0..G7: {cells}")],
+        duration: Duration::ZERO,
+    });
+    report
 }
 
 /// One row's outcome.

@@ -1,3 +1,5 @@
-//! The three conformance suites.
+//! The three conformance suites; each returns a [`crate::report::Report`].
 
+pub mod abi;
 pub mod gating;
+pub mod numeric;

@@ -1,0 +1,151 @@
+//! `ragged-conformance`: runs the ABI, version-gating and numeric suites against plugin shared
+//! objects, prints a readable report, optionally writes JUnit XML, and exits nonzero on any
+//! failure.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, ValueEnum};
+use ragged_conformance::harness::ValidationMode;
+use ragged_conformance::manager::PluginManager;
+use ragged_conformance::report::Report;
+use ragged_conformance::suites::gating::{self, FixtureArtifacts};
+use ragged_conformance::suites::{abi, numeric};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Suite {
+    Abi,
+    Gating,
+    Numeric,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum Validation {
+    /// Written positions derived from ragged_offset and seq_lens (no sentinel trust needed).
+    Coverage,
+    /// RFC §4.11.4: skip positions where the reference still holds the sentinel.
+    SentinelSkip,
+}
+
+/// Conformance suites for hipDNN engine plugins.
+///
+/// The gating suite loads fixture plugins declaring every API version of versioning.md §7 (found
+/// under --fixture-dir, default: this executable's directory, as cargo lays out target/<profile>)
+/// and also checks each PLUGIN's own row. The numeric suite runs the engines named by
+/// --host-engine on host buffers and reports other engines as skipped.
+#[derive(Debug, Parser)]
+#[command(name = "ragged-conformance", version)]
+struct Args {
+    /// Plugin shared objects to test.
+    plugins: Vec<PathBuf>,
+    /// Suites to run (default: all three).
+    #[arg(long = "suite", value_enum)]
+    suites: Vec<Suite>,
+    /// cargo profile directory holding the fixture plugin builds.
+    #[arg(long)]
+    fixture_dir: Option<PathBuf>,
+    /// Where to write JUnit XML.
+    #[arg(long)]
+    junit: Option<PathBuf>,
+    #[arg(long, value_enum, default_value = "coverage")]
+    validation: Validation,
+    /// Seed of the random inputs.
+    #[arg(long, default_value_t = 0x5eed)]
+    seed: u64,
+    /// Engine names that take host buffers (repeatable).
+    #[arg(long = "host-engine", default_values_t = ["RAGGED_SDPA_HOST_REFERENCE".to_string()])]
+    host_engines: Vec<String>,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let suites = if args.suites.is_empty() {
+        vec![Suite::Abi, Suite::Gating, Suite::Numeric]
+    } else {
+        args.suites.clone()
+    };
+    let mut report = Report::default();
+
+    if suites.contains(&Suite::Abi) {
+        for plugin in &args.plugins {
+            report.extend(abi::run(plugin));
+        }
+    }
+    if suites.contains(&Suite::Gating) {
+        let dir = args.fixture_dir.clone().or_else(|| {
+            std::env::current_exe()
+                .ok()
+                .and_then(|e| e.parent().map(PathBuf::from))
+        });
+        match dir.as_deref().map(FixtureArtifacts::locate) {
+            Some(Ok(fixtures)) => {
+                let scratch = std::env::temp_dir()
+                    .join(format!("ragged-conformance-gating-{}", std::process::id()));
+                match gating::run_matrix(&fixtures, &scratch, &|g| {
+                    Ok(ragged_schema::wire::encode_graph(g))
+                }) {
+                    Ok(matrix) => {
+                        println!("{}", matrix.table());
+                        report.extend(gating::report(&matrix));
+                    }
+                    Err(e) => eprintln!("gating matrix failed: {e}"),
+                }
+                let _ = std::fs::remove_dir_all(&scratch);
+            }
+            Some(Err(e)) => {
+                eprintln!("ragged-conformance: {e}");
+                return ExitCode::from(2);
+            }
+            None => {
+                eprintln!(
+                    "ragged-conformance: cannot find the fixture directory; pass --fixture-dir"
+                );
+                return ExitCode::from(2);
+            }
+        }
+        for plugin in &args.plugins {
+            report.extend(gating::check_plugin(plugin));
+        }
+    }
+    if suites.contains(&Suite::Numeric) {
+        let options = numeric::NumericOptions {
+            mode: match args.validation {
+                Validation::Coverage => ValidationMode::Coverage,
+                Validation::SentinelSkip => ValidationMode::SentinelSkip,
+            },
+            seed: args.seed,
+            host_engines: args.host_engines.clone(),
+        };
+        for plugin in &args.plugins {
+            let mut manager = PluginManager::new();
+            manager.load_file(plugin);
+            match manager.plugins.first() {
+                Some(loaded) => report.extend(numeric::run(loaded, &options)),
+                None => eprintln!(
+                    "numeric suite: {} was not loaded: {}",
+                    plugin.display(),
+                    manager
+                        .rejected
+                        .first()
+                        .map_or("unknown reason", |r| r.reason.as_str())
+                ),
+            }
+        }
+    }
+
+    print!("{}", report.text());
+    if let Some(path) = &args.junit
+        && let Err(e) = std::fs::write(path, report.junit_xml())
+    {
+        eprintln!(
+            "ragged-conformance: writing JUnit XML to '{}': {e}",
+            path.display()
+        );
+        return ExitCode::from(2);
+    }
+    if report.failures() > 0 || report.cases.is_empty() {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}

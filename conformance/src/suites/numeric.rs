@@ -1,0 +1,260 @@
+//! Suite (c): numeric agreement of every engine of a plugin with the CPU reference over a fixed
+//! list of ragged cases (ragged-sdpa.md §9 item 5 names the shapes that break kernels).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use ragged_kernels::tensor::{DenseTensor, Tensor};
+use ragged_schema::model::DataType;
+
+use crate::error::ConformanceError;
+use crate::graphs::{Mask, RaggedSdpaSpec, uid};
+use crate::harness::{Harness, PreSuppliedInputs, ValidationMode};
+use crate::manager::LoadedPlugin;
+use crate::report::{CaseResult, Outcome, Report};
+
+/// The fixed case list.
+pub fn cases() -> Vec<RaggedSdpaSpec> {
+    let base = RaggedSdpaSpec::packed;
+    let with = |mut s: RaggedSdpaSpec, f: &dyn Fn(&mut RaggedSdpaSpec)| {
+        f(&mut s);
+        s
+    };
+    vec![
+        base("packed", &[3, 5, 2], &[4, 6, 1]),
+        with(base("padded_seq_lens", &[4, 6, 3], &[5, 5, 2]), &|s| {
+            s.seq_len_q = Some(vec![2, 6, 1]);
+            s.seq_len_kv = Some(vec![5, 3, 2]);
+        }),
+        // First and last batch empty, a batch with queries but no keys, total tokens < B.
+        base("zero_length_batches", &[0, 2, 3, 0, 1], &[0, 3, 0, 2, 1]),
+        with(base("causal_top_left", &[3, 5, 4], &[5, 3, 4]), &|s| {
+            s.mask = Mask::CausalTopLeft
+        }),
+        with(base("causal_bottom_right", &[3, 5, 4], &[5, 3, 4]), &|s| {
+            s.mask = Mask::CausalBottomRight
+        }),
+        with(base("gqa_4q_2kv", &[3, 1, 4], &[2, 5, 3]), &|s| {
+            s.heads_q = 4;
+            s.heads_kv = 2;
+        }),
+        with(base("int64_aux", &[2, 4], &[3, 2]), &|s| {
+            s.index_type = DataType::Int64;
+            s.seq_len_kv = Some(vec![2, 2]);
+        }),
+        with(base("unshared_aux", &[2, 3], &[4, 1]), &|s| {
+            s.shared_aux = false
+        }),
+        with(base("packed_f32", &[3, 5], &[4, 2]), &|s| {
+            s.io_type = DataType::Float
+        }),
+        with(base("packed_f16", &[3, 5], &[4, 2]), &|s| {
+            s.io_type = DataType::Half
+        }),
+    ]
+}
+
+fn index_tensor(values: &[i64], index_type: DataType) -> Result<Arc<dyn Tensor>, ConformanceError> {
+    let n = values.len() as i64;
+    let dims = vec![n, 1, 1, 1];
+    let strides = vec![1, 1, 1, 1];
+    let wrap =
+        |e: ragged_kernels::KernelError| ConformanceError::Harness(format!("index tensor: {e}"));
+    Ok(match index_type {
+        DataType::Int64 => {
+            Arc::new(DenseTensor::from_vec(values.to_vec(), dims, strides).map_err(wrap)?)
+        }
+        _ => {
+            let narrowed = values
+                .iter()
+                .map(|v| {
+                    i32::try_from(*v).map_err(|_| {
+                        ConformanceError::Harness(format!("offset {v} does not fit INT32"))
+                    })
+                })
+                .collect::<Result<Vec<i32>, _>>()?;
+            Arc::new(DenseTensor::from_vec(narrowed, dims, strides).map_err(wrap)?)
+        }
+    })
+}
+
+/// The pre-supplied bundle of a case: every `ragged_offset` aux (strictly required) and the
+/// `seq_lens` tensors (deterministic by choice).
+pub fn pre_supplied(spec: &RaggedSdpaSpec) -> Result<PreSuppliedInputs, ConformanceError> {
+    let mut pre = PreSuppliedInputs::new();
+    let (aq, ak, av, ao) = spec.aux_uids();
+    for (aux, offsets) in [
+        (aq, spec.offsets_q()),
+        (ak, spec.offsets_kv()),
+        (av, spec.offsets_kv()),
+        (ao, spec.offsets_q()),
+    ] {
+        if let std::collections::hash_map::Entry::Vacant(slot) = pre.entry(aux) {
+            slot.insert(index_tensor(&offsets, spec.index_type)?);
+        }
+    }
+    if let Some(lens) = &spec.seq_len_q {
+        pre.insert(uid::SEQ_LEN_Q, index_tensor(lens, spec.index_type)?);
+    }
+    if let Some(lens) = &spec.seq_len_kv {
+        pre.insert(uid::SEQ_LEN_KV, index_tensor(lens, spec.index_type)?);
+    }
+    Ok(pre)
+}
+
+/// Options of a numeric run.
+#[derive(Debug, Clone)]
+pub struct NumericOptions {
+    pub mode: ValidationMode,
+    pub seed: u64,
+    /// Engines whose buffers may be host memory; others need device buffers and are skipped.
+    pub host_engines: Vec<String>,
+}
+
+impl Default for NumericOptions {
+    fn default() -> Self {
+        NumericOptions {
+            mode: ValidationMode::Coverage,
+            seed: 0x5eed,
+            host_engines: vec!["RAGGED_SDPA_HOST_REFERENCE".to_owned()],
+        }
+    }
+}
+
+/// Runs every case on every admitted engine of `plugin`.
+pub fn run(plugin: &LoadedPlugin, options: &NumericOptions) -> Report {
+    let mut report = Report::default();
+    let handle = match plugin.plugin.create_handle() {
+        Ok(h) => h,
+        Err(e) => {
+            report.push(CaseResult {
+                suite: "numeric".into(),
+                name: format!("{}::create_handle", plugin.name),
+                outcome: Outcome::Fail(e.to_string()),
+                details: vec![],
+                duration: Default::default(),
+            });
+            return report;
+        }
+    };
+    for engine in plugin.admitted_engines() {
+        for spec in cases() {
+            let start = Instant::now();
+            let name = format!("{}::{}::{}", plugin.name, engine.name, spec.name);
+            let (outcome, details) = if !options.host_engines.contains(&engine.name) {
+                (
+                    Outcome::Skip(format!(
+                        "engine {} needs device buffers; the harness allocates host memory only",
+                        engine.name
+                    )),
+                    vec![],
+                )
+            } else {
+                match run_case(&handle, engine.id, &spec, options) {
+                    Ok(result) => result,
+                    Err(e) => (Outcome::Fail(e.to_string()), vec![]),
+                }
+            };
+            report.push(CaseResult {
+                suite: "numeric".into(),
+                name,
+                outcome,
+                details,
+                duration: start.elapsed(),
+            });
+        }
+    }
+    report
+}
+
+fn run_case(
+    handle: &crate::plugin::PluginHandle<'_>,
+    engine_id: i64,
+    spec: &RaggedSdpaSpec,
+    options: &NumericOptions,
+) -> Result<(Outcome, Vec<String>), ConformanceError> {
+    let graph = spec.graph();
+    let bytes = ragged_schema::wire::encode_graph(&graph);
+    let max = 64;
+    let (_, applicable) = handle.applicable_engine_ids(&bytes, max)?;
+    if !applicable.contains(&engine_id) {
+        return Ok((
+            Outcome::Fail(format!(
+                "engine {} declined case '{}' (applicable: {applicable:?})",
+                crate::engine_id::hex_id(engine_id),
+                spec.name
+            )),
+            vec![],
+        ));
+    }
+    let mut harness = Harness::new(graph, &pre_supplied(spec)?, options.seed)?;
+    harness.run_reference()?;
+    harness.run_engine(handle, engine_id)?;
+    let comparisons = harness.validate(options.mode)?;
+    let details: Vec<String> = comparisons
+        .iter()
+        .flat_map(|c| {
+            std::iter::once(c.to_string()).chain(c.failures.iter().map(|f| format!("  {f}")))
+        })
+        .collect();
+    let failed = comparisons.iter().filter(|c| !c.passed()).count();
+    let outcome = if failed == 0 {
+        Outcome::Pass
+    } else {
+        Outcome::Fail(format!(
+            "{failed} output(s) disagree with the CPU reference ({} validation)",
+            options.mode
+        ))
+    };
+    Ok((outcome, details))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_case_graph_validates_and_the_reference_runs_on_it() {
+        for spec in cases() {
+            let graph = spec.graph();
+            if let Err(e) = graph.validate() {
+                panic!("case {}: {e}", spec.name);
+            }
+            let pre = pre_supplied(&spec).unwrap_or_else(|e| panic!("{}: {e}", spec.name));
+            let mut h =
+                Harness::new(graph, &pre, 1).unwrap_or_else(|e| panic!("{}: {e}", spec.name));
+            h.run_reference()
+                .unwrap_or_else(|e| panic!("{}: {e}", spec.name));
+        }
+    }
+
+    #[test]
+    fn reference_against_itself_passes_and_a_corrupted_copy_fails() {
+        let spec = cases().remove(1); // padded_seq_lens: has padding rows
+        let pre = pre_supplied(&spec).unwrap_or_else(|e| panic!("{e}"));
+        let mut h = Harness::new(spec.graph(), &pre, 3).unwrap_or_else(|e| panic!("{e}"));
+        h.run_reference().unwrap_or_else(|e| panic!("{e}"));
+        // Play "engine" with the reference itself: swap bundles and run again.
+        std::mem::swap(&mut h.reference, &mut h.engine);
+        h.run_reference().unwrap_or_else(|e| panic!("{e}"));
+        let ok = h
+            .validate(ValidationMode::Coverage)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(ok.iter().all(|c| c.passed() && c.compared > 0), "{ok:?}");
+        // Batch 0 has 4 physical rows but seq_len_q = 2: rows 2..4 are padding and must stay
+        // sentinel. Writing one of them must fail coverage validation.
+        if let Some(crate::harness::Entry::Owned(o)) = h.engine.entries.get_mut(&uid::O) {
+            use ragged_kernels::tensor::TensorMutExt;
+            o.set(&[0, 3, 0, 0], half::bf16::from_f32(0.0))
+                .unwrap_or_else(|e| panic!("{e}"));
+        }
+        let bad = h
+            .validate(ValidationMode::Coverage)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            bad.iter().map(|c| c.failure_count).sum::<usize>(),
+            1,
+            "{bad:?}"
+        );
+    }
+}
