@@ -144,7 +144,7 @@ pub fn run(plugin: &LoadedPlugin, options: &NumericOptions) -> Report {
             let (outcome, details) = if !options.host_engines.contains(&engine.name) {
                 (
                     Outcome::Skip(format!(
-                        "engine {} needs device buffers; the harness allocates host memory only",
+                        "engine {} is not a --host-engine; the harness hands out host buffers only",
                         engine.name
                     )),
                     vec![],
