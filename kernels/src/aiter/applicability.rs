@@ -304,7 +304,11 @@ fn check_packed(t: &RaggedOperand) -> Result<(), Decline> {
     let expected = [
         ("head-dim stride (strides[3])", t.dim_stride, 1),
         ("head stride (strides[2])", t.head_stride, t.head_dim),
-        ("seqStride (strides[1])", t.seq_stride, t.heads * t.head_dim),
+        (
+            "seqStride (strides[1])",
+            t.seq_stride,
+            t.heads.saturating_mul(t.head_dim),
+        ),
     ];
     for (field, value, expected) in expected {
         if value != expected {
@@ -407,14 +411,14 @@ fn check_lse(problem: &AiterProblem) -> Result<(), Decline> {
                     return Err(Decline::Lse { uid, field, value });
                 }
             }
-            let last = (problem.batch - 1) * strides[0]
-                + (heads - 1) * strides[1]
-                + (problem.s_q_max - 1) * strides[2];
-            if last >= INDEX_LIMIT {
+            let last = i128::from(problem.batch - 1) * i128::from(strides[0])
+                + i128::from(heads - 1) * i128::from(strides[1])
+                + i128::from(problem.s_q_max - 1) * i128::from(strides[2]);
+            if last >= i128::from(INDEX_LIMIT) {
                 return Err(Decline::IndexOverflow {
                     uid,
                     what: "the dense stats tensor's last index",
-                    elements: last,
+                    elements: i64::try_from(last).unwrap_or(i64::MAX),
                 });
             }
             Ok(())
@@ -442,12 +446,13 @@ fn check_lse(problem: &AiterProblem) -> Result<(), Decline> {
                     value: seq_stride,
                 });
             }
-            let elements = problem.batch * problem.s_q_max * seq_stride;
-            if elements >= INDEX_LIMIT {
+            let elements =
+                i128::from(problem.batch) * i128::from(problem.s_q_max) * i128::from(seq_stride);
+            if elements >= i128::from(INDEX_LIMIT) {
                 return Err(Decline::IndexOverflow {
                     uid,
                     what: "B · S_q_max · H_q",
-                    elements,
+                    elements: i64::try_from(elements).unwrap_or(i64::MAX),
                 });
             }
             Ok(())

@@ -125,10 +125,14 @@ pub fn fixup_launch(
 ) -> Launch {
     use KernelArg::{I32, I64, Ptr};
     let at = |r| region_address(aligned_workspace, r);
-    let rows = problem.batch * problem.s_q_max * problem.q.heads;
-    let blocks = u32::try_from((rows + i64::from(FIXUP_THREADS) - 1) / i64::from(FIXUP_THREADS))
-        .unwrap_or(FIXUP_MAX_BLOCKS)
-        .clamp(1, FIXUP_MAX_BLOCKS);
+    let rows = problem
+        .batch
+        .saturating_mul(problem.s_q_max)
+        .saturating_mul(problem.q.heads);
+    let blocks =
+        u32::try_from(rows.saturating_add(i64::from(FIXUP_THREADS) - 1) / i64::from(FIXUP_THREADS))
+            .unwrap_or(FIXUP_MAX_BLOCKS)
+            .clamp(1, FIXUP_MAX_BLOCKS);
     let (layout, strides, lse_aux) = match problem.lse {
         LseLayout::None => (0, [0, 0, 0], None),
         LseLayout::Dense { strides, .. } => (1, [strides[0], strides[1], strides[2]], None),

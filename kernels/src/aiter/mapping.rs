@@ -101,8 +101,8 @@ pub fn shim_args(
         stream: stream as *mut c_void,
         batch: clamp_i32(problem.batch),
         max_seqlen_q: clamp_i32(problem.s_q_max),
-        seqlen_q: clamp_i32(problem.batch * problem.s_q_max),
-        seqlen_k: clamp_i32(problem.batch * problem.s_kv_max),
+        seqlen_q: clamp_i32(problem.batch.saturating_mul(problem.s_q_max)),
+        seqlen_k: clamp_i32(problem.batch.saturating_mul(problem.s_kv_max)),
         hdim_q: clamp_i32(problem.q.head_dim),
         hdim_v: clamp_i32(problem.v.head_dim),
         nhead_q: clamp_i32(problem.q.heads),
@@ -373,5 +373,130 @@ mod tests {
             ..base_problem()
         };
         assert_eq!(map(&half, 0, 0).data_type, DTYPE_FP16);
+    }
+}
+
+#[cfg(test)]
+mod properties {
+    use super::*;
+    use crate::aiter::applicability::{GpuArch, check_applicability};
+    use crate::aiter::fixtures::operand;
+    use crate::aiter::problem::{IndexWidth, MaskBand, SeqLens};
+    use proptest::prelude::*;
+
+    prop_compose! {
+        fn problems()(
+            batch in prop_oneof![1i64..16, 1i64..5000],
+            s_q_max in prop_oneof![1i64..64, 1i64..70_000],
+            s_kv_max in prop_oneof![1i64..64, 1i64..70_000],
+            heads_kv in 1i64..9,
+            group in 1i64..9,
+            d_qk in prop::sample::select(vec![8i64, 64, 96, 128, 192, 256, 264]),
+            d_v in prop::sample::select(vec![8i64, 64, 128, 256]),
+            seq_lens in any::<bool>(),
+            mask in prop::sample::select(vec![None, Some((None, Some(0))), Some((Some(7), Some(3)))]),
+            bottom_right in any::<bool>(),
+            stats in 0u8..3,
+        ) -> AiterProblem {
+            let heads_q = heads_kv * group;
+            let mut q = operand(1, heads_q, d_qk, 10);
+            let mut o = operand(4, heads_q, d_v, 10);
+            let mut k = operand(2, heads_kv, d_qk, 11);
+            let mut v = operand(3, heads_kv, d_v, 11);
+            // token-unit offsets keep Q/O and K/V on one aux each whatever the head dims
+            q.aux.multiplier = q.seq_stride;
+            o.aux.multiplier = o.seq_stride;
+            k.aux.multiplier = k.seq_stride;
+            v.aux.multiplier = v.seq_stride;
+            let lens = seq_lens.then_some(SeqLens { uid: 30, width: IndexWidth::I64 });
+            AiterProblem {
+                dtype: AiterDataType::BFloat16,
+                batch,
+                s_q_max,
+                s_kv_max,
+                q,
+                k,
+                v,
+                o,
+                seq_len_q: lens,
+                seq_len_kv: lens,
+                mask: match mask {
+                    None => MaskBand::NONE,
+                    Some((left, right)) => MaskBand {
+                        left,
+                        right,
+                        alignment: if bottom_right {
+                            DiagonalAlignment::BottomRight
+                        } else {
+                            DiagonalAlignment::TopLeft
+                        },
+                    },
+                },
+                scale: 0.1,
+                lse: match stats {
+                    0 => LseLayout::None,
+                    1 => LseLayout::Dense {
+                        uid: 9,
+                        strides: [heads_q * s_q_max, s_q_max, 1, 1],
+                        alignment: 16,
+                    },
+                    _ => LseLayout::Ragged {
+                        uid: 9,
+                        seq_stride: heads_q,
+                        head_stride: 1,
+                        aux: crate::aiter::problem::RaggedAux {
+                            uid: 12,
+                            width: IndexWidth::I32,
+                            multiplier: heads_q,
+                        },
+                        alignment: 16,
+                    },
+                },
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+
+        /// Whatever applicability accepts maps without truncation into AITER's int32 fields,
+        /// and its workspace regions are aligned, disjoint and inside the requested size.
+        #[test]
+        fn accepted_problems_map_exactly(p in problems()) {
+            let Ok(plan) = check_applicability(&p, &GpuArch::new("gfx950"), "gfx950") else {
+                return Ok(());
+            };
+            let b = DeviceBuffers {
+                q: 1 << 20, k: 2 << 20, v: 3 << 20, o: 4 << 20, q_offsets: 5 << 20,
+                k_offsets: 6 << 20, seq_len_q: 7 << 20, seq_len_kv: 8 << 20, lse: 9 << 20,
+                lse_offsets: 10 << 20, workspace: 0,
+            };
+            let a = shim_args(&p, &plan, &b, 0, 0);
+            prop_assert_eq!(i64::from(a.seqlen_q), p.batch * p.s_q_max);
+            prop_assert_eq!(i64::from(a.seqlen_k), p.batch * p.s_kv_max);
+            prop_assert_eq!(i64::from(a.max_seqlen_q), p.s_q_max);
+            prop_assert_eq!(i64::from(a.stride_q), p.q.seq_stride);
+            prop_assert_eq!(i64::from(a.stride_o), p.o.seq_stride);
+            prop_assert_eq!(i64::from(a.nhead_q), p.q.heads);
+            if a.has_lse != 0 {
+                prop_assert_eq!(i64::from(a.nhead_stride_lse), p.batch * p.s_q_max);
+            }
+            let w = plan.workspace;
+            let mut regions = vec![w.seqstart_q, w.seqstart_k, w.len_q, w.len_kv, w.status];
+            regions.extend(w.cu_seqlen_q);
+            regions.extend(w.cu_seqlen_k);
+            regions.extend(w.lse_scratch);
+            regions.sort_by_key(|r| r.offset);
+            for pair in regions.windows(2) {
+                prop_assert!(pair[0].offset + pair[0].bytes <= pair[1].offset);
+            }
+            for r in &regions {
+                prop_assert_eq!(r.offset % crate::aiter::workspace::WORKSPACE_ALIGN, 0);
+                prop_assert!(r.offset + r.bytes + 255 <= w.size);
+            }
+            if let Some(s) = w.lse_scratch {
+                prop_assert_eq!(s.bytes as i64, p.q.heads * p.batch * p.s_q_max * 4);
+            }
+        }
     }
 }

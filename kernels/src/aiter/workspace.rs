@@ -45,7 +45,7 @@ pub struct WorkspacePlan {
 }
 
 fn align_up(n: usize) -> usize {
-    n.div_ceil(WORKSPACE_ALIGN) * WORKSPACE_ALIGN
+    n.div_ceil(WORKSPACE_ALIGN).saturating_mul(WORKSPACE_ALIGN)
 }
 
 struct Cursor(usize);
@@ -56,7 +56,7 @@ impl Cursor {
             offset: self.0,
             bytes,
         };
-        self.0 = align_up(self.0 + bytes);
+        self.0 = align_up(self.0.saturating_add(bytes));
         region
     }
 }
@@ -67,22 +67,30 @@ impl WorkspacePlan {
     /// declines any problem whose element indices reach 2³¹).
     pub fn for_problem(problem: &AiterProblem) -> Self {
         let batch = usize::try_from(problem.batch).unwrap_or(0);
-        let rows = batch * usize::try_from(problem.s_q_max).unwrap_or(0);
+        let rows = batch.saturating_mul(usize::try_from(problem.s_q_max).unwrap_or(0));
         let heads = usize::try_from(problem.q.heads).unwrap_or(0);
         let int = std::mem::size_of::<i32>();
         let mut cursor = Cursor(0);
-        let seqstart_q = cursor.take((batch + 1) * int);
-        let seqstart_k = cursor.take((batch + 1) * int);
-        let len_q = cursor.take(batch * int);
-        let len_kv = cursor.take(batch * int);
-        let cu_seqlen_q = problem.seq_len_q.map(|_| cursor.take((batch + 1) * int));
-        let cu_seqlen_k = problem.seq_len_kv.map(|_| cursor.take((batch + 1) * int));
+        let seqstart_q = cursor.take(batch.saturating_add(1).saturating_mul(int));
+        let seqstart_k = cursor.take(batch.saturating_add(1).saturating_mul(int));
+        let len_q = cursor.take(batch.saturating_mul(int));
+        let len_kv = cursor.take(batch.saturating_mul(int));
+        let cu_seqlen_q = problem
+            .seq_len_q
+            .map(|_| cursor.take(batch.saturating_add(1).saturating_mul(int)));
+        let cu_seqlen_k = problem
+            .seq_len_kv
+            .map(|_| cursor.take(batch.saturating_add(1).saturating_mul(int)));
         let status = cursor.take(std::mem::size_of::<u32>());
         let lse_scratch = match problem.lse {
             LseLayout::None => None,
-            LseLayout::Dense { .. } | LseLayout::Ragged { .. } => {
-                Some(cursor.take(heads * rows * std::mem::size_of::<f32>()))
-            }
+            LseLayout::Dense { .. } | LseLayout::Ragged { .. } => Some(
+                cursor.take(
+                    heads
+                        .saturating_mul(rows)
+                        .saturating_mul(std::mem::size_of::<f32>()),
+                ),
+            ),
         };
         Self {
             seqstart_q,
@@ -93,19 +101,21 @@ impl WorkspacePlan {
             cu_seqlen_k,
             status,
             lse_scratch,
-            size: cursor.0 + WORKSPACE_ALIGN - 1,
+            size: cursor.0.saturating_add(WORKSPACE_ALIGN - 1),
         }
     }
 
     /// AITER's LSE scratch row stride (`nhead_stride_lse`): one slot per padded query row.
     pub fn scratch_head_stride(problem: &AiterProblem) -> i64 {
-        problem.batch * problem.s_q_max
+        problem.batch.saturating_mul(problem.s_q_max)
     }
 }
 
 /// Rounds a workspace pointer up to [`WORKSPACE_ALIGN`]; the plan's slack pays for it.
 pub fn aligned_base(address: usize) -> usize {
-    address.div_ceil(WORKSPACE_ALIGN) * WORKSPACE_ALIGN
+    address
+        .div_ceil(WORKSPACE_ALIGN)
+        .saturating_mul(WORKSPACE_ALIGN)
 }
 
 #[cfg(test)]
