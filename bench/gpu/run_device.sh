@@ -10,8 +10,8 @@ echo "== ptxas resource report (nvcc, sm_90a) =="
 nvcc -cubin -gencode=arch=compute_90a,code=sm_90a -std=c++17 -DRAGGED_FMHA_TUNING -Xptxas -v \
     -o "$OUT/ragged_fmha_fwd.cubin" kernels/cuda/ragged_fmha_fwd.cu 2>&1 \
     | grep -E "error|warning|Compiling entry|registers|spill" | sed 's/ptxas info    : //' | tee "$OUT/ptxas.txt"
-cuobjdump --dump-sass "$OUT/ragged_fmha_fwd.cubin" > "$OUT/sass.txt" 2>&1 && \
-    echo "SASS: HGMMA $(grep -c HGMMA "$OUT/sass.txt") HMMA $(grep -c HMMA "$OUT/sass.txt") LDL $(grep -c LDL "$OUT/sass.txt") STL $(grep -c STL "$OUT/sass.txt")"
+cuobjdump --dump-sass "$OUT/ragged_fmha_fwd.cubin" > /tmp/sass.txt 2>&1 && \
+    echo "SASS: HGMMA $(grep -c HGMMA /tmp/sass.txt) HMMA $(grep -c HMMA /tmp/sass.txt) LDL $(grep -c LDL /tmp/sass.txt) STL $(grep -c STL /tmp/sass.txt)"
 echo "== compute-sanitizer memcheck =="
 timeout 120 compute-sanitizer --tool memcheck --error-exitcode 9 python3 bench/gpu/fmha_dev.py --sanitize-case 2>&1 \
     | tail -n 15 | tee "$OUT/sanitizer.txt"

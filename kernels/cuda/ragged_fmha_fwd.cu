@@ -860,26 +860,31 @@ __device__ __forceinline__ void wgmma_rs(float* d, const u32* a, u64 db) {
 
 // Mask, online-softmax update and exponentiation of one S block held in wgmma accumulator layout
 // (rows row_in_tile and row_in_tile + 8, columns nt * 8 + 2 * lt + {0, 1}). corr[] receives the
-// factor by which the running O rows must be rescaled.
+// factor by which the running O rows must be rescaled. The running max m_i is kept on unscaled
+// scores so that scaling and max subtraction fuse into one FFMA per score; a non-positive scale
+// (which reverses the order of the scores) is applied up front instead.
 template <int NS>
 __device__ __forceinline__ void wgmma_softmax_step(float* s, float* m_i, float* l_i, float* corr,
                                                    const RaggedBand& band, int j0, int bn, int i0, int i_last,
                                                    int row_in_tile, int lt, float sl2) {
+    const float f = sl2 > 0.f ? sl2 : 1.f;
+    if (!(sl2 > 0.f)) {
+#pragma unroll
+        for (int i = 0; i < NS * 4; ++i) s[i] *= sl2;
+    }
     const bool full = j0 + bn - 1 < band.lkv &&
                       (band.right < 0 || (i64)j0 + bn - 1 <= (i64)i0 + band.off + band.right) &&
                       (band.left < 0 || (i64)j0 >= (i64)i_last + band.off - band.left);
+    if (!full) {
 #pragma unroll
-    for (int nt = 0; nt < NS; ++nt)
+        for (int nt = 0; nt < NS; ++nt)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-            float x = s[nt * 4 + e] * sl2;
-            if (!full) {
+            for (int e = 0; e < 4; ++e) {
                 int i = i0 + row_in_tile + ((e >> 1) << 3);
                 int j = j0 + nt * 8 + 2 * lt + (e & 1);
-                if (!band.admits(i, j)) x = RAGGED_NEG_INF;
+                if (!band.admits(i, j)) s[nt * 4 + e] = RAGGED_NEG_INF;
             }
-            s[nt * 4 + e] = x;
-        }
+    }
 #pragma unroll
     for (int hr = 0; hr < 2; ++hr) {
         float mx = m_i[hr];
@@ -889,13 +894,14 @@ __device__ __forceinline__ void wgmma_softmax_step(float* s, float* m_i, float* 
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
         // Nothing admitted yet: exponentiate against 0 so every p is exp2(-inf) = 0, never NaN.
         const float mu = mx == RAGGED_NEG_INF ? 0.f : mx;
-        corr[hr] = fast_exp2(m_i[hr] - mu);
+        const float neg_mu_f = -mu * f;
+        corr[hr] = fast_exp2((m_i[hr] - mu) * f);
         m_i[hr] = mx;
         float sum = 0.f;
 #pragma unroll
         for (int nt = 0; nt < NS; ++nt) {
-            float p0 = fast_exp2(s[nt * 4 + 2 * hr] - mu);
-            float p1 = fast_exp2(s[nt * 4 + 2 * hr + 1] - mu);
+            float p0 = fast_exp2(fmaf(s[nt * 4 + 2 * hr], f, neg_mu_f));
+            float p1 = fast_exp2(fmaf(s[nt * 4 + 2 * hr + 1], f, neg_mu_f));
             s[nt * 4 + 2 * hr] = p0;
             s[nt * 4 + 2 * hr + 1] = p1;
             sum += p0 + p1;
@@ -1077,7 +1083,8 @@ __device__ __forceinline__ void fmha_fwd_wgmma_body(RAGGED_FMHA_PARAMS) {
         const float inv = l > 0.f ? 1.f / l : 0.f;
         const int r = row_in_tile + hr * 8;
         if (lse != 0 && lt == 0 && r < rows) {
-            float val = l > 0.f ? (m_i[hr] + log2f(l)) * 0.6931471805599453f : RAGGED_NEG_INF;
+            const float f = sl2 > 0.f ? sl2 : 1.f;
+            float val = l > 0.f ? (m_i[hr] * f + log2f(l)) * 0.6931471805599453f : RAGGED_NEG_INF;
             lse[bt.lse_elem + (i64)(i0 + r) * lse_seq + (i64)h * lse_head] = val;
         }
 #pragma unroll
@@ -1122,10 +1129,10 @@ __device__ __forceinline__ void fmha_fwd_wgmma_body(RAGGED_FMHA_PARAMS) {
     }                                                                                                 \
     }
 
-#define RAGGED_FMHA_SM90_ENTRY(NAME, BF16, D, BN, NWG)                                                  \
+#define RAGGED_FMHA_SM90_ENTRY(NAME, BF16, D, BN, NWG, MINB)                                            \
     extern "C" {                                                                                      \
     __constant__ int NAME##_config[4] = {64 * NWG, BN, 128 * NWG, (64 * NWG + 4 * BN) * D * 2 + 1024}; \
-    __global__ void __launch_bounds__(128 * NWG, 1) NAME(RAGGED_FMHA_PARAMS) {                        \
+    __global__ void __launch_bounds__(128 * NWG, MINB) NAME(RAGGED_FMHA_PARAMS) {                     \
         fmha_fwd_wgmma_body<BF16, D, BN, NWG>(RAGGED_FMHA_ARGS);                                      \
     }                                                                                                 \
     }
@@ -1138,10 +1145,10 @@ RAGGED_FMHA_SM80_ENTRY(ragged_fmha_fwd_sm80_f16_d128, false, 128, 64, 64, 4, 2)
 
 // The names the plugin launches: the fastest path the compile target allows.
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_bf16_d64, true, 64, 128, 2)
-RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_f16_d64, false, 64, 128, 2)
-RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_bf16_d128, true, 128, 128, 2)
-RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_f16_d128, false, 128, 128, 2)
+RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_bf16_d64, true, 64, 64, 2, 2)
+RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_f16_d64, false, 64, 64, 2, 2)
+RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_bf16_d128, true, 128, 64, 3, 1)
+RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_f16_d128, false, 128, 64, 3, 1)
 #else
 RAGGED_FMHA_SM80_ENTRY(ragged_fmha_fwd_bf16_d64, true, 64, 128, 64, 4, 2)
 RAGGED_FMHA_SM80_ENTRY(ragged_fmha_fwd_f16_d64, false, 64, 128, 64, 4, 2)
@@ -1154,8 +1161,10 @@ RAGGED_FMHA_SM80_ENTRY(ragged_fmha_fwd_f16_d128, false, 128, 64, 64, 4, 2)
 RAGGED_FMHA_SM80_ENTRY(ragged_fmha_fwd_sm80_bf16_d128_m128n32w4, true, 128, 128, 32, 4, 2)
 RAGGED_FMHA_SM80_ENTRY(ragged_fmha_fwd_sm80_bf16_d64_m64n64w4, true, 64, 64, 64, 4, 2)
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_sm90_bf16_d64_n64, true, 64, 64, 2)
-RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_sm90_bf16_d128_n64, true, 128, 64, 2)
-RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_sm90_bf16_d128_n64w3, true, 128, 64, 3)
+RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_sm90_bf16_d64_n128, true, 64, 128, 2, 1)
+RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_sm90_bf16_d64_n128w3, true, 64, 128, 3, 1)
+RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_sm90_bf16_d64_n64w3, true, 64, 64, 3, 1)
+RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_sm90_bf16_d128_n128, true, 128, 128, 2, 1)
+RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_sm90_bf16_d128_n64, true, 128, 64, 2, 1)
 #endif
 #endif
