@@ -1,0 +1,223 @@
+//! Host overhead of the plugin's C entry points, in µs, measured through the built `.so` as
+//! hipDNN calls it: `GetApplicableEngineIds` and `CreateExecutionContext` on a ragged SDPA graph,
+//! and `ExecuteOpGraph` dispatch with the engine's own work (the CPU reference kernel, timed on
+//! its own over the same buffers) reported apart and subtracted.
+//!
+//! Run: `cargo bench -p ragged-plugin --bench host_overhead`. Each figure is the median over
+//! rounds of the mean of a batch of calls, so timer cost is amortised and outliers are ignored.
+//! The kernel runs on one rayon thread and its batches alternate with the execute batches, and
+//! dispatch is the median of the per-round differences, so thread wake-ups and machine load
+//! (shared cores) do not masquerade as dispatch cost.
+
+#[path = "../tests/common/mod.rs"]
+mod common;
+
+use std::hint::black_box;
+use std::ptr::null_mut;
+use std::sync::Arc;
+use std::time::Instant;
+
+use common::problem::{self, B, D, HKV, HQ, Inputs, LEFT, PACKING_A, SKV, SQ};
+use common::*;
+use ragged_kernels::tensor::BSHD_SEQ_AXIS;
+use ragged_kernels::{
+    DenseTensor, DiagonalAlignment, HostData, HostDataMut, MaskBand, SdpaParams,
+    ShallowRaggedTensor, ShallowRaggedTensorMut, ShallowTensorMut, Tensor, sdpa_forward,
+};
+
+const ROUNDS: usize = 101;
+const BATCH: usize = 200;
+
+/// Median over rounds of the per-call mean of `BATCH` calls, in µs.
+fn median_us(mut call: impl FnMut()) -> f64 {
+    for _ in 0..BATCH {
+        call();
+    }
+    let mut means: Vec<f64> = (0..ROUNDS)
+        .map(|_| {
+            let start = Instant::now();
+            for _ in 0..BATCH {
+                call();
+            }
+            start.elapsed().as_secs_f64() * 1e6 / BATCH as f64
+        })
+        .collect();
+    means.sort_by(f64::total_cmp);
+    means[ROUNDS / 2]
+}
+
+fn main() {
+    // SAFETY: first statement of a single-threaded main, before rayon or the plugin read the
+    // environment.
+    unsafe { std::env::set_var("RAYON_NUM_THREADS", "1") };
+    let p = plugin();
+    let handle = OwnedHandle::new();
+    let graph = problem::graph_bytes();
+    let config = problem::config_bytes();
+    let (g, c) = (ConstData::of(&graph), ConstData::of(&config));
+
+    let applicable = median_us(|| {
+        let mut ids = [0i64; 4];
+        let mut n = 0u32;
+        // SAFETY: valid pointers and capacity.
+        let status =
+            unsafe { (p.GetApplicableEngineIds)(handle.0, &g, ids.as_mut_ptr(), 4, &mut n) };
+        assert_eq!((status, n), (SUCCESS, 1));
+        black_box(ids);
+    });
+
+    let create = median_us(|| {
+        let mut context: Context = null_mut();
+        // SAFETY: valid pointers; the context is destroyed right away.
+        unsafe {
+            assert_eq!((p.CreateExecutionContext)(handle.0, &c, &g, &mut context), SUCCESS);
+            assert_eq!((p.DestroyExecutionContext)(handle.0, context), SUCCESS);
+        }
+    });
+    let destroy_only = {
+        let contexts: Vec<Context> = (0..BATCH * 20)
+            .map(|_| {
+                let mut context: Context = null_mut();
+                // SAFETY: valid pointers.
+                let status = unsafe { (p.CreateExecutionContext)(handle.0, &c, &g, &mut context) };
+                assert_eq!(status, SUCCESS);
+                context
+            })
+            .collect();
+        let start = Instant::now();
+        for context in &contexts {
+            // SAFETY: each context is live and destroyed once.
+            let status = unsafe { (p.DestroyExecutionContext)(handle.0, *context) };
+            assert_eq!(status, SUCCESS);
+        }
+        start.elapsed().as_secs_f64() * 1e6 / contexts.len() as f64
+    };
+
+    let inputs = Inputs::new(PACKING_A);
+    let (mut o, mut lse) = inputs.outputs();
+    let mut context: Context = null_mut();
+    // SAFETY: valid pointers.
+    let status = unsafe { (p.CreateExecutionContext)(handle.0, &c, &g, &mut context) };
+    assert_eq!(status, SUCCESS);
+    let mut run_execute = || {
+        let pack = inputs.pack(&mut o, &mut lse);
+        // SAFETY: live handle and context; `pack` points at live host buffers.
+        let status = unsafe {
+            (p.ExecuteOpGraph)(handle.0, context, null_mut(), pack.as_ptr(), pack.len() as u32)
+        };
+        assert_eq!(status, SUCCESS);
+    };
+    let mut kernel = KernelOnly::new(&inputs);
+    let (execute, kernel, dispatch) = interleaved_us(&mut run_execute, &mut || kernel.run());
+
+    println!("ragged SDPA graph: B={B}, H_q={HQ}, H_kv={HKV}, D={D}, S_q<={SQ}, S_kv<={SKV}, fp32");
+    println!("GetApplicableEngineIds            {applicable:8.2} µs  (target <= 10)");
+    println!("CreateExecutionContext            {:8.2} µs  (target <= 50; create+destroy {create:.2}, destroy {destroy_only:.2})", create - destroy_only);
+    println!("ExecuteOpGraph, total             {execute:8.2} µs");
+    println!("  engine work (sdpa_forward only) {kernel:8.2} µs");
+    println!("  dispatch (median of per-round total - engine) {dispatch:.2} µs  (target <= 5)");
+}
+
+/// Medians of two alternating batched measurements and of their per-round difference.
+fn interleaved_us(a: &mut dyn FnMut(), b: &mut dyn FnMut()) -> (f64, f64, f64) {
+    let batch = |f: &mut dyn FnMut()| {
+        let start = Instant::now();
+        for _ in 0..BATCH {
+            f();
+        }
+        start.elapsed().as_secs_f64() * 1e6 / BATCH as f64
+    };
+    batch(a);
+    batch(b);
+    let mut rounds: Vec<(f64, f64)> = (0..ROUNDS).map(|_| (batch(a), batch(b))).collect();
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let mut diffs: Vec<f64> = rounds.iter().map(|(x, y)| x - y).collect();
+    let mut xs: Vec<f64> = rounds.iter().map(|r| r.0).collect();
+    let mut ys: Vec<f64> = rounds.drain(..).map(|r| r.1).collect();
+    (median(&mut xs), median(&mut ys), median(&mut diffs))
+}
+
+/// The CPU reference over the same buffers with views built once: the engine's own work.
+struct KernelOnly {
+    q: ShallowRaggedTensor<'static>,
+    k: ShallowRaggedTensor<'static>,
+    v: ShallowRaggedTensor<'static>,
+    o: ShallowRaggedTensorMut<'static>,
+    lse: ShallowTensorMut<'static>,
+    seq_q: DenseTensor<i64>,
+    seq_kv: DenseTensor<i64>,
+    params: SdpaParams,
+}
+
+impl KernelOnly {
+    fn new(inputs: &Inputs) -> KernelOnly {
+        // Leaked so the views can be 'static; a benchmark process builds this once.
+        let leak_f32 = |v: Vec<f32>| -> &'static mut [f32] { Box::leak(v.into_boxed_slice()) };
+        let (o, lse) = inputs.outputs();
+        let aux = |v: &[i32]| -> Arc<dyn Tensor> {
+            Arc::new(
+                DenseTensor::from_vec(v.to_vec(), vec![B + 1, 1, 1, 1], vec![1, 1, 1, 1])
+                    .expect("offsets"),
+            )
+        };
+        let seq = |v: &[i64]| {
+            DenseTensor::from_vec(v.to_vec(), vec![B, 1, 1, 1], vec![1, 1, 1, 1])
+                .expect("seq_lens")
+        };
+        let (q_aux, kv_aux) = (aux(&inputs.q_offsets), aux(&inputs.kv_offsets));
+        let ragged = |data: &'static [f32], s, h, aux: &Arc<dyn Tensor>| {
+            ShallowRaggedTensor::new(
+                HostData::F32(data),
+                vec![B, s, h, D],
+                vec![s * h * D, h * D, D, 1],
+                BSHD_SEQ_AXIS,
+                Arc::clone(aux),
+                1,
+            )
+            .expect("ragged input")
+        };
+        KernelOnly {
+            q: ragged(leak_f32(inputs.q.clone()), SQ, HQ, &q_aux),
+            k: ragged(leak_f32(inputs.k.clone()), SKV, HKV, &kv_aux),
+            v: ragged(leak_f32(inputs.v.clone()), SKV, HKV, &kv_aux),
+            o: ShallowRaggedTensorMut::new(
+                HostDataMut::F32(leak_f32(o)),
+                vec![B, SQ, HQ, D],
+                vec![SQ * HQ * D, HQ * D, D, 1],
+                BSHD_SEQ_AXIS,
+                q_aux,
+                1,
+            )
+            .expect("ragged output"),
+            lse: ShallowTensorMut::from_storage(
+                HostDataMut::F32(leak_f32(lse)),
+                vec![B, HQ, SQ, 1],
+                vec![HQ * SQ, SQ, 1, 1],
+            )
+            .expect("dense LSE"),
+            seq_q: seq(&inputs.seq_q),
+            seq_kv: seq(&inputs.seq_kv),
+            params: SdpaParams {
+                scale: inputs.scale,
+                band: MaskBand::window(Some(LEFT), Some(0), DiagonalAlignment::TopLeft),
+            },
+        }
+    }
+
+    fn run(&mut self) {
+        sdpa_forward(
+            &self.q,
+            &self.k,
+            &self.v,
+            &mut self.o,
+            Some(&mut self.lse),
+            Some(&self.seq_q),
+            Some(&self.seq_kv),
+            &self.params,
+        )
+        .expect("reference runs");
+    }
+}
