@@ -70,7 +70,10 @@ fn main() {
         let mut context: Context = null_mut();
         // SAFETY: valid pointers; the context is destroyed right away.
         unsafe {
-            assert_eq!((p.CreateExecutionContext)(handle.0, &c, &g, &mut context), SUCCESS);
+            assert_eq!(
+                (p.CreateExecutionContext)(handle.0, &c, &g, &mut context),
+                SUCCESS
+            );
             assert_eq!((p.DestroyExecutionContext)(handle.0, context), SUCCESS);
         }
     });
@@ -103,7 +106,13 @@ fn main() {
         let pack = inputs.pack(&mut o, &mut lse);
         // SAFETY: live handle and context; `pack` points at live host buffers.
         let status = unsafe {
-            (p.ExecuteOpGraph)(handle.0, context, null_mut(), pack.as_ptr(), pack.len() as u32)
+            (p.ExecuteOpGraph)(
+                handle.0,
+                context,
+                null_mut(),
+                pack.as_ptr(),
+                pack.len() as u32,
+            )
         };
         assert_eq!(status, SUCCESS);
     };
@@ -112,7 +121,10 @@ fn main() {
 
     println!("ragged SDPA graph: B={B}, H_q={HQ}, H_kv={HKV}, D={D}, S_q<={SQ}, S_kv<={SKV}, fp32");
     println!("GetApplicableEngineIds            {applicable:8.2} µs  (target <= 10)");
-    println!("CreateExecutionContext            {:8.2} µs  (target <= 50; create+destroy {create:.2}, destroy {destroy_only:.2})", create - destroy_only);
+    println!(
+        "CreateExecutionContext            {:8.2} µs  (target <= 50; create+destroy {create:.2}, destroy {destroy_only:.2})",
+        create - destroy_only
+    );
     println!("ExecuteOpGraph, total             {execute:8.2} µs");
     println!("  engine work (sdpa_forward only) {kernel:8.2} µs");
     println!("  dispatch (median of per-round total - engine) {dispatch:.2} µs  (target <= 5)");
@@ -164,8 +176,7 @@ impl KernelOnly {
             )
         };
         let seq = |v: &[i64]| {
-            DenseTensor::from_vec(v.to_vec(), vec![B, 1, 1, 1], vec![1, 1, 1, 1])
-                .expect("seq_lens")
+            DenseTensor::from_vec(v.to_vec(), vec![B, 1, 1, 1], vec![1, 1, 1, 1]).expect("seq_lens")
         };
         let (q_aux, kv_aux) = (aux(&inputs.q_offsets), aux(&inputs.kv_offsets));
         let ragged = |data: &'static [f32], s, h, aux: &Arc<dyn Tensor>| {
