@@ -4,7 +4,7 @@
 //! nothing here is linked: `libamdhip64` and `libhiprtc` are opened by name, every function the
 //! engine uses is resolved up front, and a missing library or symbol becomes an [`AiterError`]
 //! naming what was tried. This module and [`shim_library`](super::shim_library) are the only
-//! places with `unsafe`.
+//! ones that call foreign code.
 //!
 //! Architecture detection reads `gcnArchName` from `hipDeviceProp_tR0600`. HIP has no
 //! name-only query for it (`hipDeviceGetAttribute` has no string attribute, and the

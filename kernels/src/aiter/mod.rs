@@ -15,8 +15,10 @@
 //! - [`mapping`]: problem → shim arguments, exactly as §7.4 says.
 //! - [`device_kernels`]: the pre-pass and fix-up kernels (`kernels/hip/*.cu`) and their launch
 //!   arguments.
-//! - [`hip_runtime`], [`shim_library`]: the only modules with `unsafe`; they load
-//!   `libamdhip64`/`libhiprtc` and the shim with `libloading`.
+//! - [`hip_runtime`], [`shim_library`]: the only modules that call foreign code; they load
+//!   `libamdhip64`/`libhiprtc` and the shim with `libloading`. Outside them, `unsafe` appears
+//!   only where [`engine`] forwards the caller's raw device addresses to them
+//!   ([`AiterEngine::execute`] is an `unsafe fn` for that reason).
 //! - [`detection`]: whether the engine can be listed, with the reason when it cannot.
 //! - [`engine`]: the execute sequence (pre-pass, `aiter::mha_fwd`, fix-up) on one stream.
 
