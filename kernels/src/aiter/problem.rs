@@ -86,6 +86,30 @@ pub struct RaggedOperand {
     pub alignment: i64,
 }
 
+impl RaggedOperand {
+    /// Reads a ragged primary from its graph dims `[B, S_max, H, D]` and strides (sequence
+    /// axis 1, ragged-sdpa.md §1). B and S_max belong to the problem, not the operand; the
+    /// caller checks that Q/O and K/V agree on them.
+    pub fn from_bshd(
+        uid: i64,
+        dims: [i64; 4],
+        strides: [i64; 4],
+        aux: RaggedAux,
+        alignment: i64,
+    ) -> Self {
+        Self {
+            uid,
+            heads: dims[2],
+            head_dim: dims[3],
+            seq_stride: strides[1],
+            head_stride: strides[2],
+            dim_stride: strides[3],
+            aux,
+            alignment,
+        }
+    }
+}
+
 /// A `seq_len_q` / `seq_len_kv` tensor (`[B, 1, 1, 1]`, device memory): configuration 2.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SeqLens {
@@ -188,4 +212,23 @@ pub struct AiterProblem {
     pub scale: f32,
     /// The stats output.
     pub lse: LseLayout,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bshd_dims_and_strides_land_in_their_fields() {
+        // Q of shared/testdata/wire/graph.json: dims [2, 3, 2, 16], strides [96, 32, 16, 1].
+        let aux = RaggedAux {
+            uid: 5,
+            width: IndexWidth::I32,
+            multiplier: 1,
+        };
+        let q = RaggedOperand::from_bshd(1, [2, 3, 2, 16], [96, 32, 16, 1], aux, 16);
+        assert_eq!((q.heads, q.head_dim), (2, 16));
+        assert_eq!((q.seq_stride, q.head_stride, q.dim_stride), (32, 16, 1));
+        assert_eq!((q.uid, q.aux, q.alignment), (1, aux, 16));
+    }
 }
