@@ -472,3 +472,131 @@ fn band_plan(sdpa: &SdpaAttributes) -> Result<BandPlan, Decline> {
         bottom_right,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ragged_schema::EngineApiVersion;
+
+    const GOLDEN: &[u8] = include_bytes!("../tests/golden/graph_flagged.bin");
+
+    fn golden() -> Graph {
+        match ragged_schema::wire::decode_graph(GOLDEN) {
+            Ok(graph) => graph,
+            Err(e) => panic!("golden graph: {e}"),
+        }
+    }
+
+    fn sdpa(graph: &mut Graph) -> &mut SdpaAttributes {
+        match &mut graph.nodes[0].attributes {
+            NodeAttributes::Sdpa(s) => s,
+            other => panic!("golden node is {other:?}"),
+        }
+    }
+
+    fn reason(graph: &Graph) -> String {
+        match plan(graph) {
+            Ok(_) => "accepted".to_owned(),
+            Err(Decline(reason)) => reason,
+        }
+    }
+
+    /// The golden graph (graph.json in shared/testdata/wire) as the plan must copy it.
+    #[test]
+    fn golden_plan_copies_every_field_the_engine_needs() {
+        let plan = match plan(&golden()) {
+            Ok(plan) => plan,
+            Err(Decline(reason)) => panic!("declined: {reason}"),
+        };
+        assert_eq!(plan.q.dims, [2, 3, 2, 16]);
+        assert_eq!(plan.q.strides, [96, 32, 16, 1]);
+        assert_eq!(plan.q.data_type, DataType::BFloat16);
+        assert_eq!(
+            plan.q.ragged,
+            Some(RaggedPlan {
+                aux_uid: 5,
+                aux_data_type: DataType::Int32,
+                multiplier: 1
+            })
+        );
+        assert_eq!(plan.k.ragged.map(|r| r.aux_uid), Some(6));
+        assert_eq!(plan.v.ragged.map(|r| r.aux_uid), Some(6));
+        assert_eq!(plan.o.ragged.map(|r| r.aux_uid), Some(5));
+        let stats = plan.stats.as_ref().map(|s| (s.uid, s.dims, s.ragged));
+        assert_eq!(stats, Some((9, [2, 2, 3, 1], None)));
+        assert_eq!((plan.seq_len_q, plan.seq_len_kv), (None, None));
+        assert_eq!(plan.scale, ScalePlan::Fixed(0.25));
+        // causal_mask_bottom_right: right bound 0, bottom-right alignment, no left bound.
+        assert_eq!(
+            plan.band,
+            BandPlan {
+                left: None,
+                right: Some(0),
+                bottom_right: true
+            }
+        );
+    }
+
+    #[test]
+    fn decline_reasons_name_the_field_and_value() {
+        let mut g = golden();
+        sdpa(&mut g).attn_mask_tensor_uid = Some(9);
+        assert_eq!(
+            reason(&g),
+            "attn_mask_tensor_uid is set (tensor uid 9); that SDPA feature is not supported"
+        );
+
+        let mut g = golden();
+        g.min_required_engine_api_version = Some(EngineApiVersion::new(1, 5, 0));
+        assert_eq!(
+            reason(&g),
+            "graph is stamped min_required_engine_api_version 1.5.0, above the supported ceiling 1.3.0"
+        );
+
+        let mut g = golden();
+        g.nodes[0].attributes = NodeAttributes::unsupported(9);
+        assert_eq!(
+            reason(&g),
+            "node \"sdpa\" is MatmulAttributes (union tag 9), not SdpaAttributes"
+        );
+
+        let mut g = golden();
+        sdpa(&mut g).generate_stats = Some(true);
+        sdpa(&mut g).stats_tensor_uid = None;
+        assert_eq!(
+            reason(&g),
+            "generate_stats is true but stats_tensor_uid is unset"
+        );
+    }
+
+    #[test]
+    fn the_older_bhsd_ragged_form_is_declined_by_name() {
+        let mut g = golden();
+        for t in g.tensors.iter_mut().filter(|t| t.uid == 1 || t.uid == 4) {
+            t.dims = vec![2, 2, 3, 16];
+            t.strides = vec![96, 16, 32, 1];
+        }
+        let why = reason(&g);
+        assert!(why.contains("older [B, H, S, D] form"), "{why}");
+        assert!(why.contains("tensor uid 1"), "{why}");
+    }
+
+    #[test]
+    fn scale_resolution_order_is_tensor_value_then_attribute_then_one() {
+        let mut g = golden();
+        sdpa(&mut g).attn_scale_value = None;
+        assert_eq!(plan(&g).map(|p| p.scale), Ok(ScalePlan::Fixed(1.0)));
+
+        g.tensors.push(
+            TensorAttributes::new()
+                .set_uid(20)
+                .set_data_type(DataType::Float)
+                .set_dims(vec![1])
+                .set_strides(vec![1])
+                .set_value(ragged_schema::TensorValue::Float32(0.5)),
+        );
+        sdpa(&mut g).scale_tensor_uid = Some(20);
+        sdpa(&mut g).attn_scale_value = Some(0.25);
+        assert_eq!(plan(&g).map(|p| p.scale), Ok(ScalePlan::Fixed(0.5)));
+    }
+}

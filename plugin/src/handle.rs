@@ -58,6 +58,15 @@ mod tests {
     use super::*;
 
     #[test]
+    fn streams_are_kept_per_handle() {
+        let (a, b) = (EngineHandle::default(), EngineHandle::default());
+        let stream = 0x5000usize as *mut c_void;
+        a.set_stream(stream);
+        assert_eq!(a.stream(), stream);
+        assert!(b.stream().is_null(), "default stream until SetStream");
+    }
+
+    #[test]
     fn details_are_returned_once_with_their_size() {
         let handle = EngineHandle::default();
         let (ptr, len) = handle.lend_details(vec![1, 2, 3]);
