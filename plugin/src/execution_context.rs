@@ -7,7 +7,7 @@ use std::sync::LazyLock;
 
 use crate::abi::types::DeviceBuffer;
 use crate::applicability;
-use crate::engines::Engine;
+use crate::engines::{Engine, HOST_REFERENCE};
 use crate::error::PluginError;
 use crate::host_engine;
 use crate::plan::SdpaPlan;
@@ -51,8 +51,14 @@ impl ExecutionContext {
         buffers: &[DeviceBuffer],
     ) -> Result<(), PluginError> {
         let pack = VariantPack::new(buffers)?;
-        debug_assert_eq!(self.engine.id, crate::engines::HOST_REFERENCE.id);
-        // SAFETY: forwarded contract.
-        unsafe { host_engine::execute(&self.plan, &pack) }
+        if self.engine.id == HOST_REFERENCE.id {
+            // SAFETY: forwarded contract; the host engine is listed only where pointers are host
+            // memory (see `engines`).
+            unsafe { host_engine::execute(&self.plan, &pack) }
+        } else {
+            Err(PluginError::UnknownEngine {
+                engine_id: self.engine.id,
+            })
+        }
     }
 }

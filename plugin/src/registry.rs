@@ -25,7 +25,9 @@ impl<T> Registry<T> {
         }
     }
 
-    /// Adopts `object`; returns the address that identifies it to C (never 0).
+    /// Adopts `object`; returns the address that identifies it to C (never 0). Addresses are
+    /// unique among live objects because each is a distinct heap allocation; the registered
+    /// types are never zero-sized, which would break that.
     pub fn insert(&self, object: T) -> usize {
         let object = Arc::new(object);
         let address = Arc::as_ptr(&object) as usize;
