@@ -120,16 +120,24 @@ fn run<T: FloatElement>(
     lse: Option<&mut dyn TensorMut>,
     params: &SdpaParams,
 ) -> Result<(), KernelError> {
-    let staged_q = Staged::gather(typed_slice::<T>(q.host_data())?, &problem.q, &problem.len_q);
+    // Q and K transposed, V row-major: the layouts tile.rs wants (see there).
+    let staged_q = Staged::gather(
+        typed_slice::<T>(q.host_data())?,
+        &problem.q,
+        &problem.len_q,
+        true,
+    );
     let staged_k = Staged::gather(
         typed_slice::<T>(k.host_data())?,
         &problem.k,
         &problem.len_kv,
+        true,
     );
     let staged_v = Staged::gather(
         typed_slice::<T>(v.host_data())?,
         &problem.v,
         &problem.len_kv,
+        false,
     );
     let (out, stats) = compute(problem, &staged_q, &staged_k, &staged_v, params);
 
@@ -203,12 +211,11 @@ fn compute(
     items
         .into_par_iter()
         .for_each_init(Scratch::default, |scratch, item| {
-            let rows = item.lse.len();
             let q_block = q.block(item.batch, item.head);
             let kv_head = item.head / group;
             let input = TileInput {
-                q: &q_block[item.first_row * dqk..(item.first_row + rows) * dqk],
-                k: k.block(item.batch, kv_head),
+                q_t: &q_block[item.first_row..],
+                k_t: k.block(item.batch, kv_head),
                 v: v.block(item.batch, kv_head),
                 first_row: item.first_row,
                 len_q: problem.len_q[item.batch],

@@ -39,43 +39,28 @@ pub(crate) fn exp2_nonpositive(x: f32) -> f32 {
     if underflow { 0.0 } else { p * two_to_n }
 }
 
-/// Largest element of `row` (−∞ for an empty or all −∞ row; NaN entries are skipped here and
-/// surface later through `exp2`).
+/// Folds each column of a column-major tile (`tile[j·rows + r]`, one column per key) into the
+/// running per-row maximum. NaN scores are skipped here and surface later through `exp2`.
 #[inline]
-pub(crate) fn row_max(row: &[f32]) -> f32 {
-    let mut lanes = [f32::NEG_INFINITY; 8];
-    let mut chunks = row.chunks_exact(8);
-    for chunk in &mut chunks {
-        for (lane, &x) in lanes.iter_mut().zip(chunk) {
-            *lane = if x > *lane { x } else { *lane };
+pub(crate) fn fold_column_max(tile: &[f32], max: &mut [f32]) {
+    for column in tile.chunks_exact(max.len()) {
+        for (m, &x) in max.iter_mut().zip(column) {
+            *m = if x > *m { x } else { *m };
         }
     }
-    let mut max = f32::NEG_INFINITY;
-    for &x in lanes.iter().chain(chunks.remainder()) {
-        max = if x > max { x } else { max };
-    }
-    max
 }
 
-/// Replaces each `x` by `2^(x − shift)` and returns their sum (`shift` ≥ every finite `x`).
+/// Replaces each score by `2^(score − shift[r])` and adds it to `sum[r]`, over a column-major
+/// tile; `shift[r]` must be ≥ every finite score of row r.
 #[inline]
-pub(crate) fn exp2_shifted_sum(row: &mut [f32], shift: f32) -> f32 {
-    let mut lanes = [0.0f32; 8];
-    let mut chunks = row.chunks_exact_mut(8);
-    for chunk in &mut chunks {
-        for (lane, x) in lanes.iter_mut().zip(chunk.iter_mut()) {
-            let e = exp2_nonpositive(*x - shift);
+pub(crate) fn exp2_columns(tile: &mut [f32], shift: &[f32], sum: &mut [f32]) {
+    for column in tile.chunks_exact_mut(shift.len()) {
+        for ((x, &s), acc) in column.iter_mut().zip(shift).zip(sum.iter_mut()) {
+            let e = exp2_nonpositive(*x - s);
             *x = e;
-            *lane += e;
+            *acc += e;
         }
     }
-    let mut sum: f32 = lanes.iter().sum();
-    for x in chunks.into_remainder() {
-        let e = exp2_nonpositive(*x - shift);
-        *x = e;
-        sum += e;
-    }
-    sum
 }
 
 #[cfg(test)]
@@ -107,14 +92,15 @@ mod tests {
     }
 
     #[test]
-    fn row_max_and_shifted_sum_over_ragged_lengths() {
-        let row: Vec<f32> = (0..19).map(|i| ((i * 7) % 11) as f32 - 5.0).collect();
-        assert_eq!(row_max(&row), 5.0);
-        assert_eq!(row_max(&[]), f32::NEG_INFINITY);
-        let mut shifted = row.clone();
-        let sum = exp2_shifted_sum(&mut shifted, 5.0);
-        let expected: f64 = row.iter().map(|&x| 2f64.powf(f64::from(x) - 5.0)).sum();
-        assert!((f64::from(sum) - expected).abs() < 1e-5 * expected);
-        assert!((f64::from(shifted[0]) - 2f64.powi(-10)).abs() < 1e-9);
+    fn column_max_and_exp2_work_row_wise_on_column_major_tiles() {
+        // Two rows, three keys: row 0 = [1, 4, -2], row 1 = [-inf, 0, 3].
+        let mut tile = [1.0, f32::NEG_INFINITY, 4.0, 0.0, -2.0, 3.0];
+        let mut max = [f32::NEG_INFINITY, 5.0];
+        fold_column_max(&tile, &mut max);
+        assert_eq!(max, [4.0, 5.0]);
+        let mut sum = [1.0, 0.0];
+        exp2_columns(&mut tile, &[4.0, 3.0], &mut sum);
+        assert_eq!(tile, [0.125, 0.0, 1.0, 0.125, 2f32.powi(-6), 1.0]);
+        assert_eq!(sum, [1.0 + 0.125 + 1.0 + 2f32.powi(-6), 1.125]);
     }
 }

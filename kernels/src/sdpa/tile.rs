@@ -1,32 +1,42 @@
 //! One query tile of one head: flash-attention-style online softmax over key tiles.
 //!
 //! Scores are produced in base 2 (the scale is pre-multiplied by log2 e) so the softmax needs
-//! only `exp2`; the running maximum `m`, sum `l` and output accumulator are rescaled whenever
-//! the maximum grows, which bounds memory to one tile whatever the sequence length.
+//! only `exp2`; the running maximum, sum and output accumulator are rescaled whenever the maximum
+//! grows, which bounds memory to one tile whatever the sequence length.
+//!
+//! Every matrix is arranged so that matrixmultiply's packing takes its contiguous fast path
+//! (its element-by-element path otherwise costs as much as the products): Q and K arrive
+//! transposed from staging, and the score tile and output accumulator are column-major, one
+//! column per key or head-dim entry. Column-major tiles also make the softmax row statistics
+//! plain element-wise vector updates.
 
 use std::ops::Range;
 
 use crate::gemm::{MatMut, MatRef, sgemm};
 
 use super::mask::MaskBand;
-use super::softmax::{exp2_shifted_sum, row_max};
+use super::softmax::{exp2_columns, exp2_nonpositive, fold_column_max};
 
 /// Reusable per-thread buffers.
 #[derive(Debug, Default)]
 pub(crate) struct Scratch {
     scores: Vec<f32>,
+    acc: Vec<f32>,
     max: Vec<f32>,
+    tile_max: Vec<f32>,
+    shift: Vec<f32>,
+    correction: Vec<f32>,
     sum: Vec<f32>,
     admitted: Vec<Range<usize>>,
 }
 
 /// Inputs of one tile.
 pub(crate) struct TileInput<'a> {
-    /// Query rows of the tile, `rows × dim_qk`.
-    pub q: &'a [f32],
-    /// All logical keys of the KV head, `len_kv × dim_qk`.
-    pub k: &'a [f32],
-    /// All logical values of the KV head, `len_kv × dim_v`.
+    /// Qᵀ of the head from the tile's first row on: element (row r, d) at `d·len_q + r`.
+    pub q_t: &'a [f32],
+    /// Kᵀ of the KV head: element (key j, d) at `d·len_kv + j`.
+    pub k_t: &'a [f32],
+    /// V of the KV head, row-major `len_kv × dim_v`.
     pub v: &'a [f32],
     pub first_row: usize,
     pub len_q: usize,
@@ -44,7 +54,12 @@ pub(crate) struct TileConfig {
     pub key_tile: usize,
 }
 
-/// Computes the tile's output rows (`rows × dim_v`, overwritten) and natural-log LSE.
+fn reset<T: Clone>(buffer: &mut Vec<T>, len: usize, value: T) {
+    buffer.clear();
+    buffer.resize(len, value);
+}
+
+/// Computes the tile's output rows (row-major `rows × dim_v`) and natural-log LSE (`rows`).
 pub(crate) fn attend_tile(
     input: &TileInput<'_>,
     config: &TileConfig,
@@ -54,89 +69,104 @@ pub(crate) fn attend_tile(
 ) {
     let rows = lse.len();
     let (dqk, dv) = (input.dim_qk, input.dim_v);
-    scratch.max.clear();
-    scratch.max.resize(rows, f32::NEG_INFINITY);
-    scratch.sum.clear();
-    scratch.sum.resize(rows, 0.0);
+    reset(&mut scratch.max, rows, f32::NEG_INFINITY);
+    reset(&mut scratch.sum, rows, 0.0);
+    reset(&mut scratch.acc, rows * dv, 0.0);
     scratch.admitted.clear();
     scratch.admitted.extend((0..rows).map(|r| {
         config
             .band
             .admitted(input.first_row + r, input.len_q, input.len_kv)
     }));
-    out.fill(0.0);
 
     // Keys any row of the tile admits; rows that admit none are left out of the bounds.
     let nonempty = || scratch.admitted.iter().filter(|r| !r.is_empty());
     let key_lo = nonempty().map(|r| r.start).min().unwrap_or(0);
     let key_hi = nonempty().map(|r| r.end).max().unwrap_or(0);
+    // Whether every row admits every key of [j0, j1), so the tile needs no masking.
+    let fully_admitted = |j0: usize, j1: usize| {
+        scratch
+            .admitted
+            .iter()
+            .all(|r| r.start <= j0 && r.end >= j1)
+    };
 
     let mut j0 = key_lo;
     while j0 < key_hi {
         let j1 = (j0 + config.key_tile).min(key_hi);
         let width = j1 - j0;
+        let needs_mask = !fully_admitted(j0, j1);
         scratch.scores.resize(rows * width, 0.0);
         let scores = &mut scratch.scores[..rows * width];
         sgemm(
             config.scale_log2,
             MatRef {
-                data: input.q,
+                data: input.q_t,
                 rows,
                 cols: dqk,
-                row_stride: dqk,
-                col_stride: 1,
+                row_stride: 1,
+                col_stride: input.len_q,
             },
             MatRef {
-                data: &input.k[j0 * dqk..j1 * dqk],
+                data: &input.k_t[j0..],
                 rows: dqk,
                 cols: width,
-                row_stride: 1,
-                col_stride: dqk,
+                row_stride: input.len_kv,
+                col_stride: 1,
             },
             0.0,
             MatMut {
                 data: scores,
                 rows,
                 cols: width,
-                row_stride: width,
-                col_stride: 1,
+                row_stride: 1,
+                col_stride: rows,
             },
         );
-        for (r, row) in scores.chunks_exact_mut(width).enumerate() {
-            let admitted = &scratch.admitted[r];
-            let lo = admitted.start.clamp(j0, j1) - j0;
-            let hi = admitted.end.clamp(j0, j1) - j0;
-            if lo >= hi {
-                row.fill(f32::NEG_INFINITY);
-            } else {
-                row[..lo].fill(f32::NEG_INFINITY);
-                row[hi..].fill(f32::NEG_INFINITY);
-            }
-            let old_max = scratch.max[r];
-            let new_max = old_max.max(row_max(row));
-            if new_max == f32::NEG_INFINITY {
-                // Nothing admitted yet: contribute exact zeros to P·V.
-                row.fill(0.0);
-                continue;
-            }
-            let correction = super::softmax::exp2_nonpositive(old_max - new_max);
-            let tile_sum = exp2_shifted_sum(row, new_max);
-            scratch.sum[r] = scratch.sum[r] * correction + tile_sum;
-            scratch.max[r] = new_max;
-            if correction != 1.0 {
-                out[r * dv..(r + 1) * dv]
-                    .iter_mut()
-                    .for_each(|x| *x *= correction);
+        if needs_mask {
+            for (c, column) in scores.chunks_exact_mut(rows).enumerate() {
+                let j = j0 + c;
+                for (x, admitted) in column.iter_mut().zip(&scratch.admitted) {
+                    if !admitted.contains(&j) {
+                        *x = f32::NEG_INFINITY;
+                    }
+                }
             }
         }
+
+        // Online softmax update, element-wise over rows.
+        scratch.tile_max.clone_from(&scratch.max);
+        fold_column_max(scores, &mut scratch.tile_max);
+        reset(&mut scratch.shift, rows, 0.0);
+        reset(&mut scratch.correction, rows, 0.0);
+        for r in 0..rows {
+            let new_max = scratch.tile_max[r];
+            // A row with nothing admitted yet shifts by 0, so its −∞ scores become exact zeros.
+            let shift = if new_max == f32::NEG_INFINITY {
+                0.0
+            } else {
+                new_max
+            };
+            scratch.shift[r] = shift;
+            scratch.correction[r] = exp2_nonpositive(scratch.max[r] - shift);
+            scratch.sum[r] *= scratch.correction[r];
+            scratch.max[r] = new_max;
+        }
+        for column in scratch.acc.chunks_exact_mut(rows) {
+            for (x, &c) in column.iter_mut().zip(&scratch.correction) {
+                *x *= c;
+            }
+        }
+        exp2_columns(scores, &scratch.shift, &mut scratch.sum);
+
         sgemm(
             1.0,
             MatRef {
                 data: scores,
                 rows,
                 cols: width,
-                row_stride: width,
-                col_stride: 1,
+                row_stride: 1,
+                col_stride: rows,
             },
             MatRef {
                 data: &input.v[j0 * dv..j1 * dv],
@@ -147,30 +177,31 @@ pub(crate) fn attend_tile(
             },
             1.0,
             MatMut {
-                data: out,
+                data: &mut scratch.acc,
                 rows,
                 cols: dv,
-                row_stride: dv,
-                col_stride: 1,
+                row_stride: 1,
+                col_stride: rows,
             },
         );
         j0 = j1;
     }
 
-    for r in 0..rows {
+    for (r, (row, lse)) in out.chunks_exact_mut(dv).zip(lse.iter_mut()).enumerate() {
         let sum = scratch.sum[r];
-        let row = &mut out[r * dv..(r + 1) * dv];
         if sum > 0.0 {
             let inv = 1.0 / sum;
-            row.iter_mut().for_each(|x| *x *= inv);
-            lse[r] = scratch.max[r] * std::f32::consts::LN_2 + sum.ln();
+            for (d, x) in row.iter_mut().enumerate() {
+                *x = scratch.acc[d * rows + r] * inv;
+            }
+            *lse = scratch.max[r] * std::f32::consts::LN_2 + sum.ln();
         } else if sum.is_nan() {
             row.fill(f32::NAN);
-            lse[r] = f32::NAN;
+            *lse = f32::NAN;
         } else {
             // No admitted key (empty key sequence or fully masked row): O = 0, LSE = −∞.
             row.fill(0.0);
-            lse[r] = f32::NEG_INFINITY;
+            *lse = f32::NEG_INFINITY;
         }
     }
 }
