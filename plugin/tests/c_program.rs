@@ -6,17 +6,25 @@ mod common;
 
 use std::path::PathBuf;
 use std::process::Command;
+use std::sync::OnceLock;
 
 use common::golden::{BF16_SENTINEL, bf16_to_f64, check_against_oracle, golden_file, npy};
 use common::plugin_path;
 use common::problem::SENTINEL;
 
-fn compile_host() -> PathBuf {
-    let source = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/c/run_graph.c");
-    let binary = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("run_graph");
+/// Compiles `tests/c/<source>` with the system C compiler into the test's scratch folder.
+fn compile(source: &str, output_name: &str, extra: &[&str]) -> PathBuf {
+    let source = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/c")
+        .join(source);
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("c_build");
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    let binary = dir.join(output_name);
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".to_owned());
     let output = Command::new(&cc)
-        .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-pedantic", "-o"])
+        .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-pedantic"])
+        .args(extra)
+        .arg("-o")
         .arg(&binary)
         .arg(&source)
         .arg("-ldl")
@@ -30,6 +38,35 @@ fn compile_host() -> PathBuf {
     binary
 }
 
+/// Compiled once per test binary: tests run in parallel and must not rewrite a running file.
+fn compile_host() -> PathBuf {
+    static HOST: OnceLock<PathBuf> = OnceLock::new();
+    HOST.get_or_init(|| compile("run_graph.c", "run_graph", &[]))
+        .clone()
+}
+
+/// Writes the golden inputs and sentinel-filled outputs as `<uid>.bin` into a fresh folder;
+/// returns the folder and the uids in variant-pack order.
+fn golden_variant_pack(name: &str) -> (PathBuf, Vec<i64>) {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name);
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    let o_len = npy::<f64>("expected/4.npy").len();
+    let lse_len = npy::<f64>("expected/9.npy").len();
+    let files: Vec<(i64, Vec<u8>)> = vec![
+        (1, le_bytes(&npy::<u16>("inputs/1.npy"), u16::to_le_bytes)),
+        (2, le_bytes(&npy::<u16>("inputs/2.npy"), u16::to_le_bytes)),
+        (3, le_bytes(&npy::<u16>("inputs/3.npy"), u16::to_le_bytes)),
+        (5, le_bytes(&npy::<i32>("inputs/5.npy"), i32::to_le_bytes)),
+        (6, le_bytes(&npy::<i32>("inputs/6.npy"), i32::to_le_bytes)),
+        (4, le_bytes(&vec![BF16_SENTINEL; o_len], u16::to_le_bytes)),
+        (9, le_bytes(&vec![SENTINEL; lse_len], u32::to_le_bytes)),
+    ];
+    for (uid, bytes) in &files {
+        std::fs::write(dir.join(format!("{uid}.bin")), bytes).expect("write input");
+    }
+    (dir, files.iter().map(|(uid, _)| *uid).collect())
+}
+
 fn le_bytes<T: Copy, const N: usize>(values: &[T], to_le: fn(T) -> [u8; N]) -> Vec<u8> {
     values.iter().flat_map(|&v| to_le(v)).collect()
 }
@@ -37,35 +74,15 @@ fn le_bytes<T: Copy, const N: usize>(values: &[T], to_le: fn(T) -> [u8; N]) -> V
 #[test]
 fn a_c_host_runs_the_golden_graph_through_dlopen() {
     let host = compile_host();
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("c_program_golden");
-    std::fs::create_dir_all(&dir).expect("scratch dir");
-
+    let (dir, uids) = golden_variant_pack("c_program_golden");
     let (o_ref, lse_ref) = (npy::<f64>("expected/4.npy"), npy::<f64>("expected/9.npy"));
-    let files: Vec<(i64, Vec<u8>)> = vec![
-        (1, le_bytes(&npy::<u16>("inputs/1.npy"), u16::to_le_bytes)),
-        (2, le_bytes(&npy::<u16>("inputs/2.npy"), u16::to_le_bytes)),
-        (3, le_bytes(&npy::<u16>("inputs/3.npy"), u16::to_le_bytes)),
-        (5, le_bytes(&npy::<i32>("inputs/5.npy"), i32::to_le_bytes)),
-        (6, le_bytes(&npy::<i32>("inputs/6.npy"), i32::to_le_bytes)),
-        (
-            4,
-            le_bytes(&vec![BF16_SENTINEL; o_ref.len()], u16::to_le_bytes),
-        ),
-        (
-            9,
-            le_bytes(&vec![SENTINEL; lse_ref.len()], u32::to_le_bytes),
-        ),
-    ];
-    for (uid, bytes) in &files {
-        std::fs::write(dir.join(format!("{uid}.bin")), bytes).expect("write input");
-    }
 
     let output = Command::new(&host)
         .arg(plugin_path())
         .arg(golden_file("graph_flagged.bin"))
         .arg(golden_file("engine_config.bin"))
         .arg(&dir)
-        .args(files.iter().map(|(uid, _)| uid.to_string()))
+        .args(uids.iter().map(i64::to_string))
         .env("HIPDNN_RAGGED_SDPA_HOST_ENGINE", "1")
         .output()
         .expect("C host runs");
@@ -98,4 +115,52 @@ fn a_c_host_runs_the_golden_graph_through_dlopen() {
     let lse_got: Vec<f64> = lse.iter().map(|&b| f64::from(f32::from_bits(b))).collect();
     let lse_untouched: Vec<bool> = lse.iter().map(|&b| b == SENTINEL).collect();
     check_against_oracle("LSE", &lse_got, &lse_untouched, &lse_ref, 1e-3);
+}
+
+/// With a GPU runtime loadable, the host engine is listed only on request: a C host that does not
+/// ask sees no engine (hipDNN would reject the plugin), one that sets the variable sees it.
+#[test]
+fn next_to_a_gpu_runtime_the_host_engine_needs_the_environment_variable() {
+    let host = compile_host();
+    let fake = compile("fake_gpu_runtime.c", "libcuda.so.1", &["-shared", "-fPIC"]);
+    let runtime_dir = fake.parent().expect("scratch dir").to_path_buf();
+    let (dir, uids) = golden_variant_pack("c_program_gpu_runtime");
+    let run = |enable: bool| {
+        let mut command = Command::new(&host);
+        command
+            .arg(plugin_path())
+            .arg(golden_file("graph_flagged.bin"))
+            .arg(golden_file("engine_config.bin"))
+            .arg(&dir)
+            .args(uids.iter().map(i64::to_string))
+            .env("LD_LIBRARY_PATH", &runtime_dir)
+            .env_remove("HIPDNN_RAGGED_SDPA_HOST_ENGINE");
+        if enable {
+            command.env("HIPDNN_RAGGED_SDPA_HOST_ENGINE", "1");
+        }
+        command.output().expect("C host runs")
+    };
+
+    let refused = run(false);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        !refused.status.success(),
+        "engines listed next to a GPU runtime"
+    );
+    assert!(
+        stderr.contains("GetAllEngineIds(count) failed with status 0"),
+        "{stderr}"
+    );
+
+    let listed = run(true);
+    let stdout = String::from_utf8_lossy(&listed.stdout);
+    assert!(
+        listed.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&listed.stderr)
+    );
+    assert!(
+        stdout.contains("engine RAGGED_SDPA_HOST_REFERENCE"),
+        "{stdout}"
+    );
 }
