@@ -35,10 +35,6 @@ impl ExecutionContext {
         0
     }
 
-    pub fn plan(&self) -> &SdpaPlan {
-        &self.plan
-    }
-
     /// Runs the engine over the variant pack of one call.
     ///
     /// # Safety
