@@ -128,6 +128,15 @@ pub enum GpuError {
         source_name: String,
     },
 
+    /// The compiled kernel file breaks an assumption of the launcher (its published tile table).
+    #[error("kernel {kernel} violates the launcher's contract: {detail}")]
+    KernelContract {
+        /// The entry point.
+        kernel: String,
+        /// What is wrong.
+        detail: String,
+    },
+
     /// A graph property the CUDA FMHA kernels do not support; the engine declines the graph.
     #[error("tensor uid {uid} ({role}): {field} = {value}: {requirement}")]
     Unsupported {
@@ -160,7 +169,7 @@ pub enum GpuError {
     )]
     SharedMemory {
         /// The kernel entry point.
-        kernel: &'static str,
+        kernel: String,
         /// Bytes the kernel needs.
         required: u32,
         /// Bytes the device allows with opt-in.

@@ -138,6 +138,39 @@ impl KernelModule {
     }
 }
 
+impl KernelModule {
+    /// Copies the `N` 32-bit integers of the `__constant__` array `name` to the host.
+    ///
+    /// Synchronous; meant for the once-per-load tables a kernel file publishes about itself.
+    pub fn read_i32_global<const N: usize>(&self, name: &str) -> Result<[i32; N], GpuError> {
+        let missing = || GpuError::MissingKernel {
+            kernel: format!("__constant__ {name}[{N}]"),
+            source_name: self.source_name.clone(),
+        };
+        let c_name = CString::new(name).map_err(|_| missing())?;
+        let mut address = 0;
+        let mut bytes = 0usize;
+        // SAFETY: `self.module` is loaded; out-parameters are live locals. The module's context
+        // must be current, which every caller inside this layer guarantees with CurrentContext.
+        let status = unsafe {
+            cu::cuModuleGetGlobal_v2(&mut address, &mut bytes, self.module, c_name.as_ptr())
+        };
+        if status == cu::CUresult::CUDA_ERROR_NOT_FOUND {
+            return Err(missing());
+        }
+        status.result().call("cuModuleGetGlobal")?;
+        if bytes != N * 4 {
+            return Err(missing());
+        }
+        let mut values = [0i32; N];
+        // SAFETY: the global holds exactly `N * 4` bytes (checked above); `values` is as large.
+        unsafe { cu::cuMemcpyDtoH_v2(values.as_mut_ptr().cast(), address, N * 4) }
+            .result()
+            .call("cuMemcpyDtoH")?;
+        Ok(values)
+    }
+}
+
 impl Drop for KernelModule {
     fn drop(&mut self) {
         // SAFETY: the module was loaded by `load` and nothing launched from it may still be

@@ -5,6 +5,7 @@
 //! its counterpart there; the device test (`bench/gpu-rust`) fails if they drift apart.
 
 use super::problem::ElementType;
+use crate::gpu::error::GpuError;
 
 /// `sizeof(RaggedBatch)`: i64 q_tok, kv_tok, lse_elem; int lq, lkv.
 pub const RAGGED_BATCH_BYTES: u64 = 32;
@@ -36,77 +37,82 @@ pub const ERR_SEQ_LEN_Q: u32 = 0x1_0000;
 /// `seq_len_kv[b]` outside `[0, extent_kv(b)]`.
 pub const ERR_SEQ_LEN_KV: u32 = 0x2_0000;
 
-/// One compiled forward configuration (`RAGGED_FMHA_ENTRY` in the `.cu` file).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct KernelConfig {
-    /// `extern "C"` name.
-    pub name: &'static str,
-    /// Q/K/V/O element type.
-    pub dtype: ElementType,
-    /// Head dim D.
-    pub head_dim: i64,
-    /// Query rows per block (BM).
-    pub block_m: i64,
-    /// Keys per main-loop step (BN).
-    pub block_n: i64,
-    /// Warps per block (NW).
-    pub warps: u32,
-}
-
-impl KernelConfig {
-    /// Dynamic shared memory: the Q tile plus double-buffered K and V tiles, 2 bytes per element.
-    pub fn shared_mem_bytes(&self) -> u64 {
-        let d = self.head_dim as u64;
-        2 * (self.block_m as u64 * d + 4 * self.block_n as u64 * d)
-    }
-
-    /// Threads per block.
-    pub fn threads(&self) -> u32 {
-        self.warps * 32
+/// The forward entry point for `dtype` and head dim `d`, if the kernel file has one.
+pub fn forward_kernel(dtype: ElementType, d: i64) -> Option<&'static str> {
+    match (dtype, d) {
+        (ElementType::BFloat16, 64) => Some("ragged_fmha_fwd_bf16_d64"),
+        (ElementType::BFloat16, 128) => Some("ragged_fmha_fwd_bf16_d128"),
+        (ElementType::Half, 64) => Some("ragged_fmha_fwd_f16_d64"),
+        (ElementType::Half, 128) => Some("ragged_fmha_fwd_f16_d128"),
+        _ => None,
     }
 }
 
-/// The default configurations, one per (dtype, head dim) the plugin supports.
-pub const FORWARD_KERNELS: [KernelConfig; 4] = [
-    KernelConfig {
-        name: "ragged_fmha_fwd_bf16_d64",
-        dtype: ElementType::BFloat16,
-        head_dim: 64,
-        block_m: 128,
-        block_n: 64,
-        warps: 4,
-    },
-    KernelConfig {
-        name: "ragged_fmha_fwd_f16_d64",
-        dtype: ElementType::Half,
-        head_dim: 64,
-        block_m: 128,
-        block_n: 64,
-        warps: 4,
-    },
-    KernelConfig {
-        name: "ragged_fmha_fwd_bf16_d128",
-        dtype: ElementType::BFloat16,
-        head_dim: 128,
-        block_m: 128,
-        block_n: 64,
-        warps: 4,
-    },
-    KernelConfig {
-        name: "ragged_fmha_fwd_f16_d128",
-        dtype: ElementType::Half,
-        head_dim: 128,
-        block_m: 128,
-        block_n: 64,
-        warps: 4,
-    },
+/// Every forward entry point, for loading their configurations up front.
+pub const FORWARD_KERNELS: [&str; 4] = [
+    "ragged_fmha_fwd_bf16_d64",
+    "ragged_fmha_fwd_bf16_d128",
+    "ragged_fmha_fwd_f16_d64",
+    "ragged_fmha_fwd_f16_d128",
 ];
 
-/// The configuration for `dtype` and head dim `d`, if the kernels have one.
-pub fn forward_kernel(dtype: ElementType, d: i64) -> Option<&'static KernelConfig> {
-    FORWARD_KERNELS
-        .iter()
-        .find(|k| k.dtype == dtype && k.head_dim == d)
+/// The smallest query tile (BM) of any configuration: a workspace sized for it at plan time,
+/// before the device and hence the configuration are known, is large enough for all of them.
+pub const MIN_BLOCK_M: i64 = 64;
+
+/// The `__constant__ int NAME_config[4]` a forward entry point publishes.
+pub fn config_symbol(kernel: &str) -> String {
+    format!("{kernel}_config")
+}
+
+/// Tile shape and launch shape of one forward entry point, as the compiled module states it
+/// (`{BM, BN, threads per block, dynamic shared memory bytes}`): the Hopper and the portable
+/// paths differ, so these are read from the module, never assumed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TileConfig {
+    /// Query rows per block (BM).
+    pub block_m: i32,
+    /// Keys per main-loop step (BN).
+    pub block_n: i32,
+    /// Threads per block.
+    pub threads: u32,
+    /// Dynamic shared memory per block.
+    pub shared_mem_bytes: u32,
+}
+
+impl TileConfig {
+    /// Checks the raw table against what the launcher relies on.
+    pub fn from_raw(kernel: &str, raw: [i32; 4]) -> Result<Self, GpuError> {
+        let [block_m, block_n, threads, smem] = raw;
+        let bad = |detail: String| GpuError::KernelContract {
+            kernel: kernel.to_owned(),
+            detail,
+        };
+        if block_m < i32::try_from(MIN_BLOCK_M).unwrap_or(i32::MAX) || block_m % 16 != 0 {
+            return Err(bad(format!(
+                "BM = {block_m} is not a multiple of 16 of at least {MIN_BLOCK_M}"
+            )));
+        }
+        if block_n < 16 || block_n % 16 != 0 {
+            return Err(bad(format!(
+                "BN = {block_n} is not a positive multiple of 16"
+            )));
+        }
+        if !(32..=1024).contains(&threads) || threads % 32 != 0 {
+            return Err(bad(format!(
+                "{threads} threads per block is not 32..=1024 in warps"
+            )));
+        }
+        if smem < 0 {
+            return Err(bad(format!("dynamic shared memory {smem} is negative")));
+        }
+        Ok(Self {
+            block_m,
+            block_n,
+            threads: threads as u32,
+            shared_mem_bytes: smem as u32,
+        })
+    }
 }
 
 /// The uids the device error flag can point at.
@@ -225,15 +231,38 @@ mod tests {
     }
 
     #[test]
-    fn shared_memory_matches_the_kernel_layout() {
-        // s_q: BM*D*2 bytes, s_k and s_v: 2*BN*D*2 each (see fmha_fwd_body).
-        let d128 = forward_kernel(ElementType::BFloat16, 128).unwrap();
+    fn kernel_names_follow_dtype_and_head_dim() {
         assert_eq!(
-            d128.shared_mem_bytes(),
-            128 * 128 * 2 + 2 * (2 * 64 * 128 * 2)
+            forward_kernel(ElementType::BFloat16, 128),
+            Some("ragged_fmha_fwd_bf16_d128")
         );
-        assert_eq!(d128.threads(), 128);
-        assert!(forward_kernel(ElementType::Float, 64).is_none());
-        assert!(forward_kernel(ElementType::Half, 96).is_none());
+        assert_eq!(
+            forward_kernel(ElementType::Half, 64),
+            Some("ragged_fmha_fwd_f16_d64")
+        );
+        assert_eq!(forward_kernel(ElementType::Float, 64), None);
+        assert_eq!(forward_kernel(ElementType::Half, 96), None);
+        assert_eq!(config_symbol("k"), "k_config");
+    }
+
+    #[test]
+    fn published_configs_are_checked() {
+        // The sm_90a d128 values from kernels/cuda/README.md.
+        let ok = TileConfig::from_raw("k", [192, 64, 384, 115_712]).unwrap();
+        assert_eq!(
+            (ok.block_m, ok.block_n, ok.threads, ok.shared_mem_bytes),
+            (192, 64, 384, 115_712)
+        );
+        for (raw, what) in [
+            ([32, 64, 128, 0], "BM = 32"),
+            ([100, 64, 128, 0], "BM = 100"),
+            ([128, 8, 128, 0], "BN = 8"),
+            ([128, 64, 100, 0], "100 threads"),
+            ([128, 64, 2048, 0], "2048 threads"),
+            ([128, 64, 128, -1], "negative"),
+        ] {
+            let err = TileConfig::from_raw("k", raw).unwrap_err().to_string();
+            assert!(err.contains(what) && err.contains("k"), "{raw:?}: {err}");
+        }
     }
 }

@@ -13,7 +13,8 @@ use cudarc::driver::sys::{self as cu, CUstream};
 use parking_lot::Mutex;
 
 use super::device_abi;
-use super::plan::{FmhaPlan, WORKSPACE_ALIGNMENT};
+use super::device_abi::TileConfig;
+use super::plan::{FmhaPlan, LaunchGeometry, WORKSPACE_ALIGNMENT, geometry};
 use crate::gpu::context::{CurrentContext, StreamContext, context_of_stream};
 use crate::gpu::error::{DriverCall, GpuError, TensorRole};
 use crate::gpu::module::{KernelArg, KernelModule, LaunchConfig, launch};
@@ -69,7 +70,13 @@ pub struct FmhaBuffers {
 pub struct FmhaEngine {
     cache: &'static NvrtcCache,
     /// Loaded modules by context id (`cuCtxGetId`).
-    modules: Mutex<HashMap<u64, Arc<KernelModule>>>,
+    modules: Mutex<HashMap<u64, Arc<LoadedFmha>>>,
+}
+
+/// The kernels loaded into one context, with the tile table each forward entry point publishes.
+struct LoadedFmha {
+    module: KernelModule,
+    configs: HashMap<&'static str, TileConfig>,
 }
 
 /// What [`FmhaEngine::prepare`] did, for logs and tests.
@@ -81,6 +88,8 @@ pub struct Prepared {
     pub arch: String,
     /// Where the image came from; `None` when the module was already loaded in this context.
     pub origin: Option<ImageOrigin>,
+    /// Each forward entry point's published configuration.
+    pub configs: Vec<(&'static str, TileConfig)>,
 }
 
 impl FmhaEngine {
@@ -106,10 +115,26 @@ impl FmhaEngine {
     pub unsafe fn prepare(&self, stream: CUstream) -> Result<Prepared, GpuError> {
         // SAFETY: forwarded from this function's contract.
         let ctx = unsafe { context_of_stream(stream) }?;
-        self.module_for(&ctx).map(|(_, prepared)| prepared)
+        self.loaded(&ctx).map(|(_, prepared)| prepared)
     }
 
-    fn module_for(&self, ctx: &StreamContext) -> Result<(Arc<KernelModule>, Prepared), GpuError> {
+    /// The exact launch shape `plan` gets on `stream`'s device (its workspace is never larger
+    /// than [`FmhaPlan::workspace_bytes`]).
+    ///
+    /// # Safety
+    /// `stream` must be null or a live stream.
+    pub unsafe fn geometry(
+        &self,
+        plan: &FmhaPlan,
+        stream: CUstream,
+    ) -> Result<LaunchGeometry, GpuError> {
+        // SAFETY: forwarded from this function's contract.
+        let ctx = unsafe { context_of_stream(stream) }?;
+        let (loaded, _) = self.loaded(&ctx)?;
+        geometry(plan, loaded.config(plan.kernel)?)
+    }
+
+    fn loaded(&self, ctx: &StreamContext) -> Result<(Arc<LoadedFmha>, Prepared), GpuError> {
         let runtime = runtime::probe()?;
         let device = runtime
             .device(ctx.device)
@@ -123,23 +148,52 @@ impl FmhaEngine {
             device: ctx.device,
             arch: device.target.arch().to_owned(),
             origin: None,
+            configs: Vec::new(),
         };
         // Held across compile and load: concurrent first executes wait for one compilation.
         let mut modules = self.modules.lock();
-        if let Some(module) = modules.get(&ctx.id) {
-            return Ok((Arc::clone(module), prepared));
-        }
-        let image =
-            self.cache
-                .get_or_compile(&FMHA_SOURCE, &device.target, &[], runtime.nvrtc_version)?;
-        let guard = CurrentContext::push(ctx.handle)?;
-        // SAFETY: the stream's context is current (guard) and outlives the module for as long as
-        // the caller's stream is valid, which is hipDNN's contract for SetStream.
-        let module = Arc::new(unsafe { KernelModule::load(&image.bytes, FMHA_SOURCE.name) }?);
-        drop(guard);
-        prepared.origin = Some(image.origin);
-        modules.insert(ctx.id, Arc::clone(&module));
-        Ok((module, prepared))
+        let loaded = match modules.get(&ctx.id) {
+            Some(loaded) => Arc::clone(loaded),
+            None => {
+                let image = self.cache.get_or_compile(
+                    &FMHA_SOURCE,
+                    &device.target,
+                    &[],
+                    runtime.nvrtc_version,
+                )?;
+                let _current = CurrentContext::push(ctx.handle)?;
+                // SAFETY: the stream's context is current (guard) and outlives the module for as
+                // long as the caller's stream is valid, which is hipDNN's contract for SetStream.
+                let module = unsafe { KernelModule::load(&image.bytes, FMHA_SOURCE.name) }?;
+                let mut configs = HashMap::new();
+                for kernel in device_abi::FORWARD_KERNELS {
+                    let raw = module.read_i32_global::<4>(&device_abi::config_symbol(kernel))?;
+                    let config = TileConfig::from_raw(kernel, raw)?;
+                    if i64::from(config.shared_mem_bytes)
+                        > i64::from(device.max_shared_per_block_optin)
+                    {
+                        return Err(GpuError::SharedMemory {
+                            kernel: kernel.to_owned(),
+                            required: config.shared_mem_bytes,
+                            available: u32::try_from(device.max_shared_per_block_optin)
+                                .unwrap_or(0),
+                            device: ctx.device,
+                        });
+                    }
+                    // Raise the shared-memory limit once, at load, not per execute.
+                    module.function(kernel, config.shared_mem_bytes)?;
+                    configs.insert(kernel, config);
+                }
+                prepared.origin = Some(image.origin);
+                let loaded = Arc::new(LoadedFmha { module, configs });
+                modules.insert(ctx.id, Arc::clone(&loaded));
+                loaded
+            }
+        };
+        let mut configs: Vec<_> = loaded.configs.iter().map(|(k, c)| (*k, *c)).collect();
+        configs.sort_by_key(|(k, _)| *k);
+        prepared.configs = configs;
+        Ok((loaded, prepared))
     }
 
     /// Enqueues the forward pass described by `plan` on `stream`.
@@ -160,42 +214,31 @@ impl FmhaEngine {
         check_buffers(plan, buffers)?;
         // SAFETY: `stream` is null or live (this function's contract).
         let ctx = unsafe { context_of_stream(stream) }?;
-        let (module, _) = self.module_for(&ctx)?;
-        if let Some(device) = runtime::probe()?.device(ctx.device)
-            && i64::from(plan.shared_mem_bytes) > i64::from(device.max_shared_per_block_optin)
-        {
-            return Err(GpuError::SharedMemory {
-                kernel: plan.kernel.name,
-                required: plan.shared_mem_bytes,
-                available: u32::try_from(device.max_shared_per_block_optin).unwrap_or(0),
-                device: ctx.device,
+        let (loaded, _) = self.loaded(&ctx)?;
+        let geometry = geometry(plan, loaded.config(plan.kernel)?)?;
+        if geometry.workspace.total_bytes > buffers.workspace_bytes {
+            return Err(GpuError::WorkspaceTooSmall {
+                required: geometry.workspace.total_bytes,
+                provided: buffers.workspace_bytes,
             });
         }
         let _current = CurrentContext::push(ctx.handle)?;
         let base = buffers.workspace.div_ceil(WORKSPACE_ALIGNMENT) * WORKSPACE_ALIGNMENT;
-        let layout = plan.workspace;
-        let error_flag = base + layout.error_flag;
 
-        let prepass = module.function(device_abi::PREPASS_KERNEL, 0)?;
+        let prepass = loaded.module.function(device_abi::PREPASS_KERNEL, 0)?;
         let prepass_config = LaunchConfig {
             grid: (1, 1, 1),
             block: (device_abi::PREPASS_THREADS, 1, 1),
             shared_mem_bytes: 0,
         };
-        // SAFETY: the argument list mirrors `ragged_fmha_prepass` in the .cu file (see
-        // `prepass_args`); pointers were checked non-null where required, and the caller
-        // guarantees they are valid (see `# Safety`). The context is current.
-        unsafe {
-            launch(
-                prepass,
-                prepass_config,
-                stream,
-                &prepass_args(plan, buffers, base),
-            )
-        }?;
+        let args = prepass_args(plan, &geometry, buffers, base);
+        // SAFETY: the argument list mirrors `ragged_fmha_prepass` (kernels/cuda/README.md);
+        // pointers were checked non-null where required, the workspace holds the geometry's
+        // layout, and the caller guarantees the rest (see `# Safety`). The context is current.
+        unsafe { launch(prepass, prepass_config, stream, &args) }?;
 
         if mode == ExecuteMode::Validate {
-            let flag = read_flag(stream, error_flag)?;
+            let flag = read_flag(stream, base + geometry.workspace.error_flag)?;
             if flag != 0 {
                 return Err(GpuError::InvalidOffsets {
                     flag,
@@ -204,23 +247,32 @@ impl FmhaEngine {
             }
         }
 
-        let forward = module.function(plan.kernel.name, plan.shared_mem_bytes)?;
+        let tiles = geometry.tiles;
+        let forward = loaded
+            .module
+            .function(plan.kernel, tiles.shared_mem_bytes)?;
         let forward_config = LaunchConfig {
-            grid: (plan.grid_blocks, 1, 1),
-            block: (plan.kernel.threads(), 1, 1),
-            shared_mem_bytes: plan.shared_mem_bytes,
+            grid: (geometry.grid_blocks, 1, 1),
+            block: (tiles.threads, 1, 1),
+            shared_mem_bytes: tiles.shared_mem_bytes,
         };
-        // SAFETY: the argument list mirrors RAGGED_FMHA_PARAMS (see `forward_args`); the
-        // pre-pass enqueued above on the same stream fills the workspace first; the function's
-        // shared-memory limit was raised to the plan's value.
-        unsafe {
-            launch(
-                forward,
-                forward_config,
-                stream,
-                &forward_args(plan, buffers, base),
-            )
-        }
+        let args = forward_args(plan, &geometry, buffers, base);
+        // SAFETY: the argument list mirrors RAGGED_FMHA_PARAMS (kernels/cuda/README.md); the
+        // pre-pass enqueued above on the same stream fills the workspace first; block size and
+        // shared memory are the entry point's own published values.
+        unsafe { launch(forward, forward_config, stream, &args) }
+    }
+}
+
+impl LoadedFmha {
+    fn config(&self, kernel: &str) -> Result<TileConfig, GpuError> {
+        self.configs
+            .get(kernel)
+            .copied()
+            .ok_or_else(|| GpuError::MissingKernel {
+                kernel: kernel.to_owned(),
+                source_name: FMHA_SOURCE.name.to_owned(),
+            })
     }
 }
 
@@ -240,9 +292,14 @@ fn read_flag(stream: CUstream, address: u64) -> Result<u32, GpuError> {
 }
 
 /// Parameters of `ragged_fmha_prepass`, in signature order.
-fn prepass_args(plan: &FmhaPlan, b: &FmhaBuffers, workspace: u64) -> Vec<KernelArg> {
+fn prepass_args(
+    plan: &FmhaPlan,
+    geometry: &LaunchGeometry,
+    b: &FmhaBuffers,
+    workspace: u64,
+) -> Vec<KernelArg> {
     use KernelArg::{I32, I64, Ptr};
-    let layout = plan.workspace;
+    let layout = geometry.workspace;
     let (lse_off, lse_bytes, lse_mult, lse_batch_stride) = match plan.lse {
         Some(lse) => match lse.offsets {
             Some(o) => (b.lse_offsets, o.bytes, o.multiplier, 0),
@@ -270,8 +327,8 @@ fn prepass_args(plan: &FmhaPlan, b: &FmhaBuffers, workspace: u64) -> Vec<KernelA
         I64(lse_mult),
         I64(lse_batch_stride),
         I32(plan.batch),
-        I32(plan.kernel.block_m as i32),
-        I32(plan.kernel.block_n as i32),
+        I32(geometry.tiles.block_m),
+        I32(geometry.tiles.block_n),
         I32(plan.mask_left),
         I32(plan.mask_right),
         I32(plan.bottom_right),
@@ -283,9 +340,14 @@ fn prepass_args(plan: &FmhaPlan, b: &FmhaBuffers, workspace: u64) -> Vec<KernelA
 }
 
 /// Parameters of `ragged_fmha_fwd_*` (RAGGED_FMHA_PARAMS), in signature order.
-fn forward_args(plan: &FmhaPlan, b: &FmhaBuffers, workspace: u64) -> Vec<KernelArg> {
+fn forward_args(
+    plan: &FmhaPlan,
+    geometry: &LaunchGeometry,
+    b: &FmhaBuffers,
+    workspace: u64,
+) -> Vec<KernelArg> {
     use KernelArg::{F32, I32, I64, Ptr};
-    let layout = plan.workspace;
+    let layout = geometry.workspace;
     let (lse, lse_seq, lse_head) = match plan.lse {
         Some(l) => (b.lse, l.seq_stride, l.head_stride),
         None => (0, 0, 0),
@@ -428,6 +490,14 @@ mod tests {
         .unwrap()
     }
 
+    fn test_geometry(plan: &FmhaPlan) -> LaunchGeometry {
+        geometry(
+            plan,
+            TileConfig::from_raw(plan.kernel, [192, 64, 384, 115_712]).unwrap(),
+        )
+        .unwrap()
+    }
+
     fn buffers(plan: &FmhaPlan) -> FmhaBuffers {
         FmhaBuffers {
             q: 0x1000,
@@ -449,7 +519,8 @@ mod tests {
     fn prepass_arguments_follow_the_kernel_signature() {
         let plan = test_plan(true);
         let b = buffers(&plan);
-        let args = prepass_args(&plan, &b, 0xa100);
+        let g = test_geometry(&plan);
+        let args = prepass_args(&plan, &g, &b, 0xa100);
         use KernelArg::{I32, I64, Ptr};
         // 28 parameters in ragged_fmha_prepass.
         assert_eq!(args.len(), 28);
@@ -465,8 +536,9 @@ mod tests {
         assert_eq!(args[10..14], [Ptr(0x9000), I32(4), Ptr(0), I32(0)]);
         // Ragged LSE: its aux, int32, its multiplier (H_q · 1 = 4), batch stride unused.
         assert_eq!(args[14..19], [Ptr(0x8000), I32(4), I64(4), I64(0), I32(2)]);
-        assert_eq!(args[19..24], [I32(128), I32(64), I32(-1), I32(-1), I32(0)]);
-        let w = plan.workspace;
+        // BM and BN come from the published configuration.
+        assert_eq!(args[19..24], [I32(192), I32(64), I32(-1), I32(-1), I32(0)]);
+        let w = g.workspace;
         assert_eq!(
             args[24..],
             [
@@ -481,7 +553,8 @@ mod tests {
     #[test]
     fn forward_arguments_follow_the_kernel_signature() {
         let plan = test_plan(false);
-        let args = forward_args(&plan, &buffers(&plan), 0xa100);
+        let g = test_geometry(&plan);
+        let args = forward_args(&plan, &g, &buffers(&plan), 0xa100);
         use KernelArg::{F32, I32, I64, Ptr};
         // 24 parameters in RAGGED_FMHA_PARAMS; no LSE requested, so a null pointer.
         assert_eq!(args.len(), 24);
@@ -565,21 +638,29 @@ mod tests {
         assert_eq!(check_buffers(&plan, &b), Ok(()));
     }
 
-    /// Where CUDA exists, compiling the real kernel file must succeed for the probed device.
+    /// Where CUDA exists, the real kernel file must compile for the probed device, load, and
+    /// publish a valid tile table for every forward entry point.
     #[test]
-    fn the_kernel_file_compiles_for_the_probed_device() {
-        let Some(runtime) = runtime::runtime_or_skip("the_kernel_file_compiles") else {
+    fn the_kernel_file_compiles_loads_and_publishes_its_configs() {
+        let Some(_) = runtime::runtime_or_skip("the_kernel_file_compiles_loads") else {
             return;
         };
-        let cache = NvrtcCache::new(None);
-        let image = cache
-            .get_or_compile(
-                &FMHA_SOURCE,
-                &runtime.devices[0].target,
-                &[],
-                runtime.nvrtc_version,
-            )
-            .unwrap();
-        assert!(!image.bytes.is_empty());
+        let ctx = cudarc::driver::CudaContext::new(0).unwrap();
+        let cache: &'static NvrtcCache = Box::leak(Box::new(NvrtcCache::new(None)));
+        let engine = FmhaEngine::with_cache(cache);
+        // SAFETY: the null stream, with `ctx` current on this thread.
+        let prepared = unsafe { engine.prepare(std::ptr::null_mut()) }.unwrap();
+        assert!(matches!(
+            prepared.origin,
+            Some(ImageOrigin::Compiled { .. })
+        ));
+        let names: Vec<_> = prepared.configs.iter().map(|(k, _)| *k).collect();
+        let mut expected = device_abi::FORWARD_KERNELS.to_vec();
+        expected.sort_unstable();
+        assert_eq!(names, expected);
+        // SAFETY: as above.
+        let again = unsafe { engine.prepare(std::ptr::null_mut()) }.unwrap();
+        assert_eq!(again.origin, None);
+        drop(ctx);
     }
 }

@@ -6,7 +6,7 @@
 //! is left to the device pre-pass, because reading offsets on the host would synchronise the
 //! stream on every execute.
 
-use super::device_abi::{self, FlagUids, KernelConfig};
+use super::device_abi::{self, FlagUids, MIN_BLOCK_M, TileConfig};
 use super::problem::{
     DiagonalAlignment, ElementType, FmhaProblem, LseDesc, OffsetsDesc, RaggedDesc,
 };
@@ -70,8 +70,8 @@ pub struct RowStrides {
 /// Everything an execute needs, derived from the graph once.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FmhaPlan {
-    /// The forward kernel.
-    pub kernel: &'static KernelConfig,
+    /// The forward entry point.
+    pub kernel: &'static str,
     /// B.
     pub batch: i32,
     /// S_q_max.
@@ -110,13 +110,8 @@ pub struct FmhaPlan {
     pub mask_right: i32,
     /// 1 for BOTTOM_RIGHT, 0 for TOP_LEFT.
     pub bottom_right: i32,
-    /// Query tiles per batch at most: ceil(S_q_max / BM).
-    pub max_tiles: i32,
-    /// Forward grid: B · max_tiles · H_q blocks (an upper bound; surplus blocks exit at once).
-    pub grid_blocks: u32,
-    /// Dynamic shared memory of the forward kernel.
-    pub shared_mem_bytes: u32,
-    /// Scratch layout.
+    /// Scratch layout for the smallest BM of any configuration, so that it is large enough
+    /// whichever configuration the device's module publishes.
     pub workspace: WorkspaceLayout,
 }
 
@@ -304,31 +299,7 @@ pub fn plan(problem: &FmhaProblem) -> Result<FmhaPlan, GpuError> {
             "a compiled configuration",
         )
     })?;
-    let max_tiles = (s_q + kernel.block_m - 1) / kernel.block_m;
-    let grid = u128::from(b.unsigned_abs())
-        * u128::from(max_tiles.unsigned_abs())
-        * u128::from(h_q.unsigned_abs());
-    let limit = i32::MAX as u128;
-    if grid > limit {
-        return Err(GpuError::TooLarge {
-            what: "forward grid (B · ceil(S_q_max / BM) · H_q)",
-            value: grid,
-            limit,
-        });
-    }
-    let tiles = u128::from(b.unsigned_abs()) * u128::from(max_tiles.unsigned_abs());
-
-    let align = |x: u64| x.div_ceil(WORKSPACE_ALIGNMENT) * WORKSPACE_ALIGNMENT;
-    let batches_bytes = b as u64 * device_abi::RAGGED_BATCH_BYTES;
-    let tiles_offset = align(batches_bytes);
-    let counters = align(tiles_offset + tiles as u64 * device_abi::TILE_ENTRY_BYTES);
-    let workspace = WorkspaceLayout {
-        batches: 0,
-        tiles: tiles_offset,
-        tile_count: counters,
-        error_flag: counters + 4,
-        total_bytes: counters + 8 + WORKSPACE_ALIGNMENT,
-    };
+    let workspace = grid_and_workspace(b, s_q, h_q, MIN_BLOCK_M)?.2;
 
     let strides = |t: &RaggedDesc| RowStrides {
         seq: t.strides[1],
@@ -355,11 +326,69 @@ pub fn plan(problem: &FmhaProblem) -> Result<FmhaPlan, GpuError> {
         mask_left,
         mask_right,
         bottom_right: i32::from(mask.alignment == DiagonalAlignment::BottomRight),
-        max_tiles: max_tiles as i32,
-        grid_blocks: grid as u32,
-        shared_mem_bytes: kernel.shared_mem_bytes() as u32,
         workspace,
     })
+}
+
+/// Launch shape of one execute, once the module's tile configuration is known.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LaunchGeometry {
+    /// The entry point's published configuration.
+    pub tiles: TileConfig,
+    /// Query tiles per batch at most: ceil(S_q_max / BM).
+    pub max_tiles: i32,
+    /// Forward grid: B · max_tiles · H_q blocks (an upper bound; surplus blocks exit at once).
+    pub grid_blocks: u32,
+    /// Scratch layout for this BM (never larger than the plan's).
+    pub workspace: WorkspaceLayout,
+}
+
+/// The geometry of `plan` under `tiles`.
+pub fn geometry(plan: &FmhaPlan, tiles: TileConfig) -> Result<LaunchGeometry, GpuError> {
+    let (max_tiles, grid_blocks, workspace) = grid_and_workspace(
+        i64::from(plan.batch),
+        i64::from(plan.s_q_max),
+        i64::from(plan.heads_q),
+        i64::from(tiles.block_m),
+    )?;
+    Ok(LaunchGeometry {
+        tiles,
+        max_tiles,
+        grid_blocks,
+        workspace,
+    })
+}
+
+/// (tiles per batch, grid blocks, workspace) for query tiles of `block_m` rows.
+fn grid_and_workspace(
+    b: i64,
+    s_q: i64,
+    h_q: i64,
+    block_m: i64,
+) -> Result<(i32, u32, WorkspaceLayout), GpuError> {
+    let max_tiles = (s_q + block_m - 1) / block_m;
+    let tiles = u128::from(b.unsigned_abs()) * u128::from(max_tiles.unsigned_abs());
+    let grid = tiles * u128::from(h_q.unsigned_abs());
+    let limit = i32::MAX as u128;
+    if grid > limit {
+        return Err(GpuError::TooLarge {
+            what: "forward grid (B · ceil(S_q_max / BM) · H_q)",
+            value: grid,
+            limit,
+        });
+    }
+    let align = |x: u64| x.div_ceil(WORKSPACE_ALIGNMENT) * WORKSPACE_ALIGNMENT;
+    let batches_bytes = b.unsigned_abs() * device_abi::RAGGED_BATCH_BYTES;
+    let tiles_offset = align(batches_bytes);
+    let counters = align(tiles_offset + tiles as u64 * device_abi::TILE_ENTRY_BYTES);
+    let workspace = WorkspaceLayout {
+        batches: 0,
+        tiles: tiles_offset,
+        tile_count: counters,
+        error_flag: counters + 4,
+        total_bytes: counters + 8 + WORKSPACE_ALIGNMENT,
+    };
+    Ok((max_tiles as i32, grid as u32, workspace))
 }
 
 /// Packed BSHD: head-dim stride 1, head stride D, sequence stride H·D (batch stride ignored).
@@ -569,12 +598,9 @@ mod tests {
     #[test]
     fn a_supported_graph_gets_its_geometry() {
         let plan = plan(&problem()).unwrap();
-        assert_eq!(plan.kernel.name, "ragged_fmha_fwd_bf16_d128");
+        assert_eq!(plan.kernel, "ragged_fmha_fwd_bf16_d128");
         assert_eq!((plan.batch, plan.s_q_max, plan.s_kv_max), (3, 200, 300));
         assert_eq!((plan.heads_q, plan.heads_kv), (8, 2));
-        // ceil(200 / 128) = 2 tiles per batch, times 3 batches, times 8 heads.
-        assert_eq!(plan.max_tiles, 2);
-        assert_eq!(plan.grid_blocks, 48);
         assert_eq!(
             plan.q,
             RowStrides {
@@ -589,12 +615,12 @@ mod tests {
                 head: 128
             }
         );
-        assert_eq!(plan.shared_mem_bytes, 98_304);
         assert_eq!(
             (plan.mask_left, plan.mask_right, plan.bottom_right),
             (-1, -1, 0)
         );
-        // 3 RaggedBatch (96 B) -> tiles at 256; 6 tiles (48 B) -> counters at 512.
+        // Sized for BM = 64: 3 RaggedBatch (96 B) -> tiles at 256; 3 · ceil(200 / 64) = 12 tiles
+        // (96 B) -> counters at 512.
         assert_eq!(
             plan.workspace,
             WorkspaceLayout {
@@ -606,6 +632,25 @@ mod tests {
             }
         );
         assert_eq!(plan.workspace_bytes(), 776);
+    }
+
+    #[test]
+    fn geometry_follows_the_published_tile_config() {
+        let plan = plan(&problem()).unwrap();
+        // The sm_90a d128 configuration: BM = 192, 384 threads.
+        let tiles = TileConfig::from_raw(plan.kernel, [192, 64, 384, 115_712]).unwrap();
+        let g = geometry(&plan, tiles).unwrap();
+        // ceil(200 / 192) = 2 tiles per batch, times 3 batches, times 8 heads.
+        assert_eq!((g.max_tiles, g.grid_blocks), (2, 48));
+        assert_eq!(g.workspace.tiles, 256);
+        // 6 tiles (48 B) still end below 512.
+        assert_eq!(g.workspace.tile_count, 512);
+        assert!(g.workspace.total_bytes <= plan.workspace_bytes());
+
+        let tiles = TileConfig::from_raw(plan.kernel, [64, 64, 128, 81_920]).unwrap();
+        let g = geometry(&plan, tiles).unwrap();
+        assert_eq!((g.max_tiles, g.grid_blocks), (4, 96));
+        assert_eq!(g.workspace, plan.workspace);
     }
 
     #[test]
@@ -627,7 +672,7 @@ mod tests {
             elements: 3,
         });
         let plan = plan(&p).unwrap();
-        assert_eq!(plan.kernel.name, "ragged_fmha_fwd_f16_d64");
+        assert_eq!(plan.kernel, "ragged_fmha_fwd_f16_d64");
         assert_eq!(
             (plan.mask_left, plan.mask_right, plan.bottom_right),
             (-1, 0, 1)
@@ -816,10 +861,10 @@ mod tests {
     #[test]
     fn grids_beyond_int32_are_declined() {
         let mut p = problem();
-        // 2^20 batches x 2^16 / 128 tiles x 8 heads = 2^32 blocks.
+        // 2^20 batches x 2^16 / 64 tiles x 4 heads = 2^32 blocks.
         for t in [&mut p.q, &mut p.o] {
-            t.dims = [1 << 20, 1 << 16, 8, 128];
-            t.strides = [(1 << 16) * 1024, 1024, 128, 1];
+            t.dims = [1 << 20, 1 << 16, 4, 128];
+            t.strides = [(1 << 16) * 512, 512, 128, 1];
             t.offsets.elements = (1 << 20) + 1;
         }
         for t in [&mut p.k, &mut p.v] {
