@@ -35,9 +35,10 @@ DEFAULTS = {
 # Other entry points checked and timed (bf16): the portable sm80 path and tuning variants.
 EXTRA = {
     64: ["ragged_fmha_fwd_sm80_bf16_d64", "ragged_fmha_fwd_sm90_bf16_d64_n128",
-         "ragged_fmha_fwd_sm90_bf16_d64_n128w3", "ragged_fmha_fwd_sm90_bf16_d64_n64w3"],
+         "ragged_fmha_fwd_sm90_bf16_d64_n128w3", "ragged_fmha_fwd_sm90_bf16_d64_n64w1"],
     128: ["ragged_fmha_fwd_sm80_bf16_d128", "ragged_fmha_fwd_sm90_bf16_d128_n128",
-          "ragged_fmha_fwd_sm90_bf16_d128_n64"],
+          "ragged_fmha_fwd_sm90_bf16_d128_n64", "ragged_fmha_fwd_sm90_bf16_d128_n64x2",
+          "ragged_fmha_fwd_sm90_bf16_d128_n64w1"],
 }
 NVRTC_OPTIONS = ("-arch=sm_90a", "-std=c++17")
 PREPASS_THREADS = 1024

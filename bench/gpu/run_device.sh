@@ -17,3 +17,6 @@ timeout 120 compute-sanitizer --tool memcheck --error-exitcode 9 python3 bench/g
     | tail -n 15 | tee "$OUT/sanitizer.txt"
 echo "== correctness + benchmark =="
 python3 bench/gpu/fmha_dev.py "$@" 2>&1 | tee "$OUT/log.txt"
+echo "== ncu: device time of the pre-pass and forward on the small sanitizer case =="
+timeout 120 ncu --clock-control none --metrics gpu__time_duration.sum python3 bench/gpu/fmha_dev.py --sanitize-case 2>&1 \
+    | grep -E "ragged_fmha|gpu__time_duration" | tee "$OUT/ncu.txt"

@@ -1,8 +1,9 @@
 // Ragged (varlen) fused multi-head attention, forward pass, for NVIDIA sm_80+ (tuned on sm_90 / H200).
 //
-// Compiled at run time by NVRTC. The file includes no header at all, so it builds with any NVRTC
-// that ships with CUDA 12 or 13, whatever include path the caller sets up; every half-precision
-// operation is written as inline PTX on raw 16-bit storage.
+// Compiled at run time by NVRTC (verified with NVRTC 13.0, `-arch=sm_90a -std=c++17`). The file
+// includes no header, so the caller needs no include path: every half-precision operation is inline
+// PTX on raw 16-bit storage. With sm_90a the public entry points use warpgroup MMA (wgmma); with any
+// other sm_80+ target they fall back to the mma.sync path, which is always compiled as *_sm80_*.
 //
 // Semantics: shared/spec/ragged-sdpa.md §1–§5 (hipDNN packed BSHD ragged layout, seq_lens padding,
 // GQA, band masks with TOP_LEFT / BOTTOM_RIGHT alignment, LSE, empty key sets give O = 0 and
@@ -10,7 +11,7 @@
 //
 // Launch sequence per execute (one stream, no host synchronisation):
 //   1. ragged_fmha_prepass   <<<1, 1024>>>            offsets -> RaggedBatch[B], tile list, error flag
-//   2. ragged_fmha_fwd_<dt>_d<D> <<<B * ceil(S_q_max / BM) * H_q, NW * 32, smem>>>
+//   2. ragged_fmha_fwd_<dt>_d<D> <<<B * ceil(S_q_max / BM) * H_q, threads, smem>>>  (NAME_config)
 // The forward grid is an upper bound computed from graph dims only; blocks whose rank is beyond the
 // tile count written by the pre-pass exit at once. The pre-pass orders tiles by decreasing number
 // of key blocks so that the longest work starts first (LPT scheduling over a ragged batch).
@@ -1163,8 +1164,10 @@ RAGGED_FMHA_SM80_ENTRY(ragged_fmha_fwd_sm80_bf16_d64_m64n64w4, true, 64, 64, 64,
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_sm90_bf16_d64_n128, true, 64, 128, 2, 1)
 RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_sm90_bf16_d64_n128w3, true, 64, 128, 3, 1)
-RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_sm90_bf16_d64_n64w3, true, 64, 64, 3, 1)
+RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_sm90_bf16_d64_n64w1, true, 64, 64, 1, 3)
 RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_sm90_bf16_d128_n128, true, 128, 128, 2, 1)
 RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_sm90_bf16_d128_n64, true, 128, 64, 2, 1)
+RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_sm90_bf16_d128_n64x2, true, 128, 64, 2, 2)
+RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_sm90_bf16_d128_n64w1, true, 128, 64, 1, 2)
 #endif
 #endif
