@@ -10,6 +10,7 @@ pub mod sdpa_op;
 pub mod validate;
 
 use std::ffi::c_void;
+use std::time::{Duration, Instant};
 
 use ragged_kernels::tensor::{Tensor, TensorMut};
 use ragged_kernels::{HostDataMut, sdpa_forward};
@@ -119,6 +120,20 @@ impl Harness {
         handle: &PluginHandle<'_>,
         engine_id: i64,
     ) -> Result<(), ConformanceError> {
+        self.run_engine_repeatedly(handle, engine_id, 1, &mut |_, _| {})
+            .map(|_| ())
+    }
+
+    /// Creates one execution context and executes it `runs` times, timing each execute call
+    /// (host engines synchronise before returning, so the time covers the work). `on_run` sees
+    /// each run's index and time as it completes.
+    pub fn run_engine_repeatedly(
+        &mut self,
+        handle: &PluginHandle<'_>,
+        engine_id: i64,
+        runs: usize,
+        on_run: &mut dyn FnMut(usize, Duration),
+    ) -> Result<Vec<Duration>, ConformanceError> {
         let graph_bytes = ragged_schema::wire::encode_graph(&self.graph);
         let config = ragged_schema::wire::encode_engine_config(&EngineConfig::new(engine_id));
         let context = handle.create_execution_context(&config, &graph_bytes)?;
@@ -129,11 +144,19 @@ impl Harness {
             workspace.as_mut_ptr().cast::<c_void>()
         };
         let pack = self.variant_pack();
-        // SAFETY: every pointer in `pack` addresses a host buffer of this harness, allocated from
-        // the graph's own tensor attributes (ragged primaries sized `ragged_offset[B]`), alive and
-        // not otherwise borrowed for the duration of the call; the workspace has the size the
-        // context reported.
-        unsafe { context.execute(workspace_ptr, &pack) }
+        let mut times = Vec::with_capacity(runs);
+        for i in 0..runs {
+            let start = Instant::now();
+            // SAFETY: every pointer in `pack` addresses a host buffer of this harness, allocated
+            // from the graph's own tensor attributes (ragged primaries sized `ragged_offset[B]`),
+            // alive and not otherwise borrowed while `pack` is used; the workspace has the size
+            // the context reported.
+            unsafe { context.execute(workspace_ptr, &pack) }?;
+            let t = start.elapsed();
+            on_run(i, t);
+            times.push(t);
+        }
+        Ok(times)
     }
 
     /// Compares every output of the engine bundle with the reference bundle.

@@ -1,0 +1,6 @@
+//! One module per subcommand.
+
+pub mod bench;
+pub mod inspect;
+pub mod plugins;
+pub mod run;

@@ -1,0 +1,184 @@
+//! `hipdnn-shim run GRAPH`: dispatch as hipDNN would, execute one engine on host buffers, write
+//! the outputs as `.npy`, and with `--verify` compare them with the CPU reference.
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use ragged_conformance::harness::{Harness, PreSuppliedInputs, SdpaRoles, ValidationMode};
+use ragged_conformance::manager::PluginManager;
+use ragged_kernels::tensor::Tensor;
+use ragged_schema::model::Graph;
+
+use crate::error::ShimError;
+use crate::host::{self, Candidate};
+use crate::{graph_file, inputs, npy};
+
+/// What `run` and `bench` share.
+#[derive(Debug, Clone)]
+pub struct GraphRun {
+    pub graph: PathBuf,
+    pub plugin_dir: Option<PathBuf>,
+    pub engine: Option<String>,
+    pub inputs: Option<PathBuf>,
+    pub offsets: Option<PathBuf>,
+    pub seed: u64,
+}
+
+/// Graph loaded, inputs supplied, engine chosen.
+pub struct Prepared {
+    pub graph: Graph,
+    pub manager: PluginManager,
+    pub candidate: Candidate,
+    pub harness: Harness,
+}
+
+pub fn prepare(args: &GraphRun) -> Result<Prepared, ShimError> {
+    let graph = graph_file::load(&args.graph)?;
+    graph.validate().map_err(|source| ShimError::Graph {
+        path: args.graph.clone(),
+        source: Box::new(source),
+    })?;
+    let roles = SdpaRoles::of(&graph)?;
+
+    let mut pre = PreSuppliedInputs::new();
+    let companion = args
+        .offsets
+        .clone()
+        .unwrap_or_else(|| inputs::default_companion(&args.graph));
+    inputs::load_companion(&graph, &companion, args.offsets.is_some(), &mut pre)?;
+    if let Some(dir) = &args.inputs {
+        let loaded = inputs::load_npy_dir(&graph, dir, &roles.outputs, &mut pre)?;
+        eprintln!(
+            "inputs from {}: uids {:?}; the rest seeded random (seed {:#x})",
+            dir.display(),
+            loaded,
+            args.seed
+        );
+    }
+
+    let (_, mut manager) = host::load_plugins(args.plugin_dir.clone());
+    let candidates = host::applicable_engines(&mut manager, &graph);
+    host::flush_log(&mut manager.log);
+    let candidate = host::choose(&candidates?, args.engine.as_deref(), &graph)?;
+    eprintln!(
+        "engine {} ({}) of plugin '{}'",
+        candidate.engine_name,
+        ragged_conformance::engine_id::hex_id(candidate.engine_id),
+        manager.plugins[candidate.plugin_index].name
+    );
+    let harness = Harness::new(graph.clone(), &pre, args.seed)?;
+    Ok(Prepared {
+        graph,
+        manager,
+        candidate,
+        harness,
+    })
+}
+
+/// A spinner on stderr while `work` runs, only when stderr is a terminal.
+fn with_spinner<T>(message: String, work: impl FnOnce() -> T) -> T {
+    if !std::io::stderr().is_terminal() {
+        return work();
+    }
+    let spinner = indicatif::ProgressBar::new_spinner().with_message(message);
+    spinner.enable_steady_tick(Duration::from_millis(100));
+    let out = work();
+    spinner.finish_and_clear();
+    out
+}
+
+/// The shape an output is written with: `[tokens, H, D]` for ragged buffers (as the golden files
+/// store them), the dims for packed dense ones, flat otherwise.
+fn npy_shape(t: &dyn Tensor) -> Vec<u64> {
+    let len = t.host_data().len() as u64;
+    let dims: Vec<u64> = t.dims().iter().map(|d| *d as u64).collect();
+    if t.ragged_iteration_info().is_some() && dims.len() == 4 {
+        let row = dims[2] * dims[3];
+        if row > 0 && len.is_multiple_of(row) {
+            return vec![len / row, dims[2], dims[3]];
+        }
+    }
+    if t.is_packed() && dims.iter().product::<u64>() == len {
+        return dims;
+    }
+    vec![len]
+}
+
+pub fn run(
+    args: &GraphRun,
+    out_dir: Option<&Path>,
+    verify: bool,
+    mode: ValidationMode,
+) -> Result<(), ShimError> {
+    let mut p = prepare(args)?;
+    let plugin = &p.manager.plugins[p.candidate.plugin_index];
+    let handle = plugin.plugin.create_handle()?;
+    let start = Instant::now();
+    with_spinner(format!("executing {}", p.candidate.engine_name), || {
+        p.harness.run_engine(&handle, p.candidate.engine_id)
+    })?;
+    eprintln!("executed in {:.3} ms", start.elapsed().as_secs_f64() * 1e3);
+    p.manager.log.absorb_plugin_messages();
+    host::flush_log(&mut p.manager.log);
+
+    let out_dir = out_dir.map(Path::to_path_buf).unwrap_or_else(|| {
+        let stem = args
+            .graph
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "graph".into());
+        std::env::temp_dir().join(format!("hipdnn-shim-{stem}-outputs"))
+    });
+    std::fs::create_dir_all(&out_dir).map_err(|source| ShimError::Write {
+        path: out_dir.clone(),
+        source,
+    })?;
+    for &uid in &p.harness.roles.outputs {
+        let t = p.harness.engine.get(uid)?;
+        let path = out_dir.join(format!("{uid}.npy"));
+        npy::write(&path, t.host_data(), &npy_shape(t)).map_err(|source| ShimError::Write {
+            path: path.clone(),
+            source,
+        })?;
+        println!("output uid {uid} -> {}", path.display());
+    }
+
+    if !verify {
+        return Ok(());
+    }
+    with_spinner("running the CPU reference".into(), || {
+        p.harness.run_reference()
+    })?;
+    let comparisons = p.harness.validate(mode)?;
+    let mut failures = 0;
+    println!(
+        "verify against the CPU reference ({mode} validation, tolerances of ragged-sdpa.md §8):"
+    );
+    for c in &comparisons {
+        let name = p
+            .graph
+            .tensor(c.uid)
+            .map(|t| t.name.clone())
+            .unwrap_or_default();
+        println!(
+            "  {} uid {} '{}': max abs err {:.3e}, max rel err {:.3e} over {} written positions; {} unwritten positions intact",
+            if c.passed() { "OK  " } else { "FAIL" },
+            c.uid,
+            name,
+            c.max_abs_error,
+            c.max_rel_error,
+            c.compared,
+            c.skipped
+        );
+        for f in &c.failures {
+            println!("       {f}");
+        }
+        failures += c.failure_count;
+    }
+    if failures > 0 {
+        return Err(ShimError::Mismatch { failures });
+    }
+    println!("PASS");
+    Ok(())
+}

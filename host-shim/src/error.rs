@@ -1,0 +1,50 @@
+//! The shim's one error type; each variant names the file, uid or value at fault.
+
+use std::path::PathBuf;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ShimError {
+    #[error("reading '{path}': {source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+
+    #[error("writing '{path}': {source}")]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+
+    #[error("graph '{path}': {source}")]
+    Graph {
+        path: PathBuf,
+        /// Boxed: schema errors are large and this variant is rare.
+        #[source]
+        source: Box<ragged_schema::SchemaError>,
+    },
+
+    #[error("companion file '{path}': {message}")]
+    Companion { path: PathBuf, message: String },
+
+    #[error("input '{path}' for tensor uid {uid}: {message}")]
+    Npy {
+        path: PathBuf,
+        uid: i64,
+        message: String,
+    },
+
+    #[error("no engine applicable to graph '{graph}' among the loaded plugins{hint}")]
+    NoEngine { graph: String, hint: String },
+
+    #[error("engine '{0}' is not among the applicable engines of the loaded plugins")]
+    UnknownEngine(String),
+
+    #[error(transparent)]
+    Conformance(#[from] ragged_conformance::ConformanceError),
+
+    #[error("{failures} output position(s) disagree with the CPU reference")]
+    Mismatch { failures: usize },
+}

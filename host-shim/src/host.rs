@@ -1,0 +1,108 @@
+//! The shim as hipDNN's backend: plugins from `HIPDNN_PLUGIN_DIR` (or the default path beside the
+//! executable), one handle per plugin, and per-graph dispatch with the backend's skip lines.
+
+use std::path::PathBuf;
+
+use ragged_conformance::discovery::{PLUGIN_DIR_ENV, engine_plugin_search_path};
+use ragged_conformance::dispatch::{Gate, GraphRequirements, gate, offer};
+use ragged_conformance::engine_id::hex_id;
+use ragged_conformance::log::{Log, Severity};
+use ragged_conformance::manager::PluginManager;
+use ragged_schema::model::Graph;
+
+use crate::error::ShimError;
+
+/// The search path in effect: `--plugin-dir` if given, else what hipDNN would use.
+pub fn search_path(override_dir: Option<PathBuf>) -> PathBuf {
+    let module_dir = std::env::current_exe()
+        .ok()
+        .and_then(|e| e.parent().map(PathBuf::from))
+        .unwrap_or_else(|| PathBuf::from("."));
+    match override_dir {
+        Some(dir) => engine_plugin_search_path(Some(dir.as_os_str()), &module_dir),
+        None => engine_plugin_search_path(std::env::var_os(PLUGIN_DIR_ENV).as_deref(), &module_dir),
+    }
+}
+
+pub fn load_plugins(override_dir: Option<PathBuf>) -> (PathBuf, PluginManager) {
+    let path = search_path(override_dir);
+    let mut manager = PluginManager::new();
+    manager.load_search_path(&path);
+    (path, manager)
+}
+
+/// Prints host log records at or above `HIPDNN_LOG_LEVEL` (default here: info, so the skip lines
+/// hipDNN would print are visible) to stderr, then forgets them.
+pub fn flush_log(log: &mut Log) {
+    let threshold = match std::env::var("HIPDNN_LOG_LEVEL") {
+        Ok(v) if v.eq_ignore_ascii_case("off") => None,
+        Ok(v) => Severity::from_env_value(&v).or(Some(Severity::Info)),
+        Err(_) => Some(Severity::Info),
+    };
+    if let Some(threshold) = threshold {
+        for r in log.at_least(threshold) {
+            eprintln!("{r}");
+        }
+    }
+    *log = Log::default();
+}
+
+/// An engine that accepted the graph.
+#[derive(Debug, Clone)]
+pub struct Candidate {
+    pub plugin_index: usize,
+    pub engine_id: i64,
+    pub engine_name: String,
+}
+
+/// Dispatches the graph to every loaded plugin (gate, then `GetApplicableEngineIds`).
+pub fn applicable_engines(
+    manager: &mut PluginManager,
+    graph: &Graph,
+) -> Result<Vec<Candidate>, ShimError> {
+    let requirements = GraphRequirements::of(graph);
+    requirements.check_ceiling()?;
+    let bytes = ragged_schema::wire::encode_graph(graph);
+    let mut out = Vec::new();
+    for (index, plugin) in manager.plugins.iter().enumerate() {
+        if gate(plugin, &requirements, &mut manager.log) != Gate::Offer {
+            continue;
+        }
+        let handle = plugin.plugin.create_handle()?;
+        for id in offer(plugin, &handle, &bytes, &mut manager.log)? {
+            let name = plugin
+                .engines
+                .iter()
+                .find(|e| e.id == id)
+                .map_or_else(|| hex_id(id), |e| e.name.clone());
+            out.push(Candidate {
+                plugin_index: index,
+                engine_id: id,
+                engine_name: name,
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// `--engine` (a name or a `0x` hex id) among the candidates, or the first one.
+pub fn choose(
+    candidates: &[Candidate],
+    wanted: Option<&str>,
+    graph: &Graph,
+) -> Result<Candidate, ShimError> {
+    match wanted {
+        None => candidates
+            .first()
+            .cloned()
+            .ok_or_else(|| ShimError::NoEngine {
+                graph: graph.name.clone(),
+                hint: " (for the CPU host engine set HIPDNN_RAGGED_SDPA_HOST_ENGINE=1)".into(),
+            }),
+        Some(w) => candidates
+            .iter()
+            .find(|c| c.engine_name == w || hex_id(c.engine_id).eq_ignore_ascii_case(w))
+            .cloned()
+            .ok_or_else(|| ShimError::UnknownEngine(w.to_owned())),
+    }
+}

@@ -1,0 +1,220 @@
+//! The run's pre-supplied inputs (RFC §4.11.1): ragged offsets and seq_lens from the graph's
+//! companion file, then any input found as `.npy` in the inputs directory. Everything else is
+//! seeded random.
+//!
+//! Companion file (`<graph stem>.offsets.json` next to the graph unless `--offsets` names one):
+//!
+//! ```json
+//! { "ragged_offsets": { "ragged_offset_q": [0, 1536, 1536, 4608, 6656] },
+//!   "seq_lens":       { "11": [3, 0, 6, 4] } }
+//! ```
+//!
+//! Keys are tensor names or uids (decimal); values are the tensor's elements, stored with the
+//! element type the graph declares (INT32 or INT64). Offsets are in elements (times the primary's
+//! `ragged_offset_multiplier`), as the variant pack would carry them.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use half::{bf16, f16};
+use ragged_conformance::harness::PreSuppliedInputs;
+use ragged_conformance::harness::bundle::kernel_type;
+use ragged_kernels::tensor::{DenseTensor, RaggedTensor, Tensor, TensorMut};
+use ragged_kernels::{BSHD_SEQ_AXIS, DataType as KernelType, Element};
+use ragged_schema::model::{Graph, TensorAttributes};
+
+use crate::error::ShimError;
+use crate::npy;
+
+/// The default companion path of a graph file.
+pub fn default_companion(graph: &Path) -> PathBuf {
+    let stem = graph
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    graph.with_file_name(format!("{stem}.offsets.json"))
+}
+
+fn resolve<'g>(graph: &'g Graph, key: &str) -> Option<&'g TensorAttributes> {
+    key.parse::<i64>()
+        .ok()
+        .and_then(|uid| graph.tensor(uid))
+        .or_else(|| graph.tensors.iter().find(|t| t.name == key))
+}
+
+fn index_tensor(attrs: &TensorAttributes, values: &[i64]) -> Result<Arc<dyn Tensor>, String> {
+    let expected: i64 = attrs.dims.iter().product();
+    if values.len() as i64 != expected {
+        return Err(format!(
+            "tensor uid {} '{}' has dims {:?} ({expected} elements), the file gives {}",
+            attrs.uid,
+            attrs.name,
+            attrs.dims,
+            values.len()
+        ));
+    }
+    let (dims, strides) = (attrs.dims.clone(), attrs.strides.clone());
+    let wrap = |e: ragged_kernels::KernelError| format!("tensor uid {}: {e}", attrs.uid);
+    match kernel_type(attrs).map_err(|e| e.to_string())? {
+        KernelType::I64 => Ok(Arc::new(
+            DenseTensor::from_vec(values.to_vec(), dims, strides).map_err(wrap)?,
+        )),
+        KernelType::I32 => {
+            let narrowed = values
+                .iter()
+                .map(|v| i32::try_from(*v).map_err(|_| format!("value {v} does not fit INT32")))
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(Arc::new(
+                DenseTensor::from_vec(narrowed, dims, strides).map_err(wrap)?,
+            ))
+        }
+        other => Err(format!(
+            "tensor uid {} is {other}, but offsets and seq_lens must be INT32 or INT64",
+            attrs.uid
+        )),
+    }
+}
+
+/// Reads the companion file into `pre`. A missing file is not an error (offsets may come as
+/// `.npy`); the strict check later names any offset still missing.
+pub fn load_companion(
+    graph: &Graph,
+    path: &Path,
+    required: bool,
+    pre: &mut PreSuppliedInputs,
+) -> Result<(), ShimError> {
+    let err = |message: String| ShimError::Companion {
+        path: path.to_path_buf(),
+        message,
+    };
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if !required && e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(source) => {
+            return Err(ShimError::Read {
+                path: path.to_path_buf(),
+                source,
+            });
+        }
+    };
+    let parsed: BTreeMap<String, BTreeMap<String, Vec<i64>>> =
+        serde_json::from_str(&text).map_err(|e| err(e.to_string()))?;
+    let ragged_offset_uids: Vec<i64> = graph
+        .tensors
+        .iter()
+        .filter_map(|t| t.ragged_offset_tensor_uid)
+        .collect();
+    for (section, entries) in &parsed {
+        if section != "ragged_offsets" && section != "seq_lens" {
+            return Err(err(format!(
+                "unknown section '{section}' (expected ragged_offsets, seq_lens)"
+            )));
+        }
+        for (key, values) in entries {
+            let attrs = resolve(graph, key)
+                .ok_or_else(|| err(format!("{section}: no tensor named or numbered '{key}'")))?;
+            if section == "ragged_offsets" && !ragged_offset_uids.contains(&attrs.uid) {
+                return Err(err(format!(
+                    "ragged_offsets: tensor uid {} '{}' is no tensor's ragged_offset_tensor_uid",
+                    attrs.uid, attrs.name
+                )));
+            }
+            pre.insert(attrs.uid, index_tensor(attrs, values).map_err(err)?);
+        }
+    }
+    Ok(())
+}
+
+fn npy_path(dir: &Path, attrs: &TensorAttributes) -> Option<PathBuf> {
+    [format!("{}.npy", attrs.uid), format!("{}.npy", attrs.name)]
+        .into_iter()
+        .map(|f| dir.join(f))
+        .find(|p| p.is_file())
+}
+
+/// Loads every non-virtual, non-output tensor found in `dir` (dense ones first, so that ragged
+/// primaries find their offsets already supplied).
+pub fn load_npy_dir(
+    graph: &Graph,
+    dir: &Path,
+    outputs: &std::collections::BTreeSet<i64>,
+    pre: &mut PreSuppliedInputs,
+) -> Result<Vec<i64>, ShimError> {
+    let mut loaded = Vec::new();
+    let candidates = graph
+        .tensors
+        .iter()
+        .filter(|t| !t.is_virtual && !outputs.contains(&t.uid) && !pre.contains_key(&t.uid));
+    let (dense, ragged): (Vec<_>, Vec<_>) = candidates.partition(|t| !t.is_ragged());
+    for attrs in dense.into_iter().chain(ragged) {
+        let Some(path) = npy_path(dir, attrs) else {
+            continue;
+        };
+        let fail = |message: String| ShimError::Npy {
+            path: path.clone(),
+            uid: attrs.uid,
+            message,
+        };
+        let values = npy::read(&path).map_err(fail)?;
+        let mut tensor = allocate(attrs, pre).map_err(fail)?;
+        npy::fill(&values, tensor.host_data_mut()).map_err(fail)?;
+        let shared: Arc<dyn TensorMut> = Arc::from(tensor);
+        pre.insert(attrs.uid, shared as Arc<dyn Tensor>);
+        loaded.push(attrs.uid);
+    }
+    Ok(loaded)
+}
+
+/// An empty tensor shaped as the graph says (ragged: sized by its supplied offsets).
+fn allocate(
+    attrs: &TensorAttributes,
+    pre: &PreSuppliedInputs,
+) -> Result<Box<dyn TensorMut>, String> {
+    let dtype = kernel_type(attrs).map_err(|e| e.to_string())?;
+    let wrap = |e: ragged_kernels::KernelError| e.to_string();
+    fn dense<T: Element>(
+        a: &TensorAttributes,
+    ) -> Result<Box<dyn TensorMut>, ragged_kernels::KernelError> {
+        Ok(Box::new(DenseTensor::<T>::new(
+            a.dims.clone(),
+            a.strides.clone(),
+        )?))
+    }
+    fn ragged<T: Element>(
+        a: &TensorAttributes,
+        aux: &Arc<dyn Tensor>,
+    ) -> Result<Box<dyn TensorMut>, ragged_kernels::KernelError> {
+        Ok(Box::new(RaggedTensor::<T>::new(
+            a.dims.clone(),
+            a.strides.clone(),
+            BSHD_SEQ_AXIS,
+            Arc::clone(aux),
+            a.ragged_offset_multiplier,
+            None,
+        )?))
+    }
+    match attrs.ragged_offset_tensor_uid {
+        None => match dtype {
+            KernelType::F32 => dense::<f32>(attrs),
+            KernelType::F16 => dense::<f16>(attrs),
+            KernelType::BF16 => dense::<bf16>(attrs),
+            KernelType::I32 => dense::<i32>(attrs),
+            KernelType::I64 => dense::<i64>(attrs),
+        }
+        .map_err(wrap),
+        Some(aux_uid) => {
+            let aux = pre.get(&aux_uid).ok_or_else(|| {
+                format!("its ragged_offset uid {aux_uid} must be supplied (companion file or {aux_uid}.npy)")
+            })?;
+            match dtype {
+                KernelType::F32 => ragged::<f32>(attrs, aux),
+                KernelType::F16 => ragged::<f16>(attrs, aux),
+                KernelType::BF16 => ragged::<bf16>(attrs, aux),
+                KernelType::I32 => ragged::<i32>(attrs, aux),
+                KernelType::I64 => ragged::<i64>(attrs, aux),
+            }
+            .map_err(wrap)
+        }
+    }
+}

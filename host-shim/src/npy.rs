@@ -1,0 +1,161 @@
+//! `.npy` arrays in the conventions of the golden wire files: physical buffers in C order,
+//! bf16 and fp16 as `uint16` bit patterns (NumPy has no bf16), everything else native.
+
+use std::io::Read;
+use std::path::Path;
+
+use half::{bf16, f16};
+use ragged_kernels::{HostData, HostDataMut};
+
+/// Values read from a file, before conversion to a tensor's element type.
+pub enum NpyValues {
+    Float(Vec<f64>),
+    /// `<u2`: 16-bit patterns of a bf16 or fp16 tensor.
+    Bits16(Vec<u16>),
+    /// `<f2`: IEEE half values.
+    Half(Vec<f16>),
+    Int(Vec<i64>),
+}
+
+impl NpyValues {
+    fn len(&self) -> usize {
+        match self {
+            NpyValues::Float(v) => v.len(),
+            NpyValues::Bits16(v) => v.len(),
+            NpyValues::Half(v) => v.len(),
+            NpyValues::Int(v) => v.len(),
+        }
+    }
+}
+
+/// Reads a little-endian, C-order array of any shape.
+pub fn read(path: &Path) -> Result<NpyValues, String> {
+    let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
+    let npy = npyz::NpyFile::new(std::io::BufReader::new(file)).map_err(|e| e.to_string())?;
+    if npy.order() != npyz::Order::C {
+        return Err("Fortran-order arrays are not supported".into());
+    }
+    let descr = match npy.dtype() {
+        npyz::DType::Plain(t) => t.to_string(),
+        other => return Err(format!("unsupported dtype {other:?}")),
+    };
+    let count = npy.len() as usize;
+    let mut bytes = Vec::new();
+    npy.into_inner()
+        .read_to_end(&mut bytes)
+        .map_err(|e| e.to_string())?;
+    let width = match descr.as_str() {
+        "<f8" | "<i8" => 8,
+        "<f4" | "<i4" => 4,
+        "<u2" | "<f2" => 2,
+        other => {
+            return Err(format!(
+                "dtype '{other}' (supported: <f8 <f4 <f2 <u2 <i8 <i4)"
+            ));
+        }
+    };
+    if bytes.len() < count * width {
+        return Err(format!(
+            "file holds {} data bytes, its header promises {count} x {width}",
+            bytes.len()
+        ));
+    }
+    let chunks = bytes[..count * width].chunks_exact(width);
+    let arr = |c: &[u8]| -> [u8; 8] {
+        let mut a = [0u8; 8];
+        a[..c.len()].copy_from_slice(c);
+        a
+    };
+    Ok(match descr.as_str() {
+        "<f8" => NpyValues::Float(chunks.map(|c| f64::from_le_bytes(arr(c))).collect()),
+        "<f4" => NpyValues::Float(
+            chunks
+                .map(|c| f64::from(f32::from_le_bytes([c[0], c[1], c[2], c[3]])))
+                .collect(),
+        ),
+        "<i8" => NpyValues::Int(chunks.map(|c| i64::from_le_bytes(arr(c))).collect()),
+        "<i4" => NpyValues::Int(
+            chunks
+                .map(|c| i64::from(i32::from_le_bytes([c[0], c[1], c[2], c[3]])))
+                .collect(),
+        ),
+        "<u2" => NpyValues::Bits16(chunks.map(|c| u16::from_le_bytes([c[0], c[1]])).collect()),
+        _ => NpyValues::Half(
+            chunks
+                .map(|c| f16::from_bits(u16::from_le_bytes([c[0], c[1]])))
+                .collect(),
+        ),
+    })
+}
+
+/// Copies `values` into a tensor buffer of the same length, converting to its element type.
+pub fn fill(values: &NpyValues, target: HostDataMut<'_>) -> Result<(), String> {
+    if values.len() != target.len() {
+        return Err(format!(
+            "array has {} elements, the tensor's buffer {}",
+            values.len(),
+            target.len()
+        ));
+    }
+    match (values, target) {
+        (NpyValues::Float(v), HostDataMut::F32(t)) => {
+            t.iter_mut().zip(v).for_each(|(t, v)| *t = *v as f32)
+        }
+        (NpyValues::Float(v), HostDataMut::F16(t)) => t
+            .iter_mut()
+            .zip(v)
+            .for_each(|(t, v)| *t = f16::from_f64(*v)),
+        (NpyValues::Float(v), HostDataMut::BF16(t)) => t
+            .iter_mut()
+            .zip(v)
+            .for_each(|(t, v)| *t = bf16::from_f64(*v)),
+        (NpyValues::Half(v), HostDataMut::F16(t)) => t.copy_from_slice(v),
+        (NpyValues::Bits16(v), HostDataMut::F16(t)) => t
+            .iter_mut()
+            .zip(v)
+            .for_each(|(t, v)| *t = f16::from_bits(*v)),
+        (NpyValues::Bits16(v), HostDataMut::BF16(t)) => t
+            .iter_mut()
+            .zip(v)
+            .for_each(|(t, v)| *t = bf16::from_bits(*v)),
+        (NpyValues::Int(v), HostDataMut::I64(t)) => t.copy_from_slice(v),
+        (NpyValues::Int(v), HostDataMut::I32(t)) => {
+            for (t, v) in t.iter_mut().zip(v) {
+                *t = i32::try_from(*v).map_err(|_| format!("value {v} does not fit INT32"))?;
+            }
+        }
+        (_, target) => {
+            return Err(format!(
+                "array dtype cannot be stored in a {} tensor",
+                target.data_type()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Writes a tensor buffer with the given shape (element count must match).
+pub fn write(path: &Path, data: HostData<'_>, shape: &[u64]) -> std::io::Result<()> {
+    let file = std::io::BufWriter::new(std::fs::File::create(path)?);
+    use npyz::WriterBuilder;
+    fn put<T: npyz::AutoSerialize + Copy>(
+        file: impl std::io::Write,
+        shape: &[u64],
+        values: impl Iterator<Item = T>,
+    ) -> std::io::Result<()> {
+        let mut w = npyz::WriteOptions::<T>::new()
+            .default_dtype()
+            .shape(shape)
+            .writer(file)
+            .begin_nd()?;
+        w.extend(values)?;
+        w.finish()
+    }
+    match data {
+        HostData::F32(s) => put(file, shape, s.iter().copied()),
+        HostData::F16(s) => put(file, shape, s.iter().map(|v| v.to_bits())),
+        HostData::BF16(s) => put(file, shape, s.iter().map(|v| v.to_bits())),
+        HostData::I32(s) => put(file, shape, s.iter().copied()),
+        HostData::I64(s) => put(file, shape, s.iter().copied()),
+    }
+}
