@@ -8,7 +8,7 @@
 //!
 //! The plugin's use, in order:
 //! 1. [`runtime::probe`] once: list `RAGGED_SDPA_CUDA_FMHA` only on `Ok`.
-//! 2. [`fmha::plan`] per graph: `Err(GpuError::Unsupported { .. })` means decline.
+//! 2. [`fmha::plan()`] per graph: `Err(GpuError::Unsupported { .. })` means decline.
 //! 3. [`fmha::FmhaEngine::execute`] per execute, with the `SetStream` stream and the variant
 //!    pack's device pointers; workspace size from [`fmha::FmhaPlan::workspace_bytes`].
 

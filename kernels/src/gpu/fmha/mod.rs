@@ -1,4 +1,4 @@
-//! The ragged FMHA forward on NVIDIA GPUs: graph checks ([`plan`]), the kernel contract
+//! The ragged FMHA forward on NVIDIA GPUs: graph checks ([`plan()`]), the kernel contract
 //! ([`device_abi`]) and the launcher ([`launcher`]).
 
 pub mod device_abi;
