@@ -4,13 +4,19 @@
 //!   dense tensors, owning and shallow ragged tensors sharing one [`tensor::RaggedLayout`].
 //! * [`sdpa`]: the CPU reference SDPA forward over those tensors, the numeric specification the
 //!   GPU engines are checked against ([`sdpa_forward`]).
+//! * [`gpu`]: the CUDA runtime layer (dynamic loading, NVRTC compile cache) and the ragged FMHA
+//!   engine's plan and launcher.
+//! * [`aiter`]: the AMD engine: ROCm and the AITER shim loaded at run time, the graph → AITER
+//!   mapping and the device pre-pass / fix-up kernels.
 //!
 //! This crate knows nothing about graphs or wire formats; the plugin maps the graph model onto
 //! these types.
 
+pub mod aiter;
 pub mod dtype;
 pub mod error;
 mod gemm;
+pub mod gpu;
 pub mod sdpa;
 pub mod tensor;
 
