@@ -21,7 +21,7 @@ use crate::error::{KernelError, Role};
 use crate::tensor::{Tensor, TensorMut, typed_slice, typed_slice_mut};
 
 use problem::{Operands, Problem};
-use stage::Staged;
+use stage::{Arrangement, Staged};
 use tile::{Scratch, TileConfig, TileInput, attend_tile};
 
 /// Resolved SDPA parameters: the plugin resolves scale and mask from the graph attributes.
@@ -120,24 +120,24 @@ fn run<T: FloatElement>(
     lse: Option<&mut dyn TensorMut>,
     params: &SdpaParams,
 ) -> Result<(), KernelError> {
-    // Q and K transposed, V row-major: the layouts tile.rs wants (see there).
+    // The arrangements tile.rs wants (see there).
     let staged_q = Staged::gather(
         typed_slice::<T>(q.host_data())?,
         &problem.q,
         &problem.len_q,
-        true,
+        Arrangement::Transposed,
     );
     let staged_k = Staged::gather(
         typed_slice::<T>(k.host_data())?,
         &problem.k,
         &problem.len_kv,
-        true,
+        Arrangement::Transposed,
     );
     let staged_v = Staged::gather(
         typed_slice::<T>(v.host_data())?,
         &problem.v,
         &problem.len_kv,
-        false,
+        Arrangement::RowMajorWithOnes,
     );
     let (out, stats) = compute(problem, &staged_q, &staged_k, &staged_v, params);
 
@@ -173,7 +173,8 @@ fn compute(
     let (dqk, dv) = (problem.dim_qk, problem.dim_v);
     let mut out = Staged::zeroed(problem.heads_q, dv, &problem.len_q);
     let mut stats = Staged::zeroed(problem.heads_q, 1, &problem.len_q);
-    let (query_tile, key_tile) = tile_sizes(dqk, dv);
+    // V carries an extra column of ones (see stage::Arrangement).
+    let (query_tile, key_tile) = tile_sizes(dqk, dv + 1);
     let config = TileConfig {
         scale_log2: params.scale * std::f32::consts::LOG2_E,
         band: params.band,

@@ -45,6 +45,16 @@ impl Drop for Staged {
     }
 }
 
+/// How a gathered (batch, head) block is laid out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Arrangement {
+    /// `s·(D + 1) + d`, with a column of ones at `d = D`: multiplying probabilities by it yields
+    /// their row sums inside the P·V product.
+    RowMajorWithOnes,
+    /// `d·len + s`.
+    Transposed,
+}
+
 /// `[b][h][row < len(b)][d]` in f32.
 #[derive(Debug)]
 pub(crate) struct Staged {
@@ -78,16 +88,20 @@ impl Staged {
         }
     }
 
-    /// Gathers the first `lens[b]` rows of every batch and head of `src`, each block row-major
-    /// (`s·D + d`) or, when `transposed`, column-major (`d·len + s`); blocks in parallel.
+    /// Gathers the first `lens[b]` rows of every batch and head of `src` into blocks arranged
+    /// as `arrangement` says; blocks in parallel.
     pub fn gather<T: FloatElement>(
         src: &[T],
         layout: &AttnLayout,
         lens: &[usize],
-        transposed: bool,
+        arrangement: Arrangement,
     ) -> Self {
-        let mut staged = Staged::zeroed(layout.heads, layout.head_dim, lens);
-        let width = layout.head_dim;
+        let dim = layout.head_dim;
+        let width = match arrangement {
+            Arrangement::RowMajorWithOnes => dim + 1,
+            Arrangement::Transposed => dim,
+        };
+        let mut staged = Staged::zeroed(layout.heads, width, lens);
         let mut blocks = Vec::with_capacity(lens.len() * layout.heads);
         let mut rest = &mut staged.data[..];
         for (b, &len) in lens.iter().enumerate() {
@@ -98,14 +112,17 @@ impl Staged {
             }
         }
         blocks.into_par_iter().for_each(|(b, h, len, block)| {
-            // Rows in groups, so a transposed write stream touches few cache lines per group.
+            // Rows go through a small row-major tile so that a transposed block is written
+            // ROWS contiguous values per column: writing it element by element strides by
+            // `len` floats, which at power-of-two lengths thrashes one cache set.
             const ROWS: usize = 16;
-            let mut row = vec![0.0f32; width];
+            let mut tile = vec![0.0f32; ROWS * dim];
             for s0 in (0..len).step_by(ROWS) {
-                for s in s0..(s0 + ROWS).min(len) {
-                    let start = layout.position(b, s, h, 0);
+                let rows = ROWS.min(len - s0);
+                for (r, row) in tile.chunks_exact_mut(dim).take(rows).enumerate() {
+                    let start = layout.position(b, s0 + r, h, 0);
                     if layout.stride_d == 1 {
-                        for (dst, x) in row.iter_mut().zip(&src[start..start + width]) {
+                        for (dst, x) in row.iter_mut().zip(&src[start..start + dim]) {
                             *dst = x.to_f32();
                         }
                     } else {
@@ -113,12 +130,22 @@ impl Staged {
                             *dst = src[start + d * layout.stride_d].to_f32();
                         }
                     }
-                    if transposed {
-                        for (d, &x) in row.iter().enumerate() {
-                            block[d * len + s] = x;
+                }
+                match arrangement {
+                    Arrangement::Transposed => {
+                        for d in 0..dim {
+                            let column = &mut block[d * len + s0..d * len + s0 + rows];
+                            for (r, x) in column.iter_mut().enumerate() {
+                                *x = tile[r * dim + d];
+                            }
                         }
-                    } else {
-                        block[s * width..(s + 1) * width].copy_from_slice(&row);
+                    }
+                    Arrangement::RowMajorWithOnes => {
+                        let out = block[s0 * width..(s0 + rows) * width].chunks_exact_mut(width);
+                        for (dst, row) in out.zip(tile.chunks_exact(dim)) {
+                            dst[..dim].copy_from_slice(row);
+                            dst[dim] = 1.0;
+                        }
                     }
                 }
             }

@@ -8,7 +8,8 @@
 //! (its element-by-element path otherwise costs as much as the products): Q and K arrive
 //! transposed from staging, and the score tile and output accumulator are column-major, one
 //! column per key or head-dim entry. Column-major tiles also make the softmax row statistics
-//! plain element-wise vector updates.
+//! plain element-wise vector updates. V carries a trailing column of ones, so the P·V product
+//! also accumulates each row's softmax denominator, rescaled along with the output.
 
 use std::ops::Range;
 
@@ -26,7 +27,6 @@ pub(crate) struct Scratch {
     tile_max: Vec<f32>,
     shift: Vec<f32>,
     correction: Vec<f32>,
-    sum: Vec<f32>,
     admitted: Vec<Range<usize>>,
 }
 
@@ -36,7 +36,7 @@ pub(crate) struct TileInput<'a> {
     pub q_t: &'a [f32],
     /// Kᵀ of the KV head: element (key j, d) at `d·len_kv + j`.
     pub k_t: &'a [f32],
-    /// V of the KV head, row-major `len_kv × dim_v`.
+    /// V of the KV head with a trailing column of ones, row-major `len_kv × (dim_v + 1)`.
     pub v: &'a [f32],
     pub first_row: usize,
     pub len_q: usize,
@@ -69,9 +69,10 @@ pub(crate) fn attend_tile(
 ) {
     let rows = lse.len();
     let (dqk, dv) = (input.dim_qk, input.dim_v);
+    // Output columns plus the running denominator in the last one.
+    let acc_cols = dv + 1;
     reset(&mut scratch.max, rows, f32::NEG_INFINITY);
-    reset(&mut scratch.sum, rows, 0.0);
-    reset(&mut scratch.acc, rows * dv, 0.0);
+    reset(&mut scratch.acc, rows * acc_cols, 0.0);
     scratch.admitted.clear();
     scratch.admitted.extend((0..rows).map(|r| {
         config
@@ -149,7 +150,6 @@ pub(crate) fn attend_tile(
             };
             scratch.shift[r] = shift;
             scratch.correction[r] = exp2_nonpositive(scratch.max[r] - shift);
-            scratch.sum[r] *= scratch.correction[r];
             scratch.max[r] = new_max;
         }
         for column in scratch.acc.chunks_exact_mut(rows) {
@@ -157,7 +157,7 @@ pub(crate) fn attend_tile(
                 *x *= c;
             }
         }
-        exp2_columns(scores, &scratch.shift, &mut scratch.sum);
+        exp2_columns(scores, &scratch.shift);
 
         sgemm(
             1.0,
@@ -169,17 +169,17 @@ pub(crate) fn attend_tile(
                 col_stride: rows,
             },
             MatRef {
-                data: &input.v[j0 * dv..j1 * dv],
+                data: &input.v[j0 * acc_cols..j1 * acc_cols],
                 rows: width,
-                cols: dv,
-                row_stride: dv,
+                cols: acc_cols,
+                row_stride: acc_cols,
                 col_stride: 1,
             },
             1.0,
             MatMut {
                 data: &mut scratch.acc,
                 rows,
-                cols: dv,
+                cols: acc_cols,
                 row_stride: 1,
                 col_stride: rows,
             },
@@ -188,7 +188,7 @@ pub(crate) fn attend_tile(
     }
 
     for (r, (row, lse)) in out.chunks_exact_mut(dv).zip(lse.iter_mut()).enumerate() {
-        let sum = scratch.sum[r];
+        let sum = scratch.acc[dv * rows + r];
         if sum > 0.0 {
             let inv = 1.0 / sum;
             for (d, x) in row.iter_mut().enumerate() {
