@@ -218,3 +218,55 @@ fn allocate(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ragged_conformance::graphs::RaggedSdpaSpec;
+
+    fn companion(text: &str) -> Result<PreSuppliedInputs, String> {
+        let graph = RaggedSdpaSpec::packed("c", &[2, 3], &[4, 1]).graph();
+        let path = std::env::temp_dir().join(format!(
+            "hipdnn-shim-companion-{}-{}.json",
+            std::process::id(),
+            text.len()
+        ));
+        std::fs::write(&path, text).map_err(|e| e.to_string())?;
+        let mut pre = PreSuppliedInputs::new();
+        let result = load_companion(&graph, &path, true, &mut pre);
+        let _ = std::fs::remove_file(&path);
+        result.map(|()| pre).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn offsets_resolve_by_name_or_uid_with_the_declared_type() {
+        let pre = companion(
+            r#"{"ragged_offsets": {"ragged_offset_5": [0, 64, 160], "6": [0, 128, 160]}}"#,
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let q = pre.get(&5).unwrap_or_else(|| panic!("uid 5 missing"));
+        assert_eq!(q.data_type(), KernelType::I32);
+        assert!(pre.contains_key(&6));
+    }
+
+    #[test]
+    fn errors_name_the_key_the_tensor_and_the_lengths() {
+        let e = companion(r#"{"ragged_offsets": {"nope": [0]}}"#)
+            .err()
+            .unwrap_or_default();
+        assert!(e.contains("no tensor named or numbered 'nope'"), "{e}");
+        let e = companion(r#"{"ragged_offsets": {"5": [0, 64]}}"#)
+            .err()
+            .unwrap_or_default();
+        assert!(e.contains("tensor uid 5 'ragged_offset_5' has dims [3, 1, 1, 1] (3 elements), the file gives 2"), "{e}");
+        let e = companion(r#"{"ragged_offsets": {"1": [0, 1, 2]}}"#)
+            .err()
+            .unwrap_or_default();
+        assert!(
+            e.contains("tensor uid 1 'q' is no tensor's ragged_offset_tensor_uid"),
+            "{e}"
+        );
+        let e = companion(r#"{"offsets": {}}"#).err().unwrap_or_default();
+        assert!(e.contains("unknown section 'offsets'"), "{e}");
+    }
+}

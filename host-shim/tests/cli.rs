@@ -1,0 +1,278 @@
+//! `hipdnn-shim` end to end, against the golden wire files (an oracle computed outside this
+//! repository), the project plugin and staged copies of the fixture plugin.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// A copy of shared/testdata/wire (see golden/README.md).
+const GOLDEN: &str = "tests/golden";
+
+fn golden(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(GOLDEN).join(rel)
+}
+
+fn profile_dir() -> PathBuf {
+    let exe = std::env::current_exe().unwrap_or_else(|e| panic!("current_exe: {e}"));
+    exe.parent()
+        .and_then(Path::parent)
+        .map(PathBuf::from)
+        .unwrap_or_else(|| panic!("{} has no grandparent", exe.display()))
+}
+
+/// The newest build of `file` in the profile directory or its `deps/`.
+fn shared_object(file: &str, build: &str) -> PathBuf {
+    let dir = profile_dir();
+    [dir.join("deps").join(file), dir.join(file)]
+        .into_iter()
+        .filter_map(|p| Some((std::fs::metadata(&p).ok()?.modified().ok()?, p)))
+        .max_by_key(|(t, _)| *t)
+        .map(|(_, p)| p)
+        .unwrap_or_else(|| {
+            panic!("{file} not built; run `{build}` (cargo test --workspace builds it)")
+        })
+}
+
+fn plugin() -> PathBuf {
+    shared_object(
+        "libhipdnn_provider_ragged_sdpa.so",
+        "cargo build -p ragged-plugin",
+    )
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("hipdnn-shim-test-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+    dir
+}
+
+/// A copy of the fixture plugin declaring `version`, alone in its own directory.
+fn fixture_dir(name: &str, versions: &[(&str, &str)]) -> PathBuf {
+    let source = shared_object(
+        "libhipdnn_fixture_plugin.so",
+        "cargo build -p fixture-plugin",
+    );
+    let dir = scratch(name);
+    for (file, version) in versions {
+        let target = dir.join(file);
+        std::fs::copy(&source, &target).unwrap_or_else(|e| panic!("{}: {e}", target.display()));
+        std::fs::write(dir.join(format!("{file}.api-version")), version)
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+    dir
+}
+
+fn shim(args: &[&str], plugin_dir: &Path) -> (Output, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_hipdnn-shim"))
+        .args(args)
+        .env("HIPDNN_PLUGIN_DIR", plugin_dir)
+        .env("HIPDNN_RAGGED_SDPA_HOST_ENGINE", "1")
+        .env_remove("HIPDNN_LOG_LEVEL")
+        .output()
+        .unwrap_or_else(|e| panic!("running hipdnn-shim: {e}"));
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    (out, stdout, stderr)
+}
+
+fn read_npy_bytes(path: &Path) -> (String, Vec<u8>) {
+    use std::io::Read;
+    let file = std::fs::File::open(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let npy = npyz::NpyFile::new(file).unwrap_or_else(|e| panic!("{e}"));
+    let descr = match npy.dtype() {
+        npyz::DType::Plain(t) => t.to_string(),
+        other => panic!("{other:?}"),
+    };
+    let mut bytes = Vec::new();
+    npy.into_inner()
+        .read_to_end(&mut bytes)
+        .unwrap_or_else(|e| panic!("{e}"));
+    (descr, bytes)
+}
+
+fn oracle(path: &Path) -> Vec<f64> {
+    let (descr, bytes) = read_npy_bytes(path);
+    assert_eq!(descr, "<f8");
+    bytes
+        .chunks_exact(8)
+        .map(|c| f64::from_le_bytes(c.try_into().unwrap_or([0; 8])))
+        .collect()
+}
+
+#[test]
+fn inspect_names_ragged_tensors_their_aux_and_the_minimum_version() {
+    let (out, stdout, _) = shim(
+        &["inspect", &golden("graph.json").to_string_lossy()],
+        &plugin(),
+    );
+    assert!(out.status.success(), "{stdout}");
+    assert!(
+        stdout.contains("ragged via uid 5 (multiplier 1)  [q_tensor_uid]"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("ragged via uid 6 (multiplier 1)  [k_tensor_uid]"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("minimum plugin API version: 1.3.0"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("mask band left None, right Some(0), BottomRight"),
+        "{stdout}"
+    );
+
+    let (_, stdout, _) = shim(
+        &["inspect", &golden("graph_upstream.bin").to_string_lossy()],
+        &plugin(),
+    );
+    assert!(stdout.contains("stamp: 1.3.0 (ceiling 1.3.0)"), "{stdout}");
+}
+
+#[test]
+fn run_on_the_golden_graph_matches_the_float64_oracle() {
+    let out_dir = scratch("golden-run");
+    let (out, stdout, stderr) = shim(
+        &[
+            "run",
+            &golden("graph.json").to_string_lossy(),
+            "--inputs",
+            &golden("inputs").to_string_lossy(),
+            "--out",
+            &out_dir.to_string_lossy(),
+            "--verify",
+        ],
+        &plugin(),
+    );
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.contains("PASS"), "{stdout}");
+
+    // O: bf16 bit patterns against the float64 oracle, bf16 tolerance of ragged-sdpa.md §8.
+    let (descr, bytes) = read_npy_bytes(&out_dir.join("4.npy"));
+    assert_eq!(descr, "<u2");
+    let o: Vec<f64> = bytes
+        .chunks_exact(2)
+        .map(|c| f64::from(half::bf16::from_bits(u16::from_le_bytes([c[0], c[1]]))))
+        .collect();
+    let want = oracle(&golden("expected/4.npy"));
+    assert_eq!(o.len(), want.len());
+    for (i, (got, want)) in o.iter().zip(&want).enumerate() {
+        assert!(
+            (got - want).abs() <= 1e-2 + 1e-2 * want.abs(),
+            "O[{i}]: {got} vs oracle {want}"
+        );
+    }
+
+    // LSE: NaN in the oracle marks positions nothing may write; −∞ must match exactly.
+    let (descr, bytes) = read_npy_bytes(&out_dir.join("9.npy"));
+    assert_eq!(descr, "<f4");
+    let lse: Vec<f64> = bytes
+        .chunks_exact(4)
+        .map(|c| f64::from(f32::from_le_bytes([c[0], c[1], c[2], c[3]])))
+        .collect();
+    let want = oracle(&golden("expected/9.npy"));
+    assert_eq!(lse.len(), want.len());
+    for (i, (got, want)) in lse.iter().zip(&want).enumerate() {
+        if want.is_nan() {
+            assert!(
+                got.is_nan(),
+                "LSE[{i}] must be left unwritten (sentinel), got {got}"
+            );
+        } else if want.is_infinite() {
+            assert_eq!(got, want, "LSE[{i}]");
+        } else {
+            assert!(
+                (got - want).abs() <= 1e-3 + 1e-3 * want.abs(),
+                "LSE[{i}]: {got} vs {want}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_plugin_below_the_graph_version_gets_hipdnns_skip_line() {
+    let dir = fixture_dir("skip", &[("libold.so", "1.2.0")]);
+    let (out, stdout, stderr) = shim(
+        &[
+            "run",
+            &golden("graph.json").to_string_lossy(),
+            "--inputs",
+            &golden("inputs").to_string_lossy(),
+        ],
+        &dir,
+    );
+    assert!(!out.status.success(), "{stdout}");
+    assert!(
+        stderr.contains(
+            "Skipping plugin 'fixture:libold' (apiVersion=1.2.0) for graph requiring at least 1.3.0"
+        ),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("no engine applicable to graph 'golden_ragged_sdpa_bf16'"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn plugins_lists_loaded_plugins_and_why_others_were_rejected() {
+    let dir = fixture_dir(
+        "list",
+        &[
+            ("liba.so", "2.0.0"),
+            ("libb.so", "1.3.0-rc1"),
+            ("libc.so", "v1.3.0"),
+        ],
+    );
+    let (out, stdout, _) = shim(&["plugins"], &dir);
+    assert!(out.status.success(), "{stdout}");
+    assert!(stdout.contains("plugin fixture:libb"), "{stdout}");
+    assert!(
+        stdout.contains("API version: \"1.3.0-rc1\" (parsed 1.3.0)"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("engine 0x"), "{stdout}");
+    assert!(
+        stdout.contains("liba.so]: ERROR: ENGINE PLUGIN ABI VALIDATION FAILED"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("reports an unparseable API version ('v1.3.0')"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn missing_offsets_fail_the_strict_check_naming_the_uid() {
+    let (out, _, stderr) = shim(&["run", &golden("graph.json").to_string_lossy()], &plugin());
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains(
+            "ragged_offset uid 5 (referenced by tensor uid 1 'q') is not in the pre-supplied inputs"
+        ),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn the_example_graph_runs_with_its_companion_file_and_verifies() {
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/ragged_sdpa_bf16.json");
+    let out_dir = scratch("example");
+    let (out, stdout, stderr) = shim(
+        &[
+            "run",
+            &example.to_string_lossy(),
+            "--verify",
+            "--out",
+            &out_dir.to_string_lossy(),
+        ],
+        &plugin(),
+    );
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    // Batch 1 has no query rows and batch 0 only 3 of 9: 144 of 288 LSE positions stay unwritten.
+    assert!(
+        stdout.contains("over 144 written positions; 144 unwritten positions intact"),
+        "{stdout}"
+    );
+}
