@@ -8,6 +8,7 @@ pub mod abi;
 pub mod api_version;
 pub mod discovery;
 pub mod dispatch;
+pub mod elf_symbols;
 pub mod engine_id;
 pub mod error;
 pub mod graphs;

@@ -59,6 +59,12 @@ fn fixture_plugin_passes_every_suite() {
         out.contains("PASS libhipdnn_fixture_plugin.so declared \"1.4.0\""),
         "{out}"
     );
+    // 7 base + 12 engine functions + GetEngineName, and nothing else.
+    assert!(
+        out.contains("PASS libhipdnn_fixture_plugin.so::symbol_hygiene")
+            && out.contains("20 exported symbols, all plugin-API functions"),
+        "{out}"
+    );
 }
 
 #[test]

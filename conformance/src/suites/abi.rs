@@ -79,6 +79,9 @@ pub fn run(path: &Path) -> Report {
     record(&mut report, &file, "required_symbols", || {
         required_symbols(loaded)
     });
+    record(&mut report, &file, "symbol_hygiene", || {
+        symbol_hygiene(path)
+    });
     record(&mut report, &file, "engine_ids_two_call_protocol", || {
         two_call(loaded)
     });
@@ -154,6 +157,30 @@ fn required_symbols(p: &LoadedPlugin) -> Check {
         })
         .collect();
     Ok(optional)
+}
+
+/// plugin-abi.md §2: `nm -gD` lists only plugin-API functions.
+fn symbol_hygiene(path: &Path) -> Check {
+    let exported = crate::elf_symbols::exported_symbols(path).map_err(|e| e.to_string())?;
+    let extra: Vec<&String> = exported
+        .iter()
+        .filter(|s| !symbols::ALL.contains(&s.as_str()))
+        .collect();
+    if !extra.is_empty() {
+        return Err(format!(
+            "exports {} symbol(s) outside the plugin API: {}",
+            extra.len(),
+            extra
+                .iter()
+                .map(|s| s.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    Ok(vec![format!(
+        "{} exported symbols, all plugin-API functions",
+        exported.len()
+    )])
 }
 
 fn two_call(p: &LoadedPlugin) -> Check {
