@@ -143,3 +143,42 @@ pub fn offer(
     ));
     Ok(admitted)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::graphs::decision_table_graphs;
+    use ragged_schema::model::EngineApiVersion;
+
+    #[test]
+    fn a_stamp_above_the_ceiling_is_rejected_before_any_plugin_is_asked() {
+        let mut g = decision_table_graphs().remove(0).graph;
+        g.min_required_engine_api_version = Some(EngineApiVersion::new(1, 5, 0));
+        let err = GraphRequirements::of(&g)
+            .check_ceiling()
+            .err()
+            .map(|e| e.to_string());
+        assert_eq!(
+            err.as_deref(),
+            Some(
+                "graph is stamped with min_required_engine_api_version 1.5.0, above the supported maximum 1.3.0; rejected at deserialize"
+            )
+        );
+        g.min_required_engine_api_version = Some(EngineApiVersion::new(1, 3, 0));
+        assert!(GraphRequirements::of(&g).check_ceiling().is_ok());
+    }
+
+    #[test]
+    fn g3_with_default_alignment_everywhere_behaves_like_g0() {
+        let mut graphs = decision_table_graphs();
+        let mut g3 = graphs.remove(3).graph;
+        for t in &mut g3.tensors {
+            t.alignment = 16;
+        }
+        assert_eq!(GraphRequirements::of(&g3).required.to_string(), "1.0.0");
+        assert_eq!(
+            GraphRequirements::of(&graphs[0].graph).required.to_string(),
+            "1.0.0"
+        );
+    }
+}

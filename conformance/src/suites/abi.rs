@@ -334,14 +334,15 @@ fn null_arguments(p: &LoadedPlugin) -> Check {
     Ok(vec![])
 }
 
-/// Graphs a plugin must answer with SUCCESS and 0 engines, never an error.
+/// Graphs a plugin must answer with SUCCESS and 0 engines, never an error (plugin-abi.md §5.4:
+/// an error would fail the graph for every plugin). Every case is tried; all failures are listed.
 fn declines(p: &LoadedPlugin) -> Check {
     let handle = p.plugin.create_handle().map_err(|e| e.to_string())?;
-    let valid =
-        ragged_schema::wire::encode_graph(&RaggedSdpaSpec::packed("d", &[2, 3], &[4, 1]).graph());
-    let mut stamped = RaggedSdpaSpec::packed("stamped", &[2, 3], &[4, 1]).graph();
+    let ragged = || RaggedSdpaSpec::packed("d", &[2, 3], &[4, 1]).graph();
+    let valid = ragged_schema::wire::encode_graph(&ragged());
+    let mut stamped = ragged();
     stamped.min_required_engine_api_version = Some(EngineApiVersion::new(1, 5, 0));
-    let cases: Vec<(&str, Vec<u8>)> = vec![
+    let mut cases: Vec<(&str, Vec<u8>)> = vec![
         ("garbage bytes", vec![0xa5; 64]),
         ("empty buffer", Vec::new()),
         ("truncated graph", valid[..valid.len() / 2].to_vec()),
@@ -350,20 +351,31 @@ fn declines(p: &LoadedPlugin) -> Check {
             ragged_schema::wire::encode_graph(&stamped),
         ),
     ];
+    if !p.plugin.engine().has_execute_with_overrides {
+        let mut g7 = ragged();
+        g7.is_override_shape_enabled = true;
+        cases.push((
+            "override-enabled ragged graph (no override entry point exported)",
+            ragged_schema::wire::encode_graph(&g7),
+        ));
+    }
     let max = p.engines.len() as u32;
     let mut details = Vec::new();
+    let mut failures = Vec::new();
     for (what, bytes) in cases {
-        let (n, _) = handle
-            .applicable_engine_ids(&bytes, max)
-            .map_err(|e| format!("{what}: must be SUCCESS with 0 engines, got {e}"))?;
-        if n != 0 {
-            return Err(format!(
+        match handle.applicable_engine_ids(&bytes, max) {
+            Ok((0, _)) => details.push(format!("{what}: SUCCESS, 0 engines")),
+            Ok((n, _)) => failures.push(format!(
                 "{what}: must be declined, plugin offered {n} engine(s)"
-            ));
+            )),
+            Err(e) => failures.push(format!("{what}: must be SUCCESS with 0 engines, got {e}")),
         }
-        details.push(format!("{what}: SUCCESS, 0 engines"));
     }
-    Ok(details)
+    if failures.is_empty() {
+        Ok(details)
+    } else {
+        Err(failures.join("\n"))
+    }
 }
 
 /// A graph and engine the plugin accepts, if any.
