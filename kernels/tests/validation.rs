@@ -460,6 +460,20 @@ fn head_dims_disagree() {
 }
 
 #[test]
+fn empty_head_dims() {
+    let mut ops = valid();
+    ops.q = dense(vec![2, 2, 3, 0]);
+    ops.k = dense(vec![2, 1, 4, 0]);
+    let err = run(&mut ops, None, None).unwrap_err();
+    assert_eq!(err.to_string(), "Q: head_dim = 0, expected at least 1");
+    let mut ops = valid();
+    ops.v = dense(vec![2, 1, 4, 0]);
+    ops.o = dense(vec![2, 2, 3, 0]);
+    let err = run(&mut ops, None, None).unwrap_err();
+    assert_eq!(err.to_string(), "V: head_dim = 0, expected at least 1");
+}
+
+#[test]
 fn lse_last_dim_not_one() {
     let mut ops = valid();
     let mut lse = DenseTensor::<f32>::packed(vec![2, 2, 3, 2]).unwrap();

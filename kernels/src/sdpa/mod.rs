@@ -171,8 +171,8 @@ fn compute(
     params: &SdpaParams,
 ) -> (Staged, Staged) {
     let (dqk, dv) = (problem.dim_qk, problem.dim_v);
-    let mut out = Staged::zeroed(problem.heads_q, dv, &problem.len_q);
-    let mut stats = Staged::zeroed(problem.heads_q, 1, &problem.len_q);
+    let mut out = Staged::for_overwrite(problem.heads_q, dv, &problem.len_q);
+    let mut stats = Staged::for_overwrite(problem.heads_q, 1, &problem.len_q);
     // V carries an extra column of ones (see stage::Arrangement).
     let (query_tile, key_tile) = tile_sizes(dqk, dv + 1);
     let config = TileConfig {

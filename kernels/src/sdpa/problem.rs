@@ -139,16 +139,22 @@ fn logical_lengths(
         });
     }
     let mut index = vec![0i64; dims.len()];
+    let mut read = |b: usize| -> Result<i64, KernelError> {
+        index[0] = b as i64;
+        let position = tensor.get_index(&index)?;
+        match tensor.host_data() {
+            HostData::I32(s) => Ok(i64::from(s[position])),
+            HostData::I64(s) => Ok(s[position]),
+            other => Err(KernelError::SdpaDataType {
+                role,
+                dtype: other.data_type(),
+                expected: "i32 or i64".to_owned(),
+            }),
+        }
+    };
     (0..batch)
         .map(|b| {
-            index[0] = b as i64;
-            let position = tensor.get_index(&index)?;
-            let value = match tensor.host_data() {
-                HostData::I32(s) => i64::from(s[position]),
-                HostData::I64(s) => s[position],
-                // The dtype was checked above.
-                _ => unreachable!("seq_lens dtype checked to be i32 or i64"),
-            };
+            let value = read(b)?;
             if value < 0 || value > extent[b] as i64 {
                 return Err(KernelError::SeqLenOutOfRange {
                     role,
@@ -215,6 +221,11 @@ pub(crate) fn validate(ops: &Operands<'_>) -> Result<Problem, KernelError> {
         ));
     }
     expect_equal(Role::V, "heads", v.heads, Role::K, k.heads)?;
+    for (role, layout) in [(Role::Q, &q), (Role::V, &v)] {
+        if layout.head_dim == 0 {
+            return Err(dim_error(role, "head_dim", 0, "at least 1".to_owned()));
+        }
+    }
     expect_equal(Role::O, "heads", o.heads, Role::Q, q.heads)?;
     expect_equal(Role::K, "head_dim", k.head_dim, Role::Q, q.head_dim)?;
     expect_equal(Role::O, "head_dim", o.head_dim, Role::V, v.head_dim)?;

@@ -66,8 +66,8 @@ pub(crate) struct Staged {
 }
 
 impl Staged {
-    /// Zeroed blocks of `width` columns for `heads` heads and `lens[b]` rows.
-    pub fn zeroed(heads: usize, width: usize, lens: &[usize]) -> Self {
+    /// Blocks of `width` columns for `heads` heads and `lens[b]` rows, to be overwritten.
+    pub fn for_overwrite(heads: usize, width: usize, lens: &[usize]) -> Self {
         let mut starts = Vec::with_capacity(lens.len() * heads);
         let mut next = 0;
         for &len in lens {
@@ -76,8 +76,9 @@ impl Staged {
                 next += len * width;
             }
         }
+        // Every element is overwritten by the gather or the kernel, so a recycled buffer keeps its
+        // stale contents rather than paying for a memset; only growth is zero-filled.
         let mut data = pool::take();
-        data.clear();
         data.resize(next, 0.0);
         Staged {
             data,
@@ -101,7 +102,7 @@ impl Staged {
             Arrangement::RowMajorWithOnes => dim + 1,
             Arrangement::Transposed => dim,
         };
-        let mut staged = Staged::zeroed(layout.heads, width, lens);
+        let mut staged = Staged::for_overwrite(layout.heads, width, lens);
         let mut blocks = Vec::with_capacity(lens.len() * layout.heads);
         let mut rest = &mut staged.data[..];
         for (b, &len) in lens.iter().enumerate() {
