@@ -95,3 +95,17 @@ fn project_plugin_passes_the_abi_suite() {
     let (ok, out, _) = conformance("ci-plugin-abi", &["--suite", "abi"], &plugin);
     assert!(ok, "{out}");
 }
+
+#[test]
+fn a_failing_plugin_makes_the_run_exit_nonzero_and_reports_the_failure() {
+    let fixture = shared_object(FIXTURE_MAIN_FILE, FIXTURE_BUILD_COMMAND);
+    let dir = common::scratch("ci-rejected");
+    let staged = dir.join("libmajor2.so");
+    std::fs::copy(&fixture, &staged).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(dir.join("libmajor2.so.api-version"), "2.0.0").unwrap_or_else(|e| panic!("{e}"));
+    let (ok, out, xml) = conformance("ci-rejected-run", &["--suite", "abi"], &staged);
+    assert!(!ok, "a plugin rejected at load must fail the run:\n{out}");
+    assert!(out.contains("FAIL libmajor2.so::load_sequence"), "{out}");
+    assert!(out.contains("ENGINE PLUGIN ABI VALIDATION FAILED"), "{out}");
+    assert!(xml.contains("failures=\"1\""), "{xml}");
+}

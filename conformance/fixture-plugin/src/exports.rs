@@ -35,6 +35,10 @@ pub const ENGINE_ID: i64 = fnv1a64(ENGINE_NAME.to_bytes());
 /// unconfigured fixture behaves like a current plugin.
 pub const DEFAULT_API_VERSION: &str = "1.4.0";
 
+/// Suffix of the sidecar that overrides the name `GetEngineName` reports (the id stays the hash
+/// of [`ENGINE_NAME`]), so the host's name/hash check can be made to fail.
+pub const ENGINE_NAME_SIDECAR_SUFFIX: &str = ".engine-name";
+
 /// Suffix appended to the library's own path to find the sidecar holding the API version string.
 /// A `.so` file name plus this suffix no longer ends in `.so`, so plugin discovery never picks the
 /// sidecar up as a plugin.
@@ -146,6 +150,19 @@ pub fn configured_api_version() -> &'static CStr {
             .map(|text| text.lines().next().unwrap_or("").to_owned());
         let text = from_sidecar.unwrap_or_else(|| DEFAULT_API_VERSION.to_owned());
         CString::new(text).unwrap_or_default()
+    })
+}
+
+/// The name `GetEngineName` reports: the `.engine-name` sidecar's first line, else
+/// [`ENGINE_NAME`].
+fn reported_engine_name() -> &'static CStr {
+    static NAME: OnceLock<CString> = OnceLock::new();
+    NAME.get_or_init(|| {
+        own_library_path()
+            .map(|p| format!("{p}{ENGINE_NAME_SIDECAR_SUFFIX}"))
+            .and_then(|sidecar| std::fs::read_to_string(sidecar).ok())
+            .and_then(|text| CString::new(text.lines().next().unwrap_or("")).ok())
+            .unwrap_or_else(|| ENGINE_NAME.to_owned())
     })
 }
 
@@ -482,7 +499,7 @@ pub unsafe extern "C" fn hipdnnEnginePluginGetEngineName(
             return STATUS_NOT_APPLICABLE;
         }
         // SAFETY: checked non-NULL; caller contract makes it writable.
-        unsafe { name.write(ENGINE_NAME.as_ptr()) };
+        unsafe { name.write(reported_engine_name().as_ptr()) };
         STATUS_SUCCESS
     })
 }

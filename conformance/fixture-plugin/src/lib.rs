@@ -6,7 +6,9 @@
 //!
 //! How the version is configured: each copy of the library reads the first line of the sidecar file
 //! `<its own path>.api-version` (located through `dladdr`, so copies loaded side by side from
-//! different paths each report their own string). Without a sidecar it reports `"1.4.0"`.
+//! different paths each report their own string). Without a sidecar it reports `"1.4.0"`. A second
+//! sidecar, `<path>.engine-name`, changes the name `GetEngineName` reports without changing the
+//! engine id, to exercise the host's name/hash rule.
 //! The two rows of the table that differ in *exported symbols* cannot be configured at run time, so
 //! they are separate cdylibs built from the same code as examples of this crate:
 //!
