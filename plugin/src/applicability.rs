@@ -19,6 +19,7 @@ use ragged_schema::{
 };
 
 use crate::abi::types::Severity;
+use crate::engine_plan::{self, EnginePlan};
 use crate::engines::{self, Engine};
 use crate::error::PluginError;
 use crate::logging;
@@ -33,21 +34,39 @@ macro_rules! decline {
     ($($arg:tt)*) => { return Err(Decline(format!($($arg)*))) };
 }
 
-/// The listed engines that run this graph; empty for a declined graph.
+/// The listed engines that run this graph, in listing (preference) order; empty for a declined
+/// graph. Each engine that declines a graph the plugin accepts logs its own reason.
 pub fn applicable_engines(bytes: &[u8]) -> Result<Vec<&'static Engine>, PluginError> {
-    match decode(bytes)?.and_then(|graph| plan(&graph)) {
-        Ok(_) => Ok(engines::listed().to_vec()),
+    let sdpa = match decode(bytes)?.and_then(|graph| plan(&graph)) {
+        Ok(sdpa) => sdpa,
         Err(Decline(reason)) => {
             logging::log(Severity::INFO, || format!("declining graph: {reason}"));
-            Ok(Vec::new())
+            return Ok(Vec::new());
         }
-    }
+    };
+    Ok(engines::listed()
+        .iter()
+        .copied()
+        .filter(|engine| match engine_plan::for_engine(engine, &sdpa) {
+            Ok(_) => true,
+            Err(Decline(reason)) => {
+                logging::log(Severity::INFO, || {
+                    format!("{} declines the graph: {reason}", engine.name_str())
+                });
+                false
+            }
+        })
+        .collect())
 }
 
-/// The plan for `engine`, or an error naming why the engine cannot run this graph.
-pub fn require(engine: &'static Engine, bytes: &[u8]) -> Result<SdpaPlan, PluginError> {
+/// The plans for `engine`, or an error naming why the engine cannot run this graph.
+pub fn require(
+    engine: &'static Engine,
+    bytes: &[u8],
+) -> Result<(SdpaPlan, EnginePlan), PluginError> {
     decode(bytes)?
         .and_then(|graph| plan(&graph))
+        .and_then(|sdpa| engine_plan::for_engine(engine, &sdpa).map(|p| (sdpa, p)))
         .map_err(|Decline(reason)| PluginError::NotApplicable {
             engine: engine.name_str(),
             reason,
@@ -239,6 +258,7 @@ fn tensor_plan(graph: &Graph, role: &'static str, uid: i64) -> Result<TensorPlan
         data_type: t.data_type,
         dims,
         strides,
+        alignment: t.alignment,
         ragged,
     })
 }

@@ -4,19 +4,27 @@
 //! only if it can run on this machine. The list is still computed once and cached, so it is static
 //! for the life of the loaded library, as the backend's two-call protocol requires.
 //!
-//! The host reference engine reads every tensor with the CPU. Next to a GPU runtime the backend
-//! may hand us device pointers, which the CPU must not dereference, so the host engine is listed
-//! only when the process has no GPU runtime (then every pointer is host memory) or when
-//! `HIPDNN_RAGGED_SDPA_HOST_ENGINE=1` asks for it explicitly (the host shim sets it, and binds host
-//! buffers). Until GPU engines exist, a process with a GPU runtime and without that variable gets
-//! an empty list, which makes hipDNN reject the plugin at load (logged, and harmless to others).
+//! Order is preference: hipDNN tries engines in the order it receives them, so the GPU engines
+//! come first and the host reference last.
+//! - `RAGGED_SDPA_CUDA_FMHA`: listed when [`ragged_kernels::gpu::runtime::probe`] finds a usable
+//!   CUDA device, driver and NVRTC;
+//! - `RAGGED_SDPA_AITER_FMHA`: listed when [`ragged_kernels::aiter::probe`] finds HIP, a device,
+//!   hipRTC and the AITER shim (next to this library or at `$RAGGED_SDPA_AITER_SHIM`);
+//! - `RAGGED_SDPA_HOST_REFERENCE`: listed when the process has no GPU runtime (every pointer is
+//!   then host memory) or when `HIPDNN_RAGGED_SDPA_HOST_ENGINE=1` asks for it; next to CUDA it
+//!   then copies device tensors to the host and back (see [`crate::device_staging`]).
+//!
+//! Every engine left out gets one INFO line naming what was missing.
 
 use std::ffi::{CStr, OsStr};
 use std::sync::OnceLock;
 
+use ragged_kernels::aiter::{self, AiterEngine, Availability, ProbeConfig};
+use ragged_kernels::gpu::runtime;
+
 use crate::abi::types::Severity;
 use crate::engine_id::engine_name_to_id;
-use crate::{logging, runtime_probe};
+use crate::{logging, plugin_dir, runtime_probe};
 
 /// Environment variable that lists the host reference engine even next to a GPU runtime.
 pub const HOST_ENGINE_ENV: &str = "HIPDNN_RAGGED_SDPA_HOST_ENGINE";
@@ -41,6 +49,113 @@ pub static HOST_REFERENCE: Engine = Engine {
     id: engine_name_to_id("RAGGED_SDPA_HOST_REFERENCE"),
 };
 
+/// `RAGGED_SDPA_CUDA_FMHA`: the project's ragged FMHA kernels, compiled by NVRTC at first use.
+pub static CUDA_FMHA: Engine = Engine {
+    name: c"RAGGED_SDPA_CUDA_FMHA",
+    id: engine_name_to_id("RAGGED_SDPA_CUDA_FMHA"),
+};
+
+/// `RAGGED_SDPA_AITER_FMHA`: AITER's FMHA through the shim, on ROCm.
+pub static AITER_FMHA: Engine = Engine {
+    name: c"RAGGED_SDPA_AITER_FMHA",
+    id: engine_name_to_id(aiter::ENGINE_NAME),
+};
+
+/// What the probes found, as plain values, so that the listing rule can be tested on any machine.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Probes {
+    /// `Ok(summary)` when CUDA is usable, else why not.
+    pub cuda: Result<String, String>,
+    /// AITER's availability as its log line, `Ok` when available.
+    pub aiter: Result<String, String>,
+    /// Whether any GPU runtime library can be loaded (CUDA or HIP, usable or not).
+    pub gpu_runtime_present: bool,
+    /// `HIPDNN_RAGGED_SDPA_HOST_ENGINE`.
+    pub host_env: Option<std::ffi::OsString>,
+}
+
+/// The listed engines in preference order, and the log lines explaining the choice.
+pub fn decide(probes: &Probes) -> (Vec<&'static Engine>, Vec<(Severity, String)>) {
+    let mut engines = Vec::new();
+    let mut lines = Vec::new();
+    match &probes.cuda {
+        Ok(summary) => {
+            engines.push(&CUDA_FMHA);
+            lines.push((
+                Severity::INFO,
+                format!("{} listed: {summary}", CUDA_FMHA.name_str()),
+            ));
+        }
+        Err(reason) => lines.push((
+            Severity::INFO,
+            format!("{} not listed: {reason}", CUDA_FMHA.name_str()),
+        )),
+    }
+    match &probes.aiter {
+        Ok(line) => {
+            engines.push(&AITER_FMHA);
+            lines.push((Severity::INFO, line.clone()));
+        }
+        Err(line) => lines.push((Severity::INFO, line.clone())),
+    }
+    if host_engine_offered(probes.gpu_runtime_present, probes.host_env.as_deref()) {
+        engines.push(&HOST_REFERENCE);
+    } else {
+        lines.push((
+            Severity::INFO,
+            format!(
+                "{} not listed: a GPU runtime is loadable and {HOST_ENGINE_ENV} is not 1 (set it \
+                 to run the CPU reference; next to CUDA it copies device tensors to the host)",
+                HOST_REFERENCE.name_str()
+            ),
+        ));
+    }
+    if engines.is_empty() {
+        lines.push((
+            Severity::WARN,
+            "no engine is listed: a GPU runtime is loadable but no GPU engine can run here, and \
+             the host reference engine was not requested"
+                .to_owned(),
+        ));
+    }
+    (engines, lines)
+}
+
+/// The AITER engine, probed once per process; `None` when it is not listed.
+pub fn aiter_engine() -> Option<&'static AiterEngine> {
+    aiter_probe().0.as_ref()
+}
+
+fn aiter_probe() -> &'static (Option<AiterEngine>, Result<String, String>) {
+    static AITER: OnceLock<(Option<AiterEngine>, Result<String, String>)> = OnceLock::new();
+    AITER.get_or_init(|| {
+        let availability =
+            aiter::probe(&ProbeConfig::from_env(plugin_dir::plugin_dir().as_deref()));
+        let line = availability.log_line();
+        match availability {
+            Availability::Available(engine) => (Some(*engine), Ok(line)),
+            Availability::Unavailable { .. } => (None, Err(line)),
+        }
+    })
+}
+
+fn cuda_probe() -> Result<String, String> {
+    match runtime::probe() {
+        Ok(cuda) => Ok(format!(
+            "CUDA driver {}, NVRTC {}.{}, devices [{}]",
+            runtime::format_cuda_version(cuda.driver_version),
+            cuda.nvrtc_version.0,
+            cuda.nvrtc_version.1,
+            cuda.devices
+                .iter()
+                .map(|d| format!("{} {} ({})", d.ordinal, d.name, d.target.arch()))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
+        Err(error) => Err(error.to_string()),
+    }
+}
+
 /// The host engine's listing rule, separated from the probes so it can be tested on any machine.
 pub fn host_engine_offered(gpu_runtime_present: bool, env_value: Option<&OsStr>) -> bool {
     !gpu_runtime_present || env_value == Some(OsStr::new("1"))
@@ -50,19 +165,15 @@ pub fn host_engine_offered(gpu_runtime_present: bool, env_value: Option<&OsStr>)
 pub fn listed() -> &'static [&'static Engine] {
     static LISTED: OnceLock<Vec<&'static Engine>> = OnceLock::new();
     LISTED.get_or_init(|| {
-        let gpu = runtime_probe::gpu_runtime_present();
-        let env = std::env::var_os(HOST_ENGINE_ENV);
-        let mut engines = Vec::new();
-        if host_engine_offered(gpu, env.as_deref()) {
-            engines.push(&HOST_REFERENCE);
-        } else {
-            logging::log(Severity::WARN, || {
-                format!(
-                    "a GPU runtime is loadable and {HOST_ENGINE_ENV} is not 1: the host reference \
-                     engine is not listed (it would read device pointers with the CPU) and this \
-                     build has no GPU engine, so no engine is listed"
-                )
-            });
+        let probes = Probes {
+            cuda: cuda_probe(),
+            aiter: aiter_probe().1.clone(),
+            gpu_runtime_present: runtime_probe::gpu_runtime_present(),
+            host_env: std::env::var_os(HOST_ENGINE_ENV),
+        };
+        let (engines, lines) = decide(&probes);
+        for (severity, line) in lines {
+            logging::log(severity, || line);
         }
         engines
     })

@@ -54,6 +54,23 @@ pub enum PluginError {
     #[error("{0}")]
     Kernel(#[from] ragged_kernels::KernelError),
 
+    #[error("RAGGED_SDPA_CUDA_FMHA: {0}")]
+    Cuda(#[from] ragged_kernels::gpu::GpuError),
+
+    #[error("RAGGED_SDPA_AITER_FMHA: {0}")]
+    Aiter(#[from] ragged_kernels::aiter::AiterError),
+
+    #[error(
+        "tensor uid {uid} ({role}) is bound to device memory at {address:#x}, which the host \
+         reference engine cannot reach here: {reason}"
+    )]
+    UnreachableMemory {
+        uid: i64,
+        role: &'static str,
+        address: usize,
+        reason: String,
+    },
+
     #[error("engine failure: {0}")]
     Engine(String),
 
@@ -73,14 +90,40 @@ impl PluginError {
             | PluginError::Malformed { .. }
             | PluginError::NotApplicable { .. }
             | PluginError::MissingBuffer { .. }
-            | PluginError::NullBuffer { .. } => Status::BAD_PARAM,
+            | PluginError::NullBuffer { .. }
+            | PluginError::UnreachableMemory { .. } => Status::BAD_PARAM,
             PluginError::UnknownEngine { .. } | PluginError::InvalidValue(_) => {
                 Status::INVALID_VALUE
             }
             PluginError::NoEngineName { .. } => Status::NOT_APPLICABLE,
             PluginError::Kernel(error) => kernel_status(error),
+            PluginError::Cuda(error) => cuda_status(error),
+            PluginError::Aiter(error) => aiter_status(error),
             PluginError::Engine(_) | PluginError::Panic(_) => Status::INTERNAL_ERROR,
         }
+    }
+}
+
+/// CUDA engine errors: offsets the device pre-pass rejected (validating mode) are the caller's
+/// values; unusable pointers or a short workspace are bad parameters; driver, compiler and
+/// contract failures are ours.
+fn cuda_status(error: &ragged_kernels::gpu::GpuError) -> Status {
+    use ragged_kernels::gpu::GpuError as G;
+    match error {
+        G::InvalidOffsets { .. } => Status::INVALID_VALUE,
+        G::BadPointer { .. } | G::WorkspaceTooSmall { .. } | G::Unsupported { .. } => {
+            Status::BAD_PARAM
+        }
+        _ => Status::INTERNAL_ERROR,
+    }
+}
+
+/// AITER engine errors, by the same rule as [`cuda_status`].
+fn aiter_status(error: &ragged_kernels::aiter::AiterError) -> Status {
+    use ragged_kernels::aiter::AiterError as A;
+    match error {
+        A::NullPointer { .. } | A::WorkspaceTooSmall { .. } => Status::BAD_PARAM,
+        _ => Status::INTERNAL_ERROR,
     }
 }
 

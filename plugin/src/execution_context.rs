@@ -7,9 +7,9 @@ use std::sync::LazyLock;
 
 use crate::abi::types::DeviceBuffer;
 use crate::applicability;
-use crate::engines::{Engine, HOST_REFERENCE};
+use crate::engine_plan::EnginePlan;
+use crate::engines::Engine;
 use crate::error::PluginError;
-use crate::host_engine;
 use crate::plan::SdpaPlan;
 use crate::registry::Registry;
 use crate::variant_pack::VariantPack;
@@ -21,40 +21,55 @@ pub static CONTEXTS: LazyLock<Registry<ExecutionContext>> =
 pub struct ExecutionContext {
     engine: &'static Engine,
     plan: SdpaPlan,
+    engine_plan: EnginePlan,
 }
 
 impl ExecutionContext {
     /// Decodes and checks `graph` for `engine`; everything kept is a copy.
     pub fn build(engine: &'static Engine, graph: &[u8]) -> Result<Self, PluginError> {
-        let plan = applicability::require(engine, graph)?;
-        Ok(ExecutionContext { engine, plan })
+        let (plan, engine_plan) = applicability::require(engine, graph)?;
+        Ok(ExecutionContext {
+            engine,
+            plan,
+            engine_plan,
+        })
     }
 
-    /// The host engine allocates nothing on the caller's behalf.
+    pub fn engine(&self) -> &'static Engine {
+        self.engine
+    }
+
+    /// What `GetWorkspaceSize` reports for this engine and graph.
     pub fn workspace_size(&self) -> usize {
-        0
+        self.engine_plan.workspace_size()
     }
 
-    /// Runs the engine over the variant pack of one call.
+    /// Moves one-time GPU work (kernel compilation and loading) out of the first execute.
     ///
     /// # Safety
-    /// Every pointer in `buffers` is valid, for the duration of the call, for the extent the
-    /// plan's tensor implies, in memory this context's engine can access.
+    /// `stream` is NULL or a live stream.
+    pub unsafe fn prepare(&self, stream: *mut c_void) -> Result<(), PluginError> {
+        // SAFETY: forwarded contract.
+        unsafe { self.engine_plan.prepare(stream) }
+    }
+
+    /// Runs the engine over the variant pack of one call, on `stream`.
+    ///
+    /// # Safety
+    /// Every pointer in `buffers` is valid for the extent the plan's tensor implies, in memory
+    /// this context's engine reaches, until `stream` completes the work; `workspace` holds
+    /// [`Self::workspace_size`] bytes; `stream` is NULL or a live stream.
     pub unsafe fn execute(
         &self,
-        _stream: *mut c_void,
-        _workspace: *mut c_void,
+        stream: *mut c_void,
+        workspace: *mut c_void,
         buffers: &[DeviceBuffer],
     ) -> Result<(), PluginError> {
         let pack = VariantPack::new(buffers)?;
-        if self.engine.id == HOST_REFERENCE.id {
-            // SAFETY: forwarded contract; the host engine is listed only where pointers are host
-            // memory (see `engines`).
-            unsafe { host_engine::execute(&self.plan, &pack) }
-        } else {
-            Err(PluginError::UnknownEngine {
-                engine_id: self.engine.id,
-            })
+        // SAFETY: forwarded contract.
+        unsafe {
+            self.engine_plan
+                .execute(&self.plan, stream, workspace, &pack)
         }
     }
 }

@@ -12,14 +12,14 @@ use std::sync::Arc;
 
 use ragged_kernels::tensor::{BSHD_SEQ_AXIS, RaggedLayout};
 use ragged_kernels::{
-    DataType as KernelType, DenseTensor, DiagonalAlignment, HostData, KernelError, MaskBand, Role,
-    SdpaParams, ShallowRaggedTensor, ShallowRaggedTensorMut, ShallowTensor, ShallowTensorMut,
-    Tensor, TensorMut, read_scalar_f32, sdpa_forward,
+    DataType as KernelType, DenseTensor, HostData, KernelError, Role, SdpaParams,
+    ShallowRaggedTensor, ShallowRaggedTensorMut, ShallowTensor, ShallowTensorMut, Tensor,
+    TensorMut, read_scalar_f32, sdpa_forward,
 };
 use ragged_schema::DataType;
 
 use crate::error::PluginError;
-use crate::plan::{IndexPlan, ScalePlan, SdpaPlan, TensorPlan};
+use crate::plan::{self, IndexPlan, ScalePlan, SdpaPlan, TensorPlan};
 use crate::variant_pack::VariantPack;
 
 /// Runs the plan over host memory.
@@ -66,15 +66,7 @@ pub unsafe fn execute(plan: &SdpaPlan, pack: &VariantPack<'_>) -> Result<(), Plu
     };
     let params = SdpaParams {
         scale,
-        band: MaskBand::window(
-            plan.band.left,
-            plan.band.right,
-            if plan.band.bottom_right {
-                DiagonalAlignment::BottomRight
-            } else {
-                DiagonalAlignment::TopLeft
-            },
-        ),
+        band: plan.band.mask_band(),
     };
     sdpa_forward(
         &*qv,
@@ -87,6 +79,19 @@ pub unsafe fn execute(plan: &SdpaPlan, pack: &VariantPack<'_>) -> Result<(), Plu
         &params,
     )
     .map_err(|error| name_tensor(error, plan))
+}
+
+/// Bytes `tensor` spans in this call: its dense element space, or for a ragged tensor
+/// `ragged_offset[B] × multiplier` elements (read from the pack).
+///
+/// # Safety
+/// The ragged offset pointer (if any) is a host pointer valid for `B + 1` elements of its type.
+pub unsafe fn extent_bytes(
+    tensor: &TensorPlan,
+    pack: &VariantPack<'_>,
+) -> Result<usize, PluginError> {
+    // SAFETY: forwarded contract.
+    unsafe { Bound::new(tensor, pack) }.map(|bound| bound.bytes)
 }
 
 /// One Q/K/V/O/LSE tensor of this call: its pointer, its byte extent, and (if ragged) the offsets
@@ -297,16 +302,11 @@ unsafe fn read_scale(scale: ScalePlan, pack: &VariantPack<'_>) -> Result<f32, Pl
 }
 
 fn kernel_type(data_type: DataType, uid: i64) -> Result<KernelType, PluginError> {
-    match data_type {
-        DataType::Float => Ok(KernelType::F32),
-        DataType::Half => Ok(KernelType::F16),
-        DataType::BFloat16 => Ok(KernelType::BF16),
-        DataType::Int32 => Ok(KernelType::I32),
-        DataType::Int64 => Ok(KernelType::I64),
-        other => Err(internal(&format!(
-            "tensor uid {uid} has data type {other}, which the plan should have declined"
-        ))),
-    }
+    plan::kernel_type(data_type).ok_or_else(|| {
+        internal(&format!(
+            "tensor uid {uid} has data type {data_type}, which the plan should have declined"
+        ))
+    })
 }
 
 /// Elements a dense tensor spans: `1 + Σ (dims[i] − 1)·strides[i]`, 0 if any dim is 0.

@@ -6,20 +6,31 @@
 //!   that checks pointers, calls one module, and writes its outputs only on success;
 //! - [`abi`]: C types, the panic boundary, NULL-checking pointer helpers, per-thread last error;
 //! - [`applicability`] → [`plan`]: graph bytes to a decision and an owned SDPA plan;
-//! - [`execution_context`] → [`variant_pack`] → [`host_engine`]: per-call pointer binding and
-//!   the CPU reference run.
+//! - [`engines`]: which engines this process lists, GPU engines first;
+//! - [`engine_plan`]: each engine's own plan, workspace and execute, dispatched in one place, over
+//!   [`cuda_engine`] (`RAGGED_SDPA_CUDA_FMHA`), [`aiter_engine`] (`RAGGED_SDPA_AITER_FMHA`) and
+//!   [`device_staging`] → [`host_engine`] (`RAGGED_SDPA_HOST_REFERENCE`, copying device tensors
+//!   through the host when a CUDA runtime is present);
+//! - [`execution_context`] → [`variant_pack`]: per-call pointer binding.
 //!
 //! Exported functions are `unsafe extern "C"`: their pointer arguments carry C's contracts, which
 //! each one states under `# Safety`.
 //!
 //! Environment: `HIPDNN_RAGGED_SDPA_HOST_ENGINE=1` lists the host reference engine even when a
-//! GPU runtime is loadable (see [`engines`]).
+//! GPU runtime is loadable (see [`engines`]); `HIPDNN_RAGGED_SDPA_VALIDATE=1` makes the CUDA
+//! engine check ragged offsets on the device and fail with INVALID_VALUE instead of leaving
+//! invalid batches unwritten (one stream synchronization per execute, see [`cuda_engine`]);
+//! `RAGGED_SDPA_AITER_SHIM` names the AITER shim library.
 
 pub mod abi;
+pub mod aiter_engine;
 pub mod applicability;
+pub mod cuda_engine;
+pub mod device_staging;
 pub mod engine_config;
 pub mod engine_details;
 pub mod engine_id;
+pub mod engine_plan;
 pub mod engines;
 pub mod error;
 pub mod execution_context;
@@ -28,6 +39,7 @@ pub mod handle;
 pub mod host_engine;
 pub mod logging;
 pub mod plan;
+pub mod plugin_dir;
 pub mod registry;
 pub mod runtime_probe;
 pub mod variant_pack;

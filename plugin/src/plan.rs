@@ -3,6 +3,7 @@
 //! ragged_offset aux UID"). Owning copies is what lets the backend free the graph right after
 //! `CreateExecutionContext`; nothing here points into the serialized buffer.
 
+use ragged_kernels::{DataType as KernelType, DiagonalAlignment, MaskBand};
 use ragged_schema::DataType;
 
 /// One tensor of the node, as the kernels will see it at execute.
@@ -14,6 +15,8 @@ pub struct TensorPlan {
     pub data_type: DataType,
     pub dims: [i64; 4],
     pub strides: [i64; 4],
+    /// Declared pointer alignment in bytes (GPU engines require a multiple of 16).
+    pub alignment: i64,
     pub ragged: Option<RaggedPlan>,
 }
 
@@ -50,6 +53,31 @@ pub struct BandPlan {
     pub left: Option<i64>,
     pub right: Option<i64>,
     pub bottom_right: bool,
+}
+
+impl BandPlan {
+    /// The kernels' band, the one value every engine (reference, CUDA, AITER) takes.
+    pub fn mask_band(&self) -> MaskBand {
+        let alignment = if self.bottom_right {
+            DiagonalAlignment::BottomRight
+        } else {
+            DiagonalAlignment::TopLeft
+        };
+        MaskBand::window(self.left, self.right, alignment)
+    }
+}
+
+/// The kernels' element type for a graph type, `None` for types no engine stores. The one place
+/// the plugin translates data types, so all engines agree on them.
+pub fn kernel_type(data_type: DataType) -> Option<KernelType> {
+    match data_type {
+        DataType::Float => Some(KernelType::F32),
+        DataType::Half => Some(KernelType::F16),
+        DataType::BFloat16 => Some(KernelType::BF16),
+        DataType::Int32 => Some(KernelType::I32),
+        DataType::Int64 => Some(KernelType::I64),
+        _ => None,
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -8,16 +8,19 @@ use std::sync::OnceLock;
 
 /// HIP's runtime (the unversioned name comes with development packages, the versioned ones with
 /// runtime-only installs) and the NVIDIA driver library.
-const GPU_RUNTIMES: &[&str] = &[
-    "libamdhip64.so",
-    "libamdhip64.so.7",
-    "libamdhip64.so.6",
-    "libcuda.so.1",
-];
+const HIP_RUNTIMES: &[&str] = &["libamdhip64.so", "libamdhip64.so.7", "libamdhip64.so.6"];
+const CUDA_DRIVER: &str = "libcuda.so.1";
 
 pub fn gpu_runtime_present() -> bool {
     static PRESENT: OnceLock<bool> = OnceLock::new();
-    *PRESENT.get_or_init(|| GPU_RUNTIMES.iter().any(|name| can_load(name)))
+    *PRESENT.get_or_init(|| hip_runtime_present() || can_load(CUDA_DRIVER))
+}
+
+/// Whether HIP's runtime loads: HIP device pointers are then possible, and the host engine has
+/// no way to copy them.
+pub fn hip_runtime_present() -> bool {
+    static PRESENT: OnceLock<bool> = OnceLock::new();
+    *PRESENT.get_or_init(|| HIP_RUNTIMES.iter().any(|name| can_load(name)))
 }
 
 fn can_load(name: &str) -> bool {

@@ -26,6 +26,11 @@ impl<'a> VariantPack<'a> {
         Ok(VariantPack { entries })
     }
 
+    /// Every binding, in the caller's order.
+    pub fn entries(&self) -> &'a [DeviceBuffer] {
+        self.entries
+    }
+
     /// The pointer bound to `uid`; `role` names the SDPA field in the error.
     pub fn pointer(&self, uid: i64, role: &'static str) -> Result<NonNull<c_void>, PluginError> {
         let entry = self

@@ -7,10 +7,9 @@
 
 use std::fmt;
 
-use super::problem::{
-    AiterDataType, AiterProblem, DiagonalAlignment, LseLayout, RaggedAux, RaggedOperand,
-};
+use super::problem::{AiterProblem, LseLayout, RaggedAux, RaggedOperand, is_unmasked};
 use super::workspace::WorkspacePlan;
+use crate::{DataType, DiagonalAlignment};
 
 /// CK tile's largest head dim (ragged-sdpa.md §6).
 pub const MAX_HEAD_DIM: i64 = 256;
@@ -79,7 +78,7 @@ pub enum Decline {
         /// Q's uid.
         uid: i64,
         /// The data type.
-        dtype: AiterDataType,
+        dtype: DataType,
     },
     /// A graph dim is not positive.
     EmptyDim {
@@ -192,13 +191,24 @@ pub enum Decline {
     },
 }
 
+/// hipDNN's spelling of a data type, which is what users wrote in their graph.
+fn hipdnn_type_name(dtype: DataType) -> &'static str {
+    match dtype {
+        DataType::F32 => "FLOAT",
+        DataType::F16 => "HALF",
+        DataType::BF16 => "BFLOAT16",
+        DataType::I32 => "INT32",
+        DataType::I64 => "INT64",
+    }
+}
+
 impl fmt::Display for Decline {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::DataType { uid, dtype } => write!(
                 f,
                 "tensor uid {uid}: data type {} has no AITER FMHA kernel (HALF and BFLOAT16 only)",
-                dtype.name()
+                hipdnn_type_name(*dtype)
             ),
             Self::EmptyDim { field, value } => {
                 write!(f, "{field} = {value}: must be at least 1")
@@ -475,9 +485,9 @@ fn expected_path(problem: &AiterProblem, arch: &GpuArch, use_asm_v3: bool) -> Ex
         "gfx942" => dims == (128, 128),
         _ => false,
     };
-    let mask_ok = problem.mask.is_unmasked()
+    let mask_ok = is_unmasked(&problem.mask)
         || (problem.mask.left.is_none() && problem.mask.right == Some(0));
-    if use_asm_v3 && arch_ok && mask_ok && problem.dtype == AiterDataType::BFloat16 {
+    if use_asm_v3 && arch_ok && mask_ok && problem.dtype == DataType::BF16 {
         ExpectedPath::AsmV3
     } else {
         ExpectedPath::CkTile
@@ -501,7 +511,7 @@ pub fn check_applicability(
         });
     }
     let (q, k, v, o) = (&problem.q, &problem.k, &problem.v, &problem.o);
-    if problem.dtype == AiterDataType::Float {
+    if !matches!(problem.dtype, DataType::F16 | DataType::BF16) {
         return Err(Decline::DataType {
             uid: q.uid,
             dtype: problem.dtype,
@@ -553,7 +563,7 @@ pub fn check_applicability(
     check_mask_bound("left", problem.mask.left)?;
     check_mask_bound("right", problem.mask.right)?;
     let top_left =
-        !problem.mask.is_unmasked() && problem.mask.alignment == DiagonalAlignment::TopLeft;
+        !is_unmasked(&problem.mask) && problem.mask.alignment == DiagonalAlignment::TopLeft;
     if top_left && problem.s_q_max == 1 {
         return Err(Decline::TopLeftSingleRow);
     }
@@ -582,8 +592,9 @@ pub fn check_applicability(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::MaskBand;
     use crate::aiter::fixtures::{base_problem, operand};
-    use crate::aiter::problem::{IndexWidth, MaskBand};
+    use crate::aiter::problem::IndexWidth;
 
     const TARGETS: &str = "gfx942;gfx950";
 
@@ -605,7 +616,7 @@ mod tests {
     #[test]
     fn fp16_is_taken_on_ck() {
         let p = AiterProblem {
-            dtype: AiterDataType::Half,
+            dtype: DataType::F16,
             ..base_problem()
         };
         let plan = check_applicability(&p, &gfx942(), TARGETS).expect("taken");
@@ -732,7 +743,7 @@ mod tests {
     #[test]
     fn fp32_is_declined_naming_q() {
         let p = AiterProblem {
-            dtype: AiterDataType::Float,
+            dtype: DataType::F32,
             ..base_problem()
         };
         assert_eq!(

@@ -7,8 +7,9 @@
 //! parameter lists in the sources, so the two cannot drift apart silently.
 
 use super::mapping::{DeviceBuffers, region_address};
-use super::problem::{AiterDataType, AiterProblem, DiagonalAlignment, LseLayout};
+use super::problem::{AiterProblem, LseLayout};
 use super::workspace::WorkspacePlan;
+use crate::DiagonalAlignment;
 
 /// Source of the pre-pass (token starts, logical lengths, precondition bits).
 pub const PREPASS_SOURCE: &str = include_str!("../../hip/ragged_aiter_prepass.cu");
@@ -164,14 +165,7 @@ pub fn fixup_launch(
                 )),
             ),
             ("o_ptr", Ptr(buffers.o)),
-            (
-                "o_elem_bytes",
-                I32(if problem.dtype == AiterDataType::Float {
-                    4
-                } else {
-                    2
-                }),
-            ),
+            ("o_elem_bytes", to_i32(problem.dtype.size() as i64)),
             ("o_seq_stride", I64(problem.o.seq_stride)),
             ("o_head_stride", I64(problem.o.head_stride)),
             ("d_v", to_i32(problem.o.head_dim)),
@@ -210,8 +204,9 @@ pub fn fixup_launch(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::MaskBand;
     use crate::aiter::fixtures::base_problem;
-    use crate::aiter::problem::{IndexWidth, MaskBand, RaggedAux, SeqLens};
+    use crate::aiter::problem::{IndexWidth, RaggedAux, SeqLens};
 
     /// `(name, kind)` of every parameter of `kernel` in `source`, kind being "ptr", "int" or
     /// "long long"; comments are stripped first.

@@ -6,10 +6,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-use super::problem::{
-    AiterDataType, AiterProblem, IndexWidth, LseLayout, MaskBand, RaggedAux, RaggedOperand,
-};
+use super::problem::{AiterProblem, IndexWidth, LseLayout, RaggedAux, RaggedOperand};
 use super::shim_abi::HEADER;
+use crate::{DataType, MaskBand};
 
 /// A packed ragged operand `[B, S, heads, head_dim]` on offset tensor `aux_uid` (int32, ×1).
 pub(crate) fn operand(uid: i64, heads: i64, head_dim: i64, aux_uid: i64) -> RaggedOperand {
@@ -32,7 +31,7 @@ pub(crate) fn operand(uid: i64, heads: i64, head_dim: i64, aux_uid: i64) -> Ragg
 /// bf16, B = 2, H_q = 4, H_kv = 2, D = 128, S_q_max = 8, S_kv_max = 16, no mask, no stats.
 pub(crate) fn base_problem() -> AiterProblem {
     AiterProblem {
-        dtype: AiterDataType::BFloat16,
+        dtype: DataType::BF16,
         batch: 2,
         s_q_max: 8,
         s_kv_max: 16,
@@ -42,7 +41,7 @@ pub(crate) fn base_problem() -> AiterProblem {
         o: operand(4, 4, 128, 10),
         seq_len_q: None,
         seq_len_kv: None,
-        mask: MaskBand::NONE,
+        mask: MaskBand::none(),
         scale: 0.125,
         lse: LseLayout::None,
     }

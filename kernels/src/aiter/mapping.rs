@@ -7,11 +7,12 @@
 use std::ffi::c_void;
 
 use super::applicability::AiterPlan;
-use super::problem::{AiterDataType, AiterProblem, DiagonalAlignment, LseLayout};
+use super::problem::{AiterProblem, LseLayout, is_unmasked};
 use super::shim_abi::{
     DTYPE_BF16, DTYPE_FP16, MASK_BOTTOM_RIGHT, MASK_NONE, MASK_TOP_LEFT, RaggedAiterFwdArgs,
 };
 use super::workspace::{Region, WorkspacePlan};
+use crate::{DataType, DiagonalAlignment};
 
 /// Device addresses one execution uses. Plain numbers: the mapping never dereferences them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -56,7 +57,7 @@ fn ptr_i32(address: usize) -> *const i32 {
 /// `(mask_type, window_size_left, window_size_right)` for AITER (§7.4 `mask_type` row).
 pub fn aiter_mask(problem: &AiterProblem) -> (i32, i32, i32) {
     let mask = &problem.mask;
-    if mask.is_unmasked() {
+    if is_unmasked(mask) {
         return (MASK_NONE, -1, -1);
     }
     let left = mask.left.map_or(-1, clamp_i32);
@@ -84,8 +85,9 @@ pub fn shim_args(
     RaggedAiterFwdArgs {
         struct_size: u32::try_from(std::mem::size_of::<RaggedAiterFwdArgs>()).unwrap_or(0),
         data_type: match problem.dtype {
-            AiterDataType::BFloat16 => DTYPE_BF16,
-            AiterDataType::Half | AiterDataType::Float => DTYPE_FP16,
+            DataType::BF16 => DTYPE_BF16,
+            // Applicability admits only HALF and BFLOAT16, so everything else is HALF's branch.
+            _ => DTYPE_FP16,
         },
         q_ptr: buffers.q as *const c_void,
         k_ptr: buffers.k as *const c_void,
@@ -134,9 +136,10 @@ pub fn shim_args(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::MaskBand;
     use crate::aiter::applicability::{GpuArch, check_applicability};
     use crate::aiter::fixtures::{base_problem, operand};
-    use crate::aiter::problem::{IndexWidth, MaskBand, RaggedAux, SeqLens};
+    use crate::aiter::problem::{IndexWidth, RaggedAux, SeqLens};
 
     fn buffers() -> DeviceBuffers {
         DeviceBuffers {
@@ -244,7 +247,7 @@ mod tests {
         q.aux.multiplier = 512;
         o.aux.multiplier = 512;
         AiterProblem {
-            dtype: AiterDataType::Half,
+            dtype: DataType::F16,
             batch: 3,
             s_q_max: 5,
             s_kv_max: 7,
@@ -369,7 +372,7 @@ mod tests {
     fn only_bf16_is_sent_as_bf16() {
         assert_eq!(map(&base_problem(), 0, 0).data_type, DTYPE_BF16);
         let half = AiterProblem {
-            dtype: AiterDataType::Half,
+            dtype: DataType::F16,
             ..base_problem()
         };
         assert_eq!(map(&half, 0, 0).data_type, DTYPE_FP16);
@@ -379,9 +382,10 @@ mod tests {
 #[cfg(test)]
 mod properties {
     use super::*;
+    use crate::MaskBand;
     use crate::aiter::applicability::{GpuArch, check_applicability};
     use crate::aiter::fixtures::operand;
-    use crate::aiter::problem::{IndexWidth, MaskBand, SeqLens};
+    use crate::aiter::problem::{IndexWidth, SeqLens};
     use proptest::prelude::*;
 
     prop_compose! {
@@ -410,7 +414,7 @@ mod properties {
             v.aux.multiplier = v.seq_stride;
             let lens = seq_lens.then_some(SeqLens { uid: 30, width: IndexWidth::I64 });
             AiterProblem {
-                dtype: AiterDataType::BFloat16,
+                dtype: DataType::BF16,
                 batch,
                 s_q_max,
                 s_kv_max,
@@ -421,7 +425,7 @@ mod properties {
                 seq_len_q: lens,
                 seq_len_kv: lens,
                 mask: match mask {
-                    None => MaskBand::NONE,
+                    None => MaskBand::none(),
                     Some((left, right)) => MaskBand {
                         left,
                         right,

@@ -43,8 +43,7 @@ pub use engine::AiterEngine;
 pub use error::AiterError;
 pub use mapping::DeviceBuffers;
 pub use problem::{
-    AiterDataType, AiterProblem, DiagonalAlignment, IndexWidth, LseLayout, MaskBand, RaggedAux,
-    RaggedOperand, SeqLens,
+    AiterProblem, IndexWidth, LseLayout, RaggedAux, RaggedOperand, SeqLens, is_unmasked,
 };
 pub use workspace::WorkspacePlan;
 

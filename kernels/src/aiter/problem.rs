@@ -3,37 +3,10 @@
 //! The plugin fills this from the graph (ragged-sdpa.md §1, §2, §4). It is deliberately closer
 //! to the graph than to AITER's arguments: every check of [`applicability`](super::applicability)
 //! can then name the tensor uid and field the user wrote, and [`mapping`](super::mapping) is the
-//! only place that knows AITER's conventions.
+//! only place that knows AITER's conventions. Element types and the mask band are the crate's
+//! ([`DataType`], [`MaskBand`]), shared with the CPU reference and the CUDA engine.
 
-/// Element type of Q, K, V and O (all four are the same, ragged-sdpa.md §4).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum AiterDataType {
-    /// FLOAT: AITER has no fp32 FMHA, so this is always declined.
-    Float,
-    /// HALF: CK tile kernels.
-    Half,
-    /// BFLOAT16: asm `fmha_v3` where it applies, CK otherwise.
-    BFloat16,
-}
-
-impl AiterDataType {
-    /// Bytes per element.
-    pub fn size(self) -> usize {
-        match self {
-            Self::Float => 4,
-            Self::Half | Self::BFloat16 => 2,
-        }
-    }
-
-    /// hipDNN's name, for messages.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Float => "FLOAT",
-            Self::Half => "HALF",
-            Self::BFloat16 => "BFLOAT16",
-        }
-    }
-}
+use crate::{DataType, MaskBand};
 
 /// Width of an integer side tensor (ragged offsets, `seq_len_*`): INT32 or INT64.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -119,39 +92,10 @@ pub struct SeqLens {
     pub width: IndexWidth,
 }
 
-/// Which diagonal the mask band is measured from (schema.md §6.1).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum DiagonalAlignment {
-    /// Offset 0: hipDNN's default and cuDNN's `causal_mask`.
-    TopLeft,
-    /// Offset `Lkv(b) − Lq(b)`: FA's, AITER's and torch varlen's causal.
-    BottomRight,
-}
-
-/// The resolved mask band: key *j* of row *i* is excluded iff `j > i + offset + right` (when
-/// `right` is set) or `j < i + offset − left` (when `left` is set). Causal is `right = 0`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct MaskBand {
-    /// Keys allowed left of the diagonal; `None` = unbounded.
-    pub left: Option<i64>,
-    /// Keys allowed right of the diagonal; `None` = unbounded.
-    pub right: Option<i64>,
-    /// Diagonal alignment.
-    pub alignment: DiagonalAlignment,
-}
-
-impl MaskBand {
-    /// No mask at all.
-    pub const NONE: Self = Self {
-        left: None,
-        right: None,
-        alignment: DiagonalAlignment::TopLeft,
-    };
-
-    /// True when the band excludes nothing, whatever its alignment.
-    pub fn is_unmasked(&self) -> bool {
-        self.left.is_none() && self.right.is_none()
-    }
+/// True when the band excludes nothing, whatever its alignment. AITER only takes non-negative
+/// window sizes (applicability declines the rest), so unbounded means `None` here.
+pub fn is_unmasked(mask: &MaskBand) -> bool {
+    mask.left.is_none() && mask.right.is_none()
 }
 
 /// Where the optional LSE (`stats_tensor_uid`, FLOAT) goes.
@@ -186,8 +130,8 @@ pub enum LseLayout {
 /// One ragged SDPA forward: what the plugin extracted from the graph.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct AiterProblem {
-    /// Element type of Q, K, V, O.
-    pub dtype: AiterDataType,
+    /// Element type of Q, K, V, O (FLOAT and the integer types are declined).
+    pub dtype: DataType,
     /// B.
     pub batch: i64,
     /// S_q_max: Q's (and O's) padded sequence dim.

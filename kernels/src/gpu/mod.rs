@@ -11,11 +11,15 @@
 //! 2. [`fmha::plan()`] per graph: `Err(GpuError::Unsupported { .. })` means decline.
 //! 3. [`fmha::FmhaEngine::execute`] per execute, with the `SetStream` stream and the variant
 //!    pack's device pointers; workspace size from [`fmha::FmhaPlan::workspace_bytes`].
+//!
+//! [`memory`] serves the host reference engine next to CUDA: which pointers are device memory,
+//! and synchronous copies to and from the host on the caller's stream.
 
 pub mod context;
 pub mod error;
 pub mod fingerprint;
 pub mod fmha;
+pub mod memory;
 pub mod module;
 pub mod nvrtc_cache;
 pub mod runtime;

@@ -205,7 +205,7 @@ pub unsafe extern "C" fn hipdnnEnginePluginCreateExecutionContext(
     execution_context: *mut ExecutionContextHandle,
 ) -> Status {
     ffi_boundary("hipdnnEnginePluginCreateExecutionContext", || {
-        lookup_handle(handle)?;
+        let handle = lookup_handle(handle)?;
         // SAFETY: forwarded caller contract.
         let config = unsafe { const_data(engine_config, "engine_config") }?;
         // SAFETY: forwarded caller contract.
@@ -213,6 +213,8 @@ pub unsafe extern "C" fn hipdnnEnginePluginCreateExecutionContext(
         // SAFETY: forwarded caller contract.
         let out = unsafe { Out::new(execution_context, "execution_context") }?;
         let context = ExecutionContext::build(engine_config::decode(config)?, graph)?;
+        // SAFETY: the handle's stream is NULL or live (hipDNN's SetStream contract).
+        unsafe { context.prepare(handle.stream()) }?;
         out.write(CONTEXTS.insert(context) as ExecutionContextHandle);
         Ok(())
     })

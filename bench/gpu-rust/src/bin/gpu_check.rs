@@ -11,12 +11,13 @@ use std::time::Instant;
 
 use cudarc::driver::result as cur;
 use cudarc::driver::sys::{CUdeviceptr, CUstream};
-use gpu_rust_check::gpu::fmha::{
-    DiagonalAlignment, ElementType, ExecuteMode, FmhaBuffers, FmhaEngine, FmhaPlan, FmhaProblem,
-    LseDesc, MaskBand, OffsetsDesc, RaggedDesc, SeqLenDesc, plan,
+use ragged_kernels::gpu::fmha::{
+    ExecuteMode, FmhaBuffers, FmhaEngine, FmhaPlan, FmhaProblem, LseDesc, OffsetsDesc, RaggedDesc,
+    SeqLenDesc, plan,
 };
-use gpu_rust_check::gpu::nvrtc_cache::{ImageOrigin, NvrtcCache};
-use gpu_rust_check::gpu::{GpuError, runtime};
+use ragged_kernels::gpu::nvrtc_cache::{ImageOrigin, NvrtcCache};
+use ragged_kernels::gpu::{GpuError, runtime};
+use ragged_kernels::{DataType, DiagonalAlignment, MaskBand};
 use half::{bf16, f16};
 
 /// Sentinels for positions the kernels must not write (ragged-sdpa.md §8: quiet NaN with a fixed
@@ -160,7 +161,7 @@ enum LseKind {
 
 struct Case {
     name: &'static str,
-    dtype: ElementType,
+    dtype: DataType,
     d: usize,
     hq: usize,
     hkv: usize,
@@ -179,22 +180,18 @@ struct Case {
 impl Case {
     fn tolerance(&self) -> (f64, f64) {
         match self.dtype {
-            ElementType::BFloat16 => (1e-2, 1e-2),
+            DataType::BF16 => (1e-2, 1e-2),
             _ => (2e-3, 2e-3),
         }
     }
 }
 
 fn cases() -> Vec<Case> {
-    let causal_br = MaskBand {
-        left: -1,
-        right: 0,
-        alignment: DiagonalAlignment::BottomRight,
-    };
+    let causal_br = MaskBand::causal_bottom_right();
     vec![
         Case {
             name: "bf16 d128 gqa8:2 ragged-lse empty",
-            dtype: ElementType::BFloat16,
+            dtype: DataType::BF16,
             d: 128,
             hq: 8,
             hkv: 2,
@@ -203,13 +200,13 @@ fn cases() -> Vec<Case> {
             extents_kv: vec![50, 0, 200, 1, 0],
             seq_len_q: None,
             seq_len_kv: None,
-            mask: MaskBand::NONE,
+            mask: MaskBand::none(),
             lse: LseKind::Ragged,
             token_units: false,
         },
         Case {
             name: "f16 d64 causal-br dense-lse",
-            dtype: ElementType::Half,
+            dtype: DataType::F16,
             d: 64,
             hq: 4,
             hkv: 4,
@@ -224,7 +221,7 @@ fn cases() -> Vec<Case> {
         },
         Case {
             name: "bf16 d64 window tl seq_lens padding",
-            dtype: ElementType::BFloat16,
+            dtype: DataType::BF16,
             d: 64,
             hq: 6,
             hkv: 3,
@@ -232,17 +229,13 @@ fn cases() -> Vec<Case> {
             extents_kv: vec![90, 20, 9],
             seq_len_q: Some(vec![33, 70, 0]),
             seq_len_kv: Some(vec![80, 0, 9]),
-            mask: MaskBand {
-                left: 16,
-                right: 4,
-                alignment: DiagonalAlignment::TopLeft,
-            },
+            mask: MaskBand::window(Some(16), Some(4), DiagonalAlignment::TopLeft),
             lse: LseKind::Dense,
             token_units: true,
         },
         Case {
             name: "f16 d128 causal-tl no-lse",
-            dtype: ElementType::Half,
+            dtype: DataType::F16,
             d: 128,
             hq: 2,
             hkv: 1,
@@ -250,11 +243,7 @@ fn cases() -> Vec<Case> {
             extents_kv: vec![260, 129, 1],
             seq_len_q: None,
             seq_len_kv: None,
-            mask: MaskBand {
-                left: -1,
-                right: 0,
-                alignment: DiagonalAlignment::TopLeft,
-            },
+            mask: MaskBand::causal_top_left(),
             lse: LseKind::None,
             token_units: false,
         },
@@ -276,9 +265,9 @@ impl Rng {
 }
 
 /// Rounds to the element type and returns (bits, value as f64).
-fn quantize(x: f32, dtype: ElementType) -> (u16, f64) {
+fn quantize(x: f32, dtype: DataType) -> (u16, f64) {
     match dtype {
-        ElementType::BFloat16 => {
+        DataType::BF16 => {
             let v = bf16::from_f32(x);
             (v.to_bits(), f64::from(v.to_f32()))
         }
@@ -289,9 +278,9 @@ fn quantize(x: f32, dtype: ElementType) -> (u16, f64) {
     }
 }
 
-fn to_f64(bits: u16, dtype: ElementType) -> f64 {
+fn to_f64(bits: u16, dtype: DataType) -> f64 {
     match dtype {
-        ElementType::BFloat16 => f64::from(bf16::from_bits(bits).to_f32()),
+        DataType::BF16 => f64::from(bf16::from_bits(bits).to_f32()),
         _ => f64::from(f16::from_bits(bits).to_f32()),
     }
 }
@@ -391,19 +380,19 @@ fn prepare(case: &Case, seed: u64, reference: bool) -> Prepared {
     let (q, qv) = fill(tok_q[b] * hq * d);
     let (k, kv) = fill(tok_kv[b] * hkv * d);
     let (v, vv) = fill(tok_kv[b] * hkv * d);
-    let encode = |toks: &[usize], row: usize| -> (Vec<u8>, ElementType, i64) {
+    let encode = |toks: &[usize], row: usize| -> (Vec<u8>, DataType, i64) {
         if case.token_units {
             let v: Vec<u8> = toks
                 .iter()
                 .flat_map(|&t| (t as i32).to_le_bytes())
                 .collect();
-            (v, ElementType::Int32, row as i64)
+            (v, DataType::I32, row as i64)
         } else {
             let v: Vec<u8> = toks
                 .iter()
                 .flat_map(|&t| ((t * row) as i64).to_le_bytes())
                 .collect();
-            (v, ElementType::Int64, 1)
+            (v, DataType::I64, 1)
         }
     };
     let (q_off, q_dtype, q_mult) = encode(&tok_q, hq * d);
@@ -437,17 +426,17 @@ fn prepare(case: &Case, seed: u64, reference: bool) -> Prepared {
         LseKind::None => None,
         LseKind::Dense => Some(LseDesc::Dense {
             uid: 5,
-            dtype: ElementType::Float,
+            dtype: DataType::F32,
             dims: [bi, hqi, sq, 1],
             strides: [hqi * sq, sq, 1, 1],
             alignment: 16,
         }),
         LseKind::Ragged => Some(LseDesc::Ragged(ragged(
             5,
-            ElementType::Float,
+            DataType::F32,
             [bi, sq, hqi, 1],
             102,
-            ElementType::Int32,
+            DataType::I32,
             hqi,
         ))),
     };
@@ -455,7 +444,7 @@ fn prepare(case: &Case, seed: u64, reference: bool) -> Prepared {
     let seq = |s: &Option<Vec<i64>>, uid| {
         s.as_ref().map(|_| SeqLenDesc {
             uid,
-            dtype: ElementType::Int64,
+            dtype: DataType::I64,
             elements: bi,
         })
     };
@@ -520,7 +509,7 @@ impl Device {
         let b = case.extents_q.len();
         let o_len = p.tok_q[b] * case.hq * case.d;
         let o_sentinel = match case.dtype {
-            ElementType::BFloat16 => O_SENTINEL_BF16,
+            DataType::BF16 => O_SENTINEL_BF16,
             _ => O_SENTINEL_F16,
         };
         let lse_len = match case.lse {
@@ -600,7 +589,7 @@ fn compare(case: &Case, p: &Prepared, o: &[u16], lse: &[u32]) -> CaseResult {
         failures: Vec::new(),
     };
     let o_sentinel = match case.dtype {
-        ElementType::BFloat16 => O_SENTINEL_BF16,
+        DataType::BF16 => O_SENTINEL_BF16,
         _ => O_SENTINEL_F16,
     };
     let fail = |r: &mut CaseResult, msg: String| {
@@ -652,8 +641,8 @@ fn compare(case: &Case, p: &Prepared, o: &[u16], lse: &[u32]) -> CaseResult {
                 r.rows += 1;
                 let admitted = |j: usize| {
                     let (i, j) = (i as i64, j as i64);
-                    let above = case.mask.right >= 0 && j > i + off + case.mask.right;
-                    let below = case.mask.left >= 0 && j < i + off - case.mask.left;
+                    let above = case.mask.right.is_some_and(|r| r >= 0 && j > i + off + r);
+                    let below = case.mask.left.is_some_and(|l| l >= 0 && j < i + off - l);
                     !(above || below)
                 };
                 let qrow = &p.qv[o_base..o_base + d];
@@ -793,25 +782,21 @@ fn validation_checks(engine: &FmhaEngine, stream: CUstream) -> Res<usize> {
 fn benchmark(engine: &FmhaEngine, stream: CUstream) -> Res<()> {
     let mut rng = Rng(42);
     for (label, hq, hkv, mask) in [
-        ("non-causal", 16, 16, MaskBand::NONE),
+        ("non-causal", 16, 16, MaskBand::none()),
         (
             "causal-br",
             16,
             16,
-            MaskBand {
-                left: -1,
-                right: 0,
-                alignment: DiagonalAlignment::BottomRight,
-            },
+            MaskBand::causal_bottom_right(),
         ),
-        ("non-causal gqa 32:8", 32, 8, MaskBand::NONE),
+        ("non-causal gqa 32:8", 32, 8, MaskBand::none()),
     ] {
         let lens: Vec<usize> = (0..16)
             .map(|_| 512 + ((rng.next() + 1.0) * 0.5 * 3584.0) as usize)
             .collect();
         let case = Case {
             name: "bench",
-            dtype: ElementType::BFloat16,
+            dtype: DataType::BF16,
             d: 128,
             hq,
             hkv,
@@ -831,7 +816,7 @@ fn benchmark(engine: &FmhaEngine, stream: CUstream) -> Res<()> {
             .iter()
             .map(|&l| {
                 let l = l as f64;
-                if mask.right == 0 {
+                if mask.right == Some(0) {
                     l * (l + 1.0) / 2.0
                 } else {
                     l * l

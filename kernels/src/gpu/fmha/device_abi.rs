@@ -4,7 +4,7 @@
 //! Nothing here can be checked by the compiler against the `.cu` file, so every constant names
 //! its counterpart there; the device test (`bench/gpu-rust`) fails if they drift apart.
 
-use super::problem::ElementType;
+use crate::DataType;
 use crate::gpu::error::GpuError;
 
 /// `sizeof(RaggedBatch)`: i64 q_tok, kv_tok, lse_elem; int lq, lkv.
@@ -38,12 +38,12 @@ pub const ERR_SEQ_LEN_Q: u32 = 0x1_0000;
 pub const ERR_SEQ_LEN_KV: u32 = 0x2_0000;
 
 /// The forward entry point for `dtype` and head dim `d`, if the kernel file has one.
-pub fn forward_kernel(dtype: ElementType, d: i64) -> Option<&'static str> {
+pub fn forward_kernel(dtype: DataType, d: i64) -> Option<&'static str> {
     match (dtype, d) {
-        (ElementType::BFloat16, 64) => Some("ragged_fmha_fwd_bf16_d64"),
-        (ElementType::BFloat16, 128) => Some("ragged_fmha_fwd_bf16_d128"),
-        (ElementType::Half, 64) => Some("ragged_fmha_fwd_f16_d64"),
-        (ElementType::Half, 128) => Some("ragged_fmha_fwd_f16_d128"),
+        (DataType::BF16, 64) => Some("ragged_fmha_fwd_bf16_d64"),
+        (DataType::BF16, 128) => Some("ragged_fmha_fwd_bf16_d128"),
+        (DataType::F16, 64) => Some("ragged_fmha_fwd_f16_d64"),
+        (DataType::F16, 128) => Some("ragged_fmha_fwd_f16_d128"),
         _ => None,
     }
 }
@@ -233,15 +233,15 @@ mod tests {
     #[test]
     fn kernel_names_follow_dtype_and_head_dim() {
         assert_eq!(
-            forward_kernel(ElementType::BFloat16, 128),
+            forward_kernel(DataType::BF16, 128),
             Some("ragged_fmha_fwd_bf16_d128")
         );
         assert_eq!(
-            forward_kernel(ElementType::Half, 64),
+            forward_kernel(DataType::F16, 64),
             Some("ragged_fmha_fwd_f16_d64")
         );
-        assert_eq!(forward_kernel(ElementType::Float, 64), None);
-        assert_eq!(forward_kernel(ElementType::Half, 96), None);
+        assert_eq!(forward_kernel(DataType::F32, 64), None);
+        assert_eq!(forward_kernel(DataType::F16, 96), None);
         assert_eq!(config_symbol("k"), "k_config");
     }
 

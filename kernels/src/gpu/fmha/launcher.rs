@@ -447,11 +447,10 @@ pub fn check_buffers(plan: &FmhaPlan, b: &FmhaBuffers) -> Result<(), GpuError> {
 mod tests {
     use super::*;
     use crate::gpu::fmha::plan::plan;
-    use crate::gpu::fmha::problem::{
-        ElementType, FmhaProblem, LseDesc, MaskBand, OffsetsDesc, RaggedDesc, SeqLenDesc,
-    };
+    use crate::gpu::fmha::problem::{FmhaProblem, LseDesc, OffsetsDesc, RaggedDesc, SeqLenDesc};
+    use crate::{DataType, MaskBand};
 
-    fn ragged(uid: i64, dims: [i64; 4], offsets_uid: i64, dtype: ElementType) -> RaggedDesc {
+    fn ragged(uid: i64, dims: [i64; 4], offsets_uid: i64, dtype: DataType) -> RaggedDesc {
         let [_, s, h, d] = dims;
         RaggedDesc {
             uid,
@@ -461,7 +460,7 @@ mod tests {
             alignment: 16,
             offsets: OffsetsDesc {
                 uid: offsets_uid,
-                dtype: ElementType::Int64,
+                dtype: DataType::I64,
                 elements: dims[0] + 1,
                 multiplier: h * d,
             },
@@ -469,9 +468,9 @@ mod tests {
     }
 
     fn test_plan(with_lse: bool) -> FmhaPlan {
-        let bf16 = ElementType::BFloat16;
-        let mut lse = ragged(5, [2, 100, 4, 1], 12, ElementType::Float);
-        lse.offsets.dtype = ElementType::Int32;
+        let bf16 = DataType::BF16;
+        let mut lse = ragged(5, [2, 100, 4, 1], 12, DataType::F32);
+        lse.offsets.dtype = DataType::I32;
         plan(&FmhaProblem {
             q: ragged(1, [2, 100, 4, 64], 10, bf16),
             k: ragged(2, [2, 150, 2, 64], 11, bf16),
@@ -480,12 +479,12 @@ mod tests {
             lse: with_lse.then_some(LseDesc::Ragged(lse)),
             seq_len_q: Some(SeqLenDesc {
                 uid: 20,
-                dtype: ElementType::Int32,
+                dtype: DataType::I32,
                 elements: 2,
             }),
             seq_len_kv: None,
             scale: 0.5,
-            mask: MaskBand::NONE,
+            mask: MaskBand::none(),
         })
         .unwrap()
     }

@@ -8,7 +8,4 @@ pub mod problem;
 
 pub use launcher::{ExecuteMode, FMHA_SOURCE, FmhaBuffers, FmhaEngine, Prepared};
 pub use plan::{FmhaPlan, plan};
-pub use problem::{
-    DiagonalAlignment, ElementType, FmhaProblem, LseDesc, MaskBand, OffsetsDesc, RaggedDesc,
-    SeqLenDesc,
-};
+pub use problem::{FmhaProblem, LseDesc, OffsetsDesc, RaggedDesc, SeqLenDesc};

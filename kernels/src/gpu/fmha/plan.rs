@@ -7,10 +7,9 @@
 //! stream on every execute.
 
 use super::device_abi::{self, FlagUids, MIN_BLOCK_M, TileConfig};
-use super::problem::{
-    DiagonalAlignment, ElementType, FmhaProblem, LseDesc, OffsetsDesc, RaggedDesc,
-};
+use super::problem::{FmhaProblem, LseDesc, OffsetsDesc, RaggedDesc};
 use crate::gpu::error::{GpuError, TensorRole};
+use crate::{DataType, DiagonalAlignment};
 
 /// Byte alignment the engine requires of Q, K, V, O (16-byte vector loads and stores).
 pub const REQUIRED_ALIGNMENT: i64 = 16;
@@ -150,6 +149,15 @@ fn unsupported(
     }
 }
 
+/// Bytes per element of the integer side tensors the kernels read (offsets, seq_lens).
+fn index_bytes(dtype: DataType) -> Option<i32> {
+    match dtype {
+        DataType::I32 => Some(4),
+        DataType::I64 => Some(8),
+        _ => None,
+    }
+}
+
 fn to_i32(value: i64, uid: i64, role: TensorRole, field: &'static str) -> Result<i32, GpuError> {
     i32::try_from(value).map_err(|_| unsupported(uid, role, field, value, "must fit in int32"))
 }
@@ -158,7 +166,7 @@ fn to_i32(value: i64, uid: i64, role: TensorRole, field: &'static str) -> Result
 pub fn plan(problem: &FmhaProblem) -> Result<FmhaPlan, GpuError> {
     let FmhaProblem { q, k, v, o, .. } = problem;
     let dtype = q.dtype;
-    if !matches!(dtype, ElementType::Half | ElementType::BFloat16) {
+    if !matches!(dtype, DataType::F16 | DataType::BF16) {
         return Err(unsupported(
             q.uid,
             TensorRole::Q,
@@ -250,9 +258,7 @@ pub fn plan(problem: &FmhaProblem) -> Result<FmhaPlan, GpuError> {
 
     let seq_len = |desc: &Option<super::problem::SeqLenDesc>, role| -> Result<_, GpuError> {
         let Some(s) = desc else { return Ok(None) };
-        let bytes = s
-            .dtype
-            .index_bytes()
+        let bytes = index_bytes(s.dtype)
             .ok_or_else(|| unsupported(s.uid, role, "dtype", s.dtype, "INT32 or INT64"))?;
         if s.elements != b {
             return Err(unsupported(
@@ -275,17 +281,13 @@ pub fn plan(problem: &FmhaProblem) -> Result<FmhaPlan, GpuError> {
         .transpose()?;
 
     let mask = problem.mask;
-    let band = |value: i64, field| -> Result<i32, GpuError> {
-        if value < -1 {
-            return Err(unsupported(
-                q.uid,
-                TensorRole::Q,
-                field,
-                value,
-                "-1 (unbounded) or >= 0",
-            ));
+    // The kernels spell "unbounded" as -1; the band, like schema.md §6.1, treats any negative
+    // bound as unbounded, so every negative value folds to -1 here.
+    let band = |value: Option<i64>, field| -> Result<i32, GpuError> {
+        match value {
+            Some(bound) if bound >= 0 => to_i32(bound, q.uid, TensorRole::Q, field),
+            _ => Ok(-1),
         }
-        to_i32(value, q.uid, TensorRole::Q, field)
     };
     let mask_left = band(mask.left, "mask left bound")?;
     let mask_right = band(mask.right, "mask right bound")?;
@@ -412,9 +414,7 @@ fn check_alignment(uid: i64, role: TensorRole, alignment: i64) -> Result<(), Gpu
 
 fn check_offsets(t: &RaggedDesc, role: TensorRole, b: i64) -> Result<OffsetsArgs, GpuError> {
     let off = &t.offsets;
-    let bytes = off
-        .dtype
-        .index_bytes()
+    let bytes = index_bytes(off.dtype)
         .ok_or_else(|| unsupported(off.uid, role, "dtype", off.dtype, "INT32 or INT64"))?;
     if off.elements != b + 1 {
         let need = format!("B + 1 = {}", b + 1);
@@ -478,7 +478,7 @@ fn check_lse(lse: &LseDesc, [b, s_q, h_q]: [i64; 3]) -> Result<LseArgs, GpuError
             strides,
             alignment,
         } => {
-            if *dtype != ElementType::Float {
+            if *dtype != DataType::F32 {
                 return Err(unsupported(*uid, role, "dtype", dtype, "FLOAT"));
             }
             let want = [b, h_q, s_q, 1];
@@ -504,7 +504,7 @@ fn check_lse(lse: &LseDesc, [b, s_q, h_q]: [i64; 3]) -> Result<LseArgs, GpuError
             })
         }
         LseDesc::Ragged(t) => {
-            if t.dtype != ElementType::Float {
+            if t.dtype != DataType::F32 {
                 return Err(unsupported(t.uid, role, "dtype", t.dtype, "FLOAT"));
             }
             let want = [b, s_q, h_q, 1];
@@ -548,19 +548,20 @@ fn check_lse_alignment(uid: i64, alignment: i64) -> Result<(), GpuError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gpu::fmha::problem::{MaskBand, SeqLenDesc};
+    use crate::MaskBand;
+    use crate::gpu::fmha::problem::SeqLenDesc;
 
     fn ragged(uid: i64, dims: [i64; 4], offsets_uid: i64) -> RaggedDesc {
         let [_, s, h, d] = dims;
         RaggedDesc {
             uid,
-            dtype: ElementType::BFloat16,
+            dtype: DataType::BF16,
             dims,
             strides: [s * h * d, h * d, d, 1],
             alignment: 16,
             offsets: OffsetsDesc {
                 uid: offsets_uid,
-                dtype: ElementType::Int32,
+                dtype: DataType::I32,
                 elements: dims[0] + 1,
                 multiplier: 1,
             },
@@ -578,7 +579,7 @@ mod tests {
             seq_len_q: None,
             seq_len_kv: None,
             scale: 0.125,
-            mask: MaskBand::NONE,
+            mask: MaskBand::none(),
         }
     }
 
@@ -657,18 +658,14 @@ mod tests {
     fn fp16_d64_with_causal_bottom_right_and_seq_lens() {
         let mut p = problem();
         for t in [&mut p.q, &mut p.k, &mut p.v, &mut p.o] {
-            t.dtype = ElementType::Half;
+            t.dtype = DataType::F16;
             t.dims[3] = 64;
             t.strides = [t.dims[1] * t.dims[2] * 64, t.dims[2] * 64, 64, 1];
         }
-        p.mask = MaskBand {
-            left: -1,
-            right: 0,
-            alignment: DiagonalAlignment::BottomRight,
-        };
+        p.mask = MaskBand::causal_bottom_right();
         p.seq_len_q = Some(SeqLenDesc {
             uid: 20,
-            dtype: ElementType::Int64,
+            dtype: DataType::I64,
             elements: 3,
         });
         let plan = plan(&p).unwrap();
@@ -684,11 +681,11 @@ mod tests {
     #[test]
     fn fp32_and_other_types_are_declined() {
         let mut p = problem();
-        p.q.dtype = ElementType::Float;
+        p.q.dtype = DataType::F32;
         let text = rejected(&p, 1, "dtype");
         assert!(text.contains("HALF or BFLOAT16"), "{text}");
         let mut p = problem();
-        p.v.dtype = ElementType::Half;
+        p.v.dtype = DataType::F16;
         rejected(&p, 3, "dtype");
     }
 
@@ -752,7 +749,7 @@ mod tests {
     #[test]
     fn offsets_are_checked_for_type_count_and_multiplier() {
         let mut p = problem();
-        p.q.offsets.dtype = ElementType::Float;
+        p.q.offsets.dtype = DataType::F32;
         rejected(&p, 10, "dtype");
         let mut p = problem();
         p.k.offsets.elements = 3;
@@ -779,14 +776,14 @@ mod tests {
         let mut p = problem();
         p.seq_len_kv = Some(SeqLenDesc {
             uid: 21,
-            dtype: ElementType::Half,
+            dtype: DataType::F16,
             elements: 3,
         });
         rejected(&p, 21, "dtype");
         let mut p = problem();
         p.seq_len_kv = Some(SeqLenDesc {
             uid: 21,
-            dtype: ElementType::Int32,
+            dtype: DataType::I32,
             elements: 4,
         });
         rejected(&p, 21, "element count");
@@ -797,7 +794,7 @@ mod tests {
         let mut p = problem();
         p.lse = Some(LseDesc::Dense {
             uid: 5,
-            dtype: ElementType::Float,
+            dtype: DataType::F32,
             dims: [3, 8, 200, 1],
             strides: [1600, 200, 1, 1],
             alignment: 16,
@@ -810,7 +807,7 @@ mod tests {
         assert_eq!(lse.offsets, None);
         p.lse = Some(LseDesc::Dense {
             uid: 5,
-            dtype: ElementType::Float,
+            dtype: DataType::F32,
             dims: [3, 200, 8, 1],
             strides: [1600, 8, 1, 1],
             alignment: 16,
@@ -822,7 +819,7 @@ mod tests {
     fn ragged_lse_is_token_major_with_its_own_offsets() {
         let mut p = problem();
         let mut lse = ragged(5, [3, 200, 8, 1], 13);
-        lse.dtype = ElementType::Float;
+        lse.dtype = DataType::F32;
         lse.offsets.multiplier = 8;
         p.lse = Some(LseDesc::Ragged(lse));
         let args = plan(&p).unwrap().lse.unwrap();
@@ -835,18 +832,20 @@ mod tests {
                 multiplier: 8
             })
         );
-        lse.dtype = ElementType::BFloat16;
+        lse.dtype = DataType::BF16;
         p.lse = Some(LseDesc::Ragged(lse));
         rejected(&p, 5, "dtype");
     }
 
     #[test]
-    fn mask_bounds_below_minus_one_are_declined() {
+    fn negative_mask_bounds_are_unbounded_and_huge_ones_declined() {
         let mut p = problem();
-        p.mask.left = -2;
-        rejected(&p, 1, "mask left bound");
+        p.mask.left = Some(-2);
+        p.mask.right = Some(3);
+        let plan = plan(&p).unwrap();
+        assert_eq!((plan.mask_left, plan.mask_right), (-1, 3));
         let mut p = problem();
-        p.mask.right = i64::from(i32::MAX) + 1;
+        p.mask.right = Some(i64::from(i32::MAX) + 1);
         rejected(&p, 1, "mask right bound");
     }
 

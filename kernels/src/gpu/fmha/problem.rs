@@ -1,35 +1,11 @@
 //! What the plugin knows about a ragged SDPA forward graph, in the terms the CUDA kernels need.
 //!
 //! These are plain copies of graph attributes (no device pointers, no offsets contents): the plan
-//! is made from them once, without touching the GPU, and every execute reuses it.
+//! is made from them once, without touching the GPU, and every execute reuses it. Element types
+//! and the mask band are the crate's own ([`DataType`], [`MaskBand`]), the same values the CPU
+//! reference takes, so the plugin maps a graph once for every engine.
 
-/// Element types as the graph declares them (hipDNN's data type enum, narrowed).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ElementType {
-    /// fp32.
-    Float,
-    /// fp16.
-    Half,
-    /// bf16.
-    BFloat16,
-    /// int32.
-    Int32,
-    /// int64.
-    Int64,
-    /// Any type this engine never accepts (the plugin maps the rest here).
-    Other,
-}
-
-impl ElementType {
-    /// Size in bytes of the integer types the kernels read on the device.
-    pub fn index_bytes(self) -> Option<i32> {
-        match self {
-            ElementType::Int32 => Some(4),
-            ElementType::Int64 => Some(8),
-            _ => None,
-        }
-    }
-}
+use crate::{DataType, MaskBand};
 
 /// A ragged tensor's `ragged_offset` aux: `[B + 1, 1, 1, 1]`, int32 or int64, in device memory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,7 +13,7 @@ pub struct OffsetsDesc {
     /// Graph uid of the aux tensor.
     pub uid: i64,
     /// Its element type.
-    pub dtype: ElementType,
+    pub dtype: DataType,
     /// Its element count (must be B + 1).
     pub elements: i64,
     /// `ragged_offset_multiplier` of the primary tensor: element offset = stored × multiplier.
@@ -50,7 +26,7 @@ pub struct RaggedDesc {
     /// Graph uid.
     pub uid: i64,
     /// Element type.
-    pub dtype: ElementType,
+    pub dtype: DataType,
     /// `[B, S_max, H, D]`.
     pub dims: [i64; 4],
     /// Declared strides; the batch stride is ignored for ragged tensors.
@@ -69,7 +45,7 @@ pub enum LseDesc {
         /// Graph uid.
         uid: i64,
         /// Element type (must be Float).
-        dtype: ElementType,
+        dtype: DataType,
         /// `[B, H_q, S_q_max, 1]`.
         dims: [i64; 4],
         /// Declared strides.
@@ -87,39 +63,9 @@ pub struct SeqLenDesc {
     /// Graph uid.
     pub uid: i64,
     /// Element type.
-    pub dtype: ElementType,
+    pub dtype: DataType,
     /// Element count (must be B).
     pub elements: i64,
-}
-
-/// Where the mask band's diagonal sits in each batch (schema.md §6.1).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DiagonalAlignment {
-    /// Diagonal through (0, 0).
-    TopLeft,
-    /// Diagonal through (Lq − 1, Lkv − 1): offset Lkv(b) − Lq(b).
-    BottomRight,
-}
-
-/// The resolved mask band: key j is admitted for query i iff j ≥ i + off − left (when left ≥ 0)
-/// and j ≤ i + off + right (when right ≥ 0). No mask: both −1; causal: left −1, right 0.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct MaskBand {
-    /// Keys admitted left of the diagonal, −1 for unbounded.
-    pub left: i64,
-    /// Keys admitted right of the diagonal, −1 for unbounded.
-    pub right: i64,
-    /// Diagonal alignment.
-    pub alignment: DiagonalAlignment,
-}
-
-impl MaskBand {
-    /// No masking.
-    pub const NONE: MaskBand = MaskBand {
-        left: -1,
-        right: -1,
-        alignment: DiagonalAlignment::TopLeft,
-    };
 }
 
 /// One ragged SDPA forward graph, as far as the CUDA engine is concerned.

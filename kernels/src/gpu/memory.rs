@@ -1,0 +1,134 @@
+//! Host ↔ device copies on a caller's stream, for the host reference engine running next to a
+//! CUDA runtime (issue 4, ragged-sdpa.md §6: "copies to host, synchronizes").
+//!
+//! Where the CUDA runtime is loaded, hipDNN hands out device pointers, but a host process (the
+//! host shim, a test) may still bind ordinary host memory. The driver can tell the two apart
+//! ([`location`]), so the caller copies only what lives on the device and uses the rest in place.
+
+use cudarc::driver::sys::{self as cu, CUstream};
+
+use super::context::{CurrentContext, context_of_stream};
+use super::error::{DriverCall, GpuError};
+use super::runtime;
+
+/// Where an address points, as far as the CPU is concerned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Location {
+    /// The CPU may dereference it: memory CUDA does not know, or page-locked host memory.
+    Host,
+    /// Device (or managed) memory: reach it through copies.
+    Device,
+}
+
+/// Asks the driver what `address` is. Memory the driver has never seen (plain `malloc`) makes
+/// `cuPointerGetAttribute` fail with `CUDA_ERROR_INVALID_VALUE`; that is the host answer, not an
+/// error.
+pub fn location(address: u64) -> Result<Location, GpuError> {
+    runtime::probe()?;
+    let mut memory_type: u32 = 0;
+    // SAFETY: out-parameter call writing one `unsigned int` (the attribute's documented type);
+    // the driver only inspects the address, it never dereferences it.
+    let status = unsafe {
+        cu::cuPointerGetAttribute(
+            (&raw mut memory_type).cast(),
+            cu::CUpointer_attribute::CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+            address,
+        )
+    };
+    match status {
+        cu::CUresult::CUDA_SUCCESS => {
+            if memory_type == cu::CUmemorytype::CU_MEMORYTYPE_HOST as u32 {
+                Ok(Location::Host)
+            } else {
+                Ok(Location::Device)
+            }
+        }
+        cu::CUresult::CUDA_ERROR_INVALID_VALUE => Ok(Location::Host),
+        other => other
+            .result()
+            .call("cuPointerGetAttribute")
+            .map(|()| Location::Host),
+    }
+}
+
+/// Copies each `(device address, host buffer)` pair device → host on `stream`, then waits for
+/// the stream, so every buffer is filled on return (and everything enqueued before it is done).
+///
+/// # Safety
+/// `stream` is null or a live stream; each device address is readable device memory of the
+/// stream's context for the length of its buffer.
+pub unsafe fn download(stream: CUstream, copies: &mut [(u64, &mut [u8])]) -> Result<(), GpuError> {
+    // SAFETY: forwarded contract.
+    let ctx = unsafe { context_of_stream(stream) }?;
+    let _current = CurrentContext::push(ctx.handle)?;
+    for (src, dst) in copies.iter_mut().filter(|(_, dst)| !dst.is_empty()) {
+        // SAFETY: `dst` is a live host buffer of the given length that stays borrowed until the
+        // synchronize below; the caller guarantees the device side.
+        unsafe { cu::cuMemcpyDtoHAsync_v2(dst.as_mut_ptr().cast(), *src, dst.len(), stream) }
+            .result()
+            .call("cuMemcpyDtoHAsync")?;
+    }
+    synchronize(stream)
+}
+
+/// Copies each `(device address, host bytes)` pair host → device on `stream` and waits for the
+/// copies, so the host buffers may be dropped on return.
+///
+/// # Safety
+/// `stream` is null or a live stream; each device address is writable device memory of the
+/// stream's context for the length of its bytes, not used by other work meanwhile.
+pub unsafe fn upload(stream: CUstream, copies: &[(u64, &[u8])]) -> Result<(), GpuError> {
+    // SAFETY: forwarded contract.
+    let ctx = unsafe { context_of_stream(stream) }?;
+    let _current = CurrentContext::push(ctx.handle)?;
+    for (dst, src) in copies.iter().filter(|(_, src)| !src.is_empty()) {
+        // SAFETY: `src` stays borrowed until the synchronize below; the caller guarantees the
+        // device side.
+        unsafe { cu::cuMemcpyHtoDAsync_v2(*dst, src.as_ptr().cast(), src.len(), stream) }
+            .result()
+            .call("cuMemcpyHtoDAsync")?;
+    }
+    synchronize(stream)
+}
+
+/// Waits for `stream`, whose context the caller has made current.
+fn synchronize(stream: CUstream) -> Result<(), GpuError> {
+    // SAFETY: `stream` is null or live (the callers' contract).
+    unsafe { cu::cuStreamSynchronize(stream) }
+        .result()
+        .call("cuStreamSynchronize")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_memory_stays_host_memory() {
+        if let Err(reason) = runtime::probe() {
+            eprintln!("test host_memory_stays_host_memory: skipped: {reason}");
+            return;
+        }
+        let buffer = [0u8; 64];
+        assert_eq!(
+            location(buffer.as_ptr() as u64).ok(),
+            Some(Location::Host),
+            "malloc'ed memory must be used in place"
+        );
+    }
+
+    #[test]
+    fn without_cuda_location_reports_why() {
+        if runtime::probe().is_ok() {
+            eprintln!("test without_cuda_location_reports_why: skipped: CUDA is present");
+            return;
+        }
+        let error = location(0x1000).err().map(|e| e.to_string());
+        assert!(
+            error
+                .as_deref()
+                .is_some_and(|e| e.starts_with("CUDA is unavailable")),
+            "{error:?}"
+        );
+    }
+}

@@ -1,0 +1,179 @@
+//! `RAGGED_SDPA_AITER_FMHA`: the SDPA plan in the AMD engine's terms ([`AiterProblem`]), its
+//! applicability on the current HIP device, and one execute on the handle's stream.
+
+use std::ffi::c_void;
+
+use ragged_kernels::aiter::{
+    AiterEngine, AiterPlan, AiterProblem, DeviceBuffers, IndexWidth, LseLayout, RaggedAux,
+    RaggedOperand, SeqLens,
+};
+
+use crate::applicability::Decline;
+use crate::error::PluginError;
+use crate::plan::{IndexPlan, ScalePlan, SdpaPlan, TensorPlan};
+use crate::variant_pack::VariantPack;
+
+/// The AITER engine's view of the plan; every refusal names the uid and field.
+pub fn problem(sdpa: &SdpaPlan) -> Result<AiterProblem, Decline> {
+    let scale = match sdpa.scale {
+        ScalePlan::Fixed(value) => value,
+        ScalePlan::Tensor { uid, .. } => {
+            return Err(Decline(format!(
+                "scale_tensor_uid tensor uid {uid} is read at execute; AITER takes the scale as a \
+                 host float when the plan is made"
+            )));
+        }
+    };
+    let dtype = crate::plan::kernel_type(sdpa.q.data_type).ok_or_else(|| {
+        Decline(format!(
+            "q_tensor_uid tensor uid {} has data type {}, which no engine stores",
+            sdpa.q.uid, sdpa.q.data_type
+        ))
+    })?;
+    let lse = match &sdpa.stats {
+        None => LseLayout::None,
+        Some(stats) => match stats.ragged {
+            Some(_) => LseLayout::Ragged {
+                uid: stats.uid,
+                seq_stride: stats.strides[1],
+                head_stride: stats.strides[2],
+                aux: aux(stats)?,
+                alignment: stats.alignment,
+            },
+            None => LseLayout::Dense {
+                uid: stats.uid,
+                strides: stats.strides,
+                alignment: stats.alignment,
+            },
+        },
+    };
+    Ok(AiterProblem {
+        dtype,
+        batch: sdpa.q.dims[0],
+        s_q_max: sdpa.q.dims[1],
+        s_kv_max: sdpa.k.dims[1],
+        q: operand(&sdpa.q)?,
+        k: operand(&sdpa.k)?,
+        v: operand(&sdpa.v)?,
+        o: operand(&sdpa.o)?,
+        seq_len_q: sdpa.seq_len_q.map(seq_lens).transpose()?,
+        seq_len_kv: sdpa.seq_len_kv.map(seq_lens).transpose()?,
+        mask: sdpa.band.mask_band(),
+        scale,
+        lse,
+    })
+}
+
+/// Applicability on the calling thread's current HIP device.
+pub fn plan(engine: &AiterEngine, sdpa: &SdpaPlan) -> Result<(AiterProblem, AiterPlan), Decline> {
+    let problem = problem(sdpa)?;
+    let device = engine
+        .current_device()
+        .map_err(|error| Decline(format!("the current HIP device is unknown: {error}")))?;
+    let plan = engine
+        .plan(&problem, device)
+        .map_err(|decline| Decline(decline.to_string()))?;
+    Ok((problem, plan))
+}
+
+fn operand(t: &TensorPlan) -> Result<RaggedOperand, Decline> {
+    if t.ragged.is_none() {
+        return Err(Decline(format!(
+            "{} tensor uid {} is dense (dims {:?}); AITER's group mode takes ragged Q, K, V, O",
+            t.role, t.uid, t.dims
+        )));
+    }
+    Ok(RaggedOperand::from_bshd(
+        t.uid,
+        t.dims,
+        t.strides,
+        aux(t)?,
+        t.alignment,
+    ))
+}
+
+fn aux(t: &TensorPlan) -> Result<RaggedAux, Decline> {
+    let r = t.ragged.ok_or_else(|| {
+        Decline(format!(
+            "{} tensor uid {} has no ragged_offset",
+            t.role, t.uid
+        ))
+    })?;
+    Ok(RaggedAux {
+        uid: r.aux_uid,
+        width: width(r.aux_data_type, r.aux_uid, "ragged_offset_tensor_uid")?,
+        multiplier: r.multiplier,
+    })
+}
+
+fn seq_lens(s: IndexPlan) -> Result<SeqLens, Decline> {
+    Ok(SeqLens {
+        uid: s.uid,
+        width: width(s.data_type, s.uid, s.role)?,
+    })
+}
+
+fn width(data_type: ragged_schema::DataType, uid: i64, role: &str) -> Result<IndexWidth, Decline> {
+    match crate::plan::kernel_type(data_type) {
+        Some(ragged_kernels::DataType::I32) => Ok(IndexWidth::I32),
+        Some(ragged_kernels::DataType::I64) => Ok(IndexWidth::I64),
+        _ => Err(Decline(format!(
+            "{role} tensor uid {uid} has data type {data_type}; INT32 or INT64 required"
+        ))),
+    }
+}
+
+/// Enqueues the forward on `stream` (a `hipStream_t`; NULL is the null stream).
+///
+/// # Safety
+/// As [`AiterEngine::execute`]: every pointer in `pack` is device memory of the current HIP
+/// device sized as `problem` describes, `workspace` holds `plan.workspace.size` bytes, and all
+/// stay valid until the stream reaches the last kernel.
+pub unsafe fn execute(
+    engine: &AiterEngine,
+    sdpa: &SdpaPlan,
+    problem: &AiterProblem,
+    plan: &AiterPlan,
+    stream: *mut c_void,
+    workspace: *mut c_void,
+    pack: &VariantPack<'_>,
+) -> Result<(), PluginError> {
+    let address = |uid: i64, role: &'static str| -> Result<usize, PluginError> {
+        Ok(pack.pointer(uid, role)?.as_ptr() as usize)
+    };
+    let aux = |t: &TensorPlan| -> Result<usize, PluginError> {
+        t.ragged
+            .map_or(Ok(0), |r| address(r.aux_uid, "ragged_offset_tensor_uid"))
+    };
+    let optional = |index: Option<IndexPlan>| -> Result<usize, PluginError> {
+        index.map_or(Ok(0), |s| address(s.uid, s.role))
+    };
+    let (lse, lse_offsets) = match &sdpa.stats {
+        Some(stats) => (address(stats.uid, stats.role)?, aux(stats)?),
+        None => (0, 0),
+    };
+    let buffers = DeviceBuffers {
+        q: address(sdpa.q.uid, sdpa.q.role)?,
+        k: address(sdpa.k.uid, sdpa.k.role)?,
+        v: address(sdpa.v.uid, sdpa.v.role)?,
+        o: address(sdpa.o.uid, sdpa.o.role)?,
+        q_offsets: aux(&sdpa.q)?,
+        k_offsets: aux(&sdpa.k)?,
+        seq_len_q: optional(sdpa.seq_len_q)?,
+        seq_len_kv: optional(sdpa.seq_len_kv)?,
+        lse,
+        lse_offsets,
+        workspace: workspace as usize,
+    };
+    // SAFETY: forwarded contract.
+    unsafe {
+        engine.execute(
+            problem,
+            plan,
+            &buffers,
+            plan.workspace.size,
+            stream as usize,
+        )
+    }?;
+    Ok(())
+}

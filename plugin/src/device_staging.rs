@@ -1,0 +1,252 @@
+//! The host reference engine in a process where tensors may live in device memory (issue 4,
+//! ragged-sdpa.md §6: "copies to host, synchronizes").
+//!
+//! Next to a usable CUDA runtime each variant-pack pointer is classified by the driver: host
+//! memory (the host shim's buffers) is used in place, device memory is copied to the host on the
+//! handle's stream, the reference runs, and the outputs are copied back before returning. The
+//! outputs are downloaded too, so that positions the reference never writes (padding rows) keep
+//! their device contents after the upload. Offsets and seq_lens come first: they fix every other
+//! tensor's extent.
+//!
+//! Where HIP is loadable but CUDA is not, no copy path exists yet (the HIP loader has no memcpy),
+//! so the host engine declines every graph with that reason instead of dereferencing what may be
+//! device pointers.
+
+use std::ffi::c_void;
+use std::sync::OnceLock;
+
+use ragged_kernels::gpu::memory::{self, Location};
+use ragged_kernels::gpu::runtime;
+
+use crate::abi::types::DeviceBuffer;
+use crate::applicability::Decline;
+use crate::error::PluginError;
+use crate::host_engine;
+use crate::plan::{ScalePlan, SdpaPlan, TensorPlan};
+use crate::runtime_probe;
+use crate::variant_pack::VariantPack;
+
+/// How the host engine reaches the variant pack's memory in this process.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Access {
+    /// No usable GPU runtime: every pointer is host memory.
+    InPlace,
+    /// CUDA is usable: device pointers are staged through host copies.
+    CudaCopies,
+    /// A GPU runtime without a copy path here: the engine declines.
+    Unreachable(String),
+}
+
+/// Decided once per process, like the engine list.
+pub fn access() -> &'static Access {
+    static ACCESS: OnceLock<Access> = OnceLock::new();
+    ACCESS.get_or_init(|| {
+        decide_access(
+            runtime::probe().is_ok(),
+            runtime_probe::hip_runtime_present(),
+        )
+    })
+}
+
+/// The rule behind [`access`], separated from the probes for tests.
+pub fn decide_access(cuda_usable: bool, hip_present: bool) -> Access {
+    if cuda_usable {
+        Access::CudaCopies
+    } else if hip_present {
+        Access::Unreachable(
+            "the HIP runtime is loadable, so tensors may be device memory, and this build has no \
+             HIP copy path for the host reference engine"
+                .to_owned(),
+        )
+    } else {
+        Access::InPlace
+    }
+}
+
+/// The host engine's applicability beyond the graph: whether it can reach the memory.
+pub fn check_reachable() -> Result<(), Decline> {
+    match access() {
+        Access::Unreachable(reason) => Err(Decline(reason.clone())),
+        Access::InPlace | Access::CudaCopies => Ok(()),
+    }
+}
+
+/// Runs the host engine, staging device tensors through the host when needed.
+///
+/// # Safety
+/// Each pointer in `pack` is valid for its tensor's extent, either as host memory or as device
+/// memory of `stream`'s context; `stream` is NULL or a live stream.
+pub unsafe fn execute(
+    plan: &SdpaPlan,
+    stream: *mut c_void,
+    pack: &VariantPack<'_>,
+) -> Result<(), PluginError> {
+    match access() {
+        // SAFETY: forwarded contract; without a GPU runtime every pointer is host memory.
+        Access::InPlace => unsafe { host_engine::execute(plan, pack) },
+        // SAFETY: forwarded contract.
+        Access::CudaCopies => unsafe { staged(plan, stream, pack) },
+        Access::Unreachable(reason) => Err(PluginError::NotApplicable {
+            engine: crate::engines::HOST_REFERENCE.name_str(),
+            reason: reason.clone(),
+        }),
+    }
+}
+
+/// Host copies of the device-resident tensors of one call, and the pack that points at them.
+struct Staging {
+    entries: Vec<DeviceBuffer>,
+    /// uid → (device address, host copy); u64 words keep every element type aligned.
+    copies: Vec<(i64, u64, Vec<u64>)>,
+}
+
+impl Staging {
+    fn new(pack: &VariantPack<'_>) -> Self {
+        Staging {
+            entries: pack.entries().to_vec(),
+            copies: Vec::new(),
+        }
+    }
+
+    fn pack(&self) -> Result<VariantPack<'_>, PluginError> {
+        VariantPack::new(&self.entries)
+    }
+
+    /// Makes `uid` (of `bytes` bytes) host-reachable: downloads it if it is device memory.
+    ///
+    /// # Safety
+    /// The pointer bound to `uid` is valid for `bytes` bytes (host or device memory of
+    /// `stream`'s context).
+    unsafe fn stage(
+        &mut self,
+        uid: i64,
+        role: &'static str,
+        bytes: usize,
+        stream: *mut c_void,
+    ) -> Result<(), PluginError> {
+        if self.copies.iter().any(|(staged, ..)| *staged == uid) {
+            return Ok(());
+        }
+        let address = self.pack()?.pointer(uid, role)?.as_ptr() as u64;
+        if memory::location(address)? == Location::Host {
+            return Ok(());
+        }
+        let mut copy = vec![0u64; bytes.div_ceil(8)];
+        // SAFETY: forwarded contract for the device side; the host side is `copy`, viewed as
+        // bytes (see `as_bytes_mut`).
+        unsafe {
+            memory::download(
+                stream.cast(),
+                &mut [(address, &mut as_bytes_mut(&mut copy)[..bytes])],
+            )
+        }?;
+        let host = copy.as_mut_ptr().cast::<c_void>();
+        if let Some(entry) = self.entries.iter_mut().find(|e| e.uid == uid) {
+            entry.ptr = host;
+        }
+        self.copies.push((uid, address, copy));
+        Ok(())
+    }
+
+    /// Copies the staged outputs back to the device.
+    ///
+    /// # Safety
+    /// The device addresses are writable for the staged lengths.
+    unsafe fn upload(
+        &self,
+        outputs: &[(i64, usize)],
+        stream: *mut c_void,
+    ) -> Result<(), PluginError> {
+        let copies: Vec<(u64, &[u8])> = self
+            .copies
+            .iter()
+            .filter_map(|(uid, address, copy)| {
+                let bytes = outputs.iter().find(|(o, _)| o == uid)?.1;
+                Some((*address, &as_bytes(copy)[..bytes]))
+            })
+            .collect();
+        // SAFETY: forwarded contract.
+        unsafe { memory::upload(stream.cast(), &copies) }?;
+        Ok(())
+    }
+}
+
+/// # Safety
+/// As for [`execute`], with CUDA usable.
+unsafe fn staged(
+    plan: &SdpaPlan,
+    stream: *mut c_void,
+    pack: &VariantPack<'_>,
+) -> Result<(), PluginError> {
+    let batch = usize::try_from(plan.q.dims[0]).unwrap_or(0);
+    let tensors: Vec<&TensorPlan> = [&plan.q, &plan.k, &plan.v, &plan.o]
+        .into_iter()
+        .chain(plan.stats.as_ref())
+        .collect();
+    let mut staging = Staging::new(pack);
+    // SAFETY: forwarded contract; each length staged is what the plan gives the tensor, and
+    // extents are computed from offsets already made host-reachable.
+    unsafe {
+        for t in &tensors {
+            if let Some(r) = t.ragged {
+                let bytes = (batch + 1) * index_bytes(r.aux_data_type);
+                staging.stage(r.aux_uid, "ragged_offset_tensor_uid", bytes, stream)?;
+            }
+        }
+        for s in plan.seq_len_q.iter().chain(&plan.seq_len_kv) {
+            staging.stage(s.uid, s.role, batch * index_bytes(s.data_type), stream)?;
+        }
+        if let ScalePlan::Tensor { uid, data_type } = plan.scale {
+            let bytes = crate::plan::kernel_type(data_type).map_or(8, |t| t.size());
+            staging.stage(uid, "scale_tensor_uid", bytes, stream)?;
+        }
+        let mut outputs = Vec::new();
+        for t in &tensors {
+            let bytes = host_engine::extent_bytes(t, &staging.pack()?)?;
+            staging.stage(t.uid, t.role, bytes, stream)?;
+            if t.uid == plan.o.uid || plan.stats.as_ref().is_some_and(|s| s.uid == t.uid) {
+                outputs.push((t.uid, bytes));
+            }
+        }
+        host_engine::execute(plan, &staging.pack()?)?;
+        staging.upload(&outputs, stream)
+    }
+}
+
+fn index_bytes(data_type: ragged_schema::DataType) -> usize {
+    crate::plan::kernel_type(data_type).map_or(8, |t| t.size())
+}
+
+fn as_bytes(words: &[u64]) -> &[u8] {
+    // SAFETY: u8 has alignment 1 and no invalid bit patterns; the length covers the same bytes.
+    unsafe { std::slice::from_raw_parts(words.as_ptr().cast(), words.len() * 8) }
+}
+
+fn as_bytes_mut(words: &mut [u64]) -> &mut [u8] {
+    // SAFETY: as `as_bytes`; any byte pattern written is a valid u64.
+    unsafe { std::slice::from_raw_parts_mut(words.as_mut_ptr().cast(), words.len() * 8) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn access_follows_the_runtimes() {
+        assert_eq!(decide_access(true, true), Access::CudaCopies);
+        assert_eq!(decide_access(true, false), Access::CudaCopies);
+        assert_eq!(decide_access(false, false), Access::InPlace);
+        let Access::Unreachable(reason) = decide_access(false, true) else {
+            panic!("HIP without a copy path must decline");
+        };
+        assert!(reason.contains("HIP"), "{reason}");
+    }
+
+    #[test]
+    fn byte_views_cover_every_word() {
+        let mut words = vec![0u64; 2];
+        as_bytes_mut(&mut words)[8] = 0xab;
+        assert_eq!(as_bytes(&words).len(), 16);
+        assert_eq!(words[1].to_le_bytes()[0], 0xab);
+    }
+}
