@@ -5,7 +5,7 @@
 //! strides, offsets in elements (multiplier 1), one `[B+1, 1, 1, 1]` aux per primary.
 
 use ragged_schema::model::{
-    DataType, DiagonalAlignment, Graph, Node, SdpaAttributes, TensorAttributes, TensorValue,
+    DataType, DiagonalAlignment, Graph, Node, SdpaAttributes, TensorAttributes,
 };
 
 /// Mask of a case (schema.md §6.1 spellings).
@@ -323,11 +323,6 @@ pub fn decision_table_graphs() -> Vec<GatingGraph> {
             graph: g7,
         },
     ]
-}
-
-/// A scalar value for a tensor, used by cases that bake the scale.
-pub fn baked_scale(value: f32) -> TensorValue {
-    TensorValue::Float32(value)
 }
 
 #[cfg(test)]

@@ -276,3 +276,12 @@ fn the_example_graph_runs_with_its_companion_file_and_verifies() {
         "{stdout}"
     );
 }
+
+#[test]
+fn inspect_of_the_example_graph_snapshot() {
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/ragged_sdpa_bf16.json");
+    let (out, stdout, _) = shim(&["inspect", &example.to_string_lossy()], &plugin());
+    assert!(out.status.success(), "{stdout}");
+    let redacted = stdout.replace(&example.to_string_lossy().into_owned(), "[graph]");
+    insta::assert_snapshot!("inspect_example", redacted);
+}
