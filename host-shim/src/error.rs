@@ -42,6 +42,11 @@ pub enum ShimError {
     #[error("engine '{0}' is not among the applicable engines of the loaded plugins")]
     UnknownEngine(String),
 
+    #[error(
+        "engine '{0}' is not a --host-engine: hipdnn-shim binds host buffers, which a device engine must not be handed"
+    )]
+    DeviceEngine(String),
+
     #[error(transparent)]
     Conformance(#[from] ragged_conformance::ConformanceError),
 

@@ -85,24 +85,44 @@ pub fn applicable_engines(
     Ok(out)
 }
 
-/// `--engine` (a name or a `0x` hex id) among the candidates, or the first one.
+/// `--engine` (a name or a `0x` hex id) among the candidates, or the first one that takes host
+/// buffers. The shim binds host memory only, so an engine outside `host_engines` (one that would
+/// dereference the pointers on a device) is never run.
 pub fn choose(
     candidates: &[Candidate],
     wanted: Option<&str>,
+    host_engines: &[String],
     graph: &Graph,
 ) -> Result<Candidate, ShimError> {
+    let runs_on_host = |c: &Candidate| host_engines.contains(&c.engine_name);
     match wanted {
         None => candidates
-            .first()
+            .iter()
+            .find(|c| runs_on_host(c))
             .cloned()
             .ok_or_else(|| ShimError::NoEngine {
                 graph: graph.name.clone(),
-                hint: " (for the CPU host engine set HIPDNN_RAGGED_SDPA_HOST_ENGINE=1)".into(),
+                hint: format!(
+                    " that takes host buffers ({}); applicable: [{}]; for the CPU host engine set HIPDNN_RAGGED_SDPA_HOST_ENGINE=1",
+                    host_engines.join(", "),
+                    candidates
+                        .iter()
+                        .map(|c| c.engine_name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
             }),
-        Some(w) => candidates
-            .iter()
-            .find(|c| c.engine_name == w || hex_id(c.engine_id).eq_ignore_ascii_case(w))
-            .cloned()
-            .ok_or_else(|| ShimError::UnknownEngine(w.to_owned())),
+        Some(w) => {
+            let found = candidates
+                .iter()
+                .find(|c| c.engine_name == w || hex_id(c.engine_id).eq_ignore_ascii_case(w))
+                .cloned()
+                .ok_or_else(|| ShimError::UnknownEngine(w.to_owned()))?;
+            if runs_on_host(&found) {
+                Ok(found)
+            } else {
+                Err(ShimError::DeviceEngine(found.engine_name))
+            }
+        }
     }
 }

@@ -44,7 +44,7 @@ enum Validation {
 struct GraphArgs {
     /// Graph file: hipDNN JSON or FlatBuffers (bare Graph or HDGP).
     graph: PathBuf,
-    /// Engine name or 0x-hex id (default: the first applicable engine).
+    /// Engine name or 0x-hex id (default: the first applicable engine that takes host buffers).
     #[arg(long)]
     engine: Option<String>,
     /// Directory of .npy inputs named <uid>.npy or <tensor name>.npy (physical buffers; bf16 and
@@ -60,6 +60,10 @@ struct GraphArgs {
     /// Seed for random inputs.
     #[arg(long, default_value_t = 0x5eed)]
     seed: u64,
+    /// Engine names that accept host buffers (repeatable); the shim binds host memory and runs
+    /// no other engine.
+    #[arg(long = "host-engine", default_values_t = ["RAGGED_SDPA_HOST_REFERENCE".to_string()])]
+    host_engines: Vec<String>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -106,6 +110,7 @@ fn graph_run(args: GraphArgs, plugin_dir: Option<PathBuf>) -> GraphRun {
         inputs: args.inputs,
         offsets: args.offsets,
         seed: args.seed,
+        host_engines: args.host_engines,
     }
 }
 

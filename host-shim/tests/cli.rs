@@ -285,3 +285,25 @@ fn inspect_of_the_example_graph_snapshot() {
     let redacted = stdout.replace(&example.to_string_lossy().into_owned(), "[graph]");
     insta::assert_snapshot!("inspect_example", redacted);
 }
+
+#[test]
+fn an_engine_outside_the_host_engines_is_never_handed_host_buffers() {
+    let (out, _, stderr) = shim(
+        &[
+            "run",
+            &golden("graph.json").to_string_lossy(),
+            "--inputs",
+            &golden("inputs").to_string_lossy(),
+            "--engine",
+            "RAGGED_SDPA_HOST_REFERENCE",
+            "--host-engine",
+            "SOME_OTHER_ENGINE",
+        ],
+        &plugin(),
+    );
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("engine 'RAGGED_SDPA_HOST_REFERENCE' is not a --host-engine"),
+        "{stderr}"
+    );
+}

@@ -8,6 +8,8 @@ use std::process::Command;
 
 const EXAMPLE_GRAPH: &str = "examples/ragged_sdpa_bf16.json";
 const PLUGIN_FILE: &str = "libhipdnn_provider_ragged_sdpa.so";
+/// Named explicitly: on a GPU machine the plugin lists its GPU engines first.
+const HOST_ENGINE: &str = "RAGGED_SDPA_HOST_REFERENCE";
 
 /// Where cargo puts build outputs for this checkout (honouring `CARGO_TARGET_DIR`).
 fn target_dir(root: &Path) -> PathBuf {
@@ -56,14 +58,21 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), String> {
     }
     let out_dir = target_dir(root).join("demo-outputs");
     eprintln!(
-        "xtask demo: HIPDNN_PLUGIN_DIR={} HIPDNN_RAGGED_SDPA_HOST_ENGINE=1 hipdnn-shim run {EXAMPLE_GRAPH} --verify",
+        "xtask demo: HIPDNN_PLUGIN_DIR={} HIPDNN_RAGGED_SDPA_HOST_ENGINE=1 hipdnn-shim run {EXAMPLE_GRAPH} --engine {HOST_ENGINE} --verify",
         plugin.display()
     );
     let status = Command::new(&shim)
         .current_dir(root)
         .env("HIPDNN_PLUGIN_DIR", &plugin)
         .env("HIPDNN_RAGGED_SDPA_HOST_ENGINE", "1")
-        .args(["run", EXAMPLE_GRAPH, "--verify", "--out"])
+        .args([
+            "run",
+            EXAMPLE_GRAPH,
+            "--engine",
+            HOST_ENGINE,
+            "--verify",
+            "--out",
+        ])
         .arg(&out_dir)
         .status()
         .map_err(|e| format!("running {}: {e}", shim.display()))?;

@@ -23,6 +23,8 @@ pub struct GraphRun {
     pub inputs: Option<PathBuf>,
     pub offsets: Option<PathBuf>,
     pub seed: u64,
+    /// Engines that accept host buffers.
+    pub host_engines: Vec<String>,
 }
 
 /// Graph loaded, inputs supplied, engine chosen.
@@ -60,7 +62,12 @@ pub fn prepare(args: &GraphRun) -> Result<Prepared, ShimError> {
     let (_, mut manager) = host::load_plugins(args.plugin_dir.clone());
     let candidates = host::applicable_engines(&mut manager, &graph);
     host::flush_log(&mut manager.log);
-    let candidate = host::choose(&candidates?, args.engine.as_deref(), &graph)?;
+    let candidate = host::choose(
+        &candidates?,
+        args.engine.as_deref(),
+        &args.host_engines,
+        &graph,
+    )?;
     eprintln!(
         "engine {} ({}) of plugin '{}'",
         candidate.engine_name,
