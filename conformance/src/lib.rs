@@ -6,6 +6,7 @@
 
 pub mod abi;
 pub mod api_version;
+pub mod device;
 pub mod discovery;
 pub mod dispatch;
 pub mod elf_symbols;

@@ -52,6 +52,10 @@ struct Args {
     /// Seed of the random inputs.
     #[arg(long, default_value_t = 0x5eed)]
     seed: u64,
+    /// Run engines that are not --host-engine on CUDA device 0 (device buffers through the
+    /// driver API); without it they are skipped.
+    #[arg(long)]
+    cuda: bool,
     /// Engine names that take host buffers (repeatable).
     #[arg(long = "host-engine", default_values_t = ["RAGGED_SDPA_HOST_REFERENCE".to_string()])]
     host_engines: Vec<String>,
@@ -115,7 +119,18 @@ fn main() -> ExitCode {
             },
             seed: args.seed,
             host_engines: args.host_engines.clone(),
+            device: None,
         };
+        let mut options = options;
+        if args.cuda {
+            match ragged_conformance::device::CudaDevice::open() {
+                Ok(d) => options.device = Some(std::sync::Arc::new(d)),
+                Err(e) => {
+                    eprintln!("ragged-conformance: --cuda: {e}");
+                    return ExitCode::from(2);
+                }
+            }
+        }
         for plugin in &args.plugins {
             let mut manager = PluginManager::new();
             manager.load_file(plugin);

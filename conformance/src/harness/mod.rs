@@ -17,6 +17,7 @@ use ragged_kernels::{HostDataMut, sdpa_forward};
 use ragged_schema::model::{EngineConfig, Graph};
 
 use crate::abi::DeviceBuffer;
+use crate::device::CudaDevice;
 use crate::error::ConformanceError;
 use crate::plugin::PluginHandle;
 
@@ -159,6 +160,46 @@ impl Harness {
         Ok(times)
     }
 
+    /// Runs a GPU engine: every tensor of the engine bundle is copied to the device (outputs
+    /// too, so their sentinel survives where the engine writes nothing), the engine executes on
+    /// device pointers, and the outputs are copied back for validation.
+    pub fn run_engine_on_device(
+        &mut self,
+        handle: &PluginHandle<'_>,
+        engine_id: i64,
+        device: &CudaDevice,
+    ) -> Result<(), ConformanceError> {
+        device.make_current()?;
+        let graph_bytes = ragged_schema::wire::encode_graph(&self.graph);
+        let config = ragged_schema::wire::encode_engine_config(&EngineConfig::new(engine_id));
+        let context = handle.create_execution_context(&config, &graph_bytes)?;
+        let workspace = device.alloc(context.workspace_size()?)?;
+        let mut buffers = Vec::new();
+        for (uid, entry) in &self.engine.entries {
+            buffers.push((*uid, device.upload(host_bytes(entry.tensor()))?));
+        }
+        let pack: Vec<DeviceBuffer> = buffers
+            .iter()
+            .map(|(uid, b)| DeviceBuffer {
+                uid: *uid,
+                ptr: b.as_ptr(),
+            })
+            .collect();
+        // SAFETY: every pointer is a live device allocation holding a copy of the tensor's
+        // whole buffer (sized from the graph, ragged ones `ragged_offset[B]`); the workspace has
+        // the size the context reported.
+        unsafe { context.execute(workspace.as_ptr(), &pack) }?;
+        device.synchronize()?;
+        for (uid, buffer) in &buffers {
+            if self.roles.outputs.contains(uid)
+                && let Some(Entry::Owned(t)) = self.engine.entries.get_mut(uid)
+            {
+                buffer.download(host_bytes_mut(t.as_mut()))?;
+            }
+        }
+        Ok(())
+    }
+
     /// Compares every output of the engine bundle with the reference bundle.
     pub fn validate(&self, mode: ValidationMode) -> Result<Vec<Comparison>, ConformanceError> {
         let a = &self.roles.attrs;
@@ -187,6 +228,34 @@ impl Harness {
         }
         Ok(out)
     }
+}
+
+/// The tensor's host buffer as bytes (all element types are plain old data).
+fn host_bytes(t: &dyn Tensor) -> &[u8] {
+    use ragged_kernels::HostData;
+    let (ptr, bytes) = match t.host_data() {
+        HostData::F32(s) => (s.as_ptr().cast::<u8>(), std::mem::size_of_val(s)),
+        HostData::F16(s) => (s.as_ptr().cast::<u8>(), std::mem::size_of_val(s)),
+        HostData::BF16(s) => (s.as_ptr().cast::<u8>(), std::mem::size_of_val(s)),
+        HostData::I32(s) => (s.as_ptr().cast::<u8>(), std::mem::size_of_val(s)),
+        HostData::I64(s) => (s.as_ptr().cast::<u8>(), std::mem::size_of_val(s)),
+    };
+    // SAFETY: the region is the tensor's own initialised slice of a plain-old-data element type,
+    // borrowed for the lifetime of `t`.
+    unsafe { std::slice::from_raw_parts(ptr, bytes) }
+}
+
+fn host_bytes_mut(t: &mut dyn TensorMut) -> &mut [u8] {
+    let (ptr, bytes) = match t.host_data_mut() {
+        HostDataMut::F32(s) => (s.as_mut_ptr().cast::<u8>(), std::mem::size_of_val(s)),
+        HostDataMut::F16(s) => (s.as_mut_ptr().cast::<u8>(), std::mem::size_of_val(s)),
+        HostDataMut::BF16(s) => (s.as_mut_ptr().cast::<u8>(), std::mem::size_of_val(s)),
+        HostDataMut::I32(s) => (s.as_mut_ptr().cast::<u8>(), std::mem::size_of_val(s)),
+        HostDataMut::I64(s) => (s.as_mut_ptr().cast::<u8>(), std::mem::size_of_val(s)),
+    };
+    // SAFETY: as in `host_bytes`, exclusively borrowed; every bit pattern is a valid value of
+    // these element types.
+    unsafe { std::slice::from_raw_parts_mut(ptr, bytes) }
 }
 
 fn host_ptr(t: &dyn Tensor) -> *const c_void {

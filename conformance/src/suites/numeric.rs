@@ -107,8 +107,10 @@ pub fn pre_supplied(spec: &RaggedSdpaSpec) -> Result<PreSuppliedInputs, Conforma
 pub struct NumericOptions {
     pub mode: ValidationMode,
     pub seed: u64,
-    /// Engines whose buffers may be host memory; others need device buffers and are skipped.
+    /// Engines whose buffers may be host memory; others need device buffers.
     pub host_engines: Vec<String>,
+    /// Where other engines run; without it they are skipped.
+    pub device: Option<std::sync::Arc<crate::device::CudaDevice>>,
 }
 
 impl Default for NumericOptions {
@@ -117,6 +119,7 @@ impl Default for NumericOptions {
             mode: ValidationMode::Coverage,
             seed: 0x5eed,
             host_engines: vec!["RAGGED_SDPA_HOST_REFERENCE".to_owned()],
+            device: None,
         }
     }
 }
@@ -141,16 +144,22 @@ pub fn run(plugin: &LoadedPlugin, options: &NumericOptions) -> Report {
         for spec in cases() {
             let start = Instant::now();
             let name = format!("{}::{}::{}", plugin.name, engine.name, spec.name);
-            let (outcome, details) = if !options.host_engines.contains(&engine.name) {
+            let on_host = options.host_engines.contains(&engine.name);
+            let (outcome, details) = if !on_host && options.device.is_none() {
                 (
                     Outcome::Skip(format!(
-                        "engine {} is not a --host-engine; the harness hands out host buffers only",
+                        "engine {} is not a --host-engine and no --device was given",
                         engine.name
                     )),
                     vec![],
                 )
             } else {
-                match run_case(&handle, engine.id, &spec, options) {
+                let device = if on_host {
+                    None
+                } else {
+                    options.device.as_deref()
+                };
+                match run_case(&handle, engine.id, &spec, options, device) {
                     Ok(result) => result,
                     Err(e) => (Outcome::Fail(e.to_string()), vec![]),
                 }
@@ -172,12 +181,25 @@ fn run_case(
     engine_id: i64,
     spec: &RaggedSdpaSpec,
     options: &NumericOptions,
+    device: Option<&crate::device::CudaDevice>,
 ) -> Result<(Outcome, Vec<String>), ConformanceError> {
     let graph = spec.graph();
     let bytes = ragged_schema::wire::encode_graph(&graph);
     let max = 64;
     let (_, applicable) = handle.applicable_engine_ids(&bytes, max)?;
     if !applicable.contains(&engine_id) {
+        if device.is_some() {
+            // GPU engines legitimately decline shapes or types outside their kernels' limits
+            // (ragged-sdpa.md §4, §6); the host reference must accept every case.
+            return Ok((
+                Outcome::Skip(format!(
+                    "engine {} declined case '{}'",
+                    crate::engine_id::hex_id(engine_id),
+                    spec.name
+                )),
+                vec![],
+            ));
+        }
         return Ok((
             Outcome::Fail(format!(
                 "engine {} declined case '{}' (applicable: {applicable:?})",
@@ -189,7 +211,10 @@ fn run_case(
     }
     let mut harness = Harness::new(graph, &pre_supplied(spec)?, options.seed)?;
     harness.run_reference()?;
-    harness.run_engine(handle, engine_id)?;
+    match device {
+        Some(device) => harness.run_engine_on_device(handle, engine_id, device)?,
+        None => harness.run_engine(handle, engine_id)?,
+    }
     let comparisons = harness.validate(options.mode)?;
     let details: Vec<String> = comparisons
         .iter()
