@@ -177,3 +177,87 @@ pub unsafe fn execute(
     }?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::applicability;
+    use ragged_kernels::aiter::{GpuArch, check_applicability};
+    use ragged_kernels::{DataType as K, MaskBand};
+    use ragged_schema::Graph;
+
+    fn golden() -> Graph {
+        let bytes = include_bytes!("../tests/golden/graph_flagged.bin");
+        ragged_schema::wire::decode_graph(bytes).expect("golden graph decodes")
+    }
+
+    #[test]
+    fn the_golden_graph_maps_field_by_field() {
+        let sdpa = applicability::plan(&golden()).expect("accepted");
+        let p = problem(&sdpa).expect("maps");
+        let aux = |uid| RaggedAux {
+            uid,
+            width: IndexWidth::I32,
+            multiplier: 1,
+        };
+        assert_eq!(p.dtype, K::BF16);
+        assert_eq!((p.batch, p.s_q_max, p.s_kv_max), (2, 3, 4));
+        assert_eq!(
+            p.q,
+            RaggedOperand {
+                uid: 1,
+                heads: 2,
+                head_dim: 16,
+                seq_stride: 32,
+                head_stride: 16,
+                dim_stride: 1,
+                aux: aux(5),
+                alignment: 16,
+            }
+        );
+        assert_eq!(
+            (p.k.uid, p.k.heads, p.k.seq_stride, p.k.aux),
+            (2, 1, 16, aux(6))
+        );
+        assert_eq!((p.v.uid, p.v.aux), (3, aux(6)));
+        assert_eq!((p.o.uid, p.o.aux), (4, aux(5)));
+        assert_eq!(
+            p.lse,
+            LseLayout::Dense {
+                uid: 9,
+                strides: [6, 3, 1, 1],
+                alignment: 16
+            }
+        );
+        assert_eq!(p.mask, MaskBand::causal_bottom_right());
+        assert_eq!(p.scale, 0.25);
+    }
+
+    #[test]
+    fn the_mapped_golden_graph_is_applicable_on_gfx942_and_declined_elsewhere() {
+        let sdpa = applicability::plan(&golden()).expect("accepted");
+        let p = problem(&sdpa).expect("maps");
+        let plan =
+            check_applicability(&p, &GpuArch::new("gfx942:sramecc+:xnack-"), "gfx942;gfx950");
+        assert!(plan.is_ok_and(|plan| plan.workspace.size > 0));
+        let other = check_applicability(&p, &GpuArch::new("gfx1100"), "gfx942;gfx950")
+            .err()
+            .map(|d| d.to_string());
+        assert!(other.is_some_and(|d| d.contains("gfx1100")));
+    }
+
+    #[test]
+    fn fp32_graphs_map_and_are_declined_by_aiter_naming_q() {
+        let mut g = golden();
+        for t in g.tensors.iter_mut().filter(|t| (1..=4).contains(&t.uid)) {
+            t.data_type = ragged_schema::DataType::Float;
+        }
+        let sdpa = applicability::plan(&g).expect("accepted by the plugin");
+        let p = problem(&sdpa).expect("maps");
+        let why = check_applicability(&p, &GpuArch::new("gfx942"), "gfx942")
+            .err()
+            .map(|d| d.to_string())
+            .unwrap_or_default();
+        assert!(why.starts_with("tensor uid 1: data type FLOAT"), "{why}");
+    }
+}

@@ -192,7 +192,137 @@ pub unsafe fn execute(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::applicability;
+    use ragged_kernels::{DataType as K, DiagonalAlignment, MaskBand};
+    use ragged_schema::{Graph, NodeAttributes, SdpaAttributes};
     use std::ffi::OsStr;
+
+    /// shared/testdata/wire/graph.json: bf16, Q/O [2, 3, 2, 16] on offsets 5, K/V [2, 4, 1, 16]
+    /// on offsets 6, dense LSE uid 9, scale 0.25, causal bottom-right.
+    fn golden() -> Graph {
+        let bytes = include_bytes!("../tests/golden/graph_flagged.bin");
+        ragged_schema::wire::decode_graph(bytes).expect("golden graph decodes")
+    }
+
+    fn sdpa(graph: &mut Graph) -> &mut SdpaAttributes {
+        match &mut graph.nodes[0].attributes {
+            NodeAttributes::Sdpa(s) => s,
+            other => panic!("golden node is {other:?}"),
+        }
+    }
+
+    fn sdpa_plan(graph: &Graph) -> SdpaPlan {
+        applicability::plan(graph).expect("the plugin accepts the graph")
+    }
+
+    fn declined(graph: &Graph) -> String {
+        match plan(&sdpa_plan(graph)) {
+            Ok(_) => "accepted".to_owned(),
+            Err(Decline(reason)) => reason,
+        }
+    }
+
+    #[test]
+    fn the_golden_graph_maps_field_by_field() {
+        let p = problem(&sdpa_plan(&golden())).expect("maps");
+        let offsets = |uid| OffsetsDesc {
+            uid,
+            dtype: K::I32,
+            elements: 3,
+            multiplier: 1,
+        };
+        assert_eq!(
+            p.q,
+            RaggedDesc {
+                uid: 1,
+                dtype: K::BF16,
+                dims: [2, 3, 2, 16],
+                strides: [96, 32, 16, 1],
+                alignment: 16,
+                offsets: offsets(5),
+            }
+        );
+        assert_eq!(
+            (p.k.uid, p.k.dims, p.k.offsets),
+            (2, [2, 4, 1, 16], offsets(6))
+        );
+        assert_eq!((p.v.uid, p.v.offsets), (3, offsets(6)));
+        assert_eq!((p.o.uid, p.o.offsets), (4, offsets(5)));
+        assert_eq!(
+            p.lse,
+            Some(LseDesc::Dense {
+                uid: 9,
+                dtype: K::F32,
+                dims: [2, 2, 3, 1],
+                strides: [6, 3, 1, 1],
+                alignment: 16,
+            })
+        );
+        assert_eq!((p.seq_len_q, p.seq_len_kv), (None, None));
+        assert_eq!(p.scale, 0.25);
+        assert_eq!(p.mask, MaskBand::causal_bottom_right());
+    }
+
+    #[test]
+    fn head_dim_16_has_no_compiled_kernel_and_d64_plans() {
+        let g = golden();
+        let why = declined(&g);
+        assert_eq!(why, "tensor uid 1 (Q): dims[3] (head dim) = 16: 64 or 128");
+
+        let mut g = golden();
+        for t in g.tensors.iter_mut() {
+            match t.uid {
+                1 | 4 => t.strides = vec![3 * 2 * 64, 2 * 64, 64, 1],
+                2 | 3 => t.strides = vec![4 * 64, 64, 64, 1],
+                _ => continue,
+            }
+            t.dims[3] = 64;
+        }
+        let fmha = plan(&sdpa_plan(&g)).expect("bf16 D = 64 is compiled");
+        assert!(fmha.workspace_bytes() > 0);
+        assert_eq!(fmha.kernel, "ragged_fmha_fwd_bf16_d64");
+    }
+
+    #[test]
+    fn dense_operands_and_runtime_scales_are_declined_by_uid() {
+        let mut g = golden();
+        let k = g.tensors.iter_mut().find(|t| t.uid == 2).expect("K");
+        k.ragged_offset_tensor_uid = None;
+        k.dims = vec![2, 1, 4, 16];
+        let v = g.tensors.iter_mut().find(|t| t.uid == 3).expect("V");
+        v.ragged_offset_tensor_uid = None;
+        v.dims = vec![2, 1, 4, 16];
+        let why = declined(&g);
+        assert!(
+            why.starts_with("k_tensor_uid tensor uid 2 is dense"),
+            "{why}"
+        );
+
+        let mut g = golden();
+        g.tensors.push(
+            ragged_schema::TensorAttributes::new()
+                .set_uid(30)
+                .set_data_type(ragged_schema::DataType::Float)
+                .set_dims(vec![1])
+                .set_strides(vec![1])
+                .set_is_runtime_pass_by_value(true),
+        );
+        sdpa(&mut g).scale_tensor_uid = Some(30);
+        assert!(declined(&g).starts_with("scale_tensor_uid tensor uid 30 is read at execute"));
+    }
+
+    #[test]
+    fn the_top_left_band_keeps_its_alignment() {
+        let mut g = golden();
+        let s = sdpa(&mut g);
+        s.causal_mask_bottom_right = false;
+        s.causal_mask = false;
+        s.right_bound = Some(0);
+        s.diagonal_alignment = ragged_schema::DiagonalAlignment::TopLeft;
+        let p = problem(&sdpa_plan(&g)).expect("maps");
+        assert_eq!(p.mask.alignment, DiagonalAlignment::TopLeft);
+        assert_eq!((p.mask.left, p.mask.right), (None, Some(0)));
+    }
 
     #[test]
     fn only_the_value_1_selects_validation() {

@@ -198,6 +198,92 @@ mod tests {
         assert!(host_engine_offered(true, Some(OsStr::new("1"))));
     }
 
+    fn probes(cuda: bool, aiter: bool, gpu_runtime: bool, env: Option<&str>) -> Probes {
+        Probes {
+            cuda: if cuda {
+                Ok("CUDA driver 13.0, NVRTC 13.0, devices [0 NVIDIA H200 (sm_90a)]".into())
+            } else {
+                Err(
+                    "CUDA is unavailable: the CUDA driver library (libcuda.so) cannot be loaded"
+                        .into(),
+                )
+            },
+            aiter: if aiter {
+                Ok(
+                    "RAGGED_SDPA_AITER_FMHA listed: HIP runtime /opt/rocm/lib/libamdhip64.so"
+                        .into(),
+                )
+            } else {
+                Err("RAGGED_SDPA_AITER_FMHA not listed: no HIP runtime: not found".into())
+            },
+            gpu_runtime_present: gpu_runtime,
+            host_env: env.map(Into::into),
+        }
+    }
+
+    fn names(engines: &[&Engine]) -> Vec<&'static str> {
+        engines.iter().map(|e| e.name_str()).collect()
+    }
+
+    #[test]
+    fn without_gpus_only_the_host_engine_is_listed_and_each_gpu_engine_says_why() {
+        let (engines, lines) = decide(&probes(false, false, false, None));
+        assert_eq!(names(&engines), ["RAGGED_SDPA_HOST_REFERENCE"]);
+        assert_eq!(
+            lines,
+            vec![
+                (
+                    Severity::INFO,
+                    "RAGGED_SDPA_CUDA_FMHA not listed: CUDA is unavailable: the CUDA driver \
+                     library (libcuda.so) cannot be loaded"
+                        .to_owned()
+                ),
+                (
+                    Severity::INFO,
+                    "RAGGED_SDPA_AITER_FMHA not listed: no HIP runtime: not found".to_owned()
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn gpu_engines_come_first_and_the_host_engine_last() {
+        let (engines, _) = decide(&probes(true, true, true, Some("1")));
+        assert_eq!(
+            names(&engines),
+            [
+                "RAGGED_SDPA_CUDA_FMHA",
+                "RAGGED_SDPA_AITER_FMHA",
+                "RAGGED_SDPA_HOST_REFERENCE"
+            ]
+        );
+        let (engines, lines) = decide(&probes(true, false, true, None));
+        assert_eq!(names(&engines), ["RAGGED_SDPA_CUDA_FMHA"]);
+        assert!(
+            lines[0]
+                .1
+                .starts_with("RAGGED_SDPA_CUDA_FMHA listed: CUDA driver 13.0")
+        );
+        assert!(
+            lines.iter().any(|(s, l)| *s == Severity::INFO
+                && l.starts_with("RAGGED_SDPA_HOST_REFERENCE not listed"))
+        );
+    }
+
+    #[test]
+    fn a_gpu_runtime_without_engines_or_the_variable_lists_nothing_and_warns() {
+        let (engines, lines) = decide(&probes(false, false, true, None));
+        assert!(engines.is_empty());
+        assert_eq!(lines.last().map(|(s, _)| *s), Some(Severity::WARN));
+    }
+
+    #[test]
+    fn gpu_engine_ids_are_the_hashes_of_their_names() {
+        assert_eq!(CUDA_FMHA.id, -8390111541657994951);
+        assert_eq!(AITER_FMHA.id, -7892907548674631411);
+        assert_eq!(AITER_FMHA.name_str(), aiter::ENGINE_NAME);
+    }
+
     #[test]
     fn host_engine_id_is_the_hash_of_its_name() {
         assert_eq!(HOST_REFERENCE.id, 8202884889727546333);

@@ -7,7 +7,7 @@
 
 use cudarc::driver::sys::{self as cu, CUstream};
 
-use super::context::{CurrentContext, context_of_stream};
+use super::context::{CurrentContext, StreamContext, context_of_stream};
 use super::error::{DriverCall, GpuError};
 use super::runtime;
 
@@ -91,6 +91,59 @@ pub unsafe fn upload(stream: CUstream, copies: &[(u64, &[u8])]) -> Result<(), Gp
     synchronize(stream)
 }
 
+/// Device memory owned by the caller, freed on drop: scratch for the device checks, and what a
+/// host process without the CUDA runtime API needs to hand the plugin device tensors.
+pub struct DeviceAllocation {
+    address: u64,
+    bytes: usize,
+    context: StreamContext,
+}
+
+impl DeviceAllocation {
+    /// Allocates `bytes` (at least one) in the context the null stream runs in: the thread's
+    /// current context, else the first device's primary context, as the plugin's engines see it.
+    pub fn new(bytes: usize) -> Result<Self, GpuError> {
+        // SAFETY: the null stream is always valid.
+        let context = unsafe { context_of_stream(std::ptr::null_mut()) }?;
+        let _current = CurrentContext::push(context.handle)?;
+        let mut address = 0;
+        // SAFETY: out-parameter call with the context current.
+        unsafe { cu::cuMemAlloc_v2(&mut address, bytes.max(1)) }
+            .result()
+            .call("cuMemAlloc")?;
+        Ok(Self {
+            address,
+            bytes,
+            context,
+        })
+    }
+
+    /// The device address.
+    pub fn address(&self) -> u64 {
+        self.address
+    }
+
+    /// Bytes requested.
+    pub fn len(&self) -> usize {
+        self.bytes
+    }
+
+    /// Whether zero bytes were requested.
+    pub fn is_empty(&self) -> bool {
+        self.bytes == 0
+    }
+}
+
+impl Drop for DeviceAllocation {
+    fn drop(&mut self) {
+        if let Ok(_current) = CurrentContext::push(self.context.handle) {
+            // SAFETY: `address` came from `cuMemAlloc` in this context and is freed once. A
+            // failure cannot be reported from `drop`; it would leak the allocation only.
+            let _ = unsafe { cu::cuMemFree_v2(self.address) };
+        }
+    }
+}
+
 /// Waits for `stream`, whose context the caller has made current.
 fn synchronize(stream: CUstream) -> Result<(), GpuError> {
     // SAFETY: `stream` is null or live (the callers' contract).
@@ -115,6 +168,23 @@ mod tests {
             Some(Location::Host),
             "malloc'ed memory must be used in place"
         );
+    }
+
+    #[test]
+    fn device_memory_round_trips_through_the_host() {
+        if let Err(reason) = runtime::probe() {
+            eprintln!("test device_memory_round_trips_through_the_host: skipped: {reason}");
+            return;
+        }
+        let device = DeviceAllocation::new(5).unwrap();
+        assert_eq!(location(device.address()).ok(), Some(Location::Device));
+        let stream = std::ptr::null_mut();
+        // SAFETY: a 5-byte allocation, copied in full, on the null stream.
+        unsafe { upload(stream, &[(device.address(), &[1, 2, 3, 4, 5])]) }.unwrap();
+        let mut back = [0u8; 5];
+        // SAFETY: as above.
+        unsafe { download(stream, &mut [(device.address(), &mut back[..])]) }.unwrap();
+        assert_eq!(back, [1, 2, 3, 4, 5]);
     }
 
     #[test]

@@ -1,0 +1,438 @@
+//! Device tests through the C ABI: `RAGGED_SDPA_CUDA_FMHA` against `RAGGED_SDPA_HOST_REFERENCE`
+//! on identical device inputs (ragged-sdpa.md §8, project rule), the host engine reading and
+//! writing device buffers through its staging copies. Without a CUDA device every test prints
+//! `skipped: <reason>` and returns.
+//!
+//! On the H200: `HIPDNN_RAGGED_SDPA_HOST_ENGINE=1 <this test binary>` (the common loader sets the
+//! variable itself), and `compute-sanitizer --tool memcheck <binary> zero_length` for the memory
+//! check of the zero-length-batch case.
+
+mod common;
+
+use std::ptr::null_mut;
+
+use common::*;
+use half::{bf16, f16};
+use ragged_kernels::gpu::memory::{DeviceAllocation, download, upload};
+use ragged_kernels::gpu::runtime;
+use ragged_schema::wire::{encode_engine_config, encode_graph};
+use ragged_schema::{
+    DataType, DiagonalAlignment, EngineConfig, Graph, Node, SdpaAttributes, TensorAttributes,
+};
+
+const CUDA_FMHA_ID: i64 = -8390111541657994951;
+
+const Q: i64 = 1;
+const K: i64 = 2;
+const V: i64 = 3;
+const O: i64 = 4;
+const LSE: i64 = 5;
+const Q_OFFSETS: i64 = 10;
+const KV_OFFSETS: i64 = 11;
+const LSE_OFFSETS: i64 = 12;
+
+const LSE_SENTINEL: u32 = 0x7FC0_0D1E;
+
+#[derive(Clone, Copy, PartialEq)]
+enum Lse {
+    None,
+    Dense,
+    Ragged,
+}
+
+struct Case {
+    dtype: DataType,
+    d: i64,
+    hq: i64,
+    hkv: i64,
+    q_tokens: Vec<i64>,
+    kv_tokens: Vec<i64>,
+    band: (Option<i64>, Option<i64>, DiagonalAlignment),
+    lse: Lse,
+}
+
+impl Case {
+    fn batch(&self) -> i64 {
+        self.q_tokens.len() as i64
+    }
+    /// S_max a little above the longest batch, as padded frameworks declare it.
+    fn s_q(&self) -> i64 {
+        self.q_tokens.iter().max().copied().unwrap_or(0).max(1) + 3
+    }
+    fn s_kv(&self) -> i64 {
+        self.kv_tokens.iter().max().copied().unwrap_or(0).max(1) + 5
+    }
+    fn o_sentinel(&self) -> u16 {
+        if self.dtype == DataType::BFloat16 {
+            0x7FC1
+        } else {
+            0x7E01
+        }
+    }
+}
+
+fn graph(case: &Case) -> Graph {
+    let (b, d, hq, hkv) = (case.batch(), case.d, case.hq, case.hkv);
+    let ragged = |uid, s, h, aux, multiplier| {
+        TensorAttributes::new()
+            .set_uid(uid)
+            .set_name(format!("t{uid}"))
+            .set_data_type(case.dtype)
+            .set_dims(vec![b, s, h, d])
+            .set_strides(vec![s * h * d, h * d, d, 1])
+            .set_ragged_offset_uid(aux)
+            .set_ragged_offset_multiplier(multiplier)
+    };
+    let index = |uid, data_type| {
+        TensorAttributes::new()
+            .set_uid(uid)
+            .set_name(format!("offsets{uid}"))
+            .set_data_type(data_type)
+            .set_dims(vec![b + 1, 1, 1, 1])
+            .set_strides(vec![1, 1, 1, 1])
+    };
+    let mut sdpa = SdpaAttributes::new(Q, K, V, O)
+        .set_attn_scale_value(1.0 / (d as f32).sqrt())
+        .set_diagonal_band(case.band.0, case.band.1, case.band.2);
+    // Q/O offsets count tokens (int32, multiplier H·D); K/V offsets count elements (int64).
+    let mut g = Graph::new("gpu_test")
+        .set_data_types(case.dtype, DataType::Float, DataType::Float)
+        .add_tensor(ragged(Q, case.s_q(), hq, Q_OFFSETS, hq * d))
+        .add_tensor(ragged(K, case.s_kv(), hkv, KV_OFFSETS, 1))
+        .add_tensor(ragged(V, case.s_kv(), hkv, KV_OFFSETS, 1))
+        .add_tensor(ragged(O, case.s_q(), hq, Q_OFFSETS, hq * d))
+        .add_tensor(index(Q_OFFSETS, DataType::Int32))
+        .add_tensor(index(KV_OFFSETS, DataType::Int64));
+    let s_q = case.s_q();
+    match case.lse {
+        Lse::None => {}
+        Lse::Dense => {
+            sdpa.stats_tensor_uid = Some(LSE);
+            g = g.add_tensor(
+                TensorAttributes::new()
+                    .set_uid(LSE)
+                    .set_name("lse")
+                    .set_data_type(DataType::Float)
+                    .set_dims(vec![b, hq, s_q, 1])
+                    .set_strides(vec![hq * s_q, s_q, 1, 1]),
+            );
+        }
+        Lse::Ragged => {
+            sdpa.stats_tensor_uid = Some(LSE);
+            g = g
+                .add_tensor(
+                    TensorAttributes::new()
+                        .set_uid(LSE)
+                        .set_name("lse")
+                        .set_data_type(DataType::Float)
+                        .set_dims(vec![b, s_q, hq, 1])
+                        .set_strides(vec![s_q * hq, hq, 1, 1])
+                        .set_ragged_offset_uid(LSE_OFFSETS)
+                        .set_ragged_offset_multiplier(hq),
+                )
+                .add_tensor(index(LSE_OFFSETS, DataType::Int32));
+        }
+    }
+    g.add_node(Node::sdpa("sdpa", sdpa))
+}
+
+fn prefix(tokens: &[i64]) -> Vec<i64> {
+    let mut out = vec![0];
+    for t in tokens {
+        out.push(out[out.len() - 1] + t);
+    }
+    out
+}
+
+/// Uniform values in [−1, 1] as element bits (LCG, deterministic).
+fn values(n: usize, seed: u64, dtype: DataType) -> Vec<u16> {
+    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..n)
+        .map(|_| {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let x = ((state >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0;
+            if dtype == DataType::BFloat16 {
+                bf16::from_f32(x).to_bits()
+            } else {
+                f16::from_f32(x).to_bits()
+            }
+        })
+        .collect()
+}
+
+fn to_f32(bits: u16, dtype: DataType) -> f32 {
+    if dtype == DataType::BFloat16 {
+        bf16::from_bits(bits).to_f32()
+    } else {
+        f16::from_bits(bits).to_f32()
+    }
+}
+
+fn bytes_of<T: Copy, const N: usize>(values: &[T], to_le: fn(T) -> [u8; N]) -> Vec<u8> {
+    values.iter().flat_map(|v| to_le(*v)).collect()
+}
+
+fn device_with(bytes: &[u8]) -> DeviceAllocation {
+    let buffer = DeviceAllocation::new(bytes.len()).expect("cuMemAlloc");
+    // SAFETY: the allocation holds `bytes.len()` bytes.
+    unsafe { upload(null_mut(), &[(buffer.address(), bytes)]) }.expect("upload");
+    buffer
+}
+
+fn read_back(buffer: &DeviceAllocation) -> Vec<u8> {
+    let mut out = vec![0u8; buffer.len()];
+    // SAFETY: the allocation holds `out.len()` bytes.
+    unsafe { download(null_mut(), &mut [(buffer.address(), &mut out[..])]) }.expect("download");
+    out
+}
+
+/// Device inputs of one case, shared by both engines.
+struct DeviceInputs {
+    buffers: Vec<(i64, DeviceAllocation)>,
+    o_bytes: usize,
+    lse_bytes: usize,
+}
+
+fn device_inputs(case: &Case) -> DeviceInputs {
+    let (hq, hkv, d) = (case.hq as usize, case.hkv as usize, case.d as usize);
+    let q_starts = prefix(&case.q_tokens);
+    let kv_starts = prefix(&case.kv_tokens);
+    let (q_total, kv_total) = (
+        q_starts[case.q_tokens.len()],
+        kv_starts[case.kv_tokens.len()],
+    );
+    let q = values(q_total as usize * hq * d, 1, case.dtype);
+    let k = values(kv_total as usize * hkv * d, 2, case.dtype);
+    let v = values(kv_total as usize * hkv * d, 3, case.dtype);
+    let q_offsets: Vec<i32> = q_starts.iter().map(|&t| t as i32).collect();
+    let kv_offsets: Vec<i64> = kv_starts.iter().map(|&t| t * (hkv * d) as i64).collect();
+    let mut buffers = vec![
+        (Q, device_with(&bytes_of(&q, u16::to_le_bytes))),
+        (K, device_with(&bytes_of(&k, u16::to_le_bytes))),
+        (V, device_with(&bytes_of(&v, u16::to_le_bytes))),
+        (
+            Q_OFFSETS,
+            device_with(&bytes_of(&q_offsets, i32::to_le_bytes)),
+        ),
+        (
+            KV_OFFSETS,
+            device_with(&bytes_of(&kv_offsets, i64::to_le_bytes)),
+        ),
+    ];
+    if case.lse == Lse::Ragged {
+        buffers.push((
+            LSE_OFFSETS,
+            device_with(&bytes_of(&q_offsets, i32::to_le_bytes)),
+        ));
+    }
+    let lse_elements = match case.lse {
+        Lse::None => 0,
+        Lse::Dense => (case.batch() * case.hq * case.s_q()) as usize,
+        Lse::Ragged => q_total as usize * hq,
+    };
+    DeviceInputs {
+        buffers,
+        o_bytes: q_total as usize * hq * d * 2,
+        lse_bytes: lse_elements * 4,
+    }
+}
+
+/// Runs `engine` through the C ABI on device buffers; returns (O bits, LSE bits).
+fn run(engine: i64, case: &Case, inputs: &DeviceInputs) -> (Vec<u16>, Vec<u32>) {
+    let p = plugin();
+    let graph = encode_graph(&graph(case));
+    let config = encode_engine_config(&EngineConfig::new(engine));
+    let handle = OwnedHandle::new();
+    let o_init = bytes_of(
+        &vec![case.o_sentinel(); inputs.o_bytes / 2],
+        u16::to_le_bytes,
+    );
+    let o = device_with(&o_init);
+    let lse = device_with(&bytes_of(
+        &vec![LSE_SENTINEL; inputs.lse_bytes / 4],
+        u32::to_le_bytes,
+    ));
+    let mut pack: Vec<DeviceBuffer> = inputs
+        .buffers
+        .iter()
+        .map(|(uid, b)| DeviceBuffer {
+            uid: *uid,
+            ptr: b.address() as *mut _,
+        })
+        .collect();
+    pack.push(DeviceBuffer {
+        uid: O,
+        ptr: o.address() as *mut _,
+    });
+    if case.lse != Lse::None {
+        pack.push(DeviceBuffer {
+            uid: LSE,
+            ptr: lse.address() as *mut _,
+        });
+    }
+    let (gd, cd) = (ConstData::of(&graph), ConstData::of(&config));
+    let mut workspace_size = usize::MAX;
+    let mut context: Context = null_mut();
+    // SAFETY: valid handles, buffers and out-pointers; the pack's device buffers outlive the
+    // execute and the downloads below, which synchronize the (default) stream.
+    unsafe {
+        assert_eq!((p.SetStream)(handle.0, null_mut()), SUCCESS);
+        let status = (p.GetWorkspaceSize)(handle.0, &cd, &gd, &mut workspace_size);
+        assert_eq!(status, SUCCESS, "{}", last_error());
+        let status = (p.CreateExecutionContext)(handle.0, &cd, &gd, &mut context);
+        assert_eq!(status, SUCCESS, "{}", last_error());
+        let workspace = DeviceAllocation::new(workspace_size).expect("workspace");
+        let ws_ptr = if workspace_size == 0 {
+            null_mut()
+        } else {
+            workspace.address() as *mut _
+        };
+        let status =
+            (p.ExecuteOpGraph)(handle.0, context, ws_ptr, pack.as_ptr(), pack.len() as u32);
+        assert_eq!(status, SUCCESS, "{}", last_error());
+        let o_bits = read_back(&o)
+            .chunks_exact(2)
+            .map(|c| u16::from_le_bytes([c[0], c[1]]))
+            .collect();
+        let lse_bits = read_back(&lse)
+            .chunks_exact(4)
+            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect();
+        assert_eq!((p.DestroyExecutionContext)(handle.0, context), SUCCESS);
+        (o_bits, lse_bits)
+    }
+}
+
+/// CUDA FMHA against the host reference (both on device buffers), ragged-sdpa.md §8.
+fn check(name: &str, case: Case) {
+    if let Err(reason) = runtime::probe() {
+        eprintln!("test {name}: skipped: {reason}");
+        return;
+    }
+    let handle = OwnedHandle::new();
+    let (status, ids) = applicable(&handle, &encode_graph(&graph(&case)));
+    assert_eq!(status, SUCCESS, "{}", last_error());
+    assert_eq!(
+        ids,
+        vec![CUDA_FMHA_ID, HOST_REFERENCE_ID],
+        "{name}: GPU engine first, host reference last"
+    );
+    let inputs = device_inputs(&case);
+    let (cuda_o, cuda_lse) = run(CUDA_FMHA_ID, &case, &inputs);
+    let (host_o, host_lse) = run(HOST_REFERENCE_ID, &case, &inputs);
+    let (atol, rtol) = if case.dtype == DataType::BFloat16 {
+        (1e-2, 1e-2)
+    } else {
+        (2e-3, 2e-3)
+    };
+    let sentinel = case.o_sentinel();
+    let mut written = 0;
+    for (i, (&c, &h)) in cuda_o.iter().zip(&host_o).enumerate() {
+        if h == sentinel {
+            assert_eq!(
+                c, sentinel,
+                "{name}: O[{i}] written by CUDA, not by the reference"
+            );
+            continue;
+        }
+        written += 1;
+        let (c, h) = (to_f32(c, case.dtype), to_f32(h, case.dtype));
+        assert!(!c.is_nan(), "{name}: O[{i}] is NaN");
+        assert!(
+            (c - h).abs() <= atol + rtol * h.abs(),
+            "{name}: O[{i}] = {c}, reference {h}"
+        );
+    }
+    assert!(written > 0, "{name}: the reference wrote no O element");
+    for (i, (&c, &h)) in cuda_lse.iter().zip(&host_lse).enumerate() {
+        if h == LSE_SENTINEL {
+            assert_eq!(c, LSE_SENTINEL, "{name}: LSE[{i}] written by CUDA only");
+            continue;
+        }
+        let (c, h) = (f32::from_bits(c), f32::from_bits(h));
+        if h == f32::NEG_INFINITY {
+            assert_eq!(c, h, "{name}: LSE[{i}] must be -inf exactly");
+        } else {
+            assert!(
+                (c - h).abs() <= 1e-3 + 1e-3 * h.abs(),
+                "{name}: LSE[{i}] = {c}, reference {h}"
+            );
+        }
+    }
+    eprintln!(
+        "test {name}: CUDA FMHA matches the host reference on {written} O elements and {} LSE values",
+        host_lse.iter().filter(|&&b| b != LSE_SENTINEL).count()
+    );
+}
+
+#[test]
+fn zero_length_batches_bf16_d128_gqa_dense_lse() {
+    check(
+        "zero_length_batches_bf16_d128_gqa_dense_lse",
+        Case {
+            dtype: DataType::BFloat16,
+            d: 128,
+            hq: 8,
+            hkv: 2,
+            // Batch 1 is empty; batch 3 has queries but no keys (O = 0, LSE = -inf).
+            q_tokens: vec![37, 0, 130, 5],
+            kv_tokens: vec![50, 0, 200, 0],
+            band: (None, None, DiagonalAlignment::TopLeft),
+            lse: Lse::Dense,
+        },
+    );
+}
+
+#[test]
+fn causal_top_left_f16_d64_ragged_lse() {
+    check(
+        "causal_top_left_f16_d64_ragged_lse",
+        Case {
+            dtype: DataType::Half,
+            d: 64,
+            hq: 4,
+            hkv: 4,
+            q_tokens: vec![64, 1, 200, 17],
+            kv_tokens: vec![64, 300, 17, 90],
+            band: (None, Some(0), DiagonalAlignment::TopLeft),
+            lse: Lse::Ragged,
+        },
+    );
+}
+
+#[test]
+fn causal_bottom_right_bf16_d64_mqa() {
+    check(
+        "causal_bottom_right_bf16_d64_mqa",
+        Case {
+            dtype: DataType::BFloat16,
+            d: 64,
+            hq: 6,
+            hkv: 1,
+            // Batch 1 has fewer keys than queries: its top rows admit no key.
+            q_tokens: vec![40, 70, 9],
+            kv_tokens: vec![90, 20, 9],
+            band: (None, Some(0), DiagonalAlignment::BottomRight),
+            lse: Lse::Dense,
+        },
+    );
+}
+
+#[test]
+fn sliding_window_f16_d128_no_lse() {
+    check(
+        "sliding_window_f16_d128_no_lse",
+        Case {
+            dtype: DataType::Half,
+            d: 128,
+            hq: 2,
+            hkv: 1,
+            q_tokens: vec![300, 129, 128],
+            kv_tokens: vec![260, 129, 1],
+            band: (Some(16), Some(4), DiagonalAlignment::BottomRight),
+            lse: Lse::None,
+        },
+    );
+}
