@@ -305,12 +305,21 @@ fn run(engine: i64, case: &Case, inputs: &DeviceInputs) -> (Vec<u16>, Vec<u32>) 
     }
 }
 
+/// Plugin log lines on stderr, so a decline on the device shows its reason.
+unsafe extern "C" fn print_line(severity: i32, message: *const std::ffi::c_char) {
+    // SAFETY: the plugin passes a NUL-terminated line valid during the call.
+    let line = unsafe { std::ffi::CStr::from_ptr(message) }.to_string_lossy();
+    eprintln!("plugin log (severity {severity}): {line}");
+}
+
 /// CUDA FMHA against the host reference (both on device buffers), ragged-sdpa.md §8.
 fn check(name: &str, case: Case) {
     if let Err(reason) = runtime::probe() {
         eprintln!("test {name}: skipped: {reason}");
         return;
     }
+    // SAFETY: a valid callback that outlives the plugin.
+    unsafe { (plugin().SetLoggingCallback)(Some(print_line)) };
     let handle = OwnedHandle::new();
     let (status, ids) = applicable(&handle, &encode_graph(&graph(&case)));
     assert_eq!(status, SUCCESS, "{}", last_error());
