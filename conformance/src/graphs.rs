@@ -58,14 +58,15 @@ pub struct RaggedSdpaSpec {
 }
 
 impl RaggedSdpaSpec {
-    /// A packed bf16 case with an explicit scale of 1/√D and shared aux tensors.
+    /// A packed bf16 case with D = 64 (a head dim every engine of the project compiles), an
+    /// explicit scale of 1/√D and shared aux tensors.
     pub fn packed(name: &str, extents_q: &[i64], extents_kv: &[i64]) -> RaggedSdpaSpec {
         RaggedSdpaSpec {
             name: name.to_owned(),
             io_type: DataType::BFloat16,
             heads_q: 2,
             heads_kv: 2,
-            head_dim: 16,
+            head_dim: 64,
             extents_q: extents_q.to_vec(),
             extents_kv: extents_kv.to_vec(),
             seq_len_q: None,

@@ -241,7 +241,7 @@ mod tests {
     #[test]
     fn offsets_resolve_by_name_or_uid_with_the_declared_type() {
         let pre = companion(
-            r#"{"ragged_offsets": {"ragged_offset_5": [0, 64, 160], "6": [0, 128, 160]}}"#,
+            r#"{"ragged_offsets": {"ragged_offset_5": [0, 256, 640], "6": [0, 512, 640]}}"#,
         )
         .unwrap_or_else(|e| panic!("{e}"));
         let q = pre.get(&5).unwrap_or_else(|| panic!("uid 5 missing"));

@@ -229,12 +229,12 @@ mod tests {
                     .unwrap_or_else(|e| panic!("{e}")),
             )
         };
-        // Q/O: 2+0+3 tokens x 2 heads x 16 = 160 elements; K/V: 6 tokens = 192.
-        pre.insert(5, aux(vec![0, 64, 64, 160]));
-        pre.insert(6, aux(vec![0, 128, 160, 192]));
+        // Q/O: 2+0+3 tokens x 2 heads x 64 = 640 elements; K/V: 4+1+1 tokens = 768.
+        pre.insert(5, aux(vec![0, 256, 256, 640]));
+        pre.insert(6, aux(vec![0, 512, 640, 768]));
         let bundle = Bundle::allocate(&graph, &pre).unwrap_or_else(|e| panic!("{e}"));
         let len = |uid| bundle.get(uid).map(|t| t.host_data().len()).unwrap_or(0);
-        assert_eq!((len(1), len(2), len(3), len(4)), (160, 192, 192, 160));
+        assert_eq!((len(1), len(2), len(3), len(4)), (640, 768, 768, 640));
         assert!(matches!(bundle.entries.get(&5), Some(Entry::Shared(_))));
     }
 }
