@@ -164,3 +164,38 @@ fn next_to_a_gpu_runtime_the_host_engine_needs_the_environment_variable() {
         "{stdout}"
     );
 }
+
+/// Next to HIP the host engine cannot copy device tensors (no HIP copy path), so even when asked
+/// for it is listed but declines every graph instead of reading what may be device pointers.
+#[test]
+fn next_to_hip_the_requested_host_engine_declines_every_graph() {
+    let host = compile_host();
+    let fake = compile(
+        "fake_gpu_runtime.c",
+        "libamdhip64.so",
+        &["-shared", "-fPIC"],
+    );
+    let runtime_dir = fake.parent().expect("scratch dir").to_path_buf();
+    let (dir, uids) = golden_variant_pack("c_program_hip_runtime");
+    let output = Command::new(&host)
+        .arg(plugin_path())
+        .arg(golden_file("graph_flagged.bin"))
+        .arg(golden_file("engine_config.bin"))
+        .arg(&dir)
+        .args(uids.iter().map(i64::to_string))
+        .env("LD_LIBRARY_PATH", &runtime_dir)
+        .env("HIPDNN_RAGGED_SDPA_HOST_ENGINE", "1")
+        .output()
+        .expect("C host runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{stdout}");
+    assert!(
+        stdout.contains("engine RAGGED_SDPA_HOST_REFERENCE"),
+        "{stdout}"
+    );
+    assert!(
+        stderr.contains("no engine applies to the graph"),
+        "{stderr}"
+    );
+}
