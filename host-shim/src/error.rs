@@ -47,6 +47,9 @@ pub enum ShimError {
     )]
     DeviceEngine(String),
 
+    #[error("{0}")]
+    Usage(&'static str),
+
     #[error(transparent)]
     Conformance(#[from] ragged_conformance::ConformanceError),
 

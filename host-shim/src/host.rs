@@ -88,13 +88,16 @@ pub fn applicable_engines(
 /// `--engine` (a name or a `0x` hex id) among the candidates, or the first one that takes host
 /// buffers. The shim binds host memory only, so an engine outside `host_engines` (one that would
 /// dereference the pointers on a device) is never run.
+///
+/// With `device_available`, every engine qualifies: the others get device buffers.
 pub fn choose(
     candidates: &[Candidate],
     wanted: Option<&str>,
     host_engines: &[String],
+    device_available: bool,
     graph: &Graph,
 ) -> Result<Candidate, ShimError> {
-    let runs_on_host = |c: &Candidate| host_engines.contains(&c.engine_name);
+    let runs_on_host = |c: &Candidate| device_available || host_engines.contains(&c.engine_name);
     match wanted {
         None => candidates
             .iter()

@@ -64,6 +64,10 @@ struct GraphArgs {
     /// no other engine.
     #[arg(long = "host-engine", default_values_t = ["RAGGED_SDPA_HOST_REFERENCE".to_string()])]
     host_engines: Vec<String>,
+    /// Run engines that are not --host-engine on CUDA device 0 (inputs copied to device buffers,
+    /// outputs copied back).
+    #[arg(long)]
+    cuda: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -111,6 +115,7 @@ fn graph_run(args: GraphArgs, plugin_dir: Option<PathBuf>) -> GraphRun {
         offsets: args.offsets,
         seed: args.seed,
         host_engines: args.host_engines,
+        cuda: args.cuda,
     }
 }
 

@@ -11,6 +11,11 @@ use crate::error::ShimError;
 const PROGRESS_BAR_MIN_RUNS: usize = 20;
 
 pub fn run(args: &GraphRun, runs: usize, warmup: usize) -> Result<(), ShimError> {
+    if args.cuda {
+        return Err(ShimError::Usage(
+            "bench times engines on host buffers only; --cuda applies to run",
+        ));
+    }
     let mut p = prepare(args)?;
     let plugin = &p.manager.plugins[p.candidate.plugin_index];
     let handle = plugin.plugin.create_handle()?;

@@ -25,6 +25,8 @@ pub struct GraphRun {
     pub seed: u64,
     /// Engines that accept host buffers.
     pub host_engines: Vec<String>,
+    /// Run other engines on CUDA device 0 with device buffers.
+    pub cuda: bool,
 }
 
 /// Graph loaded, inputs supplied, engine chosen.
@@ -66,6 +68,7 @@ pub fn prepare(args: &GraphRun) -> Result<Prepared, ShimError> {
         &candidates?,
         args.engine.as_deref(),
         &args.host_engines,
+        args.cuda,
         &graph,
     )?;
     eprintln!(
@@ -121,11 +124,30 @@ pub fn run(
     let mut p = prepare(args)?;
     let plugin = &p.manager.plugins[p.candidate.plugin_index];
     let handle = plugin.plugin.create_handle()?;
+    let device = if args.cuda && !args.host_engines.contains(&p.candidate.engine_name) {
+        Some(ragged_conformance::device::CudaDevice::open()?)
+    } else {
+        None
+    };
     let start = Instant::now();
-    with_spinner(format!("executing {}", p.candidate.engine_name), || {
-        p.harness.run_engine(&handle, p.candidate.engine_id)
-    })?;
-    eprintln!("executed in {:.3} ms", start.elapsed().as_secs_f64() * 1e3);
+    with_spinner(
+        format!("executing {}", p.candidate.engine_name),
+        || match &device {
+            Some(d) => p
+                .harness
+                .run_engine_on_device(&handle, p.candidate.engine_id, d),
+            None => p.harness.run_engine(&handle, p.candidate.engine_id),
+        },
+    )?;
+    eprintln!(
+        "executed in {:.3} ms{}",
+        start.elapsed().as_secs_f64() * 1e3,
+        if device.is_some() {
+            " (including device copies)"
+        } else {
+            ""
+        }
+    );
     p.manager.log.absorb_plugin_messages();
     host::flush_log(&mut p.manager.log);
 
