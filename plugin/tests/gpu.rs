@@ -241,6 +241,18 @@ fn device_inputs(case: &Case) -> DeviceInputs {
 
 /// Runs `engine` through the C ABI on device buffers; returns (O bits, LSE bits).
 fn run(engine: i64, case: &Case, inputs: &DeviceInputs) -> (Vec<u16>, Vec<u32>) {
+    let (status, error, o, lse) = execute(engine, case, inputs);
+    assert_eq!(status, SUCCESS, "{error}");
+    (o, lse)
+}
+
+/// Runs `engine` through the C ABI on device buffers; returns the execute's status and last
+/// error text, and O and LSE as bits afterwards.
+fn execute(
+    engine: i64,
+    case: &Case,
+    inputs: &DeviceInputs,
+) -> (Status, String, Vec<u16>, Vec<u32>) {
     let p = plugin();
     let graph = encode_graph(&graph(case));
     let config = encode_engine_config(&EngineConfig::new(engine));
@@ -291,7 +303,11 @@ fn run(engine: i64, case: &Case, inputs: &DeviceInputs) -> (Vec<u16>, Vec<u32>) 
         };
         let status =
             (p.ExecuteOpGraph)(handle.0, context, ws_ptr, pack.as_ptr(), pack.len() as u32);
-        assert_eq!(status, SUCCESS, "{}", last_error());
+        let error = if status == SUCCESS {
+            String::new()
+        } else {
+            last_error()
+        };
         let o_bits = read_back(&o)
             .chunks_exact(2)
             .map(|c| u16::from_le_bytes([c[0], c[1]]))
@@ -301,7 +317,7 @@ fn run(engine: i64, case: &Case, inputs: &DeviceInputs) -> (Vec<u16>, Vec<u32>) 
             .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
             .collect();
         assert_eq!((p.DestroyExecutionContext)(handle.0, context), SUCCESS);
-        (o_bits, lse_bits)
+        (status, error, o_bits, lse_bits)
     }
 }
 
@@ -444,4 +460,44 @@ fn sliding_window_f16_d128_no_lse() {
             lse: Lse::None,
         },
     );
+}
+
+/// In validating mode (`HIPDNN_RAGGED_SDPA_VALIDATE=1`, read once per process) decreasing Q
+/// offsets are an INVALID_VALUE naming the offsets tensor, and O keeps its sentinel.
+#[test]
+fn decreasing_offsets_are_invalid_value_in_validating_mode() {
+    let name = "decreasing_offsets_are_invalid_value_in_validating_mode";
+    if let Err(reason) = runtime::probe() {
+        eprintln!("test {name}: skipped: {reason}");
+        return;
+    }
+    if std::env::var_os("HIPDNN_RAGGED_SDPA_VALIDATE").as_deref() != Some("1".as_ref()) {
+        eprintln!("test {name}: skipped: needs HIPDNN_RAGGED_SDPA_VALIDATE=1");
+        return;
+    }
+    let case = Case {
+        dtype: DataType::BFloat16,
+        d: 64,
+        hq: 2,
+        hkv: 2,
+        q_tokens: vec![8, 8, 8],
+        kv_tokens: vec![8, 8, 8],
+        band: (None, None, DiagonalAlignment::TopLeft),
+        lse: Lse::None,
+    };
+    let mut inputs = device_inputs(&case);
+    let bad: Vec<i32> = vec![0, 16, 8, 24];
+    for (uid, buffer) in inputs.buffers.iter_mut() {
+        if *uid == Q_OFFSETS {
+            *buffer = device_with(&bytes_of(&bad, i32::to_le_bytes));
+        }
+    }
+    let (status, error, o, _) = execute(CUDA_FMHA_ID, &case, &inputs);
+    assert_eq!(status, INVALID_VALUE, "{error}");
+    assert!(
+        error.contains("ragged_offset (uid 10)"),
+        "names the offsets tensor uid: {error}"
+    );
+    assert!(o.iter().all(|&b| b == case.o_sentinel()), "O written");
+    eprintln!("test {name}: {error}");
 }

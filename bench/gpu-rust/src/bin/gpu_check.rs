@@ -11,6 +11,7 @@ use std::time::Instant;
 
 use cudarc::driver::result as cur;
 use cudarc::driver::sys::{CUdeviceptr, CUstream};
+use half::{bf16, f16};
 use ragged_kernels::gpu::fmha::{
     ExecuteMode, FmhaBuffers, FmhaEngine, FmhaPlan, FmhaProblem, LseDesc, OffsetsDesc, RaggedDesc,
     SeqLenDesc, plan,
@@ -18,7 +19,6 @@ use ragged_kernels::gpu::fmha::{
 use ragged_kernels::gpu::nvrtc_cache::{ImageOrigin, NvrtcCache};
 use ragged_kernels::gpu::{GpuError, runtime};
 use ragged_kernels::{DataType, DiagonalAlignment, MaskBand};
-use half::{bf16, f16};
 
 /// Sentinels for positions the kernels must not write (ragged-sdpa.md §8: quiet NaN with a fixed
 /// payload, compared bit for bit).
@@ -75,7 +75,7 @@ fn run(bench: bool) -> Res<usize> {
     let _ = std::fs::remove_dir_all(&dir);
     let cache: &'static NvrtcCache = Box::leak(Box::new(NvrtcCache::new(Some(dir.clone()))));
     let t = Instant::now();
-    let fmha = gpu_rust_check::gpu::fmha::FMHA_SOURCE;
+    let fmha = ragged_kernels::gpu::fmha::FMHA_SOURCE;
     let cold = cache.get_or_compile(&fmha, target, &[], runtime.nvrtc_version)?;
     let cold_s = t.elapsed().as_secs_f64();
     let t = Instant::now();
@@ -783,12 +783,7 @@ fn benchmark(engine: &FmhaEngine, stream: CUstream) -> Res<()> {
     let mut rng = Rng(42);
     for (label, hq, hkv, mask) in [
         ("non-causal", 16, 16, MaskBand::none()),
-        (
-            "causal-br",
-            16,
-            16,
-            MaskBand::causal_bottom_right(),
-        ),
+        ("causal-br", 16, 16, MaskBand::causal_bottom_right()),
         ("non-causal gqa 32:8", 32, 8, MaskBand::none()),
     ] {
         let lens: Vec<usize> = (0..16)
