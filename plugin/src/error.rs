@@ -60,17 +60,6 @@ pub enum PluginError {
     #[error("RAGGED_SDPA_AITER_FMHA: {0}")]
     Aiter(#[from] ragged_kernels::aiter::AiterError),
 
-    #[error(
-        "tensor uid {uid} ({role}) is bound to device memory at {address:#x}, which the host \
-         reference engine cannot reach here: {reason}"
-    )]
-    UnreachableMemory {
-        uid: i64,
-        role: &'static str,
-        address: usize,
-        reason: String,
-    },
-
     #[error("engine failure: {0}")]
     Engine(String),
 
@@ -90,8 +79,7 @@ impl PluginError {
             | PluginError::Malformed { .. }
             | PluginError::NotApplicable { .. }
             | PluginError::MissingBuffer { .. }
-            | PluginError::NullBuffer { .. }
-            | PluginError::UnreachableMemory { .. } => Status::BAD_PARAM,
+            | PluginError::NullBuffer { .. } => Status::BAD_PARAM,
             PluginError::UnknownEngine { .. } | PluginError::InvalidValue(_) => {
                 Status::INVALID_VALUE
             }
@@ -147,5 +135,44 @@ fn kernel_status(error: &ragged_kernels::KernelError) -> Status {
             Status::BAD_PARAM
         }
         _ => Status::INTERNAL_ERROR,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ragged_kernels::aiter::AiterError;
+    use ragged_kernels::gpu::{GpuError, TensorRole};
+
+    #[test]
+    fn gpu_errors_map_by_cause_and_name_the_engine() {
+        let invalid = PluginError::from(GpuError::InvalidOffsets {
+            flag: 2,
+            problems: vec!["Q/O ragged_offset (uid 10): offsets decrease".into()],
+        });
+        assert_eq!(invalid.status(), Status::INVALID_VALUE);
+        assert_eq!(
+            invalid.to_string(),
+            "RAGGED_SDPA_CUDA_FMHA: device validation of ragged offsets failed (flag \
+             0x00000002): Q/O ragged_offset (uid 10): offsets decrease"
+        );
+        let pointer = PluginError::from(GpuError::BadPointer {
+            uid: 4,
+            role: TensorRole::O,
+            address: 8,
+            problem: "is not 16-byte aligned",
+        });
+        assert_eq!(pointer.status(), Status::BAD_PARAM);
+        let driver_missing = PluginError::from(GpuError::Unavailable {
+            reason: "no device".into(),
+        });
+        assert_eq!(driver_missing.status(), Status::INTERNAL_ERROR);
+
+        let null = PluginError::from(AiterError::NullPointer { what: "Q", uid: 1 });
+        assert_eq!(null.status(), Status::BAD_PARAM);
+        assert_eq!(
+            null.to_string(),
+            "RAGGED_SDPA_AITER_FMHA: device pointer for Q (tensor uid 1) is null"
+        );
     }
 }
