@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use clap::{Parser, ValueEnum};
 use ragged_conformance::harness::ValidationMode;
 use ragged_conformance::manager::PluginManager;
-use ragged_conformance::report::Report;
+use ragged_conformance::report::{CaseResult, Outcome, Report};
 use ragged_conformance::suites::gating::{self, FixtureArtifacts};
 use ragged_conformance::suites::{abi, numeric};
 
@@ -61,6 +61,18 @@ struct Args {
     host_engines: Vec<String>,
 }
 
+/// A case for a suite that could not run at all, so the run fails visibly instead of passing
+/// with fewer cases.
+fn failed_case(suite: &str, name: &str, why: String) -> CaseResult {
+    CaseResult {
+        suite: suite.into(),
+        name: name.into(),
+        outcome: Outcome::Fail(why),
+        details: vec![],
+        duration: Default::default(),
+    }
+}
+
 fn main() -> ExitCode {
     let args = Args::parse();
     let suites = if args.suites.is_empty() {
@@ -92,7 +104,7 @@ fn main() -> ExitCode {
                         println!("{}", matrix.table());
                         report.extend(gating::report(&matrix));
                     }
-                    Err(e) => eprintln!("gating matrix failed: {e}"),
+                    Err(e) => report.push(failed_case("gating", "fixture matrix", e.to_string())),
                 }
                 let _ = std::fs::remove_dir_all(&scratch);
             }
@@ -136,14 +148,14 @@ fn main() -> ExitCode {
             manager.load_file(plugin);
             match manager.plugins.first() {
                 Some(loaded) => report.extend(numeric::run(loaded, &options)),
-                None => eprintln!(
-                    "numeric suite: {} was not loaded: {}",
-                    plugin.display(),
+                None => report.push(failed_case(
+                    "numeric",
+                    &format!("{}::load", plugin.display()),
                     manager
                         .rejected
                         .first()
-                        .map_or("unknown reason", |r| r.reason.as_str())
-                ),
+                        .map_or_else(|| "not loaded".to_owned(), |r| r.reason.clone()),
+                )),
             }
         }
     }
