@@ -145,6 +145,7 @@ impl Harness {
             workspace.as_mut_ptr().cast::<c_void>()
         };
         let pack = self.variant_pack();
+        check_alignment(&self.graph, &pack)?;
         let mut times = Vec::with_capacity(runs);
         for i in 0..runs {
             let start = Instant::now();
@@ -185,6 +186,7 @@ impl Harness {
                 ptr: b.as_ptr(),
             })
             .collect();
+        check_alignment(&self.graph, &pack)?;
         // SAFETY: every pointer is a live device allocation holding a copy of the tensor's
         // whole buffer (sized from the graph, ragged ones `ragged_offset[B]`); the workspace has
         // the size the context reported.
@@ -228,6 +230,26 @@ impl Harness {
         }
         Ok(out)
     }
+}
+
+/// The backend's check before every execute (plugin-abi.md §5.7): a non-NULL pointer whose
+/// tensor declares `alignment > 0` must be aligned to it.
+pub fn check_alignment(graph: &Graph, pack: &[DeviceBuffer]) -> Result<(), ConformanceError> {
+    for entry in pack {
+        let Some(t) = graph.tensor(entry.uid) else {
+            continue;
+        };
+        if !entry.ptr.is_null()
+            && t.alignment > 0
+            && !(entry.ptr as usize).is_multiple_of(t.alignment as usize)
+        {
+            return Err(ConformanceError::Harness(format!(
+                "Tensor uid {} device pointer is not aligned to the required {} bytes",
+                entry.uid, t.alignment
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// The tensor's host buffer as bytes (all element types are plain old data).
@@ -276,5 +298,36 @@ fn host_ptr_mut(t: &mut dyn TensorMut) -> *mut c_void {
         HostDataMut::BF16(s) => s.as_mut_ptr().cast(),
         HostDataMut::I32(s) => s.as_mut_ptr().cast(),
         HostDataMut::I64(s) => s.as_mut_ptr().cast(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::graphs::RaggedSdpaSpec;
+
+    #[test]
+    fn misaligned_pointers_get_the_backends_message() {
+        let mut graph = RaggedSdpaSpec::packed("a", &[1], &[1]).graph();
+        graph.tensors.iter_mut().for_each(|t| t.alignment = 32);
+        let q = crate::graphs::uid::Q;
+        let at = |addr: usize| {
+            [DeviceBuffer {
+                uid: q,
+                ptr: addr as *mut c_void,
+            }]
+        };
+        assert!(check_alignment(&graph, &at(0x1000)).is_ok());
+        assert!(
+            check_alignment(&graph, &at(0)).is_ok(),
+            "NULL is not checked"
+        );
+        let err = check_alignment(&graph, &at(0x1010))
+            .err()
+            .map(|e| e.to_string());
+        assert_eq!(
+            err.as_deref(),
+            Some("Tensor uid 1 device pointer is not aligned to the required 32 bytes")
+        );
     }
 }

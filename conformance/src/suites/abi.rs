@@ -352,6 +352,15 @@ fn declines(p: &LoadedPlugin) -> Check {
             ragged_schema::wire::encode_graph(&stamped),
         ),
     ];
+    let mut unknown_member = ragged();
+    for node in &mut unknown_member.nodes {
+        // A union member newer than any schema the plugin was built with (RFC 0005).
+        node.attributes = ragged_schema::model::NodeAttributes::unsupported(200);
+    }
+    cases.push((
+        "node with an unknown NodeAttributes union tag (200)",
+        ragged_schema::wire::encode_graph(&unknown_member),
+    ));
     if !p.plugin.engine().has_execute_with_overrides {
         let mut g7 = ragged();
         g7.is_override_shape_enabled = true;
