@@ -1,8 +1,20 @@
 //! Conformance harness and suites for hipDNN engine plugins.
 //!
-//! The crate is a *host*: it loads plugin shared objects exactly as hipDNN's backend does
-//! ([`discovery`], [`manager`], [`dispatch`]), so the same code serves the `hipdnn-shim` CLI and the
-//! conformance suites.
+//! The crate is a *host*: it loads plugin shared objects exactly as hipDNN's backend does, so the
+//! same code serves the `hipdnn-shim` CLI and the suites, and a suite failure is what hipDNN
+//! itself would hit.
+//!
+//! | layer | modules |
+//! |---|---|
+//! | C ABI as the host sees it | [`abi`], [`plugin`] (dlopen, typed symbols, `Failed to …` errors), [`elf_symbols`] |
+//! | hipDNN's backend | [`discovery`] (search path), [`manager`] (load sequence, engine admission), [`dispatch`] (version/override gates, offer), [`api_version`], [`engine_id`], [`log`] |
+//! | RFC §4.11 harness | [`harness`] (pre-supplied bundle, allocation, init, reference and engine runs, validation), [`device`] (CUDA buffers for GPU engines), [`graphs`] (case and decision-table graphs) |
+//! | suites and output | [`suites`] (ABI, gating, numeric), [`report`] (text and JUnit XML) |
+//!
+//! **Architecture invariant:** numerics come from `ragged_kernels::sdpa_forward`, version rules
+//! from `ragged_schema::version`, wire bytes from `ragged_schema::wire`; this crate re-implements
+//! none of them. The one deliberate copy is FNV-1a ([`engine_id`]): the host must verify the
+//! plugin's hashes independently.
 
 pub mod abi;
 pub mod api_version;
