@@ -84,7 +84,7 @@ fn main() -> ExitCode {
 
     if suites.contains(&Suite::Abi) {
         for plugin in &args.plugins {
-            report.extend(abi::run(plugin));
+            report.extend(abi::run(plugin, &args.host_engines));
         }
     }
     if suites.contains(&Suite::Gating) {

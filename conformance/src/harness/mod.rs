@@ -19,7 +19,7 @@ use ragged_schema::model::{EngineConfig, Graph};
 use crate::abi::DeviceBuffer;
 use crate::device::CudaDevice;
 use crate::error::ConformanceError;
-use crate::plugin::PluginHandle;
+use crate::plugin::{ExecutionContext, PluginHandle};
 
 pub use bundle::{Bundle, Entry, PreSuppliedInputs};
 pub use sdpa_op::SdpaRoles;
@@ -138,6 +138,17 @@ impl Harness {
         let graph_bytes = ragged_schema::wire::encode_graph(&self.graph);
         let config = ragged_schema::wire::encode_engine_config(&EngineConfig::new(engine_id));
         let context = handle.create_execution_context(&config, &graph_bytes)?;
+        self.execute_in(&context, runs, on_run)
+    }
+
+    /// Executes an existing context `runs` times on the engine bundle's host buffers (for callers
+    /// that need control over the context's creation, e.g. to free its inputs first).
+    pub fn execute_in(
+        &mut self,
+        context: &ExecutionContext<'_, '_>,
+        runs: usize,
+        on_run: &mut dyn FnMut(usize, Duration),
+    ) -> Result<Vec<Duration>, ConformanceError> {
         let mut workspace = vec![0u8; context.workspace_size()?];
         let workspace_ptr = if workspace.is_empty() {
             std::ptr::null_mut()

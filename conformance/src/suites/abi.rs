@@ -42,8 +42,9 @@ fn expect_status(what: &str, got: i32, want: Status) -> Result<(), String> {
     }
 }
 
-/// Loads `path` in a fresh host and runs every ABI check on it.
-pub fn run(path: &Path) -> Report {
+/// Loads `path` in a fresh host and runs every ABI check on it. `host_engines` names the
+/// engines that may be executed on host buffers.
+pub fn run(path: &Path, host_engines: &[String]) -> Report {
     let mut report = Report::default();
     let mut manager = PluginManager::new();
     manager.load_file(path);
@@ -104,7 +105,7 @@ pub fn run(path: &Path) -> Report {
         &mut report,
         &file,
         "context_outlives_caller_buffers",
-        || context(loaded),
+        || context(loaded, host_engines),
     );
     record(&mut report, &file, "last_error_contract", || {
         last_error(loaded)
@@ -431,9 +432,25 @@ fn details(p: &LoadedPlugin) -> Check {
     )])
 }
 
-fn context(p: &LoadedPlugin) -> Check {
+fn context(p: &LoadedPlugin, host_engines: &[String]) -> Check {
     let handle = p.plugin.create_handle().map_err(|e| e.to_string())?;
-    let Some((graph, id)) = applicable(p, &handle) else {
+    let spec = RaggedSdpaSpec::packed("abi_context", &[2, 3], &[4, 1]);
+    let graph = ragged_schema::wire::encode_graph(&spec.graph());
+    let (_, ids) = handle
+        .applicable_engine_ids(&graph, p.engines.len() as u32)
+        .map_err(|e| e.to_string())?;
+    // Prefer an engine that can execute on host buffers, so the context is proven by a run.
+    let host = |id: &i64| {
+        p.engines
+            .iter()
+            .any(|e| e.id == *id && host_engines.contains(&e.name))
+    };
+    let Some(id) = ids
+        .iter()
+        .copied()
+        .find(host)
+        .or_else(|| ids.first().copied())
+    else {
         return Err("SKIP: no engine of the plugin accepts the probe ragged graph".into());
     };
     let mut config = ragged_schema::wire::encode_engine_config(&EngineConfig::new(id));
@@ -445,7 +462,7 @@ fn context(p: &LoadedPlugin) -> Check {
         .create_execution_context(&config, &graph_copy)
         .map_err(|e| e.to_string())?;
     // "After calling this function, the engine configuration and the operation graph are no
-    // longer needed": scribble over both before using the context.
+    // longer needed": scribble over both, then free them, before using the context.
     config.iter_mut().for_each(|b| *b = 0xdd);
     graph_copy.iter_mut().for_each(|b| *b = 0xdd);
     drop(config);
@@ -456,7 +473,30 @@ fn context(p: &LoadedPlugin) -> Check {
             "GetWorkspaceSize said {size} bytes, GetWorkspaceSizeFromExecutionContext {from_ctx}"
         ));
     }
-    Ok(vec![format!("workspace {size} bytes")])
+    if !host(&id) {
+        return Ok(vec![format!(
+            "workspace {size} bytes (engine {} needs device buffers; not executed)",
+            hex_id(id)
+        )]);
+    }
+    let pre = crate::suites::numeric::pre_supplied(&spec).map_err(|e| e.to_string())?;
+    let mut harness =
+        crate::harness::Harness::new(spec.graph(), &pre, 7).map_err(|e| e.to_string())?;
+    harness
+        .execute_in(&ctx, 1, &mut |_, _| {})
+        .map_err(|e| format!("executing the context after its inputs were freed: {e}"))?;
+    harness.run_reference().map_err(|e| e.to_string())?;
+    let comparisons = harness
+        .validate(crate::harness::ValidationMode::Coverage)
+        .map_err(|e| e.to_string())?;
+    if let Some(bad) = comparisons.iter().find(|c| !c.passed()) {
+        return Err(format!(
+            "context executed after its inputs were freed disagrees with the reference: {bad}"
+        ));
+    }
+    Ok(vec![format!(
+        "workspace {size} bytes; executed after the config and graph buffers were overwritten and freed, output matches the reference"
+    )])
 }
 
 fn last_error(p: &LoadedPlugin) -> Check {
