@@ -20,6 +20,9 @@ fn compile(source: &str, output_name: &str, extra: &[&str]) -> PathBuf {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("c_build");
     std::fs::create_dir_all(&dir).expect("scratch dir");
     let binary = dir.join(output_name);
+    if let Some(parent) = binary.parent() {
+        std::fs::create_dir_all(parent).expect("scratch dir");
+    }
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".to_owned());
     let output = Command::new(&cc)
         .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-pedantic"])
@@ -122,7 +125,11 @@ fn a_c_host_runs_the_golden_graph_through_dlopen() {
 #[test]
 fn next_to_a_gpu_runtime_the_host_engine_needs_the_environment_variable() {
     let host = compile_host();
-    let fake = compile("fake_gpu_runtime.c", "libcuda.so.1", &["-shared", "-fPIC"]);
+    let fake = compile(
+        "fake_gpu_runtime.c",
+        "cuda_runtime/libcuda.so.1",
+        &["-shared", "-fPIC"],
+    );
     let runtime_dir = fake.parent().expect("scratch dir").to_path_buf();
     let (dir, uids) = golden_variant_pack("c_program_gpu_runtime");
     let run = |enable: bool| {
@@ -172,7 +179,8 @@ fn next_to_hip_the_requested_host_engine_declines_every_graph() {
     let host = compile_host();
     let fake = compile(
         "fake_gpu_runtime.c",
-        "libamdhip64.so",
+        // A folder of its own: the CUDA stand-in's folder must not hold a HIP runtime.
+        "hip_runtime/libamdhip64.so",
         &["-shared", "-fPIC"],
     );
     let runtime_dir = fake.parent().expect("scratch dir").to_path_buf();
