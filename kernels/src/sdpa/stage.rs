@@ -15,25 +15,36 @@ use super::layout::AttnLayout;
 ///
 /// A fresh buffer of tens of megabytes costs one page fault per 4 KiB on first touch, which
 /// measured at a fifth of a whole forward pass on real shapes; reusing the previous call's
-/// buffers avoids that. At most a few buffers are kept.
+/// buffers avoids that. At most a few buffers of at most 256 MiB each are kept.
 mod pool {
     use std::sync::Mutex;
 
     static BUFFERS: Mutex<Vec<Vec<f32>>> = Mutex::new(Vec::new());
+    /// Buffers kept: one call stages five (Q, K, V, O, LSE).
     const KEEP: usize = 8;
+    /// Larger buffers are freed: a one-off huge problem should not pin its memory for good.
+    const MAX_KEPT_ELEMENTS: usize = 1 << 26;
 
-    pub(super) fn take() -> Vec<f32> {
+    /// The smallest kept buffer that holds `len` elements, else the largest one (it grows less).
+    pub(super) fn take(len: usize) -> Vec<f32> {
         let mut buffers = BUFFERS
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        buffers.pop().unwrap_or_default()
+        let fitting = (0..buffers.len())
+            .filter(|&i| buffers[i].capacity() >= len)
+            .min_by_key(|&i| buffers[i].capacity());
+        let largest = (0..buffers.len()).max_by_key(|&i| buffers[i].capacity());
+        match fitting.or(largest) {
+            Some(i) => buffers.swap_remove(i),
+            None => Vec::new(),
+        }
     }
 
     pub(super) fn give(buffer: Vec<f32>) {
         let mut buffers = BUFFERS
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        if buffers.len() < KEEP {
+        if buffers.len() < KEEP && buffer.capacity() <= MAX_KEPT_ELEMENTS {
             buffers.push(buffer);
         }
     }
@@ -78,7 +89,7 @@ impl Staged {
         }
         // Every element is overwritten by the gather or the kernel, so a recycled buffer keeps its
         // stale contents rather than paying for a memset; only growth is zero-filled.
-        let mut data = pool::take();
+        let mut data = pool::take(next);
         data.resize(next, 0.0);
         Staged {
             data,
