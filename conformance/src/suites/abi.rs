@@ -12,6 +12,7 @@ use ragged_schema::model::{EngineApiVersion, EngineConfig};
 
 use crate::abi::{ConstData, ERROR_STRING_MAX_LENGTH, Status, symbols};
 use crate::engine_id::{engine_name_to_id, hex_id};
+use crate::error::ConformanceError;
 use crate::graphs::RaggedSdpaSpec;
 use crate::manager::{LoadedPlugin, PluginManager};
 use crate::report::{CaseResult, Outcome, Report};
@@ -335,24 +336,30 @@ fn null_arguments(p: &LoadedPlugin) -> Check {
     Ok(vec![])
 }
 
-/// Graphs a plugin must answer with SUCCESS and 0 engines, never an error (plugin-abi.md §5.4:
-/// an error would fail the graph for every plugin; §11 names garbage graphs explicitly). An empty
-/// buffer is left out: §3.1 allows BAD_PARAM for an unusable buffer. Every case is tried; all
-/// failures are listed.
+/// Graphs a plugin must decline. Well-formed graphs it cannot run (an unknown union member, a
+/// stamp above the 1.3.0 ceiling, override shapes without the override entry point) must be
+/// answered with SUCCESS and 0 engines: an error would fail the graph for every plugin
+/// (plugin-abi.md §5.4). For bytes that are not a graph at all (garbage, a truncated buffer)
+/// plugin-abi.md §11 asks for the same, while this project's issue 4 decided BAD_PARAM with a
+/// message (the bytes fail for every plugin anyway, and the caller learns why); both answers are
+/// accepted there, provided no engine is offered and a BAD_PARAM carries a last-error message.
+/// An empty buffer is left out: §3.1 allows BAD_PARAM for an unusable buffer. Every case is
+/// tried; all failures are listed.
 fn declines(p: &LoadedPlugin) -> Check {
     let handle = p.plugin.create_handle().map_err(|e| e.to_string())?;
     let ragged = || RaggedSdpaSpec::packed("d", &[2, 3], &[4, 1]).graph();
     let valid = ragged_schema::wire::encode_graph(&ragged());
     let mut stamped = ragged();
     stamped.min_required_engine_api_version = Some(EngineApiVersion::new(1, 5, 0));
-    let mut cases: Vec<(&str, Vec<u8>)> = vec![
+    let malformed: Vec<(&str, Vec<u8>)> = vec![
         ("garbage bytes", vec![0xa5; 64]),
         ("truncated graph", valid[..valid.len() / 2].to_vec()),
-        (
-            "graph stamped 1.5.0 (above the ceiling)",
-            ragged_schema::wire::encode_graph(&stamped),
-        ),
     ];
+    let mut cases: Vec<(&str, Vec<u8>)> = vec![(
+        "graph stamped 1.5.0 (above the ceiling)",
+        // `encode_graph` would restamp the computed version; the stamp must reach the plugin.
+        ragged_schema::wire::encode_graph_exact(&stamped),
+    )];
     let mut unknown_member = ragged();
     for node in &mut unknown_member.nodes {
         // A union member newer than any schema the plugin was built with (RFC 0005).
@@ -380,6 +387,22 @@ fn declines(p: &LoadedPlugin) -> Check {
                 "{what}: must be declined, plugin offered {n} engine(s)"
             )),
             Err(e) => failures.push(format!("{what}: must be SUCCESS with 0 engines, got {e}")),
+        }
+    }
+    for (what, bytes) in malformed {
+        match handle.applicable_engine_ids(&bytes, max) {
+            Ok((0, _)) => details.push(format!("{what}: SUCCESS, 0 engines")),
+            Ok((n, _)) => failures.push(format!(
+                "{what}: not a graph, yet the plugin offered {n} engine(s)"
+            )),
+            Err(ConformanceError::PluginCall {
+                status, last_error, ..
+            }) if status == Status::BAD_PARAM && !last_error.trim().is_empty() => {
+                details.push(format!("{what}: BAD_PARAM ({last_error})"));
+            }
+            Err(e) => failures.push(format!(
+                "{what}: must be SUCCESS with 0 engines, or BAD_PARAM with a message; got {e}"
+            )),
         }
     }
     if failures.is_empty() {
