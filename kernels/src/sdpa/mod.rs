@@ -43,11 +43,12 @@ impl Default for SdpaParams {
     }
 }
 
-/// Query rows per work item. Measured on a 2-core AVX-512 host (`benches/cpu_sdpa.rs`, D = 64
-/// and 128): tiles from 64×64 to 128×128 were within 5 % of each other in CPU time, smaller
-/// query tiles lose to repacking K and V, so the threading cap below is what decides.
-const QUERY_TILE: usize = 64;
-/// Keys per online-softmax step, before the cap (which brings it to 128 for D ≤ 128).
+/// Query rows per work item. Measured on a 2-core AVX-512 host (`benches/cpu_sdpa.rs`, one
+/// thread): 128 beat 64 by 3 % at D = 64 and tied at D = 128 (fewer repacks of K and V per query
+/// row); tiles from 64×64 to 128×128 were all within 5 %, so the threading cap below decides the
+/// rest. 128-row items still leave hundreds of items for rayon on real batches.
+const QUERY_TILE: usize = 128;
+/// Keys per online-softmax step, before the cap (which brings it to 128 at D = 64, 64 at D = 128).
 const KEY_TILE: usize = 256;
 /// matrixmultiply threads a product once `m·k + k·n` reaches this (see [`crate::gemm`]).
 const GEMM_THREADING_THRESHOLD: usize = 1 << 15;
