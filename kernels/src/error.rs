@@ -222,7 +222,7 @@ pub enum KernelError {
         /// Multiplier.
         multiplier: i64,
     },
-    /// ragged_offset[0] is not zero.
+    /// `ragged_offset[0]` is not zero.
     #[error("ragged_offset[0] = {value} (in elements), expected 0")]
     FirstOffsetNotZero {
         /// Offending value.
@@ -267,13 +267,13 @@ pub enum KernelError {
         batch: usize,
         /// Its extent in rows.
         extent: i64,
-        /// dims[seq_axis].
+        /// `dims[seq_axis]`.
         s_max: i64,
     },
     /// The offsets address more elements than the buffer holds.
     #[error("ragged_offset[B] = {total} elements exceeds the buffer's {buffer_len} elements")]
     OffsetsBeyondBuffer {
-        /// ragged_offset[B] in elements.
+        /// `ragged_offset[B]` in elements.
         total: i64,
         /// Buffer length in elements.
         buffer_len: usize,

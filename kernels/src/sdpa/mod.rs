@@ -1,8 +1,8 @@
 //! CPU reference SDPA forward over dense and ragged tensors (ragged-sdpa.md §1–§5).
 //!
-//! Flow: [`problem::validate`] checks every operand, [`stage`] gathers the logical rows of Q, K
-//! and V into f32 blocks, rayon runs [`tile::attend_tile`] over (batch, head, query tile) into
-//! staged outputs, and only then are O and LSE written, so an error leaves them untouched.
+//! Flow: `problem::validate` checks every operand, `stage` gathers the logical rows of Q, K and V
+//! into f32 blocks, rayon runs `tile::attend_tile` over (batch, head, query tile) into staged
+//! outputs, and only then are O and LSE written, so an error leaves them untouched.
 
 mod layout;
 mod mask;
