@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Ragged SDPA through the plugin's C ABI vs cuDNN ragged, FA2 varlen and cuDNN dense, in one run.
+#
+# Here (a machine with cargo; no GPU needed), from the repository root:
+#   bash bench/gpu/run_plugin_bench.sh --prepare
+# builds the plugin in release, writes the benchmark graphs, runs the ctypes self-check against the
+# host engine and copies the .so and graphs to .carry/bench/ (git-ignored). The cuDNN frontend wheel
+# goes to .whl/ (see the device README): `python3 -m pip download --no-deps --only-binary=:all:
+# --python-version 3.12 --implementation cp --platform manylinux_2_28_x86_64 ... -d .whl
+# nvidia-cudnn-frontend`.
+#
+# On the GPU machine, with `.carry/bench` and `.whl` carried:
+#   bash bench/gpu/run_plugin_bench.sh
+# writes smi.txt and log.txt to $OUT; the table is the last thing printed.
+set -o pipefail
+CARRY=.carry/bench
+SO=libhipdnn_provider_ragged_sdpa.so
+
+if [ "${1:-}" = "--prepare" ]; then
+    set -e
+    target=${CARGO_TARGET_DIR:-target}
+    cargo build -p ragged-plugin --release
+    cargo build -p ragged-plugin --release --example emit_bench_graphs
+    rm -rf "$CARRY" /tmp/ragged_bench_tiny
+    mkdir -p "$CARRY"
+    "$target/release/examples/emit_bench_graphs" "$CARRY/graphs"
+    "$target/release/examples/emit_bench_graphs" /tmp/ragged_bench_tiny --tiny
+    # Debug info is half the file and the carried tree is size-limited.
+    objcopy --strip-debug "$target/release/$SO" "$CARRY/$SO"
+    python3 bench/gpu/plugin_bench.py --plugin "$CARRY/$SO" --graphs /tmp/ragged_bench_tiny --self-check
+    python3 bench/gpu/plugin_bench.py --plugin "$CARRY/$SO" --graphs "$CARRY/graphs" --self-check
+    du -sh "$CARRY" .whl 2>/dev/null || true
+    exit 0
+fi
+
+OUT=${OUT:-/tmp/plugin_bench_out}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1
+date -u | tee "$OUT/smi.txt"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv \
+    | tee -a "$OUT/smi.txt"
+wheel=$(ls .whl/nvidia_cudnn_frontend-*.whl 2>/dev/null | head -n 1)
+if [ -n "$wheel" ]; then
+    if python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+        "$wheel"; then
+        export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+    else
+        echo "cuDNN frontend wheel did not install: cuDNN ragged will be reported as unavailable"
+    fi
+else
+    echo "no cuDNN frontend wheel under .whl/: cuDNN ragged will be reported as unavailable"
+fi
+timeout 300 python3 bench/gpu/plugin_bench.py --plugin "$CARRY/$SO" --graphs "$CARRY/graphs" "$@" 2>&1 \
+    | tee "$OUT/log.txt"
