@@ -15,7 +15,6 @@
 //! engine can execute in a second: the benchmark's self-check runs them on a machine without a
 //! GPU to prove the metadata and the ctypes binding before the one device run.
 
-use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -135,10 +134,7 @@ impl Problem {
                 .collect::<Vec<_>>()
                 .join(", ")
         };
-        let mut json = String::new();
-        // Writing to a String cannot fail.
-        let _ = write!(
-            json,
+        format!(
             concat!(
                 "{{\n",
                 "  \"name\": \"{name}\",\n",
@@ -182,8 +178,7 @@ impl Problem {
             o = O,
             qo = QO_OFFSETS,
             kv = KV_OFFSETS,
-        );
-        json
+        )
     }
 }
 
