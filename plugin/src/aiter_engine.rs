@@ -11,16 +11,18 @@ use ragged_kernels::aiter::{
 use crate::applicability::Decline;
 use crate::error::PluginError;
 use crate::plan::{IndexPlan, ScalePlan, SdpaPlan, TensorPlan};
+use crate::scale;
 use crate::variant_pack::VariantPack;
 
 /// The AITER engine's view of the plan; every refusal names the uid and field.
 pub fn problem(sdpa: &SdpaPlan) -> Result<AiterProblem, Decline> {
     let scale = match sdpa.scale {
         ScalePlan::Fixed(value) => value,
-        ScalePlan::Tensor { uid, .. } => {
+        ScalePlan::RuntimeHostScalar { .. } => scale::RUNTIME_PLACEHOLDER,
+        ScalePlan::DeviceTensor { uid, .. } => {
             return Err(Decline(format!(
-                "scale_tensor_uid tensor uid {uid} is read at execute; AITER takes the scale as a \
-                 host float when the plan is made"
+                "scale_tensor_uid tensor uid {uid} is a device-resident tensor (no baked value, \
+                 not runtime pass-by-value); AITER takes the scale as a host float"
             )));
         }
     };
@@ -123,11 +125,27 @@ fn width(data_type: ragged_schema::DataType, uid: i64, role: &str) -> Result<Ind
     }
 }
 
+/// The problem for this execute: the one planned at `CreateExecutionContext` with the scale of
+/// this call, which a runtime pass-by-value scalar may change from one execute to the next.
+///
+/// # Safety
+/// A pass-by-value scale's pointer in `pack` is a host pointer valid for one element of its type.
+pub unsafe fn problem_for_execute(
+    sdpa: &SdpaPlan,
+    problem: &AiterProblem,
+    pack: &VariantPack<'_>,
+) -> Result<AiterProblem, PluginError> {
+    // SAFETY: forwarded contract.
+    let scale = unsafe { scale::for_device_engine(sdpa.scale, pack) }?;
+    Ok(AiterProblem { scale, ..*problem })
+}
+
 /// Enqueues the forward on `stream` (a `hipStream_t`; NULL is the null stream).
 ///
 /// # Safety
 /// As [`AiterEngine::execute`]: every pointer in `pack` is device memory of the current HIP
-/// device sized as `problem` describes, `workspace` holds `plan.workspace.size` bytes, and all
+/// device sized as `problem` describes, except a pass-by-value scale's, which is a host pointer
+/// to one element (plugin-abi.md §5.7); `workspace` holds `plan.workspace.size` bytes, and all
 /// stay valid until the stream reaches the last kernel.
 pub unsafe fn execute(
     engine: &AiterEngine,
@@ -138,6 +156,8 @@ pub unsafe fn execute(
     workspace: *mut c_void,
     pack: &VariantPack<'_>,
 ) -> Result<(), PluginError> {
+    // SAFETY: forwarded contract.
+    let problem = &unsafe { problem_for_execute(sdpa, problem, pack) }?;
     let address = |uid: i64, role: &'static str| -> Result<usize, PluginError> {
         Ok(pack.pointer(uid, role)?.as_ptr() as usize)
     };
@@ -244,6 +264,73 @@ mod tests {
             .err()
             .map(|d| d.to_string());
         assert!(other.is_some_and(|d| d.contains("gfx1100")));
+    }
+
+    fn with_scale_tensor(pass_by_value: bool) -> Graph {
+        let mut g = golden();
+        g.tensors.push(
+            ragged_schema::TensorAttributes::new()
+                .set_uid(30)
+                .set_data_type(ragged_schema::DataType::Half)
+                .set_dims(vec![1])
+                .set_strides(vec![1])
+                .set_is_runtime_pass_by_value(pass_by_value),
+        );
+        match &mut g.nodes[0].attributes {
+            ragged_schema::NodeAttributes::Sdpa(s) => s.scale_tensor_uid = Some(30),
+            other => panic!("golden node is {other:?}"),
+        }
+        g
+    }
+
+    #[test]
+    fn a_pass_by_value_scale_is_applicable_and_replaced_at_each_execute() {
+        let sdpa = applicability::plan(&with_scale_tensor(true)).expect("accepted");
+        let planned = problem(&sdpa).expect("a pass-by-value scale maps");
+        let arch = GpuArch::new("gfx942");
+        assert!(check_applicability(&planned, &arch, "gfx942").is_ok());
+
+        let mut scalar = half::f16::from_f32(0.125);
+        let entries = [crate::abi::types::DeviceBuffer {
+            uid: 30,
+            ptr: (&raw mut scalar).cast(),
+        }];
+        let pack = VariantPack::new(&entries).expect("one binding");
+        // SAFETY: uid 30 is bound to a live host f16.
+        let resolved = unsafe { problem_for_execute(&sdpa, &planned, &pack) }.expect("read");
+        assert_eq!(resolved.scale, 0.125);
+        assert_eq!(
+            AiterProblem {
+                scale: planned.scale,
+                ..resolved
+            },
+            planned
+        );
+
+        let empty = VariantPack::new(&[]).expect("empty pack");
+        // SAFETY: nothing is bound, so nothing is read.
+        let missing = unsafe { problem_for_execute(&sdpa, &planned, &empty) }
+            .err()
+            .map(|e| (e.status(), e.to_string()));
+        assert_eq!(
+            missing,
+            Some((
+                crate::abi::types::Status::BAD_PARAM,
+                "tensor uid 30 (scale_tensor_uid) has no entry in device_buffers".to_owned()
+            ))
+        );
+    }
+
+    #[test]
+    fn a_device_resident_scale_tensor_is_declined_by_uid() {
+        let sdpa = applicability::plan(&with_scale_tensor(false)).expect("accepted");
+        let why = problem(&sdpa).err().map(|Decline(why)| why);
+        assert!(
+            why.as_deref().is_some_and(
+                |w| w.starts_with("scale_tensor_uid tensor uid 30 is a device-resident tensor")
+            ),
+            "{why:?}"
+        );
     }
 
     #[test]

@@ -468,9 +468,11 @@ fn scale_plan(graph: &Graph, sdpa: &SdpaAttributes) -> Result<ScalePlan, Decline
                 t.dims
             );
         }
-        return Ok(ScalePlan::Tensor {
-            uid,
-            data_type: t.data_type,
+        let data_type = t.data_type;
+        return Ok(if t.is_runtime_pass_by_value {
+            ScalePlan::RuntimeHostScalar { uid, data_type }
+        } else {
+            ScalePlan::DeviceTensor { uid, data_type }
         });
     }
     Ok(ScalePlan::Fixed(sdpa.attn_scale_value.unwrap_or(1.0)))
@@ -618,5 +620,37 @@ mod tests {
         sdpa(&mut g).scale_tensor_uid = Some(20);
         sdpa(&mut g).attn_scale_value = Some(0.25);
         assert_eq!(plan(&g).map(|p| p.scale), Ok(ScalePlan::Fixed(0.5)));
+    }
+
+    #[test]
+    fn a_scale_tensor_without_value_is_a_host_scalar_only_when_passed_by_value() {
+        for (pass_by_value, expected) in [
+            (
+                true,
+                ScalePlan::RuntimeHostScalar {
+                    uid: 20,
+                    data_type: DataType::Double,
+                },
+            ),
+            (
+                false,
+                ScalePlan::DeviceTensor {
+                    uid: 20,
+                    data_type: DataType::Double,
+                },
+            ),
+        ] {
+            let mut g = golden();
+            g.tensors.push(
+                TensorAttributes::new()
+                    .set_uid(20)
+                    .set_data_type(DataType::Double)
+                    .set_dims(vec![1])
+                    .set_strides(vec![1])
+                    .set_is_runtime_pass_by_value(pass_by_value),
+            );
+            sdpa(&mut g).scale_tensor_uid = Some(20);
+            assert_eq!(plan(&g).map(|p| p.scale), Ok(expected));
+        }
     }
 }

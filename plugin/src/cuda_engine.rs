@@ -19,6 +19,7 @@ use ragged_kernels::gpu::{GpuError, TensorRole};
 use crate::applicability::Decline;
 use crate::error::PluginError;
 use crate::plan::{self, IndexPlan, ScalePlan, SdpaPlan, TensorPlan};
+use crate::scale;
 use crate::variant_pack::VariantPack;
 
 /// Environment variable selecting [`ExecuteMode::Validate`].
@@ -29,10 +30,11 @@ pub fn problem(sdpa: &SdpaPlan) -> Result<FmhaProblem, Decline> {
     let batch = sdpa.q.dims[0];
     let scale = match sdpa.scale {
         ScalePlan::Fixed(value) => value,
-        ScalePlan::Tensor { uid, .. } => {
+        ScalePlan::RuntimeHostScalar { .. } => scale::RUNTIME_PLACEHOLDER,
+        ScalePlan::DeviceTensor { uid, .. } => {
             return Err(Decline(format!(
-                "scale_tensor_uid tensor uid {uid} is read at execute; the CUDA FMHA kernels take \
-                 the scale when the plan is made (bake it as a tensor value or attn_scale_value)"
+                "scale_tensor_uid tensor uid {uid} is a device-resident tensor (no baked value, \
+                 not runtime pass-by-value); the CUDA FMHA kernels take the scale as a host float"
             )));
         }
     };
@@ -170,11 +172,30 @@ pub fn buffers(
     })
 }
 
+/// The kernels' plan for this execute: the plan made at `CreateExecutionContext` with the scale
+/// of this call, which a runtime pass-by-value scalar may change from one execute to the next.
+///
+/// # Safety
+/// A pass-by-value scale's pointer in `pack` is a host pointer valid for one element of its type.
+pub unsafe fn plan_for_execute(
+    sdpa: &SdpaPlan,
+    fmha_plan: &FmhaPlan,
+    pack: &VariantPack<'_>,
+) -> Result<FmhaPlan, PluginError> {
+    // SAFETY: forwarded contract.
+    let scale = unsafe { scale::for_device_engine(sdpa.scale, pack) }?;
+    Ok(FmhaPlan {
+        scale,
+        ..fmha_plan.clone()
+    })
+}
+
 /// Enqueues the forward on `stream`.
 ///
 /// # Safety
 /// `stream` is NULL or a live CUDA stream; every pointer in `pack` is device memory of that
-/// stream's context sized as `sdpa` describes; `workspace` holds `fmha_plan.workspace_bytes()`
+/// stream's context sized as `sdpa` describes, except a pass-by-value scale's, which is a host
+/// pointer to one element (plugin-abi.md §5.7); `workspace` holds `fmha_plan.workspace_bytes()`
 /// bytes of device memory; all stay valid until the stream completes the work.
 pub unsafe fn execute(
     sdpa: &SdpaPlan,
@@ -183,9 +204,11 @@ pub unsafe fn execute(
     workspace: *mut c_void,
     pack: &VariantPack<'_>,
 ) -> Result<(), PluginError> {
-    let buffers = buffers(sdpa, fmha_plan, pack, workspace)?;
+    // SAFETY: forwarded contract.
+    let fmha_plan = unsafe { plan_for_execute(sdpa, fmha_plan, pack) }?;
+    let buffers = buffers(sdpa, &fmha_plan, pack, workspace)?;
     // SAFETY: forwarded contract; `stream` is hipDNN's stream, a `cudaStream_t` on NVIDIA.
-    unsafe { FmhaEngine::global().execute(fmha_plan, stream.cast(), &buffers, mode()) }?;
+    unsafe { FmhaEngine::global().execute(&fmha_plan, stream.cast(), &buffers, mode()) }?;
     Ok(())
 }
 
@@ -284,7 +307,7 @@ mod tests {
     }
 
     #[test]
-    fn dense_operands_and_runtime_scales_are_declined_by_uid() {
+    fn dense_operands_and_device_scale_tensors_are_declined_by_uid() {
         let mut g = golden();
         let k = g.tensors.iter_mut().find(|t| t.uid == 2).expect("K");
         k.ragged_offset_tensor_uid = None;
@@ -305,10 +328,79 @@ mod tests {
                 .set_data_type(ragged_schema::DataType::Float)
                 .set_dims(vec![1])
                 .set_strides(vec![1])
+                .set_is_runtime_pass_by_value(false),
+        );
+        sdpa(&mut g).scale_tensor_uid = Some(30);
+        let why = declined(&g);
+        assert!(
+            why.starts_with("scale_tensor_uid tensor uid 30 is a device-resident tensor"),
+            "{why}"
+        );
+    }
+
+    /// The golden graph at D = 64 (a compiled head dim), its scale a pass-by-value scalar uid 30.
+    fn d64_with_runtime_scale() -> Graph {
+        let mut g = golden();
+        for t in g.tensors.iter_mut() {
+            match t.uid {
+                1 | 4 => t.strides = vec![3 * 2 * 64, 2 * 64, 64, 1],
+                2 | 3 => t.strides = vec![4 * 64, 64, 64, 1],
+                _ => continue,
+            }
+            t.dims[3] = 64;
+        }
+        g.tensors.push(
+            ragged_schema::TensorAttributes::new()
+                .set_uid(30)
+                .set_data_type(ragged_schema::DataType::Float)
+                .set_dims(vec![1])
+                .set_strides(vec![1])
                 .set_is_runtime_pass_by_value(true),
         );
         sdpa(&mut g).scale_tensor_uid = Some(30);
-        assert!(declined(&g).starts_with("scale_tensor_uid tensor uid 30 is read at execute"));
+        g
+    }
+
+    #[test]
+    fn a_runtime_pass_by_value_scale_is_planned_and_read_at_each_execute() {
+        let sdpa_plan = sdpa_plan(&d64_with_runtime_scale());
+        let fmha = plan(&sdpa_plan).expect("a pass-by-value scale no longer declines");
+        for value in [0.0625f32, -3.5, f32::NAN] {
+            let mut scalar = value;
+            let entries = [crate::abi::types::DeviceBuffer {
+                uid: 30,
+                ptr: (&raw mut scalar).cast(),
+            }];
+            let pack = VariantPack::new(&entries).expect("one binding");
+            // SAFETY: uid 30 is bound to a live host f32.
+            let resolved = unsafe { plan_for_execute(&sdpa_plan, &fmha, &pack) }.expect("read");
+            assert_eq!(resolved.scale.to_bits(), value.to_bits());
+            assert_eq!(
+                FmhaPlan {
+                    scale: fmha.scale,
+                    ..resolved
+                },
+                fmha
+            );
+        }
+    }
+
+    #[test]
+    fn an_execute_without_the_scale_binding_is_bad_param_naming_it() {
+        let sdpa_plan = sdpa_plan(&d64_with_runtime_scale());
+        let fmha = plan(&sdpa_plan).expect("plans");
+        let pack = VariantPack::new(&[]).expect("empty pack");
+        // SAFETY: nothing is bound, so nothing is read.
+        let error = unsafe { plan_for_execute(&sdpa_plan, &fmha, &pack) }.err();
+        assert_eq!(
+            error.as_ref().map(PluginError::status),
+            Some(crate::abi::types::Status::BAD_PARAM)
+        );
+        assert!(
+            error
+                .map(|e| e.to_string())
+                .is_some_and(|e| e.contains("tensor uid 30 (scale_tensor_uid)")),
+        );
     }
 
     #[test]

@@ -196,7 +196,8 @@ unsafe fn staged(
         for s in plan.seq_len_q.iter().chain(&plan.seq_len_kv) {
             staging.stage(s.uid, s.role, batch * index_bytes(s.data_type), stream)?;
         }
-        if let ScalePlan::Tensor { uid, data_type } = plan.scale {
+        // A pass-by-value scale is a host pointer by contract (plugin-abi.md §5.7): never staged.
+        if let ScalePlan::DeviceTensor { uid, data_type } = plan.scale {
             let bytes = crate::plan::kernel_type(data_type).map_or(8, |t| t.size());
             staging.stage(uid, "scale_tensor_uid", bytes, stream)?;
         }

@@ -14,12 +14,13 @@ use ragged_kernels::tensor::{BSHD_SEQ_AXIS, RaggedLayout};
 use ragged_kernels::{
     DataType as KernelType, DenseTensor, HostData, KernelError, Role, SdpaParams,
     ShallowRaggedTensor, ShallowRaggedTensorMut, ShallowTensor, ShallowTensorMut, Tensor,
-    TensorMut, read_scalar_f32, sdpa_forward,
+    TensorMut, sdpa_forward,
 };
 use ragged_schema::DataType;
 
 use crate::error::PluginError;
-use crate::plan::{self, IndexPlan, ScalePlan, SdpaPlan, TensorPlan};
+use crate::plan::{self, IndexPlan, SdpaPlan, TensorPlan};
+use crate::scale;
 use crate::variant_pack::VariantPack;
 
 /// Runs the plan over host memory.
@@ -33,7 +34,7 @@ pub unsafe fn execute(plan: &SdpaPlan, pack: &VariantPack<'_>) -> Result<(), Plu
     // SAFETY: forwarded contract; each helper reads only the extent the plan gives.
     let (scale, q, k, v, o, stats, seq_len_q, seq_len_kv) = unsafe {
         (
-            read_scale(plan.scale, pack)?,
+            scale::for_host_engine(plan.scale, pack)?,
             Bound::new(&plan.q, pack)?,
             Bound::new(&plan.k, pack)?,
             Bound::new(&plan.v, pack)?,
@@ -272,33 +273,6 @@ unsafe fn index_view<'a>(
 
 fn index_shape(n: usize) -> (Vec<i64>, Vec<i64>) {
     (vec![n as i64, 1, 1, 1], vec![1, 1, 1, 1])
-}
-
-/// # Safety
-/// A runtime scale's pointer is valid for one element of its type.
-unsafe fn read_scale(scale: ScalePlan, pack: &VariantPack<'_>) -> Result<f32, PluginError> {
-    let (uid, data_type) = match scale {
-        ScalePlan::Fixed(value) => return Ok(value),
-        ScalePlan::Tensor { uid, data_type } => (uid, data_type),
-    };
-    let ptr = pack.pointer(uid, "scale_tensor_uid")?;
-    if data_type == DataType::Double {
-        // SAFETY: forwarded contract; unaligned read because a host scalar carries no promise.
-        return Ok(unsafe { ptr.as_ptr().cast::<f64>().read_unaligned() } as f32);
-    }
-    let element = kernel_type(data_type, uid)?;
-    // SAFETY: forwarded contract: one element at `ptr`.
-    let tensor = unsafe {
-        ShallowTensor::from_raw(
-            ptr.as_ptr().cast_const(),
-            element,
-            element.size(),
-            vec![1],
-            vec![1],
-        )
-    }
-    .map_err(|e| PluginError::from(e.for_tensor(uid)))?;
-    read_scalar_f32(&tensor).map_err(|e| e.for_tensor(uid).into())
 }
 
 fn kernel_type(data_type: DataType, uid: i64) -> Result<KernelType, PluginError> {

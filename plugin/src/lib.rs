@@ -11,7 +11,8 @@
 //!   [`cuda_engine`] (`RAGGED_SDPA_CUDA_FMHA`), [`aiter_engine`] (`RAGGED_SDPA_AITER_FMHA`) and
 //!   [`device_staging`] → [`host_engine`] (`RAGGED_SDPA_HOST_REFERENCE`, copying device tensors
 //!   through the host when a CUDA runtime is present);
-//! - [`execution_context`] → [`variant_pack`]: per-call pointer binding.
+//! - [`execution_context`] → [`variant_pack`]: per-call pointer binding, and [`scale`]: the
+//!   attention scale of each call (a runtime pass-by-value scalar is read from its host pointer).
 //!
 //! Exported functions are `unsafe extern "C"`: their pointer arguments carry C's contracts, which
 //! each one states under `# Safety`.
@@ -42,6 +43,7 @@ pub mod plan;
 pub mod plugin_dir;
 pub mod registry;
 pub mod runtime_probe;
+pub mod scale;
 pub mod variant_pack;
 
 pub use error::PluginError;

@@ -42,9 +42,13 @@ pub struct IndexPlan {
 pub enum ScalePlan {
     /// Baked into the graph (tensor value, `attn_scale_value`, or the default 1.0).
     Fixed(f32),
-    /// A scalar read from the variant pack at each execute: a runtime pass-by-value host scalar,
-    /// or (for the host engine, where all memory is host memory) a one-element tensor.
-    Tensor { uid: i64, data_type: DataType },
+    /// `is_runtime_pass_by_value`: the variant pack binds a host pointer to the value
+    /// (plugin-abi.md §5.7), so every engine can read it at each execute.
+    RuntimeHostScalar { uid: i64, data_type: DataType },
+    /// A one-element tensor in the caller's memory, which may be device memory. GPU engines
+    /// decline it (reading it would cost a device copy and a synchronization per execute); the
+    /// host engine reads it, after staging when it lives on a device.
+    DeviceTensor { uid: i64, data_type: DataType },
 }
 
 /// The resolved diagonal band (schema.md §6.1); `None` bounds are unbounded.

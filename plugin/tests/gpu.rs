@@ -30,6 +30,7 @@ const LSE: i64 = 5;
 const Q_OFFSETS: i64 = 10;
 const KV_OFFSETS: i64 = 11;
 const LSE_OFFSETS: i64 = 12;
+const SCALE: i64 = 20;
 
 const LSE_SENTINEL: u32 = 0x7FC0_0D1E;
 
@@ -49,6 +50,9 @@ struct Case {
     kv_tokens: Vec<i64>,
     band: (Option<i64>, Option<i64>, DiagonalAlignment),
     lse: Lse,
+    /// A runtime pass-by-value scale (bound as a host pointer next to device tensors) instead of
+    /// the graph's `attn_scale_value`.
+    runtime_scale: Option<f32>,
 }
 
 impl Case {
@@ -103,6 +107,18 @@ fn graph(case: &Case) -> Graph {
         .add_tensor(ragged(O, case.s_q(), hq, Q_OFFSETS, hq * d))
         .add_tensor(index(Q_OFFSETS, DataType::Int32))
         .add_tensor(index(KV_OFFSETS, DataType::Int64));
+    if case.runtime_scale.is_some() {
+        sdpa.scale_tensor_uid = Some(SCALE);
+        g = g.add_tensor(
+            TensorAttributes::new()
+                .set_uid(SCALE)
+                .set_name("scale")
+                .set_data_type(DataType::Float)
+                .set_dims(vec![1])
+                .set_strides(vec![1])
+                .set_is_runtime_pass_by_value(true),
+        );
+    }
     let s_q = case.s_q();
     match case.lse {
         Lse::None => {}
@@ -284,6 +300,13 @@ fn execute(
             ptr: lse.address() as *mut _,
         });
     }
+    let mut scale = case.runtime_scale.unwrap_or(0.0);
+    if case.runtime_scale.is_some() {
+        pack.push(DeviceBuffer {
+            uid: SCALE,
+            ptr: (&raw mut scale).cast(),
+        });
+    }
     let (gd, cd) = (ConstData::of(&graph), ConstData::of(&config));
     let mut workspace_size = usize::MAX;
     let mut context: Context = null_mut();
@@ -406,6 +429,7 @@ fn zero_length_batches_bf16_d128_gqa_dense_lse() {
             kv_tokens: vec![50, 0, 200, 0],
             band: (None, None, DiagonalAlignment::TopLeft),
             lse: Lse::Dense,
+            runtime_scale: None,
         },
     );
 }
@@ -423,6 +447,7 @@ fn causal_top_left_f16_d64_ragged_lse() {
             kv_tokens: vec![64, 300, 17, 90],
             band: (None, Some(0), DiagonalAlignment::TopLeft),
             lse: Lse::Ragged,
+            runtime_scale: None,
         },
     );
 }
@@ -441,6 +466,7 @@ fn causal_bottom_right_bf16_d64_mqa() {
             kv_tokens: vec![90, 20, 9],
             band: (None, Some(0), DiagonalAlignment::BottomRight),
             lse: Lse::Dense,
+            runtime_scale: None,
         },
     );
 }
@@ -458,6 +484,28 @@ fn sliding_window_f16_d128_no_lse() {
             kv_tokens: vec![260, 129, 1],
             band: (Some(16), Some(4), DiagonalAlignment::BottomRight),
             lse: Lse::None,
+            runtime_scale: None,
+        },
+    );
+}
+
+/// A pass-by-value scale arrives as a host pointer while every tensor is on the device
+/// (plugin-abi.md §5.7): the CUDA engine reads it at execute. A scale far from the graph's
+/// `1/√D` would show in O if either engine ignored it.
+#[test]
+fn runtime_pass_by_value_scale_bf16_d64() {
+    check(
+        "runtime_pass_by_value_scale_bf16_d64",
+        Case {
+            dtype: DataType::BFloat16,
+            d: 64,
+            hq: 4,
+            hkv: 2,
+            q_tokens: vec![33, 0, 70],
+            kv_tokens: vec![40, 12, 70],
+            band: (None, None, DiagonalAlignment::TopLeft),
+            lse: Lse::Dense,
+            runtime_scale: Some(0.7),
         },
     );
 }
@@ -484,6 +532,7 @@ fn decreasing_offsets_are_invalid_value_in_validating_mode() {
         kv_tokens: vec![8, 8, 8],
         band: (None, None, DiagonalAlignment::TopLeft),
         lse: Lse::None,
+        runtime_scale: None,
     };
     let mut inputs = device_inputs(&case);
     let bad: Vec<i32> = vec![0, 16, 8, 24];
