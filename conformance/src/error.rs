@@ -79,6 +79,18 @@ pub enum ConformanceError {
         source: std::io::Error,
     },
 
+    /// RFC §4.11.1: a ragged primary cannot be sized without its offsets.
+    #[error("ragged_offset uid {aux_uid} of tensor uid {uid} is not pre-supplied")]
+    RaggedOffsetNotSupplied { uid: i64, aux_uid: i64 },
+
+    #[error("allocating tensor uid {uid} '{name}': {source}")]
+    Allocation {
+        uid: i64,
+        name: String,
+        #[source]
+        source: ragged_kernels::KernelError,
+    },
+
     #[error("{0}")]
     Harness(String),
 }

@@ -17,11 +17,11 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use half::{bf16, f16};
-use ragged_conformance::harness::PreSuppliedInputs;
+use ragged_conformance::ConformanceError;
 use ragged_conformance::harness::bundle::kernel_type;
-use ragged_kernels::tensor::{DenseTensor, RaggedTensor, Tensor, TensorMut};
-use ragged_kernels::{BSHD_SEQ_AXIS, DataType as KernelType, Element};
+use ragged_conformance::harness::{PreSuppliedInputs, create_tensor_from_attribute};
+use ragged_kernels::DataType as KernelType;
+use ragged_kernels::tensor::{DenseTensor, Tensor, TensorMut};
 use ragged_schema::model::{Graph, TensorAttributes};
 
 use crate::error::ShimError;
@@ -166,57 +166,19 @@ pub fn load_npy_dir(
     Ok(loaded)
 }
 
-/// An empty tensor shaped as the graph says (ragged: sized by its supplied offsets).
+/// An empty tensor shaped as the graph says (ragged: sized by its supplied offsets), with the
+/// shim's wording for offsets that are missing: the user supplies them through files.
 fn allocate(
     attrs: &TensorAttributes,
     pre: &PreSuppliedInputs,
 ) -> Result<Box<dyn TensorMut>, String> {
-    let dtype = kernel_type(attrs).map_err(|e| e.to_string())?;
-    let wrap = |e: ragged_kernels::KernelError| e.to_string();
-    fn dense<T: Element>(
-        a: &TensorAttributes,
-    ) -> Result<Box<dyn TensorMut>, ragged_kernels::KernelError> {
-        Ok(Box::new(DenseTensor::<T>::new(
-            a.dims.clone(),
-            a.strides.clone(),
-        )?))
-    }
-    fn ragged<T: Element>(
-        a: &TensorAttributes,
-        aux: &Arc<dyn Tensor>,
-    ) -> Result<Box<dyn TensorMut>, ragged_kernels::KernelError> {
-        Ok(Box::new(RaggedTensor::<T>::new(
-            a.dims.clone(),
-            a.strides.clone(),
-            BSHD_SEQ_AXIS,
-            Arc::clone(aux),
-            a.ragged_offset_multiplier,
-            None,
-        )?))
-    }
-    match attrs.ragged_offset_tensor_uid {
-        None => match dtype {
-            KernelType::F32 => dense::<f32>(attrs),
-            KernelType::F16 => dense::<f16>(attrs),
-            KernelType::BF16 => dense::<bf16>(attrs),
-            KernelType::I32 => dense::<i32>(attrs),
-            KernelType::I64 => dense::<i64>(attrs),
-        }
-        .map_err(wrap),
-        Some(aux_uid) => {
-            let aux = pre.get(&aux_uid).ok_or_else(|| {
-                format!("its ragged_offset uid {aux_uid} must be supplied (companion file or {aux_uid}.npy)")
-            })?;
-            match dtype {
-                KernelType::F32 => ragged::<f32>(attrs, aux),
-                KernelType::F16 => ragged::<f16>(attrs, aux),
-                KernelType::BF16 => ragged::<bf16>(attrs, aux),
-                KernelType::I32 => ragged::<i32>(attrs, aux),
-                KernelType::I64 => ragged::<i64>(attrs, aux),
-            }
-            .map_err(wrap)
-        }
-    }
+    create_tensor_from_attribute(attrs, pre).map_err(|error| match error {
+        ConformanceError::RaggedOffsetNotSupplied { aux_uid, .. } => format!(
+            "its ragged_offset uid {aux_uid} must be supplied (companion file or {aux_uid}.npy)"
+        ),
+        ConformanceError::Allocation { source, .. } => source.to_string(),
+        other => other.to_string(),
+    })
 }
 
 #[cfg(test)]
@@ -268,5 +230,31 @@ mod tests {
         );
         let e = companion(r#"{"offsets": {}}"#).err().unwrap_or_default();
         assert!(e.contains("unknown section 'offsets'"), "{e}");
+    }
+    #[test]
+    fn allocation_words_a_missing_offset_for_files_and_passes_kernel_errors_through() {
+        let graph = RaggedSdpaSpec::packed("c", &[2, 3], &[4, 1]).graph();
+        let q = graph.tensor(1).ok_or("q is uid 1");
+        let missing = q.map(|q| allocate(q, &PreSuppliedInputs::new()).err());
+        assert_eq!(
+            missing,
+            Ok(Some(
+                "its ragged_offset uid 5 must be supplied (companion file or 5.npy)".to_owned()
+            ))
+        );
+
+        let mut pre = PreSuppliedInputs::new();
+        let decreasing =
+            DenseTensor::from_vec(vec![0i32, 256, 128], vec![3, 1, 1, 1], vec![1, 1, 1, 1])
+                .map_err(|e| e.to_string());
+        pre.insert(5, Arc::new(decreasing.unwrap_or_else(|e| panic!("{e}"))));
+        let invalid = q.map(|q| allocate(q, &pre).err());
+        assert_eq!(
+            invalid,
+            Ok(Some(
+                "ragged_offset[2] = 128 is below ragged_offset[1] = 256".to_owned()
+            )),
+            "the kernel's message alone: the caller adds the file and uid"
+        );
     }
 }

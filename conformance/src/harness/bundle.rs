@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use half::{bf16, f16};
 use ragged_kernels::tensor::{DenseTensor, RaggedTensor, Tensor, TensorMut, TensorMutExt};
-use ragged_kernels::{BSHD_SEQ_AXIS, DataType as KernelType, Element};
+use ragged_kernels::{BSHD_SEQ_AXIS, DataType as KernelType, Element, KernelError};
 use ragged_schema::model::{DataType, Graph, TensorAttributes};
 
 use crate::error::ConformanceError;
@@ -86,7 +86,7 @@ impl Bundle {
         for attrs in graph.tensors.iter().filter(|t| !t.is_virtual) {
             let entry = match pre_supplied.get(&attrs.uid) {
                 Some(shared) => Entry::Shared(Arc::clone(shared)),
-                None => Entry::Owned(allocate_one(attrs, pre_supplied)?),
+                None => Entry::Owned(create_tensor_from_attribute(attrs, pre_supplied)?),
             };
             entries.insert(attrs.uid, entry);
         }
@@ -137,56 +137,38 @@ impl Bundle {
     }
 }
 
-fn allocate_one(
+/// RFC §4.10.1's `createTensorFromAttribute`: an owning tensor, zero-filled, shaped as `attrs`
+/// says. A dense tensor is sized by dims and strides; a ragged primary by its `ragged_offset`
+/// aux, which must already be in `pre_supplied` (random offsets would be structurally invalid).
+/// The one place the harness and `hipdnn-shim` turn attributes into storage, so both size ragged
+/// tensors identically.
+pub fn create_tensor_from_attribute(
     attrs: &TensorAttributes,
     pre_supplied: &PreSuppliedInputs,
 ) -> Result<Box<dyn TensorMut>, ConformanceError> {
     let dtype = kernel_type(attrs)?;
-    let named = |e: ragged_kernels::KernelError| {
-        ConformanceError::Harness(format!(
-            "allocating tensor uid {} '{}': {e}",
-            attrs.uid, attrs.name
-        ))
+    let allocation = |source| ConformanceError::Allocation {
+        uid: attrs.uid,
+        name: attrs.name.clone(),
+        source,
     };
     match attrs.ragged_offset_tensor_uid {
-        None => {
-            fn dense<T: Element>(
-                a: &TensorAttributes,
-            ) -> Result<Box<dyn TensorMut>, ragged_kernels::KernelError> {
-                Ok(Box::new(DenseTensor::<T>::new(
-                    a.dims.clone(),
-                    a.strides.clone(),
-                )?))
-            }
-            match dtype {
-                KernelType::F32 => dense::<f32>(attrs),
-                KernelType::F16 => dense::<f16>(attrs),
-                KernelType::BF16 => dense::<bf16>(attrs),
-                KernelType::I32 => dense::<i32>(attrs),
-                KernelType::I64 => dense::<i64>(attrs),
-            }
-            .map_err(named)
+        None => match dtype {
+            KernelType::F32 => dense::<f32>(attrs),
+            KernelType::F16 => dense::<f16>(attrs),
+            KernelType::BF16 => dense::<bf16>(attrs),
+            KernelType::I32 => dense::<i32>(attrs),
+            KernelType::I64 => dense::<i64>(attrs),
         }
+        .map_err(allocation),
         Some(aux_uid) => {
-            let aux = pre_supplied.get(&aux_uid).ok_or_else(|| {
-                ConformanceError::Harness(format!(
-                    "ragged_offset uid {aux_uid} of tensor uid {} is not pre-supplied",
-                    attrs.uid
-                ))
-            })?;
-            fn ragged<T: Element>(
-                a: &TensorAttributes,
-                aux: &Arc<dyn Tensor>,
-            ) -> Result<Box<dyn TensorMut>, ragged_kernels::KernelError> {
-                Ok(Box::new(RaggedTensor::<T>::new(
-                    a.dims.clone(),
-                    a.strides.clone(),
-                    BSHD_SEQ_AXIS,
-                    Arc::clone(aux),
-                    a.ragged_offset_multiplier,
-                    None,
-                )?))
-            }
+            let aux =
+                pre_supplied
+                    .get(&aux_uid)
+                    .ok_or(ConformanceError::RaggedOffsetNotSupplied {
+                        uid: attrs.uid,
+                        aux_uid,
+                    })?;
             match dtype {
                 KernelType::F32 => ragged::<f32>(attrs, aux),
                 KernelType::F16 => ragged::<f16>(attrs, aux),
@@ -194,9 +176,30 @@ fn allocate_one(
                 KernelType::I32 => ragged::<i32>(attrs, aux),
                 KernelType::I64 => ragged::<i64>(attrs, aux),
             }
-            .map_err(named)
+            .map_err(allocation)
         }
     }
+}
+
+fn dense<T: Element>(a: &TensorAttributes) -> Result<Box<dyn TensorMut>, KernelError> {
+    Ok(Box::new(DenseTensor::<T>::new(
+        a.dims.clone(),
+        a.strides.clone(),
+    )?))
+}
+
+fn ragged<T: Element>(
+    a: &TensorAttributes,
+    aux: &Arc<dyn Tensor>,
+) -> Result<Box<dyn TensorMut>, KernelError> {
+    Ok(Box::new(RaggedTensor::<T>::new(
+        a.dims.clone(),
+        a.strides.clone(),
+        BSHD_SEQ_AXIS,
+        Arc::clone(aux),
+        a.ragged_offset_multiplier,
+        None,
+    )?))
 }
 
 #[cfg(test)]
@@ -215,6 +218,59 @@ mod tests {
             err.starts_with("ragged_offset uid 5 (referenced by tensor uid 1 'q')"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn the_factory_names_the_tensor_in_each_error() {
+        let graph = RaggedSdpaSpec::packed("t", &[2, 3], &[4, 1]).graph();
+        let q = graph.tensor(1).unwrap_or_else(|| panic!("q is uid 1"));
+        let missing = create_tensor_from_attribute(q, &PreSuppliedInputs::new()).err();
+        assert!(
+            matches!(
+                missing,
+                Some(ConformanceError::RaggedOffsetNotSupplied { uid: 1, aux_uid: 5 })
+            ),
+            "{missing:?}"
+        );
+
+        let mut pre = PreSuppliedInputs::new();
+        let decreasing: Arc<dyn Tensor> = Arc::new(
+            DenseTensor::from_vec(vec![0i32, 256, 128], vec![3, 1, 1, 1], vec![1, 1, 1, 1])
+                .unwrap_or_else(|e| panic!("{e}")),
+        );
+        pre.insert(5, decreasing);
+        let invalid = create_tensor_from_attribute(q, &pre).err();
+        let message = invalid
+            .as_ref()
+            .map(ToString::to_string)
+            .unwrap_or_default();
+        assert!(
+            matches!(invalid, Some(ConformanceError::Allocation { uid: 1, .. }))
+                && message.starts_with("allocating tensor uid 1 'q': "),
+            "{message}"
+        );
+
+        let mut int8 = q.clone();
+        int8.data_type = DataType::Int8;
+        let unstorable = create_tensor_from_attribute(&int8, &pre).err();
+        assert!(
+            unstorable
+                .map(|e| e.to_string())
+                .is_some_and(|m| m.starts_with("tensor uid 1 has data_type")),
+        );
+    }
+
+    #[test]
+    fn the_factory_sizes_a_dense_tensor_by_its_strides() {
+        let attrs = TensorAttributes::new()
+            .set_uid(9)
+            .set_data_type(DataType::Half)
+            .set_dims(vec![2, 3, 1, 1])
+            .set_strides(vec![4, 1, 1, 1]);
+        let tensor = create_tensor_from_attribute(&attrs, &PreSuppliedInputs::new())
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(tensor.data_type(), KernelType::F16);
+        assert_eq!((tensor.element_count(), tensor.element_space()), (6, 7));
     }
 
     #[test]

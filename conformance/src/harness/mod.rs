@@ -21,7 +21,7 @@ use crate::device::CudaDevice;
 use crate::error::ConformanceError;
 use crate::plugin::{ExecutionContext, PluginHandle};
 
-pub use bundle::{Bundle, Entry, PreSuppliedInputs};
+pub use bundle::{Bundle, Entry, PreSuppliedInputs, create_tensor_from_attribute};
 pub use sdpa_op::SdpaRoles;
 pub use validate::{Comparison, Tolerance, ValidationMode};
 
