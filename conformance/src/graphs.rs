@@ -225,8 +225,9 @@ fn dense_sdpa(name: &str) -> Graph {
         .add_node(Node::sdpa("sdpa", sdpa).set_compute_data_type(DataType::Float))
 }
 
-/// Replaces the attribute scale with a runtime pass-by-value scalar tensor (RFC 0016).
-fn with_pass_by_value_scale(mut graph: Graph) -> Graph {
+/// Replaces the attribute scale with a runtime pass-by-value scalar tensor (RFC 0016), uid
+/// [`uid::SCALE`], FLOAT, dims `[1, 1, 1, 1]`.
+pub fn with_pass_by_value_scale(mut graph: Graph) -> Graph {
     let dims = vec![1, 1, 1, 1];
     graph.tensors.push(
         TensorAttributes::new()

@@ -93,6 +93,23 @@ fn project_plugin_passes_the_abi_suite() {
     let plugin = shared_object(PLUGIN_FILE, "cargo build -p ragged-plugin");
     let (ok, out, _) = conformance("ci-plugin-abi", &["--suite", "abi"], &plugin);
     assert!(ok, "{out}");
+    // Both run an execute on the host engine (a skip would prove nothing).
+    for check in [
+        "set_stream_on_a_live_handle",
+        "runtime_pass_by_value_scale_executes",
+    ] {
+        let lines: Vec<&str> = out.lines().collect();
+        let at = lines
+            .iter()
+            .position(|l| l.contains(&format!("{PLUGIN_FILE}::{check}")));
+        let (line, detail) = at.map_or(("", ""), |i| {
+            (lines[i], lines.get(i + 1).copied().unwrap_or_default())
+        });
+        assert!(
+            line.starts_with("PASS ") && detail.contains("match the CPU reference"),
+            "{check}: {line} / {detail}\n{out}"
+        );
+    }
 }
 
 #[test]

@@ -174,7 +174,9 @@ impl Harness {
 
     /// Runs a GPU engine: every tensor of the engine bundle is copied to the device (outputs
     /// too, so their sentinel survives where the engine writes nothing), the engine executes on
-    /// device pointers, and the outputs are copied back for validation.
+    /// device pointers, and the outputs are copied back for validation. Runtime pass-by-value
+    /// scalars stay on the host: the variant pack carries them as host pointers
+    /// (plugin-abi.md §5.7).
     pub fn run_engine_on_device(
         &mut self,
         handle: &PluginHandle<'_>,
@@ -187,20 +189,30 @@ impl Harness {
         let context = handle.create_execution_context(&config, &graph_bytes)?;
         let workspace = device.alloc(context.workspace_size()?)?;
         let mut buffers = Vec::new();
+        let mut pack = Vec::new();
         for (uid, entry) in &self.engine.entries {
-            buffers.push((*uid, device.upload(host_bytes(entry.tensor()))?));
-        }
-        let pack: Vec<DeviceBuffer> = buffers
-            .iter()
-            .map(|(uid, b)| DeviceBuffer {
+            if self
+                .graph
+                .tensor(*uid)
+                .is_some_and(|t| t.is_runtime_pass_by_value)
+            {
+                // The plugin only reads it; the C ABI has no const variant-pack pointer.
+                let ptr = host_ptr(entry.tensor()).cast_mut();
+                pack.push(DeviceBuffer { uid: *uid, ptr });
+                continue;
+            }
+            let buffer = device.upload(host_bytes(entry.tensor()))?;
+            pack.push(DeviceBuffer {
                 uid: *uid,
-                ptr: b.as_ptr(),
-            })
-            .collect();
+                ptr: buffer.as_ptr(),
+            });
+            buffers.push((*uid, buffer));
+        }
         check_alignment(&self.graph, &pack)?;
         // SAFETY: every pointer is a live device allocation holding a copy of the tensor's
-        // whole buffer (sized from the graph, ragged ones `ragged_offset[B]`); the workspace has
-        // the size the context reported.
+        // whole buffer (sized from the graph, ragged ones `ragged_offset[B]`), or, for a
+        // pass-by-value scalar, the engine bundle's host buffer, alive and unborrowed during the
+        // call; the workspace has the size the context reported.
         unsafe { context.execute(workspace.as_ptr(), &pack) }?;
         device.synchronize()?;
         for (uid, buffer) in &buffers {

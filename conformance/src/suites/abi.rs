@@ -108,6 +108,15 @@ pub fn run(path: &Path, host_engines: &[String]) -> Report {
         "context_outlives_caller_buffers",
         || context(loaded, host_engines),
     );
+    record(&mut report, &file, "set_stream_on_a_live_handle", || {
+        set_stream(loaded, host_engines)
+    });
+    record(
+        &mut report,
+        &file,
+        "runtime_pass_by_value_scale_executes",
+        || pass_by_value_scale(loaded, host_engines),
+    );
     record(&mut report, &file, "last_error_contract", || {
         last_error(loaded)
     });
@@ -290,6 +299,11 @@ fn null_arguments(p: &LoadedPlugin) -> Check {
         expect_status(
             "Destroy(NULL)",
             (e.destroy)(ptr::null_mut()),
+            Status::BAD_PARAM,
+        )?;
+        expect_status(
+            "SetStream(handle = NULL, NULL)",
+            (e.set_stream)(ptr::null_mut(), ptr::null_mut()),
             Status::BAD_PARAM,
         )?;
         if let Some(f) = e.get_engine_name {
@@ -520,6 +534,115 @@ fn context(p: &LoadedPlugin, host_engines: &[String]) -> Check {
     Ok(vec![format!(
         "workspace {size} bytes; executed after the config and graph buffers were overwritten and freed, output matches the reference"
     )])
+}
+
+/// The first applicable engine of `graph` that runs on host buffers, or a SKIP naming why.
+fn host_engine_for(
+    p: &LoadedPlugin,
+    handle: &crate::plugin::PluginHandle<'_>,
+    graph: &[u8],
+    host_engines: &[String],
+) -> Result<i64, String> {
+    let (_, ids) = handle
+        .applicable_engine_ids(graph, p.engines.len() as u32)
+        .map_err(|e| e.to_string())?;
+    ids.iter()
+        .copied()
+        .find(|id| {
+            p.engines
+                .iter()
+                .any(|e| e.id == *id && host_engines.contains(&e.name))
+        })
+        .ok_or_else(|| {
+            format!(
+                "SKIP: no engine runnable on host buffers (--host-engine) accepts the graph; applicable: [{}]",
+                ids.iter().map(|id| hex_id(*id)).collect::<Vec<_>>().join(", ")
+            )
+        })
+}
+
+/// `SetStream` on a live handle with NULL, the default stream hipDNN passes until the user sets
+/// one (plugin-abi.md §5.3), must succeed and leave the handle usable: a plugin that refuses
+/// NULL, or breaks the handle's state while storing the stream, fails the execute that follows
+/// (host engines) or the applicability query.
+fn set_stream(p: &LoadedPlugin, host_engines: &[String]) -> Check {
+    let handle = p.plugin.create_handle().map_err(|e| e.to_string())?;
+    for call in ["first", "repeated"] {
+        // SAFETY: a live handle; NULL is the default stream, valid by definition.
+        unsafe { handle.set_stream(ptr::null_mut()) }
+            .map_err(|e| format!("SetStream(live handle, NULL), {call} call: {e}"))?;
+    }
+    let spec = RaggedSdpaSpec::packed("abi_stream", &[2, 3], &[4, 1]);
+    let graph = ragged_schema::wire::encode_graph(&spec.graph());
+    let id = match host_engine_for(p, &handle, &graph, host_engines) {
+        Ok(id) => id,
+        Err(why) if why.starts_with("SKIP: ") => {
+            return Ok(vec![
+                "SetStream(NULL) accepted twice; no host engine to execute on the stream".into(),
+            ]);
+        }
+        Err(why) => return Err(why),
+    };
+    let pre = crate::suites::numeric::pre_supplied(&spec).map_err(|e| e.to_string())?;
+    let detail = run_against_reference(&handle, id, spec.graph(), &pre)?;
+    Ok(vec![format!(
+        "SetStream(NULL) accepted twice; engine {} then executed on the handle: {detail}",
+        hex_id(id)
+    )])
+}
+
+/// A graph whose scale is a runtime pass-by-value scalar (RFC 0016), bound in the variant pack
+/// as a host pointer (plugin-abi.md §5.7), executed on a host engine and compared with the CPU
+/// reference run at the same scale. The scalar (0.3) is far from the 1.0 a plugin would fall
+/// back to if it ignored the binding, so such a plugin fails here, as does one that reads it as
+/// the wrong type or rejects the graph's pass-by-value tensor at execute.
+fn pass_by_value_scale(p: &LoadedPlugin, host_engines: &[String]) -> Check {
+    const SCALE: f32 = 0.3;
+    let handle = p.plugin.create_handle().map_err(|e| e.to_string())?;
+    let spec = RaggedSdpaSpec::packed("abi_pass_by_value", &[2, 3], &[4, 1]);
+    let graph = crate::graphs::with_pass_by_value_scale(spec.graph());
+    let id = host_engine_for(
+        p,
+        &handle,
+        &ragged_schema::wire::encode_graph(&graph),
+        host_engines,
+    )?;
+    let mut pre = crate::suites::numeric::pre_supplied(&spec).map_err(|e| e.to_string())?;
+    let dims = vec![1, 1, 1, 1];
+    let scalar = ragged_kernels::DenseTensor::from_vec(vec![SCALE], dims.clone(), dims)
+        .map_err(|e| e.to_string())?;
+    pre.insert(crate::graphs::uid::SCALE, std::sync::Arc::new(scalar));
+    let detail = run_against_reference(&handle, id, graph, &pre)?;
+    Ok(vec![format!(
+        "engine {} with scale {SCALE} bound as a host scalar (uid {}): {detail}",
+        hex_id(id),
+        crate::graphs::uid::SCALE
+    )])
+}
+
+/// Executes `graph` once on `engine_id` over host buffers and validates every output against
+/// the CPU reference (coverage mode); the error names the first disagreeing output.
+fn run_against_reference(
+    handle: &crate::plugin::PluginHandle<'_>,
+    engine_id: i64,
+    graph: ragged_schema::model::Graph,
+    pre: &crate::harness::PreSuppliedInputs,
+) -> Result<String, String> {
+    let mut harness = crate::harness::Harness::new(graph, pre, 11).map_err(|e| e.to_string())?;
+    harness
+        .run_engine(handle, engine_id)
+        .map_err(|e| format!("execute: {e}"))?;
+    harness.run_reference().map_err(|e| e.to_string())?;
+    let comparisons = harness
+        .validate(crate::harness::ValidationMode::Coverage)
+        .map_err(|e| e.to_string())?;
+    if let Some(bad) = comparisons.iter().find(|c| !c.passed()) {
+        return Err(format!("disagrees with the CPU reference: {bad}"));
+    }
+    Ok(format!(
+        "{} outputs match the CPU reference",
+        comparisons.len()
+    ))
 }
 
 fn last_error(p: &LoadedPlugin) -> Check {
