@@ -1,7 +1,9 @@
 //! The shim as hipDNN's backend: plugins from `HIPDNN_PLUGIN_DIR` (or the default path beside the
 //! executable), one handle per plugin, and per-graph dispatch with the backend's skip lines.
 
-use std::path::PathBuf;
+use std::ffi::OsString;
+use std::io::Write;
+use std::path::{Path, PathBuf};
 
 use ragged_conformance::discovery::{PLUGIN_DIR_ENV, engine_plugin_search_path};
 use ragged_conformance::dispatch::{Gate, GraphRequirements, gate, offer};
@@ -31,8 +33,12 @@ pub fn load_plugins(override_dir: Option<PathBuf>) -> (PathBuf, PluginManager) {
     (path, manager)
 }
 
-/// Prints host log records at or above `HIPDNN_LOG_LEVEL` (default here: info, so the skip lines
-/// hipDNN would print are visible) to stderr, then forgets them.
+/// hipDNN's log destination (plugin-abi.md §10): a file, appended to; unset or empty, stderr.
+pub const LOG_FILE_ENV: &str = "HIPDNN_LOG_FILE";
+
+/// Writes host log records at or above `HIPDNN_LOG_LEVEL` (default here: info, so the skip lines
+/// hipDNN would print are visible) to `HIPDNN_LOG_FILE` or stderr, then forgets them. A log file
+/// that cannot be opened must not cost the lines: they go to stderr after a note naming the file.
 pub fn flush_log(log: &mut Log) {
     let threshold = match std::env::var("HIPDNN_LOG_LEVEL") {
         Ok(v) if v.eq_ignore_ascii_case("off") => None,
@@ -40,11 +46,37 @@ pub fn flush_log(log: &mut Log) {
         Err(_) => Some(Severity::Info),
     };
     if let Some(threshold) = threshold {
-        for r in log.at_least(threshold) {
-            eprintln!("{r}");
+        let lines: Vec<String> = log.at_least(threshold).map(ToString::to_string).collect();
+        let file = log_file(std::env::var_os(LOG_FILE_ENV));
+        if let Err(note) = write_lines(&lines, file.as_deref()) {
+            eprintln!("hipdnn-shim: {note}; logging to stderr");
+            lines.iter().for_each(|line| eprintln!("{line}"));
         }
     }
     *log = Log::default();
+}
+
+/// The log file `HIPDNN_LOG_FILE` names, `None` for stderr.
+fn log_file(value: Option<OsString>) -> Option<PathBuf> {
+    value.filter(|v| !v.is_empty()).map(PathBuf::from)
+}
+
+/// Appends `lines` to `file` (created if missing), or prints them on stderr without one.
+fn write_lines(lines: &[String], file: Option<&Path>) -> Result<(), String> {
+    let Some(path) = file else {
+        lines.iter().for_each(|line| eprintln!("{line}"));
+        return Ok(());
+    };
+    if lines.is_empty() {
+        return Ok(());
+    }
+    let text: String = lines.iter().map(|line| format!("{line}\n")).collect();
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .and_then(|mut f| f.write_all(text.as_bytes()))
+        .map_err(|e| format!("{LOG_FILE_ENV}='{}': {e}", path.display()))
 }
 
 /// An engine that accepted the graph.
@@ -127,5 +159,45 @@ pub fn choose(
                 Err(ShimError::DeviceEngine(found.engine_name))
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_non_empty_value_names_a_log_file() {
+        assert_eq!(log_file(None), None);
+        assert_eq!(log_file(Some(OsString::new())), None);
+        assert_eq!(
+            log_file(Some(OsString::from("/tmp/hipdnn.log"))),
+            Some(PathBuf::from("/tmp/hipdnn.log"))
+        );
+    }
+
+    #[test]
+    fn lines_are_appended_after_what_the_file_held() {
+        let path =
+            std::env::temp_dir().join(format!("hipdnn-shim-log-append-{}.log", std::process::id()));
+        std::fs::write(&path, "earlier line\n").unwrap_or_else(|e| panic!("{e}"));
+        let first = write_lines(&["[INFO] [host] one".to_owned()], Some(&path));
+        let second = write_lines(&["[WARN] [host] two".to_owned()], Some(&path));
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        let _ = std::fs::remove_file(&path);
+        assert_eq!((first, second), (Ok(()), Ok(())));
+        assert_eq!(text, "earlier line\n[INFO] [host] one\n[WARN] [host] two\n");
+    }
+
+    #[test]
+    fn an_unopenable_log_file_is_named_in_the_error() {
+        let path = std::env::temp_dir().join("hipdnn-shim-no-such-dir/sub/x.log");
+        let error = write_lines(&["[INFO] [host] x".to_owned()], Some(&path));
+        assert!(
+            error
+                .as_ref()
+                .is_err_and(|e| e.starts_with("HIPDNN_LOG_FILE='") && e.contains("x.log")),
+            "{error:?}"
+        );
     }
 }

@@ -19,8 +19,9 @@ use commands::run::GraphRun;
 /// Loads hipDNN engine plugins as hipDNN does and runs graphs through them.
 ///
 /// Plugins come from HIPDNN_PLUGIN_DIR (a directory scanned non-recursively for *.so, or one
-/// file), replacing the default hipdnn_plugins/engines/ beside this executable. Log lines go to
-/// stderr at HIPDNN_LOG_LEVEL (default info here, so hipDNN's skip lines show).
+/// file), replacing the default hipdnn_plugins/engines/ beside this executable. Log lines at
+/// HIPDNN_LOG_LEVEL (default info here, so hipDNN's skip lines show) go to stderr, or are
+/// appended to the file HIPDNN_LOG_FILE names.
 #[derive(Debug, Parser)]
 #[command(name = "hipdnn-shim", version)]
 struct Cli {

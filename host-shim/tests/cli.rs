@@ -63,11 +63,21 @@ fn fixture_dir(name: &str, versions: &[(&str, &str)]) -> PathBuf {
 }
 
 fn shim(args: &[&str], plugin_dir: &Path) -> (Output, String, String) {
+    shim_with_env(args, plugin_dir, &[])
+}
+
+fn shim_with_env(
+    args: &[&str],
+    plugin_dir: &Path,
+    env: &[(&str, &Path)],
+) -> (Output, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_hipdnn-shim"))
         .args(args)
         .env("HIPDNN_PLUGIN_DIR", plugin_dir)
         .env("HIPDNN_RAGGED_SDPA_HOST_ENGINE", "1")
         .env_remove("HIPDNN_LOG_LEVEL")
+        .env_remove("HIPDNN_LOG_FILE")
+        .envs(env.iter().copied())
         .output()
         .unwrap_or_else(|e| panic!("running hipdnn-shim: {e}"));
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
@@ -212,6 +222,39 @@ fn a_plugin_below_the_graph_version_gets_hipdnns_skip_line() {
     assert!(
         stderr.contains("no engine applicable to graph 'golden_ragged_sdpa_bf16'"),
         "{stderr}"
+    );
+}
+
+#[test]
+fn hipdnn_log_file_receives_the_log_lines_appended() {
+    let dir = fixture_dir("logfile", &[("libold.so", "1.2.0")]);
+    let log = scratch("logfile-log").join("hipdnn.log");
+    std::fs::write(&log, "kept from before\n").unwrap_or_else(|e| panic!("{e}"));
+    let graph = golden("graph.json");
+    let inputs = golden("inputs");
+    let args = [
+        "run",
+        &*graph.to_string_lossy(),
+        "--inputs",
+        &*inputs.to_string_lossy(),
+    ];
+    let skip_line =
+        "Skipping plugin 'fixture:libold' (apiVersion=1.2.0) for graph requiring at least 1.3.0";
+    for _ in 0..2 {
+        let (out, _, stderr) = shim_with_env(&args, &dir, &[("HIPDNN_LOG_FILE", &log)]);
+        assert!(!out.status.success());
+        assert!(!stderr.contains(skip_line), "log line on stderr: {stderr}");
+        assert!(
+            stderr.contains("no engine applicable to graph"),
+            "errors stay on stderr: {stderr}"
+        );
+    }
+    let text = std::fs::read_to_string(&log).unwrap_or_else(|e| panic!("{e}"));
+    assert!(text.starts_with("kept from before\n"), "{text}");
+    assert_eq!(
+        text.matches(skip_line).count(),
+        2,
+        "appended once per run: {text}"
     );
 }
 
