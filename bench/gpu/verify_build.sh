@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Checks one build of the workspace on the GPU machine, end to end through the plugin's C ABI:
+# the plugin's GPU tests (CUDA FMHA vs the host reference on device buffers, enqueue and validating
+# modes), the conformance suites against the plugin with --cuda, hipdnn-shim running the example
+# graph on the CUDA engine with --verify, and compute-sanitizer memcheck on a zero-length batch.
+#
+#   bash bench/gpu/verify_build.sh --prepare   # here: release build, binaries into .carry/verify/
+#   bash bench/gpu/verify_build.sh             # on the GPU machine, with carry [".carry/verify"]
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+carry=.carry/verify
+
+if [ "${1:-}" = "--prepare" ]; then
+  set -e
+  target="${CARGO_TARGET_DIR:-target}"
+  cargo build --release -p ragged-plugin -p hipdnn-shim -p ragged-conformance -p fixture-plugin --examples --bins --lib
+  gpu_test=$(cargo test --release -p ragged-plugin --test gpu --no-run --message-format=json 2>/dev/null \
+    | python3 -c 'import json,sys
+for l in sys.stdin:
+    m=json.loads(l)
+    if m.get("reason")=="compiler-artifact" and m["target"]["name"]=="gpu" and m.get("executable"): print(m["executable"])')
+  rm -rf "$carry" && mkdir -p "$carry"
+  cp "$gpu_test" "$carry/gpu"
+  cp "$target/release/deps/libhipdnn_provider_ragged_sdpa.so" "$carry/"
+  # The gating suite loads the fixture and its two symbol variants (cdylib examples) from
+  # --fixture-dir and --fixture-dir/examples.
+  mkdir -p "$carry/examples"
+  cp "$target/release/deps/libhipdnn_fixture_plugin.so" "$carry/"
+  cp "$target/release/examples/libhipdnn_fixture_no_api_version.so" "$target/release/examples/libhipdnn_fixture_with_overrides.so" "$carry/examples/"
+  cp "$target/release/hipdnn-shim" "$target/release/ragged-conformance" "$carry/"
+  strip --strip-debug "$carry"/* 2>/dev/null || true
+  du -sh "$carry"
+  exit 0
+fi
+
+out="${OUT:-/tmp}"
+export HIPDNN_RAGGED_SDPA_HOST_ENGINE=1
+pass=0; fail=0
+run_step() { # name, command...
+  local name=$1; shift
+  echo "=== $name: $*"
+  if "$@" >"$out/$name.log" 2>&1; then pass=$((pass+1)); echo "PASS $name"; else fail=$((fail+1)); echo "FAIL $name"; fi
+  tail -n 15 "$out/$name.log"
+}
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+only="${ONLY:-}"
+step() { [ -z "$only" ] || [ "$only" = "$1" ] || return 0; run_step "$@"; }
+step plugin-gpu-tests "$carry/gpu" --test-threads=1
+step plugin-gpu-validate env HIPDNN_RAGGED_SDPA_VALIDATE=1 "$carry/gpu" --test-threads=1
+step conformance-cuda "$carry/ragged-conformance" --suite numeric --cuda --junit "$out/junit.xml" "$carry/libhipdnn_provider_ragged_sdpa.so"
+step conformance-host "$carry/ragged-conformance" --fixture-dir "$carry" "$carry/libhipdnn_provider_ragged_sdpa.so"
+step shim-cuda env HIPDNN_PLUGIN_DIR="$PWD/$carry/libhipdnn_provider_ragged_sdpa.so" \
+  "$carry/hipdnn-shim" run examples/ragged_sdpa_bf16.json --engine RAGGED_SDPA_CUDA_FMHA --cuda --verify --out "$out/shim-out"
+step memcheck compute-sanitizer --tool memcheck --error-exitcode 1 "$carry/gpu" --test-threads=1 zero_length
+echo "${pass} passed, ${fail} failed"
+[ "$fail" -eq 0 ]
