@@ -351,10 +351,17 @@ unsafe extern "C" fn print_line(severity: i32, message: *const std::ffi::c_char)
     eprintln!("plugin log (severity {severity}): {line}");
 }
 
+/// Says why a device test did not run. Written straight to the process's stderr: libtest captures
+/// `eprintln!`, which would turn a skip into a silent pass.
+fn skip(name: &str, reason: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "test {name}: skipped: {reason}");
+}
+
 /// CUDA FMHA against the host reference (both on device buffers), ragged-sdpa.md §8.
 fn check(name: &str, case: Case) {
     if let Err(reason) = runtime::probe() {
-        eprintln!("test {name}: skipped: {reason}");
+        skip(name, &reason.to_string());
         return;
     }
     // SAFETY: a valid callback that outlives the plugin.
@@ -516,11 +523,11 @@ fn runtime_pass_by_value_scale_bf16_d64() {
 fn decreasing_offsets_are_invalid_value_in_validating_mode() {
     let name = "decreasing_offsets_are_invalid_value_in_validating_mode";
     if let Err(reason) = runtime::probe() {
-        eprintln!("test {name}: skipped: {reason}");
+        skip(name, &reason.to_string());
         return;
     }
     if std::env::var_os("HIPDNN_RAGGED_SDPA_VALIDATE").as_deref() != Some("1".as_ref()) {
-        eprintln!("test {name}: skipped: needs HIPDNN_RAGGED_SDPA_VALIDATE=1");
+        skip(name, "needs HIPDNN_RAGGED_SDPA_VALIDATE=1");
         return;
     }
     let case = Case {

@@ -154,12 +154,13 @@ fn synchronize(stream: CUstream) -> Result<(), GpuError> {
 
 #[cfg(test)]
 mod tests {
+    use std::io::Write;
+
     use super::*;
 
     #[test]
     fn host_memory_stays_host_memory() {
-        if let Err(reason) = runtime::probe() {
-            eprintln!("test host_memory_stays_host_memory: skipped: {reason}");
+        if runtime::runtime_or_skip("host_memory_stays_host_memory").is_none() {
             return;
         }
         let buffer = [0u8; 64];
@@ -172,8 +173,7 @@ mod tests {
 
     #[test]
     fn device_memory_round_trips_through_the_host() {
-        if let Err(reason) = runtime::probe() {
-            eprintln!("test device_memory_round_trips_through_the_host: skipped: {reason}");
+        if runtime::runtime_or_skip("device_memory_round_trips_through_the_host").is_none() {
             return;
         }
         let device = DeviceAllocation::new(5).unwrap();
@@ -190,7 +190,11 @@ mod tests {
     #[test]
     fn without_cuda_location_reports_why() {
         if runtime::probe().is_ok() {
-            eprintln!("test without_cuda_location_reports_why: skipped: CUDA is present");
+            // Straight to stderr, past libtest's capture, so the skip is visible.
+            let _ = writeln!(
+                std::io::stderr(),
+                "test without_cuda_location_reports_why: skipped: CUDA is present"
+            );
             return;
         }
         let error = location(0x1000).err().map(|e| e.to_string());
