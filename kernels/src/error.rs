@@ -334,6 +334,26 @@ pub enum KernelError {
         /// The next batch's start offset.
         limit: i64,
     },
+    /// An index inside every dim still lands outside its batch's offset range, because the
+    /// non-sequence strides reach past the sequence stride.
+    #[error(
+        "index {index:?} of batch {batch} addresses element {position}, outside \
+         ragged_offset[{batch}]..ragged_offset[{next_batch}] = {start}..{limit}"
+    )]
+    ElementOutsideBatch {
+        /// The multi-index.
+        index: Vec<i64>,
+        /// Batch index.
+        batch: usize,
+        /// The element it addresses.
+        position: i64,
+        /// The batch's start offset in elements.
+        start: i64,
+        /// b + 1.
+        next_batch: usize,
+        /// The next batch's start offset.
+        limit: i64,
+    },
     /// Two tensors that must have equal per-batch sequence extents differ.
     #[error("{role}: batch {batch} has sequence extent {extent} but {other} has {other_extent}")]
     ExtentMismatch {

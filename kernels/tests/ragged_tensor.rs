@@ -290,3 +290,48 @@ fn scalar_tensors_of_any_float_type_read_as_f32() {
         }
     ));
 }
+
+/// Construction validates whole rows per batch but not the head and head-dim strides, so an index
+/// inside every dim can still reach past its batch: that must be an error, not the next batch's
+/// element.
+#[test]
+fn an_index_whose_strides_leave_its_batch_is_an_error() {
+    // B = 2, S_max = 2, H = 2, D = 2; rows 2 elements apart but heads 4 apart.
+    let dims = vec![2, 2, 2, 2];
+    let strides = vec![8, 2, 4, 1];
+    let t = RaggedTensor::<f32>::new(dims, strides, BSHD_SEQ_AXIS, aux_i32(&[0, 4, 8]), 1, None)
+        .unwrap();
+    assert_eq!(t.get_index(&[0, 1, 0, 1]).unwrap(), 3);
+    // 0 + 1·2 + 1·4 + 1 = 7 lies in batch 1's range 4..8.
+    let error = t.get_index(&[0, 1, 1, 1]).unwrap_err();
+    assert_eq!(
+        error,
+        KernelError::ElementOutsideBatch {
+            index: vec![0, 1, 1, 1],
+            batch: 0,
+            position: 7,
+            start: 0,
+            next_batch: 1,
+            limit: 4,
+        }
+    );
+    assert_eq!(
+        error.to_string(),
+        "index [0, 1, 1, 1] of batch 0 addresses element 7, outside \
+         ragged_offset[0]..ragged_offset[1] = 0..4"
+    );
+}
+
+#[test]
+fn an_index_whose_position_overflows_int64_is_an_error() {
+    let dims = vec![1, 1, 2, 2];
+    let strides = vec![1, 1, i64::MAX, i64::MAX];
+    let t =
+        RaggedTensor::<f32>::new(dims, strides, BSHD_SEQ_AXIS, aux_i32(&[0, 1]), 1, None).unwrap();
+    assert_eq!(
+        t.get_index(&[0, 0, 1, 1]).unwrap_err(),
+        KernelError::Overflow {
+            what: "element position"
+        }
+    );
+}

@@ -276,6 +276,11 @@ impl RaggedLayout {
     /// Buffer position of `{b, s, …}`: `offset(b) + Σ_{axis ≥ 1} index·stride`, with the sequence
     /// index checked against the batch's own extent rather than S_max (the RFC leaves that access
     /// unspecified; reading the next batch's rows silently would hide bugs).
+    ///
+    /// Construction only proves that whole rows tile each batch; the other strides come from the
+    /// caller unchecked, so the sum is checked arithmetic and the result must still fall inside
+    /// the batch's own offset range: a head stride wider than the sequence stride would otherwise
+    /// address the next batch's rows without an error.
     pub fn index(&self, index: &[i64]) -> Result<usize, KernelError> {
         let b = index[0];
         if b < 0 || b >= self.dims[0] {
@@ -304,7 +309,23 @@ impl RaggedLayout {
                     extent: self.dims[axis],
                 });
             }
-            position += i * self.strides[axis];
+            position = i
+                .checked_mul(self.strides[axis])
+                .and_then(|step| position.checked_add(step))
+                .ok_or(KernelError::Overflow {
+                    what: "element position",
+                })?;
+        }
+        let (start, limit) = (self.offset(batch), self.offset(batch + 1));
+        if position < start || position >= limit {
+            return Err(KernelError::ElementOutsideBatch {
+                index: index.to_vec(),
+                batch,
+                position,
+                start,
+                next_batch: batch + 1,
+                limit,
+            });
         }
         usize::try_from(position).map_err(|_| KernelError::Overflow {
             what: "element position",
