@@ -39,11 +39,6 @@ pub fn read(path: &Path) -> Result<NpyValues, String> {
         npyz::DType::Plain(t) => t.to_string(),
         other => return Err(format!("unsupported dtype {other:?}")),
     };
-    let count = npy.len() as usize;
-    let mut bytes = Vec::new();
-    npy.into_inner()
-        .read_to_end(&mut bytes)
-        .map_err(|e| e.to_string())?;
     let width = match descr.as_str() {
         "<f8" | "<i8" => 8,
         "<f4" | "<i4" => 4,
@@ -54,13 +49,28 @@ pub fn read(path: &Path) -> Result<NpyValues, String> {
             ));
         }
     };
-    if bytes.len() < count * width {
+    // The shape is the file's claim: a size that cannot exist is an error, not an overflow.
+    let count = npy.len();
+    let promised = usize::try_from(count)
+        .ok()
+        .and_then(|c| c.checked_mul(width))
+        .ok_or_else(|| {
+            format!(
+                "header shape {:?} promises {count} x {width} bytes, beyond addressable memory",
+                npy.shape()
+            )
+        })?;
+    let mut bytes = Vec::new();
+    npy.into_inner()
+        .read_to_end(&mut bytes)
+        .map_err(|e| e.to_string())?;
+    if bytes.len() < promised {
         return Err(format!(
             "file holds {} data bytes, its header promises {count} x {width}",
             bytes.len()
         ));
     }
-    let chunks = bytes[..count * width].chunks_exact(width);
+    let chunks = bytes[..promised].chunks_exact(width);
     let arr = |c: &[u8]| -> [u8; 8] {
         let mut a = [0u8; 8];
         a[..c.len()].copy_from_slice(c);
@@ -157,5 +167,64 @@ pub fn write(path: &Path, data: HostData<'_>, shape: &[u64]) -> std::io::Result<
         HostData::BF16(s) => put(file, shape, s.iter().map(|v| v.to_bits())),
         HostData::I32(s) => put(file, shape, s.iter().copied()),
         HostData::I64(s) => put(file, shape, s.iter().copied()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A version-1.0 `.npy` file with the given header dict and data bytes.
+    fn npy_file(name: &str, header: &str, data: &[u8]) -> std::path::PathBuf {
+        let mut dict = header.to_owned();
+        while !(10 + dict.len() + 1).is_multiple_of(64) {
+            dict.push(' ');
+        }
+        dict.push('\n');
+        let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
+        bytes.extend_from_slice(&(dict.len() as u16).to_le_bytes());
+        bytes.extend_from_slice(dict.as_bytes());
+        bytes.extend_from_slice(data);
+        let path =
+            std::env::temp_dir().join(format!("hipdnn-shim-npy-{}-{name}", std::process::id()));
+        std::fs::write(&path, bytes).unwrap();
+        path
+    }
+
+    #[test]
+    fn a_header_shape_beyond_memory_is_an_error_not_an_overflow() {
+        // 2^61 elements of 8 bytes: 2^64 bytes.
+        let path = npy_file(
+            "huge.npy",
+            "{'descr': '<f8', 'fortran_order': False, 'shape': (2305843009213693952,), }",
+            &[0; 8],
+        );
+        let error = read(&path).err().unwrap();
+        std::fs::remove_file(&path).unwrap();
+        assert!(error.contains("2305843009213693952 x 8 bytes"), "{error}");
+    }
+
+    #[test]
+    fn a_truncated_file_names_what_its_header_promised() {
+        let path = npy_file(
+            "short.npy",
+            "{'descr': '<i4', 'fortran_order': False, 'shape': (3,), }",
+            &[1, 0, 0, 0, 2, 0, 0, 0],
+        );
+        let error = read(&path).err().unwrap();
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(error, "file holds 8 data bytes, its header promises 3 x 4");
+    }
+
+    #[test]
+    fn reads_little_endian_int32() {
+        let path = npy_file(
+            "ok.npy",
+            "{'descr': '<i4', 'fortran_order': False, 'shape': (2,), }",
+            &[7, 0, 0, 0, 0xff, 0xff, 0xff, 0xff],
+        );
+        let values = read(&path);
+        std::fs::remove_file(&path).unwrap();
+        assert!(matches!(values, Ok(NpyValues::Int(v)) if v == [7, -1]));
     }
 }
