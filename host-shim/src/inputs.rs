@@ -44,10 +44,15 @@ fn resolve<'g>(graph: &'g Graph, key: &str) -> Option<&'g TensorAttributes> {
 }
 
 fn index_tensor(attrs: &TensorAttributes, values: &[i64]) -> Result<Arc<dyn Tensor>, String> {
-    let expected: i64 = attrs.dims.iter().product();
-    if values.len() as i64 != expected {
+    // The dims come from the graph file: their product may overflow and must not panic.
+    let expected = attrs
+        .dims
+        .iter()
+        .try_fold(1i64, |count, &dim| count.checked_mul(dim));
+    if expected.and_then(|e| usize::try_from(e).ok()) != Some(values.len()) {
+        let count = expected.map_or_else(|| "overflowing int64".to_owned(), |e| e.to_string());
         return Err(format!(
-            "tensor uid {} '{}' has dims {:?} ({expected} elements), the file gives {}",
+            "tensor uid {} '{}' has dims {:?} ({count} elements), the file gives {}",
             attrs.uid,
             attrs.name,
             attrs.dims,
@@ -63,7 +68,11 @@ fn index_tensor(attrs: &TensorAttributes, values: &[i64]) -> Result<Arc<dyn Tens
         KernelType::I32 => {
             let narrowed = values
                 .iter()
-                .map(|v| i32::try_from(*v).map_err(|_| format!("value {v} does not fit INT32")))
+                .map(|v| {
+                    i32::try_from(*v).map_err(|_| {
+                        format!("tensor uid {}: value {v} does not fit INT32", attrs.uid)
+                    })
+                })
                 .collect::<Result<Vec<_>, _>>()?;
             Ok(Arc::new(
                 DenseTensor::from_vec(narrowed, dims, strides).map_err(wrap)?,
@@ -228,9 +237,30 @@ mod tests {
             e.contains("tensor uid 1 'q' is no tensor's ragged_offset_tensor_uid"),
             "{e}"
         );
+        let e = companion(r#"{"ragged_offsets": {"5": [0, 64, 4294967296]}}"#)
+            .err()
+            .unwrap_or_default();
+        assert!(
+            e.contains("tensor uid 5: value 4294967296 does not fit INT32"),
+            "{e}"
+        );
         let e = companion(r#"{"offsets": {}}"#).err().unwrap_or_default();
         assert!(e.contains("unknown section 'offsets'"), "{e}");
     }
+    #[test]
+    fn dims_whose_product_overflows_are_named_not_a_panic() {
+        let mut graph = RaggedSdpaSpec::packed("c", &[2, 3], &[4, 1]).graph();
+        let Some(aux) = graph.tensors.iter_mut().find(|t| t.uid == 5) else {
+            panic!("uid 5 is Q's ragged_offset");
+        };
+        aux.dims = vec![1 << 40, 1 << 40, 1, 1];
+        let e = index_tensor(aux, &[0, 1]).err().unwrap_or_default();
+        assert!(
+            e.contains("(overflowing int64 elements), the file gives 2"),
+            "{e}"
+        );
+    }
+
     #[test]
     fn allocation_words_a_missing_offset_for_files_and_passes_kernel_errors_through() {
         let graph = RaggedSdpaSpec::packed("c", &[2, 3], &[4, 1]).graph();
