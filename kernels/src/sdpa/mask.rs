@@ -79,9 +79,14 @@ impl MaskBand {
         // Schema.md §6.1: any negative bound means unbounded.
         let bounded = |bound: Option<i64>| bound.filter(|&b| b >= 0);
         let diagonal = i as i64 + offset;
-        let lo = bounded(self.left).map_or(0, |left| (diagonal - left).max(0));
+        // The bounds are int64 straight from the graph, so a huge one (a writer's "no limit")
+        // must saturate: wrapping would turn it into an empty band and a row of zeros.
+        let lo = bounded(self.left).map_or(0, |left| diagonal.saturating_sub(left).max(0));
         let hi = bounded(self.right).map_or(lkv as i64, |right| {
-            (diagonal + right + 1).clamp(0, lkv as i64)
+            diagonal
+                .saturating_add(right)
+                .saturating_add(1)
+                .clamp(0, lkv as i64)
         });
         let lo = lo.min(hi);
         lo as usize..hi as usize
@@ -119,5 +124,17 @@ mod tests {
         let unbounded = MaskBand::window(Some(-1), Some(-5), DiagonalAlignment::TopLeft);
         assert_eq!(unbounded.admitted(1, 4, 6), 0..6);
         assert_eq!(MaskBand::none().admitted(1, 4, 0), 0..0);
+    }
+
+    #[test]
+    fn bounds_at_the_int64_limit_admit_every_key_instead_of_wrapping() {
+        let wide = MaskBand::window(Some(i64::MAX), Some(i64::MAX), DiagonalAlignment::TopLeft);
+        assert_eq!(wide.admitted(0, 3, 5), 0..5);
+        assert_eq!(wide.admitted(2, 3, 5), 0..5);
+        // Bottom-right with more queries than keys puts the diagonal below zero.
+        let left_only = MaskBand::window(Some(i64::MAX), None, DiagonalAlignment::BottomRight);
+        assert_eq!(left_only.admitted(0, 6, 2), 0..2);
+        let right_only = MaskBand::window(None, Some(i64::MAX), DiagonalAlignment::BottomRight);
+        assert_eq!(right_only.admitted(0, 6, 2), 0..2);
     }
 }
