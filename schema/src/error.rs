@@ -89,6 +89,12 @@ pub enum ValidationError {
     RaggedPrimaryWithoutDims { uid: i64, dims: Vec<i64> },
 
     #[error(
+        "tensor uid {uid}: field dims[0] (the batch B) = {batch} is out of range; the ragged offset aux needs B + 1 entries, so 0 <= B < {max}",
+        max = i64::MAX
+    )]
+    RaggedBatchOutOfRange { uid: i64, batch: i64 },
+
+    #[error(
         "tensor uid {uid}: ragged offset aux uid {aux_uid} must have rank 4, got dims {dims:?} (rank {rank})",
         rank = dims.len()
     )]

@@ -46,7 +46,10 @@ pub(super) fn check_tensor(
             dims: aux.dims.clone(),
         });
     }
-    let expected = batch.saturating_add(1);
+    // B + 1 must exist as an i64 for any aux to match it; a negative B has no batches at all.
+    let Some(expected) = batch.checked_add(1).filter(|_| batch >= 0) else {
+        return Err(ValidationError::RaggedBatchOutOfRange { uid, batch });
+    };
     if aux.dims[0] != expected {
         return Err(ValidationError::RaggedOffsetBatch {
             uid,
@@ -63,4 +66,65 @@ pub(super) fn check_tensor(
         });
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::DataType;
+
+    fn graph_with_batch(batch: i64, aux_batch: i64) -> Graph {
+        let aux = TensorAttributes::new()
+            .set_uid(5)
+            .set_data_type(DataType::Int32)
+            .set_dims(vec![aux_batch, 1, 1, 1]);
+        let q = TensorAttributes::new()
+            .set_uid(1)
+            .set_dims(vec![batch, 3, 2, 16])
+            .set_ragged_offset(&aux);
+        Graph::new("g").add_tensor(aux).add_tensor(q)
+    }
+
+    fn check_q(graph: &Graph) -> Result<(), ValidationError> {
+        check_tensor(graph, &graph.tensors[1])
+    }
+
+    #[test]
+    fn a_batch_whose_b_plus_one_overflows_is_rejected_not_matched() {
+        // Saturating B + 1 used to equal i64::MAX, so this aux passed as "B + 1 entries".
+        let g = graph_with_batch(i64::MAX, i64::MAX);
+        assert_eq!(
+            check_q(&g),
+            Err(ValidationError::RaggedBatchOutOfRange {
+                uid: 1,
+                batch: i64::MAX
+            })
+        );
+    }
+
+    #[test]
+    fn a_negative_batch_is_rejected_even_with_a_matching_aux() {
+        let g = graph_with_batch(-1, 0);
+        let error = check_q(&g).err().map(|e| e.to_string());
+        assert_eq!(
+            error.as_deref(),
+            Some(
+                "tensor uid 1: field dims[0] (the batch B) = -1 is out of range; the ragged \
+                 offset aux needs B + 1 entries, so 0 <= B < 9223372036854775807"
+            )
+        );
+    }
+
+    #[test]
+    fn the_aux_holds_b_plus_one_entries() {
+        assert_eq!(check_q(&graph_with_batch(2, 3)), Ok(()));
+        assert!(matches!(
+            check_q(&graph_with_batch(2, 2)),
+            Err(ValidationError::RaggedOffsetBatch {
+                expected: 3,
+                actual: 2,
+                ..
+            })
+        ));
+    }
 }
