@@ -298,11 +298,16 @@ fn ragged_plan(
             aux.data_type
         );
     }
-    if aux.dims != [dims[0] + 1, 1, 1, 1] {
+    let Some(entries) = dims[0].checked_add(1) else {
         decline!(
-            "ragged offset tensor uid {aux_uid} (of {role} uid {uid}) has dims {:?}; [B + 1, 1, 1, 1] = [{}, 1, 1, 1] required",
-            aux.dims,
-            dims[0] + 1
+            "{role} tensor uid {uid}: dims[0] (the batch B) = {} leaves no room for B + 1 ragged offsets",
+            dims[0]
+        );
+    };
+    if aux.dims != [entries, 1, 1, 1] {
+        decline!(
+            "ragged offset tensor uid {aux_uid} (of {role} uid {uid}) has dims {:?}; [B + 1, 1, 1, 1] = [{entries}, 1, 1, 1] required",
+            aux.dims
         );
     }
     if t.ragged_offset_multiplier < 1 {
@@ -601,6 +606,17 @@ mod tests {
         let why = reason(&g);
         assert!(why.contains("older [B, H, S, D] form"), "{why}");
         assert!(why.contains("tensor uid 1"), "{why}");
+    }
+
+    #[test]
+    fn a_batch_at_i64_max_is_declined_not_overflowed() {
+        let mut g = golden();
+        for t in g.tensors.iter_mut().filter(|t| [1, 4, 5].contains(&t.uid)) {
+            t.dims[0] = i64::MAX;
+        }
+        let why = reason(&g);
+        assert!(why.contains("dims[0] (the batch B)"), "{why}");
+        assert!(why.contains(&i64::MAX.to_string()), "{why}");
     }
 
     #[test]
