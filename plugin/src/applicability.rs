@@ -467,7 +467,9 @@ fn scale_plan(graph: &Graph, sdpa: &SdpaAttributes) -> Result<ScalePlan, Decline
                 t.data_type
             );
         }
-        if t.dims.iter().product::<i64>() != 1 {
+        // Every dim 1 (or rank 0): a product of wire dims could overflow, and [-1, -1]
+        // multiplies to 1 without being a scalar.
+        if t.dims.iter().any(|&d| d != 1) {
             decline!(
                 "scale_tensor_uid tensor uid {uid} has dims {:?}; a scalar required",
                 t.dims
@@ -617,6 +619,26 @@ mod tests {
         let why = reason(&g);
         assert!(why.contains("dims[0] (the batch B)"), "{why}");
         assert!(why.contains(&i64::MAX.to_string()), "{why}");
+    }
+
+    #[test]
+    fn a_scale_tensor_needs_every_dim_1() {
+        for dims in [vec![-1, -1], vec![i64::MAX, 2], vec![2]] {
+            let mut g = golden();
+            g.tensors.push(
+                TensorAttributes::new()
+                    .set_uid(20)
+                    .set_data_type(DataType::Float)
+                    .set_dims(dims.clone())
+                    .set_strides(vec![1; dims.len()])
+                    .set_is_runtime_pass_by_value(true),
+            );
+            sdpa(&mut g).scale_tensor_uid = Some(20);
+            assert_eq!(
+                reason(&g),
+                format!("scale_tensor_uid tensor uid 20 has dims {dims:?}; a scalar required")
+            );
+        }
     }
 
     #[test]
