@@ -51,6 +51,28 @@ fn assert_declined(graph: &Graph, why: &str) {
     );
 }
 
+/// The header contract of `GetApplicableEngineIds`: `*num_engines` is the total applicable count,
+/// which "may exceed `max_engines`"; ids beyond the buffer are not written.
+#[test]
+fn a_short_buffer_still_learns_the_applicable_count() {
+    let handle = OwnedHandle::new();
+    let graph = wire_file("graph_flagged.bin");
+    let (status, all) = applicable(&handle, &graph);
+    assert_eq!(status, SUCCESS, "{}", last_error());
+    assert!(!all.is_empty());
+
+    let data = ConstData::of(&graph);
+    let mut untouched = [7i64; 1];
+    let mut n = u32::MAX;
+    // SAFETY: a live handle, a borrowed graph, a non-NULL buffer the plugin may fill up to 0 ids.
+    let status = unsafe {
+        (plugin().GetApplicableEngineIds)(handle.0, &data, untouched.as_mut_ptr(), 0, &mut n)
+    };
+    assert_eq!(status, SUCCESS, "{}", last_error());
+    assert_eq!(n as usize, all.len(), "the total, not the 0 ids that fit");
+    assert_eq!(untouched, [7]);
+}
+
 #[test]
 fn golden_graphs_are_accepted_in_every_container() {
     let handle = OwnedHandle::new();

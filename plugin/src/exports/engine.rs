@@ -34,7 +34,7 @@ pub unsafe extern "C" fn hipdnnEnginePluginGetAllEngineIds(
         // SAFETY: forwarded caller contract.
         let sink = unsafe { IdSink::new(engine_ids, max_engines) }?;
         let ids: Vec<i64> = engines::listed().iter().map(|e| e.id).collect();
-        write_ids(sink, count, &ids);
+        write_ids(sink, count, &ids, Report::Written);
         Ok(())
     })
 }
@@ -108,7 +108,7 @@ pub unsafe extern "C" fn hipdnnEnginePluginGetApplicableEngineIds(
             .iter()
             .map(|e| e.id)
             .collect();
-        write_ids(sink, count, &ids);
+        write_ids(sink, count, &ids, Report::Total);
         Ok(())
     })
 }
@@ -303,11 +303,24 @@ pub unsafe extern "C" fn hipdnnEnginePluginGetEngineName(
     })
 }
 
-fn write_ids(sink: IdSink, count: Out<u32>, ids: &[i64]) {
-    let reported = if sink.is_count_query() {
-        ids.len()
-    } else {
-        sink.write(ids)
+/// What `*num_engines` reports after a filling call: the two protocols differ.
+#[derive(Clone, Copy)]
+enum Report {
+    /// `GetAllEngineIds` (plugin-abi.md §5.2 step 3): the number of ids written.
+    Written,
+    /// `GetApplicableEngineIds` (§5.4, header contract): the total applicable count, which may
+    /// exceed `max_engines`, so a caller with a short buffer learns how large it must be.
+    Total,
+}
+
+fn write_ids(sink: IdSink, count: Out<u32>, ids: &[i64], report: Report) {
+    let reported = match (sink.is_count_query(), report) {
+        (true, _) => ids.len(),
+        (false, Report::Written) => sink.write(ids),
+        (false, Report::Total) => {
+            sink.write(ids);
+            ids.len()
+        }
     };
     // At most a handful of engines exist; the count always fits.
     count.write(u32::try_from(reported).unwrap_or(u32::MAX));
