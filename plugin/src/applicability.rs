@@ -205,8 +205,10 @@ fn check_unsupported_features(sdpa: &SdpaAttributes) -> Result<(), Decline> {
     if sdpa.alibi_mask {
         decline!("alibi_mask is true; ALiBi is not supported");
     }
-    if let Some(p) = sdpa.dropout_probability.filter(|p| *p > 0.0) {
-        decline!("dropout_probability is {p}; dropout is not supported");
+    // Only an exact 0 means "no dropout": a NaN or negative probability is no probability at
+    // all, and `p > 0.0` would have let both through as if dropout were off.
+    if let Some(p) = sdpa.dropout_probability.filter(|p| *p != 0.0) {
+        decline!("dropout_probability is {p}; only 0 (no dropout) is supported");
     }
     Ok(())
 }
@@ -608,6 +610,21 @@ mod tests {
         let why = reason(&g);
         assert!(why.contains("older [B, H, S, D] form"), "{why}");
         assert!(why.contains("tensor uid 1"), "{why}");
+    }
+
+    #[test]
+    fn any_dropout_probability_but_zero_is_declined() {
+        for p in [0.1f32, f32::NAN, -0.5] {
+            let mut g = golden();
+            sdpa(&mut g).dropout_probability = Some(p);
+            assert_eq!(
+                reason(&g),
+                format!("dropout_probability is {p}; only 0 (no dropout) is supported")
+            );
+        }
+        let mut g = golden();
+        sdpa(&mut g).dropout_probability = Some(0.0);
+        assert_eq!(reason(&g), "accepted");
     }
 
     #[test]
