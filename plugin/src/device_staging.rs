@@ -189,12 +189,14 @@ unsafe fn staged(
     unsafe {
         for t in &tensors {
             if let Some(r) = t.ragged {
-                let bytes = (batch + 1) * index_bytes(r.aux_data_type);
+                let entries = batch.saturating_add(1);
+                let bytes = host_engine::index_tensor_bytes(r.aux_uid, r.aux_data_type, entries)?;
                 staging.stage(r.aux_uid, "ragged_offset_tensor_uid", bytes, stream)?;
             }
         }
         for s in plan.seq_len_q.iter().chain(&plan.seq_len_kv) {
-            staging.stage(s.uid, s.role, batch * index_bytes(s.data_type), stream)?;
+            let bytes = host_engine::index_tensor_bytes(s.uid, s.data_type, batch)?;
+            staging.stage(s.uid, s.role, bytes, stream)?;
         }
         // A pass-by-value scale is a host pointer by contract (plugin-abi.md §5.7): never staged.
         if let ScalePlan::DeviceTensor { uid, data_type } = plan.scale {
@@ -212,10 +214,6 @@ unsafe fn staged(
         host_engine::execute(plan, &staging.pack()?)?;
         staging.upload(&outputs, stream)
     }
-}
-
-fn index_bytes(data_type: ragged_schema::DataType) -> usize {
-    crate::plan::kernel_type(data_type).map_or(8, |t| t.size())
 }
 
 fn as_bytes(words: &[u64]) -> &[u8] {

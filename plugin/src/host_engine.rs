@@ -124,8 +124,10 @@ impl<'p> Bound<'p> {
                     role: "ragged_offset_tensor_uid",
                     data_type: r.aux_data_type,
                 };
-                let count =
-                    usize::try_from(plan.dims[0] + 1).map_err(|_| internal("negative batch"))?;
+                let count = plan.dims[0]
+                    .checked_add(1)
+                    .and_then(|n| usize::try_from(n).ok())
+                    .ok_or_else(|| internal("batch dims[0] + 1 is out of range"))?;
                 // SAFETY: forwarded contract.
                 let aux: Arc<dyn Tensor> = unsafe { owned_index_copy(aux_plan, count, pack) }?;
                 let layout =
@@ -257,18 +259,24 @@ unsafe fn index_view<'a>(
 ) -> Result<ShallowTensor<'a>, PluginError> {
     let ptr = pack.pointer(index.uid, index.role)?;
     let element = kernel_type(index.data_type, index.uid)?;
+    let bytes = index_tensor_bytes(index.uid, index.data_type, n)?;
     let (dims, strides) = index_shape(n);
     // SAFETY: forwarded contract: `n` elements of `element` at `ptr`.
-    unsafe {
-        ShallowTensor::from_raw(
-            ptr.as_ptr().cast_const(),
-            element,
-            n * element.size(),
-            dims,
-            strides,
-        )
-    }
-    .map_err(|e| e.for_tensor(index.uid).into())
+    unsafe { ShallowTensor::from_raw(ptr.as_ptr().cast_const(), element, bytes, dims, strides) }
+        .map_err(|e| e.for_tensor(index.uid).into())
+}
+
+/// Bytes of an `n`-entry int32/int64 tensor (offsets: B + 1, seq_lens: B). `n` comes from the
+/// graph's dims, so the product is checked rather than trusted to fit.
+pub fn index_tensor_bytes(uid: i64, data_type: DataType, n: usize) -> Result<usize, PluginError> {
+    kernel_type(data_type, uid)?
+        .size()
+        .checked_mul(n)
+        .ok_or_else(|| {
+            PluginError::InvalidValue(format!(
+                "tensor uid {uid}: {n} entries of {data_type} overflow the address space"
+            ))
+        })
 }
 
 fn index_shape(n: usize) -> (Vec<i64>, Vec<i64>) {
@@ -335,4 +343,25 @@ fn name_tensor(error: KernelError, plan: &SdpaPlan) -> PluginError {
 
 fn internal(what: &str) -> PluginError {
     PluginError::Engine(format!("host engine: {what}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn index_tensor_sizes_are_checked_and_name_the_uid() {
+        assert_eq!(index_tensor_bytes(5, DataType::Int32, 3).ok(), Some(12));
+        assert_eq!(index_tensor_bytes(5, DataType::Int64, 3).ok(), Some(24));
+        let error = index_tensor_bytes(6, DataType::Int64, usize::MAX / 4)
+            .err()
+            .map(|e| e.to_string());
+        assert_eq!(
+            error,
+            Some(format!(
+                "invalid value: tensor uid 6: {} entries of int64 overflow the address space",
+                usize::MAX / 4
+            ))
+        );
+    }
 }
