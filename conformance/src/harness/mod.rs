@@ -242,11 +242,17 @@ impl Harness {
                 }
                 ValidationMode::SentinelSkip => None,
             };
+            let exact_zero = if uid == a.o_tensor_uid {
+                Some(self.roles.exact_zero_positions(&self.reference)?)
+            } else {
+                None
+            };
             out.push(validate::compare(
                 uid,
                 self.reference.get(uid)?.host_data(),
                 self.engine.get(uid)?.host_data(),
                 written.as_ref(),
+                exact_zero.as_ref(),
                 mode,
                 tolerance,
             )?);

@@ -70,30 +70,55 @@ impl SdpaRoles {
     /// `Lq(b)` for every batch: `seq_len_q[b]` when present, else Q's extent (ragged) or its
     /// sequence dim (dense `[B, H, S, D]`).
     pub fn query_lengths(&self, bundle: &Bundle) -> Result<Vec<usize>, ConformanceError> {
-        let q = bundle.get(self.attrs.q_tensor_uid)?;
-        let batch = usize::try_from(q.dims().first().copied().unwrap_or(0)).unwrap_or(0);
-        let extents: Vec<i64> = match q.ragged_iteration_info() {
-            Some(info) => (0..info.batch_count()).map(|b| info.extent(b)).collect(),
-            None => vec![q.dims().get(2).copied().unwrap_or(0); batch],
-        };
-        match self.attrs.seq_len_q_tensor_uid {
-            None => Ok(extents.iter().map(|e| *e as usize).collect()),
-            Some(uid) => {
-                let lens = bundle.get(uid)?;
-                (0..batch)
-                    .map(|b| {
-                        let v = read_index(lens, b)?;
-                        let extent = extents[b];
-                        if v < 0 || v > extent {
-                            return Err(ConformanceError::Harness(format!(
-                                "seq_len_q (uid {uid}) [{b}] = {v} is outside [0, extent {extent}]"
-                            )));
-                        }
-                        Ok(v as usize)
-                    })
+        logical_lengths(
+            bundle,
+            self.attrs.q_tensor_uid,
+            self.attrs.seq_len_q_tensor_uid,
+            "seq_len_q",
+        )
+    }
+
+    /// `Lkv(b)` for every batch, from K and `seq_len_kv` as [`SdpaRoles::query_lengths`] does.
+    pub fn key_lengths(&self, bundle: &Bundle) -> Result<Vec<usize>, ConformanceError> {
+        logical_lengths(
+            bundle,
+            self.attrs.k_tensor_uid,
+            self.attrs.seq_len_kv_tensor_uid,
+            "seq_len_kv",
+        )
+    }
+
+    /// The positions of O whose rows admit no key (`Lkv(b) = 0`, or a band that misses every
+    /// key): ragged-sdpa.md §8 wants them exactly 0, which a tolerance alone would not enforce.
+    pub fn exact_zero_positions(
+        &self,
+        bundle: &Bundle,
+    ) -> Result<BTreeSet<usize>, ConformanceError> {
+        let band = self.attrs.resolve_diagonal_band().map_err(|e| {
+            ConformanceError::Harness(format!("resolving the mask of the SDPA node: {e}"))
+        })?;
+        let band = MaskBand::window(
+            band.left,
+            band.right,
+            match band.alignment {
+                DiagonalAlignment::BottomRight => KernelAlignment::BottomRight,
+                _ => KernelAlignment::TopLeft,
+            },
+        );
+        let lkv = self.key_lengths(bundle)?;
+        let rows = self
+            .query_lengths(bundle)?
+            .iter()
+            .zip(&lkv)
+            .map(|(&lq, &lkv)| {
+                (0..lq)
+                    .filter(|&i| band.admitted(i, lq, lkv).is_empty())
                     .collect()
-            }
-        }
+            })
+            .collect::<Vec<Vec<usize>>>();
+        self.row_positions(self.attrs.o_tensor_uid, bundle, |b| {
+            rows.get(b).map_or(&[][..], Vec::as_slice).iter().copied()
+        })
     }
 
     /// The buffer positions of output `uid` that a correct engine writes: every element of rows
@@ -104,6 +129,16 @@ impl SdpaRoles {
         bundle: &Bundle,
     ) -> Result<BTreeSet<usize>, ConformanceError> {
         let lq = self.query_lengths(bundle)?;
+        self.row_positions(uid, bundle, |b| 0..lq.get(b).copied().unwrap_or(0))
+    }
+
+    /// Every element of the rows `rows(b)` of output `uid`, for every batch and head.
+    fn row_positions<I: Iterator<Item = usize>>(
+        &self,
+        uid: i64,
+        bundle: &Bundle,
+        rows: impl Fn(usize) -> I,
+    ) -> Result<BTreeSet<usize>, ConformanceError> {
         let t = bundle.get(uid)?;
         let dims = t.dims().to_vec();
         if dims.len() != 4 {
@@ -118,9 +153,11 @@ impl SdpaRoles {
         } else {
             (dims[1], dims[3])
         };
+        let batch = usize::try_from(dims[0]).unwrap_or(0);
         let mut out = BTreeSet::new();
-        for (b, &rows) in lq.iter().enumerate() {
-            for s in 0..rows as i64 {
+        for b in 0..batch {
+            for s in rows(b) {
+                let s = s as i64;
                 for h in 0..heads {
                     for d in 0..last {
                         let index = if ragged {
@@ -142,18 +179,54 @@ impl SdpaRoles {
     }
 }
 
+/// Logical lengths of `primary`'s batches: `seq_lens[b]` when the node names a seq_lens tensor
+/// (checked against the extents), else the extents (ragged) or the sequence dim (dense).
+fn logical_lengths(
+    bundle: &Bundle,
+    primary: i64,
+    seq_lens_uid: Option<i64>,
+    field: &str,
+) -> Result<Vec<usize>, ConformanceError> {
+    let t = bundle.get(primary)?;
+    let batch = usize::try_from(t.dims().first().copied().unwrap_or(0)).unwrap_or(0);
+    let extents: Vec<i64> = match t.ragged_iteration_info() {
+        Some(info) => (0..info.batch_count()).map(|b| info.extent(b)).collect(),
+        None => vec![t.dims().get(2).copied().unwrap_or(0); batch],
+    };
+    match seq_lens_uid {
+        None => Ok(extents.iter().map(|e| *e as usize).collect()),
+        Some(uid) => {
+            let lens = bundle.get(uid)?;
+            (0..batch)
+                .map(|b| {
+                    let v = read_index(lens, uid, b)?;
+                    let extent = extents[b];
+                    if v < 0 || v > extent {
+                        return Err(ConformanceError::Harness(format!(
+                            "{field} (uid {uid}) [{b}] = {v} is outside [0, extent {extent}]"
+                        )));
+                    }
+                    Ok(v as usize)
+                })
+                .collect()
+        }
+    }
+}
+
 /// Element `b` of a `[B, 1, 1, 1]` integer tensor.
-fn read_index(t: &dyn Tensor, b: usize) -> Result<i64, ConformanceError> {
+fn read_index(t: &dyn Tensor, uid: i64, b: usize) -> Result<i64, ConformanceError> {
     let index = [b as i64, 0, 0, 0];
     let value = match t.host_data() {
         ragged_kernels::HostData::I32(_) => t.get::<i32>(&index).map(i64::from),
         ragged_kernels::HostData::I64(_) => t.get::<i64>(&index),
         other => {
             return Err(ConformanceError::Harness(format!(
-                "seq_lens tensor has element type {}, expected i32 or i64",
+                "seq_lens tensor uid {uid} has element type {}, expected i32 or i64",
                 other.data_type()
             )));
         }
     };
-    value.map_err(|e| ConformanceError::Harness(format!("reading seq_lens[{b}]: {e}")))
+    value.map_err(|e| {
+        ConformanceError::Harness(format!("reading seq_lens tensor uid {uid} [{b}]: {e}"))
+    })
 }

@@ -121,12 +121,14 @@ pub fn sentinel_bits(dtype: KernelType) -> u64 {
     }
 }
 
-/// Compares one output. `written` is required for coverage mode.
+/// Compares one output. `written` is required for coverage mode; at the `exact_zero` positions
+/// (O rows that admit no key) the engine must hold exactly ±0, whatever the tolerance.
 pub fn compare(
     uid: i64,
     reference: HostData<'_>,
     actual: HostData<'_>,
     written: Option<&BTreeSet<usize>>,
+    exact_zero: Option<&BTreeSet<usize>>,
     mode: ValidationMode,
     tolerance: Tolerance,
 ) -> Result<Comparison, ConformanceError> {
@@ -168,6 +170,14 @@ pub fn compare(
             continue;
         }
         out.compared += 1;
+        if exact_zero.is_some_and(|z| z.contains(&i)) {
+            if a != 0.0 || r != 0.0 {
+                out.fail(format!(
+                    "position {i}: its row admits no key, so it must be exactly 0 (reference {r}, engine {a})"
+                ));
+            }
+            continue;
+        }
         if r.is_nan() || a.is_nan() {
             out.fail(format!(
                 "position {i}: NaN at a written position (reference {r}, engine {a})"
@@ -219,6 +229,7 @@ mod tests {
             HostData::F32(&reference),
             HostData::F32(&engine),
             Some(&written),
+            None,
             ValidationMode::Coverage,
             TOL,
         )
@@ -228,6 +239,7 @@ mod tests {
             7,
             HostData::F32(&reference),
             HostData::F32(&engine),
+            None,
             None,
             ValidationMode::SentinelSkip,
             TOL,
@@ -244,6 +256,7 @@ mod tests {
             HostData::F32(&reference),
             HostData::F32(&engine),
             Some(&only_first),
+            None,
             ValidationMode::Coverage,
             TOL,
         )
@@ -265,6 +278,7 @@ mod tests {
             HostData::F32(&reference),
             HostData::F32(&engine),
             None,
+            None,
             ValidationMode::SentinelSkip,
             TOL,
         )
@@ -277,10 +291,36 @@ mod tests {
             HostData::F32(&reference),
             HostData::F32(&engine),
             None,
+            None,
             ValidationMode::SentinelSkip,
             TOL,
         )
         .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(c.failure_count, 1);
+    }
+
+    #[test]
+    fn exact_zero_positions_ignore_the_tolerance() {
+        let reference = [0.0f32, 0.5, 0.0];
+        let engine = [2f32.powi(-14), 0.5, -0.0];
+        let run = |exact: Option<&BTreeSet<usize>>| {
+            compare(
+                4,
+                HostData::F32(&reference),
+                HostData::F32(&engine),
+                None,
+                exact,
+                ValidationMode::SentinelSkip,
+                TOL,
+            )
+            .unwrap_or_else(|e| panic!("{e}"))
+        };
+        assert_eq!(run(None).failure_count, 0, "2^-14 is inside the tolerance");
+        let c = run(Some(&BTreeSet::from([0, 2])));
+        assert_eq!(c.failure_count, 1, "{:?}", c.failures);
+        assert_eq!(
+            c.failures[0],
+            "position 0: its row admits no key, so it must be exactly 0 (reference 0, engine 0.00006103515625)"
+        );
     }
 }

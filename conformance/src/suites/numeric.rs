@@ -282,4 +282,51 @@ mod tests {
             "{bad:?}"
         );
     }
+
+    /// ragged-sdpa.md §8: O rows that admit no key must be exactly 0; bf16's 1e-2 tolerance
+    /// would otherwise let an engine write small garbage there.
+    #[test]
+    fn rows_without_keys_must_be_exactly_zero() {
+        let spec = cases().remove(2); // zero_length_batches: batch 2 has 3 queries, no keys
+        assert_eq!(spec.name, "zero_length_batches");
+        let pre = pre_supplied(&spec).unwrap_or_else(|e| panic!("{e}"));
+        let mut h = Harness::new(spec.graph(), &pre, 5).unwrap_or_else(|e| panic!("{e}"));
+        let exact = h
+            .roles
+            .exact_zero_positions(&h.reference)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(exact.len(), (3 * spec.heads_q * spec.head_dim) as usize);
+        h.run_reference().unwrap_or_else(|e| panic!("{e}"));
+        std::mem::swap(&mut h.reference, &mut h.engine);
+        h.run_reference().unwrap_or_else(|e| panic!("{e}"));
+        let ok = h
+            .validate(ValidationMode::Coverage)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(ok.iter().all(|c| c.passed()), "{ok:?}");
+        if let Some(crate::harness::Entry::Owned(o)) = h.engine.entries.get_mut(&uid::O) {
+            use ragged_kernels::tensor::TensorMutExt;
+            o.set(&[2, 1, 0, 0], half::bf16::from_f32(1e-3))
+                .unwrap_or_else(|e| panic!("{e}"));
+        }
+        for mode in [ValidationMode::Coverage, ValidationMode::SentinelSkip] {
+            let bad = h.validate(mode).unwrap_or_else(|e| panic!("{e}"));
+            let failures: Vec<&String> = bad.iter().flat_map(|c| &c.failures).collect();
+            assert_eq!(failures.len(), 1, "{mode}: {bad:?}");
+            assert!(failures[0].contains("admits no key"), "{failures:?}");
+        }
+    }
+
+    #[test]
+    fn bottom_right_rows_above_the_diagonal_are_exact_zero_positions() {
+        let spec = cases().remove(4);
+        assert_eq!(spec.name, "causal_bottom_right");
+        let pre = pre_supplied(&spec).unwrap_or_else(|e| panic!("{e}"));
+        let h = Harness::new(spec.graph(), &pre, 5).unwrap_or_else(|e| panic!("{e}"));
+        let exact = h
+            .roles
+            .exact_zero_positions(&h.reference)
+            .unwrap_or_else(|e| panic!("{e}"));
+        // Batch 1: 5 queries, 3 keys, diagonal offset -2: rows 0 and 1 see no key.
+        assert_eq!(exact.len(), (2 * spec.heads_q * spec.head_dim) as usize);
+    }
 }
