@@ -129,6 +129,7 @@ fn kernel_status(error: &ragged_kernels::KernelError) -> Status {
         | K::ExtentAboveMax { .. }
         | K::OffsetsBeyondBuffer { .. }
         | K::RowsOutsideBatch { .. }
+        | K::RowsBeyondExtent { .. }
         | K::ExtentMismatch { .. }
         | K::SeqLenOutOfRange { .. } => Status::INVALID_VALUE,
         K::NullPointer { .. } | K::Misaligned { .. } | K::ByteLengthNotWhole { .. } => {
@@ -143,6 +144,28 @@ mod tests {
     use super::*;
     use ragged_kernels::aiter::AiterError;
     use ragged_kernels::gpu::{GpuError, TensorRole};
+
+    /// An output whose own offsets give a batch fewer rows than Q defines (O or a ragged LSE on
+    /// a separate aux) is the caller's offset values, like every other offset-content error.
+    #[test]
+    fn rows_beyond_an_outputs_extent_are_the_callers_values() {
+        use ragged_kernels::{KernelError, Role};
+        let error = PluginError::from(
+            KernelError::RowsBeyondExtent {
+                role: Role::Lse,
+                batch: 1,
+                extent: 2,
+                rows: 3,
+                source_role: Role::Q,
+            }
+            .for_tensor(9),
+        );
+        assert_eq!(error.status(), Status::INVALID_VALUE);
+        assert_eq!(
+            error.to_string(),
+            "tensor uid 9: LSE: batch 1 has sequence extent 2, below the 3 rows Q defines"
+        );
+    }
 
     #[test]
     fn gpu_errors_map_by_cause_and_name_the_engine() {
