@@ -321,6 +321,7 @@ fn name_tensor(error: KernelError, plan: &SdpaPlan) -> PluginError {
         | KernelError::SdpaSeqAxis { role, .. }
         | KernelError::RowsOutsideBatch { role, .. }
         | KernelError::ExtentMismatch { role, .. }
+        | KernelError::RowsBeyondExtent { role, .. }
         | KernelError::SeqLenOutOfRange { role, .. }
         | KernelError::NotScalar { role, .. } => Some(*role),
         _ => None,
@@ -348,6 +349,28 @@ fn internal(what: &str) -> PluginError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::applicability;
+
+    #[test]
+    fn sdpa_errors_about_an_output_name_its_uid() {
+        let bytes = include_bytes!("../tests/golden/graph_flagged.bin");
+        let graph = ragged_schema::wire::decode_graph(bytes).expect("golden graph decodes");
+        let plan = applicability::plan(&graph).expect("the golden graph is accepted");
+        let error = name_tensor(
+            KernelError::RowsBeyondExtent {
+                role: Role::O,
+                batch: 0,
+                extent: 1,
+                rows: 2,
+                source_role: Role::Q,
+            },
+            &plan,
+        );
+        assert_eq!(
+            error.to_string(),
+            "tensor uid 4: O: batch 0 has sequence extent 1, below the 2 rows Q defines"
+        );
+    }
 
     #[test]
     fn index_tensor_sizes_are_checked_and_name_the_uid() {
