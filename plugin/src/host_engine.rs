@@ -30,7 +30,12 @@ use crate::variant_pack::VariantPack;
 /// (for a ragged tensor: `ragged_offset[B] × multiplier` elements), for the whole call; inputs
 /// are not written by anyone meanwhile.
 pub unsafe fn execute(plan: &SdpaPlan, pack: &VariantPack<'_>) -> Result<(), PluginError> {
-    let batch = usize::try_from(plan.q.dims[0]).map_err(|_| internal("negative batch"))?;
+    let batch = usize::try_from(plan.q.dims[0]).map_err(|_| {
+        internal(&format!(
+            "q_tensor_uid tensor uid {}: batch dims[0] = {} is negative",
+            plan.q.uid, plan.q.dims[0]
+        ))
+    })?;
     // SAFETY: forwarded contract; each helper reads only the extent the plan gives.
     let (scale, q, k, v, o, stats, seq_len_q, seq_len_kv) = unsafe {
         (
@@ -127,20 +132,36 @@ impl<'p> Bound<'p> {
                 let count = plan.dims[0]
                     .checked_add(1)
                     .and_then(|n| usize::try_from(n).ok())
-                    .ok_or_else(|| internal("batch dims[0] + 1 is out of range"))?;
+                    .ok_or_else(|| {
+                        internal(&format!(
+                            "{} tensor uid {}: batch dims[0] + 1 = {} + 1 is out of range",
+                            plan.role, plan.uid, plan.dims[0]
+                        ))
+                    })?;
                 // SAFETY: forwarded contract.
                 let aux: Arc<dyn Tensor> = unsafe { owned_index_copy(aux_plan, count, pack) }?;
                 let layout =
                     RaggedLayout::new(dims, strides, BSHD_SEQ_AXIS, Arc::clone(&aux), r.multiplier)
                         .map_err(|e| PluginError::from(e.for_tensor(plan.uid)))?;
-                let total = usize::try_from(layout.total_elements())
-                    .map_err(|_| internal("negative ragged total"))?;
+                let total = usize::try_from(layout.total_elements()).map_err(|_| {
+                    internal(&format!(
+                        "{} tensor uid {}: ragged element total {} is negative",
+                        plan.role,
+                        plan.uid,
+                        layout.total_elements()
+                    ))
+                })?;
                 (total, Some((aux, r.multiplier)))
             }
         };
-        let bytes = elements
-            .checked_mul(element.size())
-            .ok_or_else(|| internal("tensor byte size overflows"))?;
+        let bytes = elements.checked_mul(element.size()).ok_or_else(|| {
+            internal(&format!(
+                "{} tensor uid {}: {elements} elements of {} bytes overflow the address space",
+                plan.role,
+                plan.uid,
+                element.size()
+            ))
+        })?;
         Ok(Bound {
             plan,
             ptr,
@@ -245,7 +266,12 @@ unsafe fn owned_index_copy(
             .map(|t| Arc::new(t) as Arc<dyn Tensor>),
         HostData::I64(values) => DenseTensor::from_vec(values.to_vec(), dims, strides)
             .map(|t| Arc::new(t) as Arc<dyn Tensor>),
-        _ => return Err(internal("index tensor is not int32/int64")),
+        _ => {
+            return Err(internal(&format!(
+                "{} tensor uid {} is not int32/int64",
+                index.role, index.uid
+            )));
+        }
     };
     owned.map_err(|e| e.for_tensor(index.uid).into())
 }
