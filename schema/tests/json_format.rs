@@ -2,7 +2,7 @@
 
 mod common;
 
-use ragged_schema::{DataType, Graph, SchemaError};
+use ragged_schema::{DataType, Graph, SchemaError, TensorValue};
 
 #[test]
 fn ragged_sdpa_graph_json_snapshot() {
@@ -104,4 +104,28 @@ fn not_json_is_an_error() {
         Graph::from_json("[]"),
         Err(SchemaError::JsonField { .. })
     ));
+}
+
+/// The wire's float fields are 32-bit: a finite JSON number beyond f32's range must not turn
+/// into an infinite scale or value on the way in.
+#[test]
+fn floats_beyond_f32_range_are_errors_naming_the_key() {
+    let scale = MINIMAL.replace(
+        r#""virtual": false,"#,
+        r#""virtual": false, "value_type": "Float32Value", "value": 1e39,"#,
+    );
+    assert_eq!(
+        Graph::from_json(&scale).err().map(|e| e.to_string()),
+        Some(
+            "JSON graph: key tensors[0].value: 1000000000000000000000000000000000000000 is \
+             beyond the range of a 32-bit float"
+                .to_string()
+        )
+    );
+    let in_range = MINIMAL.replace(
+        r#""virtual": false,"#,
+        r#""virtual": false, "value_type": "Float32Value", "value": 0.125,"#,
+    );
+    let g = Graph::from_json(&in_range).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(g.tensors[0].value, Some(TensorValue::Float32(0.125)));
 }

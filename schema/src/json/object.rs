@@ -121,15 +121,11 @@ impl<'a> Obj<'a> {
     pub(super) fn f32(&self, key: &str) -> Result<Option<f32>, SchemaError> {
         self.get(key)
             .map(|v| {
-                v.as_f64()
-                    // The wire field is a float; narrowing is the format's own precision.
-                    .map(|x| x as f32)
-                    .ok_or_else(|| {
-                        field_error(
-                            &self.key_path(key),
-                            format!("expected a number, got {}", describe(v)),
-                        )
-                    })
+                let path = self.key_path(key);
+                let x = v.as_f64().ok_or_else(|| {
+                    field_error(&path, format!("expected a number, got {}", describe(v)))
+                })?;
+                narrow_f32(x, &path)
             })
             .transpose()
     }
@@ -158,6 +154,20 @@ impl<'a> Obj<'a> {
             )),
         }
     }
+}
+
+/// The wire fields are 32-bit floats, so rounding to f32 is the format's own precision; a finite
+/// number beyond f32's range would silently become an infinity (a scale of 1e39 an infinite
+/// scale), so that is an error instead.
+pub(super) fn narrow_f32(x: f64, path: &str) -> Result<f32, SchemaError> {
+    let narrowed = x as f32;
+    if x.is_finite() && !narrowed.is_finite() {
+        return Err(field_error(
+            path,
+            format!("{x} is beyond the range of a 32-bit float"),
+        ));
+    }
+    Ok(narrowed)
 }
 
 pub(super) fn as_i64(v: &Value, path: &str) -> Result<i64, SchemaError> {

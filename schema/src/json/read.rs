@@ -2,7 +2,7 @@
 
 use serde_json::Value;
 
-use super::object::{Obj, as_i64, describe, field_error};
+use super::object::{Obj, as_i64, describe, field_error, narrow_f32};
 use crate::error::SchemaError;
 use crate::model::{
     AttentionImplementation, DEFAULT_ALIGNMENT, DEFAULT_RAGGED_OFFSET_MULTIPLIER, DataType,
@@ -140,9 +140,9 @@ fn read_scalar(t: &Obj<'_>) -> Result<Option<TensorValue>, SchemaError> {
     let narrow = |what: &str| field_error(&path, format!("{} does not fit {what}", describe(v)));
     // The wire stores Float16/BFloat16 as f32; JSON numbers narrow the same way.
     let value = match member {
-        "Float32Value" => TensorValue::Float32(number()? as f32),
-        "Float16Value" => TensorValue::Float16(number()? as f32),
-        "BFloat16Value" => TensorValue::BFloat16(number()? as f32),
+        "Float32Value" => TensorValue::Float32(narrow_f32(number()?, &path)?),
+        "Float16Value" => TensorValue::Float16(narrow_f32(number()?, &path)?),
+        "BFloat16Value" => TensorValue::BFloat16(narrow_f32(number()?, &path)?),
         "Float8Value" => {
             TensorValue::Float8(u8::try_from(integer()?).map_err(|_| narrow("an unsigned byte"))?)
         }
