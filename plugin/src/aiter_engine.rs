@@ -158,29 +158,22 @@ pub unsafe fn execute(
 ) -> Result<(), PluginError> {
     // SAFETY: forwarded contract.
     let problem = &unsafe { problem_for_execute(sdpa, problem, pack) }?;
-    let address = |uid: i64, role: &'static str| -> Result<usize, PluginError> {
-        Ok(pack.pointer(uid, role)?.as_ptr() as usize)
-    };
-    let aux = |t: &TensorPlan| -> Result<usize, PluginError> {
-        t.ragged
-            .map_or(Ok(0), |r| address(r.aux_uid, "ragged_offset_tensor_uid"))
-    };
-    let optional = |index: Option<IndexPlan>| -> Result<usize, PluginError> {
-        index.map_or(Ok(0), |s| address(s.uid, s.role))
-    };
     let (lse, lse_offsets) = match &sdpa.stats {
-        Some(stats) => (address(stats.uid, stats.role)?, aux(stats)?),
+        Some(stats) => (
+            pack.address(stats.uid, stats.role)?,
+            pack.aux_address(stats)?,
+        ),
         None => (0, 0),
     };
     let buffers = DeviceBuffers {
-        q: address(sdpa.q.uid, sdpa.q.role)?,
-        k: address(sdpa.k.uid, sdpa.k.role)?,
-        v: address(sdpa.v.uid, sdpa.v.role)?,
-        o: address(sdpa.o.uid, sdpa.o.role)?,
-        q_offsets: aux(&sdpa.q)?,
-        k_offsets: aux(&sdpa.k)?,
-        seq_len_q: optional(sdpa.seq_len_q)?,
-        seq_len_kv: optional(sdpa.seq_len_kv)?,
+        q: pack.address(sdpa.q.uid, sdpa.q.role)?,
+        k: pack.address(sdpa.k.uid, sdpa.k.role)?,
+        v: pack.address(sdpa.v.uid, sdpa.v.role)?,
+        o: pack.address(sdpa.o.uid, sdpa.o.role)?,
+        q_offsets: pack.aux_address(&sdpa.q)?,
+        k_offsets: pack.aux_address(&sdpa.k)?,
+        seq_len_q: pack.optional_address(sdpa.seq_len_q)?,
+        seq_len_kv: pack.optional_address(sdpa.seq_len_kv)?,
         lse,
         lse_offsets,
         workspace: workspace as usize,

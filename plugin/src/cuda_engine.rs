@@ -131,18 +131,12 @@ pub fn buffers(
     pack: &VariantPack<'_>,
     workspace: *mut c_void,
 ) -> Result<FmhaBuffers, PluginError> {
-    let address = |uid: i64, role: &'static str| -> Result<u64, PluginError> {
-        Ok(pack.pointer(uid, role)?.as_ptr() as u64)
-    };
-    let aux = |t: &TensorPlan| -> Result<u64, PluginError> {
-        match t.ragged {
-            Some(r) => address(r.aux_uid, "ragged_offset_tensor_uid"),
-            None => Ok(0),
-        }
-    };
-    let optional = |index: Option<IndexPlan>| -> Result<u64, PluginError> {
-        index.map_or(Ok(0), |s| address(s.uid, s.role))
-    };
+    // The launcher takes u64 device addresses; usize → u64 is lossless on every 64-bit target.
+    let address =
+        |uid: i64, role: &'static str| Ok::<_, PluginError>(pack.address(uid, role)? as u64);
+    let aux = |t: &TensorPlan| Ok::<_, PluginError>(pack.aux_address(t)? as u64);
+    let optional =
+        |index: Option<IndexPlan>| Ok::<_, PluginError>(pack.optional_address(index)? as u64);
     let (lse, lse_offsets) = match &sdpa.stats {
         Some(stats) => (address(stats.uid, stats.role)?, aux(stats)?),
         None => (0, 0),

@@ -7,6 +7,7 @@ use std::ptr::NonNull;
 
 use crate::abi::types::DeviceBuffer;
 use crate::error::PluginError;
+use crate::plan::{IndexPlan, TensorPlan};
 
 pub struct VariantPack<'a> {
     entries: &'a [DeviceBuffer],
@@ -40,6 +41,24 @@ impl<'a> VariantPack<'a> {
             .ok_or(PluginError::MissingBuffer { uid, role })?;
         NonNull::new(entry.ptr).ok_or(PluginError::NullBuffer { uid, role })
     }
+
+    /// The address bound to `uid`, for GPU engines, which hand addresses to device code and
+    /// never dereference them here.
+    pub fn address(&self, uid: i64, role: &'static str) -> Result<usize, PluginError> {
+        Ok(self.pointer(uid, role)?.as_ptr() as usize)
+    }
+
+    /// The address of `tensor`'s ragged offset aux; 0 (the launchers' "absent") when dense.
+    pub fn aux_address(&self, tensor: &TensorPlan) -> Result<usize, PluginError> {
+        tensor.ragged.map_or(Ok(0), |r| {
+            self.address(r.aux_uid, "ragged_offset_tensor_uid")
+        })
+    }
+
+    /// The address of an optional index input (`seq_len_q/kv`); 0 when the graph has none.
+    pub fn optional_address(&self, index: Option<IndexPlan>) -> Result<usize, PluginError> {
+        index.map_or(Ok(0), |s| self.address(s.uid, s.role))
+    }
 }
 
 #[cfg(test)]
@@ -69,6 +88,62 @@ mod tests {
         );
         let null = pack.and_then(|p| p.pointer(2, "v_tensor_uid").err());
         assert!(matches!(null, Some(PluginError::NullBuffer { uid: 2, .. })));
+    }
+
+    #[test]
+    fn device_addresses_are_zero_only_for_what_the_graph_lacks() {
+        use crate::plan::RaggedPlan;
+        use ragged_schema::DataType;
+
+        let (mut q, mut offsets) = (0u8, 0u8);
+        let entries = [
+            DeviceBuffer {
+                uid: 1,
+                ptr: (&raw mut q).cast(),
+            },
+            DeviceBuffer {
+                uid: 5,
+                ptr: (&raw mut offsets).cast(),
+            },
+        ];
+        let pack = VariantPack::new(&entries).ok();
+        let mut tensor = TensorPlan {
+            uid: 1,
+            role: "q_tensor_uid",
+            data_type: DataType::Half,
+            dims: [1, 1, 1, 1],
+            strides: [1, 1, 1, 1],
+            alignment: 16,
+            ragged: None,
+        };
+        let aux = |t: &TensorPlan| pack.as_ref().map(|p| p.aux_address(t).ok());
+        assert_eq!(aux(&tensor), Some(Some(0)), "dense: no aux");
+        tensor.ragged = Some(RaggedPlan {
+            aux_uid: 5,
+            aux_data_type: DataType::Int32,
+            multiplier: 1,
+        });
+        assert_eq!(aux(&tensor), Some(Some(&raw mut offsets as usize)));
+        tensor.ragged = tensor.ragged.map(|r| RaggedPlan { aux_uid: 6, ..r });
+        let missing = pack.as_ref().and_then(|p| p.aux_address(&tensor).err());
+        assert!(matches!(
+            missing,
+            Some(PluginError::MissingBuffer {
+                uid: 6,
+                role: "ragged_offset_tensor_uid"
+            })
+        ));
+        let none = pack.as_ref().map(|p| p.optional_address(None).ok());
+        assert_eq!(none, Some(Some(0)));
+        let seq_len = IndexPlan {
+            uid: 1,
+            role: "seq_len_q_tensor_uid",
+            data_type: DataType::Int32,
+        };
+        let bound = pack
+            .as_ref()
+            .map(|p| p.optional_address(Some(seq_len)).ok());
+        assert_eq!(bound, Some(Some(&raw mut q as usize)));
     }
 
     #[test]
