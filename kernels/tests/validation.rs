@@ -646,6 +646,54 @@ fn operand_reaching_beyond_its_buffer() {
     );
 }
 
+/// A foreign dense tensor whose batch stride times the batch index overflows usize.
+struct HugeBatchStride {
+    data: Vec<f32>,
+}
+
+impl Tensor for HugeBatchStride {
+    fn dims(&self) -> &[i64] {
+        &[4, 1, 1, 4]
+    }
+    fn strides(&self) -> &[i64] {
+        &[i64::MAX, 4, 4, 1]
+    }
+    fn data_type(&self) -> DataType {
+        DataType::F32
+    }
+    fn element_count(&self) -> usize {
+        16
+    }
+    fn element_space(&self) -> usize {
+        16
+    }
+    fn is_packed(&self) -> bool {
+        false
+    }
+    fn host_data(&self) -> HostData<'_> {
+        HostData::F32(&self.data)
+    }
+}
+
+#[test]
+fn a_batch_stride_whose_batch_bases_overflow_is_an_error() {
+    let q = DenseTensor::<f32>::packed(vec![4, 1, 1, 4]).unwrap();
+    let k = HugeBatchStride {
+        data: vec![0.0; 16],
+    };
+    let v = DenseTensor::<f32>::packed(vec![4, 1, 1, 4]).unwrap();
+    let mut o = DenseTensor::<f32>::packed(vec![4, 1, 1, 4]).unwrap();
+    let err = sdpa_forward(&q, &k, &v, &mut o, None, None, None, &SdpaParams::default());
+    let err = err.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "K: batch stride = {}, expected (B - 1) · stride within 64 bits for B = 4",
+            i64::MAX
+        )
+    );
+}
+
 #[test]
 fn an_error_writes_nothing() {
     let mut ops = valid();

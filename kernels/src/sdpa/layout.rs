@@ -76,7 +76,18 @@ impl AttnLayout {
             }
             None => {
                 let stride_b = to_usize(0, strides, "batch stride")?;
-                let base = (0..batch).map(|b| b * stride_b).collect();
+                // Dense geometry bounds this product for the SDK's own tensors, but not for any
+                // `Tensor` implementation; check_reach needs the true base to reject it.
+                let base = (0..batch)
+                    .map(|b| {
+                        b.checked_mul(stride_b).ok_or_else(|| KernelError::SdpaDim {
+                            role,
+                            field: "batch stride",
+                            value: strides[0],
+                            expected: format!("(B - 1) · stride within 64 bits for B = {batch}"),
+                        })
+                    })
+                    .collect::<Result<_, _>>()?;
                 (base, vec![seq; batch], vec![None; batch])
             }
         };
