@@ -15,7 +15,7 @@ use ragged_schema::version::{
 };
 use ragged_schema::{
     DataType, DiagonalAlignment, Graph, NodeAttributes, SchemaError, SdpaAttributes,
-    TensorAttributes,
+    TensorAttributes, TensorValue,
 };
 
 use crate::abi::types::Severity;
@@ -458,6 +458,14 @@ fn scale_plan(graph: &Graph, sdpa: &SdpaAttributes) -> Result<ScalePlan, Decline
     if let Some(uid) = sdpa.scale_tensor_uid {
         let t = tensor_attributes(graph, "scale_tensor_uid", uid)?;
         if let Some(value) = t.value {
+            // A Float8Value is the fp8 encoding byte, in a format (e4m3, e5m2, ...) the value
+            // does not say; read as a number, 0x38 (1.0 in e4m3) would become a scale of 56.
+            if let TensorValue::Float8(bits) = value {
+                decline!(
+                    "scale_tensor_uid tensor uid {uid} holds a Float8Value (encoding {bits:#04x}); \
+                     an fp8-encoded scale is not supported"
+                );
+            }
             return Ok(ScalePlan::Fixed(value.as_f64() as f32));
         }
         if !matches!(
@@ -675,6 +683,25 @@ mod tests {
         sdpa(&mut g).scale_tensor_uid = Some(20);
         sdpa(&mut g).attn_scale_value = Some(0.25);
         assert_eq!(plan(&g).map(|p| p.scale), Ok(ScalePlan::Fixed(0.5)));
+    }
+
+    #[test]
+    fn an_fp8_encoded_scale_value_is_declined_not_read_as_its_byte() {
+        let mut g = golden();
+        g.tensors.push(
+            TensorAttributes::new()
+                .set_uid(20)
+                .set_data_type(DataType::Fp8E4m3)
+                .set_dims(vec![1])
+                .set_strides(vec![1])
+                .set_value(TensorValue::Float8(0x38)),
+        );
+        sdpa(&mut g).scale_tensor_uid = Some(20);
+        assert_eq!(
+            reason(&g),
+            "scale_tensor_uid tensor uid 20 holds a Float8Value (encoding 0x38); an fp8-encoded \
+             scale is not supported"
+        );
     }
 
     #[test]
