@@ -55,6 +55,10 @@ impl TensorValue {
     }
 
     /// The value widened to f64, for the scale and other scalars an engine folds into math.
+    ///
+    /// A `Float8` yields its encoding byte, not the number it encodes: which fp8 format it is
+    /// (e4m3, e5m2, ...) is the tensor's data type, which the value does not carry. Callers that
+    /// need the number must decode it with that type, or refuse it.
     pub fn as_f64(&self) -> f64 {
         match *self {
             TensorValue::Float32(v) | TensorValue::Float16(v) | TensorValue::BFloat16(v) => {
