@@ -4,6 +4,12 @@
 //! would follow. Each call looks the address up and clones the `Arc`, so a stale, foreign or
 //! already-destroyed handle is a BAD_PARAM naming the address instead of undefined behaviour, and
 //! a destroy racing with an execute on another thread cannot free the object under it.
+//!
+//! One limit: the allocator may give a destroyed object's address to a later object of the same
+//! registry, and a stale handle equal to that address then reaches the new object. That is still
+//! memory-safe, and hipDNN never uses a handle after destroying it; using heap addresses (rather
+//! than counters) is what keeps handles of different plugins in one process distinct, which the
+//! backend checks.
 
 use std::collections::HashMap;
 use std::sync::Arc;
