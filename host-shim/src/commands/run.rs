@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use ragged_conformance::harness::{Harness, PreSuppliedInputs, SdpaRoles, ValidationMode};
 use ragged_conformance::manager::PluginManager;
-use ragged_kernels::tensor::Tensor;
+use ragged_kernels::tensor::{Tensor, packed_strides};
 use ragged_schema::model::Graph;
 
 use crate::error::ShimError;
@@ -99,7 +99,11 @@ fn with_spinner<T>(message: String, work: impl FnOnce() -> T) -> T {
 }
 
 /// The shape an output is written with: `[tokens, H, D]` for ragged buffers (as the golden files
-/// store them), the dims for packed dense ones, flat otherwise.
+/// store them), the dims for row-major packed dense ones, flat otherwise.
+///
+/// `.npy` stores C order, so the dims are only true of a buffer whose strides are row-major: a
+/// gap-free but permuted buffer (a dense `[B, H, S, D]` O in BSHD memory order, the common case)
+/// labelled with its dims would read back transposed.
 fn npy_shape(t: &dyn Tensor) -> Vec<u64> {
     let len = t.host_data().len() as u64;
     let dims: Vec<u64> = t.dims().iter().map(|d| *d as u64).collect();
@@ -109,7 +113,10 @@ fn npy_shape(t: &dyn Tensor) -> Vec<u64> {
             return vec![len / row, dims[2], dims[3]];
         }
     }
-    if t.is_packed() && dims.iter().product::<u64>() == len {
+    if t.ragged_iteration_info().is_none()
+        && t.strides() == packed_strides(t.dims())
+        && dims.iter().try_fold(1u64, |n, d| n.checked_mul(*d)) == Some(len)
+    {
         return dims;
     }
     vec![len]
@@ -210,4 +217,25 @@ pub fn run(
     }
     println!("PASS");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use ragged_kernels::DenseTensor;
+
+    use super::*;
+
+    #[test]
+    fn only_row_major_dense_buffers_are_labelled_with_their_dims() {
+        let row_major = DenseTensor::<f32>::packed(vec![2, 3, 4, 5]);
+        // [B, H, S, D] dims over BSHD memory: gap-free, but not C order.
+        let bshd = DenseTensor::<f32>::new(vec![2, 3, 4, 5], vec![60, 5, 15, 1]);
+        match (row_major, bshd) {
+            (Ok(row_major), Ok(bshd)) => {
+                assert_eq!(npy_shape(&row_major), vec![2, 3, 4, 5]);
+                assert_eq!(npy_shape(&bshd), vec![120]);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
 }
