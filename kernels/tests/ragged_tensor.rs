@@ -335,3 +335,20 @@ fn an_index_whose_position_overflows_int64_is_an_error() {
         }
     );
 }
+
+/// An aux whose element count equals its span but whose strides alias two elements is not
+/// packed: reading it as a flat B + 1 array would use values its own indexing never shows.
+#[test]
+fn an_aux_with_aliasing_strides_is_not_packed() {
+    let aux: Arc<dyn Tensor> =
+        Arc::new(DenseTensor::from_vec(vec![0i32; 8], vec![2, 2, 2, 1], vec![1, 1, 5, 1]).unwrap());
+    let dims = vec![7, 1, 1, 1];
+    let strides = packed_strides(&dims);
+    assert_eq!(
+        RaggedTensor::<f32>::new(dims, strides, BSHD_SEQ_AXIS, aux, 1, None).unwrap_err(),
+        KernelError::AuxNotPacked {
+            dims: vec![2, 2, 2, 1],
+            strides: vec![1, 1, 5, 1]
+        }
+    );
+}

@@ -17,6 +17,7 @@ pub struct Dense<S> {
     strides: Vec<i64>,
     element_count: usize,
     element_space: usize,
+    packed: bool,
 }
 
 /// Owning dense tensor (RFC `Tensor<T>`).
@@ -75,6 +76,32 @@ fn dense_geometry(dims: &[i64], strides: &[i64]) -> Result<(usize, usize), Kerne
     ))
 }
 
+/// Whether the indices map one-to-one onto `0..element_count`: the axes of extent above 1,
+/// ordered by stride, must each step over exactly the elements of the axes before them.
+///
+/// Equal count and space is not enough: dims `[2, 2, 2]` with strides `[1, 1, 5]` span 8
+/// positions yet address `1` and `6` twice and `3` and `4` never.
+fn gap_free(dims: &[i64], strides: &[i64], element_count: usize) -> bool {
+    if element_count == 0 {
+        return true;
+    }
+    let mut axes: Vec<(i64, i64)> = dims
+        .iter()
+        .zip(strides)
+        .filter(|(dim, _)| **dim > 1)
+        .map(|(&dim, &stride)| (stride, dim))
+        .collect();
+    axes.sort_unstable();
+    let mut expected = Some(1i64);
+    for (stride, dim) in axes {
+        if expected != Some(stride) {
+            return false;
+        }
+        expected = stride.checked_mul(dim);
+    }
+    true
+}
+
 impl<S: Storage> Dense<S> {
     /// Wraps `storage`, checking that it covers every position the geometry addresses.
     pub fn from_storage(
@@ -89,12 +116,14 @@ impl<S: Storage> Dense<S> {
                 available: storage.len(),
             });
         }
+        let packed = gap_free(&dims, &strides, element_count);
         Ok(Dense {
             storage,
             dims,
             strides,
             element_count,
             element_space,
+            packed,
         })
     }
 
@@ -190,7 +219,7 @@ impl<S: Storage> Tensor for Dense<S> {
         self.element_space
     }
     fn is_packed(&self) -> bool {
-        self.element_count == self.element_space
+        self.packed
     }
     fn host_data(&self) -> HostData<'_> {
         self.storage.view()
@@ -229,6 +258,21 @@ mod tests {
         );
         let empty = DenseTensor::<f32>::packed(vec![2, 0, 3]).unwrap();
         assert_eq!((empty.element_count(), empty.element_space()), (0, 0));
+        assert!(empty.is_packed());
+        // Gap-free in another axis order still counts; unit dims never matter.
+        let t = DenseTensor::<f32>::new(vec![2, 1, 3], vec![1, 7, 2]).unwrap();
+        assert!(t.is_packed());
+    }
+
+    #[test]
+    fn aliasing_strides_are_not_packed_even_when_count_equals_space() {
+        let t = DenseTensor::<f32>::new(vec![2, 2, 2], vec![1, 1, 5]).unwrap();
+        assert_eq!(
+            (t.element_count(), t.element_space(), t.is_packed()),
+            (8, 8, false)
+        );
+        let broadcast = DenseTensor::<f32>::new(vec![2, 2], vec![1, 0]).unwrap();
+        assert!(!broadcast.is_packed());
     }
 
     #[test]
