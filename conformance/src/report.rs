@@ -168,8 +168,10 @@ impl Report {
     }
 }
 
-/// Escapes the five XML special characters and drops characters XML 1.0 cannot carry at all
-/// (control characters other than tab, newline, carriage return).
+/// Escapes the five XML special characters and spells characters XML 1.0 cannot carry at all
+/// (control characters other than tab, newline, carriage return; U+FFFE, U+FFFF) as a visible
+/// `\u{..}`, so that a plugin's stray control byte in a message neither breaks the report nor
+/// vanishes from it.
 pub fn xml_escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for ch in text.chars() {
