@@ -354,6 +354,17 @@ pub enum KernelError {
         /// The next batch's start offset.
         limit: i64,
     },
+    /// The f32 staging copy of an operand's logical rows cannot be allocated: its size follows
+    /// the dims, which broadcast (zero) strides free from the buffer's size.
+    #[error(
+        "{role}: staging its logical rows needs {elements} f32 elements, which cannot be allocated"
+    )]
+    StagingTooLarge {
+        /// Tensor role.
+        role: Role,
+        /// Elements the staging buffer needs.
+        elements: String,
+    },
     /// Two tensors that must have equal per-batch sequence extents differ.
     #[error("{role}: batch {batch} has sequence extent {extent} but {other} has {other_extent}")]
     ExtentMismatch {

@@ -694,6 +694,33 @@ fn a_batch_stride_whose_batch_bases_overflow_is_an_error() {
     );
 }
 
+/// K and V broadcast one element over 2^40 key rows through zero strides: the buffer is tiny, the
+/// staged copy would be 2^46 f32. That must be an error, not an aborted process.
+#[test]
+fn a_staging_copy_too_large_to_allocate_is_an_error() {
+    let rows = 1i64 << 40;
+    let q = DenseTensor::<f32>::packed(vec![1, 1, 1, 64]).unwrap();
+    let k =
+        DenseTensor::<f32>::from_vec(vec![0.5], vec![1, 1, rows, 64], vec![0, 0, 0, 0]).unwrap();
+    let v =
+        DenseTensor::<f32>::from_vec(vec![0.5], vec![1, 1, rows, 64], vec![0, 0, 0, 0]).unwrap();
+    let mut o = DenseTensor::<f32>::packed(vec![1, 1, 1, 64]).unwrap();
+    o.fill_sentinel();
+    let err = sdpa_forward(&q, &k, &v, &mut o, None, None, None, &SdpaParams::default());
+    assert_eq!(
+        err,
+        Err(KernelError::StagingTooLarge {
+            role: Role::K,
+            elements: (1u64 << 46).to_string(),
+        })
+    );
+    assert!(
+        o.as_slice()
+            .iter()
+            .all(|x| x.to_bits() == ragged_kernels::dtype::SENTINEL_F32_BITS)
+    );
+}
+
 #[test]
 fn an_error_writes_nothing() {
     let mut ops = valid();

@@ -125,24 +125,27 @@ fn run<T: FloatElement>(
 ) -> Result<(), KernelError> {
     // The arrangements tile.rs wants (see there).
     let staged_q = Staged::gather(
+        Role::Q,
         typed_slice::<T>(q.host_data())?,
         &problem.q,
         &problem.len_q,
         Arrangement::Transposed,
-    );
+    )?;
     let staged_k = Staged::gather(
+        Role::K,
         typed_slice::<T>(k.host_data())?,
         &problem.k,
         &problem.len_kv,
         Arrangement::Transposed,
-    );
+    )?;
     let staged_v = Staged::gather(
+        Role::V,
         typed_slice::<T>(v.host_data())?,
         &problem.v,
         &problem.len_kv,
         Arrangement::RowMajorWithOnes,
-    );
-    let (out, stats) = compute(problem, &staged_q, &staged_k, &staged_v, params);
+    )?;
+    let (out, stats) = compute(problem, &staged_q, &staged_k, &staged_v, params)?;
 
     let o_data = typed_slice_mut::<T>(o.host_data_mut())?;
     let lse_data = match lse {
@@ -172,10 +175,10 @@ fn compute(
     k: &Staged,
     v: &Staged,
     params: &SdpaParams,
-) -> (Staged, Staged) {
+) -> Result<(Staged, Staged), KernelError> {
     let (dqk, dv) = (problem.dim_qk, problem.dim_v);
-    let mut out = Staged::for_overwrite(problem.heads_q, dv, &problem.len_q);
-    let mut stats = Staged::for_overwrite(problem.heads_q, 1, &problem.len_q);
+    let mut out = Staged::for_overwrite(Role::O, problem.heads_q, dv, &problem.len_q)?;
+    let mut stats = Staged::for_overwrite(Role::Lse, problem.heads_q, 1, &problem.len_q)?;
     // V carries an extra column of ones (see stage::Arrangement).
     let (query_tile, key_tile) = tile_sizes(dqk, dv + 1);
     let config = TileConfig {
@@ -229,7 +232,7 @@ fn compute(
             };
             attend_tile(&input, &config, item.out, item.lse, scratch);
         });
-    (out, stats)
+    Ok((out, stats))
 }
 
 #[cfg(test)]

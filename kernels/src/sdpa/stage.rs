@@ -8,6 +8,7 @@
 use rayon::prelude::*;
 
 use crate::dtype::FloatElement;
+use crate::error::{KernelError, Role};
 
 use super::layout::AttnLayout;
 
@@ -77,43 +78,64 @@ pub(crate) struct Staged {
 }
 
 impl Staged {
-    /// Blocks of `width` columns for `heads` heads and `lens[b]` rows, to be overwritten.
-    pub fn for_overwrite(heads: usize, width: usize, lens: &[usize]) -> Self {
-        let mut starts = Vec::with_capacity(lens.len() * heads);
-        let mut next = 0;
+    /// Blocks of `width` columns for `heads` heads and `lens[b]` rows of `role`, to be
+    /// overwritten.
+    ///
+    /// The size follows the graph's dims, not the buffer (a zero stride broadcasts one element
+    /// over any extent), so it is computed checked and reserved fallibly: a failed allocation
+    /// would abort the host process, where an error lets the caller decline.
+    pub fn for_overwrite(
+        role: Role,
+        heads: usize,
+        width: usize,
+        lens: &[usize],
+    ) -> Result<Self, KernelError> {
+        let mut starts = Vec::with_capacity(lens.len().saturating_mul(heads));
+        let mut next = Some(0usize);
         for &len in lens {
+            let block = len.checked_mul(width);
             for _ in 0..heads {
-                starts.push(next);
-                next += len * width;
+                if let Some(start) = next {
+                    starts.push(start);
+                }
+                next = next.zip(block).and_then(|(n, b)| n.checked_add(b));
             }
         }
+        let too_large = || KernelError::StagingTooLarge {
+            role,
+            elements: next.map_or_else(|| "more than 2^64".to_owned(), |n| n.to_string()),
+        };
+        let next = next.ok_or_else(too_large)?;
         // Every element is overwritten by the gather or the kernel, so a recycled buffer keeps its
         // stale contents rather than paying for a memset; only growth is zero-filled.
         let mut data = pool::take(next);
+        data.try_reserve_exact(next.saturating_sub(data.len()))
+            .map_err(|_| too_large())?;
         data.resize(next, 0.0);
-        Staged {
+        Ok(Staged {
             data,
             heads,
             width,
             starts,
             lens: lens.to_vec(),
-        }
+        })
     }
 
     /// Gathers the first `lens[b]` rows of every batch and head of `src` into blocks arranged
     /// as `arrangement` says; blocks in parallel.
     pub fn gather<T: FloatElement>(
+        role: Role,
         src: &[T],
         layout: &AttnLayout,
         lens: &[usize],
         arrangement: Arrangement,
-    ) -> Self {
+    ) -> Result<Self, KernelError> {
         let dim = layout.head_dim;
         let width = match arrangement {
             Arrangement::RowMajorWithOnes => dim + 1,
             Arrangement::Transposed => dim,
         };
-        let mut staged = Staged::for_overwrite(layout.heads, width, lens);
+        let mut staged = Staged::for_overwrite(role, layout.heads, width, lens)?;
         let mut blocks = Vec::with_capacity(lens.len() * layout.heads);
         let mut rest = &mut staged.data[..];
         for (b, &len) in lens.iter().enumerate() {
@@ -162,7 +184,7 @@ impl Staged {
                 }
             }
         });
-        staged
+        Ok(staged)
     }
 
     /// The rows of (b, h).
