@@ -135,6 +135,9 @@ fn kernel_status(error: &ragged_kernels::KernelError) -> Status {
         K::NullPointer { .. } | K::Misaligned { .. } | K::ByteLengthNotWhole { .. } => {
             Status::BAD_PARAM
         }
+        // The reference could not reserve its f32 staging copy: the host is out of memory for
+        // this problem, which is what ALLOC_FAILED tells hipDNN.
+        K::StagingTooLarge { .. } => Status::ALLOC_FAILED,
         _ => Status::INTERNAL_ERROR,
     }
 }
@@ -144,6 +147,20 @@ mod tests {
     use super::*;
     use ragged_kernels::aiter::AiterError;
     use ragged_kernels::gpu::{GpuError, TensorRole};
+
+    #[test]
+    fn a_staging_copy_that_cannot_be_allocated_is_alloc_failed() {
+        use ragged_kernels::{KernelError, Role};
+        let error = PluginError::from(
+            KernelError::StagingTooLarge {
+                role: Role::K,
+                elements: "2^40".into(),
+            }
+            .for_tensor(2),
+        );
+        assert_eq!(error.status(), Status::ALLOC_FAILED);
+        assert!(error.to_string().contains("uid 2"), "{error}");
+    }
 
     /// An output whose own offsets give a batch fewer rows than Q defines (O or a ragged LSE on
     /// a separate aux) is the caller's offset values, like every other offset-content error.
