@@ -205,7 +205,7 @@ pub fn fixup_launch(
 mod tests {
     use super::*;
     use crate::MaskBand;
-    use crate::aiter::fixtures::base_problem;
+    use crate::aiter::fixtures::{self, base_problem};
     use crate::aiter::problem::{IndexWidth, RaggedAux, SeqLens};
 
     /// `(name, kind)` of every parameter of `kernel` in `source`, kind being "ptr", "int" or
@@ -287,17 +287,8 @@ mod tests {
 
     fn buffers() -> DeviceBuffers {
         DeviceBuffers {
-            q: 0x1000,
-            k: 0x2000,
-            v: 0x3000,
-            o: 0x4000,
-            q_offsets: 0x5000,
-            k_offsets: 0x6000,
-            seq_len_q: 0x7000,
             seq_len_kv: 0,
-            lse: 0x9000,
-            lse_offsets: 0xa000,
-            workspace: 0x10000,
+            ..fixtures::buffers()
         }
     }
 

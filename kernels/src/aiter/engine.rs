@@ -239,24 +239,19 @@ pub fn check_buffers(
 mod tests {
     use super::*;
     use crate::aiter::detection::{ProbeConfig, probe};
-    use crate::aiter::fixtures::{base_problem, fake_rocm};
+    use crate::aiter::fixtures::{self, base_problem, fake_rocm};
     use crate::aiter::problem::{IndexWidth, SeqLens};
     use crate::aiter::shim_library::ShimSearch;
     use std::ffi::{CStr, c_char};
 
     fn buffers(workspace: usize) -> DeviceBuffers {
         DeviceBuffers {
-            q: 0x1000,
-            k: 0x2000,
-            v: 0x3000,
-            o: 0x4000,
-            q_offsets: 0x5000,
-            k_offsets: 0x6000,
             seq_len_q: 0,
             seq_len_kv: 0,
             lse: 0,
             lse_offsets: 0,
             workspace,
+            ..fixtures::buffers()
         }
     }
 

@@ -6,9 +6,28 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
+use super::mapping::DeviceBuffers;
 use super::problem::{AiterProblem, IndexWidth, LseLayout, RaggedAux, RaggedOperand};
 use super::shim_abi::HEADER;
 use crate::{DataType, MaskBand};
+
+/// Distinct, recognisable fake device addresses for every buffer; tests clear the optional ones
+/// their problem does not bind with struct-update syntax.
+pub(crate) fn buffers() -> DeviceBuffers {
+    DeviceBuffers {
+        q: 0x1000,
+        k: 0x2000,
+        v: 0x3000,
+        o: 0x4000,
+        q_offsets: 0x5000,
+        k_offsets: 0x6000,
+        seq_len_q: 0x7000,
+        seq_len_kv: 0x8000,
+        lse: 0x9000,
+        lse_offsets: 0xa000,
+        workspace: 0x10000,
+    }
+}
 
 /// A packed ragged operand `[B, S, heads, head_dim]` on offset tensor `aux_uid` (int32, ×1).
 pub(crate) fn operand(uid: i64, heads: i64, head_dim: i64, aux_uid: i64) -> RaggedOperand {

@@ -138,29 +138,13 @@ mod tests {
     use super::*;
     use crate::MaskBand;
     use crate::aiter::applicability::{GpuArch, check_applicability};
-    use crate::aiter::fixtures::{base_problem, operand};
+    use crate::aiter::fixtures::{self, base_problem, operand};
     use crate::aiter::problem::{IndexWidth, RaggedAux, SeqLens};
-
-    fn buffers() -> DeviceBuffers {
-        DeviceBuffers {
-            q: 0x1000,
-            k: 0x2000,
-            v: 0x3000,
-            o: 0x4000,
-            q_offsets: 0x5000,
-            k_offsets: 0x6000,
-            seq_len_q: 0x7000,
-            seq_len_kv: 0x8000,
-            lse: 0x9000,
-            lse_offsets: 0xa000,
-            workspace: 0x10000,
-        }
-    }
 
     fn map(p: &AiterProblem, base: usize, stream: usize) -> RaggedAiterFwdArgs {
         let plan = check_applicability(p, &GpuArch::new("gfx942:sramecc+:xnack-"), "gfx942")
             .expect("taken");
-        shim_args(p, &plan, &buffers(), base, stream)
+        shim_args(p, &plan, &fixtures::buffers(), base, stream)
     }
 
     /// The configuration of `shared/testdata/wire/graph.json`: bf16, B = 2, H_q = 2, H_kv = 1,

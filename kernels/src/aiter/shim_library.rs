@@ -170,7 +170,7 @@ impl ShimLibrary {
 mod tests {
     use super::*;
     use crate::aiter::applicability::{GpuArch, check_applicability};
-    use crate::aiter::fixtures::{base_problem, fake_rocm, operand};
+    use crate::aiter::fixtures::{self, base_problem, fake_rocm, operand};
     use crate::aiter::mapping::{DeviceBuffers, shim_args};
 
     #[test]
@@ -215,17 +215,12 @@ mod tests {
         p.o = operand(4, 4, 64, 10);
         let plan = check_applicability(&p, &GpuArch::new("gfx950"), "gfx950").expect("taken");
         let buffers = DeviceBuffers {
-            q: 0x1000,
-            k: 0x2000,
-            v: 0x3000,
-            o: 0x4000,
-            q_offsets: 0x5000,
-            k_offsets: 0x6000,
             seq_len_q: 0,
             seq_len_kv: 0,
             lse: 0,
             lse_offsets: 0,
             workspace: 0,
+            ..fixtures::buffers()
         };
         let mut args = shim_args(&p, &plan, &buffers, 0x30000, 0x99);
         args.v3_api_check = 1;
