@@ -199,10 +199,7 @@ mod tests {
     use ragged_kernels::{DataType as K, MaskBand};
     use ragged_schema::Graph;
 
-    fn golden() -> Graph {
-        let bytes = include_bytes!("../tests/golden/graph_flagged.bin");
-        ragged_schema::wire::decode_graph(bytes).expect("golden graph decodes")
-    }
+    use crate::test_graphs::golden;
 
     #[test]
     fn the_golden_graph_maps_field_by_field() {

@@ -517,21 +517,7 @@ mod tests {
     use super::*;
     use ragged_schema::EngineApiVersion;
 
-    const GOLDEN: &[u8] = include_bytes!("../tests/golden/graph_flagged.bin");
-
-    fn golden() -> Graph {
-        match ragged_schema::wire::decode_graph(GOLDEN) {
-            Ok(graph) => graph,
-            Err(e) => panic!("golden graph: {e}"),
-        }
-    }
-
-    fn sdpa(graph: &mut Graph) -> &mut SdpaAttributes {
-        match &mut graph.nodes[0].attributes {
-            NodeAttributes::Sdpa(s) => s,
-            other => panic!("golden node is {other:?}"),
-        }
-    }
+    use crate::test_graphs::{golden, sdpa};
 
     fn reason(graph: &Graph) -> String {
         match plan(graph) {

@@ -211,22 +211,10 @@ mod tests {
     use super::*;
     use crate::applicability;
     use ragged_kernels::{DataType as K, DiagonalAlignment, MaskBand};
-    use ragged_schema::{Graph, NodeAttributes, SdpaAttributes};
+    use ragged_schema::Graph;
     use std::ffi::OsStr;
 
-    /// shared/testdata/wire/graph.json: bf16, Q/O [2, 3, 2, 16] on offsets 5, K/V [2, 4, 1, 16]
-    /// on offsets 6, dense LSE uid 9, scale 0.25, causal bottom-right.
-    fn golden() -> Graph {
-        let bytes = include_bytes!("../tests/golden/graph_flagged.bin");
-        ragged_schema::wire::decode_graph(bytes).expect("golden graph decodes")
-    }
-
-    fn sdpa(graph: &mut Graph) -> &mut SdpaAttributes {
-        match &mut graph.nodes[0].attributes {
-            NodeAttributes::Sdpa(s) => s,
-            other => panic!("golden node is {other:?}"),
-        }
-    }
+    use crate::test_graphs::{golden, sdpa};
 
     fn sdpa_plan(graph: &Graph) -> SdpaPlan {
         applicability::plan(graph).expect("the plugin accepts the graph")

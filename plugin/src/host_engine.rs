@@ -379,8 +379,7 @@ mod tests {
 
     #[test]
     fn sdpa_errors_about_an_output_name_its_uid() {
-        let bytes = include_bytes!("../tests/golden/graph_flagged.bin");
-        let graph = ragged_schema::wire::decode_graph(bytes).expect("golden graph decodes");
+        let graph = crate::test_graphs::golden();
         let plan = applicability::plan(&graph).expect("the golden graph is accepted");
         let error = name_tensor(
             KernelError::RowsBeyondExtent {

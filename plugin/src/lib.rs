@@ -44,6 +44,8 @@ pub mod plugin_dir;
 pub mod registry;
 pub mod runtime_probe;
 pub mod scale;
+#[cfg(test)]
+mod test_graphs;
 pub mod variant_pack;
 
 pub use error::PluginError;
