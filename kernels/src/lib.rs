@@ -4,8 +4,8 @@
 //!   dense tensors, owning and shallow ragged tensors sharing one [`tensor::RaggedLayout`].
 //! * [`sdpa`]: the CPU reference SDPA forward over those tensors, the numeric specification the
 //!   GPU engines are checked against ([`sdpa_forward`]).
-//! * [`gpu`]: the CUDA runtime layer (dynamic loading, NVRTC compile cache) and the ragged FMHA
-//!   engine's plan and launcher.
+//! * [`runtime`]: the GPU runtime layers, CUDA (dynamic loading, NVRTC compile cache) and HIP.
+//! * [`cuda_fmha`]: the ragged FMHA engine on CUDA: its plan and launcher.
 //! * [`aiter`]: the AMD engine: ROCm and the AITER shim loaded at run time, the graph → AITER
 //!   mapping and the device pre-pass / fix-up kernels.
 //!
@@ -13,10 +13,11 @@
 //! these types.
 
 pub mod aiter;
+pub mod cuda_fmha;
 pub mod dtype;
 pub mod error;
 mod gemm;
-pub mod gpu;
+pub mod runtime;
 pub mod sdpa;
 pub mod tensor;
 

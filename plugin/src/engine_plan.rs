@@ -4,14 +4,15 @@
 use std::ffi::c_void;
 
 use ragged_kernels::aiter::{AiterPlan, AiterProblem};
-use ragged_kernels::gpu::fmha::{FmhaEngine, FmhaPlan};
+use ragged_kernels::cuda_fmha::{FmhaEngine, FmhaPlan};
 
 use crate::applicability::Decline;
+use crate::engines::host::staging as device_staging;
 use crate::engines::{self, AITER_FMHA, CUDA_FMHA, Engine, HOST_REFERENCE};
+use crate::engines::{aiter as aiter_engine, cuda as cuda_engine};
 use crate::error::PluginError;
 use crate::plan::SdpaPlan;
 use crate::variant_pack::VariantPack;
-use crate::{aiter_engine, cuda_engine, device_staging};
 
 /// An engine's plan for one graph.
 /// GPU plans are boxed: they are hundreds of bytes and the host engine's is none.

@@ -55,7 +55,7 @@ pub enum PluginError {
     Kernel(#[from] ragged_kernels::KernelError),
 
     #[error("RAGGED_SDPA_CUDA_FMHA: {0}")]
-    Cuda(#[from] ragged_kernels::gpu::GpuError),
+    Cuda(#[from] ragged_kernels::runtime::cuda::GpuError),
 
     #[error("RAGGED_SDPA_AITER_FMHA: {0}")]
     Aiter(#[from] ragged_kernels::aiter::AiterError),
@@ -95,8 +95,8 @@ impl PluginError {
 /// CUDA engine errors: offsets the device pre-pass rejected (validating mode) are the caller's
 /// values; unusable pointers or a short workspace are bad parameters; driver, compiler and
 /// contract failures are ours.
-fn cuda_status(error: &ragged_kernels::gpu::GpuError) -> Status {
-    use ragged_kernels::gpu::GpuError as G;
+fn cuda_status(error: &ragged_kernels::runtime::cuda::GpuError) -> Status {
+    use ragged_kernels::runtime::cuda::GpuError as G;
     match error {
         G::InvalidOffsets { .. } => Status::INVALID_VALUE,
         G::BadPointer { .. } | G::WorkspaceTooSmall { .. } | G::Unsupported { .. } => {
@@ -146,7 +146,7 @@ fn kernel_status(error: &ragged_kernels::KernelError) -> Status {
 mod tests {
     use super::*;
     use ragged_kernels::aiter::AiterError;
-    use ragged_kernels::gpu::{GpuError, TensorRole};
+    use ragged_kernels::runtime::cuda::{GpuError, TensorRole};
 
     #[test]
     fn a_staging_copy_that_cannot_be_allocated_is_alloc_failed() {

@@ -8,9 +8,9 @@
 //! - [`applicability`] → [`plan`]: graph bytes to a decision and an owned SDPA plan;
 //! - [`engines`]: which engines this process lists, GPU engines first;
 //! - [`engine_plan`]: each engine's own plan, workspace and execute, dispatched in one place, over
-//!   [`cuda_engine`] (`RAGGED_SDPA_CUDA_FMHA`), [`aiter_engine`] (`RAGGED_SDPA_AITER_FMHA`) and
-//!   [`device_staging`] → [`host_engine`] (`RAGGED_SDPA_HOST_REFERENCE`, copying device tensors
-//!   through the host when a CUDA runtime is present);
+//!   [`engines::cuda`] (`RAGGED_SDPA_CUDA_FMHA`), [`engines::aiter`] (`RAGGED_SDPA_AITER_FMHA`) and
+//!   [`engines::host::staging`] → [`engines::host`] (`RAGGED_SDPA_HOST_REFERENCE`, copying device
+//!   tensors through the host when a CUDA runtime is present);
 //! - [`execution_context`] → [`variant_pack`]: per-call pointer binding, and [`scale`]: the
 //!   attention scale of each call (a runtime pass-by-value scalar is read from its host pointer).
 //!
@@ -24,10 +24,7 @@
 //! `RAGGED_SDPA_AITER_SHIM` names the AITER shim library.
 
 pub mod abi;
-pub mod aiter_engine;
 pub mod applicability;
-pub mod cuda_engine;
-pub mod device_staging;
 pub mod engine_config;
 pub mod engine_details;
 pub mod engine_id;
@@ -37,7 +34,6 @@ pub mod error;
 pub mod execution_context;
 pub mod exports;
 pub mod handle;
-pub mod host_engine;
 pub mod logging;
 pub mod plan;
 pub mod plugin_dir;

@@ -13,8 +13,8 @@ use std::ptr::null_mut;
 
 use common::*;
 use half::{bf16, f16};
-use ragged_kernels::gpu::memory::{DeviceAllocation, download, upload};
-use ragged_kernels::gpu::runtime;
+use ragged_kernels::runtime::cuda::memory::{DeviceAllocation, download, upload};
+use ragged_kernels::runtime::cuda::runtime;
 use ragged_schema::wire::{encode_engine_config, encode_graph};
 use ragged_schema::{
     DataType, DiagonalAlignment, EngineConfig, Graph, Node, SdpaAttributes, TensorAttributes,

@@ -11,10 +11,10 @@ use std::sync::Arc;
 use super::ENGINE_NAME;
 use super::applicability::GpuArch;
 use super::engine::AiterEngine;
-use super::hip_runtime::{
+use super::shim_library::{ShimLibrary, ShimSearch};
+use crate::runtime::hip::{
     HIP_LIBRARY_NAMES, HIPRTC_LIBRARY_NAMES, HipRuntime, Hiprtc, default_candidates,
 };
-use super::shim_library::{ShimLibrary, ShimSearch};
 
 /// Where [`probe`] looks.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -12,12 +12,12 @@ use super::device_kernels::{
     FIXUP_KERNEL, FIXUP_SOURCE, PREPASS_KERNEL, PREPASS_SOURCE, fixup_launch, prepass_launch,
 };
 use super::error::AiterError;
-use super::hip_runtime::{HipFunction, HipModule, HipRuntime, Hiprtc};
 pub use super::mapping::DeviceBuffers;
 use super::mapping::shim_args;
 use super::problem::{AiterProblem, LseLayout};
 use super::shim_library::ShimLibrary;
 use super::workspace::aligned_base;
+use crate::runtime::hip::{HipFunction, HipModule, HipRuntime, Hiprtc};
 
 /// The pre-pass and fix-up, compiled for one device.
 struct CompiledKernels {

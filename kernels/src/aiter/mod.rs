@@ -15,7 +15,7 @@
 //! - [`mapping`]: problem → shim arguments, exactly as §7.4 says.
 //! - [`device_kernels`]: the pre-pass and fix-up kernels (`kernels/hip/*.cu`) and their launch
 //!   arguments.
-//! - [`hip_runtime`], [`shim_library`]: the only modules that call foreign code; they load
+//! - [`crate::runtime::hip`], [`shim_library`]: the only modules that call foreign code; they load
 //!   `libamdhip64`/`libhiprtc` and the shim with `libloading`. Outside them, `unsafe` appears
 //!   only where [`engine`] forwards the caller's raw device addresses to them
 //!   ([`AiterEngine::execute`] is an `unsafe fn` for that reason).
@@ -27,7 +27,6 @@ pub mod detection;
 pub mod device_kernels;
 pub mod engine;
 pub mod error;
-pub mod hip_runtime;
 pub mod mapping;
 pub mod problem;
 pub mod shim_abi;

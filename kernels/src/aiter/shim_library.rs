@@ -11,10 +11,10 @@ use std::path::{Path, PathBuf};
 use libloading::Library;
 
 use super::error::AiterError;
-use super::hip_runtime::{open_first, resolve};
 use super::shim_abi::{
     RaggedAiterFwdArgs, SHIM_ABI_VERSION, STATUS_OK, STATUS_UNSUPPORTED, status_name,
 };
+use crate::runtime::hip::{open_first, resolve};
 
 /// Environment variable naming the shim file explicitly.
 pub const SHIM_ENV: &str = "RAGGED_SDPA_AITER_SHIM";

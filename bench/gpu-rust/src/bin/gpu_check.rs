@@ -1,4 +1,4 @@
-//! Device check for `kernels/src/gpu`: compiles `kernels/cuda/ragged_fmha_fwd.cu` through the
+//! Device check for `kernels/src/runtime/cuda and kernels/src/cuda_fmha`: compiles `kernels/cuda/ragged_fmha_fwd.cu` through the
 //! NVRTC cache, runs the ragged FMHA forward through `FmhaEngine` exactly as the plugin will (a
 //! caller-owned stream, raw device pointers, a workspace), and compares every written output with
 //! a naive f64 attention loop written here, and every unwritten position with its sentinel.
@@ -12,12 +12,12 @@ use std::time::Instant;
 use cudarc::driver::result as cur;
 use cudarc::driver::sys::{CUdeviceptr, CUstream};
 use half::{bf16, f16};
-use ragged_kernels::gpu::fmha::{
+use ragged_kernels::cuda_fmha::{
     ExecuteMode, FmhaBuffers, FmhaEngine, FmhaPlan, FmhaProblem, LseDesc, OffsetsDesc, RaggedDesc,
     SeqLenDesc, plan,
 };
-use ragged_kernels::gpu::nvrtc_cache::{ImageOrigin, NvrtcCache};
-use ragged_kernels::gpu::{GpuError, runtime};
+use ragged_kernels::runtime::cuda::nvrtc_cache::{ImageOrigin, NvrtcCache};
+use ragged_kernels::runtime::cuda::{GpuError, runtime};
 use ragged_kernels::{DataType, DiagonalAlignment, MaskBand};
 
 /// Sentinels for positions the kernels must not write (ragged-sdpa.md §8: quiet NaN with a fixed
@@ -75,7 +75,7 @@ fn run(bench: bool) -> Res<usize> {
     let _ = std::fs::remove_dir_all(&dir);
     let cache: &'static NvrtcCache = Box::leak(Box::new(NvrtcCache::new(Some(dir.clone()))));
     let t = Instant::now();
-    let fmha = ragged_kernels::gpu::fmha::FMHA_SOURCE;
+    let fmha = ragged_kernels::cuda_fmha::FMHA_SOURCE;
     let cold = cache.get_or_compile(&fmha, target, &[], runtime.nvrtc_version)?;
     let cold_s = t.elapsed().as_secs_f64();
     let t = Instant::now();

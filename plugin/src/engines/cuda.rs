@@ -10,11 +10,11 @@
 use std::ffi::c_void;
 use std::sync::OnceLock;
 
-use ragged_kernels::gpu::fmha::{
-    self, ExecuteMode, FmhaBuffers, FmhaEngine, FmhaPlan, FmhaProblem, LseDesc, OffsetsDesc,
-    RaggedDesc, SeqLenDesc,
+use ragged_kernels::cuda_fmha::{
+    self as fmha, ExecuteMode, FmhaBuffers, FmhaEngine, FmhaPlan, FmhaProblem, LseDesc,
+    OffsetsDesc, RaggedDesc, SeqLenDesc,
 };
-use ragged_kernels::gpu::{GpuError, TensorRole};
+use ragged_kernels::runtime::cuda::{GpuError, TensorRole};
 
 use crate::applicability::Decline;
 use crate::error::PluginError;

@@ -6,6 +6,8 @@
 //! are shared and exclusive views created. Writing happens inside `sdpa_forward`, after it has
 //! validated everything, so a failing execute writes no output byte.
 
+pub mod staging;
+
 use std::ffi::c_void;
 use std::ptr::NonNull;
 use std::sync::Arc;

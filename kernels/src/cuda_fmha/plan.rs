@@ -8,7 +8,7 @@
 
 use super::device_abi::{self, FlagUids, MIN_BLOCK_M, TileConfig};
 use super::problem::{FmhaProblem, LseDesc, OffsetsDesc, RaggedDesc};
-use crate::gpu::error::{GpuError, TensorRole};
+use crate::runtime::cuda::error::{GpuError, TensorRole};
 use crate::{DataType, DiagonalAlignment};
 
 /// Byte alignment the engine requires of Q, K, V, O (16-byte vector loads and stores).
@@ -549,7 +549,7 @@ fn check_lse_alignment(uid: i64, alignment: i64) -> Result<(), GpuError> {
 mod tests {
     use super::*;
     use crate::MaskBand;
-    use crate::gpu::fmha::problem::SeqLenDesc;
+    use crate::cuda_fmha::problem::SeqLenDesc;
 
     fn ragged(uid: i64, dims: [i64; 4], offsets_uid: i64) -> RaggedDesc {
         let [_, s, h, d] = dims;

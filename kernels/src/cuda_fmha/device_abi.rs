@@ -5,7 +5,7 @@
 //! its counterpart there; the device test (`bench/gpu-rust`) fails if they drift apart.
 
 use crate::DataType;
-use crate::gpu::error::GpuError;
+use crate::runtime::cuda::error::GpuError;
 
 /// `sizeof(RaggedBatch)`: i64 q_tok, kv_tok, lse_elem; int lq, lkv.
 pub const RAGGED_BATCH_BYTES: u64 = 32;

@@ -15,16 +15,16 @@ use parking_lot::Mutex;
 use super::device_abi;
 use super::device_abi::TileConfig;
 use super::plan::{FmhaPlan, LaunchGeometry, WORKSPACE_ALIGNMENT, geometry};
-use crate::gpu::context::{CurrentContext, StreamContext, context_of_stream};
-use crate::gpu::error::{DriverCall, GpuError, TensorRole};
-use crate::gpu::module::{KernelArg, KernelModule, LaunchConfig, launch};
-use crate::gpu::nvrtc_cache::{ImageOrigin, KernelSource, NvrtcCache};
-use crate::gpu::runtime;
+use crate::runtime::cuda::context::{CurrentContext, StreamContext, context_of_stream};
+use crate::runtime::cuda::error::{DriverCall, GpuError, TensorRole};
+use crate::runtime::cuda::module::{KernelArg, KernelModule, LaunchConfig, launch};
+use crate::runtime::cuda::nvrtc_cache::{ImageOrigin, KernelSource, NvrtcCache};
+use crate::runtime::cuda::runtime;
 
 /// The kernel source, compiled at run time for the device in use.
 pub const FMHA_SOURCE: KernelSource = KernelSource {
     name: "ragged_fmha_fwd.cu",
-    text: include_str!("../../../cuda/ragged_fmha_fwd.cu"),
+    text: include_str!("../../cuda/ragged_fmha_fwd.cu"),
 };
 
 /// Whether an execute checks the offsets' contents.
@@ -446,8 +446,8 @@ pub fn check_buffers(plan: &FmhaPlan, b: &FmhaBuffers) -> Result<(), GpuError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gpu::fmha::plan::plan;
-    use crate::gpu::fmha::problem::{FmhaProblem, LseDesc, OffsetsDesc, RaggedDesc, SeqLenDesc};
+    use crate::cuda_fmha::plan::plan;
+    use crate::cuda_fmha::problem::{FmhaProblem, LseDesc, OffsetsDesc, RaggedDesc, SeqLenDesc};
     use crate::{DataType, MaskBand};
 
     fn ragged(uid: i64, dims: [i64; 4], offsets_uid: i64, dtype: DataType) -> RaggedDesc {

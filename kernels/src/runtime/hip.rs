@@ -3,7 +3,7 @@
 //! The plugin must load where ROCm is absent and merely leave the AITER engine unlisted, so
 //! nothing here is linked: `libamdhip64` and `libhiprtc` are opened by name, every function the
 //! engine uses is resolved up front, and a missing library or symbol becomes an [`AiterError`]
-//! naming what was tried. This module and [`shim_library`](super::shim_library) are the only
+//! naming what was tried. This module and [`shim_library`](crate::aiter::shim_library) are the only
 //! ones that call foreign code.
 //!
 //! Architecture detection reads `gcnArchName` from `hipDeviceProp_tR0600`. HIP has no
@@ -19,9 +19,9 @@ use std::sync::Arc;
 
 use libloading::Library;
 
-use super::applicability::GpuArch;
-use super::device_kernels::{KernelArg, Launch};
-use super::error::AiterError;
+use crate::aiter::applicability::GpuArch;
+use crate::aiter::device_kernels::{KernelArg, Launch};
+use crate::aiter::error::AiterError;
 
 /// Sonames tried for the HIP runtime, newest ABI first.
 pub const HIP_LIBRARY_NAMES: [&str; 3] = ["libamdhip64.so.7", "libamdhip64.so.6", "libamdhip64.so"];

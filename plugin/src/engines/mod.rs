@@ -6,21 +6,25 @@
 //!
 //! Order is preference: hipDNN tries engines in the order it receives them, so the GPU engines
 //! come first and the host reference last.
-//! - `RAGGED_SDPA_CUDA_FMHA`: listed when [`ragged_kernels::gpu::runtime::probe`] finds a usable
+//! - `RAGGED_SDPA_CUDA_FMHA`: listed when [`ragged_kernels::runtime::cuda::runtime::probe`] finds a usable
 //!   CUDA device, driver and NVRTC;
 //! - `RAGGED_SDPA_AITER_FMHA`: listed when [`ragged_kernels::aiter::probe`] finds HIP, a device,
 //!   hipRTC and the AITER shim (next to this library or at `$RAGGED_SDPA_AITER_SHIM`);
 //! - `RAGGED_SDPA_HOST_REFERENCE`: listed when the process has no GPU runtime (every pointer is
 //!   then host memory) or when `HIPDNN_RAGGED_SDPA_HOST_ENGINE=1` asks for it; next to CUDA it
-//!   then copies device tensors to the host and back (see [`crate::device_staging`]).
+//!   then copies device tensors to the host and back (see [`crate::engines::host::staging`]).
 //!
 //! Every engine left out gets one INFO line naming what was missing.
+
+pub mod aiter;
+pub mod cuda;
+pub mod host;
 
 use std::ffi::{CStr, OsStr};
 use std::sync::OnceLock;
 
-use ragged_kernels::aiter::{self, AiterEngine, Availability, ProbeConfig};
-use ragged_kernels::gpu::runtime;
+use ragged_kernels::aiter::{self as kernels_aiter, AiterEngine, Availability, ProbeConfig};
+use ragged_kernels::runtime::cuda::runtime;
 
 use crate::abi::types::Severity;
 use crate::engine_id::engine_name_to_id;
@@ -58,7 +62,7 @@ pub static CUDA_FMHA: Engine = Engine {
 /// `RAGGED_SDPA_AITER_FMHA`: AITER's FMHA through the shim, on ROCm.
 pub static AITER_FMHA: Engine = Engine {
     name: c"RAGGED_SDPA_AITER_FMHA",
-    id: engine_name_to_id(aiter::ENGINE_NAME),
+    id: engine_name_to_id(kernels_aiter::ENGINE_NAME),
 };
 
 /// What the probes found, as plain values, so that the listing rule can be tested on any machine.
@@ -130,7 +134,7 @@ fn aiter_probe() -> &'static (Option<AiterEngine>, Result<String, String>) {
     static AITER: OnceLock<(Option<AiterEngine>, Result<String, String>)> = OnceLock::new();
     AITER.get_or_init(|| {
         let availability =
-            aiter::probe(&ProbeConfig::from_env(plugin_dir::plugin_dir().as_deref()));
+            kernels_aiter::probe(&ProbeConfig::from_env(plugin_dir::plugin_dir().as_deref()));
         let line = availability.log_line();
         match availability {
             Availability::Available(engine) => (Some(*engine), Ok(line)),
@@ -281,7 +285,7 @@ mod tests {
     fn gpu_engine_ids_are_the_hashes_of_their_names() {
         assert_eq!(CUDA_FMHA.id, -8390111541657994951);
         assert_eq!(AITER_FMHA.id, -7892907548674631411);
-        assert_eq!(AITER_FMHA.name_str(), aiter::ENGINE_NAME);
+        assert_eq!(AITER_FMHA.name_str(), kernels_aiter::ENGINE_NAME);
     }
 
     #[test]

@@ -571,7 +571,8 @@ mod tests {
     /// Compiles a tiny kernel with the real NVRTC where it exists; elsewhere says why not.
     #[test]
     fn nvrtc_compiles_a_tiny_kernel_and_reports_errors_with_the_log() {
-        let Some(runtime) = crate::gpu::runtime::runtime_or_skip("nvrtc_compiles_a_tiny_kernel")
+        let Some(runtime) =
+            crate::runtime::cuda::runtime::runtime_or_skip("nvrtc_compiles_a_tiny_kernel")
         else {
             return;
         };

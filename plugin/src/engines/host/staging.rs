@@ -15,13 +15,13 @@
 use std::ffi::c_void;
 use std::sync::OnceLock;
 
-use ragged_kernels::gpu::memory::{self, Location};
-use ragged_kernels::gpu::runtime;
+use ragged_kernels::runtime::cuda::memory::{self, Location};
+use ragged_kernels::runtime::cuda::runtime;
 
 use crate::abi::types::DeviceBuffer;
 use crate::applicability::Decline;
+use crate::engines::host;
 use crate::error::PluginError;
-use crate::host_engine;
 use crate::plan::{ScalePlan, SdpaPlan, TensorPlan};
 use crate::runtime_probe;
 use crate::variant_pack::VariantPack;
@@ -83,7 +83,7 @@ pub unsafe fn execute(
 ) -> Result<(), PluginError> {
     match access() {
         // SAFETY: forwarded contract; without a GPU runtime every pointer is host memory.
-        Access::InPlace => unsafe { host_engine::execute(plan, pack) },
+        Access::InPlace => unsafe { host::execute(plan, pack) },
         // SAFETY: forwarded contract.
         Access::CudaCopies => unsafe { staged(plan, stream, pack) },
         Access::Unreachable(reason) => Err(PluginError::NotApplicable {
@@ -190,12 +190,12 @@ unsafe fn staged(
         for t in &tensors {
             if let Some(r) = t.ragged {
                 let entries = batch.saturating_add(1);
-                let bytes = host_engine::index_tensor_bytes(r.aux_uid, r.aux_data_type, entries)?;
+                let bytes = host::index_tensor_bytes(r.aux_uid, r.aux_data_type, entries)?;
                 staging.stage(r.aux_uid, "ragged_offset_tensor_uid", bytes, stream)?;
             }
         }
         for s in plan.seq_len_q.iter().chain(&plan.seq_len_kv) {
-            let bytes = host_engine::index_tensor_bytes(s.uid, s.data_type, batch)?;
+            let bytes = host::index_tensor_bytes(s.uid, s.data_type, batch)?;
             staging.stage(s.uid, s.role, bytes, stream)?;
         }
         // A pass-by-value scale is a host pointer by contract (plugin-abi.md §5.7): never staged.
@@ -205,13 +205,13 @@ unsafe fn staged(
         }
         let mut outputs = Vec::new();
         for t in &tensors {
-            let bytes = host_engine::extent_bytes(t, &staging.pack()?)?;
+            let bytes = host::extent_bytes(t, &staging.pack()?)?;
             staging.stage(t.uid, t.role, bytes, stream)?;
             if t.uid == plan.o.uid || plan.stats.as_ref().is_some_and(|s| s.uid == t.uid) {
                 outputs.push((t.uid, bytes));
             }
         }
-        host_engine::execute(plan, &staging.pack()?)?;
+        host::execute(plan, &staging.pack()?)?;
         staging.upload(&outputs, stream)
     }
 }
