@@ -6,8 +6,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, ValueEnum};
-use ragged_conformance::harness::ValidationMode;
-use ragged_conformance::manager::PluginManager;
+use hipdnn_shim::harness::ValidationMode;
+use hipdnn_shim::manager::PluginManager;
 use ragged_conformance::report::{CaseResult, Outcome, Report};
 use ragged_conformance::suites::gating::{self, FixtureArtifacts};
 use ragged_conformance::suites::{abi, numeric};
@@ -135,7 +135,7 @@ fn main() -> ExitCode {
         };
         let mut options = options;
         if args.cuda {
-            match ragged_conformance::device::CudaDevice::open() {
+            match hipdnn_shim::device::CudaDevice::open() {
                 Ok(d) => options.device = Some(std::sync::Arc::new(d)),
                 Err(e) => {
                     eprintln!("ragged-conformance: --cuda: {e}");

@@ -6,7 +6,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use ragged_conformance::manager::PluginManager;
+use hipdnn_shim::manager::PluginManager;
 use ragged_conformance::suites::gating::FixtureArtifacts;
 
 fn stage(dir: &Path, file: &str, engine_name: Option<&str>) -> PathBuf {
@@ -26,7 +26,7 @@ fn errors(manager: &PluginManager) -> Vec<String> {
         .log
         .records()
         .iter()
-        .filter(|r| r.severity == ragged_conformance::log::Severity::Error)
+        .filter(|r| r.severity == hipdnn_shim::log::Severity::Error)
         .map(|r| r.message.clone())
         .collect()
 }

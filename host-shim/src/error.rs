@@ -51,7 +51,7 @@ pub enum ShimError {
     Usage(&'static str),
 
     #[error(transparent)]
-    Conformance(#[from] ragged_conformance::ConformanceError),
+    Host(#[from] hipdnn_shim::HostError),
 
     #[error("{failures} output position(s) disagree with the CPU reference")]
     Mismatch { failures: usize },

@@ -5,11 +5,11 @@ use std::ffi::OsString;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use ragged_conformance::discovery::{PLUGIN_DIR_ENV, engine_plugin_search_path};
-use ragged_conformance::dispatch::{Gate, GraphRequirements, gate, offer};
-use ragged_conformance::engine_id::hex_id;
-use ragged_conformance::log::{Log, Severity};
-use ragged_conformance::manager::PluginManager;
+use hipdnn_shim::discovery::{PLUGIN_DIR_ENV, engine_plugin_search_path};
+use hipdnn_shim::dispatch::{Gate, GraphRequirements, gate, offer};
+use hipdnn_shim::engine_id::hex_id;
+use hipdnn_shim::log::{Log, Severity};
+use hipdnn_shim::manager::PluginManager;
 use ragged_schema::model::Graph;
 
 use crate::error::ShimError;

@@ -17,9 +17,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use ragged_conformance::ConformanceError;
-use ragged_conformance::harness::bundle::kernel_type;
-use ragged_conformance::harness::{PreSuppliedInputs, create_tensor_from_attribute};
+use hipdnn_shim::HostError;
+use hipdnn_shim::harness::bundle::kernel_type;
+use hipdnn_shim::harness::{PreSuppliedInputs, create_tensor_from_attribute};
 use ragged_kernels::DataType as KernelType;
 use ragged_kernels::tensor::{DenseTensor, Tensor, TensorMut};
 use ragged_schema::model::{Graph, TensorAttributes};
@@ -182,10 +182,10 @@ fn allocate(
     pre: &PreSuppliedInputs,
 ) -> Result<Box<dyn TensorMut>, String> {
     create_tensor_from_attribute(attrs, pre).map_err(|error| match error {
-        ConformanceError::RaggedOffsetNotSupplied { aux_uid, .. } => format!(
+        HostError::RaggedOffsetNotSupplied { aux_uid, .. } => format!(
             "its ragged_offset uid {aux_uid} must be supplied (companion file or {aux_uid}.npy)"
         ),
-        ConformanceError::Allocation { source, .. } => source.to_string(),
+        HostError::Allocation { source, .. } => source.to_string(),
         other => other.to_string(),
     })
 }
@@ -193,7 +193,7 @@ fn allocate(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ragged_conformance::graphs::RaggedSdpaSpec;
+    use hipdnn_shim::graphs::RaggedSdpaSpec;
 
     fn companion(text: &str) -> Result<PreSuppliedInputs, String> {
         let graph = RaggedSdpaSpec::packed("c", &[2, 3], &[4, 1]).graph();

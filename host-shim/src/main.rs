@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
-use ragged_conformance::harness::ValidationMode;
+use hipdnn_shim::harness::ValidationMode;
 
 use commands::run::GraphRun;
 

@@ -10,11 +10,11 @@ use std::time::Instant;
 
 use ragged_schema::model::{EngineApiVersion, EngineConfig};
 
-use crate::abi::{ConstData, ERROR_STRING_MAX_LENGTH, Status, symbols};
-use crate::engine_id::{engine_name_to_id, hex_id};
-use crate::error::ConformanceError;
-use crate::graphs::RaggedSdpaSpec;
-use crate::manager::{LoadedPlugin, PluginManager};
+use hipdnn_shim::abi::{ConstData, ERROR_STRING_MAX_LENGTH, Status, symbols};
+use hipdnn_shim::engine_id::{engine_name_to_id, hex_id};
+use hipdnn_shim::HostError;
+use hipdnn_shim::graphs::RaggedSdpaSpec;
+use hipdnn_shim::manager::{LoadedPlugin, PluginManager};
 use crate::report::{CaseResult, Outcome, Report};
 
 type Check = Result<Vec<String>, String>;
@@ -172,7 +172,7 @@ fn required_symbols(p: &LoadedPlugin) -> Check {
 
 /// plugin-abi.md §2: `nm -gD` lists only plugin-API functions.
 fn symbol_hygiene(path: &Path) -> Check {
-    let exported = crate::elf_symbols::exported_symbols(path).map_err(|e| e.to_string())?;
+    let exported = hipdnn_shim::elf_symbols::exported_symbols(path).map_err(|e| e.to_string())?;
     let extra: Vec<&String> = exported
         .iter()
         .filter(|s| !symbols::ALL.contains(&s.as_str()))
@@ -409,7 +409,7 @@ fn declines(p: &LoadedPlugin) -> Check {
             Ok((n, _)) => failures.push(format!(
                 "{what}: not a graph, yet the plugin offered {n} engine(s)"
             )),
-            Err(ConformanceError::PluginCall {
+            Err(HostError::PluginCall {
                 status, last_error, ..
             }) if status == Status::BAD_PARAM && !last_error.trim().is_empty() => {
                 details.push(format!("{what}: BAD_PARAM ({last_error})"));
@@ -429,7 +429,7 @@ fn declines(p: &LoadedPlugin) -> Check {
 /// A graph and engine the plugin accepts, if any.
 fn applicable(
     p: &LoadedPlugin,
-    handle: &crate::plugin::PluginHandle<'_>,
+    handle: &hipdnn_shim::plugin::PluginHandle<'_>,
 ) -> Option<(Vec<u8>, i64)> {
     let graph =
         ragged_schema::wire::encode_graph(&RaggedSdpaSpec::packed("abi", &[2, 3], &[4, 1]).graph());
@@ -518,13 +518,13 @@ fn context(p: &LoadedPlugin, host_engines: &[String]) -> Check {
     }
     let pre = crate::suites::numeric::pre_supplied(&spec).map_err(|e| e.to_string())?;
     let mut harness =
-        crate::harness::Harness::new(spec.graph(), &pre, 7).map_err(|e| e.to_string())?;
+        hipdnn_shim::harness::Harness::new(spec.graph(), &pre, 7).map_err(|e| e.to_string())?;
     harness
         .execute_in(&ctx, 1, &mut |_, _| {})
         .map_err(|e| format!("executing the context after its inputs were freed: {e}"))?;
     harness.run_reference().map_err(|e| e.to_string())?;
     let comparisons = harness
-        .validate(crate::harness::ValidationMode::Coverage)
+        .validate(hipdnn_shim::harness::ValidationMode::Coverage)
         .map_err(|e| e.to_string())?;
     if let Some(bad) = comparisons.iter().find(|c| !c.passed()) {
         return Err(format!(
@@ -539,7 +539,7 @@ fn context(p: &LoadedPlugin, host_engines: &[String]) -> Check {
 /// The first applicable engine of `graph` that runs on host buffers, or a SKIP naming why.
 fn host_engine_for(
     p: &LoadedPlugin,
-    handle: &crate::plugin::PluginHandle<'_>,
+    handle: &hipdnn_shim::plugin::PluginHandle<'_>,
     graph: &[u8],
     host_engines: &[String],
 ) -> Result<i64, String> {
@@ -600,7 +600,7 @@ fn pass_by_value_scale(p: &LoadedPlugin, host_engines: &[String]) -> Check {
     const SCALE: f32 = 0.3;
     let handle = p.plugin.create_handle().map_err(|e| e.to_string())?;
     let spec = RaggedSdpaSpec::packed("abi_pass_by_value", &[2, 3], &[4, 1]);
-    let graph = crate::graphs::with_pass_by_value_scale(spec.graph());
+    let graph = hipdnn_shim::graphs::with_pass_by_value_scale(spec.graph());
     let id = host_engine_for(
         p,
         &handle,
@@ -611,30 +611,30 @@ fn pass_by_value_scale(p: &LoadedPlugin, host_engines: &[String]) -> Check {
     let dims = vec![1, 1, 1, 1];
     let scalar = ragged_kernels::DenseTensor::from_vec(vec![SCALE], dims.clone(), dims)
         .map_err(|e| e.to_string())?;
-    pre.insert(crate::graphs::uid::SCALE, std::sync::Arc::new(scalar));
+    pre.insert(hipdnn_shim::graphs::uid::SCALE, std::sync::Arc::new(scalar));
     let detail = run_against_reference(&handle, id, graph, &pre)?;
     Ok(vec![format!(
         "engine {} with scale {SCALE} bound as a host scalar (uid {}): {detail}",
         hex_id(id),
-        crate::graphs::uid::SCALE
+        hipdnn_shim::graphs::uid::SCALE
     )])
 }
 
 /// Executes `graph` once on `engine_id` over host buffers and validates every output against
 /// the CPU reference (coverage mode); the error names the first disagreeing output.
 fn run_against_reference(
-    handle: &crate::plugin::PluginHandle<'_>,
+    handle: &hipdnn_shim::plugin::PluginHandle<'_>,
     engine_id: i64,
     graph: ragged_schema::model::Graph,
-    pre: &crate::harness::PreSuppliedInputs,
+    pre: &hipdnn_shim::harness::PreSuppliedInputs,
 ) -> Result<String, String> {
-    let mut harness = crate::harness::Harness::new(graph, pre, 11).map_err(|e| e.to_string())?;
+    let mut harness = hipdnn_shim::harness::Harness::new(graph, pre, 11).map_err(|e| e.to_string())?;
     harness
         .run_engine(handle, engine_id)
         .map_err(|e| format!("execute: {e}"))?;
     harness.run_reference().map_err(|e| e.to_string())?;
     let comparisons = harness
-        .validate(crate::harness::ValidationMode::Coverage)
+        .validate(hipdnn_shim::harness::ValidationMode::Coverage)
         .map_err(|e| e.to_string())?;
     if let Some(bad) = comparisons.iter().find(|c| !c.passed()) {
         return Err(format!("disagrees with the CPU reference: {bad}"));
@@ -662,7 +662,7 @@ fn last_error(p: &LoadedPlugin) -> Check {
     }
     let base = *p.plugin.base();
     let other = std::thread::scope(|s| {
-        s.spawn(|| crate::plugin::BaseCalls::from_api(&base).last_error())
+        s.spawn(|| hipdnn_shim::plugin::BaseCalls::from_api(&base).last_error())
             .join()
             .unwrap_or_else(|_| "(thread panicked)".to_owned())
     });

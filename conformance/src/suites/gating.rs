@@ -7,10 +7,10 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::dispatch::{Gate, GraphRequirements, gate, offer};
-use crate::error::ConformanceError;
-use crate::graphs::{GatingGraph, decision_table_graphs};
-use crate::manager::PluginManager;
+use hipdnn_shim::dispatch::{Gate, GraphRequirements, gate, offer};
+use hipdnn_shim::HostError;
+use hipdnn_shim::graphs::{GatingGraph, decision_table_graphs};
+use hipdnn_shim::manager::PluginManager;
 use crate::report::{CaseResult, Outcome, Report};
 
 /// The three fixture artefacts (see the fixture-plugin crate docs).
@@ -34,10 +34,10 @@ pub const FIXTURE_BUILD_COMMAND: &str = "cargo build -p fixture-plugin --lib --e
 impl FixtureArtifacts {
     /// Finds the artefacts under a cargo profile directory (`<target>/debug`): the library in the
     /// profile directory or `deps/` (where `cargo test` leaves it), the variants in `examples/`.
-    pub fn locate(profile_dir: &Path) -> Result<FixtureArtifacts, ConformanceError> {
-        let find = |candidates: &[PathBuf]| -> Result<PathBuf, ConformanceError> {
+    pub fn locate(profile_dir: &Path) -> Result<FixtureArtifacts, HostError> {
+        let find = |candidates: &[PathBuf]| -> Result<PathBuf, HostError> {
             newest_existing(candidates).ok_or_else(|| {
-                ConformanceError::Harness(format!(
+                HostError::Harness(format!(
                     "fixture plugin not found (looked for {}); build it with `{FIXTURE_BUILD_COMMAND}`",
                     candidates
                         .iter()
@@ -273,7 +273,7 @@ impl GatingMatrix {
 }
 
 /// Serialises a graph for `GetApplicableEngineIds`.
-pub type GraphEncoder = dyn Fn(&ragged_schema::model::Graph) -> Result<Vec<u8>, ConformanceError>;
+pub type GraphEncoder = dyn Fn(&ragged_schema::model::Graph) -> Result<Vec<u8>, HostError>;
 
 /// Runs every row against every graph. Each row gets its own directory under `scratch` holding a
 /// copy of the artefact and its sidecar, and its own host (manager), as a fresh process would.
@@ -281,7 +281,7 @@ pub fn run_matrix(
     fixtures: &FixtureArtifacts,
     scratch: &Path,
     encode: &GraphEncoder,
-) -> Result<GatingMatrix, ConformanceError> {
+) -> Result<GatingMatrix, HostError> {
     let graphs = decision_table_graphs();
     let encoded = graphs
         .iter()
@@ -302,10 +302,10 @@ fn stage_fixture(
     fixtures: &FixtureArtifacts,
     row: &Row,
     dir: &Path,
-) -> Result<PathBuf, ConformanceError> {
+) -> Result<PathBuf, HostError> {
     let io = |path: &Path| {
         let path = path.to_path_buf();
-        move |source| ConformanceError::Io { path, source }
+        move |source| HostError::Io { path, source }
     };
     if dir.exists() {
         std::fs::remove_dir_all(dir).map_err(io(dir))?;
@@ -330,7 +330,7 @@ fn run_row(
     path: &Path,
     graphs: &[GatingGraph],
     encoded: &[Vec<u8>],
-) -> Result<RowResult, ConformanceError> {
+) -> Result<RowResult, HostError> {
     let mut manager = PluginManager::new();
     manager.load_file(path);
     let mut cells = Vec::new();

@@ -7,10 +7,10 @@ use std::time::Instant;
 use ragged_kernels::tensor::{DenseTensor, Tensor};
 use ragged_schema::model::DataType;
 
-use crate::error::ConformanceError;
-use crate::graphs::{Mask, RaggedSdpaSpec, uid};
-use crate::harness::{Harness, PreSuppliedInputs, ValidationMode};
-use crate::manager::LoadedPlugin;
+use hipdnn_shim::HostError;
+use hipdnn_shim::graphs::{Mask, RaggedSdpaSpec, uid};
+use hipdnn_shim::harness::{Harness, PreSuppliedInputs, ValidationMode};
+use hipdnn_shim::manager::LoadedPlugin;
 use crate::report::{CaseResult, Outcome, Report};
 
 /// The fixed case list.
@@ -54,12 +54,12 @@ pub fn cases() -> Vec<RaggedSdpaSpec> {
     ]
 }
 
-fn index_tensor(values: &[i64], index_type: DataType) -> Result<Arc<dyn Tensor>, ConformanceError> {
+fn index_tensor(values: &[i64], index_type: DataType) -> Result<Arc<dyn Tensor>, HostError> {
     let n = values.len() as i64;
     let dims = vec![n, 1, 1, 1];
     let strides = vec![1, 1, 1, 1];
     let wrap =
-        |e: ragged_kernels::KernelError| ConformanceError::Harness(format!("index tensor: {e}"));
+        |e: ragged_kernels::KernelError| HostError::Harness(format!("index tensor: {e}"));
     Ok(match index_type {
         DataType::Int64 => {
             Arc::new(DenseTensor::from_vec(values.to_vec(), dims, strides).map_err(wrap)?)
@@ -69,7 +69,7 @@ fn index_tensor(values: &[i64], index_type: DataType) -> Result<Arc<dyn Tensor>,
                 .iter()
                 .map(|v| {
                     i32::try_from(*v).map_err(|_| {
-                        ConformanceError::Harness(format!("offset {v} does not fit INT32"))
+                        HostError::Harness(format!("offset {v} does not fit INT32"))
                     })
                 })
                 .collect::<Result<Vec<i32>, _>>()?;
@@ -80,7 +80,7 @@ fn index_tensor(values: &[i64], index_type: DataType) -> Result<Arc<dyn Tensor>,
 
 /// The pre-supplied bundle of a case: every `ragged_offset` aux (strictly required) and the
 /// `seq_lens` tensors (deterministic by choice).
-pub fn pre_supplied(spec: &RaggedSdpaSpec) -> Result<PreSuppliedInputs, ConformanceError> {
+pub fn pre_supplied(spec: &RaggedSdpaSpec) -> Result<PreSuppliedInputs, HostError> {
     let mut pre = PreSuppliedInputs::new();
     let (aq, ak, av, ao) = spec.aux_uids();
     for (aux, offsets) in [
@@ -110,7 +110,7 @@ pub struct NumericOptions {
     /// Engines whose buffers may be host memory; others need device buffers.
     pub host_engines: Vec<String>,
     /// Where other engines run; without it they are skipped.
-    pub device: Option<std::sync::Arc<crate::device::CudaDevice>>,
+    pub device: Option<std::sync::Arc<hipdnn_shim::device::CudaDevice>>,
 }
 
 impl Default for NumericOptions {
@@ -177,12 +177,12 @@ pub fn run(plugin: &LoadedPlugin, options: &NumericOptions) -> Report {
 }
 
 fn run_case(
-    handle: &crate::plugin::PluginHandle<'_>,
+    handle: &hipdnn_shim::plugin::PluginHandle<'_>,
     engine_id: i64,
     spec: &RaggedSdpaSpec,
     options: &NumericOptions,
-    device: Option<&crate::device::CudaDevice>,
-) -> Result<(Outcome, Vec<String>), ConformanceError> {
+    device: Option<&hipdnn_shim::device::CudaDevice>,
+) -> Result<(Outcome, Vec<String>), HostError> {
     let graph = spec.graph();
     let bytes = ragged_schema::wire::encode_graph(&graph);
     let max = 64;
@@ -194,7 +194,7 @@ fn run_case(
             return Ok((
                 Outcome::Skip(format!(
                     "engine {} declined case '{}'",
-                    crate::engine_id::hex_id(engine_id),
+                    hipdnn_shim::engine_id::hex_id(engine_id),
                     spec.name
                 )),
                 vec![],
@@ -203,7 +203,7 @@ fn run_case(
         return Ok((
             Outcome::Fail(format!(
                 "engine {} declined case '{}' (applicable: {applicable:?})",
-                crate::engine_id::hex_id(engine_id),
+                hipdnn_shim::engine_id::hex_id(engine_id),
                 spec.name
             )),
             vec![],
@@ -268,7 +268,7 @@ mod tests {
         assert!(ok.iter().all(|c| c.passed() && c.compared > 0), "{ok:?}");
         // Batch 0 has 4 physical rows but seq_len_q = 2: rows 2..4 are padding and must stay
         // sentinel. Writing one of them must fail coverage validation.
-        if let Some(crate::harness::Entry::Owned(o)) = h.engine.entries.get_mut(&uid::O) {
+        if let Some(hipdnn_shim::harness::Entry::Owned(o)) = h.engine.entries.get_mut(&uid::O) {
             use ragged_kernels::tensor::TensorMutExt;
             o.set(&[0, 3, 0, 0], half::bf16::from_f32(0.0))
                 .unwrap_or_else(|e| panic!("{e}"));
@@ -303,7 +303,7 @@ mod tests {
             .validate(ValidationMode::Coverage)
             .unwrap_or_else(|e| panic!("{e}"));
         assert!(ok.iter().all(|c| c.passed()), "{ok:?}");
-        if let Some(crate::harness::Entry::Owned(o)) = h.engine.entries.get_mut(&uid::O) {
+        if let Some(hipdnn_shim::harness::Entry::Owned(o)) = h.engine.entries.get_mut(&uid::O) {
             use ragged_kernels::tensor::TensorMutExt;
             o.set(&[2, 1, 0, 0], half::bf16::from_f32(1e-3))
                 .unwrap_or_else(|e| panic!("{e}"));

@@ -3,8 +3,8 @@
 
 use std::path::Path;
 
-use ragged_conformance::api_version::ApiVersion;
-use ragged_conformance::dispatch::GraphRequirements;
+use hipdnn_shim::api_version::ApiVersion;
+use hipdnn_shim::dispatch::GraphRequirements;
 use ragged_schema::model::Graph;
 
 use crate::error::ShimError;

@@ -2,8 +2,8 @@
 
 use std::path::PathBuf;
 
-use ragged_conformance::abi::symbols;
-use ragged_conformance::engine_id::hex_id;
+use hipdnn_shim::abi::symbols;
+use hipdnn_shim::engine_id::hex_id;
 
 use crate::host;
 

@@ -5,8 +5,8 @@ use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use ragged_conformance::harness::{Harness, PreSuppliedInputs, SdpaRoles, ValidationMode};
-use ragged_conformance::manager::PluginManager;
+use hipdnn_shim::harness::{Harness, PreSuppliedInputs, SdpaRoles, ValidationMode};
+use hipdnn_shim::manager::PluginManager;
 use ragged_kernels::tensor::{Tensor, packed_strides};
 use ragged_schema::model::Graph;
 
@@ -74,7 +74,7 @@ pub fn prepare(args: &GraphRun) -> Result<Prepared, ShimError> {
     eprintln!(
         "engine {} ({}) of plugin '{}'",
         candidate.engine_name,
-        ragged_conformance::engine_id::hex_id(candidate.engine_id),
+        hipdnn_shim::engine_id::hex_id(candidate.engine_id),
         manager.plugins[candidate.plugin_index].name
     );
     let harness = Harness::new(graph.clone(), &pre, args.seed)?;
@@ -132,7 +132,7 @@ pub fn run(
     let plugin = &p.manager.plugins[p.candidate.plugin_index];
     let handle = plugin.plugin.create_handle()?;
     let device = if args.cuda && !args.host_engines.contains(&p.candidate.engine_name) {
-        Some(ragged_conformance::device::CudaDevice::open()?)
+        Some(hipdnn_shim::device::CudaDevice::open()?)
     } else {
         None
     };

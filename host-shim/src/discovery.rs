@@ -112,7 +112,7 @@ mod tests {
 
     fn scratch(name: &str) -> PathBuf {
         let dir = std::env::temp_dir().join(format!(
-            "ragged-conformance-discovery-{name}-{}",
+            "hipdnn-shim-discovery-{name}-{}",
             std::process::id()
         ));
         let _ = std::fs::remove_dir_all(&dir);

@@ -14,7 +14,7 @@ use std::fmt;
 
 use ragged_kernels::{DataType as KernelType, HostData};
 
-use crate::error::ConformanceError;
+use crate::host_error::HostError;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum ValidationMode {
@@ -131,9 +131,9 @@ pub fn compare(
     exact_zero: Option<&BTreeSet<usize>>,
     mode: ValidationMode,
     tolerance: Tolerance,
-) -> Result<Comparison, ConformanceError> {
+) -> Result<Comparison, HostError> {
     if reference.len() != actual.len() || reference.data_type() != actual.data_type() {
-        return Err(ConformanceError::Harness(format!(
+        return Err(HostError::Harness(format!(
             "output uid {uid}: reference buffer is {} x {}, engine buffer {} x {}",
             reference.len(),
             reference.data_type(),

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use libloading::os::unix::{Library, RTLD_LOCAL, RTLD_NOW};
 
 use crate::abi::{self, ConstData, DeviceBuffer, Status, symbols};
-use crate::error::ConformanceError;
+use crate::host_error::HostError;
 
 /// The base functions of `PluginApi.h`.
 #[derive(Clone, Copy)]
@@ -59,12 +59,12 @@ pub struct MissingOptional(pub Vec<&'static str>);
 
 impl OpenedLibrary {
     /// Load step 2 (`dlopen` with `RTLD_NOW`) and step 4 (base symbols).
-    pub fn open(path: &Path) -> Result<(OpenedLibrary, MissingOptional), ConformanceError> {
+    pub fn open(path: &Path) -> Result<(OpenedLibrary, MissingOptional), HostError> {
         // SAFETY: loading a library runs its initialisers; that is the whole point of a plugin
         // host, and the caller chose the path. RTLD_NOW makes unresolved references fail here
         // instead of at first call.
         let library = unsafe { Library::open(Some(path), RTLD_NOW | RTLD_LOCAL) }.map_err(|e| {
-            ConformanceError::Open {
+            HostError::Open {
                 path: path.to_path_buf(),
                 message: e.to_string(),
             }
@@ -111,7 +111,7 @@ impl OpenedLibrary {
     }
 
     /// Load step 5: resolve the engine symbols.
-    pub fn resolve_engine(self) -> Result<Plugin, ConformanceError> {
+    pub fn resolve_engine(self) -> Result<Plugin, HostError> {
         let engine = {
             let req = Resolver {
                 library: &self.library,
@@ -155,9 +155,9 @@ struct Resolver<'a> {
 }
 
 impl Resolver<'_> {
-    fn required<T: Copy>(&self, symbol: &'static str) -> Result<T, ConformanceError> {
+    fn required<T: Copy>(&self, symbol: &'static str) -> Result<T, HostError> {
         self.lookup(symbol)
-            .ok_or_else(|| ConformanceError::MissingSymbol {
+            .ok_or_else(|| HostError::MissingSymbol {
                 path: self.path.to_path_buf(),
                 symbol,
             })
@@ -216,7 +216,7 @@ impl Plugin {
     }
 
     /// `GetAllEngineIds`, first call: the count only.
-    pub fn engine_count(&self) -> Result<u32, ConformanceError> {
+    pub fn engine_count(&self) -> Result<u32, HostError> {
         let mut n = 0u32;
         // SAFETY: NULL buffer with max 0 is the documented count query; `n` is a valid out-pointer.
         let status = unsafe { (self.engine.get_all_engine_ids)(std::ptr::null_mut(), 0, &mut n) };
@@ -225,7 +225,7 @@ impl Plugin {
     }
 
     /// `GetAllEngineIds`, second call with a buffer of `capacity`; returns the ids written.
-    pub fn engine_ids(&self, capacity: u32) -> Result<Vec<i64>, ConformanceError> {
+    pub fn engine_ids(&self, capacity: u32) -> Result<Vec<i64>, HostError> {
         let mut ids = vec![0i64; capacity as usize];
         let mut written = 0u32;
         // SAFETY: `ids` has `capacity` slots; `written` is a valid out-pointer.
@@ -233,7 +233,7 @@ impl Plugin {
             unsafe { (self.engine.get_all_engine_ids)(ids.as_mut_ptr(), capacity, &mut written) };
         self.base_calls().check("get all engine IDs", status)?;
         if written != capacity {
-            return Err(ConformanceError::EngineCountMismatch {
+            return Err(HostError::EngineCountMismatch {
                 reported: capacity,
                 returned: written,
             });
@@ -244,7 +244,7 @@ impl Plugin {
 
     /// `GetEngineName`: `Ok(Some)` on SUCCESS with a non-empty name, `Ok(None)` for
     /// NOT_APPLICABLE or an empty/NULL name; any other status is an error.
-    pub fn engine_name(&self, engine_id: i64) -> Option<Result<Option<String>, ConformanceError>> {
+    pub fn engine_name(&self, engine_id: i64) -> Option<Result<Option<String>, HostError>> {
         let get = self.engine.get_engine_name?;
         let mut name: *const c_char = std::ptr::null();
         // SAFETY: `name` is a valid out-pointer; the function takes no handle.
@@ -257,14 +257,14 @@ impl Plugin {
     }
 
     /// `Create`: a handle that is destroyed when dropped.
-    pub fn create_handle(&self) -> Result<PluginHandle<'_>, ConformanceError> {
+    pub fn create_handle(&self) -> Result<PluginHandle<'_>, HostError> {
         let mut raw: abi::Handle = std::ptr::null_mut();
         // SAFETY: `raw` is a valid out-pointer.
         let status = unsafe { (self.engine.create)(&mut raw) };
         self.base_calls()
             .check("create engine plugin handle", status)?;
         if raw.is_null() {
-            return Err(ConformanceError::NullHandle {
+            return Err(HostError::NullHandle {
                 description: "hipdnnEnginePluginCreate",
             });
         }
@@ -289,15 +289,15 @@ impl<'a> BaseCalls<'a> {
         copy_c_string(text).unwrap_or_else(|| "(NULL)".to_owned())
     }
 
-    pub fn error(&self, description: &'static str, status: Status) -> ConformanceError {
-        ConformanceError::PluginCall {
+    pub fn error(&self, description: &'static str, status: Status) -> HostError {
+        HostError::PluginCall {
             description,
             status,
             last_error: self.last_error(),
         }
     }
 
-    pub fn check(&self, description: &'static str, status: i32) -> Result<(), ConformanceError> {
+    pub fn check(&self, description: &'static str, status: i32) -> Result<(), HostError> {
         let status = Status(status);
         if status.is_success() {
             Ok(())
@@ -310,29 +310,29 @@ impl<'a> BaseCalls<'a> {
         &self,
         f: abi::GetStringFn,
         description: &'static str,
-    ) -> Result<String, ConformanceError> {
+    ) -> Result<String, HostError> {
         let mut text: *const c_char = std::ptr::null();
         // SAFETY: `text` is a valid out-pointer; on success the plugin stores a static string.
         let status = unsafe { f(&mut text) };
         self.check(description, status)?;
-        copy_c_string(text).ok_or(ConformanceError::NullString { description })
+        copy_c_string(text).ok_or(HostError::NullString { description })
     }
 
-    pub fn name(&self) -> Result<String, ConformanceError> {
+    pub fn name(&self) -> Result<String, HostError> {
         self.string(self.0.get_name, "get plugin name")
     }
 
-    pub fn version(&self) -> Result<String, ConformanceError> {
+    pub fn version(&self) -> Result<String, HostError> {
         self.string(self.0.get_version, "get plugin version")
     }
 
     /// `None` when the symbol is not exported.
-    pub fn api_version(&self) -> Option<Result<String, ConformanceError>> {
+    pub fn api_version(&self) -> Option<Result<String, HostError>> {
         let f = self.0.get_api_version?;
         Some(self.string(f, "get plugin api version"))
     }
 
-    pub fn plugin_type(&self) -> Result<i32, ConformanceError> {
+    pub fn plugin_type(&self) -> Result<i32, HostError> {
         let mut t = 0i32;
         // SAFETY: `t` is a valid out-pointer.
         let status = unsafe { (self.0.get_type)(&mut t) };
@@ -375,14 +375,14 @@ impl<'p> PluginHandle<'p> {
         &self.plugin.engine
     }
 
-    fn check(&self, description: &'static str, status: i32) -> Result<(), ConformanceError> {
+    fn check(&self, description: &'static str, status: i32) -> Result<(), HostError> {
         self.plugin.base_calls().check(description, status)
     }
 
     /// # Safety
     /// `stream` must be NULL (the default stream) or a stream of the platform's runtime that stays
     /// valid while work is enqueued on this handle.
-    pub unsafe fn set_stream(&self, stream: *mut c_void) -> Result<(), ConformanceError> {
+    pub unsafe fn set_stream(&self, stream: *mut c_void) -> Result<(), HostError> {
         // SAFETY: a live handle; the stream's validity is this function's contract.
         let status = unsafe { (self.api().set_stream)(self.raw, stream) };
         self.check("set stream for engine plugin handle", status)
@@ -394,7 +394,7 @@ impl<'p> PluginHandle<'p> {
         &self,
         op_graph: &[u8],
         max_engines: u32,
-    ) -> Result<(u32, Vec<i64>), ConformanceError> {
+    ) -> Result<(u32, Vec<i64>), HostError> {
         let graph = ConstData::borrow(op_graph);
         let mut ids = vec![0i64; max_engines as usize];
         let mut n = 0u32;
@@ -419,7 +419,7 @@ impl<'p> PluginHandle<'p> {
         &self,
         engine_id: i64,
         op_graph: &[u8],
-    ) -> Result<(Vec<u8>, ConstData), ConformanceError> {
+    ) -> Result<(Vec<u8>, ConstData), HostError> {
         let graph = ConstData::borrow(op_graph);
         let mut details = ConstData::empty();
         // SAFETY: live handle, borrowed graph, valid out-struct.
@@ -427,7 +427,7 @@ impl<'p> PluginHandle<'p> {
             unsafe { (self.api().get_engine_details)(self.raw, engine_id, &graph, &mut details) };
         self.check("get engine details", status)?;
         if details.ptr.is_null() || details.size == 0 {
-            return Err(ConformanceError::EmptyBuffer {
+            return Err(HostError::EmptyBuffer {
                 description: "hipdnnEnginePluginGetEngineDetails",
             });
         }
@@ -444,7 +444,7 @@ impl<'p> PluginHandle<'p> {
         &self,
         engine_config: &[u8],
         op_graph: &[u8],
-    ) -> Result<usize, ConformanceError> {
+    ) -> Result<usize, HostError> {
         let config = ConstData::borrow(engine_config);
         let graph = ConstData::borrow(op_graph);
         let mut size = 0usize;
@@ -461,7 +461,7 @@ impl<'p> PluginHandle<'p> {
         &self,
         engine_config: &[u8],
         op_graph: &[u8],
-    ) -> Result<ExecutionContext<'_, 'p>, ConformanceError> {
+    ) -> Result<ExecutionContext<'_, 'p>, HostError> {
         let config = ConstData::borrow(engine_config);
         let graph = ConstData::borrow(op_graph);
         let mut raw: abi::ExecutionContext = std::ptr::null_mut();
@@ -470,7 +470,7 @@ impl<'p> PluginHandle<'p> {
             unsafe { (self.api().create_execution_context)(self.raw, &config, &graph, &mut raw) };
         self.check("create execution context", status)?;
         if raw.is_null() {
-            return Err(ConformanceError::NullHandle {
+            return Err(HostError::NullHandle {
                 description: "hipdnnEnginePluginCreateExecutionContext",
             });
         }
@@ -496,7 +496,7 @@ impl ExecutionContext<'_, '_> {
         self.raw
     }
 
-    pub fn workspace_size(&self) -> Result<usize, ConformanceError> {
+    pub fn workspace_size(&self) -> Result<usize, HostError> {
         let mut size = 0usize;
         // SAFETY: live handle and context, valid out-pointer.
         let status = unsafe {
@@ -521,9 +521,9 @@ impl ExecutionContext<'_, '_> {
         &self,
         workspace: *mut c_void,
         buffers: &[DeviceBuffer],
-    ) -> Result<(), ConformanceError> {
+    ) -> Result<(), HostError> {
         let count = u32::try_from(buffers.len()).map_err(|_| {
-            ConformanceError::Harness(format!(
+            HostError::Harness(format!(
                 "variant pack of {} entries exceeds u32",
                 buffers.len()
             ))

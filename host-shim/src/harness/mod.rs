@@ -18,7 +18,7 @@ use ragged_schema::model::{EngineConfig, Graph};
 
 use crate::abi::DeviceBuffer;
 use crate::device::CudaDevice;
-use crate::error::ConformanceError;
+use crate::host_error::HostError;
 use crate::plugin::{ExecutionContext, PluginHandle};
 
 pub use bundle::{Bundle, Entry, PreSuppliedInputs, create_tensor_from_attribute};
@@ -38,7 +38,7 @@ impl Harness {
         graph: Graph,
         pre_supplied: &PreSuppliedInputs,
         seed: u64,
-    ) -> Result<Harness, ConformanceError> {
+    ) -> Result<Harness, HostError> {
         let roles = SdpaRoles::of(&graph)?;
         let mut reference = Bundle::allocate(&graph, pre_supplied)?;
         let mut engine = Bundle::allocate(&graph, pre_supplied)?;
@@ -53,7 +53,7 @@ impl Harness {
     }
 
     /// The CPU reference (kernels' `sdpa_forward`) on the reference bundle.
-    pub fn run_reference(&mut self) -> Result<(), ConformanceError> {
+    pub fn run_reference(&mut self) -> Result<(), HostError> {
         let params = self.roles.params(&self.graph, &self.reference)?;
         let a = &self.roles.attrs;
         let mut o = self.reference.take_owned(a.o_tensor_uid)?;
@@ -89,7 +89,7 @@ impl Harness {
                 skv,
                 &params,
             )
-            .map_err(|e| ConformanceError::Harness(format!("CPU reference failed: {e}")))
+            .map_err(|e| HostError::Harness(format!("CPU reference failed: {e}")))
         })();
         self.reference.restore(a.o_tensor_uid, o);
         if let (Some(uid), Some(t)) = (a.stats_tensor_uid, lse) {
@@ -120,7 +120,7 @@ impl Harness {
         &mut self,
         handle: &PluginHandle<'_>,
         engine_id: i64,
-    ) -> Result<(), ConformanceError> {
+    ) -> Result<(), HostError> {
         self.run_engine_repeatedly(handle, engine_id, 1, &mut |_, _| {})
             .map(|_| ())
     }
@@ -134,7 +134,7 @@ impl Harness {
         engine_id: i64,
         runs: usize,
         on_run: &mut dyn FnMut(usize, Duration),
-    ) -> Result<Vec<Duration>, ConformanceError> {
+    ) -> Result<Vec<Duration>, HostError> {
         let graph_bytes = ragged_schema::wire::encode_graph(&self.graph);
         let config = ragged_schema::wire::encode_engine_config(&EngineConfig::new(engine_id));
         let context = handle.create_execution_context(&config, &graph_bytes)?;
@@ -148,7 +148,7 @@ impl Harness {
         context: &ExecutionContext<'_, '_>,
         runs: usize,
         on_run: &mut dyn FnMut(usize, Duration),
-    ) -> Result<Vec<Duration>, ConformanceError> {
+    ) -> Result<Vec<Duration>, HostError> {
         let mut workspace = vec![0u8; context.workspace_size()?];
         let workspace_ptr = if workspace.is_empty() {
             std::ptr::null_mut()
@@ -182,7 +182,7 @@ impl Harness {
         handle: &PluginHandle<'_>,
         engine_id: i64,
         device: &CudaDevice,
-    ) -> Result<(), ConformanceError> {
+    ) -> Result<(), HostError> {
         device.make_current()?;
         let graph_bytes = ragged_schema::wire::encode_graph(&self.graph);
         let config = ragged_schema::wire::encode_engine_config(&EngineConfig::new(engine_id));
@@ -226,7 +226,7 @@ impl Harness {
     }
 
     /// Compares every output of the engine bundle with the reference bundle.
-    pub fn validate(&self, mode: ValidationMode) -> Result<Vec<Comparison>, ConformanceError> {
+    pub fn validate(&self, mode: ValidationMode) -> Result<Vec<Comparison>, HostError> {
         let a = &self.roles.attrs;
         let input_type = self.reference.get(a.q_tensor_uid)?.data_type();
         let mut out = Vec::new();
@@ -263,7 +263,7 @@ impl Harness {
 
 /// The backend's check before every execute (plugin-abi.md §5.7): a non-NULL pointer whose
 /// tensor declares `alignment > 0` must be aligned to it.
-pub fn check_alignment(graph: &Graph, pack: &[DeviceBuffer]) -> Result<(), ConformanceError> {
+pub fn check_alignment(graph: &Graph, pack: &[DeviceBuffer]) -> Result<(), HostError> {
     for entry in pack {
         let Some(t) = graph.tensor(entry.uid) else {
             continue;
@@ -272,7 +272,7 @@ pub fn check_alignment(graph: &Graph, pack: &[DeviceBuffer]) -> Result<(), Confo
             && t.alignment > 0
             && !(entry.ptr as usize).is_multiple_of(t.alignment as usize)
         {
-            return Err(ConformanceError::Harness(format!(
+            return Err(HostError::Harness(format!(
                 "Tensor uid {} device pointer is not aligned to the required {} bytes",
                 entry.uid, t.alignment
             )));

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use crate::abi::{PLUGIN_TYPE_ENGINE, symbols};
 use crate::api_version::ApiVersion;
 use crate::engine_id::{engine_name_to_id, hex_id};
-use crate::error::ConformanceError;
+use crate::host_error::HostError;
 use crate::log::{Log, plugin_log_callback};
 use crate::plugin::{OpenedLibrary, Plugin};
 
@@ -110,7 +110,7 @@ impl PluginManager {
     }
 
     /// Steps 2 and 4–9.
-    fn load_steps(&mut self, path: &Path) -> Result<LoadedPlugin, ConformanceError> {
+    fn load_steps(&mut self, path: &Path) -> Result<LoadedPlugin, HostError> {
         let (opened, missing) = OpenedLibrary::open(path)?;
         for symbol in missing.0 {
             self.log.info(match symbol {
@@ -124,7 +124,7 @@ impl PluginManager {
 
         let plugin_type = calls.plugin_type()?;
         if plugin_type != PLUGIN_TYPE_ENGINE {
-            return Err(ConformanceError::WrongPluginType(plugin_type));
+            return Err(HostError::WrongPluginType(plugin_type));
         }
         let plugin = opened.resolve_engine()?;
 
@@ -132,7 +132,7 @@ impl PluginManager {
         let version = calls.version()?;
         let plugin_type = calls.plugin_type()?;
         if plugin_type != PLUGIN_TYPE_ENGINE {
-            return Err(ConformanceError::PluginTypeMismatch(plugin_type));
+            return Err(HostError::PluginTypeMismatch(plugin_type));
         }
 
         calls.set_logging_callback(plugin_log_callback);
@@ -142,7 +142,7 @@ impl PluginManager {
             Some(text) => {
                 let text = text?;
                 let parsed = ApiVersion::parse(&text).ok_or_else(|| {
-                    ConformanceError::UnparseableApiVersion {
+                    HostError::UnparseableApiVersion {
                         name: name.clone(),
                         version: text.clone(),
                     }
@@ -157,7 +157,7 @@ impl PluginManager {
                  it ranks below the 1.0.0 baseline, so every graph skips it"
             )),
             major => {
-                return Err(ConformanceError::MajorVersionMismatch {
+                return Err(HostError::MajorVersionMismatch {
                     name,
                     major,
                     expected: ApiVersion::host().to_string(),
@@ -167,12 +167,12 @@ impl PluginManager {
 
         let count = plugin.engine_count()?;
         if count == 0 {
-            return Err(ConformanceError::NoEngines);
+            return Err(HostError::NoEngines);
         }
         let mut ids = plugin.engine_ids(count)?;
         ids.sort_unstable();
         if let Some(pair) = ids.windows(2).find(|w| w[0] == w[1]) {
-            return Err(ConformanceError::DuplicateEngineIds(hex_id(pair[0])));
+            return Err(HostError::DuplicateEngineIds(hex_id(pair[0])));
         }
 
         Ok(LoadedPlugin {

@@ -10,7 +10,7 @@ use std::ffi::{c_int, c_uint, c_void};
 
 use libloading::os::unix::{Library, RTLD_LOCAL, RTLD_NOW};
 
-use crate::error::ConformanceError;
+use crate::host_error::HostError;
 
 type CuResult = c_int;
 type CuDevicePtr = u64;
@@ -56,11 +56,11 @@ unsafe impl Send for CudaDevice {}
 // SAFETY: as above; no method mutates the struct.
 unsafe impl Sync for CudaDevice {}
 
-fn check(what: &str, result: CuResult) -> Result<(), ConformanceError> {
+fn check(what: &str, result: CuResult) -> Result<(), HostError> {
     if result == 0 {
         Ok(())
     } else {
-        Err(ConformanceError::Harness(format!(
+        Err(HostError::Harness(format!(
             "CUDA driver call {what} failed with CUresult {result}"
         )))
     }
@@ -68,16 +68,16 @@ fn check(what: &str, result: CuResult) -> Result<(), ConformanceError> {
 
 impl CudaDevice {
     /// Loads `libcuda.so.1`, initialises the driver and retains device 0's primary context.
-    pub fn open() -> Result<CudaDevice, ConformanceError> {
+    pub fn open() -> Result<CudaDevice, HostError> {
         // SAFETY: loading the CUDA driver runs its initialisers, as any CUDA program does.
         let library = unsafe { Library::open(Some("libcuda.so.1"), RTLD_NOW | RTLD_LOCAL) }
-            .map_err(|e| ConformanceError::Harness(format!("loading libcuda.so.1: {e}")))?;
-        fn sym<T: Copy>(library: &Library, name: &str) -> Result<T, ConformanceError> {
+            .map_err(|e| HostError::Harness(format!("loading libcuda.so.1: {e}")))?;
+        fn sym<T: Copy>(library: &Library, name: &str) -> Result<T, HostError> {
             let c_name = format!("{name}\0");
             // SAFETY: each call site pairs the symbol with its signature from cuda.h.
             unsafe { library.get::<T>(c_name.as_bytes()) }
                 .map(|s| *s)
-                .map_err(|e| ConformanceError::Harness(format!("libcuda.so.1 lacks {name}: {e}")))
+                .map_err(|e| HostError::Harness(format!("libcuda.so.1 lacks {name}: {e}")))
         }
         let init: InitFn = sym(&library, "cuInit")?;
         let device_get: DeviceGetFn = sym(&library, "cuDeviceGet")?;
@@ -104,7 +104,7 @@ impl CudaDevice {
     }
 
     /// Makes the primary context current on the calling thread.
-    pub fn make_current(&self) -> Result<(), ConformanceError> {
+    pub fn make_current(&self) -> Result<(), HostError> {
         // SAFETY: a context retained in `open` and never released while `self` lives.
         check("cuCtxSetCurrent", unsafe {
             (self.ctx_set_current)(self.context)
@@ -112,7 +112,7 @@ impl CudaDevice {
     }
 
     /// A device copy of `bytes`.
-    pub fn upload(&self, bytes: &[u8]) -> Result<DeviceBuffer<'_>, ConformanceError> {
+    pub fn upload(&self, bytes: &[u8]) -> Result<DeviceBuffer<'_>, HostError> {
         let buffer = self.alloc(bytes.len())?;
         if !bytes.is_empty() {
             // SAFETY: the allocation holds `bytes.len()` bytes; the source is a live slice.
@@ -124,7 +124,7 @@ impl CudaDevice {
     }
 
     /// `len` uninitialised device bytes (at least one, so the pointer is never NULL).
-    pub fn alloc(&self, len: usize) -> Result<DeviceBuffer<'_>, ConformanceError> {
+    pub fn alloc(&self, len: usize) -> Result<DeviceBuffer<'_>, HostError> {
         self.make_current()?;
         let mut ptr = 0;
         // SAFETY: valid out-pointer; the context is current.
@@ -139,7 +139,7 @@ impl CudaDevice {
     }
 
     /// Waits for all work on the context.
-    pub fn synchronize(&self) -> Result<(), ConformanceError> {
+    pub fn synchronize(&self) -> Result<(), HostError> {
         // SAFETY: no arguments; the context is current on this thread.
         check("cuCtxSynchronize", unsafe { (self.ctx_synchronize)() })
     }
@@ -158,9 +158,9 @@ impl DeviceBuffer<'_> {
     }
 
     /// Copies the whole allocation back into `out` (same length).
-    pub fn download(&self, out: &mut [u8]) -> Result<(), ConformanceError> {
+    pub fn download(&self, out: &mut [u8]) -> Result<(), HostError> {
         if out.len() != self.len {
-            return Err(ConformanceError::Harness(format!(
+            return Err(HostError::Harness(format!(
                 "download of {} device bytes into a {}-byte host buffer",
                 self.len,
                 out.len()

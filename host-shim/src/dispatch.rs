@@ -10,7 +10,7 @@ use ragged_schema::model::Graph;
 
 use crate::api_version::ApiVersion;
 use crate::engine_id::hex_id;
-use crate::error::ConformanceError;
+use crate::host_error::HostError;
 use crate::log::Log;
 use crate::manager::LoadedPlugin;
 use crate::plugin::PluginHandle;
@@ -40,10 +40,10 @@ impl GraphRequirements {
 
     /// The deserialize ceiling: a stamp above the supported maximum is rejected before any
     /// plugin sees the graph.
-    pub fn check_ceiling(&self) -> Result<(), ConformanceError> {
+    pub fn check_ceiling(&self) -> Result<(), HostError> {
         let max = ApiVersion::max_supported();
         if self.stamp > max {
-            return Err(ConformanceError::GraphStampAboveCeiling {
+            return Err(HostError::GraphStampAboveCeiling {
                 stamp: self.stamp.to_string(),
                 max: max.to_string(),
             });
@@ -105,11 +105,11 @@ pub fn offer(
     handle: &PluginHandle<'_>,
     graph_bytes: &[u8],
     log: &mut Log,
-) -> Result<Vec<i64>, ConformanceError> {
+) -> Result<Vec<i64>, HostError> {
     let max = u32::try_from(plugin.engines.len()).unwrap_or(u32::MAX);
     let (reported, ids) = handle.applicable_engine_ids(graph_bytes, max)?;
     if reported > max {
-        return Err(ConformanceError::TooManyApplicableEngines {
+        return Err(HostError::TooManyApplicableEngines {
             returned: reported,
             max,
         });
@@ -118,10 +118,10 @@ pub fn offer(
     let mut admitted = Vec::new();
     for id in ids {
         if !seen.insert(id) {
-            return Err(ConformanceError::DuplicateEngineIds(hex_id(id)));
+            return Err(HostError::DuplicateEngineIds(hex_id(id)));
         }
         match plugin.engines.iter().find(|e| e.id == id) {
-            None => return Err(ConformanceError::UnknownApplicableEngine(hex_id(id))),
+            None => return Err(HostError::UnknownApplicableEngine(hex_id(id))),
             Some(e) if !e.admitted => log.info(format!(
                 "Skipping engine {} of plugin '{}': it was dropped at load",
                 hex_id(id),

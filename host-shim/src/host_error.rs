@@ -1,12 +1,12 @@
-//! The crate's one error type. Every variant names the offending path, symbol, tensor uid or
-//! value, so a failing conformance run says what to fix.
+//! The library's one error type. Every variant names the offending path, symbol, tensor uid or
+//! value, so a failing load, call or harness run (in the shim or a conformance suite) says what to fix.
 
 use std::path::PathBuf;
 
 use crate::abi::Status;
 
 #[derive(Debug, thiserror::Error)]
-pub enum ConformanceError {
+pub enum HostError {
     #[error("dlopen('{path}') failed: {message}")]
     Open { path: PathBuf, message: String },
 

@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use crate::error::ConformanceError;
+use crate::host_error::HostError;
 
 const SHT_DYNSYM: u32 = 11;
 const STB_GLOBAL: u8 = 1;
@@ -36,13 +36,13 @@ fn u64_at(b: &[u8], base: usize, field: usize) -> Option<usize> {
 }
 
 /// Names of defined GLOBAL or WEAK dynamic symbols, sorted.
-pub fn exported_symbols(path: &Path) -> Result<Vec<String>, ConformanceError> {
-    let bytes = std::fs::read(path).map_err(|source| ConformanceError::Io {
+pub fn exported_symbols(path: &Path) -> Result<Vec<String>, HostError> {
+    let bytes = std::fs::read(path).map_err(|source| HostError::Io {
         path: path.to_path_buf(),
         source,
     })?;
     parse(&bytes).ok_or_else(|| {
-        ConformanceError::Harness(format!(
+        HostError::Harness(format!(
             "'{}' is not a well-formed ELF64 little-endian shared object",
             path.display()
         ))

@@ -9,7 +9,7 @@ use ragged_kernels::tensor::{DenseTensor, RaggedTensor, Tensor, TensorMut, Tenso
 use ragged_kernels::{BSHD_SEQ_AXIS, DataType as KernelType, Element, KernelError};
 use ragged_schema::model::{DataType, Graph, TensorAttributes};
 
-use crate::error::ConformanceError;
+use crate::host_error::HostError;
 
 /// Tensors the test author supplies, keyed by uid (RFC `PreSuppliedInputs`). Shared ownership
 /// lets one aux serve every ragged primary that names it, and both execution paths.
@@ -38,7 +38,7 @@ pub struct Bundle {
 }
 
 /// The kernels crate's element type for a graph data type; only the five the SDK stores.
-pub fn kernel_type(attrs: &TensorAttributes) -> Result<KernelType, ConformanceError> {
+pub fn kernel_type(attrs: &TensorAttributes) -> Result<KernelType, HostError> {
     Ok(match attrs.data_type {
         DataType::Float => KernelType::F32,
         DataType::Half => KernelType::F16,
@@ -46,7 +46,7 @@ pub fn kernel_type(attrs: &TensorAttributes) -> Result<KernelType, ConformanceEr
         DataType::Int32 => KernelType::I32,
         DataType::Int64 => KernelType::I64,
         other => {
-            return Err(ConformanceError::Harness(format!(
+            return Err(HostError::Harness(format!(
                 "tensor uid {} has data_type {other:?}, which the harness cannot allocate",
                 attrs.uid
             )));
@@ -59,12 +59,12 @@ pub fn kernel_type(attrs: &TensorAttributes) -> Result<KernelType, ConformanceEr
 pub fn check_ragged_offsets_supplied(
     graph: &Graph,
     pre_supplied: &PreSuppliedInputs,
-) -> Result<(), ConformanceError> {
+) -> Result<(), HostError> {
     for t in &graph.tensors {
         if let Some(aux) = t.ragged_offset_tensor_uid
             && !pre_supplied.contains_key(&aux)
         {
-            return Err(ConformanceError::Harness(format!(
+            return Err(HostError::Harness(format!(
                 "ragged_offset uid {aux} (referenced by tensor uid {} '{}') is not in the pre-supplied inputs; \
                  ragged offsets cannot be randomised, supply them",
                 t.uid, t.name
@@ -80,7 +80,7 @@ impl Bundle {
     pub fn allocate(
         graph: &Graph,
         pre_supplied: &PreSuppliedInputs,
-    ) -> Result<Bundle, ConformanceError> {
+    ) -> Result<Bundle, HostError> {
         check_ragged_offsets_supplied(graph, pre_supplied)?;
         let mut entries = BTreeMap::new();
         for attrs in graph.tensors.iter().filter(|t| !t.is_virtual) {
@@ -109,24 +109,24 @@ impl Bundle {
         }
     }
 
-    pub fn get(&self, uid: i64) -> Result<&dyn Tensor, ConformanceError> {
+    pub fn get(&self, uid: i64) -> Result<&dyn Tensor, HostError> {
         self.entries.get(&uid).map(Entry::tensor).ok_or_else(|| {
-            ConformanceError::Harness(format!("tensor uid {uid} is not in the bundle"))
+            HostError::Harness(format!("tensor uid {uid} is not in the bundle"))
         })
     }
 
     /// Takes an owned (writable) entry out, for an operation that needs `&mut` to it while
     /// reading others; put it back with [`Bundle::restore`].
-    pub fn take_owned(&mut self, uid: i64) -> Result<Box<dyn TensorMut>, ConformanceError> {
+    pub fn take_owned(&mut self, uid: i64) -> Result<Box<dyn TensorMut>, HostError> {
         match self.entries.remove(&uid) {
             Some(Entry::Owned(t)) => Ok(t),
             Some(shared @ Entry::Shared(_)) => {
                 self.entries.insert(uid, shared);
-                Err(ConformanceError::Harness(format!(
+                Err(HostError::Harness(format!(
                     "tensor uid {uid} is pre-supplied, so it cannot be an output"
                 )))
             }
-            None => Err(ConformanceError::Harness(format!(
+            None => Err(HostError::Harness(format!(
                 "tensor uid {uid} is not in the bundle"
             ))),
         }
@@ -145,9 +145,9 @@ impl Bundle {
 pub fn create_tensor_from_attribute(
     attrs: &TensorAttributes,
     pre_supplied: &PreSuppliedInputs,
-) -> Result<Box<dyn TensorMut>, ConformanceError> {
+) -> Result<Box<dyn TensorMut>, HostError> {
     let dtype = kernel_type(attrs)?;
-    let allocation = |source| ConformanceError::Allocation {
+    let allocation = |source| HostError::Allocation {
         uid: attrs.uid,
         name: attrs.name.clone(),
         source,
@@ -165,7 +165,7 @@ pub fn create_tensor_from_attribute(
             let aux =
                 pre_supplied
                     .get(&aux_uid)
-                    .ok_or(ConformanceError::RaggedOffsetNotSupplied {
+                    .ok_or(HostError::RaggedOffsetNotSupplied {
                         uid: attrs.uid,
                         aux_uid,
                     })?;
@@ -228,7 +228,7 @@ mod tests {
         assert!(
             matches!(
                 missing,
-                Some(ConformanceError::RaggedOffsetNotSupplied { uid: 1, aux_uid: 5 })
+                Some(HostError::RaggedOffsetNotSupplied { uid: 1, aux_uid: 5 })
             ),
             "{missing:?}"
         );
@@ -245,7 +245,7 @@ mod tests {
             .map(ToString::to_string)
             .unwrap_or_default();
         assert!(
-            matches!(invalid, Some(ConformanceError::Allocation { uid: 1, .. }))
+            matches!(invalid, Some(HostError::Allocation { uid: 1, .. }))
                 && message.starts_with("allocating tensor uid 1 'q': "),
             "{message}"
         );

@@ -8,7 +8,7 @@ use ragged_kernels::sdpa::{DiagonalAlignment as KernelAlignment, MaskBand, SdpaP
 use ragged_kernels::tensor::{Tensor, TensorExt};
 use ragged_schema::model::{DiagonalAlignment, Graph, SdpaAttributes};
 
-use crate::error::ConformanceError;
+use crate::host_error::HostError;
 
 use super::bundle::Bundle;
 
@@ -20,16 +20,16 @@ pub struct SdpaRoles {
 }
 
 impl SdpaRoles {
-    pub fn of(graph: &Graph) -> Result<SdpaRoles, ConformanceError> {
+    pub fn of(graph: &Graph) -> Result<SdpaRoles, HostError> {
         let [node] = graph.nodes.as_slice() else {
-            return Err(ConformanceError::Harness(format!(
+            return Err(HostError::Harness(format!(
                 "graph '{}' has {} nodes; the harness runs single-node SDPA graphs",
                 graph.name,
                 graph.nodes.len()
             )));
         };
         let attrs = node.attributes.as_sdpa().cloned().ok_or_else(|| {
-            ConformanceError::Harness(format!(
+            HostError::Harness(format!(
                 "node '{}' of graph '{}' is not SdpaAttributes",
                 node.name, graph.name
             ))
@@ -41,18 +41,18 @@ impl SdpaRoles {
 
     /// Scale and mask as the plugin must resolve them (schema.md §6.1–§6.2): scale tensor's
     /// baked value, else `attn_scale_value`, else 1.0.
-    pub fn params(&self, graph: &Graph, bundle: &Bundle) -> Result<SdpaParams, ConformanceError> {
+    pub fn params(&self, graph: &Graph, bundle: &Bundle) -> Result<SdpaParams, HostError> {
         let scale = match self.attrs.scale_tensor_uid {
             Some(uid) => match graph.tensor(uid).and_then(|t| t.value) {
                 Some(value) => value.as_f64() as f32,
                 None => ragged_kernels::read_scalar_f32(bundle.get(uid)?).map_err(|e| {
-                    ConformanceError::Harness(format!("reading scale tensor uid {uid}: {e}"))
+                    HostError::Harness(format!("reading scale tensor uid {uid}: {e}"))
                 })?,
             },
             None => self.attrs.attn_scale_value.unwrap_or(1.0),
         };
         let band = self.attrs.resolve_diagonal_band().map_err(|e| {
-            ConformanceError::Harness(format!("resolving the mask of the SDPA node: {e}"))
+            HostError::Harness(format!("resolving the mask of the SDPA node: {e}"))
         })?;
         Ok(SdpaParams {
             scale,
@@ -69,7 +69,7 @@ impl SdpaRoles {
 
     /// `Lq(b)` for every batch: `seq_len_q[b]` when present, else Q's extent (ragged) or its
     /// sequence dim (dense `[B, H, S, D]`).
-    pub fn query_lengths(&self, bundle: &Bundle) -> Result<Vec<usize>, ConformanceError> {
+    pub fn query_lengths(&self, bundle: &Bundle) -> Result<Vec<usize>, HostError> {
         logical_lengths(
             bundle,
             self.attrs.q_tensor_uid,
@@ -79,7 +79,7 @@ impl SdpaRoles {
     }
 
     /// `Lkv(b)` for every batch, from K and `seq_len_kv` as [`SdpaRoles::query_lengths`] does.
-    pub fn key_lengths(&self, bundle: &Bundle) -> Result<Vec<usize>, ConformanceError> {
+    pub fn key_lengths(&self, bundle: &Bundle) -> Result<Vec<usize>, HostError> {
         logical_lengths(
             bundle,
             self.attrs.k_tensor_uid,
@@ -93,9 +93,9 @@ impl SdpaRoles {
     pub fn exact_zero_positions(
         &self,
         bundle: &Bundle,
-    ) -> Result<BTreeSet<usize>, ConformanceError> {
+    ) -> Result<BTreeSet<usize>, HostError> {
         let band = self.attrs.resolve_diagonal_band().map_err(|e| {
-            ConformanceError::Harness(format!("resolving the mask of the SDPA node: {e}"))
+            HostError::Harness(format!("resolving the mask of the SDPA node: {e}"))
         })?;
         let band = MaskBand::window(
             band.left,
@@ -127,7 +127,7 @@ impl SdpaRoles {
         &self,
         uid: i64,
         bundle: &Bundle,
-    ) -> Result<BTreeSet<usize>, ConformanceError> {
+    ) -> Result<BTreeSet<usize>, HostError> {
         let lq = self.query_lengths(bundle)?;
         self.row_positions(uid, bundle, |b| 0..lq.get(b).copied().unwrap_or(0))
     }
@@ -138,11 +138,11 @@ impl SdpaRoles {
         uid: i64,
         bundle: &Bundle,
         rows: impl Fn(usize) -> I,
-    ) -> Result<BTreeSet<usize>, ConformanceError> {
+    ) -> Result<BTreeSet<usize>, HostError> {
         let t = bundle.get(uid)?;
         let dims = t.dims().to_vec();
         if dims.len() != 4 {
-            return Err(ConformanceError::Harness(format!(
+            return Err(HostError::Harness(format!(
                 "output uid {uid} has rank {}, expected 4",
                 dims.len()
             )));
@@ -166,7 +166,7 @@ impl SdpaRoles {
                             [b as i64, h, s, d]
                         };
                         let position = t.get_index(&index).map_err(|e| {
-                            ConformanceError::Harness(format!(
+                            HostError::Harness(format!(
                                 "output uid {uid} index {index:?}: {e}"
                             ))
                         })?;
@@ -186,7 +186,7 @@ fn logical_lengths(
     primary: i64,
     seq_lens_uid: Option<i64>,
     field: &str,
-) -> Result<Vec<usize>, ConformanceError> {
+) -> Result<Vec<usize>, HostError> {
     let t = bundle.get(primary)?;
     let batch = usize::try_from(t.dims().first().copied().unwrap_or(0)).unwrap_or(0);
     let extents: Vec<i64> = match t.ragged_iteration_info() {
@@ -202,7 +202,7 @@ fn logical_lengths(
                     let v = read_index(lens, uid, b)?;
                     let extent = extents[b];
                     if v < 0 || v > extent {
-                        return Err(ConformanceError::Harness(format!(
+                        return Err(HostError::Harness(format!(
                             "{field} (uid {uid}) [{b}] = {v} is outside [0, extent {extent}]"
                         )));
                     }
@@ -214,19 +214,19 @@ fn logical_lengths(
 }
 
 /// Element `b` of a `[B, 1, 1, 1]` integer tensor.
-fn read_index(t: &dyn Tensor, uid: i64, b: usize) -> Result<i64, ConformanceError> {
+fn read_index(t: &dyn Tensor, uid: i64, b: usize) -> Result<i64, HostError> {
     let index = [b as i64, 0, 0, 0];
     let value = match t.host_data() {
         ragged_kernels::HostData::I32(_) => t.get::<i32>(&index).map(i64::from),
         ragged_kernels::HostData::I64(_) => t.get::<i64>(&index),
         other => {
-            return Err(ConformanceError::Harness(format!(
+            return Err(HostError::Harness(format!(
                 "seq_lens tensor uid {uid} has element type {}, expected i32 or i64",
                 other.data_type()
             )));
         }
     };
     value.map_err(|e| {
-        ConformanceError::Harness(format!("reading seq_lens tensor uid {uid} [{b}]: {e}"))
+        HostError::Harness(format!("reading seq_lens tensor uid {uid} [{b}]: {e}"))
     })
 }
