@@ -141,12 +141,11 @@ impl PluginManager {
             None => (None, ApiVersion::baseline()),
             Some(text) => {
                 let text = text?;
-                let parsed = ApiVersion::parse(&text).ok_or_else(|| {
-                    HostError::UnparseableApiVersion {
+                let parsed =
+                    ApiVersion::parse(&text).ok_or_else(|| HostError::UnparseableApiVersion {
                         name: name.clone(),
                         version: text.clone(),
-                    }
-                })?;
+                    })?;
                 (Some(text), parsed)
             }
         };

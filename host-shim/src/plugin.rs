@@ -156,11 +156,10 @@ struct Resolver<'a> {
 
 impl Resolver<'_> {
     fn required<T: Copy>(&self, symbol: &'static str) -> Result<T, HostError> {
-        self.lookup(symbol)
-            .ok_or_else(|| HostError::MissingSymbol {
-                path: self.path.to_path_buf(),
-                symbol,
-            })
+        self.lookup(symbol).ok_or_else(|| HostError::MissingSymbol {
+            path: self.path.to_path_buf(),
+            symbol,
+        })
     }
 
     fn optional<T: Copy>(
@@ -306,11 +305,7 @@ impl<'a> BaseCalls<'a> {
         }
     }
 
-    fn string(
-        &self,
-        f: abi::GetStringFn,
-        description: &'static str,
-    ) -> Result<String, HostError> {
+    fn string(&self, f: abi::GetStringFn, description: &'static str) -> Result<String, HostError> {
         let mut text: *const c_char = std::ptr::null();
         // SAFETY: `text` is a valid out-pointer; on success the plugin stores a static string.
         let status = unsafe { f(&mut text) };

@@ -7,11 +7,11 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use hipdnn_shim::dispatch::{Gate, GraphRequirements, gate, offer};
+use crate::report::{CaseResult, Outcome, Report};
 use hipdnn_shim::HostError;
+use hipdnn_shim::dispatch::{Gate, GraphRequirements, gate, offer};
 use hipdnn_shim::graphs::{GatingGraph, decision_table_graphs};
 use hipdnn_shim::manager::PluginManager;
-use crate::report::{CaseResult, Outcome, Report};
 
 /// The three fixture artefacts (see the fixture-plugin crate docs).
 #[derive(Debug, Clone)]
@@ -298,11 +298,7 @@ pub fn run_matrix(
 
 /// Copies the row's artefact into `dir` (a distinct path is a distinct `dlopen` instance) and
 /// writes its sidecar.
-fn stage_fixture(
-    fixtures: &FixtureArtifacts,
-    row: &Row,
-    dir: &Path,
-) -> Result<PathBuf, HostError> {
+fn stage_fixture(fixtures: &FixtureArtifacts, row: &Row, dir: &Path) -> Result<PathBuf, HostError> {
     let io = |path: &Path| {
         let path = path.to_path_buf();
         move |source| HostError::Io { path, source }

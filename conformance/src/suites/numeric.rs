@@ -7,11 +7,11 @@ use std::time::Instant;
 use ragged_kernels::tensor::{DenseTensor, Tensor};
 use ragged_schema::model::DataType;
 
+use crate::report::{CaseResult, Outcome, Report};
 use hipdnn_shim::HostError;
 use hipdnn_shim::graphs::{Mask, RaggedSdpaSpec, uid};
 use hipdnn_shim::harness::{Harness, PreSuppliedInputs, ValidationMode};
 use hipdnn_shim::manager::LoadedPlugin;
-use crate::report::{CaseResult, Outcome, Report};
 
 /// The fixed case list.
 pub fn cases() -> Vec<RaggedSdpaSpec> {
@@ -58,8 +58,7 @@ fn index_tensor(values: &[i64], index_type: DataType) -> Result<Arc<dyn Tensor>,
     let n = values.len() as i64;
     let dims = vec![n, 1, 1, 1];
     let strides = vec![1, 1, 1, 1];
-    let wrap =
-        |e: ragged_kernels::KernelError| HostError::Harness(format!("index tensor: {e}"));
+    let wrap = |e: ragged_kernels::KernelError| HostError::Harness(format!("index tensor: {e}"));
     Ok(match index_type {
         DataType::Int64 => {
             Arc::new(DenseTensor::from_vec(values.to_vec(), dims, strides).map_err(wrap)?)
@@ -68,9 +67,8 @@ fn index_tensor(values: &[i64], index_type: DataType) -> Result<Arc<dyn Tensor>,
             let narrowed = values
                 .iter()
                 .map(|v| {
-                    i32::try_from(*v).map_err(|_| {
-                        HostError::Harness(format!("offset {v} does not fit INT32"))
-                    })
+                    i32::try_from(*v)
+                        .map_err(|_| HostError::Harness(format!("offset {v} does not fit INT32")))
                 })
                 .collect::<Result<Vec<i32>, _>>()?;
             Arc::new(DenseTensor::from_vec(narrowed, dims, strides).map_err(wrap)?)

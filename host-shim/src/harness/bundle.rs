@@ -77,10 +77,7 @@ pub fn check_ragged_offsets_supplied(
 impl Bundle {
     /// RFC §4.11.2: allocates every non-virtual, non-pre-supplied tensor; ragged primaries are
     /// built on their shared aux and sized `ragged_offset[B]` (× multiplier).
-    pub fn allocate(
-        graph: &Graph,
-        pre_supplied: &PreSuppliedInputs,
-    ) -> Result<Bundle, HostError> {
+    pub fn allocate(graph: &Graph, pre_supplied: &PreSuppliedInputs) -> Result<Bundle, HostError> {
         check_ragged_offsets_supplied(graph, pre_supplied)?;
         let mut entries = BTreeMap::new();
         for attrs in graph.tensors.iter().filter(|t| !t.is_virtual) {
@@ -110,9 +107,10 @@ impl Bundle {
     }
 
     pub fn get(&self, uid: i64) -> Result<&dyn Tensor, HostError> {
-        self.entries.get(&uid).map(Entry::tensor).ok_or_else(|| {
-            HostError::Harness(format!("tensor uid {uid} is not in the bundle"))
-        })
+        self.entries
+            .get(&uid)
+            .map(Entry::tensor)
+            .ok_or_else(|| HostError::Harness(format!("tensor uid {uid} is not in the bundle")))
     }
 
     /// Takes an owned (writable) entry out, for an operation that needs `&mut` to it while
@@ -162,13 +160,12 @@ pub fn create_tensor_from_attribute(
         }
         .map_err(allocation),
         Some(aux_uid) => {
-            let aux =
-                pre_supplied
-                    .get(&aux_uid)
-                    .ok_or(HostError::RaggedOffsetNotSupplied {
-                        uid: attrs.uid,
-                        aux_uid,
-                    })?;
+            let aux = pre_supplied
+                .get(&aux_uid)
+                .ok_or(HostError::RaggedOffsetNotSupplied {
+                    uid: attrs.uid,
+                    aux_uid,
+                })?;
             match dtype {
                 KernelType::F32 => ragged::<f32>(attrs, aux),
                 KernelType::F16 => ragged::<f16>(attrs, aux),

@@ -51,9 +51,10 @@ impl SdpaRoles {
             },
             None => self.attrs.attn_scale_value.unwrap_or(1.0),
         };
-        let band = self.attrs.resolve_diagonal_band().map_err(|e| {
-            HostError::Harness(format!("resolving the mask of the SDPA node: {e}"))
-        })?;
+        let band = self
+            .attrs
+            .resolve_diagonal_band()
+            .map_err(|e| HostError::Harness(format!("resolving the mask of the SDPA node: {e}")))?;
         Ok(SdpaParams {
             scale,
             band: MaskBand::window(
@@ -90,13 +91,11 @@ impl SdpaRoles {
 
     /// The positions of O whose rows admit no key (`Lkv(b) = 0`, or a band that misses every
     /// key): ragged-sdpa.md §8 wants them exactly 0, which a tolerance alone would not enforce.
-    pub fn exact_zero_positions(
-        &self,
-        bundle: &Bundle,
-    ) -> Result<BTreeSet<usize>, HostError> {
-        let band = self.attrs.resolve_diagonal_band().map_err(|e| {
-            HostError::Harness(format!("resolving the mask of the SDPA node: {e}"))
-        })?;
+    pub fn exact_zero_positions(&self, bundle: &Bundle) -> Result<BTreeSet<usize>, HostError> {
+        let band = self
+            .attrs
+            .resolve_diagonal_band()
+            .map_err(|e| HostError::Harness(format!("resolving the mask of the SDPA node: {e}")))?;
         let band = MaskBand::window(
             band.left,
             band.right,
@@ -166,9 +165,7 @@ impl SdpaRoles {
                             [b as i64, h, s, d]
                         };
                         let position = t.get_index(&index).map_err(|e| {
-                            HostError::Harness(format!(
-                                "output uid {uid} index {index:?}: {e}"
-                            ))
+                            HostError::Harness(format!("output uid {uid} index {index:?}: {e}"))
                         })?;
                         out.insert(position);
                     }
@@ -226,7 +223,5 @@ fn read_index(t: &dyn Tensor, uid: i64, b: usize) -> Result<i64, HostError> {
             )));
         }
     };
-    value.map_err(|e| {
-        HostError::Harness(format!("reading seq_lens tensor uid {uid} [{b}]: {e}"))
-    })
+    value.map_err(|e| HostError::Harness(format!("reading seq_lens tensor uid {uid} [{b}]: {e}")))
 }
