@@ -217,14 +217,91 @@ pub mod symbols {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::mem::{align_of, offset_of, size_of};
+
+    mod header {
+        const HEADER_DIR_FROM_MANIFEST: &str = "../plugin/include";
+        include!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../plugin/tests/c/abi_layout.rs"
+        ));
+    }
 
     #[test]
     fn structs_have_the_lp64_layout_of_plugin_abi_3_3() {
-        assert_eq!(std::mem::size_of::<ConstData>(), 16);
-        assert_eq!(std::mem::align_of::<ConstData>(), 8);
-        assert_eq!(std::mem::offset_of!(ConstData, size), 8);
-        assert_eq!(std::mem::size_of::<DeviceBuffer>(), 16);
-        assert_eq!(std::mem::offset_of!(DeviceBuffer, ptr), 8);
+        assert_eq!(size_of::<ConstData>(), 16);
+        assert_eq!(align_of::<ConstData>(), 8);
+        assert_eq!(offset_of!(ConstData, size), 8);
+        assert_eq!(size_of::<DeviceBuffer>(), 16);
+        assert_eq!(offset_of!(DeviceBuffer, ptr), 8);
+    }
+
+    /// Everything the host reads or writes across the boundary, as the C compiler sees it in
+    /// plugin/include/hipdnn_engine_plugin.h.
+    fn host_facts() -> Vec<header::Fact> {
+        use header::{align_of as c_align, offset_of as c_offset, size_of as c_size, value};
+        let mut facts = vec![
+            c_size("hipdnnPluginConstData_t", size_of::<ConstData>()),
+            c_align("hipdnnPluginConstData_t", align_of::<ConstData>()),
+            c_offset("hipdnnPluginConstData_t", "ptr", offset_of!(ConstData, ptr)),
+            c_offset(
+                "hipdnnPluginConstData_t",
+                "size",
+                offset_of!(ConstData, size),
+            ),
+            c_size("hipdnnPluginDeviceBuffer_t", size_of::<DeviceBuffer>()),
+            c_align("hipdnnPluginDeviceBuffer_t", align_of::<DeviceBuffer>()),
+            c_offset(
+                "hipdnnPluginDeviceBuffer_t",
+                "uid",
+                offset_of!(DeviceBuffer, uid),
+            ),
+            c_offset(
+                "hipdnnPluginDeviceBuffer_t",
+                "ptr",
+                offset_of!(DeviceBuffer, ptr),
+            ),
+            c_size("hipdnnPluginStatus_t", size_of::<Status>()),
+            c_size("hipdnnPluginType_t", size_of::<i32>()),
+            c_size("hipdnnSeverity_t", size_of::<c_int>()),
+            c_size("hipdnnEnginePluginHandle_t", size_of::<Handle>()),
+            c_size(
+                "hipdnnEnginePluginExecutionContext_t",
+                size_of::<ExecutionContext>(),
+            ),
+            c_size("hipdnnCallback_t", size_of::<Option<LogCallback>>()),
+            value("HIPDNN_PLUGIN_TYPE_ENGINE", PLUGIN_TYPE_ENGINE),
+            value(
+                "HIPDNN_PLUGIN_ERROR_STRING_MAX_LENGTH",
+                ERROR_STRING_MAX_LENGTH,
+            ),
+            value("HIPDNN_SEV_INFO", SEV_INFO),
+            value("HIPDNN_SEV_WARN", SEV_WARN),
+            value("HIPDNN_SEV_ERROR", SEV_ERROR),
+            value("HIPDNN_SEV_FATAL", SEV_FATAL),
+            value("HIPDNN_SEV_OFF", SEV_OFF),
+        ];
+        for status in 0..=6 {
+            facts.push(value(Status(status).name(), status));
+        }
+        facts
+    }
+
+    #[test]
+    fn host_types_match_the_c_header() {
+        header::assert_matches_header("host-shim-abi", &host_facts());
+    }
+
+    #[test]
+    fn a_fact_that_disagrees_with_the_header_is_reported_by_name() {
+        let wrong = [header::value("HIPDNN_PLUGIN_STATUS_NOT_APPLICABLE", 4)];
+        let err = header::check_against_header("host-shim-abi-wrong", &wrong)
+            .err()
+            .unwrap_or_default();
+        assert!(
+            err.contains("header and Rust disagree: HIPDNN_PLUGIN_STATUS_NOT_APPLICABLE == 4"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -1,6 +1,6 @@
-//! A C program, compiled here with the system C compiler, `dlopen()`s the plugin and runs the
-//! golden ragged SDPA graph end to end: the plugin works for a C host, not only through Rust's
-//! view of its ABI.
+//! A C program, compiled here with the system C compiler against `include/hipdnn_engine_plugin.h`,
+//! `dlopen()`s the plugin and runs the golden ragged SDPA graph end to end: the plugin works for a
+//! C host, not only through Rust's view of its ABI.
 
 mod common;
 
@@ -12,11 +12,13 @@ use common::golden::{BF16_SENTINEL, bf16_to_f64, check_against_oracle, golden_fi
 use common::plugin_path;
 use common::problem::SENTINEL;
 
-/// Compiles `tests/c/<source>` with the system C compiler into the test's scratch folder.
+/// Compiles `tests/c/<source>` with the system C compiler into the test's scratch folder, against
+/// the project's ABI header and under AddressSanitizer and UndefinedBehaviorSanitizer (UB aborts
+/// instead of warning), so a C host that misuses the plugin's memory fails the test.
 fn compile(source: &str, output_name: &str, extra: &[&str]) -> PathBuf {
-    let source = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/c")
-        .join(source);
+    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let include = manifest.join("include");
+    let source = manifest.join("tests/c").join(source);
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("c_build");
     std::fs::create_dir_all(&dir).expect("scratch dir");
     let binary = dir.join(output_name);
@@ -25,7 +27,13 @@ fn compile(source: &str, output_name: &str, extra: &[&str]) -> PathBuf {
     }
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".to_owned());
     let output = Command::new(&cc)
-        .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-pedantic"])
+        .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-pedantic", "-g"])
+        .args([
+            "-fsanitize=address,undefined",
+            "-fno-sanitize-recover=undefined",
+        ])
+        .arg("-I")
+        .arg(&include)
         .args(extra)
         .arg("-o")
         .arg(&binary)

@@ -100,3 +100,48 @@ fn unconfigured_fixture_reports_the_default_version() {
     let v = unsafe { CStr::from_ptr(v) };
     assert_eq!(v.to_str(), Ok(DEFAULT_API_VERSION));
 }
+
+mod header {
+    const HEADER_DIR_FROM_MANIFEST: &str = "../../plugin/include";
+    include!(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../plugin/tests/c/abi_layout.rs"
+    ));
+}
+
+/// The fixture restates the ABI's types and values for itself; the project's C header is the
+/// statement they must agree with.
+#[test]
+fn the_fixtures_abi_types_match_the_c_header() {
+    use header::{align_of as c_align, offset_of as c_offset, size_of as c_size, value};
+    use std::mem::{align_of, offset_of, size_of};
+    let facts = [
+        c_size("hipdnnPluginConstData_t", size_of::<ConstData>()),
+        c_align("hipdnnPluginConstData_t", align_of::<ConstData>()),
+        c_offset("hipdnnPluginConstData_t", "ptr", offset_of!(ConstData, ptr)),
+        c_offset(
+            "hipdnnPluginConstData_t",
+            "size",
+            offset_of!(ConstData, size),
+        ),
+        c_size("hipdnnPluginDeviceBuffer_t", size_of::<DeviceBuffer>()),
+        c_align("hipdnnPluginDeviceBuffer_t", align_of::<DeviceBuffer>()),
+        c_offset(
+            "hipdnnPluginDeviceBuffer_t",
+            "uid",
+            offset_of!(DeviceBuffer, uid),
+        ),
+        c_offset(
+            "hipdnnPluginDeviceBuffer_t",
+            "ptr",
+            offset_of!(DeviceBuffer, ptr),
+        ),
+        value("HIPDNN_PLUGIN_STATUS_SUCCESS", STATUS_SUCCESS),
+        value("HIPDNN_PLUGIN_STATUS_BAD_PARAM", STATUS_BAD_PARAM),
+        value("HIPDNN_PLUGIN_STATUS_INVALID_VALUE", STATUS_INVALID_VALUE),
+        value("HIPDNN_PLUGIN_STATUS_INTERNAL_ERROR", STATUS_INTERNAL_ERROR),
+        value("HIPDNN_PLUGIN_STATUS_NOT_APPLICABLE", STATUS_NOT_APPLICABLE),
+        value("HIPDNN_PLUGIN_TYPE_ENGINE", PLUGIN_TYPE_ENGINE),
+    ];
+    header::assert_matches_header("fixture-plugin", &facts);
+}

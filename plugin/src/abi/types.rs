@@ -116,6 +116,76 @@ mod tests {
         assert_eq!(size_of::<LogCallback>(), size_of::<*const c_void>());
     }
 
+    mod header {
+        const HEADER_DIR_FROM_MANIFEST: &str = "include";
+        include!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/c/abi_layout.rs"
+        ));
+    }
+
+    /// The header is what a C host compiles against; every type above must agree with it.
+    #[test]
+    fn every_type_matches_the_projects_c_header() {
+        use header::{align_of as c_align, offset_of as c_offset, size_of as c_size, value};
+        let mut facts = vec![
+            c_size("hipdnnPluginConstData_t", size_of::<ConstData>()),
+            c_align("hipdnnPluginConstData_t", align_of::<ConstData>()),
+            c_offset("hipdnnPluginConstData_t", "ptr", offset_of!(ConstData, ptr)),
+            c_offset(
+                "hipdnnPluginConstData_t",
+                "size",
+                offset_of!(ConstData, size),
+            ),
+            c_size("hipdnnPluginDeviceBuffer_t", size_of::<DeviceBuffer>()),
+            c_align("hipdnnPluginDeviceBuffer_t", align_of::<DeviceBuffer>()),
+            c_offset(
+                "hipdnnPluginDeviceBuffer_t",
+                "uid",
+                offset_of!(DeviceBuffer, uid),
+            ),
+            c_offset(
+                "hipdnnPluginDeviceBuffer_t",
+                "ptr",
+                offset_of!(DeviceBuffer, ptr),
+            ),
+            c_size("hipdnnPluginStatus_t", size_of::<Status>()),
+            c_size("hipdnnPluginType_t", size_of::<PluginType>()),
+            c_size("hipdnnSeverity_t", size_of::<Severity>()),
+            c_size("hipdnnCallback_t", size_of::<LogCallback>()),
+            c_size("hipdnnEnginePluginHandle_t", size_of::<PluginHandle>()),
+            c_size(
+                "hipdnnEnginePluginExecutionContext_t",
+                size_of::<ExecutionContextHandle>(),
+            ),
+            c_size("hipStream_t", size_of::<HipStream>()),
+            value("HIPDNN_PLUGIN_TYPE_UNSPECIFIED", PluginType::UNSPECIFIED.0),
+            value("HIPDNN_PLUGIN_TYPE_ENGINE", PluginType::ENGINE.0),
+            value("HIPDNN_PLUGIN_TYPE_HEURISTIC", PluginType::HEURISTIC.0),
+            value("HIPDNN_SEV_INFO", Severity::INFO.0),
+            value("HIPDNN_SEV_WARN", Severity::WARN.0),
+            value("HIPDNN_SEV_ERROR", Severity::ERROR.0),
+            value("HIPDNN_SEV_FATAL", Severity::FATAL.0),
+            value("HIPDNN_SEV_OFF", Severity::OFF.0),
+            value(
+                "HIPDNN_PLUGIN_ERROR_STRING_MAX_LENGTH",
+                crate::abi::last_error::MAX_LEN,
+            ),
+        ];
+        for status in [
+            Status::SUCCESS,
+            Status::BAD_PARAM,
+            Status::INVALID_VALUE,
+            Status::INTERNAL_ERROR,
+            Status::ALLOC_FAILED,
+            Status::NOT_APPLICABLE,
+            Status::NOT_INITIALIZED,
+        ] {
+            facts.push(value(status.name(), status.0));
+        }
+        header::assert_matches_header("plugin-types", &facts);
+    }
+
     #[test]
     fn severities_order_from_info_to_off() {
         assert!(Severity::INFO < Severity::WARN);

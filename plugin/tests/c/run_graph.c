@@ -7,7 +7,8 @@
  * each buffer back to DIR/<uid>.out. Exit status 0 on success; on failure prints the plugin's
  * last error.
  *
- * The types below restate PluginApiDataTypes.h / EnginePluginApi.h (plugin-abi.md §3-§4).
+ * The ABI's types and prototypes come from the project's header, plugin/include/hipdnn_engine_plugin.h;
+ * each entry point is called through a pointer of exactly the prototype's type.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <dlfcn.h>
@@ -16,36 +17,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef enum {
-    HIPDNN_PLUGIN_STATUS_SUCCESS = 0,
-    HIPDNN_PLUGIN_STATUS_BAD_PARAM = 1
-} hipdnnPluginStatus_t;
-typedef enum { HIPDNN_PLUGIN_TYPE_ENGINE = 1 } hipdnnPluginType_t;
-typedef struct { const void *ptr; size_t size; } hipdnnPluginConstData_t;
-typedef struct { int64_t uid; void *ptr; } hipdnnPluginDeviceBuffer_t;
-typedef struct HipdnnEnginePluginHandle *hipdnnEnginePluginHandle_t;
-typedef struct HipdnnEnginePluginExecutionContext *hipdnnEnginePluginExecutionContext_t;
+#include "hipdnn_engine_plugin.h"
 
-typedef hipdnnPluginStatus_t (*get_str_fn)(const char **);
-typedef hipdnnPluginStatus_t (*get_type_fn)(hipdnnPluginType_t *);
-typedef void (*last_error_fn)(const char **);
-typedef hipdnnPluginStatus_t (*all_ids_fn)(int64_t *, uint32_t, uint32_t *);
-typedef hipdnnPluginStatus_t (*create_fn)(hipdnnEnginePluginHandle_t *);
-typedef hipdnnPluginStatus_t (*destroy_fn)(hipdnnEnginePluginHandle_t);
-typedef hipdnnPluginStatus_t (*set_stream_fn)(hipdnnEnginePluginHandle_t, void *);
-typedef hipdnnPluginStatus_t (*applicable_fn)(hipdnnEnginePluginHandle_t, const hipdnnPluginConstData_t *,
-                                              int64_t *, uint32_t, uint32_t *);
-typedef hipdnnPluginStatus_t (*create_ctx_fn)(hipdnnEnginePluginHandle_t, const hipdnnPluginConstData_t *,
-                                              const hipdnnPluginConstData_t *,
-                                              hipdnnEnginePluginExecutionContext_t *);
-typedef hipdnnPluginStatus_t (*ctx_ws_fn)(hipdnnEnginePluginHandle_t, hipdnnEnginePluginExecutionContext_t,
-                                          size_t *);
-typedef hipdnnPluginStatus_t (*execute_fn)(hipdnnEnginePluginHandle_t, hipdnnEnginePluginExecutionContext_t,
-                                           void *, const hipdnnPluginDeviceBuffer_t *, uint32_t);
-typedef hipdnnPluginStatus_t (*destroy_ctx_fn)(hipdnnEnginePluginHandle_t, hipdnnEnginePluginExecutionContext_t);
-typedef hipdnnPluginStatus_t (*engine_name_fn)(int64_t, const char **);
+/* A pointer to an entry point, typed from the header's prototype. */
+#define ENTRY_POINT(symbol) __typeof__(&symbol)
 
-static last_error_fn last_error;
+static ENTRY_POINT(hipdnnPluginGetLastErrorString) last_error;
 
 static int fail(const char *what, hipdnnPluginStatus_t status) {
     const char *message = NULL;
@@ -102,18 +79,19 @@ int main(int argc, char **argv) {
         return 2;
     }
     /* Function pointers from dlsym: POSIX guarantees the object-to-function conversion. */
-    get_str_fn get_name, get_api_version;
-    get_type_fn get_type;
-    all_ids_fn all_ids;
-    create_fn create;
-    destroy_fn destroy;
-    set_stream_fn set_stream;
-    applicable_fn applicable;
-    create_ctx_fn create_ctx;
-    ctx_ws_fn ctx_ws;
-    execute_fn execute;
-    destroy_ctx_fn destroy_ctx;
-    engine_name_fn engine_name;
+    ENTRY_POINT(hipdnnPluginGetName) get_name;
+    ENTRY_POINT(hipdnnPluginGetApiVersion) get_api_version;
+    ENTRY_POINT(hipdnnPluginGetType) get_type;
+    ENTRY_POINT(hipdnnEnginePluginGetAllEngineIds) all_ids;
+    ENTRY_POINT(hipdnnEnginePluginCreate) create;
+    ENTRY_POINT(hipdnnEnginePluginDestroy) destroy;
+    ENTRY_POINT(hipdnnEnginePluginSetStream) set_stream;
+    ENTRY_POINT(hipdnnEnginePluginGetApplicableEngineIds) applicable;
+    ENTRY_POINT(hipdnnEnginePluginCreateExecutionContext) create_ctx;
+    ENTRY_POINT(hipdnnEnginePluginGetWorkspaceSizeFromExecutionContext) ctx_ws;
+    ENTRY_POINT(hipdnnEnginePluginExecuteOpGraph) execute;
+    ENTRY_POINT(hipdnnEnginePluginDestroyExecutionContext) destroy_ctx;
+    ENTRY_POINT(hipdnnEnginePluginGetEngineName) engine_name;
     *(void **)&last_error = resolve(lib, "hipdnnPluginGetLastErrorString");
     *(void **)&get_name = resolve(lib, "hipdnnPluginGetName");
     *(void **)&get_api_version = resolve(lib, "hipdnnPluginGetApiVersion");
@@ -160,6 +138,10 @@ int main(int argc, char **argv) {
     if ((s = applicable(handle, &graph, ids, count, &applicable_count)) != 0) return fail("GetApplicableEngineIds", s);
     if (applicable_count == 0) {
         fprintf(stderr, "no engine applies to the graph\n");
+        free(graph_bytes);
+        free(config_bytes);
+        free(ids);
+        if ((s = destroy(handle)) != 0) return fail("Destroy", s);
         return 1;
     }
     hipdnnEnginePluginExecutionContext_t context = NULL;
