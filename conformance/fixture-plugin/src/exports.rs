@@ -79,16 +79,37 @@ thread_local! {
     static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
 }
 
-fn fail(status: i32, message: &str) -> i32 {
-    let text = CString::new(message.replace('\0', " ")).unwrap_or_default();
-    LAST_ERROR.with(|slot| *slot.borrow_mut() = text);
-    status
+/// Why an entry point did not succeed: the status C sees and the text of the last error.
+pub struct Failure {
+    status: i32,
+    message: String,
 }
 
-/// Runs an entry point body, turning a panic into `INTERNAL_ERROR` so nothing unwinds into C.
-fn guarded(body: impl FnOnce() -> i32) -> i32 {
-    catch_unwind(AssertUnwindSafe(body))
-        .unwrap_or_else(|_| fail(STATUS_INTERNAL_ERROR, "fixture plugin panicked"))
+fn refuse(status: i32, message: impl Into<String>) -> Failure {
+    Failure {
+        status,
+        message: message.into(),
+    }
+}
+
+/// What an entry point body returns; only [`boundary`] turns it into a C status.
+type Outcome = Result<(), Failure>;
+
+/// The one boundary every export runs inside: the body's failure becomes its status with its
+/// message as this thread's last error, and a panic becomes `INTERNAL_ERROR` instead of
+/// unwinding into C.
+fn boundary(function: &'static str, body: impl FnOnce() -> Outcome) -> i32 {
+    let failure = match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(Ok(())) => return STATUS_SUCCESS,
+        Ok(Err(failure)) => failure,
+        Err(_) => refuse(
+            STATUS_INTERNAL_ERROR,
+            format!("{function}: fixture plugin panicked"),
+        ),
+    };
+    let text = CString::new(failure.message.replace('\0', " ")).unwrap_or_default();
+    LAST_ERROR.with(|slot| *slot.borrow_mut() = text);
+    failure.status
 }
 
 #[repr(C)]
@@ -170,33 +191,38 @@ fn reported_engine_name() -> &'static CStr {
 ///
 /// # Safety
 /// `out` must be NULL or valid for one write of `T`.
-unsafe fn write_out<T>(out: *mut T, value: T, what: &str) -> i32 {
+unsafe fn write_out<T>(out: *mut T, value: T, what: &str) -> Outcome {
     if out.is_null() {
-        return fail(STATUS_BAD_PARAM, &format!("{what} is NULL"));
+        return Err(refuse(STATUS_BAD_PARAM, format!("{what} is NULL")));
     }
     // SAFETY: non-NULL and, per this function's contract, valid for a write.
     unsafe { out.write(value) };
-    STATUS_SUCCESS
+    Ok(())
 }
 
 /// # Safety
 /// `version` must be NULL or valid for one pointer write.
 pub unsafe fn get_api_version(version: *mut *const c_char) -> i32 {
     // SAFETY: forwarded contract.
-    guarded(|| unsafe { write_out(version, configured_api_version().as_ptr(), "version") })
+    boundary("hipdnnPluginGetApiVersion", || unsafe {
+        write_out(version, configured_api_version().as_ptr(), "version")
+    })
 }
 
 /// # Safety
 /// Pointer arguments must be NULL or valid as in hipDNN's `EnginePluginApi.h`.
 pub unsafe fn execute_with_overrides(handle: *mut c_void, context: *mut c_void) -> i32 {
-    guarded(|| {
+    boundary("hipdnnEnginePluginExecuteOpGraphWithOverrides", || {
         if handle.is_null() || context.is_null() {
-            return fail(STATUS_BAD_PARAM, "handle or execution_context is NULL");
+            return Err(refuse(
+                STATUS_BAD_PARAM,
+                "handle or execution_context is NULL",
+            ));
         }
-        fail(
+        Err(refuse(
             STATUS_INVALID_VALUE,
             "the fixture never creates execution contexts",
-        )
+        ))
     })
 }
 
@@ -205,7 +231,9 @@ pub unsafe fn execute_with_overrides(handle: *mut c_void, context: *mut c_void) 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn hipdnnPluginGetName(name: *mut *const c_char) -> i32 {
     // SAFETY: caller contract.
-    guarded(|| unsafe { write_out(name, plugin_name().as_ptr(), "name") })
+    boundary("hipdnnPluginGetName", || unsafe {
+        write_out(name, plugin_name().as_ptr(), "name")
+    })
 }
 
 /// # Safety
@@ -213,7 +241,9 @@ pub unsafe extern "C" fn hipdnnPluginGetName(name: *mut *const c_char) -> i32 {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn hipdnnPluginGetVersion(version: *mut *const c_char) -> i32 {
     // SAFETY: caller contract.
-    guarded(|| unsafe { write_out(version, c"0.1.0-fixture".as_ptr(), "version") })
+    boundary("hipdnnPluginGetVersion", || unsafe {
+        write_out(version, c"0.1.0-fixture".as_ptr(), "version")
+    })
 }
 
 /// # Safety
@@ -221,39 +251,48 @@ pub unsafe extern "C" fn hipdnnPluginGetVersion(version: *mut *const c_char) -> 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn hipdnnPluginGetType(plugin_type: *mut i32) -> i32 {
     // SAFETY: caller contract.
-    guarded(|| unsafe { write_out(plugin_type, PLUGIN_TYPE_ENGINE, "type") })
+    boundary("hipdnnPluginGetType", || unsafe {
+        write_out(plugin_type, PLUGIN_TYPE_ENGINE, "type")
+    })
 }
 
 /// # Safety
 /// `error_str` must be NULL or valid for one pointer write.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn hipdnnPluginGetLastErrorString(error_str: *mut *const c_char) {
-    if error_str.is_null() {
-        return;
-    }
-    let ptr = LAST_ERROR.with(|slot| slot.borrow().as_ptr());
-    // SAFETY: non-NULL, valid per the caller contract. The pointed-to buffer lives in this
-    // thread's slot until the next failure on this thread replaces it.
-    unsafe { error_str.write(ptr) };
+    // The C function returns nothing, so the status is dropped; the boundary still keeps a panic
+    // from unwinding into C. NULL is ignored, as the ABI asks, and sets no error.
+    let _ = boundary("hipdnnPluginGetLastErrorString", || {
+        if error_str.is_null() {
+            return Ok(());
+        }
+        let ptr = LAST_ERROR.with(|slot| slot.borrow().as_ptr());
+        // SAFETY: non-NULL, valid per the caller contract. The pointed-to buffer lives in this
+        // thread's slot until the next failure on this thread replaces it.
+        unsafe { error_str.write(ptr) };
+        Ok(())
+    });
 }
 
 /// # Safety
 /// `callback` must be NULL or a function callable for the life of the library.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn hipdnnPluginSetLoggingCallback(callback: Option<LogCallback>) -> i32 {
-    guarded(|| match callback {
-        None => fail(STATUS_BAD_PARAM, "callback is NULL"),
+    boundary("hipdnnPluginSetLoggingCallback", || match callback {
+        None => Err(refuse(STATUS_BAD_PARAM, "callback is NULL")),
         Some(cb) => {
             LOG_CALLBACK.store(cb as usize, Ordering::Release);
-            STATUS_SUCCESS
+            Ok(())
         }
     })
 }
 
 #[unsafe(no_mangle)]
 pub extern "C" fn hipdnnPluginSetLogLevel(level: c_int) -> i32 {
-    LOG_LEVEL.store(level, Ordering::Relaxed);
-    STATUS_SUCCESS
+    boundary("hipdnnPluginSetLogLevel", || {
+        LOG_LEVEL.store(level, Ordering::Relaxed);
+        Ok(())
+    })
 }
 
 /// # Safety
@@ -264,24 +303,27 @@ pub unsafe extern "C" fn hipdnnEnginePluginGetAllEngineIds(
     max_engines: u32,
     num_engines: *mut u32,
 ) -> i32 {
-    guarded(|| {
+    boundary("hipdnnEnginePluginGetAllEngineIds", || {
         if num_engines.is_null() {
-            return fail(STATUS_BAD_PARAM, "num_engines is NULL");
+            return Err(refuse(STATUS_BAD_PARAM, "num_engines is NULL"));
         }
         if max_engines == 0 {
             // SAFETY: checked non-NULL; caller provides a writable u32.
             unsafe { num_engines.write(1) };
-            return STATUS_SUCCESS;
+            return Ok(());
         }
         if engine_ids.is_null() {
-            return fail(STATUS_BAD_PARAM, "engine_ids is NULL with max_engines > 0");
+            return Err(refuse(
+                STATUS_BAD_PARAM,
+                "engine_ids is NULL with max_engines > 0",
+            ));
         }
         // SAFETY: both non-NULL; `engine_ids` holds at least `max_engines` >= 1 slots.
         unsafe {
             engine_ids.write(ENGINE_ID);
             num_engines.write(1);
         }
-        STATUS_SUCCESS
+        Ok(())
     })
 }
 
@@ -293,16 +335,16 @@ struct Handle {
 /// `handle` must be NULL or valid for one pointer write.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn hipdnnEnginePluginCreate(handle: *mut *mut c_void) -> i32 {
-    guarded(|| {
+    boundary("hipdnnEnginePluginCreate", || {
         if handle.is_null() {
-            return fail(STATUS_BAD_PARAM, "handle is NULL");
+            return Err(refuse(STATUS_BAD_PARAM, "handle is NULL"));
         }
         let fresh = Box::into_raw(Box::new(Handle {
             _stream: std::ptr::null_mut(),
         }));
         // SAFETY: non-NULL and writable per the caller contract.
         unsafe { handle.write(fresh.cast()) };
-        STATUS_SUCCESS
+        Ok(())
     })
 }
 
@@ -310,13 +352,13 @@ pub unsafe extern "C" fn hipdnnEnginePluginCreate(handle: *mut *mut c_void) -> i
 /// `handle` must be NULL or a handle from `hipdnnEnginePluginCreate` not yet destroyed.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn hipdnnEnginePluginDestroy(handle: *mut c_void) -> i32 {
-    guarded(|| {
+    boundary("hipdnnEnginePluginDestroy", || {
         if handle.is_null() {
-            return fail(STATUS_BAD_PARAM, "handle is NULL");
+            return Err(refuse(STATUS_BAD_PARAM, "handle is NULL"));
         }
         // SAFETY: the handle came from `Box::into_raw` in `Create` and is destroyed once.
         drop(unsafe { Box::from_raw(handle.cast::<Handle>()) });
-        STATUS_SUCCESS
+        Ok(())
     })
 }
 
@@ -327,14 +369,14 @@ pub unsafe extern "C" fn hipdnnEnginePluginSetStream(
     handle: *mut c_void,
     stream: *mut c_void,
 ) -> i32 {
-    guarded(|| {
+    boundary("hipdnnEnginePluginSetStream", || {
         if handle.is_null() {
-            return fail(STATUS_BAD_PARAM, "handle is NULL");
+            return Err(refuse(STATUS_BAD_PARAM, "handle is NULL"));
         }
         // SAFETY: a live handle from `Create`; no other thread mutates it during this call per
         // the ABI's handle threading rules.
         unsafe { (*handle.cast::<Handle>())._stream = stream };
-        STATUS_SUCCESS
+        Ok(())
     })
 }
 
@@ -350,20 +392,20 @@ pub unsafe extern "C" fn hipdnnEnginePluginGetApplicableEngineIds(
     _max_engines: u32,
     num_engines: *mut u32,
 ) -> i32 {
-    guarded(|| {
+    boundary("hipdnnEnginePluginGetApplicableEngineIds", || {
         if handle.is_null() || op_graph.is_null() {
-            return fail(STATUS_BAD_PARAM, "handle or op_graph is NULL");
+            return Err(refuse(STATUS_BAD_PARAM, "handle or op_graph is NULL"));
         }
         // SAFETY: caller contract.
         unsafe { write_out(num_engines, 0, "num_engines") }
     })
 }
 
-fn no_graph_applies() -> i32 {
-    fail(
+fn no_graph_applies() -> Outcome {
+    Err(refuse(
         STATUS_INVALID_VALUE,
         "engine RAGGED_CONFORMANCE_FIXTURE applies to no graph",
-    )
+    ))
 }
 
 /// # Safety
@@ -375,12 +417,12 @@ pub unsafe extern "C" fn hipdnnEnginePluginGetEngineDetails(
     op_graph: *const ConstData,
     engine_details: *mut ConstData,
 ) -> i32 {
-    guarded(|| {
+    boundary("hipdnnEnginePluginGetEngineDetails", || {
         if handle.is_null() || op_graph.is_null() || engine_details.is_null() {
-            return fail(
+            return Err(refuse(
                 STATUS_BAD_PARAM,
                 "handle, op_graph or engine_details is NULL",
-            );
+            ));
         }
         no_graph_applies()
     })
@@ -393,14 +435,14 @@ pub unsafe extern "C" fn hipdnnEnginePluginDestroyEngineDetails(
     handle: *mut c_void,
     engine_details: *mut ConstData,
 ) -> i32 {
-    guarded(|| {
+    boundary("hipdnnEnginePluginDestroyEngineDetails", || {
         if handle.is_null() || engine_details.is_null() {
-            return fail(STATUS_BAD_PARAM, "handle or engine_details is NULL");
+            return Err(refuse(STATUS_BAD_PARAM, "handle or engine_details is NULL"));
         }
-        fail(
+        Err(refuse(
             STATUS_INVALID_VALUE,
             "the fixture never hands out engine details",
-        )
+        ))
     })
 }
 
@@ -413,13 +455,13 @@ pub unsafe extern "C" fn hipdnnEnginePluginGetWorkspaceSize(
     op_graph: *const ConstData,
     workspace_size: *mut usize,
 ) -> i32 {
-    guarded(|| {
+    boundary("hipdnnEnginePluginGetWorkspaceSize", || {
         if handle.is_null()
             || engine_config.is_null()
             || op_graph.is_null()
             || workspace_size.is_null()
         {
-            return fail(STATUS_BAD_PARAM, "a pointer argument is NULL");
+            return Err(refuse(STATUS_BAD_PARAM, "a pointer argument is NULL"));
         }
         no_graph_applies()
     })
@@ -434,26 +476,29 @@ pub unsafe extern "C" fn hipdnnEnginePluginCreateExecutionContext(
     op_graph: *const ConstData,
     execution_context: *mut *mut c_void,
 ) -> i32 {
-    guarded(|| {
+    boundary("hipdnnEnginePluginCreateExecutionContext", || {
         if handle.is_null()
             || engine_config.is_null()
             || op_graph.is_null()
             || execution_context.is_null()
         {
-            return fail(STATUS_BAD_PARAM, "a pointer argument is NULL");
+            return Err(refuse(STATUS_BAD_PARAM, "a pointer argument is NULL"));
         }
         no_graph_applies()
     })
 }
 
-fn no_context_exists(handle: *mut c_void, context: *mut c_void) -> i32 {
+fn no_context_exists(handle: *mut c_void, context: *mut c_void) -> Outcome {
     if handle.is_null() || context.is_null() {
-        return fail(STATUS_BAD_PARAM, "handle or execution_context is NULL");
+        return Err(refuse(
+            STATUS_BAD_PARAM,
+            "handle or execution_context is NULL",
+        ));
     }
-    fail(
+    Err(refuse(
         STATUS_INVALID_VALUE,
         "the fixture never creates execution contexts",
-    )
+    ))
 }
 
 #[unsafe(no_mangle)]
@@ -461,7 +506,9 @@ pub extern "C" fn hipdnnEnginePluginDestroyExecutionContext(
     handle: *mut c_void,
     execution_context: *mut c_void,
 ) -> i32 {
-    guarded(|| no_context_exists(handle, execution_context))
+    boundary("hipdnnEnginePluginDestroyExecutionContext", || {
+        no_context_exists(handle, execution_context)
+    })
 }
 
 #[unsafe(no_mangle)]
@@ -470,7 +517,10 @@ pub extern "C" fn hipdnnEnginePluginGetWorkspaceSizeFromExecutionContext(
     execution_context: *mut c_void,
     _workspace_size: *mut usize,
 ) -> i32 {
-    guarded(|| no_context_exists(handle, execution_context))
+    boundary(
+        "hipdnnEnginePluginGetWorkspaceSizeFromExecutionContext",
+        || no_context_exists(handle, execution_context),
+    )
 }
 
 #[unsafe(no_mangle)]
@@ -481,7 +531,9 @@ pub extern "C" fn hipdnnEnginePluginExecuteOpGraph(
     _device_buffers: *const DeviceBuffer,
     _num_device_buffers: u32,
 ) -> i32 {
-    guarded(|| no_context_exists(handle, execution_context))
+    boundary("hipdnnEnginePluginExecuteOpGraph", || {
+        no_context_exists(handle, execution_context)
+    })
 }
 
 /// # Safety
@@ -491,16 +543,19 @@ pub unsafe extern "C" fn hipdnnEnginePluginGetEngineName(
     engine_id: i64,
     name: *mut *const c_char,
 ) -> i32 {
-    guarded(|| {
+    boundary("hipdnnEnginePluginGetEngineName", || {
         if name.is_null() {
-            return fail(STATUS_BAD_PARAM, "name is NULL");
+            return Err(refuse(STATUS_BAD_PARAM, "name is NULL"));
         }
         if engine_id != ENGINE_ID {
-            return STATUS_NOT_APPLICABLE;
+            return Err(refuse(
+                STATUS_NOT_APPLICABLE,
+                format!("engine id {engine_id} is not the fixture's"),
+            ));
         }
         // SAFETY: checked non-NULL; caller contract makes it writable.
         unsafe { name.write(reported_engine_name().as_ptr()) };
-        STATUS_SUCCESS
+        Ok(())
     })
 }
 
