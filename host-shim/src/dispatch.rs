@@ -41,7 +41,7 @@ impl GraphRequirements {
     /// The deserialize ceiling: a stamp above the supported maximum is rejected before any
     /// plugin sees the graph.
     pub fn check_ceiling(&self) -> Result<(), HostError> {
-        let max = ApiVersion::max_supported();
+        let max = ApiVersion::graph_stamp_ceiling();
         if self.stamp > max {
             return Err(HostError::GraphStampAboveCeiling {
                 stamp: self.stamp.to_string(),
@@ -107,7 +107,11 @@ pub fn offer(
     log: &mut Log,
 ) -> Result<Vec<i64>, HostError> {
     let max = u32::try_from(plugin.engines.len()).unwrap_or(u32::MAX);
-    let (reported, ids) = handle.applicable_engine_ids(graph_bytes, max)?;
+    let answer = handle.applicable_engine_ids(graph_bytes, max);
+    // hipDNN's backend forwards plugin log lines as they arrive; what the plugin said about this
+    // graph (why it declines it, above all) belongs in the log next to the offer.
+    log.absorb_plugin_messages();
+    let (reported, ids) = answer?;
     if reported > max {
         return Err(HostError::TooManyApplicableEngines {
             returned: reported,

@@ -350,3 +350,45 @@ fn an_engine_outside_the_host_engines_is_never_handed_host_buffers() {
         "{stderr}"
     );
 }
+
+/// The golden graph with one JSON fragment replaced, written to a scratch folder.
+fn golden_graph_with(name: &str, from: &str, to: &str) -> PathBuf {
+    let text = std::fs::read_to_string(golden("graph.json")).unwrap_or_else(|e| panic!("{e}"));
+    assert!(text.contains(from), "golden graph.json has no '{from}'");
+    let path = scratch(name).join("graph.json");
+    std::fs::write(&path, text.replacen(from, to, 1)).unwrap_or_else(|e| panic!("{e}"));
+    path
+}
+
+#[test]
+fn when_no_engine_applies_the_plugins_decline_reason_reaches_the_terminal() {
+    let graph = golden_graph_with("declined", "\"alibi_mask\": false", "\"alibi_mask\": true");
+    let (out, _, stderr) = shim(&["run", &graph.to_string_lossy()], &plugin());
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("no engine applicable to graph 'golden_ragged_sdpa_bf16'"),
+        "{stderr}"
+    );
+    // Default log level, no HIPDNN_LOG_LEVEL: the plugin's own words, not only the shim's.
+    assert!(
+        stderr.contains("alibi_mask is true; ALiBi is not supported"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn inspect_exits_nonzero_on_an_invalid_graph_after_printing_the_report() {
+    let graph = golden_graph_with(
+        "invalid",
+        "\"ragged_offset_tensor_uid\": 5",
+        "\"ragged_offset_tensor_uid\": 77",
+    );
+    let (out, stdout, stderr) = shim(&["inspect", &graph.to_string_lossy()], &plugin());
+    assert!(!out.status.success(), "{stdout}");
+    assert!(stdout.contains("validation: FAILED"), "{stdout}");
+    assert!(
+        stdout.contains("minimum plugin API version"),
+        "the report is still printed: {stdout}"
+    );
+    assert!(stderr.contains("hipdnn-shim: graph '"), "{stderr}");
+}

@@ -1,5 +1,6 @@
 //! `hipdnn-shim inspect GRAPH`: the tensors, which are ragged and through which aux, the SDPA
 //! node's roles and resolved attributes, and the minimum plugin API version with its reasons.
+//! Exits nonzero when the graph fails validation or its stamp is above the deserialize ceiling.
 
 use std::path::Path;
 
@@ -41,7 +42,8 @@ pub fn run(path: &Path) -> Result<(), ShimError> {
         "  flags: is_ragged_tensor_enabled={}, is_override_shape_enabled={}",
         graph.is_ragged_tensor_enabled, graph.is_override_shape_enabled
     );
-    match graph.validate() {
+    let validation = graph.validate();
+    match &validation {
         Ok(()) => println!("  validation: ok"),
         Err(e) => println!("  validation: FAILED: {e}"),
     }
@@ -102,12 +104,19 @@ pub fn run(path: &Path) -> Result<(), ShimError> {
     println!(
         "stamp: {} (ceiling {}){}",
         req.stamp,
-        ApiVersion::max_supported(),
+        ApiVersion::graph_stamp_ceiling(),
         if req.check_ceiling().is_err() {
             ": REJECTED at deserialize"
         } else {
             ""
         }
     );
+    // Everything above is printed for an invalid graph too (it is what one debugs), but a script
+    // must be able to tell: an invalid graph, or one hipDNN rejects at deserialize, exits nonzero.
+    validation.map_err(|source| ShimError::Graph {
+        path: path.to_owned(),
+        source: Box::new(source),
+    })?;
+    req.check_ceiling()?;
     Ok(())
 }
