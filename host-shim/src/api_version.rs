@@ -35,9 +35,9 @@ impl ApiVersion {
         from_fields!(schema_version::API_1_0_0)
     }
 
-    /// Deserialize ceiling for graph stamps.
-    pub fn max_supported() -> ApiVersion {
-        from_fields!(schema_version::MAX_SUPPORTED_API_VERSION)
+    /// The highest graph stamp that deserializes (`ragged_schema::version::GRAPH_STAMP_CEILING`).
+    pub fn graph_stamp_ceiling() -> ApiVersion {
+        from_fields!(schema_version::GRAPH_STAMP_CEILING)
     }
 
     /// The engine API version this host implements (reported in ABI-validation messages).
