@@ -6,6 +6,9 @@
 // not Rust, then decides: every fact becomes a `_Static_assert` in a translation unit that
 // includes the header, so a size, offset or enum value that drifts from the header fails the
 // compile with the fact spelled out.
+//
+// The including module defines `HEADER_DIR_FROM_MANIFEST`: the header's folder relative to the
+// including crate's manifest (`include!` expands `env!("CARGO_MANIFEST_DIR")` in that crate).
 
 /// One thing Rust measured, as the C expression that must equal it.
 pub struct Fact {
