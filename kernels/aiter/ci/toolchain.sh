@@ -99,7 +99,7 @@ venv="$work/venv"
 if ! "$venv/bin/python" -c 'import numpy, pandas' 2>/dev/null; then
   echo "toolchain: python venv with numpy, pandas"
   python3 -m venv "$venv"
-  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check numpy pandas
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "numpy>=1.26,<3" "pandas>=2.2,<3"
 fi
 
 cat > "$work/toolchain.env" <<ENV
