@@ -17,7 +17,9 @@ work="${3:?WORK}"
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ARCHS=(gfx942 gfx950)
 
+SECONDS=0
 "$here/toolchain.sh" "$work"
+echo "toolchain: ${SECONDS}s"
 work="$(cd "$work" && pwd)"
 # shellcheck source=/dev/null
 source "$work/toolchain.env"
@@ -51,6 +53,7 @@ for src in "$repo"/kernels/hip/*.cu; do
   done
 done
 
+echo "device kernels: ${SECONDS}s so far"
 echo "== 2. fake HIP runtime, AITER's asm-only libmha_fwd.so, the shim"
 lib="$out/lib"
 clang++ -std=c++17 -O1 -fPIC -shared -D__HIP_PLATFORM_AMD__=1 -isystem "$ROCM_ROOT/include" \
@@ -83,6 +86,7 @@ done
 echo "ok libmha_fwd.so, libragged_aiter_shim.so (imports from HIP: $(nm -D --undefined-only \
   "$lib/libmha_fwd.so" "$lib/libragged_aiter_shim.so" | grep -o ' hip[A-Za-z0-9_]*' | sort -u | tr -d ' ' | tr '\n' ' '))"
 
+echo "libraries: ${SECONDS}s so far"
 echo "== 3. shim + libmha_fwd.so on the fake HIP runtime"
 failed=0
 cases=0
@@ -91,5 +95,5 @@ for c in $("$out/shim_cases" --list); do
   "$out/shim_cases" "$lib/libragged_aiter_shim.so" "$aiter/hsa" "$c" 2>&1 | grep -v '^\[aiter' \
     || failed=$((failed + 1))
 done
-echo "shim cases: $((cases - failed)) passed, $failed failed"
+echo "shim cases: $((cases - failed)) passed, $failed failed (${SECONDS}s in all)"
 [ "$failed" = 0 ]
