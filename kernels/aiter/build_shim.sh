@@ -47,18 +47,25 @@ export PATH="$venv/bin:$PATH"
 
 echo "== libmha_fwd.so for $GPU_ARCHS (AITER compile.py --api=fwd; takes a while)"
 if [ ! -f "$out/libmha_fwd.so" ]; then
-  (cd "$out" && GPU_ARCHS="$GPU_ARCHS" python3 "$AITER_DIR/op_tests/cpp/mha/compile.py" --api=fwd)
-  # compile.py writes into AITER's JIT directory, not the working directory.
-  found="$AITER_DIR/aiter/jit/libmha_fwd.so"
-  [ -f "$found" ] || found="$(find "$AITER_DIR" -name libmha_fwd.so -newer "$header" -print -quit)"
-  [ -n "$found" ] || { echo "compile.py did not produce libmha_fwd.so" >&2; exit 1; }
+  # compile.py writes the library into AITER's JIT directory, not the working directory: that
+  # is $AITER_JIT_DIR (older revisions: $JIT_WORKSPACE_DIR) when set, else aiter/jit/ inside the
+  # checkout when writable, else ~/.aiter/jit. Pin it under OUT_DIR, and still look in the others.
+  jit="$out/aiter_jit"
+  (cd "$out" && GPU_ARCHS="$GPU_ARCHS" AITER_JIT_DIR="$jit" JIT_WORKSPACE_DIR="$jit" \
+    python3 "$AITER_DIR/op_tests/cpp/mha/compile.py" --api=fwd)
+  found=""
+  for candidate in "$jit/libmha_fwd.so" "$AITER_DIR/aiter/jit/libmha_fwd.so" "$HOME/.aiter/jit/libmha_fwd.so"; do
+    [ -f "$candidate" ] && { found="$candidate"; break; }
+  done
+  [ -n "$found" ] || found="$(find "$AITER_DIR" "$jit" -name libmha_fwd.so -newer "$header" -print -quit 2>/dev/null || true)"
+  [ -n "$found" ] || { echo "compile.py did not produce libmha_fwd.so (looked in $jit, $AITER_DIR/aiter/jit, ~/.aiter/jit)" >&2; exit 1; }
   echo "compile.py wrote $found"
   cp "$found" "$out/"
 fi
 
 echo "== libragged_aiter_shim.so"
 # The shim reads AITER's asm kernel table (for its preflight) and its own target list from
-# generated headers; a quoted -D for the list did not survive the shell and hipcc's re-quoting.
+# generated headers: a string-valued -D depends on how each compiler driver re-quotes arguments.
 gen="$out/gen"
 mkdir -p "$gen"
 (cd "$AITER_DIR/hsa" && AITER_GPU_ARCHS="$GPU_ARCHS" python3 codegen.py -m fmha_v3_fwd --output_dir "$gen")

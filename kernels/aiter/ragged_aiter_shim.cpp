@@ -26,7 +26,7 @@
 // hsa/<arch>/fmha_v3_fwd/fmha_fwd.csv files libmha_fwd.so was built from.
 #include "asm_fmha_v3_fwd_configs.hpp"
 // RAGGED_AITER_SHIM_GPU_TARGETS: the build's target list, written by the build script (a
-// generated header rather than a quoted -D, whose shell quoting broke the first attempt).
+// generated header rather than a string-valued -D, whose quoting depends on the driver).
 #include "ragged_aiter_shim_targets.h"
 
 #ifndef RAGGED_AITER_SHIM_GPU_TARGETS
