@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Builds the AITER shim for the ragged-SDPA plugin on a ROCm machine (never run in CI: CI has no
-# ROCm). Produces, in OUT_DIR:
+# Builds the AITER shim for the ragged-SDPA plugin on a ROCm machine. Never run: CI has no ROCm
+# and compiles the asm-only variant instead (kernels/aiter/ci/amd_compile_check.sh), which is
+# where the fixes below were found. Produces, in OUT_DIR:
 #   libmha_fwd.so            AITER's torch-free FMHA forward (asm fmha_v3 + CK tile), built by
 #                            AITER's own op_tests/cpp/mha/compile.py --api=fwd
 #   libragged_aiter_shim.so  kernels/aiter/ragged_aiter_shim.cpp, linked to it with rpath $ORIGIN
@@ -35,30 +36,53 @@ done
 mkdir -p "$out"
 out="$(cd "$out" && pwd)"
 
+# compile.py imports AITER's jit package and runs CK's and AITER's code generators: they need
+# these modules, which a bare ROCm image lacks. A venv keeps them off the system Python.
+venv="$out/.venv"
+if ! "$venv/bin/python" -c 'import packaging, setuptools, psutil, ninja, pandas, numpy' 2>/dev/null; then
+  python3 -m venv "$venv"
+  "$venv/bin/python" -m pip install --quiet packaging setuptools psutil ninja pandas numpy
+fi
+export PATH="$venv/bin:$PATH"
+
 echo "== libmha_fwd.so for $GPU_ARCHS (AITER compile.py --api=fwd; takes a while)"
 if [ ! -f "$out/libmha_fwd.so" ]; then
-  (cd "$out" && GPU_ARCHS="$GPU_ARCHS" python3 "$AITER_DIR/op_tests/cpp/mha/compile.py" --api=fwd)
-  if [ ! -f "$out/libmha_fwd.so" ]; then
-    found="$(find "$AITER_DIR" -name libmha_fwd.so -newer "$header" -print -quit)"
-    [ -n "$found" ] || { echo "compile.py did not produce libmha_fwd.so" >&2; exit 1; }
-    cp "$found" "$out/"
-  fi
+  # compile.py writes the library into AITER's JIT directory, not the working directory: that
+  # is $AITER_JIT_DIR (older revisions: $JIT_WORKSPACE_DIR) when set, else aiter/jit/ inside the
+  # checkout when writable, else ~/.aiter/jit. Pin it under OUT_DIR, and still look in the others.
+  jit="$out/aiter_jit"
+  (cd "$out" && GPU_ARCHS="$GPU_ARCHS" AITER_JIT_DIR="$jit" JIT_WORKSPACE_DIR="$jit" \
+    python3 "$AITER_DIR/op_tests/cpp/mha/compile.py" --api=fwd)
+  found=""
+  for candidate in "$jit/libmha_fwd.so" "$AITER_DIR/aiter/jit/libmha_fwd.so" "$HOME/.aiter/jit/libmha_fwd.so"; do
+    [ -f "$candidate" ] && { found="$candidate"; break; }
+  done
+  [ -n "$found" ] || found="$(find "$AITER_DIR" "$jit" -name libmha_fwd.so -newer "$header" -print -quit 2>/dev/null || true)"
+  [ -n "$found" ] || { echo "compile.py did not produce libmha_fwd.so (looked in $jit, $AITER_DIR/aiter/jit, ~/.aiter/jit)" >&2; exit 1; }
+  echo "compile.py wrote $found"
+  cp "$found" "$out/"
 fi
 
 echo "== libragged_aiter_shim.so"
+# The shim reads AITER's asm kernel table (for its preflight) and its own target list from
+# generated headers: a string-valued -D depends on how each compiler driver re-quotes arguments.
+gen="$out/gen"
+mkdir -p "$gen"
+(cd "$AITER_DIR/hsa" && AITER_GPU_ARCHS="$GPU_ARCHS" python3 codegen.py -m fmha_v3_fwd --output_dir "$gen")
+printf '#define RAGGED_AITER_SHIM_GPU_TARGETS "%s"\n' "$GPU_ARCHS" > "$gen/ragged_aiter_shim_targets.h"
 offload=()
 IFS=';' read -ra archs <<< "$GPU_ARCHS"
 for a in "${archs[@]}"; do offload+=("--offload-arch=$a"); done
 "$hipcc" -std=c++20 -O2 -fPIC -shared \
-  -DUSE_ROCM=1 -DENABLE_CK=1 \
-  "-DRAGGED_AITER_SHIM_GPU_TARGETS=\"$GPU_ARCHS\"" \
-  -I"$here" -I"$AITER_DIR/csrc/include" -I"$ck/include" -I"$ck/example/ck_tile/01_fmha" \
+  -DUSE_ROCM=1 -DENABLE_CK=1 -DFAV3_ON=1 \
+  -I"$here" -I"$gen" -I"$AITER_DIR/csrc/include" -I"$ck/include" -I"$ck/example/ck_tile/01_fmha" \
   "${offload[@]}" \
   "$here/ragged_aiter_shim.cpp" \
   -L"$out" -lmha_fwd -Wl,-rpath,'$ORIGIN' \
   -o "$out/libragged_aiter_shim.so"
 
-for sym in ragged_aiter_shim_abi_version ragged_aiter_shim_gpu_targets ragged_aiter_mha_fwd ragged_aiter_shim_last_error; do
+for sym in ragged_aiter_shim_abi_version ragged_aiter_shim_gpu_targets ragged_aiter_mha_fwd \
+  ragged_aiter_mha_fwd_preflight ragged_aiter_shim_last_error; do
   nm -D --defined-only "$out/libragged_aiter_shim.so" | grep -qw "$sym" \
     || { echo "$sym missing from the shim" >&2; exit 1; }
 done

@@ -19,7 +19,7 @@
 extern "C" {
 #endif
 
-#define RAGGED_AITER_SHIM_ABI_VERSION 1u
+#define RAGGED_AITER_SHIM_ABI_VERSION 2u
 
 /* data_type */
 #define RAGGED_AITER_DTYPE_FP16 0
@@ -35,6 +35,9 @@ extern "C" {
 #define RAGGED_AITER_UNSUPPORTED 1 /* aiter::mha_fwd returned < 0: no kernel for these args */
 #define RAGGED_AITER_BAD_ARGS 2    /* null args or struct_size mismatch */
 #define RAGGED_AITER_EXCEPTION 3   /* a C++ exception was caught; see ragged_aiter_shim_last_error */
+/* AITER would pick an asm kernel whose .co file it cannot read ($AITER_ASM_DIR unset, or the file
+ * missing): aiter::mha_fwd would call std::abort(), so the shim does not call it. */
+#define RAGGED_AITER_KERNEL_FILE_MISSING 4
 
 typedef struct ragged_aiter_fwd_args {
     uint32_t struct_size; /* sizeof(ragged_aiter_fwd_args) as the caller sees it */
@@ -89,8 +92,21 @@ uint32_t ragged_aiter_shim_abi_version(void);
 const char* ragged_aiter_shim_gpu_targets(void);
 
 /* Enqueues aiter::mha_fwd in group mode on args->stream; never synchronizes. With
- * v3_api_check = 1 it launches nothing and returns RAGGED_AITER_OK iff asm would run. */
+ * v3_api_check = 1 it launches nothing and returns RAGGED_AITER_OK iff asm would run. Runs the
+ * preflight's file check first, so a missing .co is RAGGED_AITER_KERNEL_FILE_MISSING, not an
+ * abort. */
 int32_t ragged_aiter_mha_fwd(const ragged_aiter_fwd_args* args);
+
+/* Answers, launching nothing and reading no pointer in args, whether ragged_aiter_mha_fwd(args)
+ * would reach a kernel: RAGGED_AITER_OK when AITER's asm fmha_v3 would run and the .co file it
+ * will open ($AITER_ASM_DIR/<arch>/<table co_name>) is readable, or when asm is not chosen and the
+ * shim was built with CK; RAGGED_AITER_KERNEL_FILE_MISSING or RAGGED_AITER_UNSUPPORTED (no
+ * kernel on any path) otherwise, with the reason in ragged_aiter_shim_last_error. On
+ * RAGGED_AITER_OK, `choice` (when not NULL) receives a NUL-terminated description of the path,
+ * e.g. "asm _ZN5aiter...E from /opt/aiter/hsa/gfx942/fmha_v3_fwd/MI300/fwd_....co" or "ck",
+ * truncated to choice_size bytes. */
+int32_t ragged_aiter_mha_fwd_preflight(const ragged_aiter_fwd_args* args, char* choice,
+                                       uint32_t choice_size);
 
 /* Message of the last failure on this thread ("" if none); valid until the next call. */
 const char* ragged_aiter_shim_last_error(void);

@@ -182,6 +182,12 @@ pub enum Decline {
         /// Its value, as text (NaN does not compare).
         value: String,
     },
+    /// AITER would run no kernel, or would end the process loading one (its asm `.co` file
+    /// unreadable); the shim's preflight says which (`asm_kernels`).
+    NoRunnableKernel {
+        /// The shim's reason.
+        reason: String,
+    },
     /// The shim was not built for this GPU.
     Arch {
         /// The device's `gcnArchName`.
@@ -275,6 +281,9 @@ impl fmt::Display for Decline {
                 write!(f, "stats tensor uid {uid}: {field} = {value} is not supported")
             }
             Self::Scale { value } => write!(f, "attention scale {value} is not finite"),
+            Self::NoRunnableKernel { reason } => {
+                write!(f, "AITER would run no kernel here: {reason}")
+            }
             Self::Arch { arch, built_for } => write!(
                 f,
                 "device architecture {arch} is not among the AITER shim's build targets ({built_for})"

@@ -273,7 +273,7 @@ mod tests {
         assert_eq!(missing(&a), Some(Missing::ShimLibrary));
         assert!(
             a.log_line()
-                .contains("reports ABI version 2, this plugin needs 1"),
+                .contains("reports ABI version 3, this plugin needs 2"),
             "{}",
             a.log_line()
         );

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use super::applicability::{AiterPlan, Decline, GpuArch, check_applicability};
+use super::asm_kernels;
 use super::device_kernels::{
     FIXUP_KERNEL, FIXUP_SOURCE, PREPASS_KERNEL, PREPASS_SOURCE, fixup_launch, prepass_launch,
 };
@@ -85,7 +86,9 @@ impl AiterEngine {
             .and_then(|d| self.archs.get(d))
             .cloned()
             .unwrap_or_else(|| GpuArch::new(format!("unknown device {device}")));
-        check_applicability(problem, &arch, self.shim.gpu_targets())
+        let plan = check_applicability(problem, &arch, self.shim.gpu_targets())?;
+        asm_kernels::preflight(&self.shim, problem, &plan)?;
+        Ok(plan)
     }
 
     /// Asks AITER (through the shim, launching nothing) whether its asm `fmha_v3` kernels

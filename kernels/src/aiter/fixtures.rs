@@ -157,6 +157,19 @@ int32_t ragged_aiter_mha_fwd(const ragged_aiter_fwd_args* a) {
   if (a->batch == 13) { snprintf(last, sizeof last, "unlucky batch"); return RAGGED_AITER_EXCEPTION; }
   return RAGGED_AITER_OK;
 }
+int32_t ragged_aiter_mha_fwd_preflight(const ragged_aiter_fwd_args* a, char* choice, uint32_t n) {
+  if (a->struct_size != sizeof(*a)) return RAGGED_AITER_BAD_ARGS;
+  if (a->batch == 7) {
+    snprintf(last, sizeof last, "AITER_ASM_DIR is unset; AITER would abort loading gfx942/fake.co");
+    return RAGGED_AITER_KERNEL_FILE_MISSING;
+  }
+  if (!a->use_asm_v3) {
+    snprintf(last, sizeof last, "use_asm_v3 is off and no CK in this build");
+    return RAGGED_AITER_UNSUPPORTED;
+  }
+  snprintf(choice, n, "asm fake_kernel from /fake/hsa/gfx942/fake.co");
+  return RAGGED_AITER_OK;
+}
 "#;
 
 /// Paths of the compiled fakes.
@@ -171,7 +184,7 @@ pub(crate) struct FakeRocm {
     pub hiprtc: PathBuf,
     /// Shim of the current ABI.
     pub shim: PathBuf,
-    /// Shim of ABI version 2.
+    /// Shim of the next ABI version.
     pub shim_next_abi: PathBuf,
 }
 
@@ -228,8 +241,8 @@ pub(crate) fn fake_rocm() -> &'static FakeRocm {
                 &["-DFAKE_DEVICES=1", "-DFAKE_VERSION=50731921"],
             ),
             hiprtc: compile_so(&dir, "fakehiprtc", FAKE_HIPRTC, &[]),
-            shim: compile_so(&dir, "fakeshim", FAKE_SHIM, &["-DFAKE_ABI=1"]),
-            shim_next_abi: compile_so(&dir, "fakeshim2", FAKE_SHIM, &["-DFAKE_ABI=2"]),
+            shim: compile_so(&dir, "fakeshim", FAKE_SHIM, &["-DFAKE_ABI=2"]),
+            shim_next_abi: compile_so(&dir, "fakeshim2", FAKE_SHIM, &["-DFAKE_ABI=3"]),
         }
     })
 }

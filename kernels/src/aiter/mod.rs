@@ -19,10 +19,13 @@
 //!   `libamdhip64`/`libhiprtc` and the shim with `libloading`. Outside them, `unsafe` appears
 //!   only where [`engine`] forwards the caller's raw device addresses to them
 //!   ([`AiterEngine::execute`] is an `unsafe fn` for that reason).
+//! - [`asm_kernels`]: the shim's preflight, so that a problem AITER would abort the process on
+//!   (an unreadable asm `.co` file) or run no kernel for is declined at applicability.
 //! - [`detection`]: whether the engine can be listed, with the reason when it cannot.
 //! - [`engine`]: the execute sequence (pre-pass, `aiter::mha_fwd`, fix-up) on one stream.
 
 pub mod applicability;
+pub mod asm_kernels;
 pub mod detection;
 pub mod device_kernels;
 pub mod engine;

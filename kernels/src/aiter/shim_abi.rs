@@ -7,7 +7,7 @@
 use std::ffi::c_void;
 
 /// `RAGGED_AITER_SHIM_ABI_VERSION`.
-pub const SHIM_ABI_VERSION: u32 = 1;
+pub const SHIM_ABI_VERSION: u32 = 2;
 
 /// `RAGGED_AITER_DTYPE_FP16`.
 pub const DTYPE_FP16: i32 = 0;
@@ -29,6 +29,8 @@ pub const STATUS_UNSUPPORTED: i32 = 1;
 pub const STATUS_BAD_ARGS: i32 = 2;
 /// `RAGGED_AITER_EXCEPTION`.
 pub const STATUS_EXCEPTION: i32 = 3;
+/// `RAGGED_AITER_KERNEL_FILE_MISSING`.
+pub const STATUS_KERNEL_FILE_MISSING: i32 = 4;
 
 /// The name of a shim status, for error messages.
 pub fn status_name(status: i32) -> &'static str {
@@ -37,6 +39,7 @@ pub fn status_name(status: i32) -> &'static str {
         STATUS_UNSUPPORTED => "RAGGED_AITER_UNSUPPORTED",
         STATUS_BAD_ARGS => "RAGGED_AITER_BAD_ARGS",
         STATUS_EXCEPTION => "RAGGED_AITER_EXCEPTION",
+        STATUS_KERNEL_FILE_MISSING => "RAGGED_AITER_KERNEL_FILE_MISSING",
         _ => "unknown status",
     }
 }
@@ -183,6 +186,7 @@ mod tests {
             "RAGGED_AITER_UNSUPPORTED",
             "RAGGED_AITER_BAD_ARGS",
             "RAGGED_AITER_EXCEPTION",
+            "RAGGED_AITER_KERNEL_FILE_MISSING",
         ] {
             program.push_str(&format!(
                 "  printf(\"{constant} %lld\\n\", (long long){constant});\n"
@@ -262,6 +266,10 @@ mod tests {
         );
         assert_eq!(value("RAGGED_AITER_BAD_ARGS"), i64::from(STATUS_BAD_ARGS));
         assert_eq!(value("RAGGED_AITER_EXCEPTION"), i64::from(STATUS_EXCEPTION));
+        assert_eq!(
+            value("RAGGED_AITER_KERNEL_FILE_MISSING"),
+            i64::from(STATUS_KERNEL_FILE_MISSING)
+        );
     }
 
     #[test]

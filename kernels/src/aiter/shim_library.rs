@@ -24,6 +24,7 @@ pub const SHIM_FILE_NAME: &str = "libragged_aiter_shim.so";
 type AbiVersion = unsafe extern "C" fn() -> u32;
 type GpuTargets = unsafe extern "C" fn() -> *const c_char;
 type MhaFwd = unsafe extern "C" fn(*const RaggedAiterFwdArgs) -> i32;
+type Preflight = unsafe extern "C" fn(*const RaggedAiterFwdArgs, *mut c_char, u32) -> i32;
 type LastError = unsafe extern "C" fn() -> *const c_char;
 
 /// Where to look for the shim, in order.
@@ -69,6 +70,7 @@ impl ShimSearch {
 /// A loaded, version-checked shim.
 pub struct ShimLibrary {
     mha_fwd: MhaFwd,
+    preflight: Preflight,
     last_error: LastError,
     gpu_targets: String,
     path: PathBuf,
@@ -100,14 +102,10 @@ impl ShimLibrary {
         }
         let (lib, path) = open_first(LIB, &candidates)?;
         // SAFETY: the aliases transcribe the prototypes in kernels/aiter/ragged_aiter_shim.h.
-        let (abi_version, gpu_targets, mha_fwd, last_error) = unsafe {
-            (
-                resolve::<AbiVersion>(&lib, LIB, &path, "ragged_aiter_shim_abi_version")?,
-                resolve::<GpuTargets>(&lib, LIB, &path, "ragged_aiter_shim_gpu_targets")?,
-                resolve::<MhaFwd>(&lib, LIB, &path, "ragged_aiter_mha_fwd")?,
-                resolve::<LastError>(&lib, LIB, &path, "ragged_aiter_shim_last_error")?,
-            )
-        };
+        // The version comes first: an older shim lacks the preflight, and must be refused with
+        // both version numbers rather than a missing-symbol error.
+        let abi_version =
+            unsafe { resolve::<AbiVersion>(&lib, LIB, &path, "ragged_aiter_shim_abi_version")? };
         // SAFETY: takes no arguments and returns a constant.
         let found = unsafe { abi_version() };
         if found != SHIM_ABI_VERSION {
@@ -117,10 +115,20 @@ impl ShimLibrary {
                 expected: SHIM_ABI_VERSION,
             });
         }
+        // SAFETY: as above; resolved only once the version says these prototypes apply.
+        let (gpu_targets, mha_fwd, preflight, last_error) = unsafe {
+            (
+                resolve::<GpuTargets>(&lib, LIB, &path, "ragged_aiter_shim_gpu_targets")?,
+                resolve::<MhaFwd>(&lib, LIB, &path, "ragged_aiter_mha_fwd")?,
+                resolve::<Preflight>(&lib, LIB, &path, "ragged_aiter_mha_fwd_preflight")?,
+                resolve::<LastError>(&lib, LIB, &path, "ragged_aiter_shim_last_error")?,
+            )
+        };
         // SAFETY: takes no arguments and returns a static string.
         let gpu_targets = c_string(unsafe { gpu_targets() });
         Ok(Self {
             mha_fwd,
+            preflight,
             last_error,
             gpu_targets,
             path,
@@ -141,6 +149,22 @@ impl ShimLibrary {
     fn last_error(&self) -> String {
         // SAFETY: takes no arguments; returns this thread's message.
         c_string(unsafe { (self.last_error)() })
+    }
+
+    /// Calls `ragged_aiter_mha_fwd_preflight`: `Ok(path)` names the kernel AITER would run
+    /// (`asm <kernel> from <file>` or `ck`); `Err((status, message))` is why none would run,
+    /// including the case where AITER would abort the process on an unreadable `.co` file.
+    pub fn preflight(&self, args: &RaggedAiterFwdArgs) -> Result<String, (i32, String)> {
+        let mut choice = [0 as c_char; 512];
+        let size = u32::try_from(choice.len()).unwrap_or(0);
+        // SAFETY: `args` is a live struct of the header's layout; the preflight reads no pointer
+        // in it (header contract) and writes at most `size` bytes, NUL included, into `choice`.
+        let status = unsafe { (self.preflight)(args, choice.as_mut_ptr(), size) };
+        if status == STATUS_OK {
+            Ok(c_string(choice.as_ptr()))
+        } else {
+            Err((status, self.last_error()))
+        }
     }
 
     /// Calls `ragged_aiter_mha_fwd`; with `args.v3_api_check == 1` this only asks AITER
