@@ -15,54 +15,120 @@
 //!   then copies device tensors to the host and back (see [`crate::engines::host::staging`]).
 //!
 //! Every engine left out gets one INFO line naming what was missing.
+//!
+//! Each engine lives in one module and implements [`Planner`]: from the graph's
+//! [`RaggedSdpaProblem`] it makes its own [`Planned`] (or a [`Decline`] naming uid, field, value
+//! and need), which an execution context holds and runs. Nothing here dispatches on engine ids;
+//! adding an engine is one module and one static [`Engine`] in this file's listing.
 
 pub mod aiter;
 pub mod cuda;
 pub mod host;
 
-use std::ffi::{CStr, OsStr};
+use std::ffi::{CStr, OsStr, c_void};
+use std::fmt;
 use std::sync::OnceLock;
+
+use ragged_kernels::problem::RaggedSdpaProblem;
 
 use ragged_kernels::aiter::{self as kernels_aiter, AiterEngine, Availability, ProbeConfig};
 use ragged_kernels::runtime::cuda::runtime;
 
 use crate::abi::types::Severity;
+use crate::applicability::Decline;
 use crate::engine_id::engine_name_to_id;
+use crate::error::PluginError;
+use crate::variant_pack::VariantPack;
 use crate::{logging, plugin_dir, runtime_probe};
+
+/// An engine's graph-time half: what it makes of a problem.
+pub trait Planner: Sync {
+    /// This engine's plan for `problem`, or why it cannot run it.
+    fn plan(&self, problem: &RaggedSdpaProblem) -> Result<Box<dyn Planned>, Decline>;
+}
+
+/// One engine's plan for one graph, owned by an execution context and shared by every thread
+/// executing it (nothing in a plan changes after creation).
+pub trait Planned: fmt::Debug + Send + Sync {
+    /// Device scratch the caller allocates for each execute.
+    fn workspace_size(&self) -> usize;
+
+    /// Moves one-time GPU work (kernel compilation and loading) out of the first execute.
+    ///
+    /// # Safety
+    /// `stream` is NULL or a live stream.
+    unsafe fn prepare(&self, stream: *mut c_void) -> Result<(), PluginError> {
+        let _ = stream;
+        Ok(())
+    }
+
+    /// Runs the plan over one call's variant pack (whose creation carried the caller's
+    /// promises about every pointer, the workspace and the stream).
+    fn execute(
+        &self,
+        problem: &RaggedSdpaProblem,
+        pack: &VariantPack<'_>,
+    ) -> Result<(), PluginError>;
+}
 
 /// Environment variable that lists the host reference engine even next to a GPU runtime.
 pub const HOST_ENGINE_ENV: &str = "HIPDNN_RAGGED_SDPA_HOST_ENGINE";
 
-/// One engine: its upper-snake-case name (static C storage, as `GetEngineName` hands it out) and
-/// the id derived from it.
-#[derive(Debug, PartialEq, Eq)]
+/// One engine: its upper-snake-case name (static C storage, as `GetEngineName` hands it out),
+/// the id derived from it, and its planner.
 pub struct Engine {
     pub name: &'static CStr,
     pub id: i64,
+    planner: &'static dyn Planner,
 }
 
 impl Engine {
     pub fn name_str(&self) -> &'static str {
         self.name.to_str().unwrap_or("<non-utf8 engine name>")
     }
+
+    /// This engine's plan for `problem`, or why it declines.
+    pub fn plan(&self, problem: &RaggedSdpaProblem) -> Result<Box<dyn Planned>, Decline> {
+        self.planner.plan(problem)
+    }
 }
+
+impl fmt::Debug for Engine {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Engine")
+            .field("name", &self.name)
+            .field("id", &self.id)
+            .finish()
+    }
+}
+
+impl PartialEq for Engine {
+    fn eq(&self, other: &Self) -> bool {
+        self.id == other.id
+    }
+}
+
+impl Eq for Engine {}
 
 /// `RAGGED_SDPA_HOST_REFERENCE`: the CPU reference, the numeric specification of every engine.
 pub static HOST_REFERENCE: Engine = Engine {
     name: c"RAGGED_SDPA_HOST_REFERENCE",
     id: engine_name_to_id("RAGGED_SDPA_HOST_REFERENCE"),
+    planner: &host::HostReference,
 };
 
 /// `RAGGED_SDPA_CUDA_FMHA`: the project's ragged FMHA kernels, compiled by NVRTC at first use.
 pub static CUDA_FMHA: Engine = Engine {
     name: c"RAGGED_SDPA_CUDA_FMHA",
     id: engine_name_to_id("RAGGED_SDPA_CUDA_FMHA"),
+    planner: &cuda::CudaFmha,
 };
 
 /// `RAGGED_SDPA_AITER_FMHA`: AITER's FMHA through the shim, on ROCm.
 pub static AITER_FMHA: Engine = Engine {
     name: c"RAGGED_SDPA_AITER_FMHA",
     id: engine_name_to_id(kernels_aiter::ENGINE_NAME),
+    planner: &aiter::AiterFmha,
 };
 
 /// What the probes found, as plain values, so that the listing rule can be tested on any machine.
