@@ -23,11 +23,14 @@ use crate::problem::{Offsets, Operand, RaggedSdpaProblem, ScalePlan};
 /// Byte alignment GPU engines require of every tensor (16-byte vector loads and stores).
 pub const GPU_ALIGNMENT: i64 = 16;
 
-/// Why an engine cannot run a problem: one tensor, one field, its value, and the need.
+/// Why a graph is not run: one tensor (or the graph itself), one field, its value, and the
+/// need. The one decline type of the project: the plugin's graph checks, this contract and every
+/// engine's own limits all answer with it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Decline {
-    /// The offending tensor's uid.
-    pub uid: i64,
+    /// The offending tensor's uid; `None` when the field belongs to the graph, its node or the
+    /// process (versions, node count, an engine that is not available).
+    pub uid: Option<i64>,
     /// The field (with the SDPA role where it helps): `q_tensor_uid head stride (strides[2])`.
     pub field: String,
     /// Its value, as written in the graph.
@@ -45,21 +48,32 @@ impl Decline {
         need: impl Into<String>,
     ) -> Self {
         Self {
-            uid,
+            uid: Some(uid),
             field: field.into(),
             value: value.to_string(),
             need: need.into(),
+        }
+    }
+
+    /// A decline of a field of the graph, its node or the process, which no tensor owns.
+    pub fn graph(
+        field: impl Into<String>,
+        value: impl fmt::Display,
+        need: impl Into<String>,
+    ) -> Self {
+        Self {
+            uid: None,
+            ..Self::new(0, field, value, need)
         }
     }
 }
 
 impl fmt::Display for Decline {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "tensor uid {}: {} = {}, need {}",
-            self.uid, self.field, self.value, self.need
-        )
+        if let Some(uid) = self.uid {
+            write!(f, "tensor uid {uid}: ")?;
+        }
+        write!(f, "{} = {}, need {}", self.field, self.value, self.need)
     }
 }
 
@@ -73,7 +87,7 @@ pub fn check_gpu(p: &RaggedSdpaProblem) -> Result<(), Decline> {
         check_multiplier(t, offsets)?;
         check_alignment(t)?;
     }
-    check_shapes(p)?;
+    check_shapes(&p.q, &p.k, &p.v, &p.o)?;
     for t in p.primaries() {
         check_packed(t)?;
     }
@@ -134,20 +148,21 @@ fn check_alignment(t: &Operand) -> Result<(), Decline> {
     Ok(())
 }
 
-/// Shape agreement (ragged-sdpa.md §4: GQA, batch): the plugin's graph validation already
-/// guarantees this for graphs; engines planned from a hand-built problem rely on it too.
-fn check_shapes(p: &RaggedSdpaProblem) -> Result<(), Decline> {
-    let [b, s_q, h_q, d_qk] = p.q.bshd();
-    let [_, s_kv, h_kv, _] = p.k.bshd();
-    let d_v = p.v.head_dim();
+/// Shape agreement of Q, K, V, O (ragged-sdpa.md §4: GQA, batch), a rule of every engine: the
+/// plugin checks it when it builds the problem, and the GPU contract again for problems built by
+/// hand.
+pub fn check_shapes(q: &Operand, k: &Operand, v: &Operand, o: &Operand) -> Result<(), Decline> {
+    let [b, s_q, h_q, d_qk] = q.bshd();
+    let [_, s_kv, h_kv, _] = k.bshd();
+    let d_v = v.head_dim();
     for (t, value, field) in [
-        (&p.q, b, "batch B"),
-        (&p.q, s_q, "S_max"),
-        (&p.k, s_kv, "S_max"),
-        (&p.q, h_q, "heads"),
-        (&p.k, h_kv, "heads"),
-        (&p.q, d_qk, "head dim"),
-        (&p.v, d_v, "head dim"),
+        (q, b, "batch B"),
+        (q, s_q, "S_max"),
+        (k, s_kv, "S_max"),
+        (q, h_q, "heads"),
+        (k, h_kv, "heads"),
+        (q, d_qk, "head dim"),
+        (v, d_v, "head dim"),
     ] {
         if value < 1 {
             return Err(Decline::new(
@@ -159,10 +174,10 @@ fn check_shapes(p: &RaggedSdpaProblem) -> Result<(), Decline> {
         }
     }
     let expected = [
-        (&p.k, [b, s_kv, h_kv, d_qk], "Q's B and head dim"),
-        (&p.v, [b, s_kv, h_kv, d_v], "K's B, S_max and heads"),
+        (k, [b, s_kv, h_kv, d_qk], "Q's B and head dim"),
+        (v, [b, s_kv, h_kv, d_v], "K's B, S_max and heads"),
         (
-            &p.o,
+            o,
             [b, s_q, h_q, d_v],
             "Q's B, S_max, heads and V's head dim",
         ),
@@ -179,19 +194,19 @@ fn check_shapes(p: &RaggedSdpaProblem) -> Result<(), Decline> {
     }
     if h_q % h_kv != 0 {
         return Err(Decline::new(
-            p.k.uid,
-            format!("{} heads", p.k.role),
+            k.uid,
+            format!("{} heads", k.role),
             h_kv,
             format!("a divisor of Q's {h_q} heads (GQA)"),
         ));
     }
-    for t in [&p.k, &p.v, &p.o] {
-        if t.dtype != p.q.dtype {
+    for t in [k, v, o] {
+        if t.dtype != q.dtype {
             return Err(Decline::new(
                 t.uid,
                 format!("{} data type", t.role),
                 format!("{:?}", t.dtype),
-                format!("Q's {:?}", p.q.dtype),
+                format!("Q's {:?}", q.dtype),
             ));
         }
     }
@@ -349,6 +364,11 @@ mod tests {
         assert_eq!(
             d.to_string(),
             "tensor uid 7: q_tensor_uid alignment = 8, need a positive multiple of 16"
+        );
+        let d = Decline::graph("nodes", 2, "exactly one SdpaAttributes node");
+        assert_eq!(
+            d.to_string(),
+            "nodes = 2, need exactly one SdpaAttributes node"
         );
     }
 

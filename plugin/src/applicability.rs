@@ -22,20 +22,16 @@ use crate::engines::{self, Engine, Planned};
 use crate::error::PluginError;
 use crate::{logging, problem};
 
-/// Why a well-formed graph is not ours; shown in INFO logs and in errors of the calls that
-/// require an applicable graph.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Decline(pub String);
+/// Why a well-formed graph is not ours (the project's one decline type, from the kernels crate):
+/// shown in INFO logs and in errors of the calls that require an applicable graph.
+pub use ragged_kernels::Decline;
 
-/// An engine's decline (uid, field, value and need) in the plugin's words: its text.
-impl From<ragged_kernels::Decline> for Decline {
-    fn from(decline: ragged_kernels::Decline) -> Self {
-        Decline(decline.to_string())
-    }
-}
-
-macro_rules! decline {
-    ($($arg:tt)*) => { return Err(Decline(format!($($arg)*))) };
+fn refuse<T>(
+    field: impl Into<String>,
+    value: impl std::fmt::Display,
+    need: impl Into<String>,
+) -> Result<T, Decline> {
+    Err(Decline::graph(field, value, need))
 }
 
 /// The listed engines that run this graph, in listing (preference) order; empty for a declined
@@ -43,7 +39,7 @@ macro_rules! decline {
 pub fn applicable_engines(bytes: &[u8]) -> Result<Vec<&'static Engine>, PluginError> {
     let sdpa = match decode(bytes)?.and_then(|graph| problem(&graph)) {
         Ok(sdpa) => sdpa,
-        Err(Decline(reason)) => {
+        Err(reason) => {
             logging::log(Severity::INFO, || format!("declining graph: {reason}"));
             return Ok(Vec::new());
         }
@@ -53,7 +49,7 @@ pub fn applicable_engines(bytes: &[u8]) -> Result<Vec<&'static Engine>, PluginEr
         .copied()
         .filter(|engine| match engine.plan(&sdpa) {
             Ok(_) => true,
-            Err(Decline(reason)) => {
+            Err(reason) => {
                 logging::log(Severity::INFO, || {
                     format!("{} declines the graph: {reason}", engine.name_str())
                 });
@@ -72,9 +68,9 @@ pub fn require(
     decode(bytes)?
         .and_then(|graph| problem(&graph))
         .and_then(|sdpa| engine.plan(&sdpa).map(|p| (sdpa, p)))
-        .map_err(|Decline(reason)| PluginError::NotApplicable {
+        .map_err(|reason| PluginError::NotApplicable {
             engine: engine.name_str(),
-            reason,
+            reason: reason.to_string(),
         })
 }
 
@@ -83,10 +79,16 @@ pub fn require(
 fn decode(bytes: &[u8]) -> Result<Result<Graph, Decline>, PluginError> {
     match ragged_schema::wire::decode_graph(bytes) {
         Ok(graph) => Ok(Ok(graph)),
-        Err(error @ SchemaError::UnknownTensorValueTag { .. }) => {
-            Ok(Err(Decline(error.to_string())))
-        }
-        Err(SchemaError::Validation(error)) => Ok(Err(Decline(error.to_string()))),
+        Err(error @ SchemaError::UnknownTensorValueTag { .. }) => Ok(refuse(
+            "tensor value",
+            error,
+            "a TensorValue member this plugin reads",
+        )),
+        Err(SchemaError::Validation(error)) => Ok(refuse(
+            "validation",
+            error,
+            "a graph that passes schema validation",
+        )),
         Err(error) => Err(PluginError::Malformed {
             what: "op_graph",
             detail: error.to_string(),
@@ -99,7 +101,7 @@ pub fn problem(graph: &Graph) -> Result<RaggedSdpaProblem, Decline> {
     check_versions(graph)?;
     let sdpa = single_sdpa_node(graph)?;
     if let Err(error) = graph.validate() {
-        decline!("{error}");
+        return refuse("validation", error, "a graph that passes schema validation");
     }
     check_unsupported_features(sdpa)?;
     problem::build(graph, sdpa)
@@ -107,23 +109,28 @@ pub fn problem(graph: &Graph) -> Result<RaggedSdpaProblem, Decline> {
 
 fn check_versions(graph: &Graph) -> Result<(), Decline> {
     if stamp_exceeds_ceiling(graph) {
-        decline!(
-            "graph is stamped min_required_engine_api_version {}, above the supported ceiling {}",
+        return refuse(
+            "min_required_engine_api_version",
             graph_stamp(graph),
-            ragged_schema::version::MAX_SUPPORTED_API_VERSION
+            format!(
+                "at most the supported ceiling {}",
+                ragged_schema::version::MAX_SUPPORTED_API_VERSION
+            ),
         );
     }
     if graph.is_override_shape_enabled {
-        decline!(
-            "is_override_shape_enabled is true and this plugin does not export \
-             hipdnnEnginePluginExecuteOpGraphWithOverrides"
+        return refuse(
+            "is_override_shape_enabled",
+            true,
+            "false: this plugin does not export hipdnnEnginePluginExecuteOpGraphWithOverrides",
         );
     }
     if !plugin_meets_requirement(&PROJECT_PLUGIN_API_VERSION, graph) {
         let need = compute_minimum_plugin_api_version(graph);
-        decline!(
-            "graph needs engine API {} and this plugin implements {PROJECT_PLUGIN_API_VERSION}",
-            need.version
+        return refuse(
+            "the engine API the graph needs",
+            need.version,
+            format!("at most {PROJECT_PLUGIN_API_VERSION}, the API this plugin implements"),
         );
     }
     Ok(())
@@ -131,20 +138,21 @@ fn check_versions(graph: &Graph) -> Result<(), Decline> {
 
 fn single_sdpa_node(graph: &Graph) -> Result<&SdpaAttributes, Decline> {
     let [node] = graph.nodes.as_slice() else {
-        decline!(
-            "graph has {} nodes; this plugin runs exactly one SdpaAttributes node",
-            graph.nodes.len()
+        return refuse(
+            "nodes",
+            graph.nodes.len(),
+            "exactly one SdpaAttributes node",
         );
     };
+    let field = || format!("node {:?} attributes", node.name);
     match &node.attributes {
         NodeAttributes::Sdpa(sdpa) => Ok(sdpa),
-        NodeAttributes::None => decline!("node {:?} has no attributes (union tag NONE)", node.name),
-        NodeAttributes::Unsupported { tag, name } => {
-            decline!(
-                "node {:?} is {name} (union tag {tag}), not SdpaAttributes",
-                node.name
-            )
-        }
+        NodeAttributes::None => refuse(field(), "none (union tag NONE)", "SdpaAttributes"),
+        NodeAttributes::Unsupported { tag, name } => refuse(
+            field(),
+            format!("{name} (union tag {tag})"),
+            "SdpaAttributes",
+        ),
     }
 }
 
@@ -172,15 +180,20 @@ fn check_unsupported_features(sdpa: &SdpaAttributes) -> Result<(), Decline> {
         ("amax_o_tensor_uid", sdpa.amax_o_tensor_uid),
     ];
     if let Some((field, Some(uid))) = unsupported_uids.iter().find(|(_, uid)| uid.is_some()) {
-        decline!("{field} is set (tensor uid {uid}); that SDPA feature is not supported");
+        return Err(Decline::new(
+            *uid,
+            *field,
+            uid,
+            "unset: that SDPA feature is not supported",
+        ));
     }
     if sdpa.alibi_mask {
-        decline!("alibi_mask is true; ALiBi is not supported");
+        return refuse("alibi_mask", true, "false: ALiBi is not supported");
     }
     // Only an exact 0 means "no dropout": a NaN or negative probability is no probability at
     // all, and `p > 0.0` would have let both through as if dropout were off.
     if let Some(p) = sdpa.dropout_probability.filter(|p| *p != 0.0) {
-        decline!("dropout_probability is {p}; only 0 (no dropout) is supported");
+        return refuse("dropout_probability", p, "0 (no dropout)");
     }
     Ok(())
 }

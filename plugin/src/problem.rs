@@ -14,11 +14,31 @@ use ragged_schema::{
     DataType, DiagonalAlignment, Graph, SdpaAttributes, TensorAttributes, TensorValue,
 };
 
-use crate::applicability::Decline;
+use ragged_kernels::contract::{self, Decline};
 
-macro_rules! decline {
-    ($($arg:tt)*) => { return Err(Decline(format!($($arg)*))) };
+/// A decline of `field` of tensor `uid`.
+fn refuse<T>(
+    uid: i64,
+    field: impl Into<String>,
+    value: impl std::fmt::Display,
+    need: impl Into<String>,
+) -> Result<T, Decline> {
+    Err(Decline::new(uid, field, value, need))
 }
+
+/// A decline of a node attribute no tensor owns.
+fn refuse_attribute<T>(
+    field: &str,
+    value: impl std::fmt::Display,
+    need: impl Into<String>,
+) -> Result<T, Decline> {
+    Err(Decline::graph(field, value, need))
+}
+
+/// What Q, K, V and O may hold.
+const IO_TYPES: &str = "FLOAT, HALF or BFLOAT16";
+/// What offsets and seq_lens may hold.
+const INDEX_TYPES: &str = "INT32 or INT64";
 
 /// The kernels' element type for a graph type, `None` for types no engine stores.
 pub fn kernel_type(data_type: DataType) -> Option<KernelType> {
@@ -47,19 +67,23 @@ pub fn build(graph: &Graph, sdpa: &SdpaAttributes) -> Result<RaggedSdpaProblem, 
     check_io_types(&attributes)?;
     let tensor = |i: usize| tensor_plan(graph, attributes[i].0, attributes[i].1);
     let (q, k, v, o) = (tensor(0)?, tensor(1)?, tensor(2)?, tensor(3)?);
-    check_shapes(&q, &k, &v, &o)?;
+    contract::check_shapes(&q, &k, &v, &o)?;
 
     let stats = match (sdpa.stats_tensor_uid, sdpa.generate_stats) {
         (Some(uid), _) => Some(stats_plan(graph, uid, &q)?),
-        (None, Some(true)) => decline!("generate_stats is true but stats_tensor_uid is unset"),
+        (None, Some(true)) => {
+            return refuse_attribute("generate_stats", true, "stats_tensor_uid set");
+        }
         (None, _) => None,
     };
 
     let seq_len_q = index_input(graph, "seq_len_q_tensor_uid", sdpa.seq_len_q_tensor_uid)?;
     let seq_len_kv = index_input(graph, "seq_len_kv_tensor_uid", sdpa.seq_len_kv_tensor_uid)?;
     if sdpa.padding_mask && (seq_len_q.is_none() || seq_len_kv.is_none()) {
-        decline!(
-            "padding_mask is true but seq_len_q_tensor_uid and seq_len_kv_tensor_uid are not both set"
+        return refuse_attribute(
+            "padding_mask",
+            true,
+            "both seq_len_q_tensor_uid and seq_len_kv_tensor_uid set",
         );
     }
 
@@ -83,14 +107,19 @@ fn tensor_attributes<'g>(
 ) -> Result<&'g TensorAttributes, Decline> {
     match graph.tensor(uid) {
         Some(t) => Ok(t),
-        None => decline!("{role} refers to tensor uid {uid}, which is not in the graph"),
+        None => refuse(uid, role, "a uid not in the graph", "a tensor of the graph"),
     }
 }
 
 fn four(values: &[i64], what: &str, role: &str, uid: i64) -> Result<[i64; 4], Decline> {
     match <[i64; 4]>::try_from(values) {
         Ok(four) => Ok(four),
-        Err(_) => decline!("{role} tensor uid {uid}: {what} {values:?} must have 4 entries"),
+        Err(_) => refuse(
+            uid,
+            format!("{role} {what}"),
+            format!("{values:?}"),
+            "4 entries",
+        ),
     }
 }
 
@@ -101,29 +130,38 @@ fn tensor_plan(
 ) -> Result<Operand, Decline> {
     let uid = t.uid;
     if t.is_virtual {
-        decline!("{role} tensor uid {uid} is virtual; a single-node graph binds every tensor");
+        return refuse(
+            uid,
+            format!("{role} is_virtual"),
+            true,
+            "false: a single-node graph binds every tensor",
+        );
     }
     if t.alignment < 1 {
-        decline!(
-            "{role} tensor uid {uid}: alignment {} must be >= 1",
-            t.alignment
-        );
+        return refuse(uid, format!("{role} alignment"), t.alignment, "at least 1");
     }
     let dims = four(&t.dims, "dims", role, uid)?;
     let strides = four(&t.strides, "strides", role, uid)?;
-    if let Some(d) = dims.iter().find(|d| **d < 0) {
-        decline!("{role} tensor uid {uid}: negative dim {d} in {dims:?}");
+    if dims.iter().any(|d| *d < 0) {
+        return refuse(
+            uid,
+            format!("{role} dims"),
+            format!("{dims:?}"),
+            "no negative dim",
+        );
     }
-    if let Some(s) = strides.iter().find(|s| **s < 0) {
-        decline!("{role} tensor uid {uid}: negative stride {s} in {strides:?}");
+    if strides.iter().any(|s| *s < 0) {
+        return refuse(
+            uid,
+            format!("{role} strides"),
+            format!("{strides:?}"),
+            "no negative stride",
+        );
     }
     // Types are checked by role first (`check_io_types`, `stats_plan`), so this only backs
     // them up: a type no engine stores never reaches the problem.
     let Some(dtype) = kernel_type(t.data_type) else {
-        decline!(
-            "{role} tensor uid {uid} has data type {}; float, half or bfloat16 required",
-            t.data_type
-        );
+        return refuse(uid, format!("{role} data type"), t.data_type, IO_TYPES);
     };
     let mut operand = Operand {
         role,
@@ -161,43 +199,54 @@ fn offsets(
     let (h, d) = (probe.heads(), probe.head_dim());
     let packed = [h.saturating_mul(d), d, 1];
     if [probe.seq_stride(), probe.head_stride(), probe.dim_stride()] != packed {
+        let field = format!("{role} ragged strides (dims {dims:?})");
         if probe.seq_stride() == d && probe.dim_stride() == 1 {
-            decline!(
-                "{role} tensor uid {uid} is ragged with dims {dims:?} and strides {strides:?}: \
-                 that is the older [B, H, S, D] form; ragged tensors must be [B, S, H, D] \
-                 (sequence axis 1) with packed strides"
+            return refuse(
+                uid,
+                field,
+                format!("{strides:?}"),
+                "the [B, S, H, D] form (sequence axis 1) with packed strides; this is the older \
+                 [B, H, S, D] form",
             );
         }
-        decline!(
-            "{role} tensor uid {uid} is ragged with strides {strides:?}; ragged tensors must be \
-             packed [B, S, H, D] with strides [_, {}, {}, 1]",
-            packed[0],
-            packed[1]
+        return refuse(
+            uid,
+            field,
+            format!("{strides:?}"),
+            format!(
+                "packed [B, S, H, D] strides [_, {}, {}, 1]",
+                packed[0], packed[1]
+            ),
         );
     }
     let aux = tensor_attributes(graph, OFFSETS_ROLE, aux_uid)?;
+    let aux_field = |what: &str| format!("ragged offsets (of {role} uid {uid}) {what}");
     let Some(width) = kernel_type(aux.data_type).and_then(IndexWidth::of) else {
-        decline!(
-            "ragged offset tensor uid {aux_uid} (of {role} uid {uid}) has data type {}; int32 or int64 required",
-            aux.data_type
-        );
+        return refuse(aux_uid, aux_field("data type"), aux.data_type, INDEX_TYPES);
     };
     let batch = probe.batch();
     let Some(entries) = batch.checked_add(1) else {
-        decline!(
-            "{role} tensor uid {uid}: dims[0] (the batch B) = {batch} leaves no room for B + 1 ragged offsets"
+        return refuse(
+            uid,
+            format!("{role} dims[0] (the batch B)"),
+            batch,
+            "room for B + 1 ragged offsets",
         );
     };
     if aux.dims != [entries, 1, 1, 1] {
-        decline!(
-            "ragged offset tensor uid {aux_uid} (of {role} uid {uid}) has dims {:?}; [B + 1, 1, 1, 1] = [{entries}, 1, 1, 1] required",
-            aux.dims
+        return refuse(
+            aux_uid,
+            aux_field("dims"),
+            format!("{:?}", aux.dims),
+            format!("[B + 1, 1, 1, 1] = [{entries}, 1, 1, 1]"),
         );
     }
     if t.ragged_offset_multiplier < 1 {
-        decline!(
-            "{role} tensor uid {uid}: ragged_offset_multiplier {} must be >= 1",
-            t.ragged_offset_multiplier
+        return refuse(
+            uid,
+            format!("{role} ragged_offset_multiplier"),
+            t.ragged_offset_multiplier,
+            "at least 1",
         );
     }
     Ok(Offsets {
@@ -213,52 +262,22 @@ fn check_io_types(tensors: &[(&'static str, &TensorAttributes)]) -> Result<(), D
         first.data_type,
         DataType::Float | DataType::Half | DataType::BFloat16
     ) {
-        decline!(
-            "{role} tensor uid {} has data type {}; float, half or bfloat16 required",
+        return refuse(
             first.uid,
-            first.data_type
+            format!("{role} data type"),
+            first.data_type,
+            IO_TYPES,
         );
     }
     if let Some((other_role, other)) = tensors.iter().find(|t| t.1.data_type != first.data_type) {
-        decline!(
-            "{other_role} tensor uid {} has data type {} but {role} uid {} has {}; Q, K, V and O must match",
+        return refuse(
             other.uid,
+            format!("{other_role} data type"),
             other.data_type,
-            first.uid,
-            first.data_type
-        );
-    }
-    Ok(())
-}
-
-fn check_shapes(q: &Operand, k: &Operand, v: &Operand, o: &Operand) -> Result<(), Decline> {
-    let [bq, sq, hq, dq] = q.bshd();
-    let [bk, sk, hk, dk] = k.bshd();
-    let [bv, sv, hv, dv] = v.bshd();
-    let [bo, so, ho, d_o] = o.bshd();
-    if [bk, bv, bo] != [bq; 3] {
-        decline!("batch sizes differ: Q {bq}, K {bk}, V {bv}, O {bo}");
-    }
-    if bq < 1 || sq < 1 || sk < 1 {
-        decline!("B = {bq}, S_q = {sq}, S_kv = {sk}; each must be >= 1");
-    }
-    if hq < 1 || hk < 1 || dq < 1 || dv < 1 {
-        decline!(
-            "head counts (H_q {hq}, H_kv {hk}) and head dims (D_qk {dq}, D_v {dv}) must be >= 1"
-        );
-    }
-    if hk != hv || sk != sv {
-        decline!("K (H {hk}, S {sk}) and V (H {hv}, S {sv}) must have equal heads and lengths");
-    }
-    if hq % hk != 0 {
-        decline!("H_q = {hq} is not a multiple of H_kv = {hk}");
-    }
-    if dk != dq {
-        decline!("Q head dim {dq} differs from K head dim {dk}");
-    }
-    if [ho, so, d_o] != [hq, sq, dv] {
-        decline!(
-            "O (H {ho}, S {so}, D {d_o}) must match Q's heads and length and V's head dim (H {hq}, S {sq}, D {dv})"
+            format!(
+                "{}, as {role} uid {} (Q, K, V and O must match)",
+                first.data_type, first.uid
+            ),
         );
     }
     Ok(())
@@ -270,10 +289,7 @@ fn stats_plan(graph: &Graph, uid: i64, q: &Operand) -> Result<Operand, Decline> 
     let role = "stats_tensor_uid";
     let t = tensor_attributes(graph, role, uid)?;
     if t.data_type != DataType::Float {
-        decline!(
-            "stats_tensor_uid tensor uid {uid} has data type {}; float required",
-            t.data_type
-        );
+        return refuse(uid, "stats_tensor_uid data type", t.data_type, "FLOAT");
     }
     let stats = tensor_plan(graph, role, t)?;
     let expected = [q.batch(), q.seq_max(), q.heads(), 1];
@@ -286,9 +302,11 @@ fn stats_plan(graph: &Graph, uid: i64, q: &Operand) -> Result<Operand, Decline> 
         {
             graph_order[axis] = value;
         }
-        decline!(
-            "stats_tensor_uid tensor uid {uid} has dims {:?}; {graph_order:?} required",
-            stats.dims
+        return refuse(
+            uid,
+            "stats_tensor_uid dims",
+            format!("{:?}", stats.dims),
+            format!("{graph_order:?} (Q's B, S_max and heads)"),
         );
     }
     Ok(stats)
@@ -302,10 +320,7 @@ fn index_input(
     let Some(uid) = uid else { return Ok(None) };
     let t = tensor_attributes(graph, role, uid)?;
     let Some(width) = kernel_type(t.data_type).and_then(IndexWidth::of) else {
-        decline!(
-            "{role} tensor uid {uid} has data type {}; int32 or int64 required",
-            t.data_type
-        );
+        return refuse(uid, format!("{role} data type"), t.data_type, INDEX_TYPES);
     };
     Ok(Some(IndexInput { role, uid, width }))
 }
@@ -319,9 +334,11 @@ fn scale_plan(graph: &Graph, sdpa: &SdpaAttributes) -> Result<ScalePlan, Decline
         // A Float8Value is the fp8 encoding byte, in a format (e4m3, e5m2, ...) the value
         // does not say; read as a number, 0x38 (1.0 in e4m3) would become a scale of 56.
         if let TensorValue::Float8(bits) = value {
-            decline!(
-                "scale_tensor_uid tensor uid {uid} holds a Float8Value (encoding {bits:#04x}); \
-                 an fp8-encoded scale is not supported"
+            return refuse(
+                uid,
+                "scale_tensor_uid value",
+                format!("a Float8Value (encoding {bits:#04x})"),
+                "a value that is not fp8-encoded (an fp8 scale's format is unknown)",
             );
         }
         return Ok(ScalePlan::Fixed(value.as_f64() as f32));
@@ -331,16 +348,23 @@ fn scale_plan(graph: &Graph, sdpa: &SdpaAttributes) -> Result<ScalePlan, Decline
         DataType::Half => ScalarType::Half,
         DataType::BFloat16 => ScalarType::BFloat16,
         DataType::Double => ScalarType::Double,
-        other => decline!(
-            "scale_tensor_uid tensor uid {uid} has data type {other}; a floating-point scalar required"
-        ),
+        other => {
+            return refuse(
+                uid,
+                "scale_tensor_uid data type",
+                other,
+                "FLOAT, HALF, BFLOAT16 or DOUBLE",
+            );
+        }
     };
     // Every dim 1 (or rank 0): a product of wire dims could overflow, and [-1, -1]
     // multiplies to 1 without being a scalar.
     if t.dims.iter().any(|&d| d != 1) {
-        decline!(
-            "scale_tensor_uid tensor uid {uid} has dims {:?}; a scalar required",
-            t.dims
+        return refuse(
+            uid,
+            "scale_tensor_uid dims",
+            format!("{:?}", t.dims),
+            "every dim 1 (a scalar)",
         );
     }
     Ok(if t.is_runtime_pass_by_value {
@@ -353,12 +377,16 @@ fn scale_plan(graph: &Graph, sdpa: &SdpaAttributes) -> Result<ScalePlan, Decline
 fn band(sdpa: &SdpaAttributes) -> Result<MaskBand, Decline> {
     let band = match sdpa.resolve_diagonal_band() {
         Ok(band) => band,
-        Err(error) => decline!("{error}"),
+        Err(error) => {
+            return refuse_attribute("diagonal band", error, "a band schema.md §6.1 resolves");
+        }
     };
     let alignment = match band.alignment {
         DiagonalAlignment::TopLeft => Alignment::TopLeft,
         DiagonalAlignment::BottomRight => Alignment::BottomRight,
-        DiagonalAlignment::Unknown(v) => decline!("diagonal_alignment has unknown value {v}"),
+        DiagonalAlignment::Unknown(v) => {
+            return refuse_attribute("diagonal_alignment", v, "TOP_LEFT or BOTTOM_RIGHT");
+        }
     };
     Ok(MaskBand::window(band.left, band.right, alignment))
 }

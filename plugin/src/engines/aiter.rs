@@ -5,18 +5,23 @@ use ragged_kernels::aiter::{AiterEngine, AiterPlan, AiterProblem, DeviceBuffers}
 use ragged_kernels::problem::RaggedSdpaProblem;
 
 use super::{Planned, Planner};
-use crate::applicability::Decline;
 use crate::error::PluginError;
 use crate::scale;
 use crate::variant_pack::VariantPack;
+use ragged_kernels::Decline;
 
 /// The engine; its runtime state is probed once per process ([`super::aiter_engine`]).
 pub struct AiterFmha;
 
 impl Planner for AiterFmha {
     fn plan(&self, problem: &RaggedSdpaProblem) -> Result<Box<dyn Planned>, Decline> {
-        let engine = super::aiter_engine()
-            .ok_or_else(|| Decline("the AITER engine is not available in this process".into()))?;
+        let engine = super::aiter_engine().ok_or_else(|| {
+            Decline::graph(
+                "RAGGED_SDPA_AITER_FMHA",
+                "not available in this process",
+                "a HIP runtime, a device and the AITER shim",
+            )
+        })?;
         let (problem, plan) = plan(engine, problem)?;
         Ok(Box::new(Plan { problem, plan }))
     }
@@ -29,8 +34,8 @@ pub fn plan(
 ) -> Result<(AiterProblem, AiterPlan), Decline> {
     let device = engine
         .current_device()
-        .map_err(|error| Decline(format!("the current HIP device is unknown: {error}")))?;
-    Ok(engine.plan(problem, device)?)
+        .map_err(|error| Decline::graph("the current HIP device", error, "a known device"))?;
+    engine.plan(problem, device)
 }
 
 /// The AITER view of the problem and the applicability result, for one graph.

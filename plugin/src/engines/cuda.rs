@@ -15,10 +15,10 @@ use ragged_kernels::problem::RaggedSdpaProblem;
 use ragged_kernels::runtime::cuda::{GpuError, TensorRole};
 
 use super::{Planned, Planner};
-use crate::applicability::Decline;
 use crate::error::PluginError;
 use crate::scale;
 use crate::variant_pack::VariantPack;
+use ragged_kernels::Decline;
 
 /// Environment variable selecting [`ExecuteMode::Validate`].
 pub const VALIDATE_ENV: &str = "HIPDNN_RAGGED_SDPA_VALIDATE";
@@ -34,7 +34,7 @@ impl Planner for CudaFmha {
 
 /// The kernels' plan; every refusal names uid, field, value and need.
 pub fn plan(problem: &RaggedSdpaProblem) -> Result<FmhaPlan, Decline> {
-    Ok(fmha::plan(problem)?)
+    fmha::plan(problem)
 }
 
 impl Planned for FmhaPlan {
@@ -158,7 +158,7 @@ mod tests {
     fn declined(graph: &Graph) -> String {
         match plan(&sdpa_plan(graph)) {
             Ok(_) => "accepted".to_owned(),
-            Err(Decline(reason)) => reason,
+            Err(reason) => reason.to_string(),
         }
     }
 

@@ -35,11 +35,11 @@ use ragged_kernels::aiter::{self as kernels_aiter, AiterEngine, Availability, Pr
 use ragged_kernels::runtime::cuda::runtime;
 
 use crate::abi::types::Severity;
-use crate::applicability::Decline;
 use crate::engine_id::engine_name_to_id;
 use crate::error::PluginError;
 use crate::variant_pack::VariantPack;
 use crate::{logging, plugin_dir, runtime_probe};
+use ragged_kernels::Decline;
 
 /// An engine's graph-time half: what it makes of a problem.
 pub trait Planner: Sync {

@@ -21,10 +21,10 @@ use ragged_kernels::{
 };
 
 use super::{Planned, Planner};
-use crate::applicability::Decline;
 use crate::error::PluginError;
 use crate::scale;
 use crate::variant_pack::VariantPack;
+use ragged_kernels::Decline;
 
 /// The engine: applicable to every graph the plugin accepts, wherever it can reach the memory.
 pub struct HostReference;

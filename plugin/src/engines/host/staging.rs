@@ -20,11 +20,11 @@ use ragged_kernels::runtime::cuda::memory::{self, Location};
 use ragged_kernels::runtime::cuda::runtime;
 
 use crate::abi::types::DeviceBuffer;
-use crate::applicability::Decline;
 use crate::engines::host;
 use crate::error::PluginError;
 use crate::runtime_probe;
 use crate::variant_pack::VariantPack;
+use ragged_kernels::Decline;
 
 /// How the host engine reaches the variant pack's memory in this process.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -66,7 +66,11 @@ pub fn decide_access(cuda_usable: bool, hip_present: bool) -> Access {
 /// The host engine's applicability beyond the graph: whether it can reach the memory.
 pub fn check_reachable() -> Result<(), Decline> {
     match access() {
-        Access::Unreachable(reason) => Err(Decline(reason.clone())),
+        Access::Unreachable(reason) => Err(Decline::graph(
+            "memory access of the host engine",
+            reason,
+            "host memory, or a GPU runtime with a copy path",
+        )),
         Access::InPlace | Access::CudaCopies => Ok(()),
     }
 }
