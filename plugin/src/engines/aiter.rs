@@ -1,21 +1,31 @@
 //! `RAGGED_SDPA_AITER_FMHA`: the kernels' AITER plan on the current HIP device (the shared GPU
 //! contract, then AITER's limits), and one execute on the handle's stream.
 
-use ragged_kernels::aiter::{AiterEngine, AiterPlan, AiterProblem, DeviceBuffers};
+use std::sync::OnceLock;
+
+use ragged_kernels::aiter::{
+    self as kernels_aiter, AiterEngine, AiterPlan, AiterProblem, Availability, DeviceBuffers,
+    ProbeConfig,
+};
 use ragged_kernels::problem::RaggedSdpaProblem;
 
-use super::{Planned, Planner};
+use super::{AITER_FMHA, Listing, Planned, Planner};
 use crate::error::PluginError;
+use crate::plugin_dir;
 use crate::scale;
 use crate::variant_pack::VariantPack;
 use ragged_kernels::Decline;
 
-/// The engine; its runtime state is probed once per process ([`super::aiter_engine`]).
+/// The engine; its runtime state is probed once per process ([`engine`]).
 pub struct AiterFmha;
 
 impl Planner for AiterFmha {
+    fn listing(&self) -> Listing {
+        listing_for(probe().1.clone())
+    }
+
     fn plan(&self, problem: &RaggedSdpaProblem) -> Result<Box<dyn Planned>, Decline> {
-        let engine = super::aiter_engine().ok_or_else(|| {
+        let engine = engine().ok_or_else(|| {
             Decline::graph(
                 "RAGGED_SDPA_AITER_FMHA",
                 "not available in this process",
@@ -25,6 +35,37 @@ impl Planner for AiterFmha {
         let (problem, plan) = plan(engine, problem)?;
         Ok(Box::new(Plan { problem, plan }))
     }
+}
+
+/// Listed when the probe finds HIP, a device, hipRTC and the AITER shim; the probe's line says
+/// which.
+pub fn listing_for(probe: Result<String, String>) -> Listing {
+    let (listed, line) = match probe {
+        Ok(line) => (true, line),
+        Err(line) => (false, line),
+    };
+    Listing {
+        listed,
+        line: Some(line),
+    }
+}
+
+/// The AITER engine, probed once per process; `None` when it is not listed.
+pub fn engine() -> Option<&'static AiterEngine> {
+    probe().0.as_ref()
+}
+
+fn probe() -> &'static (Option<AiterEngine>, Result<String, String>) {
+    static AITER: OnceLock<(Option<AiterEngine>, Result<String, String>)> = OnceLock::new();
+    AITER.get_or_init(|| {
+        let availability =
+            kernels_aiter::probe(&ProbeConfig::from_env(plugin_dir::plugin_dir().as_deref()));
+        let line = availability.log_line();
+        match availability {
+            Availability::Available(engine) => (Some(*engine), Ok(line)),
+            Availability::Unavailable { .. } => (None, Err(line)),
+        }
+    })
 }
 
 /// Applicability on the calling thread's current HIP device.
@@ -59,8 +100,8 @@ impl Planned for Plan {
         let aiter = &problem_for_execute(problem, &self.problem, pack)?;
         let buffers = buffers(problem, pack)?;
         let plan = &self.plan;
-        let engine = super::aiter_engine().ok_or(PluginError::UnknownEngine {
-            engine_id: super::AITER_FMHA.id,
+        let engine = engine().ok_or(PluginError::UnknownEngine {
+            engine_id: AITER_FMHA.id,
         })?;
         // SAFETY: the pack's contract: every address is device memory of the current HIP device
         // sized as `problem` describes, the workspace holds `workspace.size` bytes, the stream is

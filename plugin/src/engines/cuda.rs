@@ -12,9 +12,9 @@ use std::sync::OnceLock;
 
 use ragged_kernels::cuda_fmha::{self as fmha, ExecuteMode, FmhaBuffers, FmhaEngine, FmhaPlan};
 use ragged_kernels::problem::RaggedSdpaProblem;
-use ragged_kernels::runtime::cuda::{GpuError, TensorRole};
+use ragged_kernels::runtime::cuda::{GpuError, TensorRole, runtime};
 
-use super::{Planned, Planner};
+use super::{CUDA_FMHA, Listing, Planned, Planner};
 use crate::error::PluginError;
 use crate::scale;
 use crate::variant_pack::VariantPack;
@@ -27,8 +27,44 @@ pub const VALIDATE_ENV: &str = "HIPDNN_RAGGED_SDPA_VALIDATE";
 pub struct CudaFmha;
 
 impl Planner for CudaFmha {
+    fn listing(&self) -> Listing {
+        listing_for(probe())
+    }
+
     fn plan(&self, problem: &RaggedSdpaProblem) -> Result<Box<dyn Planned>, Decline> {
         Ok(Box::new(plan(problem)?))
+    }
+}
+
+/// Listed when a usable CUDA device, driver and NVRTC are found (`Ok(summary)`).
+pub fn listing_for(probe: Result<String, String>) -> Listing {
+    let name = CUDA_FMHA.name_str();
+    match probe {
+        Ok(summary) => Listing {
+            listed: true,
+            line: Some(format!("{name} listed: {summary}")),
+        },
+        Err(reason) => Listing {
+            listed: false,
+            line: Some(format!("{name} not listed: {reason}")),
+        },
+    }
+}
+
+fn probe() -> Result<String, String> {
+    match runtime::probe() {
+        Ok(cuda) => Ok(format!(
+            "CUDA driver {}, NVRTC {}.{}, devices [{}]",
+            runtime::format_cuda_version(cuda.driver_version),
+            cuda.nvrtc_version.0,
+            cuda.nvrtc_version.1,
+            cuda.devices
+                .iter()
+                .map(|d| format!("{} {} ({})", d.ordinal, d.name, d.target.arch()))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
+        Err(error) => Err(error.to_string()),
     }
 }
 

@@ -16,33 +16,43 @@
 //!
 //! Every engine left out gets one INFO line naming what was missing.
 //!
-//! Each engine lives in one module and implements [`Planner`]: from the graph's
-//! [`RaggedSdpaProblem`] it makes its own [`Planned`] (or a [`Decline`] naming uid, field, value
+//! Each engine lives in one module and implements [`Planner`]: its own listing probe, and from the
+//! graph's [`RaggedSdpaProblem`] its own [`Planned`] (or a [`Decline`] naming uid, field, value
 //! and need), which an execution context holds and runs. Nothing here dispatches on engine ids;
-//! adding an engine is one module and one static [`Engine`] in this file's listing.
+//! adding an engine is its module plus its static [`Engine`] and one entry in [`ENGINES`].
 
 pub mod aiter;
 pub mod cuda;
 pub mod host;
 
-use std::ffi::{CStr, OsStr, c_void};
+use std::ffi::{CStr, c_void};
 use std::fmt;
 use std::sync::OnceLock;
 
+use ragged_kernels::Decline;
+use ragged_kernels::aiter as kernels_aiter;
 use ragged_kernels::problem::RaggedSdpaProblem;
-
-use ragged_kernels::aiter::{self as kernels_aiter, AiterEngine, Availability, ProbeConfig};
-use ragged_kernels::runtime::cuda::runtime;
 
 use crate::abi::types::Severity;
 use crate::engine_id::engine_name_to_id;
 use crate::error::PluginError;
+use crate::logging;
 use crate::variant_pack::VariantPack;
-use crate::{logging, plugin_dir, runtime_probe};
-use ragged_kernels::Decline;
 
-/// An engine's graph-time half: what it makes of a problem.
+pub use host::{HOST_ENGINE_ENV, host_engine_offered};
+
+/// What an engine's probe found: whether to list it, and the INFO line that says why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listing {
+    pub listed: bool,
+    pub line: Option<String>,
+}
+
+/// An engine's process-time and graph-time halves.
 pub trait Planner: Sync {
+    /// Whether this engine can run in this process (probed once; the list is cached).
+    fn listing(&self) -> Listing;
+
     /// This engine's plan for `problem`, or why it cannot run it.
     fn plan(&self, problem: &RaggedSdpaProblem) -> Result<Box<dyn Planned>, Decline>;
 }
@@ -70,9 +80,6 @@ pub trait Planned: fmt::Debug + Send + Sync {
         pack: &VariantPack<'_>,
     ) -> Result<(), PluginError>;
 }
-
-/// Environment variable that lists the host reference engine even next to a GPU runtime.
-pub const HOST_ENGINE_ENV: &str = "HIPDNN_RAGGED_SDPA_HOST_ENGINE";
 
 /// One engine: its upper-snake-case name (static C storage, as `GetEngineName` hands it out),
 /// the id derived from it, and its planner.
@@ -131,54 +138,23 @@ pub static AITER_FMHA: Engine = Engine {
     planner: &aiter::AiterFmha,
 };
 
-/// What the probes found, as plain values, so that the listing rule can be tested on any machine.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Probes {
-    /// `Ok(summary)` when CUDA is usable, else why not.
-    pub cuda: Result<String, String>,
-    /// AITER's availability as its log line, `Ok` when available.
-    pub aiter: Result<String, String>,
-    /// Whether any GPU runtime library can be loaded (CUDA or HIP, usable or not).
-    pub gpu_runtime_present: bool,
-    /// `HIPDNN_RAGGED_SDPA_HOST_ENGINE`.
-    pub host_env: Option<std::ffi::OsString>,
-}
+/// Every engine of this library, in preference order (GPU engines first). Adding an engine is
+/// its module, its static above and one entry here.
+pub static ENGINES: [&Engine; 3] = [&CUDA_FMHA, &AITER_FMHA, &HOST_REFERENCE];
 
 /// The listed engines in preference order, and the log lines explaining the choice.
-pub fn decide(probes: &Probes) -> (Vec<&'static Engine>, Vec<(Severity, String)>) {
+pub fn decide(
+    listings: &[(&'static Engine, Listing)],
+) -> (Vec<&'static Engine>, Vec<(Severity, String)>) {
     let mut engines = Vec::new();
     let mut lines = Vec::new();
-    match &probes.cuda {
-        Ok(summary) => {
-            engines.push(&CUDA_FMHA);
-            lines.push((
-                Severity::INFO,
-                format!("{} listed: {summary}", CUDA_FMHA.name_str()),
-            ));
+    for (engine, listing) in listings {
+        if listing.listed {
+            engines.push(*engine);
         }
-        Err(reason) => lines.push((
-            Severity::INFO,
-            format!("{} not listed: {reason}", CUDA_FMHA.name_str()),
-        )),
-    }
-    match &probes.aiter {
-        Ok(line) => {
-            engines.push(&AITER_FMHA);
+        if let Some(line) = &listing.line {
             lines.push((Severity::INFO, line.clone()));
         }
-        Err(line) => lines.push((Severity::INFO, line.clone())),
-    }
-    if host_engine_offered(probes.gpu_runtime_present, probes.host_env.as_deref()) {
-        engines.push(&HOST_REFERENCE);
-    } else {
-        lines.push((
-            Severity::INFO,
-            format!(
-                "{} not listed: a GPU runtime is loadable and {HOST_ENGINE_ENV} is not 1 (set it \
-                 to run the CPU reference; next to CUDA it copies device tensors to the host)",
-                HOST_REFERENCE.name_str()
-            ),
-        ));
     }
     if engines.is_empty() {
         lines.push((
@@ -191,57 +167,15 @@ pub fn decide(probes: &Probes) -> (Vec<&'static Engine>, Vec<(Severity, String)>
     (engines, lines)
 }
 
-/// The AITER engine, probed once per process; `None` when it is not listed.
-pub fn aiter_engine() -> Option<&'static AiterEngine> {
-    aiter_probe().0.as_ref()
-}
-
-fn aiter_probe() -> &'static (Option<AiterEngine>, Result<String, String>) {
-    static AITER: OnceLock<(Option<AiterEngine>, Result<String, String>)> = OnceLock::new();
-    AITER.get_or_init(|| {
-        let availability =
-            kernels_aiter::probe(&ProbeConfig::from_env(plugin_dir::plugin_dir().as_deref()));
-        let line = availability.log_line();
-        match availability {
-            Availability::Available(engine) => (Some(*engine), Ok(line)),
-            Availability::Unavailable { .. } => (None, Err(line)),
-        }
-    })
-}
-
-fn cuda_probe() -> Result<String, String> {
-    match runtime::probe() {
-        Ok(cuda) => Ok(format!(
-            "CUDA driver {}, NVRTC {}.{}, devices [{}]",
-            runtime::format_cuda_version(cuda.driver_version),
-            cuda.nvrtc_version.0,
-            cuda.nvrtc_version.1,
-            cuda.devices
-                .iter()
-                .map(|d| format!("{} {} ({})", d.ordinal, d.name, d.target.arch()))
-                .collect::<Vec<_>>()
-                .join(", ")
-        )),
-        Err(error) => Err(error.to_string()),
-    }
-}
-
-/// The host engine's listing rule, separated from the probes so it can be tested on any machine.
-pub fn host_engine_offered(gpu_runtime_present: bool, env_value: Option<&OsStr>) -> bool {
-    !gpu_runtime_present || env_value == Some(OsStr::new("1"))
-}
-
 /// The engines listed in this process, decided on first use.
 pub fn listed() -> &'static [&'static Engine] {
     static LISTED: OnceLock<Vec<&'static Engine>> = OnceLock::new();
     LISTED.get_or_init(|| {
-        let probes = Probes {
-            cuda: cuda_probe(),
-            aiter: aiter_probe().1.clone(),
-            gpu_runtime_present: runtime_probe::gpu_runtime_present(),
-            host_env: std::env::var_os(HOST_ENGINE_ENV),
-        };
-        let (engines, lines) = decide(&probes);
+        let listings: Vec<_> = ENGINES
+            .iter()
+            .map(|engine| (*engine, engine.planner.listing()))
+            .collect();
+        let (engines, lines) = decide(&listings);
         for (severity, line) in lines {
             logging::log(severity, || line);
         }
@@ -257,6 +191,7 @@ pub fn find(id: i64) -> Option<&'static Engine> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::ffi::OsStr;
 
     #[test]
     fn host_engine_rule() {
@@ -268,27 +203,42 @@ mod tests {
         assert!(host_engine_offered(true, Some(OsStr::new("1"))));
     }
 
-    fn probes(cuda: bool, aiter: bool, gpu_runtime: bool, env: Option<&str>) -> Probes {
-        Probes {
-            cuda: if cuda {
-                Ok("CUDA driver 13.0, NVRTC 13.0, devices [0 NVIDIA H200 (sm_90a)]".into())
-            } else {
-                Err(
-                    "CUDA is unavailable: the CUDA driver library (libcuda.so) cannot be loaded"
-                        .into(),
-                )
-            },
-            aiter: if aiter {
-                Ok(
-                    "RAGGED_SDPA_AITER_FMHA listed: HIP runtime /opt/rocm/lib/libamdhip64.so"
-                        .into(),
-                )
-            } else {
-                Err("RAGGED_SDPA_AITER_FMHA not listed: no HIP runtime: not found".into())
-            },
-            gpu_runtime_present: gpu_runtime,
-            host_env: env.map(Into::into),
-        }
+    /// The three engines' listing rules over the given probe results.
+    fn probes(
+        cuda: bool,
+        aiter: bool,
+        gpu_runtime: bool,
+        env: Option<&str>,
+    ) -> Vec<(&'static Engine, Listing)> {
+        let cuda_probe = if cuda {
+            Ok("CUDA driver 13.0, NVRTC 13.0, devices [0 NVIDIA H200 (sm_90a)]".into())
+        } else {
+            Err("CUDA is unavailable: the CUDA driver library (libcuda.so) cannot be loaded".into())
+        };
+        let aiter_probe = if aiter {
+            Ok("RAGGED_SDPA_AITER_FMHA listed: HIP runtime /opt/rocm/lib/libamdhip64.so".into())
+        } else {
+            Err("RAGGED_SDPA_AITER_FMHA not listed: no HIP runtime: not found".into())
+        };
+        let env = env.map(OsStr::new);
+        vec![
+            (&CUDA_FMHA, cuda::listing_for(cuda_probe)),
+            (&AITER_FMHA, aiter::listing_for(aiter_probe)),
+            (&HOST_REFERENCE, host::listing_for(gpu_runtime, env)),
+        ]
+    }
+
+    #[test]
+    fn the_listing_is_every_engine_in_preference_order() {
+        let names: Vec<_> = ENGINES.iter().map(|e| e.name_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "RAGGED_SDPA_CUDA_FMHA",
+                "RAGGED_SDPA_AITER_FMHA",
+                "RAGGED_SDPA_HOST_REFERENCE"
+            ]
+        );
     }
 
     fn names(engines: &[&Engine]) -> Vec<&'static str> {

@@ -8,7 +8,7 @@
 
 pub mod staging;
 
-use std::ffi::c_void;
+use std::ffi::{OsStr, c_void};
 use std::ptr::NonNull;
 use std::sync::Arc;
 
@@ -20,16 +20,50 @@ use ragged_kernels::{
     TensorMut, sdpa_forward,
 };
 
-use super::{Planned, Planner};
+use super::{HOST_REFERENCE, Listing, Planned, Planner};
 use crate::error::PluginError;
 use crate::scale;
 use crate::variant_pack::VariantPack;
 use ragged_kernels::Decline;
 
+/// Environment variable that lists the host reference engine even next to a GPU runtime.
+pub const HOST_ENGINE_ENV: &str = "HIPDNN_RAGGED_SDPA_HOST_ENGINE";
+
 /// The engine: applicable to every graph the plugin accepts, wherever it can reach the memory.
 pub struct HostReference;
 
+/// The host engine's listing rule, separated from the probes so it can be tested on any machine.
+pub fn host_engine_offered(gpu_runtime_present: bool, env_value: Option<&OsStr>) -> bool {
+    !gpu_runtime_present || env_value == Some(OsStr::new("1"))
+}
+
+/// Listed without a GPU runtime (every pointer is host memory) or when asked for; silent when
+/// listed, as it always was.
+pub fn listing_for(gpu_runtime_present: bool, env_value: Option<&OsStr>) -> Listing {
+    if host_engine_offered(gpu_runtime_present, env_value) {
+        return Listing {
+            listed: true,
+            line: None,
+        };
+    }
+    Listing {
+        listed: false,
+        line: Some(format!(
+            "{} not listed: a GPU runtime is loadable and {HOST_ENGINE_ENV} is not 1 (set it to \
+             run the CPU reference; next to CUDA it copies device tensors to the host)",
+            HOST_REFERENCE.name_str()
+        )),
+    }
+}
+
 impl Planner for HostReference {
+    fn listing(&self) -> Listing {
+        listing_for(
+            crate::runtime_probe::gpu_runtime_present(),
+            std::env::var_os(HOST_ENGINE_ENV).as_deref(),
+        )
+    }
+
     fn plan(&self, _problem: &RaggedSdpaProblem) -> Result<Box<dyn Planned>, Decline> {
         staging::check_reachable()?;
         Ok(Box::new(HostPlan))
@@ -56,7 +90,7 @@ impl Planned for HostPlan {
             staging::Access::InPlace => run(problem, pack),
             staging::Access::CudaCopies => staging::run_staged(problem, pack),
             staging::Access::Unreachable(reason) => Err(PluginError::NotApplicable {
-                engine: super::HOST_REFERENCE.name_str(),
+                engine: HOST_REFERENCE.name_str(),
                 reason: reason.clone(),
             }),
         }
