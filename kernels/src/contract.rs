@@ -344,7 +344,7 @@ fn check_band(p: &RaggedSdpaProblem) -> Result<(), Decline> {
 mod tests {
     use super::*;
     use crate::problem::IndexWidth;
-    use crate::problem::tests::{problem, ragged};
+    use crate::problem::tests::{dense_stats, problem, ragged};
 
     fn declined(p: &RaggedSdpaProblem, uid: i64, field: &str) -> String {
         let text = check_gpu(p).expect_err("declined").to_string();
@@ -493,15 +493,7 @@ mod tests {
             }
             t
         } else {
-            Operand {
-                role: "stats_tensor_uid",
-                uid: 9,
-                dtype: DataType::F32,
-                dims: [3, 8, 200, 1],
-                strides: [1600, 200, 1, 1],
-                alignment: 16,
-                ragged: None,
-            }
+            dense_stats(9, [3, 8, 200, 1], [1600, 200, 1, 1])
         }
     }
 

@@ -347,18 +347,42 @@ pub(crate) mod tests {
         }
     }
 
-    /// B = 3, S_q = 200, H_q = 8, S_kv = 300, H_kv = 2, D = 128; uids 1..=4, offsets 10 and 11.
-    pub(crate) fn problem() -> RaggedSdpaProblem {
+    /// A packed bf16 problem `[B, S_q, H_q, D]` / `[B, S_kv, H_kv, D]`: uids 1..=4, Q/O offsets
+    /// uid 10 and K/V offsets uid 11 (int32 ×1), scale 0.125, no mask, no stats.
+    pub(crate) fn packed(
+        b: i64,
+        (s_q, h_q): (i64, i64),
+        (s_kv, h_kv): (i64, i64),
+        d: i64,
+    ) -> RaggedSdpaProblem {
         RaggedSdpaProblem {
-            q: ragged("q_tensor_uid", 1, [3, 200, 8, 128], 10),
-            k: ragged("k_tensor_uid", 2, [3, 300, 2, 128], 11),
-            v: ragged("v_tensor_uid", 3, [3, 300, 2, 128], 11),
-            o: ragged("o_tensor_uid", 4, [3, 200, 8, 128], 10),
+            q: ragged("q_tensor_uid", 1, [b, s_q, h_q, d], 10),
+            k: ragged("k_tensor_uid", 2, [b, s_kv, h_kv, d], 11),
+            v: ragged("v_tensor_uid", 3, [b, s_kv, h_kv, d], 11),
+            o: ragged("o_tensor_uid", 4, [b, s_q, h_q, d], 10),
             stats: None,
             seq_len_q: None,
             seq_len_kv: None,
             scale: ScalePlan::Fixed(0.125),
             mask: MaskBand::none(),
+        }
+    }
+
+    /// B = 3, S_q = 200, H_q = 8, S_kv = 300, H_kv = 2, D = 128.
+    pub(crate) fn problem() -> RaggedSdpaProblem {
+        packed(3, (200, 8), (300, 2), 128)
+    }
+
+    /// A dense FLOAT stats tensor `[B, H, S, 1]` with the given strides.
+    pub(crate) fn dense_stats(uid: i64, dims: [i64; 4], strides: [i64; 4]) -> Operand {
+        Operand {
+            role: "stats_tensor_uid",
+            uid,
+            dtype: DataType::F32,
+            dims,
+            strides,
+            alignment: 16,
+            ragged: None,
         }
     }
 

@@ -334,15 +334,7 @@ fn negative_mask_bounds_are_declined() {
 }
 
 fn dense_stats(strides: [i64; 4]) -> Operand {
-    Operand {
-        role: "stats_tensor_uid",
-        uid: 9,
-        dtype: DataType::F32,
-        dims: [2, 4, 8, 1],
-        strides,
-        alignment: 16,
-        ragged: None,
-    }
+    crate::problem::tests::dense_stats(9, [2, 4, 8, 1], strides)
 }
 
 #[test]

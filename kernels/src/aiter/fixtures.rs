@@ -9,8 +9,8 @@ use std::sync::OnceLock;
 use super::mapping::DeviceBuffers;
 use super::problem::{AiterProblem, IndexWidth, LseLayout, RaggedAux, RaggedOperand};
 use super::shim_abi::HEADER;
-use crate::problem::tests::ragged;
-use crate::problem::{RaggedSdpaProblem, ScalePlan};
+use crate::problem::RaggedSdpaProblem;
+use crate::problem::tests::packed;
 use crate::{DataType, MaskBand};
 
 /// Distinct, recognisable fake device addresses for every buffer; tests clear the optional ones
@@ -70,17 +70,7 @@ pub(crate) fn base_problem() -> AiterProblem {
 
 /// [`base_problem`] as the plugin would describe the graph: packed ragged BSHD, int32 offsets ×1.
 pub(crate) fn base_ragged() -> RaggedSdpaProblem {
-    RaggedSdpaProblem {
-        q: ragged("q_tensor_uid", 1, [2, 8, 4, 128], 10),
-        k: ragged("k_tensor_uid", 2, [2, 16, 2, 128], 11),
-        v: ragged("v_tensor_uid", 3, [2, 16, 2, 128], 11),
-        o: ragged("o_tensor_uid", 4, [2, 8, 4, 128], 10),
-        stats: None,
-        seq_len_q: None,
-        seq_len_kv: None,
-        scale: ScalePlan::Fixed(0.125),
-        mask: MaskBand::none(),
-    }
+    packed(2, (8, 4), (16, 2), 128)
 }
 
 const FAKE_HIP: &str = r#"

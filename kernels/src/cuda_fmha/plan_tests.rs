@@ -2,7 +2,7 @@ use super::*;
 use crate::MaskBand;
 use crate::cuda_fmha::device_abi::TileConfig;
 use crate::cuda_fmha::geometry::geometry;
-use crate::problem::tests::{problem, ragged};
+use crate::problem::tests::{dense_stats, problem, ragged};
 use crate::problem::{IndexInput, IndexWidth};
 
 /// The decline's text, which must name `uid` and `field`.
@@ -153,15 +153,7 @@ fn the_shared_contract_comes_first() {
 #[test]
 fn dense_lse_maps_its_strides() {
     let mut p = problem();
-    p.stats = Some(Operand {
-        role: "stats_tensor_uid",
-        uid: 5,
-        dtype: DataType::F32,
-        dims: [3, 8, 200, 1],
-        strides: [1600, 200, 1, 1],
-        alignment: 16,
-        ragged: None,
-    });
+    p.stats = Some(dense_stats(5, [3, 8, 200, 1], [1600, 200, 1, 1]));
     let lse = plan(&p).unwrap().lse.unwrap();
     assert_eq!(
         (lse.batch_stride, lse.head_stride, lse.seq_stride),
