@@ -1,5 +1,5 @@
-//! `RAGGED_SDPA_CUDA_FMHA`: the SDPA plan in the CUDA kernels' terms ([`FmhaProblem`]), and one
-//! execute on the handle's stream.
+//! `RAGGED_SDPA_CUDA_FMHA`: the kernels' CUDA plan (the shared GPU contract, then the CUDA
+//! kernels' limits), and one execute on the handle's stream.
 //!
 //! hipDNN on NVIDIA passes a `cudaStream_t` where the ABI says `hipStream_t` (ragged-sdpa.md §6),
 //! so `SetStream`'s value is the stream the kernels are enqueued on; NULL is the legacy default
