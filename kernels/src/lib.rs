@@ -1,5 +1,7 @@
 //! Tensor SDK (dense, shallow, ragged), CPU reference SDPA and GPU FMHA engines (issues 3, 6, 7).
 //!
+//! * [`problem`]: the one graph-free description of a ragged SDPA forward every engine reads,
+//!   and [`contract`]: the rules all GPU engines share, each failure one [`Decline`].
 //! * [`tensor`]: the RFC's tensor hierarchy: a type-erased [`Tensor`] trait, owning and shallow
 //!   dense tensors, owning and shallow ragged tensors sharing one [`tensor::RaggedLayout`].
 //! * [`sdpa`]: the CPU reference SDPA forward over those tensors, the numeric specification the
@@ -13,16 +15,22 @@
 //! these types.
 
 pub mod aiter;
+pub mod contract;
 pub mod cuda_fmha;
 pub mod dtype;
 pub mod error;
 mod gemm;
+pub mod problem;
 pub mod runtime;
 pub mod sdpa;
 pub mod tensor;
 
+pub use contract::Decline;
 pub use dtype::{DataType, Element, FloatElement, HostData, HostDataMut};
 pub use error::{KernelError, Role};
+pub use problem::{
+    IndexInput, IndexWidth, Offsets, Operand, RaggedSdpaProblem, ScalarType, ScalePlan,
+};
 pub use sdpa::{DiagonalAlignment, MaskBand, SdpaParams, sdpa_forward};
 pub use tensor::{
     BSHD_SEQ_AXIS, DenseTensor, RaggedTensor, ShallowRaggedTensor, ShallowRaggedTensorMut,

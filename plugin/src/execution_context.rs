@@ -1,16 +1,16 @@
-//! Execution contexts: an engine plus the plan it runs, owned by the plugin between
-//! `CreateExecutionContext` and `DestroyExecutionContext`, and shared by any number of threads
-//! executing at once (nothing in a context changes after creation).
+//! Execution contexts: an engine, the problem and the engine's plan for it, owned by the plugin
+//! between `CreateExecutionContext` and `DestroyExecutionContext`, and shared by any number of
+//! threads executing at once (nothing in a context changes after creation).
 
 use std::ffi::c_void;
 use std::sync::LazyLock;
 
+use ragged_kernels::problem::RaggedSdpaProblem;
+
 use crate::abi::types::DeviceBuffer;
 use crate::applicability;
-use crate::engine_plan::EnginePlan;
-use crate::engines::Engine;
+use crate::engines::{Engine, Planned};
 use crate::error::PluginError;
-use crate::plan::SdpaPlan;
 use crate::registry::Registry;
 use crate::variant_pack::VariantPack;
 
@@ -20,18 +20,18 @@ pub static CONTEXTS: LazyLock<Registry<ExecutionContext>> =
 #[derive(Debug)]
 pub struct ExecutionContext {
     engine: &'static Engine,
-    plan: SdpaPlan,
-    engine_plan: EnginePlan,
+    problem: RaggedSdpaProblem,
+    planned: Box<dyn Planned>,
 }
 
 impl ExecutionContext {
     /// Decodes and checks `graph` for `engine`; everything kept is a copy.
     pub fn build(engine: &'static Engine, graph: &[u8]) -> Result<Self, PluginError> {
-        let (plan, engine_plan) = applicability::require(engine, graph)?;
+        let (problem, planned) = applicability::require(engine, graph)?;
         Ok(ExecutionContext {
             engine,
-            plan,
-            engine_plan,
+            problem,
+            planned,
         })
     }
 
@@ -41,7 +41,7 @@ impl ExecutionContext {
 
     /// What `GetWorkspaceSize` reports for this engine and graph.
     pub fn workspace_size(&self) -> usize {
-        self.engine_plan.workspace_size()
+        self.planned.workspace_size()
     }
 
     /// Moves one-time GPU work (kernel compilation and loading) out of the first execute.
@@ -50,26 +50,23 @@ impl ExecutionContext {
     /// `stream` is NULL or a live stream.
     pub unsafe fn prepare(&self, stream: *mut c_void) -> Result<(), PluginError> {
         // SAFETY: forwarded contract.
-        unsafe { self.engine_plan.prepare(stream) }
+        unsafe { self.planned.prepare(stream) }
     }
 
     /// Runs the engine over the variant pack of one call, on `stream`.
     ///
     /// # Safety
-    /// Every pointer in `buffers` is valid for the extent the plan's tensor implies, in memory
-    /// this context's engine reaches, until `stream` completes the work; `workspace` holds
-    /// [`Self::workspace_size`] bytes; `stream` is NULL or a live stream.
+    /// As [`VariantPack::new`]: every pointer in `buffers` is valid for the extent this
+    /// context's problem implies, in memory its engine reaches, until `stream` completes the
+    /// work; `workspace` holds [`Self::workspace_size`] bytes; `stream` is NULL or a live stream.
     pub unsafe fn execute(
         &self,
         stream: *mut c_void,
         workspace: *mut c_void,
         buffers: &[DeviceBuffer],
     ) -> Result<(), PluginError> {
-        let pack = VariantPack::new(buffers)?;
         // SAFETY: forwarded contract.
-        unsafe {
-            self.engine_plan
-                .execute(&self.plan, stream, workspace, &pack)
-        }
+        let pack = unsafe { VariantPack::new(buffers, stream, workspace) }?;
+        self.planned.execute(&self.problem, &pack)
     }
 }

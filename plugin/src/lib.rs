@@ -5,13 +5,15 @@
 //! - [`exports`]: the 20 `extern "C"` entry points and nothing else; each is a panic boundary
 //!   that checks pointers, calls one module, and writes its outputs only on success;
 //! - [`abi`]: C types, the panic boundary, NULL-checking pointer helpers, per-thread last error;
-//! - [`applicability`] → [`plan`]: graph bytes to a decision and an owned SDPA plan;
-//! - [`engines`]: which engines this process lists, GPU engines first;
-//! - [`engine_plan`]: each engine's own plan, workspace and execute, dispatched in one place, over
-//!   [`engines::cuda`] (`RAGGED_SDPA_CUDA_FMHA`), [`engines::aiter`] (`RAGGED_SDPA_AITER_FMHA`) and
-//!   [`engines::host::staging`] → [`engines::host`] (`RAGGED_SDPA_HOST_REFERENCE`, copying device
-//!   tensors through the host when a CUDA runtime is present);
-//! - [`execution_context`] → [`variant_pack`]: per-call pointer binding, and [`scale`]: the
+//! - [`applicability`] → [`problem`]: graph bytes to a decision and an owned
+//!   `ragged_kernels::RaggedSdpaProblem`;
+//! - [`engines`]: which engines this process lists, GPU engines first, and the `Planner` /
+//!   `Planned` traits each engine implements in its own module: [`engines::cuda`]
+//!   (`RAGGED_SDPA_CUDA_FMHA`), [`engines::aiter`] (`RAGGED_SDPA_AITER_FMHA`) and [`engines::host`]
+//!   (`RAGGED_SDPA_HOST_REFERENCE`, copying device tensors through the host with
+//!   [`engines::host::staging`] when a CUDA runtime is present);
+//! - [`execution_context`] → [`variant_pack`]: per-call pointer binding (the one unsafe step of an
+//!   execute), and [`scale`]: the
 //!   attention scale of each call (a runtime pass-by-value scalar is read from its host pointer).
 //!
 //! Exported functions are `unsafe extern "C"`: their pointer arguments carry C's contracts, which
@@ -20,7 +22,7 @@
 //! Environment: `HIPDNN_RAGGED_SDPA_HOST_ENGINE=1` lists the host reference engine even when a
 //! GPU runtime is loadable (see [`engines`]); `HIPDNN_RAGGED_SDPA_VALIDATE=1` makes the CUDA
 //! engine check ragged offsets on the device and fail with INVALID_VALUE instead of leaving
-//! invalid batches unwritten (one stream synchronization per execute, see [`cuda_engine`]);
+//! invalid batches unwritten (one stream synchronization per execute, see [`engines::cuda`]);
 //! `RAGGED_SDPA_AITER_SHIM` names the AITER shim library.
 
 pub mod abi;
@@ -28,15 +30,14 @@ pub mod applicability;
 pub mod engine_config;
 pub mod engine_details;
 pub mod engine_id;
-pub mod engine_plan;
 pub mod engines;
 pub mod error;
 pub mod execution_context;
 pub mod exports;
 pub mod handle;
 pub mod logging;
-pub mod plan;
 pub mod plugin_dir;
+pub mod problem;
 pub mod registry;
 pub mod runtime_probe;
 pub mod scale;

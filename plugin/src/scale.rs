@@ -8,11 +8,10 @@
 //!
 //! The value is passed through as read, NaN and infinities included, as the CPU reference does.
 
+use ragged_kernels::problem::{ScalarType as DataType, ScalePlan};
 use ragged_kernels::{ShallowTensor, read_scalar_f32};
-use ragged_schema::DataType;
 
 use crate::error::PluginError;
-use crate::plan::{self, ScalePlan};
 use crate::variant_pack::VariantPack;
 
 /// The SDPA field a runtime scale is bound through, for error messages.
@@ -77,7 +76,7 @@ unsafe fn read_host_scalar(
         // SAFETY: forwarded contract; unaligned read because a host scalar carries no promise.
         return Ok(unsafe { ptr.as_ptr().cast::<f64>().read_unaligned() } as f32);
     }
-    let element = plan::kernel_type(data_type).ok_or_else(|| {
+    let element = data_type.element().ok_or_else(|| {
         PluginError::Engine(format!(
             "{ROLE} tensor uid {uid} has data type {data_type}, which the plan should have declined"
         ))
@@ -100,6 +99,7 @@ unsafe fn read_host_scalar(
 mod tests {
     use super::*;
     use crate::abi::types::{DeviceBuffer, Status};
+    use std::ptr::null_mut;
 
     fn bound(uid: i64, value: &mut [u8]) -> [DeviceBuffer; 1] {
         [DeviceBuffer {
@@ -109,13 +109,15 @@ mod tests {
     }
 
     fn device_engine(scale: ScalePlan, entries: &[DeviceBuffer]) -> Result<f32, PluginError> {
-        let pack = VariantPack::new(entries)?;
+        // SAFETY: the tests bind host scalars of the stated type, or nothing.
+        let pack = unsafe { VariantPack::new(entries, null_mut(), null_mut()) }?;
         // SAFETY: every pointer in these tests is a live host buffer of 8 bytes.
         unsafe { for_device_engine(scale, &pack) }
     }
 
     fn host_engine(scale: ScalePlan, entries: &[DeviceBuffer]) -> Result<f32, PluginError> {
-        let pack = VariantPack::new(entries)?;
+        // SAFETY: the tests bind host scalars of the stated type, or nothing.
+        let pack = unsafe { VariantPack::new(entries, null_mut(), null_mut()) }?;
         // SAFETY: as above.
         unsafe { for_host_engine(scale, &pack) }
     }

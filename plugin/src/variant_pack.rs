@@ -1,21 +1,44 @@
-//! The variant pack of one execute: tensor uid → pointer, valid only during the call.
+//! The variant pack of one execute: tensor uid → pointer, plus the call's stream and workspace,
+//! valid only during the call.
+//!
+//! Creating one is the single unsafe step of an execute: [`VariantPack::new`] takes the caller's
+//! promise about every pointer, and every layer below it (the engines' `execute`, the host
+//! engine's views and staging) is a safe function that relies on that promise.
 //!
 //! hipDNN sends a handful of entries, so a linear scan beats building a map on every execute.
 
 use std::ffi::c_void;
 use std::ptr::NonNull;
 
+use ragged_kernels::problem::{IndexInput, OFFSETS_ROLE, Operand};
+
 use crate::abi::types::DeviceBuffer;
 use crate::error::PluginError;
-use crate::plan::{IndexPlan, TensorPlan};
 
+#[derive(Debug)]
 pub struct VariantPack<'a> {
     entries: &'a [DeviceBuffer],
+    stream: *mut c_void,
+    workspace: *mut c_void,
 }
 
 impl<'a> VariantPack<'a> {
     /// Rejects a uid bound twice: which pointer the caller meant would be a guess.
-    pub fn new(entries: &'a [DeviceBuffer]) -> Result<Self, PluginError> {
+    ///
+    /// # Safety
+    /// For the whole call and until `stream` completes the work it is given: every pointer in
+    /// `entries` is valid for the extent its tensor in the execution context's problem implies
+    /// (for a ragged tensor `ragged_offset[B] × multiplier` elements), in memory the context's
+    /// engine reaches (host memory, or device memory of `stream`'s context where the engine is a
+    /// GPU engine or stages device memory); inputs are not written by anyone meanwhile; a
+    /// pass-by-value scale's pointer is a host pointer to one element of its type
+    /// (plugin-abi.md §5.7); `workspace` is NULL or holds the context's workspace size in bytes;
+    /// `stream` is NULL or a live stream.
+    pub unsafe fn new(
+        entries: &'a [DeviceBuffer],
+        stream: *mut c_void,
+        workspace: *mut c_void,
+    ) -> Result<Self, PluginError> {
         for (i, entry) in entries.iter().enumerate() {
             if entries[..i].iter().any(|e| e.uid == entry.uid) {
                 return Err(PluginError::InvalidValue(format!(
@@ -24,7 +47,21 @@ impl<'a> VariantPack<'a> {
                 )));
             }
         }
-        Ok(VariantPack { entries })
+        Ok(VariantPack {
+            entries,
+            stream,
+            workspace,
+        })
+    }
+
+    /// The stream this call's work is enqueued on (NULL: the default stream).
+    pub fn stream(&self) -> *mut c_void {
+        self.stream
+    }
+
+    /// The caller's workspace for this call (NULL when the plan needs none).
+    pub fn workspace(&self) -> *mut c_void {
+        self.workspace
     }
 
     /// Every binding, in the caller's order.
@@ -49,14 +86,14 @@ impl<'a> VariantPack<'a> {
     }
 
     /// The address of `tensor`'s ragged offset aux; 0 (the launchers' "absent") when dense.
-    pub fn aux_address(&self, tensor: &TensorPlan) -> Result<usize, PluginError> {
-        tensor.ragged.map_or(Ok(0), |r| {
-            self.address(r.aux_uid, "ragged_offset_tensor_uid")
-        })
+    pub fn aux_address(&self, tensor: &Operand) -> Result<usize, PluginError> {
+        tensor
+            .ragged
+            .map_or(Ok(0), |r| self.address(r.uid, OFFSETS_ROLE))
     }
 
     /// The address of an optional index input (`seq_len_q/kv`); 0 when the graph has none.
-    pub fn optional_address(&self, index: Option<IndexPlan>) -> Result<usize, PluginError> {
+    pub fn optional_address(&self, index: Option<IndexInput>) -> Result<usize, PluginError> {
         index.map_or(Ok(0), |s| self.address(s.uid, s.role))
     }
 }
@@ -64,6 +101,7 @@ impl<'a> VariantPack<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::ptr::null_mut as null;
 
     #[test]
     fn lookups_name_the_missing_or_null_uid() {
@@ -78,7 +116,8 @@ mod tests {
                 ptr: std::ptr::null_mut(),
             },
         ];
-        let pack = VariantPack::new(&entries);
+        // SAFETY: nothing in this test dereferences a pointer.
+        let pack = unsafe { VariantPack::new(&entries, null(), null()) };
         let pack = pack.as_ref().ok();
         assert!(pack.is_some_and(|p| p.pointer(1, "q_tensor_uid").is_ok()));
         let missing = pack.and_then(|p| p.pointer(7, "k_tensor_uid").err());
@@ -92,8 +131,8 @@ mod tests {
 
     #[test]
     fn device_addresses_are_zero_only_for_what_the_graph_lacks() {
-        use crate::plan::RaggedPlan;
-        use ragged_schema::DataType;
+        use ragged_kernels::DataType;
+        use ragged_kernels::problem::{IndexWidth, Offsets};
 
         let (mut q, mut offsets) = (0u8, 0u8);
         let entries = [
@@ -106,25 +145,26 @@ mod tests {
                 ptr: (&raw mut offsets).cast(),
             },
         ];
-        let pack = VariantPack::new(&entries).ok();
-        let mut tensor = TensorPlan {
+        // SAFETY: nothing in this test dereferences a pointer.
+        let pack = unsafe { VariantPack::new(&entries, null(), null()) }.ok();
+        let mut tensor = Operand {
             uid: 1,
             role: "q_tensor_uid",
-            data_type: DataType::Half,
+            dtype: DataType::F16,
             dims: [1, 1, 1, 1],
             strides: [1, 1, 1, 1],
             alignment: 16,
             ragged: None,
         };
-        let aux = |t: &TensorPlan| pack.as_ref().map(|p| p.aux_address(t).ok());
+        let aux = |t: &Operand| pack.as_ref().map(|p| p.aux_address(t).ok());
         assert_eq!(aux(&tensor), Some(Some(0)), "dense: no aux");
-        tensor.ragged = Some(RaggedPlan {
-            aux_uid: 5,
-            aux_data_type: DataType::Int32,
+        tensor.ragged = Some(Offsets {
+            uid: 5,
+            width: IndexWidth::I32,
             multiplier: 1,
         });
         assert_eq!(aux(&tensor), Some(Some(&raw mut offsets as usize)));
-        tensor.ragged = tensor.ragged.map(|r| RaggedPlan { aux_uid: 6, ..r });
+        tensor.ragged = tensor.ragged.map(|r| Offsets { uid: 6, ..r });
         let missing = pack.as_ref().and_then(|p| p.aux_address(&tensor).err());
         assert!(matches!(
             missing,
@@ -135,10 +175,10 @@ mod tests {
         ));
         let none = pack.as_ref().map(|p| p.optional_address(None).ok());
         assert_eq!(none, Some(Some(0)));
-        let seq_len = IndexPlan {
+        let seq_len = IndexInput {
             uid: 1,
             role: "seq_len_q_tensor_uid",
-            data_type: DataType::Int32,
+            width: IndexWidth::I32,
         };
         let bound = pack
             .as_ref()
@@ -158,6 +198,7 @@ mod tests {
                 ptr: std::ptr::null_mut(),
             },
         ];
-        assert!(VariantPack::new(&entries).is_err());
+        // SAFETY: the pack is refused before any pointer could be used.
+        assert!(unsafe { VariantPack::new(&entries, null(), null()) }.is_err());
     }
 }

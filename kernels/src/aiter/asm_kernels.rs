@@ -15,11 +15,12 @@
 //!
 //! [`check_applicability`]: super::applicability::check_applicability
 
-use super::applicability::{AiterPlan, Decline};
+use super::applicability::AiterPlan;
 use super::mapping::{DeviceBuffers, shim_args};
 use super::problem::AiterProblem;
 use super::shim_abi::status_name;
 use super::shim_library::ShimLibrary;
+use crate::contract::Decline;
 
 /// Device addresses for a call that reads none (the preflight never dereferences them).
 const NO_BUFFERS: DeviceBuffers = DeviceBuffers {
@@ -44,17 +45,23 @@ pub fn preflight(
     plan: &AiterPlan,
 ) -> Result<String, Decline> {
     let args = shim_args(problem, plan, &NO_BUFFERS, 0, 0);
-    shim.preflight(&args)
-        .map_err(|(status, message)| Decline::NoRunnableKernel {
-            reason: format!("{message} (shim preflight: {})", status_name(status)),
-        })
+    shim.preflight(&args).map_err(|(status, message)| {
+        Decline::graph(
+            "AITER kernel",
+            format!(
+                "none would run here: {message} (shim preflight: {})",
+                status_name(status)
+            ),
+            "one AITER can load without aborting the process (kernels/aiter/README.md)",
+        )
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::aiter::applicability::{GpuArch, check_applicability};
-    use crate::aiter::fixtures::{base_problem, fake_rocm};
+    use crate::aiter::fixtures::{base_problem, base_ragged, fake_rocm};
     use crate::aiter::shim_abi::{MASK_BOTTOM_RIGHT, MASK_TOP_LEFT};
     use crate::aiter::shim_library::ShimSearch;
     use crate::{DiagonalAlignment, MaskBand};
@@ -101,8 +108,9 @@ mod tests {
         let decline = preflight(&fake_shim(), &p, &plan).expect_err("declined");
         assert_eq!(
             decline.to_string(),
-            "AITER would run no kernel here: AITER_ASM_DIR is unset; AITER would abort loading \
-             gfx942/fake.co (shim preflight: RAGGED_AITER_KERNEL_FILE_MISSING)"
+            "AITER kernel = none would run here: AITER_ASM_DIR is unset; AITER would abort loading \
+             gfx942/fake.co (shim preflight: RAGGED_AITER_KERNEL_FILE_MISSING), need one AITER can \
+             load without aborting the process (kernels/aiter/README.md)"
         );
     }
 
@@ -115,7 +123,7 @@ mod tests {
         assert!(
             decline
                 .to_string()
-                .ends_with("no CK in this build (shim preflight: RAGGED_AITER_UNSUPPORTED)"),
+                .contains("no CK in this build (shim preflight: RAGGED_AITER_UNSUPPORTED)"),
             "{decline}"
         );
     }
@@ -156,14 +164,11 @@ mod tests {
         })
         .engine()
         .expect("fakes are complete");
-        assert!(engine.plan(&base_problem(), 0).is_ok());
-        let p = AiterProblem {
-            batch: 7,
-            ..base_problem()
-        };
-        assert!(matches!(
-            engine.plan(&p, 0),
-            Err(Decline::NoRunnableKernel { .. })
-        ));
+        assert!(engine.plan(&base_ragged(), 0).is_ok());
+        // The fake shim's preflight refuses batch 7.
+        let refused = engine
+            .plan(&crate::problem::tests::packed(7, (8, 4), (16, 2), 128), 0)
+            .expect_err("the preflight refuses batch 7");
+        assert!(refused.field.contains("AITER kernel"), "{refused}");
     }
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use super::applicability::{AiterPlan, Decline, GpuArch, check_applicability};
+use super::applicability::{self, AiterPlan, GpuArch};
 use super::asm_kernels;
 use super::device_kernels::{
     FIXUP_KERNEL, FIXUP_SOURCE, PREPASS_KERNEL, PREPASS_SOURCE, fixup_launch, prepass_launch,
@@ -18,6 +18,8 @@ use super::mapping::shim_args;
 use super::problem::{AiterProblem, LseLayout};
 use super::shim_library::ShimLibrary;
 use super::workspace::aligned_base;
+use crate::contract::Decline;
+use crate::problem::RaggedSdpaProblem;
 use crate::runtime::hip::{HipFunction, HipModule, HipRuntime, Hiprtc};
 
 /// The pre-pass and fix-up, compiled for one device.
@@ -79,16 +81,20 @@ impl AiterEngine {
         self.hip.current_device()
     }
 
-    /// Applicability on `device` (see [`check_applicability`]).
-    pub fn plan(&self, problem: &AiterProblem, device: i32) -> Result<AiterPlan, Decline> {
+    /// The plan on `device` (see [`applicability::plan`]).
+    pub fn plan(
+        &self,
+        problem: &RaggedSdpaProblem,
+        device: i32,
+    ) -> Result<(AiterProblem, AiterPlan), Decline> {
         let arch = usize::try_from(device)
             .ok()
             .and_then(|d| self.archs.get(d))
             .cloned()
             .unwrap_or_else(|| GpuArch::new(format!("unknown device {device}")));
-        let plan = check_applicability(problem, &arch, self.shim.gpu_targets())?;
-        asm_kernels::preflight(&self.shim, problem, &plan)?;
-        Ok(plan)
+        let (aiter_problem, plan) = applicability::plan(problem, &arch, self.shim.gpu_targets())?;
+        asm_kernels::preflight(&self.shim, &aiter_problem, &plan)?;
+        Ok((aiter_problem, plan))
     }
 
     /// Asks AITER (through the shim, launching nothing) whether its asm `fmha_v3` kernels
@@ -241,8 +247,9 @@ pub fn check_buffers(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::aiter::applicability::check_applicability;
     use crate::aiter::detection::{ProbeConfig, probe};
-    use crate::aiter::fixtures::{self, base_problem, fake_rocm};
+    use crate::aiter::fixtures::{self, base_problem, base_ragged, fake_rocm};
     use crate::aiter::problem::{IndexWidth, SeqLens};
     use crate::aiter::shim_library::ShimSearch;
     use std::ffi::{CStr, c_char};
@@ -326,8 +333,8 @@ mod tests {
     #[test]
     fn execute_enqueues_memset_prepass_aiter_fixup_in_order_on_one_stream() {
         let engine = fake_engine();
-        let p = base_problem();
-        let plan = engine.plan(&p, 0).expect("taken");
+        let (p, plan) = engine.plan(&base_ragged(), 0).expect("taken");
+        assert_eq!(p, base_problem());
         assert_eq!(engine.asm_v3_would_run(&p, &plan).ok(), Some(true));
         let workspace = 0x10_0010; // not 256-aligned: rounded up to 0x100100
         // SAFETY: the fakes never dereference device addresses.
@@ -361,11 +368,12 @@ mod tests {
     #[test]
     fn shim_failures_carry_the_shim_message() {
         let engine = fake_engine();
-        let p = AiterProblem {
-            batch: 13,
-            ..base_problem()
-        };
-        let plan = engine.plan(&p, 0).expect("taken");
+        let mut graph = base_ragged();
+        for t in [&mut graph.q, &mut graph.k, &mut graph.v, &mut graph.o] {
+            t.dims[0] = 13;
+        }
+        let (p, plan) = engine.plan(&graph, 0).expect("taken");
+        assert_eq!(p.batch, 13);
         // SAFETY: the fakes never dereference device addresses.
         let err = unsafe { engine.execute(&p, &plan, &buffers(0x20_0000), plan.workspace.size, 0) }
             .expect_err("fake shim fails batch 13");

@@ -1,5 +1,5 @@
 //! The one error type of the AITER engine. Declines are not errors (see
-//! [`Decline`](super::Decline)); these are failures of loading or of an execution that was
+//! [`Decline`](crate::contract::Decline)); these are failures of loading or of an execution that was
 //! already accepted.
 
 use std::path::PathBuf;

@@ -9,6 +9,8 @@ use std::sync::OnceLock;
 use super::mapping::DeviceBuffers;
 use super::problem::{AiterProblem, IndexWidth, LseLayout, RaggedAux, RaggedOperand};
 use super::shim_abi::HEADER;
+use crate::problem::RaggedSdpaProblem;
+use crate::problem::tests::packed;
 use crate::{DataType, MaskBand};
 
 /// Distinct, recognisable fake device addresses for every buffer; tests clear the optional ones
@@ -64,6 +66,11 @@ pub(crate) fn base_problem() -> AiterProblem {
         scale: 0.125,
         lse: LseLayout::None,
     }
+}
+
+/// [`base_problem`] as the plugin would describe the graph: packed ragged BSHD, int32 offsets ×1.
+pub(crate) fn base_ragged() -> RaggedSdpaProblem {
+    packed(2, (8, 4), (16, 2), 128)
 }
 
 const FAKE_HIP: &str = r#"

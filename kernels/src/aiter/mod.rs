@@ -39,7 +39,7 @@ pub mod workspace;
 #[cfg(test)]
 mod fixtures;
 
-pub use applicability::{AiterPlan, Decline, GpuArch, check_applicability};
+pub use applicability::{AiterPlan, GpuArch, check_applicability, plan};
 pub use detection::{Availability, Missing, ProbeConfig, probe};
 pub use engine::AiterEngine;
 pub use error::AiterError;

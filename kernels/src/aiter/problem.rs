@@ -1,31 +1,13 @@
 //! A ragged SDPA forward as the AITER engine sees it: plain numbers, no schema types.
 //!
-//! The plugin fills this from the graph (ragged-sdpa.md §1, §2, §4). It is deliberately closer
-//! to the graph than to AITER's arguments: every check of [`applicability`](super::applicability)
-//! can then name the tensor uid and field the user wrote, and [`mapping`](super::mapping) is the
-//! only place that knows AITER's conventions. Element types and the mask band are the crate's
-//! ([`DataType`], [`MaskBand`]), shared with the CPU reference and the CUDA engine.
+//! Derived once from the [`RaggedSdpaProblem`] after the shared GPU contract has accepted it
+//! ([`AiterProblem::from_problem`]): the sequence and head axes are already resolved, so the
+//! workspace, [`mapping`](super::mapping) (the only place that knows AITER's conventions) and the
+//! device kernels read plain numbers.
 
+pub use crate::problem::IndexWidth;
+use crate::problem::{IndexInput, Offsets, Operand, RaggedSdpaProblem};
 use crate::{DataType, MaskBand};
-
-/// Width of an integer side tensor (ragged offsets, `seq_len_*`): INT32 or INT64.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum IndexWidth {
-    /// INT32.
-    I32,
-    /// INT64.
-    I64,
-}
-
-impl IndexWidth {
-    /// Bytes per element, as the device kernels take it.
-    pub fn bytes(self) -> i32 {
-        match self {
-            Self::I32 => 4,
-            Self::I64 => 8,
-        }
-    }
-}
 
 /// The `ragged_offset` aux tensor of one ragged primary (`[B+1, 1, 1, 1]`, device memory).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -60,25 +42,69 @@ pub struct RaggedOperand {
 }
 
 impl RaggedOperand {
-    /// Reads a ragged primary from its graph dims `[B, S_max, H, D]` and strides (sequence
-    /// axis 1, ragged-sdpa.md §1). B and S_max belong to the problem, not the operand; the
-    /// caller checks that Q/O and K/V agree on them.
-    pub fn from_bshd(
-        uid: i64,
-        dims: [i64; 4],
-        strides: [i64; 4],
-        aux: RaggedAux,
-        alignment: i64,
-    ) -> Self {
+    /// A ragged primary with its axes resolved by [`Operand`]. A dense operand (which the GPU
+    /// contract declines) gets a zero aux, never read.
+    pub fn from_operand(t: &Operand) -> Self {
         Self {
-            uid,
-            heads: dims[2],
-            head_dim: dims[3],
-            seq_stride: strides[1],
-            head_stride: strides[2],
-            dim_stride: strides[3],
-            aux,
-            alignment,
+            uid: t.uid,
+            heads: t.heads(),
+            head_dim: t.head_dim(),
+            seq_stride: t.seq_stride(),
+            head_stride: t.head_stride(),
+            dim_stride: t.dim_stride(),
+            aux: RaggedAux::from_offsets(t.ragged.unwrap_or(Offsets {
+                uid: 0,
+                width: IndexWidth::I32,
+                multiplier: 1,
+            })),
+            alignment: t.alignment,
+        }
+    }
+}
+
+impl RaggedAux {
+    fn from_offsets(o: Offsets) -> Self {
+        Self {
+            uid: o.uid,
+            width: o.width,
+            multiplier: o.multiplier,
+        }
+    }
+}
+
+impl SeqLens {
+    fn from_input(s: &IndexInput) -> Self {
+        Self {
+            uid: s.uid,
+            width: s.width,
+        }
+    }
+}
+
+impl LseLayout {
+    fn from_stats(stats: Option<&Operand>) -> Self {
+        match stats {
+            None => Self::None,
+            Some(t) => match t.ragged {
+                Some(offsets) => Self::Ragged {
+                    uid: t.uid,
+                    seq_stride: t.seq_stride(),
+                    head_stride: t.head_stride(),
+                    aux: RaggedAux::from_offsets(offsets),
+                    alignment: t.alignment,
+                },
+                // The fix-up takes the strides of `[B, H_q, S_q_max, 1]`.
+                None => Self::Dense {
+                    uid: t.uid,
+                    strides: [
+                        t.batch_stride(),
+                        t.head_stride(),
+                        t.seq_stride(),
+                        t.dim_stride(),
+                    ],
+                    alignment: t.alignment,
+                },
+            },
         }
     }
 }
@@ -158,21 +184,23 @@ pub struct AiterProblem {
     pub lse: LseLayout,
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn bshd_dims_and_strides_land_in_their_fields() {
-        // Q of shared/testdata/wire/graph.json: dims [2, 3, 2, 16], strides [96, 32, 16, 1].
-        let aux = RaggedAux {
-            uid: 5,
-            width: IndexWidth::I32,
-            multiplier: 1,
-        };
-        let q = RaggedOperand::from_bshd(1, [2, 3, 2, 16], [96, 32, 16, 1], aux, 16);
-        assert_eq!((q.heads, q.head_dim), (2, 16));
-        assert_eq!((q.seq_stride, q.head_stride, q.dim_stride), (32, 16, 1));
-        assert_eq!((q.uid, q.aux, q.alignment), (1, aux, 16));
+impl AiterProblem {
+    /// The AITER view of a problem that meets the GPU contract.
+    pub fn from_problem(p: &RaggedSdpaProblem) -> Self {
+        Self {
+            dtype: p.q.dtype,
+            batch: p.batch(),
+            s_q_max: p.q.seq_max(),
+            s_kv_max: p.k.seq_max(),
+            q: RaggedOperand::from_operand(&p.q),
+            k: RaggedOperand::from_operand(&p.k),
+            v: RaggedOperand::from_operand(&p.v),
+            o: RaggedOperand::from_operand(&p.o),
+            seq_len_q: p.seq_len_q.as_ref().map(SeqLens::from_input),
+            seq_len_kv: p.seq_len_kv.as_ref().map(SeqLens::from_input),
+            mask: p.mask,
+            scale: p.scale.plan_value(),
+            lse: LseLayout::from_stats(p.stats.as_ref()),
+        }
     }
 }

@@ -15,104 +15,146 @@
 //!   then copies device tensors to the host and back (see [`crate::engines::host::staging`]).
 //!
 //! Every engine left out gets one INFO line naming what was missing.
+//!
+//! Each engine lives in one module and implements [`Planner`]: its own listing probe, and from the
+//! graph's [`RaggedSdpaProblem`] its own [`Planned`] (or a [`Decline`] naming uid, field, value
+//! and need), which an execution context holds and runs. Nothing here dispatches on engine ids;
+//! adding an engine is its module plus its static [`Engine`] and one entry in [`ENGINES`].
 
 pub mod aiter;
 pub mod cuda;
 pub mod host;
 
-use std::ffi::{CStr, OsStr};
+use std::ffi::{CStr, c_void};
+use std::fmt;
 use std::sync::OnceLock;
 
-use ragged_kernels::aiter::{self as kernels_aiter, AiterEngine, Availability, ProbeConfig};
-use ragged_kernels::runtime::cuda::runtime;
+use ragged_kernels::Decline;
+use ragged_kernels::aiter as kernels_aiter;
+use ragged_kernels::problem::RaggedSdpaProblem;
 
 use crate::abi::types::Severity;
 use crate::engine_id::engine_name_to_id;
-use crate::{logging, plugin_dir, runtime_probe};
+use crate::error::PluginError;
+use crate::logging;
+use crate::variant_pack::VariantPack;
 
-/// Environment variable that lists the host reference engine even next to a GPU runtime.
-pub const HOST_ENGINE_ENV: &str = "HIPDNN_RAGGED_SDPA_HOST_ENGINE";
+pub use host::{HOST_ENGINE_ENV, host_engine_offered};
 
-/// One engine: its upper-snake-case name (static C storage, as `GetEngineName` hands it out) and
-/// the id derived from it.
-#[derive(Debug, PartialEq, Eq)]
+/// What an engine's probe found: whether to list it, and the INFO line that says why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listing {
+    pub listed: bool,
+    pub line: Option<String>,
+}
+
+/// An engine's process-time and graph-time halves.
+pub trait Planner: Sync {
+    /// Whether this engine can run in this process (probed once; the list is cached).
+    fn listing(&self) -> Listing;
+
+    /// This engine's plan for `problem`, or why it cannot run it.
+    fn plan(&self, problem: &RaggedSdpaProblem) -> Result<Box<dyn Planned>, Decline>;
+}
+
+/// One engine's plan for one graph, owned by an execution context and shared by every thread
+/// executing it (nothing in a plan changes after creation).
+pub trait Planned: fmt::Debug + Send + Sync {
+    /// Device scratch the caller allocates for each execute.
+    fn workspace_size(&self) -> usize;
+
+    /// Moves one-time GPU work (kernel compilation and loading) out of the first execute.
+    ///
+    /// # Safety
+    /// `stream` is NULL or a live stream.
+    unsafe fn prepare(&self, stream: *mut c_void) -> Result<(), PluginError> {
+        let _ = stream;
+        Ok(())
+    }
+
+    /// Runs the plan over one call's variant pack (whose creation carried the caller's
+    /// promises about every pointer, the workspace and the stream).
+    fn execute(
+        &self,
+        problem: &RaggedSdpaProblem,
+        pack: &VariantPack<'_>,
+    ) -> Result<(), PluginError>;
+}
+
+/// One engine: its upper-snake-case name (static C storage, as `GetEngineName` hands it out),
+/// the id derived from it, and its planner.
 pub struct Engine {
     pub name: &'static CStr,
     pub id: i64,
+    planner: &'static dyn Planner,
 }
 
 impl Engine {
     pub fn name_str(&self) -> &'static str {
         self.name.to_str().unwrap_or("<non-utf8 engine name>")
     }
+
+    /// This engine's plan for `problem`, or why it declines.
+    pub fn plan(&self, problem: &RaggedSdpaProblem) -> Result<Box<dyn Planned>, Decline> {
+        self.planner.plan(problem)
+    }
 }
+
+impl fmt::Debug for Engine {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Engine")
+            .field("name", &self.name)
+            .field("id", &self.id)
+            .finish()
+    }
+}
+
+impl PartialEq for Engine {
+    fn eq(&self, other: &Self) -> bool {
+        self.id == other.id
+    }
+}
+
+impl Eq for Engine {}
 
 /// `RAGGED_SDPA_HOST_REFERENCE`: the CPU reference, the numeric specification of every engine.
 pub static HOST_REFERENCE: Engine = Engine {
     name: c"RAGGED_SDPA_HOST_REFERENCE",
     id: engine_name_to_id("RAGGED_SDPA_HOST_REFERENCE"),
+    planner: &host::HostReference,
 };
 
 /// `RAGGED_SDPA_CUDA_FMHA`: the project's ragged FMHA kernels, compiled by NVRTC at first use.
 pub static CUDA_FMHA: Engine = Engine {
     name: c"RAGGED_SDPA_CUDA_FMHA",
     id: engine_name_to_id("RAGGED_SDPA_CUDA_FMHA"),
+    planner: &cuda::CudaFmha,
 };
 
 /// `RAGGED_SDPA_AITER_FMHA`: AITER's FMHA through the shim, on ROCm.
 pub static AITER_FMHA: Engine = Engine {
     name: c"RAGGED_SDPA_AITER_FMHA",
     id: engine_name_to_id(kernels_aiter::ENGINE_NAME),
+    planner: &aiter::AiterFmha,
 };
 
-/// What the probes found, as plain values, so that the listing rule can be tested on any machine.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Probes {
-    /// `Ok(summary)` when CUDA is usable, else why not.
-    pub cuda: Result<String, String>,
-    /// AITER's availability as its log line, `Ok` when available.
-    pub aiter: Result<String, String>,
-    /// Whether any GPU runtime library can be loaded (CUDA or HIP, usable or not).
-    pub gpu_runtime_present: bool,
-    /// `HIPDNN_RAGGED_SDPA_HOST_ENGINE`.
-    pub host_env: Option<std::ffi::OsString>,
-}
+/// Every engine of this library, in preference order (GPU engines first). Adding an engine is
+/// its module, its static above and one entry here.
+pub static ENGINES: [&Engine; 3] = [&CUDA_FMHA, &AITER_FMHA, &HOST_REFERENCE];
 
 /// The listed engines in preference order, and the log lines explaining the choice.
-pub fn decide(probes: &Probes) -> (Vec<&'static Engine>, Vec<(Severity, String)>) {
+pub fn decide(
+    listings: &[(&'static Engine, Listing)],
+) -> (Vec<&'static Engine>, Vec<(Severity, String)>) {
     let mut engines = Vec::new();
     let mut lines = Vec::new();
-    match &probes.cuda {
-        Ok(summary) => {
-            engines.push(&CUDA_FMHA);
-            lines.push((
-                Severity::INFO,
-                format!("{} listed: {summary}", CUDA_FMHA.name_str()),
-            ));
+    for (engine, listing) in listings {
+        if listing.listed {
+            engines.push(*engine);
         }
-        Err(reason) => lines.push((
-            Severity::INFO,
-            format!("{} not listed: {reason}", CUDA_FMHA.name_str()),
-        )),
-    }
-    match &probes.aiter {
-        Ok(line) => {
-            engines.push(&AITER_FMHA);
+        if let Some(line) = &listing.line {
             lines.push((Severity::INFO, line.clone()));
         }
-        Err(line) => lines.push((Severity::INFO, line.clone())),
-    }
-    if host_engine_offered(probes.gpu_runtime_present, probes.host_env.as_deref()) {
-        engines.push(&HOST_REFERENCE);
-    } else {
-        lines.push((
-            Severity::INFO,
-            format!(
-                "{} not listed: a GPU runtime is loadable and {HOST_ENGINE_ENV} is not 1 (set it \
-                 to run the CPU reference; next to CUDA it copies device tensors to the host)",
-                HOST_REFERENCE.name_str()
-            ),
-        ));
     }
     if engines.is_empty() {
         lines.push((
@@ -125,57 +167,15 @@ pub fn decide(probes: &Probes) -> (Vec<&'static Engine>, Vec<(Severity, String)>
     (engines, lines)
 }
 
-/// The AITER engine, probed once per process; `None` when it is not listed.
-pub fn aiter_engine() -> Option<&'static AiterEngine> {
-    aiter_probe().0.as_ref()
-}
-
-fn aiter_probe() -> &'static (Option<AiterEngine>, Result<String, String>) {
-    static AITER: OnceLock<(Option<AiterEngine>, Result<String, String>)> = OnceLock::new();
-    AITER.get_or_init(|| {
-        let availability =
-            kernels_aiter::probe(&ProbeConfig::from_env(plugin_dir::plugin_dir().as_deref()));
-        let line = availability.log_line();
-        match availability {
-            Availability::Available(engine) => (Some(*engine), Ok(line)),
-            Availability::Unavailable { .. } => (None, Err(line)),
-        }
-    })
-}
-
-fn cuda_probe() -> Result<String, String> {
-    match runtime::probe() {
-        Ok(cuda) => Ok(format!(
-            "CUDA driver {}, NVRTC {}.{}, devices [{}]",
-            runtime::format_cuda_version(cuda.driver_version),
-            cuda.nvrtc_version.0,
-            cuda.nvrtc_version.1,
-            cuda.devices
-                .iter()
-                .map(|d| format!("{} {} ({})", d.ordinal, d.name, d.target.arch()))
-                .collect::<Vec<_>>()
-                .join(", ")
-        )),
-        Err(error) => Err(error.to_string()),
-    }
-}
-
-/// The host engine's listing rule, separated from the probes so it can be tested on any machine.
-pub fn host_engine_offered(gpu_runtime_present: bool, env_value: Option<&OsStr>) -> bool {
-    !gpu_runtime_present || env_value == Some(OsStr::new("1"))
-}
-
 /// The engines listed in this process, decided on first use.
 pub fn listed() -> &'static [&'static Engine] {
     static LISTED: OnceLock<Vec<&'static Engine>> = OnceLock::new();
     LISTED.get_or_init(|| {
-        let probes = Probes {
-            cuda: cuda_probe(),
-            aiter: aiter_probe().1.clone(),
-            gpu_runtime_present: runtime_probe::gpu_runtime_present(),
-            host_env: std::env::var_os(HOST_ENGINE_ENV),
-        };
-        let (engines, lines) = decide(&probes);
+        let listings: Vec<_> = ENGINES
+            .iter()
+            .map(|engine| (*engine, engine.planner.listing()))
+            .collect();
+        let (engines, lines) = decide(&listings);
         for (severity, line) in lines {
             logging::log(severity, || line);
         }
@@ -191,6 +191,7 @@ pub fn find(id: i64) -> Option<&'static Engine> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::ffi::OsStr;
 
     #[test]
     fn host_engine_rule() {
@@ -202,27 +203,42 @@ mod tests {
         assert!(host_engine_offered(true, Some(OsStr::new("1"))));
     }
 
-    fn probes(cuda: bool, aiter: bool, gpu_runtime: bool, env: Option<&str>) -> Probes {
-        Probes {
-            cuda: if cuda {
-                Ok("CUDA driver 13.0, NVRTC 13.0, devices [0 NVIDIA H200 (sm_90a)]".into())
-            } else {
-                Err(
-                    "CUDA is unavailable: the CUDA driver library (libcuda.so) cannot be loaded"
-                        .into(),
-                )
-            },
-            aiter: if aiter {
-                Ok(
-                    "RAGGED_SDPA_AITER_FMHA listed: HIP runtime /opt/rocm/lib/libamdhip64.so"
-                        .into(),
-                )
-            } else {
-                Err("RAGGED_SDPA_AITER_FMHA not listed: no HIP runtime: not found".into())
-            },
-            gpu_runtime_present: gpu_runtime,
-            host_env: env.map(Into::into),
-        }
+    /// The three engines' listing rules over the given probe results.
+    fn probes(
+        cuda: bool,
+        aiter: bool,
+        gpu_runtime: bool,
+        env: Option<&str>,
+    ) -> Vec<(&'static Engine, Listing)> {
+        let cuda_probe = if cuda {
+            Ok("CUDA driver 13.0, NVRTC 13.0, devices [0 NVIDIA H200 (sm_90a)]".into())
+        } else {
+            Err("CUDA is unavailable: the CUDA driver library (libcuda.so) cannot be loaded".into())
+        };
+        let aiter_probe = if aiter {
+            Ok("RAGGED_SDPA_AITER_FMHA listed: HIP runtime /opt/rocm/lib/libamdhip64.so".into())
+        } else {
+            Err("RAGGED_SDPA_AITER_FMHA not listed: no HIP runtime: not found".into())
+        };
+        let env = env.map(OsStr::new);
+        vec![
+            (&CUDA_FMHA, cuda::listing_for(cuda_probe)),
+            (&AITER_FMHA, aiter::listing_for(aiter_probe)),
+            (&HOST_REFERENCE, host::listing_for(gpu_runtime, env)),
+        ]
+    }
+
+    #[test]
+    fn the_listing_is_every_engine_in_preference_order() {
+        let names: Vec<_> = ENGINES.iter().map(|e| e.name_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "RAGGED_SDPA_CUDA_FMHA",
+                "RAGGED_SDPA_AITER_FMHA",
+                "RAGGED_SDPA_HOST_REFERENCE"
+            ]
+        );
     }
 
     fn names(engines: &[&Engine]) -> Vec<&'static str> {

@@ -185,8 +185,8 @@ pub unsafe extern "C" fn hipdnnEnginePluginGetWorkspaceSize(
         let graph = unsafe { const_data(op_graph, "op_graph") }?;
         // SAFETY: forwarded caller contract.
         let out = unsafe { Out::new(workspace_size, "workspace_size") }?;
-        let context = ExecutionContext::build(engine_config::decode(config)?, graph)?;
-        out.write(context.workspace_size());
+        let (_, planned) = applicability::require(engine_config::decode(config)?, graph)?;
+        out.write(planned.workspace_size());
         Ok(())
     })
 }

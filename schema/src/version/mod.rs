@@ -27,10 +27,6 @@ pub const API_1_4_0: Version = Version::new(1, 4, 0);
 /// stamp above 1.3.0. This is a ceiling on what graphs ask for, not on what plugins implement.
 pub const GRAPH_STAMP_CEILING: Version = API_1_3_0;
 
-/// The earlier name of [`GRAPH_STAMP_CEILING`], which read like a contradiction of the plugin's
-/// 1.4.0; kept only so code written against it builds until it moves to the new name.
-pub const MAX_SUPPORTED_API_VERSION: Version = GRAPH_STAMP_CEILING;
-
 /// The only major a host accepts without comment (`HIPDNN_ENGINE_API_VERSION_MAJOR`).
 pub const ENGINE_API_VERSION_MAJOR: u64 = 1;
 

@@ -12,9 +12,9 @@ use std::time::Instant;
 use cudarc::driver::result as cur;
 use cudarc::driver::sys::{CUdeviceptr, CUstream};
 use half::{bf16, f16};
-use ragged_kernels::cuda_fmha::{
-    ExecuteMode, FmhaBuffers, FmhaEngine, FmhaPlan, FmhaProblem, LseDesc, OffsetsDesc, RaggedDesc,
-    SeqLenDesc, plan,
+use ragged_kernels::cuda_fmha::{ExecuteMode, FmhaBuffers, FmhaEngine, FmhaPlan, plan};
+use ragged_kernels::problem::{
+    IndexInput, IndexWidth, Offsets, Operand, RaggedSdpaProblem, ScalePlan,
 };
 use ragged_kernels::runtime::cuda::nvrtc_cache::{ImageOrigin, NvrtcCache};
 use ragged_kernels::runtime::cuda::{GpuError, runtime};
@@ -334,7 +334,7 @@ struct CaseResult {
 
 /// Host copies of one problem: quantised inputs and the graph description.
 struct Prepared {
-    problem: FmhaProblem,
+    problem: RaggedSdpaProblem,
     q: Vec<u16>,
     k: Vec<u16>,
     v: Vec<u16>,
@@ -380,35 +380,36 @@ fn prepare(case: &Case, seed: u64, reference: bool) -> Prepared {
     let (q, qv) = fill(tok_q[b] * hq * d);
     let (k, kv) = fill(tok_kv[b] * hkv * d);
     let (v, vv) = fill(tok_kv[b] * hkv * d);
-    let encode = |toks: &[usize], row: usize| -> (Vec<u8>, DataType, i64) {
+    let encode = |toks: &[usize], row: usize| -> (Vec<u8>, IndexWidth, i64) {
         if case.token_units {
             let v: Vec<u8> = toks
                 .iter()
                 .flat_map(|&t| (t as i32).to_le_bytes())
                 .collect();
-            (v, DataType::I32, row as i64)
+            (v, IndexWidth::I32, row as i64)
         } else {
             let v: Vec<u8> = toks
                 .iter()
                 .flat_map(|&t| ((t * row) as i64).to_le_bytes())
                 .collect();
-            (v, DataType::I64, 1)
+            (v, IndexWidth::I64, 1)
         }
     };
     let (q_off, q_dtype, q_mult) = encode(&tok_q, hq * d);
     let (kv_off, kv_dtype, kv_mult) = encode(&tok_kv, hkv * d);
-    let ragged = |uid, dtype, dims: [i64; 4], off_uid, off_dtype, mult| RaggedDesc {
+    // Packed `[B, S, H, D]` (sequence axis 1): strides {S·H·D, H·D, D, 1}.
+    let ragged = |role, uid, dtype, [b, s, h, d]: [i64; 4], off_uid, width, mult| Operand {
+        role,
         uid,
         dtype,
-        dims,
-        strides: [dims[1] * dims[2] * dims[3], dims[2] * dims[3], dims[3], 1],
+        dims: [b, s, h, d],
+        strides: [s * h * d, h * d, d, 1],
         alignment: 16,
-        offsets: OffsetsDesc {
+        ragged: Some(Offsets {
             uid: off_uid,
-            dtype: off_dtype,
-            elements: b as i64 + 1,
+            width,
             multiplier: mult,
-        },
+        }),
     };
     let (bi, sq, skv, hqi, hkvi, di) = (
         b as i64,
@@ -418,34 +419,71 @@ fn prepare(case: &Case, seed: u64, reference: bool) -> Prepared {
         hkv as i64,
         d as i64,
     );
-    let qd = ragged(1, case.dtype, [bi, sq, hqi, di], 100, q_dtype, q_mult);
-    let kd = ragged(2, case.dtype, [bi, skv, hkvi, di], 101, kv_dtype, kv_mult);
-    let vd = ragged(3, case.dtype, [bi, skv, hkvi, di], 101, kv_dtype, kv_mult);
-    let od = ragged(4, case.dtype, [bi, sq, hqi, di], 100, q_dtype, q_mult);
+    let q_role = ("q_tensor_uid", "o_tensor_uid");
+    let qd = ragged(
+        q_role.0,
+        1,
+        case.dtype,
+        [bi, sq, hqi, di],
+        100,
+        q_dtype,
+        q_mult,
+    );
+    let kd = ragged(
+        "k_tensor_uid",
+        2,
+        case.dtype,
+        [bi, skv, hkvi, di],
+        101,
+        kv_dtype,
+        kv_mult,
+    );
+    let vd = ragged(
+        "v_tensor_uid",
+        3,
+        case.dtype,
+        [bi, skv, hkvi, di],
+        101,
+        kv_dtype,
+        kv_mult,
+    );
+    let od = ragged(
+        q_role.1,
+        4,
+        case.dtype,
+        [bi, sq, hqi, di],
+        100,
+        q_dtype,
+        q_mult,
+    );
     let lse = match case.lse {
         LseKind::None => None,
-        LseKind::Dense => Some(LseDesc::Dense {
+        // Dense `[B, H, S, 1]`, head-major.
+        LseKind::Dense => Some(Operand {
+            role: "stats_tensor_uid",
             uid: 5,
             dtype: DataType::F32,
             dims: [bi, hqi, sq, 1],
             strides: [hqi * sq, sq, 1, 1],
             alignment: 16,
+            ragged: None,
         }),
-        LseKind::Ragged => Some(LseDesc::Ragged(ragged(
+        LseKind::Ragged => Some(ragged(
+            "stats_tensor_uid",
             5,
             DataType::F32,
             [bi, sq, hqi, 1],
             102,
-            DataType::I32,
+            IndexWidth::I32,
             hqi,
-        ))),
+        )),
     };
     let lse_off = tok_q.iter().map(|&t| t as i32).collect();
-    let seq = |s: &Option<Vec<i64>>, uid| {
-        s.as_ref().map(|_| SeqLenDesc {
+    let seq = |s: &Option<Vec<i64>>, role, uid| {
+        s.as_ref().map(|_| IndexInput {
+            role,
             uid,
-            dtype: DataType::I64,
-            elements: bi,
+            width: IndexWidth::I64,
         })
     };
     let lengths = |s: &Option<Vec<i64>>, ext: &[usize]| -> Vec<usize> {
@@ -459,15 +497,15 @@ fn prepare(case: &Case, seed: u64, reference: bool) -> Prepared {
         }
     };
     Prepared {
-        problem: FmhaProblem {
+        problem: RaggedSdpaProblem {
             q: qd,
             k: kd,
             v: vd,
             o: od,
-            lse,
-            seq_len_q: seq(&case.seq_len_q, 6),
-            seq_len_kv: seq(&case.seq_len_kv, 7),
-            scale: 1.0 / (d as f32).sqrt(),
+            stats: lse,
+            seq_len_q: seq(&case.seq_len_q, "seq_len_q_tensor_uid", 6),
+            seq_len_kv: seq(&case.seq_len_kv, "seq_len_kv_tensor_uid", 7),
+            scale: ScalePlan::Fixed(1.0 / (d as f32).sqrt()),
             mask: case.mask,
         },
         q,
@@ -579,7 +617,7 @@ fn run_case(engine: &FmhaEngine, stream: CUstream, case: &Case) -> Res<CaseResul
 fn compare(case: &Case, p: &Prepared, o: &[u16], lse: &[u32]) -> CaseResult {
     let (d, hq, hkv) = (case.d, case.hq, case.hkv);
     let (atol, rtol) = case.tolerance();
-    let scale = f64::from(p.problem.scale);
+    let scale = f64::from(p.problem.scale.plan_value());
     let mut r = CaseResult {
         max_err_o: 0.0,
         max_err_lse: 0.0,

@@ -8,73 +8,130 @@
 
 pub mod staging;
 
-use std::ffi::c_void;
+use std::ffi::{OsStr, c_void};
 use std::ptr::NonNull;
 use std::sync::Arc;
 
+use ragged_kernels::problem::{IndexInput, IndexWidth, OFFSETS_ROLE, Operand, RaggedSdpaProblem};
 use ragged_kernels::tensor::{BSHD_SEQ_AXIS, RaggedLayout};
 use ragged_kernels::{
     DataType as KernelType, DenseTensor, HostData, KernelError, Role, SdpaParams,
     ShallowRaggedTensor, ShallowRaggedTensorMut, ShallowTensor, ShallowTensorMut, Tensor,
     TensorMut, sdpa_forward,
 };
-use ragged_schema::DataType;
 
+use super::{HOST_REFERENCE, Listing, Planned, Planner};
 use crate::error::PluginError;
-use crate::plan::{self, IndexPlan, SdpaPlan, TensorPlan};
 use crate::scale;
 use crate::variant_pack::VariantPack;
+use ragged_kernels::Decline;
 
-/// Runs the plan over host memory.
-///
-/// # Safety
-/// Every pointer in `pack` is a host pointer valid for the extent its tensor in `plan` implies
-/// (for a ragged tensor: `ragged_offset[B] × multiplier` elements), for the whole call; inputs
-/// are not written by anyone meanwhile.
-pub unsafe fn execute(plan: &SdpaPlan, pack: &VariantPack<'_>) -> Result<(), PluginError> {
-    let batch = usize::try_from(plan.q.dims[0]).map_err(|_| {
+/// Environment variable that lists the host reference engine even next to a GPU runtime.
+pub const HOST_ENGINE_ENV: &str = "HIPDNN_RAGGED_SDPA_HOST_ENGINE";
+
+/// The engine: applicable to every graph the plugin accepts, wherever it can reach the memory.
+pub struct HostReference;
+
+/// The host engine's listing rule, separated from the probes so it can be tested on any machine.
+pub fn host_engine_offered(gpu_runtime_present: bool, env_value: Option<&OsStr>) -> bool {
+    !gpu_runtime_present || env_value == Some(OsStr::new("1"))
+}
+
+/// Listed without a GPU runtime (every pointer is host memory) or when asked for; silent when
+/// listed, as it always was.
+pub fn listing_for(gpu_runtime_present: bool, env_value: Option<&OsStr>) -> Listing {
+    if host_engine_offered(gpu_runtime_present, env_value) {
+        return Listing {
+            listed: true,
+            line: None,
+        };
+    }
+    Listing {
+        listed: false,
+        line: Some(format!(
+            "{} not listed: a GPU runtime is loadable and {HOST_ENGINE_ENV} is not 1 (set it to \
+             run the CPU reference; next to CUDA it copies device tensors to the host)",
+            HOST_REFERENCE.name_str()
+        )),
+    }
+}
+
+impl Planner for HostReference {
+    fn listing(&self) -> Listing {
+        listing_for(
+            crate::runtime_probe::gpu_runtime_present(),
+            std::env::var_os(HOST_ENGINE_ENV).as_deref(),
+        )
+    }
+
+    fn plan(&self, _problem: &RaggedSdpaProblem) -> Result<Box<dyn Planned>, Decline> {
+        staging::check_reachable()?;
+        Ok(Box::new(HostPlan))
+    }
+}
+
+/// The host engine keeps nothing per graph beyond the problem itself.
+#[derive(Debug)]
+struct HostPlan;
+
+impl Planned for HostPlan {
+    fn workspace_size(&self) -> usize {
+        0
+    }
+
+    /// The engine's one entry: in place where every pointer is host memory, else through
+    /// host copies of the device tensors ([`staging`]).
+    fn execute(
+        &self,
+        problem: &RaggedSdpaProblem,
+        pack: &VariantPack<'_>,
+    ) -> Result<(), PluginError> {
+        match staging::access() {
+            staging::Access::InPlace => run(problem, pack),
+            staging::Access::CudaCopies => staging::run_staged(problem, pack),
+            staging::Access::Unreachable(reason) => Err(PluginError::NotApplicable {
+                engine: HOST_REFERENCE.name_str(),
+                reason: reason.clone(),
+            }),
+        }
+    }
+}
+
+/// Runs the CPU reference over `pack`, whose pointers must all be host memory (the caller
+/// stages device memory first).
+pub fn run(problem: &RaggedSdpaProblem, pack: &VariantPack<'_>) -> Result<(), PluginError> {
+    let batch = usize::try_from(problem.batch()).map_err(|_| {
         internal(&format!(
-            "q_tensor_uid tensor uid {}: batch dims[0] = {} is negative",
-            plan.q.uid, plan.q.dims[0]
+            "q_tensor_uid tensor uid {}: batch B = {} is negative",
+            problem.q.uid,
+            problem.batch()
         ))
     })?;
-    // SAFETY: forwarded contract; each helper reads only the extent the plan gives.
-    let (scale, q, k, v, o, stats, seq_len_q, seq_len_kv) = unsafe {
-        (
-            scale::for_host_engine(plan.scale, pack)?,
-            Bound::new(&plan.q, pack)?,
-            Bound::new(&plan.k, pack)?,
-            Bound::new(&plan.v, pack)?,
-            Bound::new(&plan.o, pack)?,
-            plan.stats
-                .as_ref()
-                .map(|t| Bound::new(t, pack))
-                .transpose()?,
-            plan.seq_len_q
-                .map(|p| owned_index_copy(p, batch, pack))
-                .transpose()?,
-            plan.seq_len_kv
-                .map(|p| owned_index_copy(p, batch, pack))
-                .transpose()?,
-        )
+    let (q, k, v, o) = (
+        Bound::new(&problem.q, pack)?,
+        Bound::new(&problem.k, pack)?,
+        Bound::new(&problem.v, pack)?,
+        Bound::new(&problem.o, pack)?,
+    );
+    let stats = match &problem.stats {
+        Some(t) => Some(Bound::new(t, pack)?),
+        None => None,
     };
+    let index = |s: &IndexInput| owned_index_copy(*s, batch, pack);
+    let seq_len_q = problem.seq_len_q.as_ref().map(index).transpose()?;
+    let seq_len_kv = problem.seq_len_kv.as_ref().map(index).transpose()?;
+    // SAFETY: the pack's contract: a runtime or staged scale is a host pointer to one element.
+    let scale = unsafe { scale::for_host_engine(problem.scale, pack) }?;
     let inputs = [&q, &k, &v];
     let outputs: Vec<&Bound> = std::iter::once(&o).chain(stats.as_ref()).collect();
     check_outputs_do_not_overlap(&inputs, &outputs)?;
 
-    // SAFETY: extents come from validated geometry; outputs overlap nothing.
-    let (qv, kv, vv, mut ov, mut lv) = unsafe {
-        (
-            q.view()?,
-            k.view()?,
-            v.view()?,
-            o.view_mut()?,
-            stats.as_ref().map(|s| s.view_mut()).transpose()?,
-        )
-    };
+    // Outputs overlap nothing (checked above), so exclusive views are sound.
+    let (qv, kv, vv, mut ov) = (q.view()?, k.view()?, v.view()?, o.view_mut()?);
+    let mut lv = stats.as_ref().map(|s| s.view_mut()).transpose()?;
     let params = SdpaParams {
         scale,
-        band: plan.band.mask_band(),
+        band: problem.mask,
     };
     sdpa_forward(
         &*qv,
@@ -86,26 +143,26 @@ pub unsafe fn execute(plan: &SdpaPlan, pack: &VariantPack<'_>) -> Result<(), Plu
         seq_len_kv.as_deref(),
         &params,
     )
-    .map_err(|error| name_tensor(error, plan))
+    .map_err(|error| name_tensor(error, problem))
 }
 
-/// Bytes `tensor` spans in this call: its dense element space, or for a ragged tensor
-/// `ragged_offset[B] × multiplier` elements (read from the pack).
-///
-/// # Safety
-/// The ragged offset pointer (if any) is a host pointer valid for `B + 1` elements of its type.
-pub unsafe fn extent_bytes(
-    tensor: &TensorPlan,
+/// Bytes each of Q, K, V, O and the stats tensor spans in this call (uid, role, bytes): its
+/// dense element space, or for a ragged tensor `ragged_offset[B] × multiplier` elements, read
+/// from the pack, whose offsets must be host memory.
+pub fn extents(
+    problem: &RaggedSdpaProblem,
     pack: &VariantPack<'_>,
-) -> Result<usize, PluginError> {
-    // SAFETY: forwarded contract.
-    unsafe { Bound::new(tensor, pack) }.map(|bound| bound.bytes)
+) -> Result<Vec<(i64, &'static str, usize)>, PluginError> {
+    problem
+        .tensors()
+        .map(|t| Bound::new(t, pack).map(|b| (t.uid, t.role, b.bytes)))
+        .collect()
 }
 
 /// One Q/K/V/O/LSE tensor of this call: its pointer, its byte extent, and (if ragged) the offsets
 /// copied out of the variant pack.
 struct Bound<'p> {
-    plan: &'p TensorPlan,
+    plan: &'p Operand,
     ptr: NonNull<c_void>,
     element: KernelType,
     bytes: usize,
@@ -113,11 +170,10 @@ struct Bound<'p> {
 }
 
 impl<'p> Bound<'p> {
-    /// # Safety
-    /// The ragged offset pointer (if any) is valid for `B + 1` elements of its type.
-    unsafe fn new(plan: &'p TensorPlan, pack: &VariantPack<'_>) -> Result<Self, PluginError> {
+    /// Reads the offsets (if ragged) to fix the tensor's byte extent.
+    fn new(plan: &'p Operand, pack: &VariantPack<'_>) -> Result<Self, PluginError> {
         let ptr = pack.pointer(plan.uid, plan.role)?;
-        let element = kernel_type(plan.data_type, plan.uid)?;
+        let element = plan.dtype;
         let dims = plan.dims.to_vec();
         let strides = plan.strides.to_vec();
         let (elements, ragged) = match plan.ragged {
@@ -126,22 +182,24 @@ impl<'p> Bound<'p> {
                 None,
             ),
             Some(r) => {
-                let aux_plan = IndexPlan {
-                    uid: r.aux_uid,
-                    role: "ragged_offset_tensor_uid",
-                    data_type: r.aux_data_type,
+                let aux_plan = IndexInput {
+                    uid: r.uid,
+                    role: OFFSETS_ROLE,
+                    width: r.width,
                 };
-                let count = plan.dims[0]
+                let count = plan
+                    .batch()
                     .checked_add(1)
                     .and_then(|n| usize::try_from(n).ok())
                     .ok_or_else(|| {
                         internal(&format!(
-                            "{} tensor uid {}: batch dims[0] + 1 = {} + 1 is out of range",
-                            plan.role, plan.uid, plan.dims[0]
+                            "{} tensor uid {}: batch B + 1 = {} + 1 is out of range",
+                            plan.role,
+                            plan.uid,
+                            plan.batch()
                         ))
                     })?;
-                // SAFETY: forwarded contract.
-                let aux: Arc<dyn Tensor> = unsafe { owned_index_copy(aux_plan, count, pack) }?;
+                let aux: Arc<dyn Tensor> = owned_index_copy(aux_plan, count, pack)?;
                 let layout =
                     RaggedLayout::new(dims, strides, BSHD_SEQ_AXIS, Arc::clone(&aux), r.multiplier)
                         .map_err(|e| PluginError::from(e.for_tensor(plan.uid)))?;
@@ -178,12 +236,12 @@ impl<'p> Bound<'p> {
         (start, start.saturating_add(self.bytes))
     }
 
-    /// # Safety
-    /// `ptr` is valid for `bytes` bytes that nobody writes during the view's life.
-    unsafe fn view(&self) -> Result<Box<dyn Tensor + '_>, PluginError> {
+    /// A shared view; `ptr` is valid for `bytes` host bytes nobody writes during the call (the
+    /// pack's contract, with outputs checked not to overlap inputs).
+    fn view(&self) -> Result<Box<dyn Tensor + '_>, PluginError> {
         let (dims, strides) = (self.plan.dims.to_vec(), self.plan.strides.to_vec());
         let ptr = self.ptr.as_ptr().cast_const();
-        // SAFETY: forwarded contract.
+        // SAFETY: the pack's contract: `bytes` readable host bytes, unwritten during the call.
         let view: Result<Box<dyn Tensor>, KernelError> = unsafe {
             match &self.ragged {
                 None => ShallowTensor::from_raw(ptr, self.element, self.bytes, dims, strides)
@@ -204,12 +262,12 @@ impl<'p> Bound<'p> {
         view.map_err(|e| e.for_tensor(self.plan.uid).into())
     }
 
-    /// # Safety
-    /// `ptr` is valid for `bytes` writable bytes that nothing else touches during the view's life.
-    unsafe fn view_mut(&self) -> Result<Box<dyn TensorMut + '_>, PluginError> {
+    /// An exclusive view; called only for outputs, after `check_outputs_do_not_overlap`.
+    fn view_mut(&self) -> Result<Box<dyn TensorMut + '_>, PluginError> {
         let (dims, strides) = (self.plan.dims.to_vec(), self.plan.strides.to_vec());
         let ptr = self.ptr.as_ptr();
-        // SAFETY: forwarded contract.
+        // SAFETY: the pack's contract: `bytes` writable host bytes; outputs overlap no other
+        // operand (checked before any view exists), so nothing else touches them.
         let view: Result<Box<dyn TensorMut>, KernelError> = unsafe {
             match &self.ragged {
                 None => ShallowTensorMut::from_raw(ptr, self.element, self.bytes, dims, strides)
@@ -250,18 +308,15 @@ fn check_outputs_do_not_overlap(inputs: &[&Bound], outputs: &[&Bound]) -> Result
     Ok(())
 }
 
-/// Copies an int32/int64 `[n, 1, 1, 1]` tensor (ragged offsets, seq_lens) out of the variant pack. The copy is what lets
-/// it travel as `Arc<dyn Tensor>` (no borrowed lifetime) and pins the values for this call.
-///
-/// # Safety
-/// The pointer bound to `index.uid` is valid for `n` elements of `index.data_type`.
-unsafe fn owned_index_copy(
-    index: IndexPlan,
+/// Copies an int32/int64 `[n, 1, 1, 1]` tensor (ragged offsets, seq_lens) out of the variant
+/// pack. The copy is what lets it travel as `Arc<dyn Tensor>` (no borrowed lifetime) and pins
+/// the values for this call.
+fn owned_index_copy(
+    index: IndexInput,
     n: usize,
     pack: &VariantPack<'_>,
 ) -> Result<Arc<dyn Tensor>, PluginError> {
-    // SAFETY: forwarded contract.
-    let shallow = unsafe { index_view(index, n, pack) }?;
+    let shallow = index_view(index, n, pack)?;
     let (dims, strides) = index_shape(n);
     let owned: Result<Arc<dyn Tensor>, KernelError> = match shallow.host_data() {
         HostData::I32(values) => DenseTensor::from_vec(values.to_vec(), dims, strides)
@@ -278,45 +333,32 @@ unsafe fn owned_index_copy(
     owned.map_err(|e| e.for_tensor(index.uid).into())
 }
 
-/// # Safety
-/// As for [`owned_index_copy`].
-unsafe fn index_view<'a>(
-    index: IndexPlan,
+fn index_view<'a>(
+    index: IndexInput,
     n: usize,
     pack: &VariantPack<'a>,
 ) -> Result<ShallowTensor<'a>, PluginError> {
     let ptr = pack.pointer(index.uid, index.role)?;
-    let element = kernel_type(index.data_type, index.uid)?;
-    let bytes = index_tensor_bytes(index.uid, index.data_type, n)?;
+    let element = index.width.data_type();
+    let bytes = index_tensor_bytes(index.uid, index.width, n)?;
     let (dims, strides) = index_shape(n);
-    // SAFETY: forwarded contract: `n` elements of `element` at `ptr`.
+    // SAFETY: the pack's contract: `n` elements of `element` at `ptr`, in host memory.
     unsafe { ShallowTensor::from_raw(ptr.as_ptr().cast_const(), element, bytes, dims, strides) }
         .map_err(|e| e.for_tensor(index.uid).into())
 }
 
 /// Bytes of an `n`-entry int32/int64 tensor (offsets: B + 1, seq_lens: B). `n` comes from the
 /// graph's dims, so the product is checked rather than trusted to fit.
-pub fn index_tensor_bytes(uid: i64, data_type: DataType, n: usize) -> Result<usize, PluginError> {
-    kernel_type(data_type, uid)?
-        .size()
-        .checked_mul(n)
-        .ok_or_else(|| {
-            PluginError::InvalidValue(format!(
-                "tensor uid {uid}: {n} entries of {data_type} overflow the address space"
-            ))
-        })
+pub fn index_tensor_bytes(uid: i64, width: IndexWidth, n: usize) -> Result<usize, PluginError> {
+    width.data_type().size().checked_mul(n).ok_or_else(|| {
+        PluginError::InvalidValue(format!(
+            "tensor uid {uid}: {n} entries of {width} overflow the address space"
+        ))
+    })
 }
 
 fn index_shape(n: usize) -> (Vec<i64>, Vec<i64>) {
     (vec![n as i64, 1, 1, 1], vec![1, 1, 1, 1])
-}
-
-fn kernel_type(data_type: DataType, uid: i64) -> Result<KernelType, PluginError> {
-    plan::kernel_type(data_type).ok_or_else(|| {
-        internal(&format!(
-            "tensor uid {uid} has data type {data_type}, which the plan should have declined"
-        ))
-    })
 }
 
 /// Elements a dense tensor spans: `1 + Σ (dims[i] − 1)·strides[i]`, 0 if any dim is 0.
@@ -341,7 +383,7 @@ fn dense_element_space(
 }
 
 /// SDPA errors name a role; the backend needs the uid.
-fn name_tensor(error: KernelError, plan: &SdpaPlan) -> PluginError {
+fn name_tensor(error: KernelError, plan: &RaggedSdpaProblem) -> PluginError {
     let role = match &error {
         KernelError::SdpaRank { role, .. }
         | KernelError::SdpaDataType { role, .. }
@@ -382,7 +424,7 @@ mod tests {
     #[test]
     fn sdpa_errors_about_an_output_name_its_uid() {
         let graph = crate::test_graphs::golden();
-        let plan = applicability::plan(&graph).expect("the golden graph is accepted");
+        let plan = applicability::problem(&graph).expect("the golden graph is accepted");
         let error = name_tensor(
             KernelError::RowsBeyondExtent {
                 role: Role::O,
@@ -401,9 +443,9 @@ mod tests {
 
     #[test]
     fn index_tensor_sizes_are_checked_and_name_the_uid() {
-        assert_eq!(index_tensor_bytes(5, DataType::Int32, 3).ok(), Some(12));
-        assert_eq!(index_tensor_bytes(5, DataType::Int64, 3).ok(), Some(24));
-        let error = index_tensor_bytes(6, DataType::Int64, usize::MAX / 4)
+        assert_eq!(index_tensor_bytes(5, IndexWidth::I32, 3).ok(), Some(12));
+        assert_eq!(index_tensor_bytes(5, IndexWidth::I64, 3).ok(), Some(24));
+        let error = index_tensor_bytes(6, IndexWidth::I64, usize::MAX / 4)
             .err()
             .map(|e| e.to_string());
         assert_eq!(

@@ -15,16 +15,16 @@
 use std::ffi::c_void;
 use std::sync::OnceLock;
 
+use ragged_kernels::problem::{OFFSETS_ROLE, RaggedSdpaProblem, ScalePlan};
 use ragged_kernels::runtime::cuda::memory::{self, Location};
 use ragged_kernels::runtime::cuda::runtime;
 
 use crate::abi::types::DeviceBuffer;
-use crate::applicability::Decline;
 use crate::engines::host;
 use crate::error::PluginError;
-use crate::plan::{ScalePlan, SdpaPlan, TensorPlan};
 use crate::runtime_probe;
 use crate::variant_pack::VariantPack;
+use ragged_kernels::Decline;
 
 /// How the host engine reaches the variant pack's memory in this process.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -66,30 +66,12 @@ pub fn decide_access(cuda_usable: bool, hip_present: bool) -> Access {
 /// The host engine's applicability beyond the graph: whether it can reach the memory.
 pub fn check_reachable() -> Result<(), Decline> {
     match access() {
-        Access::Unreachable(reason) => Err(Decline(reason.clone())),
+        Access::Unreachable(reason) => Err(Decline::graph(
+            "memory access of the host engine",
+            reason,
+            "host memory, or a GPU runtime with a copy path",
+        )),
         Access::InPlace | Access::CudaCopies => Ok(()),
-    }
-}
-
-/// Runs the host engine, staging device tensors through the host when needed.
-///
-/// # Safety
-/// Each pointer in `pack` is valid for its tensor's extent, either as host memory or as device
-/// memory of `stream`'s context; `stream` is NULL or a live stream.
-pub unsafe fn execute(
-    plan: &SdpaPlan,
-    stream: *mut c_void,
-    pack: &VariantPack<'_>,
-) -> Result<(), PluginError> {
-    match access() {
-        // SAFETY: forwarded contract; without a GPU runtime every pointer is host memory.
-        Access::InPlace => unsafe { host::execute(plan, pack) },
-        // SAFETY: forwarded contract.
-        Access::CudaCopies => unsafe { staged(plan, stream, pack) },
-        Access::Unreachable(reason) => Err(PluginError::NotApplicable {
-            engine: crate::engines::HOST_REFERENCE.name_str(),
-            reason: reason.clone(),
-        }),
     }
 }
 
@@ -98,6 +80,7 @@ struct Staging {
     entries: Vec<DeviceBuffer>,
     /// uid → (device address, host copy); u64 words keep every element type aligned.
     copies: Vec<(i64, u64, Vec<u64>)>,
+    stream: *mut c_void,
 }
 
 impl Staging {
@@ -105,25 +88,22 @@ impl Staging {
         Staging {
             entries: pack.entries().to_vec(),
             copies: Vec::new(),
+            stream: pack.stream(),
         }
     }
 
+    /// The call's pack with every staged pointer replaced by its host copy.
     fn pack(&self) -> Result<VariantPack<'_>, PluginError> {
-        VariantPack::new(&self.entries)
+        // SAFETY: each entry is either the caller's pointer, host memory under the caller's
+        // pack contract, or a host copy owned by `self` of the length the problem gives it;
+        // the host engine needs no workspace.
+        unsafe { VariantPack::new(&self.entries, self.stream, std::ptr::null_mut()) }
     }
 
-    /// Makes `uid` (of `bytes` bytes) host-reachable: downloads it if it is device memory.
-    ///
-    /// # Safety
-    /// The pointer bound to `uid` is valid for `bytes` bytes (host or device memory of
-    /// `stream`'s context).
-    unsafe fn stage(
-        &mut self,
-        uid: i64,
-        role: &'static str,
-        bytes: usize,
-        stream: *mut c_void,
-    ) -> Result<(), PluginError> {
+    /// Makes `uid` (of `bytes` bytes, its extent in this call) host-reachable: downloads it if
+    /// it is device memory.
+    fn stage(&mut self, uid: i64, role: &'static str, bytes: usize) -> Result<(), PluginError> {
+        let stream = self.stream;
         if self.copies.iter().any(|(staged, ..)| *staged == uid) {
             return Ok(());
         }
@@ -132,8 +112,8 @@ impl Staging {
             return Ok(());
         }
         let mut copy = vec![0u64; bytes.div_ceil(8)];
-        // SAFETY: forwarded contract for the device side; the host side is `copy`, viewed as
-        // bytes (see `as_bytes_mut`).
+        // SAFETY: the caller's pack contract for the device side (valid for the extent the
+        // problem implies, which is `bytes`); the host side is `copy`, viewed as bytes.
         unsafe {
             memory::download(
                 stream.cast(),
@@ -149,14 +129,7 @@ impl Staging {
     }
 
     /// Copies the staged outputs back to the device.
-    ///
-    /// # Safety
-    /// The device addresses are writable for the staged lengths.
-    unsafe fn upload(
-        &self,
-        outputs: &[(i64, usize)],
-        stream: *mut c_void,
-    ) -> Result<(), PluginError> {
+    fn upload(&self, outputs: &[(i64, usize)]) -> Result<(), PluginError> {
         let copies: Vec<(u64, &[u8])> = self
             .copies
             .iter()
@@ -165,55 +138,43 @@ impl Staging {
                 Some((*address, &as_bytes(copy)[..bytes]))
             })
             .collect();
-        // SAFETY: forwarded contract.
-        unsafe { memory::upload(stream.cast(), &copies) }?;
+        // SAFETY: the caller's pack contract: outputs are writable device memory for their
+        // extents, which are the staged lengths.
+        unsafe { memory::upload(self.stream.cast(), &copies) }?;
         Ok(())
     }
 }
 
-/// # Safety
-/// As for [`execute`], with CUDA usable.
-unsafe fn staged(
-    plan: &SdpaPlan,
-    stream: *mut c_void,
-    pack: &VariantPack<'_>,
-) -> Result<(), PluginError> {
-    let batch = usize::try_from(plan.q.dims[0]).unwrap_or(0);
-    let tensors: Vec<&TensorPlan> = [&plan.q, &plan.k, &plan.v, &plan.o]
-        .into_iter()
-        .chain(plan.stats.as_ref())
-        .collect();
+/// Runs the host engine with CUDA usable: offsets and seq_lens are made host-reachable first
+/// (they fix every other extent), then each tensor over its extent, then the reference runs and
+/// the outputs go back.
+pub fn run_staged(problem: &RaggedSdpaProblem, pack: &VariantPack<'_>) -> Result<(), PluginError> {
+    let batch = usize::try_from(problem.batch()).unwrap_or(0);
     let mut staging = Staging::new(pack);
-    // SAFETY: forwarded contract; each length staged is what the plan gives the tensor, and
-    // extents are computed from offsets already made host-reachable.
-    unsafe {
-        for t in &tensors {
-            if let Some(r) = t.ragged {
-                let entries = batch.saturating_add(1);
-                let bytes = host::index_tensor_bytes(r.aux_uid, r.aux_data_type, entries)?;
-                staging.stage(r.aux_uid, "ragged_offset_tensor_uid", bytes, stream)?;
-            }
+    for t in problem.tensors() {
+        if let Some(r) = t.ragged {
+            let bytes = host::index_tensor_bytes(r.uid, r.width, batch.saturating_add(1))?;
+            staging.stage(r.uid, OFFSETS_ROLE, bytes)?;
         }
-        for s in plan.seq_len_q.iter().chain(&plan.seq_len_kv) {
-            let bytes = host::index_tensor_bytes(s.uid, s.data_type, batch)?;
-            staging.stage(s.uid, s.role, bytes, stream)?;
-        }
-        // A pass-by-value scale is a host pointer by contract (plugin-abi.md §5.7): never staged.
-        if let ScalePlan::DeviceTensor { uid, data_type } = plan.scale {
-            let bytes = crate::plan::kernel_type(data_type).map_or(8, |t| t.size());
-            staging.stage(uid, "scale_tensor_uid", bytes, stream)?;
-        }
-        let mut outputs = Vec::new();
-        for t in &tensors {
-            let bytes = host::extent_bytes(t, &staging.pack()?)?;
-            staging.stage(t.uid, t.role, bytes, stream)?;
-            if t.uid == plan.o.uid || plan.stats.as_ref().is_some_and(|s| s.uid == t.uid) {
-                outputs.push((t.uid, bytes));
-            }
-        }
-        host::execute(plan, &staging.pack()?)?;
-        staging.upload(&outputs, stream)
     }
+    for s in problem.seq_lens() {
+        let bytes = host::index_tensor_bytes(s.uid, s.width, batch)?;
+        staging.stage(s.uid, s.role, bytes)?;
+    }
+    // A pass-by-value scale is a host pointer by contract (plugin-abi.md §5.7): never staged.
+    if let ScalePlan::DeviceTensor { uid, data_type } = problem.scale {
+        staging.stage(uid, "scale_tensor_uid", data_type.size())?;
+    }
+    let extents = host::extents(problem, &staging.pack()?)?;
+    let mut outputs = Vec::new();
+    for (uid, role, bytes) in extents {
+        staging.stage(uid, role, bytes)?;
+        if uid == problem.o.uid || problem.stats.as_ref().is_some_and(|s| s.uid == uid) {
+            outputs.push((uid, bytes));
+        }
+    }
+    host::run(problem, &staging.pack()?)?;
+    staging.upload(&outputs)
 }
 
 fn as_bytes(words: &[u64]) -> &[u8] {
