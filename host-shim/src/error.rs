@@ -53,6 +53,9 @@ pub enum ShimError {
     #[error(transparent)]
     Conformance(#[from] ragged_conformance::ConformanceError),
 
-    #[error("{failures} output position(s) disagree with the CPU reference")]
+    #[error("{failures} output position(s) disagree with the float64 oracle")]
     Mismatch { failures: usize },
+
+    #[error("float64 oracle: {0}")]
+    Oracle(String),
 }

@@ -7,6 +7,8 @@ mod graph_file;
 mod host;
 mod inputs;
 mod npy;
+mod oracle;
+mod verify;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -88,7 +90,8 @@ enum Command {
         /// Output directory (default: a directory under the system temp dir).
         #[arg(long)]
         out: Option<PathBuf>,
-        /// Compare with the CPU reference; print max abs/rel error; exit 1 on mismatch.
+        /// Compare with a float64 evaluation of the SDPA formula (independent of every engine);
+        /// print max abs/rel error; exit 1 on mismatch.
         #[arg(long)]
         verify: bool,
         #[arg(long, value_enum, default_value = "coverage")]

@@ -1,7 +1,8 @@
 //! `cargo xtask demo`: the main job. Builds `hipdnn-shim` and the plugin (release), points
 //! `HIPDNN_PLUGIN_DIR` at the built plugin, enables the CPU host engine, and runs the example
 //! ragged SDPA graph with `--verify`, so the exit status says whether the plugin's output agrees
-//! with the CPU reference.
+//! with the shim's float64 oracle — an evaluation of the SDPA formula that shares no code with the
+//! host engine (which is kernels' CPU reference), so a wrong host engine fails the demo.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -80,7 +81,7 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), String> {
         Ok(())
     } else {
         Err(format!(
-            "hipdnn-shim run --verify failed ({status}): the plugin's output disagrees with the CPU reference or the run failed"
+            "hipdnn-shim run --verify failed ({status}): the plugin's output disagrees with the float64 oracle or the run failed"
         ))
     }
 }
