@@ -58,4 +58,7 @@ pub enum ShimError {
 
     #[error("float64 oracle: {0}")]
     Oracle(String),
+
+    #[error("bundle tree '{path}': {message}")]
+    Bundle { path: PathBuf, message: String },
 }
