@@ -115,6 +115,9 @@ fn run_case(args: &BundleRun, manager: &mut PluginManager, loaded: &Loaded) -> O
         Err(e) => return Outcome::Failed(e.to_string()),
     };
     let reasons = decline_reasons(&mut manager.log);
+    if candidates.is_empty() {
+        return Outcome::Declined(reasons);
+    }
     let candidate = match host::choose(
         &candidates,
         args.engine.as_deref(),
@@ -123,9 +126,6 @@ fn run_case(args: &BundleRun, manager: &mut PluginManager, loaded: &Loaded) -> O
         &graph,
     ) {
         Ok(c) => c,
-        Err(ShimError::NoEngine { .. }) if candidates.is_empty() => {
-            return Outcome::Declined(reasons);
-        }
         Err(e) => return Outcome::Declined(e.to_string()),
     };
     let seed = integration_bundle::seed(&loaded.metadata, DEFAULT_SEED);
