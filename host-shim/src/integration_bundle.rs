@@ -9,21 +9,12 @@
 //! - Sweep: a directory holding both `graph.template.json` and `sweep.json`; one case per
 //!   `cases[]` entry, metadata inline.
 //!
-//! Metadata must be an object with `format_version` 1 (upstream's rule). Of its keys the shim
-//! reads `seed` (the random inputs' seed) and `inputs`: per tensor uid (a decimal string), an
-//! object whose `values` array is that tensor's contents. Upstream leaves structured inputs
-//! (`seq_len`, ragged offsets) to a fill it has not pinned; random offsets are structurally
-//! invalid, so a ragged case must pin them this way. Other metadata keys are ignored.
+//! Metadata must be an object with `format_version` 1 (upstream's rule); what the shim reads from
+//! it is in `bundle_inputs`.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
-use half::{bf16, f16};
-use ragged_conformance::harness::PreSuppliedInputs;
-use ragged_kernels::DenseTensor;
-use ragged_kernels::tensor::Tensor;
-use ragged_schema::model::{DataType, Graph, TensorAttributes};
 use serde_json::{Map, Value};
 
 /// A case's `values.tensors[]` entries: (uid, the entry).
@@ -385,108 +376,6 @@ fn apply_patches(graph: &mut Value, patches: &Value) -> Result<(), String> {
         }
     }
     Ok(())
-}
-
-/// The random inputs' seed: metadata `seed`, else `default`.
-pub fn seed(metadata: &Map<String, Value>, default: u64) -> u64 {
-    metadata
-        .get("seed")
-        .and_then(Value::as_u64)
-        .unwrap_or(default)
-}
-
-/// The tensors metadata `inputs` pins, as pre-supplied inputs of the harness.
-pub fn pinned_inputs(
-    graph: &Graph,
-    metadata: &Map<String, Value>,
-) -> Result<PreSuppliedInputs, String> {
-    let mut pre = PreSuppliedInputs::new();
-    let Some(inputs) = metadata.get("inputs") else {
-        return Ok(pre);
-    };
-    let inputs = inputs
-        .as_object()
-        .ok_or("metadata inputs is not an object")?;
-    for (key, entry) in inputs {
-        let Some(values) = entry.get("values") else {
-            continue;
-        };
-        let uid: i64 = key
-            .parse()
-            .map_err(|_| format!("metadata inputs key '{key}' is not a tensor uid"))?;
-        let attrs = graph
-            .tensor(uid)
-            .ok_or_else(|| format!("metadata inputs: uid {uid} is not in the graph"))?;
-        let values = values
-            .as_array()
-            .ok_or_else(|| format!("metadata inputs.{key}.values is not an array"))?;
-        pre.insert(uid, tensor_from_values(attrs, values)?);
-    }
-    Ok(pre)
-}
-
-fn tensor_from_values(
-    attrs: &TensorAttributes,
-    values: &[Value],
-) -> Result<Arc<dyn Tensor>, String> {
-    let uid = attrs.uid;
-    if attrs.is_ragged() {
-        return Err(format!(
-            "metadata inputs: uid {uid} is ragged; pin its offsets, its contents are random"
-        ));
-    }
-    let integers = || {
-        values
-            .iter()
-            .map(|v| {
-                v.as_i64()
-                    .ok_or_else(|| format!("metadata inputs.{uid}: {v} is not an integer"))
-            })
-            .collect::<Result<Vec<i64>, String>>()
-    };
-    let numbers = || {
-        values
-            .iter()
-            .map(|v| {
-                v.as_f64()
-                    .ok_or_else(|| format!("metadata inputs.{uid}: {v} is not a number"))
-            })
-            .collect::<Result<Vec<f64>, String>>()
-    };
-    let (dims, strides) = (attrs.dims.clone(), attrs.strides.clone());
-    let wrap = |e: ragged_kernels::KernelError| format!("metadata inputs.{uid}: {e}");
-    Ok(match attrs.data_type {
-        DataType::Int64 => {
-            Arc::new(DenseTensor::from_vec(integers()?, dims, strides).map_err(wrap)?)
-        }
-        DataType::Int32 => {
-            let narrowed = integers()?
-                .into_iter()
-                .map(|v| {
-                    i32::try_from(v)
-                        .map_err(|_| format!("metadata inputs.{uid}: {v} does not fit INT32"))
-                })
-                .collect::<Result<Vec<i32>, String>>()?;
-            Arc::new(DenseTensor::from_vec(narrowed, dims, strides).map_err(wrap)?)
-        }
-        DataType::Float => {
-            let v = numbers()?.into_iter().map(|x| x as f32).collect();
-            Arc::new(DenseTensor::from_vec(v, dims, strides).map_err(wrap)?)
-        }
-        DataType::Half => {
-            let v = numbers()?.into_iter().map(f16::from_f64).collect();
-            Arc::new(DenseTensor::from_vec(v, dims, strides).map_err(wrap)?)
-        }
-        DataType::BFloat16 => {
-            let v = numbers()?.into_iter().map(bf16::from_f64).collect();
-            Arc::new(DenseTensor::from_vec(v, dims, strides).map_err(wrap)?)
-        }
-        other => {
-            return Err(format!(
-                "metadata inputs.{uid}: data type {other} cannot be pinned"
-            ));
-        }
-    })
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! `hipdnn-shim`: loads engine plugins exactly as hipDNN's backend does (discovery, load
 //! sequence, API-version gating, engine admission) and runs graphs through them.
 
+mod bundle_inputs;
 mod commands;
 mod error;
 mod graph_file;

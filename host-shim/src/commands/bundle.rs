@@ -18,6 +18,7 @@ use ragged_conformance::manager::PluginManager;
 use ragged_schema::SchemaError;
 use ragged_schema::model::Graph;
 
+use crate::bundle_inputs;
 use crate::error::ShimError;
 use crate::host;
 use crate::integration_bundle::{self, Loaded};
@@ -105,7 +106,7 @@ fn run_case(args: &BundleRun, manager: &mut PluginManager, loaded: &Loaded) -> O
     if let Err(e) = graph.validate() {
         return Outcome::Declined(format!("graph validation: {e}"));
     }
-    let pre = match integration_bundle::pinned_inputs(&graph, &loaded.metadata) {
+    let pre = match bundle_inputs::pinned_inputs(&graph, &loaded.metadata) {
         Ok(pre) => pre,
         Err(e) => return Outcome::Failed(e),
     };
@@ -128,7 +129,7 @@ fn run_case(args: &BundleRun, manager: &mut PluginManager, loaded: &Loaded) -> O
         Ok(c) => c,
         Err(e) => return Outcome::Declined(e.to_string()),
     };
-    let seed = integration_bundle::seed(&loaded.metadata, DEFAULT_SEED);
+    let seed = bundle_inputs::seed(&loaded.metadata, DEFAULT_SEED);
     let result = (|| -> Result<(String, Vec<String>), ShimError> {
         let mut harness = Harness::new(graph.clone(), &pre, seed)?;
         let plugin = &manager.plugins[candidate.plugin_index];
