@@ -547,4 +547,48 @@ mod tests {
         let row: Vec<f64> = diagonal[0].values[..8].iter().map(|w| w.1).collect();
         assert_eq!(row, v[..8]);
     }
+
+    fn expected(file: &str) -> Vec<f64> {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/golden/expected")
+            .join(file);
+        let f = std::fs::File::open(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        npyz::NpyFile::new(f)
+            .and_then(|n| n.into_vec::<f64>())
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    }
+
+    /// The golden wire files carry a float64 oracle computed outside this repository: this one
+    /// must reproduce it, position for position, to rounding.
+    #[test]
+    fn reproduces_the_external_float64_oracle_of_the_golden_graph() {
+        let golden = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden");
+        let graph =
+            crate::graph_file::load(&golden.join("graph.json")).unwrap_or_else(|e| panic!("{e}"));
+        let roles =
+            ragged_conformance::harness::SdpaRoles::of(&graph).unwrap_or_else(|e| panic!("{e}"));
+        let mut pre = PreSuppliedInputs::new();
+        crate::inputs::load_npy_dir(&graph, &golden.join("inputs"), &roles.outputs, &mut pre)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let h = Harness::new(graph.clone(), &pre, 1).unwrap_or_else(|e| panic!("{e}"));
+        let writes = evaluate(&graph, &h.reference).unwrap_or_else(|e| panic!("{e}"));
+        for w in &writes {
+            let want = expected(&format!("{}.npy", w.uid));
+            let written = want.iter().filter(|v| !v.is_nan()).count();
+            assert_eq!(w.values.len(), written, "uid {}: positions written", w.uid);
+            for &(p, got) in &w.values {
+                let e = want[p];
+                if e.is_infinite() {
+                    assert_eq!(got, e, "uid {} position {p}", w.uid);
+                } else {
+                    assert!(
+                        (got - e).abs() <= 1e-9 * (1.0 + e.abs()),
+                        "uid {} position {p}: {got} vs {e}",
+                        w.uid
+                    );
+                }
+            }
+        }
+        assert_eq!(writes.len(), 2, "O and LSE");
+    }
 }
