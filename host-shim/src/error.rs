@@ -53,6 +53,12 @@ pub enum ShimError {
     #[error(transparent)]
     Host(#[from] hipdnn_shim::HostError),
 
-    #[error("{failures} output position(s) disagree with the CPU reference")]
+    #[error("{failures} output position(s) disagree with the float64 oracle")]
     Mismatch { failures: usize },
+
+    #[error("float64 oracle: {0}")]
+    Oracle(String),
+
+    #[error("bundle tree '{path}': {message}")]
+    Bundle { path: PathBuf, message: String },
 }

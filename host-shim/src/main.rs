@@ -1,12 +1,16 @@
 //! `hipdnn-shim`: loads engine plugins exactly as hipDNN's backend does (discovery, load
 //! sequence, API-version gating, engine admission) and runs graphs through them.
 
+mod bundle_inputs;
 mod commands;
 mod error;
 mod graph_file;
 mod host;
 mod inputs;
+mod integration_bundle;
 mod npy;
+mod oracle;
+mod verify;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -88,11 +92,25 @@ enum Command {
         /// Output directory (default: a directory under the system temp dir).
         #[arg(long)]
         out: Option<PathBuf>,
-        /// Compare with the CPU reference; print max abs/rel error; exit 1 on mismatch.
+        /// Compare with a float64 evaluation of the SDPA formula (independent of every engine);
+        /// print max abs/rel error; exit 1 on mismatch.
         #[arg(long)]
         verify: bool,
         #[arg(long, value_enum, default_value = "coverage")]
         validation: Validation,
+    },
+    /// Run every case of an upstream integration-test bundle tree (single-graph bundles and
+    /// graph.template.json + sweep.json sweeps) on a host engine against the float64 oracle: one
+    /// line per case, then "N passed, M failed, K declined"; exit 1 if any failed.
+    Bundle {
+        /// Root of the bundle tree.
+        dir: PathBuf,
+        /// Engine name or 0x-hex id (default: the first applicable host engine).
+        #[arg(long)]
+        engine: Option<String>,
+        /// Engine names that accept host buffers (repeatable).
+        #[arg(long = "host-engine", default_values_t = ["RAGGED_SDPA_HOST_REFERENCE".to_string()])]
+        host_engines: Vec<String>,
     },
     /// Median execute time of an engine over N runs.
     Bench {
@@ -131,6 +149,26 @@ fn main() -> ExitCode {
             };
         }
         Command::Inspect { graph } => commands::inspect::run(&graph),
+        Command::Bundle {
+            dir,
+            engine,
+            host_engines,
+        } => {
+            let run = commands::bundle::BundleRun {
+                dir,
+                plugin_dir: cli.plugin_dir,
+                engine,
+                host_engines,
+            };
+            return match commands::bundle::run(&run) {
+                Ok(true) => ExitCode::SUCCESS,
+                Ok(false) => ExitCode::FAILURE,
+                Err(e) => {
+                    eprintln!("hipdnn-shim: {e}");
+                    ExitCode::FAILURE
+                }
+            };
+        }
         Command::Run {
             graph,
             out,

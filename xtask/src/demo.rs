@@ -1,12 +1,17 @@
 //! `cargo xtask demo`: the main job. Builds `hipdnn-shim` and the plugin (release), points
 //! `HIPDNN_PLUGIN_DIR` at the built plugin, enables the CPU host engine, and runs the example
 //! ragged SDPA graph with `--verify`, so the exit status says whether the plugin's output agrees
-//! with the CPU reference.
+//! with the shim's float64 oracle — an evaluation of the SDPA formula that shares no code with the
+//! host engine (which is kernels' CPU reference), so a wrong host engine fails the demo. Then it
+//! runs the test corpus (`hipdnn-shim bundle`), every SDPA feature the plugin accepts, against the
+//! same oracle.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 const EXAMPLE_GRAPH: &str = "examples/ragged_sdpa_bf16.json";
+/// The test corpus in upstream's integration-test bundle format (host-shim/tests/corpus).
+const CORPUS: &str = "host-shim/tests/corpus/bundles";
 const PLUGIN_FILE: &str = "libhipdnn_provider_ragged_sdpa.so";
 /// Named explicitly: on a GPU machine the plugin lists its GPU engines first.
 const HOST_ENGINE: &str = "RAGGED_SDPA_HOST_REFERENCE";
@@ -76,11 +81,24 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), String> {
         .arg(&out_dir)
         .status()
         .map_err(|e| format!("running {}: {e}", shim.display()))?;
+    if !status.success() {
+        return Err(format!(
+            "hipdnn-shim run --verify failed ({status}): the plugin's output disagrees with the float64 oracle or the run failed"
+        ));
+    }
+    eprintln!("xtask demo: hipdnn-shim bundle {CORPUS}");
+    let status = Command::new(&shim)
+        .current_dir(root)
+        .env("HIPDNN_PLUGIN_DIR", &plugin)
+        .env("HIPDNN_RAGGED_SDPA_HOST_ENGINE", "1")
+        .args(["bundle", CORPUS, "--engine", HOST_ENGINE])
+        .status()
+        .map_err(|e| format!("running {}: {e}", shim.display()))?;
     if status.success() {
         Ok(())
     } else {
         Err(format!(
-            "hipdnn-shim run --verify failed ({status}): the plugin's output disagrees with the CPU reference or the run failed"
+            "hipdnn-shim bundle {CORPUS} failed ({status}): a corpus case disagrees with the float64 oracle or could not run"
         ))
     }
 }

@@ -14,7 +14,11 @@ pub(super) fn graph_from_str(text: &str) -> Result<Graph, SchemaError> {
     let value: Value = serde_json::from_str(text).map_err(|e| SchemaError::Json {
         detail: e.to_string(),
     })?;
-    let g = Obj::new(&value, String::new())?;
+    graph_from_value(&value)
+}
+
+pub(super) fn graph_from_value(value: &Value) -> Result<Graph, SchemaError> {
+    let g = Obj::new(value, String::new())?;
     let tensors = g
         .array("tensors")?
         .iter()
@@ -72,15 +76,28 @@ fn read_api_version(g: &Obj<'_>) -> Result<Option<EngineApiVersion>, SchemaError
     )))
 }
 
-/// A DataType string (strict), or a wire number as the project writer emits for unknown values.
+/// The spellings upstream's integration-test bundles use beside the flatbuffers SDK's own names
+/// (its paged SDPA bundles write `"float16"`): the numpy/torch names of the same types. Read only;
+/// the writer keeps the SDK's names.
+fn data_type_alias(name: &str) -> Option<DataType> {
+    match name {
+        "float16" => Some(DataType::Half),
+        "float32" => Some(DataType::Float),
+        "float64" => Some(DataType::Double),
+        _ => None,
+    }
+}
+
+/// A DataType string (strict: the SDK's names and the aliases above), or a wire number as the
+/// project writer emits for unknown values.
 fn data_type_value(v: &Value, path: &str) -> Result<DataType, SchemaError> {
     match v {
-        Value::String(s) => {
-            DataType::from_json_name(s).ok_or_else(|| SchemaError::UnknownDataTypeString {
+        Value::String(s) => DataType::from_json_name(s)
+            .or_else(|| data_type_alias(s))
+            .ok_or_else(|| SchemaError::UnknownDataTypeString {
                 path: path.to_string(),
                 value: s.clone(),
-            })
-        }
+            }),
         Value::Number(_) => wire_i8(v, path).map(DataType::from_wire),
         other => Err(field_error(
             path,
@@ -113,9 +130,9 @@ fn read_tensor(t: &Obj<'_>) -> Result<TensorAttributes, SchemaError> {
         data_type: required_data_type(t, "data_type")?,
         strides: t.i64_array("strides")?,
         dims: t.i64_array("dims")?,
-        is_virtual: t
-            .boolean("virtual")?
-            .ok_or_else(|| field_error(&t.key_path("virtual"), "required key is missing"))?,
+        // Upstream's writer always emits it, but its hand-made paged bundles leave it out, and a
+        // graph's declared tensors are real buffers unless marked otherwise.
+        is_virtual: t.boolean("virtual")?.unwrap_or(false),
         value: read_scalar(t)?,
         is_runtime_pass_by_value: t.boolean("is_runtime_pass_by_value")?.unwrap_or(false),
         ragged_offset_tensor_uid: t.i64("ragged_offset_tensor_uid")?,
@@ -183,28 +200,55 @@ fn read_node(index: usize, n: &Obj<'_>) -> Result<Node, SchemaError> {
     })
 }
 
+/// A port's tensor uid. Upstream's writer nests it in `inputs` / `outputs`; its paged test bundles
+/// write it flat inside `attributes`. Either place is read; both with different values is an
+/// error naming both keys.
+fn port_uid(
+    port: Option<&Obj<'_>>,
+    attributes: Option<&Obj<'_>>,
+    key: &str,
+) -> Result<Option<i64>, SchemaError> {
+    let nested = port.map(|p| p.i64(key)).transpose()?.flatten();
+    let flat = attributes.map(|a| a.i64(key)).transpose()?.flatten();
+    match (nested, flat, port, attributes) {
+        (Some(n), Some(f), Some(p), Some(a)) if n != f => Err(field_error(
+            &p.key_path(key),
+            format!("{n} disagrees with {} = {f}", a.key_path(key)),
+        )),
+        _ => Ok(nested.or(flat)),
+    }
+}
+
 /// q, k, v and o have no meaningful default (uid 0 would silently alias a tensor), so they are
 /// required; every other key may be absent and reads as unset or its schema default.
 fn read_sdpa(n: &Obj<'_>) -> Result<SdpaAttributes, SchemaError> {
-    let inputs = n
-        .sub("inputs")?
-        .ok_or_else(|| field_error(&n.key_path("inputs"), "required key is missing"))?;
-    let outputs = n
-        .sub("outputs")?
-        .ok_or_else(|| field_error(&n.key_path("outputs"), "required key is missing"))?;
+    let inputs = n.sub("inputs")?;
+    let outputs = n.sub("outputs")?;
+    let attributes = n.sub("attributes")?;
+    let required = |port: &Option<Obj<'_>>, port_key: &str, key: &str| {
+        port_uid(port.as_ref(), attributes.as_ref(), key)?.ok_or_else(|| {
+            field_error(
+                &format!("{}.{key}", n.key_path(port_key)),
+                format!(
+                    "required key is missing (nor is it in {})",
+                    n.key_path("attributes")
+                ),
+            )
+        })
+    };
     let mut s = SdpaAttributes::new(
-        inputs.required_i64("q_tensor_uid")?,
-        inputs.required_i64("k_tensor_uid")?,
-        inputs.required_i64("v_tensor_uid")?,
-        outputs.required_i64("o_tensor_uid")?,
+        required(&inputs, "inputs", "q_tensor_uid")?,
+        required(&inputs, "inputs", "k_tensor_uid")?,
+        required(&inputs, "inputs", "v_tensor_uid")?,
+        required(&outputs, "outputs", "o_tensor_uid")?,
     );
     for f in &OPTIONAL_INPUT_UIDS {
-        *(f.slot)(&mut s) = inputs.i64(f.name)?;
+        *(f.slot)(&mut s) = port_uid(inputs.as_ref(), attributes.as_ref(), f.name)?;
     }
     for f in &OPTIONAL_OUTPUT_UIDS {
-        *(f.slot)(&mut s) = outputs.i64(f.name)?;
+        *(f.slot)(&mut s) = port_uid(outputs.as_ref(), attributes.as_ref(), f.name)?;
     }
-    let Some(a) = n.sub("attributes")? else {
+    let Some(a) = attributes else {
         return Ok(s);
     };
     s.generate_stats = a.boolean("generate_stats")?;

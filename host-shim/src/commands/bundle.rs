@@ -1,0 +1,173 @@
+//! `hipdnn-shim bundle DIR`: every case of an upstream-format integration-test bundle tree run on
+//! the loaded plugins' host engine and verified against the float64 oracle.
+//!
+//! One line per case, then `N passed, M failed, K declined`:
+//! - `ran NAME on ENGINE: passed (...)`: an engine accepted, executed and matched the oracle;
+//! - `declined NAME: REASON`: the stack does not take the graph — its node type is not SDPA, graph
+//!   validation rejects it, or no loaded engine is applicable (the plugins' logged reasons);
+//! - `failed NAME: REASON`: the case could not be loaded (files, placeholders, metadata, pinned
+//!   inputs), the engine failed, or its outputs disagree with the oracle.
+//!
+//! Exits nonzero when any case failed.
+
+use std::path::PathBuf;
+
+use ragged_conformance::harness::{Harness, ValidationMode};
+use ragged_conformance::log::{Log, Source};
+use ragged_conformance::manager::PluginManager;
+use ragged_schema::SchemaError;
+use ragged_schema::model::Graph;
+
+use crate::bundle_inputs;
+use crate::error::ShimError;
+use crate::host;
+use crate::integration_bundle::{self, Loaded};
+use crate::verify;
+
+/// Seed of random inputs for a case whose metadata names none.
+const DEFAULT_SEED: u64 = 0x5eed;
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    Passed { engine: String, detail: String },
+    Declined(String),
+    Failed(String),
+}
+
+pub struct BundleRun {
+    pub dir: PathBuf,
+    pub plugin_dir: Option<PathBuf>,
+    pub engine: Option<String>,
+    pub host_engines: Vec<String>,
+}
+
+pub fn run(args: &BundleRun) -> Result<bool, ShimError> {
+    let cases = integration_bundle::discover(&args.dir).map_err(|message| ShimError::Bundle {
+        path: args.dir.clone(),
+        message,
+    })?;
+    let (_, mut manager) = host::load_plugins(args.plugin_dir.clone());
+    host::flush_log(&mut manager.log);
+    let (mut passed, mut failed, mut declined) = (0, 0, 0);
+    for case in &cases {
+        let outcome = match &case.loaded {
+            Ok(loaded) => {
+                for w in &loaded.warnings {
+                    eprintln!("{}: {w}", case.name);
+                }
+                run_case(args, &mut manager, loaded)
+            }
+            Err(e) => Outcome::Failed(e.clone()),
+        };
+        match outcome {
+            Outcome::Passed { engine, detail } => {
+                passed += 1;
+                println!("ran {} on {engine}: passed ({detail})", case.name);
+            }
+            Outcome::Declined(reason) => {
+                declined += 1;
+                println!("declined {}: {reason}", case.name);
+            }
+            Outcome::Failed(reason) => {
+                failed += 1;
+                println!("failed {}: {reason}", case.name);
+            }
+        }
+    }
+    println!("{passed} passed, {failed} failed, {declined} declined");
+    Ok(failed == 0)
+}
+
+/// The plugins' decline lines logged since the last call, joined.
+fn decline_reasons(log: &mut Log) -> String {
+    log.absorb_plugin_messages();
+    let reasons: Vec<String> = log
+        .records()
+        .iter()
+        .filter(|r| r.source == Source::Plugin && r.message.contains("declin"))
+        .map(|r| r.message.clone())
+        .collect();
+    *log = Log::default();
+    if reasons.is_empty() {
+        "no loaded engine is applicable".to_owned()
+    } else {
+        reasons.join("; ")
+    }
+}
+
+fn run_case(args: &BundleRun, manager: &mut PluginManager, loaded: &Loaded) -> Outcome {
+    let graph = match Graph::from_json_value(&loaded.graph) {
+        Ok(g) => g,
+        Err(e @ SchemaError::UnsupportedJsonNodeType { .. }) => {
+            return Outcome::Declined(e.to_string());
+        }
+        Err(e) => return Outcome::Failed(e.to_string()),
+    };
+    if let Err(e) = graph.validate() {
+        return Outcome::Declined(format!("graph validation: {e}"));
+    }
+    let pre = match bundle_inputs::pinned_inputs(&graph, &loaded.metadata) {
+        Ok(pre) => pre,
+        Err(e) => return Outcome::Failed(e),
+    };
+    manager.log = Log::default();
+    let candidates = match host::applicable_engines(manager, &graph) {
+        Ok(c) => c,
+        Err(e) => return Outcome::Failed(e.to_string()),
+    };
+    let reasons = decline_reasons(&mut manager.log);
+    if candidates.is_empty() {
+        return Outcome::Declined(reasons);
+    }
+    let candidate = match host::choose(
+        &candidates,
+        args.engine.as_deref(),
+        &args.host_engines,
+        false,
+        &graph,
+    ) {
+        Ok(c) => c,
+        Err(e) => return Outcome::Declined(e.to_string()),
+    };
+    let seed = bundle_inputs::seed(&loaded.metadata, DEFAULT_SEED);
+    let result = (|| -> Result<(String, Vec<String>), ShimError> {
+        let mut harness = Harness::new(graph.clone(), &pre, seed)?;
+        let plugin = &manager.plugins[candidate.plugin_index];
+        let handle = plugin.plugin.create_handle()?;
+        harness.run_engine(&handle, candidate.engine_id)?;
+        let comparisons = verify::against_oracle(&mut harness, ValidationMode::Coverage)?;
+        let mut summary = Vec::new();
+        let mut problems = Vec::new();
+        for c in &comparisons {
+            summary.push(format!(
+                "uid {} max abs err {:.2e} over {} positions",
+                c.uid, c.max_abs_error, c.compared
+            ));
+            if !c.passed() {
+                problems.push(format!(
+                    "uid {}: {} position(s) disagree with the float64 oracle{}",
+                    c.uid,
+                    c.failure_count,
+                    c.failures
+                        .first()
+                        .map(|f| format!(", first: {f}"))
+                        .unwrap_or_default()
+                ));
+            }
+        }
+        Ok((summary.join(", "), problems))
+    })();
+    manager.log = Log::default();
+    match result {
+        Ok((detail, problems)) if problems.is_empty() => Outcome::Passed {
+            engine: candidate.engine_name,
+            detail,
+        },
+        Ok((_, problems)) => Outcome::Failed(format!(
+            "on {}: {}",
+            candidate.engine_name,
+            problems.join("; ")
+        )),
+        Err(e) => Outcome::Failed(e.to_string()),
+    }
+}

@@ -1,0 +1,594 @@
+//! A float64 evaluation of the SDPA forward formula (ragged-sdpa.md §5), the yardstick of
+//! `run --verify` and `bundle`.
+//!
+//! Why a second implementation: the plugin's host engine *is* kernels' CPU reference, so checking
+//! one against the other proves nothing. This module shares no code with `kernels::sdpa` or the
+//! plugin: it resolves the layout, the mask band (schema.md §6.1) and the scale (§6.2) from the
+//! graph itself and runs the plain loops — every score, every key, in f64 — at the sizes the
+//! shim's graphs have. It reads the inputs of a harness bundle and yields the values a correct
+//! engine writes, position by position; positions it yields nothing for must stay unwritten.
+//!
+//! Layout rules it applies (ragged-sdpa.md §1, §4): a ragged Q/K/V/O takes its sequence axis from
+//! the larger of its two middle strides, so `[B, S, H, D]` and `[B, H, S, D]` dims over BSHD memory
+//! both read right; a dense one is hipDNN's `[B, H, S, D]` with any strides. A dense LSE is
+//! `[B, H, S, 1]` or `[B, S, H, 1]` by its dims (hipDNN's order when H = S); a ragged LSE takes its
+//! axes from its strides like Q.
+
+use half::{bf16, f16};
+use ragged_conformance::harness::{Bundle, Entry};
+use ragged_kernels::tensor::Tensor;
+use ragged_kernels::{HostData, HostDataMut};
+use ragged_schema::model::{DiagonalAlignment, Graph, SdpaAttributes, TensorValue};
+
+/// The values one output must hold: `(buffer position, value)`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Writes {
+    pub uid: i64,
+    pub values: Vec<(usize, f64)>,
+}
+
+/// Where element (b, s, h, d) of one operand lives.
+#[derive(Debug, Clone)]
+struct Geometry {
+    uid: i64,
+    heads: usize,
+    width: usize,
+    seq_stride: i64,
+    head_stride: i64,
+    elem_stride: i64,
+    /// Per batch: first element and sequence extent (rows).
+    base: Vec<i64>,
+    extent: Vec<i64>,
+    len: usize,
+}
+
+impl Geometry {
+    fn position(&self, b: usize, s: usize, h: usize, d: usize) -> Result<usize, String> {
+        let at = self.base[b]
+            + s as i64 * self.seq_stride
+            + h as i64 * self.head_stride
+            + d as i64 * self.elem_stride;
+        usize::try_from(at)
+            .ok()
+            .filter(|&p| p < self.len)
+            .ok_or_else(|| {
+                format!(
+                    "tensor uid {}: element (b {b}, s {s}, h {h}, d {d}) is at {at}, outside its {} elements",
+                    self.uid, self.len
+                )
+            })
+    }
+}
+
+/// Which of axes 1 and 2 is the sequence axis.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum SeqAxis {
+    One,
+    Two,
+}
+
+/// The larger middle stride is the sequence axis; equal strides (one head) go by the larger dim.
+fn seq_axis_from_strides(dims: &[i64], strides: &[i64]) -> SeqAxis {
+    match strides[1].cmp(&strides[2]) {
+        std::cmp::Ordering::Greater => SeqAxis::One,
+        std::cmp::Ordering::Less => SeqAxis::Two,
+        std::cmp::Ordering::Equal if dims[2] > dims[1] => SeqAxis::Two,
+        std::cmp::Ordering::Equal => SeqAxis::One,
+    }
+}
+
+fn tensor(bundle: &Bundle, uid: i64) -> Result<&dyn Tensor, String> {
+    bundle.get(uid).map_err(|e| e.to_string())
+}
+
+/// Every element of an index tensor, widened.
+fn integers(t: &dyn Tensor, uid: i64) -> Result<Vec<i64>, String> {
+    match t.host_data() {
+        HostData::I32(s) => Ok(s.iter().map(|&v| i64::from(v)).collect()),
+        HostData::I64(s) => Ok(s.to_vec()),
+        other => Err(format!(
+            "tensor uid {uid} holds {}; an index tensor must be INT32 or INT64",
+            other.data_type()
+        )),
+    }
+}
+
+/// Every element of a floating-point tensor, exactly widened.
+fn floats(t: &dyn Tensor, uid: i64) -> Result<Vec<f64>, String> {
+    match t.host_data() {
+        HostData::F32(s) => Ok(s.iter().map(|&v| f64::from(v)).collect()),
+        HostData::F16(s) => Ok(s.iter().map(|&v| f64::from(v)).collect()),
+        HostData::BF16(s) => Ok(s.iter().map(|&v| f64::from(v)).collect()),
+        other => Err(format!(
+            "tensor uid {uid} holds {}; SDPA operands are floating point",
+            other.data_type()
+        )),
+    }
+}
+
+fn geometry(
+    graph: &Graph,
+    bundle: &Bundle,
+    uid: i64,
+    dense_axis: SeqAxis,
+) -> Result<Geometry, String> {
+    let attrs = graph
+        .tensor(uid)
+        .ok_or_else(|| format!("tensor uid {uid} is not in the graph"))?;
+    let (dims, strides) = (&attrs.dims, &attrs.strides);
+    if dims.len() != 4 || strides.len() != 4 || dims.iter().any(|&d| d < 0) {
+        return Err(format!(
+            "tensor uid {uid}: dims {dims:?} / strides {strides:?} are not four non-negative axes"
+        ));
+    }
+    let batch = dims[0] as usize;
+    let (axis, base, extent) = match attrs.ragged_offset_tensor_uid {
+        Some(aux) => {
+            let axis = seq_axis_from_strides(dims, strides);
+            let seq_stride = strides[if axis == SeqAxis::One { 1 } else { 2 }];
+            let stored = integers(tensor(bundle, aux)?, aux)?;
+            if stored.len() != batch + 1 || seq_stride <= 0 {
+                return Err(format!(
+                    "tensor uid {uid}: ragged_offset uid {aux} has {} values for B = {batch}, sequence stride {seq_stride}",
+                    stored.len()
+                ));
+            }
+            let offsets = stored
+                .iter()
+                .map(|&o| o.checked_mul(attrs.ragged_offset_multiplier))
+                .collect::<Option<Vec<i64>>>()
+                .ok_or_else(|| format!("tensor uid {uid}: offset × multiplier overflows"))?;
+            let mut extent = Vec::with_capacity(batch);
+            for b in 0..batch {
+                let span = offsets[b + 1] - offsets[b];
+                if span < 0 || span % seq_stride != 0 {
+                    return Err(format!(
+                        "tensor uid {uid}: batch {b} spans {span} elements, not whole rows of {seq_stride}"
+                    ));
+                }
+                extent.push(span / seq_stride);
+            }
+            (axis, offsets[..batch].to_vec(), extent)
+        }
+        None => {
+            let seq_dim = dims[if dense_axis == SeqAxis::One { 1 } else { 2 }];
+            let base = (0..batch as i64).map(|b| b * strides[0]).collect();
+            (dense_axis, base, vec![seq_dim; batch])
+        }
+    };
+    let (s, h) = if axis == SeqAxis::One { (1, 2) } else { (2, 1) };
+    Ok(Geometry {
+        uid,
+        heads: dims[h] as usize,
+        width: dims[3] as usize,
+        seq_stride: strides[s],
+        head_stride: strides[h],
+        elem_stride: strides[3],
+        base,
+        extent,
+        len: tensor(bundle, uid)?.host_data().len(),
+    })
+}
+
+/// `seq_lens[b]` when the node names the tensor, else the extent; always inside `[0, extent]`.
+fn lengths(bundle: &Bundle, of: &Geometry, seq_lens: Option<i64>) -> Result<Vec<usize>, String> {
+    let given = match seq_lens {
+        Some(uid) => Some((uid, integers(tensor(bundle, uid)?, uid)?)),
+        None => None,
+    };
+    (0..of.extent.len())
+        .map(|b| {
+            let extent = of.extent[b];
+            let length = match &given {
+                Some((uid, values)) => *values
+                    .get(b)
+                    .ok_or_else(|| format!("seq_lens uid {uid} has no value for batch {b}"))?,
+                None => extent,
+            };
+            if !(0..=extent).contains(&length) {
+                return Err(format!(
+                    "batch {b}: length {length} is outside [0, {extent}] of tensor uid {}",
+                    of.uid
+                ));
+            }
+            Ok(length as usize)
+        })
+        .collect()
+}
+
+/// (left, right, bottom_right) as schema.md §6.1 resolves them; −1 is unbounded.
+fn band(a: &SdpaAttributes) -> Result<(i64, i64, bool), String> {
+    let stored_bottom_right = match a.diagonal_alignment {
+        DiagonalAlignment::TopLeft => false,
+        DiagonalAlignment::BottomRight => true,
+        DiagonalAlignment::Unknown(v) => return Err(format!("diagonal_alignment {v} is unknown")),
+    };
+    let left = a.left_bound.unwrap_or(-1);
+    let causal_right = a.right_bound.filter(|&r| r >= 0).unwrap_or(0);
+    match (a.causal_mask, a.causal_mask_bottom_right) {
+        (true, true) => Err("causal_mask and causal_mask_bottom_right are both set".into()),
+        (true, false) => Ok((left, causal_right, stored_bottom_right)),
+        (false, true) => Ok((left, causal_right, true)),
+        (false, false) => Ok((left, a.right_bound.unwrap_or(-1), stored_bottom_right)),
+    }
+}
+
+/// schema.md §6.2: the scale tensor (baked or pass-by-value), else `attn_scale_value`, else 1.
+fn scale(graph: &Graph, bundle: &Bundle, a: &SdpaAttributes) -> Result<f64, String> {
+    let Some(uid) = a.scale_tensor_uid else {
+        return Ok(a.attn_scale_value.map_or(1.0, f64::from));
+    };
+    let attrs = graph
+        .tensor(uid)
+        .ok_or_else(|| format!("scale tensor uid {uid} is not in the graph"))?;
+    match attrs.value {
+        Some(TensorValue::Float8(_)) => Err(format!("scale tensor uid {uid} is fp8-encoded")),
+        Some(TensorValue::Float32(v) | TensorValue::Float16(v) | TensorValue::BFloat16(v)) => {
+            Ok(f64::from(v))
+        }
+        Some(TensorValue::Float64(v)) => Ok(v),
+        Some(other) => Err(format!("scale tensor uid {uid} holds {other:?}")),
+        None => floats(tensor(bundle, uid)?, uid)?
+            .first()
+            .copied()
+            .ok_or_else(|| format!("scale tensor uid {uid} is empty")),
+    }
+}
+
+/// Features whose semantics this oracle does not model: a graph using one is not checked at all,
+/// rather than checked against the wrong formula.
+fn refuse_unmodelled(a: &SdpaAttributes) -> Result<(), String> {
+    let unmodelled = [
+        ("attn_mask_tensor_uid", a.attn_mask_tensor_uid),
+        ("seed_tensor_uid", a.seed_tensor_uid),
+        ("offset_tensor_uid", a.offset_tensor_uid),
+        ("dropout_mask_tensor_uid", a.dropout_mask_tensor_uid),
+        ("dropout_scale_tensor_uid", a.dropout_scale_tensor_uid),
+        ("page_table_k_tensor_uid", a.page_table_k_tensor_uid),
+        ("page_table_v_tensor_uid", a.page_table_v_tensor_uid),
+        ("block_mask_tensor_uid", a.block_mask_tensor_uid),
+        ("sink_token_tensor_uid", a.sink_token_tensor_uid),
+        ("descale_q_tensor_uid", a.descale_q_tensor_uid),
+        ("descale_k_tensor_uid", a.descale_k_tensor_uid),
+        ("descale_v_tensor_uid", a.descale_v_tensor_uid),
+        ("max_tensor_uid", a.max_tensor_uid),
+        ("sum_exp_tensor_uid", a.sum_exp_tensor_uid),
+    ];
+    if let Some((name, _)) = unmodelled.iter().find(|(_, uid)| uid.is_some()) {
+        return Err(format!("{name} is set; the oracle does not model it"));
+    }
+    if a.alibi_mask || a.dropout_probability.is_some_and(|p| p > 0.0) {
+        return Err("ALiBi or dropout is set; the oracle does not model it".into());
+    }
+    Ok(())
+}
+
+/// The LSE's geometry: a dense one is head-major or token-major by which dims match Q's.
+fn stats_geometry(
+    graph: &Graph,
+    bundle: &Bundle,
+    uid: i64,
+    q: &Geometry,
+    s_q_max: i64,
+) -> Result<Geometry, String> {
+    let attrs = graph
+        .tensor(uid)
+        .ok_or_else(|| format!("stats tensor uid {uid} is not in the graph"))?;
+    let dims = &attrs.dims;
+    let heads = q.heads as i64;
+    let order = if dims.len() == 4 && dims[1] == s_q_max && dims[2] == heads && heads != s_q_max {
+        SeqAxis::One
+    } else {
+        SeqAxis::Two
+    };
+    geometry(graph, bundle, uid, order)
+}
+
+/// O (and LSE when the node names it) for the graph's one SDPA node on `bundle`'s inputs.
+pub fn evaluate(graph: &Graph, bundle: &Bundle) -> Result<Vec<Writes>, String> {
+    let [node] = graph.nodes.as_slice() else {
+        return Err(format!(
+            "{} nodes; the oracle evaluates one",
+            graph.nodes.len()
+        ));
+    };
+    let a = node
+        .attributes
+        .as_sdpa()
+        .ok_or("the node is not an SDPA node")?;
+    refuse_unmodelled(a)?;
+    let (left, right, bottom_right) = band(a)?;
+    let scale = scale(graph, bundle, a)?;
+
+    let q = geometry(graph, bundle, a.q_tensor_uid, SeqAxis::Two)?;
+    let k = geometry(graph, bundle, a.k_tensor_uid, SeqAxis::Two)?;
+    let v = geometry(graph, bundle, a.v_tensor_uid, SeqAxis::Two)?;
+    let o = geometry(graph, bundle, a.o_tensor_uid, SeqAxis::Two)?;
+    let s_q_max = graph.tensor(a.q_tensor_uid).map_or(0, |t| {
+        let ragged_axis = seq_axis_from_strides(&t.dims, &t.strides);
+        match (t.is_ragged(), ragged_axis) {
+            (true, SeqAxis::One) => t.dims[1],
+            _ => t.dims[2],
+        }
+    });
+    let lse = a
+        .stats_tensor_uid
+        .map(|uid| stats_geometry(graph, bundle, uid, &q, s_q_max))
+        .transpose()?;
+    let batch = q.extent.len();
+    if [k.extent.len(), v.extent.len(), o.extent.len()] != [batch; 3]
+        || k.heads == 0
+        || q.heads % k.heads != 0
+        || v.heads != k.heads
+        || k.width != q.width
+        || o.heads != q.heads
+        || o.width != v.width
+    {
+        return Err(format!(
+            "shapes disagree: Q {}x{} K {}x{} V {}x{} O {}x{} (heads x width) over B = {batch}",
+            q.heads, q.width, k.heads, k.width, v.heads, v.width, o.heads, o.width
+        ));
+    }
+    let lq = lengths(bundle, &q, a.seq_len_q_tensor_uid)?;
+    let lkv = lengths(bundle, &k, a.seq_len_kv_tensor_uid)?;
+    let (qd, kd, vd) = (
+        floats(tensor(bundle, q.uid)?, q.uid)?,
+        floats(tensor(bundle, k.uid)?, k.uid)?,
+        floats(tensor(bundle, v.uid)?, v.uid)?,
+    );
+    let group = q.heads / k.heads;
+
+    let mut out_o = Vec::new();
+    let mut out_lse = Vec::new();
+    let mut scores = Vec::new();
+    for b in 0..batch {
+        let offset = if bottom_right {
+            lkv[b] as i64 - lq[b] as i64
+        } else {
+            0
+        };
+        for h in 0..q.heads {
+            let g = h / group;
+            for i in 0..lq[b] {
+                scores.clear();
+                for j in 0..lkv[b] {
+                    let (i_, j_) = (i as i64, j as i64);
+                    let masked = (right >= 0 && j_ > i_ + offset + right)
+                        || (left >= 0 && j_ < i_ + offset - left);
+                    if masked {
+                        continue;
+                    }
+                    let mut dot = 0.0;
+                    for d in 0..q.width {
+                        dot += qd[q.position(b, i, h, d)?] * kd[k.position(b, j, g, d)?];
+                    }
+                    scores.push((j, scale * dot));
+                }
+                let max = scores
+                    .iter()
+                    .map(|&(_, s)| s)
+                    .fold(f64::NEG_INFINITY, f64::max);
+                let sum: f64 = scores.iter().map(|&(_, s)| (s - max).exp()).sum();
+                for d in 0..o.width {
+                    let mut acc = 0.0;
+                    for &(j, s) in &scores {
+                        acc += (s - max).exp() / sum * vd[v.position(b, j, g, d)?];
+                    }
+                    out_o.push((o.position(b, i, h, d)?, acc));
+                }
+                if let Some(lse) = &lse {
+                    let value = if scores.is_empty() {
+                        f64::NEG_INFINITY
+                    } else {
+                        max + sum.ln()
+                    };
+                    out_lse.push((lse.position(b, i, h, 0)?, value));
+                }
+            }
+        }
+    }
+    let mut writes = vec![Writes {
+        uid: o.uid,
+        values: out_o,
+    }];
+    if let Some(lse) = lse {
+        writes.push(Writes {
+            uid: lse.uid,
+            values: out_lse,
+        });
+    }
+    Ok(writes)
+}
+
+/// Stores the oracle's values into the bundle's own output buffers (rounded to nearest even in
+/// their element type), leaving every other position as it was.
+pub fn store(bundle: &mut Bundle, writes: &[Writes]) -> Result<(), String> {
+    for w in writes {
+        let Some(Entry::Owned(t)) = bundle.entries.get_mut(&w.uid) else {
+            return Err(format!("output uid {} has no buffer of its own", w.uid));
+        };
+        let data = t.host_data_mut();
+        for &(position, _) in &w.values {
+            let stored = match &data {
+                HostDataMut::F32(s) => s.len(),
+                HostDataMut::F16(s) => s.len(),
+                HostDataMut::BF16(s) => s.len(),
+                _ => 0,
+            };
+            if position >= stored {
+                return Err(format!(
+                    "output uid {}: position {position} outside its buffer",
+                    w.uid
+                ));
+            }
+        }
+        match data {
+            HostDataMut::F32(s) => w.values.iter().for_each(|&(p, v)| s[p] = v as f32),
+            HostDataMut::F16(s) => w.values.iter().for_each(|&(p, v)| s[p] = f16::from_f64(v)),
+            HostDataMut::BF16(s) => w.values.iter().for_each(|&(p, v)| s[p] = bf16::from_f64(v)),
+            _ => return Err(format!("output uid {} is not floating point", w.uid)),
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use ragged_conformance::graphs::{Mask, RaggedSdpaSpec};
+    use ragged_conformance::harness::{Harness, PreSuppliedInputs};
+    use ragged_conformance::suites::numeric::pre_supplied;
+    use ragged_kernels::DenseTensor;
+
+    use super::*;
+
+    fn dense(values: Vec<f32>, dims: Vec<i64>) -> Arc<dyn Tensor> {
+        let strides = ragged_kernels::tensor::packed_strides(&dims);
+        Arc::new(DenseTensor::from_vec(values, dims, strides).unwrap_or_else(|e| panic!("{e}")))
+    }
+
+    /// One query against two keys with scale ln 3: the scores 0 and ln 3 give p = (1/4, 3/4).
+    #[test]
+    fn hand_computed_single_row() {
+        let text = r#"{"name": "tiny", "compute_data_type": "float", "io_data_type": "float",
+          "intermediate_data_type": "float",
+          "tensors": [
+           {"uid": 1, "name": "q", "data_type": "float", "dims": [1,1,1,1], "strides": [1,1,1,1]},
+           {"uid": 2, "name": "k", "data_type": "float", "dims": [1,1,2,1], "strides": [2,2,1,1]},
+           {"uid": 3, "name": "v", "data_type": "float", "dims": [1,1,2,1], "strides": [2,2,1,1]},
+           {"uid": 4, "name": "o", "data_type": "float", "dims": [1,1,1,1], "strides": [1,1,1,1]},
+           {"uid": 5, "name": "lse", "data_type": "float", "dims": [1,1,1,1], "strides": [1,1,1,1]}],
+          "nodes": [{"type": "SdpaAttributes", "attributes": {"q_tensor_uid": 1, "k_tensor_uid": 2,
+            "v_tensor_uid": 3, "o_tensor_uid": 4, "stats_tensor_uid": 5,
+            "attn_scale_value": 1.0986122886681098}}]}"#;
+        let graph = Graph::from_json(text).unwrap_or_else(|e| panic!("{e}"));
+        let mut pre = PreSuppliedInputs::new();
+        pre.insert(1, dense(vec![1.0], vec![1, 1, 1, 1]));
+        pre.insert(2, dense(vec![0.0, 1.0], vec![1, 1, 2, 1]));
+        pre.insert(3, dense(vec![10.0, 20.0], vec![1, 1, 2, 1]));
+        let h = Harness::new(graph, &pre, 1).unwrap_or_else(|e| panic!("{e}"));
+        let writes = evaluate(&h.graph, &h.reference).unwrap_or_else(|e| panic!("{e}"));
+        let scale = f64::from(1.098_612_3_f32); // the wire's f32 scale
+        let p1 = scale.exp() / (1.0 + scale.exp());
+        let o = 10.0 * (1.0 - p1) + 20.0 * p1;
+        let lse = (1.0 + scale.exp()).ln();
+        assert_eq!(writes.len(), 2);
+        assert_eq!(writes[0].uid, 4);
+        assert_eq!(writes[1].uid, 5);
+        assert!((writes[0].values[0].1 - o).abs() < 1e-12 && (o - 17.5).abs() < 1e-6);
+        assert!((writes[1].values[0].1 - lse).abs() < 1e-12 && (lse - 4f64.ln()).abs() < 1e-6);
+    }
+
+    fn gqa_case(mask: Mask) -> (Graph, Harness) {
+        let spec = RaggedSdpaSpec {
+            heads_q: 4,
+            heads_kv: 2,
+            head_dim: 8,
+            seq_len_kv: Some(vec![5, 1, 3]),
+            mask,
+            ..RaggedSdpaSpec::packed("forms", &[3, 4, 0], &[6, 2, 4])
+        };
+        let pre = pre_supplied(&spec).unwrap_or_else(|e| panic!("{e}"));
+        let graph = spec.graph();
+        let h = Harness::new(graph.clone(), &pre, 3).unwrap_or_else(|e| panic!("{e}"));
+        (graph, h)
+    }
+
+    /// `[B, S, H, D]` and `[B, H, S, D]` dims over the same BSHD memory are the same tensor.
+    #[test]
+    fn both_ragged_dims_orders_over_one_memory_give_identical_values() {
+        for mask in [Mask::None, Mask::CausalTopLeft, Mask::CausalBottomRight] {
+            let (graph, h) = gqa_case(mask);
+            let form_a = evaluate(&graph, &h.reference).unwrap_or_else(|e| panic!("{e}"));
+            let mut form_b = graph.clone();
+            for t in form_b.tensors.iter_mut().filter(|t| t.is_ragged()) {
+                t.dims.swap(1, 2);
+                t.strides.swap(1, 2);
+            }
+            assert_ne!(form_b, graph);
+            let form_b = evaluate(&form_b, &h.reference).unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(form_a, form_b, "{mask:?}");
+            assert!(form_a[0].values.len() > 100);
+        }
+    }
+
+    #[test]
+    fn rows_without_keys_are_zero_with_lse_minus_infinity() {
+        let (graph, h) = gqa_case(Mask::CausalBottomRight);
+        let writes = evaluate(&graph, &h.reference).unwrap_or_else(|e| panic!("{e}"));
+        // Batch 1: 4 query rows, 1 key, bottom-right: only row 3 sees key 0.
+        let lse = &writes[1].values;
+        let minus_inf = lse.iter().filter(|(_, v)| *v == f64::NEG_INFINITY).count();
+        assert_eq!(minus_inf, 3 * 4, "rows 0..3 of batch 1, four heads each");
+        assert!(lse.iter().all(|(_, v)| !v.is_nan()));
+        // Batch 0: 3 rows of 4 heads, batch 1: 4 rows, batch 2: none.
+        assert_eq!(lse.len(), (3 + 4) * 4);
+        assert_eq!(writes[0].values.len(), (3 + 4) * 4 * 8);
+    }
+
+    #[test]
+    fn a_window_excludes_keys_beyond_its_left_edge() {
+        let (mut graph, h) = gqa_case(Mask::None);
+        let full = evaluate(&graph, &h.reference).unwrap_or_else(|e| panic!("{e}"));
+        if let Some(node) = graph.nodes.first_mut()
+            && let ragged_schema::model::NodeAttributes::Sdpa(s) = &mut node.attributes
+        {
+            s.left_bound = Some(0);
+            s.right_bound = Some(0);
+        }
+        let diagonal = evaluate(&graph, &h.reference).unwrap_or_else(|e| panic!("{e}"));
+        // A one-key band: O equals that key's V row, so it differs from full attention.
+        assert_eq!(full[0].values.len(), diagonal[0].values.len());
+        assert_ne!(full, diagonal);
+        let v = floats(tensor(&h.reference, 3).unwrap_or_else(|e| panic!("{e}")), 3)
+            .unwrap_or_else(|e| panic!("{e}"));
+        // Batch 0, row 0, head 0 (KV head 0) under TOP_LEFT sees key 0 only: O = V[0, 0, 0, :].
+        let row: Vec<f64> = diagonal[0].values[..8].iter().map(|w| w.1).collect();
+        assert_eq!(row, v[..8]);
+    }
+
+    fn expected(file: &str) -> Vec<f64> {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/golden/expected")
+            .join(file);
+        let f = std::fs::File::open(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        npyz::NpyFile::new(f)
+            .and_then(|n| n.into_vec::<f64>())
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    }
+
+    /// The golden wire files carry a float64 oracle computed outside this repository: this one
+    /// must reproduce it, position for position, to rounding.
+    #[test]
+    fn reproduces_the_external_float64_oracle_of_the_golden_graph() {
+        let golden = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden");
+        let graph =
+            crate::graph_file::load(&golden.join("graph.json")).unwrap_or_else(|e| panic!("{e}"));
+        let roles =
+            ragged_conformance::harness::SdpaRoles::of(&graph).unwrap_or_else(|e| panic!("{e}"));
+        let mut pre = PreSuppliedInputs::new();
+        crate::inputs::load_npy_dir(&graph, &golden.join("inputs"), &roles.outputs, &mut pre)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let h = Harness::new(graph.clone(), &pre, 1).unwrap_or_else(|e| panic!("{e}"));
+        let writes = evaluate(&graph, &h.reference).unwrap_or_else(|e| panic!("{e}"));
+        for w in &writes {
+            let want = expected(&format!("{}.npy", w.uid));
+            let written = want.iter().filter(|v| !v.is_nan()).count();
+            assert_eq!(w.values.len(), written, "uid {}: positions written", w.uid);
+            for &(p, got) in &w.values {
+                let e = want[p];
+                if e.is_infinite() {
+                    assert_eq!(got, e, "uid {} position {p}", w.uid);
+                } else {
+                    assert!(
+                        (got - e).abs() <= 1e-9 * (1.0 + e.abs()),
+                        "uid {} position {p}: {got} vs {e}",
+                        w.uid
+                    );
+                }
+            }
+        }
+        assert_eq!(writes.len(), 2, "O and LSE");
+    }
+}
