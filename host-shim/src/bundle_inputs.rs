@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use half::{bf16, f16};
-use ragged_conformance::harness::PreSuppliedInputs;
+use hipdnn_shim::harness::PreSuppliedInputs;
 use ragged_kernels::DenseTensor;
 use ragged_kernels::tensor::Tensor;
 use ragged_schema::model::{DataType, Graph, TensorAttributes};
@@ -118,7 +118,7 @@ fn tensor_from_values(
 
 #[cfg(test)]
 mod tests {
-    use ragged_conformance::graphs::RaggedSdpaSpec;
+    use hipdnn_shim::graphs::RaggedSdpaSpec;
     use serde_json::json;
 
     use super::*;

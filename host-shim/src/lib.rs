@@ -19,6 +19,7 @@
 
 pub mod abi;
 pub mod api_version;
+pub mod case_inputs;
 pub mod device;
 pub mod discovery;
 pub mod dispatch;

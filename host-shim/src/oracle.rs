@@ -15,7 +15,7 @@
 //! axes from its strides like Q.
 
 use half::{bf16, f16};
-use ragged_conformance::harness::{Bundle, Entry};
+use hipdnn_shim::harness::{Bundle, Entry};
 use ragged_kernels::tensor::Tensor;
 use ragged_kernels::{HostData, HostDataMut};
 use ragged_schema::model::{DiagonalAlignment, Graph, SdpaAttributes, TensorValue};
@@ -436,9 +436,9 @@ pub fn store(bundle: &mut Bundle, writes: &[Writes]) -> Result<(), String> {
 mod tests {
     use std::sync::Arc;
 
-    use ragged_conformance::graphs::{Mask, RaggedSdpaSpec};
-    use ragged_conformance::harness::{Harness, PreSuppliedInputs};
-    use ragged_conformance::suites::numeric::pre_supplied;
+    use hipdnn_shim::case_inputs::pre_supplied;
+    use hipdnn_shim::graphs::{Mask, RaggedSdpaSpec};
+    use hipdnn_shim::harness::{Harness, PreSuppliedInputs};
     use ragged_kernels::DenseTensor;
 
     use super::*;
@@ -565,8 +565,7 @@ mod tests {
         let golden = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden");
         let graph =
             crate::graph_file::load(&golden.join("graph.json")).unwrap_or_else(|e| panic!("{e}"));
-        let roles =
-            ragged_conformance::harness::SdpaRoles::of(&graph).unwrap_or_else(|e| panic!("{e}"));
+        let roles = hipdnn_shim::harness::SdpaRoles::of(&graph).unwrap_or_else(|e| panic!("{e}"));
         let mut pre = PreSuppliedInputs::new();
         crate::inputs::load_npy_dir(&graph, &golden.join("inputs"), &roles.outputs, &mut pre)
             .unwrap_or_else(|e| panic!("{e}"));

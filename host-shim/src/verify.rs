@@ -5,7 +5,7 @@
 //! same sentinel as the engine's; the harness then compares the two bundles output by output with
 //! the tolerances of ragged-sdpa.md §8, the written/unwritten split and the exact-zero rows.
 
-use ragged_conformance::harness::{Comparison, Harness, ValidationMode};
+use hipdnn_shim::harness::{Comparison, Harness, ValidationMode};
 
 use crate::error::ShimError;
 use crate::oracle;
@@ -21,9 +21,9 @@ pub fn against_oracle(
 
 #[cfg(test)]
 mod tests {
-    use ragged_conformance::graphs::{Mask, RaggedSdpaSpec, uid};
-    use ragged_conformance::harness::Entry;
-    use ragged_conformance::suites::numeric::pre_supplied;
+    use hipdnn_shim::case_inputs::pre_supplied;
+    use hipdnn_shim::graphs::{Mask, RaggedSdpaSpec, uid};
+    use hipdnn_shim::harness::Entry;
     use ragged_kernels::{HostData, HostDataMut};
     use ragged_schema::model::DataType;
 

@@ -1,16 +1,15 @@
 //! Suite (c): numeric agreement of every engine of a plugin with the CPU reference over a fixed
 //! list of ragged cases (ragged-sdpa.md §9 item 5 names the shapes that break kernels).
 
-use std::sync::Arc;
 use std::time::Instant;
 
-use ragged_kernels::tensor::{DenseTensor, Tensor};
 use ragged_schema::model::DataType;
 
 use crate::report::{CaseResult, Outcome, Report};
 use hipdnn_shim::HostError;
-use hipdnn_shim::graphs::{Mask, RaggedSdpaSpec, uid};
-use hipdnn_shim::harness::{Harness, PreSuppliedInputs, ValidationMode};
+use hipdnn_shim::case_inputs::pre_supplied;
+use hipdnn_shim::graphs::{Mask, RaggedSdpaSpec};
+use hipdnn_shim::harness::{Harness, ValidationMode};
 use hipdnn_shim::manager::LoadedPlugin;
 
 /// The fixed case list.
@@ -52,52 +51,6 @@ pub fn cases() -> Vec<RaggedSdpaSpec> {
             s.io_type = DataType::Half
         }),
     ]
-}
-
-fn index_tensor(values: &[i64], index_type: DataType) -> Result<Arc<dyn Tensor>, HostError> {
-    let n = values.len() as i64;
-    let dims = vec![n, 1, 1, 1];
-    let strides = vec![1, 1, 1, 1];
-    let wrap = |e: ragged_kernels::KernelError| HostError::Harness(format!("index tensor: {e}"));
-    Ok(match index_type {
-        DataType::Int64 => {
-            Arc::new(DenseTensor::from_vec(values.to_vec(), dims, strides).map_err(wrap)?)
-        }
-        _ => {
-            let narrowed = values
-                .iter()
-                .map(|v| {
-                    i32::try_from(*v)
-                        .map_err(|_| HostError::Harness(format!("offset {v} does not fit INT32")))
-                })
-                .collect::<Result<Vec<i32>, _>>()?;
-            Arc::new(DenseTensor::from_vec(narrowed, dims, strides).map_err(wrap)?)
-        }
-    })
-}
-
-/// The pre-supplied bundle of a case: every `ragged_offset` aux (strictly required) and the
-/// `seq_lens` tensors (deterministic by choice).
-pub fn pre_supplied(spec: &RaggedSdpaSpec) -> Result<PreSuppliedInputs, HostError> {
-    let mut pre = PreSuppliedInputs::new();
-    let (aq, ak, av, ao) = spec.aux_uids();
-    for (aux, offsets) in [
-        (aq, spec.offsets_q()),
-        (ak, spec.offsets_kv()),
-        (av, spec.offsets_kv()),
-        (ao, spec.offsets_q()),
-    ] {
-        if let std::collections::hash_map::Entry::Vacant(slot) = pre.entry(aux) {
-            slot.insert(index_tensor(&offsets, spec.index_type)?);
-        }
-    }
-    if let Some(lens) = &spec.seq_len_q {
-        pre.insert(uid::SEQ_LEN_Q, index_tensor(lens, spec.index_type)?);
-    }
-    if let Some(lens) = &spec.seq_len_kv {
-        pre.insert(uid::SEQ_LEN_KV, index_tensor(lens, spec.index_type)?);
-    }
-    Ok(pre)
 }
 
 /// Options of a numeric run.
@@ -266,7 +219,9 @@ mod tests {
         assert!(ok.iter().all(|c| c.passed() && c.compared > 0), "{ok:?}");
         // Batch 0 has 4 physical rows but seq_len_q = 2: rows 2..4 are padding and must stay
         // sentinel. Writing one of them must fail coverage validation.
-        if let Some(hipdnn_shim::harness::Entry::Owned(o)) = h.engine.entries.get_mut(&uid::O) {
+        if let Some(hipdnn_shim::harness::Entry::Owned(o)) =
+            h.engine.entries.get_mut(&hipdnn_shim::graphs::uid::O)
+        {
             use ragged_kernels::tensor::TensorMutExt;
             o.set(&[0, 3, 0, 0], half::bf16::from_f32(0.0))
                 .unwrap_or_else(|e| panic!("{e}"));
@@ -301,7 +256,9 @@ mod tests {
             .validate(ValidationMode::Coverage)
             .unwrap_or_else(|e| panic!("{e}"));
         assert!(ok.iter().all(|c| c.passed()), "{ok:?}");
-        if let Some(hipdnn_shim::harness::Entry::Owned(o)) = h.engine.entries.get_mut(&uid::O) {
+        if let Some(hipdnn_shim::harness::Entry::Owned(o)) =
+            h.engine.entries.get_mut(&hipdnn_shim::graphs::uid::O)
+        {
             use ragged_kernels::tensor::TensorMutExt;
             o.set(&[2, 1, 0, 0], half::bf16::from_f32(1e-3))
                 .unwrap_or_else(|e| panic!("{e}"));

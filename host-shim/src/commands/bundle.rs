@@ -12,9 +12,9 @@
 
 use std::path::PathBuf;
 
-use ragged_conformance::harness::{Harness, ValidationMode};
-use ragged_conformance::log::{Log, Source};
-use ragged_conformance::manager::PluginManager;
+use hipdnn_shim::harness::{Harness, ValidationMode};
+use hipdnn_shim::log::{Log, Source};
+use hipdnn_shim::manager::PluginManager;
 use ragged_schema::SchemaError;
 use ragged_schema::model::Graph;
 

@@ -180,7 +180,7 @@ pub(super) fn context(p: &LoadedPlugin, host_engines: &[String]) -> Check {
             hex_id(id)
         )]);
     }
-    let pre = crate::suites::numeric::pre_supplied(&spec).map_err(|e| e.to_string())?;
+    let pre = hipdnn_shim::case_inputs::pre_supplied(&spec).map_err(|e| e.to_string())?;
     let mut harness =
         hipdnn_shim::harness::Harness::new(spec.graph(), &pre, 7).map_err(|e| e.to_string())?;
     harness
@@ -247,7 +247,7 @@ pub(super) fn set_stream(p: &LoadedPlugin, host_engines: &[String]) -> Check {
         }
         Err(why) => return Err(why),
     };
-    let pre = crate::suites::numeric::pre_supplied(&spec).map_err(|e| e.to_string())?;
+    let pre = hipdnn_shim::case_inputs::pre_supplied(&spec).map_err(|e| e.to_string())?;
     let detail = run_against_reference(&handle, id, spec.graph(), &pre)?;
     Ok(vec![format!(
         "SetStream(NULL) accepted twice; engine {} then executed on the handle: {detail}",
@@ -271,7 +271,7 @@ pub(super) fn pass_by_value_scale(p: &LoadedPlugin, host_engines: &[String]) -> 
         &ragged_schema::wire::encode_graph(&graph),
         host_engines,
     )?;
-    let mut pre = crate::suites::numeric::pre_supplied(&spec).map_err(|e| e.to_string())?;
+    let mut pre = hipdnn_shim::case_inputs::pre_supplied(&spec).map_err(|e| e.to_string())?;
     let dims = vec![1, 1, 1, 1];
     let scalar = ragged_kernels::DenseTensor::from_vec(vec![SCALE], dims.clone(), dims)
         .map_err(|e| e.to_string())?;
