@@ -17,7 +17,7 @@ use super::mapping::shim_args;
 use super::problem::{AiterProblem, LseLayout};
 use super::shim_library::ShimLibrary;
 use super::workspace::aligned_base;
-use crate::runtime::hip::{HipFunction, HipModule, HipRuntime, Hiprtc};
+use crate::runtime::hip::{HipError, HipFunction, HipModule, HipRuntime, Hiprtc};
 
 /// The pre-pass and fix-up, compiled for one device.
 struct CompiledKernels {
@@ -75,7 +75,7 @@ impl AiterEngine {
 
     /// The calling thread's current HIP device.
     pub fn current_device(&self) -> Result<i32, AiterError> {
-        self.hip.current_device()
+        Ok(self.hip.current_device()?)
     }
 
     /// Applicability on `device` (see [`check_applicability`]).
@@ -123,17 +123,17 @@ impl AiterEngine {
             .ok()
             .and_then(|d| self.archs.get(d))
             .cloned()
-            .ok_or_else(|| AiterError::Hip {
+            .ok_or_else(|| HipError::Call {
                 call: String::from("hipGetDevice"),
                 code: -1,
                 message: format!("device {device} was not present when the engine was probed"),
             })?;
         let prepass_code = self
             .hiprtc
-            .compile(PREPASS_SOURCE, "ragged_aiter_prepass.cu", &arch)?;
+            .compile(PREPASS_SOURCE, "ragged_aiter_prepass.cu", arch.full())?;
         let fixup_code = self
             .hiprtc
-            .compile(FIXUP_SOURCE, "ragged_aiter_fixup.cu", &arch)?;
+            .compile(FIXUP_SOURCE, "ragged_aiter_fixup.cu", arch.full())?;
         let prepass_module = self.hip.load_module(&prepass_code)?;
         let fixup_module = self.hip.load_module(&fixup_code)?;
         let compiled = Arc::new(CompiledKernels {
@@ -179,7 +179,10 @@ impl AiterEngine {
         let prepass = prepass_launch(problem, ws, buffers, base);
         // SAFETY: the argument list is held against the kernel source by a test; the pointers
         // are the caller's buffers (guaranteed) and workspace regions (checked above).
-        unsafe { self.hip.launch(kernels.prepass, &prepass, stream)? };
+        unsafe {
+            self.hip
+                .launch(kernels.prepass, prepass.config, &prepass.values(), stream)?
+        };
 
         let args = shim_args(problem, plan, buffers, base, stream);
         // SAFETY: the arguments describe the caller's buffers and the workspace regions the
@@ -188,7 +191,10 @@ impl AiterEngine {
 
         let fixup = fixup_launch(problem, ws, buffers, base);
         // SAFETY: as for the pre-pass.
-        unsafe { self.hip.launch(kernels.fixup, &fixup, stream)? };
+        unsafe {
+            self.hip
+                .launch(kernels.fixup, fixup.config, &fixup.values(), stream)?
+        };
         Ok(())
     }
 }

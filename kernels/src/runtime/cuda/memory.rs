@@ -11,14 +11,7 @@ use super::context::{CurrentContext, StreamContext, context_of_stream};
 use super::error::{DriverCall, GpuError};
 use super::runtime;
 
-/// Where an address points, as far as the CPU is concerned.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Location {
-    /// The CPU may dereference it: memory CUDA does not know, or page-locked host memory.
-    Host,
-    /// Device (or managed) memory: reach it through copies.
-    Device,
-}
+pub use crate::runtime::Location;
 
 /// Asks the driver what `address` is. Memory the driver has never seen (plain `malloc`) makes
 /// `cuPointerGetAttribute` fail with `CUDA_ERROR_INVALID_VALUE`; that is the host answer, not an
