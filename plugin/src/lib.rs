@@ -38,7 +38,6 @@ pub mod logging;
 pub mod plan;
 pub mod plugin_dir;
 pub mod registry;
-pub mod runtime_probe;
 pub mod scale;
 #[cfg(test)]
 mod test_graphs;

@@ -196,8 +196,7 @@ mod tests {
     fn the_default_probe_agrees_with_the_hip_loader() {
         // On a machine without ROCm (CI, this project's dev machines) the real search must end
         // at the HIP runtime; where ROCm is installed it must get past it.
-        let hip_present =
-            crate::runtime::hip::HipRuntime::load_from(&hip_candidates()).is_ok();
+        let hip_present = crate::runtime::hip::HipRuntime::load_from(&hip_candidates()).is_ok();
         let a = probe(&ProbeConfig::from_env(None));
         if hip_present {
             assert_ne!(missing(&a), Some(Missing::HipRuntime), "{}", a.log_line());

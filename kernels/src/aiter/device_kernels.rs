@@ -243,9 +243,7 @@ mod tests {
         launch
             .args
             .iter()
-            .map(|(name, arg)| {
-                ((*name).to_owned(), arg.c_type())
-            })
+            .map(|(name, arg)| ((*name).to_owned(), arg.c_type()))
             .collect()
     }
 

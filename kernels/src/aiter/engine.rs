@@ -128,9 +128,9 @@ impl AiterEngine {
                 code: -1,
                 message: format!("device {device} was not present when the engine was probed"),
             })?;
-        let prepass_code = self
-            .hiprtc
-            .compile(PREPASS_SOURCE, "ragged_aiter_prepass.cu", arch.full())?;
+        let prepass_code =
+            self.hiprtc
+                .compile(PREPASS_SOURCE, "ragged_aiter_prepass.cu", arch.full())?;
         let fixup_code = self
             .hiprtc
             .compile(FIXUP_SOURCE, "ragged_aiter_fixup.cu", arch.full())?;

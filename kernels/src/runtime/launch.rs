@@ -98,6 +98,9 @@ mod tests {
             assert_eq!(*params[3].cast::<f32>(), 0.5);
         }
         assert_eq!(KernelArg::ptr(0x40), KernelArg::Ptr(0x40));
-        assert_eq!(args.map(|a| a.c_type()), ["ptr", "int", "long long", "float"]);
+        assert_eq!(
+            args.map(|a| a.c_type()),
+            ["ptr", "int", "long long", "float"]
+        );
     }
 }

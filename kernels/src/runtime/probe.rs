@@ -14,8 +14,8 @@ use std::sync::{Arc, OnceLock};
 
 use parking_lot::Mutex;
 
-use super::cuda::runtime::{self as cuda_runtime, CudaRuntime};
 use super::cuda::GpuError;
+use super::cuda::runtime::{self as cuda_runtime, CudaRuntime};
 use super::hip::{self, HipRuntime, format_hip_version};
 
 /// Why a loaded HIP runtime cannot be used.
@@ -80,7 +80,10 @@ pub fn copy_path_missing(runtime: &HipRuntime) -> Vec<&'static str> {
             sys.pointer_get_attributes.function.is_some(),
         ),
         ("hipMemcpyAsync", sys.memcpy_async.function.is_some()),
-        ("hipStreamSynchronize", sys.stream_synchronize.function.is_some()),
+        (
+            "hipStreamSynchronize",
+            sys.stream_synchronize.function.is_some(),
+        ),
     ]
     .into_iter()
     .filter(|(_, present)| !present)
@@ -105,7 +108,12 @@ impl HipVerdict {
             reason,
         };
         match runtime.device_count() {
-            Ok(0) => return unusable(HipUnusable::NoDevice, "hipGetDeviceCount found 0 devices".into()),
+            Ok(0) => {
+                return unusable(
+                    HipUnusable::NoDevice,
+                    "hipGetDeviceCount found 0 devices".into(),
+                );
+            }
             Ok(_) => {}
             Err(e) => return unusable(HipUnusable::NoDevice, e.to_string()),
         }
@@ -229,7 +237,9 @@ mod tests {
     fn a_fake_runtime_with_one_device_is_usable_and_copies_through_its_side_table() {
         let lib = hip::fake_hip_library().to_path_buf();
         let verdict = hip_for(&[lib.clone()]);
-        let devices = verdict.usable().unwrap_or_else(|| panic!("{}", verdict.describe()));
+        let devices = verdict
+            .usable()
+            .unwrap_or_else(|| panic!("{}", verdict.describe()));
         assert_eq!(devices.archs, ["gfx942:sramecc+:xnack-"]);
         assert!(copy_path_missing(&devices.runtime).is_empty());
         let line = verdict.describe();
@@ -254,7 +264,10 @@ mod tests {
         let mut too_long = [0u8; 7];
         // SAFETY: the fake checks the range against its table and copies nothing.
         let err = unsafe {
-            hip.download(std::ptr::null_mut(), &mut [(device.address(), &mut too_long[..])])
+            hip.download(
+                std::ptr::null_mut(),
+                &mut [(device.address(), &mut too_long[..])],
+            )
         }
         .expect_err("out of range");
         assert!(err.to_string().contains("hipMemcpyAsync failed"), "{err}");

@@ -28,7 +28,8 @@ use ragged_kernels::runtime::cuda::runtime;
 
 use crate::abi::types::Severity;
 use crate::engine_id::engine_name_to_id;
-use crate::{logging, plugin_dir, runtime_probe};
+use crate::{logging, plugin_dir};
+use ragged_kernels::runtime::probe as runtime_probe;
 
 /// Environment variable that lists the host reference engine even next to a GPU runtime.
 pub const HOST_ENGINE_ENV: &str = "HIPDNN_RAGGED_SDPA_HOST_ENGINE";

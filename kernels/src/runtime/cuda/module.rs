@@ -8,8 +8,8 @@ use cudarc::driver::sys::{self as cu, CUfunction, CUfunction_attribute, CUmodule
 use parking_lot::Mutex;
 
 use super::error::{DriverCall, GpuError};
-pub use crate::runtime::launch::{KernelArg, LaunchConfig};
 use crate::runtime::launch::parameter_array;
+pub use crate::runtime::launch::{KernelArg, LaunchConfig};
 
 /// Shared memory a block gets without opting in (all architectures since sm_20).
 pub const DEFAULT_DYNAMIC_SHARED_LIMIT: u32 = 48 * 1024;

@@ -15,7 +15,7 @@ pub mod result;
 pub mod safe;
 pub mod sys;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 pub use result::HipError;
 pub use safe::{HipAllocation, HipFunction, HipModule, HipRuntime, Hiprtc};
@@ -98,7 +98,7 @@ pub const FAKE_HIP_SOURCE: &str = include_str!("fake_amdhip64.c");
 
 /// Compiles [`FAKE_HIP_SOURCE`] once per test process with the system C compiler.
 #[cfg(test)]
-pub(crate) fn fake_hip_library() -> &'static Path {
+pub(crate) fn fake_hip_library() -> &'static std::path::Path {
     use std::sync::OnceLock;
     static LIB: OnceLock<PathBuf> = OnceLock::new();
     LIB.get_or_init(|| {
@@ -109,7 +109,14 @@ pub(crate) fn fake_hip_library() -> &'static Path {
         let out = dir.join("libamdhip64.so.6");
         let cc = std::env::var("CC").unwrap_or_else(|_| "cc".to_owned());
         let status = std::process::Command::new(&cc)
-            .args(["-std=c11", "-D_GNU_SOURCE", "-shared", "-fPIC", "-Wall", "-Werror"])
+            .args([
+                "-std=c11",
+                "-D_GNU_SOURCE",
+                "-shared",
+                "-fPIC",
+                "-Wall",
+                "-Werror",
+            ])
             .arg(&src)
             .arg("-o")
             .arg(&out)
@@ -271,7 +278,9 @@ mod tests {
         // and the checked layer refuses each call by name instead of panicking.
         let sys = sys::HipSys::load(&[PathBuf::from("libc.so.6")]).expect("libc loads");
         assert!(sys.init.function.is_none());
-        let text = result::device_count(&sys).expect_err("no hipInit").to_string();
+        let text = result::device_count(&sys)
+            .expect_err("no hipInit")
+            .to_string();
         assert!(text.contains("lacks symbol `hipInit`"), "{text}");
         let text = result::pointer_attributes(&sys, 0x1000)
             .expect_err("no hipPointerGetAttributes")

@@ -181,7 +181,11 @@ pub fn device_properties_r0600(
     }
     // SAFETY: `props` is writable, 8-byte aligned and at least sizeof(hipDeviceProp_tR0600).
     let code = unsafe { get(props.as_mut_ptr().cast(), device) };
-    check(sys, format!("hipGetDevicePropertiesR0600(device {device})"), code)
+    check(
+        sys,
+        format!("hipGetDevicePropertiesR0600(device {device})"),
+        code,
+    )
 }
 
 /// `hipPointerAttribute_t`: the same layout in HIP 5, 6 and 7 (the first field was renamed from

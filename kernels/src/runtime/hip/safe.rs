@@ -134,7 +134,11 @@ impl HipRuntime {
     /// # Safety
     /// `stream` is null or a live stream of the current device; each device address is
     /// writable device memory for the length of its bytes, not used by other work meanwhile.
-    pub unsafe fn upload(&self, stream: *mut c_void, copies: &[(u64, &[u8])]) -> Result<(), HipError> {
+    pub unsafe fn upload(
+        &self,
+        stream: *mut c_void,
+        copies: &[(u64, &[u8])],
+    ) -> Result<(), HipError> {
         for (dst, src) in copies.iter().filter(|(_, src)| !src.is_empty()) {
             // SAFETY: `src` stays borrowed until the synchronize below; the caller guarantees
             // the device side and the stream.
@@ -236,7 +240,11 @@ pub fn location_of(version: i32, memory_type: i32) -> Location {
         // hipMemoryTypeHost
         memory_type == 0
     };
-    if host { Location::Host } else { Location::Device }
+    if host {
+        Location::Host
+    } else {
+        Location::Device
+    }
 }
 
 impl HipAllocation {

@@ -6,6 +6,7 @@
 //! are shared and exclusive views created. Writing happens inside `sdpa_forward`, after it has
 //! validated everything, so a failing execute writes no output byte.
 
+pub mod device_memory;
 pub mod staging;
 
 use std::ffi::c_void;

@@ -8,66 +8,40 @@
 //! their device contents after the upload. Offsets and seq_lens come first: they fix every other
 //! tensor's extent.
 //!
-//! Where HIP is loadable but CUDA is not, no copy path exists yet (the HIP loader has no memcpy),
-//! so the host engine declines every graph with that reason instead of dereferencing what may be
-//! device pointers.
+//! Next to a usable HIP runtime the same happens through HIP's copies; which runtimes count and
+//! how a pointer is classified is [`super::device_memory`]'s job.
 
 use std::ffi::c_void;
 use std::sync::OnceLock;
 
-use ragged_kernels::runtime::cuda::memory::{self, Location};
-use ragged_kernels::runtime::cuda::runtime;
+use ragged_kernels::runtime::Location;
+use ragged_kernels::runtime::probe;
 
-use crate::abi::types::DeviceBuffer;
+pub use super::device_memory::{Access, DeviceMemory, decide as decide_access};
+use crate::abi::types::{DeviceBuffer, Severity};
 use crate::applicability::Decline;
 use crate::engines::host;
 use crate::error::PluginError;
+use crate::logging;
 use crate::plan::{ScalePlan, SdpaPlan, TensorPlan};
-use crate::runtime_probe;
 use crate::variant_pack::VariantPack;
 
-/// How the host engine reaches the variant pack's memory in this process.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Access {
-    /// No usable GPU runtime: every pointer is host memory.
-    InPlace,
-    /// CUDA is usable: device pointers are staged through host copies.
-    CudaCopies,
-    /// A GPU runtime without a copy path here: the engine declines.
-    Unreachable(String),
-}
-
-/// Decided once per process, like the engine list.
+/// Decided once per process, like the engine list, and logged once.
 pub fn access() -> &'static Access {
     static ACCESS: OnceLock<Access> = OnceLock::new();
     ACCESS.get_or_init(|| {
-        decide_access(
-            runtime::probe().is_ok(),
-            runtime_probe::hip_runtime_present(),
-        )
+        let access = decide_access(probe::cuda().is_ok(), probe::hip());
+        let line = format!("{}; {}", access.describe(), probe::hip().describe());
+        logging::log(Severity::INFO, || line);
+        access
     })
-}
-
-/// The rule behind [`access`], separated from the probes for tests.
-pub fn decide_access(cuda_usable: bool, hip_present: bool) -> Access {
-    if cuda_usable {
-        Access::CudaCopies
-    } else if hip_present {
-        Access::Unreachable(
-            "the HIP runtime is loadable, so tensors may be device memory, and this build has no \
-             HIP copy path for the host reference engine"
-                .to_owned(),
-        )
-    } else {
-        Access::InPlace
-    }
 }
 
 /// The host engine's applicability beyond the graph: whether it can reach the memory.
 pub fn check_reachable() -> Result<(), Decline> {
     match access() {
         Access::Unreachable(reason) => Err(Decline(reason.clone())),
-        Access::InPlace | Access::CudaCopies => Ok(()),
+        Access::InPlace | Access::Copies(_) => Ok(()),
     }
 }
 
@@ -85,7 +59,7 @@ pub unsafe fn execute(
         // SAFETY: forwarded contract; without a GPU runtime every pointer is host memory.
         Access::InPlace => unsafe { host::execute(plan, pack) },
         // SAFETY: forwarded contract.
-        Access::CudaCopies => unsafe { staged(plan, stream, pack) },
+        Access::Copies(memory) => unsafe { staged(plan, memory, stream, pack) },
         Access::Unreachable(reason) => Err(PluginError::NotApplicable {
             engine: crate::engines::HOST_REFERENCE.name_str(),
             reason: reason.clone(),
@@ -94,15 +68,17 @@ pub unsafe fn execute(
 }
 
 /// Host copies of the device-resident tensors of one call, and the pack that points at them.
-struct Staging {
+struct Staging<'m> {
+    memory: &'m DeviceMemory,
     entries: Vec<DeviceBuffer>,
     /// uid → (device address, host copy); u64 words keep every element type aligned.
     copies: Vec<(i64, u64, Vec<u64>)>,
 }
 
-impl Staging {
-    fn new(pack: &VariantPack<'_>) -> Self {
+impl<'m> Staging<'m> {
+    fn new(memory: &'m DeviceMemory, pack: &VariantPack<'_>) -> Self {
         Staging {
+            memory,
             entries: pack.entries().to_vec(),
             copies: Vec::new(),
         }
@@ -128,15 +104,15 @@ impl Staging {
             return Ok(());
         }
         let address = self.pack()?.pointer(uid, role)?.as_ptr() as u64;
-        if memory::location(address)? == Location::Host {
+        if self.memory.location(address)? == Location::Host {
             return Ok(());
         }
         let mut copy = vec![0u64; bytes.div_ceil(8)];
         // SAFETY: forwarded contract for the device side; the host side is `copy`, viewed as
         // bytes (see `as_bytes_mut`).
         unsafe {
-            memory::download(
-                stream.cast(),
+            self.memory.download(
+                stream,
                 &mut [(address, &mut as_bytes_mut(&mut copy)[..bytes])],
             )
         }?;
@@ -166,15 +142,16 @@ impl Staging {
             })
             .collect();
         // SAFETY: forwarded contract.
-        unsafe { memory::upload(stream.cast(), &copies) }?;
+        unsafe { self.memory.upload(stream, &copies) }?;
         Ok(())
     }
 }
 
 /// # Safety
-/// As for [`execute`], with CUDA usable.
+/// As for [`execute`], with a GPU runtime usable.
 unsafe fn staged(
     plan: &SdpaPlan,
+    memory: &DeviceMemory,
     stream: *mut c_void,
     pack: &VariantPack<'_>,
 ) -> Result<(), PluginError> {
@@ -183,7 +160,7 @@ unsafe fn staged(
         .into_iter()
         .chain(plan.stats.as_ref())
         .collect();
-    let mut staging = Staging::new(pack);
+    let mut staging = Staging::new(memory, pack);
     // SAFETY: forwarded contract; each length staged is what the plan gives the tensor, and
     // extents are computed from offsets already made host-reachable.
     unsafe {
@@ -229,17 +206,6 @@ fn as_bytes_mut(words: &mut [u64]) -> &mut [u8] {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn access_follows_the_runtimes() {
-        assert_eq!(decide_access(true, true), Access::CudaCopies);
-        assert_eq!(decide_access(true, false), Access::CudaCopies);
-        assert_eq!(decide_access(false, false), Access::InPlace);
-        let Access::Unreachable(reason) = decide_access(false, true) else {
-            panic!("HIP without a copy path must decline");
-        };
-        assert!(reason.contains("HIP"), "{reason}");
-    }
 
     #[test]
     fn byte_views_cover_every_word() {
