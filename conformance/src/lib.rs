@@ -18,7 +18,6 @@
 
 pub mod abi;
 pub mod api_version;
-pub mod device;
 pub mod discovery;
 pub mod dispatch;
 pub mod elf_symbols;
