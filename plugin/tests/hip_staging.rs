@@ -145,10 +145,8 @@ fn execute(pack: &[DeviceBuffer]) -> Status {
         )
     };
     // SAFETY: a live context of this handle, destroyed once.
-    assert_eq!(
-        unsafe { (plugin().DestroyExecutionContext)(handle.0, context) },
-        SUCCESS
-    );
+    let destroyed = unsafe { (plugin().DestroyExecutionContext)(handle.0, context) };
+    assert_eq!(destroyed, SUCCESS);
     status
 }
 

@@ -19,7 +19,8 @@
 //!   `libamdhip64`/`libhiprtc` and the shim with `libloading`. Outside them, `unsafe` appears
 //!   only where [`engine`] forwards the caller's raw device addresses to them
 //!   ([`AiterEngine::execute`] is an `unsafe fn` for that reason).
-//! - [`detection`]: whether the engine can be listed, with the reason when it cannot.
+//! - [`detection`]: whether the engine can be listed, with the reason when it cannot; the HIP part
+//!   of the answer is the process verdict of [`crate::runtime::probe`], shared with the host engine.
 //! - [`engine`]: the execute sequence (pre-pass, `aiter::mha_fwd`, fix-up) on one stream.
 
 pub mod applicability;

@@ -236,7 +236,7 @@ mod tests {
     #[test]
     fn a_fake_runtime_with_one_device_is_usable_and_copies_through_its_side_table() {
         let lib = hip::fake_hip_library().to_path_buf();
-        let verdict = hip_for(&[lib.clone()]);
+        let verdict = hip_for(std::slice::from_ref(&lib));
         let devices = verdict
             .usable()
             .unwrap_or_else(|| panic!("{}", verdict.describe()));

@@ -138,9 +138,10 @@ impl DeviceMemory {
     ) -> Result<(), PluginError> {
         for (address, buffer) in copies.iter_mut() {
             let one = &mut [(*address, &mut **buffer)];
-            // SAFETY: forwarded contract, one pair at a time.
             match self.owner(*address)? {
+                // SAFETY: forwarded contract, one pair at a time, to the owning runtime.
                 Owner::Cuda => unsafe { cuda_memory::download(stream.cast(), one) }?,
+                // SAFETY: as above.
                 Owner::Hip(hip) => unsafe { hip.download(stream, one) }?,
             }
         }
@@ -158,9 +159,10 @@ impl DeviceMemory {
     ) -> Result<(), PluginError> {
         for &(address, bytes) in copies {
             let one = &[(address, bytes)];
-            // SAFETY: forwarded contract, one pair at a time.
             match self.owner(address)? {
+                // SAFETY: forwarded contract, one pair at a time, to the owning runtime.
                 Owner::Cuda => unsafe { cuda_memory::upload(stream.cast(), one) }?,
+                // SAFETY: as above.
                 Owner::Hip(hip) => unsafe { hip.upload(stream, one) }?,
             }
         }
