@@ -272,4 +272,17 @@ mod tests {
         .expect_err("out of range");
         assert!(err.to_string().contains("hipMemcpyAsync failed"), "{err}");
     }
+
+    #[test]
+    fn a_device_without_the_copy_functions_is_usable_but_names_what_copies_lack() {
+        let lib = hip::fake_hip_library_without_copies();
+        let verdict = hip_for(&[lib.to_path_buf()]);
+        let devices = verdict
+            .usable()
+            .unwrap_or_else(|| panic!("{}", verdict.describe()));
+        assert_eq!(
+            copy_path_missing(&devices.runtime),
+            ["hipPointerGetAttributes", "hipMemcpyAsync"]
+        );
+    }
 }

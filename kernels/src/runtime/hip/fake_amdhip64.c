@@ -4,7 +4,8 @@
  * "device" memory in a side table: hipMalloc hands out addresses inside a PROT_NONE
  * reservation, so any host dereference of a device pointer faults, and only hipMemcpy* reach
  * the backing store. Copies and synchronisations are counted for the tests to read back through
- * fake_hip_counters(). */
+ * fake_hip_counters(). Built with -DFAKE_HIP_NO_COPIES it lacks the copy path's functions, as
+ * a runtime that cannot serve the host engine would. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,7 +39,7 @@ static unsigned char *backing(uintptr_t addr, size_t n) {
   }
   return NULL;
 }
-static int is_device(uintptr_t addr) { return reserved && addr >= reserved && addr < reserved + RESERVATION; }
+static inline int is_device(uintptr_t addr) { return reserved && addr >= reserved && addr < reserved + RESERVATION; }
 
 hipError_t hipInit(unsigned flags) { (void)flags; return OK; }
 hipError_t hipGetDeviceCount(int *n) { *n = 1; return OK; }
@@ -87,6 +88,7 @@ hipError_t hipFree(void *p) {
   pthread_mutex_unlock(&lock);
   return INVALID_VALUE;
 }
+#ifndef FAKE_HIP_NO_COPIES
 /* HIP 6 layout and numbering: Unregistered 0, Device 2. */
 struct attributes { int type; int device; void *device_pointer; void *host_pointer; int is_managed; unsigned flags; };
 hipError_t hipPointerGetAttributes(struct attributes *a, const void *p) {
@@ -115,6 +117,7 @@ hipError_t hipMemcpyAsync(void *dst, const void *src, size_t n, int kind, void *
   pthread_mutex_unlock(&lock);
   return status;
 }
+#endif
 hipError_t hipMemsetAsync(void *dst, int value, size_t n, void *stream) {
   (void)stream;
   pthread_mutex_lock(&lock);

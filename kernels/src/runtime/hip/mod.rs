@@ -101,30 +101,43 @@ pub const FAKE_HIP_SOURCE: &str = include_str!("fake_amdhip64.c");
 pub(crate) fn fake_hip_library() -> &'static std::path::Path {
     use std::sync::OnceLock;
     static LIB: OnceLock<PathBuf> = OnceLock::new();
-    LIB.get_or_init(|| {
-        let dir = std::env::temp_dir().join(format!("ragged-fake-hip-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("create fake dir");
-        let src = dir.join("fake_amdhip64.c");
-        std::fs::write(&src, FAKE_HIP_SOURCE).expect("write fake source");
-        let out = dir.join("libamdhip64.so.6");
-        let cc = std::env::var("CC").unwrap_or_else(|_| "cc".to_owned());
-        let status = std::process::Command::new(&cc)
-            .args([
-                "-std=c11",
-                "-D_GNU_SOURCE",
-                "-shared",
-                "-fPIC",
-                "-Wall",
-                "-Werror",
-            ])
-            .arg(&src)
-            .arg("-o")
-            .arg(&out)
-            .status()
-            .expect("run the C compiler (set CC if `cc` is not on PATH)");
-        assert!(status.success(), "{cc} failed on the fake HIP runtime");
-        out
-    })
+    LIB.get_or_init(|| compile_fake_hip("libamdhip64.so.6", &[]))
+}
+
+/// The fake without the copy path's functions (`-DFAKE_HIP_NO_COPIES`).
+#[cfg(test)]
+pub(crate) fn fake_hip_library_without_copies() -> &'static std::path::Path {
+    use std::sync::OnceLock;
+    static LIB: OnceLock<PathBuf> = OnceLock::new();
+    LIB.get_or_init(|| compile_fake_hip("libamdhip64-nocopy.so.6", &["-DFAKE_HIP_NO_COPIES"]))
+}
+
+#[cfg(test)]
+fn compile_fake_hip(file: &str, defines: &[&str]) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("ragged-fake-hip-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("create fake dir");
+    // One source file per library: two fakes may be compiled at once by parallel tests.
+    let src = dir.join(format!("{file}.c"));
+    std::fs::write(&src, FAKE_HIP_SOURCE).expect("write fake source");
+    let out = dir.join(file);
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".to_owned());
+    let status = std::process::Command::new(&cc)
+        .args([
+            "-std=c11",
+            "-D_GNU_SOURCE",
+            "-shared",
+            "-fPIC",
+            "-Wall",
+            "-Werror",
+        ])
+        .args(defines)
+        .arg(&src)
+        .arg("-o")
+        .arg(&out)
+        .status()
+        .expect("run the C compiler (set CC if `cc` is not on PATH)");
+    assert!(status.success(), "{cc} failed on the fake HIP runtime");
+    out
 }
 
 #[cfg(test)]
