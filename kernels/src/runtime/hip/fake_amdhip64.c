@@ -1,6 +1,7 @@
 /* A stand-in for libamdhip64 on machines without an AMD GPU, for tests only.
  *
- * It claims one gfx942 device (HIP 6.2 unless FAKE_HIP_VERSION says otherwise) and keeps
+ * It claims one gfx942 device (FAKE_HIP_DEVICES=0 in the environment: none; HIP 6.2 unless
+ * FAKE_HIP_VERSION says otherwise) and keeps
  * "device" memory in a side table: hipMalloc hands out addresses inside a PROT_NONE
  * reservation, so any host dereference of a device pointer faults, and only hipMemcpy* reach
  * the backing store. Copies and synchronisations are counted for the tests to read back through
@@ -13,7 +14,7 @@
 #include <pthread.h>
 
 typedef int hipError_t;
-enum { OK = 0, INVALID_VALUE = 1, OUT_OF_MEMORY = 2 };
+enum { OK = 0, INVALID_VALUE = 1, OUT_OF_MEMORY = 2, NO_DEVICE = 100 };
 #define RESERVATION (1ull << 30)
 #define MAX_ALLOCS 256
 
@@ -42,7 +43,11 @@ static unsigned char *backing(uintptr_t addr, size_t n) {
 static inline int is_device(uintptr_t addr) { return reserved && addr >= reserved && addr < reserved + RESERVATION; }
 
 hipError_t hipInit(unsigned flags) { (void)flags; return OK; }
-hipError_t hipGetDeviceCount(int *n) { *n = 1; return OK; }
+hipError_t hipGetDeviceCount(int *n) {
+  const char *env = getenv("FAKE_HIP_DEVICES");
+  *n = env && strcmp(env, "0") == 0 ? 0 : 1;
+  return *n ? OK : NO_DEVICE;
+}
 hipError_t hipGetDevice(int *d) { *d = 0; return OK; }
 hipError_t hipRuntimeGetVersion(int *v) {
   const char *env = getenv("FAKE_HIP_VERSION");
