@@ -40,7 +40,10 @@ cargo test -p ragged-plugin
 
 echo "== conformance suites with the HIP runtime present"
 cargo test -p ragged-conformance -p hipdnn-shim
-cargo build --release -p ragged-plugin
-cargo run --release -p ragged-conformance -- "${CARGO_TARGET_DIR:-target}/release/libhipdnn_provider_ragged_sdpa.so"
+# README's certification command, on the test profile the main pass already built (the fixture
+# plugins of the gating suite are built alongside).
+cargo build -p ragged-plugin -p fixture-plugin -p ragged-conformance --lib --bins --examples
+target="${CARGO_TARGET_DIR:-target}/debug"
+"$target/ragged-conformance" "$target/libhipdnn_provider_ragged_sdpa.so"
 
 echo "hip-runtime stage: passed in $(( $(date +%s) - start )) s"
