@@ -135,8 +135,8 @@ fn main() -> ExitCode {
         };
         let mut options = options;
         if args.cuda {
-            match hipdnn_shim::device::CudaDevice::open() {
-                Ok(d) => options.device = Some(std::sync::Arc::new(d)),
+            match hipdnn_shim::harness::cuda_device() {
+                Ok(d) => options.device = Some(d),
                 Err(e) => {
                     eprintln!("ragged-conformance: --cuda: {e}");
                     return ExitCode::from(2);

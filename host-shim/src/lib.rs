@@ -8,7 +8,7 @@
 //! |---|---|
 //! | C ABI as the host sees it | [`abi`], [`plugin`] (dlopen, typed symbols, `Failed to …` errors), [`elf_symbols`] |
 //! | hipDNN's backend | [`discovery`] (search path), [`manager`] (load sequence, engine admission), [`dispatch`] (version/override gates, offer), [`api_version`], [`engine_id`], [`log`] |
-//! | RFC §4.11 harness | [`harness`] (pre-supplied bundle, allocation, init, reference and engine runs, validation), [`device`] (CUDA buffers for GPU engines), [`graphs`] (ragged SDPA graphs from token counts, versioning.md's G0–G7) |
+//! | RFC §4.11 harness | [`harness`] (pre-supplied bundle, allocation, init, reference and engine runs, validation) (GPU engines' buffers through `ragged_kernels::runtime::cuda`), [`graphs`] (ragged SDPA graphs from token counts, versioning.md's G0–G7) |
 //!
 //! The CLI's own modules (commands, companion files, `.npy`) live in the binary (`main.rs`).
 //!
@@ -20,7 +20,6 @@
 pub mod abi;
 pub mod api_version;
 pub mod case_inputs;
-pub mod device;
 pub mod discovery;
 pub mod dispatch;
 pub mod elf_symbols;

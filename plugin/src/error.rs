@@ -60,6 +60,10 @@ pub enum PluginError {
     #[error("RAGGED_SDPA_AITER_FMHA: {0}")]
     Aiter(#[from] ragged_kernels::aiter::AiterError),
 
+    /// A HIP call of the host engine's copy path (the runtime's failure, not the caller's).
+    #[error("HIP runtime: {0}")]
+    Hip(#[from] ragged_kernels::runtime::hip::HipError),
+
     #[error("engine failure: {0}")]
     Engine(String),
 
@@ -87,7 +91,9 @@ impl PluginError {
             PluginError::Kernel(error) => kernel_status(error),
             PluginError::Cuda(error) => cuda_status(error),
             PluginError::Aiter(error) => aiter_status(error),
-            PluginError::Engine(_) | PluginError::Panic(_) => Status::INTERNAL_ERROR,
+            PluginError::Hip(_) | PluginError::Engine(_) | PluginError::Panic(_) => {
+                Status::INTERNAL_ERROR
+            }
         }
     }
 }

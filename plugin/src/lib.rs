@@ -39,7 +39,6 @@ pub mod logging;
 pub mod plugin_dir;
 pub mod problem;
 pub mod registry;
-pub mod runtime_probe;
 pub mod scale;
 #[cfg(test)]
 mod test_graphs;

@@ -128,46 +128,96 @@ fn a_c_host_runs_the_golden_graph_through_dlopen() {
     check_against_oracle("LSE", &lse_got, &lse_untouched, &lse_ref, 1e-3);
 }
 
-/// With a GPU runtime loadable, the host engine is listed only on request: a C host that does not
-/// ask sees no engine (hipDNN would reject the plugin), one that sets the variable sees it.
-#[test]
-fn next_to_a_gpu_runtime_the_host_engine_needs_the_environment_variable() {
+/// The project's fake `libamdhip64` (one device, device memory in a side table), built from
+/// `kernels/src/runtime/hip/fake_amdhip64.c` into a folder of its own.
+fn fake_hip(output_name: &str, extra: &[&str]) -> PathBuf {
+    let mut flags = vec!["-shared", "-fPIC", "-D_GNU_SOURCE"];
+    flags.extend_from_slice(extra);
+    compile(
+        "../../../kernels/src/runtime/hip/fake_amdhip64.c",
+        output_name,
+        &flags,
+    )
+}
+
+/// Runs the C host over the golden graph; `env` is applied after the host-engine variable is
+/// cleared, and CUDA is hidden so the HIP stand-in alone decides.
+fn run_c_host(name: &str, env: &[(&str, &std::ffi::OsStr)]) -> std::process::Output {
     let host = compile_host();
-    let fake = compile(
+    let (dir, uids) = golden_variant_pack(name);
+    let mut command = Command::new(&host);
+    command
+        .arg(plugin_path())
+        .arg(golden_file("graph_flagged.bin"))
+        .arg(golden_file("engine_config.bin"))
+        .arg(&dir)
+        .args(uids.iter().map(i64::to_string))
+        .env_remove("HIPDNN_RAGGED_SDPA_HOST_ENGINE")
+        .env("RAGGED_SDPA_DISABLE_CUDA", "1");
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    command.output().expect("C host runs")
+}
+
+/// A GPU runtime that loads but has no device cannot have produced device pointers: the host
+/// engine is listed without being asked for and runs on the host buffers (a CUDA driver stand-in
+/// on the library path, and a HIP runtime reporting no device).
+#[test]
+fn a_gpu_runtime_without_a_device_does_not_hide_the_host_engine() {
+    let cuda = compile(
         "fake_gpu_runtime.c",
         "cuda_runtime/libcuda.so.1",
         &["-shared", "-fPIC"],
     );
-    let runtime_dir = fake.parent().expect("scratch dir").to_path_buf();
-    let (dir, uids) = golden_variant_pack("c_program_gpu_runtime");
-    let run = |enable: bool| {
-        let mut command = Command::new(&host);
-        command
-            .arg(plugin_path())
-            .arg(golden_file("graph_flagged.bin"))
-            .arg(golden_file("engine_config.bin"))
-            .arg(&dir)
-            .args(uids.iter().map(i64::to_string))
-            .env("LD_LIBRARY_PATH", &runtime_dir)
-            .env_remove("HIPDNN_RAGGED_SDPA_HOST_ENGINE");
-        if enable {
-            command.env("HIPDNN_RAGGED_SDPA_HOST_ENGINE", "1");
-        }
-        command.output().expect("C host runs")
-    };
+    let hip = fake_hip("hip_runtime/libamdhip64.so.6", &[]);
+    let cuda_dir = cuda.parent().expect("scratch dir").as_os_str().to_owned();
+    let output = run_c_host(
+        "c_program_no_device",
+        &[
+            ("LD_LIBRARY_PATH", &cuda_dir),
+            ("RAGGED_SDPA_HIP_RUNTIME", hip.as_os_str()),
+            ("FAKE_HIP_DEVICES", "0".as_ref()),
+        ],
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        stdout.contains("engine RAGGED_SDPA_HOST_REFERENCE"),
+        "{stdout}"
+    );
+}
 
-    let refused = run(false);
+/// Next to a HIP device, hipDNN hands out device pointers, so the host engine is listed only on
+/// request; when asked for, it classifies the C host's buffers as host memory and runs in place.
+#[test]
+fn next_to_a_hip_device_the_host_engine_needs_the_environment_variable() {
+    let hip = fake_hip("hip_device/libamdhip64.so.6", &[]);
+    let refused = run_c_host(
+        "c_program_hip_device",
+        &[("RAGGED_SDPA_HIP_RUNTIME", hip.as_os_str())],
+    );
     let stderr = String::from_utf8_lossy(&refused.stderr);
     assert!(
         !refused.status.success(),
-        "engines listed next to a GPU runtime"
+        "engines listed next to a HIP device"
     );
     assert!(
         stderr.contains("GetAllEngineIds(count) failed with status 0"),
         "{stderr}"
     );
 
-    let listed = run(true);
+    let listed = run_c_host(
+        "c_program_hip_device",
+        &[
+            ("RAGGED_SDPA_HIP_RUNTIME", hip.as_os_str()),
+            ("HIPDNN_RAGGED_SDPA_HOST_ENGINE", "1".as_ref()),
+        ],
+    );
     let stdout = String::from_utf8_lossy(&listed.stdout);
     assert!(
         listed.status.success(),
@@ -180,29 +230,18 @@ fn next_to_a_gpu_runtime_the_host_engine_needs_the_environment_variable() {
     );
 }
 
-/// Next to HIP the host engine cannot copy device tensors (no HIP copy path), so even when asked
-/// for it is listed but declines every graph instead of reading what may be device pointers.
+/// A HIP device whose runtime lacks the copy functions: the requested host engine is listed but
+/// declines every graph instead of reading what may be device pointers.
 #[test]
-fn next_to_hip_the_requested_host_engine_declines_every_graph() {
-    let host = compile_host();
-    let fake = compile(
-        "fake_gpu_runtime.c",
-        // A folder of its own: the CUDA stand-in's folder must not hold a HIP runtime.
-        "hip_runtime/libamdhip64.so",
-        &["-shared", "-fPIC"],
+fn next_to_a_hip_device_without_copies_the_requested_host_engine_declines_every_graph() {
+    let hip = fake_hip("hip_no_copies/libamdhip64.so.6", &["-DFAKE_HIP_NO_COPIES"]);
+    let output = run_c_host(
+        "c_program_hip_no_copies",
+        &[
+            ("RAGGED_SDPA_HIP_RUNTIME", hip.as_os_str()),
+            ("HIPDNN_RAGGED_SDPA_HOST_ENGINE", "1".as_ref()),
+        ],
     );
-    let runtime_dir = fake.parent().expect("scratch dir").to_path_buf();
-    let (dir, uids) = golden_variant_pack("c_program_hip_runtime");
-    let output = Command::new(&host)
-        .arg(plugin_path())
-        .arg(golden_file("graph_flagged.bin"))
-        .arg(golden_file("engine_config.bin"))
-        .arg(&dir)
-        .args(uids.iter().map(i64::to_string))
-        .env("LD_LIBRARY_PATH", &runtime_dir)
-        .env("HIPDNN_RAGGED_SDPA_HOST_ENGINE", "1")
-        .output()
-        .expect("C host runs");
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(!output.status.success(), "{stdout}");

@@ -61,7 +61,7 @@ pub struct NumericOptions {
     /// Engines whose buffers may be host memory; others need device buffers.
     pub host_engines: Vec<String>,
     /// Where other engines run; without it they are skipped.
-    pub device: Option<std::sync::Arc<hipdnn_shim::device::CudaDevice>>,
+    pub device: Option<&'static ragged_kernels::runtime::cuda::runtime::CudaRuntime>,
 }
 
 impl Default for NumericOptions {
@@ -105,11 +105,7 @@ pub fn run(plugin: &LoadedPlugin, options: &NumericOptions) -> Report {
                     vec![],
                 )
             } else {
-                let device = if on_host {
-                    None
-                } else {
-                    options.device.as_deref()
-                };
+                let device = if on_host { None } else { options.device };
                 match run_case(&handle, engine.id, &spec, options, device) {
                     Ok(result) => result,
                     Err(e) => (Outcome::Fail(e.to_string()), vec![]),
@@ -132,7 +128,7 @@ fn run_case(
     engine_id: i64,
     spec: &RaggedSdpaSpec,
     options: &NumericOptions,
-    device: Option<&hipdnn_shim::device::CudaDevice>,
+    device: Option<&ragged_kernels::runtime::cuda::runtime::CudaRuntime>,
 ) -> Result<(Outcome, Vec<String>), HostError> {
     let graph = spec.graph();
     let bytes = ragged_schema::wire::encode_graph(&graph);

@@ -132,14 +132,14 @@ pub fn run(
     let plugin = &p.manager.plugins[p.candidate.plugin_index];
     let handle = plugin.plugin.create_handle()?;
     let device = if args.cuda && !args.host_engines.contains(&p.candidate.engine_name) {
-        Some(hipdnn_shim::device::CudaDevice::open()?)
+        Some(hipdnn_shim::harness::cuda_device()?)
     } else {
         None
     };
     let start = Instant::now();
     with_spinner(
         format!("executing {}", p.candidate.engine_name),
-        || match &device {
+        || match device {
             Some(d) => p
                 .harness
                 .run_engine_on_device(&handle, p.candidate.engine_id, d),

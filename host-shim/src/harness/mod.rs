@@ -17,9 +17,10 @@ use ragged_kernels::{HostDataMut, sdpa_forward};
 use ragged_schema::model::{EngineConfig, Graph};
 
 use crate::abi::DeviceBuffer;
-use crate::device::CudaDevice;
 use crate::host_error::HostError;
 use crate::plugin::{ExecutionContext, PluginHandle};
+use ragged_kernels::runtime::cuda::memory::DeviceAllocation;
+use ragged_kernels::runtime::cuda::runtime::CudaRuntime;
 
 pub use bundle::{Bundle, Entry, PreSuppliedInputs, create_tensor_from_attribute};
 pub use sdpa_op::SdpaRoles;
@@ -172,7 +173,7 @@ impl Harness {
         Ok(times)
     }
 
-    /// Runs a GPU engine: every tensor of the engine bundle is copied to the device (outputs
+    /// Runs a GPU engine (`cuda` is the process's CUDA verdict, see [`cuda_device`]): every tensor of the engine bundle is copied to the device (outputs
     /// too, so their sentinel survives where the engine writes nothing), the engine executes on
     /// device pointers, and the outputs are copied back for validation. Runtime pass-by-value
     /// scalars stay on the host: the variant pack carries them as host pointers
@@ -181,13 +182,15 @@ impl Harness {
         &mut self,
         handle: &PluginHandle<'_>,
         engine_id: i64,
-        device: &CudaDevice,
+        cuda: &CudaRuntime,
     ) -> Result<(), HostError> {
-        device.make_current()?;
+        let gpu = |e: ragged_kernels::runtime::cuda::GpuError| {
+            HostError::Harness(format!("CUDA (driver {}): {e}", cuda.driver_version))
+        };
         let graph_bytes = ragged_schema::wire::encode_graph(&self.graph);
         let config = ragged_schema::wire::encode_engine_config(&EngineConfig::new(engine_id));
         let context = handle.create_execution_context(&config, &graph_bytes)?;
-        let workspace = device.alloc(context.workspace_size()?)?;
+        let workspace = DeviceAllocation::new(context.workspace_size()?).map_err(gpu)?;
         let mut buffers = Vec::new();
         let mut pack = Vec::new();
         for (uid, entry) in &self.engine.entries {
@@ -201,7 +204,7 @@ impl Harness {
                 pack.push(DeviceBuffer { uid: *uid, ptr });
                 continue;
             }
-            let buffer = device.upload(host_bytes(entry.tensor()))?;
+            let buffer = DeviceAllocation::from_host(host_bytes(entry.tensor())).map_err(gpu)?;
             pack.push(DeviceBuffer {
                 uid: *uid,
                 ptr: buffer.as_ptr(),
@@ -214,12 +217,14 @@ impl Harness {
         // pass-by-value scalar, the engine bundle's host buffer, alive and unborrowed during the
         // call; the workspace has the size the context reported.
         unsafe { context.execute(workspace.as_ptr(), &pack) }?;
-        device.synchronize()?;
+        // Each download waits for the null stream, where the engine ran.
         for (uid, buffer) in &buffers {
             if self.roles.outputs.contains(uid)
                 && let Some(Entry::Owned(t)) = self.engine.entries.get_mut(uid)
             {
-                buffer.download(host_bytes_mut(t.as_mut()))?;
+                buffer
+                    .download_into(host_bytes_mut(t.as_mut()))
+                    .map_err(gpu)?;
             }
         }
         Ok(())
@@ -263,6 +268,12 @@ impl Harness {
 
 /// The backend's check before every execute (plugin-abi.md §5.7): a non-NULL pointer whose
 /// tensor declares `alignment > 0` must be aligned to it.
+/// The process's CUDA verdict (`runtime::probe`), for `--cuda`: the devices a GPU engine's
+/// buffers are allocated on, or why there are none.
+pub fn cuda_device() -> Result<&'static CudaRuntime, HostError> {
+    ragged_kernels::runtime::probe::cuda().map_err(|e| HostError::Harness(e.to_string()))
+}
+
 pub fn check_alignment(graph: &Graph, pack: &[DeviceBuffer]) -> Result<(), HostError> {
     for entry in pack {
         let Some(t) = graph.tensor(entry.uid) else {

@@ -12,9 +12,8 @@ use super::ENGINE_NAME;
 use super::applicability::GpuArch;
 use super::engine::AiterEngine;
 use super::shim_library::{ShimLibrary, ShimSearch};
-use crate::runtime::hip::{
-    HIP_LIBRARY_NAMES, HIPRTC_LIBRARY_NAMES, HipRuntime, Hiprtc, default_candidates,
-};
+use crate::runtime::hip::{Hiprtc, hip_candidates, hiprtc_candidates};
+use crate::runtime::probe::{self as runtime_probe, HipUnusable, HipVerdict};
 
 /// Where [`probe`] looks.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -28,12 +27,12 @@ pub struct ProbeConfig {
 }
 
 impl ProbeConfig {
-    /// The real search: ROCm's sonames and directories, `$RAGGED_SDPA_AITER_SHIM`, then the
-    /// plugin's own directory.
+    /// The real search: the process's HIP candidates (so the HIP verdict is the one every
+    /// engine shares), ROCm's hipRTC, `$RAGGED_SDPA_AITER_SHIM`, then the plugin's own directory.
     pub fn from_env(plugin_dir: Option<&Path>) -> Self {
         Self {
-            hip_candidates: default_candidates(&HIP_LIBRARY_NAMES),
-            hiprtc_candidates: default_candidates(&HIPRTC_LIBRARY_NAMES),
+            hip_candidates: hip_candidates(),
+            hiprtc_candidates: hiprtc_candidates(),
             shim: ShimSearch::from_env(plugin_dir),
         }
     }
@@ -117,33 +116,24 @@ fn unavailable(missing: Missing, detail: impl fmt::Display) -> Availability {
     }
 }
 
-/// Loads HIP, counts devices, reads their architectures, loads hipRTC and the shim — stopping
-/// at the first piece that is missing.
+/// Takes the HIP verdict for the configured candidates (shared with every other engine), then
+/// loads hipRTC and the shim — stopping at the first piece that is missing.
 pub fn probe(config: &ProbeConfig) -> Availability {
-    let hip = match HipRuntime::load_from(&config.hip_candidates) {
-        Ok(hip) => Arc::new(hip),
-        Err(e) => return unavailable(Missing::HipRuntime, e),
-    };
-    let count = match hip.device_count() {
-        Ok(0) => {
-            return unavailable(
-                Missing::HipDevice,
-                format!(
-                    "hipGetDeviceCount found 0 devices ({})",
-                    hip.path().display()
-                ),
-            );
+    let verdict = runtime_probe::hip_for(&config.hip_candidates);
+    let devices = match &*verdict {
+        HipVerdict::Usable(devices) => devices,
+        HipVerdict::Absent { reason } => return unavailable(Missing::HipRuntime, reason),
+        HipVerdict::Unusable { kind, .. } => {
+            let missing = match kind {
+                HipUnusable::NoDevice => Missing::HipDevice,
+                HipUnusable::TooOld | HipUnusable::DeviceArch => Missing::DeviceArch,
+                HipUnusable::MissingSymbol => Missing::HipRuntime,
+            };
+            return unavailable(missing, verdict.describe());
         }
-        Ok(n) => n,
-        Err(e) => return unavailable(Missing::HipDevice, e),
     };
-    let mut archs = Vec::new();
-    for device in 0..count {
-        match hip.arch(device) {
-            Ok(arch) => archs.push(arch),
-            Err(e) => return unavailable(Missing::DeviceArch, e),
-        }
-    }
+    let hip = Arc::clone(&devices.runtime);
+    let archs: Vec<GpuArch> = devices.archs.iter().cloned().map(GpuArch::new).collect();
     let hiprtc = match Hiprtc::load_from(&config.hiprtc_candidates) {
         Ok(rtc) => rtc,
         Err(e) => return unavailable(Missing::Hiprtc, e),
@@ -206,7 +196,7 @@ mod tests {
     fn the_default_probe_agrees_with_the_hip_loader() {
         // On a machine without ROCm (CI, this project's dev machines) the real search must end
         // at the HIP runtime; where ROCm is installed it must get past it.
-        let hip_present = HipRuntime::load().is_ok();
+        let hip_present = crate::runtime::hip::HipRuntime::load_from(&hip_candidates()).is_ok();
         let a = probe(&ProbeConfig::from_env(None));
         if hip_present {
             assert_ne!(missing(&a), Some(Missing::HipRuntime), "{}", a.log_line());

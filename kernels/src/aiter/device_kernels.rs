@@ -10,6 +10,7 @@ use super::mapping::{DeviceBuffers, region_address};
 use super::problem::{AiterProblem, LseLayout};
 use super::workspace::WorkspacePlan;
 use crate::DiagonalAlignment;
+pub use crate::runtime::launch::{KernelArg, LaunchConfig};
 
 /// Source of the pre-pass (token starts, logical lengths, precondition bits).
 pub const PREPASS_SOURCE: &str = include_str!("../../hip/ragged_aiter_prepass.cu");
@@ -45,28 +46,22 @@ pub fn describe_status(status: u32) -> Vec<&'static str> {
         .collect()
 }
 
-/// One kernel argument, passed by value.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum KernelArg {
-    /// A device pointer (0 for null).
-    Ptr(usize),
-    /// `int`.
-    I32(i32),
-    /// `long long`.
-    I64(i64),
-}
-
-/// A kernel launch: grid, block and arguments in parameter order, each with its source name.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// A kernel launch: its shape and arguments in parameter order, each with its source name.
+#[derive(Clone, Debug, PartialEq)]
 pub struct Launch {
     /// The entry point.
     pub kernel: &'static str,
-    /// Blocks (1-D).
-    pub grid: u32,
-    /// Threads per block (1-D).
-    pub block: u32,
+    /// Grid and block (both 1-D), no dynamic shared memory.
+    pub config: LaunchConfig,
     /// Arguments in parameter order.
     pub args: Vec<(&'static str, KernelArg)>,
+}
+
+impl Launch {
+    /// The argument values in parameter order, as the launch call takes them.
+    pub fn values(&self) -> Vec<KernelArg> {
+        self.args.iter().map(|(_, arg)| *arg).collect()
+    }
 }
 
 /// Pre-pass launch for one execution.
@@ -76,42 +71,42 @@ pub fn prepass_launch(
     buffers: &DeviceBuffers,
     aligned_workspace: usize,
 ) -> Launch {
-    use KernelArg::{I32, I64, Ptr};
+    use KernelArg::{I32, I64};
+    let ptr = KernelArg::ptr;
     let at = |r| region_address(aligned_workspace, r);
     let (q, k) = (&problem.q, &problem.k);
     Launch {
         kernel: PREPASS_KERNEL,
-        grid: 1,
-        block: PREPASS_THREADS,
+        config: LaunchConfig::linear(1, PREPASS_THREADS),
         args: vec![
-            ("q_offsets", Ptr(buffers.q_offsets)),
+            ("q_offsets", ptr(buffers.q_offsets)),
             ("q_offset_width", I32(q.aux.width.bytes())),
             ("q_multiplier", I64(q.aux.multiplier)),
             ("q_seq_stride", I64(q.seq_stride)),
             ("q_s_max", I64(problem.s_q_max)),
-            ("k_offsets", Ptr(buffers.k_offsets)),
+            ("k_offsets", ptr(buffers.k_offsets)),
             ("k_offset_width", I32(k.aux.width.bytes())),
             ("k_multiplier", I64(k.aux.multiplier)),
             ("k_seq_stride", I64(k.seq_stride)),
             ("k_s_max", I64(problem.s_kv_max)),
-            ("seq_len_q", Ptr(buffers.seq_len_q)),
+            ("seq_len_q", ptr(buffers.seq_len_q)),
             (
                 "seq_len_q_width",
                 I32(problem.seq_len_q.map_or(0, |s| s.width.bytes())),
             ),
-            ("seq_len_kv", Ptr(buffers.seq_len_kv)),
+            ("seq_len_kv", ptr(buffers.seq_len_kv)),
             (
                 "seq_len_kv_width",
                 I32(problem.seq_len_kv.map_or(0, |s| s.width.bytes())),
             ),
             ("batch", I32(i32::try_from(problem.batch).unwrap_or(0))),
-            ("seqstart_q", Ptr(at(plan.seqstart_q))),
-            ("seqstart_k", Ptr(at(plan.seqstart_k))),
-            ("len_q", Ptr(at(plan.len_q))),
-            ("len_kv", Ptr(at(plan.len_kv))),
-            ("cu_seqlen_q", Ptr(plan.cu_seqlen_q.map_or(0, at))),
-            ("cu_seqlen_k", Ptr(plan.cu_seqlen_k.map_or(0, at))),
-            ("status", Ptr(at(plan.status))),
+            ("seqstart_q", ptr(at(plan.seqstart_q))),
+            ("seqstart_k", ptr(at(plan.seqstart_k))),
+            ("len_q", ptr(at(plan.len_q))),
+            ("len_kv", ptr(at(plan.len_kv))),
+            ("cu_seqlen_q", ptr(plan.cu_seqlen_q.map_or(0, at))),
+            ("cu_seqlen_k", ptr(plan.cu_seqlen_k.map_or(0, at))),
+            ("status", ptr(at(plan.status))),
         ],
     }
 }
@@ -124,7 +119,8 @@ pub fn fixup_launch(
     buffers: &DeviceBuffers,
     aligned_workspace: usize,
 ) -> Launch {
-    use KernelArg::{I32, I64, Ptr};
+    use KernelArg::{I32, I64};
+    let ptr = KernelArg::ptr;
     let at = |r| region_address(aligned_workspace, r);
     let rows = problem
         .batch
@@ -147,12 +143,11 @@ pub fn fixup_launch(
     let to_i32 = |v: i64| I32(i32::try_from(v).unwrap_or(0));
     Launch {
         kernel: FIXUP_KERNEL,
-        grid: blocks,
-        block: FIXUP_THREADS,
+        config: LaunchConfig::linear(blocks, FIXUP_THREADS),
         args: vec![
-            ("seqstart_q", Ptr(at(plan.seqstart_q))),
-            ("len_q", Ptr(at(plan.len_q))),
-            ("len_kv", Ptr(at(plan.len_kv))),
+            ("seqstart_q", ptr(at(plan.seqstart_q))),
+            ("len_q", ptr(at(plan.len_q))),
+            ("len_kv", ptr(at(plan.len_kv))),
             ("batch", to_i32(problem.batch)),
             ("s_q_max", to_i32(problem.s_q_max)),
             ("heads_q", to_i32(problem.q.heads)),
@@ -164,24 +159,24 @@ pub fn fixup_launch(
                     problem.mask.alignment == DiagonalAlignment::BottomRight,
                 )),
             ),
-            ("o_ptr", Ptr(buffers.o)),
+            ("o_ptr", ptr(buffers.o)),
             ("o_elem_bytes", to_i32(problem.dtype.size() as i64)),
             ("o_seq_stride", I64(problem.o.seq_stride)),
             ("o_head_stride", I64(problem.o.head_stride)),
             ("d_v", to_i32(problem.o.head_dim)),
-            ("lse_scratch", Ptr(plan.lse_scratch.map_or(0, at))),
+            ("lse_scratch", ptr(plan.lse_scratch.map_or(0, at))),
             (
                 "scratch_head_stride",
                 I64(WorkspacePlan::scratch_head_stride(problem)),
             ),
-            ("lse_out", Ptr(if layout == 0 { 0 } else { buffers.lse })),
+            ("lse_out", ptr(if layout == 0 { 0 } else { buffers.lse })),
             ("lse_layout", I32(layout)),
             ("lse_stride_b", I64(strides[0])),
             ("lse_stride_h", I64(strides[1])),
             ("lse_stride_s", I64(strides[2])),
             (
                 "lse_offsets",
-                Ptr(if lse_aux.is_some() {
+                ptr(if lse_aux.is_some() {
                     buffers.lse_offsets
                 } else {
                     0
@@ -248,14 +243,7 @@ mod tests {
         launch
             .args
             .iter()
-            .map(|(name, arg)| {
-                let kind = match arg {
-                    KernelArg::Ptr(_) => "ptr",
-                    KernelArg::I32(_) => "int",
-                    KernelArg::I64(_) => "long long",
-                };
-                ((*name).to_owned(), kind)
-            })
+            .map(|(name, arg)| ((*name).to_owned(), arg.c_type()))
             .collect()
     }
 
@@ -323,7 +311,7 @@ mod tests {
         let p = stats_problem();
         let plan = WorkspacePlan::for_problem(&p);
         let pre = prepass_launch(&p, &plan, &buffers(), 0x10000);
-        assert_eq!((pre.grid, pre.block), (1, 256));
+        assert_eq!((pre.config.grid.0, pre.config.block.0), (1, 256));
         assert_eq!(arg(&pre, "q_offsets"), KernelArg::Ptr(0x5000));
         assert_eq!(arg(&pre, "q_offset_width"), KernelArg::I32(4));
         assert_eq!(arg(&pre, "q_seq_stride"), KernelArg::I64(512));
@@ -344,7 +332,7 @@ mod tests {
         let p = stats_problem();
         let plan = WorkspacePlan::for_problem(&p);
         let fix = fixup_launch(&p, &plan, &buffers(), 0x10000);
-        assert_eq!((fix.grid, fix.block), (1, 256));
+        assert_eq!((fix.config.grid.0, fix.config.block.0), (1, 256));
         assert_eq!(arg(&fix, "mask_left"), KernelArg::I64(2));
         assert_eq!(arg(&fix, "mask_right"), KernelArg::I64(0));
         assert_eq!(arg(&fix, "mask_bottom_right"), KernelArg::I32(1));
@@ -370,7 +358,7 @@ mod tests {
         let plan = WorkspacePlan::for_problem(&p);
         let fix = fixup_launch(&p, &plan, &buffers(), 0x10000);
         // 1000 · 100 · 4 rows / 256 = 1562.5 → 1563 blocks
-        assert_eq!(fix.grid, 1563);
+        assert_eq!(fix.config.grid.0, 1563);
         assert_eq!(arg(&fix, "lse_layout"), KernelArg::I32(0));
         assert_eq!(arg(&fix, "lse_out"), KernelArg::Ptr(0));
         assert_eq!(arg(&fix, "lse_scratch"), KernelArg::Ptr(0));
@@ -382,7 +370,7 @@ mod tests {
             ..base_problem()
         };
         assert_eq!(
-            fixup_launch(&huge, &plan, &buffers(), 0).grid,
+            fixup_launch(&huge, &plan, &buffers(), 0).config.grid.0,
             FIXUP_MAX_BLOCKS
         );
     }

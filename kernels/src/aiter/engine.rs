@@ -20,7 +20,7 @@ use super::shim_library::ShimLibrary;
 use super::workspace::aligned_base;
 use crate::contract::Decline;
 use crate::problem::RaggedSdpaProblem;
-use crate::runtime::hip::{HipFunction, HipModule, HipRuntime, Hiprtc};
+use crate::runtime::hip::{HipError, HipFunction, HipModule, HipRuntime, Hiprtc};
 
 /// The pre-pass and fix-up, compiled for one device.
 struct CompiledKernels {
@@ -78,7 +78,7 @@ impl AiterEngine {
 
     /// The calling thread's current HIP device.
     pub fn current_device(&self) -> Result<i32, AiterError> {
-        self.hip.current_device()
+        Ok(self.hip.current_device()?)
     }
 
     /// The plan on `device` (see [`applicability::plan`]).
@@ -132,17 +132,17 @@ impl AiterEngine {
             .ok()
             .and_then(|d| self.archs.get(d))
             .cloned()
-            .ok_or_else(|| AiterError::Hip {
+            .ok_or_else(|| HipError::Call {
                 call: String::from("hipGetDevice"),
                 code: -1,
                 message: format!("device {device} was not present when the engine was probed"),
             })?;
-        let prepass_code = self
-            .hiprtc
-            .compile(PREPASS_SOURCE, "ragged_aiter_prepass.cu", &arch)?;
+        let prepass_code =
+            self.hiprtc
+                .compile(PREPASS_SOURCE, "ragged_aiter_prepass.cu", arch.full())?;
         let fixup_code = self
             .hiprtc
-            .compile(FIXUP_SOURCE, "ragged_aiter_fixup.cu", &arch)?;
+            .compile(FIXUP_SOURCE, "ragged_aiter_fixup.cu", arch.full())?;
         let prepass_module = self.hip.load_module(&prepass_code)?;
         let fixup_module = self.hip.load_module(&fixup_code)?;
         let compiled = Arc::new(CompiledKernels {
@@ -188,7 +188,10 @@ impl AiterEngine {
         let prepass = prepass_launch(problem, ws, buffers, base);
         // SAFETY: the argument list is held against the kernel source by a test; the pointers
         // are the caller's buffers (guaranteed) and workspace regions (checked above).
-        unsafe { self.hip.launch(kernels.prepass, &prepass, stream)? };
+        unsafe {
+            self.hip
+                .launch(kernels.prepass, prepass.config, &prepass.values(), stream)?
+        };
 
         let args = shim_args(problem, plan, buffers, base, stream);
         // SAFETY: the arguments describe the caller's buffers and the workspace regions the
@@ -197,7 +200,10 @@ impl AiterEngine {
 
         let fixup = fixup_launch(problem, ws, buffers, base);
         // SAFETY: as for the pre-pass.
-        unsafe { self.hip.launch(kernels.fixup, &fixup, stream)? };
+        unsafe {
+            self.hip
+                .launch(kernels.fixup, fixup.config, &fixup.values(), stream)?
+        };
         Ok(())
     }
 }

@@ -29,46 +29,9 @@ pub enum AiterError {
         /// The loader's error.
         source: libloading::Error,
     },
-    /// A HIP runtime call returned an error code.
-    #[error("{call} failed with hipError_t {code} ({message})")]
-    Hip {
-        /// The HIP function, e.g. "hipModuleLaunchKernel(ragged_aiter_prepass)".
-        call: String,
-        /// The raw `hipError_t`.
-        code: i32,
-        /// `hipGetErrorString(code)`, or a placeholder when unavailable.
-        message: String,
-    },
-    /// hipRTC rejected a device-kernel source; the log is kept whole.
-    #[error(
-        "hipRTC could not compile {kernel} with options {options:?} (hiprtcResult {code}):\n{log}"
-    )]
-    Compile {
-        /// The source file name given to hipRTC.
-        kernel: &'static str,
-        /// The exact options passed.
-        options: Vec<String>,
-        /// The raw `hiprtcResult`.
-        code: i32,
-        /// The compiler log.
-        log: String,
-    },
-    /// The HIP runtime is older than the `hipDeviceProp_tR0600` layout the arch query relies on.
-    #[error("HIP runtime version {found} is older than 6.0 (60000000); gcnArchName cannot be read")]
-    HipTooOld {
-        /// `hipRuntimeGetVersion` result.
-        found: i32,
-    },
-    /// `gcnArchName` did not hold a NUL-terminated `gfx…` name.
-    #[error(
-        "device {device}: gcnArchName is not a NUL-terminated gfx name (first bytes {first_bytes:?})"
-    )]
-    BadArchName {
-        /// HIP device ordinal.
-        device: i32,
-        /// The first bytes read, for the report.
-        first_bytes: Vec<u8>,
-    },
+    /// A HIP runtime or hipRTC call failed (see [`crate::runtime::hip`]).
+    #[error(transparent)]
+    Hip(#[from] crate::runtime::hip::HipError),
     /// The shim was built from another revision of `ragged_aiter_shim.h`.
     #[error("AITER shim at {path} reports ABI version {found}, this plugin needs {expected}")]
     ShimAbiMismatch {

@@ -21,7 +21,8 @@
 //!   ([`AiterEngine::execute`] is an `unsafe fn` for that reason).
 //! - [`asm_kernels`]: the shim's preflight, so that a problem AITER would abort the process on
 //!   (an unreadable asm `.co` file) or run no kernel for is declined at applicability.
-//! - [`detection`]: whether the engine can be listed, with the reason when it cannot.
+//! - [`detection`]: whether the engine can be listed, with the reason when it cannot; the HIP part
+//!   of the answer is the process verdict of [`crate::runtime::probe`], shared with the host engine.
 //! - [`engine`]: the execute sequence (pre-pass, `aiter::mha_fwd`, fix-up) on one stream.
 
 pub mod applicability;

@@ -14,7 +14,7 @@ use super::error::AiterError;
 use super::shim_abi::{
     RaggedAiterFwdArgs, SHIM_ABI_VERSION, STATUS_OK, STATUS_UNSUPPORTED, status_name,
 };
-use crate::runtime::hip::{open_first, resolve};
+use crate::runtime::library;
 
 /// Environment variable naming the shim file explicitly.
 pub const SHIM_ENV: &str = "RAGGED_SDPA_AITER_SHIM";
@@ -188,6 +188,37 @@ impl ShimLibrary {
             }),
         }
     }
+}
+
+/// Opens the first loadable shim candidate.
+fn open_first(
+    library: &'static str,
+    candidates: &[PathBuf],
+) -> Result<(libloading::Library, PathBuf), AiterError> {
+    library::open_first(candidates).map_err(|e| AiterError::LibraryNotFound {
+        library,
+        tried: e.tried,
+        last_error: e.last_error,
+    })
+}
+
+/// Resolves one shim symbol.
+///
+/// # Safety
+/// `T` must be the exact C signature of `symbol`.
+unsafe fn resolve<T: Copy>(
+    lib: &libloading::Library,
+    library: &'static str,
+    path: &Path,
+    symbol: &'static str,
+) -> Result<T, AiterError> {
+    // SAFETY: forwarded contract.
+    unsafe { library::symbol::<T>(lib, symbol) }.map_err(|source| AiterError::MissingSymbol {
+        library,
+        path: path.to_path_buf(),
+        symbol,
+        source,
+    })
 }
 
 #[cfg(test)]

@@ -128,6 +128,15 @@ pub enum GpuError {
         source_name: String,
     },
 
+    /// A whole-allocation copy into a host buffer of another size.
+    #[error("download of {device} device bytes into a {host}-byte host buffer")]
+    HostBufferSize {
+        /// Bytes of the allocation.
+        device: usize,
+        /// Bytes of the host buffer.
+        host: usize,
+    },
+
     /// The compiled kernel file breaks an assumption of the launcher (its published tile table).
     #[error("kernel {kernel} violates the launcher's contract: {detail}")]
     KernelContract {

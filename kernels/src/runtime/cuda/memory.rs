@@ -11,14 +11,7 @@ use super::context::{CurrentContext, StreamContext, context_of_stream};
 use super::error::{DriverCall, GpuError};
 use super::runtime;
 
-/// Where an address points, as far as the CPU is concerned.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Location {
-    /// The CPU may dereference it: memory CUDA does not know, or page-locked host memory.
-    Host,
-    /// Device (or managed) memory: reach it through copies.
-    Device,
-}
+pub use crate::runtime::Location;
 
 /// Asks the driver what `address` is. Memory the driver has never seen (plain `malloc`) makes
 /// `cuPointerGetAttribute` fail with `CUDA_ERROR_INVALID_VALUE`; that is the host answer, not an
@@ -116,6 +109,34 @@ impl DeviceAllocation {
             bytes,
             context,
         })
+    }
+
+    /// A new allocation holding a copy of `bytes`, copied on the null stream.
+    pub fn from_host(bytes: &[u8]) -> Result<Self, GpuError> {
+        let allocation = Self::new(bytes.len())?;
+        // SAFETY: the allocation holds `bytes.len()` bytes and is owned here; the null stream
+        // is always valid.
+        unsafe { upload(std::ptr::null_mut(), &[(allocation.address, bytes)]) }?;
+        Ok(allocation)
+    }
+
+    /// Copies the whole allocation into `out` on the null stream, after all work enqueued on it
+    /// (the engines' launches on the null stream included).
+    pub fn download_into(&self, out: &mut [u8]) -> Result<(), GpuError> {
+        if out.len() != self.bytes {
+            return Err(GpuError::HostBufferSize {
+                device: self.bytes,
+                host: out.len(),
+            });
+        }
+        // SAFETY: the allocation holds `out.len()` bytes and is owned here; `out` is exclusively
+        // borrowed; the null stream is always valid.
+        unsafe { download(std::ptr::null_mut(), &mut [(self.address, out)]) }
+    }
+
+    /// The device address as the pointer a variant pack carries.
+    pub fn as_ptr(&self) -> *mut std::ffi::c_void {
+        self.address as *mut std::ffi::c_void
     }
 
     /// The device address.

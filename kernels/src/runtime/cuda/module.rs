@@ -1,55 +1,18 @@
-//! Loaded kernel modules and typed launches.
-//!
-//! `cuLaunchKernel` takes an array of untyped pointers, one per kernel parameter; a wrong type or
-//! a missing parameter is silent memory corruption on the device. Launchers therefore build their
-//! argument list from [`KernelArg`] values, one per parameter in the order of the `extern "C"`
-//! signature, and [`LaunchConfig`] names grid, block and shared memory so they cannot be swapped.
+//! Loaded kernel modules and typed launches ([`KernelArg`] and [`LaunchConfig`] are shared with
+//! HIP, see [`crate::runtime::launch`]).
 
 use std::collections::HashMap;
-use std::ffi::{CString, c_void};
+use std::ffi::CString;
 
 use cudarc::driver::sys::{self as cu, CUfunction, CUfunction_attribute, CUmodule, CUstream};
 use parking_lot::Mutex;
 
 use super::error::{DriverCall, GpuError};
+use crate::runtime::launch::parameter_array;
+pub use crate::runtime::launch::{KernelArg, LaunchConfig};
 
 /// Shared memory a block gets without opting in (all architectures since sm_20).
 pub const DEFAULT_DYNAMIC_SHARED_LIMIT: u32 = 48 * 1024;
-
-/// One kernel parameter, by value, with the exact C type of the signature.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum KernelArg {
-    /// A device pointer (`T*`, `const T*`); 0 is a null pointer.
-    Ptr(u64),
-    /// `int`.
-    I32(i32),
-    /// `long long`.
-    I64(i64),
-    /// `float`.
-    F32(f32),
-}
-
-impl KernelArg {
-    fn address(&self) -> *mut c_void {
-        match self {
-            KernelArg::Ptr(v) => std::ptr::from_ref(v).cast_mut().cast(),
-            KernelArg::I32(v) => std::ptr::from_ref(v).cast_mut().cast(),
-            KernelArg::I64(v) => std::ptr::from_ref(v).cast_mut().cast(),
-            KernelArg::F32(v) => std::ptr::from_ref(v).cast_mut().cast(),
-        }
-    }
-}
-
-/// Grid, block and dynamic shared memory of one launch.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LaunchConfig {
-    /// Blocks in x, y, z.
-    pub grid: (u32, u32, u32),
-    /// Threads per block in x, y, z.
-    pub block: (u32, u32, u32),
-    /// Dynamic shared memory per block, bytes.
-    pub shared_mem_bytes: u32,
-}
 
 /// A module loaded into one context; functions are looked up once and kept.
 pub struct KernelModule {
@@ -191,7 +154,7 @@ pub unsafe fn launch(
     stream: CUstream,
     args: &[KernelArg],
 ) -> Result<(), GpuError> {
-    let mut params: Vec<*mut c_void> = args.iter().map(KernelArg::address).collect();
+    let mut params = parameter_array(args);
     let (gx, gy, gz) = config.grid;
     let (bx, by, bz) = config.block;
     // SAFETY: `params` points into `args`, alive until the call returns (the driver copies the

@@ -6,6 +6,7 @@
 //! are shared and exclusive views created. Writing happens inside `sdpa_forward`, after it has
 //! validated everything, so a failing execute writes no output byte.
 
+pub mod device_memory;
 pub mod staging;
 
 use std::ffi::{OsStr, c_void};
@@ -59,7 +60,7 @@ pub fn listing_for(gpu_runtime_present: bool, env_value: Option<&OsStr>) -> List
 impl Planner for HostReference {
     fn listing(&self) -> Listing {
         listing_for(
-            crate::runtime_probe::gpu_runtime_present(),
+            ragged_kernels::runtime::probe::gpu_runtime_present(),
             std::env::var_os(HOST_ENGINE_ENV).as_deref(),
         )
     }
@@ -88,7 +89,7 @@ impl Planned for HostPlan {
     ) -> Result<(), PluginError> {
         match staging::access() {
             staging::Access::InPlace => run(problem, pack),
-            staging::Access::CudaCopies => staging::run_staged(problem, pack),
+            staging::Access::Copies(memory) => staging::run_staged(problem, memory, pack),
             staging::Access::Unreachable(reason) => Err(PluginError::NotApplicable {
                 engine: HOST_REFERENCE.name_str(),
                 reason: reason.clone(),

@@ -8,59 +8,33 @@
 //! their device contents after the upload. Offsets and seq_lens come first: they fix every other
 //! tensor's extent.
 //!
-//! Where HIP is loadable but CUDA is not, no copy path exists yet (the HIP loader has no memcpy),
-//! so the host engine declines every graph with that reason instead of dereferencing what may be
-//! device pointers.
+//! Next to a usable HIP runtime the same happens through HIP's copies; which runtimes count and
+//! how a pointer is classified is [`super::device_memory`]'s job.
 
 use std::ffi::c_void;
 use std::sync::OnceLock;
 
 use ragged_kernels::problem::{OFFSETS_ROLE, RaggedSdpaProblem, ScalePlan};
-use ragged_kernels::runtime::cuda::memory::{self, Location};
-use ragged_kernels::runtime::cuda::runtime;
+use ragged_kernels::runtime::Location;
+use ragged_kernels::runtime::probe;
 
-use crate::abi::types::DeviceBuffer;
+pub use super::device_memory::{Access, DeviceMemory, decide as decide_access};
+use crate::abi::types::{DeviceBuffer, Severity};
 use crate::engines::host;
 use crate::error::PluginError;
-use crate::runtime_probe;
+use crate::logging;
 use crate::variant_pack::VariantPack;
 use ragged_kernels::Decline;
 
-/// How the host engine reaches the variant pack's memory in this process.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Access {
-    /// No usable GPU runtime: every pointer is host memory.
-    InPlace,
-    /// CUDA is usable: device pointers are staged through host copies.
-    CudaCopies,
-    /// A GPU runtime without a copy path here: the engine declines.
-    Unreachable(String),
-}
-
-/// Decided once per process, like the engine list.
+/// Decided once per process, like the engine list, and logged once.
 pub fn access() -> &'static Access {
     static ACCESS: OnceLock<Access> = OnceLock::new();
     ACCESS.get_or_init(|| {
-        decide_access(
-            runtime::probe().is_ok(),
-            runtime_probe::hip_runtime_present(),
-        )
+        let access = decide_access(probe::cuda().is_ok(), probe::hip());
+        let line = format!("{}; {}", access.describe(), probe::hip().describe());
+        logging::log(Severity::INFO, || line);
+        access
     })
-}
-
-/// The rule behind [`access`], separated from the probes for tests.
-pub fn decide_access(cuda_usable: bool, hip_present: bool) -> Access {
-    if cuda_usable {
-        Access::CudaCopies
-    } else if hip_present {
-        Access::Unreachable(
-            "the HIP runtime is loadable, so tensors may be device memory, and this build has no \
-             HIP copy path for the host reference engine"
-                .to_owned(),
-        )
-    } else {
-        Access::InPlace
-    }
 }
 
 /// The host engine's applicability beyond the graph: whether it can reach the memory.
@@ -71,21 +45,23 @@ pub fn check_reachable() -> Result<(), Decline> {
             reason,
             "host memory, or a GPU runtime with a copy path",
         )),
-        Access::InPlace | Access::CudaCopies => Ok(()),
+        Access::InPlace | Access::Copies(_) => Ok(()),
     }
 }
 
 /// Host copies of the device-resident tensors of one call, and the pack that points at them.
-struct Staging {
+struct Staging<'m> {
+    memory: &'m DeviceMemory,
     entries: Vec<DeviceBuffer>,
     /// uid → (device address, host copy); u64 words keep every element type aligned.
     copies: Vec<(i64, u64, Vec<u64>)>,
     stream: *mut c_void,
 }
 
-impl Staging {
-    fn new(pack: &VariantPack<'_>) -> Self {
+impl<'m> Staging<'m> {
+    fn new(memory: &'m DeviceMemory, pack: &VariantPack<'_>) -> Self {
         Staging {
+            memory,
             entries: pack.entries().to_vec(),
             copies: Vec::new(),
             stream: pack.stream(),
@@ -108,15 +84,15 @@ impl Staging {
             return Ok(());
         }
         let address = self.pack()?.pointer(uid, role)?.as_ptr() as u64;
-        if memory::location(address)? == Location::Host {
+        if self.memory.location(address)? == Location::Host {
             return Ok(());
         }
         let mut copy = vec![0u64; bytes.div_ceil(8)];
         // SAFETY: the caller's pack contract for the device side (valid for the extent the
         // problem implies, which is `bytes`); the host side is `copy`, viewed as bytes.
         unsafe {
-            memory::download(
-                stream.cast(),
+            self.memory.download(
+                stream,
                 &mut [(address, &mut as_bytes_mut(&mut copy)[..bytes])],
             )
         }?;
@@ -140,17 +116,21 @@ impl Staging {
             .collect();
         // SAFETY: the caller's pack contract: outputs are writable device memory for their
         // extents, which are the staged lengths.
-        unsafe { memory::upload(self.stream.cast(), &copies) }?;
+        unsafe { self.memory.upload(self.stream, &copies) }?;
         Ok(())
     }
 }
 
-/// Runs the host engine with CUDA usable: offsets and seq_lens are made host-reachable first
+/// Runs the host engine with a GPU runtime usable: offsets and seq_lens are made host-reachable first
 /// (they fix every other extent), then each tensor over its extent, then the reference runs and
 /// the outputs go back.
-pub fn run_staged(problem: &RaggedSdpaProblem, pack: &VariantPack<'_>) -> Result<(), PluginError> {
+pub fn run_staged(
+    problem: &RaggedSdpaProblem,
+    memory: &DeviceMemory,
+    pack: &VariantPack<'_>,
+) -> Result<(), PluginError> {
     let batch = usize::try_from(problem.batch()).unwrap_or(0);
-    let mut staging = Staging::new(pack);
+    let mut staging = Staging::new(memory, pack);
     for t in problem.tensors() {
         if let Some(r) = t.ragged {
             let bytes = host::index_tensor_bytes(r.uid, r.width, batch.saturating_add(1))?;
@@ -190,17 +170,6 @@ fn as_bytes_mut(words: &mut [u64]) -> &mut [u8] {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn access_follows_the_runtimes() {
-        assert_eq!(decide_access(true, true), Access::CudaCopies);
-        assert_eq!(decide_access(true, false), Access::CudaCopies);
-        assert_eq!(decide_access(false, false), Access::InPlace);
-        let Access::Unreachable(reason) = decide_access(false, true) else {
-            panic!("HIP without a copy path must decline");
-        };
-        assert!(reason.contains("HIP"), "{reason}");
-    }
 
     #[test]
     fn byte_views_cover_every_word() {

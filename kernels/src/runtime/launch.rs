@@ -1,0 +1,106 @@
+//! One description of a kernel launch for both vendors.
+//!
+//! `cuLaunchKernel` and `hipModuleLaunchKernel` take the same untyped array of pointers, one per
+//! kernel parameter; a wrong type or a missing parameter is silent memory corruption on the
+//! device. Launchers therefore build their argument list from [`KernelArg`] values, one per
+//! parameter in the order of the `extern "C"` signature, and [`LaunchConfig`] names grid, block
+//! and shared memory so they cannot be swapped.
+
+use std::ffi::c_void;
+
+/// One kernel parameter, by value, with the exact C type of the signature.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum KernelArg {
+    /// A device pointer (`T*`, `const T*`); 0 is a null pointer.
+    Ptr(u64),
+    /// `int`.
+    I32(i32),
+    /// `long long`.
+    I64(i64),
+    /// `float`.
+    F32(f32),
+}
+
+impl KernelArg {
+    /// A pointer argument from an address held as `usize` (the AMD engine's buffers).
+    pub fn ptr(address: usize) -> Self {
+        KernelArg::Ptr(address as u64)
+    }
+
+    /// The C type name, as it appears in a kernel's parameter list.
+    pub fn c_type(&self) -> &'static str {
+        match self {
+            KernelArg::Ptr(_) => "ptr",
+            KernelArg::I32(_) => "int",
+            KernelArg::I64(_) => "long long",
+            KernelArg::F32(_) => "float",
+        }
+    }
+
+    /// Where the value lives: the element of the `void**` array the launch APIs take. The
+    /// runtime reads exactly as many bytes as the parameter's C type has, which is the size of
+    /// the variant's payload.
+    pub(crate) fn address(&self) -> *mut c_void {
+        match self {
+            KernelArg::Ptr(v) => std::ptr::from_ref(v).cast_mut().cast(),
+            KernelArg::I32(v) => std::ptr::from_ref(v).cast_mut().cast(),
+            KernelArg::I64(v) => std::ptr::from_ref(v).cast_mut().cast(),
+            KernelArg::F32(v) => std::ptr::from_ref(v).cast_mut().cast(),
+        }
+    }
+}
+
+/// Grid, block and dynamic shared memory of one launch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LaunchConfig {
+    /// Blocks in x, y, z.
+    pub grid: (u32, u32, u32),
+    /// Threads per block in x, y, z.
+    pub block: (u32, u32, u32),
+    /// Dynamic shared memory per block, bytes.
+    pub shared_mem_bytes: u32,
+}
+
+impl LaunchConfig {
+    /// A one-dimensional launch without dynamic shared memory.
+    pub fn linear(blocks: u32, threads: u32) -> Self {
+        Self {
+            grid: (blocks, 1, 1),
+            block: (threads, 1, 1),
+            shared_mem_bytes: 0,
+        }
+    }
+}
+
+/// The parameter array for `args`; it borrows `args`, which must outlive the launch call.
+pub(crate) fn parameter_array(args: &[KernelArg]) -> Vec<*mut c_void> {
+    args.iter().map(KernelArg::address).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_parameter_points_at_a_value_of_its_c_size() {
+        let args = [
+            KernelArg::Ptr(0x1122_3344_5566_7788),
+            KernelArg::I32(-2),
+            KernelArg::I64(1 << 40),
+            KernelArg::F32(0.5),
+        ];
+        let params = parameter_array(&args);
+        // SAFETY: each pointer addresses the payload of the matching `args` element, alive here.
+        unsafe {
+            assert_eq!(*params[0].cast::<u64>(), 0x1122_3344_5566_7788);
+            assert_eq!(*params[1].cast::<i32>(), -2);
+            assert_eq!(*params[2].cast::<i64>(), 1 << 40);
+            assert_eq!(*params[3].cast::<f32>(), 0.5);
+        }
+        assert_eq!(KernelArg::ptr(0x40), KernelArg::Ptr(0x40));
+        assert_eq!(
+            args.map(|a| a.c_type()),
+            ["ptr", "int", "long long", "float"]
+        );
+    }
+}

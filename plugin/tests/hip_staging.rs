@@ -1,0 +1,234 @@
+//! The host reference engine next to a usable HIP runtime, through the built plugin's C ABI.
+//!
+//! The HIP runtime is the project's fake `libamdhip64` (kernels/src/runtime/hip/fake_amdhip64.c,
+//! compiled here with the system C compiler): one gfx942 device, HIP 6.2, and "device" memory
+//! kept in a side table behind addresses the CPU cannot dereference. So the plugin's pointer
+//! classification, its staging copies and the stream synchronisation all run for real: a
+//! device pointer that was not staged faults instead of passing.
+
+mod common;
+
+use std::ffi::c_void;
+use std::path::PathBuf;
+use std::ptr::null_mut;
+use std::sync::{Mutex, OnceLock};
+
+use common::problem::{self, Inputs, PACKING_A, PACKING_B, same_bits};
+use common::*;
+
+type Malloc = unsafe extern "C" fn(*mut *mut c_void, usize) -> i32;
+type MemcpyAsync = unsafe extern "C" fn(*mut c_void, *const c_void, usize, i32, *mut c_void) -> i32;
+type Counters = unsafe extern "C" fn(*mut i64);
+
+/// The fake, loaded into this process: `dlopen` of the same path gives the plugin the same
+/// instance, so memory allocated here is device memory to the plugin.
+struct FakeHip {
+    _lib: libloading::Library,
+    malloc: Malloc,
+    memcpy_async: MemcpyAsync,
+    counters: Counters,
+}
+
+fn fake_hip() -> &'static FakeHip {
+    static FAKE: OnceLock<FakeHip> = OnceLock::new();
+    FAKE.get_or_init(|| {
+        let dir =
+            std::env::temp_dir().join(format!("ragged-plugin-fake-hip-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("create fake dir");
+        let src = dir.join("fake_amdhip64.c");
+        std::fs::write(
+            &src,
+            include_str!("../../kernels/src/runtime/hip/fake_amdhip64.c"),
+        )
+        .expect("write fake source");
+        let lib_path: PathBuf = dir.join("libamdhip64.so.6");
+        let cc = std::env::var("CC").unwrap_or_else(|_| "cc".to_owned());
+        let status = std::process::Command::new(&cc)
+            .args([
+                "-std=c11",
+                "-D_GNU_SOURCE",
+                "-shared",
+                "-fPIC",
+                "-Wall",
+                "-Werror",
+            ])
+            .arg(&src)
+            .arg("-o")
+            .arg(&lib_path)
+            .status()
+            .expect("run the C compiler (set CC if `cc` is not on PATH)");
+        assert!(status.success(), "{cc} failed on the fake HIP runtime");
+        // SAFETY: runs once, before this process loads the plugin (which reads these variables
+        // on its first probe); every test goes through this OnceLock first.
+        unsafe {
+            std::env::set_var("RAGGED_SDPA_HIP_RUNTIME", &lib_path);
+            std::env::set_var("RAGGED_SDPA_DISABLE_CUDA", "1");
+        }
+        // SAFETY: the fake's initialisers do nothing.
+        let lib = unsafe { libloading::Library::new(&lib_path) }.expect("load the fake");
+        // SAFETY: the types are the fake's C signatures.
+        unsafe {
+            FakeHip {
+                malloc: *lib.get::<Malloc>(b"hipMalloc\0").expect("hipMalloc"),
+                memcpy_async: *lib.get::<MemcpyAsync>(b"hipMemcpyAsync\0").expect("copy"),
+                counters: *lib
+                    .get::<Counters>(b"fake_hip_counters\0")
+                    .expect("counters"),
+                _lib: lib,
+            }
+        }
+    })
+}
+
+impl FakeHip {
+    /// A device copy of `bytes`.
+    fn upload(&self, bytes: &[u8]) -> *mut c_void {
+        let mut ptr = null_mut();
+        // SAFETY: valid out-pointer; then a host → device copy of exactly the allocation.
+        unsafe {
+            assert_eq!((self.malloc)(&mut ptr, bytes.len()), 0);
+            assert_eq!(
+                (self.memcpy_async)(ptr, bytes.as_ptr().cast(), bytes.len(), 1, null_mut()),
+                0
+            );
+        }
+        ptr
+    }
+
+    fn download(&self, ptr: *mut c_void, out: &mut [u8]) {
+        // SAFETY: a device → host copy into a live buffer of the allocation's size.
+        let status =
+            unsafe { (self.memcpy_async)(out.as_mut_ptr().cast(), ptr, out.len(), 2, null_mut()) };
+        assert_eq!(status, 0);
+    }
+
+    /// (host → device copies, device → host copies, stream synchronisations) so far.
+    fn counters(&self) -> [i64; 3] {
+        let mut out = [0i64; 3];
+        // SAFETY: the fake writes three longs.
+        unsafe { (self.counters)(out.as_mut_ptr()) };
+        out
+    }
+}
+
+/// The fake's counters are process-wide: tests that read them take turns.
+static COUNTED: Mutex<()> = Mutex::new(());
+
+fn bytes_of<T>(v: &[T]) -> &[u8] {
+    // SAFETY: plain-old-data element types; the byte view covers the same memory.
+    unsafe { std::slice::from_raw_parts(v.as_ptr().cast(), std::mem::size_of_val(v)) }
+}
+
+fn bytes_of_mut(v: &mut [f32]) -> &mut [u8] {
+    // SAFETY: every byte pattern is a valid f32.
+    unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr().cast(), std::mem::size_of_val(v)) }
+}
+
+/// Creates a host-engine context for the shared test graph, executes `pack` on the null
+/// stream, and destroys the context.
+fn execute(pack: &[DeviceBuffer]) -> Status {
+    let handle = OwnedHandle::new();
+    let (config, graph) = (problem::config_bytes(), problem::graph_bytes());
+    let (c, g) = (ConstData::of(&config), ConstData::of(&graph));
+    let mut context: Context = null_mut();
+    // SAFETY: valid pointers.
+    let status = unsafe { (plugin().CreateExecutionContext)(handle.0, &c, &g, &mut context) };
+    assert_eq!(status, SUCCESS, "{}", last_error());
+    // SAFETY: every pointer in `pack` is host memory or fake-device memory of its extent.
+    let status = unsafe {
+        (plugin().ExecuteOpGraph)(
+            handle.0,
+            context,
+            null_mut(),
+            pack.as_ptr(),
+            pack.len() as u32,
+        )
+    };
+    // SAFETY: a live context of this handle, destroyed once.
+    let destroyed = unsafe { (plugin().DestroyExecutionContext)(handle.0, context) };
+    assert_eq!(destroyed, SUCCESS);
+    status
+}
+
+#[test]
+fn the_host_engine_is_applicable_next_to_a_hip_device() {
+    fake_hip();
+    let handle = OwnedHandle::new();
+    let (status, ids) = applicable(&handle, &problem::graph_bytes());
+    assert_eq!(status, SUCCESS, "{}", last_error());
+    assert!(ids.contains(&HOST_REFERENCE_ID), "{ids:?}");
+}
+
+#[test]
+fn device_tensors_are_staged_and_unwritten_rows_keep_their_device_contents() {
+    let fake = fake_hip();
+    let _turn = COUNTED.lock().unwrap_or_else(|e| e.into_inner());
+    for packing in [PACKING_A, PACKING_B] {
+        let inputs = Inputs::new(packing);
+        let (mut o, mut lse) = inputs.outputs();
+        let mut pack = inputs.pack(&mut o, &mut lse);
+        let host_scale = pack.iter().position(|b| b.uid == problem::SCALE);
+        let sizes = [
+            (problem::Q, bytes_of(&inputs.q)),
+            (problem::K, bytes_of(&inputs.k)),
+            (problem::V, bytes_of(&inputs.v)),
+            (problem::O, bytes_of(&o)),
+            (problem::LSE, bytes_of(&lse)),
+            (problem::Q_OFFSETS, bytes_of(&inputs.q_offsets)),
+            (problem::KV_OFFSETS, bytes_of(&inputs.kv_offsets)),
+            (problem::SEQ_Q, bytes_of(&inputs.seq_q)),
+            (problem::SEQ_KV, bytes_of(&inputs.seq_kv)),
+        ];
+        // Everything but the pass-by-value scale (a host pointer by contract) moves to the
+        // device; O and LSE go there holding the sentinel.
+        for (uid, bytes) in sizes {
+            let device = fake.upload(bytes);
+            let entry = pack.iter_mut().find(|b| b.uid == uid).expect("uid in pack");
+            entry.ptr = device;
+        }
+        assert!(host_scale.is_some());
+        let before = fake.counters();
+        assert_eq!(execute(&pack), SUCCESS, "{}", last_error());
+        let after = fake.counters();
+        // Nine device tensors come to the host once each; only O and LSE go back.
+        assert_eq!(after[1] - before[1], 9, "device → host copies");
+        assert_eq!(after[0] - before[0], 2, "host → device copies");
+        assert!(after[2] > before[2], "the stream was synchronised");
+
+        let (expected_o, expected_lse) = inputs.reference();
+        let (mut got_o, mut got_lse) = inputs.outputs();
+        let device = |uid| pack.iter().find(|b| b.uid == uid).expect("uid").ptr;
+        fake.download(device(problem::O), bytes_of_mut(&mut got_o));
+        fake.download(device(problem::LSE), bytes_of_mut(&mut got_lse));
+        assert!(
+            same_bits(&got_o, &expected_o),
+            "O differs from the CPU reference"
+        );
+        assert!(
+            same_bits(&got_lse, &expected_lse),
+            "LSE differs from the CPU reference"
+        );
+        assert!(
+            got_o.iter().any(|x| x.to_bits() == problem::SENTINEL),
+            "the packing leaves rows unwritten, and they must keep the device's sentinel"
+        );
+    }
+}
+
+#[test]
+fn host_buffers_next_to_a_hip_device_are_used_in_place() {
+    let fake = fake_hip();
+    let _turn = COUNTED.lock().unwrap_or_else(|e| e.into_inner());
+    let inputs = Inputs::new(PACKING_A);
+    let (mut o, mut lse) = inputs.outputs();
+    let pack = inputs.pack(&mut o, &mut lse);
+    let before = fake.counters();
+    assert_eq!(execute(&pack), SUCCESS, "{}", last_error());
+    assert_eq!(
+        fake.counters()[..2],
+        before[..2],
+        "no copies for host memory"
+    );
+    let (expected_o, expected_lse) = inputs.reference();
+    assert!(same_bits(&o, &expected_o) && same_bits(&lse, &expected_lse));
+}
