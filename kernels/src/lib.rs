@@ -16,6 +16,7 @@ pub mod aiter;
 pub mod cuda_fmha;
 pub mod dtype;
 pub mod error;
+pub mod executor;
 mod gemm;
 pub mod runtime;
 pub mod sdpa;
