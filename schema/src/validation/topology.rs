@@ -69,8 +69,9 @@ fn check_single_writer(io: &[Option<Io<'_>>]) -> Result<HashMap<i64, usize>, Val
     Ok(producers)
 }
 
-/// Every read is of a tensor in the graph; a tensor some node writes is written by an earlier
-/// node (otherwise the list is out of order or cyclic); a virtual tensor is written by a node.
+/// Every read is of a tensor in the graph; a tensor another node writes is written by an
+/// earlier node (otherwise the list is out of order or cyclic); a virtual tensor is written by
+/// a node.
 fn check_reads(
     graph: &Graph,
     index: usize,
@@ -87,7 +88,9 @@ fn check_reads(
             return Err(missing(index, entry.node, field, uid));
         };
         match producers.get(&uid) {
-            Some(&producer) if producer >= index => {
+            // A node reading what it writes itself is left to that node's own rules (the
+            // plugin names the SDPA field); across nodes it is an order violation or a cycle.
+            Some(&producer) if producer > index => {
                 return Err(ValidationError::NodeOrder {
                     node_index: index,
                     node_name: entry.node.name.clone(),
