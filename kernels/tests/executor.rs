@@ -421,3 +421,59 @@ fn modes_outside_the_ragged_set_are_declined_by_name() {
         assert!(text.contains(name), "{name}: {text:?}");
     }
 }
+
+#[test]
+fn bf16_sdpa_then_residual_add_matches_the_oracle_within_bf16_rounding() {
+    use half::bf16;
+    let x = inputs();
+    // The oracle sees exactly the bf16 values the executor reads.
+    let round = |v: &[f32]| -> Vec<f32> { v.iter().map(|&a| bf16::from_f32(a).to_f32()).collect() };
+    let xr = Inputs {
+        q: round(&x.q),
+        k: round(&x.k),
+        v: round(&x.v),
+        r: round(&x.r),
+        off_q: x.off_q.clone(),
+        off_kv: x.off_kv.clone(),
+    };
+    let to_bf16 = |v: &[f32]| -> Vec<bf16> { v.iter().map(|&a| bf16::from_f32(a)).collect() };
+    let (q, k, v, r) = (
+        to_bf16(&xr.q),
+        to_bf16(&xr.k),
+        to_bf16(&xr.v),
+        to_bf16(&xr.r),
+    );
+    let mut tensors = sdpa_tensors();
+    for t in &mut tensors {
+        if t.data_type == DataType::F32 {
+            t.data_type = DataType::BF16;
+        }
+    }
+    let graph = ExecGraph {
+        tensors,
+        nodes: vec![
+            sdpa_node(O, 0.35),
+            pointwise("residual", PointwiseOp::Add, O, Some(R), Y),
+        ],
+    };
+    let mut y = vec![bf16::NAN; q.len()];
+    let pack = VariantPack::new()
+        .bind_input(AUX_Q, HostData::I32(&xr.off_q))
+        .bind_input(AUX_KV, HostData::I32(&xr.off_kv))
+        .bind_input(Q, HostData::BF16(&q))
+        .bind_input(K, HostData::BF16(&k))
+        .bind_input(V, HostData::BF16(&v))
+        .bind_input(R, HostData::BF16(&r))
+        .bind_output(Y, HostDataMut::BF16(&mut y));
+    execute(&graph, pack).unwrap_or_else(|e| panic!("{e}"));
+    let o = oracle_sdpa(&xr, 0.35);
+    let want: Vec<f64> = o
+        .iter()
+        .zip(&xr.r)
+        .map(|(a, &b)| a + f64::from(b))
+        .collect();
+    let got: Vec<f32> = y.iter().map(|v| v.to_f32()).collect();
+    // O is rounded to bf16 once (the virtual intermediate), Y once more: |y| <= 2, so two
+    // roundings of at most 2^-8 relative each stay below 2e-2.
+    assert_close(&got, &want, 2e-2);
+}
