@@ -383,26 +383,33 @@ __device__ __forceinline__ void load_tile(u32 s_base, const u16* g, i64 stride, 
     q, k, v, o, lse, batches, tiles, tile_count, q_seq, q_head, k_seq, k_head, v_seq, v_head, o_seq, o_head, \
         lse_seq, lse_head, h_q, h_kv, scale, mask_left, mask_right, bottom_right
 
-template <bool BF16, int D, int BM, int BN, int NW>
-__device__ __forceinline__ void fmha_fwd_body(RAGGED_FMHA_PARAMS) {
-    constexpr int NT = NW * 32;
-    constexpr int MT = BM / (16 * NW);
-    static_assert(MT >= 1 && MT * 16 * NW == BM, "BM must be a multiple of 16 * NW");
-    static_assert(D % 16 == 0 && BN % 16 == 0, "tile shapes");
-    constexpr int KS = D / 16;   // k-steps of Q K^T
-    constexpr int NS = BN / 8;   // key n-tiles of S
-    constexpr int DT = D / 8;    // head-dim n-tiles of O
-    constexpr int CH = D / 8;    // 16-byte chunks per row
-    constexpr bool Q_IN_REGS = MT == 1;
+// What one forward block works on, shared by the mma.sync and the wgmma bodies: block x is work
+// item x / H_q (a query tile of BM rows of one batch) for query head x % H_q; GQA head g serves
+// H_q / H_kv query heads. The key-block range comes from the same key_block_range the pre-pass
+// costed the tile with.
+struct FmhaBlockWork {
+    RaggedBatch bt;
+    RaggedBand band;
+    int h;         // query head
+    int i0;        // first query row of the tile within the batch
+    int rows;      // valid query rows of the tile, min(Lq - i0, BM)
+    int nb_first;  // key blocks [nb_first, nb_last) hold at least one admitted key
+    int nb_last;
+    const u16* qp;  // Q row i0 of head h
+    const u16* kp;  // K row 0 of batch, KV head g
+    const u16* vp;  // V row 0 of batch, KV head g
+};
 
-    extern __shared__ __align__(128) unsigned char smem_raw[];
-    const u32 s_q = smem_addr(smem_raw);
-    const u32 s_k = s_q + BM * D * 2;
-    const u32 s_v = s_k + 2 * BN * D * 2;
-
+// Fills *w; false when this block's rank is beyond the pre-pass's tile count (the block exits).
+template <int BM, int BN>
+__device__ __forceinline__ bool fmha_block_work(const u16* q, const u16* k, const u16* v, const RaggedBatch* batches,
+                                                const RaggedTile* tiles, const int* tile_count, i64 q_seq,
+                                                i64 q_head, i64 k_seq, i64 k_head, i64 v_seq, i64 v_head, int h_q,
+                                                int h_kv, int mask_left, int mask_right, int bottom_right,
+                                                FmhaBlockWork* w) {
     const int rank = blockIdx.x / h_q;
     const int h = blockIdx.x - rank * h_q;
-    if (rank >= *tile_count) return;
+    if (rank >= *tile_count) return false;
     const RaggedTile tile = tiles[rank];
     const RaggedBatch bt = batches[tile.batch];
     const int i0 = tile.tile * BM;
@@ -412,9 +419,66 @@ __device__ __forceinline__ void fmha_fwd_body(RAGGED_FMHA_PARAMS) {
     int nb_first, nb_last;
     key_block_range(band, i0, rows, BN, &nb_first, &nb_last);
 
-    const u16* qp = q + (bt.q_tok + i0) * q_seq + (i64)h * q_head;
-    const u16* kp = k + bt.kv_tok * k_seq + (i64)g * k_head;
-    const u16* vp = v + bt.kv_tok * v_seq + (i64)g * v_head;
+    w->bt = bt;
+    w->band = band;
+    w->h = h;
+    w->i0 = i0;
+    w->rows = rows;
+    w->nb_first = nb_first;
+    w->nb_last = nb_last;
+    w->qp = q + (bt.q_tok + i0) * q_seq + (i64)h * q_head;
+    w->kp = k + bt.kv_tok * k_seq + (i64)g * k_head;
+    w->vp = v + bt.kv_tok * v_seq + (i64)g * v_head;
+    return true;
+}
+
+// Copies the first `rows` rows of the normalised O tile, staged in shared memory in the swz<D>
+// layout at s_tile, to global memory at op (row stride o_seq) with 16-byte stores.
+template <int D, int BM, int NT>
+__device__ __forceinline__ void store_o_tile(u32 s_tile, u16* op, i64 o_seq, int rows) {
+    constexpr int CH = D / 8;
+    const int tid = threadIdx.x;
+#pragma unroll
+    for (int it = 0; it < (BM * CH + NT - 1) / NT; ++it) {
+        int idx = it * NT + tid;
+        int r = idx / CH;
+        int c = idx % CH;
+        if (idx < BM * CH && r < rows) {
+            u32 x0, x1, x2, x3;
+            asm volatile("ld.shared.v4.b32 {%0,%1,%2,%3}, [%4];\n"
+                         : "=r"(x0), "=r"(x1), "=r"(x2), "=r"(x3)
+                         : "r"(s_tile + swz<D>(r, c)));
+            u16* dst = op + (i64)r * o_seq + c * 8;
+            asm volatile("st.global.v4.b32 [%0], {%1,%2,%3,%4};\n" ::"l"(dst), "r"(x0), "r"(x1), "r"(x2), "r"(x3)
+                         : "memory");
+        }
+    }
+}
+
+template <bool BF16, int D, int BM, int BN, int NW>
+__device__ __forceinline__ void fmha_fwd_body(RAGGED_FMHA_PARAMS) {
+    constexpr int NT = NW * 32;
+    constexpr int MT = BM / (16 * NW);
+    static_assert(MT >= 1 && MT * 16 * NW == BM, "BM must be a multiple of 16 * NW");
+    static_assert(D % 16 == 0 && BN % 16 == 0, "tile shapes");
+    constexpr int KS = D / 16;   // k-steps of Q K^T
+    constexpr int NS = BN / 8;   // key n-tiles of S
+    constexpr int DT = D / 8;    // head-dim n-tiles of O
+    constexpr bool Q_IN_REGS = MT == 1;
+
+    extern __shared__ __align__(128) unsigned char smem_raw[];
+    const u32 s_q = smem_addr(smem_raw);
+    const u32 s_k = s_q + BM * D * 2;
+    const u32 s_v = s_k + 2 * BN * D * 2;
+
+    FmhaBlockWork w;
+    if (!fmha_block_work<BM, BN>(q, k, v, batches, tiles, tile_count, q_seq, q_head, k_seq, k_head, v_seq, v_head,
+                                 h_q, h_kv, mask_left, mask_right, bottom_right, &w))
+        return;
+    const RaggedBatch& bt = w.bt;
+    const RaggedBand& band = w.band;
+    const int h = w.h, i0 = w.i0, rows = w.rows, nb_first = w.nb_first, nb_last = w.nb_last;
+    const u16 *qp = w.qp, *kp = w.kp, *vp = w.vp;
 
     const int tid = threadIdx.x;
     const int lane = tid & 31;
@@ -617,22 +681,7 @@ __device__ __forceinline__ void fmha_fwd_body(RAGGED_FMHA_PARAMS) {
         }
     }
     __syncthreads();
-    u16* op = o + (bt.q_tok + i0) * o_seq + (i64)h * o_head;
-#pragma unroll
-    for (int it = 0; it < (BM * CH + NT - 1) / NT; ++it) {
-        int idx = it * NT + tid;
-        int r = idx / CH;
-        int c = idx % CH;
-        if (idx < BM * CH && r < rows) {
-            u32 x0, x1, x2, x3;
-            asm volatile("ld.shared.v4.b32 {%0,%1,%2,%3}, [%4];\n"
-                         : "=r"(x0), "=r"(x1), "=r"(x2), "=r"(x3)
-                         : "r"(s_q + swz<D>(r, c)));
-            u16* dst = op + (i64)r * o_seq + c * 8;
-            asm volatile("st.global.v4.b32 [%0], {%1,%2,%3,%4};\n" ::"l"(dst), "r"(x0), "r"(x1), "r"(x2), "r"(x3)
-                         : "memory");
-        }
-    }
+    store_o_tile<D, BM, NT>(s_q, o + (bt.q_tok + i0) * o_seq + (i64)h * o_head, o_seq, rows);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -930,7 +979,6 @@ __device__ __forceinline__ void fmha_fwd_wgmma_body(RAGGED_FMHA_PARAMS) {
     constexpr int KS = D / 16;
     constexpr int NS = BN / 8;
     constexpr int DT = D / 8;
-    constexpr int CH = D / 8;
     static_assert((D == 64 || D == 128) && (BN == 64 || BN == 128), "wgmma tile shapes");
 
     extern __shared__ __align__(128) unsigned char smem_raw[];
@@ -938,21 +986,14 @@ __device__ __forceinline__ void fmha_fwd_wgmma_body(RAGGED_FMHA_PARAMS) {
     const u32 s_k = s_q + BM * D * 2;
     const u32 s_v = s_k + 2 * BN * D * 2;
 
-    const int rank = blockIdx.x / h_q;
-    const int h = blockIdx.x - rank * h_q;
-    if (rank >= *tile_count) return;
-    const RaggedTile tile = tiles[rank];
-    const RaggedBatch bt = batches[tile.batch];
-    const int i0 = tile.tile * BM;
-    const int rows = bt.lq - i0 < BM ? bt.lq - i0 : BM;
-    const int g = h / (h_q / h_kv);
-    const RaggedBand band = make_band(bt.lq, bt.lkv, mask_left, mask_right, bottom_right);
-    int nb_first, nb_last;
-    key_block_range(band, i0, rows, BN, &nb_first, &nb_last);
-
-    const u16* qp = q + (bt.q_tok + i0) * q_seq + (i64)h * q_head;
-    const u16* kp = k + bt.kv_tok * k_seq + (i64)g * k_head;
-    const u16* vp = v + bt.kv_tok * v_seq + (i64)g * v_head;
+    FmhaBlockWork w;
+    if (!fmha_block_work<BM, BN>(q, k, v, batches, tiles, tile_count, q_seq, q_head, k_seq, k_head, v_seq, v_head,
+                                 h_q, h_kv, mask_left, mask_right, bottom_right, &w))
+        return;
+    const RaggedBatch& bt = w.bt;
+    const RaggedBand& band = w.band;
+    const int h = w.h, i0 = w.i0, rows = w.rows, nb_first = w.nb_first, nb_last = w.nb_last;
+    const u16 *qp = w.qp, *kp = w.kp, *vp = w.vp;
 
     const int tid = threadIdx.x;
     const int wg = tid >> 7;
@@ -1096,22 +1137,7 @@ __device__ __forceinline__ void fmha_fwd_wgmma_body(RAGGED_FMHA_PARAMS) {
         }
     }
     __syncthreads();
-    u16* op = o + (bt.q_tok + i0) * o_seq + (i64)h * o_head;
-#pragma unroll
-    for (int it = 0; it < (BM * CH + NT - 1) / NT; ++it) {
-        int idx = it * NT + tid;
-        int r = idx / CH;
-        int c = idx % CH;
-        if (idx < BM * CH && r < rows) {
-            u32 x0, x1, x2, x3;
-            asm volatile("ld.shared.v4.b32 {%0,%1,%2,%3}, [%4];\n"
-                         : "=r"(x0), "=r"(x1), "=r"(x2), "=r"(x3)
-                         : "r"(s_q + swz<D>(r, c)));
-            u16* dst = op + (i64)r * o_seq + c * 8;
-            asm volatile("st.global.v4.b32 [%0], {%1,%2,%3,%4};\n" ::"l"(dst), "r"(x0), "r"(x1), "r"(x2), "r"(x3)
-                         : "memory");
-        }
-    }
+    store_o_tile<D, BM, NT>(s_q, o + (bt.q_tok + i0) * o_seq + (i64)h * o_head, o_seq, rows);
 }
 
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL

@@ -19,6 +19,7 @@ pub mod contract;
 pub mod cuda_fmha;
 pub mod dtype;
 pub mod error;
+pub mod executor;
 mod gemm;
 pub mod problem;
 pub mod runtime;

@@ -148,6 +148,11 @@ fn single_sdpa_node(graph: &Graph) -> Result<&SdpaAttributes, Decline> {
     match &node.attributes {
         NodeAttributes::Sdpa(sdpa) => Ok(sdpa),
         NodeAttributes::None => refuse(field(), "none (union tag NONE)", "SdpaAttributes"),
+        NodeAttributes::Pointwise(_) => refuse(
+            field(),
+            "PointwiseAttributes (union tag 2)",
+            "SdpaAttributes",
+        ),
         NodeAttributes::Unsupported { tag, name } => refuse(
             field(),
             format!("{name} (union tag {tag})"),

@@ -39,10 +39,10 @@ pub enum SchemaError {
     #[error("JSON graph: key {path}: unknown value {value:?}")]
     UnknownEnumString { path: String, value: String },
 
-    /// JSON nodes other than SDPA cannot be rebuilt: the project declares those member tables
-    /// empty, so it has nowhere to put their fields.
+    /// JSON nodes other than SDPA and pointwise cannot be rebuilt: the project declares those
+    /// member tables empty, so it has nowhere to put their fields.
     #[error(
-        "JSON graph: node {node_index} has type {type_name:?}, only \"SdpaAttributes\" can be read"
+        "JSON graph: node {node_index} has type {type_name:?}, only \"SdpaAttributes\" and \"PointwiseAttributes\" can be read"
     )]
     UnsupportedJsonNodeType {
         node_index: usize,
@@ -131,6 +131,52 @@ pub enum ValidationError {
         node_name: String,
         field: &'static str,
         uid: i64,
+    },
+
+    #[error(
+        "tensor uid {uid}: ragged offset aux uid {aux_uid} is virtual; an offset aux must be a real tensor of the graph, bound by the caller (RFC §4.9: intermediates reuse an existing aux, none is synthesized)"
+    )]
+    RaggedOffsetVirtual { uid: i64, aux_uid: i64 },
+
+    #[error(
+        "node #{node_index} ({node_name:?}): field {field} reads tensor uid {uid}, which node #{producer} writes; nodes must be listed in topological order, without cycles"
+    )]
+    NodeOrder {
+        node_index: usize,
+        node_name: String,
+        field: &'static str,
+        uid: i64,
+        producer: usize,
+    },
+
+    #[error(
+        "node #{node_index} ({node_name:?}): field {field} reads virtual tensor uid {uid}, which no node writes"
+    )]
+    VirtualTensorUnwritten {
+        node_index: usize,
+        node_name: String,
+        field: &'static str,
+        uid: i64,
+    },
+
+    #[error(
+        "node #{node_index} ({node_name:?}): field {field} writes tensor uid {uid}, which node #{first_node} already writes"
+    )]
+    TensorWrittenTwice {
+        uid: i64,
+        first_node: usize,
+        node_index: usize,
+        node_name: String,
+        field: &'static str,
+    },
+
+    #[error(
+        "node #{node_index} ({node_name:?}): orphan node, none of its tensor uids {uids:?} is shared with the rest of the graph"
+    )]
+    OrphanNode {
+        node_index: usize,
+        node_name: String,
+        uids: Vec<i64>,
     },
 
     #[error(

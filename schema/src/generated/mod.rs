@@ -12,6 +12,8 @@ pub mod hipdnn_flatbuffers_sdk {
     pub use self::diagonal_alignment_generated::*;
     mod attention_implementation_generated;
     pub use self::attention_implementation_generated::*;
+    mod pointwise_mode_generated;
+    pub use self::pointwise_mode_generated::*;
     mod node_attributes_generated;
     pub use self::node_attributes_generated::*;
     mod knob_value_generated;
@@ -38,10 +40,10 @@ pub mod hipdnn_flatbuffers_sdk {
     pub use self::tensor_attributes_generated::*;
     mod sdpa_attributes_generated;
     pub use self::sdpa_attributes_generated::*;
-    mod batchnorm_inference_attributes_generated;
-    pub use self::batchnorm_inference_attributes_generated::*;
     mod pointwise_attributes_generated;
     pub use self::pointwise_attributes_generated::*;
+    mod batchnorm_inference_attributes_generated;
+    pub use self::batchnorm_inference_attributes_generated::*;
     mod batchnorm_backward_attributes_generated;
     pub use self::batchnorm_backward_attributes_generated::*;
     mod batchnorm_attributes_generated;

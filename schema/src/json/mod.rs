@@ -16,6 +16,7 @@
 //! (which this reader accepts back), a non-finite `TensorValue` float as `null` (rejected on read).
 
 mod object;
+mod pointwise;
 mod read;
 mod write;
 

@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use super::{SdpaAttributes, TensorAttributes};
+use super::{PointwiseAttributes, SdpaAttributes, TensorAttributes};
 
 /// The wire struct `EngineApiVersion {major, minor, patch: uint32}` stamped on a graph.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -82,8 +82,8 @@ impl fmt::Display for GraphId {
     }
 }
 
-/// What a node computes. Only SDPA is read; other upstream members are kept by tag so the
-/// plugin can decline them (schema.md §11: unknown ⇒ not applicable, never an error).
+/// What a node computes. SDPA and pointwise are read; other upstream members are kept by tag so
+/// the plugin can decline them (schema.md §11: unknown ⇒ not applicable, never an error).
 // Graphs hold a handful of nodes; an unboxed SDPA variant keeps construction and matching
 // plain for the plugin, at a few hundred bytes per node.
 #[allow(clippy::large_enum_variant)]
@@ -92,7 +92,8 @@ pub enum NodeAttributes {
     #[default]
     None,
     Sdpa(SdpaAttributes),
-    /// Any member other than `SdpaAttributes`, including tags newer than this schema.
+    Pointwise(PointwiseAttributes),
+    /// Any member other than those above, including tags newer than this schema.
     /// `name` is the upstream member name, or `"<unknown tag N>"` beyond tag 23.
     Unsupported {
         tag: u8,
@@ -131,6 +132,9 @@ pub const NODE_ATTRIBUTE_NAMES: [&str; 24] = [
 /// Union tag of `SdpaAttributes`.
 pub const SDPA_ATTRIBUTES_TAG: u8 = 12;
 
+/// Union tag of `PointwiseAttributes`.
+pub const POINTWISE_ATTRIBUTES_TAG: u8 = 2;
+
 impl NodeAttributes {
     /// The member for a tag that is not SDPA or NONE, named as upstream names it.
     pub fn unsupported(tag: u8) -> NodeAttributes {
@@ -144,6 +148,7 @@ impl NodeAttributes {
         match self {
             NodeAttributes::None => 0,
             NodeAttributes::Sdpa(_) => SDPA_ATTRIBUTES_TAG,
+            NodeAttributes::Pointwise(_) => POINTWISE_ATTRIBUTES_TAG,
             NodeAttributes::Unsupported { tag, .. } => *tag,
         }
     }
@@ -152,6 +157,32 @@ impl NodeAttributes {
         match self {
             NodeAttributes::Sdpa(s) => Some(s),
             _ => None,
+        }
+    }
+
+    pub fn as_pointwise(&self) -> Option<&PointwiseAttributes> {
+        match self {
+            NodeAttributes::Pointwise(p) => Some(p),
+            _ => None,
+        }
+    }
+
+    /// The tensors the node reads, as (field, uid); `None` for members whose fields the
+    /// project does not read (their connectivity is unknown).
+    pub fn inputs(&self) -> Option<Vec<(&'static str, i64)>> {
+        match self {
+            NodeAttributes::Sdpa(s) => Some(s.inputs()),
+            NodeAttributes::Pointwise(p) => Some(p.inputs()),
+            NodeAttributes::None | NodeAttributes::Unsupported { .. } => None,
+        }
+    }
+
+    /// The tensors the node writes, as (field, uid); `None` as for [`NodeAttributes::inputs`].
+    pub fn outputs(&self) -> Option<Vec<(&'static str, i64)>> {
+        match self {
+            NodeAttributes::Sdpa(s) => Some(s.outputs()),
+            NodeAttributes::Pointwise(p) => Some(vec![("out_0_tensor_uid", p.out_0_tensor_uid)]),
+            NodeAttributes::None | NodeAttributes::Unsupported { .. } => None,
         }
     }
 }
@@ -169,6 +200,14 @@ impl Node {
             name: name.into(),
             compute_data_type: super::DataType::Float,
             attributes: NodeAttributes::Sdpa(attributes),
+        }
+    }
+
+    pub fn pointwise(name: impl Into<String>, attributes: PointwiseAttributes) -> Node {
+        Node {
+            name: name.into(),
+            compute_data_type: super::DataType::Float,
+            attributes: NodeAttributes::Pointwise(attributes),
         }
     }
 

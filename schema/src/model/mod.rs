@@ -3,6 +3,7 @@
 mod data_type;
 mod engine;
 mod graph;
+mod pointwise;
 mod sdpa;
 mod tensor;
 
@@ -10,8 +11,9 @@ pub use data_type::DataType;
 pub use engine::{EngineConfig, EngineDetails, KnobSetting, KnobValue};
 pub use graph::{
     EngineApiVersion, Graph, GraphId, NODE_ATTRIBUTE_NAMES, Node, NodeAttributes,
-    SDPA_ATTRIBUTES_TAG,
+    POINTWISE_ATTRIBUTES_TAG, SDPA_ATTRIBUTES_TAG,
 };
+pub use pointwise::{PointwiseAttributes, PointwiseMode};
 pub use sdpa::{AttentionImplementation, DiagonalAlignment, DiagonalBand, SdpaAttributes};
 pub(crate) use sdpa::{OPTIONAL_INPUT_UIDS, OPTIONAL_OUTPUT_UIDS};
 pub use tensor::{

@@ -271,6 +271,32 @@ impl SdpaAttributes {
         out
     }
 
+    /// The tensors the node reads: Q, K, V and the optional inputs that are set.
+    pub fn inputs(&self) -> Vec<(&'static str, i64)> {
+        let mut out = vec![
+            ("q_tensor_uid", self.q_tensor_uid),
+            ("k_tensor_uid", self.k_tensor_uid),
+            ("v_tensor_uid", self.v_tensor_uid),
+        ];
+        out.extend(
+            OPTIONAL_INPUT_UIDS
+                .iter()
+                .filter_map(|f| (f.get)(self).map(|uid| (f.name, uid))),
+        );
+        out
+    }
+
+    /// The tensors the node writes: O and the optional outputs that are set.
+    pub fn outputs(&self) -> Vec<(&'static str, i64)> {
+        let mut out = vec![("o_tensor_uid", self.o_tensor_uid)];
+        out.extend(
+            OPTIONAL_OUTPUT_UIDS
+                .iter()
+                .filter_map(|f| (f.get)(self).map(|uid| (f.name, uid))),
+        );
+        out
+    }
+
     /// Folds the deprecated causal booleans into a band (schema.md §6.1, as upstream's
     /// `resolveDiagonalBand`). Negative bounds mean unbounded and come back as `None`.
     pub fn resolve_diagonal_band(&self) -> Result<DiagonalBand, SchemaError> {

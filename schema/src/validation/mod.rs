@@ -1,10 +1,12 @@
-//! `Graph::validate()`: the frontend rules of RFC §4.2 plus the SDPA node rules.
+//! `Graph::validate()`: the frontend rules of RFC §4.2, the SDPA node rules, and the graph-level
+//! rules (topological order, connectivity, RFC §4.9's real offset aux).
 //!
 //! Validation stops at the first violation: a graph is either usable or declined, and one
 //! precise message is more useful in a log than a cascade of consequences of the same mistake.
 
 mod ragged_offset;
 mod sdpa;
+mod topology;
 
 use std::collections::HashMap;
 
@@ -12,7 +14,8 @@ use crate::error::{SchemaError, ValidationError};
 use crate::model::{Graph, NodeAttributes};
 
 impl Graph {
-    /// Checks uids, ragged offsets, alignments and every node's tensor references and shapes.
+    /// Checks uids, ragged offsets, alignments, every node's tensor references and shapes, and
+    /// the order and connectivity of the nodes.
     pub fn validate(&self) -> Result<(), SchemaError> {
         self.check_unique_uids()?;
         for tensor in &self.tensors {
@@ -23,6 +26,7 @@ impl Graph {
                 sdpa::check_node(self, node_index, &node.name, attrs)?;
             }
         }
+        topology::check(self)?;
         Ok(())
     }
 

@@ -1,5 +1,7 @@
 //! Per-tensor rules: alignment, and the ragged offset aux of RFC §4.2 ("exists in the graph by
-//! uid, has rank 4, first dim equals B + 1") plus its element type (RFC §4.5: int32 or int64).
+//! uid, has rank 4, first dim equals B + 1") plus its element type (RFC §4.5: int32 or int64),
+//! and RFC §4.9: the aux is a real tensor (every aux comes from the pre-supplied bundle, so a
+//! ragged intermediate reuses an existing one and the executor never synthesizes one).
 
 use crate::error::ValidationError;
 use crate::model::{Graph, TensorAttributes};
@@ -33,6 +35,9 @@ pub(super) fn check_tensor(
     let Some(aux) = graph.tensor(aux_uid) else {
         return Err(ValidationError::RaggedOffsetMissing { uid, aux_uid });
     };
+    if aux.is_virtual {
+        return Err(ValidationError::RaggedOffsetVirtual { uid, aux_uid });
+    }
     let Some(&batch) = tensor.dims.first() else {
         return Err(ValidationError::RaggedPrimaryWithoutDims {
             uid,

@@ -7,6 +7,7 @@
 mod container;
 mod engine;
 mod graph;
+mod pointwise;
 mod sdpa;
 mod tensor;
 mod tensor_value;

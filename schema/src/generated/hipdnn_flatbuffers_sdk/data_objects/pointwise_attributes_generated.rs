@@ -18,6 +18,18 @@ impl<'a> ::flatbuffers::Follow<'a> for PointwiseAttributes<'a> {
 }
 
 impl<'a> PointwiseAttributes<'a> {
+  pub const VT_OPERATION: ::flatbuffers::VOffsetT = 4;
+  pub const VT_RELU_LOWER_CLIP: ::flatbuffers::VOffsetT = 6;
+  pub const VT_RELU_UPPER_CLIP: ::flatbuffers::VOffsetT = 8;
+  pub const VT_RELU_LOWER_CLIP_SLOPE: ::flatbuffers::VOffsetT = 10;
+  pub const VT_AXIS_TENSOR_UID: ::flatbuffers::VOffsetT = 12;
+  pub const VT_IN_0_TENSOR_UID: ::flatbuffers::VOffsetT = 14;
+  pub const VT_IN_1_TENSOR_UID: ::flatbuffers::VOffsetT = 16;
+  pub const VT_IN_2_TENSOR_UID: ::flatbuffers::VOffsetT = 18;
+  pub const VT_OUT_0_TENSOR_UID: ::flatbuffers::VOffsetT = 20;
+  pub const VT_SWISH_BETA: ::flatbuffers::VOffsetT = 22;
+  pub const VT_ELU_ALPHA: ::flatbuffers::VOffsetT = 24;
+  pub const VT_SOFTPLUS_BETA: ::flatbuffers::VOffsetT = 26;
 
   #[inline]
   pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
@@ -26,12 +38,109 @@ impl<'a> PointwiseAttributes<'a> {
   #[allow(unused_mut)]
   pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
     _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-    _args: &'args PointwiseAttributesArgs
+    args: &'args PointwiseAttributesArgs
   ) -> ::flatbuffers::WIPOffset<PointwiseAttributes<'bldr>> {
     let mut builder = PointwiseAttributesBuilder::new(_fbb);
+    builder.add_out_0_tensor_uid(args.out_0_tensor_uid);
+    if let Some(x) = args.in_2_tensor_uid { builder.add_in_2_tensor_uid(x); }
+    if let Some(x) = args.in_1_tensor_uid { builder.add_in_1_tensor_uid(x); }
+    builder.add_in_0_tensor_uid(args.in_0_tensor_uid);
+    if let Some(x) = args.axis_tensor_uid { builder.add_axis_tensor_uid(x); }
+    if let Some(x) = args.softplus_beta { builder.add_softplus_beta(x); }
+    if let Some(x) = args.elu_alpha { builder.add_elu_alpha(x); }
+    if let Some(x) = args.swish_beta { builder.add_swish_beta(x); }
+    if let Some(x) = args.relu_lower_clip_slope { builder.add_relu_lower_clip_slope(x); }
+    if let Some(x) = args.relu_upper_clip { builder.add_relu_upper_clip(x); }
+    if let Some(x) = args.relu_lower_clip { builder.add_relu_lower_clip(x); }
+    builder.add_operation(args.operation);
     builder.finish()
   }
 
+
+  #[inline]
+  pub fn operation(&self) -> PointwiseMode {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<PointwiseMode>(PointwiseAttributes::VT_OPERATION, Some(PointwiseMode::UNSET)).unwrap()}
+  }
+  #[inline]
+  pub fn relu_lower_clip(&self) -> Option<f32> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<f32>(PointwiseAttributes::VT_RELU_LOWER_CLIP, None)}
+  }
+  #[inline]
+  pub fn relu_upper_clip(&self) -> Option<f32> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<f32>(PointwiseAttributes::VT_RELU_UPPER_CLIP, None)}
+  }
+  #[inline]
+  pub fn relu_lower_clip_slope(&self) -> Option<f32> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<f32>(PointwiseAttributes::VT_RELU_LOWER_CLIP_SLOPE, None)}
+  }
+  #[inline]
+  pub fn axis_tensor_uid(&self) -> Option<i64> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i64>(PointwiseAttributes::VT_AXIS_TENSOR_UID, None)}
+  }
+  #[inline]
+  pub fn in_0_tensor_uid(&self) -> i64 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i64>(PointwiseAttributes::VT_IN_0_TENSOR_UID, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn in_1_tensor_uid(&self) -> Option<i64> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i64>(PointwiseAttributes::VT_IN_1_TENSOR_UID, None)}
+  }
+  #[inline]
+  pub fn in_2_tensor_uid(&self) -> Option<i64> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i64>(PointwiseAttributes::VT_IN_2_TENSOR_UID, None)}
+  }
+  #[inline]
+  pub fn out_0_tensor_uid(&self) -> i64 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i64>(PointwiseAttributes::VT_OUT_0_TENSOR_UID, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn swish_beta(&self) -> Option<f32> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<f32>(PointwiseAttributes::VT_SWISH_BETA, None)}
+  }
+  #[inline]
+  pub fn elu_alpha(&self) -> Option<f32> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<f32>(PointwiseAttributes::VT_ELU_ALPHA, None)}
+  }
+  #[inline]
+  pub fn softplus_beta(&self) -> Option<f32> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<f32>(PointwiseAttributes::VT_SOFTPLUS_BETA, None)}
+  }
 }
 
 impl ::flatbuffers::Verifiable for PointwiseAttributes<'_> {
@@ -40,16 +149,52 @@ impl ::flatbuffers::Verifiable for PointwiseAttributes<'_> {
     v: &mut ::flatbuffers::Verifier, pos: usize
   ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
     v.visit_table(pos)?
+     .visit_field::<PointwiseMode>("operation", Self::VT_OPERATION, false)?
+     .visit_field::<f32>("relu_lower_clip", Self::VT_RELU_LOWER_CLIP, false)?
+     .visit_field::<f32>("relu_upper_clip", Self::VT_RELU_UPPER_CLIP, false)?
+     .visit_field::<f32>("relu_lower_clip_slope", Self::VT_RELU_LOWER_CLIP_SLOPE, false)?
+     .visit_field::<i64>("axis_tensor_uid", Self::VT_AXIS_TENSOR_UID, false)?
+     .visit_field::<i64>("in_0_tensor_uid", Self::VT_IN_0_TENSOR_UID, false)?
+     .visit_field::<i64>("in_1_tensor_uid", Self::VT_IN_1_TENSOR_UID, false)?
+     .visit_field::<i64>("in_2_tensor_uid", Self::VT_IN_2_TENSOR_UID, false)?
+     .visit_field::<i64>("out_0_tensor_uid", Self::VT_OUT_0_TENSOR_UID, false)?
+     .visit_field::<f32>("swish_beta", Self::VT_SWISH_BETA, false)?
+     .visit_field::<f32>("elu_alpha", Self::VT_ELU_ALPHA, false)?
+     .visit_field::<f32>("softplus_beta", Self::VT_SOFTPLUS_BETA, false)?
      .finish();
     Ok(())
   }
 }
 pub struct PointwiseAttributesArgs {
+    pub operation: PointwiseMode,
+    pub relu_lower_clip: Option<f32>,
+    pub relu_upper_clip: Option<f32>,
+    pub relu_lower_clip_slope: Option<f32>,
+    pub axis_tensor_uid: Option<i64>,
+    pub in_0_tensor_uid: i64,
+    pub in_1_tensor_uid: Option<i64>,
+    pub in_2_tensor_uid: Option<i64>,
+    pub out_0_tensor_uid: i64,
+    pub swish_beta: Option<f32>,
+    pub elu_alpha: Option<f32>,
+    pub softplus_beta: Option<f32>,
 }
 impl<'a> Default for PointwiseAttributesArgs {
   #[inline]
   fn default() -> Self {
     PointwiseAttributesArgs {
+      operation: PointwiseMode::UNSET,
+      relu_lower_clip: None,
+      relu_upper_clip: None,
+      relu_lower_clip_slope: None,
+      axis_tensor_uid: None,
+      in_0_tensor_uid: 0,
+      in_1_tensor_uid: None,
+      in_2_tensor_uid: None,
+      out_0_tensor_uid: 0,
+      swish_beta: None,
+      elu_alpha: None,
+      softplus_beta: None,
     }
   }
 }
@@ -59,6 +204,54 @@ pub struct PointwiseAttributesBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 
   start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> PointwiseAttributesBuilder<'a, 'b, A> {
+  #[inline]
+  pub fn add_operation(&mut self, operation: PointwiseMode) {
+    self.fbb_.push_slot::<PointwiseMode>(PointwiseAttributes::VT_OPERATION, operation, PointwiseMode::UNSET);
+  }
+  #[inline]
+  pub fn add_relu_lower_clip(&mut self, relu_lower_clip: f32) {
+    self.fbb_.push_slot_always::<f32>(PointwiseAttributes::VT_RELU_LOWER_CLIP, relu_lower_clip);
+  }
+  #[inline]
+  pub fn add_relu_upper_clip(&mut self, relu_upper_clip: f32) {
+    self.fbb_.push_slot_always::<f32>(PointwiseAttributes::VT_RELU_UPPER_CLIP, relu_upper_clip);
+  }
+  #[inline]
+  pub fn add_relu_lower_clip_slope(&mut self, relu_lower_clip_slope: f32) {
+    self.fbb_.push_slot_always::<f32>(PointwiseAttributes::VT_RELU_LOWER_CLIP_SLOPE, relu_lower_clip_slope);
+  }
+  #[inline]
+  pub fn add_axis_tensor_uid(&mut self, axis_tensor_uid: i64) {
+    self.fbb_.push_slot_always::<i64>(PointwiseAttributes::VT_AXIS_TENSOR_UID, axis_tensor_uid);
+  }
+  #[inline]
+  pub fn add_in_0_tensor_uid(&mut self, in_0_tensor_uid: i64) {
+    self.fbb_.push_slot::<i64>(PointwiseAttributes::VT_IN_0_TENSOR_UID, in_0_tensor_uid, 0);
+  }
+  #[inline]
+  pub fn add_in_1_tensor_uid(&mut self, in_1_tensor_uid: i64) {
+    self.fbb_.push_slot_always::<i64>(PointwiseAttributes::VT_IN_1_TENSOR_UID, in_1_tensor_uid);
+  }
+  #[inline]
+  pub fn add_in_2_tensor_uid(&mut self, in_2_tensor_uid: i64) {
+    self.fbb_.push_slot_always::<i64>(PointwiseAttributes::VT_IN_2_TENSOR_UID, in_2_tensor_uid);
+  }
+  #[inline]
+  pub fn add_out_0_tensor_uid(&mut self, out_0_tensor_uid: i64) {
+    self.fbb_.push_slot::<i64>(PointwiseAttributes::VT_OUT_0_TENSOR_UID, out_0_tensor_uid, 0);
+  }
+  #[inline]
+  pub fn add_swish_beta(&mut self, swish_beta: f32) {
+    self.fbb_.push_slot_always::<f32>(PointwiseAttributes::VT_SWISH_BETA, swish_beta);
+  }
+  #[inline]
+  pub fn add_elu_alpha(&mut self, elu_alpha: f32) {
+    self.fbb_.push_slot_always::<f32>(PointwiseAttributes::VT_ELU_ALPHA, elu_alpha);
+  }
+  #[inline]
+  pub fn add_softplus_beta(&mut self, softplus_beta: f32) {
+    self.fbb_.push_slot_always::<f32>(PointwiseAttributes::VT_SOFTPLUS_BETA, softplus_beta);
+  }
   #[inline]
   pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> PointwiseAttributesBuilder<'a, 'b, A> {
     let start = _fbb.start_table();
@@ -77,6 +270,18 @@ impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> PointwiseAttributesBuilder<'a
 impl ::core::fmt::Debug for PointwiseAttributes<'_> {
   fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
     let mut ds = f.debug_struct("PointwiseAttributes");
+      ds.field("operation", &self.operation());
+      ds.field("relu_lower_clip", &self.relu_lower_clip());
+      ds.field("relu_upper_clip", &self.relu_upper_clip());
+      ds.field("relu_lower_clip_slope", &self.relu_lower_clip_slope());
+      ds.field("axis_tensor_uid", &self.axis_tensor_uid());
+      ds.field("in_0_tensor_uid", &self.in_0_tensor_uid());
+      ds.field("in_1_tensor_uid", &self.in_1_tensor_uid());
+      ds.field("in_2_tensor_uid", &self.in_2_tensor_uid());
+      ds.field("out_0_tensor_uid", &self.out_0_tensor_uid());
+      ds.field("swish_beta", &self.swish_beta());
+      ds.field("elu_alpha", &self.elu_alpha());
+      ds.field("softplus_beta", &self.softplus_beta());
       ds.finish()
   }
 }
