@@ -167,6 +167,12 @@ fn single_sdpa_node(graph: &Graph) -> Result<&SdpaAttributes, Decline> {
     match &node.attributes {
         NodeAttributes::Sdpa(sdpa) => Ok(sdpa),
         NodeAttributes::None => decline!("node {:?} has no attributes (union tag NONE)", node.name),
+        NodeAttributes::SdpaBackward(_) => {
+            decline!(
+                "node {:?} is SdpaBackwardAttributes (union tag 15), not SdpaAttributes",
+                node.name
+            )
+        }
         NodeAttributes::Unsupported { tag, name } => {
             decline!(
                 "node {:?} is {name} (union tag {tag}), not SdpaAttributes",

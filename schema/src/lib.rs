@@ -39,5 +39,5 @@ pub use error::{SchemaError, ValidationError};
 pub use model::{
     AttentionImplementation, DataType, DiagonalAlignment, DiagonalBand, EngineApiVersion,
     EngineConfig, EngineDetails, Graph, GraphId, KnobSetting, KnobValue, Node, NodeAttributes,
-    SdpaAttributes, TensorAttributes, TensorValue,
+    SdpaAttributes, SdpaBackwardAttributes, TensorAttributes, TensorValue,
 };

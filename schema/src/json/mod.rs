@@ -11,6 +11,7 @@
 
 mod object;
 mod read;
+mod sdpa_backward;
 mod write;
 
 use crate::error::SchemaError;

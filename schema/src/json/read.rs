@@ -169,6 +169,7 @@ fn read_node(index: usize, n: &Obj<'_>) -> Result<Node, SchemaError> {
     let attributes = match type_name {
         "" => NodeAttributes::None,
         "SdpaAttributes" => NodeAttributes::Sdpa(read_sdpa(n)?),
+        "SdpaBackwardAttributes" => NodeAttributes::SdpaBackward(super::sdpa_backward::read(n)?),
         other => {
             return Err(SchemaError::UnsupportedJsonNodeType {
                 node_index: index,

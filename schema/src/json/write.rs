@@ -119,6 +119,7 @@ fn node_value(n: &Node) -> Value {
     let type_name = match &n.attributes {
         NodeAttributes::None => String::new(),
         NodeAttributes::Sdpa(_) => "SdpaAttributes".to_string(),
+        NodeAttributes::SdpaBackward(_) => "SdpaBackwardAttributes".to_string(),
         NodeAttributes::Unsupported { name, .. } => name.clone(),
     };
     m.insert("type".into(), json!(type_name));
@@ -126,6 +127,9 @@ fn node_value(n: &Node) -> Value {
     m.insert("compute_data_type".into(), data_type(n.compute_data_type));
     if let NodeAttributes::Sdpa(s) = &n.attributes {
         sdpa_objects(s, &mut m);
+    }
+    if let NodeAttributes::SdpaBackward(s) = &n.attributes {
+        super::sdpa_backward::write(s, &mut m);
     }
     Value::Object(m)
 }

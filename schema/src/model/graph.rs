@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use super::{SdpaAttributes, TensorAttributes};
+use super::{SdpaAttributes, SdpaBackwardAttributes, TensorAttributes};
 
 /// The wire struct `EngineApiVersion {major, minor, patch: uint32}` stamped on a graph.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -82,8 +82,8 @@ impl fmt::Display for GraphId {
     }
 }
 
-/// What a node computes. Only SDPA is read; other upstream members are kept by tag so the
-/// plugin can decline them (schema.md §11: unknown ⇒ not applicable, never an error).
+/// What a node computes. SDPA forward and backward are read; other upstream members are kept by
+/// tag so the plugin can decline them (schema.md §11: unknown ⇒ not applicable, never an error).
 // Graphs hold a handful of nodes; an unboxed SDPA variant keeps construction and matching
 // plain for the plugin, at a few hundred bytes per node.
 #[allow(clippy::large_enum_variant)]
@@ -92,7 +92,8 @@ pub enum NodeAttributes {
     #[default]
     None,
     Sdpa(SdpaAttributes),
-    /// Any member other than `SdpaAttributes`, including tags newer than this schema.
+    SdpaBackward(SdpaBackwardAttributes),
+    /// Any member other than those above, including tags newer than this schema.
     /// `name` is the upstream member name, or `"<unknown tag N>"` beyond tag 23.
     Unsupported {
         tag: u8,
@@ -131,6 +132,9 @@ pub const NODE_ATTRIBUTE_NAMES: [&str; 24] = [
 /// Union tag of `SdpaAttributes`.
 pub const SDPA_ATTRIBUTES_TAG: u8 = 12;
 
+/// Union tag of `SdpaBackwardAttributes`.
+pub const SDPA_BACKWARD_ATTRIBUTES_TAG: u8 = 15;
+
 impl NodeAttributes {
     /// The member for a tag that is not SDPA or NONE, named as upstream names it.
     pub fn unsupported(tag: u8) -> NodeAttributes {
@@ -144,6 +148,7 @@ impl NodeAttributes {
         match self {
             NodeAttributes::None => 0,
             NodeAttributes::Sdpa(_) => SDPA_ATTRIBUTES_TAG,
+            NodeAttributes::SdpaBackward(_) => SDPA_BACKWARD_ATTRIBUTES_TAG,
             NodeAttributes::Unsupported { tag, .. } => *tag,
         }
     }
@@ -151,6 +156,13 @@ impl NodeAttributes {
     pub fn as_sdpa(&self) -> Option<&SdpaAttributes> {
         match self {
             NodeAttributes::Sdpa(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    pub fn as_sdpa_backward(&self) -> Option<&SdpaBackwardAttributes> {
+        match self {
+            NodeAttributes::SdpaBackward(s) => Some(s),
             _ => None,
         }
     }
@@ -169,6 +181,14 @@ impl Node {
             name: name.into(),
             compute_data_type: super::DataType::Float,
             attributes: NodeAttributes::Sdpa(attributes),
+        }
+    }
+
+    pub fn sdpa_backward(name: impl Into<String>, attributes: SdpaBackwardAttributes) -> Node {
+        Node {
+            name: name.into(),
+            compute_data_type: super::DataType::Float,
+            attributes: NodeAttributes::SdpaBackward(attributes),
         }
     }
 

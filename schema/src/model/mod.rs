@@ -4,16 +4,19 @@ mod data_type;
 mod engine;
 mod graph;
 mod sdpa;
+mod sdpa_backward;
 mod tensor;
 
 pub use data_type::DataType;
 pub use engine::{EngineConfig, EngineDetails, KnobSetting, KnobValue};
 pub use graph::{
     EngineApiVersion, Graph, GraphId, NODE_ATTRIBUTE_NAMES, Node, NodeAttributes,
-    SDPA_ATTRIBUTES_TAG,
+    SDPA_ATTRIBUTES_TAG, SDPA_BACKWARD_ATTRIBUTES_TAG,
 };
 pub use sdpa::{AttentionImplementation, DiagonalAlignment, DiagonalBand, SdpaAttributes};
 pub(crate) use sdpa::{OPTIONAL_INPUT_UIDS, OPTIONAL_OUTPUT_UIDS};
+pub(crate) use sdpa_backward::BACKWARD_OPTIONAL_INPUTS;
+pub use sdpa_backward::SdpaBackwardAttributes;
 pub use tensor::{
     DEFAULT_ALIGNMENT, DEFAULT_RAGGED_OFFSET_MULTIPLIER, TensorAttributes, TensorValue,
 };

@@ -5,6 +5,7 @@
 
 mod ragged_offset;
 mod sdpa;
+mod sdpa_backward;
 
 use std::collections::HashMap;
 
@@ -19,8 +20,14 @@ impl Graph {
             ragged_offset::check_tensor(self, tensor)?;
         }
         for (node_index, node) in self.nodes.iter().enumerate() {
-            if let NodeAttributes::Sdpa(attrs) = &node.attributes {
-                sdpa::check_node(self, node_index, &node.name, attrs)?;
+            match &node.attributes {
+                NodeAttributes::Sdpa(attrs) => {
+                    sdpa::check_node(self, node_index, &node.name, attrs)?;
+                }
+                NodeAttributes::SdpaBackward(attrs) => {
+                    sdpa_backward::check_node(self, node_index, &node.name, attrs)?;
+                }
+                _ => {}
             }
         }
         Ok(())

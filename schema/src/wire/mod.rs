@@ -8,6 +8,7 @@ mod container;
 mod engine;
 mod graph;
 mod sdpa;
+mod sdpa_backward;
 mod tensor;
 mod tensor_value;
 
