@@ -6,6 +6,9 @@
 //! Inputs hold NaN in every padding row, so reading one poisons the result; outputs start as the
 //! sentinel, so every position the backward must not write is checked bit for bit.
 
+// The oracle indexes by (b, h, i, j, d) on purpose: it reads like the formulas it transcribes.
+#![allow(clippy::needless_range_loop)]
+
 use std::sync::Arc;
 
 use half::{bf16, f16};
@@ -455,7 +458,7 @@ fn run_case<T: FloatElement>(c: &Case, rng: &mut ChaCha8Rng, tol: f64) {
 
 #[test]
 fn random_problems_match_the_f64_oracle_in_every_element_type() {
-    let mut rng = ChaCha8Rng::seed_from_u64(0x5DBA_C4);
+    let mut rng = ChaCha8Rng::seed_from_u64(0x005D_BAC4);
     for n in 0..60 {
         let c = Case::random(&mut rng);
         match n % 3 {
