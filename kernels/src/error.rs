@@ -7,6 +7,7 @@
 use std::fmt;
 
 use crate::dtype::DataType;
+use crate::sdpa_backward::BackwardFeature;
 
 /// The role a tensor plays in the SDPA forward operation; used to say which input is wrong.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -27,6 +28,14 @@ pub enum Role {
     SeqLenKv,
     /// A scalar tensor such as the attention scale.
     Scalar,
+    /// Backward: the gradient flowing into O.
+    DO,
+    /// Backward: the gradient of Q.
+    DQ,
+    /// Backward: the gradient of K.
+    DK,
+    /// Backward: the gradient of V.
+    DV,
 }
 
 impl fmt::Display for Role {
@@ -40,6 +49,10 @@ impl fmt::Display for Role {
             Role::SeqLenQ => "seq_len_q",
             Role::SeqLenKv => "seq_len_kv",
             Role::Scalar => "scalar",
+            Role::DO => "dO",
+            Role::DQ => "dQ",
+            Role::DK => "dK",
+            Role::DV => "dV",
         })
     }
 }
@@ -414,6 +427,24 @@ pub enum KernelError {
         role: Role,
         /// Element count.
         count: usize,
+    },
+
+    // ---- SDPA backward ----------------------------------------------------------------------
+    /// The graph asks for a backward feature the CPU reference does not implement.
+    #[error("SDPA backward: {feature} is not supported")]
+    BackwardUnsupported {
+        /// What was asked for.
+        feature: BackwardFeature,
+    },
+    /// A ragged backward operand's sequence axis is neither of the two upstream forms.
+    #[error(
+        "{role}: ragged sequence axis {seq_axis}, expected 1 ([B, S, H, D] dims) or 2 ([B, H, S, D] dims)"
+    )]
+    BackwardSeqAxis {
+        /// Tensor role.
+        role: Role,
+        /// Its sequence axis.
+        seq_axis: usize,
     },
 }
 

@@ -5,6 +5,10 @@
 //! `m·k + k·n ≥ 2¹⁵` (with at least two physical cores); the reference keeps its tiles below that
 //! ([`crate::sdpa`] tile sizing) so rayon's outer parallelism is never oversubscribed.
 
+/// `m·k + k·n` at which matrixmultiply starts its own threads; callers running under rayon keep
+/// their products below it.
+pub(crate) const THREADING_THRESHOLD: usize = 1 << 15;
+
 /// A read-only strided f32 matrix.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct MatRef<'a> {

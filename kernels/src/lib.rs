@@ -6,6 +6,8 @@
 //!   dense tensors, owning and shallow ragged tensors sharing one [`tensor::RaggedLayout`].
 //! * [`sdpa`]: the CPU reference SDPA forward over those tensors, the numeric specification the
 //!   GPU engines are checked against ([`sdpa_forward`]).
+//! * [`sdpa_backward`]: the CPU reference SDPA backward (dQ, dK, dV) over the same tensors
+//!   ([`sdpa_backward()`]).
 //! * [`runtime`]: the GPU runtime layers, CUDA (dynamic loading, NVRTC compile cache) and HIP.
 //! * [`cuda_fmha`]: the ragged FMHA engine on CUDA: its plan and launcher.
 //! * [`aiter`]: the AMD engine: ROCm and the AITER shim loaded at run time, the graph → AITER
@@ -24,6 +26,7 @@ mod gemm;
 pub mod problem;
 pub mod runtime;
 pub mod sdpa;
+pub mod sdpa_backward;
 pub mod tensor;
 
 pub use contract::Decline;
@@ -33,6 +36,9 @@ pub use problem::{
     IndexInput, IndexWidth, Offsets, Operand, RaggedSdpaProblem, ScalarType, ScalePlan,
 };
 pub use sdpa::{DiagonalAlignment, MaskBand, SdpaParams, sdpa_forward};
+pub use sdpa_backward::{
+    BackwardFeature, BackwardInputs, BackwardOutputs, SdpaBackwardParams, sdpa_backward,
+};
 pub use tensor::{
     BSHD_SEQ_AXIS, DenseTensor, RaggedTensor, ShallowRaggedTensor, ShallowRaggedTensorMut,
     ShallowTensor, ShallowTensorMut, Tensor, TensorExt, TensorMut, TensorMutExt, read_scalar_f32,

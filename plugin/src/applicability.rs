@@ -153,6 +153,11 @@ fn single_sdpa_node(graph: &Graph) -> Result<&SdpaAttributes, Decline> {
             "PointwiseAttributes (union tag 2)",
             "SdpaAttributes",
         ),
+        NodeAttributes::SdpaBackward(_) => refuse(
+            field(),
+            "SdpaBackwardAttributes (union tag 15)",
+            "SdpaAttributes (this plugin runs the forward only)",
+        ),
         NodeAttributes::Unsupported { tag, name } => refuse(
             field(),
             format!("{name} (union tag {tag})"),

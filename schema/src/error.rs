@@ -39,10 +39,10 @@ pub enum SchemaError {
     #[error("JSON graph: key {path}: unknown value {value:?}")]
     UnknownEnumString { path: String, value: String },
 
-    /// JSON nodes other than SDPA and pointwise cannot be rebuilt: the project declares those
-    /// member tables empty, so it has nowhere to put their fields.
+    /// JSON nodes other than SDPA forward, SDPA backward and pointwise cannot be rebuilt: the
+    /// project declares those member tables empty, so it has nowhere to put their fields.
     #[error(
-        "JSON graph: node {node_index} has type {type_name:?}, only \"SdpaAttributes\" and \"PointwiseAttributes\" can be read"
+        "JSON graph: node {node_index} has type {type_name:?}, only \"SdpaAttributes\", \"SdpaBackwardAttributes\" and \"PointwiseAttributes\" can be read"
     )]
     UnsupportedJsonNodeType {
         node_index: usize,
@@ -240,4 +240,55 @@ pub enum ValidationError {
         "SDPA attributes: deprecated fields causal_mask and causal_mask_bottom_right are both true; set at most one"
     )]
     AmbiguousCausalMask,
+
+    /// SDPA backward: a gradient must have the dims of the tensor it is the gradient of.
+    #[error(
+        "node #{node_index} ({node_name:?}): field {field} tensor uid {uid} must have the dims of {like_field}, {expected:?}, got {dims:?}"
+    )]
+    BackwardDims {
+        node_index: usize,
+        node_name: String,
+        field: &'static str,
+        uid: i64,
+        like_field: &'static str,
+        expected: Vec<i64>,
+        dims: Vec<i64>,
+    },
+
+    /// SDPA backward: O, dO and dQ address their tokens as Q does, dK and dV as K does.
+    #[error(
+        "node #{node_index} ({node_name:?}): field {field} tensor uid {uid} must share the token layout of {like_field} (uid {like_uid}): its {mismatch}"
+    )]
+    BackwardLayout {
+        node_index: usize,
+        node_name: String,
+        field: &'static str,
+        uid: i64,
+        like_field: &'static str,
+        like_uid: i64,
+        /// What differs, its value and the leader's: `ragged_offset_multiplier is 32, expected 1`.
+        mismatch: String,
+    },
+
+    #[error(
+        "node #{node_index} ({node_name:?}): field stats_tensor_uid tensor uid {uid} must have dims [B, H_q, S_q, 1] = {head_major:?} or [B, S_q, H_q, 1] = {token_major:?}, got {dims:?}"
+    )]
+    BackwardStatsShape {
+        node_index: usize,
+        node_name: String,
+        uid: i64,
+        head_major: Vec<i64>,
+        token_major: Vec<i64>,
+        dims: Vec<i64>,
+    },
+
+    #[error(
+        "node #{node_index} ({node_name:?}): field stats_tensor_uid tensor uid {uid} data_type must be float, got {data_type}"
+    )]
+    BackwardStatsDataType {
+        node_index: usize,
+        node_name: String,
+        uid: i64,
+        data_type: DataType,
+    },
 }

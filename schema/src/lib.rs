@@ -39,5 +39,6 @@ pub use error::{SchemaError, ValidationError};
 pub use model::{
     AttentionImplementation, DataType, DiagonalAlignment, DiagonalBand, EngineApiVersion,
     EngineConfig, EngineDetails, Graph, GraphId, KnobSetting, KnobValue, Node, NodeAttributes,
-    PointwiseAttributes, PointwiseMode, SdpaAttributes, TensorAttributes, TensorValue,
+    PointwiseAttributes, PointwiseMode, SdpaAttributes, SdpaBackwardAttributes, TensorAttributes,
+    TensorValue,
 };

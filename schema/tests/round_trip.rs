@@ -10,7 +10,7 @@ use ragged_schema::version::compute_minimum_plugin_api_version;
 use ragged_schema::{
     AttentionImplementation, DataType, DiagonalAlignment, EngineApiVersion, EngineConfig,
     EngineDetails, Graph, GraphId, KnobSetting, KnobValue, Node, NodeAttributes, SdpaAttributes,
-    TensorAttributes, TensorValue, wire,
+    SdpaBackwardAttributes, TensorAttributes, TensorValue, wire,
 };
 
 fn data_type() -> impl Strategy<Value = DataType> {
@@ -175,21 +175,74 @@ fn sdpa(with_umd: bool) -> impl Strategy<Value = SdpaAttributes> {
         )
 }
 
+/// Every field of the backward node drawn independently; JSON carries all of them.
+fn sdpa_backward() -> impl Strategy<Value = SdpaBackwardAttributes> {
+    (
+        prop::array::uniform9(any::<i64>()),
+        opt_uids(10),
+        prop::array::uniform4(any::<bool>()),
+        (prop::option::of(dyadic32()), prop::option::of(dyadic32())),
+        (
+            prop::option::of(any::<i64>()),
+            prop::option::of(any::<i64>()),
+        ),
+        any::<i8>(),
+    )
+        .prop_map(
+            |(required, uids, flags, (dropout, scale), (left, right), alignment)| {
+                SdpaBackwardAttributes {
+                    scale_tensor_uid: uids[0],
+                    attn_mask_tensor_uid: uids[1],
+                    seq_len_q_tensor_uid: uids[2],
+                    seq_len_kv_tensor_uid: uids[3],
+                    seed_tensor_uid: uids[4],
+                    offset_tensor_uid: uids[5],
+                    dropout_mask_tensor_uid: uids[6],
+                    dropout_scale_tensor_uid: uids[7],
+                    dropout_scale_inv_tensor_uid: uids[8],
+                    dbias_tensor_uid: uids[9],
+                    alibi_mask: flags[0],
+                    padding_mask: flags[1],
+                    causal_mask: flags[2],
+                    causal_mask_bottom_right: flags[3],
+                    dropout_probability: dropout,
+                    attn_scale_value: scale,
+                    left_bound: left,
+                    right_bound: right,
+                    diagonal_alignment: DiagonalAlignment::from_wire(alignment),
+                    ..SdpaBackwardAttributes::new(
+                        required[0],
+                        required[1],
+                        required[2],
+                        required[3],
+                        required[4],
+                        required[5],
+                        required[6],
+                        required[7],
+                        required[8],
+                    )
+                }
+            },
+        )
+}
+
 /// `binary_only`: also draw nodes JSON cannot carry (unread members, `umd_*` strings).
 fn node(binary_only: bool) -> impl Strategy<Value = Node> {
     let attributes = if binary_only {
         prop_oneof![
             Just(NodeAttributes::None),
             sdpa(true).prop_map(NodeAttributes::Sdpa),
+            sdpa_backward().prop_map(NodeAttributes::SdpaBackward),
             (1u8..=u8::MAX)
-                .prop_filter("tag 12 is SDPA", |t| *t != 12)
+                .prop_filter("tags 12 and 15 are read", |t| *t != 12 && *t != 15)
                 .prop_map(NodeAttributes::unsupported),
         ]
         .boxed()
     } else {
         prop_oneof![
             Just(NodeAttributes::None),
-            sdpa(false).prop_map(NodeAttributes::Sdpa)
+            sdpa(false).prop_map(NodeAttributes::Sdpa),
+            sdpa_backward().prop_map(NodeAttributes::SdpaBackward),
         ]
         .boxed()
     };

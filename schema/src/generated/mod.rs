@@ -6,12 +6,12 @@ pub mod hipdnn_flatbuffers_sdk {
     use super::*;
     mod data_type_generated;
     pub use self::data_type_generated::*;
-    mod tensor_value_type_generated;
-    pub use self::tensor_value_type_generated::*;
     mod diagonal_alignment_generated;
     pub use self::diagonal_alignment_generated::*;
     mod attention_implementation_generated;
     pub use self::attention_implementation_generated::*;
+    mod tensor_value_type_generated;
+    pub use self::tensor_value_type_generated::*;
     mod pointwise_mode_generated;
     pub use self::pointwise_mode_generated::*;
     mod node_attributes_generated;
@@ -20,6 +20,10 @@ pub mod hipdnn_flatbuffers_sdk {
     pub use self::knob_value_generated::*;
     mod knob_constraint_generated;
     pub use self::knob_constraint_generated::*;
+    mod sdpa_attributes_generated;
+    pub use self::sdpa_attributes_generated::*;
+    mod sdpa_backward_attributes_generated;
+    pub use self::sdpa_backward_attributes_generated::*;
     mod float_32_value_generated;
     pub use self::float_32_value_generated::*;
     mod float_16_value_generated;
@@ -38,8 +42,6 @@ pub mod hipdnn_flatbuffers_sdk {
     pub use self::bool_value_generated::*;
     mod tensor_attributes_generated;
     pub use self::tensor_attributes_generated::*;
-    mod sdpa_attributes_generated;
-    pub use self::sdpa_attributes_generated::*;
     mod pointwise_attributes_generated;
     pub use self::pointwise_attributes_generated::*;
     mod batchnorm_inference_attributes_generated;
@@ -66,8 +68,6 @@ pub mod hipdnn_flatbuffers_sdk {
     pub use self::block_scale_dequantize_attributes_generated::*;
     mod block_scale_quantize_attributes_generated;
     pub use self::block_scale_quantize_attributes_generated::*;
-    mod sdpa_backward_attributes_generated;
-    pub use self::sdpa_backward_attributes_generated::*;
     mod custom_op_attributes_generated;
     pub use self::custom_op_attributes_generated::*;
     mod rmsnorm_backward_attributes_generated;

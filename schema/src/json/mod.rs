@@ -18,6 +18,7 @@
 mod object;
 mod pointwise;
 mod read;
+mod sdpa_backward;
 mod write;
 
 use crate::error::SchemaError;

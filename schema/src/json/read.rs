@@ -187,6 +187,7 @@ fn read_node(index: usize, n: &Obj<'_>) -> Result<Node, SchemaError> {
         "" => NodeAttributes::None,
         "SdpaAttributes" => NodeAttributes::Sdpa(read_sdpa(n)?),
         "PointwiseAttributes" => NodeAttributes::Pointwise(super::pointwise::read(n)?),
+        "SdpaBackwardAttributes" => NodeAttributes::SdpaBackward(super::sdpa_backward::read(n)?),
         other => {
             return Err(SchemaError::UnsupportedJsonNodeType {
                 node_index: index,

@@ -120,6 +120,7 @@ fn node_value(n: &Node) -> Value {
         NodeAttributes::None => String::new(),
         NodeAttributes::Sdpa(_) => "SdpaAttributes".to_string(),
         NodeAttributes::Pointwise(_) => "PointwiseAttributes".to_string(),
+        NodeAttributes::SdpaBackward(_) => "SdpaBackwardAttributes".to_string(),
         NodeAttributes::Unsupported { name, .. } => name.clone(),
     };
     m.insert("type".into(), json!(type_name));
@@ -130,6 +131,9 @@ fn node_value(n: &Node) -> Value {
     }
     if let NodeAttributes::Pointwise(p) = &n.attributes {
         super::pointwise::write(p, &mut m);
+    }
+    if let NodeAttributes::SdpaBackward(s) = &n.attributes {
+        super::sdpa_backward::write(s, &mut m);
     }
     Value::Object(m)
 }

@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use super::{PointwiseAttributes, SdpaAttributes, TensorAttributes};
+use super::{PointwiseAttributes, SdpaAttributes, SdpaBackwardAttributes, TensorAttributes};
 
 /// The wire struct `EngineApiVersion {major, minor, patch: uint32}` stamped on a graph.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -82,8 +82,9 @@ impl fmt::Display for GraphId {
     }
 }
 
-/// What a node computes. SDPA and pointwise are read; other upstream members are kept by tag so
-/// the plugin can decline them (schema.md §11: unknown ⇒ not applicable, never an error).
+/// What a node computes. SDPA forward and backward and pointwise nodes are read; other upstream
+/// members are kept by tag so the plugin can decline them (schema.md §11: unknown ⇒ not
+/// applicable, never an error).
 // Graphs hold a handful of nodes; an unboxed SDPA variant keeps construction and matching
 // plain for the plugin, at a few hundred bytes per node.
 #[allow(clippy::large_enum_variant)]
@@ -93,6 +94,7 @@ pub enum NodeAttributes {
     None,
     Sdpa(SdpaAttributes),
     Pointwise(PointwiseAttributes),
+    SdpaBackward(SdpaBackwardAttributes),
     /// Any member other than those above, including tags newer than this schema.
     /// `name` is the upstream member name, or `"<unknown tag N>"` beyond tag 23.
     Unsupported {
@@ -135,6 +137,9 @@ pub const SDPA_ATTRIBUTES_TAG: u8 = 12;
 /// Union tag of `PointwiseAttributes`.
 pub const POINTWISE_ATTRIBUTES_TAG: u8 = 2;
 
+/// Union tag of `SdpaBackwardAttributes`.
+pub const SDPA_BACKWARD_ATTRIBUTES_TAG: u8 = 15;
+
 impl NodeAttributes {
     /// The member for a tag that is not SDPA or NONE, named as upstream names it.
     pub fn unsupported(tag: u8) -> NodeAttributes {
@@ -149,6 +154,7 @@ impl NodeAttributes {
             NodeAttributes::None => 0,
             NodeAttributes::Sdpa(_) => SDPA_ATTRIBUTES_TAG,
             NodeAttributes::Pointwise(_) => POINTWISE_ATTRIBUTES_TAG,
+            NodeAttributes::SdpaBackward(_) => SDPA_BACKWARD_ATTRIBUTES_TAG,
             NodeAttributes::Unsupported { tag, .. } => *tag,
         }
     }
@@ -173,6 +179,7 @@ impl NodeAttributes {
         match self {
             NodeAttributes::Sdpa(s) => Some(s.inputs()),
             NodeAttributes::Pointwise(p) => Some(p.inputs()),
+            NodeAttributes::SdpaBackward(s) => Some(s.inputs()),
             NodeAttributes::None | NodeAttributes::Unsupported { .. } => None,
         }
     }
@@ -182,7 +189,15 @@ impl NodeAttributes {
         match self {
             NodeAttributes::Sdpa(s) => Some(s.outputs()),
             NodeAttributes::Pointwise(p) => Some(vec![("out_0_tensor_uid", p.out_0_tensor_uid)]),
+            NodeAttributes::SdpaBackward(s) => Some(s.outputs()),
             NodeAttributes::None | NodeAttributes::Unsupported { .. } => None,
+        }
+    }
+
+    pub fn as_sdpa_backward(&self) -> Option<&SdpaBackwardAttributes> {
+        match self {
+            NodeAttributes::SdpaBackward(s) => Some(s),
+            _ => None,
         }
     }
 }
@@ -208,6 +223,14 @@ impl Node {
             name: name.into(),
             compute_data_type: super::DataType::Float,
             attributes: NodeAttributes::Pointwise(attributes),
+        }
+    }
+
+    pub fn sdpa_backward(name: impl Into<String>, attributes: SdpaBackwardAttributes) -> Node {
+        Node {
+            name: name.into(),
+            compute_data_type: super::DataType::Float,
+            attributes: NodeAttributes::SdpaBackward(attributes),
         }
     }
 

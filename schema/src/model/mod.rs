@@ -5,17 +5,20 @@ mod engine;
 mod graph;
 mod pointwise;
 mod sdpa;
+mod sdpa_backward;
 mod tensor;
 
 pub use data_type::DataType;
 pub use engine::{EngineConfig, EngineDetails, KnobSetting, KnobValue};
 pub use graph::{
     EngineApiVersion, Graph, GraphId, NODE_ATTRIBUTE_NAMES, Node, NodeAttributes,
-    POINTWISE_ATTRIBUTES_TAG, SDPA_ATTRIBUTES_TAG,
+    POINTWISE_ATTRIBUTES_TAG, SDPA_ATTRIBUTES_TAG, SDPA_BACKWARD_ATTRIBUTES_TAG,
 };
 pub use pointwise::{PointwiseAttributes, PointwiseMode};
 pub use sdpa::{AttentionImplementation, DiagonalAlignment, DiagonalBand, SdpaAttributes};
 pub(crate) use sdpa::{OPTIONAL_INPUT_UIDS, OPTIONAL_OUTPUT_UIDS};
+pub(crate) use sdpa_backward::BACKWARD_OPTIONAL_INPUTS;
+pub use sdpa_backward::SdpaBackwardAttributes;
 pub use tensor::{
     DEFAULT_ALIGNMENT, DEFAULT_RAGGED_OFFSET_MULTIPLIER, TensorAttributes, TensorValue,
 };

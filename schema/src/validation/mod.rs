@@ -6,6 +6,7 @@
 
 mod ragged_offset;
 mod sdpa;
+mod sdpa_backward;
 mod topology;
 
 use std::collections::HashMap;
@@ -22,8 +23,14 @@ impl Graph {
             ragged_offset::check_tensor(self, tensor)?;
         }
         for (node_index, node) in self.nodes.iter().enumerate() {
-            if let NodeAttributes::Sdpa(attrs) = &node.attributes {
-                sdpa::check_node(self, node_index, &node.name, attrs)?;
+            match &node.attributes {
+                NodeAttributes::Sdpa(attrs) => {
+                    sdpa::check_node(self, node_index, &node.name, attrs)?;
+                }
+                NodeAttributes::SdpaBackward(attrs) => {
+                    sdpa_backward::check_node(self, node_index, &node.name, attrs)?;
+                }
+                _ => {}
             }
         }
         topology::check(self)?;

@@ -8,14 +8,19 @@ use crate::model::{Graph, SdpaAttributes, TensorAttributes};
 const RAGGED_LAYOUT: &str = "ragged tensors are [B, S, H, D]";
 const DENSE_LAYOUT: &str = "dense tensors are [B, H, S, D]";
 
-struct NodeCtx<'a> {
-    graph: &'a Graph,
-    node_index: usize,
-    node_name: &'a str,
+/// The node being checked, for error messages; shared with the backward node's rules.
+pub(super) struct NodeCtx<'a> {
+    pub(super) graph: &'a Graph,
+    pub(super) node_index: usize,
+    pub(super) node_name: &'a str,
 }
 
 impl NodeCtx<'_> {
-    fn tensor(&self, field: &'static str, uid: i64) -> Result<&TensorAttributes, ValidationError> {
+    pub(super) fn tensor(
+        &self,
+        field: &'static str,
+        uid: i64,
+    ) -> Result<&TensorAttributes, ValidationError> {
         self.graph
             .tensor(uid)
             .ok_or_else(|| ValidationError::NodeTensorMissing {
@@ -27,12 +32,17 @@ impl NodeCtx<'_> {
     }
 
     /// Rank-4 check; returns the head count, whose axis depends on raggedness.
-    fn heads(&self, field: &'static str, t: &TensorAttributes) -> Result<i64, ValidationError> {
-        let (layout, head_axis) = if t.is_ragged() {
-            (RAGGED_LAYOUT, 2)
+    pub(super) fn heads(
+        &self,
+        field: &'static str,
+        t: &TensorAttributes,
+    ) -> Result<i64, ValidationError> {
+        let layout = if t.is_ragged() {
+            RAGGED_LAYOUT
         } else {
-            (DENSE_LAYOUT, 1)
+            DENSE_LAYOUT
         };
+        let (head_axis, _) = axes(t);
         if t.dims.len() != 4 {
             return Err(ValidationError::SdpaRank {
                 node_index: self.node_index,
@@ -45,6 +55,12 @@ impl NodeCtx<'_> {
         }
         Ok(t.dims[head_axis])
     }
+}
+
+/// `(head axis, sequence axis)` of a rank-4 SDPA tensor, by the layout its raggedness implies;
+/// the one place validation decides which axis is which.
+pub(super) fn axes(t: &TensorAttributes) -> (usize, usize) {
+    if t.is_ragged() { (2, 1) } else { (1, 2) }
 }
 
 pub(super) fn check_node(
@@ -74,19 +90,7 @@ pub(super) fn check_node(
         ("k_tensor_uid", attrs.k_tensor_uid),
         ("v_tensor_uid", attrs.v_tensor_uid),
     ] {
-        let kv = ctx.tensor(field, uid)?;
-        let h_kv = ctx.heads(field, kv)?;
-        if h_kv <= 0 || h_q <= 0 || h_q % h_kv != 0 {
-            return Err(ValidationError::SdpaHeadsNotMultiple {
-                node_index,
-                node_name: node_name.to_string(),
-                field,
-                q_uid: q.uid,
-                h_q,
-                kv_uid: uid,
-                h_kv,
-            });
-        }
+        check_kv_heads(&ctx, q, h_q, field, uid)?;
     }
     let o = ctx.tensor("o_tensor_uid", attrs.o_tensor_uid)?;
     ctx.heads("o_tensor_uid", o)?;
@@ -96,28 +100,64 @@ pub(super) fn check_node(
         ("seq_len_q_tensor_uid", attrs.seq_len_q_tensor_uid),
         ("seq_len_kv_tensor_uid", attrs.seq_len_kv_tensor_uid),
     ] {
-        let Some(uid) = uid else { continue };
-        let t = ctx.tensor(field, uid)?;
-        let expected = vec![batch, 1, 1, 1];
-        if t.dims != expected {
-            return Err(ValidationError::SeqLenShape {
-                node_index,
-                node_name: node_name.to_string(),
-                field,
-                uid,
-                expected,
-                dims: t.dims.clone(),
-            });
+        if let Some(uid) = uid {
+            check_seq_len(&ctx, field, uid, batch)?;
         }
-        if !t.data_type.is_index_type() {
-            return Err(ValidationError::SeqLenDataType {
-                node_index,
-                node_name: node_name.to_string(),
-                field,
-                uid,
-                data_type: t.data_type,
-            });
-        }
+    }
+    Ok(())
+}
+
+/// GQA/MQA: the K or V tensor `uid` must have a positive head count dividing H_q.
+pub(super) fn check_kv_heads(
+    ctx: &NodeCtx<'_>,
+    q: &TensorAttributes,
+    h_q: i64,
+    field: &'static str,
+    uid: i64,
+) -> Result<(), ValidationError> {
+    let kv = ctx.tensor(field, uid)?;
+    let h_kv = ctx.heads(field, kv)?;
+    if h_kv <= 0 || h_q <= 0 || h_q % h_kv != 0 {
+        return Err(ValidationError::SdpaHeadsNotMultiple {
+            node_index: ctx.node_index,
+            node_name: ctx.node_name.to_string(),
+            field,
+            q_uid: q.uid,
+            h_q,
+            kv_uid: uid,
+            h_kv,
+        });
+    }
+    Ok(())
+}
+
+/// A per-batch length tensor: `[B, 1, 1, 1]`, int32 or int64.
+pub(super) fn check_seq_len(
+    ctx: &NodeCtx<'_>,
+    field: &'static str,
+    uid: i64,
+    batch: i64,
+) -> Result<(), ValidationError> {
+    let t = ctx.tensor(field, uid)?;
+    let expected = vec![batch, 1, 1, 1];
+    if t.dims != expected {
+        return Err(ValidationError::SeqLenShape {
+            node_index: ctx.node_index,
+            node_name: ctx.node_name.to_string(),
+            field,
+            uid,
+            expected,
+            dims: t.dims.clone(),
+        });
+    }
+    if !t.data_type.is_index_type() {
+        return Err(ValidationError::SeqLenDataType {
+            node_index: ctx.node_index,
+            node_name: ctx.node_name.to_string(),
+            field,
+            uid,
+            data_type: t.data_type,
+        });
     }
     Ok(())
 }

@@ -2,11 +2,11 @@
 
 use flatbuffers::{FlatBufferBuilder, UnionWIPOffset, WIPOffset};
 
-use super::{fb, pointwise, sdpa, tensor, verification};
+use super::{fb, pointwise, sdpa, sdpa_backward, tensor, verification};
 use crate::error::SchemaError;
 use crate::model::{
     DataType, EngineApiVersion, Graph, GraphId, Node, NodeAttributes, POINTWISE_ATTRIBUTES_TAG,
-    SDPA_ATTRIBUTES_TAG,
+    SDPA_ATTRIBUTES_TAG, SDPA_BACKWARD_ATTRIBUTES_TAG,
 };
 use crate::version::compute_minimum_plugin_api_version;
 
@@ -60,6 +60,10 @@ fn decode_node(n: &fb::Node<'_>) -> Node {
         },
         POINTWISE_ATTRIBUTES_TAG => match n.attributes_as_pointwise_attributes() {
             Some(p) => NodeAttributes::Pointwise(pointwise::decode(&p)),
+            None => NodeAttributes::unsupported(tag),
+        },
+        SDPA_BACKWARD_ATTRIBUTES_TAG => match n.attributes_as_sdpa_backward_attributes() {
+            Some(s) => NodeAttributes::SdpaBackward(sdpa_backward::decode(&s)),
             None => NodeAttributes::unsupported(tag),
         },
         _ => NodeAttributes::unsupported(tag),
@@ -134,6 +138,7 @@ fn encode_node<'a>(fbb: &mut FlatBufferBuilder<'a>, node: &Node) -> WIPOffset<fb
         NodeAttributes::None => None,
         NodeAttributes::Sdpa(s) => Some(sdpa::encode(fbb, s).as_union_value()),
         NodeAttributes::Pointwise(p) => Some(pointwise::encode(fbb, p).as_union_value()),
+        NodeAttributes::SdpaBackward(s) => Some(sdpa_backward::encode(fbb, s).as_union_value()),
         // The project cannot rebuild these members' fields; an empty table keeps the tag.
         NodeAttributes::Unsupported { .. } => {
             let start = fbb.start_table();

@@ -9,6 +9,7 @@ mod engine;
 mod graph;
 mod pointwise;
 mod sdpa;
+mod sdpa_backward;
 mod tensor;
 mod tensor_value;
 

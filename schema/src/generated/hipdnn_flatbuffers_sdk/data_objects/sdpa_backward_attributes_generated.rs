@@ -18,6 +18,34 @@ impl<'a> ::flatbuffers::Follow<'a> for SdpaBackwardAttributes<'a> {
 }
 
 impl<'a> SdpaBackwardAttributes<'a> {
+  pub const VT_Q_TENSOR_UID: ::flatbuffers::VOffsetT = 4;
+  pub const VT_K_TENSOR_UID: ::flatbuffers::VOffsetT = 6;
+  pub const VT_V_TENSOR_UID: ::flatbuffers::VOffsetT = 8;
+  pub const VT_O_TENSOR_UID: ::flatbuffers::VOffsetT = 10;
+  pub const VT_DO_TENSOR_UID: ::flatbuffers::VOffsetT = 12;
+  pub const VT_STATS_TENSOR_UID: ::flatbuffers::VOffsetT = 14;
+  pub const VT_DQ_TENSOR_UID: ::flatbuffers::VOffsetT = 16;
+  pub const VT_DK_TENSOR_UID: ::flatbuffers::VOffsetT = 18;
+  pub const VT_DV_TENSOR_UID: ::flatbuffers::VOffsetT = 20;
+  pub const VT_SCALE_TENSOR_UID: ::flatbuffers::VOffsetT = 22;
+  pub const VT_ATTN_MASK_TENSOR_UID: ::flatbuffers::VOffsetT = 24;
+  pub const VT_SEQ_LEN_Q_TENSOR_UID: ::flatbuffers::VOffsetT = 26;
+  pub const VT_SEQ_LEN_KV_TENSOR_UID: ::flatbuffers::VOffsetT = 28;
+  pub const VT_SEED_TENSOR_UID: ::flatbuffers::VOffsetT = 30;
+  pub const VT_OFFSET_TENSOR_UID: ::flatbuffers::VOffsetT = 32;
+  pub const VT_DROPOUT_MASK_TENSOR_UID: ::flatbuffers::VOffsetT = 34;
+  pub const VT_DROPOUT_SCALE_TENSOR_UID: ::flatbuffers::VOffsetT = 36;
+  pub const VT_DROPOUT_SCALE_INV_TENSOR_UID: ::flatbuffers::VOffsetT = 38;
+  pub const VT_DBIAS_TENSOR_UID: ::flatbuffers::VOffsetT = 40;
+  pub const VT_ALIBI_MASK: ::flatbuffers::VOffsetT = 42;
+  pub const VT_PADDING_MASK: ::flatbuffers::VOffsetT = 44;
+  pub const VT_CAUSAL_MASK: ::flatbuffers::VOffsetT = 46;
+  pub const VT_CAUSAL_MASK_BOTTOM_RIGHT: ::flatbuffers::VOffsetT = 48;
+  pub const VT_DROPOUT_PROBABILITY: ::flatbuffers::VOffsetT = 50;
+  pub const VT_ATTN_SCALE_VALUE: ::flatbuffers::VOffsetT = 52;
+  pub const VT_LEFT_BOUND: ::flatbuffers::VOffsetT = 54;
+  pub const VT_RIGHT_BOUND: ::flatbuffers::VOffsetT = 56;
+  pub const VT_DIAGONAL_ALIGNMENT: ::flatbuffers::VOffsetT = 58;
 
   #[inline]
   pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
@@ -26,12 +54,237 @@ impl<'a> SdpaBackwardAttributes<'a> {
   #[allow(unused_mut)]
   pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
     _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-    _args: &'args SdpaBackwardAttributesArgs
+    args: &'args SdpaBackwardAttributesArgs
   ) -> ::flatbuffers::WIPOffset<SdpaBackwardAttributes<'bldr>> {
     let mut builder = SdpaBackwardAttributesBuilder::new(_fbb);
+    if let Some(x) = args.right_bound { builder.add_right_bound(x); }
+    if let Some(x) = args.left_bound { builder.add_left_bound(x); }
+    if let Some(x) = args.dbias_tensor_uid { builder.add_dbias_tensor_uid(x); }
+    if let Some(x) = args.dropout_scale_inv_tensor_uid { builder.add_dropout_scale_inv_tensor_uid(x); }
+    if let Some(x) = args.dropout_scale_tensor_uid { builder.add_dropout_scale_tensor_uid(x); }
+    if let Some(x) = args.dropout_mask_tensor_uid { builder.add_dropout_mask_tensor_uid(x); }
+    if let Some(x) = args.offset_tensor_uid { builder.add_offset_tensor_uid(x); }
+    if let Some(x) = args.seed_tensor_uid { builder.add_seed_tensor_uid(x); }
+    if let Some(x) = args.seq_len_kv_tensor_uid { builder.add_seq_len_kv_tensor_uid(x); }
+    if let Some(x) = args.seq_len_q_tensor_uid { builder.add_seq_len_q_tensor_uid(x); }
+    if let Some(x) = args.attn_mask_tensor_uid { builder.add_attn_mask_tensor_uid(x); }
+    if let Some(x) = args.scale_tensor_uid { builder.add_scale_tensor_uid(x); }
+    builder.add_dv_tensor_uid(args.dv_tensor_uid);
+    builder.add_dk_tensor_uid(args.dk_tensor_uid);
+    builder.add_dq_tensor_uid(args.dq_tensor_uid);
+    builder.add_stats_tensor_uid(args.stats_tensor_uid);
+    builder.add_do_tensor_uid(args.do_tensor_uid);
+    builder.add_o_tensor_uid(args.o_tensor_uid);
+    builder.add_v_tensor_uid(args.v_tensor_uid);
+    builder.add_k_tensor_uid(args.k_tensor_uid);
+    builder.add_q_tensor_uid(args.q_tensor_uid);
+    if let Some(x) = args.attn_scale_value { builder.add_attn_scale_value(x); }
+    if let Some(x) = args.dropout_probability { builder.add_dropout_probability(x); }
+    builder.add_diagonal_alignment(args.diagonal_alignment);
+    builder.add_causal_mask_bottom_right(args.causal_mask_bottom_right);
+    builder.add_causal_mask(args.causal_mask);
+    builder.add_padding_mask(args.padding_mask);
+    builder.add_alibi_mask(args.alibi_mask);
     builder.finish()
   }
 
+
+  #[inline]
+  pub fn q_tensor_uid(&self) -> i64 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i64>(SdpaBackwardAttributes::VT_Q_TENSOR_UID, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn k_tensor_uid(&self) -> i64 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i64>(SdpaBackwardAttributes::VT_K_TENSOR_UID, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn v_tensor_uid(&self) -> i64 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i64>(SdpaBackwardAttributes::VT_V_TENSOR_UID, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn o_tensor_uid(&self) -> i64 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i64>(SdpaBackwardAttributes::VT_O_TENSOR_UID, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn do_tensor_uid(&self) -> i64 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i64>(SdpaBackwardAttributes::VT_DO_TENSOR_UID, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn stats_tensor_uid(&self) -> i64 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i64>(SdpaBackwardAttributes::VT_STATS_TENSOR_UID, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn dq_tensor_uid(&self) -> i64 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i64>(SdpaBackwardAttributes::VT_DQ_TENSOR_UID, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn dk_tensor_uid(&self) -> i64 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i64>(SdpaBackwardAttributes::VT_DK_TENSOR_UID, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn dv_tensor_uid(&self) -> i64 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i64>(SdpaBackwardAttributes::VT_DV_TENSOR_UID, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn scale_tensor_uid(&self) -> Option<i64> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i64>(SdpaBackwardAttributes::VT_SCALE_TENSOR_UID, None)}
+  }
+  #[inline]
+  pub fn attn_mask_tensor_uid(&self) -> Option<i64> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i64>(SdpaBackwardAttributes::VT_ATTN_MASK_TENSOR_UID, None)}
+  }
+  #[inline]
+  pub fn seq_len_q_tensor_uid(&self) -> Option<i64> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i64>(SdpaBackwardAttributes::VT_SEQ_LEN_Q_TENSOR_UID, None)}
+  }
+  #[inline]
+  pub fn seq_len_kv_tensor_uid(&self) -> Option<i64> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i64>(SdpaBackwardAttributes::VT_SEQ_LEN_KV_TENSOR_UID, None)}
+  }
+  #[inline]
+  pub fn seed_tensor_uid(&self) -> Option<i64> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i64>(SdpaBackwardAttributes::VT_SEED_TENSOR_UID, None)}
+  }
+  #[inline]
+  pub fn offset_tensor_uid(&self) -> Option<i64> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i64>(SdpaBackwardAttributes::VT_OFFSET_TENSOR_UID, None)}
+  }
+  #[inline]
+  pub fn dropout_mask_tensor_uid(&self) -> Option<i64> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i64>(SdpaBackwardAttributes::VT_DROPOUT_MASK_TENSOR_UID, None)}
+  }
+  #[inline]
+  pub fn dropout_scale_tensor_uid(&self) -> Option<i64> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i64>(SdpaBackwardAttributes::VT_DROPOUT_SCALE_TENSOR_UID, None)}
+  }
+  #[inline]
+  pub fn dropout_scale_inv_tensor_uid(&self) -> Option<i64> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i64>(SdpaBackwardAttributes::VT_DROPOUT_SCALE_INV_TENSOR_UID, None)}
+  }
+  #[inline]
+  pub fn dbias_tensor_uid(&self) -> Option<i64> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i64>(SdpaBackwardAttributes::VT_DBIAS_TENSOR_UID, None)}
+  }
+  #[inline]
+  pub fn alibi_mask(&self) -> bool {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<bool>(SdpaBackwardAttributes::VT_ALIBI_MASK, Some(false)).unwrap()}
+  }
+  #[inline]
+  pub fn padding_mask(&self) -> bool {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<bool>(SdpaBackwardAttributes::VT_PADDING_MASK, Some(false)).unwrap()}
+  }
+  #[inline]
+  pub fn causal_mask(&self) -> bool {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<bool>(SdpaBackwardAttributes::VT_CAUSAL_MASK, Some(false)).unwrap()}
+  }
+  #[inline]
+  pub fn causal_mask_bottom_right(&self) -> bool {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<bool>(SdpaBackwardAttributes::VT_CAUSAL_MASK_BOTTOM_RIGHT, Some(false)).unwrap()}
+  }
+  #[inline]
+  pub fn dropout_probability(&self) -> Option<f32> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<f32>(SdpaBackwardAttributes::VT_DROPOUT_PROBABILITY, None)}
+  }
+  #[inline]
+  pub fn attn_scale_value(&self) -> Option<f32> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<f32>(SdpaBackwardAttributes::VT_ATTN_SCALE_VALUE, None)}
+  }
+  #[inline]
+  pub fn left_bound(&self) -> Option<i64> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i64>(SdpaBackwardAttributes::VT_LEFT_BOUND, None)}
+  }
+  #[inline]
+  pub fn right_bound(&self) -> Option<i64> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i64>(SdpaBackwardAttributes::VT_RIGHT_BOUND, None)}
+  }
+  #[inline]
+  pub fn diagonal_alignment(&self) -> DiagonalAlignment {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<DiagonalAlignment>(SdpaBackwardAttributes::VT_DIAGONAL_ALIGNMENT, Some(DiagonalAlignment::TOP_LEFT)).unwrap()}
+  }
 }
 
 impl ::flatbuffers::Verifiable for SdpaBackwardAttributes<'_> {
@@ -40,16 +293,100 @@ impl ::flatbuffers::Verifiable for SdpaBackwardAttributes<'_> {
     v: &mut ::flatbuffers::Verifier, pos: usize
   ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
     v.visit_table(pos)?
+     .visit_field::<i64>("q_tensor_uid", Self::VT_Q_TENSOR_UID, false)?
+     .visit_field::<i64>("k_tensor_uid", Self::VT_K_TENSOR_UID, false)?
+     .visit_field::<i64>("v_tensor_uid", Self::VT_V_TENSOR_UID, false)?
+     .visit_field::<i64>("o_tensor_uid", Self::VT_O_TENSOR_UID, false)?
+     .visit_field::<i64>("do_tensor_uid", Self::VT_DO_TENSOR_UID, false)?
+     .visit_field::<i64>("stats_tensor_uid", Self::VT_STATS_TENSOR_UID, false)?
+     .visit_field::<i64>("dq_tensor_uid", Self::VT_DQ_TENSOR_UID, false)?
+     .visit_field::<i64>("dk_tensor_uid", Self::VT_DK_TENSOR_UID, false)?
+     .visit_field::<i64>("dv_tensor_uid", Self::VT_DV_TENSOR_UID, false)?
+     .visit_field::<i64>("scale_tensor_uid", Self::VT_SCALE_TENSOR_UID, false)?
+     .visit_field::<i64>("attn_mask_tensor_uid", Self::VT_ATTN_MASK_TENSOR_UID, false)?
+     .visit_field::<i64>("seq_len_q_tensor_uid", Self::VT_SEQ_LEN_Q_TENSOR_UID, false)?
+     .visit_field::<i64>("seq_len_kv_tensor_uid", Self::VT_SEQ_LEN_KV_TENSOR_UID, false)?
+     .visit_field::<i64>("seed_tensor_uid", Self::VT_SEED_TENSOR_UID, false)?
+     .visit_field::<i64>("offset_tensor_uid", Self::VT_OFFSET_TENSOR_UID, false)?
+     .visit_field::<i64>("dropout_mask_tensor_uid", Self::VT_DROPOUT_MASK_TENSOR_UID, false)?
+     .visit_field::<i64>("dropout_scale_tensor_uid", Self::VT_DROPOUT_SCALE_TENSOR_UID, false)?
+     .visit_field::<i64>("dropout_scale_inv_tensor_uid", Self::VT_DROPOUT_SCALE_INV_TENSOR_UID, false)?
+     .visit_field::<i64>("dbias_tensor_uid", Self::VT_DBIAS_TENSOR_UID, false)?
+     .visit_field::<bool>("alibi_mask", Self::VT_ALIBI_MASK, false)?
+     .visit_field::<bool>("padding_mask", Self::VT_PADDING_MASK, false)?
+     .visit_field::<bool>("causal_mask", Self::VT_CAUSAL_MASK, false)?
+     .visit_field::<bool>("causal_mask_bottom_right", Self::VT_CAUSAL_MASK_BOTTOM_RIGHT, false)?
+     .visit_field::<f32>("dropout_probability", Self::VT_DROPOUT_PROBABILITY, false)?
+     .visit_field::<f32>("attn_scale_value", Self::VT_ATTN_SCALE_VALUE, false)?
+     .visit_field::<i64>("left_bound", Self::VT_LEFT_BOUND, false)?
+     .visit_field::<i64>("right_bound", Self::VT_RIGHT_BOUND, false)?
+     .visit_field::<DiagonalAlignment>("diagonal_alignment", Self::VT_DIAGONAL_ALIGNMENT, false)?
      .finish();
     Ok(())
   }
 }
 pub struct SdpaBackwardAttributesArgs {
+    pub q_tensor_uid: i64,
+    pub k_tensor_uid: i64,
+    pub v_tensor_uid: i64,
+    pub o_tensor_uid: i64,
+    pub do_tensor_uid: i64,
+    pub stats_tensor_uid: i64,
+    pub dq_tensor_uid: i64,
+    pub dk_tensor_uid: i64,
+    pub dv_tensor_uid: i64,
+    pub scale_tensor_uid: Option<i64>,
+    pub attn_mask_tensor_uid: Option<i64>,
+    pub seq_len_q_tensor_uid: Option<i64>,
+    pub seq_len_kv_tensor_uid: Option<i64>,
+    pub seed_tensor_uid: Option<i64>,
+    pub offset_tensor_uid: Option<i64>,
+    pub dropout_mask_tensor_uid: Option<i64>,
+    pub dropout_scale_tensor_uid: Option<i64>,
+    pub dropout_scale_inv_tensor_uid: Option<i64>,
+    pub dbias_tensor_uid: Option<i64>,
+    pub alibi_mask: bool,
+    pub padding_mask: bool,
+    pub causal_mask: bool,
+    pub causal_mask_bottom_right: bool,
+    pub dropout_probability: Option<f32>,
+    pub attn_scale_value: Option<f32>,
+    pub left_bound: Option<i64>,
+    pub right_bound: Option<i64>,
+    pub diagonal_alignment: DiagonalAlignment,
 }
 impl<'a> Default for SdpaBackwardAttributesArgs {
   #[inline]
   fn default() -> Self {
     SdpaBackwardAttributesArgs {
+      q_tensor_uid: 0,
+      k_tensor_uid: 0,
+      v_tensor_uid: 0,
+      o_tensor_uid: 0,
+      do_tensor_uid: 0,
+      stats_tensor_uid: 0,
+      dq_tensor_uid: 0,
+      dk_tensor_uid: 0,
+      dv_tensor_uid: 0,
+      scale_tensor_uid: None,
+      attn_mask_tensor_uid: None,
+      seq_len_q_tensor_uid: None,
+      seq_len_kv_tensor_uid: None,
+      seed_tensor_uid: None,
+      offset_tensor_uid: None,
+      dropout_mask_tensor_uid: None,
+      dropout_scale_tensor_uid: None,
+      dropout_scale_inv_tensor_uid: None,
+      dbias_tensor_uid: None,
+      alibi_mask: false,
+      padding_mask: false,
+      causal_mask: false,
+      causal_mask_bottom_right: false,
+      dropout_probability: None,
+      attn_scale_value: None,
+      left_bound: None,
+      right_bound: None,
+      diagonal_alignment: DiagonalAlignment::TOP_LEFT,
     }
   }
 }
@@ -59,6 +396,118 @@ pub struct SdpaBackwardAttributesBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator
   start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> SdpaBackwardAttributesBuilder<'a, 'b, A> {
+  #[inline]
+  pub fn add_q_tensor_uid(&mut self, q_tensor_uid: i64) {
+    self.fbb_.push_slot::<i64>(SdpaBackwardAttributes::VT_Q_TENSOR_UID, q_tensor_uid, 0);
+  }
+  #[inline]
+  pub fn add_k_tensor_uid(&mut self, k_tensor_uid: i64) {
+    self.fbb_.push_slot::<i64>(SdpaBackwardAttributes::VT_K_TENSOR_UID, k_tensor_uid, 0);
+  }
+  #[inline]
+  pub fn add_v_tensor_uid(&mut self, v_tensor_uid: i64) {
+    self.fbb_.push_slot::<i64>(SdpaBackwardAttributes::VT_V_TENSOR_UID, v_tensor_uid, 0);
+  }
+  #[inline]
+  pub fn add_o_tensor_uid(&mut self, o_tensor_uid: i64) {
+    self.fbb_.push_slot::<i64>(SdpaBackwardAttributes::VT_O_TENSOR_UID, o_tensor_uid, 0);
+  }
+  #[inline]
+  pub fn add_do_tensor_uid(&mut self, do_tensor_uid: i64) {
+    self.fbb_.push_slot::<i64>(SdpaBackwardAttributes::VT_DO_TENSOR_UID, do_tensor_uid, 0);
+  }
+  #[inline]
+  pub fn add_stats_tensor_uid(&mut self, stats_tensor_uid: i64) {
+    self.fbb_.push_slot::<i64>(SdpaBackwardAttributes::VT_STATS_TENSOR_UID, stats_tensor_uid, 0);
+  }
+  #[inline]
+  pub fn add_dq_tensor_uid(&mut self, dq_tensor_uid: i64) {
+    self.fbb_.push_slot::<i64>(SdpaBackwardAttributes::VT_DQ_TENSOR_UID, dq_tensor_uid, 0);
+  }
+  #[inline]
+  pub fn add_dk_tensor_uid(&mut self, dk_tensor_uid: i64) {
+    self.fbb_.push_slot::<i64>(SdpaBackwardAttributes::VT_DK_TENSOR_UID, dk_tensor_uid, 0);
+  }
+  #[inline]
+  pub fn add_dv_tensor_uid(&mut self, dv_tensor_uid: i64) {
+    self.fbb_.push_slot::<i64>(SdpaBackwardAttributes::VT_DV_TENSOR_UID, dv_tensor_uid, 0);
+  }
+  #[inline]
+  pub fn add_scale_tensor_uid(&mut self, scale_tensor_uid: i64) {
+    self.fbb_.push_slot_always::<i64>(SdpaBackwardAttributes::VT_SCALE_TENSOR_UID, scale_tensor_uid);
+  }
+  #[inline]
+  pub fn add_attn_mask_tensor_uid(&mut self, attn_mask_tensor_uid: i64) {
+    self.fbb_.push_slot_always::<i64>(SdpaBackwardAttributes::VT_ATTN_MASK_TENSOR_UID, attn_mask_tensor_uid);
+  }
+  #[inline]
+  pub fn add_seq_len_q_tensor_uid(&mut self, seq_len_q_tensor_uid: i64) {
+    self.fbb_.push_slot_always::<i64>(SdpaBackwardAttributes::VT_SEQ_LEN_Q_TENSOR_UID, seq_len_q_tensor_uid);
+  }
+  #[inline]
+  pub fn add_seq_len_kv_tensor_uid(&mut self, seq_len_kv_tensor_uid: i64) {
+    self.fbb_.push_slot_always::<i64>(SdpaBackwardAttributes::VT_SEQ_LEN_KV_TENSOR_UID, seq_len_kv_tensor_uid);
+  }
+  #[inline]
+  pub fn add_seed_tensor_uid(&mut self, seed_tensor_uid: i64) {
+    self.fbb_.push_slot_always::<i64>(SdpaBackwardAttributes::VT_SEED_TENSOR_UID, seed_tensor_uid);
+  }
+  #[inline]
+  pub fn add_offset_tensor_uid(&mut self, offset_tensor_uid: i64) {
+    self.fbb_.push_slot_always::<i64>(SdpaBackwardAttributes::VT_OFFSET_TENSOR_UID, offset_tensor_uid);
+  }
+  #[inline]
+  pub fn add_dropout_mask_tensor_uid(&mut self, dropout_mask_tensor_uid: i64) {
+    self.fbb_.push_slot_always::<i64>(SdpaBackwardAttributes::VT_DROPOUT_MASK_TENSOR_UID, dropout_mask_tensor_uid);
+  }
+  #[inline]
+  pub fn add_dropout_scale_tensor_uid(&mut self, dropout_scale_tensor_uid: i64) {
+    self.fbb_.push_slot_always::<i64>(SdpaBackwardAttributes::VT_DROPOUT_SCALE_TENSOR_UID, dropout_scale_tensor_uid);
+  }
+  #[inline]
+  pub fn add_dropout_scale_inv_tensor_uid(&mut self, dropout_scale_inv_tensor_uid: i64) {
+    self.fbb_.push_slot_always::<i64>(SdpaBackwardAttributes::VT_DROPOUT_SCALE_INV_TENSOR_UID, dropout_scale_inv_tensor_uid);
+  }
+  #[inline]
+  pub fn add_dbias_tensor_uid(&mut self, dbias_tensor_uid: i64) {
+    self.fbb_.push_slot_always::<i64>(SdpaBackwardAttributes::VT_DBIAS_TENSOR_UID, dbias_tensor_uid);
+  }
+  #[inline]
+  pub fn add_alibi_mask(&mut self, alibi_mask: bool) {
+    self.fbb_.push_slot::<bool>(SdpaBackwardAttributes::VT_ALIBI_MASK, alibi_mask, false);
+  }
+  #[inline]
+  pub fn add_padding_mask(&mut self, padding_mask: bool) {
+    self.fbb_.push_slot::<bool>(SdpaBackwardAttributes::VT_PADDING_MASK, padding_mask, false);
+  }
+  #[inline]
+  pub fn add_causal_mask(&mut self, causal_mask: bool) {
+    self.fbb_.push_slot::<bool>(SdpaBackwardAttributes::VT_CAUSAL_MASK, causal_mask, false);
+  }
+  #[inline]
+  pub fn add_causal_mask_bottom_right(&mut self, causal_mask_bottom_right: bool) {
+    self.fbb_.push_slot::<bool>(SdpaBackwardAttributes::VT_CAUSAL_MASK_BOTTOM_RIGHT, causal_mask_bottom_right, false);
+  }
+  #[inline]
+  pub fn add_dropout_probability(&mut self, dropout_probability: f32) {
+    self.fbb_.push_slot_always::<f32>(SdpaBackwardAttributes::VT_DROPOUT_PROBABILITY, dropout_probability);
+  }
+  #[inline]
+  pub fn add_attn_scale_value(&mut self, attn_scale_value: f32) {
+    self.fbb_.push_slot_always::<f32>(SdpaBackwardAttributes::VT_ATTN_SCALE_VALUE, attn_scale_value);
+  }
+  #[inline]
+  pub fn add_left_bound(&mut self, left_bound: i64) {
+    self.fbb_.push_slot_always::<i64>(SdpaBackwardAttributes::VT_LEFT_BOUND, left_bound);
+  }
+  #[inline]
+  pub fn add_right_bound(&mut self, right_bound: i64) {
+    self.fbb_.push_slot_always::<i64>(SdpaBackwardAttributes::VT_RIGHT_BOUND, right_bound);
+  }
+  #[inline]
+  pub fn add_diagonal_alignment(&mut self, diagonal_alignment: DiagonalAlignment) {
+    self.fbb_.push_slot::<DiagonalAlignment>(SdpaBackwardAttributes::VT_DIAGONAL_ALIGNMENT, diagonal_alignment, DiagonalAlignment::TOP_LEFT);
+  }
   #[inline]
   pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> SdpaBackwardAttributesBuilder<'a, 'b, A> {
     let start = _fbb.start_table();
@@ -77,6 +526,34 @@ impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> SdpaBackwardAttributesBuilder
 impl ::core::fmt::Debug for SdpaBackwardAttributes<'_> {
   fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
     let mut ds = f.debug_struct("SdpaBackwardAttributes");
+      ds.field("q_tensor_uid", &self.q_tensor_uid());
+      ds.field("k_tensor_uid", &self.k_tensor_uid());
+      ds.field("v_tensor_uid", &self.v_tensor_uid());
+      ds.field("o_tensor_uid", &self.o_tensor_uid());
+      ds.field("do_tensor_uid", &self.do_tensor_uid());
+      ds.field("stats_tensor_uid", &self.stats_tensor_uid());
+      ds.field("dq_tensor_uid", &self.dq_tensor_uid());
+      ds.field("dk_tensor_uid", &self.dk_tensor_uid());
+      ds.field("dv_tensor_uid", &self.dv_tensor_uid());
+      ds.field("scale_tensor_uid", &self.scale_tensor_uid());
+      ds.field("attn_mask_tensor_uid", &self.attn_mask_tensor_uid());
+      ds.field("seq_len_q_tensor_uid", &self.seq_len_q_tensor_uid());
+      ds.field("seq_len_kv_tensor_uid", &self.seq_len_kv_tensor_uid());
+      ds.field("seed_tensor_uid", &self.seed_tensor_uid());
+      ds.field("offset_tensor_uid", &self.offset_tensor_uid());
+      ds.field("dropout_mask_tensor_uid", &self.dropout_mask_tensor_uid());
+      ds.field("dropout_scale_tensor_uid", &self.dropout_scale_tensor_uid());
+      ds.field("dropout_scale_inv_tensor_uid", &self.dropout_scale_inv_tensor_uid());
+      ds.field("dbias_tensor_uid", &self.dbias_tensor_uid());
+      ds.field("alibi_mask", &self.alibi_mask());
+      ds.field("padding_mask", &self.padding_mask());
+      ds.field("causal_mask", &self.causal_mask());
+      ds.field("causal_mask_bottom_right", &self.causal_mask_bottom_right());
+      ds.field("dropout_probability", &self.dropout_probability());
+      ds.field("attn_scale_value", &self.attn_scale_value());
+      ds.field("left_bound", &self.left_bound());
+      ds.field("right_bound", &self.right_bound());
+      ds.field("diagonal_alignment", &self.diagonal_alignment());
       ds.finish()
   }
 }
