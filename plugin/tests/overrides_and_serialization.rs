@@ -9,20 +9,8 @@ use std::ffi::c_void;
 use std::ptr::{null, null_mut};
 use std::sync::OnceLock;
 
+use common::overrides::*;
 use common::*;
-use ragged_schema::wire::{encode_engine_config, encode_graph};
-use ragged_schema::{DataType, EngineConfig, Graph, Node, SdpaAttributes, TensorAttributes};
-
-const H: i64 = 2;
-const D: i64 = 8;
-const Q: i64 = 1;
-const K: i64 = 2;
-const V: i64 = 3;
-const O: i64 = 4;
-const LSE: i64 = 5;
-const Q_OFF: i64 = 10;
-const KV_OFF: i64 = 11;
-const NAN: u32 = 0x7FC0_0D1E;
 
 type WithOverrides = unsafe extern "C" fn(
     Handle,
@@ -70,147 +58,6 @@ fn extra() -> &'static Extra {
             _lib: lib,
         }
     })
-}
-
-/// Shapes of one graph: batch, S_max of Q/O and of K/V.
-#[derive(Clone, Copy)]
-struct Shape {
-    b: i64,
-    sq: i64,
-    skv: i64,
-}
-
-fn bshd(s: i64) -> (Vec<i64>, Vec<i64>) {
-    (vec![0, s, H, D], vec![s * H * D, H * D, D, 1])
-}
-
-/// Every (uid, dims, strides) of the graph for `shape`: what an override lists.
-fn tensor_shapes(shape: Shape) -> Vec<(i64, Vec<i64>, Vec<i64>)> {
-    let ragged = |uid, s| {
-        let (mut dims, strides) = bshd(s);
-        dims[0] = shape.b;
-        (uid, dims, strides)
-    };
-    vec![
-        ragged(Q, shape.sq),
-        ragged(K, shape.skv),
-        ragged(V, shape.skv),
-        ragged(O, shape.sq),
-        (
-            LSE,
-            vec![shape.b, H, shape.sq, 1],
-            vec![H * shape.sq, shape.sq, 1, 1],
-        ),
-        (Q_OFF, vec![shape.b + 1, 1, 1, 1], vec![1, 1, 1, 1]),
-        (KV_OFF, vec![shape.b + 1, 1, 1, 1], vec![1, 1, 1, 1]),
-    ]
-}
-
-fn graph(shape: Shape, override_enabled: bool) -> Vec<u8> {
-    let mut sdpa = SdpaAttributes::new(Q, K, V, O);
-    sdpa.stats_tensor_uid = Some(LSE);
-    sdpa.generate_stats = Some(true);
-    sdpa.attn_scale_value = Some(0.3);
-    sdpa.causal_mask = true;
-    let mut g = Graph::new("override_and_serialization")
-        .set_data_types(DataType::Float, DataType::Float, DataType::Float);
-    for (uid, dims, strides) in tensor_shapes(shape) {
-        let index = uid == Q_OFF || uid == KV_OFF;
-        let mut t = TensorAttributes::new()
-            .set_uid(uid)
-            .set_name(format!("t{uid}"))
-            .set_data_type(if index {
-                DataType::Int32
-            } else {
-                DataType::Float
-            })
-            .set_dims(dims)
-            .set_strides(strides);
-        if matches!(uid, Q | O) {
-            t = t.set_ragged_offset_uid(Q_OFF);
-        }
-        if matches!(uid, K | V) {
-            t = t.set_ragged_offset_uid(KV_OFF);
-        }
-        g = g.add_tensor(t);
-    }
-    g.is_override_shape_enabled = override_enabled;
-    encode_graph(&g.add_node(Node::sdpa("sdpa", sdpa)))
-}
-
-fn config() -> Vec<u8> {
-    encode_engine_config(&EngineConfig::new(HOST_REFERENCE_ID))
-}
-
-/// One call's tensors: tokens per batch (each within the shape's S_max), element offsets.
-struct Call {
-    q: Vec<f32>,
-    k: Vec<f32>,
-    v: Vec<f32>,
-    q_off: Vec<i32>,
-    kv_off: Vec<i32>,
-    o: Vec<f32>,
-    lse: Vec<f32>,
-}
-
-fn values(n: usize, seed: u32) -> Vec<f32> {
-    (0..n)
-        .map(|i| ((i as u32).wrapping_mul(2654435761) ^ seed) % 2001)
-        .map(|x| x as f32 / 1000.0 - 1.0)
-        .collect()
-}
-
-impl Call {
-    fn new(shape: Shape, q_tokens: &[i32], kv_tokens: &[i32]) -> Call {
-        let offsets = |tokens: &[i32]| {
-            let mut out = vec![0];
-            for t in tokens {
-                out.push(out[out.len() - 1] + t * (H * D) as i32);
-            }
-            out
-        };
-        let (q_off, kv_off) = (offsets(q_tokens), offsets(kv_tokens));
-        let (nq, nkv) = (q_off[q_tokens.len()] as usize, kv_off[kv_tokens.len()] as usize);
-        Call {
-            q: values(nq, 1),
-            k: values(nkv, 2),
-            v: values(nkv, 3),
-            o: vec![f32::from_bits(NAN); nq],
-            lse: vec![f32::from_bits(NAN); (shape.b * H * shape.sq) as usize],
-            q_off,
-            kv_off,
-        }
-    }
-
-    fn pack(&mut self) -> Vec<DeviceBuffer> {
-        let entry = |uid, ptr: *const f32| DeviceBuffer {
-            uid,
-            ptr: ptr.cast_mut().cast(),
-        };
-        vec![
-            entry(Q, self.q.as_ptr()),
-            entry(K, self.k.as_ptr()),
-            entry(V, self.v.as_ptr()),
-            entry(O, self.o.as_mut_ptr()),
-            entry(LSE, self.lse.as_mut_ptr()),
-            DeviceBuffer {
-                uid: Q_OFF,
-                ptr: self.q_off.as_ptr().cast_mut().cast(),
-            },
-            DeviceBuffer {
-                uid: KV_OFF,
-                ptr: self.kv_off.as_ptr().cast_mut().cast(),
-            },
-        ]
-    }
-
-    fn untouched(&self) -> bool {
-        self.o.iter().chain(&self.lse).all(|x| x.to_bits() == NAN)
-    }
-
-    fn bits(&self) -> Vec<u32> {
-        self.o.iter().chain(&self.lse).map(|x| x.to_bits()).collect()
-    }
 }
 
 fn create(handle: &OwnedHandle, graph: &[u8]) -> Context {
@@ -272,25 +119,6 @@ fn execute_overridden(
             strides.as_ptr(),
         )
     }
-}
-
-const COMPILED: Shape = Shape {
-    b: 3,
-    sq: 4,
-    skv: 5,
-};
-const LARGER: Shape = Shape {
-    b: 5,
-    sq: 7,
-    skv: 6,
-};
-
-fn compiled_call() -> Call {
-    Call::new(COMPILED, &[4, 0, 2], &[5, 3, 1])
-}
-
-fn larger_call() -> Call {
-    Call::new(LARGER, &[7, 1, 0, 3, 6], &[6, 2, 4, 0, 5])
 }
 
 #[test]
