@@ -26,6 +26,23 @@ pub enum Route {
 
 /// The backend's choice for `overrides` on `graph` executed by `plugin`.
 pub fn route(plugin: &LoadedPlugin, graph: &Graph, overrides: &[ShapeOverride]) -> Route {
+    decide(
+        &plugin.name,
+        plugin.api_version,
+        plugin.plugin.engine().has_execute_with_overrides,
+        graph,
+        overrides,
+    )
+}
+
+/// [`route`] over the plugin facts it reads.
+pub fn decide(
+    name: &str,
+    api_version: ApiVersion,
+    exports_overrides: bool,
+    graph: &Graph,
+    overrides: &[ShapeOverride],
+) -> Route {
     if overrides.is_empty() {
         return Route::ExecuteOpGraph;
     }
@@ -44,16 +61,15 @@ pub fn route(plugin: &LoadedPlugin, graph: &Graph, overrides: &[ShapeOverride]) 
             patch: v.patch,
         }
     };
-    if plugin.api_version < needed {
+    if api_version < needed {
         return Route::Refused(format!(
-            "Plugin '{}' (apiVersion={}) cannot execute shape overrides, which require at least {needed}",
-            plugin.name, plugin.api_version
+            "Plugin '{name}' (apiVersion={api_version}) cannot execute shape overrides, which \
+             require at least {needed}"
         ));
     }
-    if !plugin.plugin.engine().has_execute_with_overrides {
+    if !exports_overrides {
         return Route::Refused(format!(
-            "Plugin '{}' does not export hipdnnEnginePluginExecuteOpGraphWithOverrides",
-            plugin.name
+            "Plugin '{name}' does not export hipdnnEnginePluginExecuteOpGraphWithOverrides"
         ));
     }
     Route::WithOverrides
@@ -79,5 +95,58 @@ pub unsafe fn execute(
             context.execute_with_overrides(workspace, buffers, overrides)
         },
         Route::Refused(reason) => Err(HostError::Harness(reason)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::graphs::decision_table_graphs;
+
+    fn v(text: &str) -> ApiVersion {
+        ApiVersion::parse(text).unwrap_or_else(|| panic!("{text}"))
+    }
+
+    fn one() -> Vec<ShapeOverride> {
+        vec![ShapeOverride {
+            uid: 1,
+            dims: vec![3, 4, 2, 8],
+            strides: vec![64, 16, 8, 1],
+        }]
+    }
+
+    fn g1() -> Graph {
+        let mut g = decision_table_graphs().remove(0).graph;
+        g.is_override_shape_enabled = true;
+        g
+    }
+
+    #[test]
+    fn an_empty_override_set_always_goes_through_execute_op_graph() {
+        assert_eq!(decide("p", v("1.0.0"), false, &g1(), &[]), Route::ExecuteOpGraph);
+    }
+
+    #[test]
+    fn overrides_take_the_override_entry_point_when_everything_allows_it() {
+        assert_eq!(decide("p", v("1.4.0"), true, &g1(), &one()), Route::WithOverrides);
+        assert_eq!(decide("p", v("1.1.0"), true, &g1(), &one()), Route::WithOverrides);
+    }
+
+    #[test]
+    fn each_missing_condition_is_refused_with_its_own_reason() {
+        let plain = decision_table_graphs().remove(0).graph;
+        let refused = |route: Route| match route {
+            Route::Refused(why) => why,
+            other => panic!("{other:?}"),
+        };
+        let why = refused(decide("p", v("1.4.0"), true, &plain, &one()));
+        assert!(why.contains("not override-enabled") && why.contains("uid 1"), "{why}");
+        let why = refused(decide("p", v("1.0.0"), true, &g1(), &one()));
+        assert!(why.contains("apiVersion=1.0.0") && why.contains("1.1.0"), "{why}");
+        let why = refused(decide("p", v("1.3.0"), false, &g1(), &one()));
+        assert!(
+            why.contains("does not export hipdnnEnginePluginExecuteOpGraphWithOverrides"),
+            "{why}"
+        );
     }
 }
