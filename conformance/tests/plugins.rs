@@ -123,7 +123,8 @@ fn project_plugin_passes_the_override_and_serialization_checks() {
         format!("PASS {PLUGIN_FILE}::symbol_hygiene"),
         "24 exported symbols, all plugin-API functions".to_owned(),
         format!("PASS {PLUGIN_FILE}::execute_with_overrides"),
-        "offsets left at [B+1] of the compiled graph: HIPDNN_PLUGIN_STATUS_INVALID_VALUE".to_owned(),
+        "offsets left at [B+1] of the compiled graph: HIPDNN_PLUGIN_STATUS_INVALID_VALUE"
+            .to_owned(),
         format!("PASS {PLUGIN_FILE}::serialized_context_round_trip"),
         "bit-identical outputs".to_owned(),
         "one flipped byte: BAD_PARAM".to_owned(),

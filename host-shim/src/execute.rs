@@ -123,13 +123,22 @@ mod tests {
 
     #[test]
     fn an_empty_override_set_always_goes_through_execute_op_graph() {
-        assert_eq!(decide("p", v("1.0.0"), false, &g1(), &[]), Route::ExecuteOpGraph);
+        assert_eq!(
+            decide("p", v("1.0.0"), false, &g1(), &[]),
+            Route::ExecuteOpGraph
+        );
     }
 
     #[test]
     fn overrides_take_the_override_entry_point_when_everything_allows_it() {
-        assert_eq!(decide("p", v("1.4.0"), true, &g1(), &one()), Route::WithOverrides);
-        assert_eq!(decide("p", v("1.1.0"), true, &g1(), &one()), Route::WithOverrides);
+        assert_eq!(
+            decide("p", v("1.4.0"), true, &g1(), &one()),
+            Route::WithOverrides
+        );
+        assert_eq!(
+            decide("p", v("1.1.0"), true, &g1(), &one()),
+            Route::WithOverrides
+        );
     }
 
     #[test]
@@ -140,9 +149,15 @@ mod tests {
             other => panic!("{other:?}"),
         };
         let why = refused(decide("p", v("1.4.0"), true, &plain, &one()));
-        assert!(why.contains("not override-enabled") && why.contains("uid 1"), "{why}");
+        assert!(
+            why.contains("not override-enabled") && why.contains("uid 1"),
+            "{why}"
+        );
         let why = refused(decide("p", v("1.0.0"), true, &g1(), &one()));
-        assert!(why.contains("apiVersion=1.0.0") && why.contains("1.1.0"), "{why}");
+        assert!(
+            why.contains("apiVersion=1.0.0") && why.contains("1.1.0"),
+            "{why}"
+        );
         let why = refused(decide("p", v("1.3.0"), false, &g1(), &one()));
         assert!(
             why.contains("does not export hipdnnEnginePluginExecuteOpGraphWithOverrides"),

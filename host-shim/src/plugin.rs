@@ -152,7 +152,8 @@ impl OpenedLibrary {
                 execute_op_graph: req.required(symbols::EXECUTE_OP_GRAPH)?,
                 get_engine_name: req.optional(symbols::GET_ENGINE_NAME, &mut ignored),
                 has_execute_with_overrides: self.exports(symbols::EXECUTE_OP_GRAPH_WITH_OVERRIDES),
-                execute_op_graph_with_overrides: req.lookup(symbols::EXECUTE_OP_GRAPH_WITH_OVERRIDES),
+                execute_op_graph_with_overrides: req
+                    .lookup(symbols::EXECUTE_OP_GRAPH_WITH_OVERRIDES),
                 supports_context_serialization: serialization.iter().all(|s| self.exports(s)),
                 serialization: match (
                     req.lookup(symbols::SERIALIZE_EXECUTION_CONTEXT),

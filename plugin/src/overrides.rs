@@ -161,7 +161,10 @@ mod tests {
     #[test]
     fn a_graph_without_the_flag_takes_no_override() {
         let text = message(apply(&golden(), &[item(5, &[2, 1, 1, 1])]));
-        assert!(text.contains("is_override_shape_enabled is false"), "{text}");
+        assert!(
+            text.contains("is_override_shape_enabled is false"),
+            "{text}"
+        );
         assert!(text.contains("first uid 5"), "{text}");
     }
 
@@ -181,7 +184,10 @@ mod tests {
             "{text}"
         );
         let text = message(apply(&enabled(), &[item(5, &[0, 1, 1, 1])]));
-        assert!(text.contains("tensor uid 5") && text.contains("hold 0"), "{text}");
+        assert!(
+            text.contains("tensor uid 5") && text.contains("hold 0"),
+            "{text}"
+        );
     }
 
     #[test]
@@ -218,6 +224,9 @@ mod tests {
         let applied = apply(&graph, &[over]).expect("structurally fine");
         let result = applicability::plan_graph(&crate::engines::HOST_REFERENCE, &applied);
         let reason = result.err().map(|d| d.to_string()).unwrap_or_default();
-        assert!(!reason.is_empty(), "a Q batch of B+1 over [B+1] offsets ran");
+        assert!(
+            !reason.is_empty(),
+            "a Q batch of B+1 over [B+1] offsets ran"
+        );
     }
 }

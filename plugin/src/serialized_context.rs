@@ -74,7 +74,10 @@ struct Reader<'a> {
 
 impl<'a> Reader<'a> {
     fn take(&mut self, n: usize, field: &str) -> Result<&'a [u8], PluginError> {
-        let end = self.at.checked_add(n).filter(|end| *end <= self.bytes.len());
+        let end = self
+            .at
+            .checked_add(n)
+            .filter(|end| *end <= self.bytes.len());
         let Some(end) = end else {
             return Err(damaged(format!(
                 "truncated: {} bytes end inside the {field} (needs {n} bytes at offset {})",
@@ -191,9 +194,15 @@ mod tests {
     #[test]
     fn foreign_bytes_are_named_by_their_magic() {
         let text = error(b"\x10\0\0\0FBUFgraph-or-whatever-else", "0.1.0");
-        assert!(text.starts_with("malformed serialized_context: not a serialized"), "{text}");
+        assert!(
+            text.starts_with("malformed serialized_context: not a serialized"),
+            "{text}"
+        );
         let text = error(b"RSD", "0.1.0");
-        assert!(text.contains("truncated") && text.contains("magic"), "{text}");
+        assert!(
+            text.contains("truncated") && text.contains("magic"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -132,14 +132,15 @@ fn a_c_host_recreates_a_serialized_context_and_runs_it_with_overrides() {
     };
     assert_eq!(status, SUCCESS, "{}", last_error());
     // SAFETY: a live context of this handle.
-    assert_eq!(
-        unsafe { (plugin().DestroyExecutionContext)(handle.0, context) },
-        SUCCESS
-    );
+    let status = unsafe { (plugin().DestroyExecutionContext)(handle.0, context) };
+    assert_eq!(status, SUCCESS);
 
     let o = bits_of(&std::fs::read(dir.join(format!("{O}.out"))).expect("O"));
     let lse = bits_of(&std::fs::read(dir.join(format!("{LSE}.out"))).expect("LSE"));
-    assert!(o.iter().any(|b| *b != NAN), "the C host's execute wrote no O");
+    assert!(
+        o.iter().any(|b| *b != NAN),
+        "the C host's execute wrote no O"
+    );
     let expected: Vec<u32> = direct.o.iter().map(|x| x.to_bits()).collect();
     assert_eq!(o, expected, "O");
     let expected: Vec<u32> = direct.lse.iter().map(|x| x.to_bits()).collect();

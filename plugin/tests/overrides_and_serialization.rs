@@ -72,10 +72,8 @@ fn create(handle: &OwnedHandle, graph: &[u8]) -> Context {
 
 fn destroy(handle: &OwnedHandle, context: Context) {
     // SAFETY: a live context of this handle.
-    assert_eq!(
-        unsafe { (plugin().DestroyExecutionContext)(handle.0, context) },
-        SUCCESS
-    );
+    let status = unsafe { (plugin().DestroyExecutionContext)(handle.0, context) };
+    assert_eq!(status, SUCCESS);
 }
 
 fn execute(handle: &OwnedHandle, context: Context, call: &mut Call) -> Status {
@@ -126,7 +124,11 @@ fn override_enabled_graphs_are_applicable() {
     let handle = OwnedHandle::new();
     let (status, ids) = applicable(&handle, &graph(COMPILED, true));
     assert_eq!(status, SUCCESS);
-    assert!(ids.contains(&HOST_REFERENCE_ID), "{ids:?}: {}", last_error());
+    assert!(
+        ids.contains(&HOST_REFERENCE_ID),
+        "{ids:?}: {}",
+        last_error()
+    );
 }
 
 #[test]
@@ -138,14 +140,24 @@ fn one_context_serves_a_new_batch_and_s_max_like_a_context_built_for_them() {
     let (mut over, mut plain) = (larger_call(), larger_call());
     let status = execute_overridden(&handle, compiled, &mut over, &tensor_shapes(LARGER));
     assert_eq!(status, SUCCESS, "{}", last_error());
-    assert_eq!(execute(&handle, direct, &mut plain), SUCCESS, "{}", last_error());
+    assert_eq!(
+        execute(&handle, direct, &mut plain),
+        SUCCESS,
+        "{}",
+        last_error()
+    );
     assert!(!over.untouched(), "the overridden execute wrote nothing");
     assert_eq!(over.bits(), plain.bits());
 
     // The compiled shapes still run, through both entry points (no override = ExecuteOpGraph).
     let reference_context = create(&handle, &graph(COMPILED, false));
     let (mut a, mut b, mut c) = (compiled_call(), compiled_call(), compiled_call());
-    assert_eq!(execute(&handle, compiled, &mut a), SUCCESS, "{}", last_error());
+    assert_eq!(
+        execute(&handle, compiled, &mut a),
+        SUCCESS,
+        "{}",
+        last_error()
+    );
     assert_eq!(execute_overridden(&handle, compiled, &mut b, &[]), SUCCESS);
     assert_eq!(execute(&handle, reference_context, &mut c), SUCCESS);
     assert_eq!(a.bits(), c.bits());
@@ -170,7 +182,10 @@ fn bad_overrides_are_refused_naming_uid_and_value_and_write_nothing() {
     assert_eq!(status, INVALID_VALUE);
     let text = last_error();
     assert!(text.contains("shape overrides"), "{text}");
-    assert!(text.contains("aux uid 10") && text.contains("got 4"), "{text}");
+    assert!(
+        text.contains("aux uid 10") && text.contains("got 4"),
+        "{text}"
+    );
     assert!(call.untouched());
 
     let mut call = larger_call();
@@ -204,7 +219,11 @@ fn bad_overrides_are_refused_naming_uid_and_value_and_write_nothing() {
         )
     };
     assert_eq!(status, BAD_PARAM);
-    assert!(last_error().contains("override_unique_ids"), "{}", last_error());
+    assert!(
+        last_error().contains("override_unique_ids"),
+        "{}",
+        last_error()
+    );
     assert!(call.untouched());
 
     // A context whose graph is not override-enabled takes no override.
@@ -232,17 +251,16 @@ fn serialized_copy(handle: &OwnedHandle, context: Context) -> Vec<u8> {
     // SAFETY: the plugin lends `size` readable bytes until DestroySerialized.
     let bytes = unsafe { std::slice::from_raw_parts(data.ptr.cast::<u8>(), data.size) }.to_vec();
     // SAFETY: the struct the plugin filled.
-    assert_eq!(
-        unsafe { (extra().destroy_serialized)(handle.0, &mut data) },
-        SUCCESS
+    let status = unsafe { (extra().destroy_serialized)(handle.0, &mut data) };
+    assert_eq!(status, SUCCESS);
+    assert!(
+        data.ptr.is_null() && data.size == 0,
+        "destroy zeroes the struct"
     );
-    assert!(data.ptr.is_null() && data.size == 0, "destroy zeroes the struct");
-    // SAFETY: already destroyed: must be refused, not freed twice.
     let mut stale = ConstData::of(&bytes);
-    assert_eq!(
-        unsafe { (extra().destroy_serialized)(handle.0, &mut stale) },
-        BAD_PARAM
-    );
+    // SAFETY: already destroyed: must be refused, not freed twice.
+    let status = unsafe { (extra().destroy_serialized)(handle.0, &mut stale) };
+    assert_eq!(status, BAD_PARAM);
     bytes
 }
 
@@ -275,7 +293,12 @@ fn a_recreated_context_runs_bit_identically_to_the_original() {
     let (mut a, mut b) = (compiled_call(), compiled_call());
     assert_eq!(execute(&handle, original, &mut a), SUCCESS);
     destroy(&handle, original);
-    assert_eq!(execute(&handle, recreated, &mut b), SUCCESS, "{}", last_error());
+    assert_eq!(
+        execute(&handle, recreated, &mut b),
+        SUCCESS,
+        "{}",
+        last_error()
+    );
     assert!(!a.untouched());
     assert_eq!(a.bits(), b.bits());
 
@@ -306,9 +329,15 @@ fn foreign_damaged_and_null_serialized_bytes_are_bad_param_with_a_message() {
         assert_eq!(status, BAD_PARAM, "{words}");
         assert!(context.is_null(), "output written on failure");
         let text = last_error();
-        assert!(text.contains("serialized_context") && text.contains(words), "{text}");
+        assert!(
+            text.contains("serialized_context") && text.contains(words),
+            "{text}"
+        );
     };
-    expect(&graph(COMPILED, false), "not a serialized execution context");
+    expect(
+        &graph(COMPILED, false),
+        "not a serialized execution context",
+    );
     let mut damaged = bytes.clone();
     let middle = damaged.len() / 2;
     damaged[middle] ^= 1;
@@ -328,7 +357,10 @@ fn foreign_damaged_and_null_serialized_bytes_are_bad_param_with_a_message() {
             (extra().from_serialized)(handle.0, &data, null_mut()),
             BAD_PARAM
         );
-        assert_eq!((extra().serialize)(handle.0, null_mut(), null_mut()), BAD_PARAM);
+        assert_eq!(
+            (extra().serialize)(handle.0, null_mut(), null_mut()),
+            BAD_PARAM
+        );
         assert_eq!(
             (extra().destroy_serialized)(handle.0, null_mut()),
             BAD_PARAM

@@ -15,7 +15,10 @@ use crate::plugin::ExecutionContext;
 
 /// The overrides that give `compiled`'s tensors the dims and strides they have in `target`:
 /// every tensor of `target` whose shape differs from the same uid in `compiled`.
-pub fn overrides_between(compiled: &Graph, target: &Graph) -> Result<Vec<ShapeOverride>, HostError> {
+pub fn overrides_between(
+    compiled: &Graph,
+    target: &Graph,
+) -> Result<Vec<ShapeOverride>, HostError> {
     let mut out = Vec::new();
     for t in &target.tensors {
         let Some(c) = compiled.tensor(t.uid) else {
@@ -56,16 +59,7 @@ impl Harness {
         // SAFETY: every pointer in `pack` addresses a host buffer of this harness, allocated
         // from this harness's graph, which is what the overrides turn the compiled shapes into;
         // the workspace has the size the context reported.
-        unsafe {
-            execute::execute(
-                plugin,
-                compiled,
-                context,
-                workspace_ptr,
-                &pack,
-                &overrides,
-            )
-        }?;
+        unsafe { execute::execute(plugin, compiled, context, workspace_ptr, &pack, &overrides) }?;
         Ok(overrides)
     }
 

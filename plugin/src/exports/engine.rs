@@ -334,7 +334,9 @@ pub(super) fn non_null<T>(ptr: *mut T, argument: &'static str) -> Result<(), Plu
     }
 }
 
-pub(super) fn lookup_handle(handle: PluginHandle) -> Result<std::sync::Arc<EngineHandle>, PluginError> {
+pub(super) fn lookup_handle(
+    handle: PluginHandle,
+) -> Result<std::sync::Arc<EngineHandle>, PluginError> {
     non_null(handle, "handle")?;
     HANDLES.get(handle as usize)
 }

@@ -19,10 +19,12 @@ use crate::serialized_context::{self, SerializedContext};
 
 use super::engine::{lookup_context, lookup_handle};
 
+/// The handle a buffer was lent through, and its bytes.
+type Lent = (usize, Box<[u8]>);
+
 /// Serialized buffers lent to C until `DestroySerializedExecutionContext`, keyed by address,
 /// with the handle they were lent through (another handle may not free them).
-static LENT: LazyLock<Mutex<HashMap<usize, (usize, Box<[u8]>)>>> =
-    LazyLock::new(|| Mutex::new(HashMap::new()));
+static LENT: LazyLock<Mutex<HashMap<usize, Lent>>> = LazyLock::new(|| Mutex::new(HashMap::new()));
 
 fn plugin_version() -> &'static str {
     PLUGIN_VERSION.to_str().unwrap_or("<non-utf8 version>")
@@ -69,36 +71,41 @@ pub unsafe extern "C" fn hipdnnEnginePluginDestroySerializedExecutionContext(
     handle: PluginHandle,
     serialized_context: *mut ConstData,
 ) -> Status {
-    ffi_boundary("hipdnnEnginePluginDestroySerializedExecutionContext", || {
-        lookup_handle(handle)?;
-        // SAFETY: forwarded caller contract.
-        let slot = unsafe { InOut::new(serialized_context, "serialized_context") }?;
-        let lent = *slot.get();
-        let address = lent.ptr as usize;
-        {
-            let mut map = LENT.lock();
-            match map.get(&address) {
-                Some((owner, bytes)) if *owner == handle as usize && bytes.len() == lent.size => {
-                    map.remove(&address);
-                }
-                _ => {
-                    return Err(PluginError::Malformed {
-                        what: "serialized_context",
-                        detail: format!(
-                            "buffer {address:#x} of {} bytes was not handed out by this handle, \
+    ffi_boundary(
+        "hipdnnEnginePluginDestroySerializedExecutionContext",
+        || {
+            lookup_handle(handle)?;
+            // SAFETY: forwarded caller contract.
+            let slot = unsafe { InOut::new(serialized_context, "serialized_context") }?;
+            let lent = *slot.get();
+            let address = lent.ptr as usize;
+            {
+                let mut map = LENT.lock();
+                match map.get(&address) {
+                    Some((owner, bytes))
+                        if *owner == handle as usize && bytes.len() == lent.size =>
+                    {
+                        map.remove(&address);
+                    }
+                    _ => {
+                        return Err(PluginError::Malformed {
+                            what: "serialized_context",
+                            detail: format!(
+                                "buffer {address:#x} of {} bytes was not handed out by this handle, \
                              or was already destroyed",
-                            lent.size
-                        ),
-                    });
+                                lent.size
+                            ),
+                        });
+                    }
                 }
             }
-        }
-        slot.write(ConstData {
-            ptr: std::ptr::null(),
-            size: 0,
-        });
-        Ok(())
-    })
+            slot.write(ConstData {
+                ptr: std::ptr::null(),
+                size: 0,
+            });
+            Ok(())
+        },
+    )
 }
 
 /// Rebuilds a context from serialized bytes through the same checks as
@@ -113,20 +120,23 @@ pub unsafe extern "C" fn hipdnnEnginePluginCreateExecutionContextFromSerialized(
     serialized_context: *const ConstData,
     execution_context: *mut ExecutionContextHandle,
 ) -> Status {
-    ffi_boundary("hipdnnEnginePluginCreateExecutionContextFromSerialized", || {
-        let handle = lookup_handle(handle)?;
-        // SAFETY: forwarded caller contract.
-        let bytes = unsafe { const_data(serialized_context, "serialized_context") }?;
-        // SAFETY: forwarded caller contract.
-        let out = unsafe { Out::new(execution_context, "execution_context") }?;
-        let stored = serialized_context::decode(bytes, plugin_version())?;
-        let engine = engines::find(stored.engine_id).ok_or(PluginError::UnknownEngine {
-            engine_id: stored.engine_id,
-        })?;
-        let context = ExecutionContext::build(engine, stored.graph)?;
-        // SAFETY: the handle's stream is NULL or live (hipDNN's SetStream contract).
-        unsafe { context.prepare(handle.stream()) }?;
-        out.write(CONTEXTS.insert(context) as ExecutionContextHandle);
-        Ok(())
-    })
+    ffi_boundary(
+        "hipdnnEnginePluginCreateExecutionContextFromSerialized",
+        || {
+            let handle = lookup_handle(handle)?;
+            // SAFETY: forwarded caller contract.
+            let bytes = unsafe { const_data(serialized_context, "serialized_context") }?;
+            // SAFETY: forwarded caller contract.
+            let out = unsafe { Out::new(execution_context, "execution_context") }?;
+            let stored = serialized_context::decode(bytes, plugin_version())?;
+            let engine = engines::find(stored.engine_id).ok_or(PluginError::UnknownEngine {
+                engine_id: stored.engine_id,
+            })?;
+            let context = ExecutionContext::build(engine, stored.graph)?;
+            // SAFETY: the handle's stream is NULL or live (hipDNN's SetStream contract).
+            unsafe { context.prepare(handle.stream()) }?;
+            out.write(CONTEXTS.insert(context) as ExecutionContextHandle);
+            Ok(())
+        },
+    )
 }

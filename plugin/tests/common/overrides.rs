@@ -61,8 +61,11 @@ pub fn graph(shape: Shape, override_enabled: bool) -> Vec<u8> {
     sdpa.generate_stats = Some(true);
     sdpa.attn_scale_value = Some(0.3);
     sdpa.causal_mask = true;
-    let mut g = Graph::new("override_and_serialization")
-        .set_data_types(DataType::Float, DataType::Float, DataType::Float);
+    let mut g = Graph::new("override_and_serialization").set_data_types(
+        DataType::Float,
+        DataType::Float,
+        DataType::Float,
+    );
     for (uid, dims, strides) in tensor_shapes(shape) {
         let index = uid == Q_OFF || uid == KV_OFF;
         let mut t = TensorAttributes::new()
@@ -119,7 +122,10 @@ impl Call {
             out
         };
         let (q_off, kv_off) = (offsets(q_tokens), offsets(kv_tokens));
-        let (nq, nkv) = (q_off[q_tokens.len()] as usize, kv_off[kv_tokens.len()] as usize);
+        let (nq, nkv) = (
+            q_off[q_tokens.len()] as usize,
+            kv_off[kv_tokens.len()] as usize,
+        );
         Call {
             q: values(nq, 1),
             k: values(nkv, 2),
@@ -158,7 +164,11 @@ impl Call {
     }
 
     pub fn bits(&self) -> Vec<u32> {
-        self.o.iter().chain(&self.lse).map(|x| x.to_bits()).collect()
+        self.o
+            .iter()
+            .chain(&self.lse)
+            .map(|x| x.to_bits())
+            .collect()
     }
 }
 
@@ -180,4 +190,3 @@ pub fn compiled_call() -> Call {
 pub fn larger_call() -> Call {
     Call::new(LARGER, &[7, 1, 0, 3, 6], &[6, 2, 4, 0, 5])
 }
-

@@ -50,7 +50,10 @@ fn host_context<'h, 'p>(
     }) else {
         return Err(format!(
             "SKIP: no engine runnable on host buffers accepts the probe graph; applicable: [{}]",
-            ids.iter().map(|id| hex_id(*id)).collect::<Vec<_>>().join(", ")
+            ids.iter()
+                .map(|id| hex_id(*id))
+                .collect::<Vec<_>>()
+                .join(", ")
         ));
     };
     let config = ragged_schema::wire::encode_engine_config(&EngineConfig::new(id));
@@ -189,7 +192,9 @@ pub(super) fn serialization(p: &LoadedPlugin, host_engines: &[String]) -> Check 
         recreated.workspace_size().map_err(|e| e.to_string())?,
     );
     if a != b {
-        return Err(format!("workspace {a} bytes before serialization, {b} after"));
+        return Err(format!(
+            "workspace {a} bytes before serialization, {b} after"
+        ));
     }
     let mut first = harness(&spec, spec.graph(), 31)?;
     let mut second = harness(&spec, spec.graph(), 31)?;
@@ -199,7 +204,9 @@ pub(super) fn serialization(p: &LoadedPlugin, host_engines: &[String]) -> Check 
     drop(original);
     second
         .execute_in(&recreated, 1, &mut |_, _| {})
-        .map_err(|e| format!("executing the recreated context after the original was destroyed: {e}"))?;
+        .map_err(|e| {
+            format!("executing the recreated context after the original was destroyed: {e}")
+        })?;
     let (x, y) = (
         first.engine_output_bytes().map_err(|e| e.to_string())?,
         second.engine_output_bytes().map_err(|e| e.to_string())?,
@@ -231,7 +238,9 @@ pub(super) fn serialization(p: &LoadedPlugin, host_engines: &[String]) -> Check 
             }) if status == Status::BAD_PARAM && !last_error.trim().is_empty() => {
                 details.push(format!("{what}: BAD_PARAM ({last_error})"));
             }
-            Err(e) => failures.push(format!("{what}: expected BAD_PARAM with a message, got {e}")),
+            Err(e) => failures.push(format!(
+                "{what}: expected BAD_PARAM with a message, got {e}"
+            )),
             Ok(_) => failures.push(format!("{what}: accepted")),
         }
     }
