@@ -345,6 +345,26 @@ fn foreign_damaged_and_null_serialized_bytes_are_bad_param_with_a_message() {
     expect(&bytes[..bytes.len() - 1], "checksum mismatch");
     expect(&bytes[..5], "truncated");
 
+    // Well-formed bytes from another plugin version: the version field rewritten (RSDPACTX
+    // layout: magic 8, format 4, version length 2, version) and the trailing FNV-1a-64 redone
+    // with the textbook loop, so only the version can be the reason.
+    let version = env!("CARGO_PKG_VERSION").as_bytes();
+    assert_eq!(&bytes[14..14 + version.len()], version);
+    let mut other = bytes.clone();
+    other[14] = if version[0] == b'9' { b'8' } else { b'9' };
+    let body = other.len() - 8;
+    let mut hash: u64 = 0xcbf29ce484222325;
+    for byte in &other[..body] {
+        hash ^= u64::from(*byte);
+        hash = hash.wrapping_mul(0x100000001b3);
+    }
+    other[body..].copy_from_slice(&hash.to_le_bytes());
+    let foreign_version = String::from_utf8_lossy(&other[14..14 + version.len()]).into_owned();
+    expect(
+        &other,
+        &format!("written by plugin version {foreign_version}; this is version"),
+    );
+
     let mut context: Context = null_mut();
     // SAFETY: NULL arguments are what is under test.
     unsafe {

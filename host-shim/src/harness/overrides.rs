@@ -72,3 +72,33 @@ impl Harness {
             .collect()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::graphs::RaggedSdpaSpec;
+
+    #[test]
+    fn overrides_list_exactly_the_tensors_whose_shapes_change() {
+        let compiled = RaggedSdpaSpec::packed("a", &[2, 3], &[4, 1]).graph();
+        let same = overrides_between(&compiled, &compiled).expect("same graph");
+        assert!(same.is_empty(), "{same:?}");
+        let target = RaggedSdpaSpec::packed("b", &[5, 1, 4], &[2, 6, 3]).graph();
+        let list = overrides_between(&compiled, &target).expect("same uids");
+        for o in &list {
+            let t = target.tensor(o.uid).expect("a target tensor");
+            assert_eq!((&o.dims, &o.strides), (&t.dims, &t.strides));
+        }
+        let changed = target
+            .tensors
+            .iter()
+            .filter(|t| {
+                compiled
+                    .tensor(t.uid)
+                    .is_some_and(|c| c.dims != t.dims || c.strides != t.strides)
+            })
+            .count();
+        assert_eq!(list.len(), changed);
+        assert!(changed > 0);
+    }
+}
