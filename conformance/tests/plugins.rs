@@ -97,6 +97,7 @@ fn project_plugin_passes_the_abi_suite() {
     for check in [
         "set_stream_on_a_live_handle",
         "runtime_pass_by_value_scale_executes",
+        "execute_with_overrides",
     ] {
         let lines: Vec<&str> = out.lines().collect();
         let at = lines
@@ -109,6 +110,27 @@ fn project_plugin_passes_the_abi_suite() {
             line.starts_with("PASS ") && detail.contains("match the CPU reference"),
             "{check}: {line} / {detail}\n{out}"
         );
+    }
+}
+
+/// The project plugin exports all 24 functions, so both optional checks must really run.
+#[test]
+fn project_plugin_passes_the_override_and_serialization_checks() {
+    let plugin = shared_object(PLUGIN_FILE, "cargo build -p ragged-plugin");
+    let (ok, out, _) = conformance("ci-plugin-optional", &["--suite", "abi"], &plugin);
+    assert!(ok, "{out}");
+    for wanted in [
+        format!("PASS {PLUGIN_FILE}::symbol_hygiene"),
+        "24 exported symbols, all plugin-API functions".to_owned(),
+        format!("PASS {PLUGIN_FILE}::execute_with_overrides"),
+        "offsets left at [B+1] of the compiled graph: HIPDNN_PLUGIN_STATUS_INVALID_VALUE"
+            .to_owned(),
+        format!("PASS {PLUGIN_FILE}::serialized_context_round_trip"),
+        "bit-identical outputs".to_owned(),
+        "one flipped byte: BAD_PARAM".to_owned(),
+        "foreign bytes (a serialized graph): BAD_PARAM".to_owned(),
+    ] {
+        assert!(out.contains(&wanted), "missing {wanted:?}:\n{out}");
     }
 }
 

@@ -150,6 +150,30 @@ pub type ExecuteOpGraphFn = unsafe extern "C" fn(
     num_device_buffers: u32,
 ) -> i32;
 pub type GetEngineNameFn = unsafe extern "C" fn(engine_id: i64, name: *mut *const c_char) -> i32;
+pub type ExecuteOpGraphWithOverridesFn = unsafe extern "C" fn(
+    handle: Handle,
+    execution_context: ExecutionContext,
+    workspace: *mut c_void,
+    device_buffers: *const DeviceBuffer,
+    num_device_buffers: u32,
+    num_overrides: u32,
+    override_unique_ids: *const i64,
+    override_lengths: *const u32,
+    override_shapes: *const *const i64,
+    override_strides: *const *const i64,
+) -> i32;
+pub type SerializeExecutionContextFn = unsafe extern "C" fn(
+    handle: Handle,
+    execution_context: ExecutionContext,
+    serialized_context: *mut ConstData,
+) -> i32;
+pub type DestroySerializedExecutionContextFn =
+    unsafe extern "C" fn(handle: Handle, serialized_context: *mut ConstData) -> i32;
+pub type CreateExecutionContextFromSerializedFn = unsafe extern "C" fn(
+    handle: Handle,
+    serialized_context: *const ConstData,
+    execution_context: *mut ExecutionContext,
+) -> i32;
 
 /// Symbol names, in the order the backend resolves them.
 pub mod symbols {

@@ -24,6 +24,7 @@ pub mod discovery;
 pub mod dispatch;
 pub mod elf_symbols;
 pub mod engine_id;
+pub mod execute;
 pub mod graphs;
 pub mod harness;
 pub mod host_error;

@@ -13,6 +13,9 @@ use libloading::os::unix::{Library, RTLD_LOCAL, RTLD_NOW};
 use crate::abi::{self, ConstData, DeviceBuffer, Status, symbols};
 use crate::host_error::HostError;
 
+#[path = "plugin_optional.rs"]
+pub mod optional;
+
 /// The base functions of `PluginApi.h`.
 #[derive(Clone, Copy)]
 pub struct BaseApi {
@@ -41,10 +44,20 @@ pub struct EngineApi {
     pub get_workspace_size_from_execution_context: abi::GetWorkspaceSizeFromExecutionContextFn,
     pub execute_op_graph: abi::ExecuteOpGraphFn,
     pub get_engine_name: Option<abi::GetEngineNameFn>,
-    /// Only the presence matters to the host (dispatch rule 2); the project never calls it.
+    /// Dispatch rule 2 keys off its presence; [`optional`] calls it for non-empty overrides.
     pub has_execute_with_overrides: bool,
+    pub execute_op_graph_with_overrides: Option<abi::ExecuteOpGraphWithOverridesFn>,
     /// True only when all three serialization entry points are exported.
     pub supports_context_serialization: bool,
+    pub serialization: Option<SerializationApi>,
+}
+
+/// The serialization trio (RFC 0009), resolved only together.
+#[derive(Clone, Copy)]
+pub struct SerializationApi {
+    pub serialize: abi::SerializeExecutionContextFn,
+    pub destroy_serialized: abi::DestroySerializedExecutionContextFn,
+    pub create_from_serialized: abi::CreateExecutionContextFromSerializedFn,
 }
 
 /// An opened library whose base symbols are resolved.
@@ -139,7 +152,23 @@ impl OpenedLibrary {
                 execute_op_graph: req.required(symbols::EXECUTE_OP_GRAPH)?,
                 get_engine_name: req.optional(symbols::GET_ENGINE_NAME, &mut ignored),
                 has_execute_with_overrides: self.exports(symbols::EXECUTE_OP_GRAPH_WITH_OVERRIDES),
+                execute_op_graph_with_overrides: req
+                    .lookup(symbols::EXECUTE_OP_GRAPH_WITH_OVERRIDES),
                 supports_context_serialization: serialization.iter().all(|s| self.exports(s)),
+                serialization: match (
+                    req.lookup(symbols::SERIALIZE_EXECUTION_CONTEXT),
+                    req.lookup(symbols::DESTROY_SERIALIZED_EXECUTION_CONTEXT),
+                    req.lookup(symbols::CREATE_EXECUTION_CONTEXT_FROM_SERIALIZED),
+                ) {
+                    (Some(serialize), Some(destroy_serialized), Some(create_from_serialized)) => {
+                        Some(SerializationApi {
+                            serialize,
+                            destroy_serialized,
+                            create_from_serialized,
+                        })
+                    }
+                    _ => None,
+                },
             }
         };
         Ok(Plugin {

@@ -74,9 +74,18 @@ pub fn require(
         })
 }
 
+/// The problem and `engine`'s plan for an already decoded graph (an override-applied copy of a
+/// context's graph goes through exactly the checks its bytes did).
+pub fn plan_graph(
+    engine: &'static Engine,
+    graph: &Graph,
+) -> Result<(RaggedSdpaProblem, Box<dyn Planned>), Decline> {
+    problem(graph).and_then(|sdpa| engine.plan(&sdpa).map(|p| (sdpa, p)))
+}
+
 /// Bytes → graph model. Outer error: malformed bytes; inner: a decline (e.g. an unknown
 /// `TensorValue` tag, a newer member we cannot read).
-fn decode(bytes: &[u8]) -> Result<Result<Graph, Decline>, PluginError> {
+pub fn decode(bytes: &[u8]) -> Result<Result<Graph, Decline>, PluginError> {
     match ragged_schema::wire::decode_graph(bytes) {
         Ok(graph) => Ok(Ok(graph)),
         Err(error @ SchemaError::UnknownTensorValueTag { .. }) => Ok(refuse(
@@ -116,13 +125,6 @@ fn check_versions(graph: &Graph) -> Result<(), Decline> {
                 "at most the supported ceiling {}",
                 ragged_schema::version::GRAPH_STAMP_CEILING
             ),
-        );
-    }
-    if graph.is_override_shape_enabled {
-        return refuse(
-            "is_override_shape_enabled",
-            true,
-            "false: this plugin does not export hipdnnEnginePluginExecuteOpGraphWithOverrides",
         );
     }
     if !plugin_meets_requirement(&PROJECT_PLUGIN_API_VERSION, graph) {

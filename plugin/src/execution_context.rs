@@ -22,6 +22,9 @@ pub struct ExecutionContext {
     engine: &'static Engine,
     problem: RaggedSdpaProblem,
     planned: Box<dyn Planned>,
+    /// The graph bytes as received: what serialization carries and what shape overrides are
+    /// applied to (see [`crate::serialized_context`], [`crate::overrides`]).
+    graph: Box<[u8]>,
 }
 
 impl ExecutionContext {
@@ -32,7 +35,13 @@ impl ExecutionContext {
             engine,
             problem,
             planned,
+            graph: graph.into(),
         })
+    }
+
+    /// The graph this context was built from, byte for byte.
+    pub fn graph_bytes(&self) -> &[u8] {
+        &self.graph
     }
 
     pub fn engine(&self) -> &'static Engine {

@@ -2,7 +2,7 @@
 //! `libhipdnn_provider_ragged_sdpa.so`, loaded by hipDNN from `lib/hipdnn_plugins/engines/`.
 //!
 //! Layers, outermost first:
-//! - [`exports`]: the 20 `extern "C"` entry points and nothing else; each is a panic boundary
+//! - [`exports`]: the 24 `extern "C"` entry points and nothing else; each is a panic boundary
 //!   that checks pointers, calls one module, and writes its outputs only on success;
 //! - [`abi`]: C types, the panic boundary, NULL-checking pointer helpers, per-thread last error;
 //! - [`applicability`] → [`problem`]: graph bytes to a decision and an owned
@@ -12,6 +12,8 @@
 //!   (`RAGGED_SDPA_CUDA_FMHA`), [`engines::aiter`] (`RAGGED_SDPA_AITER_FMHA`) and [`engines::host`]
 //!   (`RAGGED_SDPA_HOST_REFERENCE`, copying device tensors through the host with
 //!   [`engines::host::staging`] when a CUDA runtime is present);
+//! - [`overrides`]: per-call shape overrides (RFC 0008) checked like a graph;
+//!   [`serialized_context`]: the byte format of serialized contexts (RFC 0009);
 //! - [`execution_context`] → [`variant_pack`]: per-call pointer binding (the one unsafe step of an
 //!   execute), and [`scale`]: the
 //!   attention scale of each call (a runtime pass-by-value scalar is read from its host pointer).
@@ -36,10 +38,12 @@ pub mod execution_context;
 pub mod exports;
 pub mod handle;
 pub mod logging;
+pub mod overrides;
 pub mod plugin_dir;
 pub mod problem;
 pub mod registry;
 pub mod scale;
+pub mod serialized_context;
 #[cfg(test)]
 mod test_graphs;
 pub mod variant_pack;

@@ -29,7 +29,7 @@ fn fnv1a(name: &str) -> i64 {
 }
 
 #[test]
-fn exports_exactly_the_twenty_plugin_symbols() {
+fn exports_exactly_the_twenty_four_plugin_symbols() {
     let output = Command::new("nm")
         .args(["-D", "--defined-only"])
         .arg(plugin_path())
@@ -67,6 +67,10 @@ fn exports_exactly_the_twenty_plugin_symbols() {
         "hipdnnEnginePluginGetWorkspaceSizeFromExecutionContext",
         "hipdnnEnginePluginExecuteOpGraph",
         "hipdnnEnginePluginGetEngineName",
+        "hipdnnEnginePluginExecuteOpGraphWithOverrides",
+        "hipdnnEnginePluginSerializeExecutionContext",
+        "hipdnnEnginePluginDestroySerializedExecutionContext",
+        "hipdnnEnginePluginCreateExecutionContextFromSerialized",
     ]
     .into_iter()
     .collect();

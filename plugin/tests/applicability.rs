@@ -210,13 +210,6 @@ fn unsupported_sdpa_features_are_declined() {
 
 #[test]
 fn version_gates_are_declined() {
-    let mut g = golden();
-    g.is_override_shape_enabled = true;
-    assert_declined(
-        &g,
-        "override shapes: ExecuteOpGraphWithOverrides is not exported",
-    );
-
     // A stamp above the 1.3.0 ceiling. The encoder always stamps the computed minimum (1.3.0),
     // so patch the minor of the one EngineApiVersion struct in the buffer.
     let mut bytes = encode_graph(&golden());

@@ -111,6 +111,9 @@ pub fn decision_table_rows() -> Vec<Row> {
         row("\"1.3.0\" + override", WithOverrides, Some("1.3.0")),
         row("\"1.3.0-rc1\"", Main, Some("1.3.0-rc1")),
         row("\"1.4.0\"", Main, Some("1.4.0")),
+        // The project plugin's own row (versioning.md §6, revised 2026-12-01): it exports the
+        // override entry point, so G1 and G7 are offered too.
+        row("\"1.4.0\" + override", WithOverrides, Some("1.4.0")),
         row("\"1.10.0\"", Main, Some("1.10.0")),
         row("\"2.0.0\"", Main, Some("2.0.0")),
         row("\"2.0.0\" + override", WithOverrides, Some("2.0.0")),
@@ -123,7 +126,7 @@ pub fn decision_table_rows() -> Vec<Row> {
 
 /// versioning.md §7 transcribed by hand, in the order of [`decision_table_rows`] ("any" rows once
 /// per fixture variant). Not derived from any code: it is what the matrix is checked against.
-pub const EXPECTED: [(&str, &str); 17] = [
+pub const EXPECTED: [(&str, &str); 18] = [
     ("symbol absent (=> 1.0.0)", "OSSSSSSS"),
     ("\"1.0.0\"", "OSSSSSSS"),
     ("\"0.0.1\"", "SSSSSSSS"),
@@ -134,6 +137,7 @@ pub const EXPECTED: [(&str, &str); 17] = [
     ("\"1.3.0\" + override", "OOOOOOOO"),
     ("\"1.3.0-rc1\"", "OXOOOOOX"),
     ("\"1.4.0\"", "OXOOOOOX"),
+    ("\"1.4.0\" + override", "OOOOOOOO"),
     ("\"1.10.0\"", "OXOOOOOX"),
     ("\"2.0.0\"", "RRRRRRRR"),
     ("\"2.0.0\" + override", "RRRRRRRR"),

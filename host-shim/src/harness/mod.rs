@@ -6,6 +6,7 @@
 //! host reference engine); a GPU engine needs device buffers, which this crate does not allocate.
 
 pub mod bundle;
+pub mod overrides;
 pub mod sdpa_op;
 pub mod validate;
 

@@ -1,6 +1,6 @@
 //! The engine-plugin functions (`EnginePluginApi.h`): the 12 the loader requires plus
-//! `GetEngineName` (API 1.4.0). The serialization trio and `ExecuteOpGraphWithOverrides` are
-//! deliberately absent (plugin-abi.md §4).
+//! `GetEngineName` (API 1.4.0). `ExecuteOpGraphWithOverrides` and the serialization trio live
+//! in [`super::overrides`] and [`super::serialization`].
 //!
 //! Each export only checks and converts its arguments, then calls the module that does the work;
 //! outputs are written as the last step, so a failing call leaves them untouched.
@@ -326,7 +326,7 @@ fn write_ids(sink: IdSink, count: Out<u32>, ids: &[i64], report: Report) {
     count.write(u32::try_from(reported).unwrap_or(u32::MAX));
 }
 
-fn non_null<T>(ptr: *mut T, argument: &'static str) -> Result<(), PluginError> {
+pub(super) fn non_null<T>(ptr: *mut T, argument: &'static str) -> Result<(), PluginError> {
     if ptr.is_null() {
         Err(PluginError::NullArgument { argument })
     } else {
@@ -334,12 +334,14 @@ fn non_null<T>(ptr: *mut T, argument: &'static str) -> Result<(), PluginError> {
     }
 }
 
-fn lookup_handle(handle: PluginHandle) -> Result<std::sync::Arc<EngineHandle>, PluginError> {
+pub(super) fn lookup_handle(
+    handle: PluginHandle,
+) -> Result<std::sync::Arc<EngineHandle>, PluginError> {
     non_null(handle, "handle")?;
     HANDLES.get(handle as usize)
 }
 
-fn lookup_context(
+pub(super) fn lookup_context(
     context: ExecutionContextHandle,
 ) -> Result<std::sync::Arc<ExecutionContext>, PluginError> {
     non_null(context, "execution_context")?;

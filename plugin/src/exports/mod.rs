@@ -5,3 +5,5 @@
 
 pub mod base;
 pub mod engine;
+pub mod overrides;
+pub mod serialization;

@@ -5,6 +5,7 @@
 #![allow(dead_code, non_snake_case)]
 
 pub mod golden;
+pub mod overrides;
 pub mod problem;
 
 use std::ffi::{CStr, c_char, c_void};

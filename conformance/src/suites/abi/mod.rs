@@ -14,6 +14,7 @@ use hipdnn_shim::engine_id::{engine_name_to_id, hex_id};
 use hipdnn_shim::manager::{LoadedPlugin, PluginManager};
 
 mod graph_calls;
+mod optional_calls;
 
 use graph_calls::{context, declines, details, pass_by_value_scale, set_stream};
 
@@ -117,6 +118,12 @@ pub fn run(path: &Path, host_engines: &[String]) -> Report {
         "runtime_pass_by_value_scale_executes",
         || pass_by_value_scale(loaded, host_engines),
     );
+    record(&mut report, &file, "execute_with_overrides", || {
+        optional_calls::overrides(loaded, host_engines)
+    });
+    record(&mut report, &file, "serialized_context_round_trip", || {
+        optional_calls::serialization(loaded, host_engines)
+    });
     record(&mut report, &file, "last_error_contract", || {
         last_error(loaded)
     });
