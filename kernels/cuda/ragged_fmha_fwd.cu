@@ -386,51 +386,26 @@ __device__ __forceinline__ void load_tile(u32 s_base, const u16* g, i64 stride, 
 // What one forward block works on, shared by the mma.sync and the wgmma bodies: block x is work
 // item x / H_q (a query tile of BM rows of one batch) for query head x % H_q; GQA head g serves
 // H_q / H_kv query heads. The key-block range comes from the same key_block_range the pre-pass
-// costed the tile with.
-struct FmhaBlockWork {
-    RaggedBatch bt;
-    RaggedBand band;
-    int h;         // query head
-    int i0;        // first query row of the tile within the batch
-    int rows;      // valid query rows of the tile, min(Lq - i0, BM)
-    int nb_first;  // key blocks [nb_first, nb_last) hold at least one admitted key
-    int nb_last;
-    const u16* qp;  // Q row i0 of head h
-    const u16* kp;  // K row 0 of batch, KV head g
-    const u16* vp;  // V row 0 of batch, KV head g
-};
-
-// Fills *w; false when this block's rank is beyond the pre-pass's tile count (the block exits).
-template <int BM, int BN>
-__device__ __forceinline__ bool fmha_block_work(const u16* q, const u16* k, const u16* v, const RaggedBatch* batches,
-                                                const RaggedTile* tiles, const int* tile_count, i64 q_seq,
-                                                i64 q_head, i64 k_seq, i64 k_head, i64 v_seq, i64 v_head, int h_q,
-                                                int h_kv, int mask_left, int mask_right, int bottom_right,
-                                                FmhaBlockWork* w) {
-    const int rank = blockIdx.x / h_q;
-    const int h = blockIdx.x - rank * h_q;
-    if (rank >= *tile_count) return false;
-    const RaggedTile tile = tiles[rank];
-    const RaggedBatch bt = batches[tile.batch];
-    const int i0 = tile.tile * BM;
-    const int rows = bt.lq - i0 < BM ? bt.lq - i0 : BM;
-    const int g = h / (h_q / h_kv);
-    const RaggedBand band = make_band(bt.lq, bt.lkv, mask_left, mask_right, bottom_right);
-    int nb_first, nb_last;
-    key_block_range(band, i0, rows, BN, &nb_first, &nb_last);
-
-    w->bt = bt;
-    w->band = band;
-    w->h = h;
-    w->i0 = i0;
-    w->rows = rows;
-    w->nb_first = nb_first;
-    w->nb_last = nb_last;
-    w->qp = q + (bt.q_tok + i0) * q_seq + (i64)h * q_head;
-    w->kp = k + bt.kv_tok * k_seq + (i64)g * k_head;
-    w->vp = v + bt.kv_tok * v_seq + (i64)g * v_head;
-    return true;
-}
+// costed the tile with. A macro rather than a function filling a struct: the struct version
+// (measured on the H200, bench/gpu/NOTES.md) cost 6-10 % on causal problems, because the band and
+// batch record no longer stayed in registers across the key loop. Declares, in the body's scope:
+// h, bt, i0, rows, band, nb_first, nb_last, qp, kp, vp; returns from the body past the pre-pass's
+// tile count.
+#define RAGGED_FMHA_BLOCK_PROLOGUE(BM, BN)                                                       \
+    const int rank = blockIdx.x / h_q;                                                           \
+    const int h = blockIdx.x - rank * h_q;                                                       \
+    if (rank >= *tile_count) return;                                                             \
+    const RaggedTile tile = tiles[rank];                                                         \
+    const RaggedBatch bt = batches[tile.batch];                                                  \
+    const int i0 = tile.tile * (BM);                                                             \
+    const int rows = bt.lq - i0 < (BM) ? bt.lq - i0 : (BM);                                      \
+    const int g = h / (h_q / h_kv);                                                              \
+    const RaggedBand band = make_band(bt.lq, bt.lkv, mask_left, mask_right, bottom_right);       \
+    int nb_first, nb_last;                                                                       \
+    key_block_range(band, i0, rows, (BN), &nb_first, &nb_last);                                  \
+    const u16* qp = q + (bt.q_tok + i0) * q_seq + (i64)h * q_head;                               \
+    const u16* kp = k + bt.kv_tok * k_seq + (i64)g * k_head;                                     \
+    const u16* vp = v + bt.kv_tok * v_seq + (i64)g * v_head
 
 // Copies the first `rows` rows of the normalised O tile, staged in shared memory in the swz<D>
 // layout at s_tile, to global memory at op (row stride o_seq) with 16-byte stores.
@@ -471,14 +446,7 @@ __device__ __forceinline__ void fmha_fwd_body(RAGGED_FMHA_PARAMS) {
     const u32 s_k = s_q + BM * D * 2;
     const u32 s_v = s_k + 2 * BN * D * 2;
 
-    FmhaBlockWork w;
-    if (!fmha_block_work<BM, BN>(q, k, v, batches, tiles, tile_count, q_seq, q_head, k_seq, k_head, v_seq, v_head,
-                                 h_q, h_kv, mask_left, mask_right, bottom_right, &w))
-        return;
-    const RaggedBatch& bt = w.bt;
-    const RaggedBand& band = w.band;
-    const int h = w.h, i0 = w.i0, rows = w.rows, nb_first = w.nb_first, nb_last = w.nb_last;
-    const u16 *qp = w.qp, *kp = w.kp, *vp = w.vp;
+    RAGGED_FMHA_BLOCK_PROLOGUE(BM, BN);
 
     const int tid = threadIdx.x;
     const int lane = tid & 31;
@@ -986,14 +954,7 @@ __device__ __forceinline__ void fmha_fwd_wgmma_body(RAGGED_FMHA_PARAMS) {
     const u32 s_k = s_q + BM * D * 2;
     const u32 s_v = s_k + 2 * BN * D * 2;
 
-    FmhaBlockWork w;
-    if (!fmha_block_work<BM, BN>(q, k, v, batches, tiles, tile_count, q_seq, q_head, k_seq, k_head, v_seq, v_head,
-                                 h_q, h_kv, mask_left, mask_right, bottom_right, &w))
-        return;
-    const RaggedBatch& bt = w.bt;
-    const RaggedBand& band = w.band;
-    const int h = w.h, i0 = w.i0, rows = w.rows, nb_first = w.nb_first, nb_last = w.nb_last;
-    const u16 *qp = w.qp, *kp = w.kp, *vp = w.vp;
+    RAGGED_FMHA_BLOCK_PROLOGUE(BM, BN);
 
     const int tid = threadIdx.x;
     const int wg = tid >> 7;
