@@ -146,7 +146,7 @@ fn the_shared_contract_comes_first() {
     p.k.alignment = 8;
     rejected(&p, 2, "alignment");
     let mut p = problem();
-    p.q.strides = [200 * 8 * 128, 128, 8 * 128, 1];
+    p.q.strides = [200 * 8 * 256, 8 * 256, 256, 1];
     rejected(&p, 1, "head stride");
 }
 

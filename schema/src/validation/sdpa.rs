@@ -1,11 +1,11 @@
 //! SDPA node rules: referenced tensors exist; Q, K, V, O have rank 4 in the layout their
 //! raggedness implies (ragged-sdpa.md §1); GQA head counts divide; seq_len tensors are
-//! `[B, 1, 1, 1]` int32/int64; at most one deprecated causal flag.
+//! `[B, 1, 1, 1]` or `[B]`, int32/int64; at most one deprecated causal flag.
 
 use crate::error::ValidationError;
 use crate::model::{Graph, SdpaAttributes, TensorAttributes};
 
-const RAGGED_LAYOUT: &str = "ragged tensors are [B, S, H, D]";
+const RAGGED_LAYOUT: &str = "ragged tensors are [B, S, H, D] or [B, H, S, D] over BSHD memory";
 const DENSE_LAYOUT: &str = "dense tensors are [B, H, S, D]";
 
 struct NodeCtx<'a> {
@@ -28,10 +28,10 @@ impl NodeCtx<'_> {
 
     /// Rank-4 check; returns the head count, whose axis depends on raggedness.
     fn heads(&self, field: &'static str, t: &TensorAttributes) -> Result<i64, ValidationError> {
-        let (layout, head_axis) = if t.is_ragged() {
-            (RAGGED_LAYOUT, 2)
+        let layout = if t.is_ragged() {
+            RAGGED_LAYOUT
         } else {
-            (DENSE_LAYOUT, 1)
+            DENSE_LAYOUT
         };
         if t.dims.len() != 4 {
             return Err(ValidationError::SdpaRank {
@@ -43,7 +43,7 @@ impl NodeCtx<'_> {
                 dims: t.dims.clone(),
             });
         }
-        Ok(t.dims[head_axis])
+        Ok(t.dims[t.sdpa_head_axis()])
     }
 }
 
@@ -99,7 +99,7 @@ pub(super) fn check_node(
         let Some(uid) = uid else { continue };
         let t = ctx.tensor(field, uid)?;
         let expected = vec![batch, 1, 1, 1];
-        if t.dims != expected {
+        if t.dims != expected && t.dims != [batch] {
             return Err(ValidationError::SeqLenShape {
                 node_index,
                 node_name: node_name.to_string(),
