@@ -231,7 +231,7 @@ fn a_graph_the_plugin_declines_shows_the_plugins_reason_and_exits_zero() {
     write(&root.join("quick/Alibi/Small.meta.json"), META);
     let (out, stdout, stderr) = bundle(&root);
     assert!(
-        stdout.contains("declined quick/Alibi/Small: [hipdnn_provider_ragged_sdpa] declining graph: alibi_mask is true; ALiBi is not supported"),
+        stdout.contains("declined quick/Alibi/Small: [hipdnn_provider_ragged_sdpa] declining graph: alibi_mask = true, need false: ALiBi is not supported"),
         "{stdout}\n{stderr}"
     );
     assert!(
