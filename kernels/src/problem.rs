@@ -413,6 +413,19 @@ pub(crate) mod tests {
         }
     }
 
+    /// Rewrites every ragged tensor of `p` in cuDNN's `[B, H, S, D]` dims order over the same
+    /// BSHD memory (dims and strides of axes 1 and 2 swapped), as upstream's
+    /// `RaggedSdpaTestUtils.hpp` writes them.
+    pub(crate) fn in_bhsd_order(p: &mut RaggedSdpaProblem) {
+        let (q, k, v, o) = (&mut p.q, &mut p.k, &mut p.v, &mut p.o);
+        for t in [q, k, v, o].into_iter().chain(p.stats.as_mut()) {
+            if t.ragged.is_some() {
+                t.dims.swap(1, 2);
+                t.strides.swap(1, 2);
+            }
+        }
+    }
+
     /// B = 3, S_q = 200, H_q = 8, S_kv = 300, H_kv = 2, D = 128.
     pub(crate) fn problem() -> RaggedSdpaProblem {
         packed(3, (200, 8), (300, 2), 128)

@@ -2,7 +2,7 @@ use super::*;
 use crate::MaskBand;
 use crate::aiter::fixtures::{base_problem, base_ragged, operand};
 use crate::aiter::problem::{IndexWidth, RaggedAux};
-use crate::problem::tests::ragged;
+use crate::problem::tests::{in_bhsd_order, ragged};
 use crate::problem::{Operand, RaggedSdpaProblem};
 
 const TARGETS: &str = "gfx942;gfx950";
@@ -422,4 +422,19 @@ fn empty_dims_and_bad_scales_are_declined() {
         decline(&p),
         "tensor uid 1: attention scale = NaN, need a finite value"
     );
+}
+
+#[test]
+fn both_ragged_dims_orders_map_to_the_same_aiter_arguments() {
+    // S_q = 8 against H_q = 4 and S_kv = 16 against H_kv = 2.
+    let mut a = base_ragged();
+    for stats in [None, Some(dense_stats([32, 8, 1, 1]))] {
+        a.stats = stats;
+        let mut b = a;
+        in_bhsd_order(&mut b);
+        assert_ne!(a.k.dims, b.k.dims);
+        let (x, y) = (plan(&a, &gfx942(), TARGETS), plan(&b, &gfx942(), TARGETS));
+        assert!(x.is_ok(), "{:?}", x.err());
+        assert_eq!(x.map_err(|d| d.to_string()), y.map_err(|d| d.to_string()));
+    }
 }
