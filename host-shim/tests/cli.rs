@@ -371,7 +371,7 @@ fn when_no_engine_applies_the_plugins_decline_reason_reaches_the_terminal() {
     );
     // Default log level, no HIPDNN_LOG_LEVEL: the plugin's own words, not only the shim's.
     assert!(
-        stderr.contains("alibi_mask is true; ALiBi is not supported"),
+        stderr.contains("alibi_mask = true, need false: ALiBi is not supported"),
         "{stderr}"
     );
 }
