@@ -55,6 +55,9 @@ pub struct RaggedSdpaSpec {
     pub shared_aux: bool,
     pub mask: Mask,
     pub stats: bool,
+    /// Ragged Q/K/V/O written in cuDNN's `[B, H, S_max, D]` dims order over the same BSHD
+    /// memory (ragged-sdpa.md §1: upstream writes both), instead of `[B, S_max, H, D]`.
+    pub bhsd_dims: bool,
 }
 
 impl RaggedSdpaSpec {
@@ -75,6 +78,7 @@ impl RaggedSdpaSpec {
             shared_aux: true,
             mask: Mask::None,
             stats: true,
+            bhsd_dims: false,
         }
     }
 
@@ -128,12 +132,17 @@ impl RaggedSdpaSpec {
         let b = self.batch();
         let (hq, hkv, d) = (self.heads_q, self.heads_kv, self.head_dim);
         let primary = |uid: i64, name: &str, s_max: i64, heads: i64, aux: i64| {
-            let dims = vec![b, s_max, heads, d];
+            let mut dims = vec![b, s_max, heads, d];
+            let mut strides = TensorAttributes::packed_strides(&dims);
+            if self.bhsd_dims {
+                dims.swap(1, 2);
+                strides.swap(1, 2);
+            }
             TensorAttributes::new()
                 .set_uid(uid)
                 .set_name(name)
                 .set_data_type(self.io_type)
-                .set_strides(TensorAttributes::packed_strides(&dims))
+                .set_strides(strides)
                 .set_dims(dims)
                 .set_ragged_offset_uid(aux)
         };

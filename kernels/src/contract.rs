@@ -133,7 +133,31 @@ fn check_multiplier(t: &Operand, offsets: &Offsets) -> Result<(), Decline> {
             "at least 1",
         ));
     }
-    Ok(())
+    check_whole_tokens(t, offsets)
+}
+
+/// Offsets count elements (multiplier 1) or whole tokens (multiplier a multiple of the sequence
+/// stride, upstream's token-unit "AITER form"). Any other multiplier scales stored values to
+/// element offsets that fall between rows: upstream sometimes writes `strides[1]`, which in the
+/// `[B, H, S, D]` dims order is D, not the token stride H·D (ragged-sdpa.md §1, Units). A rule
+/// of every engine, checked without reading the offsets.
+pub fn check_whole_tokens(t: &Operand, offsets: &Offsets) -> Result<(), Decline> {
+    let seq_stride = t.seq_stride();
+    if offsets.multiplier == 1 || (seq_stride > 0 && offsets.multiplier % seq_stride == 0) {
+        return Ok(());
+    }
+    Err(Decline::new(
+        t.uid,
+        format!(
+            "{} ragged_offset_multiplier (sequence stride {seq_stride}, dims {:?}, strides {:?})",
+            t.role, t.dims, t.strides
+        ),
+        offsets.multiplier,
+        format!(
+            "1 (element offsets) or a multiple of the sequence stride {seq_stride} (token \
+             offsets); other multipliers do not make whole tokens"
+        ),
+    ))
 }
 
 fn check_alignment(t: &Operand) -> Result<(), Decline> {
@@ -228,9 +252,15 @@ fn check_packed(t: &Operand) -> Result<(), Decline> {
         if value != want {
             return Err(Decline::new(
                 t.uid,
-                format!("{} {field} (strides {:?})", t.role, t.strides),
+                format!(
+                    "{} {field} (dims {:?}, strides {:?})",
+                    t.role, t.dims, t.strides
+                ),
                 value,
-                format!("{want} (packed BSHD)"),
+                format!(
+                    "{want}: BSHD-packed memory (tokens outermost within a batch, then heads, \
+                     then the head dim), in either dims order [B, S, H, D] or [B, H, S, D]"
+                ),
             ));
         }
     }
@@ -401,15 +431,58 @@ mod tests {
 
     #[test]
     fn non_packed_layouts_are_declined_with_the_stride() {
-        // cuDNN's logical [B, H, S, D] order with BSHD strides, read as sequence axis 1.
+        // A head stride wider than packed: tokens are still outermost, but rows have gaps.
         let mut p = problem();
-        p.q.strides = [200 * 8 * 128, 128, 8 * 128, 1];
+        p.q.strides = [200 * 8 * 256, 8 * 256, 256, 1];
         let text = declined(&p, 1, "head stride");
-        assert!(text.contains("= 1024, need 128 (packed BSHD)"), "{text}");
+        assert!(
+            text.contains("= 256, need 128: BSHD-packed memory"),
+            "{text}"
+        );
+        assert!(text.contains("dims [3, 200, 8, 128]"), "{text}");
+        assert!(text.contains("strides [409600, 2048, 256, 1]"), "{text}");
         let mut p = problem();
         p.o.strides[1] = 2048;
         let text = declined(&p, 4, "seqStride");
         assert!(text.contains("= 2048, need 1024"), "{text}");
+    }
+
+    #[test]
+    fn cudnns_bhsd_dims_order_over_bshd_memory_meets_the_contract() {
+        let mut p = problem();
+        for t in [&mut p.q, &mut p.k, &mut p.v, &mut p.o] {
+            let [b, s, h, d] = t.dims;
+            t.dims = [b, h, s, d];
+            t.strides = [s * h * d, d, h * d, 1];
+        }
+        assert_eq!(check_gpu(&p), Ok(()));
+        assert_eq!(p.q.bshd(), [3, 200, 8, 128]);
+        assert_eq!(p.k.bshd(), [3, 300, 2, 128]);
+    }
+
+    #[test]
+    fn token_offsets_must_be_whole_tokens() {
+        // Upstream's `strides[1]` as multiplier: D = 128 in the [B, H, S, D] order, not H·D.
+        let mut p = problem();
+        let [b, s, h, d] = p.q.dims;
+        p.q.dims = [b, h, s, d];
+        p.q.strides = [s * h * d, d, h * d, 1];
+        if let Some(o) = p.q.ragged.as_mut() {
+            o.multiplier = p.q.strides[1];
+        }
+        let text = declined(&p, 1, "ragged_offset_multiplier");
+        assert!(
+            text.contains("(sequence stride 1024, dims [3, 8, 200, 128]"),
+            "{text}"
+        );
+        assert!(text.contains("= 128, need 1 (element offsets)"), "{text}");
+        if let Some(o) = p.q.ragged.as_mut() {
+            o.multiplier = 2048;
+        }
+        assert_ne!(
+            check_gpu(&p).map_err(|d| d.field),
+            Err("q_tensor_uid ragged_offset_multiplier".into())
+        );
     }
 
     #[test]
@@ -434,11 +507,11 @@ mod tests {
         );
         let mut p = problem();
         if let Some(o) = p.v.ragged.as_mut() {
-            o.multiplier = 2;
+            o.multiplier = 256;
         }
         let text = declined(&p, 3, "multiplier/seqStride");
         assert!(
-            text.contains("= 2/256, need k_tensor_uid's 1/256"),
+            text.contains("= 256/256, need k_tensor_uid's 1/256"),
             "{text}"
         );
     }
@@ -525,6 +598,9 @@ mod tests {
         let mut p = problem();
         let mut s = stats(true);
         s.strides = [1600, 64, 8, 1];
+        if let Some(o) = s.ragged.as_mut() {
+            o.multiplier = 64;
+        }
         p.stats = Some(s);
         declined(&p, 9, "head stride");
     }

@@ -263,13 +263,17 @@ pub enum KernelError {
     },
     /// A batch's block is not a whole number of sequence rows.
     #[error(
-        "batch {batch} spans {elements} elements, not a multiple of the sequence stride {seq_stride}"
+        "batch {batch} spans {elements} elements (stored offsets × ragged_offset_multiplier \
+         {multiplier}), not a multiple of the sequence stride {seq_stride}: the offsets do not \
+         make whole tokens"
     )]
     PartialRow {
         /// Batch index.
         batch: usize,
         /// Elements in its block.
         elements: i64,
+        /// The multiplier the stored offsets were scaled by.
+        multiplier: i64,
         /// Sequence stride.
         seq_stride: i64,
     },
@@ -323,8 +327,11 @@ pub enum KernelError {
         /// What it must be.
         expected: String,
     },
-    /// A ragged SDPA tensor does not use the BSHD sequence axis 1.
-    #[error("{role}: ragged sequence axis {seq_axis}, expected 1 ([B, S, H, D] packing)")]
+    /// A ragged SDPA tensor's sequence axis is neither middle axis.
+    #[error(
+        "{role}: ragged sequence axis {seq_axis}, expected 1 ([B, S, H, D] dims) or 2 \
+         ([B, H, S, D] dims)"
+    )]
     SdpaSeqAxis {
         /// Tensor role.
         role: Role,

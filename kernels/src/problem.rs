@@ -71,7 +71,7 @@ pub struct Axes {
 }
 
 /// Sequence axis 1: `[B, S, H, D]`, the RFC's memory order for ragged tensors.
-const SEQ_AXIS_1: Axes = Axes {
+pub const SEQ_AXIS_1: Axes = Axes {
     batch: 0,
     seq: 1,
     heads: 2,
@@ -79,19 +79,62 @@ const SEQ_AXIS_1: Axes = Axes {
 };
 
 /// Sequence axis 2: hipDNN's logical `[B, H, S, D]` order.
-const SEQ_AXIS_2: Axes = Axes {
+pub const SEQ_AXIS_2: Axes = Axes {
     batch: 0,
     seq: 2,
     heads: 1,
     dim: 3,
 };
 
-/// The one place that decides where S and H sit (ragged-sdpa.md §1). Today a ragged tensor is
-/// `[B, S, H, D]` (sequence axis 1) and a dense one hipDNN's `[B, H, S, D]`; the strides are taken
-/// so that accepting both upstream ragged forms (issue 11: the sequence axis is the non-batch
-/// axis with the largest stride) changes this function only.
-pub fn resolve_axes(_dims: &[i64; 4], _strides: &[i64; 4], ragged: bool) -> Axes {
-    if ragged { SEQ_AXIS_1 } else { SEQ_AXIS_2 }
+/// The one place that decides where S and H sit (ragged-sdpa.md §1, revised 2026-12-01).
+///
+/// A ragged tensor's memory is BSHD-packed, but upstream writes its dims two ways: the RFC's
+/// `[B, S_max, H, D]` (strides `{·, H·D, D, 1}`) and cuDNN's logical `[B, H, S_max, D]` over the
+/// same memory (strides `{·, D, H·D, 1}`). Tokens are outermost within a batch, so the sequence
+/// axis is the middle axis with the larger stride (upstream's data-SDK rule); with one head the
+/// two strides tie and the larger dim is the sequence. The head axis is the other middle axis.
+/// A dense tensor keeps hipDNN's logical `[B, H, S, D]` with any strides (a dense LSE written
+/// token-major is reordered by [`dense_stats_axes`] before it reaches an [`Operand`]).
+pub fn resolve_axes(dims: &[i64; 4], strides: &[i64; 4], ragged: bool) -> Axes {
+    if !ragged {
+        return SEQ_AXIS_2;
+    }
+    match strides[1].cmp(&strides[2]) {
+        std::cmp::Ordering::Greater => SEQ_AXIS_1,
+        std::cmp::Ordering::Less => SEQ_AXIS_2,
+        std::cmp::Ordering::Equal if dims[2] > dims[1] => SEQ_AXIS_2,
+        std::cmp::Ordering::Equal => SEQ_AXIS_1,
+    }
+}
+
+/// The axes of a dense LSE tensor, which upstream writes head-major `[B, H_q, S_q, 1]` or
+/// token-major `[B, S_q, H_q, 1]` with any strides: its strides cannot tell the two apart (a
+/// head-major LSE has its largest middle stride on the head axis), so its dims are matched
+/// against Q's S_max and heads. When S_max = H the dims are the same either way and hipDNN's
+/// head-major reading wins; `None` when the dims match neither order.
+pub fn dense_stats_axes(dims: &[i64; 4], q_seq_max: i64, q_heads: i64) -> Option<Axes> {
+    if dims[3] != 1 {
+        return None;
+    }
+    if [dims[1], dims[2]] == [q_heads, q_seq_max] {
+        Some(SEQ_AXIS_2)
+    } else if [dims[1], dims[2]] == [q_seq_max, q_heads] {
+        Some(SEQ_AXIS_1)
+    } else {
+        None
+    }
+}
+
+impl Axes {
+    /// `values` (dims or strides, graph order) rearranged to `[B, H, S, D]`.
+    pub fn to_bhsd(&self, values: &[i64; 4]) -> [i64; 4] {
+        [
+            values[self.batch],
+            values[self.heads],
+            values[self.seq],
+            values[self.dim],
+        ]
+    }
 }
 
 /// The `ragged_offset` aux of a ragged primary: `[B + 1, 1, 1, 1]`, read per execute (never
@@ -118,7 +161,9 @@ pub struct Operand {
     pub uid: i64,
     /// Element type.
     pub dtype: DataType,
-    /// Graph dims, in the graph's order (see [`Operand::axes`]).
+    /// Graph dims, in the graph's order (see [`Operand::axes`]); a dense LSE written token-major
+    /// is held reordered to `[B, H, S, 1]`, its strides with it (same memory, see
+    /// [`dense_stats_axes`]).
     pub dims: [i64; 4],
     /// Graph strides, in elements; a ragged tensor's batch stride is ignored.
     pub strides: [i64; 4],
@@ -368,6 +413,19 @@ pub(crate) mod tests {
         }
     }
 
+    /// Rewrites every ragged tensor of `p` in cuDNN's `[B, H, S, D]` dims order over the same
+    /// BSHD memory (dims and strides of axes 1 and 2 swapped), as upstream's
+    /// `RaggedSdpaTestUtils.hpp` writes them.
+    pub(crate) fn in_bhsd_order(p: &mut RaggedSdpaProblem) {
+        let (q, k, v, o) = (&mut p.q, &mut p.k, &mut p.v, &mut p.o);
+        for t in [q, k, v, o].into_iter().chain(p.stats.as_mut()) {
+            if t.ragged.is_some() {
+                t.dims.swap(1, 2);
+                t.strides.swap(1, 2);
+            }
+        }
+    }
+
     /// B = 3, S_q = 200, H_q = 8, S_kv = 300, H_kv = 2, D = 128.
     pub(crate) fn problem() -> RaggedSdpaProblem {
         packed(3, (200, 8), (300, 2), 128)
@@ -404,6 +462,50 @@ pub(crate) mod tests {
             (q.batch_stride(), q.seq_stride(), q.head_stride()),
             (6, 1, 3)
         );
+    }
+
+    /// The same packed memory described in both upstream dims orders.
+    fn both_forms(b: i64, s: i64, h: i64, d: i64) -> (Operand, Operand) {
+        let a = ragged("q_tensor_uid", 1, [b, s, h, d], 5);
+        let mut bhsd = a;
+        bhsd.dims = [b, h, s, d];
+        bhsd.strides = [s * h * d, d, h * d, 1];
+        (a, bhsd)
+    }
+
+    #[test]
+    fn both_ragged_dims_orders_resolve_to_the_same_geometry() {
+        for (s, h) in [(3, 2), (2, 3), (5, 1), (1, 4), (4, 4)] {
+            let (a, b) = both_forms(2, s, h, 16);
+            assert_eq!(a.axes(), SEQ_AXIS_1, "s {s} h {h}");
+            assert_eq!(b.axes(), SEQ_AXIS_2, "s {s} h {h}");
+            assert_eq!(a.bshd(), b.bshd(), "s {s} h {h}");
+            assert_eq!(
+                (a.seq_stride(), a.head_stride(), a.dim_stride()),
+                (b.seq_stride(), b.head_stride(), b.dim_stride()),
+                "s {s} h {h}"
+            );
+        }
+    }
+
+    #[test]
+    fn one_head_ties_the_middle_strides_and_the_larger_dim_is_the_sequence() {
+        let (a, b) = both_forms(2, 7, 1, 8);
+        assert_eq!(a.strides[1], a.strides[2]);
+        assert_eq!((a.seq_max(), a.heads()), (7, 1));
+        assert_eq!((b.seq_max(), b.heads()), (7, 1));
+    }
+
+    #[test]
+    fn dense_stats_match_either_order_of_q() {
+        assert_eq!(dense_stats_axes(&[2, 4, 6, 1], 6, 4), Some(SEQ_AXIS_2));
+        assert_eq!(dense_stats_axes(&[2, 6, 4, 1], 6, 4), Some(SEQ_AXIS_1));
+        assert_eq!(dense_stats_axes(&[2, 5, 5, 1], 5, 5), Some(SEQ_AXIS_2));
+        assert_eq!(dense_stats_axes(&[2, 6, 3, 1], 6, 4), None);
+        assert_eq!(dense_stats_axes(&[2, 6, 4, 2], 6, 4), None);
+        // Token-major [B, S, H, 1] strides {S·H, H, 1, 1} reordered to [B, H, S, 1].
+        assert_eq!(SEQ_AXIS_1.to_bhsd(&[24, 4, 1, 1]), [24, 1, 4, 1]);
+        assert_eq!(SEQ_AXIS_1.to_bhsd(&[2, 6, 4, 1]), [2, 4, 6, 1]);
     }
 
     #[test]

@@ -229,6 +229,7 @@ fn batch_block_not_whole_rows() {
         KernelError::PartialRow {
             batch: 1,
             elements: 3,
+            multiplier: 1,
             seq_stride: 2
         }
     );
@@ -482,17 +483,18 @@ fn lse_last_dim_not_one() {
 }
 
 #[test]
-fn ragged_operand_with_a_non_bshd_sequence_axis() {
+fn ragged_operand_whose_sequence_axis_is_the_head_dim() {
+    // Axes 1 and 2 are both legal sequence axes (the two upstream dims orders); axis 3 is not.
     let mut ops = valid();
-    let dims = vec![2, 2, 3, 4];
-    let strides = vec![24, 4, 8, 1];
+    let dims = vec![2, 2, 2, 8];
+    let strides = vec![32, 4, 2, 1];
     ops.q =
-        Box::new(RaggedTensor::<f32>::new(dims, strides, 2, aux4(&[0, 16, 40]), 1, None).unwrap());
+        Box::new(RaggedTensor::<f32>::new(dims, strides, 3, aux4(&[0, 8, 16]), 1, None).unwrap());
     assert_eq!(
         run(&mut ops, None, None).unwrap_err(),
         KernelError::SdpaSeqAxis {
             role: Role::Q,
-            seq_axis: 2
+            seq_axis: 3
         }
     );
 }

@@ -87,16 +87,86 @@ fn decline_reasons_name_the_field_and_value() {
     );
 }
 
-#[test]
-fn the_older_bhsd_ragged_form_is_declined_by_name() {
+/// The golden graph with every ragged primary written in cuDNN's `[B, H, S, D]` dims order over
+/// the same BSHD memory (upstream's `RaggedSdpaTestUtils.hpp` form).
+fn golden_in_bhsd_order() -> Graph {
     let mut g = golden();
-    for t in g.tensors.iter_mut().filter(|t| t.uid == 1 || t.uid == 4) {
-        t.dims = vec![2, 2, 3, 16];
-        t.strides = vec![96, 16, 32, 1];
+    for t in g
+        .tensors
+        .iter_mut()
+        .filter(|t| [1, 2, 3, 4].contains(&t.uid))
+    {
+        t.dims.swap(1, 2);
+        t.strides.swap(1, 2);
     }
+    g
+}
+
+#[test]
+fn both_ragged_dims_orders_give_one_problem() {
+    let (a, b) = match (problem(&golden()), problem(&golden_in_bhsd_order())) {
+        (Ok(a), Ok(b)) => (a, b),
+        (a, b) => panic!("declined: {:?} / {:?}", a.err(), b.err()),
+    };
+    for (x, y) in a.primaries().into_iter().zip(b.primaries()) {
+        assert_eq!(x.bshd(), y.bshd(), "{}", x.role);
+        assert_eq!(
+            (x.seq_stride(), x.head_stride(), x.dim_stride()),
+            (y.seq_stride(), y.head_stride(), y.dim_stride()),
+            "{}",
+            x.role
+        );
+    }
+    assert_eq!(b.q.dims, [2, 2, 3, 16]);
+}
+
+#[test]
+fn token_major_dense_lse_is_held_head_major_over_the_same_memory() {
+    let mut g = golden();
+    let lse = g.tensors.iter_mut().find(|t| t.uid == 9).unwrap();
+    // [B, S, H, 1] with strides {S·H, H, 1, 1}.
+    lse.dims = vec![2, 3, 2, 1];
+    lse.strides = vec![6, 2, 1, 1];
+    let stats = match problem(&g) {
+        Ok(p) => p.stats.unwrap(),
+        Err(why) => panic!("declined: {why}"),
+    };
+    assert_eq!((stats.dims, stats.strides), ([2, 2, 3, 1], [6, 1, 2, 1]));
+    let lse = g.tensors.iter_mut().find(|t| t.uid == 9).unwrap();
+    lse.dims = vec![2, 3, 3, 1];
     let why = reason(&g);
-    assert!(why.contains("older [B, H, S, D] form"), "{why}");
+    assert!(why.contains("[2, 2, 3, 1] or [2, 3, 2, 1]"), "{why}");
+}
+
+#[test]
+fn heads_outermost_memory_and_partial_token_multipliers_are_declined() {
+    let mut g = golden_in_bhsd_order();
+    // Q [B, H, S, D] = [2, 2, 3, 16] with a head stride wider than a token: not BSHD-packed.
+    let q = g.tensors.iter_mut().find(|t| t.uid == 1).unwrap();
+    q.strides = vec![96, 64, 32, 1];
+    let why = reason(&g);
     assert!(why.contains("tensor uid 1"), "{why}");
+    assert!(why.contains("dims [2, 2, 3, 16]"), "{why}");
+    assert!(why.contains("[96, 64, 32, 1]"), "{why}");
+    assert!(why.contains("BHSD"), "{why}");
+    assert!(!why.contains("older"), "{why}");
+
+    // Upstream's multiplier `strides[1]`: D = 16 in this order, not the token stride 32.
+    let mut g = golden_in_bhsd_order();
+    let q = g.tensors.iter_mut().find(|t| t.uid == 1).unwrap();
+    q.ragged_offset_multiplier = q.strides[1];
+    let why = reason(&g);
+    assert!(why.contains("tensor uid 1"), "{why}");
+    assert!(
+        why.contains("ragged_offset_multiplier (sequence stride 32"),
+        "{why}"
+    );
+    assert!(why.contains("= 16, need 1 (element offsets)"), "{why}");
+    let q = g.tensors.iter_mut().find(|t| t.uid == 1).unwrap();
+    q.ragged_offset_multiplier = 32;
+    let o = g.tensors.iter_mut().find(|t| t.uid == 4).unwrap();
+    o.ragged_offset_multiplier = 32;
+    assert_eq!(reason(&g), "accepted");
 }
 
 #[test]

@@ -7,7 +7,7 @@
 
 use ragged_kernels::problem::{
     IndexInput, IndexWidth, OFFSETS_ROLE, Offsets, Operand, RaggedSdpaProblem, ScalarType,
-    ScalePlan,
+    ScalePlan, dense_stats_axes,
 };
 use ragged_kernels::{DataType as KernelType, DiagonalAlignment as Alignment, MaskBand};
 use ragged_schema::{
@@ -178,9 +178,10 @@ fn tensor_plan(
     Ok(operand)
 }
 
-/// Ragged primaries are packed BSHD (ragged-sdpa.md §1): head-dim stride 1, head stride D,
-/// seqStride H·D along the axes [`Operand`] resolves. The older `[B, H, S, D]`-with-BSHD-strides
-/// form is declined by name.
+/// Ragged tensors are BSHD memory (ragged-sdpa.md §1): head-dim stride 1, head stride D,
+/// seqStride H·D along the axes [`Operand`] resolves, whichever of upstream's two dims orders
+/// (`[B, S, H, D]`, `[B, H, S, D]`) the graph writes. Heads-outermost memory is declined naming
+/// the uid, its dims and strides, and so is a multiplier that does not make whole tokens.
 fn offsets(
     graph: &Graph,
     t: &TensorAttributes,
@@ -199,26 +200,34 @@ fn offsets(
     let (h, d) = (probe.heads(), probe.head_dim());
     let packed = [h.saturating_mul(d), d, 1];
     if [probe.seq_stride(), probe.head_stride(), probe.dim_stride()] != packed {
-        let field = format!("{role} ragged strides (dims {dims:?})");
-        if probe.seq_stride() == d && probe.dim_stride() == 1 {
-            return refuse(
-                uid,
-                field,
-                format!("{strides:?}"),
-                "the [B, S, H, D] form (sequence axis 1) with packed strides; this is the older \
-                 [B, H, S, D] form",
-            );
-        }
+        let axes = probe.axes();
+        let mut want = [0; 4];
+        want[axes.seq] = packed[0];
+        want[axes.heads] = packed[1];
+        want[axes.dim] = packed[2];
         return refuse(
             uid,
-            field,
+            format!("{role} ragged strides (dims {dims:?})"),
             format!("{strides:?}"),
             format!(
-                "packed [B, S, H, D] strides [_, {}, {}, 1]",
-                packed[0], packed[1]
+                "BSHD memory, tokens outermost within a batch (sequence axis {} = the middle \
+                 axis of larger stride, S_max {}, H {h}): strides [_, {}, {}, 1]; heads-outermost \
+                 (BHSD) packing is not ragged-legal",
+                axes.seq,
+                probe.seq_max(),
+                want[1],
+                want[2],
             ),
         );
     }
+    contract::check_whole_tokens(
+        &probe,
+        &Offsets {
+            uid: aux_uid,
+            width: IndexWidth::I32,
+            multiplier: t.ragged_offset_multiplier.max(1),
+        },
+    )?;
     let aux = tensor_attributes(graph, OFFSETS_ROLE, aux_uid)?;
     let aux_field = |what: &str| format!("ragged offsets (of {role} uid {uid}) {what}");
     let Some(width) = kernel_type(aux.data_type).and_then(IndexWidth::of) else {
@@ -283,15 +292,31 @@ fn check_io_types(tensors: &[(&'static str, &TensorAttributes)]) -> Result<(), D
     Ok(())
 }
 
-/// LSE: FLOAT, `[B, S_q, H_q, 1]` along the axes its layout resolves (dense `[B, H_q, S_q, 1]`,
-/// ragged token-major `[B, S_q, H_q, 1]`).
+/// LSE: FLOAT, Q's B, S_max and heads in either order (ragged-sdpa.md §4). A ragged LSE resolves
+/// its axes from its strides like Q; a dense one is matched against Q's dims
+/// ([`dense_stats_axes`]), and one written token-major (`[B, S_q, H_q, 1]`) is held as
+/// `[B, H_q, S_q, 1]` with its strides reordered alike: the same memory, in the order every
+/// engine reads dense tensors.
 fn stats_plan(graph: &Graph, uid: i64, q: &Operand) -> Result<Operand, Decline> {
     let role = "stats_tensor_uid";
     let t = tensor_attributes(graph, role, uid)?;
     if t.data_type != DataType::Float {
         return refuse(uid, "stats_tensor_uid data type", t.data_type, "FLOAT");
     }
-    let stats = tensor_plan(graph, role, t)?;
+    let mut stats = tensor_plan(graph, role, t)?;
+    if stats.ragged.is_none() {
+        let Some(axes) = dense_stats_axes(&stats.dims, q.seq_max(), q.heads()) else {
+            let [b, s, h] = [q.batch(), q.seq_max(), q.heads()];
+            return refuse(
+                uid,
+                "stats_tensor_uid dims",
+                format!("{:?}", stats.dims),
+                format!("[{b}, {h}, {s}, 1] or [{b}, {s}, {h}, 1] (Q's B, heads and S_max)"),
+            );
+        };
+        stats.dims = axes.to_bhsd(&stats.dims);
+        stats.strides = axes.to_bhsd(&stats.strides);
+    }
     let expected = [q.batch(), q.seq_max(), q.heads(), 1];
     if stats.bshd() != expected {
         let axes = stats.axes();

@@ -117,6 +117,75 @@ fn fp32_execute_equals_the_cpu_reference_bit_for_bit() {
     }
 }
 
+/// The fp32 graph rewritten the ways upstream also writes it, over the same memory: ragged
+/// Q/K/V/O in cuDNN's `[B, H, S, D]` dims order, and `seq_len` tensors of dims `[B]`.
+fn upstream_forms() -> Vec<(&'static str, Vec<u8>)> {
+    let mut bhsd = problem::graph();
+    for t in bhsd
+        .tensors
+        .iter_mut()
+        .filter(|t| t.ragged_offset_tensor_uid.is_some())
+    {
+        t.dims.swap(1, 2);
+        t.strides.swap(1, 2);
+    }
+    let mut rank1 = bhsd.clone();
+    for t in rank1
+        .tensors
+        .iter_mut()
+        .filter(|t| [problem::SEQ_Q, problem::SEQ_KV].contains(&t.uid))
+    {
+        t.dims = vec![problem::B];
+        t.strides = vec![1];
+    }
+    vec![
+        (
+            "[B, H, S, D] dims",
+            ragged_schema::wire::encode_graph(&bhsd),
+        ),
+        (
+            "[B, H, S, D] dims, seq_len [B]",
+            ragged_schema::wire::encode_graph(&rank1),
+        ),
+    ]
+}
+
+#[test]
+fn both_ragged_dims_orders_execute_bit_identically() {
+    let handle = OwnedHandle::new();
+    let rfc_form = OwnedContext::new(&handle, &problem::config_bytes(), &problem::graph_bytes());
+    for (form, graph) in upstream_forms() {
+        let other = OwnedContext::new(&handle, &problem::config_bytes(), &graph);
+        for packing in [PACKING_A, PACKING_B] {
+            let inputs = Inputs::new(packing);
+            let (want_o, want_lse) = inputs.reference();
+            let (mut o_a, mut lse_a) = inputs.outputs();
+            let (mut o_b, mut lse_b) = inputs.outputs();
+            assert_eq!(
+                rfc_form.execute(&inputs.pack(&mut o_a, &mut lse_a)),
+                SUCCESS
+            );
+            assert_eq!(
+                other.execute(&inputs.pack(&mut o_b, &mut lse_b)),
+                SUCCESS,
+                "{form}: {}",
+                last_error()
+            );
+            assert!(same_bits(&o_a, &o_b), "{form}: O differs for {packing:?}");
+            assert!(
+                same_bits(&lse_a, &lse_b),
+                "{form}: LSE differs for {packing:?}"
+            );
+            assert!(
+                same_bits(&o_b, &want_o),
+                "{form}: O vs reference, {packing:?}"
+            );
+            assert!(same_bits(&lse_b, &want_lse), "{form}: LSE vs reference");
+            assert!(o_b.iter().any(|x| x.is_finite()), "{form}: rows written");
+        }
+    }
+}
+
 #[test]
 fn a_missing_uid_is_bad_param_and_writes_nothing() {
     let handle = OwnedHandle::new();

@@ -38,6 +38,8 @@ const LSE_SENTINEL: u32 = 0x7FC0_0D1E;
 enum Lse {
     None,
     Dense,
+    /// Dense, token-major memory (`[B, S, H, 1]` strides `{S·H, H, 1, 1}` in the RFC's order).
+    DenseTokenMajor,
     Ragged,
 }
 
@@ -53,6 +55,9 @@ struct Case {
     /// A runtime pass-by-value scale (bound as a host pointer next to device tensors) instead of
     /// the graph's `attn_scale_value`.
     runtime_scale: Option<f32>,
+    /// Write every ragged tensor (and the LSE) in cuDNN's `[B, H, S, D]` dims order over the
+    /// same memory instead of `[B, S, H, D]` (ragged-sdpa.md §1: both upstream forms).
+    bhsd_dims: bool,
 }
 
 impl Case {
@@ -77,13 +82,22 @@ impl Case {
 
 fn graph(case: &Case) -> Graph {
     let (b, d, hq, hkv) = (case.batch(), case.d, case.hq, case.hkv);
+    // [B, S, H, x] dims and strides, axes 1 and 2 swapped in the [B, H, S, x] order.
+    let order = |mut dims: Vec<i64>, mut strides: Vec<i64>| {
+        if case.bhsd_dims {
+            dims.swap(1, 2);
+            strides.swap(1, 2);
+        }
+        (dims, strides)
+    };
     let ragged = |uid, s, h, aux, multiplier| {
+        let (dims, strides) = order(vec![b, s, h, d], vec![s * h * d, h * d, d, 1]);
         TensorAttributes::new()
             .set_uid(uid)
             .set_name(format!("t{uid}"))
             .set_data_type(case.dtype)
-            .set_dims(vec![b, s, h, d])
-            .set_strides(vec![s * h * d, h * d, d, 1])
+            .set_dims(dims)
+            .set_strides(strides)
             .set_ragged_offset_uid(aux)
             .set_ragged_offset_multiplier(multiplier)
     };
@@ -133,16 +147,29 @@ fn graph(case: &Case) -> Graph {
                     .set_strides(vec![hq * s_q, s_q, 1, 1]),
             );
         }
+        Lse::DenseTokenMajor => {
+            sdpa.stats_tensor_uid = Some(LSE);
+            let (dims, strides) = order(vec![b, s_q, hq, 1], vec![s_q * hq, hq, 1, 1]);
+            g = g.add_tensor(
+                TensorAttributes::new()
+                    .set_uid(LSE)
+                    .set_name("lse")
+                    .set_data_type(DataType::Float)
+                    .set_dims(dims)
+                    .set_strides(strides),
+            );
+        }
         Lse::Ragged => {
             sdpa.stats_tensor_uid = Some(LSE);
+            let (dims, strides) = order(vec![b, s_q, hq, 1], vec![s_q * hq, hq, 1, 1]);
             g = g
                 .add_tensor(
                     TensorAttributes::new()
                         .set_uid(LSE)
                         .set_name("lse")
                         .set_data_type(DataType::Float)
-                        .set_dims(vec![b, s_q, hq, 1])
-                        .set_strides(vec![s_q * hq, hq, 1, 1])
+                        .set_dims(dims)
+                        .set_strides(strides)
                         .set_ragged_offset_uid(LSE_OFFSETS)
                         .set_ragged_offset_multiplier(hq),
                 )
@@ -245,7 +272,7 @@ fn device_inputs(case: &Case) -> DeviceInputs {
     }
     let lse_elements = match case.lse {
         Lse::None => 0,
-        Lse::Dense => (case.batch() * case.hq * case.s_q()) as usize,
+        Lse::Dense | Lse::DenseTokenMajor => (case.batch() * case.hq * case.s_q()) as usize,
         Lse::Ragged => q_total as usize * hq,
     };
     DeviceInputs {
@@ -358,11 +385,12 @@ fn skip(name: &str, reason: &str) {
     let _ = writeln!(std::io::stderr(), "test {name}: skipped: {reason}");
 }
 
-/// CUDA FMHA against the host reference (both on device buffers), ragged-sdpa.md §8.
-fn check(name: &str, case: Case) {
+/// CUDA FMHA against the host reference (both on device buffers), ragged-sdpa.md §8; CUDA's O
+/// and LSE bits, `None` when skipped.
+fn check(name: &str, case: Case) -> Option<(Vec<u16>, Vec<u32>)> {
     if let Err(reason) = runtime::probe() {
         skip(name, &reason.to_string());
-        return;
+        return None;
     }
     // SAFETY: a valid callback that outlives the plugin.
     unsafe { (plugin().SetLoggingCallback)(Some(print_line)) };
@@ -420,6 +448,43 @@ fn check(name: &str, case: Case) {
         "test {name}: CUDA FMHA matches the host reference on {written} O elements and {} LSE values",
         host_lse.iter().filter(|&&b| b != LSE_SENTINEL).count()
     );
+    Some((cuda_o, cuda_lse))
+}
+
+/// One case in both upstream dims orders over the same device memory: the CUDA engine must
+/// match the host reference in each and write bit-identical O and LSE in both.
+fn both_dims_orders(name: &str, case: impl Fn(bool) -> Case) {
+    let Some(a) = check(&format!("{name} [B, S, H, D]"), case(false)) else {
+        return;
+    };
+    let Some(b) = check(&format!("{name} [B, H, S, D]"), case(true)) else {
+        return;
+    };
+    assert!(a.0 == b.0, "{name}: O differs between the dims orders");
+    assert!(a.1 == b.1, "{name}: LSE differs between the dims orders");
+}
+
+#[test]
+fn both_dims_orders_gqa_unequal_lengths_dense_token_major_lse() {
+    // S_q and S_kv differ and neither equals a head count: a positional reading of the
+    // [B, H, S, D] order would take S for H.
+    for (dtype, lse) in [
+        (DataType::BFloat16, Lse::DenseTokenMajor),
+        (DataType::Half, Lse::Ragged),
+    ] {
+        both_dims_orders("both_dims_orders_gqa_unequal_lengths", |bhsd_dims| Case {
+            dtype,
+            d: 64,
+            hq: 4,
+            hkv: 2,
+            q_tokens: vec![9, 0, 21],
+            kv_tokens: vec![14, 3, 30],
+            band: (None, Some(0), DiagonalAlignment::BottomRight),
+            lse,
+            runtime_scale: None,
+            bhsd_dims,
+        });
+    }
 }
 
 #[test]
@@ -437,6 +502,7 @@ fn zero_length_batches_bf16_d128_gqa_dense_lse() {
             band: (None, None, DiagonalAlignment::TopLeft),
             lse: Lse::Dense,
             runtime_scale: None,
+            bhsd_dims: false,
         },
     );
 }
@@ -455,6 +521,7 @@ fn causal_top_left_f16_d64_ragged_lse() {
             band: (None, Some(0), DiagonalAlignment::TopLeft),
             lse: Lse::Ragged,
             runtime_scale: None,
+            bhsd_dims: false,
         },
     );
 }
@@ -474,6 +541,7 @@ fn causal_bottom_right_bf16_d64_mqa() {
             band: (None, Some(0), DiagonalAlignment::BottomRight),
             lse: Lse::Dense,
             runtime_scale: None,
+            bhsd_dims: false,
         },
     );
 }
@@ -492,6 +560,7 @@ fn sliding_window_f16_d128_no_lse() {
             band: (Some(16), Some(4), DiagonalAlignment::BottomRight),
             lse: Lse::None,
             runtime_scale: None,
+            bhsd_dims: false,
         },
     );
 }
@@ -513,6 +582,7 @@ fn runtime_pass_by_value_scale_bf16_d64() {
             band: (None, None, DiagonalAlignment::TopLeft),
             lse: Lse::Dense,
             runtime_scale: Some(0.7),
+            bhsd_dims: false,
         },
     );
 }
@@ -540,6 +610,7 @@ fn decreasing_offsets_are_invalid_value_in_validating_mode() {
         band: (None, None, DiagonalAlignment::TopLeft),
         lse: Lse::None,
         runtime_scale: None,
+        bhsd_dims: false,
     };
     let mut inputs = device_inputs(&case);
     let bad: Vec<i32> = vec![0, 16, 8, 24];

@@ -205,7 +205,7 @@ pub enum ValidationError {
     },
 
     #[error(
-        "node #{node_index} ({node_name:?}): field {field} tensor uid {uid} must have dims [B, 1, 1, 1] = {expected:?}, got {dims:?}"
+        "node #{node_index} ({node_name:?}): field {field} tensor uid {uid} must have dims [B, 1, 1, 1] = {expected:?} or [B], got {dims:?}"
     )]
     SeqLenShape {
         node_index: usize,

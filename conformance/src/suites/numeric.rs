@@ -50,6 +50,25 @@ pub fn cases() -> Vec<RaggedSdpaSpec> {
         with(base("packed_f16", &[3, 5], &[4, 2]), &|s| {
             s.io_type = DataType::Half
         }),
+        // cuDNN's [B, H, S, D] dims over the same memory, S_q != S_kv != H (ragged-sdpa.md §1).
+        with(base("gqa_4q_2kv_bhsd_dims", &[3, 1, 4], &[2, 5, 3]), &|s| {
+            s.heads_q = 4;
+            s.heads_kv = 2;
+            s.bhsd_dims = true;
+        }),
+        with(
+            base(
+                "padded_causal_bottom_right_bhsd_dims",
+                &[4, 6, 3],
+                &[5, 5, 2],
+            ),
+            &|s| {
+                s.seq_len_q = Some(vec![2, 6, 1]);
+                s.seq_len_kv = Some(vec![5, 3, 2]);
+                s.mask = Mask::CausalBottomRight;
+                s.bhsd_dims = true;
+            },
+        ),
     ]
 }
 

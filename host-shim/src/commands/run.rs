@@ -107,10 +107,15 @@ fn with_spinner<T>(message: String, work: impl FnOnce() -> T) -> T {
 fn npy_shape(t: &dyn Tensor) -> Vec<u64> {
     let len = t.host_data().len() as u64;
     let dims: Vec<u64> = t.dims().iter().map(|d| *d as u64).collect();
-    if t.ragged_iteration_info().is_some() && dims.len() == 4 {
-        let row = dims[2] * dims[3];
+    if let Some(info) = t.ragged_iteration_info()
+        && dims.len() == 4
+        && matches!(info.seq_axis, 1 | 2)
+    {
+        // The head axis is the middle axis that is not the sequence (either dims order).
+        let heads = dims[3 - info.seq_axis];
+        let row = heads * dims[3];
         if row > 0 && len.is_multiple_of(row) {
-            return vec![len / row, dims[2], dims[3]];
+            return vec![len / row, heads, dims[3]];
         }
     }
     if t.ragged_iteration_info().is_none()

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use half::{bf16, f16};
 use ragged_kernels::tensor::{DenseTensor, RaggedTensor, Tensor, TensorMut, TensorMutExt};
-use ragged_kernels::{BSHD_SEQ_AXIS, DataType as KernelType, Element, KernelError};
+use ragged_kernels::{DataType as KernelType, Element, KernelError};
 use ragged_schema::model::{DataType, Graph, TensorAttributes};
 
 use crate::host_error::HostError;
@@ -192,7 +192,7 @@ fn ragged<T: Element>(
     Ok(Box::new(RaggedTensor::<T>::new(
         a.dims.clone(),
         a.strides.clone(),
-        BSHD_SEQ_AXIS,
+        3 - a.sdpa_head_axis(),
         Arc::clone(aux),
         a.ragged_offset_multiplier,
         None,

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeSet;
 
+use ragged_kernels::problem::dense_stats_axes;
 use ragged_kernels::sdpa::{DiagonalAlignment as KernelAlignment, MaskBand, SdpaParams};
 use ragged_kernels::tensor::{Tensor, TensorExt};
 use ragged_schema::model::{DiagonalAlignment, Graph, SdpaAttributes};
@@ -131,6 +132,34 @@ impl SdpaRoles {
         self.row_positions(uid, bundle, |b| 0..lq.get(b).copied().unwrap_or(0))
     }
 
+    /// The sequence axis of output `uid` (1 or 2): a ragged tensor's own, a dense O's 2 (hipDNN's
+    /// `[B, H, S, D]`), a dense LSE's by matching its dims against Q's S_max and heads
+    /// (ragged-sdpa.md §4: either order, any strides).
+    fn seq_axis(&self, t: &dyn Tensor, uid: i64, bundle: &Bundle) -> Result<usize, HostError> {
+        if let Some(info) = t.ragged_iteration_info() {
+            return Ok(info.seq_axis);
+        }
+        if Some(uid) != self.attrs.stats_tensor_uid {
+            return Ok(2);
+        }
+        let q = bundle.get(self.attrs.q_tensor_uid)?;
+        let q_seq = q.ragged_iteration_info().map_or(2, |i| i.seq_axis);
+        let (q_dims, dims) = (q.dims(), t.dims());
+        let four = |d: &[i64]| <[i64; 4]>::try_from(d).ok();
+        let (Some(q_dims), Some(dims)) = (four(q_dims), four(dims)) else {
+            return Err(HostError::Harness(format!(
+                "LSE uid {uid} or Q has a rank other than 4"
+            )));
+        };
+        dense_stats_axes(&dims, q_dims[q_seq], q_dims[3 - q_seq])
+            .map(|axes| axes.seq)
+            .ok_or_else(|| {
+                HostError::Harness(format!(
+                    "LSE uid {uid} dims {dims:?} match neither order of Q's dims {q_dims:?}"
+                ))
+            })
+    }
+
     /// Every element of the rows `rows(b)` of output `uid`, for every batch and head.
     fn row_positions<I: Iterator<Item = usize>>(
         &self,
@@ -146,12 +175,8 @@ impl SdpaRoles {
                 dims.len()
             )));
         }
-        let ragged = t.ragged_iteration_info().is_some();
-        let (heads, last) = if ragged {
-            (dims[2], dims[3])
-        } else {
-            (dims[1], dims[3])
-        };
+        let seq_axis = self.seq_axis(t, uid, bundle)?;
+        let (heads, last) = (dims[3 - seq_axis], dims[3]);
         let batch = usize::try_from(dims[0]).unwrap_or(0);
         let mut out = BTreeSet::new();
         for b in 0..batch {
@@ -159,11 +184,9 @@ impl SdpaRoles {
                 let s = s as i64;
                 for h in 0..heads {
                     for d in 0..last {
-                        let index = if ragged {
-                            [b as i64, s, h, d]
-                        } else {
-                            [b as i64, h, s, d]
-                        };
+                        let mut index = [b as i64, 0, 0, d];
+                        index[seq_axis] = s;
+                        index[3 - seq_axis] = h;
                         let position = t.get_index(&index).map_err(|e| {
                             HostError::Harness(format!("output uid {uid} index {index:?}: {e}"))
                         })?;
@@ -188,6 +211,7 @@ fn logical_lengths(
     let batch = usize::try_from(t.dims().first().copied().unwrap_or(0)).unwrap_or(0);
     let extents: Vec<i64> = match t.ragged_iteration_info() {
         Some(info) => (0..info.batch_count()).map(|b| info.extent(b)).collect(),
+        // A dense primary is hipDNN's [B, H, S, D].
         None => vec![t.dims().get(2).copied().unwrap_or(0); batch],
     };
     match seq_lens_uid {
@@ -210,9 +234,10 @@ fn logical_lengths(
     }
 }
 
-/// Element `b` of a `[B, 1, 1, 1]` integer tensor.
+/// Element `b` of a `[B, 1, 1, 1]` or `[B]` integer tensor.
 fn read_index(t: &dyn Tensor, uid: i64, b: usize) -> Result<i64, HostError> {
-    let index = [b as i64, 0, 0, 0];
+    let mut index = vec![0; t.dims().len().max(1)];
+    index[0] = b as i64;
     let value = match t.host_data() {
         ragged_kernels::HostData::I32(_) => t.get::<i32>(&index).map(i64::from),
         ragged_kernels::HostData::I64(_) => t.get::<i64>(&index),

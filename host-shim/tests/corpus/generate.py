@@ -18,7 +18,6 @@ HERE = Path(__file__).resolve().parent
 OUT = HERE / "bundles" / "quick" / "SdpaFwd"
 GENERATOR = "host-shim/tests/corpus/generate.py"
 REFERENCE = "graph-only: verified at run time against hipdnn-shim's float64 oracle"
-PENDING = "issue 11 item 1 (both ragged dims orders, [B] seq_len, token-major dense LSE)"
 
 Q, K, V, O, LSE = 0, 1, 2, 3, 4
 OFF_Q, OFF_KV, OFF_LSE, SEQ_Q, SEQ_KV, SCALE = 10, 11, 12, 13, 14, 15
@@ -193,7 +192,7 @@ def packed_sweep():
                     "metadata": metadata(seed, {OFF_Q: off_q, OFF_KV: off_kv}),
                 })
                 name = f"quick/SdpaFwd/ragged_packed#{cid}"
-                expect(name, "pass") if form == "bshd" else expect(name, "declined", PENDING)
+                expect(name, "pass")
     # Upstream sometimes writes the multiplier as strides[1]: in the [B, H, S, D] order that is
     # D, which does not make whole tokens; such a graph must be rejected, now and later.
     qd, qs = ragged("bhsd", b, sq, 4, d)
@@ -301,7 +300,7 @@ def padded_sweep():
                                             SEQ_Q: len_q, SEQ_KV: len_kv}),
             })
             name = f"quick/SdpaFwd/ragged_padded#{cid}"
-            expect(name, "pass") if form == "bshd" else expect(name, "declined", PENDING)
+            expect(name, "pass")
     write(root / "sweep.json", {"version": 1, "cases": cases})
     write(root / "support.json", {"claims": {}, "version": 1})
 
@@ -427,7 +426,7 @@ def singles():
     tensors, ports, inputs, _ = base_ragged(ext_q=(3, 1, 5), lse_dims=[b, sq, hq, 1],
                                             lse_strides=[sq * hq, hq, 1, 1])
     g = graph("lse_token_major", "float", tensors, [node(ports, attributes(attn_scale_value=0.35))])
-    single("dense_lse_bshd_dims", g, inputs, "declined", PENDING, seed=309)
+    single("dense_lse_bshd_dims", g, inputs, "pass", seed=309)
     tensors, ports, inputs, _ = base_ragged(ext_q=(3, 1, 5), lse_dims=[b, hq, sq, 1],
                                             lse_strides=[sq * hq, 1, hq, 1])
     g = graph("lse_token_strides", "float", tensors,
@@ -441,7 +440,7 @@ def singles():
     ports.update(seq_len_q_tensor_uid=SEQ_Q, seq_len_kv_tensor_uid=SEQ_KV)
     g = graph("seq_len_rank1", "float", tensors, [node(ports, attributes(attn_scale_value=0.35))])
     single("seq_len_rank1", g, {**inputs, SEQ_Q: [3, 1, 2], SEQ_KV: [2, 5, 3]},
-           "declined", PENDING, seed=311)
+           "pass", seed=311)
 
     # Features the plugin declines by design.
     tensors, ports, inputs, _ = base_ragged()

@@ -2,7 +2,7 @@ use super::*;
 use crate::MaskBand;
 use crate::aiter::fixtures::{base_problem, base_ragged, operand};
 use crate::aiter::problem::{IndexWidth, RaggedAux};
-use crate::problem::tests::ragged;
+use crate::problem::tests::{in_bhsd_order, ragged};
 use crate::problem::{Operand, RaggedSdpaProblem};
 
 const TARGETS: &str = "gfx942;gfx950";
@@ -171,11 +171,11 @@ fn q_and_o_of_different_head_dims_share_token_starts_through_multipliers() {
     let (aiter, _) = plan(&p, &GpuArch::new("gfx950"), TARGETS).expect("taken");
     assert_eq!(aiter, d192_128());
     if let Some(o) = p.o.ragged.as_mut() {
-        o.multiplier = 4 * 192;
+        o.multiplier = 2 * 512;
     }
     let d = plan_decline(&p);
     assert!(
-        d.contains("o_tensor_uid multiplier/seqStride = 768/512, need q_tensor_uid's 768/768"),
+        d.contains("o_tensor_uid multiplier/seqStride = 1024/512, need q_tensor_uid's 768/768"),
         "{d}"
     );
 }
@@ -232,14 +232,17 @@ fn unpacked_layouts_are_declined_with_the_stride() {
     p.k.strides[2] = 256;
     let text = plan_decline(&p);
     assert!(
-        text.starts_with("tensor uid 2: k_tensor_uid head stride (strides [4096, 256, 256, 1]) = 256, need 128 (packed BSHD)"),
+        text.starts_with("tensor uid 2: k_tensor_uid head stride (dims [2, 16, 2, 128], strides [4096, 256, 256, 1]) = 256, need 128: BSHD-packed memory"),
         "{text}"
     );
     let mut p = base_ragged();
     p.o.strides[1] = 1024;
     let text = plan_decline(&p);
     assert!(text.contains("seqStride"), "{text}");
-    assert!(text.contains("= 1024, need 512 (packed BSHD)"), "{text}");
+    assert!(
+        text.contains("= 1024, need 512: BSHD-packed memory"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -376,10 +379,10 @@ fn stats_layouts() {
             alignment: 16,
         }
     );
-    p.stats = Some(ragged_stats(8));
+    p.stats = Some(ragged_stats(2));
     assert_eq!(
         plan_decline(&p),
-        "tensor uid 9: stats_tensor_uid head stride = 8, need 1 (packed token-major ragged stats)"
+        "tensor uid 9: stats_tensor_uid head stride = 2, need 1 (packed token-major ragged stats)"
     );
     p.stats = Some(dense_stats([32, -8, 1, 1]));
     let text = plan_decline(&p);
@@ -419,4 +422,19 @@ fn empty_dims_and_bad_scales_are_declined() {
         decline(&p),
         "tensor uid 1: attention scale = NaN, need a finite value"
     );
+}
+
+#[test]
+fn both_ragged_dims_orders_map_to_the_same_aiter_arguments() {
+    // S_q = 8 against H_q = 4 and S_kv = 16 against H_kv = 2.
+    let mut a = base_ragged();
+    for stats in [None, Some(dense_stats([32, 8, 1, 1]))] {
+        a.stats = stats;
+        let mut b = a;
+        in_bhsd_order(&mut b);
+        assert_ne!(a.k.dims, b.k.dims);
+        let (x, y) = (plan(&a, &gfx942(), TARGETS), plan(&b, &gfx942(), TARGETS));
+        assert!(x.is_ok(), "{:?}", x.err());
+        assert_eq!(x.map_err(|d| d.to_string()), y.map_err(|d| d.to_string()));
+    }
 }

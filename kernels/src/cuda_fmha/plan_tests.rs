@@ -2,7 +2,7 @@ use super::*;
 use crate::MaskBand;
 use crate::cuda_fmha::device_abi::TileConfig;
 use crate::cuda_fmha::geometry::geometry;
-use crate::problem::tests::{dense_stats, problem, ragged};
+use crate::problem::tests::{dense_stats, in_bhsd_order, problem, ragged};
 use crate::problem::{IndexInput, IndexWidth};
 
 /// The decline's text, which must name `uid` and `field`.
@@ -146,7 +146,7 @@ fn the_shared_contract_comes_first() {
     p.k.alignment = 8;
     rejected(&p, 2, "alignment");
     let mut p = problem();
-    p.q.strides = [200 * 8 * 128, 128, 8 * 128, 1];
+    p.q.strides = [200 * 8 * 256, 8 * 256, 256, 1];
     rejected(&p, 1, "head stride");
 }
 
@@ -218,4 +218,21 @@ fn grids_beyond_int32_are_declined() {
     p.v = ragged("v_tensor_uid", 3, [1 << 20, 300, 2, 128], 11);
     let text = rejected(&p, 1, "forward grid");
     assert!(text.contains(&format!("= {},", 1u64 << 32)), "{text}");
+}
+
+#[test]
+fn both_ragged_dims_orders_launch_with_the_same_arguments() {
+    // S_q = 200 against H_q = 8 and S_kv = 300 against H_kv = 2: a positional reading of the
+    // [B, H, S, D] order would see 200 heads against 300.
+    let mut a = problem();
+    a.stats = Some(dense_stats(5, [3, 8, 200, 1], [1600, 200, 1, 1]));
+    let mut token_stats = ragged("stats_tensor_uid", 5, [3, 200, 8, 1], 13);
+    token_stats.dtype = DataType::F32;
+    for stats in [a.stats, Some(token_stats)] {
+        a.stats = stats;
+        let mut b = a;
+        in_bhsd_order(&mut b);
+        assert_ne!(a.q.dims, b.q.dims);
+        assert_eq!(plan(&a).unwrap(), plan(&b).unwrap());
+    }
 }

@@ -1,16 +1,18 @@
 //! Per-tensor attention layouts (ragged-sdpa.md §1): where row s of head h of batch b starts.
 //!
-//! Ragged tensors are `[B, S, H, D]` with batch b based at `ragged_offset[b]`; dense ones are
-//! hipDNN's `[B, H, S, D]` with any strides. Both reduce to a per-batch base plus three strides,
+//! Ragged tensors are BSHD memory with batch b based at `ragged_offset[b]`, their dims in either
+//! upstream order: the sequence axis is the one the tensor was built with (1 for `[B, S, H, D]`,
+//! 2 for `[B, H, S, D]`; callers take it from `problem::resolve_axes`) and the head axis is the
+//! other middle axis. Dense ones are hipDNN's `[B, H, S, D]` with any strides. Both reduce to a per-batch base plus three strides,
 //! resolved once here so the kernel never asks a tensor anything per element.
 
 use crate::error::{KernelError, Role};
-use crate::tensor::{BSHD_SEQ_AXIS, Tensor};
+use crate::tensor::Tensor;
 
 /// Resolved geometry of one SDPA operand.
 #[derive(Debug, Clone)]
 pub(crate) struct AttnLayout {
-    /// `[B, S, H, D]` based at ragged offsets, else dense `[B, H, S, D]`.
+    /// Based at ragged offsets, else dense `[B, H, S, D]`.
     pub ragged: bool,
     pub batch: usize,
     pub heads: usize,
@@ -52,8 +54,17 @@ impl AttnLayout {
         };
         let batch = to_usize(0, dims, "batch")?;
         let info = tensor.ragged_iteration_info();
-        // Dense [B, H, S, D]; ragged [B, S, H, D].
-        let (h_axis, s_axis) = if info.is_some() { (2, 1) } else { (1, 2) };
+        // Dense [B, H, S, D]; ragged along the sequence axis it was built with.
+        let (h_axis, s_axis) = match &info {
+            None => (1, 2),
+            Some(info) if matches!(info.seq_axis, 1 | 2) => (3 - info.seq_axis, info.seq_axis),
+            Some(info) => {
+                return Err(KernelError::SdpaSeqAxis {
+                    role,
+                    seq_axis: info.seq_axis,
+                });
+            }
+        };
         let heads = to_usize(h_axis, dims, "heads")?;
         let seq = to_usize(s_axis, dims, "sequence")?;
         let head_dim = to_usize(3, dims, "head_dim")?;
@@ -62,12 +73,6 @@ impl AttnLayout {
         let stride_d = to_usize(3, strides, "head_dim stride")?;
         let (base, extent, limits) = match &info {
             Some(info) => {
-                if info.seq_axis != BSHD_SEQ_AXIS {
-                    return Err(KernelError::SdpaSeqAxis {
-                        role,
-                        seq_axis: info.seq_axis,
-                    });
-                }
                 let offsets = &info.row_offsets;
                 let base = offsets[..batch].iter().map(|&o| o as usize).collect();
                 let extent = (0..batch).map(|b| info.extent(b) as usize).collect();

@@ -135,7 +135,7 @@ fn logical_lengths(
             role,
             field: "element count",
             value: tensor.element_count() as i64,
-            expected: format!("B = {batch} as dims [B, 1, 1, 1]"),
+            expected: format!("B = {batch} as dims [B, 1, 1, 1] or [B]"),
         });
     }
     let mut index = vec![0i64; dims.len()];

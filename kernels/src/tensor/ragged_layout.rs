@@ -10,7 +10,9 @@ use crate::error::KernelError;
 
 use super::Tensor;
 
-/// Sequence axis of BSHD-packed `[B, S, H, D]` tensors, the only ragged-legal packing.
+/// Sequence axis of BSHD memory written with `[B, S, H, D]` dims (the RFC's order). The same
+/// memory written with cuDNN's `[B, H, S, D]` dims has sequence axis 2; which one a graph tensor
+/// uses is `problem::resolve_axes`'s answer, never this constant.
 pub const BSHD_SEQ_AXIS: usize = 1;
 
 /// What ragged traversal needs, snapshotted once so iteration never re-reads the aux.
@@ -188,6 +190,7 @@ impl RaggedLayout {
                 return Err(KernelError::PartialRow {
                     batch: b,
                     elements,
+                    multiplier,
                     seq_stride,
                 });
             }

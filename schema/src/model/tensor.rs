@@ -77,7 +77,8 @@ impl TensorValue {
 /// One tensor of a graph. Fields mirror the wire table (schema.md §4, newest field order).
 ///
 /// A tensor is *ragged* when `ragged_offset_tensor_uid` is set: its buffer is packed per batch
-/// and addressed through the offset aux tensor of that uid, and `dims[1]` reports S_max.
+/// and addressed through the offset aux tensor of that uid, and its sequence dim reports S_max
+/// (which axis that is: [`TensorAttributes::sdpa_head_axis`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct TensorAttributes {
     pub uid: i64,
@@ -97,6 +98,28 @@ pub struct TensorAttributes {
     pub alignment: i64,
     /// `element_offset = stored_offset * ragged_offset_multiplier`.
     pub ragged_offset_multiplier: i64,
+}
+
+impl TensorAttributes {
+    /// The head axis of a rank-4 SDPA Q/K/V/O tensor (ragged-sdpa.md §1, revised 2026-12-01).
+    ///
+    /// A ragged tensor is BSHD memory written as `[B, S, H, D]` or `[B, H, S, D]`: its sequence
+    /// axis is the middle axis of larger stride (one head ties them; then the larger dim is the
+    /// sequence) and the head axis is the other. A dense tensor is hipDNN's `[B, H, S, D]`.
+    /// The kernels' `problem::resolve_axes` applies the same rule to the problem the engines
+    /// read; this copy serves wire validation, which cannot depend on the kernels.
+    pub fn sdpa_head_axis(&self) -> usize {
+        if !self.is_ragged() || self.dims.len() != 4 || self.strides.len() != 4 {
+            return 1;
+        }
+        let seq_axis = match self.strides[1].cmp(&self.strides[2]) {
+            std::cmp::Ordering::Greater => 1,
+            std::cmp::Ordering::Less => 2,
+            std::cmp::Ordering::Equal if self.dims[2] > self.dims[1] => 2,
+            std::cmp::Ordering::Equal => 1,
+        };
+        3 - seq_axis
+    }
 }
 
 impl Default for TensorAttributes {

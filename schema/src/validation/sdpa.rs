@@ -1,11 +1,11 @@
 //! SDPA node rules: referenced tensors exist; Q, K, V, O have rank 4 in the layout their
 //! raggedness implies (ragged-sdpa.md §1); GQA head counts divide; seq_len tensors are
-//! `[B, 1, 1, 1]` int32/int64; at most one deprecated causal flag.
+//! `[B, 1, 1, 1]` or `[B]`, int32/int64; at most one deprecated causal flag.
 
 use crate::error::ValidationError;
 use crate::model::{Graph, SdpaAttributes, TensorAttributes};
 
-const RAGGED_LAYOUT: &str = "ragged tensors are [B, S, H, D]";
+const RAGGED_LAYOUT: &str = "ragged tensors are [B, S, H, D] or [B, H, S, D] over BSHD memory";
 const DENSE_LAYOUT: &str = "dense tensors are [B, H, S, D]";
 
 /// The node being checked, for error messages; shared with the backward node's rules.
@@ -42,7 +42,6 @@ impl NodeCtx<'_> {
         } else {
             DENSE_LAYOUT
         };
-        let (head_axis, _) = axes(t);
         if t.dims.len() != 4 {
             return Err(ValidationError::SdpaRank {
                 node_index: self.node_index,
@@ -53,14 +52,16 @@ impl NodeCtx<'_> {
                 dims: t.dims.clone(),
             });
         }
-        Ok(t.dims[head_axis])
+        Ok(t.dims[t.sdpa_head_axis()])
     }
 }
 
-/// `(head axis, sequence axis)` of a rank-4 SDPA tensor, by the layout its raggedness implies;
-/// the one place validation decides which axis is which.
+/// `(head axis, sequence axis)` of a rank-4 SDPA tensor: the head axis is
+/// [`TensorAttributes::sdpa_head_axis`] (ragged: from the strides, either upstream dims order;
+/// dense: hipDNN's `[B, H, S, D]`), the sequence axis the other middle one.
 pub(super) fn axes(t: &TensorAttributes) -> (usize, usize) {
-    if t.is_ragged() { (2, 1) } else { (1, 2) }
+    let head = t.sdpa_head_axis();
+    (head, 3 - head)
 }
 
 pub(super) fn check_node(
@@ -140,7 +141,7 @@ pub(super) fn check_seq_len(
 ) -> Result<(), ValidationError> {
     let t = ctx.tensor(field, uid)?;
     let expected = vec![batch, 1, 1, 1];
-    if t.dims != expected {
+    if t.dims != expected && t.dims != [batch] {
         return Err(ValidationError::SeqLenShape {
             node_index: ctx.node_index,
             node_name: ctx.node_name.to_string(),

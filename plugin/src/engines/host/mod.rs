@@ -14,7 +14,7 @@ use std::ptr::NonNull;
 use std::sync::Arc;
 
 use ragged_kernels::problem::{IndexInput, IndexWidth, OFFSETS_ROLE, Operand, RaggedSdpaProblem};
-use ragged_kernels::tensor::{BSHD_SEQ_AXIS, RaggedLayout};
+use ragged_kernels::tensor::RaggedLayout;
 use ragged_kernels::{
     DataType as KernelType, DenseTensor, HostData, KernelError, Role, SdpaParams,
     ShallowRaggedTensor, ShallowRaggedTensorMut, ShallowTensor, ShallowTensorMut, Tensor,
@@ -201,9 +201,14 @@ impl<'p> Bound<'p> {
                         ))
                     })?;
                 let aux: Arc<dyn Tensor> = owned_index_copy(aux_plan, count, pack)?;
-                let layout =
-                    RaggedLayout::new(dims, strides, BSHD_SEQ_AXIS, Arc::clone(&aux), r.multiplier)
-                        .map_err(|e| PluginError::from(e.for_tensor(plan.uid)))?;
+                let layout = RaggedLayout::new(
+                    dims,
+                    strides,
+                    plan.axes().seq,
+                    Arc::clone(&aux),
+                    r.multiplier,
+                )
+                .map_err(|e| PluginError::from(e.for_tensor(plan.uid)))?;
                 let total = usize::try_from(layout.total_elements()).map_err(|_| {
                     internal(&format!(
                         "{} tensor uid {}: ragged element total {} is negative",
@@ -253,7 +258,7 @@ impl<'p> Bound<'p> {
                     self.bytes,
                     dims,
                     strides,
-                    BSHD_SEQ_AXIS,
+                    self.plan.axes().seq,
                     Arc::clone(aux),
                     *multiplier,
                 )
@@ -279,7 +284,7 @@ impl<'p> Bound<'p> {
                     self.bytes,
                     dims,
                     strides,
-                    BSHD_SEQ_AXIS,
+                    self.plan.axes().seq,
                     Arc::clone(aux),
                     *multiplier,
                 )
