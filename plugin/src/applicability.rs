@@ -120,7 +120,7 @@ pub fn plan(graph: &Graph) -> Result<SdpaPlan, Decline> {
         );
     }
 
-    Ok(SdpaPlan {
+    let sdpa_plan = SdpaPlan {
         q,
         k,
         v,
@@ -130,7 +130,9 @@ pub fn plan(graph: &Graph) -> Result<SdpaPlan, Decline> {
         seq_len_kv,
         scale: scale_plan(graph, sdpa)?,
         band: band_plan(sdpa)?,
-    })
+    };
+    crate::byte_extents::check(&sdpa_plan).map_err(Decline)?;
+    Ok(sdpa_plan)
 }
 
 fn check_versions(graph: &Graph) -> Result<(), Decline> {

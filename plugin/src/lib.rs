@@ -25,6 +25,7 @@
 
 pub mod abi;
 pub mod applicability;
+pub mod byte_extents;
 pub mod engine_config;
 pub mod engine_details;
 pub mod engine_id;
