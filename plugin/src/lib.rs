@@ -36,6 +36,7 @@ pub mod execution_context;
 pub mod exports;
 pub mod handle;
 pub mod logging;
+pub mod overlap;
 pub mod plan;
 pub mod plugin_dir;
 pub mod registry;
@@ -44,5 +45,6 @@ pub mod scale;
 #[cfg(test)]
 mod test_graphs;
 pub mod variant_pack;
+pub mod worker_pool;
 
 pub use error::PluginError;

@@ -15,7 +15,9 @@ use crate::abi::types::{
 use crate::error::PluginError;
 use crate::execution_context::{CONTEXTS, ExecutionContext};
 use crate::handle::{EngineHandle, HANDLES};
-use crate::{applicability, engine_config, engine_details, engines};
+use crate::registry::Lease;
+use crate::{applicability, engine_config, engine_details, engines, worker_pool};
+use ragged_kernels::tensor::extent::check_workspace;
 
 /// Two-call protocol: `(NULL, 0, &n)` reports the count; `(buf, n, &m)` writes up to `n` ids.
 ///
@@ -48,13 +50,15 @@ pub unsafe extern "C" fn hipdnnEnginePluginCreate(handle: *mut PluginHandle) -> 
     ffi_boundary("hipdnnEnginePluginCreate", || {
         // SAFETY: forwarded caller contract.
         let out = unsafe { Out::new(handle, "handle") }?;
-        let address = HANDLES.insert(EngineHandle::default());
-        out.write(address as PluginHandle);
+        let key = HANDLES.insert(EngineHandle::default())?;
+        out.write(key as PluginHandle);
         Ok(())
     })
 }
 
-/// Destroys a handle and every EngineDetails buffer still lent through it.
+/// Destroys a handle and every EngineDetails buffer still lent through it, once every call
+/// still running on it has returned. Destroying the last handle stops the worker pool, so that
+/// `dlclose` can unmap the library.
 ///
 /// # Safety
 /// Always safe: the handle is looked up, never dereferenced.
@@ -63,6 +67,9 @@ pub unsafe extern "C" fn hipdnnEnginePluginDestroy(handle: PluginHandle) -> Stat
     ffi_boundary("hipdnnEnginePluginDestroy", || {
         non_null(handle, "handle")?;
         HANDLES.remove(handle as usize)?;
+        if HANDLES.is_empty() {
+            worker_pool::shut_down();
+        }
         Ok(())
     })
 }
@@ -97,7 +104,7 @@ pub unsafe extern "C" fn hipdnnEnginePluginGetApplicableEngineIds(
     num_engines: *mut u32,
 ) -> Status {
     ffi_boundary("hipdnnEnginePluginGetApplicableEngineIds", || {
-        lookup_handle(handle)?;
+        let _handle = lookup_handle(handle)?;
         // SAFETY: forwarded caller contract.
         let graph = unsafe { const_data(op_graph, "op_graph") }?;
         // SAFETY: forwarded caller contract.
@@ -178,7 +185,7 @@ pub unsafe extern "C" fn hipdnnEnginePluginGetWorkspaceSize(
     workspace_size: *mut usize,
 ) -> Status {
     ffi_boundary("hipdnnEnginePluginGetWorkspaceSize", || {
-        lookup_handle(handle)?;
+        let _handle = lookup_handle(handle)?;
         // SAFETY: forwarded caller contract.
         let config = unsafe { const_data(engine_config, "engine_config") }?;
         // SAFETY: forwarded caller contract.
@@ -186,7 +193,7 @@ pub unsafe extern "C" fn hipdnnEnginePluginGetWorkspaceSize(
         // SAFETY: forwarded caller contract.
         let out = unsafe { Out::new(workspace_size, "workspace_size") }?;
         let context = ExecutionContext::build(engine_config::decode(config)?, graph)?;
-        out.write(context.workspace_size());
+        out.write(checked_workspace(&context)?);
         Ok(())
     })
 }
@@ -213,9 +220,10 @@ pub unsafe extern "C" fn hipdnnEnginePluginCreateExecutionContext(
         // SAFETY: forwarded caller contract.
         let out = unsafe { Out::new(execution_context, "execution_context") }?;
         let context = ExecutionContext::build(engine_config::decode(config)?, graph)?;
+        checked_workspace(&context)?;
         // SAFETY: the handle's stream is NULL or live (hipDNN's SetStream contract).
         unsafe { context.prepare(handle.stream()) }?;
-        out.write(CONTEXTS.insert(context) as ExecutionContextHandle);
+        out.write(CONTEXTS.insert(context)? as ExecutionContextHandle);
         Ok(())
     })
 }
@@ -230,7 +238,7 @@ pub unsafe extern "C" fn hipdnnEnginePluginDestroyExecutionContext(
     execution_context: ExecutionContextHandle,
 ) -> Status {
     ffi_boundary("hipdnnEnginePluginDestroyExecutionContext", || {
-        lookup_handle(handle)?;
+        let _handle = lookup_handle(handle)?;
         non_null(execution_context, "execution_context")?;
         CONTEXTS.remove(execution_context as usize)?;
         Ok(())
@@ -250,7 +258,7 @@ pub unsafe extern "C" fn hipdnnEnginePluginGetWorkspaceSizeFromExecutionContext(
     ffi_boundary(
         "hipdnnEnginePluginGetWorkspaceSizeFromExecutionContext",
         || {
-            lookup_handle(handle)?;
+            let _handle = lookup_handle(handle)?;
             let context = lookup_context(execution_context)?;
             // SAFETY: forwarded caller contract.
             let out = unsafe { Out::new(workspace_size, "workspace_size") }?;
@@ -280,8 +288,19 @@ pub unsafe extern "C" fn hipdnnEnginePluginExecuteOpGraph(
         let context = lookup_context(execution_context)?;
         // SAFETY: forwarded caller contract.
         let buffers = unsafe { pointers::device_buffers(device_buffers, num_device_buffers) }?;
-        // SAFETY: forwarded caller contract: pointers are valid for their tensors.
-        unsafe { context.execute(handle.stream(), workspace, buffers) }
+        let call = ExecuteCall {
+            stream: handle.stream(),
+            workspace,
+            buffers,
+        };
+        // The CPU reference's parallel loops run on the plugin's own pool (see worker_pool).
+        worker_pool::install(move || {
+            // Moves the whole struct in (a closure would otherwise capture its fields one by one).
+            let call = call;
+            // SAFETY: forwarded caller contract: pointers are valid for their tensors; the
+            // calling thread blocks in `install` until this returns, so they stay valid.
+            unsafe { context.execute(call.stream, call.workspace, call.buffers) }
+        })?
     })
 }
 
@@ -334,14 +353,33 @@ fn non_null<T>(ptr: *mut T, argument: &'static str) -> Result<(), PluginError> {
     }
 }
 
-fn lookup_handle(handle: PluginHandle) -> Result<std::sync::Arc<EngineHandle>, PluginError> {
+/// The raw pointers of one execute, moved to a pool thread while the caller's thread waits.
+struct ExecuteCall<'a> {
+    stream: *mut c_void,
+    workspace: *mut c_void,
+    buffers: &'a [DeviceBuffer],
+}
+
+// SAFETY: the pointers are only used by the closure `worker_pool::install` runs while the calling
+// thread blocks in that call, so they are never used after or concurrently with the C caller's
+// own use; the engines' contracts already allow them to be read from any thread.
+unsafe impl Send for ExecuteCall<'_> {}
+
+/// The context's workspace size, refused (INVALID_VALUE naming the engine and bytes) beyond the
+/// `isize::MAX` bytes one buffer may span.
+fn checked_workspace(context: &ExecutionContext) -> Result<usize, PluginError> {
+    let bytes = context.workspace_size();
+    check_workspace(context.engine().name_str(), bytes as u128)
+        .map_err(|e| PluginError::InvalidValue(e.to_string()))?;
+    Ok(bytes)
+}
+
+fn lookup_handle(handle: PluginHandle) -> Result<Lease<EngineHandle>, PluginError> {
     non_null(handle, "handle")?;
     HANDLES.get(handle as usize)
 }
 
-fn lookup_context(
-    context: ExecutionContextHandle,
-) -> Result<std::sync::Arc<ExecutionContext>, PluginError> {
+fn lookup_context(context: ExecutionContextHandle) -> Result<Lease<ExecutionContext>, PluginError> {
     non_null(context, "execution_context")?;
     CONTEXTS.get(context as usize)
 }
