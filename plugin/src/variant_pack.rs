@@ -7,7 +7,8 @@ use std::ptr::NonNull;
 
 use crate::abi::types::DeviceBuffer;
 use crate::error::PluginError;
-use crate::plan::{IndexPlan, TensorPlan};
+use crate::overlap::Span;
+use crate::plan::{IndexPlan, ScalePlan, SdpaPlan, TensorPlan};
 
 pub struct VariantPack<'a> {
     entries: &'a [DeviceBuffer],
@@ -59,6 +60,57 @@ impl<'a> VariantPack<'a> {
     pub fn optional_address(&self, index: Option<IndexPlan>) -> Result<usize, PluginError> {
         index.map_or(Ok(0), |s| self.address(s.uid, s.role))
     }
+}
+
+/// The spans of the small inputs `plan` reads besides Q, K and V: every ragged offset aux
+/// (`B + 1` entries), each seq_len (`B`), and a scale tensor bound at execute (one element),
+/// for the overlap check ([`crate::overlap`]). Bindings that are absent or NULL are left out:
+/// the engine reports those by uid when it reads them.
+pub fn read_index_spans(pack: &VariantPack<'_>, plan: &SdpaPlan) -> Vec<Span> {
+    let index_bytes = |t: ragged_schema::DataType| {
+        if t == ragged_schema::DataType::Int32 {
+            4
+        } else {
+            8
+        }
+    };
+    let batch = usize::try_from(plan.q.dims[0]).unwrap_or(0);
+    let mut wanted: Vec<(i64, &'static str, usize)> = Vec::new();
+    let tensors = [&plan.q, &plan.k, &plan.v, &plan.o]
+        .into_iter()
+        .chain(plan.stats.as_ref());
+    for t in tensors {
+        if let Some(r) = t.ragged {
+            let entries = usize::try_from(t.dims[0]).unwrap_or(0).saturating_add(1);
+            let bytes = entries.saturating_mul(index_bytes(r.aux_data_type));
+            wanted.push((r.aux_uid, "ragged_offset_tensor_uid", bytes));
+        }
+    }
+    for index in [plan.seq_len_q, plan.seq_len_kv].into_iter().flatten() {
+        wanted.push((
+            index.uid,
+            index.role,
+            batch.saturating_mul(index_bytes(index.data_type)),
+        ));
+    }
+    if let ScalePlan::RuntimeHostScalar { uid, data_type }
+    | ScalePlan::DeviceTensor { uid, data_type } = plan.scale
+    {
+        let bytes = crate::plan::kernel_type(data_type).map_or(8, |t| t.size());
+        wanted.push((uid, "scale_tensor_uid", bytes));
+    }
+    wanted
+        .into_iter()
+        .filter_map(|(uid, role, bytes)| {
+            let start = pack.pointer(uid, role).ok()?.as_ptr() as usize;
+            Some(Span {
+                uid,
+                role,
+                start,
+                bytes,
+            })
+        })
+        .collect()
 }
 
 #[cfg(test)]

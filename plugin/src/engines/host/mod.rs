@@ -21,9 +21,10 @@ use ragged_kernels::{
 use ragged_schema::DataType;
 
 use crate::error::PluginError;
+use crate::overlap::{self, Span};
 use crate::plan::{self, IndexPlan, SdpaPlan, TensorPlan};
 use crate::scale;
-use crate::variant_pack::VariantPack;
+use crate::variant_pack::{self, VariantPack};
 
 /// Runs the plan over host memory.
 ///
@@ -58,9 +59,16 @@ pub unsafe fn execute(plan: &SdpaPlan, pack: &VariantPack<'_>) -> Result<(), Plu
                 .transpose()?,
         )
     };
-    let inputs = [&q, &k, &v];
-    let outputs: Vec<&Bound> = std::iter::once(&o).chain(stats.as_ref()).collect();
-    check_outputs_do_not_overlap(&inputs, &outputs)?;
+    let reads: Vec<Span> = [&q, &k, &v]
+        .iter()
+        .map(|b| b.span())
+        .chain(variant_pack::read_index_spans(pack, plan))
+        .collect();
+    let writes: Vec<Span> = std::iter::once(&o)
+        .chain(stats.as_ref())
+        .map(Bound::span)
+        .collect();
+    overlap::check(&writes, &reads)?;
 
     // SAFETY: extents come from validated geometry; outputs overlap nothing.
     let (qv, kv, vv, mut ov, mut lv) = unsafe {
@@ -173,9 +181,15 @@ impl<'p> Bound<'p> {
         })
     }
 
-    fn range(&self) -> (usize, usize) {
-        let start = self.ptr.as_ptr() as usize;
-        (start, start.saturating_add(self.bytes))
+    /// An exclusive view over memory another operand also covers would be undefined behaviour,
+    /// so every output's span is checked against all other bindings before any view exists.
+    fn span(&self) -> Span {
+        Span {
+            uid: self.plan.uid,
+            role: self.plan.role,
+            start: self.ptr.as_ptr() as usize,
+            bytes: self.bytes,
+        }
     }
 
     /// # Safety
@@ -229,25 +243,6 @@ impl<'p> Bound<'p> {
         };
         view.map_err(|e| e.for_tensor(self.plan.uid).into())
     }
-}
-
-/// An exclusive view over memory another operand also covers would be undefined behaviour, so
-/// overlapping outputs are refused before any view exists.
-fn check_outputs_do_not_overlap(inputs: &[&Bound], outputs: &[&Bound]) -> Result<(), PluginError> {
-    for (i, out) in outputs.iter().enumerate() {
-        let (start, end) = out.range();
-        let others = inputs.iter().chain(&outputs[..i]);
-        for other in others {
-            let (o_start, o_end) = other.range();
-            if start < o_end && o_start < end {
-                return Err(PluginError::InvalidValue(format!(
-                    "output tensor uid {} ({}) at {start:#x}..{end:#x} overlaps tensor uid {} ({}) at {o_start:#x}..{o_end:#x}",
-                    out.plan.uid, out.plan.role, other.plan.uid, other.plan.role
-                )));
-            }
-        }
-    }
-    Ok(())
 }
 
 /// Copies an int32/int64 `[n, 1, 1, 1]` tensor (ragged offsets, seq_lens) out of the variant pack. The copy is what lets
