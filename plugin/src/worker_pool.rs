@@ -10,19 +10,24 @@
 //! matrixmultiply's `threading` feature would start a second, global set of threads
 //! (`thread-tree`) with the same problem; the kernels size their tiles so that it never engages
 //! (`kernels/src/sdpa`), so the workspace builds matrixmultiply without it.
+//!
+//! The threads are started with `pthread_create`, not `std::thread::spawn`: std's spawn gives the
+//! *spawning* thread (the host's, which lives on) a thread-local with a destructor in this
+//! library (its spawn-hook list), and one such destructor pending on any live thread keeps glibc
+//! from unmapping the library. The pool threads get std thread-locals too, but they are joined.
 
+use std::ffi::{c_int, c_void};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 
 use parking_lot::Mutex;
-use rayon::{ThreadPool, ThreadPoolBuilder};
+use rayon::{ThreadBuilder, ThreadPool, ThreadPoolBuilder};
 
 use crate::error::PluginError;
 
 /// The pool and the threads to join once it has been told to stop.
 struct Pool {
     pool: Option<ThreadPool>,
-    threads: Arc<Mutex<Vec<JoinHandle<()>>>>,
+    threads: Arc<Mutex<Vec<PosixThread>>>,
 }
 
 impl Drop for Pool {
@@ -32,7 +37,7 @@ impl Drop for Pool {
         drop(self.pool.take());
         let threads = std::mem::take(&mut *self.threads.lock());
         for thread in threads {
-            let _ = thread.join();
+            thread.join();
         }
     }
 }
@@ -43,16 +48,8 @@ fn start() -> Result<Pool, PluginError> {
     let threads = Arc::new(Mutex::new(Vec::new()));
     let spawned = Arc::clone(&threads);
     let pool = ThreadPoolBuilder::new()
-        .thread_name(|i| format!("ragged-sdpa-{i}"))
         .spawn_handler(move |thread| {
-            let mut builder = std::thread::Builder::new();
-            if let Some(name) = thread.name() {
-                builder = builder.name(name.to_owned());
-            }
-            if let Some(size) = thread.stack_size() {
-                builder = builder.stack_size(size);
-            }
-            let handle = builder.spawn(|| thread.run())?;
+            let handle = PosixThread::spawn(thread)?;
             spawned.lock().push(handle);
             Ok(())
         })
@@ -62,6 +59,51 @@ fn start() -> Result<Pool, PluginError> {
         pool: Some(pool),
         threads,
     })
+}
+
+/// `pthread_t` on Linux (glibc and musl: an unsigned long).
+type PthreadT = std::ffi::c_ulong;
+
+unsafe extern "C" {
+    fn pthread_create(
+        thread: *mut PthreadT,
+        attr: *const c_void,
+        start: extern "C" fn(*mut c_void) -> *mut c_void,
+        arg: *mut c_void,
+    ) -> c_int;
+    fn pthread_join(thread: PthreadT, result: *mut *mut c_void) -> c_int;
+}
+
+/// A joinable thread started without std's spawn (see the module doc).
+struct PosixThread(PthreadT);
+
+impl PosixThread {
+    fn spawn(thread: ThreadBuilder) -> std::io::Result<Self> {
+        let arg = Box::into_raw(Box::new(thread)).cast::<c_void>();
+        let mut id: PthreadT = 0;
+        // SAFETY: `id` is valid for one write; `run_worker` takes ownership of `arg`, a leaked
+        // Box<ThreadBuilder>, exactly once, and only if the thread was created.
+        let status = unsafe { pthread_create(&mut id, std::ptr::null(), run_worker, arg) };
+        if status != 0 {
+            // SAFETY: no thread was created, so `arg` is still ours to free.
+            drop(unsafe { Box::from_raw(arg.cast::<ThreadBuilder>()) });
+            return Err(std::io::Error::from_raw_os_error(status));
+        }
+        Ok(PosixThread(id))
+    }
+
+    fn join(self) {
+        // SAFETY: `self.0` is a thread this process created and nobody has joined or detached.
+        unsafe { pthread_join(self.0, std::ptr::null_mut()) };
+    }
+}
+
+extern "C" fn run_worker(arg: *mut c_void) -> *mut c_void {
+    // SAFETY: `arg` is the Box<ThreadBuilder> `PosixThread::spawn` leaked for this thread.
+    let thread = unsafe { Box::from_raw(arg.cast::<ThreadBuilder>()) };
+    // A panic must not unwind out of a C thread entry; rayon catches job panics itself.
+    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || thread.run()));
+    std::ptr::null_mut()
 }
 
 /// Runs `work` with the plugin's pool as rayon's current pool, starting the pool if needed.
@@ -97,15 +139,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn work_runs_on_the_plugins_threads_and_shutdown_joins_them() {
-        let name = install(|| std::thread::current().name().map(str::to_owned))
-            .ok()
-            .flatten();
+    fn work_runs_on_a_pool_thread_not_the_callers() {
+        let caller = std::thread::current().id();
+        let ran = install(|| (rayon::current_thread_index(), std::thread::current().id())).ok();
         assert!(
-            name.as_deref()
-                .is_some_and(|n| n.starts_with("ragged-sdpa-")),
-            "{name:?}"
+            ran.is_some_and(|(index, id)| index.is_some() && id != caller),
+            "{ran:?}"
         );
-        assert!(rayon::current_num_threads() >= 1);
     }
 }
