@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Hardening stage of CI (issue 13): the plugin under AddressSanitizer, ThreadSanitizer and
+# valgrind, and a bounded run of each fuzz target. Stable Rust only: the -Z flags go through
+# RUSTC_BOOTSTRAP=1 (CI cannot install a nightly). Needs gcc, valgrind (installed if missing)
+# and rust-src (for ThreadSanitizer's -Zbuild-std). Any finding fails the stage.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export RUSTC_BOOTSTRAP=1
+triple="$(rustc -vV | sed -n 's/^host: //p')"
+fuzz_seconds="${FUZZ_SECONDS:-60}"
+stage_start=$SECONDS
+elapsed() { echo "   ($((SECONDS - stage_start)) s so far)"; }
+
+echo "== hardening: AddressSanitizer (C-ABI, bad-input and issue-13 suites, ASan C host)"
+# The test binaries and the plugin .so are instrumented; the C host of tests/hardening.rs is
+# built with gcc's -fsanitize=address and loads the instrumented plugin.
+RUSTFLAGS="-Zsanitizer=address" \
+HARDENING_CFLAGS="-fsanitize=address -fno-omit-frame-pointer" \
+ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:halt_on_error=1" \
+HARDENING_INPUTS="$PWD/target/asan/hardening_inputs" \
+  cargo test --quiet --target "$triple" --target-dir target/asan -p ragged-plugin \
+    --test abi --test applicability --test execute --test hardening
+elapsed
+
+echo "== hardening: ThreadSanitizer (eight threads sharing one context)"
+rustup component add rust-src >/dev/null 2>&1 || true
+if [ -d "$(rustc --print sysroot)/lib/rustlib/src/rust/library" ]; then
+  RUSTFLAGS="-Zsanitizer=thread" \
+  TSAN_OPTIONS="halt_on_error=1:suppressions=$PWD/.ci/tsan.supp" \
+    cargo test --quiet -Zbuild-std --target "$triple" --target-dir target/tsan \
+      -p ragged-plugin --test execute eight_threads_share_one_context
+else
+  echo "rust-src is not installable here: ThreadSanitizer needs -Zbuild-std; FAILING"; exit 1
+fi
+elapsed
+
+echo "== hardening: valgrind (load/execute/unload loop: 0 errors, no growth per loop)"
+command -v valgrind >/dev/null || { sudo -n apt-get install -y -qq valgrind >/dev/null 2>&1 || apt-get install -y -qq valgrind >/dev/null; }
+cargo build --quiet -p ragged-plugin
+inputs="$PWD/target/hardening_inputs"
+HARDENING_INPUTS="$inputs" cargo test --quiet -p ragged-plugin --test hardening dlclose >/dev/null
+host="target/tmp/hardening_build/hardening"
+sink="target/tmp/hardening_build/liblog_sink.so"
+plugin="target/debug/libhipdnn_provider_ragged_sdpa.so"
+in_use() { # loops → bytes in use at exit, after valgrind with 0 errors
+  local log; log="$(mktemp)"
+  HIPDNN_RAGGED_SDPA_HOST_ENGINE=1 valgrind --quiet --error-exitcode=99 --leak-check=full \
+    --errors-for-leak-kinds=definite --log-file="$log" \
+    "$host" unload "$plugin" "$sink" "$inputs/graph_flagged.bin" "$inputs/engine_config.bin" \
+    "$inputs" "$1" >/dev/null || { cat "$log"; echo "valgrind: errors with $1 loops"; exit 1; }
+  HIPDNN_RAGGED_SDPA_HOST_ENGINE=1 valgrind --leak-check=full --log-file="$log" \
+    "$host" unload "$plugin" "$sink" "$inputs/graph_flagged.bin" "$inputs/engine_config.bin" \
+    "$inputs" "$1" >/dev/null
+  sed -n 's/.*in use at exit: \([0-9,]*\) bytes.*/\1/p' "$log" | tr -d ,
+  rm -f "$log"
+}
+few="$(in_use 2)"; many="$(in_use 8)"
+echo "valgrind: 0 errors; in use at exit: $few bytes after 2 loops, $many bytes after 8 loops"
+[ "$few" = "$many" ] || { echo "memory grows per load/execute/unload loop"; exit 1; }
+elapsed
+
+echo "== hardening: fuzzing, ${fuzz_seconds} s per target"
+command -v cargo-fuzz >/dev/null || cargo install --quiet --locked cargo-fuzz
+for target in graph_bytes graph_mutate; do
+  corpus="fuzz/corpus/$target"
+  mkdir -p "$corpus"
+  # Seeds: the golden wire files (../shared/testdata/wire, relative to the repository root) and
+  # the graphs committed in fuzz/seeds.
+  cp -n ../shared/testdata/wire/*.bin "$corpus"/ 2>/dev/null || true
+  cp -n fuzz/seeds/"$target"/* "$corpus"/ 2>/dev/null || true
+  (cd fuzz && cargo fuzz run -O "$target" "../$corpus" -- -max_total_time="$fuzz_seconds" \
+     -rss_limit_mb=2048 -print_final_stats=1 2>&1 | grep -E '^(stat::|#[0-9]+ *DONE|==|SUMMARY|thread)' )
+done
+elapsed
+echo "hardening: passed in $((SECONDS - stage_start)) s"
