@@ -288,19 +288,8 @@ pub unsafe extern "C" fn hipdnnEnginePluginExecuteOpGraph(
         let context = lookup_context(execution_context)?;
         // SAFETY: forwarded caller contract.
         let buffers = unsafe { pointers::device_buffers(device_buffers, num_device_buffers) }?;
-        let call = ExecuteCall {
-            stream: handle.stream(),
-            workspace,
-            buffers,
-        };
-        // The CPU reference's parallel loops run on the plugin's own pool (see worker_pool).
-        worker_pool::install(move || {
-            // Moves the whole struct in (a closure would otherwise capture its fields one by one).
-            let call = call;
-            // SAFETY: forwarded caller contract: pointers are valid for their tensors; the
-            // calling thread blocks in `install` until this returns, so they stay valid.
-            unsafe { context.execute(call.stream, call.workspace, call.buffers) }
-        })?
+        // SAFETY: forwarded caller contract: pointers are valid for their tensors.
+        unsafe { context.execute(handle.stream(), workspace, buffers) }
     })
 }
 
@@ -352,18 +341,6 @@ fn non_null<T>(ptr: *mut T, argument: &'static str) -> Result<(), PluginError> {
         Ok(())
     }
 }
-
-/// The raw pointers of one execute, moved to a pool thread while the caller's thread waits.
-struct ExecuteCall<'a> {
-    stream: *mut c_void,
-    workspace: *mut c_void,
-    buffers: &'a [DeviceBuffer],
-}
-
-// SAFETY: the pointers are only used by the closure `worker_pool::install` runs while the calling
-// thread blocks in that call, so they are never used after or concurrently with the C caller's
-// own use; the engines' contracts already allow them to be read from any thread.
-unsafe impl Send for ExecuteCall<'_> {}
 
 /// The context's workspace size, refused (INVALID_VALUE naming the engine and bytes) beyond the
 /// `isize::MAX` bytes one buffer may span.

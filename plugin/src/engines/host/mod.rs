@@ -84,16 +84,20 @@ pub unsafe fn execute(plan: &SdpaPlan, pack: &VariantPack<'_>) -> Result<(), Plu
         scale,
         band: plan.band.mask_band(),
     };
-    sdpa_forward(
-        &*qv,
-        &*kv,
-        &*vv,
-        &mut *ov,
-        lv.as_mut().map(|t| &mut **t as &mut dyn TensorMut),
-        seq_len_q.as_deref(),
-        seq_len_kv.as_deref(),
-        &params,
-    )
+    // The parallel loops run on the plugin's own pool (crate::worker_pool), and only this
+    // CPU-only step: staging and GPU calls stay on the caller's thread, whose context they use.
+    crate::worker_pool::install(|| {
+        sdpa_forward(
+            &*qv,
+            &*kv,
+            &*vv,
+            &mut *ov,
+            lv.as_mut().map(|t| &mut **t as &mut dyn TensorMut),
+            seq_len_q.as_deref(),
+            seq_len_kv.as_deref(),
+            &params,
+        )
+    })?
     .map_err(|error| name_tensor(error, plan))
 }
 
