@@ -56,8 +56,8 @@ pub unsafe extern "C" fn hipdnnEnginePluginCreate(handle: *mut PluginHandle) -> 
     })
 }
 
-/// Destroys a handle and every EngineDetails buffer still lent through it, once every call
-/// still running on it has returned. Destroying the last handle stops the worker pool, so that
+/// Destroys a handle once every call still running on it has returned. EngineDetails buffers
+/// it lent stay valid until each is returned through `DestroyEngineDetails`. Destroying the last handle stops the worker pool, so that
 /// `dlclose` can unmap the library.
 ///
 /// # Safety
@@ -133,14 +133,15 @@ pub unsafe extern "C" fn hipdnnEnginePluginGetEngineDetails(
     engine_details: *mut ConstData,
 ) -> Status {
     ffi_boundary("hipdnnEnginePluginGetEngineDetails", || {
-        let handle = lookup_handle(handle)?;
+        let handle_key = handle as usize;
+        let _handle = lookup_handle(handle)?;
         // SAFETY: forwarded caller contract.
         let graph = unsafe { const_data(op_graph, "op_graph") }?;
         // SAFETY: forwarded caller contract.
         let out = unsafe { Out::new(engine_details, "engine_details") }?;
         let engine = engines::find(engine_id).ok_or(PluginError::UnknownEngine { engine_id })?;
         applicability::require(engine, graph)?;
-        let (ptr, size) = handle.lend_details(engine_details::encode(engine));
+        let (ptr, size) = crate::handle::lend_details(handle_key, engine_details::encode(engine));
         out.write(ConstData {
             ptr: ptr.cast::<c_void>(),
             size,
@@ -159,11 +160,13 @@ pub unsafe extern "C" fn hipdnnEnginePluginDestroyEngineDetails(
     engine_details: *mut ConstData,
 ) -> Status {
     ffi_boundary("hipdnnEnginePluginDestroyEngineDetails", || {
-        let handle = lookup_handle(handle)?;
+        // The lending handle may be destroyed already: its buffers stay the caller's until
+        // returned here (see handle.rs), so only the buffer is looked up.
+        non_null(handle, "handle")?;
         // SAFETY: forwarded caller contract.
         let slot = unsafe { InOut::new(engine_details, "engine_details") }?;
         let lent = *slot.get();
-        handle.return_details(lent.ptr as usize, lent.size)?;
+        crate::handle::return_details(handle as usize, lent.ptr as usize, lent.size)?;
         slot.write(ConstData {
             ptr: std::ptr::null(),
             size: 0,
