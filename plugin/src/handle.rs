@@ -27,8 +27,10 @@ pub struct EngineHandle {
 }
 
 /// EngineDetails buffers lent to C, keyed by address, with the key of the handle that lent them.
-static LENT: LazyLock<Mutex<HashMap<usize, (usize, Box<[u8]>)>>> =
-    LazyLock::new(|| Mutex::new(HashMap::new()));
+/// Buffer address → (key of the lending handle, the bytes).
+type LentDetails = HashMap<usize, (usize, Box<[u8]>)>;
+
+static LENT: LazyLock<Mutex<LentDetails>> = LazyLock::new(|| Mutex::new(HashMap::new()));
 
 /// Keeps `bytes` alive until [`return_details`] and returns where C may read them; `owner` is
 /// the key of the lending handle.
