@@ -120,6 +120,12 @@ pub enum KernelError {
         /// Element size in bytes.
         size: usize,
     },
+    /// A borrowed buffer would span more bytes than one allocation may (`isize::MAX`).
+    #[error("a buffer of {byte_len} bytes exceeds the isize::MAX bytes one allocation may span")]
+    ExtentAboveIsizeMax {
+        /// Requested byte length.
+        byte_len: usize,
+    },
     /// A borrowed pointer is null although the byte length is non-zero.
     #[error("null data pointer for a buffer of {byte_len} bytes")]
     NullPointer {

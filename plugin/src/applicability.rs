@@ -113,7 +113,9 @@ pub fn problem(graph: &Graph) -> Result<RaggedSdpaProblem, Decline> {
         return refuse("validation", error, "a graph that passes schema validation");
     }
     check_unsupported_features(sdpa)?;
-    problem::build(graph, sdpa)
+    let problem = problem::build(graph, sdpa)?;
+    crate::byte_extents::check(&problem)?;
+    Ok(problem)
 }
 
 fn check_versions(graph: &Graph) -> Result<(), Decline> {

@@ -141,6 +141,8 @@ fn kernel_status(error: &ragged_kernels::KernelError) -> Status {
         K::NullPointer { .. } | K::Misaligned { .. } | K::ByteLengthNotWhole { .. } => {
             Status::BAD_PARAM
         }
+        // A buffer beyond isize::MAX bytes is the caller's geometry (planning declines it first).
+        K::ExtentAboveIsizeMax { .. } => Status::INVALID_VALUE,
         // The reference could not reserve its f32 staging copy: the host is out of memory for
         // this problem, which is what ALLOC_FAILED tells hipDNN.
         K::StagingTooLarge { .. } => Status::ALLOC_FAILED,

@@ -1,5 +1,10 @@
-//! The engine-plugin handle: one per hipDNN handle, carrying that handle's stream and the
-//! EngineDetails buffers lent out through it.
+//! The engine-plugin handle: one per hipDNN handle, carrying that handle's stream; and the
+//! EngineDetails buffers lent out through handles.
+//!
+//! A lent buffer belongs to the caller until `DestroyEngineDetails` returns it, even if the
+//! handle that lent it is destroyed first: a caller whose GetEngineDetails succeeded while
+//! another thread destroyed the handle may still read the buffer, then return it through the
+//! (now destroyed) handle value (issue 13 item 3).
 
 use std::collections::HashMap;
 use std::ffi::c_void;
@@ -19,8 +24,34 @@ pub struct EngineHandle {
     /// `hipStream_t` from the last `SetStream`; NULL is the default stream. The host engine
     /// completes synchronously and does not need it; GPU engines enqueue on it.
     stream: AtomicPtr<c_void>,
-    /// EngineDetails buffers owned by the plugin until `DestroyEngineDetails`, keyed by address.
-    details: Mutex<HashMap<usize, Box<[u8]>>>,
+}
+
+/// EngineDetails buffers lent to C, keyed by address, with the key of the handle that lent them.
+/// Buffer address → (key of the lending handle, the bytes).
+type LentDetails = HashMap<usize, (usize, Box<[u8]>)>;
+
+static LENT: LazyLock<Mutex<LentDetails>> = LazyLock::new(|| Mutex::new(HashMap::new()));
+
+/// Keeps `bytes` alive until [`return_details`] and returns where C may read them; `owner` is
+/// the key of the lending handle.
+pub fn lend_details(owner: usize, bytes: Vec<u8>) -> (*const u8, usize) {
+    let bytes = bytes.into_boxed_slice();
+    let (ptr, len) = (bytes.as_ptr(), bytes.len());
+    LENT.lock().insert(ptr as usize, (owner, bytes));
+    (ptr, len)
+}
+
+/// Frees a buffer lent by [`lend_details`] through handle `owner` (live or destroyed); the size
+/// must match what was lent.
+pub fn return_details(owner: usize, ptr: usize, size: usize) -> Result<(), PluginError> {
+    let mut lent = LENT.lock();
+    match lent.get(&ptr) {
+        Some((by, bytes)) if *by == owner && bytes.len() == size => {
+            lent.remove(&ptr);
+            Ok(())
+        }
+        _ => Err(PluginError::UnknownEngineDetails { address: ptr }),
+    }
 }
 
 impl EngineHandle {
@@ -30,26 +61,6 @@ impl EngineHandle {
 
     pub fn stream(&self) -> *mut c_void {
         self.stream.load(Ordering::Acquire)
-    }
-
-    /// Keeps `bytes` alive and returns where C may read them.
-    pub fn lend_details(&self, bytes: Vec<u8>) -> (*const u8, usize) {
-        let bytes = bytes.into_boxed_slice();
-        let (ptr, len) = (bytes.as_ptr(), bytes.len());
-        self.details.lock().insert(ptr as usize, bytes);
-        (ptr, len)
-    }
-
-    /// Frees a buffer lent by [`Self::lend_details`]; the size must match what was lent.
-    pub fn return_details(&self, ptr: usize, size: usize) -> Result<(), PluginError> {
-        let mut lent = self.details.lock();
-        match lent.get(&ptr) {
-            Some(bytes) if bytes.len() == size => {
-                lent.remove(&ptr);
-                Ok(())
-            }
-            _ => Err(PluginError::UnknownEngineDetails { address: ptr }),
-        }
     }
 }
 
@@ -67,11 +78,11 @@ mod tests {
     }
 
     #[test]
-    fn details_are_returned_once_with_their_size() {
-        let handle = EngineHandle::default();
-        let (ptr, len) = handle.lend_details(vec![1, 2, 3]);
-        assert!(handle.return_details(ptr as usize, len + 1).is_err());
-        assert!(handle.return_details(ptr as usize, len).is_ok());
-        assert!(handle.return_details(ptr as usize, len).is_err());
+    fn details_are_returned_once_with_their_size_through_their_handle() {
+        let (ptr, len) = lend_details(7, vec![1, 2, 3]);
+        assert!(return_details(7, ptr as usize, len + 1).is_err());
+        assert!(return_details(8, ptr as usize, len).is_err());
+        assert!(return_details(7, ptr as usize, len).is_ok());
+        assert!(return_details(7, ptr as usize, len).is_err());
     }
 }

@@ -29,6 +29,7 @@
 
 pub mod abi;
 pub mod applicability;
+pub mod byte_extents;
 pub mod engine_config;
 pub mod engine_details;
 pub mod engine_id;
@@ -38,6 +39,7 @@ pub mod execution_context;
 pub mod exports;
 pub mod handle;
 pub mod logging;
+pub mod overlap;
 pub mod overrides;
 pub mod plugin_dir;
 pub mod problem;
@@ -47,5 +49,6 @@ pub mod serialized_context;
 #[cfg(test)]
 mod test_graphs;
 pub mod variant_pack;
+pub mod worker_pool;
 
 pub use error::PluginError;

@@ -6,7 +6,9 @@
 //! plain float. A scale tensor that is neither baked nor pass-by-value may live in device memory;
 //! only the host engine (which stages device memory first) reads that one.
 //!
-//! The value is passed through as read, NaN and infinities included, as the CPU reference does.
+//! A value read at execute must be finite: a NaN or infinite scale turns every output into NaN,
+//! so it is INVALID_VALUE naming the uid and the value, and nothing is written (issue 13 item 5;
+//! a non-finite scale baked into the graph is already declined at planning).
 
 use ragged_kernels::problem::{ScalarType as DataType, ScalePlan};
 use ragged_kernels::{ShallowTensor, read_scalar_f32};
@@ -67,6 +69,24 @@ pub unsafe fn for_device_engine(
 /// # Safety
 /// The pointer bound to `uid` is a host pointer valid for one element of `data_type`.
 unsafe fn read_host_scalar(
+    uid: i64,
+    data_type: DataType,
+    pack: &VariantPack<'_>,
+) -> Result<f32, PluginError> {
+    // SAFETY: forwarded contract.
+    let value = unsafe { read_host_scalar_unchecked(uid, data_type, pack) }?;
+    if value.is_finite() {
+        Ok(value)
+    } else {
+        Err(PluginError::InvalidValue(format!(
+            "{ROLE} tensor uid {uid} holds the scale {value} at execute; a finite scale is required"
+        )))
+    }
+}
+
+/// # Safety
+/// As [`read_host_scalar`].
+unsafe fn read_host_scalar_unchecked(
     uid: i64,
     data_type: DataType,
     pack: &VariantPack<'_>,
@@ -165,14 +185,42 @@ mod tests {
     }
 
     #[test]
-    fn a_non_finite_scale_passes_through_like_the_reference() {
-        let mut bytes = f32::INFINITY.to_le_bytes().to_vec();
-        let scale = ScalePlan::RuntimeHostScalar {
-            uid: 30,
-            data_type: DataType::Float,
-        };
-        let value = device_engine(scale, &bound(30, &mut bytes));
-        assert_eq!(value.ok(), Some(f32::INFINITY));
+    fn a_non_finite_scale_at_execute_is_invalid_value_naming_uid_and_value() {
+        let cases: [(DataType, Vec<u8>, &str); 4] = [
+            (DataType::Float, f32::INFINITY.to_le_bytes().to_vec(), "inf"),
+            (DataType::Float, f32::NAN.to_le_bytes().to_vec(), "NaN"),
+            (
+                DataType::Double,
+                f64::NEG_INFINITY.to_le_bytes().to_vec(),
+                "-inf",
+            ),
+            // Finite as f64, infinite once narrowed to the f32 the kernels take.
+            (DataType::Double, 1e300f64.to_le_bytes().to_vec(), "inf"),
+        ];
+        for (data_type, mut bytes, shown) in cases {
+            bytes.resize(8, 0);
+            for scale in [
+                ScalePlan::RuntimeHostScalar { uid: 30, data_type },
+                ScalePlan::DeviceTensor { uid: 30, data_type },
+            ] {
+                let entries = bound(30, &mut bytes);
+                let error = host_engine(scale, &entries).err();
+                assert_eq!(
+                    error.as_ref().map(PluginError::status),
+                    Some(Status::INVALID_VALUE)
+                );
+                assert_eq!(
+                    error.map(|e| e.to_string()),
+                    Some(format!(
+                        "invalid value: scale_tensor_uid tensor uid 30 holds the scale {shown} at \
+                         execute; a finite scale is required"
+                    ))
+                );
+            }
+            let scale = ScalePlan::RuntimeHostScalar { uid: 30, data_type };
+            let entries = bound(30, &mut bytes);
+            assert!(device_engine(scale, &entries).is_err(), "{data_type}");
+        }
     }
 
     #[test]

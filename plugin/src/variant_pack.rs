@@ -10,10 +10,13 @@
 use std::ffi::c_void;
 use std::ptr::NonNull;
 
-use ragged_kernels::problem::{IndexInput, OFFSETS_ROLE, Operand};
+use ragged_kernels::problem::{
+    IndexInput, IndexWidth, OFFSETS_ROLE, Operand, RaggedSdpaProblem, ScalePlan,
+};
 
 use crate::abi::types::DeviceBuffer;
 use crate::error::PluginError;
+use crate::overlap::Span;
 
 #[derive(Debug)]
 pub struct VariantPack<'a> {
@@ -96,6 +99,46 @@ impl<'a> VariantPack<'a> {
     pub fn optional_address(&self, index: Option<IndexInput>) -> Result<usize, PluginError> {
         index.map_or(Ok(0), |s| self.address(s.uid, s.role))
     }
+}
+
+/// The spans of the small inputs `plan` reads besides Q, K and V: every ragged offset aux
+/// (`B + 1` entries), each seq_len (`B`), and a scale tensor bound at execute (one element),
+/// for the overlap check ([`crate::overlap`]). Bindings that are absent or NULL are left out:
+/// the engine reports those by uid when it reads them.
+pub fn read_index_spans(pack: &VariantPack<'_>, problem: &RaggedSdpaProblem) -> Vec<Span> {
+    let batch = usize::try_from(problem.batch()).unwrap_or(0);
+    let width = |w: IndexWidth| usize::try_from(w.bytes()).unwrap_or(8);
+    let mut wanted: Vec<(i64, &'static str, usize)> = Vec::new();
+    for t in problem.tensors() {
+        if let Some(r) = t.ragged {
+            let entries = usize::try_from(t.dims[0]).unwrap_or(0).saturating_add(1);
+            wanted.push((r.uid, OFFSETS_ROLE, entries.saturating_mul(width(r.width))));
+        }
+    }
+    for index in problem.seq_lens() {
+        wanted.push((
+            index.uid,
+            index.role,
+            batch.saturating_mul(width(index.width)),
+        ));
+    }
+    if let ScalePlan::RuntimeHostScalar { uid, data_type }
+    | ScalePlan::DeviceTensor { uid, data_type } = problem.scale
+    {
+        wanted.push((uid, "scale_tensor_uid", data_type.size()));
+    }
+    wanted
+        .into_iter()
+        .filter_map(|(uid, role, bytes)| {
+            let start = pack.pointer(uid, role).ok()?.as_ptr() as usize;
+            Some(Span {
+                uid,
+                role,
+                start,
+                bytes,
+            })
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -17,6 +17,7 @@
 //! `ShallowTensor<T>` relies on the caller not to write through inputs.
 
 mod dense;
+pub mod extent;
 mod fill;
 mod iter;
 mod ragged;

@@ -23,6 +23,11 @@ fn element_len(address: usize, dtype: DataType, byte_len: usize) -> Result<usize
     if byte_len > 0 && address == 0 {
         return Err(KernelError::NullPointer { byte_len });
     }
+    // A slice may span at most isize::MAX bytes; building one over more is undefined behaviour
+    // even if nothing is read. Planning refuses such graphs; this keeps the edge sound anyway.
+    if byte_len > isize::MAX as usize {
+        return Err(KernelError::ExtentAboveIsizeMax { byte_len });
+    }
     // Every supported type is aligned to its size.
     if !address.is_multiple_of(size) {
         return Err(KernelError::Misaligned {
@@ -154,6 +159,19 @@ mod tests {
                 }
             );
         }
+    }
+
+    /// Issue 13 item 1: a byte length past isize::MAX is refused before a slice exists.
+    #[test]
+    fn rejects_a_buffer_beyond_isize_max() {
+        let words = [0u32; 4];
+        let too_long = isize::MAX as usize + 1;
+        // SAFETY: the call fails validation before any memory is touched.
+        let result = unsafe { host_data_from_raw(words.as_ptr().cast(), DataType::F32, too_long) };
+        assert_eq!(
+            result.err(),
+            Some(KernelError::ExtentAboveIsizeMax { byte_len: too_long })
+        );
     }
 
     #[test]

@@ -284,7 +284,7 @@ mod tests {
     fn a_runtime_pass_by_value_scale_is_planned_and_read_at_each_execute() {
         let sdpa_plan = sdpa_plan(&d64_with_runtime_scale());
         let fmha = plan(&sdpa_plan).expect("a pass-by-value scale no longer declines");
-        for value in [0.0625f32, -3.5, f32::NAN] {
+        for value in [0.0625f32, -3.5] {
             let mut scalar = value;
             let entries = [crate::abi::types::DeviceBuffer {
                 uid: 30,

@@ -15,7 +15,9 @@ use crate::abi::types::{
 use crate::error::PluginError;
 use crate::execution_context::{CONTEXTS, ExecutionContext};
 use crate::handle::{EngineHandle, HANDLES};
-use crate::{applicability, engine_config, engine_details, engines};
+use crate::registry::Lease;
+use crate::{applicability, engine_config, engine_details, engines, worker_pool};
+use ragged_kernels::tensor::extent::check_workspace;
 
 /// Two-call protocol: `(NULL, 0, &n)` reports the count; `(buf, n, &m)` writes up to `n` ids.
 ///
@@ -48,13 +50,15 @@ pub unsafe extern "C" fn hipdnnEnginePluginCreate(handle: *mut PluginHandle) -> 
     ffi_boundary("hipdnnEnginePluginCreate", || {
         // SAFETY: forwarded caller contract.
         let out = unsafe { Out::new(handle, "handle") }?;
-        let address = HANDLES.insert(EngineHandle::default());
-        out.write(address as PluginHandle);
+        let key = HANDLES.insert(EngineHandle::default())?;
+        out.write(key as PluginHandle);
         Ok(())
     })
 }
 
-/// Destroys a handle and every EngineDetails buffer still lent through it.
+/// Destroys a handle once every call still running on it has returned. EngineDetails buffers
+/// it lent stay valid until each is returned through `DestroyEngineDetails`. Destroying the last handle stops the worker pool, so that
+/// `dlclose` can unmap the library.
 ///
 /// # Safety
 /// Always safe: the handle is looked up, never dereferenced.
@@ -63,6 +67,9 @@ pub unsafe extern "C" fn hipdnnEnginePluginDestroy(handle: PluginHandle) -> Stat
     ffi_boundary("hipdnnEnginePluginDestroy", || {
         non_null(handle, "handle")?;
         HANDLES.remove(handle as usize)?;
+        if HANDLES.is_empty() {
+            worker_pool::shut_down();
+        }
         Ok(())
     })
 }
@@ -97,7 +104,7 @@ pub unsafe extern "C" fn hipdnnEnginePluginGetApplicableEngineIds(
     num_engines: *mut u32,
 ) -> Status {
     ffi_boundary("hipdnnEnginePluginGetApplicableEngineIds", || {
-        lookup_handle(handle)?;
+        let _handle = lookup_handle(handle)?;
         // SAFETY: forwarded caller contract.
         let graph = unsafe { const_data(op_graph, "op_graph") }?;
         // SAFETY: forwarded caller contract.
@@ -126,14 +133,15 @@ pub unsafe extern "C" fn hipdnnEnginePluginGetEngineDetails(
     engine_details: *mut ConstData,
 ) -> Status {
     ffi_boundary("hipdnnEnginePluginGetEngineDetails", || {
-        let handle = lookup_handle(handle)?;
+        let handle_key = handle as usize;
+        let _handle = lookup_handle(handle)?;
         // SAFETY: forwarded caller contract.
         let graph = unsafe { const_data(op_graph, "op_graph") }?;
         // SAFETY: forwarded caller contract.
         let out = unsafe { Out::new(engine_details, "engine_details") }?;
         let engine = engines::find(engine_id).ok_or(PluginError::UnknownEngine { engine_id })?;
         applicability::require(engine, graph)?;
-        let (ptr, size) = handle.lend_details(engine_details::encode(engine));
+        let (ptr, size) = crate::handle::lend_details(handle_key, engine_details::encode(engine));
         out.write(ConstData {
             ptr: ptr.cast::<c_void>(),
             size,
@@ -152,11 +160,13 @@ pub unsafe extern "C" fn hipdnnEnginePluginDestroyEngineDetails(
     engine_details: *mut ConstData,
 ) -> Status {
     ffi_boundary("hipdnnEnginePluginDestroyEngineDetails", || {
-        let handle = lookup_handle(handle)?;
+        // The lending handle may be destroyed already: its buffers stay the caller's until
+        // returned here (see handle.rs), so only the buffer is looked up.
+        non_null(handle, "handle")?;
         // SAFETY: forwarded caller contract.
         let slot = unsafe { InOut::new(engine_details, "engine_details") }?;
         let lent = *slot.get();
-        handle.return_details(lent.ptr as usize, lent.size)?;
+        crate::handle::return_details(handle as usize, lent.ptr as usize, lent.size)?;
         slot.write(ConstData {
             ptr: std::ptr::null(),
             size: 0,
@@ -178,7 +188,7 @@ pub unsafe extern "C" fn hipdnnEnginePluginGetWorkspaceSize(
     workspace_size: *mut usize,
 ) -> Status {
     ffi_boundary("hipdnnEnginePluginGetWorkspaceSize", || {
-        lookup_handle(handle)?;
+        let _handle = lookup_handle(handle)?;
         // SAFETY: forwarded caller contract.
         let config = unsafe { const_data(engine_config, "engine_config") }?;
         // SAFETY: forwarded caller contract.
@@ -186,7 +196,7 @@ pub unsafe extern "C" fn hipdnnEnginePluginGetWorkspaceSize(
         // SAFETY: forwarded caller contract.
         let out = unsafe { Out::new(workspace_size, "workspace_size") }?;
         let (_, planned) = applicability::require(engine_config::decode(config)?, graph)?;
-        out.write(planned.workspace_size());
+        out.write(checked_workspace_bytes(planned.workspace_size())?);
         Ok(())
     })
 }
@@ -213,9 +223,10 @@ pub unsafe extern "C" fn hipdnnEnginePluginCreateExecutionContext(
         // SAFETY: forwarded caller contract.
         let out = unsafe { Out::new(execution_context, "execution_context") }?;
         let context = ExecutionContext::build(engine_config::decode(config)?, graph)?;
+        checked_workspace(&context)?;
         // SAFETY: the handle's stream is NULL or live (hipDNN's SetStream contract).
         unsafe { context.prepare(handle.stream()) }?;
-        out.write(CONTEXTS.insert(context) as ExecutionContextHandle);
+        out.write(CONTEXTS.insert(context)? as ExecutionContextHandle);
         Ok(())
     })
 }
@@ -230,7 +241,7 @@ pub unsafe extern "C" fn hipdnnEnginePluginDestroyExecutionContext(
     execution_context: ExecutionContextHandle,
 ) -> Status {
     ffi_boundary("hipdnnEnginePluginDestroyExecutionContext", || {
-        lookup_handle(handle)?;
+        let _handle = lookup_handle(handle)?;
         non_null(execution_context, "execution_context")?;
         CONTEXTS.remove(execution_context as usize)?;
         Ok(())
@@ -250,7 +261,7 @@ pub unsafe extern "C" fn hipdnnEnginePluginGetWorkspaceSizeFromExecutionContext(
     ffi_boundary(
         "hipdnnEnginePluginGetWorkspaceSizeFromExecutionContext",
         || {
-            lookup_handle(handle)?;
+            let _handle = lookup_handle(handle)?;
             let context = lookup_context(execution_context)?;
             // SAFETY: forwarded caller contract.
             let out = unsafe { Out::new(workspace_size, "workspace_size") }?;
@@ -334,16 +345,30 @@ pub(super) fn non_null<T>(ptr: *mut T, argument: &'static str) -> Result<(), Plu
     }
 }
 
-pub(super) fn lookup_handle(
-    handle: PluginHandle,
-) -> Result<std::sync::Arc<EngineHandle>, PluginError> {
+/// The context's workspace size, refused (INVALID_VALUE naming the engine and bytes) beyond the
+/// `isize::MAX` bytes one buffer may span.
+pub(super) fn checked_workspace(context: &ExecutionContext) -> Result<usize, PluginError> {
+    let bytes = context.workspace_size();
+    check_workspace(context.engine().name_str(), bytes as u128)
+        .map_err(|e| PluginError::InvalidValue(e.to_string()))?;
+    Ok(bytes)
+}
+
+/// As [`checked_workspace`], for a plan that has no context yet.
+fn checked_workspace_bytes(bytes: usize) -> Result<usize, PluginError> {
+    check_workspace("the engine's workspace", bytes as u128)
+        .map_err(|e| PluginError::InvalidValue(e.to_string()))?;
+    Ok(bytes)
+}
+
+pub(super) fn lookup_handle(handle: PluginHandle) -> Result<Lease<EngineHandle>, PluginError> {
     non_null(handle, "handle")?;
     HANDLES.get(handle as usize)
 }
 
 pub(super) fn lookup_context(
     context: ExecutionContextHandle,
-) -> Result<std::sync::Arc<ExecutionContext>, PluginError> {
+) -> Result<Lease<ExecutionContext>, PluginError> {
     non_null(context, "execution_context")?;
     CONTEXTS.get(context as usize)
 }

@@ -133,9 +133,10 @@ pub unsafe extern "C" fn hipdnnEnginePluginCreateExecutionContextFromSerialized(
                 engine_id: stored.engine_id,
             })?;
             let context = ExecutionContext::build(engine, stored.graph)?;
+            super::engine::checked_workspace(&context)?;
             // SAFETY: the handle's stream is NULL or live (hipDNN's SetStream contract).
             unsafe { context.prepare(handle.stream()) }?;
-            out.write(CONTEXTS.insert(context) as ExecutionContextHandle);
+            out.write(CONTEXTS.insert(context)? as ExecutionContextHandle);
             Ok(())
         },
     )

@@ -23,8 +23,9 @@ use ragged_kernels::{
 
 use super::{HOST_REFERENCE, Listing, Planned, Planner};
 use crate::error::PluginError;
+use crate::overlap::{self, Span};
 use crate::scale;
-use crate::variant_pack::VariantPack;
+use crate::variant_pack::{self, VariantPack};
 use ragged_kernels::Decline;
 
 /// Environment variable that lists the host reference engine even next to a GPU runtime.
@@ -123,9 +124,16 @@ pub fn run(problem: &RaggedSdpaProblem, pack: &VariantPack<'_>) -> Result<(), Pl
     let seq_len_kv = problem.seq_len_kv.as_ref().map(index).transpose()?;
     // SAFETY: the pack's contract: a runtime or staged scale is a host pointer to one element.
     let scale = unsafe { scale::for_host_engine(problem.scale, pack) }?;
-    let inputs = [&q, &k, &v];
-    let outputs: Vec<&Bound> = std::iter::once(&o).chain(stats.as_ref()).collect();
-    check_outputs_do_not_overlap(&inputs, &outputs)?;
+    let reads: Vec<Span> = [&q, &k, &v]
+        .iter()
+        .map(|b| b.span())
+        .chain(variant_pack::read_index_spans(pack, problem))
+        .collect();
+    let writes: Vec<Span> = std::iter::once(&o)
+        .chain(stats.as_ref())
+        .map(Bound::span)
+        .collect();
+    overlap::check(&writes, &reads)?;
 
     // Outputs overlap nothing (checked above), so exclusive views are sound.
     let (qv, kv, vv, mut ov) = (q.view()?, k.view()?, v.view()?, o.view_mut()?);
@@ -134,16 +142,20 @@ pub fn run(problem: &RaggedSdpaProblem, pack: &VariantPack<'_>) -> Result<(), Pl
         scale,
         band: problem.mask,
     };
-    sdpa_forward(
-        &*qv,
-        &*kv,
-        &*vv,
-        &mut *ov,
-        lv.as_mut().map(|t| &mut **t as &mut dyn TensorMut),
-        seq_len_q.as_deref(),
-        seq_len_kv.as_deref(),
-        &params,
-    )
+    // The parallel loops run on the plugin's own pool (crate::worker_pool), and only this
+    // CPU-only step: staging and GPU calls stay on the caller's thread, whose context they use.
+    crate::worker_pool::install(|| {
+        sdpa_forward(
+            &*qv,
+            &*kv,
+            &*vv,
+            &mut *ov,
+            lv.as_mut().map(|t| &mut **t as &mut dyn TensorMut),
+            seq_len_q.as_deref(),
+            seq_len_kv.as_deref(),
+            &params,
+        )
+    })?
     .map_err(|error| name_tensor(error, problem))
 }
 
@@ -237,9 +249,15 @@ impl<'p> Bound<'p> {
         })
     }
 
-    fn range(&self) -> (usize, usize) {
-        let start = self.ptr.as_ptr() as usize;
-        (start, start.saturating_add(self.bytes))
+    /// An exclusive view over memory another operand also covers would be undefined behaviour,
+    /// so every output's span is checked against all other bindings before any view exists.
+    fn span(&self) -> Span {
+        Span {
+            uid: self.plan.uid,
+            role: self.plan.role,
+            start: self.ptr.as_ptr() as usize,
+            bytes: self.bytes,
+        }
     }
 
     /// A shared view; `ptr` is valid for `bytes` host bytes nobody writes during the call (the
@@ -293,25 +311,6 @@ impl<'p> Bound<'p> {
         };
         view.map_err(|e| e.for_tensor(self.plan.uid).into())
     }
-}
-
-/// An exclusive view over memory another operand also covers would be undefined behaviour, so
-/// overlapping outputs are refused before any view exists.
-fn check_outputs_do_not_overlap(inputs: &[&Bound], outputs: &[&Bound]) -> Result<(), PluginError> {
-    for (i, out) in outputs.iter().enumerate() {
-        let (start, end) = out.range();
-        let others = inputs.iter().chain(&outputs[..i]);
-        for other in others {
-            let (o_start, o_end) = other.range();
-            if start < o_end && o_start < end {
-                return Err(PluginError::InvalidValue(format!(
-                    "output tensor uid {} ({}) at {start:#x}..{end:#x} overlaps tensor uid {} ({}) at {o_start:#x}..{o_end:#x}",
-                    out.plan.uid, out.plan.role, other.plan.uid, other.plan.role
-                )));
-            }
-        }
-    }
-    Ok(())
 }
 
 /// Copies an int32/int64 `[n, 1, 1, 1]` tensor (ragged offsets, seq_lens) out of the variant

@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# Hardening stage of CI (issue 13): the plugin under AddressSanitizer, ThreadSanitizer and
+# valgrind, and a bounded run of each fuzz target. Stable Rust only: the -Z flags go through
+# RUSTC_BOOTSTRAP=1 (CI cannot install a nightly). Needs gcc, valgrind (installed if missing)
+# and rust-src (for ThreadSanitizer's -Zbuild-std). Any finding fails the stage.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export RUSTC_BOOTSTRAP=1
+triple="$(rustc -vV | sed -n 's/^host: //p')"
+fuzz_seconds="${FUZZ_SECONDS:-60}"
+stage_start=$SECONDS
+elapsed() { echo "   ($((SECONDS - stage_start)) s so far)"; }
+
+echo "== hardening: AddressSanitizer (issue-13 C suite: ASan C host, ASan plugin)"
+# The plugin .so is instrumented (-Zsanitizer=address); the C host is built with gcc's
+# -fsanitize=address, whose shared runtime the plugin's instrumentation links against.
+# LeakSanitizer is off here: when the last dlclose unmaps the library, the heap behind its
+# statics becomes unreachable and would be reported; the valgrind stage measures that instead.
+inputs="$PWD/target/hardening_inputs"
+HARDENING_INPUTS="$inputs" cargo test --quiet -p ragged-plugin --test hardening >/dev/null
+RUSTFLAGS="-Zsanitizer=address" \
+  cargo build --quiet --target "$triple" --target-dir target/asan -p ragged-plugin
+asan_plugin="target/asan/$triple/debug/libhipdnn_provider_ragged_sdpa.so"
+asan_host="target/asan/hardening_asan"
+gcc -std=c11 -O1 -g -fsanitize=address -fno-omit-frame-pointer -o "$asan_host" \
+  plugin/tests/c/hardening.c -ldl -lpthread -lm
+gcc -shared -fPIC -o target/asan/liblog_sink.so plugin/tests/c/log_sink.c
+export HIPDNN_RAGGED_SDPA_HOST_ENGINE=1
+for args in \
+  "extent $asan_plugin $inputs/extent_2p61.bin $inputs/engine_config.bin" \
+  "extent $asan_plugin $inputs/extent_2p60.bin $inputs/engine_config.bin" \
+  "extent $asan_plugin $inputs/extent_2p62.bin $inputs/engine_config.bin" \
+  "details-race $asan_plugin $inputs/graph_flagged.bin 2000" \
+  "stale $asan_plugin $inputs/graph_flagged.bin $inputs/engine_config.bin 1000" \
+  "scale $asan_plugin $inputs/scale_graph.bin $inputs/engine_config.bin $inputs" \
+  "overlap $asan_plugin $inputs/graph_flagged.bin $inputs/engine_config.bin $inputs" \
+  "unload $asan_plugin target/asan/liblog_sink.so $inputs/graph_flagged.bin $inputs/engine_config.bin $inputs 20"; do
+  # shellcheck disable=SC2086 # word splitting of the argument list is intended
+  ASAN_OPTIONS="detect_leaks=0:halt_on_error=1" "$asan_host" $args | tail -n 2
+done
+elapsed
+
+echo "== hardening: ThreadSanitizer (eight threads sharing one context)"
+rustup component add rust-src >/dev/null 2>&1 || true
+if [ -d "$(rustc --print sysroot)/lib/rustlib/src/rust/library" ]; then
+  RUSTFLAGS="-Zsanitizer=thread" \
+  TSAN_OPTIONS="halt_on_error=1:suppressions=$PWD/.ci/tsan.supp" \
+    cargo test --quiet -Zbuild-std --target "$triple" --target-dir target/tsan \
+      -p ragged-plugin --test execute eight_threads_share_one_context
+else
+  echo "rust-src is not installable here: ThreadSanitizer needs -Zbuild-std; FAILING"; exit 1
+fi
+elapsed
+
+echo "== hardening: valgrind (load/execute/unload loop: 0 memory errors, growth per loop)"
+command -v valgrind >/dev/null || { sudo -n apt-get install -y -qq valgrind >/dev/null 2>&1 || apt-get install -y -qq valgrind >/dev/null; }
+inputs="$PWD/target/hardening_inputs"
+HARDENING_INPUTS="$inputs" cargo test --quiet -p ragged-plugin --test hardening dlclose >/dev/null
+host="target/tmp/hardening_build/hardening"
+sink="target/tmp/hardening_build/liblog_sink.so"
+plugin="$(ls target/debug/deps/libhipdnn_provider_ragged_sdpa.so)"
+in_use() { # loops -> bytes in use at exit; fails on any memory error (invalid access, uninitialised)
+  local log; log="$(mktemp)"
+  HIPDNN_RAGGED_SDPA_HOST_ENGINE=1 valgrind --error-exitcode=99 --leak-check=full \
+    --errors-for-leak-kinds=none --log-file="$log" \
+    "$host" unload "$plugin" "$sink" "$inputs/graph_flagged.bin" "$inputs/engine_config.bin" \
+    "$inputs" "$1" >/dev/null || { cat "$log" >&2; echo "valgrind: errors with $1 loops" >&2; exit 1; }
+  sed -n 's/.*in use at exit: \([0-9,]*\) bytes.*/\1/p' "$log" | tr -d ,
+  rm -f "$log"
+}
+few="$(in_use 2)"; many="$(in_use 8)"
+growth=$(( (many - few) / 6 ))
+echo "valgrind: 0 errors; in use at exit: $few bytes after 2 loops, $many after 8: $growth bytes per loop"
+# Known, not yet fixed: the heap behind the plugin's process-lifetime statics (registries, engine
+# listing) is never freed and becomes unreachable when dlclose unmaps the library, about 14.2 KB
+# per load/unload (2026-12-01). The bound keeps it from growing; the goal is 0.
+[ "$growth" -le 14500 ] || { echo "memory per load/execute/unload loop grew beyond 14500 bytes"; exit 1; }
+elapsed
+
+echo "== hardening: fuzzing, ${fuzz_seconds} s per target"
+command -v cargo-fuzz >/dev/null || cargo install --quiet --locked cargo-fuzz
+for target in graph_bytes graph_mutate; do
+  corpus="fuzz/corpus/$target"
+  mkdir -p "$corpus"
+  # Seeds: the golden wire files (../shared/testdata/wire, relative to the repository root) and
+  # the graphs committed in fuzz/seeds.
+  cp -n ../shared/testdata/wire/*.bin "$corpus"/ 2>/dev/null || true
+  cp -n fuzz/seeds/"$target"/* "$corpus"/ 2>/dev/null || true
+  (cd fuzz && cargo fuzz run -O "$target" "../$corpus" -- -max_total_time="$fuzz_seconds" \
+     -rss_limit_mb=2048 -print_final_stats=1 2>&1 | grep -E '^(stat::|#[0-9]+ *DONE|==|SUMMARY|thread)' )
+done
+elapsed
+echo "hardening: passed in $((SECONDS - stage_start)) s"

@@ -1,0 +1,73 @@
+//! Every buffer a problem binds, checked against the `isize::MAX` bytes one buffer may span
+//! (issue 13 item 1), so an oversized graph is declined at planning with its uid, dims and bytes
+//! instead of reaching an execute whose slices would be undefined behaviour.
+
+use ragged_kernels::Decline;
+use ragged_kernels::problem::{IndexWidth, OFFSETS_ROLE, Operand, RaggedSdpaProblem};
+use ragged_kernels::tensor::extent::{Addressing, DeclaredExtent, ExtentTooLarge, check_extents};
+
+/// The decline for the first buffer of `problem` beyond `isize::MAX` bytes: Q, K, V, O and LSE
+/// (their strided extent, and for ragged ones the largest extent valid offsets give), every
+/// ragged offset aux (`B + 1` entries) and seq_len (`B`).
+pub fn check(problem: &RaggedSdpaProblem) -> Result<(), Decline> {
+    let tensors: Vec<&Operand> = problem.tensors().collect();
+    // An aux holds B + 1 entries (schema validation has checked that B + 1 fits in i64).
+    let aux_entries: Vec<[i64; 1]> = tensors
+        .iter()
+        .map(|t| [t.dims[0].saturating_add(1)])
+        .collect();
+    let batch = [problem.batch()];
+    let mut extents: Vec<DeclaredExtent<'_>> = tensors.iter().map(|t| tensor_extent(t)).collect();
+    for (t, entries) in tensors.iter().zip(&aux_entries) {
+        if let Some(r) = t.ragged {
+            extents.push(index_extent(r.uid, OFFSETS_ROLE, entries, r.width));
+        }
+    }
+    for index in problem.seq_lens() {
+        extents.push(index_extent(index.uid, index.role, &batch, index.width));
+    }
+    check_extents(&extents).map_err(|e| decline(&e))
+}
+
+fn decline(e: &ExtentTooLarge) -> Decline {
+    let bytes = e
+        .bytes
+        .map_or_else(|| "more than 2^128".to_owned(), |b| b.to_string());
+    let field = format!("{} byte extent (dims {:?})", e.role, e.dims);
+    let need = format!("at most {} bytes, what one buffer may span", e.limit);
+    match e.uid {
+        Some(uid) => Decline::new(uid, field, bytes, need),
+        None => Decline::graph(field, bytes, need),
+    }
+}
+
+fn index_extent<'a>(
+    uid: i64,
+    role: &'a str,
+    entries: &'a [i64; 1],
+    width: IndexWidth,
+) -> DeclaredExtent<'a> {
+    DeclaredExtent {
+        uid,
+        role,
+        dims: entries,
+        strides: &[1],
+        element_size: usize::try_from(width.bytes()).unwrap_or(8),
+        addressing: Addressing::Packed,
+    }
+}
+
+fn tensor_extent(t: &Operand) -> DeclaredExtent<'_> {
+    DeclaredExtent {
+        uid: t.uid,
+        role: t.role,
+        dims: &t.dims,
+        strides: &t.strides,
+        element_size: t.dtype.size(),
+        addressing: if t.ragged.is_some() {
+            Addressing::RaggedMaximum
+        } else {
+            Addressing::Strided
+        },
+    }
+}

@@ -1,0 +1,451 @@
+/*
+ * Regression checks of issue 13, run as a hostile C host would: through dlopen, from several
+ * threads, with oversized graphs, stale handles, non-finite scales, overlapping buffers and
+ * load/unload loops. Built plain, and under AddressSanitizer by .ci/hardening.sh.
+ *
+ * usage: hardening MODE PLUGIN.so ARGS...   (modes and their arguments: see main)
+ * Exit status 0 when every check of the mode held; otherwise each failed check is printed.
+ *
+ * The types restate PluginApiDataTypes.h / EnginePluginApi.h (plugin-abi.md §3-§4); they are
+ * local to this file on purpose.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <dlfcn.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { SUCCESS = 0, BAD_PARAM = 1, INVALID_VALUE = 2, INTERNAL_ERROR = 3 };
+static const int64_t HOST_ENGINE = 8202884889727546333LL;
+
+typedef int status_t;
+typedef struct { const void *ptr; size_t size; } const_data_t;
+typedef struct { int64_t uid; void *ptr; } device_buffer_t;
+typedef void *handle_t;
+typedef void *context_t;
+typedef void (*log_callback_t)(int severity, const char *message);
+
+typedef struct {
+    void *lib;
+    void (*last_error)(const char **);
+    status_t (*set_callback)(log_callback_t);
+    status_t (*create)(handle_t *);
+    status_t (*destroy)(handle_t);
+    status_t (*applicable)(handle_t, const const_data_t *, int64_t *, uint32_t, uint32_t *);
+    status_t (*details)(handle_t, int64_t, const const_data_t *, const_data_t *);
+    status_t (*destroy_details)(handle_t, const_data_t *);
+    status_t (*create_ctx)(handle_t, const const_data_t *, const const_data_t *, context_t *);
+    status_t (*destroy_ctx)(handle_t, context_t);
+    status_t (*ctx_ws)(handle_t, context_t, size_t *);
+    status_t (*execute)(handle_t, context_t, void *, const device_buffer_t *, uint32_t);
+} plugin_t;
+
+static int failures;
+
+#define CHECK(cond, ...)                                                                          \
+    do {                                                                                          \
+        if (!(cond)) {                                                                            \
+            ++failures;                                                                           \
+            fprintf(stderr, "FAILED %s:%d: ", __FILE__, __LINE__);                                \
+            fprintf(stderr, __VA_ARGS__);                                                         \
+            fputc('\n', stderr);                                                                  \
+        }                                                                                         \
+    } while (0)
+
+static void *sym(void *lib, const char *name) {
+    void *s = dlsym(lib, name);
+    if (!s) {
+        fprintf(stderr, "missing symbol %s\n", name);
+        exit(2);
+    }
+    return s;
+}
+
+/* Function pointers from dlsym: POSIX guarantees the object-to-function conversion. */
+static plugin_t load(const char *path) {
+    plugin_t p;
+    p.lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!p.lib) {
+        fprintf(stderr, "dlopen %s: %s\n", path, dlerror());
+        exit(2);
+    }
+    *(void **)&p.last_error = sym(p.lib, "hipdnnPluginGetLastErrorString");
+    *(void **)&p.set_callback = sym(p.lib, "hipdnnPluginSetLoggingCallback");
+    *(void **)&p.create = sym(p.lib, "hipdnnEnginePluginCreate");
+    *(void **)&p.destroy = sym(p.lib, "hipdnnEnginePluginDestroy");
+    *(void **)&p.applicable = sym(p.lib, "hipdnnEnginePluginGetApplicableEngineIds");
+    *(void **)&p.details = sym(p.lib, "hipdnnEnginePluginGetEngineDetails");
+    *(void **)&p.destroy_details = sym(p.lib, "hipdnnEnginePluginDestroyEngineDetails");
+    *(void **)&p.create_ctx = sym(p.lib, "hipdnnEnginePluginCreateExecutionContext");
+    *(void **)&p.destroy_ctx = sym(p.lib, "hipdnnEnginePluginDestroyExecutionContext");
+    *(void **)&p.ctx_ws = sym(p.lib, "hipdnnEnginePluginGetWorkspaceSizeFromExecutionContext");
+    *(void **)&p.execute = sym(p.lib, "hipdnnEnginePluginExecuteOpGraph");
+    return p;
+}
+
+static const char *last_error(const plugin_t *p) {
+    const char *text = NULL;
+    p->last_error(&text);
+    return text ? text : "(NULL)";
+}
+
+static void *read_file(const char *path, size_t *size) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        perror(path);
+        exit(2);
+    }
+    fseek(f, 0, SEEK_END);
+    long len = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    void *data = malloc(len > 0 ? (size_t)len : 1);
+    if (!data || fread(data, 1, (size_t)len, f) != (size_t)len) {
+        fprintf(stderr, "cannot read %s\n", path);
+        exit(2);
+    }
+    fclose(f);
+    *size = (size_t)len;
+    return data;
+}
+
+/* The golden variant pack: DIR/<uid>.bin for Q 1, K 2, V 3, O 4, offsets 5 and 6, LSE 9. */
+enum { PACK = 7 };
+static const int64_t PACK_UIDS[PACK] = {1, 2, 3, 4, 5, 6, 9};
+typedef struct {
+    device_buffer_t entries[PACK];
+    size_t sizes[PACK];
+} pack_t;
+
+static pack_t read_pack(const char *dir) {
+    pack_t pack;
+    char path[4096];
+    for (int i = 0; i < PACK; ++i) {
+        snprintf(path, sizeof path, "%s/%lld.bin", dir, (long long)PACK_UIDS[i]);
+        pack.entries[i].uid = PACK_UIDS[i];
+        pack.entries[i].ptr = read_file(path, &pack.sizes[i]);
+    }
+    return pack;
+}
+
+static int slot(int64_t uid) {
+    for (int i = 0; i < PACK; ++i)
+        if (PACK_UIDS[i] == uid) return i;
+    exit(2);
+}
+
+static void free_pack(pack_t *pack) {
+    for (int i = 0; i < PACK; ++i) free(pack->entries[i].ptr);
+}
+
+static const_data_t file_data(const char *path) {
+    size_t size;
+    void *bytes = read_file(path, &size);
+    const_data_t data = {bytes, size};
+    return data;
+}
+
+/* Issue 13 items 1-2: oversized extents are declined at applicability and never INTERNAL_ERROR. */
+static void mode_extent(const plugin_t *p, const char *graph_path, const char *config_path) {
+    const_data_t graph = file_data(graph_path), config = file_data(config_path);
+    handle_t h = NULL;
+    CHECK(p->create(&h) == SUCCESS, "Create");
+    int64_t ids[4];
+    uint32_t n = 99;
+    status_t s = p->applicable(h, &graph, ids, 4, &n);
+    CHECK(s == SUCCESS && n == 0, "GetApplicableEngineIds: status %d, %u engines: %s", s, n,
+          last_error(p));
+    context_t ctx = NULL;
+    s = p->create_ctx(h, &config, &graph, &ctx);
+    const char *why = last_error(p);
+    CHECK(s != SUCCESS && s != INTERNAL_ERROR, "CreateExecutionContext status %d: %s", s, why);
+    CHECK(strstr(why, "tensor uid") && strstr(why, "bytes"), "message names no uid/bytes: %s", why);
+    printf("CreateExecutionContext: status %d: %s\n", s, why);
+    CHECK(p->destroy(h) == SUCCESS, "Destroy");
+    free((void *)graph.ptr);
+    free((void *)config.ptr);
+}
+
+/* Issue 13 item 3: GetEngineDetails racing Destroy never returns a freed buffer, and what it
+ * returned stays readable until DestroyEngineDetails, even after the handle is destroyed. */
+typedef struct {
+    const plugin_t *p;
+    handle_t h;
+    const_data_t graph;
+    long successes;
+    unsigned checksum;
+} race_t;
+
+static void *details_loop(void *arg) {
+    race_t *r = arg;
+    for (;;) {
+        const_data_t d = {NULL, 0};
+        if (r->p->details(r->h, HOST_ENGINE, &r->graph, &d) != SUCCESS) break;
+        ++r->successes;
+        /* Reading every byte is what AddressSanitizer checks: a freed buffer is reported. */
+        const unsigned char *bytes = d.ptr;
+        for (size_t i = 0; i < d.size; ++i) r->checksum += bytes[i];
+        /* Returned through the handle value even if another thread destroyed it meanwhile. */
+        status_t s = r->p->destroy_details(r->h, &d);
+        CHECK(s == SUCCESS && d.ptr == NULL, "DestroyEngineDetails after a race: %d", s);
+    }
+    return NULL;
+}
+
+static void mode_details_race(const plugin_t *p, const char *graph_path, long rounds) {
+    const_data_t graph = file_data(graph_path);
+    long total = 0;
+    for (long round = 0; round < rounds; ++round) {
+        race_t r = {p, NULL, graph, 0, 0};
+        CHECK(p->create(&r.h) == SUCCESS, "Create");
+        pthread_t t;
+        pthread_create(&t, NULL, details_loop, &r);
+        /* Let the other thread get going for a varying while, then pull the handle. */
+        for (volatile long spin = 0; spin < (round % 64) * 500; ++spin) {
+        }
+        status_t s = p->destroy(r.h);
+        CHECK(s == SUCCESS, "Destroy during GetEngineDetails: %d: %s", s, last_error(p));
+        pthread_join(t, NULL);
+        total += r.successes;
+    }
+    printf("%ld rounds, %ld details calls raced a destroy\n", rounds, total);
+    free((void *)graph.ptr);
+}
+
+/* Issue 13 item 4: handle and context values never repeat; stale ones are BAD_PARAM. */
+static int seen_before(const uintptr_t *values, long n, uintptr_t v) {
+    for (long i = 0; i < n; ++i)
+        if (values[i] == v) return 1;
+    return 0;
+}
+
+static void mode_stale(const plugin_t *p, const char *graph_path, const char *config_path,
+                       long rounds) {
+    const_data_t graph = file_data(graph_path), config = file_data(config_path);
+    uintptr_t *values = calloc((size_t)rounds * 2, sizeof *values);
+    long n = 0;
+    handle_t old_h = NULL;
+    context_t old_ctx = NULL;
+    for (long round = 0; round < rounds; ++round) {
+        handle_t h = NULL;
+        context_t ctx = NULL;
+        CHECK(p->create(&h) == SUCCESS, "Create");
+        CHECK(p->create_ctx(h, &config, &graph, &ctx) == SUCCESS, "CreateExecutionContext: %s",
+              last_error(p));
+        CHECK(!seen_before(values, n, (uintptr_t)h), "handle %p repeats (round %ld)", h, round);
+        values[n++] = (uintptr_t)h;
+        CHECK(!seen_before(values, n, (uintptr_t)ctx), "context %p repeats (round %ld)", ctx, round);
+        values[n++] = (uintptr_t)ctx;
+        CHECK(p->destroy_ctx(h, ctx) == SUCCESS, "DestroyExecutionContext");
+        CHECK(p->destroy(h) == SUCCESS, "Destroy");
+        old_h = h;
+        old_ctx = ctx;
+    }
+    /* A live handle and context exist while the stale ones are tried. */
+    handle_t h = NULL;
+    context_t ctx = NULL;
+    CHECK(p->create(&h) == SUCCESS, "Create");
+    CHECK(p->create_ctx(h, &config, &graph, &ctx) == SUCCESS, "CreateExecutionContext");
+    size_t ws = 0;
+    status_t s = p->ctx_ws(h, old_ctx, &ws);
+    CHECK(s == BAD_PARAM, "stale context in GetWorkspaceSizeFromExecutionContext: %d", s);
+    device_buffer_t none[1] = {{1, NULL}};
+    s = p->execute(h, old_ctx, NULL, none, 0);
+    CHECK(s == BAD_PARAM, "stale context in ExecuteOpGraph: %d", s);
+    CHECK(strstr(last_error(p), "is not live"), "message: %s", last_error(p));
+    uint32_t count = 0;
+    s = p->applicable(old_h, &graph, NULL, 0, &count);
+    CHECK(s == BAD_PARAM, "stale handle in GetApplicableEngineIds: %d", s);
+    s = p->destroy(old_h);
+    CHECK(s == BAD_PARAM, "stale handle in Destroy: %d", s);
+    CHECK(p->destroy_ctx(h, ctx) == SUCCESS, "DestroyExecutionContext");
+    CHECK(p->destroy(h) == SUCCESS, "Destroy");
+    printf("%ld handles and %ld contexts, all distinct\n", rounds + 1, rounds + 1);
+    free(values);
+    free((void *)graph.ptr);
+    free((void *)config.ptr);
+}
+
+/* Runs the golden graph once on `pack`; returns the status. */
+static status_t run_once(const plugin_t *p, const_data_t *graph, const_data_t *config,
+                         const device_buffer_t *entries, uint32_t n) {
+    handle_t h = NULL;
+    context_t ctx = NULL;
+    status_t s = p->create(&h);
+    if (s != SUCCESS) return s;
+    s = p->create_ctx(h, config, graph, &ctx);
+    if (s == SUCCESS) {
+        s = p->execute(h, ctx, NULL, entries, n);
+        p->destroy_ctx(h, ctx);
+    }
+    p->destroy(h);
+    return s;
+}
+
+static int unchanged(const pack_t *now, const pack_t *before, int64_t uid) {
+    int i = slot(uid);
+    return memcmp(now->entries[i].ptr, before->entries[i].ptr, now->sizes[i]) == 0;
+}
+
+/* Issue 13 item 5: a NaN or infinite runtime scale is INVALID_VALUE and writes nothing. */
+static void mode_scale(const plugin_t *p, const char *graph_path, const char *config_path,
+                       const char *dir) {
+    const_data_t graph = file_data(graph_path), config = file_data(config_path);
+    const float bad[3] = {NAN, INFINITY, -INFINITY};
+    for (int b = 0; b <= 3; ++b) {
+        pack_t pack = read_pack(dir), before = read_pack(dir);
+        float scale = b < 3 ? bad[b] : 0.25f;
+        device_buffer_t entries[PACK + 1];
+        memcpy(entries, pack.entries, sizeof pack.entries);
+        entries[PACK].uid = 30;
+        entries[PACK].ptr = &scale;
+        status_t s = run_once(p, &graph, &config, entries, PACK + 1);
+        if (b < 3) {
+            CHECK(s == INVALID_VALUE, "scale %f: status %d: %s", scale, s, last_error(p));
+            CHECK(strstr(last_error(p), "uid 30"), "message: %s", last_error(p));
+            CHECK(unchanged(&pack, &before, 4) && unchanged(&pack, &before, 9),
+                  "scale %f: an output was written", scale);
+        } else {
+            CHECK(s == SUCCESS, "scale 0.25: status %d: %s", s, last_error(p));
+            CHECK(!unchanged(&pack, &before, 4), "scale 0.25: O not written");
+        }
+        free_pack(&pack);
+        free_pack(&before);
+    }
+    free((void *)graph.ptr);
+    free((void *)config.ptr);
+}
+
+/* Issue 13 item 6: an offsets buffer inside an output is INVALID_VALUE and left unchanged. */
+static void overlap_case(const plugin_t *p, const_data_t *graph, const_data_t *config,
+                         const char *dir, int64_t aux_uid, int64_t out_uid, size_t at,
+                         status_t expected) {
+    pack_t pack = read_pack(dir);
+    int out = slot(out_uid), aux = slot(aux_uid);
+    /* The output gets room for the offsets after it, so "at" may also place them adjacent. */
+    size_t out_size = pack.sizes[out], aux_size = pack.sizes[aux];
+    unsigned char *joint = malloc(out_size + aux_size + 64);
+    memcpy(joint, pack.entries[out].ptr, out_size);
+    memcpy(joint + at, pack.entries[aux].ptr, aux_size);
+    unsigned char *offsets_copy = malloc(aux_size);
+    memcpy(offsets_copy, joint + at, aux_size);
+    device_buffer_t entries[PACK];
+    memcpy(entries, pack.entries, sizeof entries);
+    entries[out].ptr = joint;
+    entries[aux].ptr = joint + at;
+    status_t s = run_once(p, graph, config, entries, PACK);
+    CHECK(s == expected, "uid %lld at byte %zu of uid %lld: status %d (expected %d): %s",
+          (long long)aux_uid, at, (long long)out_uid, s, expected, last_error(p));
+    if (expected != SUCCESS) {
+        CHECK(memcmp(offsets_copy, joint + at, aux_size) == 0, "offsets uid %lld overwritten",
+              (long long)aux_uid);
+        CHECK(strstr(last_error(p), "overlaps"), "message: %s", last_error(p));
+    }
+    free(offsets_copy);
+    free(joint);
+    free_pack(&pack);
+}
+
+static void mode_overlap(const plugin_t *p, const char *graph_path, const char *config_path,
+                         const char *dir) {
+    const_data_t graph = file_data(graph_path), config = file_data(config_path);
+    pack_t sizes = read_pack(dir);
+    size_t o_size = sizes.sizes[slot(4)], lse_size = sizes.sizes[slot(9)];
+    free_pack(&sizes);
+    overlap_case(p, &graph, &config, dir, 5, 4, 0, INVALID_VALUE);
+    overlap_case(p, &graph, &config, dir, 5, 4, o_size / 2 & ~(size_t)7, INVALID_VALUE);
+    overlap_case(p, &graph, &config, dir, 6, 9, 4, INVALID_VALUE);
+    overlap_case(p, &graph, &config, dir, 6, 4, o_size - 8, INVALID_VALUE);
+    /* Adjacent, not overlapping: runs. */
+    overlap_case(p, &graph, &config, dir, 5, 4, (o_size + 7) & ~(size_t)7, SUCCESS);
+    overlap_case(p, &graph, &config, dir, 6, 9, (lse_size + 7) & ~(size_t)7, SUCCESS);
+    free((void *)graph.ptr);
+    free((void *)config.ptr);
+}
+
+/* Issue 13 item 7: after the last handle and dlclose the library is unmapped, and a callback
+ * set by a library that is gone is never called. */
+static void mode_unload(const char *plugin_path, const char *sink_path, const char *graph_path,
+                        const char *config_path, const char *dir, long loops) {
+    const_data_t graph = file_data(graph_path), config = file_data(config_path);
+    for (long loop = 0; loop < loops; ++loop) {
+        void *sink = dlopen(sink_path, RTLD_NOW | RTLD_LOCAL);
+        CHECK(sink != NULL, "dlopen sink: %s", dlerror());
+        if (!sink) break;
+        log_callback_t callback;
+        long (*received)(void);
+        *(void **)&callback = sym(sink, "sink_log");
+        *(void **)&received = sym(sink, "sink_received");
+        plugin_t p = load(plugin_path);
+        CHECK(p.set_callback(callback) == SUCCESS, "SetLoggingCallback");
+        pack_t pack = read_pack(dir);
+        status_t s = run_once(&p, &graph, &config, pack.entries, PACK);
+        CHECK(s == SUCCESS, "loop %ld: execute: %d: %s", loop, s, last_error(&p));
+        free_pack(&pack);
+        /* A failing call logs through the callback. */
+        CHECK(p.create(NULL) == BAD_PARAM, "Create(NULL)");
+        CHECK(received() > 0, "loop %ld: the callback received nothing", loop);
+        dlclose(p.lib);
+        if (getenv("HARDENING_DEBUG")) {
+            char line[256];
+            FILE *st = fopen("/proc/self/status", "r");
+            while (st && fgets(line, sizeof line, st))
+                if (strncmp(line, "Threads:", 8) == 0) fprintf(stderr, "loop %ld: %s", loop, line);
+            if (st) fclose(st);
+        }
+        void *still = dlopen(plugin_path, RTLD_NOW | RTLD_NOLOAD);
+        CHECK(still == NULL, "loop %ld: the plugin is still mapped after dlclose", loop);
+        if (still) dlclose(still);
+        dlclose(sink);
+    }
+    /* The sink is unloaded: a fresh load must not call into it on the next failure. */
+    plugin_t p = load(plugin_path);
+    CHECK(p.create(NULL) == BAD_PARAM, "Create(NULL) after reload");
+    dlclose(p.lib);
+    printf("%ld load/execute/unload loops\n", loops);
+    free((void *)graph.ptr);
+    free((void *)config.ptr);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 4) {
+        fprintf(stderr,
+                "usage: %s extent PLUGIN GRAPH CONFIG\n"
+                "       %s details-race PLUGIN GRAPH ROUNDS\n"
+                "       %s stale PLUGIN GRAPH CONFIG ROUNDS\n"
+                "       %s scale PLUGIN GRAPH CONFIG DIR\n"
+                "       %s overlap PLUGIN GRAPH CONFIG DIR\n"
+                "       %s unload PLUGIN SINK.so GRAPH CONFIG DIR LOOPS\n",
+                argv[0], argv[0], argv[0], argv[0], argv[0], argv[0]);
+        return 2;
+    }
+    const char *mode = argv[1];
+    if (strcmp(mode, "unload") == 0 && argc == 8) {
+        mode_unload(argv[2], argv[3], argv[4], argv[5], argv[6], strtol(argv[7], NULL, 10));
+    } else {
+        plugin_t p = load(argv[2]);
+        if (strcmp(mode, "extent") == 0 && argc == 5) {
+            mode_extent(&p, argv[3], argv[4]);
+        } else if (strcmp(mode, "details-race") == 0 && argc == 5) {
+            mode_details_race(&p, argv[3], strtol(argv[4], NULL, 10));
+        } else if (strcmp(mode, "stale") == 0 && argc == 6) {
+            mode_stale(&p, argv[3], argv[4], strtol(argv[5], NULL, 10));
+        } else if (strcmp(mode, "scale") == 0 && argc == 6) {
+            mode_scale(&p, argv[3], argv[4], argv[5]);
+        } else if (strcmp(mode, "overlap") == 0 && argc == 6) {
+            mode_overlap(&p, argv[3], argv[4], argv[5]);
+        } else {
+            fprintf(stderr, "unknown mode or wrong argument count: %s\n", mode);
+            return 2;
+        }
+        dlclose(p.lib);
+    }
+    if (failures) {
+        fprintf(stderr, "%d check(s) failed\n", failures);
+        return 1;
+    }
+    printf("ok\n");
+    return 0;
+}

@@ -1,0 +1,307 @@
+//! Issue 13's regressions, each reproduced from C through the built `.so` (tests/c/hardening.c):
+//! oversized extents, GetEngineDetails racing Destroy, stale handles after address reuse,
+//! non-finite runtime scales, offsets inside an output, and load/unload loops with a logging
+//! callback from a library that is unloaded too.
+//!
+//! `.ci/hardening.sh` runs the same C program against an AddressSanitizer build; the inputs it
+//! needs are the files [`inputs`] writes (`HARDENING_INPUTS` names the folder to keep them in).
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+use common::golden::{BF16_SENTINEL, golden_file, npy};
+use common::plugin_path;
+use common::problem::SENTINEL;
+use ragged_schema::{DataType, Graph, NodeAttributes, TensorAttributes};
+
+/// A C source of tests/c compiled with the system compiler (`CC`, default `cc`) and any extra
+/// flags in `HARDENING_CFLAGS` (the sanitizer build passes `-fsanitize=address` there).
+fn compile(source: &str, output: &str, extra: &[&str]) -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("hardening_build");
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    let binary = dir.join(output);
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".to_owned());
+    let flags = std::env::var("HARDENING_CFLAGS").unwrap_or_default();
+    let result = Command::new(&cc)
+        .args([
+            "-std=c11",
+            "-O1",
+            "-g",
+            "-Wall",
+            "-Wextra",
+            "-Werror",
+            "-pedantic",
+        ])
+        .args(flags.split_whitespace())
+        .args(extra)
+        .arg("-o")
+        .arg(&binary)
+        .arg(
+            PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+                .join("tests/c")
+                .join(source),
+        )
+        .args(["-ldl", "-lpthread", "-lm"])
+        .output()
+        .unwrap_or_else(|e| panic!("running the C compiler {cc}: {e}"));
+    assert!(
+        result.status.success(),
+        "compiling {source} failed:\n{}",
+        String::from_utf8_lossy(&result.stderr)
+    );
+    binary
+}
+
+struct Built {
+    host: PathBuf,
+    sink: PathBuf,
+}
+
+fn built() -> &'static Built {
+    static BUILT: OnceLock<Built> = OnceLock::new();
+    BUILT.get_or_init(|| Built {
+        host: compile("hardening.c", "hardening", &[]),
+        sink: compile("log_sink.c", "liblog_sink.so", &["-shared", "-fPIC"]),
+    })
+}
+
+/// The folder of graph files and golden variant pack the C modes read.
+fn inputs() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = std::env::var_os("HARDENING_INPUTS").map_or_else(
+            || PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("hardening_inputs"),
+            PathBuf::from,
+        );
+        write_inputs(&dir);
+        dir
+    })
+}
+
+fn golden_graph() -> Graph {
+    let bytes = std::fs::read(golden_file("graph_flagged.bin")).expect("golden graph");
+    ragged_schema::wire::decode_graph(&bytes).expect("golden graph decodes")
+}
+
+fn sdpa(graph: &mut Graph) -> &mut ragged_schema::SdpaAttributes {
+    match &mut graph.nodes[0].attributes {
+        NodeAttributes::Sdpa(s) => s,
+        other => panic!("golden node is {other:?}"),
+    }
+}
+
+/// The issue's oversized graph: fp32, B = 1, ragged Q/O `[1, S_q, H, 1]`, K/V `[1, 4, 1, 1]`,
+/// dense LSE `[1, H, S_q, 1]`; every extent but the byte counts is representable.
+fn oversized(seq_q: i64, heads: i64) -> Graph {
+    let mut g = golden_graph();
+    for t in &mut g.tensors {
+        match t.uid {
+            5 | 6 => t.dims = vec![2, 1, 1, 1],
+            1 | 4 => {
+                t.data_type = DataType::Float;
+                t.dims = vec![1, seq_q, heads, 1];
+                t.strides = vec![heads, heads, 1, 1];
+            }
+            2 | 3 => {
+                t.data_type = DataType::Float;
+                t.dims = vec![1, 4, 1, 1];
+                t.strides = vec![4, 1, 1, 1];
+            }
+            9 => {
+                t.dims = vec![1, heads, seq_q, 1];
+                t.strides = vec![heads.saturating_mul(seq_q), seq_q, 1, 1];
+            }
+            _ => {}
+        }
+    }
+    g
+}
+
+/// The golden graph with its scale a pass-by-value f32 bound as uid 30.
+fn runtime_scale() -> Graph {
+    let mut g = golden_graph();
+    g.tensors.push(
+        TensorAttributes::new()
+            .set_uid(30)
+            .set_data_type(DataType::Float)
+            .set_dims(vec![1])
+            .set_strides(vec![1])
+            .set_is_runtime_pass_by_value(true),
+    );
+    sdpa(&mut g).scale_tensor_uid = Some(30);
+    g
+}
+
+fn write_inputs(dir: &Path) {
+    std::fs::create_dir_all(dir).expect("inputs dir");
+    let write = |name: &str, bytes: &[u8]| std::fs::write(dir.join(name), bytes).expect("write");
+    for (name, (seq_q, heads)) in [
+        ("extent_2p61.bin", (1i64 << 61, 4)),
+        ("extent_2p62.bin", (1i64 << 62, 1)),
+        ("extent_2p60.bin", (1i64 << 60, 2)),
+    ] {
+        write(
+            name,
+            &ragged_schema::wire::encode_graph(&oversized(seq_q, heads)),
+        );
+    }
+    write(
+        "scale_graph.bin",
+        &ragged_schema::wire::encode_graph(&runtime_scale()),
+    );
+    for name in ["graph_flagged.bin", "engine_config.bin"] {
+        write(
+            name,
+            &std::fs::read(golden_file(name)).expect("golden file"),
+        );
+    }
+    let o_len = npy::<f64>("expected/4.npy").len();
+    let lse_len = npy::<f64>("expected/9.npy").len();
+    let le16 = |v: &[u16]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+    let le32 = |v: &[i32]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+    for uid in [1, 2, 3] {
+        write(
+            &format!("{uid}.bin"),
+            &le16(&npy::<u16>(&format!("inputs/{uid}.npy"))),
+        );
+    }
+    for uid in [5, 6] {
+        write(
+            &format!("{uid}.bin"),
+            &le32(&npy::<i32>(&format!("inputs/{uid}.npy"))),
+        );
+    }
+    write("4.bin", &le16(&vec![BF16_SENTINEL; o_len]));
+    let lse: Vec<u8> = std::iter::repeat_n(SENTINEL.to_le_bytes(), lse_len)
+        .flatten()
+        .collect();
+    write("9.bin", &lse);
+}
+
+fn run(args: &[&dyn AsRef<std::ffi::OsStr>]) -> Output {
+    let mut command = Command::new(&built().host);
+    for arg in args {
+        command.arg(arg);
+    }
+    command
+        .env("HIPDNN_RAGGED_SDPA_HOST_ENGINE", "1")
+        .output()
+        .expect("C host runs")
+}
+
+fn assert_passed(mode: &str, output: &Output) -> String {
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        output.status.success(),
+        "{mode} failed ({:?}):\nstdout:\n{stdout}\nstderr:\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(stdout.ends_with("ok\n"), "{stdout}");
+    stdout
+}
+
+/// Items 1-2: S_q = 2^61 (UB in release, abort in debug), 2^60 with H = 2 (SIGSEGV), 2^62
+/// (INTERNAL_ERROR) — all declined at applicability, naming uid, dims and bytes.
+#[test]
+fn oversized_extents_are_declined_naming_uid_dims_and_bytes() {
+    let dir = inputs();
+    for graph in ["extent_2p61.bin", "extent_2p60.bin", "extent_2p62.bin"] {
+        let out = run(&[
+            &"extent",
+            &plugin_path(),
+            &dir.join(graph),
+            &dir.join("engine_config.bin"),
+        ]);
+        let stdout = assert_passed(graph, &out);
+        assert!(stdout.contains("status 1:"), "{graph}: {stdout}");
+        assert!(
+            stdout.contains("above the 9223372036854775807 bytes"),
+            "{stdout}"
+        );
+    }
+}
+
+/// Item 3: every GetEngineDetails that succeeds while another thread destroys the handle hands
+/// back a buffer that is still readable (AddressSanitizer checks the reads in CI).
+#[test]
+fn engine_details_racing_destroy_stay_valid() {
+    let dir = inputs();
+    let out = run(&[
+        &"details-race",
+        &plugin_path(),
+        &dir.join("graph_flagged.bin"),
+        &"2000",
+    ]);
+    assert_passed("details-race", &out);
+}
+
+/// Item 4: 1000 destroy/create rounds give 1000 distinct handles and contexts, and the stale
+/// ones are BAD_PARAM in every entry point tried.
+#[test]
+fn stale_handles_and_contexts_are_bad_param_after_reuse() {
+    let dir = inputs();
+    let out = run(&[
+        &"stale",
+        &plugin_path(),
+        &dir.join("graph_flagged.bin"),
+        &dir.join("engine_config.bin"),
+        &"1000",
+    ]);
+    let stdout = assert_passed("stale", &out);
+    assert!(
+        stdout.contains("1001 handles and 1001 contexts"),
+        "{stdout}"
+    );
+}
+
+/// Item 5: NaN, +inf and -inf runtime scales are INVALID_VALUE naming uid 30, nothing written;
+/// 0.25 still runs.
+#[test]
+fn non_finite_runtime_scales_are_invalid_value() {
+    let dir = inputs();
+    let out = run(&[
+        &"scale",
+        &plugin_path(),
+        &dir.join("scale_graph.bin"),
+        &dir.join("engine_config.bin"),
+        &dir,
+    ]);
+    assert_passed("scale", &out);
+}
+
+/// Item 6: ragged offsets placed inside O or the LSE are INVALID_VALUE and left unchanged;
+/// placed right after them they run.
+#[test]
+fn offsets_inside_an_output_are_refused_and_kept() {
+    let dir = inputs();
+    let out = run(&[
+        &"overlap",
+        &plugin_path(),
+        &dir.join("graph_flagged.bin"),
+        &dir.join("engine_config.bin"),
+        &dir,
+    ]);
+    assert_passed("overlap", &out);
+}
+
+/// Item 7: after the last handle is destroyed, dlclose unmaps the library in every loop, and a
+/// reload does not call the unloaded library's callback.
+#[test]
+fn dlclose_unmaps_the_library_and_forgets_the_callback() {
+    let dir = inputs();
+    let out = run(&[
+        &"unload",
+        &plugin_path(),
+        &built().sink,
+        &dir.join("graph_flagged.bin"),
+        &dir.join("engine_config.bin"),
+        &dir,
+        &"20",
+    ]);
+    let stdout = assert_passed("unload", &out);
+    assert!(stdout.contains("20 load/execute/unload loops"), "{stdout}");
+}
