@@ -204,7 +204,7 @@ fn each_case_gets_one_line_and_a_failure_sets_the_exit_status() {
     );
     assert_eq!(
         line("quick/Matmul/Small/Small"),
-        "declined: JSON graph: node 0 has type \"MatmulAttributes\", only \"SdpaAttributes\" can be read"
+        "declined: JSON graph: node 0 has type \"MatmulAttributes\", only \"SdpaAttributes\", \"SdpaBackwardAttributes\" and \"PointwiseAttributes\" can be read"
     );
     assert!(
         line("quick/Lonely/Small").starts_with("failed: no metadata sidecar '"),

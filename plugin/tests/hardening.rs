@@ -219,7 +219,7 @@ fn oversized_extents_are_declined_naming_uid_dims_and_bytes() {
         let stdout = assert_passed(graph, &out);
         assert!(stdout.contains("status 1:"), "{graph}: {stdout}");
         assert!(
-            stdout.contains("above the 9223372036854775807 bytes"),
+            stdout.contains("need at most 9223372036854775807 bytes"),
             "{stdout}"
         );
     }

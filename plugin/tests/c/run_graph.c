@@ -177,7 +177,10 @@ int main(int argc, char **argv) {
     free(sizes);
     free(ids);
     free(workspace);
-    dlclose(lib);
+    /* The plugin stays loaded: dlclose now unmaps it (hardening.c checks that), and its
+     * process-lifetime caches (engine list, runtime verdicts, staging buffers) would then read
+     * as leaks to LeakSanitizer, hiding the per-call leaks this host is here to catch. */
+    (void)lib;
     printf("ok\n");
     return 0;
 }
