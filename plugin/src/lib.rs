@@ -34,6 +34,7 @@ pub mod engines;
 pub mod error;
 pub mod execution_context;
 pub mod exports;
+pub mod graph_plan;
 pub mod handle;
 pub mod logging;
 pub mod plugin_dir;
