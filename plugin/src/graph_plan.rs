@@ -5,10 +5,10 @@
 //! [`crate::engines::Planner::plan_graph`].
 
 use ragged_kernels::Decline;
+use ragged_kernels::SdpaParams;
 use ragged_kernels::executor::{
     ExecGraph, ExecNode, NodeOp, PointwiseNode, PointwiseOp, RaggedDesc, SdpaNode, TensorDesc,
 };
-use ragged_kernels::SdpaParams;
 use ragged_schema::{Graph, NodeAttributes, PointwiseAttributes, SdpaAttributes, TensorAttributes};
 
 use crate::{applicability, problem};
@@ -30,7 +30,10 @@ impl GraphPlan {
 
     /// Non-virtual tensors some node writes (the caller's outputs).
     pub fn is_output(&self, uid: i64) -> bool {
-        self.exec.nodes.iter().any(|n| n.op.outputs().contains(&uid))
+        self.exec
+            .nodes
+            .iter()
+            .any(|n| n.op.outputs().contains(&uid))
     }
 }
 
@@ -250,7 +253,12 @@ fn pointwise_node(node: &str, p: &PointwiseAttributes) -> Result<PointwiseNode, 
         ("axis_tensor_uid", p.axis_tensor_uid),
     ] {
         if let Some(uid) = uid {
-            return Err(Decline::new(uid, field(f), uid, format!("unset for {name}")));
+            return Err(Decline::new(
+                uid,
+                field(f),
+                uid,
+                format!("unset for {name}"),
+            ));
         }
     }
     match (op.is_binary(), p.in_1_tensor_uid) {

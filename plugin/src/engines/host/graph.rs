@@ -154,10 +154,7 @@ fn overflow(desc: &TensorDesc) -> PluginError {
 }
 
 /// `ragged_offset[B] × multiplier`-based extent, through the aux already bound.
-fn ragged_elements(
-    desc: &TensorDesc,
-    dense: &[Extent<'_>],
-) -> Result<usize, PluginError> {
+fn ragged_elements(desc: &TensorDesc, dense: &[Extent<'_>]) -> Result<usize, PluginError> {
     let Some(ragged) = desc.ragged else {
         return dense_elements(desc);
     };
@@ -190,21 +187,20 @@ fn aux_copy(aux: &Extent<'_>) -> Result<Arc<dyn Tensor>, PluginError> {
     // SAFETY: the pack's contract: the aux's elements are readable host memory, unwritten
     // during the call, aligned (checked).
     let data = unsafe { slice(aux) };
-    let tensor: Result<Arc<dyn Tensor>, _> = match data {
-        HostData::I32(v) => {
-            DenseTensor::from_vec(v.to_vec(), dims, strides).map(|t| Arc::new(t) as Arc<dyn Tensor>)
-        }
-        HostData::I64(v) => {
-            DenseTensor::from_vec(v.to_vec(), dims, strides).map(|t| Arc::new(t) as Arc<dyn Tensor>)
-        }
-        other => {
-            return Err(PluginError::InvalidValue(format!(
-                "tensor uid {}: a ragged offset aux of type {}, need int32 or int64",
-                aux.desc.uid,
-                other.data_type()
-            )));
-        }
-    };
+    let tensor: Result<Arc<dyn Tensor>, _> =
+        match data {
+            HostData::I32(v) => DenseTensor::from_vec(v.to_vec(), dims, strides)
+                .map(|t| Arc::new(t) as Arc<dyn Tensor>),
+            HostData::I64(v) => DenseTensor::from_vec(v.to_vec(), dims, strides)
+                .map(|t| Arc::new(t) as Arc<dyn Tensor>),
+            other => {
+                return Err(PluginError::InvalidValue(format!(
+                    "tensor uid {}: a ragged offset aux of type {}, need int32 or int64",
+                    aux.desc.uid,
+                    other.data_type()
+                )));
+            }
+        };
     tensor.map_err(|e| PluginError::from(e.for_tensor(aux.desc.uid)))
 }
 
