@@ -100,6 +100,8 @@ fn decode(bytes: &[u8]) -> Result<Result<Graph, Decline>, PluginError> {
 
 /// What the plugin accepted: one SDPA node as a problem every engine may plan, or a multi-node
 /// graph for the CPU executor ([`graph_plan`]).
+// One per context, so the single-SDPA problem stays unboxed as it always was.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone)]
 pub enum Accepted {
     Sdpa(RaggedSdpaProblem),

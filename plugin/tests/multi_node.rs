@@ -198,8 +198,6 @@ fn sdpa_into_a_ragged_residual_add_matches_the_float64_oracle() {
     assert!(last_error().contains("uid 5"), "{}", last_error());
     assert!(y2.iter().all(|x| x.is_nan()));
     // SAFETY: a live context of this handle, destroyed once.
-    assert_eq!(
-        unsafe { (p.DestroyExecutionContext)(handle.0, context) },
-        SUCCESS
-    );
+    let status = unsafe { (p.DestroyExecutionContext)(handle.0, context) };
+    assert_eq!(status, SUCCESS);
 }

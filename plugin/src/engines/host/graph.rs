@@ -114,7 +114,7 @@ pub fn run(graph: &GraphPlan, pack: &VariantPack<'_>) -> Result<(), PluginError>
 fn aligned(pack: &VariantPack<'_>, desc: &TensorDesc) -> Result<NonNull<c_void>, PluginError> {
     let ptr = pack.pointer(desc.uid, "graph tensor")?;
     let size = desc.data_type.size();
-    if (ptr.as_ptr() as usize) % size != 0 {
+    if !(ptr.as_ptr() as usize).is_multiple_of(size) {
         return Err(PluginError::InvalidValue(format!(
             "tensor uid {}: pointer {:#x} is not aligned to its {size}-byte element",
             desc.uid,
