@@ -20,7 +20,9 @@ use ragged_schema::{Graph, NodeAttributes, SchemaError, SdpaAttributes};
 use crate::abi::types::Severity;
 use crate::engines::{self, Engine, Planned};
 use crate::error::PluginError;
+use crate::graph_plan::{self, GraphPlan};
 use crate::{logging, problem};
+use std::sync::Arc;
 
 /// Why a well-formed graph is not ours (the project's one decline type, from the kernels crate):
 /// shown in INFO logs and in errors of the calls that require an applicable graph.
@@ -37,8 +39,8 @@ fn refuse<T>(
 /// The listed engines that run this graph, in listing (preference) order; empty for a declined
 /// graph. Each engine that declines a graph the plugin accepts logs its own reason.
 pub fn applicable_engines(bytes: &[u8]) -> Result<Vec<&'static Engine>, PluginError> {
-    let sdpa = match decode(bytes)?.and_then(|graph| problem(&graph)) {
-        Ok(sdpa) => sdpa,
+    let accepted = match decode(bytes)?.and_then(|graph| accept(&graph)) {
+        Ok(accepted) => accepted,
         Err(reason) => {
             logging::log(Severity::INFO, || format!("declining graph: {reason}"));
             return Ok(Vec::new());
@@ -47,7 +49,7 @@ pub fn applicable_engines(bytes: &[u8]) -> Result<Vec<&'static Engine>, PluginEr
     Ok(engines::listed()
         .iter()
         .copied()
-        .filter(|engine| match engine.plan(&sdpa) {
+        .filter(|engine| match accepted.plan(engine) {
             Ok(_) => true,
             Err(reason) => {
                 logging::log(Severity::INFO, || {
@@ -64,10 +66,10 @@ pub fn applicable_engines(bytes: &[u8]) -> Result<Vec<&'static Engine>, PluginEr
 pub fn require(
     engine: &'static Engine,
     bytes: &[u8],
-) -> Result<(RaggedSdpaProblem, Box<dyn Planned>), PluginError> {
+) -> Result<(Accepted, Box<dyn Planned>), PluginError> {
     decode(bytes)?
-        .and_then(|graph| problem(&graph))
-        .and_then(|sdpa| engine.plan(&sdpa).map(|p| (sdpa, p)))
+        .and_then(|graph| accept(&graph))
+        .and_then(|accepted| accepted.plan(engine).map(|p| (accepted, p)))
         .map_err(|reason| PluginError::NotApplicable {
             engine: engine.name_str(),
             reason: reason.to_string(),
@@ -103,6 +105,37 @@ pub fn decode(bytes: &[u8]) -> Result<Result<Graph, Decline>, PluginError> {
             detail: error.to_string(),
         }),
     }
+}
+
+/// What the plugin accepted: one SDPA node as a problem every engine may plan, or a multi-node
+/// graph for the CPU executor ([`graph_plan`]).
+// One per context, so the single-SDPA problem stays unboxed as it always was.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, Clone)]
+pub enum Accepted {
+    Sdpa(RaggedSdpaProblem),
+    Graph(Arc<GraphPlan>),
+}
+
+impl Accepted {
+    fn plan(&self, engine: &Engine) -> Result<Box<dyn Planned>, Decline> {
+        match self {
+            Accepted::Sdpa(problem) => engine.plan(problem),
+            Accepted::Graph(graph) => engine.plan_graph(graph),
+        }
+    }
+}
+
+/// Graph model → what the engines plan for, or the first reason to decline.
+pub fn accept(graph: &Graph) -> Result<Accepted, Decline> {
+    if !graph_plan::is_graph_path(graph) {
+        return problem(graph).map(Accepted::Sdpa);
+    }
+    check_versions(graph)?;
+    if let Err(error) = graph.validate() {
+        return refuse("validation", error, "a graph that passes schema validation");
+    }
+    graph_plan::build(graph).map(|plan| Accepted::Graph(Arc::new(plan)))
 }
 
 /// Graph model → problem, or the first reason to decline.
@@ -170,7 +203,7 @@ fn single_sdpa_node(graph: &Graph) -> Result<&SdpaAttributes, Decline> {
     }
 }
 
-fn check_unsupported_features(sdpa: &SdpaAttributes) -> Result<(), Decline> {
+pub(crate) fn check_unsupported_features(sdpa: &SdpaAttributes) -> Result<(), Decline> {
     let unsupported_uids = [
         ("attn_mask_tensor_uid", sdpa.attn_mask_tensor_uid),
         ("seed_tensor_uid", sdpa.seed_tensor_uid),

@@ -64,6 +64,9 @@ pub enum PluginError {
     #[error("HIP runtime: {0}")]
     Hip(#[from] ragged_kernels::runtime::hip::HipError),
 
+    #[error("RAGGED_SDPA_HOST_REFERENCE graph executor: {0}")]
+    Executor(#[from] ragged_kernels::executor::ExecutorError),
+
     #[error("engine failure: {0}")]
     Engine(String),
 
@@ -89,6 +92,7 @@ impl PluginError {
             }
             PluginError::NoEngineName { .. } => Status::NOT_APPLICABLE,
             PluginError::Kernel(error) => kernel_status(error),
+            PluginError::Executor(error) => executor_status(error),
             PluginError::Cuda(error) => cuda_status(error),
             PluginError::Aiter(error) => aiter_status(error),
             PluginError::Hip(_) | PluginError::Engine(_) | PluginError::Panic(_) => {
@@ -124,6 +128,18 @@ fn aiter_status(error: &ragged_kernels::aiter::AiterError) -> Status {
 /// Kernel errors by cause: bad offset or seq_len contents are the caller's values
 /// (INVALID_VALUE); unusable pointers are bad parameters; anything else means the plan let
 /// through something the kernel cannot run, which is our bug (INTERNAL_ERROR).
+/// Graph executor errors: a kernel error inside keeps its kernel status; a tensor the caller
+/// did not bind or whose aux is unusable is a bad parameter; anything else is ours (the graph
+/// was checked when the context was built).
+fn executor_status(error: &ragged_kernels::executor::ExecutorError) -> Status {
+    use ragged_kernels::executor::ExecutorError as X;
+    match error {
+        X::Tensor { source, .. } | X::Node { source, .. } => kernel_status(source),
+        X::Unbound { .. } | X::AuxUnavailable { .. } => Status::BAD_PARAM,
+        _ => Status::INTERNAL_ERROR,
+    }
+}
+
 fn kernel_status(error: &ragged_kernels::KernelError) -> Status {
     use ragged_kernels::KernelError as K;
     match error {

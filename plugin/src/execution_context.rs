@@ -5,10 +5,8 @@
 use std::ffi::c_void;
 use std::sync::LazyLock;
 
-use ragged_kernels::problem::RaggedSdpaProblem;
-
 use crate::abi::types::DeviceBuffer;
-use crate::applicability;
+use crate::applicability::{self, Accepted};
 use crate::engines::{Engine, Planned};
 use crate::error::PluginError;
 use crate::registry::Registry;
@@ -20,7 +18,7 @@ pub static CONTEXTS: LazyLock<Registry<ExecutionContext>> =
 #[derive(Debug)]
 pub struct ExecutionContext {
     engine: &'static Engine,
-    problem: RaggedSdpaProblem,
+    problem: Accepted,
     planned: Box<dyn Planned>,
     /// The graph bytes as received: what serialization carries and what shape overrides are
     /// applied to (see [`crate::serialized_context`], [`crate::overrides`]).
@@ -76,6 +74,9 @@ impl ExecutionContext {
     ) -> Result<(), PluginError> {
         // SAFETY: forwarded contract.
         let pack = unsafe { VariantPack::new(buffers, stream, workspace) }?;
-        self.planned.execute(&self.problem, &pack)
+        match &self.problem {
+            Accepted::Sdpa(problem) => self.planned.execute(problem, &pack),
+            Accepted::Graph(_) => self.planned.execute_graph(&pack),
+        }
     }
 }

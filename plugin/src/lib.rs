@@ -37,6 +37,7 @@ pub mod engines;
 pub mod error;
 pub mod execution_context;
 pub mod exports;
+pub mod graph_plan;
 pub mod handle;
 pub mod logging;
 pub mod overlap;

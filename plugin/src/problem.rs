@@ -399,7 +399,7 @@ fn scale_plan(graph: &Graph, sdpa: &SdpaAttributes) -> Result<ScalePlan, Decline
     })
 }
 
-fn band(sdpa: &SdpaAttributes) -> Result<MaskBand, Decline> {
+pub(crate) fn band(sdpa: &SdpaAttributes) -> Result<MaskBand, Decline> {
     let band = match sdpa.resolve_diagonal_band() {
         Ok(band) => band,
         Err(error) => {

@@ -27,7 +27,7 @@ pub mod host;
 
 use std::ffi::{CStr, c_void};
 use std::fmt;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use ragged_kernels::Decline;
 use ragged_kernels::aiter as kernels_aiter;
@@ -36,6 +36,7 @@ use ragged_kernels::problem::RaggedSdpaProblem;
 use crate::abi::types::Severity;
 use crate::engine_id::engine_name_to_id;
 use crate::error::PluginError;
+use crate::graph_plan::GraphPlan;
 use crate::logging;
 use crate::variant_pack::VariantPack;
 
@@ -55,6 +56,17 @@ pub trait Planner: Sync {
 
     /// This engine's plan for `problem`, or why it cannot run it.
     fn plan(&self, problem: &RaggedSdpaProblem) -> Result<Box<dyn Planned>, Decline>;
+
+    /// This engine's plan for a multi-node graph ([`crate::graph_plan`]); only the host engine
+    /// runs one, through the CPU executor.
+    fn plan_graph(&self, graph: &Arc<GraphPlan>) -> Result<Box<dyn Planned>, Decline> {
+        Err(Decline::graph(
+            "nodes",
+            graph.exec.nodes.len(),
+            "a single SdpaAttributes node: this engine does not run multi-node or pointwise \
+             graphs (the host reference engine does)",
+        ))
+    }
 }
 
 /// One engine's plan for one graph, owned by an execution context and shared by every thread
@@ -79,6 +91,15 @@ pub trait Planned: fmt::Debug + Send + Sync {
         problem: &RaggedSdpaProblem,
         pack: &VariantPack<'_>,
     ) -> Result<(), PluginError>;
+
+    /// Runs a multi-node graph plan over one call's variant pack; only plans from
+    /// [`Planner::plan_graph`] implement it.
+    fn execute_graph(&self, pack: &VariantPack<'_>) -> Result<(), PluginError> {
+        let _ = pack;
+        Err(PluginError::Engine(
+            "this plan runs a single SDPA node, not a multi-node graph".to_owned(),
+        ))
+    }
 }
 
 /// One engine: its upper-snake-case name (static C storage, as `GetEngineName` hands it out),
@@ -97,6 +118,11 @@ impl Engine {
     /// This engine's plan for `problem`, or why it declines.
     pub fn plan(&self, problem: &RaggedSdpaProblem) -> Result<Box<dyn Planned>, Decline> {
         self.planner.plan(problem)
+    }
+
+    /// This engine's plan for a multi-node graph, or why it declines.
+    pub fn plan_graph(&self, graph: &Arc<GraphPlan>) -> Result<Box<dyn Planned>, Decline> {
+        self.planner.plan_graph(graph)
     }
 }
 

@@ -7,6 +7,7 @@
 //! validated everything, so a failing execute writes no output byte.
 
 pub mod device_memory;
+pub mod graph;
 pub mod staging;
 
 use std::ffi::{OsStr, c_void};
@@ -69,6 +70,16 @@ impl Planner for HostReference {
     fn plan(&self, _problem: &RaggedSdpaProblem) -> Result<Box<dyn Planned>, Decline> {
         staging::check_reachable()?;
         Ok(Box::new(HostPlan))
+    }
+
+    fn plan_graph(
+        &self,
+        graph: &Arc<crate::graph_plan::GraphPlan>,
+    ) -> Result<Box<dyn Planned>, Decline> {
+        staging::check_reachable()?;
+        Ok(Box::new(graph::HostGraphPlan {
+            graph: Arc::clone(graph),
+        }))
     }
 }
 
