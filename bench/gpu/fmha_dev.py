@@ -25,13 +25,19 @@ import cupy as cp
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.path.normpath(os.path.join(HERE, "..", "..", "kernels", "cuda", "ragged_fmha_fwd.cu"))
 
-# (dtype, head dim) -> entry point the plugin launches; its tile shape comes from NAME_config.
-DEFAULTS = {
-    ("bf16", 64): "ragged_fmha_fwd_bf16_d64",
-    ("f16", 64): "ragged_fmha_fwd_f16_d64",
-    ("bf16", 128): "ragged_fmha_fwd_bf16_d128",
-    ("f16", 128): "ragged_fmha_fwd_f16_d128",
-}
+# (Q/K head dim, V/O head dim) pairs with compiled kernels (kernels/src/cuda_fmha/device_abi.rs).
+HEAD_DIMS = [(64, 64), (96, 96), (128, 128), (256, 256), (192, 128)]
+
+
+def dims_name(d, dv):
+    return f"d{d}" if d == dv else f"d{d}v{dv}"
+
+
+# (dtype, Q/K head dim, V/O head dim) -> entry point the plugin launches; its tile shape comes
+# from NAME_config.
+DEFAULTS = {(dt, d, dv): f"ragged_fmha_fwd_{dt}_{dims_name(d, dv)}" for (d, dv) in HEAD_DIMS for dt in ("bf16", "f16")}
+# The portable mma.sync path of every head dim, checked on the Hopper device too.
+PORTABLE = {(d, dv): f"ragged_fmha_fwd_sm80_bf16_{dims_name(d, dv)}" for (d, dv) in HEAD_DIMS}
 # Other entry points checked and timed (bf16): the portable sm80 path and tuning variants.
 EXTRA = {
     64: ["ragged_fmha_fwd_sm80_bf16_d64", "ragged_fmha_fwd_sm90_bf16_d64_n128",
@@ -48,7 +54,8 @@ BATCH_INFO_BYTES = 32
 def compile_module(tuning):
     with open(SRC) as f:
         src = f.read()
-    opts = NVRTC_OPTIONS + (("-DRAGGED_FMHA_TUNING",) if tuning else ())
+    # The file's parts are #include "fmha/…" lines, found through the include path.
+    opts = NVRTC_OPTIONS + ("-I" + os.path.dirname(SRC),) + (("-DRAGGED_FMHA_TUNING",) if tuning else ())
     t0 = time.time()
     mod = cp.RawModule(code=src, options=opts, backend="nvrtc")
     mod.compile()
@@ -59,8 +66,9 @@ def compile_module(tuning):
 class Engine:
     """One forward entry point plus the pre-pass, launched with raw device pointers (the plugin ABI)."""
 
-    def __init__(self, mod, name, d):
+    def __init__(self, mod, name, d, dv=None):
         self.name, self.d = name, d
+        self.dv = d if dv is None else dv
         self.pre = mod.get_function("ragged_fmha_prepass")
         self.fwd = mod.get_function(name)
         cfg = cp.ndarray((4,), cp.int32, mod.get_global(name + "_config")).get()
@@ -125,11 +133,11 @@ class Engine:
 def ref_batch(torch, qb, kb, vb, h_q, h_kv, scale, left, right, br):
     """qb [Lq,Hq,D], kb/vb [Lkv,Hkv,D] float64 -> (O [Lq,Hq,D], LSE [Hq,Lq])."""
     lq, lkv = qb.shape[0], kb.shape[0]
-    d = qb.shape[2]
+    dv = vb.shape[2]
     if lq == 0:
-        return qb.new_zeros((0, h_q, d)), qb.new_zeros((h_q, 0))
+        return qb.new_zeros((0, h_q, dv)), qb.new_zeros((h_q, 0))
     if lkv == 0:
-        return qb.new_zeros((lq, h_q, d)), qb.new_full((h_q, lq), -math.inf)
+        return qb.new_zeros((lq, h_q, dv)), qb.new_full((h_q, lq), -math.inf)
     rep = h_q // h_kv
     kx = kb.repeat_interleave(rep, dim=1)
     vx = vb.repeat_interleave(rep, dim=1)
@@ -159,7 +167,7 @@ LSE_POISON = 0x7FC00123
 def run_case(torch, eng, dtype, rng, *, lq, lkv, pad_q=None, pad_kv=None, h_q=4, h_kv=4, left=-1, right=-1,
              br=0, off_bytes=4, token_units=False, lse_mode="dense", slack=0, scale=None, label=""):
     """Builds one ragged problem, runs the engine, compares with float64. Returns (ok, message)."""
-    d = eng.d
+    d, dv = eng.d, eng.dv
     tdt = torch.bfloat16 if dtype == "bf16" else torch.float16
     dev = "cuda"
     B = len(lq)
@@ -179,13 +187,13 @@ def run_case(torch, eng, dtype, rng, *, lq, lkv, pad_q=None, pad_kv=None, h_q=4,
     gen.manual_seed(int(rng.integers(1 << 62)))
     q = (torch.rand((max(tq, 1), h_q, d), generator=gen, device=dev) * 2 - 1).to(tdt)
     k = (torch.rand((max(tkv, 1), h_kv, d), generator=gen, device=dev) * 2 - 1).to(tdt)
-    v = (torch.rand((max(tkv, 1), h_kv, d), generator=gen, device=dev) * 2 - 1).to(tdt)
+    v = (torch.rand((max(tkv, 1), h_kv, dv), generator=gen, device=dev) * 2 - 1).to(tdt)
     # Padding rows hold NaN: a kernel that reads them poisons its output.
     for b in range(B):
         q[tok_q[b] + lq[b]: tok_q[b + 1]] = float("nan")
         k[tok_kv[b] + lkv[b]: tok_kv[b + 1]] = float("nan")
         v[tok_kv[b] + lkv[b]: tok_kv[b + 1]] = float("nan")
-    o = torch.full((max(tq, 1), h_q, d), POISON[dtype], dtype=torch.int16, device=dev).view(tdt)
+    o = torch.full((max(tq, 1), h_q, dv), POISON[dtype], dtype=torch.int16, device=dev).view(tdt)
     o_before = o.view(torch.int16).clone()
 
     odt = np.int64 if off_bytes == 8 else np.int32
@@ -200,8 +208,8 @@ def run_case(torch, eng, dtype, rng, *, lq, lkv, pad_q=None, pad_kv=None, h_q=4,
     p = dict(q=q.data_ptr(), k=k.data_ptr(), v=v.data_ptr(), o=o.data_ptr(),
              q_off=q_off.data.ptr, q_off_bytes=off_bytes, q_mult=q_mult,
              kv_off=kv_off.data.ptr, kv_off_bytes=off_bytes, kv_mult=kv_mult,
-             q_seq=h_q * d, q_head=d, k_seq=h_kv * d, k_head=d, v_seq=h_kv * d, v_head=d, o_seq=h_q * d, o_head=d,
-             s_q_max=s_q_max, s_kv_max=s_kv_max, batch=B, h_q=h_q, h_kv=h_kv, scale=scale,
+             q_seq=h_q * d, q_head=d, k_seq=h_kv * d, k_head=d, v_seq=h_kv * dv, v_head=dv, o_seq=h_q * dv,
+             o_head=dv, s_q_max=s_q_max, s_kv_max=s_kv_max, batch=B, h_q=h_q, h_kv=h_kv, scale=scale,
              left=left, right=right, br=br)
     keep = [q_off, kv_off]
     if use_sl:
@@ -294,7 +302,8 @@ def correctness(torch, engines, seed):
         ("left-only", 64, -1, 0),
     ]
     results = []
-    for (dtype, d), eng in engines.items():
+    for (dtype, d, dv), eng in engines.items():
+        d = dims_name(d, dv)[1:]
         for mname, left, right, br in masks:
             lq = [int(x) for x in rng.integers(0, 300, 6)]
             lkv = [int(x) for x in rng.integers(0, 300, 6)]
@@ -516,14 +525,14 @@ def print_table(rows, engines_by_d):
 
 
 def sanitize_case():
-    """Small fp16 ragged cases (D = 64 and 128) with zero-length batches and padding, torch-free, for
-    compute-sanitizer."""
+    """Small fp16 ragged cases (every compiled head dim) with zero-length batches and padding,
+    torch-free, for compute-sanitizer."""
     mod = compile_module(False)
-    return max(sanitize_one(mod, 64), sanitize_one(mod, 128))
+    return max(sanitize_one(mod, d, dv) for d, dv in HEAD_DIMS)
 
 
-def sanitize_one(mod, d):
-    eng = Engine(mod, DEFAULTS[("f16", d)], d)
+def sanitize_one(mod, d, dv):
+    eng = Engine(mod, DEFAULTS[("f16", d, dv)], d, dv)
     rng = np.random.default_rng(3)
     lq, lkv = [5, 0, 37, 130], [70, 9, 0, 200]
     pad_q, pad_kv = [2, 0, 0, 3], [0, 4, 0, 1]
@@ -534,20 +543,20 @@ def sanitize_one(mod, d):
     tk = np.concatenate([[0], np.cumsum(ext_kv)])
     q = rng.uniform(-1, 1, (tq[-1], h_q, d)).astype(np.float16)
     k = rng.uniform(-1, 1, (tk[-1], h_kv, d)).astype(np.float16)
-    v = rng.uniform(-1, 1, (tk[-1], h_kv, d)).astype(np.float16)
+    v = rng.uniform(-1, 1, (tk[-1], h_kv, dv)).astype(np.float16)
     # Exact-size device buffers so that any out-of-range access is an out-of-bounds error.
-    dq, dk, dv = cp.asarray(q), cp.asarray(k), cp.asarray(v)
-    do = cp.full(q.shape, np.nan, dtype=cp.float16)
+    dq, dk, dvv = cp.asarray(q), cp.asarray(k), cp.asarray(v)
+    do = cp.full((tq[-1], h_q, dv), np.nan, dtype=cp.float16)
     dl = cp.full((len(lq), h_q, max(ext_q)), np.nan, dtype=cp.float32)
     qo = cp.asarray((tq * h_q * d).astype(np.int32))
     ko = cp.asarray((tk * h_kv * d).astype(np.int32))
     sq = cp.asarray(np.array(lq, dtype=np.int32))
     sk = cp.asarray(np.array(lkv, dtype=np.int32))
-    p = dict(q=dq.data.ptr, k=dk.data.ptr, v=dv.data.ptr, o=do.data.ptr, lse=dl.data.ptr,
+    p = dict(q=dq.data.ptr, k=dk.data.ptr, v=dvv.data.ptr, o=do.data.ptr, lse=dl.data.ptr,
              q_off=qo.data.ptr, q_off_bytes=4, q_mult=1, kv_off=ko.data.ptr, kv_off_bytes=4, kv_mult=1,
              slq=sq.data.ptr, slq_bytes=4, slkv=sk.data.ptr, slkv_bytes=4,
-             q_seq=h_q * d, q_head=d, k_seq=h_kv * d, k_head=d, v_seq=h_kv * d, v_head=d, o_seq=h_q * d, o_head=d,
-             lse_bstride=h_q * max(ext_q), lse_seq=1, lse_head=max(ext_q),
+             q_seq=h_q * d, q_head=d, k_seq=h_kv * d, k_head=d, v_seq=h_kv * dv, v_head=dv, o_seq=h_q * dv,
+             o_head=dv, lse_bstride=h_q * max(ext_q), lse_seq=1, lse_head=max(ext_q),
              s_q_max=max(ext_q), s_kv_max=max(ext_kv), batch=len(lq), h_q=h_q, h_kv=h_kv, scale=0.125,
              left=-1, right=0, br=1)
     ws = eng.workspace(len(lq), max(ext_q))
@@ -578,7 +587,7 @@ def sanitize_one(mod, d):
         worst = max(worst, float(np.abs(got - ref).max()))
         ok &= bool(np.isnan(out[tq[b] + lq[b]: tq[b + 1]]).all())
     ok &= worst < 2e-3 + 2e-3
-    print(f"sanitize case d{d}: {'ok' if ok else 'FAILED'} (max abs err {worst:.2e})")
+    print(f"sanitize case {dims_name(d, dv)}: {'ok' if ok else 'FAILED'} (max abs err {worst:.2e})")
     return 0 if ok else 1
 
 
@@ -597,9 +606,11 @@ def main():
     print("device:", torch.cuda.get_device_name(), "torch", torch.__version__, "cupy", cp.__version__,
           "seed", args.seed, flush=True)
     mod = compile_module(not args.no_tuning)
-    engines = {key: Engine(mod, name, key[1]) for key, name in DEFAULTS.items()}
+    engines = {key: Engine(mod, name, key[1], key[2]) for key, name in DEFAULTS.items()}
     results = correctness(torch, engines, args.seed)
-    results += validation_flags(torch, engines[("bf16", 128)])
+    results += validation_flags(torch, engines[("bf16", 128, 128)])
+    portable = {dims: Engine(mod, name, *dims) for dims, name in PORTABLE.items()}
+    results += correctness(torch, {("bf16",) + dims: eng for dims, eng in portable.items()}, args.seed + 2)
     extra = {d: [Engine(mod, n, d) for n in names] for d, names in EXTRA.items()} if not args.no_tuning else {}
     rng = np.random.default_rng(args.seed + 1)
     for d, engs in extra.items():
@@ -619,7 +630,7 @@ def main():
         return 1 if n_bad else 0
     if n_bad:
         print("WARNING: correctness failures above; timings below are of a wrong kernel", flush=True)
-    by_d = {d: [engines[("bf16", d)]] + extra.get(d, []) for d in (64, 128)}
+    by_d = {d: [engines[("bf16", d, d)]] + extra.get(d, []) for d in (64, 128)}
     rows = benchmark(torch, mod, by_d)
     print_table(rows, by_d)
     return 1 if n_bad else 0

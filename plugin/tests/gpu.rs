@@ -45,7 +45,10 @@ enum Lse {
 
 struct Case {
     dtype: DataType,
+    /// Head dim of Q and K.
     d: i64,
+    /// Head dim of V and O (differs from `d` in the DeepSeek-style 192/128 case).
+    dv: i64,
     hq: i64,
     hkv: i64,
     q_tokens: Vec<i64>,
@@ -90,7 +93,7 @@ fn graph(case: &Case) -> Graph {
         }
         (dims, strides)
     };
-    let ragged = |uid, s, h, aux, multiplier| {
+    let ragged = |uid, s, h, d, aux, multiplier| {
         let (dims, strides) = order(vec![b, s, h, d], vec![s * h * d, h * d, d, 1]);
         TensorAttributes::new()
             .set_uid(uid)
@@ -112,13 +115,17 @@ fn graph(case: &Case) -> Graph {
     let mut sdpa = SdpaAttributes::new(Q, K, V, O)
         .set_attn_scale_value(1.0 / (d as f32).sqrt())
         .set_diagonal_band(case.band.0, case.band.1, case.band.2);
-    // Q/O offsets count tokens (int32, multiplier H·D); K/V offsets count elements (int64).
+    // Q/O offsets count tokens (int32, multiplier H·D); K/V offsets count elements (int64),
+    // unless V's head dim differs from K's: then they count tokens too (one offset per token
+    // serves both only in token units).
+    let dv = case.dv;
+    let (k_mult, v_mult) = if dv == d { (1, 1) } else { (hkv * d, hkv * dv) };
     let mut g = Graph::new("gpu_test")
         .set_data_types(case.dtype, DataType::Float, DataType::Float)
-        .add_tensor(ragged(Q, case.s_q(), hq, Q_OFFSETS, hq * d))
-        .add_tensor(ragged(K, case.s_kv(), hkv, KV_OFFSETS, 1))
-        .add_tensor(ragged(V, case.s_kv(), hkv, KV_OFFSETS, 1))
-        .add_tensor(ragged(O, case.s_q(), hq, Q_OFFSETS, hq * d))
+        .add_tensor(ragged(Q, case.s_q(), hq, d, Q_OFFSETS, hq * d))
+        .add_tensor(ragged(K, case.s_kv(), hkv, d, KV_OFFSETS, k_mult))
+        .add_tensor(ragged(V, case.s_kv(), hkv, dv, KV_OFFSETS, v_mult))
+        .add_tensor(ragged(O, case.s_q(), hq, dv, Q_OFFSETS, hq * dv))
         .add_tensor(index(Q_OFFSETS, DataType::Int32))
         .add_tensor(index(KV_OFFSETS, DataType::Int64));
     if case.runtime_scale.is_some() {
@@ -239,7 +246,12 @@ struct DeviceInputs {
 }
 
 fn device_inputs(case: &Case) -> DeviceInputs {
-    let (hq, hkv, d) = (case.hq as usize, case.hkv as usize, case.d as usize);
+    let (hq, hkv, d, dv) = (
+        case.hq as usize,
+        case.hkv as usize,
+        case.d as usize,
+        case.dv as usize,
+    );
     let q_starts = prefix(&case.q_tokens);
     let kv_starts = prefix(&case.kv_tokens);
     let (q_total, kv_total) = (
@@ -248,9 +260,10 @@ fn device_inputs(case: &Case) -> DeviceInputs {
     );
     let q = values(q_total as usize * hq * d, 1, case.dtype);
     let k = values(kv_total as usize * hkv * d, 2, case.dtype);
-    let v = values(kv_total as usize * hkv * d, 3, case.dtype);
+    let v = values(kv_total as usize * hkv * dv, 3, case.dtype);
     let q_offsets: Vec<i32> = q_starts.iter().map(|&t| t as i32).collect();
-    let kv_offsets: Vec<i64> = kv_starts.iter().map(|&t| t * (hkv * d) as i64).collect();
+    let kv_unit = if dv == d { (hkv * d) as i64 } else { 1 };
+    let kv_offsets: Vec<i64> = kv_starts.iter().map(|&t| t * kv_unit).collect();
     let mut buffers = vec![
         (Q, device_with(&bytes_of(&q, u16::to_le_bytes))),
         (K, device_with(&bytes_of(&k, u16::to_le_bytes))),
@@ -277,7 +290,7 @@ fn device_inputs(case: &Case) -> DeviceInputs {
     };
     DeviceInputs {
         buffers,
-        o_bytes: q_total as usize * hq * d * 2,
+        o_bytes: q_total as usize * hq * dv * 2,
         lse_bytes: lse_elements * 4,
     }
 }
@@ -475,6 +488,7 @@ fn both_dims_orders_gqa_unequal_lengths_dense_token_major_lse() {
         both_dims_orders("both_dims_orders_gqa_unequal_lengths", |bhsd_dims| Case {
             dtype,
             d: 64,
+            dv: 64,
             hq: 4,
             hkv: 2,
             q_tokens: vec![9, 0, 21],
@@ -494,6 +508,7 @@ fn zero_length_batches_bf16_d128_gqa_dense_lse() {
         Case {
             dtype: DataType::BFloat16,
             d: 128,
+            dv: 128,
             hq: 8,
             hkv: 2,
             // Batch 1 is empty; batch 3 has queries but no keys (O = 0, LSE = -inf).
@@ -514,6 +529,7 @@ fn causal_top_left_f16_d64_ragged_lse() {
         Case {
             dtype: DataType::Half,
             d: 64,
+            dv: 64,
             hq: 4,
             hkv: 4,
             q_tokens: vec![64, 1, 200, 17],
@@ -533,6 +549,7 @@ fn causal_bottom_right_bf16_d64_mqa() {
         Case {
             dtype: DataType::BFloat16,
             d: 64,
+            dv: 64,
             hq: 6,
             hkv: 1,
             // Batch 1 has fewer keys than queries: its top rows admit no key.
@@ -553,6 +570,7 @@ fn sliding_window_f16_d128_no_lse() {
         Case {
             dtype: DataType::Half,
             d: 128,
+            dv: 128,
             hq: 2,
             hkv: 1,
             q_tokens: vec![300, 129, 128],
@@ -575,6 +593,7 @@ fn runtime_pass_by_value_scale_bf16_d64() {
         Case {
             dtype: DataType::BFloat16,
             d: 64,
+            dv: 64,
             hq: 4,
             hkv: 2,
             q_tokens: vec![33, 0, 70],
@@ -603,6 +622,7 @@ fn decreasing_offsets_are_invalid_value_in_validating_mode() {
     let case = Case {
         dtype: DataType::BFloat16,
         d: 64,
+        dv: 64,
         hq: 2,
         hkv: 2,
         q_tokens: vec![8, 8, 8],
@@ -627,4 +647,67 @@ fn decreasing_offsets_are_invalid_value_in_validating_mode() {
     );
     assert!(o.iter().all(|&b| b == case.o_sentinel()), "O written");
     eprintln!("test {name}: {error}");
+}
+
+/// Head dim 96: stored in rows padded to 128 in shared memory, the padding never read from or
+/// written to global memory. GQA, causal bottom-right, ragged LSE, in both dims orders.
+#[test]
+fn head_dim_96_bf16_gqa_causal_ragged_lse() {
+    both_dims_orders("head_dim_96_bf16_gqa_causal_ragged_lse", |bhsd_dims| Case {
+        dtype: DataType::BFloat16,
+        d: 96,
+        dv: 96,
+        hq: 6,
+        hkv: 2,
+        q_tokens: vec![150, 0, 77, 1],
+        kv_tokens: vec![160, 9, 77, 300],
+        band: (None, Some(0), DiagonalAlignment::BottomRight),
+        lse: Lse::Ragged,
+        runtime_scale: None,
+        bhsd_dims,
+    });
+}
+
+/// Head dim 256 (the PV product is two n128 halves on sm_90): a zero-length key set and a
+/// zero-length batch, dense LSE, sliding window.
+#[test]
+fn head_dim_256_f16_zero_lengths_window_dense_lse() {
+    check(
+        "head_dim_256_f16_zero_lengths_window_dense_lse",
+        Case {
+            dtype: DataType::Half,
+            d: 256,
+            dv: 256,
+            hq: 4,
+            hkv: 4,
+            q_tokens: vec![200, 0, 65, 31],
+            kv_tokens: vec![190, 40, 0, 31],
+            band: (Some(40), Some(3), DiagonalAlignment::TopLeft),
+            lse: Lse::Dense,
+            runtime_scale: None,
+            bhsd_dims: false,
+        },
+    );
+}
+
+/// DeepSeek-style prefill: Q/K head dim 192, V/O head dim 128 (token-unit offsets shared by K and
+/// V), GQA, causal top-left, token-major dense LSE.
+#[test]
+fn head_dims_192_128_bf16_gqa_causal() {
+    check(
+        "head_dims_192_128_bf16_gqa_causal",
+        Case {
+            dtype: DataType::BFloat16,
+            d: 192,
+            dv: 128,
+            hq: 8,
+            hkv: 2,
+            q_tokens: vec![129, 64, 0, 250],
+            kv_tokens: vec![129, 80, 17, 250],
+            band: (None, Some(0), DiagonalAlignment::TopLeft),
+            lse: Lse::DenseTokenMajor,
+            runtime_scale: None,
+            bhsd_dims: false,
+        },
+    );
 }

@@ -37,23 +37,33 @@ pub const ERR_SEQ_LEN_Q: u32 = 0x1_0000;
 /// `seq_len_kv[b]` outside `[0, extent_kv(b)]`.
 pub const ERR_SEQ_LEN_KV: u32 = 0x2_0000;
 
-/// The forward entry point for `dtype` and head dim `d`, if the kernel file has one.
-pub fn forward_kernel(dtype: DataType, d: i64) -> Option<&'static str> {
-    match (dtype, d) {
-        (DataType::BF16, 64) => Some("ragged_fmha_fwd_bf16_d64"),
-        (DataType::BF16, 128) => Some("ragged_fmha_fwd_bf16_d128"),
-        (DataType::F16, 64) => Some("ragged_fmha_fwd_f16_d64"),
-        (DataType::F16, 128) => Some("ragged_fmha_fwd_f16_d128"),
+/// Head dims with a compiled forward entry point, as (Q/K head dim, V/O head dim).
+pub const HEAD_DIMS: [(i64, i64); 5] = [(64, 64), (96, 96), (128, 128), (256, 256), (192, 128)];
+
+/// The forward entry point for `dtype`, Q/K head dim `d_qk` and V/O head dim `d_v`, if the kernel
+/// file has one (`ragged_fmha_fwd_<dtype>_d<D>`, or `_d<D_qk>v<D_v>` where they differ).
+pub fn forward_kernel(dtype: DataType, d_qk: i64, d_v: i64) -> Option<&'static str> {
+    let index = HEAD_DIMS.iter().position(|&dims| dims == (d_qk, d_v))?;
+    match dtype {
+        DataType::BF16 => Some(FORWARD_KERNELS[2 * index]),
+        DataType::F16 => Some(FORWARD_KERNELS[2 * index + 1]),
         _ => None,
     }
 }
 
-/// Every forward entry point, for loading their configurations up front.
-pub const FORWARD_KERNELS: [&str; 4] = [
+/// Every forward entry point, for loading their configurations up front: bf16 then f16 for each
+/// entry of [`HEAD_DIMS`], in its order.
+pub const FORWARD_KERNELS: [&str; 10] = [
     "ragged_fmha_fwd_bf16_d64",
-    "ragged_fmha_fwd_bf16_d128",
     "ragged_fmha_fwd_f16_d64",
+    "ragged_fmha_fwd_bf16_d96",
+    "ragged_fmha_fwd_f16_d96",
+    "ragged_fmha_fwd_bf16_d128",
     "ragged_fmha_fwd_f16_d128",
+    "ragged_fmha_fwd_bf16_d256",
+    "ragged_fmha_fwd_f16_d256",
+    "ragged_fmha_fwd_bf16_d192v128",
+    "ragged_fmha_fwd_f16_d192v128",
 ];
 
 /// The smallest query tile (BM) of any configuration: a workspace sized for it at plan time,
@@ -233,15 +243,44 @@ mod tests {
     #[test]
     fn kernel_names_follow_dtype_and_head_dim() {
         assert_eq!(
-            forward_kernel(DataType::BF16, 128),
+            forward_kernel(DataType::BF16, 128, 128),
             Some("ragged_fmha_fwd_bf16_d128")
         );
         assert_eq!(
-            forward_kernel(DataType::F16, 64),
+            forward_kernel(DataType::F16, 64, 64),
             Some("ragged_fmha_fwd_f16_d64")
         );
-        assert_eq!(forward_kernel(DataType::F32, 64), None);
-        assert_eq!(forward_kernel(DataType::F16, 96), None);
+        assert_eq!(
+            forward_kernel(DataType::F16, 96, 96),
+            Some("ragged_fmha_fwd_f16_d96")
+        );
+        assert_eq!(
+            forward_kernel(DataType::BF16, 256, 256),
+            Some("ragged_fmha_fwd_bf16_d256")
+        );
+        assert_eq!(
+            forward_kernel(DataType::BF16, 192, 128),
+            Some("ragged_fmha_fwd_bf16_d192v128")
+        );
+        assert_eq!(forward_kernel(DataType::F32, 64, 64), None);
+        assert_eq!(forward_kernel(DataType::F16, 80, 80), None);
+        assert_eq!(forward_kernel(DataType::F16, 128, 192), None);
+        // Every listed name follows the pattern its dims give.
+        for (index, (d_qk, d_v)) in HEAD_DIMS.iter().enumerate() {
+            let dims = if d_qk == d_v {
+                format!("d{d_qk}")
+            } else {
+                format!("d{d_qk}v{d_v}")
+            };
+            assert_eq!(
+                FORWARD_KERNELS[2 * index],
+                format!("ragged_fmha_fwd_bf16_{dims}")
+            );
+            assert_eq!(
+                FORWARD_KERNELS[2 * index + 1],
+                format!("ragged_fmha_fwd_f16_{dims}")
+            );
+        }
         assert_eq!(config_symbol("k"), "k_config");
     }
 

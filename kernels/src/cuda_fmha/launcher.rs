@@ -22,10 +22,11 @@ use crate::runtime::cuda::module::{KernelArg, KernelModule, LaunchConfig, launch
 use crate::runtime::cuda::nvrtc_cache::{ImageOrigin, KernelSource, NvrtcCache};
 use crate::runtime::cuda::runtime;
 
-/// The kernel source, compiled at run time for the device in use.
+/// The kernel source, compiled at run time for the device in use: `kernels/cuda/ragged_fmha_fwd.cu`
+/// with its `fmha/` parts spliced in by `kernels/build.rs`.
 pub const FMHA_SOURCE: KernelSource = KernelSource {
     name: "ragged_fmha_fwd.cu",
-    text: include_str!("../../cuda/ragged_fmha_fwd.cu"),
+    text: include_str!(concat!(env!("OUT_DIR"), "/ragged_fmha_fwd.cu")),
 };
 
 /// Whether an execute checks the offsets' contents.
@@ -78,6 +79,8 @@ pub struct FmhaEngine {
 struct LoadedFmha {
     module: KernelModule,
     configs: HashMap<&'static str, TileConfig>,
+    /// Entry points whose shared memory exceeds the device's opt-in limit, with that error.
+    oversized: HashMap<&'static str, GpuError>,
 }
 
 /// What [`FmhaEngine::prepare`] did, for logs and tests.
@@ -167,26 +170,35 @@ impl FmhaEngine {
                 // long as the caller's stream is valid, which is hipDNN's contract for SetStream.
                 let module = unsafe { KernelModule::load(&image.bytes, FMHA_SOURCE.name) }?;
                 let mut configs = HashMap::new();
+                let mut oversized = HashMap::new();
+                let available = u32::try_from(device.max_shared_per_block_optin).unwrap_or(0);
                 for kernel in device_abi::FORWARD_KERNELS {
                     let raw = module.read_i32_global::<4>(&device_abi::config_symbol(kernel))?;
                     let config = TileConfig::from_raw(kernel, raw)?;
-                    if i64::from(config.shared_mem_bytes)
-                        > i64::from(device.max_shared_per_block_optin)
-                    {
-                        return Err(GpuError::SharedMemory {
-                            kernel: kernel.to_owned(),
-                            required: config.shared_mem_bytes,
-                            available: u32::try_from(device.max_shared_per_block_optin)
-                                .unwrap_or(0),
-                            device: ctx.device,
-                        });
+                    // A kernel that needs more shared memory than this device has is left out
+                    // (its problems fail with the reason), so the other head dims still load.
+                    if config.shared_mem_bytes > available {
+                        oversized.insert(
+                            kernel,
+                            GpuError::SharedMemory {
+                                kernel: kernel.to_owned(),
+                                required: config.shared_mem_bytes,
+                                available,
+                                device: ctx.device,
+                            },
+                        );
+                        continue;
                     }
                     // Raise the shared-memory limit once, at load, not per execute.
                     module.function(kernel, config.shared_mem_bytes)?;
                     configs.insert(kernel, config);
                 }
                 prepared.origin = Some(image.origin);
-                let loaded = Arc::new(LoadedFmha { module, configs });
+                let loaded = Arc::new(LoadedFmha {
+                    module,
+                    configs,
+                    oversized,
+                });
                 modules.insert(ctx.id, Arc::clone(&loaded));
                 loaded
             }
@@ -267,6 +279,9 @@ impl FmhaEngine {
 
 impl LoadedFmha {
     fn config(&self, kernel: &str) -> Result<TileConfig, GpuError> {
+        if let Some(error) = self.oversized.get(kernel) {
+            return Err(error.clone());
+        }
         self.configs
             .get(kernel)
             .copied()

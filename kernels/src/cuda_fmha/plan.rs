@@ -2,7 +2,7 @@
 //!
 //! Everything that can be decided from the graph alone is decided here, once, without a GPU: the
 //! shared GPU contract ([`crate::contract::check_gpu`]) first, then this engine's own limits
-//! (HALF or BFLOAT16, D_qk = D_v in {64, 128}, int32 dims, a grid that fits int32). The execute
+//! (HALF or BFLOAT16, (D_qk, D_v) in device_abi::HEAD_DIMS, int32 dims, a grid that fits int32). The execute
 //! path only copies numbers into kernel arguments. What needs the offsets' contents (extents,
 //! monotonicity) is left to the device pre-pass, because reading offsets on the host would
 //! synchronise the stream on every execute.
@@ -151,20 +151,29 @@ pub fn plan(problem: &RaggedSdpaProblem) -> Result<FmhaPlan, Decline> {
     }
     let [b, s_q, h_q, d] = q.bshd();
     let [_, s_kv, h_kv, _] = k.bshd();
-    if !(d == 64 || d == 128) {
+    let d_v = v.head_dim();
+    if !device_abi::HEAD_DIMS.iter().any(|&(d_qk, _)| d_qk == d) {
         return Err(Decline::new(
             q.uid,
             format!("{} head dim", q.role),
             d,
-            "64 or 128 (the compiled CUDA FMHA kernels)",
+            "64, 96, 128, 192 or 256 (the compiled CUDA FMHA kernels)",
         ));
     }
-    if v.head_dim() != d {
+    if !device_abi::HEAD_DIMS.contains(&(d, d_v)) {
+        let with: Vec<String> = device_abi::HEAD_DIMS
+            .iter()
+            .filter(|&&(d_qk, _)| d_qk == d)
+            .map(|(_, d_v)| d_v.to_string())
+            .collect();
         return Err(Decline::new(
             v.uid,
             format!("{} head dim", v.role),
-            v.head_dim(),
-            format!("Q's head dim {d} (the CUDA FMHA kernels take D_v = D_qk)"),
+            d_v,
+            format!(
+                "{} with Q/K head dim {d} (the compiled CUDA FMHA kernels)",
+                with.join(" or ")
+            ),
         ));
     }
     let (Some(q_off), Some(kv_off)) = (q.ragged, k.ragged) else {
@@ -192,11 +201,11 @@ pub fn plan(problem: &RaggedSdpaProblem) -> Result<FmhaPlan, Decline> {
         _ => -1,
     };
 
-    let kernel = device_abi::forward_kernel(dtype, d).ok_or_else(|| {
+    let kernel = device_abi::forward_kernel(dtype, d, d_v).ok_or_else(|| {
         Decline::new(
             q.uid,
             format!("{} data type/head dim", q.role),
-            format!("{dtype:?}/{d}"),
+            format!("{dtype:?}/{d}/{d_v}"),
             "a compiled configuration",
         )
     })?;

@@ -115,29 +115,60 @@ fn fp32_and_other_types_are_declined() {
 }
 
 #[test]
-fn head_dims_other_than_64_and_128_are_declined() {
-    for d in [32, 96, 256] {
+fn head_dims_without_a_compiled_kernel_are_declined() {
+    for d in [32, 80, 160, 512] {
         let mut p = problem();
         with_head_dim(&mut p, d, DataType::BF16);
         let text = rejected(&p, 1, "head dim");
         assert!(text.contains(&format!("= {d},")), "{text}");
+        assert!(text.contains("64, 96, 128, 192 or 256"), "{text}");
     }
 }
 
 #[test]
-fn value_head_dim_must_equal_query_head_dim() {
+fn each_compiled_head_dim_selects_its_kernel() {
+    for (d, dtype, kernel) in [
+        (64, DataType::BF16, "ragged_fmha_fwd_bf16_d64"),
+        (96, DataType::F16, "ragged_fmha_fwd_f16_d96"),
+        (128, DataType::F16, "ragged_fmha_fwd_f16_d128"),
+        (256, DataType::BF16, "ragged_fmha_fwd_bf16_d256"),
+    ] {
+        let mut p = problem();
+        with_head_dim(&mut p, d, dtype);
+        assert_eq!(plan(&p).unwrap().kernel, kernel, "D = {d}");
+    }
+}
+
+/// Q and K with head dim `d_qk`, V and O with `d_v`, in token-unit offsets so that Q and O (K and
+/// V) share token starts across head dims.
+fn with_value_head_dim(d_qk: i64, d_v: i64) -> RaggedSdpaProblem {
     let mut p = problem();
-    p.v = ragged("v_tensor_uid", 3, [3, 300, 2, 64], 11);
-    p.o = ragged("o_tensor_uid", 4, [3, 200, 8, 64], 10);
-    // Token-unit offsets, so that Q and O (K and V) share token starts across head dims.
+    p.q = ragged("q_tensor_uid", 1, [3, 200, 8, d_qk], 10);
+    p.k = ragged("k_tensor_uid", 2, [3, 300, 2, d_qk], 11);
+    p.v = ragged("v_tensor_uid", 3, [3, 300, 2, d_v], 11);
+    p.o = ragged("o_tensor_uid", 4, [3, 200, 8, d_v], 10);
     for t in [&mut p.q, &mut p.k, &mut p.v, &mut p.o] {
         let stride = t.seq_stride();
         if let Some(o) = t.ragged.as_mut() {
             o.multiplier = stride;
         }
     }
-    let text = rejected(&p, 3, "head dim");
-    assert!(text.contains("D_v = D_qk"), "{text}");
+    p
+}
+
+#[test]
+fn value_head_dim_must_be_a_compiled_pair() {
+    let text = rejected(&with_value_head_dim(128, 64), 3, "head dim");
+    assert!(text.contains("128 with Q/K head dim 128"), "{text}");
+    let text = rejected(&with_value_head_dim(192, 192), 3, "head dim");
+    assert!(text.contains("128 with Q/K head dim 192"), "{text}");
+}
+
+#[test]
+fn deepseek_style_192_128_is_planned() {
+    let plan = plan(&with_value_head_dim(192, 128)).unwrap();
+    assert_eq!(plan.kernel, "ragged_fmha_fwd_bf16_d192v128");
+    assert_eq!((plan.v.seq, plan.o.seq), (2 * 128, 8 * 128));
 }
 
 #[test]

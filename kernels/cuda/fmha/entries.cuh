@@ -1,0 +1,76 @@
+// Part of kernels/cuda/ragged_fmha_fwd.cu (the entry points and their tile configurations); included in that file's order, not on its own.
+
+// ---------------------------------------------------------------------------------------------
+// Entry points. Each `NAME` has a companion constant `NAME_config` = {BM, BN, threads per block,
+// dynamic shared-memory bytes} that the host reads with cuModuleGetGlobal to size the pre-pass
+// (block_m, block_n), the grid (B * ceil(S_q_max / BM) * H_q), the block and the shared memory.
+// ---------------------------------------------------------------------------------------------
+
+// Shared memory of a block: Q (BM rows), two K and two V buffers (BN rows each), at the padded
+// row widths of ragged_row_width.
+#define RAGGED_FMHA_SMEM(DQK, DV, BM, BN) \
+    ((BM + 2 * (BN)) * ragged_row_width(DQK) * 2 + 2 * (BN) * ragged_row_width(DV) * 2)
+
+#define RAGGED_FMHA_SM80_ENTRY(NAME, BF16, DQK, DV, BM, BN, NW, MINB)                    \
+    extern "C" {                                                                       \
+    __constant__ int NAME##_config[4] = {BM, BN, NW * 32, RAGGED_FMHA_SMEM(DQK, DV, BM, BN)}; \
+    __global__ void __launch_bounds__(NW * 32, MINB) NAME(RAGGED_FMHA_PARAMS) {        \
+        fmha_fwd_body<BF16, DQK, DV, BM, BN, NW>(RAGGED_FMHA_ARGS);                    \
+    }                                                                                  \
+    }
+
+// One more KiB than the tiles: the wgmma body aligns its tiles to the 1024-byte swizzle period.
+#define RAGGED_FMHA_SM90_ENTRY(NAME, BF16, DQK, DV, BN, NWG, MINB)                                          \
+    extern "C" {                                                                                          \
+    __constant__ int NAME##_config[4] = {64 * NWG, BN, 128 * NWG, RAGGED_FMHA_SMEM(DQK, DV, 64 * NWG, BN) + 1024}; \
+    __global__ void __launch_bounds__(128 * NWG, MINB) NAME(RAGGED_FMHA_PARAMS) {                         \
+        fmha_fwd_wgmma_body<BF16, DQK, DV, BN, NWG>(RAGGED_FMHA_ARGS);                                    \
+    }                                                                                                     \
+    }
+
+// The portable path (any sm_80+ target), always compiled: on sm_90a these entry points are what
+// the device tests run to keep the portable path checked.
+#define RAGGED_FMHA_SM80_ALL(PREFIX)                                                   \
+    RAGGED_FMHA_SM80_ENTRY(PREFIX##bf16_d64, true, 64, 64, 128, 64, 4, 2)             \
+    RAGGED_FMHA_SM80_ENTRY(PREFIX##f16_d64, false, 64, 64, 128, 64, 4, 2)             \
+    RAGGED_FMHA_SM80_ENTRY(PREFIX##bf16_d96, true, 96, 96, 64, 64, 4, 2)              \
+    RAGGED_FMHA_SM80_ENTRY(PREFIX##f16_d96, false, 96, 96, 64, 64, 4, 2)              \
+    RAGGED_FMHA_SM80_ENTRY(PREFIX##bf16_d128, true, 128, 128, 64, 64, 4, 2)           \
+    RAGGED_FMHA_SM80_ENTRY(PREFIX##f16_d128, false, 128, 128, 64, 64, 4, 2)           \
+    RAGGED_FMHA_SM80_ENTRY(PREFIX##bf16_d256, true, 256, 256, 64, 64, 4, 1)           \
+    RAGGED_FMHA_SM80_ENTRY(PREFIX##f16_d256, false, 256, 256, 64, 64, 4, 1)           \
+    RAGGED_FMHA_SM80_ENTRY(PREFIX##bf16_d192v128, true, 192, 128, 64, 64, 4, 1)       \
+    RAGGED_FMHA_SM80_ENTRY(PREFIX##f16_d192v128, false, 192, 128, 64, 64, 4, 1)
+
+RAGGED_FMHA_SM80_ALL(ragged_fmha_fwd_sm80_)
+
+// The names the plugin launches: the fastest path the compile target allows.
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_bf16_d64, true, 64, 64, 64, 2, 2)
+RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_f16_d64, false, 64, 64, 64, 2, 2)
+RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_bf16_d96, true, 96, 96, 64, 3, 1)
+RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_f16_d96, false, 96, 96, 64, 3, 1)
+RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_bf16_d128, true, 128, 128, 64, 3, 1)
+RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_f16_d128, false, 128, 128, 64, 3, 1)
+RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_bf16_d256, true, 256, 256, 64, 2, 1)
+RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_f16_d256, false, 256, 256, 64, 2, 1)
+RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_bf16_d192v128, true, 192, 128, 64, 3, 1)
+RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_f16_d192v128, false, 192, 128, 64, 3, 1)
+#else
+RAGGED_FMHA_SM80_ALL(ragged_fmha_fwd_)
+#endif
+
+#ifdef RAGGED_FMHA_TUNING
+// Alternative tile shapes, compiled only for the benchmark's tuning sweep.
+RAGGED_FMHA_SM80_ENTRY(ragged_fmha_fwd_sm80_bf16_d128_m128n32w4, true, 128, 128, 128, 32, 4, 2)
+RAGGED_FMHA_SM80_ENTRY(ragged_fmha_fwd_sm80_bf16_d64_m64n64w4, true, 64, 64, 64, 64, 4, 2)
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_sm90_bf16_d64_n128, true, 64, 64, 128, 2, 1)
+RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_sm90_bf16_d64_n128w3, true, 64, 64, 128, 3, 1)
+RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_sm90_bf16_d64_n64w1, true, 64, 64, 64, 1, 3)
+RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_sm90_bf16_d128_n128, true, 128, 128, 128, 2, 1)
+RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_sm90_bf16_d128_n64, true, 128, 128, 64, 2, 1)
+RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_sm90_bf16_d128_n64x2, true, 128, 128, 64, 2, 2)
+RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_sm90_bf16_d128_n64w1, true, 128, 128, 64, 1, 2)
+#endif
+#endif
