@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
-# Ragged SDPA through the plugin's C ABI vs cuDNN ragged, FA2 varlen and cuDNN dense, in one run.
+# Ragged SDPA through the plugin's C ABI vs FlashInfer fa3, cuDNN ragged, FA2 varlen and cuDNN dense,
+# in one run.
 #
 # Here (a machine with cargo; no GPU needed), from the repository root:
 #   bash bench/gpu/run_plugin_bench.sh --prepare
 # builds the plugin in release, writes the benchmark graphs, runs the ctypes self-check against the
-# host engine and copies the .so and graphs to .carry/bench/ (git-ignored). The cuDNN frontend wheel
-# goes to .whl/ (see the device README): `python3 -m pip download --no-deps --only-binary=:all:
+# host engine and copies the .so and graphs to .carry/bench/ (git-ignored). The peers' wheels go to
+# .whl/ (see the device README): `python3 -m pip download --no-deps --only-binary=:all:
 # --python-version 3.12 --implementation cp --platform manylinux_2_28_x86_64 ... -d .whl
-# nvidia-cudnn-frontend`.
+# nvidia-cudnn-frontend==1.32.0 flashinfer-python==0.6.0 apache-tvm-ffi==0.1.15.post2
+# torch-c-dlpack-ext==0.1.5` (about 23 MB).
 #
 # On the GPU machine, with `.carry/bench` and `.whl` carried:
 #   bash bench/gpu/run_plugin_bench.sh
@@ -39,16 +41,17 @@ export PYTHONUNBUFFERED=1
 date -u | tee "$OUT/smi.txt"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv \
     | tee -a "$OUT/smi.txt"
-wheel=$(ls .whl/nvidia_cudnn_frontend-*.whl 2>/dev/null | head -n 1)
-if [ -n "$wheel" ]; then
+# The peers' wheels (cuDNN frontend; FlashInfer 0.6.0 with apache-tvm-ffi and torch-c-dlpack-ext):
+# the device has no network, and its image has the rest of what they need.
+if ls .whl/*.whl >/dev/null 2>&1; then
     if python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
-        "$wheel"; then
+        .whl/*.whl; then
         export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
     else
-        echo "cuDNN frontend wheel did not install: cuDNN ragged will be reported as unavailable"
+        echo "the wheels under .whl/ did not install: peers from them will be reported as unavailable"
     fi
 else
-    echo "no cuDNN frontend wheel under .whl/: cuDNN ragged will be reported as unavailable"
+    echo "no wheels under .whl/: cuDNN ragged and FlashInfer will be reported as unavailable"
 fi
-timeout 300 python3 bench/gpu/plugin_bench.py --plugin "$CARRY/$SO" --graphs "$CARRY/graphs" "$@" 2>&1 \
+timeout "${BENCH_TIMEOUT:-540}" python3 bench/gpu/plugin_bench.py --plugin "$CARRY/$SO" --graphs "$CARRY/graphs" "$@" 2>&1 \
     | tee "$OUT/log.txt"

@@ -49,7 +49,10 @@ struct Problem {
     family: &'static str,
     seq_lens: Vec<i64>,
     heads: i64,
+    /// Head dim of Q and K.
     head_dim: i64,
+    /// Head dim of V and O (192/128 is the DeepSeek-style prefill shape).
+    value_dim: i64,
     causal: bool,
 }
 
@@ -62,9 +65,20 @@ impl Problem {
         self.seq_lens.iter().copied().max().unwrap_or(0).max(1)
     }
 
-    /// `ragged_offset[B + 1]` in elements (multiplier 1): token prefix sums times H·D.
+    /// Whether the offsets count tokens (each tensor's multiplier its token stride) rather than
+    /// elements: one offsets tensor serves Q and O (K and V) in elements only when their rows
+    /// are the same size.
+    fn token_units(&self) -> bool {
+        self.value_dim != self.head_dim
+    }
+
+    /// `ragged_offset[B + 1]`: token prefix sums, times H·D when counted in elements.
     fn offsets(&self) -> Vec<i64> {
-        let token_stride = self.heads * self.head_dim;
+        let token_stride = if self.token_units() {
+            1
+        } else {
+            self.heads * self.head_dim
+        };
         let mut out = Vec::with_capacity(self.seq_lens.len() + 1);
         let mut tokens = 0;
         out.push(0);
@@ -87,9 +101,15 @@ impl Problem {
         1.0 / (self.head_dim as f32).sqrt()
     }
 
+    /// Q·Kᵀ and P·V, 2 FLOPs per multiply-add each.
+    fn flops(&self) -> i64 {
+        2 * (self.head_dim + self.value_dim) * self.heads * self.pairs()
+    }
+
     fn graph(&self) -> Graph {
-        let (b, s, h, d) = (self.batch(), self.s_max(), self.heads, self.head_dim);
-        let packed = |uid: i64, name: &str, aux: i64| {
+        let (b, s, h) = (self.batch(), self.s_max(), self.heads);
+        let token_units = self.token_units();
+        let packed = |uid: i64, name: &str, aux: i64, d: i64| {
             TensorAttributes::new()
                 .set_uid(uid)
                 .set_name(name)
@@ -97,8 +117,9 @@ impl Problem {
                 .set_dims(vec![b, s, h, d])
                 .set_strides(vec![s * h * d, h * d, d, 1])
                 .set_ragged_offset_uid(aux)
-                .set_ragged_offset_multiplier(1)
+                .set_ragged_offset_multiplier(if token_units { h * d } else { 1 })
         };
+        let (d, dv) = (self.head_dim, self.value_dim);
         let offsets = |uid: i64, name: &str| {
             TensorAttributes::new()
                 .set_uid(uid)
@@ -115,10 +136,10 @@ impl Problem {
             .set_diagonal_band(None, right, DiagonalAlignment::BottomRight);
         Graph::new(self.name.clone())
             .set_data_types(DataType::BFloat16, DataType::Float, DataType::Float)
-            .add_tensor(packed(Q, "q", QO_OFFSETS))
-            .add_tensor(packed(K, "k", KV_OFFSETS))
-            .add_tensor(packed(V, "v", KV_OFFSETS))
-            .add_tensor(packed(O, "o", QO_OFFSETS))
+            .add_tensor(packed(Q, "q", QO_OFFSETS, d))
+            .add_tensor(packed(K, "k", KV_OFFSETS, d))
+            .add_tensor(packed(V, "v", KV_OFFSETS, dv))
+            .add_tensor(packed(O, "o", QO_OFFSETS, dv))
             .add_tensor(offsets(QO_OFFSETS, "qo_offsets"))
             .add_tensor(offsets(KV_OFFSETS, "kv_offsets"))
             .add_node(Node::sdpa("sdpa", sdpa))
@@ -143,6 +164,7 @@ impl Problem {
                 "  \"batch\": {b},\n",
                 "  \"heads\": {h},\n",
                 "  \"head_dim\": {d},\n",
+                "  \"value_dim\": {dv},\n",
                 "  \"s_max\": {s},\n",
                 "  \"causal\": {causal},\n",
                 "  \"diagonal_alignment\": \"bottom_right\",\n",
@@ -150,7 +172,7 @@ impl Problem {
                 "  \"seq_lens\": [{lens}],\n",
                 "  \"tokens\": {tokens},\n",
                 "  \"offsets_dtype\": \"int32\",\n",
-                "  \"offsets_unit\": \"elements\",\n",
+                "  \"offsets_unit\": \"{unit}\",\n",
                 "  \"offsets\": [{offsets}],\n",
                 "  \"pairs\": {pairs},\n",
                 "  \"flops\": {flops},\n",
@@ -164,6 +186,12 @@ impl Problem {
             b = self.batch(),
             h = self.heads,
             d = self.head_dim,
+            dv = self.value_dim,
+            unit = if self.token_units() {
+                "tokens"
+            } else {
+                "elements"
+            },
             s = self.s_max(),
             causal = self.causal,
             scale = self.scale(),
@@ -171,7 +199,7 @@ impl Problem {
             tokens = self.seq_lens.iter().sum::<i64>(),
             offsets = list(&self.offsets()),
             pairs = self.pairs(),
-            flops = 4 * self.head_dim * self.heads * self.pairs(),
+            flops = self.flops(),
             q = Q,
             k = K,
             v = V,
@@ -182,7 +210,8 @@ impl Problem {
     }
 }
 
-/// The matrix: bf16, H = 16, 16 384 tokens, D 64 and 128, causal and not.
+/// The matrix: bf16, H = 16, 16 384 tokens, D 64 and 128 on every family, causal and
+/// not; the other compiled head dims (96, 256, Q/K 192 with V/O 128) on the ragged mix.
 fn bench_problems() -> Vec<Problem> {
     let families: [(&'static str, Vec<i64>); 3] = [
         ("8x2048", vec![2048; 8]),
@@ -194,14 +223,28 @@ fn bench_problems() -> Vec<Problem> {
         for (family, lens) in &families {
             for causal in [false, true] {
                 out.push(Problem {
-                    name: problem_name(family, head_dim, causal),
+                    name: problem_name(family, head_dim, head_dim, causal),
                     family,
                     seq_lens: lens.clone(),
                     heads: 16,
                     head_dim,
+                    value_dim: head_dim,
                     causal,
                 });
             }
+        }
+    }
+    for (head_dim, value_dim) in [(96, 96), (256, 256), (192, 128)] {
+        for causal in [false, true] {
+            out.push(Problem {
+                name: problem_name("ragged-mix", head_dim, value_dim, causal),
+                family: "ragged-mix",
+                seq_lens: RAGGED_MIX.to_vec(),
+                heads: 16,
+                head_dim,
+                value_dim,
+                causal,
+            });
         }
     }
     out
@@ -210,14 +253,15 @@ fn bench_problems() -> Vec<Problem> {
 /// Short sequences the host reference runs quickly, with an empty batch in the middle.
 fn tiny_problems() -> Vec<Problem> {
     let mut out = Vec::new();
-    for head_dim in [64, 128] {
+    for (head_dim, value_dim) in [(64, 64), (128, 128), (96, 96), (192, 128)] {
         for causal in [false, true] {
             out.push(Problem {
-                name: problem_name("tiny", head_dim, causal),
+                name: problem_name("tiny", head_dim, value_dim, causal),
                 family: "tiny",
                 seq_lens: vec![5, 0, 17, 9],
                 heads: 2,
                 head_dim,
+                value_dim,
                 causal,
             });
         }
@@ -225,9 +269,13 @@ fn tiny_problems() -> Vec<Problem> {
     out
 }
 
-fn problem_name(family: &str, head_dim: i64, causal: bool) -> String {
+fn problem_name(family: &str, head_dim: i64, value_dim: i64, causal: bool) -> String {
     let mask = if causal { "causal" } else { "full" };
-    format!("{family}_d{head_dim}_{mask}")
+    if head_dim == value_dim {
+        format!("{family}_d{head_dim}_{mask}")
+    } else {
+        format!("{family}_d{head_dim}v{value_dim}_{mask}")
+    }
 }
 
 fn write(path: &Path, bytes: &[u8]) -> Result<(), String> {
