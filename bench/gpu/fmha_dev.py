@@ -528,10 +528,12 @@ def sanitize_case():
     """Small fp16 ragged cases (every compiled head dim) with zero-length batches and padding,
     torch-free, for compute-sanitizer."""
     mod = compile_module(False)
-    return max(sanitize_one(mod, d, dv) for d, dv in HEAD_DIMS)
+    # Causal bottom-right, and a sliding window (left 16, right 4, bottom-right).
+    bands = [(-1, 0), (16, 4)]
+    return max(sanitize_one(mod, d, dv, left, right) for d, dv in HEAD_DIMS for left, right in bands)
 
 
-def sanitize_one(mod, d, dv):
+def sanitize_one(mod, d, dv, left, right):
     eng = Engine(mod, DEFAULTS[("f16", d, dv)], d, dv)
     rng = np.random.default_rng(3)
     lq, lkv = [5, 0, 37, 130], [70, 9, 0, 200]
@@ -558,7 +560,7 @@ def sanitize_one(mod, d, dv):
              q_seq=h_q * d, q_head=d, k_seq=h_kv * d, k_head=d, v_seq=h_kv * dv, v_head=dv, o_seq=h_q * dv,
              o_head=dv, lse_bstride=h_q * max(ext_q), lse_seq=1, lse_head=max(ext_q),
              s_q_max=max(ext_q), s_kv_max=max(ext_kv), batch=len(lq), h_q=h_q, h_kv=h_kv, scale=0.125,
-             left=-1, right=0, br=1)
+             left=left, right=right, br=1)
     ws = eng.workspace(len(lq), max(ext_q))
     eng.launch(p, ws)
     cp.cuda.runtime.deviceSynchronize()
@@ -572,22 +574,29 @@ def sanitize_one(mod, d, dv):
         got = out[tq[b]: tq[b] + lq[b]]
         if lq[b] == 0:
             continue
+        ok &= bool(np.isnan(out[tq[b] + lq[b]: tq[b + 1]]).all())
         if lkv[b] == 0:
             ok &= bool((got == 0).all())
             continue
         s = np.einsum("ihd,jhd->hij", qb, kb) * 0.125
         i = np.arange(lq[b])[:, None]
         j = np.arange(lkv[b])[None, :]
-        s = np.where(j <= i + lkv[b] - lq[b], s, -np.inf)
+        off = lkv[b] - lq[b]
+        admit = np.ones((lq[b], lkv[b]), dtype=bool)
+        if right >= 0:
+            admit &= j <= i + off + right
+        if left >= 0:
+            admit &= j >= i + off - left
+        s = np.where(admit, s, -np.inf)
         m = s.max(-1, keepdims=True)
         m = np.where(np.isinf(m), 0, m)
         pe = np.exp(s - m)
         l = pe.sum(-1, keepdims=True)
         ref = np.einsum("hij,jhd->ihd", pe / np.where(l > 0, l, 1), vb)
         worst = max(worst, float(np.abs(got - ref).max()))
-        ok &= bool(np.isnan(out[tq[b] + lq[b]: tq[b + 1]]).all())
     ok &= worst < 2e-3 + 2e-3
-    print(f"sanitize case {dims_name(d, dv)}: {'ok' if ok else 'FAILED'} (max abs err {worst:.2e})")
+    band = "causal-br" if left < 0 else f"window-br({left},{right})"
+    print(f"sanitize case {dims_name(d, dv)} {band}: {'ok' if ok else 'FAILED'} (max abs err {worst:.2e})")
     return 0 if ok else 1
 
 

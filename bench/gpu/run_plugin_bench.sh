@@ -23,13 +23,13 @@ if [ "${1:-}" = "--prepare" ]; then
     target=${CARGO_TARGET_DIR:-target}
     cargo build -p ragged-plugin --release
     cargo build -p ragged-plugin --release --example emit_bench_graphs
-    rm -rf "$CARRY" /tmp/ragged_bench_tiny
+    rm -rf "$CARRY"
     mkdir -p "$CARRY"
     "$target/release/examples/emit_bench_graphs" "$CARRY/graphs"
-    "$target/release/examples/emit_bench_graphs" /tmp/ragged_bench_tiny --tiny
+    "$target/release/examples/emit_bench_graphs" "$CARRY/tiny" --tiny
     # Debug info is half the file and the carried tree is size-limited.
     objcopy --strip-debug "$target/release/$SO" "$CARRY/$SO"
-    python3 bench/gpu/plugin_bench.py --plugin "$CARRY/$SO" --graphs /tmp/ragged_bench_tiny --self-check
+    python3 bench/gpu/plugin_bench.py --plugin "$CARRY/$SO" --graphs "$CARRY/tiny" --self-check
     python3 bench/gpu/plugin_bench.py --plugin "$CARRY/$SO" --graphs "$CARRY/graphs" --self-check
     du -sh "$CARRY" .whl 2>/dev/null || true
     exit 0
@@ -52,6 +52,12 @@ if ls .whl/*.whl >/dev/null 2>&1; then
     fi
 else
     echo "no wheels under .whl/: cuDNN ragged and FlashInfer will be reported as unavailable"
+fi
+# Host time per ExecuteOpGraph on the CUDA engine, from C (issue 14 item 5), on a tiny problem so
+# that the device never holds the host back.
+echo "== host time per call, from C" | tee "$OUT/host_time.txt"
+if gcc -O2 -std=c11 -Iplugin/include bench/gpu/host_time.c -o /tmp/host_time -ldl; then
+    /tmp/host_time "$CARRY/$SO" "$CARRY/tiny" tiny_d64_full 2>&1 | tee -a "$OUT/host_time.txt"
 fi
 timeout "${BENCH_TIMEOUT:-540}" python3 bench/gpu/plugin_bench.py --plugin "$CARRY/$SO" --graphs "$CARRY/graphs" "$@" 2>&1 \
     | tee "$OUT/log.txt"
