@@ -85,7 +85,8 @@ enum Command {
         /// Graph file: hipDNN JSON or FlatBuffers.
         graph: PathBuf,
     },
-    /// Execute a graph on one engine and write its outputs as .npy.
+    /// Execute a graph (one SDPA node, or a multi-node graph of SDPA and pointwise nodes on a host
+    /// engine) on one engine and write its outputs as .npy.
     Run {
         #[command(flatten)]
         graph: GraphArgs,
@@ -93,7 +94,10 @@ enum Command {
         #[arg(long)]
         out: Option<PathBuf>,
         /// Compare with a float64 evaluation of the SDPA formula (independent of every engine);
-        /// print max abs/rel error; exit 1 on mismatch.
+        /// print max abs/rel error; exit 1 on mismatch. A multi-node graph (SDPA and pointwise
+        /// nodes, virtual intermediates) is walked node by node in the same float64 oracle, each
+        /// node's values rounded into its output's declared type; it shares no code with the
+        /// kernels' CPU reference or graph executor.
         #[arg(long)]
         verify: bool,
         #[arg(long, value_enum, default_value = "coverage")]

@@ -320,6 +320,36 @@ fn the_example_graph_runs_with_its_companion_file_and_verifies() {
     );
 }
 
+/// The multi-node example (SDPA → residual add, O virtual) through the host engine, every output
+/// checked against the float64 oracle walked over both nodes.
+#[test]
+fn the_multi_node_example_runs_and_verifies_against_the_graph_oracle() {
+    let example =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/sdpa_residual_add_bf16.json");
+    let out_dir = scratch("example-multi-node");
+    let (out, stdout, stderr) = shim(
+        &[
+            "run",
+            &example.to_string_lossy(),
+            "--verify",
+            "--out",
+            &out_dir.to_string_lossy(),
+        ],
+        &plugin(),
+    );
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    // Y: Q rows 4 + 0 + 6, 4 heads, D 32, every element written (no seq_lens).
+    assert!(
+        stdout.contains("uid 21 'y'") && stdout.contains("over 1280 written positions"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("uid 9 'stats'") && stdout.ends_with("PASS\n"),
+        "{stdout}"
+    );
+    assert!(out_dir.join("21.npy").is_file() && !out_dir.join("4.npy").exists());
+}
+
 #[test]
 fn inspect_of_the_example_graph_snapshot() {
     let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/ragged_sdpa_bf16.json");

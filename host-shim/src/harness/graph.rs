@@ -31,6 +31,25 @@ pub fn is_multi_node(graph: &Graph) -> bool {
             .any(|n| matches!(n.attributes, NodeAttributes::Pointwise(_)))
 }
 
+/// The real tensors some node of `graph` writes: the graph's outputs.
+pub fn outputs_of(graph: &Graph) -> Result<BTreeSet<i64>, HostError> {
+    let mut written = BTreeSet::new();
+    for node in &graph.nodes {
+        let outs = node.attributes.outputs().ok_or_else(|| {
+            HostError::Harness(format!(
+                "node '{}' has union tag {}, whose outputs the harness cannot know",
+                node.name,
+                node.attributes.tag()
+            ))
+        })?;
+        written.extend(outs.into_iter().map(|(_, uid)| uid));
+    }
+    Ok(written
+        .into_iter()
+        .filter(|&uid| graph.tensor(uid).is_some_and(|t| !t.is_virtual))
+        .collect())
+}
+
 pub struct GraphHarness {
     pub graph: Graph,
     /// Real tensors some node writes: what the caller binds as outputs and validation checks.
@@ -46,21 +65,7 @@ impl GraphHarness {
         pre_supplied: &PreSuppliedInputs,
         seed: u64,
     ) -> Result<GraphHarness, HostError> {
-        let mut written = BTreeSet::new();
-        for node in &graph.nodes {
-            let outs = node.attributes.outputs().ok_or_else(|| {
-                HostError::Harness(format!(
-                    "node '{}' has union tag {}, whose outputs the harness cannot know",
-                    node.name,
-                    node.attributes.tag()
-                ))
-            })?;
-            written.extend(outs.into_iter().map(|(_, uid)| uid));
-        }
-        let outputs = written
-            .into_iter()
-            .filter(|&uid| graph.tensor(uid).is_some_and(|t| !t.is_virtual))
-            .collect();
+        let outputs = outputs_of(&graph)?;
         let mut reference = Bundle::allocate(&graph, pre_supplied)?;
         let mut engine = Bundle::allocate(&graph, pre_supplied)?;
         reference.initialise(&outputs, seed);

@@ -27,7 +27,7 @@ use ragged_kernels::runtime::cuda::memory::DeviceAllocation;
 use ragged_kernels::runtime::cuda::runtime::CudaRuntime;
 
 pub use bundle::{Bundle, Entry, PreSuppliedInputs, create_tensor_from_attribute};
-pub use graph::{GraphHarness, is_multi_node};
+pub use graph::{GraphHarness, is_multi_node, outputs_of};
 pub use sdpa_op::SdpaRoles;
 pub use validate::{Comparison, Expectation, Tolerance, ValidationMode};
 
