@@ -214,7 +214,7 @@ mod tests {
                 report.allocated.is_empty(),
                 "the harness binds every virtual"
             );
-            assert_eq!(h.outputs.contains(&uid::Y), true, "{}", case.name);
+            assert!(h.outputs.contains(&uid::Y), "{}", case.name);
         }
     }
 }

@@ -83,7 +83,7 @@ mod tests {
         assert_eq!(y.values.len(), o.len());
         assert!(y.values.len() > 100);
         for &(p, v) in &y.values {
-            let scaled = f64::from((o[&p] as f32 * FACTOR) as f32);
+            let scaled = f64::from(o[&p] as f32 * FACTOR);
             let want = scaled + f64::from(r[p]);
             assert!((v - want).abs() < 1e-6, "position {p}: {v} vs {want}");
         }
