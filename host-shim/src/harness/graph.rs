@@ -152,10 +152,11 @@ impl GraphHarness {
                 exact_zero: None,
                 undefined: c.map(|c| &c.undefined),
             };
-            out.push(validate::compare(
+            let (reference, engine) = (&self.reference, &self.engine);
+            out.push(validate::compare_bundles(
                 uid,
-                self.reference.get(uid)?.host_data(),
-                self.engine.get(uid)?.host_data(),
+                reference,
+                engine,
                 expect,
                 mode,
                 self.tolerance(uid)?,

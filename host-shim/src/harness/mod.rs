@@ -242,13 +242,9 @@ impl Harness {
                 exact_zero: exact_zero.as_ref(),
                 undefined: None,
             };
-            out.push(validate::compare(
-                uid,
-                self.reference.get(uid)?.host_data(),
-                self.engine.get(uid)?.host_data(),
-                expect,
-                mode,
-                tolerance,
+            let (reference, engine) = (&self.reference, &self.engine);
+            out.push(validate::compare_bundles(
+                uid, reference, engine, expect, mode, tolerance,
             )?);
         }
         Ok(out)

@@ -133,6 +133,19 @@ pub struct Expectation<'a> {
     pub undefined: Option<&'a BTreeSet<usize>>,
 }
 
+/// Compares output `uid` of the engine bundle with the reference bundle under `expect`.
+pub fn compare_bundles(
+    uid: i64,
+    reference: &super::Bundle,
+    engine: &super::Bundle,
+    expect: Expectation<'_>,
+    mode: ValidationMode,
+    tolerance: Tolerance,
+) -> Result<Comparison, HostError> {
+    let (r, e) = (reference.get(uid)?, engine.get(uid)?);
+    compare(uid, r.host_data(), e.host_data(), expect, mode, tolerance)
+}
+
 /// Compares one output under `expect` (see [`Expectation`]).
 pub fn compare(
     uid: i64,
