@@ -10,6 +10,7 @@ mod inputs;
 mod integration_bundle;
 mod npy;
 mod oracle;
+mod shape_overrides;
 mod verify;
 
 use std::path::PathBuf;
@@ -73,6 +74,30 @@ struct GraphArgs {
     /// outputs copied back).
     #[arg(long)]
     cuda: bool,
+    #[command(flatten)]
+    overrides: OverrideFlags,
+}
+
+/// One execute through ExecuteOpGraphWithOverrides (RFC 0008, plugin-abi.md §4): the plan is
+/// compiled for the graph file (which must set is_override_shape_enabled), the call carries the
+/// dims and strides of every tensor these flags change, and the inputs, outputs, companion
+/// offsets and --verify all describe the overridden shapes (so the companion file gives B + 1
+/// offsets for the new B). Host engines only.
+#[derive(Debug, Clone, Default, clap::Args)]
+struct OverrideFlags {
+    /// New batch size B of a single-SDPA graph (every batch axis; offset auxes get B + 1).
+    #[arg(long, value_name = "B")]
+    override_batch: Option<i64>,
+    /// New S_max of Q, O and LSE (strides repacked in each tensor's own memory order).
+    #[arg(long, value_name = "S")]
+    override_seq_q: Option<i64>,
+    /// New S_max of K and V.
+    #[arg(long, value_name = "S")]
+    override_seq_kv: Option<i64>,
+    /// Exact shape of one tensor, applied after the flags above (repeatable):
+    /// UID:D0,D1,..[:S0,S1,..], strides packed row-major when omitted.
+    #[arg(long, value_name = "UID:DIMS[:STRIDES]")]
+    override_shape: Vec<String>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -139,6 +164,12 @@ fn graph_run(args: GraphArgs, plugin_dir: Option<PathBuf>) -> GraphRun {
         seed: args.seed,
         host_engines: args.host_engines,
         cuda: args.cuda,
+        overrides: shape_overrides::OverrideArgs {
+            batch: args.overrides.override_batch,
+            seq_q: args.overrides.override_seq_q,
+            seq_kv: args.overrides.override_seq_kv,
+            shapes: args.overrides.override_shape,
+        },
     }
 }
 

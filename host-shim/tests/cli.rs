@@ -282,6 +282,71 @@ fn the_multi_node_example_runs_and_verifies_against_the_graph_oracle() {
     assert!(out_dir.join("21.npy").is_file() && !out_dir.join("4.npy").exists());
 }
 
+/// One compiled plan (the example graph, override-enabled) executed through
+/// ExecuteOpGraphWithOverrides for a new B = 3 and new S_max values, with the companion offsets
+/// of the new shapes; the outputs verify against the float64 oracle. Without the graph flag the
+/// backend's rule refuses the call before the plugin sees it.
+#[test]
+fn run_executes_with_shape_overrides_and_verifies() {
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/ragged_sdpa_bf16.json");
+    let dir = scratch("overrides");
+    let text = std::fs::read_to_string(&example).unwrap_or_else(|e| panic!("{e}"));
+    let mut graph: serde_json::Value =
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}"));
+    graph["is_override_shape_enabled"] = serde_json::Value::Bool(true);
+    let enabled = dir.join("enabled.json");
+    std::fs::write(&enabled, graph.to_string()).unwrap_or_else(|e| panic!("{e}"));
+    // Q rows 3, 6, 2 (512 elements each); K/V rows 5, 12, 4 (128 each), 5, 7, 4 valid.
+    let offsets = dir.join("new_shapes.offsets.json");
+    std::fs::write(
+        &offsets,
+        r#"{"ragged_offsets": {"ragged_offset_q": [0, 1536, 4608, 5632],
+                               "ragged_offset_kv": [0, 640, 2176, 2688]},
+            "seq_lens": {"seq_len_kv": [5, 7, 4]}}"#,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let run = |graph: &Path| {
+        let (graph, offsets) = (graph.to_string_lossy(), offsets.to_string_lossy());
+        let out = dir.join("out");
+        shim(
+            &[
+                "run",
+                &graph,
+                "--verify",
+                "--offsets",
+                &offsets,
+                "--out",
+                &out.to_string_lossy(),
+                "--override-batch",
+                "3",
+                "--override-seq-q",
+                "6",
+                "--override-seq-kv",
+                "12",
+            ],
+            &plugin(),
+        )
+    };
+    let (out, stdout, stderr) = run(&enabled);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("executed through ExecuteOpGraphWithOverrides: 8 override(s)"),
+        "{stderr}"
+    );
+    // O of the new shapes: 11 query rows x 8 heads x 64, all written.
+    assert!(
+        stdout.contains("over 5632 written positions") && stdout.ends_with("PASS\n"),
+        "{stdout}"
+    );
+
+    let (out, _, stderr) = run(&example);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("shape overrides given for a graph that is not override-enabled"),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn inspect_of_the_example_graph_snapshot() {
     let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/ragged_sdpa_bf16.json");

@@ -16,6 +16,7 @@ use ragged_schema::model::Graph;
 
 use crate::error::ShimError;
 use crate::host::{self, Candidate};
+use crate::shape_overrides::OverrideArgs;
 use crate::{graph_file, inputs, npy};
 
 /// What `run` and `bench` share.
@@ -31,10 +32,15 @@ pub struct GraphRun {
     pub host_engines: Vec<String>,
     /// Run other engines on CUDA device 0 with device buffers.
     pub cuda: bool,
+    /// Shapes of an ExecuteOpGraphWithOverrides call; empty: plain ExecuteOpGraph.
+    pub overrides: OverrideArgs,
 }
 
 /// Graph loaded, inputs supplied, engine chosen.
 pub struct Prepared {
+    /// The graph the plan is compiled for (the file's).
+    pub compiled: Graph,
+    /// The graph the buffers describe: `compiled` with the call's shape overrides applied.
     pub graph: Graph,
     pub manager: PluginManager,
     pub candidate: Candidate,
@@ -42,12 +48,21 @@ pub struct Prepared {
 }
 
 pub fn prepare(args: &GraphRun) -> Result<Prepared, ShimError> {
-    let graph = load_valid(args)?;
+    let compiled = load_valid(args)?;
+    let graph = args.overrides.target(&compiled)?;
+    if graph != compiled {
+        graph.validate().map_err(|e| {
+            ShimError::Override(format!(
+                "the graph with the overridden shapes is invalid: {e}"
+            ))
+        })?;
+    }
     let roles = SdpaRoles::of(&graph)?;
     let pre = supplied_inputs(args, &graph, &roles.outputs)?;
-    let (manager, candidate) = choose_engine(args, &graph)?;
+    let (manager, candidate) = choose_engine(args, &compiled)?;
     let harness = Harness::new(graph.clone(), &pre, args.seed)?;
     Ok(Prepared {
+        compiled,
         graph,
         manager,
         candidate,
@@ -172,14 +187,38 @@ pub fn run(
     } else {
         None
     };
+    let overridden = !args.overrides.is_empty();
+    if overridden && device.is_some() {
+        return Err(ShimError::Usage(
+            "--override-* runs on host engines only (the device path has no override route)",
+        ));
+    }
     let start = Instant::now();
     with_spinner(
         format!("executing {}", p.candidate.engine_name),
-        || match device {
-            Some(d) => p
-                .harness
-                .run_engine_on_device(&handle, p.candidate.engine_id, d),
-            None => p.harness.run_engine(&handle, p.candidate.engine_id),
+        || -> Result<(), ShimError> {
+            match device {
+                Some(d) => p
+                    .harness
+                    .run_engine_on_device(&handle, p.candidate.engine_id, d)?,
+                None if overridden => {
+                    let config = ragged_schema::wire::encode_engine_config(
+                        &ragged_schema::model::EngineConfig::new(p.candidate.engine_id),
+                    );
+                    let bytes = ragged_schema::wire::encode_graph(&p.compiled);
+                    let context = handle.create_execution_context(&config, &bytes)?;
+                    let applied = p
+                        .harness
+                        .execute_overridden(plugin, &p.compiled, &context)?;
+                    let uids: Vec<i64> = applied.iter().map(|o| o.uid).collect();
+                    eprintln!(
+                        "executed through ExecuteOpGraphWithOverrides: {} override(s), uids {uids:?}",
+                        applied.len()
+                    );
+                }
+                None => p.harness.run_engine(&handle, p.candidate.engine_id)?,
+            }
+            Ok(())
         },
     )?;
     eprintln!(

@@ -23,6 +23,11 @@ pub fn run(
     verify: bool,
     mode: ValidationMode,
 ) -> Result<(), ShimError> {
+    if !args.overrides.is_empty() {
+        return Err(ShimError::Usage(
+            "--override-* resizes single-SDPA graphs; multi-node graphs run with their own shapes",
+        ));
+    }
     if args.cuda {
         return Err(ShimError::Usage(
             "--cuda: multi-node graphs run on host engines only (GPU engines decline them)",
