@@ -129,8 +129,9 @@ enum Command {
         validation: Validation,
     },
     /// Run every case of an upstream integration-test bundle tree (single-graph bundles and
-    /// graph.template.json + sweep.json sweeps) on a host engine against the float64 oracle: one
-    /// line per case, then "N passed, M failed, K declined"; exit 1 if any failed.
+    /// graph.template.json + sweep.json sweeps) on a host engine (with --cuda: the CUDA engine)
+    /// against the float64 oracle: one line per case, then "N passed, M failed, K declined";
+    /// exit 1 if any failed.
     Bundle {
         /// Root of the bundle tree.
         dir: PathBuf,
@@ -140,6 +141,11 @@ enum Command {
         /// Engine names that accept host buffers (repeatable).
         #[arg(long = "host-engine", default_values_t = ["RAGGED_SDPA_HOST_REFERENCE".to_string()])]
         host_engines: Vec<String>,
+        /// Run engines that are not --host-engine on CUDA device 0 with device buffers (inputs
+        /// copied in, outputs copied back), as run --cuda. Without a usable CUDA device nothing
+        /// runs: "skipped: --cuda: REASON" is printed and the exit status is 77.
+        #[arg(long)]
+        cuda: bool,
     },
     /// Median execute time of an engine over N runs.
     Bench {
@@ -188,16 +194,21 @@ fn main() -> ExitCode {
             dir,
             engine,
             host_engines,
+            cuda,
         } => {
             let run = commands::bundle::BundleRun {
                 dir,
                 plugin_dir: cli.plugin_dir,
                 engine,
                 host_engines,
+                cuda,
             };
             return match commands::bundle::run(&run) {
-                Ok(true) => ExitCode::SUCCESS,
-                Ok(false) => ExitCode::FAILURE,
+                Ok(commands::bundle::Verdict::Passed) => ExitCode::SUCCESS,
+                Ok(commands::bundle::Verdict::Failed) => ExitCode::FAILURE,
+                Ok(commands::bundle::Verdict::Skipped(_)) => {
+                    ExitCode::from(commands::bundle::SKIPPED_EXIT)
+                }
                 Err(e) => {
                     eprintln!("hipdnn-shim: {e}");
                     ExitCode::FAILURE

@@ -205,3 +205,25 @@ fn a_graph_the_plugin_declines_shows_the_plugins_reason_and_exits_zero() {
     );
     assert!(out.status.success());
 }
+
+/// `bundle --cuda`: on a machine without a usable CUDA device nothing runs and the reason is
+/// printed with exit status 77 (never a silent pass); with one, the corpus runs on the device
+/// with no failure.
+#[test]
+fn bundle_on_cuda_runs_on_the_device_or_skips_with_the_reason() {
+    let (out, stdout, stderr) = shim(
+        &["bundle", &corpus().to_string_lossy(), "--cuda"],
+        &plugin(),
+    );
+    match out.status.code() {
+        Some(77) => {
+            assert!(stdout.starts_with("skipped: --cuda: "), "{stdout}");
+            assert!(!stdout.contains(" passed ("), "{stdout}");
+            eprintln!("{}", stdout.trim());
+        }
+        status => {
+            assert_eq!(status, Some(0), "{stdout}\n{stderr}");
+            assert!(stdout.contains(" 0 failed, "), "{stdout}");
+        }
+    }
+}
