@@ -49,6 +49,12 @@ enum Validation {
 #[derive(Debug, clap::Args)]
 struct GraphArgs {
     /// Graph file: hipDNN JSON or FlatBuffers (bare Graph or HDGP).
+    ///
+    /// A ragged Q/K/V/O may be [B, S, H, D] or [B, H, S, D] over BSHD memory: its sequence axis
+    /// is the middle axis with the larger stride. Strides cannot tell S from H when they tie
+    /// (H = 1: the larger dim is taken as S) and a BHSD-packed [B, H, 1, D] (S_max = 1) is read
+    /// as one head of H tokens; a dense LSE matching both orders (H = S_max) is taken as
+    /// [B, H, S, 1]. See README "How the shim tells S from H".
     graph: PathBuf,
     /// Engine name or 0x-hex id (default: the first applicable engine that takes host buffers).
     #[arg(long)]
