@@ -185,6 +185,18 @@ pub fn cases() -> Vec<MultiNodeSpec> {
         f32_causal,
         Chain::ScaleThenResidual,
     ));
+    // seq_len_q below the extents: O's padding rows stay unwritten, so the add's elements there
+    // are undefined (any value is right) while the rest must match.
+    let padded = RaggedSdpaSpec {
+        seq_len_q: Some(vec![2, 0, 5]),
+        seq_len_kv: Some(vec![4, 1, 3]),
+        ..sdpa("sdpa_residual_add_padded_seq_lens", true)
+    };
+    out.push(MultiNodeSpec::new(
+        "sdpa_residual_add_padded_seq_lens",
+        padded,
+        Chain::Residual,
+    ));
     out
 }
 

@@ -272,4 +272,24 @@ mod tests {
             assert_eq!(failures, 1, "case {index}: {bad:?}");
         }
     }
+
+    #[test]
+    fn elements_downstream_of_unwritten_rows_are_undefined_not_compared() {
+        let index = cases()
+            .iter()
+            .position(|c| c.name == "sdpa_residual_add_padded_seq_lens")
+            .unwrap_or_else(|| panic!("the padded case"));
+        let mut h = harness(index);
+        let coverage = h.coverage().unwrap_or_else(|e| panic!("{e}"));
+        // Q extents 3, 0, 5 with seq_len_q 2, 0, 5: one padding row (batch 0, row 2), 4 heads x 16.
+        assert_eq!(coverage[&uid::Y].undefined.len(), 4 * 16);
+        assert_eq!(coverage[&uid::Y].written.len(), (2 + 5) * 4 * 16);
+        h.run_reference().unwrap_or_else(|e| panic!("{e}"));
+        std::mem::swap(&mut h.reference, &mut h.engine);
+        h.run_reference().unwrap_or_else(|e| panic!("{e}"));
+        let ok = h
+            .validate(ValidationMode::Coverage)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(ok.iter().all(|c| c.passed()), "{ok:?}");
+    }
 }
