@@ -4,9 +4,8 @@
 //! graph executor. A plugin may decline multi-node graphs (the ABI allows it, and GPU engines
 //! do): that is reported per case as a skip naming "declined", never as a failure.
 
-use std::time::Instant;
-
-use crate::report::{CaseResult, Outcome, Report};
+use super::engine_cases::{run_cases, verdict};
+use crate::report::{Outcome, Report};
 use hipdnn_shim::HostError;
 use hipdnn_shim::harness::{GraphHarness, ValidationMode};
 use hipdnn_shim::manager::LoadedPlugin;
@@ -23,45 +22,26 @@ pub fn run(
     mode: ValidationMode,
     seed: u64,
 ) -> Report {
-    let mut report = Report::default();
-    let handle = match plugin.plugin.create_handle() {
-        Ok(h) => h,
-        Err(e) => {
-            report.push(CaseResult {
-                suite: SUITE.into(),
-                name: format!("{}::create_handle", plugin.name),
-                outcome: Outcome::Fail(e.to_string()),
-                details: vec![],
-                duration: Default::default(),
-            });
-            return report;
-        }
-    };
-    for engine in plugin.admitted_engines() {
-        for case in cases() {
-            let start = Instant::now();
-            let (outcome, details) = if host_engines.contains(&engine.name) {
-                run_case(&handle, engine.id, &case, mode, seed)
-                    .unwrap_or_else(|e| (Outcome::Fail(e.to_string()), vec![]))
-            } else {
-                (
+    let cases = cases();
+    run_cases(
+        plugin,
+        SUITE,
+        &cases,
+        |c| c.name.as_str(),
+        |handle, engine, case| {
+            if !host_engines.contains(&engine.name) {
+                return (
                     Outcome::Skip(format!(
                         "engine {} is not a --host-engine; multi-node graphs run on host buffers",
                         engine.name
                     )),
                     vec![],
-                )
-            };
-            report.push(CaseResult {
-                suite: SUITE.into(),
-                name: format!("{}::{}::{}", plugin.name, engine.name, case.name),
-                outcome,
-                details,
-                duration: start.elapsed(),
-            });
-        }
-    }
-    report
+                );
+            }
+            run_case(handle, engine.id, case, mode, seed)
+                .unwrap_or_else(|e| (Outcome::Fail(e.to_string()), vec![]))
+        },
+    )
 }
 
 fn run_case(
@@ -88,19 +68,5 @@ fn run_case(
     harness.run_reference()?;
     harness.run_engine(handle, engine_id)?;
     let comparisons = harness.validate(mode)?;
-    let details: Vec<String> = comparisons
-        .iter()
-        .flat_map(|c| {
-            std::iter::once(c.to_string()).chain(c.failures.iter().map(|f| format!("  {f}")))
-        })
-        .collect();
-    let failed = comparisons.iter().filter(|c| !c.passed()).count();
-    let outcome = if failed == 0 {
-        Outcome::Pass
-    } else {
-        Outcome::Fail(format!(
-            "{failed} output(s) disagree with the CPU graph executor ({mode} validation)"
-        ))
-    };
-    Ok((outcome, details))
+    Ok(verdict(&comparisons, "the CPU graph executor", mode))
 }

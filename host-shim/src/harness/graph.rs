@@ -192,6 +192,15 @@ mod tests {
         GraphHarness::new(graph, &pre, 9).unwrap_or_else(|e| panic!("{e}"))
     }
 
+    /// The executor plays the engine too (both bundles), then coverage validation.
+    fn executor_as_engine(h: &mut GraphHarness) -> Vec<Comparison> {
+        h.run_reference().unwrap_or_else(|e| panic!("{e}"));
+        std::mem::swap(&mut h.reference, &mut h.engine);
+        h.run_reference().unwrap_or_else(|e| panic!("{e}"));
+        h.validate(ValidationMode::Coverage)
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
     fn message<T>(r: Result<T, HostError>) -> String {
         r.err().map(|e| e.to_string()).unwrap_or_default()
     }
@@ -252,12 +261,7 @@ mod tests {
     fn reference_against_itself_passes_and_a_corrupted_output_fails() {
         for index in [0, 2, 4] {
             let mut h = harness(index);
-            h.run_reference().unwrap_or_else(|e| panic!("{e}"));
-            std::mem::swap(&mut h.reference, &mut h.engine);
-            h.run_reference().unwrap_or_else(|e| panic!("{e}"));
-            let ok = h
-                .validate(ValidationMode::Coverage)
-                .unwrap_or_else(|e| panic!("{e}"));
+            let ok = executor_as_engine(&mut h);
             assert!(ok.iter().all(|c| c.passed() && c.compared > 0), "{ok:?}");
             if let Ok(t) = h.engine.writable(uid::Y) {
                 match t.host_data_mut() {
@@ -284,12 +288,7 @@ mod tests {
         // Q extents 3, 0, 5 with seq_len_q 2, 0, 5: one padding row (batch 0, row 2), 4 heads x 16.
         assert_eq!(coverage[&uid::Y].undefined.len(), 4 * 16);
         assert_eq!(coverage[&uid::Y].written.len(), (2 + 5) * 4 * 16);
-        h.run_reference().unwrap_or_else(|e| panic!("{e}"));
-        std::mem::swap(&mut h.reference, &mut h.engine);
-        h.run_reference().unwrap_or_else(|e| panic!("{e}"));
-        let ok = h
-            .validate(ValidationMode::Coverage)
-            .unwrap_or_else(|e| panic!("{e}"));
+        let ok = executor_as_engine(&mut h);
         assert!(ok.iter().all(|c| c.passed()), "{ok:?}");
     }
 }
