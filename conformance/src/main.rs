@@ -1,4 +1,4 @@
-//! `ragged-conformance`: runs the ABI, version-gating and numeric suites against plugin shared
+//! `ragged-conformance`: runs the ABI, version-gating, numeric and multi-node suites against plugin shared
 //! objects, prints a readable report, optionally writes JUnit XML, and exits nonzero on any
 //! failure.
 
@@ -7,16 +7,19 @@ use std::process::ExitCode;
 
 use clap::{Parser, ValueEnum};
 use hipdnn_shim::harness::ValidationMode;
-use hipdnn_shim::manager::PluginManager;
+use hipdnn_shim::manager::{LoadedPlugin, PluginManager};
 use ragged_conformance::report::{CaseResult, Outcome, Report};
 use ragged_conformance::suites::gating::{self, FixtureArtifacts};
-use ragged_conformance::suites::{abi, numeric};
+use ragged_conformance::suites::{abi, multi_node, numeric};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Suite {
     Abi,
     Gating,
     Numeric,
+    /// Multi-node graphs (SDPA → pointwise on virtual intermediates) against the CPU graph
+    /// executor; a plugin that declines them gets "declined" skips.
+    MultiNode,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -38,7 +41,7 @@ enum Validation {
 struct Args {
     /// Plugin shared objects to test.
     plugins: Vec<PathBuf>,
-    /// Suites to run (default: all three).
+    /// Suites to run (default: all).
     #[arg(long = "suite", value_enum)]
     suites: Vec<Suite>,
     /// cargo profile directory holding the fixture plugin builds.
@@ -73,10 +76,34 @@ fn failed_case(suite: &str, name: &str, why: String) -> CaseResult {
     }
 }
 
+/// Loads each plugin alone and runs `suite` on it; a plugin that does not load is a failed case.
+fn for_each_loaded(
+    plugins: &[PathBuf],
+    suite: &str,
+    report: &mut Report,
+    run: &dyn Fn(&LoadedPlugin) -> Report,
+) {
+    for plugin in plugins {
+        let mut manager = PluginManager::new();
+        manager.load_file(plugin);
+        match manager.plugins.first() {
+            Some(loaded) => report.extend(run(loaded)),
+            None => report.push(failed_case(
+                suite,
+                &format!("{}::load", plugin.display()),
+                manager
+                    .rejected
+                    .first()
+                    .map_or_else(|| "not loaded".to_owned(), |r| r.reason.clone()),
+            )),
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let args = Args::parse();
     let suites = if args.suites.is_empty() {
-        vec![Suite::Abi, Suite::Gating, Suite::Numeric]
+        vec![Suite::Abi, Suite::Gating, Suite::Numeric, Suite::MultiNode]
     } else {
         args.suites.clone()
     };
@@ -123,12 +150,13 @@ fn main() -> ExitCode {
             report.extend(gating::check_plugin(plugin));
         }
     }
+    let mode = match args.validation {
+        Validation::Coverage => ValidationMode::Coverage,
+        Validation::SentinelSkip => ValidationMode::SentinelSkip,
+    };
     if suites.contains(&Suite::Numeric) {
         let options = numeric::NumericOptions {
-            mode: match args.validation {
-                Validation::Coverage => ValidationMode::Coverage,
-                Validation::SentinelSkip => ValidationMode::SentinelSkip,
-            },
+            mode,
             seed: args.seed,
             host_engines: args.host_engines.clone(),
             device: None,
@@ -143,21 +171,14 @@ fn main() -> ExitCode {
                 }
             }
         }
-        for plugin in &args.plugins {
-            let mut manager = PluginManager::new();
-            manager.load_file(plugin);
-            match manager.plugins.first() {
-                Some(loaded) => report.extend(numeric::run(loaded, &options)),
-                None => report.push(failed_case(
-                    "numeric",
-                    &format!("{}::load", plugin.display()),
-                    manager
-                        .rejected
-                        .first()
-                        .map_or_else(|| "not loaded".to_owned(), |r| r.reason.clone()),
-                )),
-            }
-        }
+        for_each_loaded(&args.plugins, "numeric", &mut report, &|loaded| {
+            numeric::run(loaded, &options)
+        });
+    }
+    if suites.contains(&Suite::MultiNode) {
+        for_each_loaded(&args.plugins, "multi_node", &mut report, &|loaded| {
+            multi_node::run(loaded, &args.host_engines, mode, args.seed)
+        });
     }
 
     print!("{}", report.text());

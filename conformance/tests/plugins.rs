@@ -88,6 +88,24 @@ fn project_plugin_passes_gating_and_numeric_on_the_host_engine() {
     );
 }
 
+/// The host engine runs every multi-node case (SDPA → pointwise, pointwise-only, both ragged
+/// dims orders) and agrees with the CPU graph executor; no case may be a "declined" skip.
+#[test]
+fn project_plugin_runs_the_multi_node_suite_on_the_host_engine() {
+    let plugin = shared_object(PLUGIN_FILE, "cargo build -p ragged-plugin");
+    let (ok, out, _) = conformance("ci-plugin-multi-node", &["--suite", "multi-node"], &plugin);
+    assert!(ok, "{out}");
+    let passes = out
+        .lines()
+        .filter(|l| l.starts_with("PASS hipdnn_provider_ragged_sdpa::RAGGED_SDPA_HOST_REFERENCE::"))
+        .count();
+    assert_eq!(
+        passes,
+        hipdnn_shim::multi_node_graphs::cases().len(),
+        "every multi-node case must run on the host engine:\n{out}"
+    );
+}
+
 #[test]
 fn project_plugin_passes_the_abi_suite() {
     let plugin = shared_object(PLUGIN_FILE, "cargo build -p ragged-plugin");

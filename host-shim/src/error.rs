@@ -50,6 +50,9 @@ pub enum ShimError {
     #[error("{0}")]
     Usage(&'static str),
 
+    #[error("shape override: {0}")]
+    Override(String),
+
     #[error(transparent)]
     Host(#[from] hipdnn_shim::HostError),
 

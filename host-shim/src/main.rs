@@ -10,6 +10,7 @@ mod inputs;
 mod integration_bundle;
 mod npy;
 mod oracle;
+mod shape_overrides;
 mod verify;
 
 use std::path::PathBuf;
@@ -48,6 +49,12 @@ enum Validation {
 #[derive(Debug, clap::Args)]
 struct GraphArgs {
     /// Graph file: hipDNN JSON or FlatBuffers (bare Graph or HDGP).
+    ///
+    /// A ragged Q/K/V/O may be [B, S, H, D] or [B, H, S, D] over BSHD memory: its sequence axis
+    /// is the middle axis with the larger stride. Strides cannot tell S from H when they tie
+    /// (H = 1: the larger dim is taken as S) and a BHSD-packed [B, H, 1, D] (S_max = 1) is read
+    /// as one head of H tokens; a dense LSE matching both orders (H = S_max) is taken as
+    /// [B, H, S, 1]. See README "How the shim tells S from H".
     graph: PathBuf,
     /// Engine name or 0x-hex id (default: the first applicable engine that takes host buffers).
     #[arg(long)]
@@ -73,6 +80,30 @@ struct GraphArgs {
     /// outputs copied back).
     #[arg(long)]
     cuda: bool,
+    #[command(flatten)]
+    overrides: OverrideFlags,
+}
+
+/// One execute through ExecuteOpGraphWithOverrides (RFC 0008, plugin-abi.md §4): the plan is
+/// compiled for the graph file (which must set is_override_shape_enabled), the call carries the
+/// dims and strides of every tensor these flags change, and the inputs, outputs, companion
+/// offsets and --verify all describe the overridden shapes (so the companion file gives B + 1
+/// offsets for the new B). Host engines only.
+#[derive(Debug, Clone, Default, clap::Args)]
+struct OverrideFlags {
+    /// New batch size B of a single-SDPA graph (every batch axis; offset auxes get B + 1).
+    #[arg(long, value_name = "B")]
+    override_batch: Option<i64>,
+    /// New S_max of Q, O and LSE (strides repacked in each tensor's own memory order).
+    #[arg(long, value_name = "S")]
+    override_seq_q: Option<i64>,
+    /// New S_max of K and V.
+    #[arg(long, value_name = "S")]
+    override_seq_kv: Option<i64>,
+    /// Exact shape of one tensor, applied after the flags above (repeatable):
+    /// UID:D0,D1,..[:S0,S1,..], strides packed row-major when omitted.
+    #[arg(long, value_name = "UID:DIMS[:STRIDES]")]
+    override_shape: Vec<String>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -85,7 +116,8 @@ enum Command {
         /// Graph file: hipDNN JSON or FlatBuffers.
         graph: PathBuf,
     },
-    /// Execute a graph on one engine and write its outputs as .npy.
+    /// Execute a graph (one SDPA node, or a multi-node graph of SDPA and pointwise nodes on a host
+    /// engine) on one engine and write its outputs as .npy.
     Run {
         #[command(flatten)]
         graph: GraphArgs,
@@ -93,15 +125,19 @@ enum Command {
         #[arg(long)]
         out: Option<PathBuf>,
         /// Compare with a float64 evaluation of the SDPA formula (independent of every engine);
-        /// print max abs/rel error; exit 1 on mismatch.
+        /// print max abs/rel error; exit 1 on mismatch. A multi-node graph (SDPA and pointwise
+        /// nodes, virtual intermediates) is walked node by node in the same float64 oracle, each
+        /// node's values rounded into its output's declared type; it shares no code with the
+        /// kernels' CPU reference or graph executor.
         #[arg(long)]
         verify: bool,
         #[arg(long, value_enum, default_value = "coverage")]
         validation: Validation,
     },
     /// Run every case of an upstream integration-test bundle tree (single-graph bundles and
-    /// graph.template.json + sweep.json sweeps) on a host engine against the float64 oracle: one
-    /// line per case, then "N passed, M failed, K declined"; exit 1 if any failed.
+    /// graph.template.json + sweep.json sweeps) on a host engine (with --cuda: the CUDA engine)
+    /// against the float64 oracle: one line per case, then "N passed, M failed, K declined";
+    /// exit 1 if any failed.
     Bundle {
         /// Root of the bundle tree.
         dir: PathBuf,
@@ -111,6 +147,11 @@ enum Command {
         /// Engine names that accept host buffers (repeatable).
         #[arg(long = "host-engine", default_values_t = ["RAGGED_SDPA_HOST_REFERENCE".to_string()])]
         host_engines: Vec<String>,
+        /// Run engines that are not --host-engine on CUDA device 0 with device buffers (inputs
+        /// copied in, outputs copied back), as run --cuda. Without a usable CUDA device nothing
+        /// runs: "skipped: --cuda: REASON" is printed and the exit status is 77.
+        #[arg(long)]
+        cuda: bool,
     },
     /// Median execute time of an engine over N runs.
     Bench {
@@ -135,6 +176,12 @@ fn graph_run(args: GraphArgs, plugin_dir: Option<PathBuf>) -> GraphRun {
         seed: args.seed,
         host_engines: args.host_engines,
         cuda: args.cuda,
+        overrides: shape_overrides::OverrideArgs {
+            batch: args.overrides.override_batch,
+            seq_q: args.overrides.override_seq_q,
+            seq_kv: args.overrides.override_seq_kv,
+            shapes: args.overrides.override_shape,
+        },
     }
 }
 
@@ -153,16 +200,21 @@ fn main() -> ExitCode {
             dir,
             engine,
             host_engines,
+            cuda,
         } => {
             let run = commands::bundle::BundleRun {
                 dir,
                 plugin_dir: cli.plugin_dir,
                 engine,
                 host_engines,
+                cuda,
             };
             return match commands::bundle::run(&run) {
-                Ok(true) => ExitCode::SUCCESS,
-                Ok(false) => ExitCode::FAILURE,
+                Ok(commands::bundle::Verdict::Passed) => ExitCode::SUCCESS,
+                Ok(commands::bundle::Verdict::Failed) => ExitCode::FAILURE,
+                Ok(commands::bundle::Verdict::Skipped(_)) => {
+                    ExitCode::from(commands::bundle::SKIPPED_EXIT)
+                }
                 Err(e) => {
                     eprintln!("hipdnn-shim: {e}");
                     ExitCode::FAILURE

@@ -5,7 +5,7 @@
 //! same sentinel as the engine's; the harness then compares the two bundles output by output with
 //! the tolerances of ragged-sdpa.md §8, the written/unwritten split and the exact-zero rows.
 
-use hipdnn_shim::harness::{Comparison, Harness, ValidationMode};
+use hipdnn_shim::harness::{Comparison, GraphHarness, Harness, ValidationMode};
 
 use crate::error::ShimError;
 use crate::oracle;
@@ -16,6 +16,16 @@ pub fn against_oracle(
 ) -> Result<Vec<Comparison>, ShimError> {
     let writes = oracle::evaluate(&harness.graph, &harness.reference).map_err(ShimError::Oracle)?;
     oracle::store(&mut harness.reference, &writes).map_err(ShimError::Oracle)?;
+    Ok(harness.validate(mode)?)
+}
+
+/// The same for a multi-node graph: the oracle walks every node, storing each node's values
+/// (intermediates included) into the reference bundle, then every output is compared.
+pub fn against_graph_oracle(
+    harness: &mut GraphHarness,
+    mode: ValidationMode,
+) -> Result<Vec<Comparison>, ShimError> {
+    oracle::evaluate_graph(&harness.graph, &mut harness.reference).map_err(ShimError::Oracle)?;
     Ok(harness.validate(mode)?)
 }
 
@@ -131,5 +141,30 @@ mod tests {
             error.as_deref(),
             Some("float64 oracle: ALiBi or dropout is set; the oracle does not model it")
         );
+    }
+
+    /// A multi-node graph's engine outputs (the CPU graph executor's, copied over) pass the
+    /// graph oracle; one wrong element of the final output fails it.
+    #[test]
+    fn the_graph_oracle_passes_a_correct_run_and_catches_one_wrong_element() {
+        use hipdnn_shim::multi_node_graphs::{cases, uid as mn};
+        let case = cases().remove(1); // SDPA -> scale -> add, bf16
+        let graph = case.graph().unwrap_or_else(|e| panic!("{e}"));
+        let pre = case.pre_supplied().unwrap_or_else(|e| panic!("{e}"));
+        let mut h = GraphHarness::new(graph, &pre, 5).unwrap_or_else(|e| panic!("{e}"));
+        h.run_reference().unwrap_or_else(|e| panic!("{e}"));
+        std::mem::swap(&mut h.reference, &mut h.engine);
+        let ok = against_graph_oracle(&mut h, ValidationMode::Coverage)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(ok.iter().all(|c| c.passed() && c.compared > 0), "{ok:?}");
+        if let Ok(t) = h.engine.writable(mn::Y)
+            && let HostDataMut::BF16(s) = t.host_data_mut()
+        {
+            s[3] = half::bf16::from_f32(s[3].to_f32() + 0.25);
+        }
+        let bad = against_graph_oracle(&mut h, ValidationMode::Coverage)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let failures: Vec<(i64, usize)> = bad.iter().map(|c| (c.uid, c.failure_count)).collect();
+        assert_eq!(failures, vec![(uid::STATS, 0), (mn::Y, 1)]);
     }
 }

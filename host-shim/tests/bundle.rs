@@ -3,43 +3,16 @@
 //! outcomes its expectations.json records; and the command's own behaviour on bundles written
 //! here (loading failures, declines, sweeps, the closing line, the exit status).
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
-fn profile_dir() -> PathBuf {
-    let exe = std::env::current_exe().unwrap_or_else(|e| panic!("current_exe: {e}"));
-    exe.parent()
-        .and_then(Path::parent)
-        .map(PathBuf::from)
-        .unwrap_or_else(|| panic!("{} has no grandparent", exe.display()))
-}
-
-/// The newest build of the project plugin in the profile directory or its `deps/`.
-fn plugin() -> PathBuf {
-    let file = "libhipdnn_provider_ragged_sdpa.so";
-    let dir = profile_dir();
-    [dir.join("deps").join(file), dir.join(file)]
-        .into_iter()
-        .filter_map(|p| Some((std::fs::metadata(&p).ok()?.modified().ok()?, p)))
-        .max_by_key(|(t, _)| *t)
-        .map(|(_, p)| p)
-        .unwrap_or_else(|| panic!("{file} not built; run `cargo build -p ragged-plugin`"))
-}
+use common::{plugin, scratch, shim};
 
 fn bundle(dir: &Path) -> (Output, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_hipdnn-shim"))
-        .arg("bundle")
-        .arg(dir)
-        .env("HIPDNN_PLUGIN_DIR", plugin())
-        .env("HIPDNN_RAGGED_SDPA_HOST_ENGINE", "1")
-        .env_remove("HIPDNN_LOG_LEVEL")
-        .env_remove("HIPDNN_LOG_FILE")
-        .output()
-        .unwrap_or_else(|e| panic!("running hipdnn-shim: {e}"));
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    (out, stdout, stderr)
+    shim(&["bundle", &dir.to_string_lossy()], &plugin())
 }
 
 /// Case name → (outcome word, rest of the line), from the per-case lines.
@@ -117,14 +90,6 @@ fn the_corpus_runs_with_the_recorded_outcomes() {
     );
     assert!(out.status.success(), "{stdout}\n{stderr}");
     assert!(passes >= 19, "the corpus shrank: {passes} passing cases");
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let dir =
-        std::env::temp_dir().join(format!("hipdnn-shim-bundle-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
-    dir
 }
 
 fn write(path: &Path, text: &str) {
@@ -239,4 +204,26 @@ fn a_graph_the_plugin_declines_shows_the_plugins_reason_and_exits_zero() {
         "{stdout}"
     );
     assert!(out.status.success());
+}
+
+/// `bundle --cuda`: on a machine without a usable CUDA device nothing runs and the reason is
+/// printed with exit status 77 (never a silent pass); with one, the corpus runs on the device
+/// with no failure.
+#[test]
+fn bundle_on_cuda_runs_on_the_device_or_skips_with_the_reason() {
+    let (out, stdout, stderr) = shim(
+        &["bundle", &corpus().to_string_lossy(), "--cuda"],
+        &plugin(),
+    );
+    match out.status.code() {
+        Some(77) => {
+            assert!(stdout.starts_with("skipped: --cuda: "), "{stdout}");
+            assert!(!stdout.contains(" passed ("), "{stdout}");
+            eprintln!("{}", stdout.trim());
+        }
+        status => {
+            assert_eq!(status, Some(0), "{stdout}\n{stderr}");
+            assert!(stdout.contains(" 0 failed, "), "{stdout}");
+        }
+    }
 }

@@ -1,49 +1,17 @@
 //! `hipdnn-shim` end to end, against the golden wire files (an oracle computed outside this
 //! repository), the project plugin and staged copies of the fixture plugin.
 
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+
+use common::{plugin, scratch, shared_object, shim, shim_with_env};
 
 /// A copy of shared/testdata/wire (see golden/README.md).
 const GOLDEN: &str = "tests/golden";
 
 fn golden(rel: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(GOLDEN).join(rel)
-}
-
-fn profile_dir() -> PathBuf {
-    let exe = std::env::current_exe().unwrap_or_else(|e| panic!("current_exe: {e}"));
-    exe.parent()
-        .and_then(Path::parent)
-        .map(PathBuf::from)
-        .unwrap_or_else(|| panic!("{} has no grandparent", exe.display()))
-}
-
-/// The newest build of `file` in the profile directory or its `deps/`.
-fn shared_object(file: &str, build: &str) -> PathBuf {
-    let dir = profile_dir();
-    [dir.join("deps").join(file), dir.join(file)]
-        .into_iter()
-        .filter_map(|p| Some((std::fs::metadata(&p).ok()?.modified().ok()?, p)))
-        .max_by_key(|(t, _)| *t)
-        .map(|(_, p)| p)
-        .unwrap_or_else(|| {
-            panic!("{file} not built; run `{build}` (cargo test --workspace builds it)")
-        })
-}
-
-fn plugin() -> PathBuf {
-    shared_object(
-        "libhipdnn_provider_ragged_sdpa.so",
-        "cargo build -p ragged-plugin",
-    )
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("hipdnn-shim-test-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
-    dir
 }
 
 /// A copy of the fixture plugin declaring `version`, alone in its own directory.
@@ -60,29 +28,6 @@ fn fixture_dir(name: &str, versions: &[(&str, &str)]) -> PathBuf {
             .unwrap_or_else(|e| panic!("{e}"));
     }
     dir
-}
-
-fn shim(args: &[&str], plugin_dir: &Path) -> (Output, String, String) {
-    shim_with_env(args, plugin_dir, &[])
-}
-
-fn shim_with_env(
-    args: &[&str],
-    plugin_dir: &Path,
-    env: &[(&str, &Path)],
-) -> (Output, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_hipdnn-shim"))
-        .args(args)
-        .env("HIPDNN_PLUGIN_DIR", plugin_dir)
-        .env("HIPDNN_RAGGED_SDPA_HOST_ENGINE", "1")
-        .env_remove("HIPDNN_LOG_LEVEL")
-        .env_remove("HIPDNN_LOG_FILE")
-        .envs(env.iter().copied())
-        .output()
-        .unwrap_or_else(|e| panic!("running hipdnn-shim: {e}"));
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    (out, stdout, stderr)
 }
 
 fn read_npy_bytes(path: &Path) -> (String, Vec<u8>) {
@@ -298,25 +243,107 @@ fn missing_offsets_fail_the_strict_check_naming_the_uid() {
     );
 }
 
+/// `run examples/FILE --verify --out DIR` with the project plugin: (stdout, DIR).
+fn run_example(file: &str) -> (String, PathBuf) {
+    let example = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../examples")
+        .join(file);
+    let out_dir = scratch(file);
+    let (example, out) = (example.to_string_lossy(), out_dir.to_string_lossy());
+    let (status, stdout, stderr) = shim(&["run", &example, "--verify", "--out", &out], &plugin());
+    assert!(status.status.success(), "{stdout}\n{stderr}");
+    (stdout, out_dir)
+}
+
 #[test]
 fn the_example_graph_runs_with_its_companion_file_and_verifies() {
-    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/ragged_sdpa_bf16.json");
-    let out_dir = scratch("example");
-    let (out, stdout, stderr) = shim(
-        &[
-            "run",
-            &example.to_string_lossy(),
-            "--verify",
-            "--out",
-            &out_dir.to_string_lossy(),
-        ],
-        &plugin(),
-    );
-    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let (stdout, _) = run_example("ragged_sdpa_bf16.json");
     // Batch 1 has no query rows and batch 0 only 3 of 9: 144 of 288 LSE positions stay unwritten.
     assert!(
         stdout.contains("over 144 written positions; 144 unwritten positions intact"),
         "{stdout}"
+    );
+}
+
+/// The multi-node example (SDPA → residual add, O virtual) through the host engine, every output
+/// checked against the float64 oracle walked over both nodes.
+#[test]
+fn the_multi_node_example_runs_and_verifies_against_the_graph_oracle() {
+    let (stdout, out_dir) = run_example("sdpa_residual_add_bf16.json");
+    // Y: Q rows 4 + 0 + 6, 4 heads, D 32, every element written (no seq_lens).
+    assert!(
+        stdout.contains("uid 21 'y'") && stdout.contains("over 1280 written positions"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("uid 9 'stats'") && stdout.ends_with("PASS\n"),
+        "{stdout}"
+    );
+    assert!(out_dir.join("21.npy").is_file() && !out_dir.join("4.npy").exists());
+}
+
+/// One compiled plan (the example graph, override-enabled) executed through
+/// ExecuteOpGraphWithOverrides for a new B = 3 and new S_max values, with the companion offsets
+/// of the new shapes; the outputs verify against the float64 oracle. Without the graph flag the
+/// backend's rule refuses the call before the plugin sees it.
+#[test]
+fn run_executes_with_shape_overrides_and_verifies() {
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/ragged_sdpa_bf16.json");
+    let dir = scratch("overrides");
+    let text = std::fs::read_to_string(&example).unwrap_or_else(|e| panic!("{e}"));
+    let mut graph: serde_json::Value =
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}"));
+    graph["is_override_shape_enabled"] = serde_json::Value::Bool(true);
+    let enabled = dir.join("enabled.json");
+    std::fs::write(&enabled, graph.to_string()).unwrap_or_else(|e| panic!("{e}"));
+    // Q rows 3, 6, 2 (512 elements each); K/V rows 5, 12, 4 (128 each), 5, 7, 4 valid.
+    let offsets = dir.join("new_shapes.offsets.json");
+    std::fs::write(
+        &offsets,
+        r#"{"ragged_offsets": {"ragged_offset_q": [0, 1536, 4608, 5632],
+                               "ragged_offset_kv": [0, 640, 2176, 2688]},
+            "seq_lens": {"seq_len_kv": [5, 7, 4]}}"#,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let run = |graph: &Path| {
+        let (graph, offsets) = (graph.to_string_lossy(), offsets.to_string_lossy());
+        let out = dir.join("out");
+        shim(
+            &[
+                "run",
+                &graph,
+                "--verify",
+                "--offsets",
+                &offsets,
+                "--out",
+                &out.to_string_lossy(),
+                "--override-batch",
+                "3",
+                "--override-seq-q",
+                "6",
+                "--override-seq-kv",
+                "12",
+            ],
+            &plugin(),
+        )
+    };
+    let (out, stdout, stderr) = run(&enabled);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("executed through ExecuteOpGraphWithOverrides: 8 override(s)"),
+        "{stderr}"
+    );
+    // O of the new shapes: 11 query rows x 8 heads x 64, all written.
+    assert!(
+        stdout.contains("over 5632 written positions") && stdout.ends_with("PASS\n"),
+        "{stdout}"
+    );
+
+    let (out, _, stderr) = run(&example);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("shape overrides given for a graph that is not override-enabled"),
+        "{stderr}"
     );
 }
 

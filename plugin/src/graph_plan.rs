@@ -281,3 +281,226 @@ fn pointwise_node(node: &str, p: &PointwiseAttributes) -> Result<PointwiseNode, 
         }),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ragged_schema::{DataType, Node, PointwiseMode, SdpaBackwardAttributes, TensorValue};
+
+    fn dense(uid: i64) -> TensorAttributes {
+        TensorAttributes::new()
+            .set_uid(uid)
+            .set_name(format!("t{uid}"))
+            .set_data_type(DataType::Float)
+            .set_dims(vec![2, 3, 1, 4])
+            .set_strides(vec![12, 4, 4, 1])
+    }
+
+    /// `y = x + r`, then `z = exp(y)`: every tensor dense f32.
+    fn chain() -> Graph {
+        let (x, r, y, z) = (dense(1), dense(2), dense(3).set_is_virtual(true), dense(4));
+        let add = PointwiseAttributes::binary(PointwiseMode::ADD, &x, &r, &y);
+        let exp = PointwiseAttributes::unary(PointwiseMode::EXP, &y, &z);
+        Graph::new("chain")
+            .add_tensor(x)
+            .add_tensor(r)
+            .add_tensor(y)
+            .add_tensor(z)
+            .add_node(Node::pointwise("add", add))
+            .add_node(Node::pointwise("exp", exp))
+    }
+
+    fn declined(graph: &Graph) -> String {
+        match build(graph) {
+            Ok(plan) => panic!("expected a decline, planned {plan:?}"),
+            Err(d) => d.to_string(),
+        }
+    }
+
+    fn pointwise_mut(graph: &mut Graph, index: usize) -> &mut PointwiseAttributes {
+        match &mut graph.nodes[index].attributes {
+            NodeAttributes::Pointwise(p) => p,
+            other => panic!("node {index} is {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_valid_chain_plans_and_binds_only_real_tensors() {
+        let graph = chain();
+        assert!(is_graph_path(&graph));
+        let plan = build(&graph).unwrap_or_else(|d| panic!("{d}"));
+        let bound: Vec<i64> = plan.bound_tensors().map(|t| t.uid).collect();
+        assert_eq!(bound, vec![1, 2, 4]);
+        assert!(plan.is_output(4) && plan.is_output(3) && !plan.is_output(1));
+    }
+
+    #[test]
+    fn a_single_sdpa_node_is_not_the_graph_path() {
+        let sdpa = SdpaAttributes::new(1, 2, 3, 4);
+        let graph = Graph::new("one").add_node(Node::sdpa("sdpa", sdpa));
+        assert!(!is_graph_path(&graph));
+    }
+
+    #[test]
+    fn node_members_the_executor_does_not_run_are_declined_by_name() {
+        let mut graph = chain();
+        graph.nodes[1].attributes = NodeAttributes::unsupported(5);
+        let m = declined(&graph);
+        assert!(m.starts_with("node \"exp\" attributes = "), "{m}");
+        assert!(m.ends_with(&format!("need {NEED_NODE}")), "{m}");
+
+        graph.nodes[1].attributes =
+            NodeAttributes::SdpaBackward(SdpaBackwardAttributes::new(1, 2, 3, 4, 5, 6, 7, 8, 9));
+        assert!(
+            declined(&graph).contains("SdpaBackwardAttributes (union tag 15)"),
+            "{}",
+            declined(&graph)
+        );
+        graph.nodes[1].attributes = NodeAttributes::None;
+        assert!(declined(&graph).contains("none (union tag NONE)"));
+    }
+
+    #[test]
+    fn pointwise_modes_and_arity_are_checked() {
+        let mut graph = chain();
+        pointwise_mut(&mut graph, 1).operation = PointwiseMode(47);
+        assert_eq!(
+            declined(&graph),
+            "node \"exp\" operation = TANH_FWD, need IDENTITY, EXP, RELU_FWD, ADD, SUB, MUL, DIV, MAX_OP or MIN_OP"
+        );
+        pointwise_mut(&mut graph, 1).operation = PointwiseMode(100);
+        assert!(
+            declined(&graph).starts_with("node \"exp\" operation = <unknown PointwiseMode 100>")
+        );
+
+        let mut graph = chain();
+        pointwise_mut(&mut graph, 0).in_1_tensor_uid = None;
+        assert_eq!(
+            declined(&graph),
+            "node \"add\" in_1_tensor_uid = unset, need set: ADD takes two inputs"
+        );
+        let mut graph = chain();
+        pointwise_mut(&mut graph, 1).in_1_tensor_uid = Some(2);
+        assert_eq!(
+            declined(&graph),
+            "tensor uid 2: node \"exp\" in_1_tensor_uid = 2, need unset: EXP takes one input"
+        );
+        let mut graph = chain();
+        pointwise_mut(&mut graph, 0).in_2_tensor_uid = Some(2);
+        assert_eq!(
+            declined(&graph),
+            "tensor uid 2: node \"add\" in_2_tensor_uid = 2, need unset for ADD"
+        );
+    }
+
+    #[test]
+    fn relu_clips_reach_the_plan() {
+        let mut graph = chain();
+        let p = pointwise_mut(&mut graph, 1);
+        p.operation = PointwiseMode::RELU_FWD;
+        p.relu_lower_clip = Some(-1.0);
+        p.relu_upper_clip = Some(6.0);
+        p.relu_lower_clip_slope = Some(0.1);
+        let plan = build(&graph).unwrap_or_else(|d| panic!("{d}"));
+        assert!(matches!(
+            &plan.exec.nodes[1].op,
+            NodeOp::Pointwise(PointwiseNode {
+                op: PointwiseOp::Relu { lower, upper: Some(upper), slope },
+                ..
+            }) if *lower == -1.0 && *upper == 6.0 && *slope == 0.1
+        ));
+    }
+
+    #[test]
+    fn tensors_the_executor_cannot_hold_are_declined_naming_uid_and_field() {
+        let edit = |f: &dyn Fn(&mut TensorAttributes)| {
+            let mut graph = chain();
+            for t in graph.tensors.iter_mut().filter(|t| t.uid == 2) {
+                f(t);
+            }
+            declined(&graph)
+        };
+        assert!(
+            edit(&|t| t.data_type = DataType::Int8)
+                .starts_with("tensor uid 2: data_type = Int8, need FLOAT"),
+        );
+        assert_eq!(
+            edit(&|t| t.is_runtime_pass_by_value = true),
+            "tensor uid 2: is_runtime_pass_by_value = true, need false: a multi-node graph reads no runtime scalar"
+        );
+        assert!(
+            edit(&|t| t.strides.pop().map_or((), drop)).starts_with(
+                "tensor uid 2: strides = [12, 4, 4], need one stride per dim (4 dims)"
+            ),
+        );
+        assert_eq!(
+            edit(&|t| {
+                t.ragged_offset_tensor_uid = Some(9);
+                t.dims = vec![2, 12];
+                t.strides = vec![12, 1];
+            }),
+            "tensor uid 2: dims = [2, 12], need 4 entries for a ragged tensor"
+        );
+        assert_eq!(
+            edit(&|t| {
+                t.ragged_offset_tensor_uid = Some(9);
+                t.ragged_offset_multiplier = 0;
+            }),
+            "tensor uid 2: ragged_offset_multiplier = 0, need at least 1"
+        );
+        assert!(
+            edit(&|t| t.value = Some(TensorValue::Float8(7))).starts_with("tensor uid 2: value = "),
+        );
+    }
+
+    #[test]
+    fn an_sdpa_node_in_a_graph_needs_a_baked_scale_and_its_declared_outputs() {
+        let mut sdpa = SdpaAttributes::new(1, 2, 5, 3);
+        sdpa.scale_tensor_uid = Some(6);
+        let scale = TensorAttributes::new()
+            .set_uid(6)
+            .set_name("scale")
+            .set_data_type(DataType::Float)
+            .set_dims(vec![1, 1, 1, 1])
+            .set_strides(vec![1, 1, 1, 1]);
+        let mut graph = chain().add_tensor(dense(5)).add_tensor(scale);
+        graph.nodes.insert(0, Node::sdpa("sdpa", sdpa.clone()));
+        assert_eq!(
+            declined(&graph),
+            "tensor uid 6: scale_tensor_uid value = unset, need a value baked into the graph: a multi-node graph reads no scale from memory"
+        );
+        for t in graph.tensors.iter_mut().filter(|t| t.uid == 6) {
+            t.value = Some(TensorValue::Float32(0.5));
+        }
+        let plan = build(&graph).unwrap_or_else(|d| panic!("{d}"));
+        assert!(matches!(&plan.exec.nodes[0].op, NodeOp::Sdpa(s) if s.params.scale == 0.5));
+
+        sdpa.scale_tensor_uid = Some(66);
+        graph.nodes[0] = Node::sdpa("sdpa", sdpa.clone());
+        assert_eq!(
+            declined(&graph),
+            "tensor uid 66: scale_tensor_uid = a uid not in the graph, need a tensor of the graph"
+        );
+        sdpa.scale_tensor_uid = None;
+        sdpa.generate_stats = Some(true);
+        graph.nodes[0] = Node::sdpa("sdpa", sdpa.clone());
+        assert_eq!(
+            declined(&graph),
+            "generate_stats = true, need stats_tensor_uid set"
+        );
+        sdpa.generate_stats = None;
+        sdpa.padding_mask = true;
+        graph.nodes[0] = Node::sdpa("sdpa", sdpa.clone());
+        assert!(
+            declined(&graph).starts_with("padding_mask = true, need both seq_len_q_tensor_uid")
+        );
+        sdpa.padding_mask = false;
+        sdpa.dropout_mask_tensor_uid = Some(2);
+        graph.nodes[0] = Node::sdpa("sdpa", sdpa);
+        assert!(
+            declined(&graph).starts_with("tensor uid 2: dropout_mask_tensor_uid = 2"),
+            "{}",
+            declined(&graph)
+        );
+    }
+}

@@ -1,5 +1,7 @@
-//! The three conformance suites; each returns a [`crate::report::Report`].
+//! The conformance suites; each returns a [`crate::report::Report`].
 
 pub mod abi;
+pub mod engine_cases;
 pub mod gating;
+pub mod multi_node;
 pub mod numeric;

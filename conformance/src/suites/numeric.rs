@@ -1,11 +1,10 @@
 //! Suite (c): numeric agreement of every engine of a plugin with the CPU reference over a fixed
 //! list of ragged cases (ragged-sdpa.md §9 item 5 names the shapes that break kernels).
 
-use std::time::Instant;
-
 use ragged_schema::model::DataType;
 
-use crate::report::{CaseResult, Outcome, Report};
+use super::engine_cases::{run_cases, verdict};
+use crate::report::{Outcome, Report};
 use hipdnn_shim::HostError;
 use hipdnn_shim::case_inputs::pre_supplied;
 use hipdnn_shim::graphs::{Mask, RaggedSdpaSpec};
@@ -96,50 +95,28 @@ impl Default for NumericOptions {
 
 /// Runs every case on every admitted engine of `plugin`.
 pub fn run(plugin: &LoadedPlugin, options: &NumericOptions) -> Report {
-    let mut report = Report::default();
-    let handle = match plugin.plugin.create_handle() {
-        Ok(h) => h,
-        Err(e) => {
-            report.push(CaseResult {
-                suite: "numeric".into(),
-                name: format!("{}::create_handle", plugin.name),
-                outcome: Outcome::Fail(e.to_string()),
-                details: vec![],
-                duration: Default::default(),
-            });
-            return report;
-        }
-    };
-    for engine in plugin.admitted_engines() {
-        for spec in cases() {
-            let start = Instant::now();
-            let name = format!("{}::{}::{}", plugin.name, engine.name, spec.name);
+    let cases = cases();
+    run_cases(
+        plugin,
+        "numeric",
+        &cases,
+        |s| s.name.as_str(),
+        |handle, engine, spec| {
             let on_host = options.host_engines.contains(&engine.name);
-            let (outcome, details) = if !on_host && options.device.is_none() {
-                (
+            if !on_host && options.device.is_none() {
+                return (
                     Outcome::Skip(format!(
                         "engine {} is not a --host-engine and no --device was given",
                         engine.name
                     )),
                     vec![],
-                )
-            } else {
-                let device = if on_host { None } else { options.device };
-                match run_case(&handle, engine.id, &spec, options, device) {
-                    Ok(result) => result,
-                    Err(e) => (Outcome::Fail(e.to_string()), vec![]),
-                }
-            };
-            report.push(CaseResult {
-                suite: "numeric".into(),
-                name,
-                outcome,
-                details,
-                duration: start.elapsed(),
-            });
-        }
-    }
-    report
+                );
+            }
+            let device = if on_host { None } else { options.device };
+            run_case(handle, engine.id, spec, options, device)
+                .unwrap_or_else(|e| (Outcome::Fail(e.to_string()), vec![]))
+        },
+    )
 }
 
 fn run_case(
@@ -182,22 +159,7 @@ fn run_case(
         None => harness.run_engine(handle, engine_id)?,
     }
     let comparisons = harness.validate(options.mode)?;
-    let details: Vec<String> = comparisons
-        .iter()
-        .flat_map(|c| {
-            std::iter::once(c.to_string()).chain(c.failures.iter().map(|f| format!("  {f}")))
-        })
-        .collect();
-    let failed = comparisons.iter().filter(|c| !c.passed()).count();
-    let outcome = if failed == 0 {
-        Outcome::Pass
-    } else {
-        Outcome::Fail(format!(
-            "{failed} output(s) disagree with the CPU reference ({} validation)",
-            options.mode
-        ))
-    };
-    Ok((outcome, details))
+    Ok(verdict(&comparisons, "the CPU reference", options.mode))
 }
 
 #[cfg(test)]

@@ -16,6 +16,11 @@ pub fn run(args: &GraphRun, runs: usize, warmup: usize) -> Result<(), ShimError>
             "bench times engines on host buffers only; --cuda applies to run",
         ));
     }
+    if !args.overrides.is_empty() {
+        return Err(ShimError::Usage(
+            "bench times ExecuteOpGraph; --override-* applies to run",
+        ));
+    }
     let mut p = prepare(args)?;
     let plugin = &p.manager.plugins[p.candidate.plugin_index];
     let handle = plugin.plugin.create_handle()?;

@@ -8,13 +8,17 @@
 //! - `failed NAME: REASON`: the case could not be loaded (files, placeholders, metadata, pinned
 //!   inputs), the engine failed, or its outputs disagree with the oracle.
 //!
-//! Exits nonzero when any case failed.
+//! Exits nonzero when any case failed. With `--cuda`, engines that are not host engines run on
+//! CUDA device 0 with device buffers (inputs copied in, outputs copied back, as `run --cuda`);
+//! without a usable CUDA device nothing runs: the command prints `skipped: --cuda: REASON` and
+//! exits with status [`SKIPPED_EXIT`], so a script never mistakes it for a pass.
 
 use std::path::PathBuf;
 
 use hipdnn_shim::harness::{Harness, ValidationMode};
 use hipdnn_shim::log::{Log, Source};
 use hipdnn_shim::manager::PluginManager;
+use ragged_kernels::runtime::cuda::runtime::CudaRuntime;
 use ragged_schema::SchemaError;
 use ragged_schema::model::Graph;
 
@@ -39,9 +43,32 @@ pub struct BundleRun {
     pub plugin_dir: Option<PathBuf>,
     pub engine: Option<String>,
     pub host_engines: Vec<String>,
+    pub cuda: bool,
 }
 
-pub fn run(args: &BundleRun) -> Result<bool, ShimError> {
+/// The exit status of `bundle --cuda` without a usable CUDA device (automake's "skipped").
+pub const SKIPPED_EXIT: u8 = 77;
+
+/// How a bundle run ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Verdict {
+    /// No case failed.
+    Passed,
+    Failed,
+    /// Nothing ran, for this reason.
+    Skipped(String),
+}
+
+pub fn run(args: &BundleRun) -> Result<Verdict, ShimError> {
+    let device = match args.cuda.then(hipdnn_shim::harness::cuda_device) {
+        Some(Err(e)) => {
+            let reason = format!("--cuda: {e}");
+            println!("skipped: {reason}");
+            return Ok(Verdict::Skipped(reason));
+        }
+        Some(Ok(d)) => Some(d),
+        None => None,
+    };
     let cases = integration_bundle::discover(&args.dir).map_err(|message| ShimError::Bundle {
         path: args.dir.clone(),
         message,
@@ -55,7 +82,7 @@ pub fn run(args: &BundleRun) -> Result<bool, ShimError> {
                 for w in &loaded.warnings {
                     eprintln!("{}: {w}", case.name);
                 }
-                run_case(args, &mut manager, loaded)
+                run_case(args, device, &mut manager, loaded)
             }
             Err(e) => Outcome::Failed(e.clone()),
         };
@@ -75,7 +102,11 @@ pub fn run(args: &BundleRun) -> Result<bool, ShimError> {
         }
     }
     println!("{passed} passed, {failed} failed, {declined} declined");
-    Ok(failed == 0)
+    Ok(if failed == 0 {
+        Verdict::Passed
+    } else {
+        Verdict::Failed
+    })
 }
 
 /// The plugins' decline lines logged since the last call, joined.
@@ -95,7 +126,12 @@ fn decline_reasons(log: &mut Log) -> String {
     }
 }
 
-fn run_case(args: &BundleRun, manager: &mut PluginManager, loaded: &Loaded) -> Outcome {
+fn run_case(
+    args: &BundleRun,
+    device: Option<&CudaRuntime>,
+    manager: &mut PluginManager,
+    loaded: &Loaded,
+) -> Outcome {
     let graph = match Graph::from_json_value(&loaded.graph) {
         Ok(g) => g,
         Err(e @ SchemaError::UnsupportedJsonNodeType { .. }) => {
@@ -123,7 +159,7 @@ fn run_case(args: &BundleRun, manager: &mut PluginManager, loaded: &Loaded) -> O
         &candidates,
         args.engine.as_deref(),
         &args.host_engines,
-        false,
+        device.is_some(),
         &graph,
     ) {
         Ok(c) => c,
@@ -134,7 +170,12 @@ fn run_case(args: &BundleRun, manager: &mut PluginManager, loaded: &Loaded) -> O
         let mut harness = Harness::new(graph.clone(), &pre, seed)?;
         let plugin = &manager.plugins[candidate.plugin_index];
         let handle = plugin.plugin.create_handle()?;
-        harness.run_engine(&handle, candidate.engine_id)?;
+        match device {
+            Some(d) if !args.host_engines.contains(&candidate.engine_name) => {
+                harness.run_engine_on_device(&handle, candidate.engine_id, d)?
+            }
+            _ => harness.run_engine(&handle, candidate.engine_id)?,
+        }
         let comparisons = verify::against_oracle(&mut harness, ValidationMode::Coverage)?;
         let mut summary = Vec::new();
         let mut problems = Vec::new();

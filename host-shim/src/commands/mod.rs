@@ -5,3 +5,4 @@ pub mod bundle;
 pub mod inspect;
 pub mod plugins;
 pub mod run;
+pub mod run_graph;

@@ -5,13 +5,18 @@ use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use hipdnn_shim::harness::{Harness, PreSuppliedInputs, SdpaRoles, ValidationMode};
+use std::collections::BTreeSet;
+
+use hipdnn_shim::harness::{
+    Bundle, Comparison, Harness, PreSuppliedInputs, SdpaRoles, ValidationMode, is_multi_node,
+};
 use hipdnn_shim::manager::PluginManager;
 use ragged_kernels::tensor::{Tensor, packed_strides};
 use ragged_schema::model::Graph;
 
 use crate::error::ShimError;
 use crate::host::{self, Candidate};
+use crate::shape_overrides::OverrideArgs;
 use crate::{graph_file, inputs, npy};
 
 /// What `run` and `bench` share.
@@ -27,10 +32,15 @@ pub struct GraphRun {
     pub host_engines: Vec<String>,
     /// Run other engines on CUDA device 0 with device buffers.
     pub cuda: bool,
+    /// Shapes of an ExecuteOpGraphWithOverrides call; empty: plain ExecuteOpGraph.
+    pub overrides: OverrideArgs,
 }
 
 /// Graph loaded, inputs supplied, engine chosen.
 pub struct Prepared {
+    /// The graph the plan is compiled for (the file's).
+    pub compiled: Graph,
+    /// The graph the buffers describe: `compiled` with the call's shape overrides applied.
     pub graph: Graph,
     pub manager: PluginManager,
     pub candidate: Candidate,
@@ -38,47 +48,21 @@ pub struct Prepared {
 }
 
 pub fn prepare(args: &GraphRun) -> Result<Prepared, ShimError> {
-    let graph = graph_file::load(&args.graph)?;
-    graph.validate().map_err(|source| ShimError::Graph {
-        path: args.graph.clone(),
-        source: Box::new(source),
-    })?;
-    let roles = SdpaRoles::of(&graph)?;
-
-    let mut pre = PreSuppliedInputs::new();
-    let companion = args
-        .offsets
-        .clone()
-        .unwrap_or_else(|| inputs::default_companion(&args.graph));
-    inputs::load_companion(&graph, &companion, args.offsets.is_some(), &mut pre)?;
-    if let Some(dir) = &args.inputs {
-        let loaded = inputs::load_npy_dir(&graph, dir, &roles.outputs, &mut pre)?;
-        eprintln!(
-            "inputs from {}: uids {:?}; the rest seeded random (seed {:#x})",
-            dir.display(),
-            loaded,
-            args.seed
-        );
+    let compiled = load_valid(args)?;
+    let graph = args.overrides.target(&compiled)?;
+    if graph != compiled {
+        graph.validate().map_err(|e| {
+            ShimError::Override(format!(
+                "the graph with the overridden shapes is invalid: {e}"
+            ))
+        })?;
     }
-
-    let (_, mut manager) = host::load_plugins(args.plugin_dir.clone());
-    let candidates = host::applicable_engines(&mut manager, &graph);
-    host::flush_log(&mut manager.log);
-    let candidate = host::choose(
-        &candidates?,
-        args.engine.as_deref(),
-        &args.host_engines,
-        args.cuda,
-        &graph,
-    )?;
-    eprintln!(
-        "engine {} ({}) of plugin '{}'",
-        candidate.engine_name,
-        hipdnn_shim::engine_id::hex_id(candidate.engine_id),
-        manager.plugins[candidate.plugin_index].name
-    );
+    let roles = SdpaRoles::of(&graph)?;
+    let pre = supplied_inputs(args, &graph, &roles.outputs)?;
+    let (manager, candidate) = choose_engine(args, &compiled)?;
     let harness = Harness::new(graph.clone(), &pre, args.seed)?;
     Ok(Prepared {
+        compiled,
         graph,
         manager,
         candidate,
@@ -86,8 +70,66 @@ pub fn prepare(args: &GraphRun) -> Result<Prepared, ShimError> {
     })
 }
 
+/// The graph file, validated.
+pub(crate) fn load_valid(args: &GraphRun) -> Result<Graph, ShimError> {
+    let graph = graph_file::load(&args.graph)?;
+    graph.validate().map_err(|source| ShimError::Graph {
+        path: args.graph.clone(),
+        source: Box::new(source),
+    })?;
+    Ok(graph)
+}
+
+/// The companion file's offsets and seq_lens, then any `--inputs` `.npy` that is not an output.
+pub(crate) fn supplied_inputs(
+    args: &GraphRun,
+    graph: &Graph,
+    outputs: &BTreeSet<i64>,
+) -> Result<PreSuppliedInputs, ShimError> {
+    let mut pre = PreSuppliedInputs::new();
+    let companion = args
+        .offsets
+        .clone()
+        .unwrap_or_else(|| inputs::default_companion(&args.graph));
+    inputs::load_companion(graph, &companion, args.offsets.is_some(), &mut pre)?;
+    if let Some(dir) = &args.inputs {
+        let loaded = inputs::load_npy_dir(graph, dir, outputs, &mut pre)?;
+        eprintln!(
+            "inputs from {}: uids {:?}; the rest seeded random (seed {:#x})",
+            dir.display(),
+            loaded,
+            args.seed
+        );
+    }
+    Ok(pre)
+}
+
+/// Loads the plugins, dispatches the graph as the backend does and picks the engine.
+pub(crate) fn choose_engine(
+    args: &GraphRun,
+    graph: &Graph,
+) -> Result<(PluginManager, Candidate), ShimError> {
+    let (_, mut manager) = host::load_plugins(args.plugin_dir.clone());
+    let candidates = host::applicable_engines(&mut manager, graph);
+    host::flush_log(&mut manager.log);
+    let candidate = host::choose(
+        &candidates?,
+        args.engine.as_deref(),
+        &args.host_engines,
+        args.cuda,
+        graph,
+    )?;
+    eprintln!(
+        "engine {} ({}) of plugin '{}'",
+        candidate.engine_name,
+        hipdnn_shim::engine_id::hex_id(candidate.engine_id),
+        manager.plugins[candidate.plugin_index].name
+    );
+    Ok((manager, candidate))
+}
+
 /// A spinner on stderr while `work` runs, only when stderr is a terminal.
-fn with_spinner<T>(message: String, work: impl FnOnce() -> T) -> T {
+pub(crate) fn with_spinner<T>(message: String, work: impl FnOnce() -> T) -> T {
     if !std::io::stderr().is_terminal() {
         return work();
     }
@@ -133,6 +175,10 @@ pub fn run(
     verify: bool,
     mode: ValidationMode,
 ) -> Result<(), ShimError> {
+    let graph = graph_file::load(&args.graph)?;
+    if is_multi_node(&graph) {
+        return super::run_graph::run(args, graph, out_dir, verify, mode);
+    }
     let mut p = prepare(args)?;
     let plugin = &p.manager.plugins[p.candidate.plugin_index];
     let handle = plugin.plugin.create_handle()?;
@@ -141,14 +187,38 @@ pub fn run(
     } else {
         None
     };
+    let overridden = !args.overrides.is_empty();
+    if overridden && device.is_some() {
+        return Err(ShimError::Usage(
+            "--override-* runs on host engines only (the device path has no override route)",
+        ));
+    }
     let start = Instant::now();
     with_spinner(
         format!("executing {}", p.candidate.engine_name),
-        || match device {
-            Some(d) => p
-                .harness
-                .run_engine_on_device(&handle, p.candidate.engine_id, d),
-            None => p.harness.run_engine(&handle, p.candidate.engine_id),
+        || -> Result<(), ShimError> {
+            match device {
+                Some(d) => p
+                    .harness
+                    .run_engine_on_device(&handle, p.candidate.engine_id, d)?,
+                None if overridden => {
+                    let config = ragged_schema::wire::encode_engine_config(
+                        &ragged_schema::model::EngineConfig::new(p.candidate.engine_id),
+                    );
+                    let bytes = ragged_schema::wire::encode_graph(&p.compiled);
+                    let context = handle.create_execution_context(&config, &bytes)?;
+                    let applied = p
+                        .harness
+                        .execute_overridden(plugin, &p.compiled, &context)?;
+                    let uids: Vec<i64> = applied.iter().map(|o| o.uid).collect();
+                    eprintln!(
+                        "executed through ExecuteOpGraphWithOverrides: {} override(s), uids {uids:?}",
+                        applied.len()
+                    );
+                }
+                None => p.harness.run_engine(&handle, p.candidate.engine_id)?,
+            }
+            Ok(())
         },
     )?;
     eprintln!(
@@ -163,6 +233,19 @@ pub fn run(
     p.manager.log.absorb_plugin_messages();
     host::flush_log(&mut p.manager.log);
 
+    let out_dir = output_dir(args, out_dir)?;
+    write_outputs(&p.harness.engine, &p.harness.roles.outputs, &out_dir)?;
+    if !verify {
+        return Ok(());
+    }
+    let comparisons = with_spinner("evaluating the float64 oracle".into(), || {
+        crate::verify::against_oracle(&mut p.harness, mode)
+    })?;
+    report_verification(&p.graph, &comparisons, mode)
+}
+
+/// `--out`, or a directory under the system temp dir named after the graph file; created.
+pub(crate) fn output_dir(args: &GraphRun, out_dir: Option<&Path>) -> Result<PathBuf, ShimError> {
     let out_dir = out_dir.map(Path::to_path_buf).unwrap_or_else(|| {
         let stem = args
             .graph
@@ -175,8 +258,17 @@ pub fn run(
         path: out_dir.clone(),
         source,
     })?;
-    for &uid in &p.harness.roles.outputs {
-        let t = p.harness.engine.get(uid)?;
+    Ok(out_dir)
+}
+
+/// Each output of `bundle` as `<uid>.npy` in `out_dir`.
+pub(crate) fn write_outputs(
+    bundle: &Bundle,
+    outputs: &BTreeSet<i64>,
+    out_dir: &Path,
+) -> Result<(), ShimError> {
+    for &uid in outputs {
+        let t = bundle.get(uid)?;
         let path = out_dir.join(format!("{uid}.npy"));
         npy::write(&path, t.host_data(), &npy_shape(t)).map_err(|source| ShimError::Write {
             path: path.clone(),
@@ -184,20 +276,21 @@ pub fn run(
         })?;
         println!("output uid {uid} -> {}", path.display());
     }
+    Ok(())
+}
 
-    if !verify {
-        return Ok(());
-    }
-    let comparisons = with_spinner("evaluating the float64 oracle".into(), || {
-        crate::verify::against_oracle(&mut p.harness, mode)
-    })?;
+/// One line per output, each failure under it, then PASS; a mismatch is an error.
+pub(crate) fn report_verification(
+    graph: &Graph,
+    comparisons: &[Comparison],
+    mode: ValidationMode,
+) -> Result<(), ShimError> {
     let mut failures = 0;
     println!(
         "verify against the float64 oracle ({mode} validation, tolerances of ragged-sdpa.md §8):"
     );
-    for c in &comparisons {
-        let name = p
-            .graph
+    for c in comparisons {
+        let name = graph
             .tensor(c.uid)
             .map(|t| t.name.clone())
             .unwrap_or_default();

@@ -32,9 +32,14 @@ impl Entry {
     }
 }
 
-/// Every non-virtual tensor of a graph, resolved pre-supplied-first (RFC `GraphTensorBundle`).
+/// Every tensor of a graph, resolved pre-supplied-first (RFC `GraphTensorBundle`). Virtual
+/// intermediates are kept apart: they never enter a variant pack (the engine allocates its own,
+/// as the RFC's executor does), but the reference path writes them and validation reads them.
 pub struct Bundle {
     pub entries: BTreeMap<i64, Entry>,
+    /// Virtual tensors, allocated like the executor's pass (RFC §4.10.1): ragged ones on the
+    /// real aux their attribute names, never a synthesized one; sentinel-filled at init.
+    pub virtuals: BTreeMap<i64, Box<dyn TensorMut>>,
 }
 
 /// The kernels crate's element type for a graph data type; only the five the SDK stores.
@@ -54,18 +59,37 @@ pub fn kernel_type(attrs: &TensorAttributes) -> Result<KernelType, HostError> {
     })
 }
 
-/// RFC §4.11.1 strict check: every `ragged_offset` uid a tensor references must be pre-supplied,
-/// because random offsets are structurally invalid.
+/// RFC §4.11.1 strict check: every `ragged_offset` uid a tensor references — input, output or
+/// virtual intermediate — must be pre-supplied, because random offsets are structurally invalid,
+/// and (RFC §4.9) must name a real tensor of the graph: an intermediate reuses an existing aux.
 pub fn check_ragged_offsets_supplied(
     graph: &Graph,
     pre_supplied: &PreSuppliedInputs,
 ) -> Result<(), HostError> {
     for t in &graph.tensors {
-        if let Some(aux) = t.ragged_offset_tensor_uid
-            && !pre_supplied.contains_key(&aux)
-        {
+        let Some(aux) = t.ragged_offset_tensor_uid else {
+            continue;
+        };
+        let kind = if t.is_virtual { "virtual " } else { "" };
+        match graph.tensor(aux) {
+            None => {
+                return Err(HostError::Harness(format!(
+                    "ragged_offset uid {aux} (referenced by {kind}tensor uid {} '{}') is not a tensor of the graph",
+                    t.uid, t.name
+                )));
+            }
+            Some(a) if a.is_virtual => {
+                return Err(HostError::Harness(format!(
+                    "ragged_offset uid {aux} (referenced by {kind}tensor uid {} '{}') is virtual; \
+                     an aux must be a real tensor of the graph",
+                    t.uid, t.name
+                )));
+            }
+            Some(_) => {}
+        }
+        if !pre_supplied.contains_key(&aux) {
             return Err(HostError::Harness(format!(
-                "ragged_offset uid {aux} (referenced by tensor uid {} '{}') is not in the pre-supplied inputs; \
+                "ragged_offset uid {aux} (referenced by {kind}tensor uid {} '{}') is not in the pre-supplied inputs; \
                  ragged offsets cannot be randomised, supply them",
                 t.uid, t.name
             )));
@@ -75,26 +99,40 @@ pub fn check_ragged_offsets_supplied(
 }
 
 impl Bundle {
-    /// RFC §4.11.2: allocates every non-virtual, non-pre-supplied tensor; ragged primaries are
-    /// built on their shared aux and sized `ragged_offset[B]` (× multiplier).
+    /// RFC §4.11.2: allocates every non-pre-supplied tensor; ragged primaries are built on
+    /// their shared aux and sized `ragged_offset[B]` (× multiplier). Virtual tensors go to
+    /// [`Bundle::virtuals`] by the same factory, so an intermediate is sized exactly as a real
+    /// tensor of its attributes would be.
     pub fn allocate(graph: &Graph, pre_supplied: &PreSuppliedInputs) -> Result<Bundle, HostError> {
         check_ragged_offsets_supplied(graph, pre_supplied)?;
         let mut entries = BTreeMap::new();
-        for attrs in graph.tensors.iter().filter(|t| !t.is_virtual) {
+        let mut virtuals = BTreeMap::new();
+        for attrs in &graph.tensors {
+            if attrs.is_virtual {
+                virtuals.insert(
+                    attrs.uid,
+                    create_tensor_from_attribute(attrs, pre_supplied)?,
+                );
+                continue;
+            }
             let entry = match pre_supplied.get(&attrs.uid) {
                 Some(shared) => Entry::Shared(Arc::clone(shared)),
                 None => Entry::Owned(create_tensor_from_attribute(attrs, pre_supplied)?),
             };
             entries.insert(attrs.uid, entry);
         }
-        Ok(Bundle { entries })
+        Ok(Bundle { entries, virtuals })
     }
 
     /// RFC §4.11.3 init pass. Pre-supplied: untouched. Outputs: sentinel (the RFC says so for
     /// ragged outputs; dense outputs get it too, because SDPA leaves their padding rows unwritten
     /// as well). Other inputs: uniform random from `seed` mixed with the uid, so two bundles
     /// initialised with the same seed are byte-identical.
+    /// Virtual tensors get the sentinel, as the executor's pass fills them.
     pub fn initialise(&mut self, outputs: &BTreeSet<i64>, seed: u64) {
+        for tensor in self.virtuals.values_mut() {
+            tensor.fill_sentinel();
+        }
         for (uid, entry) in &mut self.entries {
             if let Entry::Owned(tensor) = entry {
                 if outputs.contains(uid) {
@@ -106,11 +144,29 @@ impl Bundle {
         }
     }
 
+    /// A real tensor, else a virtual one.
     pub fn get(&self, uid: i64) -> Result<&dyn Tensor, HostError> {
         self.entries
             .get(&uid)
             .map(Entry::tensor)
+            .or_else(|| self.virtuals.get(&uid).map(|t| t.as_ref() as &dyn Tensor))
             .ok_or_else(|| HostError::Harness(format!("tensor uid {uid} is not in the bundle")))
+    }
+
+    /// The writable buffer of an output or a virtual tensor (what a node writes).
+    pub fn writable(&mut self, uid: i64) -> Result<&mut dyn TensorMut, HostError> {
+        if let Some(t) = self.virtuals.get_mut(&uid) {
+            return Ok(t.as_mut());
+        }
+        match self.entries.get_mut(&uid) {
+            Some(Entry::Owned(t)) => Ok(t.as_mut()),
+            Some(Entry::Shared(_)) => Err(HostError::Harness(format!(
+                "tensor uid {uid} is pre-supplied, so it cannot be an output"
+            ))),
+            None => Err(HostError::Harness(format!(
+                "tensor uid {uid} is not in the bundle"
+            ))),
+        }
     }
 
     /// Takes an owned (writable) entry out, for an operation that needs `&mut` to it while

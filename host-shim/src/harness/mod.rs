@@ -6,6 +6,9 @@
 //! host reference engine); a GPU engine needs device buffers, which this crate does not allocate.
 
 pub mod bundle;
+pub mod coverage;
+pub mod exec_graph;
+pub mod graph;
 pub mod overrides;
 pub mod sdpa_op;
 pub mod validate;
@@ -24,8 +27,9 @@ use ragged_kernels::runtime::cuda::memory::DeviceAllocation;
 use ragged_kernels::runtime::cuda::runtime::CudaRuntime;
 
 pub use bundle::{Bundle, Entry, PreSuppliedInputs, create_tensor_from_attribute};
+pub use graph::{GraphHarness, is_multi_node, outputs_of};
 pub use sdpa_op::SdpaRoles;
-pub use validate::{Comparison, Tolerance, ValidationMode};
+pub use validate::{Comparison, Expectation, Tolerance, ValidationMode};
 
 pub struct Harness {
     pub graph: Graph,
@@ -100,22 +104,6 @@ impl Harness {
         result
     }
 
-    /// The variant pack of the engine bundle: every uid's host pointer.
-    fn variant_pack(&mut self) -> Vec<DeviceBuffer> {
-        self.engine
-            .entries
-            .iter_mut()
-            .map(|(uid, entry)| {
-                let ptr = match entry {
-                    // The plugin only reads inputs; the C ABI has no const variant-pack pointer.
-                    Entry::Shared(t) => host_ptr(t.as_ref()).cast_mut(),
-                    Entry::Owned(t) => host_ptr_mut(t.as_mut()),
-                };
-                DeviceBuffer { uid: *uid, ptr }
-            })
-            .collect()
-    }
-
     /// Runs `engine_id` of the plugin behind `handle` on the engine bundle, with a host
     /// workspace of the size the execution context asks for.
     pub fn run_engine(
@@ -151,13 +139,9 @@ impl Harness {
         runs: usize,
         on_run: &mut dyn FnMut(usize, Duration),
     ) -> Result<Vec<Duration>, HostError> {
-        let mut workspace = vec![0u8; context.workspace_size()?];
-        let workspace_ptr = if workspace.is_empty() {
-            std::ptr::null_mut()
-        } else {
-            workspace.as_mut_ptr().cast::<c_void>()
-        };
-        let pack = self.variant_pack();
+        let mut workspace = HostWorkspace::for_context(context)?;
+        let workspace_ptr = workspace.ptr();
+        let pack = self.engine.host_pack();
         check_alignment(&self.graph, &pack)?;
         let mut times = Vec::with_capacity(runs);
         for i in 0..runs {
@@ -253,28 +237,64 @@ impl Harness {
             } else {
                 None
             };
-            out.push(validate::compare(
-                uid,
-                self.reference.get(uid)?.host_data(),
-                self.engine.get(uid)?.host_data(),
-                written.as_ref(),
-                exact_zero.as_ref(),
-                mode,
-                tolerance,
+            let expect = Expectation {
+                written: written.as_ref(),
+                exact_zero: exact_zero.as_ref(),
+                undefined: None,
+            };
+            let (reference, engine) = (&self.reference, &self.engine);
+            out.push(validate::compare_bundles(
+                uid, reference, engine, expect, mode, tolerance,
             )?);
         }
         Ok(out)
     }
 }
 
-/// The backend's check before every execute (plugin-abi.md §5.7): a non-NULL pointer whose
-/// tensor declares `alignment > 0` must be aligned to it.
+impl Bundle {
+    /// The variant pack of a bundle on the host: every real uid's host pointer (virtual
+    /// tensors stay out: the engine allocates its own intermediates).
+    pub fn host_pack(&mut self) -> Vec<DeviceBuffer> {
+        self.entries
+            .iter_mut()
+            .map(|(uid, entry)| {
+                let ptr = match entry {
+                    // The plugin only reads inputs; the C ABI has no const variant-pack pointer.
+                    Entry::Shared(t) => host_ptr(t.as_ref()).cast_mut(),
+                    Entry::Owned(t) => host_ptr_mut(t.as_mut()),
+                };
+                DeviceBuffer { uid: *uid, ptr }
+            })
+            .collect()
+    }
+}
+
+/// A host workspace of the size an execution context asks for.
+pub(crate) struct HostWorkspace(Vec<u8>);
+
+impl HostWorkspace {
+    pub(crate) fn for_context(context: &ExecutionContext<'_, '_>) -> Result<Self, HostError> {
+        Ok(HostWorkspace(vec![0u8; context.workspace_size()?]))
+    }
+
+    /// NULL for an empty workspace, as the backend passes it.
+    pub(crate) fn ptr(&mut self) -> *mut c_void {
+        if self.0.is_empty() {
+            std::ptr::null_mut()
+        } else {
+            self.0.as_mut_ptr().cast::<c_void>()
+        }
+    }
+}
+
 /// The process's CUDA verdict (`runtime::probe`), for `--cuda`: the devices a GPU engine's
 /// buffers are allocated on, or why there are none.
 pub fn cuda_device() -> Result<&'static CudaRuntime, HostError> {
     ragged_kernels::runtime::probe::cuda().map_err(|e| HostError::Harness(e.to_string()))
 }
 
+/// The backend's check before every execute (plugin-abi.md §5.7): a non-NULL pointer whose
+/// tensor declares `alignment > 0` must be aligned to it.
 pub fn check_alignment(graph: &Graph, pack: &[DeviceBuffer]) -> Result<(), HostError> {
     for entry in pack {
         let Some(t) = graph.tensor(entry.uid) else {

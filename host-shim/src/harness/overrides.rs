@@ -3,11 +3,9 @@
 //! rule in [`crate::execute`]), and the engine bundle's output bytes, for runs that must agree bit
 //! for bit (a context and its serialized copy).
 
-use std::ffi::c_void;
-
 use ragged_schema::model::Graph;
 
-use super::{Harness, check_alignment, host_bytes};
+use super::{Harness, HostWorkspace, check_alignment, host_bytes};
 use crate::execute::{self, ShapeOverride};
 use crate::host_error::HostError;
 use crate::manager::LoadedPlugin;
@@ -48,13 +46,9 @@ impl Harness {
         context: &ExecutionContext<'_, '_>,
     ) -> Result<Vec<ShapeOverride>, HostError> {
         let overrides = overrides_between(compiled, &self.graph)?;
-        let mut workspace = vec![0u8; context.workspace_size()?];
-        let workspace_ptr = if workspace.is_empty() {
-            std::ptr::null_mut()
-        } else {
-            workspace.as_mut_ptr().cast::<c_void>()
-        };
-        let pack = self.variant_pack();
+        let mut workspace = HostWorkspace::for_context(context)?;
+        let workspace_ptr = workspace.ptr();
+        let pack = self.engine.host_pack();
         check_alignment(&self.graph, &pack)?;
         // SAFETY: every pointer in `pack` addresses a host buffer of this harness, allocated
         // from this harness's graph, which is what the overrides turn the compiled shapes into;

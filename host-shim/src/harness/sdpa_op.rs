@@ -29,15 +29,23 @@ impl SdpaRoles {
                 graph.nodes.len()
             )));
         };
-        let attrs = node.attributes.as_sdpa().cloned().ok_or_else(|| {
+        let attrs = node.attributes.as_sdpa().ok_or_else(|| {
             HostError::Harness(format!(
                 "node '{}' of graph '{}' is not SdpaAttributes",
                 node.name, graph.name
             ))
         })?;
+        Ok(SdpaRoles::of_node(attrs))
+    }
+
+    /// The roles of one SDPA node of a (possibly multi-node) graph.
+    pub fn of_node(attrs: &SdpaAttributes) -> SdpaRoles {
         let mut outputs = BTreeSet::from([attrs.o_tensor_uid]);
         outputs.extend(attrs.stats_tensor_uid);
-        Ok(SdpaRoles { attrs, outputs })
+        SdpaRoles {
+            attrs: attrs.clone(),
+            outputs,
+        }
     }
 
     /// Scale and mask as the plugin must resolve them (schema.md §6.1–§6.2): scale tensor's

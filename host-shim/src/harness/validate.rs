@@ -121,17 +121,45 @@ pub fn sentinel_bits(dtype: KernelType) -> u64 {
     }
 }
 
-/// Compares one output. `written` is required for coverage mode; at the `exact_zero` positions
-/// (O rows that admit no key) the engine must hold exactly ±0, whatever the tolerance.
+/// What is known about an output's positions before comparing values.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Expectation<'a> {
+    /// The positions a correct engine writes; required for coverage mode.
+    pub written: Option<&'a BTreeSet<usize>>,
+    /// O rows that admit no key: the engine must hold exactly ±0 there, whatever the tolerance.
+    pub exact_zero: Option<&'a BTreeSet<usize>>,
+    /// Positions of a downstream node whose inputs were never written (a pointwise node reading
+    /// an intermediate's padding rows): any value is correct there, so they are skipped.
+    pub undefined: Option<&'a BTreeSet<usize>>,
+}
+
+/// Compares output `uid` of the engine bundle with the reference bundle under `expect`.
+pub fn compare_bundles(
+    uid: i64,
+    reference: &super::Bundle,
+    engine: &super::Bundle,
+    expect: Expectation<'_>,
+    mode: ValidationMode,
+    tolerance: Tolerance,
+) -> Result<Comparison, HostError> {
+    let (r, e) = (reference.get(uid)?, engine.get(uid)?);
+    compare(uid, r.host_data(), e.host_data(), expect, mode, tolerance)
+}
+
+/// Compares one output under `expect` (see [`Expectation`]).
 pub fn compare(
     uid: i64,
     reference: HostData<'_>,
     actual: HostData<'_>,
-    written: Option<&BTreeSet<usize>>,
-    exact_zero: Option<&BTreeSet<usize>>,
+    expect: Expectation<'_>,
     mode: ValidationMode,
     tolerance: Tolerance,
 ) -> Result<Comparison, HostError> {
+    let Expectation {
+        written,
+        exact_zero,
+        undefined,
+    } = expect;
     if reference.len() != actual.len() || reference.data_type() != actual.data_type() {
         return Err(HostError::Harness(format!(
             "output uid {uid}: reference buffer is {} x {}, engine buffer {} x {}",
@@ -147,6 +175,10 @@ pub fn compare(
         ..Comparison::default()
     };
     for i in 0..reference.len() {
+        if undefined.is_some_and(|u| u.contains(&i)) {
+            out.skipped += 1;
+            continue;
+        }
         let (r, r_bits) = element(reference, i);
         let (a, a_bits) = element(actual, i);
         let must_compare = match mode {
@@ -216,6 +248,30 @@ mod tests {
         rtol: 1e-3,
     };
 
+    fn run(
+        reference: &[f32],
+        engine: &[f32],
+        expect: Expectation<'_>,
+        mode: ValidationMode,
+    ) -> Comparison {
+        compare(
+            7,
+            HostData::F32(reference),
+            HostData::F32(engine),
+            expect,
+            mode,
+            TOL,
+        )
+        .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn covering(written: &BTreeSet<usize>) -> Expectation<'_> {
+        Expectation {
+            written: Some(written),
+            ..Expectation::default()
+        }
+    }
+
     #[test]
     fn coverage_catches_an_engine_writing_padding_and_a_reference_nan_sentinel_clash() {
         let s = f32::sentinel();
@@ -224,43 +280,29 @@ mod tests {
         // The reference produced the sentinel pattern at a written position (RFC §7.3's clash):
         // sentinel-skip would silently skip it; coverage reports the NaN.
         let engine = [1.0, 2.0, 0.5];
-        let c = compare(
-            7,
-            HostData::F32(&reference),
-            HostData::F32(&engine),
-            Some(&written),
-            None,
+        let c = run(
+            &reference,
+            &engine,
+            covering(&written),
             ValidationMode::Coverage,
-            TOL,
-        )
-        .unwrap_or_else(|e| panic!("{e}"));
+        );
         assert_eq!((c.compared, c.failure_count), (3, 1));
-        let skip = compare(
-            7,
-            HostData::F32(&reference),
-            HostData::F32(&engine),
-            None,
-            None,
+        let skip = run(
+            &reference,
+            &engine,
+            Expectation::default(),
             ValidationMode::SentinelSkip,
-            TOL,
-        )
-        .unwrap_or_else(|e| panic!("{e}"));
+        );
         assert_eq!((skip.compared, skip.skipped, skip.failure_count), (2, 1, 0));
 
         // An engine that writes a padding position fails coverage.
-        let reference = [1.0, s];
-        let engine = [1.0, 0.0];
         let only_first = BTreeSet::from([0]);
-        let c = compare(
-            7,
-            HostData::F32(&reference),
-            HostData::F32(&engine),
-            Some(&only_first),
-            None,
+        let c = run(
+            &[1.0, s],
+            &[1.0, 0.0],
+            covering(&only_first),
             ValidationMode::Coverage,
-            TOL,
-        )
-        .unwrap_or_else(|e| panic!("{e}"));
+        );
         assert_eq!(c.failure_count, 1);
         assert!(
             c.failures[0].starts_with("position 1 must be unwritten"),
@@ -270,32 +312,48 @@ mod tests {
     }
 
     #[test]
+    fn undefined_positions_are_neither_compared_nor_required_intact() {
+        let s = f32::sentinel();
+        let written = BTreeSet::from([0]);
+        let undefined = BTreeSet::from([1]);
+        let expect = Expectation {
+            undefined: Some(&undefined),
+            ..covering(&written)
+        };
+        let c = run(
+            &[1.0, s, s],
+            &[1.0, 5.0, s],
+            expect,
+            ValidationMode::Coverage,
+        );
+        assert_eq!((c.compared, c.skipped, c.failure_count), (1, 2, 0));
+        let c = run(
+            &[1.0, s, s],
+            &[1.0, 5.0, 5.0],
+            expect,
+            ValidationMode::Coverage,
+        );
+        assert_eq!(c.failure_count, 1, "position 2 is padding, not undefined");
+    }
+
+    #[test]
     fn tolerance_and_infinities() {
         let reference = [1.0f32, f32::NEG_INFINITY, 2.0];
-        let engine = [1.0005f32, f32::NEG_INFINITY, 2.1];
-        let c = compare(
-            9,
-            HostData::F32(&reference),
-            HostData::F32(&engine),
-            None,
-            None,
+        let none = Expectation::default();
+        let c = run(
+            &reference,
+            &[1.0005, f32::NEG_INFINITY, 2.1],
+            none,
             ValidationMode::SentinelSkip,
-            TOL,
-        )
-        .unwrap_or_else(|e| panic!("{e}"));
+        );
         assert_eq!(c.failure_count, 1);
         assert!(c.failures[0].starts_with("position 2"), "{:?}", c.failures);
-        let engine = [1.0f32, f32::INFINITY, 2.0];
-        let c = compare(
-            9,
-            HostData::F32(&reference),
-            HostData::F32(&engine),
-            None,
-            None,
+        let c = run(
+            &reference,
+            &[1.0, f32::INFINITY, 2.0],
+            none,
             ValidationMode::SentinelSkip,
-            TOL,
-        )
-        .unwrap_or_else(|e| panic!("{e}"));
+        );
         assert_eq!(c.failure_count, 1);
     }
 
@@ -303,20 +361,24 @@ mod tests {
     fn exact_zero_positions_ignore_the_tolerance() {
         let reference = [0.0f32, 0.5, 0.0];
         let engine = [2f32.powi(-14), 0.5, -0.0];
-        let run = |exact: Option<&BTreeSet<usize>>| {
-            compare(
-                4,
-                HostData::F32(&reference),
-                HostData::F32(&engine),
-                None,
-                exact,
-                ValidationMode::SentinelSkip,
-                TOL,
-            )
-            .unwrap_or_else(|e| panic!("{e}"))
+        let with = |exact_zero| Expectation {
+            exact_zero,
+            ..Expectation::default()
         };
-        assert_eq!(run(None).failure_count, 0, "2^-14 is inside the tolerance");
-        let c = run(Some(&BTreeSet::from([0, 2])));
+        let c = run(
+            &reference,
+            &engine,
+            with(None),
+            ValidationMode::SentinelSkip,
+        );
+        assert_eq!(c.failure_count, 0, "2^-14 is inside the tolerance");
+        let zeros = BTreeSet::from([0, 2]);
+        let c = run(
+            &reference,
+            &engine,
+            with(Some(&zeros)),
+            ValidationMode::SentinelSkip,
+        );
         assert_eq!(c.failure_count, 1, "{:?}", c.failures);
         assert_eq!(
             c.failures[0],
