@@ -29,6 +29,7 @@
 
 pub mod abi;
 pub mod applicability;
+pub mod backward_problem;
 pub mod byte_extents;
 pub mod engine_config;
 pub mod engine_details;
