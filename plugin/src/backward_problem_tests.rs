@@ -122,7 +122,8 @@ fn a_ragged_gqa_backward_keeps_every_role_and_the_forwards_band_and_scale() {
 
 #[test]
 fn unsupported_features_are_declined_naming_uid_field_and_value() {
-    let cases: [(fn(&mut SdpaBackwardAttributes), Option<i64>, &str); 5] = [
+    type Edit = fn(&mut SdpaBackwardAttributes);
+    let cases: [(Edit, Option<i64>, &str); 5] = [
         (
             |b| b.attn_mask_tensor_uid = Some(10),
             Some(10),
