@@ -19,6 +19,7 @@
 
 pub mod abi;
 pub mod api_version;
+pub mod backward;
 pub mod case_inputs;
 pub mod discovery;
 pub mod dispatch;
@@ -30,6 +31,7 @@ pub mod harness;
 pub mod host_error;
 pub mod log;
 pub mod manager;
+pub mod oracle_backward;
 pub mod plugin;
 
 pub use host_error::HostError;
