@@ -98,3 +98,20 @@ fn the_harness_positions_match_the_oracles() {
         assert_eq!(exact, e.exact_zero, "uid {}", e.uid);
     }
 }
+
+/// `examples/ragged_sdpa_backward_bf16.json` is the backward of the forward example, so the two
+/// cannot drift apart; `RAGGED_WRITE_EXAMPLES=1` rewrites it from the forward.
+#[test]
+fn the_example_backward_graph_is_the_backward_of_the_example_forward() {
+    let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples");
+    let read = |name: &str| {
+        let text = std::fs::read_to_string(dir.join(name)).unwrap_or_else(|e| panic!("{e}"));
+        Graph::from_json(&text).unwrap_or_else(|e| panic!("{name}: {e}"))
+    };
+    let want = backward_of(&read("ragged_sdpa_bf16.json")).expect("the example has stats");
+    let name = "ragged_sdpa_backward_bf16.json";
+    if std::env::var_os("RAGGED_WRITE_EXAMPLES").is_some() {
+        std::fs::write(dir.join(name), want.to_json()).unwrap_or_else(|e| panic!("{e}"));
+    }
+    assert_eq!(read(name), want);
+}

@@ -10,6 +10,7 @@ mod inputs;
 mod integration_bundle;
 mod npy;
 mod oracle;
+mod run_backward;
 mod verify;
 
 use std::path::PathBuf;
