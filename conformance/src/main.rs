@@ -10,13 +10,14 @@ use hipdnn_shim::harness::ValidationMode;
 use hipdnn_shim::manager::PluginManager;
 use ragged_conformance::report::{CaseResult, Outcome, Report};
 use ragged_conformance::suites::gating::{self, FixtureArtifacts};
-use ragged_conformance::suites::{abi, numeric};
+use ragged_conformance::suites::{abi, backward, numeric};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Suite {
     Abi,
     Gating,
     Numeric,
+    Backward,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -38,7 +39,7 @@ enum Validation {
 struct Args {
     /// Plugin shared objects to test.
     plugins: Vec<PathBuf>,
-    /// Suites to run (default: all three).
+    /// Suites to run (default: all four).
     #[arg(long = "suite", value_enum)]
     suites: Vec<Suite>,
     /// cargo profile directory holding the fixture plugin builds.
@@ -76,7 +77,7 @@ fn failed_case(suite: &str, name: &str, why: String) -> CaseResult {
 fn main() -> ExitCode {
     let args = Args::parse();
     let suites = if args.suites.is_empty() {
-        vec![Suite::Abi, Suite::Gating, Suite::Numeric]
+        vec![Suite::Abi, Suite::Gating, Suite::Numeric, Suite::Backward]
     } else {
         args.suites.clone()
     };
@@ -155,6 +156,30 @@ fn main() -> ExitCode {
                         .rejected
                         .first()
                         .map_or_else(|| "not loaded".to_owned(), |r| r.reason.clone()),
+                )),
+            }
+        }
+    }
+
+    if suites.contains(&Suite::Backward) {
+        let options = numeric::NumericOptions {
+            mode: match args.validation {
+                Validation::Coverage => ValidationMode::Coverage,
+                Validation::SentinelSkip => ValidationMode::SentinelSkip,
+            },
+            seed: args.seed,
+            host_engines: args.host_engines.clone(),
+            device: None,
+        };
+        for plugin in &args.plugins {
+            let mut manager = PluginManager::new();
+            manager.load_file(plugin);
+            match manager.plugins.first() {
+                Some(loaded) => report.extend(backward::run(loaded, &options)),
+                None => report.push(failed_case(
+                    "backward",
+                    &format!("{}::load", plugin.display()),
+                    "not loaded".to_owned(),
                 )),
             }
         }
