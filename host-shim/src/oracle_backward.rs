@@ -236,7 +236,7 @@ pub fn compare(
                 if got != 0.0 {
                     fail(&mut c, format!("position {i}: {got}, must be exactly 0"));
                 }
-            } else if !(abs <= tol.atol + tol.rtol * want.abs()) {
+            } else if abs.is_nan() || abs > tol.atol + tol.rtol * want.abs() {
                 fail(&mut c, format!("position {i}: {got}, oracle {want}"));
             }
         }
