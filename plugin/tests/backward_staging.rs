@@ -234,10 +234,8 @@ fn execute(pack: &[DeviceBuffer]) {
     };
     assert_eq!(status, SUCCESS, "{}", last_error());
     // SAFETY: a live context of this handle, destroyed once.
-    assert_eq!(
-        unsafe { (plugin().DestroyExecutionContext)(handle.0, context) },
-        SUCCESS
-    );
+    let destroyed = unsafe { (plugin().DestroyExecutionContext)(handle.0, context) };
+    assert_eq!(destroyed, SUCCESS);
 }
 
 #[test]
