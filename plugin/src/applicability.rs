@@ -205,7 +205,8 @@ fn single_sdpa_node(graph: &Graph) -> Result<&SdpaAttributes, Decline> {
         NodeAttributes::SdpaBackward(_) => refuse(
             field(),
             "SdpaBackwardAttributes (union tag 15)",
-            "SdpaAttributes (a single backward node is accepted as a whole graph, not here)",
+            "SdpaAttributes: shape overrides re-plan a forward node only (a backward graph runs \
+             without overrides)",
         ),
         NodeAttributes::Unsupported { tag, name } => refuse(
             field(),

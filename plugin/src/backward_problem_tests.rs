@@ -208,3 +208,13 @@ fn gpu_engines_decline_the_backward_naming_why_and_the_host_engine_plans_it() {
         .expect("the host engine runs the backward");
     assert_eq!(plan.workspace_size(), 0);
 }
+
+#[test]
+fn shape_overrides_of_a_backward_graph_are_declined_naming_why() {
+    // `plan_graph` is the overrides path: it re-plans a forward node only.
+    let decline = applicability::plan_graph(&crate::engines::HOST_REFERENCE, &graph())
+        .map(|_| ())
+        .expect_err("overrides re-plan forward nodes only");
+    assert!(decline.value.contains("union tag 15"), "{decline}");
+    assert!(decline.need.contains("shape overrides"), "{decline}");
+}
