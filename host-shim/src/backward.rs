@@ -235,17 +235,17 @@ impl BackwardHarness {
         handle: &PluginHandle<'_>,
         engine_id: i64,
     ) -> Result<(), HostError> {
-        let graph_bytes = ragged_schema::wire::encode_graph(&self.graph);
-        let config = ragged_schema::wire::encode_engine_config(&EngineConfig::new(engine_id));
-        let context = handle.create_execution_context(&config, &graph_bytes)?;
-        let mut workspace = vec![0u64; context.workspace_size()?.div_ceil(8)];
-        let workspace_ptr = if workspace.is_empty() {
-            std::ptr::null_mut()
-        } else {
-            workspace.as_mut_ptr().cast::<c_void>()
-        };
-        let pack: Vec<DeviceBuffer> = self
-            .engine
+        let pack = self.engine_pack();
+        // SAFETY: every pointer addresses a host buffer of this harness allocated from the
+        // graph's own tensor attributes (ragged ones sized `ragged_offset[B]`), alive and not
+        // otherwise borrowed while `pack` is used.
+        unsafe { self.execute_pack(handle, engine_id, &pack) }
+    }
+
+    /// The variant pack of the engine bundle: every uid's host pointer, valid while the bundle
+    /// is neither dropped nor otherwise borrowed.
+    pub fn engine_pack(&mut self) -> Vec<DeviceBuffer> {
+        self.engine
             .entries
             .iter_mut()
             .map(|(uid, entry)| DeviceBuffer {
@@ -256,12 +256,33 @@ impl BackwardHarness {
                     Entry::Owned(t) => host_ptr_mut(t.host_data_mut()),
                 },
             })
-            .collect();
-        check_alignment(&self.graph, &pack)?;
-        // SAFETY: every pointer addresses a host buffer of this harness allocated from the
-        // graph's own tensor attributes (ragged ones sized `ragged_offset[B]`), alive and not
-        // otherwise borrowed while `pack` is used; the workspace has the size the context asked.
-        unsafe { context.execute(workspace_ptr, &pack) }
+            .collect()
+    }
+
+    /// One execute of `engine_id` over `pack` (an [`Self::engine_pack`], possibly edited), with a
+    /// host workspace of the size the context asks for.
+    ///
+    /// # Safety
+    /// Every pointer in `pack` addresses host memory valid for its tensor's extent in this
+    /// graph, not otherwise borrowed during the call.
+    pub unsafe fn execute_pack(
+        &self,
+        handle: &PluginHandle<'_>,
+        engine_id: i64,
+        pack: &[DeviceBuffer],
+    ) -> Result<(), HostError> {
+        let graph_bytes = ragged_schema::wire::encode_graph(&self.graph);
+        let config = ragged_schema::wire::encode_engine_config(&EngineConfig::new(engine_id));
+        let context = handle.create_execution_context(&config, &graph_bytes)?;
+        let mut workspace = vec![0u64; context.workspace_size()?.div_ceil(8)];
+        let workspace_ptr = if workspace.is_empty() {
+            std::ptr::null_mut()
+        } else {
+            workspace.as_mut_ptr().cast::<c_void>()
+        };
+        check_alignment(&self.graph, pack)?;
+        // SAFETY: forwarded contract; the workspace has the size the context reported.
+        unsafe { context.execute(workspace_ptr, pack) }
     }
 
     /// The roles of the transposed problem, whose "query rows" are K's rows: its written
