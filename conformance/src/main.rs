@@ -10,7 +10,7 @@ use hipdnn_shim::harness::ValidationMode;
 use hipdnn_shim::manager::{LoadedPlugin, PluginManager};
 use ragged_conformance::report::{CaseResult, Outcome, Report};
 use ragged_conformance::suites::gating::{self, FixtureArtifacts};
-use ragged_conformance::suites::{abi, multi_node, numeric};
+use ragged_conformance::suites::{abi, backward, multi_node, numeric};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Suite {
@@ -20,6 +20,8 @@ enum Suite {
     /// Multi-node graphs (SDPA → pointwise on virtual intermediates) against the CPU graph
     /// executor; a plugin that declines them gets "declined" skips.
     MultiNode,
+    /// The backward of the numeric cases (SdpaBackward graphs) against kernels' CPU backward.
+    Backward,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -103,7 +105,13 @@ fn for_each_loaded(
 fn main() -> ExitCode {
     let args = Args::parse();
     let suites = if args.suites.is_empty() {
-        vec![Suite::Abi, Suite::Gating, Suite::Numeric, Suite::MultiNode]
+        vec![
+            Suite::Abi,
+            Suite::Gating,
+            Suite::Numeric,
+            Suite::MultiNode,
+            Suite::Backward,
+        ]
     } else {
         args.suites.clone()
     };
@@ -179,6 +187,30 @@ fn main() -> ExitCode {
         for_each_loaded(&args.plugins, "multi_node", &mut report, &|loaded| {
             multi_node::run(loaded, &args.host_engines, mode, args.seed)
         });
+    }
+
+    if suites.contains(&Suite::Backward) {
+        let options = numeric::NumericOptions {
+            mode: match args.validation {
+                Validation::Coverage => ValidationMode::Coverage,
+                Validation::SentinelSkip => ValidationMode::SentinelSkip,
+            },
+            seed: args.seed,
+            host_engines: args.host_engines.clone(),
+            device: None,
+        };
+        for plugin in &args.plugins {
+            let mut manager = PluginManager::new();
+            manager.load_file(plugin);
+            match manager.plugins.first() {
+                Some(loaded) => report.extend(backward::run(loaded, &options)),
+                None => report.push(failed_case(
+                    "backward",
+                    &format!("{}::load", plugin.display()),
+                    "not loaded".to_owned(),
+                )),
+            }
+        }
     }
 
     print!("{}", report.text());

@@ -19,6 +19,7 @@
 
 pub mod abi;
 pub mod api_version;
+pub mod backward;
 pub mod case_inputs;
 pub mod discovery;
 pub mod dispatch;
@@ -31,6 +32,7 @@ pub mod host_error;
 pub mod log;
 pub mod manager;
 pub mod multi_node_graphs;
+pub mod oracle_backward;
 pub mod plugin;
 
 pub use host_error::HostError;

@@ -11,6 +11,7 @@ mod integration_bundle;
 mod npy;
 mod oracle;
 mod shape_overrides;
+mod run_backward;
 mod verify;
 
 use std::path::PathBuf;

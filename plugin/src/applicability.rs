@@ -18,6 +18,7 @@ use ragged_schema::version::{
 use ragged_schema::{Graph, NodeAttributes, SchemaError, SdpaAttributes};
 
 use crate::abi::types::Severity;
+use crate::backward_problem::{self, BackwardProblem};
 use crate::engines::{self, Engine, Planned};
 use crate::error::PluginError;
 use crate::graph_plan::{self, GraphPlan};
@@ -115,6 +116,7 @@ pub fn decode(bytes: &[u8]) -> Result<Result<Graph, Decline>, PluginError> {
 pub enum Accepted {
     Sdpa(RaggedSdpaProblem),
     Graph(Arc<GraphPlan>),
+    Backward(Arc<BackwardProblem>),
 }
 
 impl Accepted {
@@ -122,12 +124,22 @@ impl Accepted {
         match self {
             Accepted::Sdpa(problem) => engine.plan(problem),
             Accepted::Graph(graph) => engine.plan_graph(graph),
+            Accepted::Backward(backward) => engine.plan_backward(backward),
         }
     }
 }
 
 /// Graph model → what the engines plan for, or the first reason to decline.
 pub fn accept(graph: &Graph) -> Result<Accepted, Decline> {
+    if let [node] = graph.nodes.as_slice()
+        && let NodeAttributes::SdpaBackward(backward) = &node.attributes
+    {
+        check_versions(graph)?;
+        if let Err(error) = graph.validate() {
+            return refuse("validation", error, "a graph that passes schema validation");
+        }
+        return backward_problem::build(graph, backward).map(|p| Accepted::Backward(Arc::new(p)));
+    }
     if !graph_plan::is_graph_path(graph) {
         return problem(graph).map(Accepted::Sdpa);
     }
@@ -193,7 +205,8 @@ fn single_sdpa_node(graph: &Graph) -> Result<&SdpaAttributes, Decline> {
         NodeAttributes::SdpaBackward(_) => refuse(
             field(),
             "SdpaBackwardAttributes (union tag 15)",
-            "SdpaAttributes (this plugin runs the forward only)",
+            "SdpaAttributes: shape overrides re-plan a forward node only (a backward graph runs \
+             without overrides)",
         ),
         NodeAttributes::Unsupported { tag, name } => refuse(
             field(),

@@ -77,6 +77,7 @@ impl ExecutionContext {
         match &self.problem {
             Accepted::Sdpa(problem) => self.planned.execute(problem, &pack),
             Accepted::Graph(_) => self.planned.execute_graph(&pack),
+            Accepted::Backward(_) => self.planned.execute_backward(&pack),
         }
     }
 }

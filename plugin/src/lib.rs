@@ -6,7 +6,8 @@
 //!   that checks pointers, calls one module, and writes its outputs only on success;
 //! - [`abi`]: C types, the panic boundary, NULL-checking pointer helpers, per-thread last error;
 //! - [`applicability`] → [`problem`]: graph bytes to a decision and an owned
-//!   `ragged_kernels::RaggedSdpaProblem`;
+//!   `ragged_kernels::RaggedSdpaProblem`; a single SDPA backward node becomes a
+//!   [`backward_problem::BackwardProblem`], which only the host engine plans;
 //! - [`engines`]: which engines this process lists, GPU engines first, and the `Planner` /
 //!   `Planned` traits each engine implements in its own module: [`engines::cuda`]
 //!   (`RAGGED_SDPA_CUDA_FMHA`), [`engines::aiter`] (`RAGGED_SDPA_AITER_FMHA`) and [`engines::host`]
@@ -29,6 +30,7 @@
 
 pub mod abi;
 pub mod applicability;
+pub mod backward_problem;
 pub mod byte_extents;
 pub mod engine_config;
 pub mod engine_details;

@@ -123,7 +123,7 @@ fn four(values: &[i64], what: &str, role: &str, uid: i64) -> Result<[i64; 4], De
     }
 }
 
-fn tensor_plan(
+pub(crate) fn tensor_plan(
     graph: &Graph,
     role: &'static str,
     t: &TensorAttributes,

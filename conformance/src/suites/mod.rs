@@ -2,6 +2,7 @@
 
 pub mod abi;
 pub mod engine_cases;
+pub mod backward;
 pub mod gating;
 pub mod multi_node;
 pub mod numeric;

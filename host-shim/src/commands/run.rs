@@ -146,7 +146,7 @@ pub(crate) fn with_spinner<T>(message: String, work: impl FnOnce() -> T) -> T {
 /// `.npy` stores C order, so the dims are only true of a buffer whose strides are row-major: a
 /// gap-free but permuted buffer (a dense `[B, H, S, D]` O in BSHD memory order, the common case)
 /// labelled with its dims would read back transposed.
-fn npy_shape(t: &dyn Tensor) -> Vec<u64> {
+pub(crate) fn npy_shape(t: &dyn Tensor) -> Vec<u64> {
     let len = t.host_data().len() as u64;
     let dims: Vec<u64> = t.dims().iter().map(|d| *d as u64).collect();
     if let Some(info) = t.ragged_iteration_info()
@@ -175,6 +175,9 @@ pub fn run(
     verify: bool,
     mode: ValidationMode,
 ) -> Result<(), ShimError> {
+    if let Some(result) = crate::run_backward::maybe_run(args, out_dir, verify, mode) {
+        return result;
+    }
     let graph = graph_file::load(&args.graph)?;
     if is_multi_node(&graph) {
         return super::run_graph::run(args, graph, out_dir, verify, mode);

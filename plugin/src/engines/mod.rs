@@ -34,6 +34,7 @@ use ragged_kernels::aiter as kernels_aiter;
 use ragged_kernels::problem::RaggedSdpaProblem;
 
 use crate::abi::types::Severity;
+use crate::backward_problem::BackwardProblem;
 use crate::engine_id::engine_name_to_id;
 use crate::error::PluginError;
 use crate::graph_plan::GraphPlan;
@@ -65,6 +66,18 @@ pub trait Planner: Sync {
             graph.exec.nodes.len(),
             "a single SdpaAttributes node: this engine does not run multi-node or pointwise \
              graphs (the host reference engine does)",
+        ))
+    }
+
+    /// This engine's plan for a single SDPA backward node ([`crate::backward_problem`]); only
+    /// the host engine runs one, through the CPU reference backward.
+    fn plan_backward(&self, problem: &Arc<BackwardProblem>) -> Result<Box<dyn Planned>, Decline> {
+        let _ = problem;
+        Err(Decline::graph(
+            "node attributes",
+            "SdpaBackwardAttributes (union tag 15)",
+            "SdpaAttributes: this engine has no backward kernels (the host reference engine \
+             runs the backward)",
         ))
     }
 }
@@ -100,6 +113,15 @@ pub trait Planned: fmt::Debug + Send + Sync {
             "this plan runs a single SDPA node, not a multi-node graph".to_owned(),
         ))
     }
+
+    /// Runs a backward plan (which holds its own problem) over one call's variant pack; only
+    /// plans from [`Planner::plan_backward`] implement it.
+    fn execute_backward(&self, pack: &VariantPack<'_>) -> Result<(), PluginError> {
+        let _ = pack;
+        Err(PluginError::Engine(
+            "this plan runs an SDPA forward, not a backward".to_owned(),
+        ))
+    }
 }
 
 /// One engine: its upper-snake-case name (static C storage, as `GetEngineName` hands it out),
@@ -123,6 +145,14 @@ impl Engine {
     /// This engine's plan for a multi-node graph, or why it declines.
     pub fn plan_graph(&self, graph: &Arc<GraphPlan>) -> Result<Box<dyn Planned>, Decline> {
         self.planner.plan_graph(graph)
+    }
+
+    /// This engine's plan for an SDPA backward node, or why it declines.
+    pub fn plan_backward(
+        &self,
+        problem: &Arc<BackwardProblem>,
+    ) -> Result<Box<dyn Planned>, Decline> {
+        self.planner.plan_backward(problem)
     }
 }
 

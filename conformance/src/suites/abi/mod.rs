@@ -13,6 +13,7 @@ use hipdnn_shim::abi::{ConstData, ERROR_STRING_MAX_LENGTH, Status, symbols};
 use hipdnn_shim::engine_id::{engine_name_to_id, hex_id};
 use hipdnn_shim::manager::{LoadedPlugin, PluginManager};
 
+mod backward_calls;
 mod graph_calls;
 mod optional_calls;
 
@@ -123,6 +124,9 @@ pub fn run(path: &Path, host_engines: &[String]) -> Report {
     });
     record(&mut report, &file, "serialized_context_round_trip", || {
         optional_calls::serialization(loaded, host_engines)
+    });
+    record(&mut report, &file, "backward_graph", || {
+        backward_calls::backward_graph(loaded, host_engines)
     });
     record(&mut report, &file, "last_error_contract", || {
         last_error(loaded)

@@ -6,6 +6,7 @@
 //! are shared and exclusive views created. Writing happens inside `sdpa_forward`, after it has
 //! validated everything, so a failing execute writes no output byte.
 
+pub mod backward;
 pub mod device_memory;
 pub mod graph;
 pub mod staging;
@@ -79,6 +80,16 @@ impl Planner for HostReference {
         staging::check_reachable()?;
         Ok(Box::new(graph::HostGraphPlan {
             graph: Arc::clone(graph),
+        }))
+    }
+
+    fn plan_backward(
+        &self,
+        problem: &Arc<crate::backward_problem::BackwardProblem>,
+    ) -> Result<Box<dyn Planned>, Decline> {
+        staging::check_reachable()?;
+        Ok(Box::new(backward::HostBackwardPlan {
+            problem: Arc::clone(problem),
         }))
     }
 }

@@ -50,7 +50,7 @@ pub fn check_reachable() -> Result<(), Decline> {
 }
 
 /// Host copies of the device-resident tensors of one call, and the pack that points at them.
-struct Staging<'m> {
+pub(super) struct Staging<'m> {
     memory: &'m DeviceMemory,
     entries: Vec<DeviceBuffer>,
     /// uid → (device address, host copy); u64 words keep every element type aligned.
@@ -59,7 +59,7 @@ struct Staging<'m> {
 }
 
 impl<'m> Staging<'m> {
-    fn new(memory: &'m DeviceMemory, pack: &VariantPack<'_>) -> Self {
+    pub(super) fn new(memory: &'m DeviceMemory, pack: &VariantPack<'_>) -> Self {
         Staging {
             memory,
             entries: pack.entries().to_vec(),
@@ -69,7 +69,7 @@ impl<'m> Staging<'m> {
     }
 
     /// The call's pack with every staged pointer replaced by its host copy.
-    fn pack(&self) -> Result<VariantPack<'_>, PluginError> {
+    pub(super) fn pack(&self) -> Result<VariantPack<'_>, PluginError> {
         // SAFETY: each entry is either the caller's pointer, host memory under the caller's
         // pack contract, or a host copy owned by `self` of the length the problem gives it;
         // the host engine needs no workspace.
@@ -78,7 +78,12 @@ impl<'m> Staging<'m> {
 
     /// Makes `uid` (of `bytes` bytes, its extent in this call) host-reachable: downloads it if
     /// it is device memory.
-    fn stage(&mut self, uid: i64, role: &'static str, bytes: usize) -> Result<(), PluginError> {
+    pub(super) fn stage(
+        &mut self,
+        uid: i64,
+        role: &'static str,
+        bytes: usize,
+    ) -> Result<(), PluginError> {
         let stream = self.stream;
         if self.copies.iter().any(|(staged, ..)| *staged == uid) {
             return Ok(());
@@ -105,7 +110,7 @@ impl<'m> Staging<'m> {
     }
 
     /// Copies the staged outputs back to the device.
-    fn upload(&self, outputs: &[(i64, usize)]) -> Result<(), PluginError> {
+    pub(super) fn upload(&self, outputs: &[(i64, usize)]) -> Result<(), PluginError> {
         let copies: Vec<(u64, &[u8])> = self
             .copies
             .iter()

@@ -1,0 +1,70 @@
+//! The backward suite through the `ragged-conformance` binary: the project plugin's host engine
+//! runs (and passes) every backward case; the fixture plugin, which has no backward, reports each
+//! case declined and the run still succeeds.
+
+#[allow(dead_code)] // this test uses only profile_dir
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use ragged_conformance::suites::backward;
+use ragged_conformance::suites::gating::{
+    FIXTURE_BUILD_COMMAND, FIXTURE_MAIN_FILE, newest_existing,
+};
+
+fn shared_object(file: &str, build: &str) -> PathBuf {
+    let dir = common::profile_dir();
+    newest_existing(&[dir.join("deps").join(file), dir.join(file)]).unwrap_or_else(|| {
+        panic!(
+            "{file} not found in {}; build it with `{build}`",
+            dir.display()
+        )
+    })
+}
+
+fn backward_suite(plugin: &Path) -> (bool, String) {
+    let output = Command::new(env!("CARGO_BIN_EXE_ragged-conformance"))
+        .args(["--suite", "backward"])
+        .arg(plugin)
+        .env("HIPDNN_RAGGED_SDPA_HOST_ENGINE", "1")
+        .output()
+        .unwrap_or_else(|e| panic!("running ragged-conformance: {e}"));
+    let out = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    (output.status.success(), out)
+}
+
+#[test]
+fn the_project_host_engine_passes_every_backward_case() {
+    let plugin = shared_object(
+        "libhipdnn_provider_ragged_sdpa.so",
+        "cargo build -p ragged-plugin",
+    );
+    let (ok, out) = backward_suite(&plugin);
+    assert!(ok, "{out}");
+    let passes = out
+        .lines()
+        .filter(|l| l.starts_with("PASS hipdnn_provider_ragged_sdpa::RAGGED_SDPA_HOST_REFERENCE::"))
+        .count();
+    assert_eq!(
+        passes,
+        backward::cases().len(),
+        "every backward case must run (not skip) on the host engine:\n{out}"
+    );
+    assert!(!out.contains("FAIL "), "{out}");
+}
+
+#[test]
+fn a_plugin_without_a_backward_reports_declined_not_failed() {
+    let fixture = shared_object(FIXTURE_MAIN_FILE, FIXTURE_BUILD_COMMAND);
+    let (ok, out) = backward_suite(&fixture);
+    assert!(ok, "{out}");
+    let skips: Vec<&str> = out.lines().filter(|l| l.starts_with("SKIP ")).collect();
+    assert!(!skips.is_empty(), "{out}");
+    assert!(!out.contains("FAIL "), "{out}");
+    assert!(out.contains("declined"), "{out}");
+}

@@ -1,0 +1,257 @@
+//! The graph's one `SdpaBackwardAttributes` node → a [`BackwardProblem`], built once per graph
+//! (issue 15 item 3).
+//!
+//! A backward must read its forward's tensors exactly as the forward did, so Q, K, V, O, the LSE
+//! (`stats`), the seq_lens, the scale and the mask band go through the forward's own builder
+//! ([`crate::problem::build`]) as the forward node the backward implies: every layout rule, GQA
+//! check, stats layout and band resolution is the forward's by construction. What is left here is
+//! dO and the three gradients (each the type, dims and layout rules of its primal) and the
+//! features the CPU reference does not compute, each declined naming uid, field, value and need.
+
+use ragged_kernels::Decline;
+use ragged_kernels::problem::{Operand, RaggedSdpaProblem, ScalePlan};
+use ragged_schema::{DataType, Graph, SdpaAttributes, SdpaBackwardAttributes};
+
+use crate::{byte_extents, problem};
+
+/// What an accepted backward graph binds, all copies of the graph's data.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BackwardProblem {
+    /// Q, K, V, O, the LSE (always present), seq_lens, scale and band, by the forward's rules.
+    pub forward: RaggedSdpaProblem,
+    /// The forward's LSE (`stats_tensor_uid`), also `forward.stats`.
+    pub lse: Operand,
+    /// The gradient flowing into O: O's dims, type and layout.
+    pub d_o: Operand,
+    /// The gradient of Q.
+    pub dq: Operand,
+    /// The gradient of K (summed over each GQA group's query heads).
+    pub dk: Operand,
+    /// The gradient of V.
+    pub dv: Operand,
+}
+
+impl BackwardProblem {
+    /// Everything the backward reads: Q, K, V, O, dO and the LSE.
+    pub fn inputs(&self) -> [&Operand; 6] {
+        let f = &self.forward;
+        [&f.q, &f.k, &f.v, &f.o, &self.d_o, &self.lse]
+    }
+
+    /// Everything it writes: dQ, dK, dV.
+    pub fn outputs(&self) -> [&Operand; 3] {
+        [&self.dq, &self.dk, &self.dv]
+    }
+
+    /// dO, dQ, dK, dV in the forward problem's slots (O, Q, K, V), with no stats, lengths or
+    /// scale tensor: lets the per-tensor helpers written for a forward problem (byte extents,
+    /// ragged offset spans) cover the gradients too.
+    pub fn gradient_carrier(&self) -> RaggedSdpaProblem {
+        RaggedSdpaProblem {
+            q: self.dq,
+            k: self.dk,
+            v: self.dv,
+            o: self.d_o,
+            stats: None,
+            seq_len_q: None,
+            seq_len_kv: None,
+            scale: ScalePlan::Fixed(1.0),
+            mask: self.forward.mask,
+        }
+    }
+
+    /// The uid bound for a kernel role, for naming the tensor of an execute-time error.
+    pub fn uid_of(&self, role: ragged_kernels::Role) -> Option<i64> {
+        use ragged_kernels::Role;
+        let f = &self.forward;
+        match role {
+            Role::Q => Some(f.q.uid),
+            Role::K => Some(f.k.uid),
+            Role::V => Some(f.v.uid),
+            Role::O => Some(f.o.uid),
+            Role::Lse => Some(self.lse.uid),
+            Role::DO => Some(self.d_o.uid),
+            Role::DQ => Some(self.dq.uid),
+            Role::DK => Some(self.dk.uid),
+            Role::DV => Some(self.dv.uid),
+            Role::SeqLenQ => f.seq_len_q.map(|s| s.uid),
+            Role::SeqLenKv => f.seq_len_kv.map(|s| s.uid),
+            Role::Scalar => None,
+        }
+    }
+}
+
+/// The node's problem, or the first reason to decline. The graph has passed schema validation.
+pub fn build(graph: &Graph, node: &SdpaBackwardAttributes) -> Result<BackwardProblem, Decline> {
+    check_unsupported_features(node)?;
+    check_no_fp8(graph, node)?;
+    let forward = problem::build(graph, &forward_node(node))?;
+    byte_extents::check(&forward)?;
+    let Some(lse) = forward.stats else {
+        return Err(Decline::graph(
+            "stats_tensor_uid",
+            "unset",
+            "the forward's LSE: the backward recomputes P from it",
+        ));
+    };
+    let gradient =
+        |role: &'static str, uid: i64, primal: &Operand| gradient_plan(graph, role, uid, primal);
+    let p = BackwardProblem {
+        d_o: gradient("do_tensor_uid", node.do_tensor_uid, &forward.o)?,
+        dq: gradient("dq_tensor_uid", node.dq_tensor_uid, &forward.q)?,
+        dk: gradient("dk_tensor_uid", node.dk_tensor_uid, &forward.k)?,
+        dv: gradient("dv_tensor_uid", node.dv_tensor_uid, &forward.v)?,
+        lse,
+        forward,
+    };
+    byte_extents::check(&p.gradient_carrier())?;
+    Ok(p)
+}
+
+/// The forward node whose gradients this backward computes: the same tensors, lengths, scale
+/// and band fields, so the forward's builder resolves them exactly as it did for the forward.
+fn forward_node(b: &SdpaBackwardAttributes) -> SdpaAttributes {
+    SdpaAttributes {
+        stats_tensor_uid: Some(b.stats_tensor_uid),
+        scale_tensor_uid: b.scale_tensor_uid,
+        seq_len_q_tensor_uid: b.seq_len_q_tensor_uid,
+        seq_len_kv_tensor_uid: b.seq_len_kv_tensor_uid,
+        padding_mask: b.padding_mask,
+        causal_mask: b.causal_mask,
+        causal_mask_bottom_right: b.causal_mask_bottom_right,
+        attn_scale_value: b.attn_scale_value,
+        left_bound: b.left_bound,
+        right_bound: b.right_bound,
+        diagonal_alignment: b.diagonal_alignment,
+        ..SdpaAttributes::new(
+            b.q_tensor_uid,
+            b.k_tensor_uid,
+            b.v_tensor_uid,
+            b.o_tensor_uid,
+        )
+    }
+}
+
+/// Dropout, an additive bias, ALiBi and dBias: the CPU reference computes none of them
+/// (kernels/src/sdpa_backward/README.md §3), and computing the gradient of a different forward
+/// silently would be worse than declining.
+pub fn check_unsupported_features(node: &SdpaBackwardAttributes) -> Result<(), Decline> {
+    let uids = [
+        (
+            "attn_mask_tensor_uid",
+            node.attn_mask_tensor_uid,
+            "an attention bias",
+        ),
+        (
+            "dbias_tensor_uid",
+            node.dbias_tensor_uid,
+            "the bias gradient dBias",
+        ),
+        ("seed_tensor_uid", node.seed_tensor_uid, "dropout"),
+        ("offset_tensor_uid", node.offset_tensor_uid, "dropout"),
+        (
+            "dropout_mask_tensor_uid",
+            node.dropout_mask_tensor_uid,
+            "dropout",
+        ),
+        (
+            "dropout_scale_tensor_uid",
+            node.dropout_scale_tensor_uid,
+            "dropout",
+        ),
+        (
+            "dropout_scale_inv_tensor_uid",
+            node.dropout_scale_inv_tensor_uid,
+            "dropout",
+        ),
+    ];
+    if let Some((field, Some(uid), feature)) = uids.iter().find(|(_, uid, _)| uid.is_some()) {
+        return Err(Decline::new(
+            *uid,
+            *field,
+            uid,
+            format!("unset: the SDPA backward does not support {feature}"),
+        ));
+    }
+    if node.alibi_mask {
+        return Err(Decline::graph(
+            "alibi_mask",
+            true,
+            "false: the SDPA backward does not support ALiBi",
+        ));
+    }
+    // As in the forward, only an exact 0 is "no dropout" (a NaN is no probability at all).
+    if let Some(p) = node.dropout_probability.filter(|p| *p != 0.0) {
+        return Err(Decline::graph(
+            "dropout_probability",
+            p,
+            "0 (no dropout): the SDPA backward does not support dropout",
+        ));
+    }
+    Ok(())
+}
+
+/// FP8 operands are declined by name before the generic type rules, so the reason says FP8.
+fn check_no_fp8(graph: &Graph, node: &SdpaBackwardAttributes) -> Result<(), Decline> {
+    let fp8 = [
+        DataType::Fp8E4m3,
+        DataType::Fp8E5m2,
+        DataType::Fp8E8m0,
+        DataType::Fp8E4m3Fnuz,
+        DataType::Fp8E5m2Fnuz,
+    ];
+    for (field, uid) in node.tensor_uids() {
+        if let Some(t) = graph.tensor(uid).filter(|t| fp8.contains(&t.data_type)) {
+            return Err(Decline::new(
+                uid,
+                format!("{field} data type"),
+                t.data_type,
+                "FLOAT, HALF or BFLOAT16: the SDPA backward does not support FP8",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A gradient (or dO): its primal's element type, and its primal's B, S, H and D along the axes
+/// its own strides resolve.
+fn gradient_plan(
+    graph: &Graph,
+    role: &'static str,
+    uid: i64,
+    primal: &Operand,
+) -> Result<Operand, Decline> {
+    let Some(t) = graph.tensor(uid) else {
+        return Err(Decline::new(
+            uid,
+            role,
+            "a uid not in the graph",
+            "a tensor of the graph",
+        ));
+    };
+    if problem::kernel_type(t.data_type) != Some(primal.dtype) {
+        return Err(Decline::new(
+            uid,
+            format!("{role} data type"),
+            t.data_type,
+            format!(
+                "{}, as {} uid {} (Q, K, V, O, dO and the gradients must match)",
+                primal.dtype, primal.role, primal.uid
+            ),
+        ));
+    }
+    let plan = problem::tensor_plan(graph, role, t)?;
+    if plan.bshd() != primal.bshd() {
+        return Err(Decline::new(
+            uid,
+            format!("{role} [B, S, H, D]"),
+            format!("{:?}", plan.bshd()),
+            format!("{:?}, as {} uid {}", primal.bshd(), primal.role, primal.uid),
+        ));
+    }
+    Ok(plan)
+}
+
+#[cfg(test)]
+#[path = "backward_problem_tests.rs"]
+pub(crate) mod tests;
