@@ -12,41 +12,9 @@ use common::golden::{BF16_SENTINEL, bf16_to_f64, check_against_oracle, golden_fi
 use common::plugin_path;
 use common::problem::SENTINEL;
 
-/// Compiles `tests/c/<source>` with the system C compiler into the test's scratch folder, against
-/// the project's ABI header and under AddressSanitizer and UndefinedBehaviorSanitizer (UB aborts
-/// instead of warning), so a C host that misuses the plugin's memory fails the test.
+/// `tests/c/<source>` built by [`common::c_host::compile`] into this binary's scratch folder.
 fn compile(source: &str, output_name: &str, extra: &[&str]) -> PathBuf {
-    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let include = manifest.join("include");
-    let source = manifest.join("tests/c").join(source);
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("c_build");
-    std::fs::create_dir_all(&dir).expect("scratch dir");
-    let binary = dir.join(output_name);
-    if let Some(parent) = binary.parent() {
-        std::fs::create_dir_all(parent).expect("scratch dir");
-    }
-    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".to_owned());
-    let output = Command::new(&cc)
-        .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-pedantic", "-g"])
-        .args([
-            "-fsanitize=address,undefined",
-            "-fno-sanitize-recover=undefined",
-        ])
-        .arg("-I")
-        .arg(&include)
-        .args(extra)
-        .arg("-o")
-        .arg(&binary)
-        .arg(&source)
-        .arg("-ldl")
-        .output()
-        .unwrap_or_else(|e| panic!("running the C compiler {cc}: {e}"));
-    assert!(
-        output.status.success(),
-        "C compile failed:\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    binary
+    common::c_host::compile(source, "c_build", output_name, extra)
 }
 
 /// Compiled once per test binary: tests run in parallel and must not rewrite a running file.
