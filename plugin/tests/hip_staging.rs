@@ -128,26 +128,9 @@ fn bytes_of_mut(v: &mut [f32]) -> &mut [u8] {
 /// stream, and destroys the context.
 fn execute(pack: &[DeviceBuffer]) -> Status {
     let handle = OwnedHandle::new();
-    let (config, graph) = (problem::config_bytes(), problem::graph_bytes());
-    let (c, g) = (ConstData::of(&config), ConstData::of(&graph));
-    let mut context: Context = null_mut();
-    // SAFETY: valid pointers.
-    let status = unsafe { (plugin().CreateExecutionContext)(handle.0, &c, &g, &mut context) };
-    assert_eq!(status, SUCCESS, "{}", last_error());
-    // SAFETY: every pointer in `pack` is host memory or fake-device memory of its extent.
-    let status = unsafe {
-        (plugin().ExecuteOpGraph)(
-            handle.0,
-            context,
-            null_mut(),
-            pack.as_ptr(),
-            pack.len() as u32,
-        )
-    };
-    // SAFETY: a live context of this handle, destroyed once.
-    let destroyed = unsafe { (plugin().DestroyExecutionContext)(handle.0, context) };
-    assert_eq!(destroyed, SUCCESS);
-    status
+    let context = OwnedContext::new(&handle, &problem::config_bytes(), &problem::graph_bytes());
+    // Every pointer in `pack` is host memory or fake-device memory of its extent.
+    context.execute(pack)
 }
 
 #[test]
