@@ -238,14 +238,7 @@ mod tests {
         );
 
         let mut g = golden();
-        g.tensors.push(
-            ragged_schema::TensorAttributes::new()
-                .set_uid(30)
-                .set_data_type(ragged_schema::DataType::Float)
-                .set_dims(vec![1])
-                .set_strides(vec![1])
-                .set_is_runtime_pass_by_value(false),
-        );
+        g.tensors.push(scale_scalar(false));
         sdpa(&mut g).scale_tensor_uid = Some(30);
         let why = declined(&g);
         assert!(
@@ -255,6 +248,16 @@ mod tests {
             ),
             "{why}"
         );
+    }
+
+    /// A float scalar uid 30 for `scale_tensor_uid`: runtime pass-by-value, or a device tensor.
+    fn scale_scalar(pass_by_value: bool) -> ragged_schema::TensorAttributes {
+        ragged_schema::TensorAttributes::new()
+            .set_uid(30)
+            .set_data_type(ragged_schema::DataType::Float)
+            .set_dims(vec![1])
+            .set_strides(vec![1])
+            .set_is_runtime_pass_by_value(pass_by_value)
     }
 
     /// The golden graph at D = 64 (a compiled head dim), its scale a pass-by-value scalar uid 30.
@@ -268,14 +271,7 @@ mod tests {
             }
             t.dims[3] = 64;
         }
-        g.tensors.push(
-            ragged_schema::TensorAttributes::new()
-                .set_uid(30)
-                .set_data_type(ragged_schema::DataType::Float)
-                .set_dims(vec![1])
-                .set_strides(vec![1])
-                .set_is_runtime_pass_by_value(true),
-        );
+        g.tensors.push(scale_scalar(true));
         sdpa(&mut g).scale_tensor_uid = Some(30);
         g
     }
