@@ -208,15 +208,7 @@ mod tests {
              kernels)"
         );
 
-        let mut g = golden();
-        for t in g.tensors.iter_mut() {
-            match t.uid {
-                1 | 4 => t.strides = vec![3 * 2 * 64, 2 * 64, 64, 1],
-                2 | 3 => t.strides = vec![4 * 64, 64, 64, 1],
-                _ => continue,
-            }
-            t.dims[3] = 64;
-        }
+        let g = golden_d64();
         let fmha = plan(&sdpa_plan(&g)).expect("bf16 D = 64 is compiled");
         assert!(fmha.workspace_bytes() > 0);
         assert_eq!(fmha.kernel, "ragged_fmha_fwd_bf16_d64");
@@ -260,8 +252,8 @@ mod tests {
             .set_is_runtime_pass_by_value(pass_by_value)
     }
 
-    /// The golden graph at D = 64 (a compiled head dim), its scale a pass-by-value scalar uid 30.
-    fn d64_with_runtime_scale() -> Graph {
+    /// The golden graph at D = 64, a head dim the CUDA kernels are compiled for.
+    fn golden_d64() -> Graph {
         let mut g = golden();
         for t in g.tensors.iter_mut() {
             match t.uid {
@@ -271,6 +263,12 @@ mod tests {
             }
             t.dims[3] = 64;
         }
+        g
+    }
+
+    /// The golden graph at D = 64 (a compiled head dim), its scale a pass-by-value scalar uid 30.
+    fn d64_with_runtime_scale() -> Graph {
+        let mut g = golden_d64();
         g.tensors.push(scale_scalar(true));
         sdpa(&mut g).scale_tensor_uid = Some(30);
         g
