@@ -7,7 +7,6 @@
 mod common;
 
 use std::path::PathBuf;
-use std::process::Command;
 
 use common::overrides::*;
 use common::*;
@@ -63,20 +62,12 @@ fn a_c_host_recreates_a_serialized_context_and_runs_it_with_overrides() {
         .collect();
     std::fs::write(dir.join("overrides.txt"), overrides).expect("overrides");
 
-    let output = Command::new(&host)
-        .arg(plugin_path())
-        .arg(dir.join("graph.bin"))
-        .arg(dir.join("config.bin"))
-        .arg(&dir)
-        .args(files.iter().map(|(uid, _)| uid.to_string()))
-        .env("HIPDNN_RAGGED_SDPA_HOST_ENGINE", "1")
-        .output()
-        .expect("C host runs");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "C host failed:\nstdout:\n{stdout}\nstderr:\n{}",
-        String::from_utf8_lossy(&output.stderr)
+    let stdout = c_host::run(
+        &host,
+        &dir.join("graph.bin"),
+        &dir.join("config.bin"),
+        &dir,
+        files.iter().map(|(uid, _)| uid.to_string()),
     );
     for line in [
         "damaged bytes refused (1): hipdnnEnginePluginCreateExecutionContextFromSerialized: \

@@ -56,20 +56,12 @@ fn a_c_host_runs_the_golden_graph_through_dlopen() {
     let (dir, uids) = golden_variant_pack("c_program_golden");
     let (o_ref, lse_ref) = (npy::<f64>("expected/4.npy"), npy::<f64>("expected/9.npy"));
 
-    let output = Command::new(&host)
-        .arg(plugin_path())
-        .arg(golden_file("graph_flagged.bin"))
-        .arg(golden_file("engine_config.bin"))
-        .arg(&dir)
-        .args(uids.iter().map(i64::to_string))
-        .env("HIPDNN_RAGGED_SDPA_HOST_ENGINE", "1")
-        .output()
-        .expect("C host runs");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "C host failed:\nstdout:\n{stdout}\nstderr:\n{}",
-        String::from_utf8_lossy(&output.stderr)
+    let stdout = common::c_host::run(
+        &host,
+        &golden_file("graph_flagged.bin"),
+        &golden_file("engine_config.bin"),
+        &dir,
+        uids.iter().map(i64::to_string),
     );
     assert!(stdout.contains("API 1.4.0"), "{stdout}");
     assert!(

@@ -2,7 +2,7 @@
 //! ABI header, warnings as errors, under AddressSanitizer and UndefinedBehaviorSanitizer (UB
 //! aborts instead of warning), so a C host that misuses the plugin's memory fails its test.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// Compiles `tests/c/<source>` into `<test tmpdir>/<dir>/<output_name>` and returns the binary.
@@ -35,4 +35,31 @@ pub fn compile(source: &str, dir: &str, output_name: &str, extra: &[&str]) -> Pa
         String::from_utf8_lossy(&output.stderr)
     );
     binary
+}
+
+/// Runs a C host as `host PLUGIN.so GRAPH CONFIG DIR UID...` on the host engine and returns
+/// its stdout; a failed run fails the test with both streams.
+pub fn run(
+    host: &Path,
+    graph: &Path,
+    config: &Path,
+    dir: &Path,
+    uids: impl IntoIterator<Item = String>,
+) -> String {
+    let output = Command::new(host)
+        .arg(super::plugin_path())
+        .arg(graph)
+        .arg(config)
+        .arg(dir)
+        .args(uids)
+        .env("HIPDNN_RAGGED_SDPA_HOST_ENGINE", "1")
+        .output()
+        .expect("C host runs");
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        output.status.success(),
+        "C host failed:\nstdout:\n{stdout}\nstderr:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    stdout
 }

@@ -131,16 +131,19 @@ pub fn graph() -> Graph {
         .add_tensor(index(KV_OFFSETS, "kv_offsets", B + 1, DataType::Int32))
         .add_tensor(index(SEQ_Q, "seq_q", B, DataType::Int64))
         .add_tensor(index(SEQ_KV, "seq_kv", B, DataType::Int64))
-        .add_tensor(
-            TensorAttributes::new()
-                .set_uid(SCALE)
-                .set_name("scale")
-                .set_data_type(DataType::Float)
-                .set_dims(vec![1])
-                .set_strides(vec![1])
-                .set_is_runtime_pass_by_value(true),
-        )
+        .add_tensor(runtime_scale(SCALE))
         .add_node(Node::sdpa("sdpa", sdpa))
+}
+
+/// A float scalar scale bound at execute as a host pointer (runtime pass-by-value).
+pub fn runtime_scale(uid: i64) -> TensorAttributes {
+    TensorAttributes::new()
+        .set_uid(uid)
+        .set_name("scale")
+        .set_data_type(DataType::Float)
+        .set_dims(vec![1])
+        .set_strides(vec![1])
+        .set_is_runtime_pass_by_value(true)
 }
 
 pub fn graph_bytes() -> Vec<u8> {
