@@ -593,26 +593,31 @@ fn seq_lens_with_the_wrong_count() {
     ));
 }
 
-/// A foreign tensor implementation whose geometry addresses more than its buffer holds.
-struct Lying {
+/// A foreign tensor implementation reporting whatever geometry and counts a test gives it, so a
+/// test can hand the CPU reference what no SDK constructor would build.
+struct Foreign {
+    dims: [i64; 4],
+    strides: [i64; 4],
+    element_count: usize,
+    element_space: usize,
     data: Vec<f32>,
 }
 
-impl Tensor for Lying {
+impl Tensor for Foreign {
     fn dims(&self) -> &[i64] {
-        &[2, 1, 4, 4]
+        &self.dims
     }
     fn strides(&self) -> &[i64] {
-        &[32, 16, 4, 1]
+        &self.strides
     }
     fn data_type(&self) -> DataType {
         DataType::F32
     }
     fn element_count(&self) -> usize {
-        32
+        self.element_count
     }
     fn element_space(&self) -> usize {
-        48
+        self.element_space
     }
     fn is_packed(&self) -> bool {
         false
@@ -625,7 +630,12 @@ impl Tensor for Lying {
 #[test]
 fn operand_reaching_beyond_its_buffer() {
     let mut ops = valid();
-    let lying = Lying {
+    // Its geometry addresses 48 elements; the buffer holds 40.
+    let lying = Foreign {
+        dims: [2, 1, 4, 4],
+        strides: [32, 16, 4, 1],
+        element_count: 32,
+        element_space: 48,
         data: vec![0.0; 40],
     };
     let err = sdpa_forward(
@@ -648,39 +658,15 @@ fn operand_reaching_beyond_its_buffer() {
     );
 }
 
-/// A foreign dense tensor whose batch stride times the batch index overflows usize.
-struct HugeBatchStride {
-    data: Vec<f32>,
-}
-
-impl Tensor for HugeBatchStride {
-    fn dims(&self) -> &[i64] {
-        &[4, 1, 1, 4]
-    }
-    fn strides(&self) -> &[i64] {
-        &[i64::MAX, 4, 4, 1]
-    }
-    fn data_type(&self) -> DataType {
-        DataType::F32
-    }
-    fn element_count(&self) -> usize {
-        16
-    }
-    fn element_space(&self) -> usize {
-        16
-    }
-    fn is_packed(&self) -> bool {
-        false
-    }
-    fn host_data(&self) -> HostData<'_> {
-        HostData::F32(&self.data)
-    }
-}
-
 #[test]
 fn a_batch_stride_whose_batch_bases_overflow_is_an_error() {
     let q = DenseTensor::<f32>::packed(vec![4, 1, 1, 4]).unwrap();
-    let k = HugeBatchStride {
+    // A batch stride that times the batch index overflows usize.
+    let k = Foreign {
+        dims: [4, 1, 1, 4],
+        strides: [i64::MAX, 4, 4, 1],
+        element_count: 16,
+        element_space: 16,
         data: vec![0.0; 16],
     };
     let v = DenseTensor::<f32>::packed(vec![4, 1, 1, 4]).unwrap();

@@ -14,15 +14,13 @@ mod common;
 
 use std::hint::black_box;
 use std::ptr::null_mut;
-use std::sync::Arc;
 use std::time::Instant;
 
-use common::problem::{self, B, D, HKV, HQ, Inputs, LEFT, PACKING_A, SKV, SQ};
+use common::problem::{self, B, D, HKV, HQ, Inputs, PACKING_A, SKV, SQ};
 use common::*;
-use ragged_kernels::tensor::BSHD_SEQ_AXIS;
 use ragged_kernels::{
-    DenseTensor, DiagonalAlignment, HostData, HostDataMut, MaskBand, SdpaParams,
-    ShallowRaggedTensor, ShallowRaggedTensorMut, ShallowTensorMut, Tensor, sdpa_forward,
+    DenseTensor, SdpaParams, ShallowRaggedTensor, ShallowRaggedTensorMut, ShallowTensorMut,
+    sdpa_forward,
 };
 
 const ROUNDS: usize = 101;
@@ -105,15 +103,7 @@ fn main() {
     let mut run_execute = || {
         let pack = inputs.pack(&mut o, &mut lse);
         // SAFETY: live handle and context; `pack` points at live host buffers.
-        let status = unsafe {
-            (p.ExecuteOpGraph)(
-                handle.0,
-                context,
-                null_mut(),
-                pack.as_ptr(),
-                pack.len() as u32,
-            )
-        };
+        let status = unsafe { execute(handle.0, context, &pack) };
         assert_eq!(status, SUCCESS);
     };
     let mut kernel = KernelOnly::new(&inputs);
@@ -169,52 +159,17 @@ impl KernelOnly {
         // Leaked so the views can be 'static; a benchmark process builds this once.
         let leak_f32 = |v: Vec<f32>| -> &'static mut [f32] { Box::leak(v.into_boxed_slice()) };
         let (o, lse) = inputs.outputs();
-        let aux = |v: &[i32]| -> Arc<dyn Tensor> {
-            Arc::new(
-                DenseTensor::from_vec(v.to_vec(), vec![B + 1, 1, 1, 1], vec![1, 1, 1, 1])
-                    .expect("offsets"),
-            )
-        };
-        let seq = |v: &[i64]| {
-            DenseTensor::from_vec(v.to_vec(), vec![B, 1, 1, 1], vec![1, 1, 1, 1]).expect("seq_lens")
-        };
-        let (q_aux, kv_aux) = (aux(&inputs.q_offsets), aux(&inputs.kv_offsets));
-        let ragged = |data: &'static [f32], s, h, aux: &Arc<dyn Tensor>| {
-            ShallowRaggedTensor::new(
-                HostData::F32(data),
-                vec![B, s, h, D],
-                vec![s * h * D, h * D, D, 1],
-                BSHD_SEQ_AXIS,
-                Arc::clone(aux),
-                1,
-            )
-            .expect("ragged input")
-        };
+        let (q_aux, kv_aux) = inputs.offsets_tensors();
+        let (seq_q, seq_kv) = inputs.seq_len_tensors();
         KernelOnly {
-            q: ragged(leak_f32(inputs.q.clone()), SQ, HQ, &q_aux),
-            k: ragged(leak_f32(inputs.k.clone()), SKV, HKV, &kv_aux),
-            v: ragged(leak_f32(inputs.v.clone()), SKV, HKV, &kv_aux),
-            o: ShallowRaggedTensorMut::new(
-                HostDataMut::F32(leak_f32(o)),
-                vec![B, SQ, HQ, D],
-                vec![SQ * HQ * D, HQ * D, D, 1],
-                BSHD_SEQ_AXIS,
-                q_aux,
-                1,
-            )
-            .expect("ragged output"),
-            lse: ShallowTensorMut::from_storage(
-                HostDataMut::F32(leak_f32(lse)),
-                vec![B, HQ, SQ, 1],
-                vec![HQ * SQ, SQ, 1, 1],
-            )
-            .expect("dense LSE"),
-            seq_q: seq(&inputs.seq_q),
-            seq_kv: seq(&inputs.seq_kv),
-            params: SdpaParams {
-                scale: inputs.scale,
-                band: MaskBand::window(Some(LEFT), Some(0), DiagonalAlignment::TopLeft),
-            },
+            q: problem::ragged_input(leak_f32(inputs.q.clone()), SQ, HQ, &q_aux),
+            k: problem::ragged_input(leak_f32(inputs.k.clone()), SKV, HKV, &kv_aux),
+            v: problem::ragged_input(leak_f32(inputs.v.clone()), SKV, HKV, &kv_aux),
+            o: problem::o_output(leak_f32(o), q_aux),
+            lse: problem::lse_output(leak_f32(lse)),
+            seq_q,
+            seq_kv,
+            params: inputs.params(),
         }
     }
 

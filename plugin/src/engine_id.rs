@@ -1,53 +1,5 @@
-//! Engine ids: FNV-1a-64 of the engine name, as hipDNN's `engineNameToId` computes them.
-//!
-//! Deriving ids from names (never choosing them) is what lets the host check
-//! `engineNameToId(GetEngineName(id)) == id` at load.
+//! Engine ids: derived from names (never chosen), which is what lets the host check
+//! `engineNameToId(GetEngineName(id)) == id` at load. The hash lives in the schema crate, shared
+//! with the shim that checks it.
 
-const OFFSET_BASIS: u64 = 0xcbf2_9ce4_8422_2325;
-const PRIME: u64 = 0x0000_0100_0000_01b3;
-
-/// FNV-1a-64 over the name's bytes, reinterpreted as `int64_t`; the empty name maps to 0
-/// (upstream's special case, not the offset basis).
-pub const fn engine_name_to_id(name: &str) -> i64 {
-    let bytes = name.as_bytes();
-    if bytes.is_empty() {
-        return 0;
-    }
-    let mut hash = OFFSET_BASIS;
-    let mut i = 0;
-    while i < bytes.len() {
-        hash ^= bytes[i] as u64;
-        hash = hash.wrapping_mul(PRIME);
-        i += 1;
-    }
-    hash as i64
-}
-
-#[cfg(test)]
-mod tests {
-    use super::engine_name_to_id;
-
-    // Worked values from plugin-abi.md §7.
-    #[test]
-    fn matches_the_published_values() {
-        assert_eq!(engine_name_to_id("a"), -5808556873153909620);
-        assert_eq!(engine_name_to_id("a") as u64, 0xaf63dc4c8601ec8c);
-        assert_eq!(
-            engine_name_to_id("RAGGED_SDPA_HOST_REFERENCE"),
-            8202884889727546333
-        );
-        assert_eq!(
-            engine_name_to_id("RAGGED_SDPA_CUDA_FMHA"),
-            -8390111541657994951
-        );
-        assert_eq!(
-            engine_name_to_id("RAGGED_SDPA_AITER_FMHA"),
-            -7892907548674631411
-        );
-    }
-
-    #[test]
-    fn empty_name_is_zero() {
-        assert_eq!(engine_name_to_id(""), 0);
-    }
-}
+pub use ragged_schema::engine_id::engine_name_to_id;

@@ -7,39 +7,18 @@
 mod common;
 
 use std::path::PathBuf;
-use std::process::Command;
-use std::ptr::null_mut;
 
 use common::overrides::*;
 use common::*;
 
-/// Compiles the C host into the test's scratch folder (as `c_program.rs` does for its host).
+/// The C host, built as every C host of these tests is (`common::c_host`).
 fn compile_host() -> PathBuf {
-    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("c_build_overrides");
-    std::fs::create_dir_all(&dir).expect("scratch dir");
-    let binary = dir.join("overrides_serialization");
-    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".to_owned());
-    let output = Command::new(&cc)
-        .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-pedantic", "-g"])
-        .args([
-            "-fsanitize=address,undefined",
-            "-fno-sanitize-recover=undefined",
-        ])
-        .arg("-I")
-        .arg(manifest.join("include"))
-        .arg("-o")
-        .arg(&binary)
-        .arg(manifest.join("tests/c/overrides_serialization.c"))
-        .arg("-ldl")
-        .output()
-        .unwrap_or_else(|e| panic!("running the C compiler {cc}: {e}"));
-    assert!(
-        output.status.success(),
-        "C compile failed:\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    binary
+    c_host::compile(
+        "overrides_serialization.c",
+        "c_build_overrides",
+        "overrides_serialization",
+        &[],
+    )
 }
 
 fn f32_bytes(values: &[f32]) -> Vec<u8> {
@@ -83,20 +62,12 @@ fn a_c_host_recreates_a_serialized_context_and_runs_it_with_overrides() {
         .collect();
     std::fs::write(dir.join("overrides.txt"), overrides).expect("overrides");
 
-    let output = Command::new(&host)
-        .arg(plugin_path())
-        .arg(dir.join("graph.bin"))
-        .arg(dir.join("config.bin"))
-        .arg(&dir)
-        .args(files.iter().map(|(uid, _)| uid.to_string()))
-        .env("HIPDNN_RAGGED_SDPA_HOST_ENGINE", "1")
-        .output()
-        .expect("C host runs");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "C host failed:\nstdout:\n{stdout}\nstderr:\n{}",
-        String::from_utf8_lossy(&output.stderr)
+    let stdout = c_host::run(
+        &host,
+        &dir.join("graph.bin"),
+        &dir.join("config.bin"),
+        &dir,
+        files.iter().map(|(uid, _)| uid.to_string()),
     );
     for line in [
         "damaged bytes refused (1): hipdnnEnginePluginCreateExecutionContextFromSerialized: \
@@ -112,28 +83,11 @@ fn a_c_host_recreates_a_serialized_context_and_runs_it_with_overrides() {
 
     // The same call on a context built for the larger shapes, through the Rust loader.
     let handle = OwnedHandle::new();
-    let (c, g) = (config(), graph(LARGER, false));
-    let (c, g) = (ConstData::of(&c), ConstData::of(&g));
-    let mut context: Context = null_mut();
-    // SAFETY: valid pointers.
-    let status = unsafe { (plugin().CreateExecutionContext)(handle.0, &c, &g, &mut context) };
-    assert_eq!(status, SUCCESS, "{}", last_error());
+    let context = OwnedContext::new(&handle, &config(), &graph(LARGER, false));
     let mut direct = larger_call();
-    let pack = direct.pack();
-    // SAFETY: every pointer is a live host buffer of its tensor's extent.
-    let status = unsafe {
-        (plugin().ExecuteOpGraph)(
-            handle.0,
-            context,
-            null_mut(),
-            pack.as_ptr(),
-            pack.len() as u32,
-        )
-    };
+    let status = context.execute(&direct.pack());
     assert_eq!(status, SUCCESS, "{}", last_error());
-    // SAFETY: a live context of this handle.
-    let status = unsafe { (plugin().DestroyExecutionContext)(handle.0, context) };
-    assert_eq!(status, SUCCESS);
+    drop(context);
 
     let o = bits_of(&std::fs::read(dir.join(format!("{O}.out"))).expect("O"));
     let lse = bits_of(&std::fs::read(dir.join(format!("{LSE}.out"))).expect("LSE"));

@@ -12,41 +12,9 @@ use common::golden::{BF16_SENTINEL, bf16_to_f64, check_against_oracle, golden_fi
 use common::plugin_path;
 use common::problem::SENTINEL;
 
-/// Compiles `tests/c/<source>` with the system C compiler into the test's scratch folder, against
-/// the project's ABI header and under AddressSanitizer and UndefinedBehaviorSanitizer (UB aborts
-/// instead of warning), so a C host that misuses the plugin's memory fails the test.
+/// `tests/c/<source>` built by [`common::c_host::compile`] into this binary's scratch folder.
 fn compile(source: &str, output_name: &str, extra: &[&str]) -> PathBuf {
-    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let include = manifest.join("include");
-    let source = manifest.join("tests/c").join(source);
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("c_build");
-    std::fs::create_dir_all(&dir).expect("scratch dir");
-    let binary = dir.join(output_name);
-    if let Some(parent) = binary.parent() {
-        std::fs::create_dir_all(parent).expect("scratch dir");
-    }
-    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".to_owned());
-    let output = Command::new(&cc)
-        .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-pedantic", "-g"])
-        .args([
-            "-fsanitize=address,undefined",
-            "-fno-sanitize-recover=undefined",
-        ])
-        .arg("-I")
-        .arg(&include)
-        .args(extra)
-        .arg("-o")
-        .arg(&binary)
-        .arg(&source)
-        .arg("-ldl")
-        .output()
-        .unwrap_or_else(|e| panic!("running the C compiler {cc}: {e}"));
-    assert!(
-        output.status.success(),
-        "C compile failed:\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    binary
+    common::c_host::compile(source, "c_build", output_name, extra)
 }
 
 /// Compiled once per test binary: tests run in parallel and must not rewrite a running file.
@@ -88,20 +56,12 @@ fn a_c_host_runs_the_golden_graph_through_dlopen() {
     let (dir, uids) = golden_variant_pack("c_program_golden");
     let (o_ref, lse_ref) = (npy::<f64>("expected/4.npy"), npy::<f64>("expected/9.npy"));
 
-    let output = Command::new(&host)
-        .arg(plugin_path())
-        .arg(golden_file("graph_flagged.bin"))
-        .arg(golden_file("engine_config.bin"))
-        .arg(&dir)
-        .args(uids.iter().map(i64::to_string))
-        .env("HIPDNN_RAGGED_SDPA_HOST_ENGINE", "1")
-        .output()
-        .expect("C host runs");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "C host failed:\nstdout:\n{stdout}\nstderr:\n{}",
-        String::from_utf8_lossy(&output.stderr)
+    let stdout = common::c_host::run(
+        &host,
+        &golden_file("graph_flagged.bin"),
+        &golden_file("engine_config.bin"),
+        &dir,
+        uids.iter().map(i64::to_string),
     );
     assert!(stdout.contains("API 1.4.0"), "{stdout}");
     assert!(

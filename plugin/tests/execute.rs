@@ -4,49 +4,9 @@
 
 mod common;
 
-use std::ptr::null_mut;
-
 use common::golden::{BF16_SENTINEL, bf16_to_f64, check_against_oracle, golden_file, npy};
 use common::problem::{self, Inputs, PACKING_A, PACKING_B, SENTINEL, same_bits};
 use common::*;
-
-/// A context for `graph` on the host engine, destroyed on drop.
-struct OwnedContext<'h> {
-    handle: &'h OwnedHandle,
-    context: Context,
-}
-
-impl<'h> OwnedContext<'h> {
-    fn new(handle: &'h OwnedHandle, config: &[u8], graph: &[u8]) -> Self {
-        let (c, g) = (ConstData::of(config), ConstData::of(graph));
-        let mut context: Context = null_mut();
-        // SAFETY: valid pointers.
-        let status = unsafe { (plugin().CreateExecutionContext)(handle.0, &c, &g, &mut context) };
-        assert_eq!(status, SUCCESS, "{}", last_error());
-        OwnedContext { handle, context }
-    }
-
-    fn execute(&self, pack: &[DeviceBuffer]) -> Status {
-        // SAFETY: every pointer in `pack` is a live host buffer of its tensor's extent.
-        unsafe {
-            (plugin().ExecuteOpGraph)(
-                self.handle.0,
-                self.context,
-                null_mut(),
-                pack.as_ptr(),
-                pack.len() as u32,
-            )
-        }
-    }
-}
-
-impl Drop for OwnedContext<'_> {
-    fn drop(&mut self) {
-        // SAFETY: a live context of this handle, destroyed once.
-        let status = unsafe { (plugin().DestroyExecutionContext)(self.handle.0, self.context) };
-        assert_eq!(status, SUCCESS);
-    }
-}
 
 #[test]
 fn golden_bf16_graph_matches_the_float64_oracle() {
@@ -297,15 +257,7 @@ fn eight_threads_share_one_context() {
                     let (mut o, mut lse) = inputs.outputs();
                     let pack = inputs.pack(&mut o, &mut lse);
                     // SAFETY: live handle and context; `pack` points at live host buffers.
-                    let status = unsafe {
-                        (plugin().ExecuteOpGraph)(
-                            h as Handle,
-                            ctx as Context,
-                            null_mut(),
-                            pack.as_ptr(),
-                            pack.len() as u32,
-                        )
-                    };
+                    let status = unsafe { execute(h as Handle, ctx as Context, &pack) };
                     assert_eq!(status, SUCCESS, "thread {t} execute {i}: {}", last_error());
                     assert!(
                         same_bits(&o, want_o) && same_bits(&lse, want_lse),

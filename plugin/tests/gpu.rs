@@ -130,15 +130,7 @@ fn graph(case: &Case) -> Graph {
         .add_tensor(index(KV_OFFSETS, DataType::Int64));
     if case.runtime_scale.is_some() {
         sdpa.scale_tensor_uid = Some(SCALE);
-        g = g.add_tensor(
-            TensorAttributes::new()
-                .set_uid(SCALE)
-                .set_name("scale")
-                .set_data_type(DataType::Float)
-                .set_dims(vec![1])
-                .set_strides(vec![1])
-                .set_is_runtime_pass_by_value(true),
-        );
+        g = g.add_tensor(common::problem::runtime_scale(SCALE));
     }
     let s_q = case.s_q();
     match case.lse {

@@ -9,12 +9,12 @@
 mod common;
 
 use std::ffi::c_void;
-use std::path::PathBuf;
 use std::ptr::null_mut;
 use std::sync::{Mutex, OnceLock};
 
 use common::problem::{self, Inputs, PACKING_A, PACKING_B, same_bits};
 use common::*;
+use ragged_kernels::runtime::hip::{FAKE_HIP_SOURCE, compile_fake_library};
 
 type Malloc = unsafe extern "C" fn(*mut *mut c_void, usize) -> i32;
 type MemcpyAsync = unsafe extern "C" fn(*mut c_void, *const c_void, usize, i32, *mut c_void) -> i32;
@@ -34,30 +34,7 @@ fn fake_hip() -> &'static FakeHip {
     FAKE.get_or_init(|| {
         let dir =
             std::env::temp_dir().join(format!("ragged-plugin-fake-hip-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("create fake dir");
-        let src = dir.join("fake_amdhip64.c");
-        std::fs::write(
-            &src,
-            include_str!("../../kernels/src/runtime/hip/fake_amdhip64.c"),
-        )
-        .expect("write fake source");
-        let lib_path: PathBuf = dir.join("libamdhip64.so.6");
-        let cc = std::env::var("CC").unwrap_or_else(|_| "cc".to_owned());
-        let status = std::process::Command::new(&cc)
-            .args([
-                "-std=c11",
-                "-D_GNU_SOURCE",
-                "-shared",
-                "-fPIC",
-                "-Wall",
-                "-Werror",
-            ])
-            .arg(&src)
-            .arg("-o")
-            .arg(&lib_path)
-            .status()
-            .expect("run the C compiler (set CC if `cc` is not on PATH)");
-        assert!(status.success(), "{cc} failed on the fake HIP runtime");
+        let lib_path = compile_fake_library(&dir, "libamdhip64.so.6", FAKE_HIP_SOURCE, &[]);
         // SAFETY: runs once, before this process loads the plugin (which reads these variables
         // on its first probe); every test goes through this OnceLock first.
         unsafe {
@@ -128,26 +105,9 @@ fn bytes_of_mut(v: &mut [f32]) -> &mut [u8] {
 /// stream, and destroys the context.
 fn execute(pack: &[DeviceBuffer]) -> Status {
     let handle = OwnedHandle::new();
-    let (config, graph) = (problem::config_bytes(), problem::graph_bytes());
-    let (c, g) = (ConstData::of(&config), ConstData::of(&graph));
-    let mut context: Context = null_mut();
-    // SAFETY: valid pointers.
-    let status = unsafe { (plugin().CreateExecutionContext)(handle.0, &c, &g, &mut context) };
-    assert_eq!(status, SUCCESS, "{}", last_error());
-    // SAFETY: every pointer in `pack` is host memory or fake-device memory of its extent.
-    let status = unsafe {
-        (plugin().ExecuteOpGraph)(
-            handle.0,
-            context,
-            null_mut(),
-            pack.as_ptr(),
-            pack.len() as u32,
-        )
-    };
-    // SAFETY: a live context of this handle, destroyed once.
-    let destroyed = unsafe { (plugin().DestroyExecutionContext)(handle.0, context) };
-    assert_eq!(destroyed, SUCCESS);
-    status
+    let context = OwnedContext::new(&handle, &problem::config_bytes(), &problem::graph_bytes());
+    // Every pointer in `pack` is host memory or fake-device memory of its extent.
+    context.execute(pack)
 }
 
 #[test]

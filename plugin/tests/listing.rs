@@ -4,25 +4,11 @@
 
 mod common;
 
-use std::ffi::{CStr, c_char};
-use std::sync::Mutex;
-
+use common::log_lines::{self, collect};
 use common::*;
 
 const CUDA_FMHA_ID: i64 = -8390111541657994951;
 const AITER_FMHA_ID: i64 = -7892907548674631411;
-
-static LINES: Mutex<Vec<(i32, String)>> = Mutex::new(Vec::new());
-
-unsafe extern "C" fn collect(severity: i32, message: *const c_char) {
-    // SAFETY: the plugin passes a NUL-terminated line valid during the call.
-    let line = unsafe { CStr::from_ptr(message) }
-        .to_string_lossy()
-        .into_owned();
-    if let Ok(mut lines) = LINES.lock() {
-        lines.push((severity, line));
-    }
-}
 
 /// The one INFO line about `engine`, and whether it says the engine is listed.
 fn verdict(lines: &[(i32, String)], engine: &str) -> (bool, String) {
@@ -53,7 +39,7 @@ fn each_gpu_engine_is_listed_or_says_why_and_the_host_engine_comes_last() {
         assert_eq!((p.GetAllEngineIds)(ids.as_mut_ptr(), 8, &mut n), SUCCESS);
     }
     let ids = &ids[..n as usize];
-    let lines = LINES.lock().map(|l| l.clone()).unwrap_or_default();
+    let lines = log_lines::lines();
 
     let (cuda, cuda_line) = verdict(&lines, "RAGGED_SDPA_CUDA_FMHA");
     assert_eq!(cuda, ids.contains(&CUDA_FMHA_ID), "{cuda_line}");

@@ -3,30 +3,10 @@
 
 mod common;
 
-use std::ffi::{CStr, c_char};
 use std::ptr::null_mut;
-use std::sync::Mutex;
 
+use common::log_lines::{collect, take};
 use common::*;
-
-static LINES: Mutex<Vec<(i32, String)>> = Mutex::new(Vec::new());
-
-unsafe extern "C" fn collect(severity: i32, message: *const c_char) {
-    // SAFETY: the plugin passes a NUL-terminated line valid during the call.
-    let line = unsafe { CStr::from_ptr(message) }
-        .to_string_lossy()
-        .into_owned();
-    if let Ok(mut lines) = LINES.lock() {
-        lines.push((severity, line));
-    }
-}
-
-fn take() -> Vec<(i32, String)> {
-    LINES
-        .lock()
-        .map(|mut l| std::mem::take(&mut *l))
-        .unwrap_or_default()
-}
 
 #[test]
 fn lines_reach_the_callback_above_the_threshold_only() {

@@ -5,7 +5,6 @@
 mod common;
 
 use std::ffi::c_void;
-use std::ptr::null_mut;
 
 use common::*;
 use ragged_schema::wire::{encode_engine_config, encode_graph};
@@ -123,7 +122,6 @@ fn buffer<T>(uid: i64, data: &mut [T]) -> DeviceBuffer {
 
 #[test]
 fn sdpa_into_a_ragged_residual_add_matches_the_float64_oracle() {
-    let p = plugin();
     let handle = OwnedHandle::new();
     let bytes = encode_graph(&graph());
     let (status, ids) = applicable(&handle, &bytes);
@@ -135,11 +133,7 @@ fn sdpa_into_a_ragged_residual_add_matches_the_float64_oracle() {
     );
 
     let config = encode_engine_config(&EngineConfig::new(HOST_REFERENCE_ID));
-    let (c, g) = (ConstData::of(&config), ConstData::of(&bytes));
-    let mut context: Context = null_mut();
-    // SAFETY: valid pointers.
-    let status = unsafe { (p.CreateExecutionContext)(handle.0, &c, &g, &mut context) };
-    assert_eq!(status, SUCCESS, "{}", last_error());
+    let context = OwnedContext::new(&handle, &config, &bytes);
 
     let (mut oq, mut okv) = (offsets(&LQ), offsets(&LKV));
     let (nq, nkv) = (oq[B as usize] as usize, okv[B as usize] as usize);
@@ -156,16 +150,8 @@ fn sdpa_into_a_ragged_residual_add_matches_the_float64_oracle() {
         buffer(AUX_Q, &mut oq),
         buffer(AUX_KV, &mut okv),
     ];
-    // SAFETY: every pointer is a live host buffer of its tensor's extent; the context is live.
-    let status = unsafe {
-        (p.ExecuteOpGraph)(
-            handle.0,
-            context,
-            null_mut(),
-            pack.as_ptr(),
-            pack.len() as u32,
-        )
-    };
+    // Every pointer is a live host buffer of its tensor's extent.
+    let status = context.execute(&pack);
     assert_eq!(status, SUCCESS, "{}", last_error());
     for (i, (got, want)) in y.iter().zip(&expected).enumerate() {
         assert!(
@@ -184,20 +170,8 @@ fn sdpa_into_a_ragged_residual_add_matches_the_float64_oracle() {
         pack[5],
         pack[6],
     ];
-    // SAFETY: as above.
-    let status = unsafe {
-        (p.ExecuteOpGraph)(
-            handle.0,
-            context,
-            null_mut(),
-            short.as_ptr(),
-            short.len() as u32,
-        )
-    };
+    let status = context.execute(&short);
     assert_ne!(status, SUCCESS);
     assert!(last_error().contains("uid 5"), "{}", last_error());
     assert!(y2.iter().all(|x| x.is_nan()));
-    // SAFETY: a live context of this handle, destroyed once.
-    let status = unsafe { (p.DestroyExecutionContext)(handle.0, context) };
-    assert_eq!(status, SUCCESS);
 }

@@ -61,33 +61,17 @@ fn extra() -> &'static Extra {
 }
 
 fn create(handle: &OwnedHandle, graph: &[u8]) -> Context {
-    let (c, g) = (config(), graph);
-    let (c, g) = (ConstData::of(&c), ConstData::of(g));
-    let mut context: Context = null_mut();
-    // SAFETY: valid pointers.
-    let status = unsafe { (plugin().CreateExecutionContext)(handle.0, &c, &g, &mut context) };
-    assert_eq!(status, SUCCESS, "{}", last_error());
-    context
+    create_context(handle, &config(), graph)
 }
 
 fn destroy(handle: &OwnedHandle, context: Context) {
-    // SAFETY: a live context of this handle.
-    let status = unsafe { (plugin().DestroyExecutionContext)(handle.0, context) };
-    assert_eq!(status, SUCCESS);
+    destroy_context(handle, context);
 }
 
 fn execute(handle: &OwnedHandle, context: Context, call: &mut Call) -> Status {
     let pack = call.pack();
     // SAFETY: every pointer is a live host buffer of its tensor's extent.
-    unsafe {
-        (plugin().ExecuteOpGraph)(
-            handle.0,
-            context,
-            null_mut(),
-            pack.as_ptr(),
-            pack.len() as u32,
-        )
-    }
+    unsafe { common::execute(handle.0, context, &pack) }
 }
 
 /// Executes with `overrides` given as C's four parallel arrays.

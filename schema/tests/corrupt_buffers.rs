@@ -85,11 +85,7 @@ fn tensor_value_offset_outside_the_buffer_is_an_error_not_a_panic() {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig {
-        cases: 512,
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    })]
+    #![proptest_config(common::proptest_config(512))]
 
     #[test]
     fn random_byte_flips_never_panic(

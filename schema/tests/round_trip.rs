@@ -5,6 +5,8 @@
 //! JSON spelling and are covered by the JSON format tests instead. Attribute floats (scale,
 //! dropout probability) stay dyadic so they are also exact through f32.
 
+mod common;
+
 use proptest::prelude::*;
 use ragged_schema::version::compute_minimum_plugin_api_version;
 use ragged_schema::{
@@ -92,6 +94,54 @@ fn opt_uids(n: usize) -> impl Strategy<Value = Vec<Option<i64>>> {
     prop::collection::vec(prop::option::of(any::<i64>()), n)
 }
 
+/// The attributes both SDPA nodes carry under one name: the four mask flags, dropout and scale,
+/// and the band bounds.
+#[derive(Debug, Clone)]
+struct Shared {
+    flags: [bool; 4],
+    dropout: Option<f32>,
+    scale: Option<f32>,
+    left: Option<i64>,
+    right: Option<i64>,
+}
+
+fn shared() -> impl Strategy<Value = Shared> {
+    (
+        prop::array::uniform4(any::<bool>()),
+        (prop::option::of(dyadic32()), prop::option::of(dyadic32())),
+        (
+            prop::option::of(any::<i64>()),
+            prop::option::of(any::<i64>()),
+        ),
+    )
+        .prop_map(|(flags, (dropout, scale), (left, right))| Shared {
+            flags,
+            dropout,
+            scale,
+            left,
+            right,
+        })
+}
+
+/// A node literal of `$ty` with the [`Shared`] fields taken from `$shared` and the rest from
+/// the braced field list (which may end in `..base`).
+macro_rules! with_shared {
+    ($ty:ident, $shared:expr, { $($rest:tt)* }) => {{
+        let sh: Shared = $shared;
+        $ty {
+            alibi_mask: sh.flags[0],
+            padding_mask: sh.flags[1],
+            causal_mask: sh.flags[2],
+            causal_mask_bottom_right: sh.flags[3],
+            dropout_probability: sh.dropout,
+            attn_scale_value: sh.scale,
+            left_bound: sh.left,
+            right_bound: sh.right,
+            $($rest)*
+        }
+    }};
+}
+
 /// `with_umd`: the JSON format does not carry `umd_flops` / `umd_bytes`.
 fn sdpa(with_umd: bool) -> impl Strategy<Value = SdpaAttributes> {
     let umd = if with_umd {
@@ -102,77 +152,52 @@ fn sdpa(with_umd: bool) -> impl Strategy<Value = SdpaAttributes> {
     (
         prop::array::uniform4(any::<i64>()),
         opt_uids(24),
-        (
-            prop::option::of(any::<bool>()),
-            prop::array::uniform4(any::<bool>()),
-        ),
-        (prop::option::of(dyadic32()), prop::option::of(dyadic32())),
-        (
-            prop::option::of(any::<i64>()),
-            prop::option::of(any::<i64>()),
-            prop::option::of(any::<i32>()),
-        ),
+        prop::option::of(any::<bool>()),
+        shared(),
+        prop::option::of(any::<i32>()),
         (any::<i8>(), data_type(), any::<i8>()),
         (umd.clone(), umd),
     )
-        .prop_map(
-            |(
-                qkvo,
-                uids,
-                (gen_stats, flags),
-                (dropout, scale),
-                (left, right, max_kv),
-                enums,
-                umd,
-            )| {
-                let u = |i: usize| uids[i];
-                SdpaAttributes {
-                    q_tensor_uid: qkvo[0],
-                    k_tensor_uid: qkvo[1],
-                    v_tensor_uid: qkvo[2],
-                    o_tensor_uid: qkvo[3],
-                    attn_mask_tensor_uid: u(0),
-                    scale_tensor_uid: u(1),
-                    seq_len_q_tensor_uid: u(2),
-                    seq_len_kv_tensor_uid: u(3),
-                    seed_tensor_uid: u(4),
-                    offset_tensor_uid: u(5),
-                    dropout_mask_tensor_uid: u(6),
-                    dropout_scale_tensor_uid: u(7),
-                    page_table_k_tensor_uid: u(8),
-                    page_table_v_tensor_uid: u(9),
-                    block_mask_tensor_uid: u(10),
-                    sink_token_tensor_uid: u(11),
-                    descale_q_tensor_uid: u(12),
-                    descale_k_tensor_uid: u(13),
-                    descale_v_tensor_uid: u(14),
-                    descale_s_tensor_uid: u(15),
-                    scale_s_tensor_uid: u(16),
-                    scale_o_tensor_uid: u(17),
-                    stats_tensor_uid: u(18),
-                    max_tensor_uid: u(19),
-                    sum_exp_tensor_uid: u(20),
-                    rng_dump_tensor_uid: u(21),
-                    amax_s_tensor_uid: u(22),
-                    amax_o_tensor_uid: u(23),
-                    generate_stats: gen_stats,
-                    alibi_mask: flags[0],
-                    padding_mask: flags[1],
-                    causal_mask: flags[2],
-                    causal_mask_bottom_right: flags[3],
-                    dropout_probability: dropout,
-                    attn_scale_value: scale,
-                    left_bound: left,
-                    right_bound: right,
-                    max_seq_len_kv: max_kv,
-                    diagonal_alignment: DiagonalAlignment::from_wire(enums.0),
-                    mma_core_mode: enums.1,
-                    implementation: AttentionImplementation::from_wire(enums.2),
-                    umd_flops: umd.0,
-                    umd_bytes: umd.1,
-                }
-            },
-        )
+        .prop_map(|(qkvo, uids, gen_stats, shared, max_kv, enums, umd)| {
+            let u = |i: usize| uids[i];
+            with_shared!(SdpaAttributes, shared, {
+                q_tensor_uid: qkvo[0],
+                k_tensor_uid: qkvo[1],
+                v_tensor_uid: qkvo[2],
+                o_tensor_uid: qkvo[3],
+                attn_mask_tensor_uid: u(0),
+                scale_tensor_uid: u(1),
+                seq_len_q_tensor_uid: u(2),
+                seq_len_kv_tensor_uid: u(3),
+                seed_tensor_uid: u(4),
+                offset_tensor_uid: u(5),
+                dropout_mask_tensor_uid: u(6),
+                dropout_scale_tensor_uid: u(7),
+                page_table_k_tensor_uid: u(8),
+                page_table_v_tensor_uid: u(9),
+                block_mask_tensor_uid: u(10),
+                sink_token_tensor_uid: u(11),
+                descale_q_tensor_uid: u(12),
+                descale_k_tensor_uid: u(13),
+                descale_v_tensor_uid: u(14),
+                descale_s_tensor_uid: u(15),
+                scale_s_tensor_uid: u(16),
+                scale_o_tensor_uid: u(17),
+                stats_tensor_uid: u(18),
+                max_tensor_uid: u(19),
+                sum_exp_tensor_uid: u(20),
+                rng_dump_tensor_uid: u(21),
+                amax_s_tensor_uid: u(22),
+                amax_o_tensor_uid: u(23),
+                generate_stats: gen_stats,
+                max_seq_len_kv: max_kv,
+                diagonal_alignment: DiagonalAlignment::from_wire(enums.0),
+                mma_core_mode: enums.1,
+                implementation: AttentionImplementation::from_wire(enums.2),
+                umd_flops: umd.0,
+                umd_bytes: umd.1,
+            })
+        })
 }
 
 /// Every field of the backward node drawn independently; JSON carries all of them.
@@ -180,50 +205,35 @@ fn sdpa_backward() -> impl Strategy<Value = SdpaBackwardAttributes> {
     (
         prop::array::uniform9(any::<i64>()),
         opt_uids(10),
-        prop::array::uniform4(any::<bool>()),
-        (prop::option::of(dyadic32()), prop::option::of(dyadic32())),
-        (
-            prop::option::of(any::<i64>()),
-            prop::option::of(any::<i64>()),
-        ),
+        shared(),
         any::<i8>(),
     )
-        .prop_map(
-            |(required, uids, flags, (dropout, scale), (left, right), alignment)| {
-                SdpaBackwardAttributes {
-                    scale_tensor_uid: uids[0],
-                    attn_mask_tensor_uid: uids[1],
-                    seq_len_q_tensor_uid: uids[2],
-                    seq_len_kv_tensor_uid: uids[3],
-                    seed_tensor_uid: uids[4],
-                    offset_tensor_uid: uids[5],
-                    dropout_mask_tensor_uid: uids[6],
-                    dropout_scale_tensor_uid: uids[7],
-                    dropout_scale_inv_tensor_uid: uids[8],
-                    dbias_tensor_uid: uids[9],
-                    alibi_mask: flags[0],
-                    padding_mask: flags[1],
-                    causal_mask: flags[2],
-                    causal_mask_bottom_right: flags[3],
-                    dropout_probability: dropout,
-                    attn_scale_value: scale,
-                    left_bound: left,
-                    right_bound: right,
-                    diagonal_alignment: DiagonalAlignment::from_wire(alignment),
-                    ..SdpaBackwardAttributes::new(
-                        required[0],
-                        required[1],
-                        required[2],
-                        required[3],
-                        required[4],
-                        required[5],
-                        required[6],
-                        required[7],
-                        required[8],
-                    )
-                }
-            },
-        )
+        .prop_map(|(required, uids, shared, alignment)| {
+            with_shared!(SdpaBackwardAttributes, shared, {
+                scale_tensor_uid: uids[0],
+                attn_mask_tensor_uid: uids[1],
+                seq_len_q_tensor_uid: uids[2],
+                seq_len_kv_tensor_uid: uids[3],
+                seed_tensor_uid: uids[4],
+                offset_tensor_uid: uids[5],
+                dropout_mask_tensor_uid: uids[6],
+                dropout_scale_tensor_uid: uids[7],
+                dropout_scale_inv_tensor_uid: uids[8],
+                dbias_tensor_uid: uids[9],
+                diagonal_alignment: DiagonalAlignment::from_wire(alignment),
+                ..SdpaBackwardAttributes::new(
+                    required[0],
+                    required[1],
+                    required[2],
+                    required[3],
+                    required[4],
+                    required[5],
+                    required[6],
+                    required[7],
+                    required[8],
+                )
+            })
+        })
 }
 
 /// `binary_only`: also draw nodes JSON cannot carry (unread members, `umd_*` strings).
@@ -303,11 +313,7 @@ fn from_json(text: &str) -> Graph {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig {
-        cases: 128,
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    })]
+    #![proptest_config(common::proptest_config(128))]
 
     #[test]
     fn exact_binary_round_trip(g in graph(true)) {

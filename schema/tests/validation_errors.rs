@@ -356,11 +356,7 @@ mod properties {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig {
-            cases: 512,
-            failure_persistence: None,
-            ..ProptestConfig::default()
-        })]
+        #![proptest_config(super::common::proptest_config(512))]
 
         /// Whatever validate accepts satisfies the RFC rules, checked here independently.
         #[test]

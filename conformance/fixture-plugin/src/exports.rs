@@ -213,16 +213,7 @@ pub unsafe fn get_api_version(version: *mut *const c_char) -> i32 {
 /// Pointer arguments must be NULL or valid as in hipDNN's `EnginePluginApi.h`.
 pub unsafe fn execute_with_overrides(handle: *mut c_void, context: *mut c_void) -> i32 {
     boundary("hipdnnEnginePluginExecuteOpGraphWithOverrides", || {
-        if handle.is_null() || context.is_null() {
-            return Err(refuse(
-                STATUS_BAD_PARAM,
-                "handle or execution_context is NULL",
-            ));
-        }
-        Err(refuse(
-            STATUS_INVALID_VALUE,
-            "the fixture never creates execution contexts",
-        ))
+        no_context_exists(handle, context)
     })
 }
 

@@ -22,21 +22,6 @@ use super::shim_abi::status_name;
 use super::shim_library::ShimLibrary;
 use crate::contract::Decline;
 
-/// Device addresses for a call that reads none (the preflight never dereferences them).
-const NO_BUFFERS: DeviceBuffers = DeviceBuffers {
-    q: 0,
-    k: 0,
-    v: 0,
-    o: 0,
-    q_offsets: 0,
-    k_offsets: 0,
-    seq_len_q: 0,
-    seq_len_kv: 0,
-    lse: 0,
-    lse_offsets: 0,
-    workspace: 0,
-};
-
 /// The kernel AITER would run for `plan` on the calling thread's current device (`asm <kernel>
 /// from <file>` or `ck`), or the decline that keeps the engine from calling AITER.
 pub fn preflight(
@@ -44,7 +29,7 @@ pub fn preflight(
     problem: &AiterProblem,
     plan: &AiterPlan,
 ) -> Result<String, Decline> {
-    let args = shim_args(problem, plan, &NO_BUFFERS, 0, 0);
+    let args = shim_args(problem, plan, &DeviceBuffers::default(), 0, 0);
     shim.preflight(&args).map_err(|(status, message)| {
         Decline::graph(
             "AITER kernel",
@@ -134,7 +119,7 @@ mod tests {
         // window is (-1, 0): these are those arguments, so use_asm_v3 must be 0.
         let p = causal(DiagonalAlignment::TopLeft);
         let plan = check_applicability(&p, &GpuArch::new("gfx950"), "gfx950").expect("taken");
-        let args = shim_args(&p, &plan, &NO_BUFFERS, 0, 0);
+        let args = shim_args(&p, &plan, &DeviceBuffers::default(), 0, 0);
         assert_eq!(
             (
                 args.mask_type,
@@ -147,7 +132,7 @@ mod tests {
         );
         let p = causal(DiagonalAlignment::BottomRight);
         let plan = check_applicability(&p, &GpuArch::new("gfx950"), "gfx950").expect("taken");
-        let args = shim_args(&p, &plan, &NO_BUFFERS, 0, 0);
+        let args = shim_args(&p, &plan, &DeviceBuffers::default(), 0, 0);
         assert_eq!((args.mask_type, args.use_asm_v3), (MASK_BOTTOM_RIGHT, 1));
     }
 

@@ -306,25 +306,37 @@ mod tests {
             .unwrap_or_else(|| panic!("no argument {name}"))
     }
 
+    /// Every `(name, value)` pair is an argument of `launch`.
+    fn assert_args(launch: &Launch, expected: &[(&str, KernelArg)]) {
+        for (name, value) in expected {
+            assert_eq!(arg(launch, name), *value, "argument {name}");
+        }
+    }
+
     #[test]
     fn prepass_arguments() {
         let p = stats_problem();
         let plan = WorkspacePlan::for_problem(&p);
         let pre = prepass_launch(&p, &plan, &buffers(), 0x10000);
         assert_eq!((pre.config.grid.0, pre.config.block.0), (1, 256));
-        assert_eq!(arg(&pre, "q_offsets"), KernelArg::Ptr(0x5000));
-        assert_eq!(arg(&pre, "q_offset_width"), KernelArg::I32(4));
-        assert_eq!(arg(&pre, "q_seq_stride"), KernelArg::I64(512));
-        assert_eq!(arg(&pre, "k_seq_stride"), KernelArg::I64(256));
-        assert_eq!(arg(&pre, "k_s_max"), KernelArg::I64(16));
-        assert_eq!(arg(&pre, "seq_len_q_width"), KernelArg::I32(8));
-        assert_eq!(arg(&pre, "seq_len_kv_width"), KernelArg::I32(0));
-        assert_eq!(arg(&pre, "batch"), KernelArg::I32(2));
-        // seqstart_q @0, seqstart_k @256, len_q @512, len_kv @768, cu_q @1024, status @1280
-        assert_eq!(arg(&pre, "seqstart_k"), KernelArg::Ptr(0x10100));
-        assert_eq!(arg(&pre, "cu_seqlen_q"), KernelArg::Ptr(0x10400));
-        assert_eq!(arg(&pre, "cu_seqlen_k"), KernelArg::Ptr(0));
-        assert_eq!(arg(&pre, "status"), KernelArg::Ptr(0x10500));
+        assert_args(
+            &pre,
+            &[
+                ("q_offsets", KernelArg::Ptr(0x5000)),
+                ("q_offset_width", KernelArg::I32(4)),
+                ("q_seq_stride", KernelArg::I64(512)),
+                ("k_seq_stride", KernelArg::I64(256)),
+                ("k_s_max", KernelArg::I64(16)),
+                ("seq_len_q_width", KernelArg::I32(8)),
+                ("seq_len_kv_width", KernelArg::I32(0)),
+                ("batch", KernelArg::I32(2)),
+                // seqstart_q @0, seqstart_k @256, len_q @512, len_kv @768, cu_q @1024, status @1280
+                ("seqstart_k", KernelArg::Ptr(0x10100)),
+                ("cu_seqlen_q", KernelArg::Ptr(0x10400)),
+                ("cu_seqlen_k", KernelArg::Ptr(0)),
+                ("status", KernelArg::Ptr(0x10500)),
+            ],
+        );
     }
 
     #[test]
@@ -333,19 +345,24 @@ mod tests {
         let plan = WorkspacePlan::for_problem(&p);
         let fix = fixup_launch(&p, &plan, &buffers(), 0x10000);
         assert_eq!((fix.config.grid.0, fix.config.block.0), (1, 256));
-        assert_eq!(arg(&fix, "mask_left"), KernelArg::I64(2));
-        assert_eq!(arg(&fix, "mask_right"), KernelArg::I64(0));
-        assert_eq!(arg(&fix, "mask_bottom_right"), KernelArg::I32(1));
-        assert_eq!(arg(&fix, "o_elem_bytes"), KernelArg::I32(2));
-        assert_eq!(arg(&fix, "d_v"), KernelArg::I32(128));
-        assert_eq!(arg(&fix, "lse_scratch"), KernelArg::Ptr(0x10600));
-        assert_eq!(arg(&fix, "scratch_head_stride"), KernelArg::I64(16));
-        assert_eq!(arg(&fix, "lse_layout"), KernelArg::I32(2));
-        assert_eq!(arg(&fix, "lse_offsets"), KernelArg::Ptr(0xa000));
-        assert_eq!(arg(&fix, "lse_offset_width"), KernelArg::I32(8));
-        assert_eq!(arg(&fix, "lse_multiplier"), KernelArg::I64(4));
-        assert_eq!(arg(&fix, "lse_seq_stride"), KernelArg::I64(4));
-        assert_eq!(arg(&fix, "lse_head_stride"), KernelArg::I64(1));
+        assert_args(
+            &fix,
+            &[
+                ("mask_left", KernelArg::I64(2)),
+                ("mask_right", KernelArg::I64(0)),
+                ("mask_bottom_right", KernelArg::I32(1)),
+                ("o_elem_bytes", KernelArg::I32(2)),
+                ("d_v", KernelArg::I32(128)),
+                ("lse_scratch", KernelArg::Ptr(0x10600)),
+                ("scratch_head_stride", KernelArg::I64(16)),
+                ("lse_layout", KernelArg::I32(2)),
+                ("lse_offsets", KernelArg::Ptr(0xa000)),
+                ("lse_offset_width", KernelArg::I32(8)),
+                ("lse_multiplier", KernelArg::I64(4)),
+                ("lse_seq_stride", KernelArg::I64(4)),
+                ("lse_head_stride", KernelArg::I64(1)),
+            ],
+        );
     }
 
     #[test]
@@ -359,11 +376,16 @@ mod tests {
         let fix = fixup_launch(&p, &plan, &buffers(), 0x10000);
         // 1000 · 100 · 4 rows / 256 = 1562.5 → 1563 blocks
         assert_eq!(fix.config.grid.0, 1563);
-        assert_eq!(arg(&fix, "lse_layout"), KernelArg::I32(0));
-        assert_eq!(arg(&fix, "lse_out"), KernelArg::Ptr(0));
-        assert_eq!(arg(&fix, "lse_scratch"), KernelArg::Ptr(0));
-        assert_eq!(arg(&fix, "mask_left"), KernelArg::I64(-1));
-        assert_eq!(arg(&fix, "mask_right"), KernelArg::I64(-1));
+        assert_args(
+            &fix,
+            &[
+                ("lse_layout", KernelArg::I32(0)),
+                ("lse_out", KernelArg::Ptr(0)),
+                ("lse_scratch", KernelArg::Ptr(0)),
+                ("mask_left", KernelArg::I64(-1)),
+                ("mask_right", KernelArg::I64(-1)),
+            ],
+        );
         let huge = AiterProblem {
             batch: 1 << 20,
             s_q_max: 1 << 10,

@@ -104,23 +104,11 @@ impl AiterEngine {
         problem: &AiterProblem,
         plan: &AiterPlan,
     ) -> Result<bool, AiterError> {
-        let buffers = DeviceBuffers {
-            q: 0,
-            k: 0,
-            v: 0,
-            o: 0,
-            q_offsets: 0,
-            k_offsets: 0,
-            seq_len_q: 0,
-            seq_len_kv: 0,
-            lse: 0,
-            lse_offsets: 0,
-            workspace: 0,
-        };
+        let buffers = DeviceBuffers::default();
         let mut args = shim_args(problem, plan, &buffers, 0, 0);
         args.v3_api_check = 1;
         // SAFETY: with v3_api_check = 1 the shim contract (ragged_aiter_shim.h) launches
-        // nothing and reads no pointer, so the null pointers above are never dereferenced.
+        // nothing and reads no pointer, so the zero addresses are never dereferenced.
         unsafe { self.shim.mha_fwd(&args) }
     }
 

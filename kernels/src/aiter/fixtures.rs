@@ -3,7 +3,6 @@
 //! FFI calls on machines without ROCm.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::OnceLock;
 
 use super::mapping::DeviceBuffers;
@@ -11,6 +10,7 @@ use super::problem::{AiterProblem, IndexWidth, LseLayout, RaggedAux, RaggedOpera
 use super::shim_abi::HEADER;
 use crate::problem::RaggedSdpaProblem;
 use crate::problem::tests::packed;
+use crate::runtime::hip::compile_fake_library;
 use crate::{DataType, MaskBand};
 
 /// Distinct, recognisable fake device addresses for every buffer; tests clear the optional ones
@@ -196,29 +196,7 @@ pub(crate) struct FakeRocm {
 }
 
 fn compile_so(dir: &Path, name: &str, source: &str, defines: &[&str]) -> PathBuf {
-    let src = dir.join(format!("{name}.c"));
-    std::fs::write(&src, source).expect("write fake source");
-    let out = dir.join(format!("lib{name}.so"));
-    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".to_owned());
-    let status = Command::new(&cc)
-        .args([
-            "-std=c11",
-            "-D_GNU_SOURCE",
-            "-shared",
-            "-fPIC",
-            "-Wall",
-            "-Werror",
-            "-I",
-        ])
-        .arg(dir)
-        .args(defines)
-        .arg(&src)
-        .arg("-o")
-        .arg(&out)
-        .status()
-        .expect("run the C compiler (set CC if `cc` is not on PATH)");
-    assert!(status.success(), "{cc} failed on fake {name}");
-    out
+    compile_fake_library(dir, &format!("lib{name}.so"), source, defines)
 }
 
 /// Compiles the fakes once per test process.

@@ -15,7 +15,8 @@ use super::workspace::{Region, WorkspacePlan};
 use crate::{DataType, DiagonalAlignment};
 
 /// Device addresses one execution uses. Plain numbers: the mapping never dereferences them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// The default (all 0) is for the shim's calls that read no buffer (preflight, v3 check).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct DeviceBuffers {
     /// Q's base pointer.
     pub q: usize,

@@ -8,9 +8,7 @@ use super::ExecutorError;
 use super::graph::TensorDesc;
 use super::variant_pack::{Binding, Slot, VariantPack, make_shallow_aux};
 use crate::dtype::{HostData, HostDataMut};
-use crate::tensor::{
-    ShallowRaggedTensor, ShallowRaggedTensorMut, ShallowTensor, ShallowTensorMut, Tensor, TensorMut,
-};
+use crate::tensor::{BorrowedStorage, Dense, Ragged, RaggedLayout, Tensor, TensorMut};
 
 /// Offset auxes resolved once per execute, shared by every view of every ragged tensor.
 pub(super) struct Auxes(HashMap<i64, Arc<dyn Tensor>>);
@@ -95,21 +93,13 @@ pub(super) fn input<'s>(
         Slot::Bound(Binding::Input(d)) => *d,
         Slot::Bound(Binding::Output(d)) => d.as_ref(),
     };
-    let (dims, strides) = (desc.dims.clone(), desc.strides.clone());
-    Ok(In::View(match desc.ragged {
-        None => Box::new(ShallowTensor::from_storage(data, dims, strides).map_err(wrap(desc.uid))?),
-        Some(r) => Box::new(
-            ShallowRaggedTensor::new(
-                data,
-                dims,
-                strides,
-                desc.seq_axis(),
-                auxes.get(desc, r.aux_uid)?,
-                r.multiplier,
-            )
-            .map_err(wrap(desc.uid))?,
-        ),
-    }))
+    view(
+        desc,
+        data,
+        auxes,
+        |t| In::View(Box::new(t)),
+        |t| In::View(Box::new(t)),
+    )
 }
 
 pub(super) fn output<'s>(
@@ -124,21 +114,37 @@ pub(super) fn output<'s>(
             return Err(ExecutorError::Unbound { uid: desc.uid });
         }
     };
+    view(
+        desc,
+        data,
+        auxes,
+        |t| Out::View(Box::new(t)),
+        |t| Out::View(Box::new(t)),
+    )
+}
+
+/// `data` in the geometry of `desc`: dense, or ragged over its resolved aux; `dense` and
+/// `ragged` box the view as the caller's operand kind.
+fn view<'s, S: BorrowedStorage<'s>, R>(
+    desc: &TensorDesc,
+    data: S,
+    auxes: &Auxes,
+    dense: fn(Dense<S>) -> R,
+    ragged: fn(Ragged<S>) -> R,
+) -> Result<R, ExecutorError> {
     let (dims, strides) = (desc.dims.clone(), desc.strides.clone());
-    Ok(Out::View(match desc.ragged {
-        None => {
-            Box::new(ShallowTensorMut::from_storage(data, dims, strides).map_err(wrap(desc.uid))?)
-        }
-        Some(r) => Box::new(
-            ShallowRaggedTensorMut::new(
-                data,
+    Ok(match desc.ragged {
+        None => dense(Dense::from_storage(data, dims, strides).map_err(wrap(desc.uid))?),
+        Some(r) => {
+            let layout = RaggedLayout::new(
                 dims,
                 strides,
                 desc.seq_axis(),
                 auxes.get(desc, r.aux_uid)?,
                 r.multiplier,
             )
-            .map_err(wrap(desc.uid))?,
-        ),
-    }))
+            .map_err(wrap(desc.uid))?;
+            ragged(Ragged::from_layout(data, layout).map_err(wrap(desc.uid))?)
+        }
+    })
 }

@@ -1,11 +1,9 @@
 //! Dense (strided) tensors: the owning `Tensor<T>` and the borrowed `ShallowTensor<T>` of RFC §3.4.
 
-use std::ffi::c_void;
-
 use crate::dtype::{DataType, Element, HostData, HostDataMut};
 use crate::error::KernelError;
 
-use super::raw::{host_data_from_raw, host_data_mut_from_raw};
+use super::raw::BorrowedStorage;
 use super::storage::{Storage, StorageMut};
 use super::{Tensor, TensorMut};
 
@@ -162,42 +160,25 @@ impl<T: Element> DenseTensor<T> {
     }
 }
 
-impl<'a> ShallowTensor<'a> {
-    /// Wraps a borrowed host buffer of `byte_len` bytes at `ptr`, as it arrives through a C ABI.
+impl<'a, S: BorrowedStorage<'a>> Dense<S> {
+    /// Wraps a borrowed host buffer of `byte_len` bytes at `ptr`, as it arrives through a C ABI:
+    /// read-only from a `*const` ([`ShallowTensor`]), writable from a `*mut`
+    /// ([`ShallowTensorMut`]).
     ///
     /// # Safety
     ///
     /// Unless `byte_len` is 0, `ptr` must point to `byte_len` initialised bytes of one allocation
-    /// that stay valid, and are not written by anyone, for `'a`.
+    /// that stay valid for `'a`; nobody writes a read-only view's bytes during `'a`, and nothing
+    /// else reads or writes a writable view's bytes during `'a`.
     pub unsafe fn from_raw(
-        ptr: *const c_void,
+        ptr: S::Ptr,
         dtype: DataType,
         byte_len: usize,
         dims: Vec<i64>,
         strides: Vec<i64>,
     ) -> Result<Self, KernelError> {
         // SAFETY: forwarded from this function's contract.
-        let data = unsafe { host_data_from_raw(ptr, dtype, byte_len)? };
-        Self::from_storage(data, dims, strides)
-    }
-}
-
-impl<'a> ShallowTensorMut<'a> {
-    /// Wraps a borrowed, writable host buffer of `byte_len` bytes at `ptr`.
-    ///
-    /// # Safety
-    ///
-    /// Unless `byte_len` is 0, `ptr` must point to `byte_len` initialised, writable bytes of one
-    /// allocation that stay valid for `'a` and that nothing else reads or writes during `'a`.
-    pub unsafe fn from_raw(
-        ptr: *mut c_void,
-        dtype: DataType,
-        byte_len: usize,
-        dims: Vec<i64>,
-        strides: Vec<i64>,
-    ) -> Result<Self, KernelError> {
-        // SAFETY: forwarded from this function's contract.
-        let data = unsafe { host_data_mut_from_raw(ptr, dtype, byte_len)? };
+        let data = unsafe { S::from_raw_parts(ptr, dtype, byte_len)? };
         Self::from_storage(data, dims, strides)
     }
 }

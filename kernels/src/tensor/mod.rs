@@ -30,6 +30,7 @@ pub use fill::TensorMutExt;
 pub use iter::TensorIndices;
 pub use ragged::{Ragged, RaggedTensor, ShallowRaggedTensor, ShallowRaggedTensorMut};
 pub use ragged_layout::{BSHD_SEQ_AXIS, RaggedIterationInfo, RaggedLayout, read_offset};
+pub use raw::BorrowedStorage;
 pub use storage::{Storage, StorageMut};
 
 use crate::dtype::{DataType, Element, HostData, HostDataMut};

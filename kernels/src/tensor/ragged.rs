@@ -1,13 +1,12 @@
 //! Ragged tensors: a memory carrier composed with a [`RaggedLayout`] (RFC §4.6, §4.7).
 
-use std::ffi::c_void;
 use std::sync::Arc;
 
 use crate::dtype::{DataType, Element, HostData, HostDataMut};
 use crate::error::KernelError;
 
 use super::ragged_layout::{RaggedIterationInfo, RaggedLayout};
-use super::raw::{host_data_from_raw, host_data_mut_from_raw};
+use super::raw::BorrowedStorage;
 use super::storage::{Storage, StorageMut};
 use super::{Tensor, TensorMut};
 
@@ -78,10 +77,11 @@ impl<T: Element> RaggedTensor<T> {
     }
 }
 
-impl<'a> ShallowRaggedTensor<'a> {
-    /// A ragged view of a borrowed, read-only buffer.
+impl<'a, S: BorrowedStorage<'a>> Ragged<S> {
+    /// A ragged view of a borrowed buffer: read-only over [`HostData`], writable over
+    /// [`HostDataMut`].
     pub fn new(
-        data: HostData<'a>,
+        data: S,
         dims: Vec<i64>,
         strides: Vec<i64>,
         seq_axis: usize,
@@ -92,15 +92,17 @@ impl<'a> ShallowRaggedTensor<'a> {
         Self::from_layout(data, layout)
     }
 
-    /// A ragged view of `byte_len` bytes at `ptr`, as they arrive through a C ABI.
+    /// A ragged view of `byte_len` bytes at `ptr`, as they arrive through a C ABI: read-only
+    /// from a `*const`, writable from a `*mut`.
     ///
     /// # Safety
     ///
     /// Unless `byte_len` is 0, `ptr` must point to `byte_len` initialised bytes of one allocation
-    /// that stay valid, and are not written by anyone, for `'a`.
+    /// that stay valid for `'a`; nobody writes a read-only view's bytes during `'a`, and nothing
+    /// else reads or writes a writable view's bytes during `'a`.
     #[allow(clippy::too_many_arguments)] // mirrors the RFC constructor plus the C pointer triple
     pub unsafe fn from_raw(
-        ptr: *const c_void,
+        ptr: S::Ptr,
         dtype: DataType,
         byte_len: usize,
         dims: Vec<i64>,
@@ -110,44 +112,7 @@ impl<'a> ShallowRaggedTensor<'a> {
         multiplier: i64,
     ) -> Result<Self, KernelError> {
         // SAFETY: forwarded from this function's contract.
-        let data = unsafe { host_data_from_raw(ptr, dtype, byte_len)? };
-        Self::new(data, dims, strides, seq_axis, ragged_offset, multiplier)
-    }
-}
-
-impl<'a> ShallowRaggedTensorMut<'a> {
-    /// A ragged view of a borrowed, writable buffer.
-    pub fn new(
-        data: HostDataMut<'a>,
-        dims: Vec<i64>,
-        strides: Vec<i64>,
-        seq_axis: usize,
-        ragged_offset: Arc<dyn Tensor>,
-        multiplier: i64,
-    ) -> Result<Self, KernelError> {
-        let layout = RaggedLayout::new(dims, strides, seq_axis, ragged_offset, multiplier)?;
-        Self::from_layout(data, layout)
-    }
-
-    /// A writable ragged view of `byte_len` bytes at `ptr`.
-    ///
-    /// # Safety
-    ///
-    /// Unless `byte_len` is 0, `ptr` must point to `byte_len` initialised, writable bytes of one
-    /// allocation that stay valid for `'a` and that nothing else reads or writes during `'a`.
-    #[allow(clippy::too_many_arguments)] // mirrors the RFC constructor plus the C pointer triple
-    pub unsafe fn from_raw(
-        ptr: *mut c_void,
-        dtype: DataType,
-        byte_len: usize,
-        dims: Vec<i64>,
-        strides: Vec<i64>,
-        seq_axis: usize,
-        ragged_offset: Arc<dyn Tensor>,
-        multiplier: i64,
-    ) -> Result<Self, KernelError> {
-        // SAFETY: forwarded from this function's contract.
-        let data = unsafe { host_data_mut_from_raw(ptr, dtype, byte_len)? };
+        let data = unsafe { S::from_raw_parts(ptr, dtype, byte_len)? };
         Self::new(data, dims, strides, seq_axis, ragged_offset, multiplier)
     }
 }

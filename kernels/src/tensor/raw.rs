@@ -10,6 +10,8 @@ use half::{bf16, f16};
 use crate::dtype::{DataType, Element, HostData, HostDataMut};
 use crate::error::KernelError;
 
+use super::storage::Storage;
+
 /// Checks what can be checked about a pointer and returns its element count.
 fn element_len(address: usize, dtype: DataType, byte_len: usize) -> Result<usize, KernelError> {
     let size = dtype.size();
@@ -93,6 +95,57 @@ pub(crate) unsafe fn host_data_mut_from_raw<'a>(
             DataType::I64 => borrow_mut::<i64>(ptr, len),
         }
     })
+}
+
+/// A borrowed carrier built from the pointer triple a C caller passes: [`HostData`] from a
+/// `*const` (read-only), [`HostDataMut`] from a `*mut` (exclusive), so the dense and ragged
+/// views write their `from_raw` once for both. Sealed: the two carriers are the only ones.
+pub trait BorrowedStorage<'a>: Storage + Sized + sealed::Sealed {
+    /// The pointer type a C caller passes for this carrier.
+    type Ptr;
+
+    /// # Safety
+    ///
+    /// Unless `byte_len` is 0, `ptr` must point to `byte_len` initialised bytes of one
+    /// allocation that stay valid for `'a`: not written by anyone for a read-only carrier, not
+    /// read or written by anyone else for a writable one.
+    unsafe fn from_raw_parts(
+        ptr: Self::Ptr,
+        dtype: DataType,
+        byte_len: usize,
+    ) -> Result<Self, KernelError>;
+}
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for crate::dtype::HostData<'_> {}
+    impl Sealed for crate::dtype::HostDataMut<'_> {}
+}
+
+impl<'a> BorrowedStorage<'a> for HostData<'a> {
+    type Ptr = *const c_void;
+
+    unsafe fn from_raw_parts(
+        ptr: *const c_void,
+        dtype: DataType,
+        byte_len: usize,
+    ) -> Result<Self, KernelError> {
+        // SAFETY: forwarded from this function's contract (the read-only case).
+        unsafe { host_data_from_raw(ptr, dtype, byte_len) }
+    }
+}
+
+impl<'a> BorrowedStorage<'a> for HostDataMut<'a> {
+    type Ptr = *mut c_void;
+
+    unsafe fn from_raw_parts(
+        ptr: *mut c_void,
+        dtype: DataType,
+        byte_len: usize,
+    ) -> Result<Self, KernelError> {
+        // SAFETY: forwarded from this function's contract (the exclusive case).
+        unsafe { host_data_mut_from_raw(ptr, dtype, byte_len) }
+    }
 }
 
 /// # Safety

@@ -208,15 +208,7 @@ mod tests {
              kernels)"
         );
 
-        let mut g = golden();
-        for t in g.tensors.iter_mut() {
-            match t.uid {
-                1 | 4 => t.strides = vec![3 * 2 * 64, 2 * 64, 64, 1],
-                2 | 3 => t.strides = vec![4 * 64, 64, 64, 1],
-                _ => continue,
-            }
-            t.dims[3] = 64;
-        }
+        let g = golden_d64();
         let fmha = plan(&sdpa_plan(&g)).expect("bf16 D = 64 is compiled");
         assert!(fmha.workspace_bytes() > 0);
         assert_eq!(fmha.kernel, "ragged_fmha_fwd_bf16_d64");
@@ -238,14 +230,7 @@ mod tests {
         );
 
         let mut g = golden();
-        g.tensors.push(
-            ragged_schema::TensorAttributes::new()
-                .set_uid(30)
-                .set_data_type(ragged_schema::DataType::Float)
-                .set_dims(vec![1])
-                .set_strides(vec![1])
-                .set_is_runtime_pass_by_value(false),
-        );
+        g.tensors.push(scale_scalar(false));
         sdpa(&mut g).scale_tensor_uid = Some(30);
         let why = declined(&g);
         assert!(
@@ -257,8 +242,18 @@ mod tests {
         );
     }
 
-    /// The golden graph at D = 64 (a compiled head dim), its scale a pass-by-value scalar uid 30.
-    fn d64_with_runtime_scale() -> Graph {
+    /// A float scalar uid 30 for `scale_tensor_uid`: runtime pass-by-value, or a device tensor.
+    fn scale_scalar(pass_by_value: bool) -> ragged_schema::TensorAttributes {
+        ragged_schema::TensorAttributes::new()
+            .set_uid(30)
+            .set_data_type(ragged_schema::DataType::Float)
+            .set_dims(vec![1])
+            .set_strides(vec![1])
+            .set_is_runtime_pass_by_value(pass_by_value)
+    }
+
+    /// The golden graph at D = 64, a head dim the CUDA kernels are compiled for.
+    fn golden_d64() -> Graph {
         let mut g = golden();
         for t in g.tensors.iter_mut() {
             match t.uid {
@@ -268,14 +263,13 @@ mod tests {
             }
             t.dims[3] = 64;
         }
-        g.tensors.push(
-            ragged_schema::TensorAttributes::new()
-                .set_uid(30)
-                .set_data_type(ragged_schema::DataType::Float)
-                .set_dims(vec![1])
-                .set_strides(vec![1])
-                .set_is_runtime_pass_by_value(true),
-        );
+        g
+    }
+
+    /// The golden graph at D = 64 (a compiled head dim), its scale a pass-by-value scalar uid 30.
+    fn d64_with_runtime_scale() -> Graph {
+        let mut g = golden_d64();
+        g.tensors.push(scale_scalar(true));
         sdpa(&mut g).scale_tensor_uid = Some(30);
         g
     }

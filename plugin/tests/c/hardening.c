@@ -18,6 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "host_io.h"
+
 enum { SUCCESS = 0, BAD_PARAM = 1, INVALID_VALUE = 2, INTERNAL_ERROR = 3 };
 static const int64_t HOST_ENGINE = 8202884889727546333LL;
 
@@ -55,15 +57,6 @@ static int failures;
         }                                                                                         \
     } while (0)
 
-static void *sym(void *lib, const char *name) {
-    void *s = dlsym(lib, name);
-    if (!s) {
-        fprintf(stderr, "missing symbol %s\n", name);
-        exit(2);
-    }
-    return s;
-}
-
 /* Function pointers from dlsym: POSIX guarantees the object-to-function conversion. */
 static plugin_t load(const char *path) {
     plugin_t p;
@@ -72,17 +65,17 @@ static plugin_t load(const char *path) {
         fprintf(stderr, "dlopen %s: %s\n", path, dlerror());
         exit(2);
     }
-    *(void **)&p.last_error = sym(p.lib, "hipdnnPluginGetLastErrorString");
-    *(void **)&p.set_callback = sym(p.lib, "hipdnnPluginSetLoggingCallback");
-    *(void **)&p.create = sym(p.lib, "hipdnnEnginePluginCreate");
-    *(void **)&p.destroy = sym(p.lib, "hipdnnEnginePluginDestroy");
-    *(void **)&p.applicable = sym(p.lib, "hipdnnEnginePluginGetApplicableEngineIds");
-    *(void **)&p.details = sym(p.lib, "hipdnnEnginePluginGetEngineDetails");
-    *(void **)&p.destroy_details = sym(p.lib, "hipdnnEnginePluginDestroyEngineDetails");
-    *(void **)&p.create_ctx = sym(p.lib, "hipdnnEnginePluginCreateExecutionContext");
-    *(void **)&p.destroy_ctx = sym(p.lib, "hipdnnEnginePluginDestroyExecutionContext");
-    *(void **)&p.ctx_ws = sym(p.lib, "hipdnnEnginePluginGetWorkspaceSizeFromExecutionContext");
-    *(void **)&p.execute = sym(p.lib, "hipdnnEnginePluginExecuteOpGraph");
+    *(void **)&p.last_error = resolve(p.lib, "hipdnnPluginGetLastErrorString");
+    *(void **)&p.set_callback = resolve(p.lib, "hipdnnPluginSetLoggingCallback");
+    *(void **)&p.create = resolve(p.lib, "hipdnnEnginePluginCreate");
+    *(void **)&p.destroy = resolve(p.lib, "hipdnnEnginePluginDestroy");
+    *(void **)&p.applicable = resolve(p.lib, "hipdnnEnginePluginGetApplicableEngineIds");
+    *(void **)&p.details = resolve(p.lib, "hipdnnEnginePluginGetEngineDetails");
+    *(void **)&p.destroy_details = resolve(p.lib, "hipdnnEnginePluginDestroyEngineDetails");
+    *(void **)&p.create_ctx = resolve(p.lib, "hipdnnEnginePluginCreateExecutionContext");
+    *(void **)&p.destroy_ctx = resolve(p.lib, "hipdnnEnginePluginDestroyExecutionContext");
+    *(void **)&p.ctx_ws = resolve(p.lib, "hipdnnEnginePluginGetWorkspaceSizeFromExecutionContext");
+    *(void **)&p.execute = resolve(p.lib, "hipdnnEnginePluginExecuteOpGraph");
     return p;
 }
 
@@ -90,25 +83,6 @@ static const char *last_error(const plugin_t *p) {
     const char *text = NULL;
     p->last_error(&text);
     return text ? text : "(NULL)";
-}
-
-static void *read_file(const char *path, size_t *size) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        perror(path);
-        exit(2);
-    }
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    void *data = malloc(len > 0 ? (size_t)len : 1);
-    if (!data || fread(data, 1, (size_t)len, f) != (size_t)len) {
-        fprintf(stderr, "cannot read %s\n", path);
-        exit(2);
-    }
-    fclose(f);
-    *size = (size_t)len;
-    return data;
 }
 
 /* The golden variant pack: DIR/<uid>.bin for Q 1, K 2, V 3, O 4, offsets 5 and 6, LSE 9. */
@@ -376,8 +350,8 @@ static void mode_unload(const char *plugin_path, const char *sink_path, const ch
         if (!sink) break;
         log_callback_t callback;
         long (*received)(void);
-        *(void **)&callback = sym(sink, "sink_log");
-        *(void **)&received = sym(sink, "sink_received");
+        *(void **)&callback = resolve(sink, "sink_log");
+        *(void **)&received = resolve(sink, "sink_received");
         plugin_t p = load(plugin_path);
         CHECK(p.set_callback(callback) == SUCCESS, "SetLoggingCallback");
         pack_t pack = read_pack(dir);

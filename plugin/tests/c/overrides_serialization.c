@@ -17,24 +17,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "hipdnn_engine_plugin.h"
+#include "plugin_host.h"
 
-#define ENTRY_POINT(symbol) __typeof__(&symbol)
 #define MAX_OVERRIDES 16
 #define MAX_RANK 8
-
-static ENTRY_POINT(hipdnnPluginGetLastErrorString) last_error;
-
-static const char *message(void) {
-    const char *text = NULL;
-    last_error(&text);
-    return text ? text : "(NULL)";
-}
-
-static int fail(const char *what, hipdnnPluginStatus_t status) {
-    fprintf(stderr, "%s failed with status %d: %s\n", what, (int)status, message());
-    return 1;
-}
 
 /* A call that must be refused with `expected`; prints the plugin's reason. */
 static int refused(const char *what, hipdnnPluginStatus_t status, hipdnnPluginStatus_t expected) {
@@ -44,43 +30,6 @@ static int refused(const char *what, hipdnnPluginStatus_t status, hipdnnPluginSt
     }
     printf("%s refused (%d): %s\n", what, (int)status, message());
     return 1;
-}
-
-static void *resolve(void *lib, const char *name) {
-    void *symbol = dlsym(lib, name);
-    if (!symbol) {
-        fprintf(stderr, "missing symbol %s\n", name);
-        exit(2);
-    }
-    return symbol;
-}
-
-static void *read_file(const char *path, size_t *size) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        perror(path);
-        exit(2);
-    }
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    void *data = malloc(len > 0 ? (size_t)len : 1);
-    if (!data || fread(data, 1, (size_t)len, f) != (size_t)len) {
-        fprintf(stderr, "cannot read %s\n", path);
-        exit(2);
-    }
-    fclose(f);
-    *size = (size_t)len;
-    return data;
-}
-
-static void write_file(const char *path, const void *data, size_t size) {
-    FILE *f = fopen(path, "wb");
-    if (!f || fwrite(data, 1, size, f) != size) {
-        fprintf(stderr, "cannot write %s\n", path);
-        exit(2);
-    }
-    fclose(f);
 }
 
 struct overrides {
@@ -126,15 +75,7 @@ static void read_overrides(const char *dir, struct overrides *o) {
 }
 
 int main(int argc, char **argv) {
-    if (argc < 6) {
-        fprintf(stderr, "usage: %s PLUGIN.so GRAPH.bin ENGINE_CONFIG.bin DIR UID...\n", argv[0]);
-        return 2;
-    }
-    void *lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
-    if (!lib) {
-        fprintf(stderr, "dlopen: %s\n", dlerror());
-        return 2;
-    }
+    void *lib = open_plugin(argc, argv);
     ENTRY_POINT(hipdnnEnginePluginCreate) create;
     ENTRY_POINT(hipdnnEnginePluginDestroy) destroy;
     ENTRY_POINT(hipdnnEnginePluginCreateExecutionContext) create_ctx;
@@ -206,32 +147,20 @@ int main(int argc, char **argv) {
 
     struct overrides o;
     read_overrides(argv[4], &o);
-    int n = argc - 5;
-    hipdnnPluginDeviceBuffer_t *pack = calloc((size_t)n, sizeof *pack);
-    size_t *sizes = calloc((size_t)n, sizeof *sizes);
-    char path[4096];
-    for (int i = 0; i < n; ++i) {
-        pack[i].uid = strtoll(argv[5 + i], NULL, 10);
-        snprintf(path, sizeof path, "%s/%lld.bin", argv[4], (long long)pack[i].uid);
-        pack[i].ptr = read_file(path, &sizes[i]);
-    }
+    struct pack_files files = read_pack(argc, argv);
+    hipdnnPluginDeviceBuffer_t *pack = files.entries;
+    uint32_t n = (uint32_t)files.count;
     ok &= refused("NULL override arrays",
-                  execute_overridden(handle, context, workspace, pack, (uint32_t)n, o.count, NULL, NULL, NULL, NULL),
+                  execute_overridden(handle, context, workspace, pack, n, o.count, NULL, NULL, NULL, NULL),
                   HIPDNN_PLUGIN_STATUS_BAD_PARAM);
     if (!ok) return 1;
-    s = execute_overridden(handle, context, workspace, pack, (uint32_t)n, o.count, o.uids, o.lengths, o.dim_ptrs,
+    s = execute_overridden(handle, context, workspace, pack, n, o.count, o.uids, o.lengths, o.dim_ptrs,
                            o.stride_ptrs);
     if (s != 0) return fail("ExecuteOpGraphWithOverrides", s);
     printf("executed with %u overrides\n", o.count);
-    for (int i = 0; i < n; ++i) {
-        snprintf(path, sizeof path, "%s/%lld.out", argv[4], (long long)pack[i].uid);
-        write_file(path, pack[i].ptr, sizes[i]);
-        free(pack[i].ptr);
-    }
+    write_back_pack(argv[4], &files);
     if ((s = destroy_ctx(handle, context)) != 0) return fail("DestroyExecutionContext", s);
     if ((s = destroy(handle)) != 0) return fail("Destroy", s);
-    free(pack);
-    free(sizes);
     free(workspace);
     free(graph_bytes);
     free(config_bytes);

@@ -17,67 +17,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "hipdnn_engine_plugin.h"
-
-/* A pointer to an entry point, typed from the header's prototype. */
-#define ENTRY_POINT(symbol) __typeof__(&symbol)
-
-static ENTRY_POINT(hipdnnPluginGetLastErrorString) last_error;
-
-static int fail(const char *what, hipdnnPluginStatus_t status) {
-    const char *message = NULL;
-    last_error(&message);
-    fprintf(stderr, "%s failed with status %d: %s\n", what, (int)status, message ? message : "(NULL)");
-    return 1;
-}
-
-static void *resolve(void *lib, const char *name) {
-    void *symbol = dlsym(lib, name);
-    if (!symbol) {
-        fprintf(stderr, "missing symbol %s\n", name);
-        exit(2);
-    }
-    return symbol;
-}
-
-static void *read_file(const char *path, size_t *size) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        perror(path);
-        exit(2);
-    }
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    void *data = malloc(len > 0 ? (size_t)len : 1);
-    if (!data || fread(data, 1, (size_t)len, f) != (size_t)len) {
-        fprintf(stderr, "cannot read %s\n", path);
-        exit(2);
-    }
-    fclose(f);
-    *size = (size_t)len;
-    return data;
-}
-
-static void write_file(const char *path, const void *data, size_t size) {
-    FILE *f = fopen(path, "wb");
-    if (!f || fwrite(data, 1, size, f) != size) {
-        fprintf(stderr, "cannot write %s\n", path);
-        exit(2);
-    }
-    fclose(f);
-}
+#include "plugin_host.h"
 
 int main(int argc, char **argv) {
-    if (argc < 6) {
-        fprintf(stderr, "usage: %s PLUGIN.so GRAPH.bin ENGINE_CONFIG.bin DIR UID...\n", argv[0]);
-        return 2;
-    }
-    void *lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
-    if (!lib) {
-        fprintf(stderr, "dlopen: %s\n", dlerror());
-        return 2;
-    }
+    void *lib = open_plugin(argc, argv);
     /* Function pointers from dlsym: POSIX guarantees the object-to-function conversion. */
     ENTRY_POINT(hipdnnPluginGetName) get_name;
     ENTRY_POINT(hipdnnPluginGetApiVersion) get_api_version;
@@ -155,26 +98,14 @@ int main(int argc, char **argv) {
     if ((s = ctx_ws(handle, context, &workspace_size)) != 0) return fail("GetWorkspaceSizeFromExecutionContext", s);
     void *workspace = workspace_size ? malloc(workspace_size) : NULL;
 
-    int n = argc - 5;
-    hipdnnPluginDeviceBuffer_t *pack = calloc((size_t)n, sizeof *pack);
-    size_t *sizes = calloc((size_t)n, sizeof *sizes);
-    char path[4096];
-    for (int i = 0; i < n; ++i) {
-        pack[i].uid = strtoll(argv[5 + i], NULL, 10);
-        snprintf(path, sizeof path, "%s/%lld.bin", argv[4], (long long)pack[i].uid);
-        pack[i].ptr = read_file(path, &sizes[i]);
-    }
-    if ((s = execute(handle, context, workspace, pack, (uint32_t)n)) != 0) return fail("ExecuteOpGraph", s);
-    for (int i = 0; i < n; ++i) {
-        snprintf(path, sizeof path, "%s/%lld.out", argv[4], (long long)pack[i].uid);
-        write_file(path, pack[i].ptr, sizes[i]);
-        free(pack[i].ptr);
-    }
+    struct pack_files files = read_pack(argc, argv);
+    hipdnnPluginDeviceBuffer_t *pack = files.entries;
+    uint32_t n = (uint32_t)files.count;
+    if ((s = execute(handle, context, workspace, pack, n)) != 0) return fail("ExecuteOpGraph", s);
+    write_back_pack(argv[4], &files);
 
     if ((s = destroy_ctx(handle, context)) != 0) return fail("DestroyExecutionContext", s);
     if ((s = destroy(handle)) != 0) return fail("Destroy", s);
-    free(pack);
-    free(sizes);
     free(ids);
     free(workspace);
     /* The plugin stays loaded: dlclose now unmaps it (hardening.c checks that), and its

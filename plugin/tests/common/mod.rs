@@ -4,7 +4,9 @@
 
 #![allow(dead_code, non_snake_case)]
 
+pub mod c_host;
 pub mod golden;
+pub mod log_lines;
 pub mod overrides;
 pub mod problem;
 
@@ -179,6 +181,67 @@ impl Drop for OwnedHandle {
         // SAFETY: a handle from Create, destroyed once.
         let status = unsafe { (plugin().Destroy)(self.0) };
         assert_eq!(status, SUCCESS);
+    }
+}
+
+/// `CreateExecutionContext` that must succeed; panics with the plugin's message otherwise.
+pub fn create_context(handle: &OwnedHandle, config: &[u8], graph: &[u8]) -> Context {
+    let (c, g) = (ConstData::of(config), ConstData::of(graph));
+    let mut context: Context = std::ptr::null_mut();
+    // SAFETY: valid pointers.
+    let status = unsafe { (plugin().CreateExecutionContext)(handle.0, &c, &g, &mut context) };
+    assert_eq!(status, SUCCESS, "{}", last_error());
+    context
+}
+
+/// `DestroyExecutionContext` of a live context of `handle`, which must succeed.
+pub fn destroy_context(handle: &OwnedHandle, context: Context) {
+    // SAFETY: the caller passes a live context of this handle, destroyed once.
+    let status = unsafe { (plugin().DestroyExecutionContext)(handle.0, context) };
+    assert_eq!(status, SUCCESS);
+}
+
+/// A context for a graph, destroyed on drop.
+pub struct OwnedContext<'h> {
+    pub handle: &'h OwnedHandle,
+    pub context: Context,
+}
+
+impl<'h> OwnedContext<'h> {
+    pub fn new(handle: &'h OwnedHandle, config: &[u8], graph: &[u8]) -> Self {
+        let context = create_context(handle, config, graph);
+        OwnedContext { handle, context }
+    }
+
+    /// Executes with no workspace; every pointer in `pack` must be a live buffer of its
+    /// tensor's extent (host memory, or device memory the plugin can reach).
+    pub fn execute(&self, pack: &[DeviceBuffer]) -> Status {
+        // SAFETY: the context is live; the pack's pointers are the caller's promise above.
+        unsafe { execute(self.handle.0, self.context, pack) }
+    }
+}
+
+impl Drop for OwnedContext<'_> {
+    fn drop(&mut self) {
+        destroy_context(self.handle, self.context);
+    }
+}
+
+/// `ExecuteOpGraph` with no workspace (the host engine needs none), over a whole pack.
+///
+/// # Safety
+/// `handle` and `context` are live and belong together, and every pointer in `pack` is valid
+/// for its tensor's extent.
+pub unsafe fn execute(handle: Handle, context: Context, pack: &[DeviceBuffer]) -> Status {
+    // SAFETY: the caller's promise; pointer and length describe the one slice.
+    unsafe {
+        (plugin().ExecuteOpGraph)(
+            handle,
+            context,
+            std::ptr::null_mut(),
+            pack.as_ptr(),
+            pack.len() as u32,
+        )
     }
 }
 

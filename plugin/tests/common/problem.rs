@@ -131,16 +131,19 @@ pub fn graph() -> Graph {
         .add_tensor(index(KV_OFFSETS, "kv_offsets", B + 1, DataType::Int32))
         .add_tensor(index(SEQ_Q, "seq_q", B, DataType::Int64))
         .add_tensor(index(SEQ_KV, "seq_kv", B, DataType::Int64))
-        .add_tensor(
-            TensorAttributes::new()
-                .set_uid(SCALE)
-                .set_name("scale")
-                .set_data_type(DataType::Float)
-                .set_dims(vec![1])
-                .set_strides(vec![1])
-                .set_is_runtime_pass_by_value(true),
-        )
+        .add_tensor(runtime_scale(SCALE))
         .add_node(Node::sdpa("sdpa", sdpa))
+}
+
+/// A float scalar scale bound at execute as a host pointer (runtime pass-by-value).
+pub fn runtime_scale(uid: i64) -> TensorAttributes {
+    TensorAttributes::new()
+        .set_uid(uid)
+        .set_name("scale")
+        .set_data_type(DataType::Float)
+        .set_dims(vec![1])
+        .set_strides(vec![1])
+        .set_is_runtime_pass_by_value(true)
 }
 
 pub fn graph_bytes() -> Vec<u8> {
@@ -221,53 +224,43 @@ impl Inputs {
         ]
     }
 
-    /// O and LSE from the kernels crate's CPU reference, called directly.
-    pub fn reference(&self) -> (Vec<f32>, Vec<f32>) {
-        let (mut o, mut lse) = self.outputs();
+    /// The two offsets tensors (`[B+1, 1, 1, 1]`), as the CPU reference takes them.
+    pub fn offsets_tensors(&self) -> (Arc<dyn Tensor>, Arc<dyn Tensor>) {
         let aux = |v: &[i32]| -> Arc<dyn Tensor> {
             Arc::new(
                 DenseTensor::from_vec(v.to_vec(), vec![B + 1, 1, 1, 1], vec![1, 1, 1, 1])
                     .expect("offsets tensor"),
             )
         };
+        (aux(&self.q_offsets), aux(&self.kv_offsets))
+    }
+
+    /// The two per-batch length tensors (`[B, 1, 1, 1]`).
+    pub fn seq_len_tensors(&self) -> (DenseTensor<i64>, DenseTensor<i64>) {
         let seq = |v: &[i64]| {
             DenseTensor::from_vec(v.to_vec(), vec![B, 1, 1, 1], vec![1, 1, 1, 1]).expect("seq_lens")
         };
-        let (q_aux, kv_aux) = (aux(&self.q_offsets), aux(&self.kv_offsets));
-        let ragged = |data, s, h, aux: &Arc<dyn Tensor>| {
-            ShallowRaggedTensor::new(
-                HostData::F32(data),
-                vec![B, s, h, D],
-                vec![s * h * D, h * D, D, 1],
-                BSHD_SEQ_AXIS,
-                Arc::clone(aux),
-                1,
-            )
-            .expect("ragged input")
-        };
-        let q = ragged(&self.q, SQ, HQ, &q_aux);
-        let k = ragged(&self.k, SKV, HKV, &kv_aux);
-        let v = ragged(&self.v, SKV, HKV, &kv_aux);
-        let mut o_view = ShallowRaggedTensorMut::new(
-            HostDataMut::F32(&mut o),
-            vec![B, SQ, HQ, D],
-            vec![SQ * HQ * D, HQ * D, D, 1],
-            BSHD_SEQ_AXIS,
-            Arc::clone(&q_aux),
-            1,
-        )
-        .expect("ragged output");
-        let mut lse_view = ShallowTensorMut::from_storage(
-            HostDataMut::F32(&mut lse),
-            vec![B, HQ, SQ, 1],
-            vec![HQ * SQ, SQ, 1, 1],
-        )
-        .expect("dense LSE");
-        let (seq_q, seq_kv) = (seq(&self.seq_q), seq(&self.seq_kv));
-        let params = SdpaParams {
+        (seq(&self.seq_q), seq(&self.seq_kv))
+    }
+
+    /// The graph's scale and band as the CPU reference's parameters.
+    pub fn params(&self) -> SdpaParams {
+        SdpaParams {
             scale: self.scale,
             band: MaskBand::window(Some(LEFT), Some(0), DiagonalAlignment::TopLeft),
-        };
+        }
+    }
+
+    /// O and LSE from the kernels crate's CPU reference, called directly.
+    pub fn reference(&self) -> (Vec<f32>, Vec<f32>) {
+        let (mut o, mut lse) = self.outputs();
+        let (q_aux, kv_aux) = self.offsets_tensors();
+        let q = ragged_input(&self.q, SQ, HQ, &q_aux);
+        let k = ragged_input(&self.k, SKV, HKV, &kv_aux);
+        let v = ragged_input(&self.v, SKV, HKV, &kv_aux);
+        let mut o_view = o_output(&mut o, q_aux);
+        let mut lse_view = lse_output(&mut lse);
+        let (seq_q, seq_kv) = self.seq_len_tensors();
         sdpa_forward(
             &q,
             &k,
@@ -276,12 +269,53 @@ impl Inputs {
             Some(&mut lse_view),
             Some(&seq_q),
             Some(&seq_kv),
-            &params,
+            &self.params(),
         )
         .expect("reference runs");
         drop((o_view, lse_view));
         (o, lse)
     }
+}
+
+/// A packed BSHD input view of `s` padded tokens and `h` heads over `aux`'s offsets.
+pub fn ragged_input<'a>(
+    data: &'a [f32],
+    s: i64,
+    h: i64,
+    aux: &Arc<dyn Tensor>,
+) -> ShallowRaggedTensor<'a> {
+    ShallowRaggedTensor::new(
+        HostData::F32(data),
+        vec![B, s, h, D],
+        vec![s * h * D, h * D, D, 1],
+        BSHD_SEQ_AXIS,
+        Arc::clone(aux),
+        1,
+    )
+    .expect("ragged input")
+}
+
+/// The packed O view, addressed by Q's offsets.
+pub fn o_output(data: &mut [f32], q_aux: Arc<dyn Tensor>) -> ShallowRaggedTensorMut<'_> {
+    ShallowRaggedTensorMut::new(
+        HostDataMut::F32(data),
+        vec![B, SQ, HQ, D],
+        vec![SQ * HQ * D, HQ * D, D, 1],
+        BSHD_SEQ_AXIS,
+        q_aux,
+        1,
+    )
+    .expect("ragged output")
+}
+
+/// The dense `[B, H_q, S_q, 1]` LSE view.
+pub fn lse_output(data: &mut [f32]) -> ShallowTensorMut<'_> {
+    ShallowTensorMut::from_storage(
+        HostDataMut::F32(data),
+        vec![B, HQ, SQ, 1],
+        vec![HQ * SQ, SQ, 1, 1],
+    )
+    .expect("dense LSE")
 }
 
 /// Bitwise comparison, so NaN sentinels and −∞ count too.

@@ -7,7 +7,7 @@ use crate::error::SchemaError;
 use crate::model::{
     AttentionImplementation, DEFAULT_ALIGNMENT, DEFAULT_RAGGED_OFFSET_MULTIPLIER, DataType,
     DiagonalAlignment, EngineApiVersion, Graph, GraphId, Node, NodeAttributes, OPTIONAL_INPUT_UIDS,
-    OPTIONAL_OUTPUT_UIDS, SdpaAttributes, TensorAttributes, TensorValue,
+    OPTIONAL_OUTPUT_UIDS, SdpaAttributes, SdpaShared, TensorAttributes, TensorValue,
 };
 
 pub(super) fn graph_from_str(text: &str) -> Result<Graph, SchemaError> {
@@ -254,22 +254,9 @@ fn read_sdpa(n: &Obj<'_>) -> Result<SdpaAttributes, SchemaError> {
         return Ok(s);
     };
     s.generate_stats = a.boolean("generate_stats")?;
-    s.alibi_mask = a.boolean("alibi_mask")?.unwrap_or(false);
-    s.padding_mask = a.boolean("padding_mask")?.unwrap_or(false);
-    s.causal_mask = a.boolean("causal_mask")?.unwrap_or(false);
-    s.causal_mask_bottom_right = a.boolean("causal_mask_bottom_right")?.unwrap_or(false);
-    s.dropout_probability = a.f32("dropout_probability")?;
-    s.attn_scale_value = a.f32("attn_scale_value")?;
-    s.left_bound = a.i64("left_bound")?;
-    s.right_bound = a.i64("right_bound")?;
+    read_shared_attributes(&a, &mut s)?;
     s.max_seq_len_kv = a.i32("max_seq_len_kv")?;
-    s.diagonal_alignment = read_enum(
-        &a,
-        "diagonal_alignment",
-        DiagonalAlignment::from_json_name,
-        DiagonalAlignment::from_wire,
-    )?
-    .unwrap_or_default();
+    s.diagonal_alignment = read_alignment(&a)?;
     s.mma_core_mode = optional_data_type(&a, "mma_core_mode")?.unwrap_or_default();
     s.implementation = read_enum(
         &a,
@@ -279,6 +266,35 @@ fn read_sdpa(n: &Obj<'_>) -> Result<SdpaAttributes, SchemaError> {
     )?
     .unwrap_or_default();
     Ok(s)
+}
+
+/// The attributes forward and backward nodes share, read into either: absent flags are false,
+/// absent scalars and bounds unset.
+pub(super) fn read_shared_attributes<T: SdpaShared>(
+    a: &Obj<'_>,
+    s: &mut T,
+) -> Result<(), SchemaError> {
+    for f in &T::FLAGS {
+        *(f.slot)(s) = a.boolean(f.name)?.unwrap_or(false);
+    }
+    for f in &T::SCALARS {
+        *(f.slot)(s) = a.f32(f.name)?;
+    }
+    for f in &T::BOUNDS {
+        *(f.slot)(s) = a.i64(f.name)?;
+    }
+    Ok(())
+}
+
+/// `diagonal_alignment` by name or wire number; absent means the schema default.
+pub(super) fn read_alignment(a: &Obj<'_>) -> Result<DiagonalAlignment, SchemaError> {
+    Ok(read_enum(
+        a,
+        "diagonal_alignment",
+        DiagonalAlignment::from_json_name,
+        DiagonalAlignment::from_wire,
+    )?
+    .unwrap_or_default())
 }
 
 fn read_enum<E>(

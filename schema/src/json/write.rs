@@ -5,7 +5,8 @@ use serde_json::{Map, Value, json};
 
 use crate::model::{
     AttentionImplementation, DataType, DiagonalAlignment, Graph, Node, NodeAttributes,
-    OPTIONAL_INPUT_UIDS, OPTIONAL_OUTPUT_UIDS, SdpaAttributes, TensorAttributes, TensorValue,
+    OPTIONAL_INPUT_UIDS, OPTIONAL_OUTPUT_UIDS, SdpaAttributes, SdpaShared, TensorAttributes,
+    TensorValue,
 };
 
 pub(super) fn graph_to_string(graph: &Graph) -> String {
@@ -26,7 +27,7 @@ fn data_type(dt: DataType) -> Value {
         .map_or_else(|| json!(dt.to_wire()), |name| json!(name))
 }
 
-fn diagonal_alignment(a: DiagonalAlignment) -> Value {
+pub(super) fn diagonal_alignment(a: DiagonalAlignment) -> Value {
     a.json_name()
         .map_or_else(|| json!(a.to_wire()), |n| json!(n))
 }
@@ -151,22 +152,30 @@ fn sdpa_objects(s: &SdpaAttributes, m: &mut Map<String, Value>) {
     for f in &OPTIONAL_OUTPUT_UIDS {
         outputs.insert(f.name.into(), json!((f.get)(s)));
     }
-    let attributes = json!({
-        "generate_stats": s.generate_stats,
-        "alibi_mask": s.alibi_mask,
-        "padding_mask": s.padding_mask,
-        "causal_mask": s.causal_mask,
-        "causal_mask_bottom_right": s.causal_mask_bottom_right,
-        "dropout_probability": s.dropout_probability.map(f64::from),
-        "attn_scale_value": s.attn_scale_value.map(f64::from),
-        "left_bound": s.left_bound,
-        "right_bound": s.right_bound,
-        "max_seq_len_kv": s.max_seq_len_kv,
-        "diagonal_alignment": diagonal_alignment(s.diagonal_alignment),
-        "mma_core_mode": data_type(s.mma_core_mode),
-        "implementation": implementation(s.implementation),
-    });
+    let mut attributes = Map::new();
+    attributes.insert("generate_stats".into(), json!(s.generate_stats));
+    write_shared_attributes(s, &mut attributes);
+    attributes.insert("max_seq_len_kv".into(), json!(s.max_seq_len_kv));
+    attributes.insert(
+        "diagonal_alignment".into(),
+        diagonal_alignment(s.diagonal_alignment),
+    );
+    attributes.insert("mma_core_mode".into(), data_type(s.mma_core_mode));
+    attributes.insert("implementation".into(), implementation(s.implementation));
     m.insert("inputs".into(), Value::Object(inputs));
     m.insert("outputs".into(), Value::Object(outputs));
-    m.insert("attributes".into(), attributes);
+    m.insert("attributes".into(), Value::Object(attributes));
+}
+
+/// The attributes forward and backward nodes share, in wire order; unset ones as `null`.
+pub(super) fn write_shared_attributes<T: SdpaShared>(s: &T, m: &mut Map<String, Value>) {
+    for f in &T::FLAGS {
+        m.insert(f.name.into(), json!((f.get)(s)));
+    }
+    for f in &T::SCALARS {
+        m.insert(f.name.into(), json!((f.get)(s).map(f64::from)));
+    }
+    for f in &T::BOUNDS {
+        m.insert(f.name.into(), json!((f.get)(s)));
+    }
 }

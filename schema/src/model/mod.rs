@@ -6,6 +6,7 @@ mod graph;
 mod pointwise;
 mod sdpa;
 mod sdpa_backward;
+mod sdpa_shared;
 mod tensor;
 
 pub use data_type::DataType;
@@ -19,6 +20,7 @@ pub use sdpa::{AttentionImplementation, DiagonalAlignment, DiagonalBand, SdpaAtt
 pub(crate) use sdpa::{OPTIONAL_INPUT_UIDS, OPTIONAL_OUTPUT_UIDS};
 pub(crate) use sdpa_backward::BACKWARD_OPTIONAL_INPUTS;
 pub use sdpa_backward::SdpaBackwardAttributes;
+pub(crate) use sdpa_shared::SdpaShared;
 pub use tensor::{
     DEFAULT_ALIGNMENT, DEFAULT_RAGGED_OFFSET_MULTIPLIER, TensorAttributes, TensorValue,
 };

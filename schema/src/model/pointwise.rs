@@ -8,6 +8,16 @@ use super::TensorAttributes;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct PointwiseMode(pub i8);
 
+impl PointwiseMode {
+    /// Every byte is a mode (the type is open), so the wire conversions cannot fail.
+    pub fn from_wire(v: i8) -> Self {
+        PointwiseMode(v)
+    }
+    pub fn to_wire(self) -> i8 {
+        self.0
+    }
+}
+
 /// Upstream names, indexed by wire value (`pointwise_attributes.fbs`).
 const MODE_NAMES: [&str; 48] = [
     "UNSET",

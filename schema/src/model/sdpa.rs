@@ -1,6 +1,7 @@
 //! `SdpaAttributes` (all 43 fields of `sdpa_attributes.fbs`) and the mask-band resolution of
 //! schema.md §6.1.
 
+use super::sdpa_shared::{UidField, fields, sdpa_shared, with_set_uids};
 use super::{DataType, TensorAttributes};
 use crate::error::{SchemaError, ValidationError};
 
@@ -153,26 +154,9 @@ pub struct SdpaAttributes {
     pub umd_bytes: Option<String>,
 }
 
-/// Accessors for one optional tensor-uid field, so JSON, validation and the tests walk the
-/// 24 optional uids from one table instead of 24 hand-written lines each.
-pub(crate) struct UidField {
-    pub(crate) name: &'static str,
-    pub(crate) get: fn(&SdpaAttributes) -> Option<i64>,
-    pub(crate) slot: fn(&mut SdpaAttributes) -> &mut Option<i64>,
-}
-
-macro_rules! uid_fields {
-    ($($field:ident),* $(,)?) => {
-        [$(UidField {
-            name: stringify!($field),
-            get: |s| s.$field,
-            slot: |s| &mut s.$field,
-        }),*]
-    };
-}
-
 /// Optional input uids, in schema order (the JSON `inputs` object holds these plus q, k, v).
-pub(crate) const OPTIONAL_INPUT_UIDS: [UidField; 18] = uid_fields!(
+pub(crate) const OPTIONAL_INPUT_UIDS: [UidField<SdpaAttributes>; 18] = fields!(
+    SdpaAttributes:
     attn_mask_tensor_uid,
     scale_tensor_uid,
     seq_len_q_tensor_uid,
@@ -194,7 +178,8 @@ pub(crate) const OPTIONAL_INPUT_UIDS: [UidField; 18] = uid_fields!(
 );
 
 /// Optional output uids, in schema order (the JSON `outputs` object holds these plus o).
-pub(crate) const OPTIONAL_OUTPUT_UIDS: [UidField; 6] = uid_fields!(
+pub(crate) const OPTIONAL_OUTPUT_UIDS: [UidField<SdpaAttributes>; 6] = fields!(
+    SdpaAttributes:
     stats_tensor_uid,
     max_tensor_uid,
     sum_exp_tensor_uid,
@@ -202,6 +187,8 @@ pub(crate) const OPTIONAL_OUTPUT_UIDS: [UidField; 6] = uid_fields!(
     amax_s_tensor_uid,
     amax_o_tensor_uid,
 );
+
+sdpa_shared!(SdpaAttributes);
 
 impl SdpaAttributes {
     /// An SDPA node over the four required tensors; everything else unset or default.
@@ -215,86 +202,33 @@ impl SdpaAttributes {
         }
     }
 
-    /// Per-batch valid query lengths (`[B, 1, 1, 1]`, int32/int64): the RFC's `set_seq_len_q`.
-    pub fn set_seq_len_q(mut self, seq_len_q: &TensorAttributes) -> Self {
-        self.seq_len_q_tensor_uid = Some(seq_len_q.uid);
-        self
-    }
-    /// Per-batch valid key/value lengths, usually shared by K and V.
-    pub fn set_seq_len_kv(mut self, seq_len_kv: &TensorAttributes) -> Self {
-        self.seq_len_kv_tensor_uid = Some(seq_len_kv.uid);
-        self
-    }
     /// The log-sum-exp output.
     pub fn set_stats(mut self, stats: &TensorAttributes) -> Self {
         self.stats_tensor_uid = Some(stats.uid);
         self
     }
-    /// A scale scalar tensor (baked value or runtime pass-by-value); wins over the baked float.
-    pub fn set_scale_tensor(mut self, scale: &TensorAttributes) -> Self {
-        self.scale_tensor_uid = Some(scale.uid);
-        self
-    }
-    pub fn set_attn_scale_value(mut self, scale: f32) -> Self {
-        self.attn_scale_value = Some(scale);
-        self
-    }
-    /// The modern mask band; `None` is unbounded. Causal is `(None, Some(0), alignment)`.
-    pub fn set_diagonal_band(
-        mut self,
-        left: Option<i64>,
-        right: Option<i64>,
-        alignment: DiagonalAlignment,
-    ) -> Self {
-        self.left_bound = left;
-        self.right_bound = right;
-        self.diagonal_alignment = alignment;
-        self
-    }
-
     /// Every tensor uid the node refers to, as `(field name, uid)`, required ones first.
     pub fn tensor_uids(&self) -> Vec<(&'static str, i64)> {
-        let mut out = vec![
-            ("q_tensor_uid", self.q_tensor_uid),
-            ("k_tensor_uid", self.k_tensor_uid),
-            ("v_tensor_uid", self.v_tensor_uid),
-            ("o_tensor_uid", self.o_tensor_uid),
-        ];
-        for f in OPTIONAL_INPUT_UIDS
-            .iter()
-            .chain(OPTIONAL_OUTPUT_UIDS.iter())
-        {
-            if let Some(uid) = (f.get)(self) {
-                out.push((f.name, uid));
-            }
-        }
+        let mut out = self.inputs();
+        out.insert(3, ("o_tensor_uid", self.o_tensor_uid));
+        out.extend(self.outputs().into_iter().skip(1));
         out
     }
 
     /// The tensors the node reads: Q, K, V and the optional inputs that are set.
     pub fn inputs(&self) -> Vec<(&'static str, i64)> {
-        let mut out = vec![
+        let required = vec![
             ("q_tensor_uid", self.q_tensor_uid),
             ("k_tensor_uid", self.k_tensor_uid),
             ("v_tensor_uid", self.v_tensor_uid),
         ];
-        out.extend(
-            OPTIONAL_INPUT_UIDS
-                .iter()
-                .filter_map(|f| (f.get)(self).map(|uid| (f.name, uid))),
-        );
-        out
+        with_set_uids(required, &OPTIONAL_INPUT_UIDS, self)
     }
 
     /// The tensors the node writes: O and the optional outputs that are set.
     pub fn outputs(&self) -> Vec<(&'static str, i64)> {
-        let mut out = vec![("o_tensor_uid", self.o_tensor_uid)];
-        out.extend(
-            OPTIONAL_OUTPUT_UIDS
-                .iter()
-                .filter_map(|f| (f.get)(self).map(|uid| (f.name, uid))),
-        );
-        out
+        let required = vec![("o_tensor_uid", self.o_tensor_uid)];
+        with_set_uids(required, &OPTIONAL_OUTPUT_UIDS, self)
     }
 
     /// Folds the deprecated causal booleans into a band (schema.md §6.1, as upstream's

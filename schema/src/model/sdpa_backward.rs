@@ -2,7 +2,8 @@
 //! gradient node of SDPA. It reads the forward's inputs, its output O and LSE (`stats`) and the
 //! incoming gradient dO, and writes dQ, dK and dV.
 
-use super::{DiagonalAlignment, DiagonalBand, SdpaAttributes, TensorAttributes};
+use super::sdpa_shared::{UidField, fields, sdpa_shared, with_set_uids};
+use super::{DiagonalAlignment, DiagonalBand, SdpaAttributes};
 use crate::error::SchemaError;
 
 /// SDPA backward node attributes; field names and wire order as upstream's table.
@@ -46,26 +47,10 @@ pub struct SdpaBackwardAttributes {
     pub diagonal_alignment: DiagonalAlignment,
 }
 
-/// One optional uid field, so JSON and the tests walk the table instead of repeating ten lines.
-pub(crate) struct BackwardUid {
-    pub(crate) name: &'static str,
-    pub(crate) get: fn(&SdpaBackwardAttributes) -> Option<i64>,
-    pub(crate) slot: fn(&mut SdpaBackwardAttributes) -> &mut Option<i64>,
-}
-
-macro_rules! backward_uids {
-    ($($field:ident),* $(,)?) => {
-        [$(BackwardUid {
-            name: stringify!($field),
-            get: |s| s.$field,
-            slot: |s| &mut s.$field,
-        }),*]
-    };
-}
-
 /// Optional input uids in wire order (upstream's JSON `inputs` holds these after the six
 /// required inputs).
-pub(crate) const BACKWARD_OPTIONAL_INPUTS: [BackwardUid; 9] = backward_uids!(
+pub(crate) const BACKWARD_OPTIONAL_INPUTS: [UidField<SdpaBackwardAttributes>; 9] = fields!(
+    SdpaBackwardAttributes:
     scale_tensor_uid,
     attn_mask_tensor_uid,
     seq_len_q_tensor_uid,
@@ -76,6 +61,8 @@ pub(crate) const BACKWARD_OPTIONAL_INPUTS: [BackwardUid; 9] = backward_uids!(
     dropout_scale_tensor_uid,
     dropout_scale_inv_tensor_uid,
 );
+
+sdpa_shared!(SdpaBackwardAttributes);
 
 impl SdpaBackwardAttributes {
     /// A backward node over its nine required tensors; everything else unset or default.
@@ -140,42 +127,10 @@ impl SdpaBackwardAttributes {
         })
     }
 
-    /// Per-batch valid query lengths (`[B, 1, 1, 1]`, int32/int64).
-    pub fn set_seq_len_q(mut self, seq_len_q: &TensorAttributes) -> Self {
-        self.seq_len_q_tensor_uid = Some(seq_len_q.uid);
-        self
-    }
-    /// Per-batch valid key/value lengths.
-    pub fn set_seq_len_kv(mut self, seq_len_kv: &TensorAttributes) -> Self {
-        self.seq_len_kv_tensor_uid = Some(seq_len_kv.uid);
-        self
-    }
-    /// A scale scalar tensor; wins over the baked float, as in the forward.
-    pub fn set_scale_tensor(mut self, scale: &TensorAttributes) -> Self {
-        self.scale_tensor_uid = Some(scale.uid);
-        self
-    }
-    pub fn set_attn_scale_value(mut self, scale: f32) -> Self {
-        self.attn_scale_value = Some(scale);
-        self
-    }
-    /// The modern mask band; `None` is unbounded. Causal is `(None, Some(0), alignment)`.
-    pub fn set_diagonal_band(
-        mut self,
-        left: Option<i64>,
-        right: Option<i64>,
-        alignment: DiagonalAlignment,
-    ) -> Self {
-        self.left_bound = left;
-        self.right_bound = right;
-        self.diagonal_alignment = alignment;
-        self
-    }
-
     /// The tensors the node reads, as `(field name, uid)`: the six required inputs, then the
     /// optional ones that are set.
     pub fn inputs(&self) -> Vec<(&'static str, i64)> {
-        let mut out = vec![
+        let required = vec![
             ("q_tensor_uid", self.q_tensor_uid),
             ("k_tensor_uid", self.k_tensor_uid),
             ("v_tensor_uid", self.v_tensor_uid),
@@ -183,12 +138,7 @@ impl SdpaBackwardAttributes {
             ("do_tensor_uid", self.do_tensor_uid),
             ("stats_tensor_uid", self.stats_tensor_uid),
         ];
-        out.extend(
-            BACKWARD_OPTIONAL_INPUTS
-                .iter()
-                .filter_map(|f| (f.get)(self).map(|uid| (f.name, uid))),
-        );
-        out
+        with_set_uids(required, &BACKWARD_OPTIONAL_INPUTS, self)
     }
 
     /// The tensors the node writes: dQ, dK, dV and dBias when set.
@@ -230,6 +180,7 @@ impl SdpaBackwardAttributes {
 mod tests {
     use super::*;
     use crate::error::ValidationError;
+    use crate::model::TensorAttributes;
 
     fn node() -> SdpaBackwardAttributes {
         SdpaBackwardAttributes::new(1, 2, 3, 4, 5, 6, 7, 8, 9)

@@ -3,7 +3,7 @@
 //! `[B, 1, 1, 1]` or `[B]`, int32/int64; at most one deprecated causal flag.
 
 use crate::error::ValidationError;
-use crate::model::{Graph, SdpaAttributes, TensorAttributes};
+use crate::model::{Graph, SdpaAttributes, SdpaShared, TensorAttributes};
 
 const RAGGED_LAYOUT: &str = "ragged tensors are [B, S, H, D] or [B, H, S, D] over BSHD memory";
 const DENSE_LAYOUT: &str = "dense tensors are [B, H, S, D]";
@@ -15,7 +15,34 @@ pub(super) struct NodeCtx<'a> {
     pub(super) node_name: &'a str,
 }
 
-impl NodeCtx<'_> {
+impl<'a> NodeCtx<'a> {
+    /// The checks every SDPA node starts with: each uid it names is a tensor of the graph, and
+    /// at most one deprecated causal flag is set.
+    pub(super) fn open<T: SdpaShared>(
+        graph: &'a Graph,
+        node_index: usize,
+        node_name: &'a str,
+        attrs: &T,
+        tensor_uids: &[(&'static str, i64)],
+    ) -> Result<Self, ValidationError> {
+        let ctx = NodeCtx {
+            graph,
+            node_index,
+            node_name,
+        };
+        for &(field, uid) in tensor_uids {
+            ctx.tensor(field, uid)?;
+        }
+        let [_, _, causal, causal_bottom_right] = &T::FLAGS;
+        if (causal.get)(attrs) && (causal_bottom_right.get)(attrs) {
+            return Err(ValidationError::BothCausalFlags {
+                node_index,
+                node_name: node_name.to_string(),
+            });
+        }
+        Ok(ctx)
+    }
+
     pub(super) fn tensor(
         &self,
         field: &'static str,
@@ -70,20 +97,7 @@ pub(super) fn check_node(
     node_name: &str,
     attrs: &SdpaAttributes,
 ) -> Result<(), ValidationError> {
-    let ctx = NodeCtx {
-        graph,
-        node_index,
-        node_name,
-    };
-    for (field, uid) in attrs.tensor_uids() {
-        ctx.tensor(field, uid)?;
-    }
-    if attrs.causal_mask && attrs.causal_mask_bottom_right {
-        return Err(ValidationError::BothCausalFlags {
-            node_index,
-            node_name: node_name.to_string(),
-        });
-    }
+    let ctx = NodeCtx::open(graph, node_index, node_name, attrs, &attrs.tensor_uids())?;
 
     let q = ctx.tensor("q_tensor_uid", attrs.q_tensor_uid)?;
     let h_q = ctx.heads("q_tensor_uid", q)?;
@@ -96,13 +110,18 @@ pub(super) fn check_node(
     let o = ctx.tensor("o_tensor_uid", attrs.o_tensor_uid)?;
     ctx.heads("o_tensor_uid", o)?;
 
-    let batch = q.dims[0];
-    for (field, uid) in [
-        ("seq_len_q_tensor_uid", attrs.seq_len_q_tensor_uid),
-        ("seq_len_kv_tensor_uid", attrs.seq_len_kv_tensor_uid),
-    ] {
-        if let Some(uid) = uid {
-            check_seq_len(&ctx, field, uid, batch)?;
+    check_seq_lens(&ctx, attrs, q.dims[0])
+}
+
+/// Both per-batch length tensors that are set.
+pub(super) fn check_seq_lens<T: SdpaShared>(
+    ctx: &NodeCtx<'_>,
+    attrs: &T,
+    batch: i64,
+) -> Result<(), ValidationError> {
+    for f in &T::SEQ_LENS {
+        if let Some(uid) = (f.get)(attrs) {
+            check_seq_len(ctx, f.name, uid, batch)?;
         }
     }
     Ok(())

@@ -3,7 +3,7 @@
 //! address their tokens as Q does, dK and dV as K does; the stats are a FLOAT `[B, H_q, S_q, 1]`
 //! in either of the forward's orders; seq_len tensors and the causal flags as in the forward.
 
-use super::sdpa::{NodeCtx, axes, check_kv_heads, check_seq_len};
+use super::sdpa::{NodeCtx, axes, check_kv_heads, check_seq_lens};
 use crate::error::ValidationError;
 use crate::model::{DataType, Graph, SdpaBackwardAttributes, TensorAttributes};
 
@@ -13,20 +13,7 @@ pub(super) fn check_node(
     node_name: &str,
     attrs: &SdpaBackwardAttributes,
 ) -> Result<(), ValidationError> {
-    let ctx = NodeCtx {
-        graph,
-        node_index,
-        node_name,
-    };
-    for (field, uid) in attrs.tensor_uids() {
-        ctx.tensor(field, uid)?;
-    }
-    if attrs.causal_mask && attrs.causal_mask_bottom_right {
-        return Err(ValidationError::BothCausalFlags {
-            node_index,
-            node_name: node_name.to_string(),
-        });
-    }
+    let ctx = NodeCtx::open(graph, node_index, node_name, attrs, &attrs.tensor_uids())?;
     let role = |field: &'static str, uid: i64| -> Result<Role<'_>, ValidationError> {
         let tensor = ctx.tensor(field, uid)?;
         ctx.heads(field, tensor)?;
@@ -51,16 +38,7 @@ pub(super) fn check_node(
         same_tokens(&ctx, member, leader)?;
     }
     check_stats(&ctx, attrs.stats_tensor_uid, q.tensor, h_q)?;
-    let batch = q.tensor.dims[0];
-    for (field, uid) in [
-        ("seq_len_q_tensor_uid", attrs.seq_len_q_tensor_uid),
-        ("seq_len_kv_tensor_uid", attrs.seq_len_kv_tensor_uid),
-    ] {
-        if let Some(uid) = uid {
-            check_seq_len(&ctx, field, uid, batch)?;
-        }
-    }
-    Ok(())
+    check_seq_lens(&ctx, attrs, q.tensor.dims[0])
 }
 
 /// A tensor in the role a field gives it.

@@ -4,6 +4,39 @@
 //! library, and the generated accessors are only memory-safe on verified buffers. Absent fields
 //! take their schema defaults, so buffers from older or newer producers read cleanly.
 
+/// Model and wire tables name their fields alike, so a node table's decode and encode are one
+/// field list: `copy` fields move unchanged, `enums` go through the model enum's wire byte,
+/// `strings` are owned in the model and built into the buffer before the table.
+macro_rules! table_codec {
+    (
+        $model:ident <=> $table:ident / $args:ident;
+        copy: [$($f:ident),* $(,)?];
+        enums: [$($e:ident: $model_enum:ident / $fb_enum:ident),* $(,)?];
+        strings: [$($st:ident),* $(,)?] $(;)?
+    ) => {
+        pub(super) fn decode(s: &fb::$table<'_>) -> $model {
+            $model {
+                $($f: s.$f(),)*
+                $($e: $model_enum::from_wire(s.$e().0),)*
+                $($st: s.$st().map(str::to_string),)*
+            }
+        }
+
+        pub(super) fn encode<'a>(
+            fbb: &mut flatbuffers::FlatBufferBuilder<'a>,
+            s: &$model,
+        ) -> flatbuffers::WIPOffset<fb::$table<'a>> {
+            $(let $st = s.$st.as_deref().map(|v| fbb.create_string(v));)*
+            let args = fb::$args {
+                $($f: s.$f,)*
+                $($e: fb::$fb_enum(s.$e.to_wire()),)*
+                $($st,)*
+            };
+            fb::$table::create(fbb, &args)
+        }
+    };
+}
+
 mod container;
 mod engine;
 mod graph;

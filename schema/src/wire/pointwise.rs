@@ -1,46 +1,17 @@
 //! `PointwiseAttributes` ↔ the wire table (all twelve fields, so a graph round-trips unchanged).
 
-use flatbuffers::{FlatBufferBuilder, WIPOffset};
-
 use super::fb;
 use crate::model::{PointwiseAttributes, PointwiseMode};
 
-pub(super) fn decode(p: &fb::PointwiseAttributes<'_>) -> PointwiseAttributes {
-    PointwiseAttributes {
-        operation: PointwiseMode(p.operation().0),
-        relu_lower_clip: p.relu_lower_clip(),
-        relu_upper_clip: p.relu_upper_clip(),
-        relu_lower_clip_slope: p.relu_lower_clip_slope(),
-        axis_tensor_uid: p.axis_tensor_uid(),
-        in_0_tensor_uid: p.in_0_tensor_uid(),
-        in_1_tensor_uid: p.in_1_tensor_uid(),
-        in_2_tensor_uid: p.in_2_tensor_uid(),
-        out_0_tensor_uid: p.out_0_tensor_uid(),
-        swish_beta: p.swish_beta(),
-        elu_alpha: p.elu_alpha(),
-        softplus_beta: p.softplus_beta(),
-    }
-}
-
-pub(super) fn encode<'a>(
-    fbb: &mut FlatBufferBuilder<'a>,
-    p: &PointwiseAttributes,
-) -> WIPOffset<fb::PointwiseAttributes<'a>> {
-    let args = fb::PointwiseAttributesArgs {
-        operation: fb::PointwiseMode(p.operation.0),
-        relu_lower_clip: p.relu_lower_clip,
-        relu_upper_clip: p.relu_upper_clip,
-        relu_lower_clip_slope: p.relu_lower_clip_slope,
-        axis_tensor_uid: p.axis_tensor_uid,
-        in_0_tensor_uid: p.in_0_tensor_uid,
-        in_1_tensor_uid: p.in_1_tensor_uid,
-        in_2_tensor_uid: p.in_2_tensor_uid,
-        out_0_tensor_uid: p.out_0_tensor_uid,
-        swish_beta: p.swish_beta,
-        elu_alpha: p.elu_alpha,
-        softplus_beta: p.softplus_beta,
-    };
-    fb::PointwiseAttributes::create(fbb, &args)
+table_codec! {
+    PointwiseAttributes <=> PointwiseAttributes / PointwiseAttributesArgs;
+    copy: [
+        relu_lower_clip, relu_upper_clip, relu_lower_clip_slope, axis_tensor_uid,
+        in_0_tensor_uid, in_1_tensor_uid, in_2_tensor_uid, out_0_tensor_uid, swish_beta,
+        elu_alpha, softplus_beta,
+    ];
+    enums: [operation: PointwiseMode / PointwiseMode];
+    strings: [];
 }
 
 #[cfg(test)]

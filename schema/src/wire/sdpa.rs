@@ -1,108 +1,26 @@
 //! `SdpaAttributes` ↔ the wire table (all 43 fields, so a graph round-trips unchanged).
 
-use flatbuffers::{FlatBufferBuilder, WIPOffset};
-
 use super::fb;
 use crate::model::{AttentionImplementation, DataType, DiagonalAlignment, SdpaAttributes};
 
-pub(super) fn decode(s: &fb::SdpaAttributes<'_>) -> SdpaAttributes {
-    SdpaAttributes {
-        q_tensor_uid: s.q_tensor_uid(),
-        k_tensor_uid: s.k_tensor_uid(),
-        v_tensor_uid: s.v_tensor_uid(),
-        o_tensor_uid: s.o_tensor_uid(),
-        attn_mask_tensor_uid: s.attn_mask_tensor_uid(),
-        scale_tensor_uid: s.scale_tensor_uid(),
-        seq_len_q_tensor_uid: s.seq_len_q_tensor_uid(),
-        seq_len_kv_tensor_uid: s.seq_len_kv_tensor_uid(),
-        seed_tensor_uid: s.seed_tensor_uid(),
-        offset_tensor_uid: s.offset_tensor_uid(),
-        dropout_mask_tensor_uid: s.dropout_mask_tensor_uid(),
-        dropout_scale_tensor_uid: s.dropout_scale_tensor_uid(),
-        page_table_k_tensor_uid: s.page_table_k_tensor_uid(),
-        page_table_v_tensor_uid: s.page_table_v_tensor_uid(),
-        block_mask_tensor_uid: s.block_mask_tensor_uid(),
-        sink_token_tensor_uid: s.sink_token_tensor_uid(),
-        descale_q_tensor_uid: s.descale_q_tensor_uid(),
-        descale_k_tensor_uid: s.descale_k_tensor_uid(),
-        descale_v_tensor_uid: s.descale_v_tensor_uid(),
-        descale_s_tensor_uid: s.descale_s_tensor_uid(),
-        scale_s_tensor_uid: s.scale_s_tensor_uid(),
-        scale_o_tensor_uid: s.scale_o_tensor_uid(),
-        stats_tensor_uid: s.stats_tensor_uid(),
-        max_tensor_uid: s.max_tensor_uid(),
-        sum_exp_tensor_uid: s.sum_exp_tensor_uid(),
-        rng_dump_tensor_uid: s.rng_dump_tensor_uid(),
-        amax_s_tensor_uid: s.amax_s_tensor_uid(),
-        amax_o_tensor_uid: s.amax_o_tensor_uid(),
-        generate_stats: s.generate_stats(),
-        alibi_mask: s.alibi_mask(),
-        padding_mask: s.padding_mask(),
-        causal_mask: s.causal_mask(),
-        causal_mask_bottom_right: s.causal_mask_bottom_right(),
-        dropout_probability: s.dropout_probability(),
-        attn_scale_value: s.attn_scale_value(),
-        left_bound: s.left_bound(),
-        right_bound: s.right_bound(),
-        max_seq_len_kv: s.max_seq_len_kv(),
-        diagonal_alignment: DiagonalAlignment::from_wire(s.diagonal_alignment().0),
-        mma_core_mode: DataType::from_wire(s.mma_core_mode().0),
-        implementation: AttentionImplementation::from_wire(s.implementation().0),
-        umd_flops: s.umd_flops().map(str::to_string),
-        umd_bytes: s.umd_bytes().map(str::to_string),
-    }
-}
-
-pub(super) fn encode<'a>(
-    fbb: &mut FlatBufferBuilder<'a>,
-    s: &SdpaAttributes,
-) -> WIPOffset<fb::SdpaAttributes<'a>> {
-    let umd_flops = s.umd_flops.as_deref().map(|v| fbb.create_string(v));
-    let umd_bytes = s.umd_bytes.as_deref().map(|v| fbb.create_string(v));
-    let args = fb::SdpaAttributesArgs {
-        q_tensor_uid: s.q_tensor_uid,
-        k_tensor_uid: s.k_tensor_uid,
-        v_tensor_uid: s.v_tensor_uid,
-        o_tensor_uid: s.o_tensor_uid,
-        attn_mask_tensor_uid: s.attn_mask_tensor_uid,
-        scale_tensor_uid: s.scale_tensor_uid,
-        seq_len_q_tensor_uid: s.seq_len_q_tensor_uid,
-        seq_len_kv_tensor_uid: s.seq_len_kv_tensor_uid,
-        seed_tensor_uid: s.seed_tensor_uid,
-        offset_tensor_uid: s.offset_tensor_uid,
-        dropout_mask_tensor_uid: s.dropout_mask_tensor_uid,
-        dropout_scale_tensor_uid: s.dropout_scale_tensor_uid,
-        page_table_k_tensor_uid: s.page_table_k_tensor_uid,
-        page_table_v_tensor_uid: s.page_table_v_tensor_uid,
-        block_mask_tensor_uid: s.block_mask_tensor_uid,
-        sink_token_tensor_uid: s.sink_token_tensor_uid,
-        descale_q_tensor_uid: s.descale_q_tensor_uid,
-        descale_k_tensor_uid: s.descale_k_tensor_uid,
-        descale_v_tensor_uid: s.descale_v_tensor_uid,
-        descale_s_tensor_uid: s.descale_s_tensor_uid,
-        scale_s_tensor_uid: s.scale_s_tensor_uid,
-        scale_o_tensor_uid: s.scale_o_tensor_uid,
-        stats_tensor_uid: s.stats_tensor_uid,
-        max_tensor_uid: s.max_tensor_uid,
-        sum_exp_tensor_uid: s.sum_exp_tensor_uid,
-        rng_dump_tensor_uid: s.rng_dump_tensor_uid,
-        amax_s_tensor_uid: s.amax_s_tensor_uid,
-        amax_o_tensor_uid: s.amax_o_tensor_uid,
-        generate_stats: s.generate_stats,
-        alibi_mask: s.alibi_mask,
-        padding_mask: s.padding_mask,
-        causal_mask: s.causal_mask,
-        causal_mask_bottom_right: s.causal_mask_bottom_right,
-        dropout_probability: s.dropout_probability,
-        attn_scale_value: s.attn_scale_value,
-        left_bound: s.left_bound,
-        right_bound: s.right_bound,
-        max_seq_len_kv: s.max_seq_len_kv,
-        diagonal_alignment: fb::DiagonalAlignment(s.diagonal_alignment.to_wire()),
-        mma_core_mode: fb::DataType(s.mma_core_mode.to_wire()),
-        implementation: fb::AttentionImplementation(s.implementation.to_wire()),
-        umd_flops,
-        umd_bytes,
-    };
-    fb::SdpaAttributes::create(fbb, &args)
+table_codec! {
+    SdpaAttributes <=> SdpaAttributes / SdpaAttributesArgs;
+    copy: [
+        q_tensor_uid, k_tensor_uid, v_tensor_uid, o_tensor_uid, attn_mask_tensor_uid,
+        scale_tensor_uid, seq_len_q_tensor_uid, seq_len_kv_tensor_uid, seed_tensor_uid,
+        offset_tensor_uid, dropout_mask_tensor_uid, dropout_scale_tensor_uid,
+        page_table_k_tensor_uid, page_table_v_tensor_uid, block_mask_tensor_uid,
+        sink_token_tensor_uid, descale_q_tensor_uid, descale_k_tensor_uid, descale_v_tensor_uid,
+        descale_s_tensor_uid, scale_s_tensor_uid, scale_o_tensor_uid, stats_tensor_uid,
+        max_tensor_uid, sum_exp_tensor_uid, rng_dump_tensor_uid, amax_s_tensor_uid,
+        amax_o_tensor_uid, generate_stats, alibi_mask, padding_mask, causal_mask,
+        causal_mask_bottom_right, dropout_probability, attn_scale_value, left_bound, right_bound,
+        max_seq_len_kv,
+    ];
+    enums: [
+        diagonal_alignment: DiagonalAlignment / DiagonalAlignment,
+        mma_core_mode: DataType / DataType,
+        implementation: AttentionImplementation / AttentionImplementation,
+    ];
+    strings: [umd_flops, umd_bytes];
 }

@@ -1,78 +1,20 @@
 //! `SdpaBackwardAttributes` ↔ the wire table (all 28 fields, so a graph round-trips unchanged).
 
-use flatbuffers::{FlatBufferBuilder, WIPOffset};
-
 use super::fb;
 use crate::model::{DiagonalAlignment, SdpaBackwardAttributes};
 
-pub(super) fn decode(s: &fb::SdpaBackwardAttributes<'_>) -> SdpaBackwardAttributes {
-    SdpaBackwardAttributes {
-        q_tensor_uid: s.q_tensor_uid(),
-        k_tensor_uid: s.k_tensor_uid(),
-        v_tensor_uid: s.v_tensor_uid(),
-        o_tensor_uid: s.o_tensor_uid(),
-        do_tensor_uid: s.do_tensor_uid(),
-        stats_tensor_uid: s.stats_tensor_uid(),
-        dq_tensor_uid: s.dq_tensor_uid(),
-        dk_tensor_uid: s.dk_tensor_uid(),
-        dv_tensor_uid: s.dv_tensor_uid(),
-        scale_tensor_uid: s.scale_tensor_uid(),
-        attn_mask_tensor_uid: s.attn_mask_tensor_uid(),
-        seq_len_q_tensor_uid: s.seq_len_q_tensor_uid(),
-        seq_len_kv_tensor_uid: s.seq_len_kv_tensor_uid(),
-        seed_tensor_uid: s.seed_tensor_uid(),
-        offset_tensor_uid: s.offset_tensor_uid(),
-        dropout_mask_tensor_uid: s.dropout_mask_tensor_uid(),
-        dropout_scale_tensor_uid: s.dropout_scale_tensor_uid(),
-        dropout_scale_inv_tensor_uid: s.dropout_scale_inv_tensor_uid(),
-        dbias_tensor_uid: s.dbias_tensor_uid(),
-        alibi_mask: s.alibi_mask(),
-        padding_mask: s.padding_mask(),
-        causal_mask: s.causal_mask(),
-        causal_mask_bottom_right: s.causal_mask_bottom_right(),
-        dropout_probability: s.dropout_probability(),
-        attn_scale_value: s.attn_scale_value(),
-        left_bound: s.left_bound(),
-        right_bound: s.right_bound(),
-        diagonal_alignment: DiagonalAlignment::from_wire(s.diagonal_alignment().0),
-    }
-}
-
-pub(super) fn encode<'a>(
-    fbb: &mut FlatBufferBuilder<'a>,
-    s: &SdpaBackwardAttributes,
-) -> WIPOffset<fb::SdpaBackwardAttributes<'a>> {
-    let args = fb::SdpaBackwardAttributesArgs {
-        q_tensor_uid: s.q_tensor_uid,
-        k_tensor_uid: s.k_tensor_uid,
-        v_tensor_uid: s.v_tensor_uid,
-        o_tensor_uid: s.o_tensor_uid,
-        do_tensor_uid: s.do_tensor_uid,
-        stats_tensor_uid: s.stats_tensor_uid,
-        dq_tensor_uid: s.dq_tensor_uid,
-        dk_tensor_uid: s.dk_tensor_uid,
-        dv_tensor_uid: s.dv_tensor_uid,
-        scale_tensor_uid: s.scale_tensor_uid,
-        attn_mask_tensor_uid: s.attn_mask_tensor_uid,
-        seq_len_q_tensor_uid: s.seq_len_q_tensor_uid,
-        seq_len_kv_tensor_uid: s.seq_len_kv_tensor_uid,
-        seed_tensor_uid: s.seed_tensor_uid,
-        offset_tensor_uid: s.offset_tensor_uid,
-        dropout_mask_tensor_uid: s.dropout_mask_tensor_uid,
-        dropout_scale_tensor_uid: s.dropout_scale_tensor_uid,
-        dropout_scale_inv_tensor_uid: s.dropout_scale_inv_tensor_uid,
-        dbias_tensor_uid: s.dbias_tensor_uid,
-        alibi_mask: s.alibi_mask,
-        padding_mask: s.padding_mask,
-        causal_mask: s.causal_mask,
-        causal_mask_bottom_right: s.causal_mask_bottom_right,
-        dropout_probability: s.dropout_probability,
-        attn_scale_value: s.attn_scale_value,
-        left_bound: s.left_bound,
-        right_bound: s.right_bound,
-        diagonal_alignment: fb::DiagonalAlignment(s.diagonal_alignment.to_wire()),
-    };
-    fb::SdpaBackwardAttributes::create(fbb, &args)
+table_codec! {
+    SdpaBackwardAttributes <=> SdpaBackwardAttributes / SdpaBackwardAttributesArgs;
+    copy: [
+        q_tensor_uid, k_tensor_uid, v_tensor_uid, o_tensor_uid, do_tensor_uid, stats_tensor_uid,
+        dq_tensor_uid, dk_tensor_uid, dv_tensor_uid, scale_tensor_uid, attn_mask_tensor_uid,
+        seq_len_q_tensor_uid, seq_len_kv_tensor_uid, seed_tensor_uid, offset_tensor_uid,
+        dropout_mask_tensor_uid, dropout_scale_tensor_uid, dropout_scale_inv_tensor_uid,
+        dbias_tensor_uid, alibi_mask, padding_mask, causal_mask, causal_mask_bottom_right,
+        dropout_probability, attn_scale_value, left_bound, right_bound,
+    ];
+    enums: [diagonal_alignment: DiagonalAlignment / DiagonalAlignment];
+    strings: [];
 }
 
 #[cfg(test)]

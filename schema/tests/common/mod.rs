@@ -1,4 +1,7 @@
-//! Graph fixtures shared by the integration tests.
+//! Graph fixtures and settings shared by the integration tests.
+
+// Each suite compiles this module on its own and uses only part of it.
+#![allow(dead_code)]
 
 use ragged_schema::{DataType, Graph, Node, SdpaAttributes, TensorAttributes};
 
@@ -45,4 +48,14 @@ pub fn ragged_sdpa_graph() -> Graph {
         .add_tensor(v)
         .add_tensor(o)
         .add_node(Node::sdpa("sdpa_fwd", sdpa))
+}
+
+/// The proptest settings of these suites: a fixed case count and no regression files written
+/// (CI runs on clean clones; found cases are pinned as named tests instead).
+pub fn proptest_config(cases: u32) -> proptest::test_runner::Config {
+    proptest::test_runner::Config {
+        cases,
+        failure_persistence: None,
+        ..proptest::test_runner::Config::default()
+    }
 }

@@ -15,7 +15,7 @@ pub mod result;
 pub mod safe;
 pub mod sys;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 pub use result::HipError;
 pub use safe::{HipAllocation, HipFunction, HipModule, HipRuntime, Hiprtc};
@@ -96,30 +96,16 @@ pub fn arch_from_props(props: &[u8], device: i32) -> Result<String, HipError> {
 /// the plugin's integration tests compile the same file.
 pub const FAKE_HIP_SOURCE: &str = include_str!("fake_amdhip64.c");
 
-/// Compiles [`FAKE_HIP_SOURCE`] once per test process with the system C compiler.
-#[cfg(test)]
-pub(crate) fn fake_hip_library() -> &'static std::path::Path {
-    use std::sync::OnceLock;
-    static LIB: OnceLock<PathBuf> = OnceLock::new();
-    LIB.get_or_init(|| compile_fake_hip("libamdhip64.so.6", &[]))
-}
-
-/// The fake without the copy path's functions (`-DFAKE_HIP_NO_COPIES`).
-#[cfg(test)]
-pub(crate) fn fake_hip_library_without_copies() -> &'static std::path::Path {
-    use std::sync::OnceLock;
-    static LIB: OnceLock<PathBuf> = OnceLock::new();
-    LIB.get_or_init(|| compile_fake_hip("libamdhip64-nocopy.so.6", &["-DFAKE_HIP_NO_COPIES"]))
-}
-
-#[cfg(test)]
-fn compile_fake_hip(file: &str, defines: &[&str]) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("ragged-fake-hip-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("create fake dir");
+/// Compiles a test stand-in's C `source` into the shared library `dir/<out_name>` with the
+/// system C compiler (`CC`, else `cc`), `-I dir` and `defines`: the one build of every fake
+/// the tests load (this module's HIP runtime, the AITER fixtures, the plugin's staging tests).
+/// For tests, so it panics when the compiler fails.
+pub fn compile_fake_library(dir: &Path, out_name: &str, source: &str, defines: &[&str]) -> PathBuf {
+    std::fs::create_dir_all(dir).expect("create fake dir");
     // One source file per library: two fakes may be compiled at once by parallel tests.
-    let src = dir.join(format!("{file}.c"));
-    std::fs::write(&src, FAKE_HIP_SOURCE).expect("write fake source");
-    let out = dir.join(file);
+    let src = dir.join(format!("{out_name}.c"));
+    std::fs::write(&src, source).expect("write fake source");
+    let out = dir.join(out_name);
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".to_owned());
     let status = std::process::Command::new(&cc)
         .args([
@@ -129,15 +115,44 @@ fn compile_fake_hip(file: &str, defines: &[&str]) -> PathBuf {
             "-fPIC",
             "-Wall",
             "-Werror",
+            "-I",
         ])
+        .arg(dir)
         .args(defines)
         .arg(&src)
         .arg("-o")
         .arg(&out)
         .status()
         .expect("run the C compiler (set CC if `cc` is not on PATH)");
-    assert!(status.success(), "{cc} failed on the fake HIP runtime");
+    assert!(status.success(), "{cc} failed on the fake {out_name}");
     out
+}
+
+/// [`FAKE_HIP_SOURCE`] compiled once per test process, with `defines`, into `LIB`.
+#[cfg(test)]
+fn fake_hip_once(
+    lib: &'static std::sync::OnceLock<PathBuf>,
+    file: &str,
+    defines: &[&str],
+) -> &'static Path {
+    lib.get_or_init(|| {
+        let dir = std::env::temp_dir().join(format!("ragged-fake-hip-{}", std::process::id()));
+        compile_fake_library(&dir, file, FAKE_HIP_SOURCE, defines)
+    })
+}
+
+/// The fake HIP runtime.
+#[cfg(test)]
+pub(crate) fn fake_hip_library() -> &'static Path {
+    static LIB: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    fake_hip_once(&LIB, "libamdhip64.so.6", &[])
+}
+
+/// The fake without the copy path's functions (`-DFAKE_HIP_NO_COPIES`).
+#[cfg(test)]
+pub(crate) fn fake_hip_library_without_copies() -> &'static Path {
+    static LIB: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    fake_hip_once(&LIB, "libamdhip64-nocopy.so.6", &["-DFAKE_HIP_NO_COPIES"])
 }
 
 #[cfg(test)]

@@ -16,11 +16,10 @@ use std::ptr::NonNull;
 use std::sync::Arc;
 
 use ragged_kernels::problem::{IndexInput, IndexWidth, OFFSETS_ROLE, Operand, RaggedSdpaProblem};
-use ragged_kernels::tensor::RaggedLayout;
+use ragged_kernels::tensor::{BorrowedStorage, Dense, Ragged, RaggedLayout};
 use ragged_kernels::{
-    DataType as KernelType, DenseTensor, HostData, KernelError, Role, SdpaParams,
-    ShallowRaggedTensor, ShallowRaggedTensorMut, ShallowTensor, ShallowTensorMut, Tensor,
-    TensorMut, sdpa_forward,
+    DataType as KernelType, DenseTensor, HostData, HostDataMut, KernelError, Role, SdpaParams,
+    ShallowTensor, Tensor, TensorMut, sdpa_forward,
 };
 
 use super::{HOST_REFERENCE, Listing, Planned, Planner};
@@ -285,40 +284,44 @@ impl<'p> Bound<'p> {
     /// A shared view; `ptr` is valid for `bytes` host bytes nobody writes during the call (the
     /// pack's contract, with outputs checked not to overlap inputs).
     fn view(&self) -> Result<Box<dyn Tensor + '_>, PluginError> {
-        let (dims, strides) = (self.plan.dims.to_vec(), self.plan.strides.to_vec());
-        let ptr = self.ptr.as_ptr().cast_const();
         // SAFETY: the pack's contract: `bytes` readable host bytes, unwritten during the call.
-        let view: Result<Box<dyn Tensor>, KernelError> = unsafe {
-            match &self.ragged {
-                None => ShallowTensor::from_raw(ptr, self.element, self.bytes, dims, strides)
-                    .map(|t| Box::new(t) as Box<dyn Tensor>),
-                Some((aux, multiplier)) => ShallowRaggedTensor::from_raw(
-                    ptr,
-                    self.element,
-                    self.bytes,
-                    dims,
-                    strides,
-                    self.plan.axes().seq,
-                    Arc::clone(aux),
-                    *multiplier,
-                )
-                .map(|t| Box::new(t) as Box<dyn Tensor>),
-            }
-        };
-        view.map_err(|e| e.for_tensor(self.plan.uid).into())
+        unsafe {
+            self.raw_view::<HostData<'_>, _>(
+                self.ptr.as_ptr().cast_const(),
+                |t| Box::new(t),
+                |t| Box::new(t),
+            )
+        }
     }
 
     /// An exclusive view; called only for outputs, after `check_outputs_do_not_overlap`.
     fn view_mut(&self) -> Result<Box<dyn TensorMut + '_>, PluginError> {
-        let (dims, strides) = (self.plan.dims.to_vec(), self.plan.strides.to_vec());
-        let ptr = self.ptr.as_ptr();
         // SAFETY: the pack's contract: `bytes` writable host bytes; outputs overlap no other
         // operand (checked before any view exists), so nothing else touches them.
-        let view: Result<Box<dyn TensorMut>, KernelError> = unsafe {
+        unsafe {
+            self.raw_view::<HostDataMut<'_>, _>(self.ptr.as_ptr(), |t| Box::new(t), |t| Box::new(t))
+        }
+    }
+
+    /// The operand's dense or ragged view over `ptr`, boxed by `dense` or `ragged`.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` holds `self.bytes` bytes valid for the view's lifetime, with the access the carrier
+    /// `S` claims (unwritten by anyone for a read-only one, untouched by anyone else for a
+    /// writable one).
+    unsafe fn raw_view<'a, S: BorrowedStorage<'a>, R>(
+        &'a self,
+        ptr: S::Ptr,
+        dense: fn(Dense<S>) -> R,
+        ragged: fn(Ragged<S>) -> R,
+    ) -> Result<R, PluginError> {
+        let (dims, strides) = (self.plan.dims.to_vec(), self.plan.strides.to_vec());
+        // SAFETY: forwarded from this function's contract.
+        let view: Result<R, KernelError> = unsafe {
             match &self.ragged {
-                None => ShallowTensorMut::from_raw(ptr, self.element, self.bytes, dims, strides)
-                    .map(|t| Box::new(t) as Box<dyn TensorMut>),
-                Some((aux, multiplier)) => ShallowRaggedTensorMut::from_raw(
+                None => Dense::from_raw(ptr, self.element, self.bytes, dims, strides).map(dense),
+                Some((aux, multiplier)) => Ragged::from_raw(
                     ptr,
                     self.element,
                     self.bytes,
@@ -328,7 +331,7 @@ impl<'p> Bound<'p> {
                     Arc::clone(aux),
                     *multiplier,
                 )
-                .map(|t| Box::new(t) as Box<dyn TensorMut>),
+                .map(ragged),
             }
         };
         view.map_err(|e| e.for_tensor(self.plan.uid).into())
