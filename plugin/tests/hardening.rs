@@ -305,3 +305,26 @@ fn dlclose_unmaps_the_library_and_forgets_the_callback() {
     let stdout = assert_passed("unload", &out);
     assert!(stdout.contains("20 load/execute/unload loops"), "{stdout}");
 }
+
+/// The concurrency case `.ci/hardening.sh` runs under ThreadSanitizer, here without it: 8
+/// threads × 200 executes on one context, bit-identical to a single-threaded run, while a ninth
+/// creates and destroys contexts and engine details on the same handle; then the worker pool
+/// restarts under a new handle.
+#[test]
+fn threads_sharing_one_context_agree_bit_for_bit() {
+    let dir = inputs();
+    let out = run(&[
+        &"threads",
+        &plugin_path(),
+        &dir.join("graph_flagged.bin"),
+        &dir.join("engine_config.bin"),
+        &dir,
+        &"8",
+        &"200",
+    ]);
+    let stdout = assert_passed("threads", &out);
+    assert!(
+        stdout.contains("8 threads x 200 executes on one context, all bit-identical"),
+        "{stdout}"
+    );
+}

@@ -13,6 +13,7 @@
 #include <dlfcn.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -409,6 +410,121 @@ static void mode_unload(const char *plugin_path, const char *sink_path, const ch
     free((void *)config.ptr);
 }
 
+/* Concurrency, for ThreadSanitizer (.ci/hardening.sh): THREADS threads execute the golden graph
+ * EXECUTES times each on one shared context, each into its own outputs, while one more thread
+ * creates and destroys contexts and engine details on the same handle. Every output must be
+ * bit-identical to a single-threaded run's. Then the handle is destroyed (the worker pool stops)
+ * and a second handle runs once more, so the pool's restart runs under the sanitizer too. */
+typedef struct {
+    const plugin_t *p;
+    handle_t h;
+    context_t ctx;
+    const pack_t *pack;
+    const pack_t *want;
+    long executes;
+    long mismatches;
+    status_t failed;
+} worker_t;
+
+static void *execute_loop(void *arg) {
+    worker_t *w = arg;
+    size_t o_size = w->pack->sizes[slot(4)], lse_size = w->pack->sizes[slot(9)];
+    unsigned char *o = malloc(o_size), *lse = malloc(lse_size);
+    device_buffer_t entries[PACK];
+    memcpy(entries, w->pack->entries, sizeof entries);
+    entries[slot(4)].ptr = o;
+    entries[slot(9)].ptr = lse;
+    for (long i = 0; i < w->executes; ++i) {
+        /* As read from the files: padding rows are never written and must match too. */
+        memcpy(o, w->pack->entries[slot(4)].ptr, o_size);
+        memcpy(lse, w->pack->entries[slot(9)].ptr, lse_size);
+        status_t s = w->p->execute(w->h, w->ctx, NULL, entries, PACK);
+        if (s != SUCCESS) {
+            w->failed = s;
+            break;
+        }
+        if (memcmp(o, w->want->entries[slot(4)].ptr, o_size) != 0 ||
+            memcmp(lse, w->want->entries[slot(9)].ptr, lse_size) != 0)
+            ++w->mismatches;
+    }
+    free(o);
+    free(lse);
+    return NULL;
+}
+
+typedef struct {
+    const plugin_t *p;
+    handle_t h;
+    const_data_t *graph, *config;
+    atomic_int stop;
+    long cycles;
+    status_t failed;
+} churn_t;
+
+static void *churn_loop(void *arg) {
+    churn_t *c = arg;
+    while (!atomic_load(&c->stop) && !c->failed) {
+        context_t ctx = NULL;
+        const_data_t d = {NULL, 0};
+        status_t s = c->p->create_ctx(c->h, c->config, c->graph, &ctx);
+        if (s == SUCCESS) s = c->p->destroy_ctx(c->h, ctx);
+        if (s == SUCCESS) s = c->p->details(c->h, HOST_ENGINE, c->graph, &d);
+        if (s == SUCCESS) s = c->p->destroy_details(c->h, &d);
+        if (s != SUCCESS) c->failed = s;
+        ++c->cycles;
+    }
+    return NULL;
+}
+
+static void mode_threads(const plugin_t *p, const char *graph_path, const char *config_path,
+                         const char *dir, long threads, long executes) {
+    const_data_t graph = file_data(graph_path), config = file_data(config_path);
+    pack_t pack = read_pack(dir), want = read_pack(dir);
+    /* The single-threaded answer every concurrent execute must reproduce. */
+    status_t s = run_once(p, &graph, &config, want.entries, PACK);
+    CHECK(s == SUCCESS, "single-threaded execute: %d: %s", s, last_error(p));
+    handle_t h = NULL;
+    context_t ctx = NULL;
+    CHECK(p->create(&h) == SUCCESS, "Create");
+    CHECK(p->create_ctx(h, &config, &graph, &ctx) == SUCCESS, "CreateExecutionContext: %s",
+          last_error(p));
+    worker_t *workers = calloc((size_t)threads, sizeof *workers);
+    pthread_t *ids = calloc((size_t)threads, sizeof *ids);
+    churn_t churn = {p, h, &graph, &config, 0, 0, SUCCESS};
+    pthread_t churn_id;
+    pthread_create(&churn_id, NULL, churn_loop, &churn);
+    for (long t = 0; t < threads; ++t) {
+        worker_t w = {p, h, ctx, &pack, &want, executes, 0, SUCCESS};
+        workers[t] = w;
+        pthread_create(&ids[t], NULL, execute_loop, &workers[t]);
+    }
+    long mismatches = 0;
+    for (long t = 0; t < threads; ++t) {
+        pthread_join(ids[t], NULL);
+        CHECK(workers[t].failed == SUCCESS, "thread %ld: execute status %d", t, workers[t].failed);
+        mismatches += workers[t].mismatches;
+    }
+    atomic_store(&churn.stop, 1);
+    pthread_join(churn_id, NULL);
+    CHECK(churn.failed == SUCCESS, "context/details churn: status %d", churn.failed);
+    CHECK(mismatches == 0, "%ld of %ld concurrent executes differ from the single-threaded one",
+          mismatches, threads * executes);
+    CHECK(p->destroy_ctx(h, ctx) == SUCCESS, "DestroyExecutionContext");
+    CHECK(p->destroy(h) == SUCCESS, "Destroy");
+    /* The pool stopped with the last handle; a new handle starts it again. */
+    s = run_once(p, &graph, &config, pack.entries, PACK);
+    CHECK(s == SUCCESS, "execute after the pool restarted: %d: %s", s, last_error(p));
+    CHECK(unchanged(&pack, &want, 4) && unchanged(&pack, &want, 9), "restarted pool: outputs differ");
+    printf("%ld threads x %ld executes on one context, all bit-identical; %ld context/details "
+           "cycles alongside\n", threads, executes, churn.cycles);
+    free(workers);
+    free(ids);
+    free_pack(&pack);
+    free_pack(&want);
+    free((void *)graph.ptr);
+    free((void *)config.ptr);
+}
+
 int main(int argc, char **argv) {
     if (argc < 4) {
         fprintf(stderr,
@@ -417,8 +533,9 @@ int main(int argc, char **argv) {
                 "       %s stale PLUGIN GRAPH CONFIG ROUNDS\n"
                 "       %s scale PLUGIN GRAPH CONFIG DIR\n"
                 "       %s overlap PLUGIN GRAPH CONFIG DIR\n"
-                "       %s unload PLUGIN SINK.so GRAPH CONFIG DIR LOOPS\n",
-                argv[0], argv[0], argv[0], argv[0], argv[0], argv[0]);
+                "       %s unload PLUGIN SINK.so GRAPH CONFIG DIR LOOPS\n"
+                "       %s threads PLUGIN GRAPH CONFIG DIR THREADS EXECUTES\n",
+                argv[0], argv[0], argv[0], argv[0], argv[0], argv[0], argv[0]);
         return 2;
     }
     const char *mode = argv[1];
@@ -436,6 +553,9 @@ int main(int argc, char **argv) {
             mode_scale(&p, argv[3], argv[4], argv[5]);
         } else if (strcmp(mode, "overlap") == 0 && argc == 6) {
             mode_overlap(&p, argv[3], argv[4], argv[5]);
+        } else if (strcmp(mode, "threads") == 0 && argc == 8) {
+            mode_threads(&p, argv[3], argv[4], argv[5], strtol(argv[6], NULL, 10),
+                         strtol(argv[7], NULL, 10));
         } else {
             fprintf(stderr, "unknown mode or wrong argument count: %s\n", mode);
             return 2;
