@@ -328,3 +328,24 @@ fn threads_sharing_one_context_agree_bit_for_bit() {
         "{stdout}"
     );
 }
+
+/// The bad-input suite the AddressSanitizer stage runs from C: NULL arguments of the optional
+/// entry points, graph, config and stored-context bytes cut short in exact-size blocks, flipped
+/// stored bytes, bad bindings and bad override arrays — each refused with a message, no output
+/// written.
+#[test]
+fn bad_input_is_refused_with_a_message_and_writes_nothing() {
+    let dir = inputs();
+    let out = run(&[
+        &"bad-input",
+        &plugin_path(),
+        &dir.join("graph_flagged.bin"),
+        &dir.join("engine_config.bin"),
+        &dir,
+    ]);
+    let stdout = assert_passed("bad-input", &out);
+    assert!(
+        stdout.contains("bad inputs refused with a message, no output written"),
+        "{stdout}"
+    );
+}
