@@ -173,7 +173,7 @@ fn with_overrides(rest: &[u8]) {
     let bytes = ragged_schema::wire::encode_graph(&graph);
     let mut input = Input(rest);
     let mut overrides: Vec<Override> = Vec::new();
-    if input.byte() % 2 == 0 {
+    if input.byte().is_multiple_of(2) {
         let b = i64::from(input.byte() % 8) + 1;
         let s = i64::from(input.byte() % 64) + 1;
         for t in &graph.tensors {
@@ -199,7 +199,7 @@ fn with_overrides(rest: &[u8]) {
                 strides[1] = s.saturating_mul(strides[2]);
                 strides[0] = dims[1].saturating_mul(strides[1]);
             }
-            if input.byte() % 4 != 0 {
+            if !input.byte().is_multiple_of(4) {
                 overrides.push((t.uid, dims, strides));
             }
         }
@@ -210,7 +210,7 @@ fn with_overrides(rest: &[u8]) {
             Some(t) => (t.uid, t.dims.clone(), t.strides.clone()),
             None => (input.int(), vec![1; 4], vec![1; 4]),
         };
-        if input.byte() % 16 == 0 {
+        if input.byte().is_multiple_of(16) {
             let len = usize::from(input.byte() % 7);
             dims.resize(len, 1);
             strides.resize(len, 1);

@@ -188,7 +188,7 @@ fn mutate(graph: &mut Graph, input: &mut Input<'_>) {
                     .set_data_type(input.pick(&[DataType::Float, DataType::Double]))
                     .set_dims(vec![1])
                     .set_strides(vec![1])
-                    .set_is_runtime_pass_by_value(input.byte() % 4 != 0),
+                    .set_is_runtime_pass_by_value(!input.byte().is_multiple_of(4)),
             );
             if let Some(s) = sdpa(graph) {
                 s.scale_tensor_uid = Some(30);
@@ -286,7 +286,7 @@ fn index_bytes(values: &[i64], data_type: DataType) -> Vec<u8> {
 
 /// Dense element space of `dims`/`strides`, if it is a small non-negative one.
 fn dense_space(t: &TensorAttributes) -> Option<usize> {
-    if t.dims.iter().any(|&d| d == 0) {
+    if t.dims.contains(&0) {
         return Some(0);
     }
     let mut last = 0i64;
@@ -356,7 +356,7 @@ pub(crate) fn execute(graph: &Graph, bytes: &[u8], overrides: &[Override], input
                         }
                         let m = t.ragged_offset_multiplier.max(1);
                         let mut values: Vec<i64> = values.iter().map(|v| v / m).collect();
-                        if input.byte() % 8 == 0 {
+                        if input.byte().is_multiple_of(8) {
                             let i = usize::from(input.byte()) % values.len();
                             values[i] = input.int();
                         }
