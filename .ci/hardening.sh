@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Hardening stage of CI (issue 13): the plugin under AddressSanitizer and
+# Hardening stage of CI (issue 13): the plugin under AddressSanitizer, ThreadSanitizer and
 # valgrind, and a bounded run of each fuzz target. Stable Rust only: the -Z flags go through
-# RUSTC_BOOTSTRAP=1 (CI cannot install a nightly). Needs gcc and valgrind (installed if missing).
+# RUSTC_BOOTSTRAP=1 (CI cannot install a nightly). Needs gcc, valgrind (installed if missing) and
+# rust-src for -Zbuild-std (added with rustup if missing).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export RUSTC_BOOTSTRAP=1
