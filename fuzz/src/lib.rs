@@ -2,6 +2,7 @@
 //! takes a graph, each checked for INTERNAL_ERROR (which counts as a crash: a caller's bytes are
 //! never an internal error).
 
+pub mod context;
 pub mod mutate;
 
 use std::ffi::{CStr, c_char};

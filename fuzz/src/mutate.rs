@@ -13,7 +13,7 @@ use ragged_schema::{DataType, Graph, NodeAttributes, SdpaAttributes, TensorAttri
 
 use crate::{ENGINE_CONFIG, handle, last_error, no_internal_error};
 
-const GOLDEN: &[u8] = include_bytes!("../../plugin/tests/golden/graph_flagged.bin");
+pub(crate) const GOLDEN: &[u8] = include_bytes!("../../plugin/tests/golden/graph_flagged.bin");
 
 /// Bytes after each buffer that must survive every execute.
 const CANARY: usize = 64;
@@ -23,10 +23,10 @@ const OUTPUT_BYTE: u8 = 0xCD;
 const MAX_BUFFER: usize = 1 << 20;
 
 /// The fuzzer's bytes, read front to back; reads past the end give 0.
-struct Input<'a>(&'a [u8]);
+pub(crate) struct Input<'a>(pub(crate) &'a [u8]);
 
 impl Input<'_> {
-    fn byte(&mut self) -> u8 {
+    pub(crate) fn byte(&mut self) -> u8 {
         match self.0.split_first() {
             Some((&b, rest)) => {
                 self.0 = rest;
@@ -40,7 +40,7 @@ impl Input<'_> {
         from[usize::from(self.byte()) % from.len()]
     }
 
-    fn int(&mut self) -> i64 {
+    pub(crate) fn int(&mut self) -> i64 {
         const EDGES: [i64; 18] = [
             0,
             1,
@@ -188,7 +188,7 @@ fn mutate(graph: &mut Graph, input: &mut Input<'_>) {
                     .set_data_type(input.pick(&[DataType::Float, DataType::Double]))
                     .set_dims(vec![1])
                     .set_strides(vec![1])
-                    .set_is_runtime_pass_by_value(input.byte() % 4 != 0),
+                    .set_is_runtime_pass_by_value(!input.byte().is_multiple_of(4)),
             );
             if let Some(s) = sdpa(graph) {
                 s.scale_tensor_uid = Some(30);
@@ -218,7 +218,7 @@ pub fn run(data: &[u8]) {
     }
     let bytes = ragged_schema::wire::encode_graph(&graph);
     if crate::every_graph_entry_point(&bytes) {
-        execute(&graph, &bytes, &mut input);
+        execute(&graph, &bytes, &[], &mut input);
     }
 }
 
@@ -286,7 +286,7 @@ fn index_bytes(values: &[i64], data_type: DataType) -> Vec<u8> {
 
 /// Dense element space of `dims`/`strides`, if it is a small non-negative one.
 fn dense_space(t: &TensorAttributes) -> Option<usize> {
-    if t.dims.iter().any(|&d| d == 0) {
+    if t.dims.contains(&0) {
         return Some(0);
     }
     let mut last = 0i64;
@@ -296,7 +296,13 @@ fn dense_space(t: &TensorAttributes) -> Option<usize> {
     usize::try_from(last.checked_add(1)?).ok()
 }
 
-fn execute(graph: &Graph, bytes: &[u8], input: &mut Input<'_>) {
+/// One shape override as C passes it: uid, dims, strides.
+pub(crate) type Override = (i64, Vec<i64>, Vec<i64>);
+
+/// Builds buffers for `graph` (the shapes the call runs at) and executes the context made from
+/// `bytes`: through `ExecuteOpGraph`, or through `ExecuteOpGraphWithOverrides` with `overrides`
+/// when there are any (then `graph` is `bytes`' graph with the overrides applied).
+pub(crate) fn execute(graph: &Graph, bytes: &[u8], overrides: &[Override], input: &mut Input<'_>) {
     let Some(s) = graph.nodes.first().and_then(|n| match &n.attributes {
         NodeAttributes::Sdpa(s) => Some(s.clone()),
         _ => None,
@@ -350,7 +356,7 @@ fn execute(graph: &Graph, bytes: &[u8], input: &mut Input<'_>) {
                         }
                         let m = t.ragged_offset_multiplier.max(1);
                         let mut values: Vec<i64> = values.iter().map(|v| v / m).collect();
-                        if input.byte() % 8 == 0 {
+                        if input.byte().is_multiple_of(8) {
                             let i = usize::from(input.byte()) % values.len();
                             values[i] = input.int();
                         }
@@ -440,14 +446,39 @@ fn execute(graph: &Graph, bytes: &[u8], input: &mut Input<'_>) {
     let count = u32::try_from(entries.len()).unwrap_or(0);
     // SAFETY: every entry points at a live buffer of exactly the extent the graph and its
     // offsets give (that is what the fuzzer checks), followed by a canary.
-    let status = unsafe {
-        engine::hipdnnEnginePluginExecuteOpGraph(
-            h,
-            context,
-            std::ptr::null_mut(),
-            entries.as_ptr(),
-            count,
-        )
+    let status = if overrides.is_empty() {
+        // SAFETY: as above.
+        unsafe {
+            engine::hipdnnEnginePluginExecuteOpGraph(
+                h,
+                context,
+                std::ptr::null_mut(),
+                entries.as_ptr(),
+                count,
+            )
+        }
+    } else {
+        let uids: Vec<i64> = overrides.iter().map(|o| o.0).collect();
+        let lengths: Vec<u32> = overrides.iter().map(|o| o.1.len() as u32).collect();
+        let shapes: Vec<*const i64> = overrides.iter().map(|o| o.1.as_ptr()).collect();
+        let strides: Vec<*const i64> = overrides.iter().map(|o| o.2.as_ptr()).collect();
+        // SAFETY: as above, the buffers sized for the overridden shapes; every override array
+        // holds `overrides.len()` entries, and entry i's dims and strides `lengths[i]` values
+        // (`Override` keeps both the same length).
+        unsafe {
+            hipdnn_provider_ragged_sdpa::exports::overrides::hipdnnEnginePluginExecuteOpGraphWithOverrides(
+                h,
+                context,
+                std::ptr::null_mut(),
+                entries.as_ptr(),
+                count,
+                overrides.len() as u32,
+                uids.as_ptr(),
+                lengths.as_ptr(),
+                shapes.as_ptr(),
+                strides.as_ptr(),
+            )
+        }
     };
     no_internal_error("ExecuteOpGraph", status);
     // SAFETY: `context` is live and destroyed once.

@@ -48,10 +48,23 @@ pub fn return_details(owner: usize, ptr: usize, size: usize) -> Result<(), Plugi
     match lent.get(&ptr) {
         Some((by, bytes)) if *by == owner && bytes.len() == size => {
             lent.remove(&ptr);
+            if lent.is_empty() {
+                // As the registries: no table outlives the last lent buffer (issue 13).
+                lent.shrink_to_fit();
+            }
             Ok(())
         }
         _ => Err(PluginError::UnknownEngineDetails { address: ptr }),
     }
+}
+
+/// What the plugin keeps between calls for the process, released when the last handle is
+/// destroyed: the worker pool (its threads joined) and the CPU reference's staging buffers. After
+/// this, unloading the library leaves neither a thread running its code nor heap that only its
+/// statics knew about (issue 13 items 1 and 7); the next call that needs either builds it anew.
+pub fn last_handle_destroyed() {
+    crate::worker_pool::shut_down();
+    ragged_kernels::sdpa::release_caches();
 }
 
 impl EngineHandle {

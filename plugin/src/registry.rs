@@ -125,14 +125,19 @@ impl<T> Registry<T> {
     /// Forgets the object (later lookups fail at once), waits until every call still holding a
     /// lease on it has returned, then drops it.
     pub fn remove(&self, key: usize) -> Result<(), PluginError> {
-        let entry = self
-            .live
-            .write()
-            .remove(&key)
-            .ok_or(PluginError::UnknownObject {
+        let entry = {
+            let mut live = self.live.write();
+            let entry = live.remove(&key).ok_or(PluginError::UnknownObject {
                 kind: self.kind,
                 address: key,
             })?;
+            // An empty map gives its table back: the registries are statics, and a table left
+            // allocated when the library is unloaded is heap nobody can free (issue 13).
+            if live.is_empty() {
+                live.shrink_to_fit();
+            }
+            entry
+        };
         let mut calls = entry.calls.lock();
         while *calls > 0 {
             entry.idle.wait(&mut calls);

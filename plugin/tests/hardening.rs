@@ -305,3 +305,47 @@ fn dlclose_unmaps_the_library_and_forgets_the_callback() {
     let stdout = assert_passed("unload", &out);
     assert!(stdout.contains("20 load/execute/unload loops"), "{stdout}");
 }
+
+/// The concurrency case `.ci/hardening.sh` runs under ThreadSanitizer, here without it: 8
+/// threads × 200 executes on one context, bit-identical to a single-threaded run, while a ninth
+/// creates and destroys contexts and engine details on the same handle; then the worker pool
+/// restarts under a new handle.
+#[test]
+fn threads_sharing_one_context_agree_bit_for_bit() {
+    let dir = inputs();
+    let out = run(&[
+        &"threads",
+        &plugin_path(),
+        &dir.join("graph_flagged.bin"),
+        &dir.join("engine_config.bin"),
+        &dir,
+        &"8",
+        &"200",
+    ]);
+    let stdout = assert_passed("threads", &out);
+    assert!(
+        stdout.contains("8 threads x 200 executes on one context, all bit-identical"),
+        "{stdout}"
+    );
+}
+
+/// The bad-input suite the AddressSanitizer stage runs from C: NULL arguments of the optional
+/// entry points, graph, config and stored-context bytes cut short in exact-size blocks, flipped
+/// stored bytes, bad bindings and bad override arrays — each refused with a message, no output
+/// written.
+#[test]
+fn bad_input_is_refused_with_a_message_and_writes_nothing() {
+    let dir = inputs();
+    let out = run(&[
+        &"bad-input",
+        &plugin_path(),
+        &dir.join("graph_flagged.bin"),
+        &dir.join("engine_config.bin"),
+        &dir,
+    ]);
+    let stdout = assert_passed("bad-input", &out);
+    assert!(
+        stdout.contains("bad inputs refused with a message, no output written"),
+        "{stdout}"
+    );
+}

@@ -12,6 +12,7 @@ mod stage;
 mod tile;
 
 pub use mask::{DiagonalAlignment, MaskBand};
+pub use stage::release_caches;
 
 use half::{bf16, f16};
 use rayon::prelude::*;

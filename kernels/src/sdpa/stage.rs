@@ -208,3 +208,11 @@ impl Staged {
         }
     }
 }
+
+/// Frees every staging buffer the pool keeps. The plugin calls it when its last handle is
+/// destroyed, so that unloading the library leaves none of this heap behind (issue 13).
+pub fn release_caches() {
+    // Asking for more than any buffer holds hands back the largest one: every buffer that owns
+    // heap is taken (and dropped) before the loop meets an empty one.
+    while pool::take(usize::MAX).capacity() > 0 {}
+}

@@ -224,9 +224,12 @@ pub fn decide(
 }
 
 /// The engines listed in this process, decided on first use.
+///
+/// Kept in a fixed array, not a `Vec`: a static's heap is never freed, and is lost when the
+/// library is unloaded (issue 13).
 pub fn listed() -> &'static [&'static Engine] {
-    static LISTED: OnceLock<Vec<&'static Engine>> = OnceLock::new();
-    LISTED.get_or_init(|| {
+    static LISTED: OnceLock<([&'static Engine; ENGINES.len()], usize)> = OnceLock::new();
+    let (engines, count) = LISTED.get_or_init(|| {
         let listings: Vec<_> = ENGINES
             .iter()
             .map(|engine| (*engine, engine.planner.listing()))
@@ -235,8 +238,13 @@ pub fn listed() -> &'static [&'static Engine] {
         for (severity, line) in lines {
             logging::log(severity, || line);
         }
-        engines
-    })
+        let mut kept = [&HOST_REFERENCE; ENGINES.len()];
+        for (slot, engine) in kept.iter_mut().zip(&engines) {
+            *slot = engine;
+        }
+        (kept, engines.len())
+    });
+    &engines[..*count]
 }
 
 /// A listed engine by id.

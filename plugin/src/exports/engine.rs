@@ -16,7 +16,7 @@ use crate::error::PluginError;
 use crate::execution_context::{CONTEXTS, ExecutionContext};
 use crate::handle::{EngineHandle, HANDLES};
 use crate::registry::Lease;
-use crate::{applicability, engine_config, engine_details, engines, worker_pool};
+use crate::{applicability, engine_config, engine_details, engines};
 use ragged_kernels::tensor::extent::check_workspace;
 
 /// Two-call protocol: `(NULL, 0, &n)` reports the count; `(buf, n, &m)` writes up to `n` ids.
@@ -68,7 +68,7 @@ pub unsafe extern "C" fn hipdnnEnginePluginDestroy(handle: PluginHandle) -> Stat
         non_null(handle, "handle")?;
         HANDLES.remove(handle as usize)?;
         if HANDLES.is_empty() {
-            worker_pool::shut_down();
+            crate::handle::last_handle_destroyed();
         }
         Ok(())
     })

@@ -13,6 +13,7 @@
 #include <dlfcn.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -383,6 +384,319 @@ static void mode_unload(const char *plugin_path, const char *sink_path, const ch
     free((void *)config.ptr);
 }
 
+/* Concurrency, for ThreadSanitizer (.ci/hardening.sh): THREADS threads execute the golden graph
+ * EXECUTES times each on one shared context, each into its own outputs, while one more thread
+ * creates and destroys contexts and engine details on the same handle. Every output must be
+ * bit-identical to a single-threaded run's. Then the handle is destroyed (the worker pool stops)
+ * and a second handle runs once more, so the pool's restart runs under the sanitizer too. */
+typedef struct {
+    const plugin_t *p;
+    handle_t h;
+    context_t ctx;
+    const pack_t *pack;
+    const pack_t *want;
+    long executes;
+    long mismatches;
+    status_t failed;
+} worker_t;
+
+static void *execute_loop(void *arg) {
+    worker_t *w = arg;
+    size_t o_size = w->pack->sizes[slot(4)], lse_size = w->pack->sizes[slot(9)];
+    unsigned char *o = malloc(o_size), *lse = malloc(lse_size);
+    device_buffer_t entries[PACK];
+    memcpy(entries, w->pack->entries, sizeof entries);
+    entries[slot(4)].ptr = o;
+    entries[slot(9)].ptr = lse;
+    for (long i = 0; i < w->executes; ++i) {
+        /* As read from the files: padding rows are never written and must match too. */
+        memcpy(o, w->pack->entries[slot(4)].ptr, o_size);
+        memcpy(lse, w->pack->entries[slot(9)].ptr, lse_size);
+        status_t s = w->p->execute(w->h, w->ctx, NULL, entries, PACK);
+        if (s != SUCCESS) {
+            w->failed = s;
+            break;
+        }
+        if (memcmp(o, w->want->entries[slot(4)].ptr, o_size) != 0 ||
+            memcmp(lse, w->want->entries[slot(9)].ptr, lse_size) != 0)
+            ++w->mismatches;
+    }
+    free(o);
+    free(lse);
+    return NULL;
+}
+
+typedef struct {
+    const plugin_t *p;
+    handle_t h;
+    const_data_t *graph, *config;
+    atomic_int stop;
+    long cycles;
+    status_t failed;
+} churn_t;
+
+static void *churn_loop(void *arg) {
+    churn_t *c = arg;
+    while (!atomic_load(&c->stop) && !c->failed) {
+        context_t ctx = NULL;
+        const_data_t d = {NULL, 0};
+        status_t s = c->p->create_ctx(c->h, c->config, c->graph, &ctx);
+        if (s == SUCCESS) s = c->p->destroy_ctx(c->h, ctx);
+        if (s == SUCCESS) s = c->p->details(c->h, HOST_ENGINE, c->graph, &d);
+        if (s == SUCCESS) s = c->p->destroy_details(c->h, &d);
+        if (s != SUCCESS) c->failed = s;
+        ++c->cycles;
+    }
+    return NULL;
+}
+
+static void mode_threads(const plugin_t *p, const char *graph_path, const char *config_path,
+                         const char *dir, long threads, long executes) {
+    const_data_t graph = file_data(graph_path), config = file_data(config_path);
+    pack_t pack = read_pack(dir), want = read_pack(dir);
+    /* The single-threaded answer every concurrent execute must reproduce. */
+    status_t s = run_once(p, &graph, &config, want.entries, PACK);
+    CHECK(s == SUCCESS, "single-threaded execute: %d: %s", s, last_error(p));
+    handle_t h = NULL;
+    context_t ctx = NULL;
+    CHECK(p->create(&h) == SUCCESS, "Create");
+    CHECK(p->create_ctx(h, &config, &graph, &ctx) == SUCCESS, "CreateExecutionContext: %s",
+          last_error(p));
+    worker_t *workers = calloc((size_t)threads, sizeof *workers);
+    pthread_t *ids = calloc((size_t)threads, sizeof *ids);
+    churn_t churn = {p, h, &graph, &config, 0, 0, SUCCESS};
+    pthread_t churn_id;
+    pthread_create(&churn_id, NULL, churn_loop, &churn);
+    for (long t = 0; t < threads; ++t) {
+        worker_t w = {p, h, ctx, &pack, &want, executes, 0, SUCCESS};
+        workers[t] = w;
+        pthread_create(&ids[t], NULL, execute_loop, &workers[t]);
+    }
+    long mismatches = 0;
+    for (long t = 0; t < threads; ++t) {
+        pthread_join(ids[t], NULL);
+        CHECK(workers[t].failed == SUCCESS, "thread %ld: execute status %d", t, workers[t].failed);
+        mismatches += workers[t].mismatches;
+    }
+    atomic_store(&churn.stop, 1);
+    pthread_join(churn_id, NULL);
+    CHECK(churn.failed == SUCCESS, "context/details churn: status %d", churn.failed);
+    CHECK(mismatches == 0, "%ld of %ld concurrent executes differ from the single-threaded one",
+          mismatches, threads * executes);
+    CHECK(p->destroy_ctx(h, ctx) == SUCCESS, "DestroyExecutionContext");
+    CHECK(p->destroy(h) == SUCCESS, "Destroy");
+    /* The pool stopped with the last handle; a new handle starts it again. */
+    s = run_once(p, &graph, &config, pack.entries, PACK);
+    CHECK(s == SUCCESS, "execute after the pool restarted: %d: %s", s, last_error(p));
+    CHECK(unchanged(&pack, &want, 4) && unchanged(&pack, &want, 9), "restarted pool: outputs differ");
+    printf("%ld threads x %ld executes on one context, all bit-identical; %ld context/details "
+           "cycles alongside\n", threads, executes, churn.cycles);
+    free(workers);
+    free(ids);
+    free_pack(&pack);
+    free_pack(&want);
+    free((void *)graph.ptr);
+    free((void *)config.ptr);
+}
+
+/* The bad-input suite for the sanitizer builds: the Rust ABI suites (tests/abi.rs,
+ * tests/execute.rs, tests/overrides_and_serialization.rs) run their checks from a Rust test binary,
+ * which cannot dlopen an instrumented plugin (it does not export the sanitizer runtime), so the
+ * same kinds of bad input are restated here and run from the ASan C host. Every case must be
+ * refused with a status other than SUCCESS and INTERNAL_ERROR and a message, and leave the
+ * outputs untouched; AddressSanitizer checks that no refusal reads or writes out of bounds. Each
+ * truncated or damaged input sits in a heap block of exactly its size. */
+typedef status_t (*serialize_t)(handle_t, context_t, const_data_t *);
+typedef status_t (*destroy_serialized_t)(handle_t, const_data_t *);
+typedef status_t (*from_serialized_t)(handle_t, const const_data_t *, context_t *);
+typedef status_t (*with_overrides_t)(handle_t, context_t, void *, const device_buffer_t *, uint32_t,
+                                     uint32_t, const int64_t *, const uint32_t *,
+                                     const int64_t *const *, const int64_t *const *);
+
+static long refused;
+
+static void expect_refused(const plugin_t *p, status_t s, const char *what) {
+    const char *why = last_error(p);
+    CHECK(s != SUCCESS && s != INTERNAL_ERROR, "%s: status %d: %s", what, s, why);
+    CHECK(why[0] != '\0' && strcmp(why, "(NULL)") != 0, "%s: no message", what);
+    ++refused;
+}
+
+/* `len` bytes of `data` in a block of exactly that size (NULL-free even when len is 0). */
+static const_data_t exact_copy(const void *data, size_t len) {
+    void *copy = malloc(len ? len : 1);
+    memcpy(copy, data, len);
+    const_data_t c = {copy, len};
+    return c;
+}
+
+static void bad_graph_bytes(const plugin_t *p, handle_t h, const_data_t graph, const_data_t config,
+                            from_serialized_t from_serialized) {
+    char what[128];
+    status_t (*workspace_size)(handle_t, const const_data_t *, const const_data_t *, size_t *);
+    *(void **)&workspace_size = sym(p->lib, "hipdnnEnginePluginGetWorkspaceSize");
+    for (int cut = 0; cut < 16; ++cut) {
+        const_data_t g = exact_copy(graph.ptr, graph.size * (size_t)cut / 16);
+        int64_t ids[4];
+        uint32_t n = 0;
+        size_t ws = 0;
+        context_t ctx = NULL;
+        const_data_t d = {NULL, 0};
+        status_t s = p->applicable(h, &g, ids, 4, &n);
+        /* A cut graph is either refused or, at most, offers no engine. */
+        CHECK(s != INTERNAL_ERROR && (s != SUCCESS || n == 0), "graph cut at %d/16: status %d, %u",
+              cut, s, n);
+        snprintf(what, sizeof what, "GetEngineDetails, graph cut at %d/16", cut);
+        expect_refused(p, p->details(h, HOST_ENGINE, &g, &d), what);
+        snprintf(what, sizeof what, "CreateExecutionContext, graph cut at %d/16", cut);
+        expect_refused(p, p->create_ctx(h, &config, &g, &ctx), what);
+        s = workspace_size(h, &config, &g, &ws);
+        CHECK(s != INTERNAL_ERROR && s != SUCCESS, "GetWorkspaceSize, cut %d/16: %d", cut, s);
+        snprintf(what, sizeof what, "CreateExecutionContextFromSerialized, graph bytes cut %d/16", cut);
+        expect_refused(p, from_serialized(h, &g, &ctx), what);
+        CHECK(ctx == NULL && d.ptr == NULL, "graph cut at %d/16: an output was written", cut);
+        free((void *)g.ptr);
+    }
+    const_data_t dangling = {NULL, 16};
+    context_t ctx = NULL;
+    expect_refused(p, p->create_ctx(h, &config, &dangling, &ctx), "op_graph {NULL, 16}");
+    const_data_t cut_config = exact_copy(config.ptr, config.size / 2);
+    expect_refused(p, p->create_ctx(h, &cut_config, &graph, &ctx), "engine config cut in half");
+    free((void *)cut_config.ptr);
+}
+
+static void bad_variant_packs(const plugin_t *p, handle_t h, context_t ctx, const char *dir,
+                              with_overrides_t with_overrides) {
+    char what[128];
+    for (int c = 0; c < 4 * PACK + 1; ++c) {
+        pack_t pack = read_pack(dir), before = read_pack(dir);
+        device_buffer_t entries[PACK + 1];
+        memcpy(entries, pack.entries, sizeof pack.entries);
+        uint32_t n = PACK;
+        int i = c % PACK;
+        switch (c / PACK) {
+        case 0: /* binding i missing */
+            entries[i] = entries[PACK - 1];
+            n = PACK - 1;
+            snprintf(what, sizeof what, "uid %lld missing", (long long)PACK_UIDS[i]);
+            break;
+        case 1: /* binding i NULL */
+            entries[i].ptr = NULL;
+            snprintf(what, sizeof what, "uid %lld NULL", (long long)PACK_UIDS[i]);
+            break;
+        case 2: /* binding i misaligned */
+            entries[i].ptr = (unsigned char *)entries[i].ptr + 1;
+            snprintf(what, sizeof what, "uid %lld misaligned", (long long)PACK_UIDS[i]);
+            break;
+        case 3: /* binding i twice */
+            entries[PACK] = entries[i];
+            n = PACK + 1;
+            snprintf(what, sizeof what, "uid %lld bound twice", (long long)PACK_UIDS[i]);
+            break;
+        default: /* an unknown uid instead of Q */
+            entries[0].uid = 77;
+            snprintf(what, sizeof what, "unknown uid 77");
+            break;
+        }
+        expect_refused(p, p->execute(h, ctx, NULL, entries, n), what);
+        CHECK(unchanged(&pack, &before, 4) && unchanged(&pack, &before, 9), "%s: output written",
+              what);
+        free_pack(&pack);
+        free_pack(&before);
+    }
+    expect_refused(p, p->execute(h, ctx, NULL, NULL, PACK), "device_buffers NULL, 7 of them");
+    /* Overrides: NULL arrays, an unknown uid, a changed rank, a NULL shape. */
+    pack_t pack = read_pack(dir), before = read_pack(dir);
+    const int64_t dims[4] = {1, 1, 1, 1}, strides[4] = {1, 1, 1, 1};
+    const int64_t *dims_p[1] = {dims}, *strides_p[1] = {strides}, *null_p[1] = {NULL};
+    const int64_t q = 1, unknown = 99;
+    const uint32_t four = 4, three = 3;
+    expect_refused(p, with_overrides(h, ctx, NULL, pack.entries, PACK, 1, NULL, &four, dims_p,
+                                     strides_p), "override_unique_ids NULL");
+    expect_refused(p, with_overrides(h, ctx, NULL, pack.entries, PACK, 1, &q, NULL, dims_p,
+                                     strides_p), "override_lengths NULL");
+    expect_refused(p, with_overrides(h, ctx, NULL, pack.entries, PACK, 1, &unknown, &four, dims_p,
+                                     strides_p), "override of uid 99");
+    expect_refused(p, with_overrides(h, ctx, NULL, pack.entries, PACK, 1, &q, &three, dims_p,
+                                     strides_p), "override of rank 3");
+    expect_refused(p, with_overrides(h, ctx, NULL, pack.entries, PACK, 1, &q, &four, null_p,
+                                     strides_p), "override_shapes[0] NULL");
+    CHECK(unchanged(&pack, &before, 4) && unchanged(&pack, &before, 9), "overrides: output written");
+    free_pack(&pack);
+    free_pack(&before);
+}
+
+static void bad_serialized(const plugin_t *p, handle_t h, context_t ctx, serialize_t serialize,
+                           destroy_serialized_t destroy_serialized,
+                           from_serialized_t from_serialized) {
+    const_data_t stored = {NULL, 0};
+    CHECK(serialize(h, ctx, &stored) == SUCCESS, "Serialize: %s", last_error(p));
+    if (!stored.ptr) return;
+    char what[128];
+    for (int cut = 0; cut < 16; ++cut) {
+        const_data_t c = exact_copy(stored.ptr, stored.size * (size_t)cut / 16);
+        context_t out = NULL;
+        snprintf(what, sizeof what, "serialized context cut at %d/16", cut);
+        expect_refused(p, from_serialized(h, &c, &out), what);
+        CHECK(out == NULL, "%s: a context was written", what);
+        free((void *)c.ptr);
+    }
+    /* Every 7th byte flipped in turn: refused, or a context that then runs like any other. */
+    long accepted = 0;
+    for (size_t at = 0; at < stored.size; at += 7) {
+        const_data_t c = exact_copy(stored.ptr, stored.size);
+        ((unsigned char *)c.ptr)[at] ^= 0x5A;
+        context_t out = NULL;
+        status_t s = from_serialized(h, &c, &out);
+        CHECK(s != INTERNAL_ERROR, "byte %zu flipped: INTERNAL_ERROR: %s", at, last_error(p));
+        if (s == SUCCESS) {
+            ++accepted;
+            size_t ws = 0;
+            CHECK(p->ctx_ws(h, out, &ws) == SUCCESS, "flipped byte %zu: workspace", at);
+            CHECK(p->destroy_ctx(h, out) == SUCCESS, "flipped byte %zu: destroy", at);
+        }
+        free((void *)c.ptr);
+    }
+    const_data_t foreign = {stored.ptr, stored.size};
+    size_t flips = (stored.size + 6) / 7;
+    CHECK(destroy_serialized(h, &stored) == SUCCESS, "DestroySerialized: %s", last_error(p));
+    expect_refused(p, destroy_serialized(h, &foreign), "serialized bytes given back twice");
+    printf("%ld of %zu single-byte flips of a stored context were accepted (and ran)\n", accepted,
+           flips);
+}
+
+static void mode_bad_input(const plugin_t *p, const char *graph_path, const char *config_path,
+                           const char *dir) {
+    const_data_t graph = file_data(graph_path), config = file_data(config_path);
+    serialize_t serialize;
+    destroy_serialized_t destroy_serialized;
+    from_serialized_t from_serialized;
+    with_overrides_t with_overrides;
+    *(void **)&serialize = sym(p->lib, "hipdnnEnginePluginSerializeExecutionContext");
+    *(void **)&destroy_serialized = sym(p->lib, "hipdnnEnginePluginDestroySerializedExecutionContext");
+    *(void **)&from_serialized = sym(p->lib, "hipdnnEnginePluginCreateExecutionContextFromSerialized");
+    *(void **)&with_overrides = sym(p->lib, "hipdnnEnginePluginExecuteOpGraphWithOverrides");
+    handle_t h = NULL;
+    context_t ctx = NULL;
+    CHECK(p->create(&h) == SUCCESS, "Create");
+    CHECK(p->create_ctx(h, &config, &graph, &ctx) == SUCCESS, "CreateExecutionContext: %s",
+          last_error(p));
+    bad_graph_bytes(p, h, graph, config, from_serialized);
+    bad_variant_packs(p, h, ctx, dir, with_overrides);
+    bad_serialized(p, h, ctx, serialize, destroy_serialized, from_serialized);
+    /* NULL out-pointers and a NULL handle for the optional entry points. */
+    const_data_t none = {NULL, 0};
+    expect_refused(p, serialize(h, ctx, NULL), "Serialize(serialized_context = NULL)");
+    expect_refused(p, serialize(NULL, ctx, &none), "Serialize(handle = NULL)");
+    expect_refused(p, from_serialized(h, NULL, &ctx), "FromSerialized(serialized_context = NULL)");
+    expect_refused(p, destroy_serialized(h, NULL), "DestroySerialized(NULL)");
+    CHECK(p->destroy_ctx(h, ctx) == SUCCESS, "DestroyExecutionContext");
+    CHECK(p->destroy(h) == SUCCESS, "Destroy");
+    printf("%ld bad inputs refused with a message, no output written\n", refused);
+    free((void *)graph.ptr);
+    free((void *)config.ptr);
+}
+
 int main(int argc, char **argv) {
     if (argc < 4) {
         fprintf(stderr,
@@ -391,8 +705,10 @@ int main(int argc, char **argv) {
                 "       %s stale PLUGIN GRAPH CONFIG ROUNDS\n"
                 "       %s scale PLUGIN GRAPH CONFIG DIR\n"
                 "       %s overlap PLUGIN GRAPH CONFIG DIR\n"
-                "       %s unload PLUGIN SINK.so GRAPH CONFIG DIR LOOPS\n",
-                argv[0], argv[0], argv[0], argv[0], argv[0], argv[0]);
+                "       %s unload PLUGIN SINK.so GRAPH CONFIG DIR LOOPS\n"
+                "       %s threads PLUGIN GRAPH CONFIG DIR THREADS EXECUTES\n"
+                "       %s bad-input PLUGIN GRAPH CONFIG DIR\n",
+                argv[0], argv[0], argv[0], argv[0], argv[0], argv[0], argv[0], argv[0]);
         return 2;
     }
     const char *mode = argv[1];
@@ -410,6 +726,11 @@ int main(int argc, char **argv) {
             mode_scale(&p, argv[3], argv[4], argv[5]);
         } else if (strcmp(mode, "overlap") == 0 && argc == 6) {
             mode_overlap(&p, argv[3], argv[4], argv[5]);
+        } else if (strcmp(mode, "bad-input") == 0 && argc == 6) {
+            mode_bad_input(&p, argv[3], argv[4], argv[5]);
+        } else if (strcmp(mode, "threads") == 0 && argc == 8) {
+            mode_threads(&p, argv[3], argv[4], argv[5], strtol(argv[6], NULL, 10),
+                         strtol(argv[7], NULL, 10));
         } else {
             fprintf(stderr, "unknown mode or wrong argument count: %s\n", mode);
             return 2;
