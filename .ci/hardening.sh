@@ -9,7 +9,10 @@
 # cached: 20.6 min wall, 7.8 min CPU), valgrind 29 s, fuzzing 188 s.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-export RUSTC_BOOTSTRAP=1
+# RUSTC_BOOTSTRAP=1 goes only on the commands that need -Z flags: set for the whole script it made
+# the plain `cargo test` builds below miss the debug tree that the README's test command built
+# and rebuild it.
+with_bootstrap() { RUSTC_BOOTSTRAP=1 "$@"; }
 triple="$(rustc -vV | sed -n 's/^host: //p')"
 fuzz_seconds="${FUZZ_SECONDS:-60}"
 stage_start=$SECONDS
@@ -29,7 +32,7 @@ echo "== hardening: AddressSanitizer (issue-13 C suite: ASan C host, ASan plugin
 inputs="$PWD/target/hardening_inputs"
 HARDENING_INPUTS="$inputs" cargo test --quiet -p ragged-plugin --test hardening >/dev/null
 RUSTFLAGS="-Zsanitizer=address" \
-  cargo build --quiet --target "$triple" --target-dir target/asan -p ragged-plugin
+  with_bootstrap cargo build --quiet --target "$triple" --target-dir target/asan -p ragged-plugin
 asan_plugin="target/asan/$triple/debug/libhipdnn_provider_ragged_sdpa.so"
 asan_host="target/asan/hardening_asan"
 gcc -std=c11 -O1 -g -fsanitize=address -fno-omit-frame-pointer -o "$asan_host" \
@@ -60,7 +63,7 @@ echo "== hardening: ThreadSanitizer (threads mode: 8 threads x 200 executes on o
 # test binary does not export its runtime to a dlopen'd library at all.
 # .ci/tsan.supp names the only report suppressed; any other report fails the stage.
 rustup component list --installed 2>/dev/null | grep -q '^rust-src' || rustup component add rust-src
-RUSTFLAGS="-Zsanitizer=thread" cargo build --quiet -Zbuild-std --target "$triple" \
+RUSTFLAGS="-Zsanitizer=thread" with_bootstrap cargo build --quiet -Zbuild-std --target "$triple" \
   --target-dir target/tsan -p ragged-plugin
 tsan_plugin="target/tsan/$triple/debug/libhipdnn_provider_ragged_sdpa.so"
 tsan_host="target/tsan/hardening_tsan"
@@ -122,7 +125,7 @@ for target in graph_bytes graph_mutate context_bytes; do
   # the graphs committed in fuzz/seeds.
   [ "$target" = context_bytes ] || cp -n ../shared/testdata/wire/*.bin "$corpus"/ 2>/dev/null || true
   cp -n fuzz/seeds/"$target"/* "$corpus"/ 2>/dev/null || true
-  (cd fuzz && cargo fuzz run -O "$target" "../$corpus" -- -max_total_time="$fuzz_seconds" \
+  (cd fuzz && with_bootstrap cargo fuzz run -O "$target" "../$corpus" -- -max_total_time="$fuzz_seconds" \
      -rss_limit_mb=2048 -print_final_stats=1 2>&1 | grep -E '^(stat::|#[0-9]+ *DONE|==|SUMMARY|thread)' )
 done
 elapsed
