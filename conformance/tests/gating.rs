@@ -11,10 +11,12 @@ fn matrix(scratch_name: &str) -> ragged_conformance::suites::gating::GatingMatri
     let fixtures =
         FixtureArtifacts::locate(&common::profile_dir()).unwrap_or_else(|e| panic!("{e}"));
     let scratch = common::scratch(scratch_name);
-    run_matrix(&fixtures, &scratch, &|g| {
+    let matrix = run_matrix(&fixtures, &scratch, &|g| {
         Ok(ragged_schema::wire::encode_graph(g))
-    })
-    .unwrap_or_else(|e| panic!("{e}"))
+    });
+    // The staged fixture copies are about 90 MB a run: never leave them behind.
+    let _ = std::fs::remove_dir_all(&scratch);
+    matrix.unwrap_or_else(|e| panic!("{e}"))
 }
 
 #[test]
