@@ -4,11 +4,12 @@
 //! into f32 blocks, rayon runs `tile::attend_tile` over (batch, head, query tile) into staged
 //! outputs, and only then are O and LSE written, so an error leaves them untouched.
 
-mod layout;
+// layout, problem, softmax and stage are shared with the backward (`crate::sdpa_backward`).
+pub(crate) mod layout;
 mod mask;
-mod problem;
-mod softmax;
-mod stage;
+pub(crate) mod problem;
+pub(crate) mod softmax;
+pub(crate) mod stage;
 mod tile;
 
 pub use mask::{DiagonalAlignment, MaskBand};
