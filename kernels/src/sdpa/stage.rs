@@ -236,8 +236,15 @@ impl Staged {
             for h in 0..self.heads {
                 for s in 0..len {
                     let Some(row) = rows.next() else { return };
-                    for (d, &x) in row.iter().enumerate() {
-                        dst[layout.position(b, s, h, d)] = T::from_f32(x);
+                    let start = layout.position(b, s, h, 0);
+                    if layout.stride_d == 1 {
+                        for (y, &x) in dst[start..start + row.len()].iter_mut().zip(row) {
+                            *y = T::from_f32(x);
+                        }
+                    } else {
+                        for (d, &x) in row.iter().enumerate() {
+                            dst[start + d * layout.stride_d] = T::from_f32(x);
+                        }
                     }
                 }
             }

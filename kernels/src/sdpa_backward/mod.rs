@@ -141,10 +141,14 @@ impl SdpaBackwardParams {
     }
 }
 
-/// Query rows and keys per tile pair. With D = 128 the tiles one step touches (Q, dO and dQ rows
-/// of the query tile in both arrangements, K, V, dK and dV rows of the key tile, three 64 × 64
-/// f32 tiles) take about 370 KiB, inside the 512 KiB L2 of this project's 2-core machine.
-const TILE: usize = 64;
+/// Query rows and keys per tile pair: 128 up to D = 128, 64 beyond. Measured with one thread on
+/// this project's 2-core AVX2 machine (`benches/cpu_sdpa.rs --backward`, CPU time per call):
+/// 128 × 128 beat 64 × 64 by 10 % at D = 64 and 128, and both mixed shapes by 3–5 %, although at
+/// D = 128 one step's tiles (Q, dO and dQ rows in both arrangements, K, V, dK, dV rows, P and dS)
+/// then exceed the 512 KiB L2: fewer, larger products repack less.
+fn tile(dim_qk: usize, dim_v: usize) -> usize {
+    if dim_qk.max(dim_v) <= 128 { 128 } else { 64 }
+}
 
 /// SDPA backward on the CPU for the forward `O = softmax(scale·Q·Kᵀ + mask)·V` and its LSE.
 ///
@@ -240,8 +244,8 @@ fn run<T: FloatElement>(
     let cfg = Config {
         scale: params.scale,
         band: params.band,
-        query_tile: TILE,
-        key_tile: TILE,
+        query_tile: tile(f.dim_qk, f.dim_v),
+        key_tile: tile(f.dim_qk, f.dim_v),
     };
     passes::backward(p, &operands, &cfg, &mut grads)?;
     drop(operands);
