@@ -94,7 +94,11 @@ fn oracle(q: &[f32], k: &[f32], v: &[f32]) -> Vec<f64> {
                 let scores: Vec<f64> = (0..lkv)
                     .map(|j| {
                         let kj = &k[((kv0 + j) * hkv + g) * dqk..][..dqk];
-                        let dot: f64 = qi.iter().zip(kj).map(|(a, b)| f64::from(*a) * f64::from(*b)).sum();
+                        let dot: f64 = qi
+                            .iter()
+                            .zip(kj)
+                            .map(|(a, b)| f64::from(*a) * f64::from(*b))
+                            .sum();
                         dot * f64::from(SCALE)
                     })
                     .collect();
@@ -152,10 +156,20 @@ fn query_key_dim_192_with_value_dim_128_matches_the_float64_oracle() {
             ptr: o.as_mut_ptr().cast(),
         },
     ];
-    pack.extend(AUX.iter().zip(&aux).map(|(&uid, a)| input(uid, a.as_ptr().cast())));
+    pack.extend(
+        AUX.iter()
+            .zip(&aux)
+            .map(|(&uid, a)| input(uid, a.as_ptr().cast())),
+    );
     // SAFETY: every pointer in `pack` is a live host buffer of its tensor's extent.
     let status = unsafe {
-        (plugin().ExecuteOpGraph)(handle.0, context, null_mut(), pack.as_ptr(), pack.len() as u32)
+        (plugin().ExecuteOpGraph)(
+            handle.0,
+            context,
+            null_mut(),
+            pack.as_ptr(),
+            pack.len() as u32,
+        )
     };
     assert_eq!(status, SUCCESS, "{}", last_error());
     // SAFETY: a live context of this handle, destroyed once.
@@ -166,6 +180,9 @@ fn query_key_dim_192_with_value_dim_128_matches_the_float64_oracle() {
     assert_eq!(o.len(), want.len());
     for (n, (got, want)) in o.iter().zip(&want).enumerate() {
         let err = (f64::from(*got) - want).abs();
-        assert!(err <= 1e-5 + 1e-5 * want.abs(), "O[{n}] = {got}, oracle {want}");
+        assert!(
+            err <= 1e-5 + 1e-5 * want.abs(),
+            "O[{n}] = {got}, oracle {want}"
+        );
     }
 }
