@@ -1,12 +1,18 @@
 #!/usr/bin/env bash
 # Times the CPU reference SDPA and PyTorch's CPU SDPA on the same problems in one run and prints
-# our/torch throughput ratios. Needs PyTorch in a virtual environment outside the repository:
+# our/torch throughput ratios, forward and backward. Needs PyTorch in a virtual environment
+# outside the repository:
 #   python3 -m venv /work/venvs/torch && /work/venvs/torch/bin/pip install torch numpy
 # (override the interpreter with TORCH_PYTHON). Not part of CI.
-# Knobs: LENS (comma-separated sequence lengths), MIN_TIME (seconds per measurement, best time
-# wins), DTYPES (space-separated, from f32 f16 bf16), ROUNDS (alternating measurements of each
-# side per row; the best of each side is reported, because on a shared machine the best run is
-# the one least disturbed by other work).
+# Knobs: LENS (comma-separated sequence lengths), MIN_TIME (seconds per measurement), DTYPES
+# (space-separated, from f32 f16 bf16), DIMS, MODES (forward backward), THREADS (space-separated
+# thread counts for both sides; 0 = each library's default), ROUNDS (alternating measurements of
+# each side per row; the best of each side is reported, because on a shared machine the best run
+# is the one least disturbed by other work).
+# Columns: wall GFLOP/s (best call) and cpu GFLOP/s (FLOPs over the mean CPU time per call, all
+# threads: with one thread on a loaded machine this measures the work rather than the load),
+# their ratios, and the 1-minute load average when the row finished. Backward FLOPs are 2.5 x the
+# forward's (see benches/cpu_sdpa.rs).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -14,25 +20,49 @@ python=${TORCH_PYTHON:-/work/venvs/torch/bin/python}
 lens=${LENS:-64,192,320,448,576,704,832,1024}
 min_time=${MIN_TIME:-3}
 dtypes=${DTYPES:-f32}
+dims=${DIMS:-64 128}
+modes=${MODES:-forward backward}
+threads_list=${THREADS:-0 1}
 rounds=${ROUNDS:-3}
 
-cargo bench -q -p ragged-kernels --bench cpu_sdpa --no-run
-gflops() { sed -n 's/.* gflops=\([0-9.]*\).*/\1/p'; }
+# The bench binary itself, so that every measurement skips cargo's freshness check.
+ours_bin=$(cargo bench -p ragged-kernels --bench cpu_sdpa --no-run 2>&1 |
+  sed -n 's/.*Executable .*(\(.*\)).*/\1/p' | tail -1)
+field() { sed -n "s/.* $1=\([0-9.]*\).*/\1/p"; }
+max() { awk -v a="$1" -v b="$2" 'BEGIN { print (b > a ? b : a) }'; }
 
-printf '%-4s %-6s %-6s %10s %10s %8s\n' D causal dtype ours torch ratio
-for dtype in $dtypes; do
-  for dim in 64 128; do
-    for causal in "" --causal; do
-      args=(--lens "$lens" --heads 8 --dim "$dim" --dtype "$dtype" --min-time "$min_time" $causal)
-      ours=0 torch=0
-      for _ in $(seq "$rounds"); do
-        o=$(cargo bench -q -p ragged-kernels --bench cpu_sdpa -- "${args[@]}" | gflops)
-        t=$("$python" bench/cpu/torch_sdpa_cpu.py "${args[@]}" | gflops)
-        ours=$(awk -v a="$ours" -v b="$o" 'BEGIN { print (b > a ? b : a) }')
-        torch=$(awk -v a="$torch" -v b="$t" 'BEGIN { print (b > a ? b : a) }')
+echo "commit $(git rev-parse --short HEAD), $(date -u '+%Y-%m-%d %H:%M UTC'), $("$python" -c 'import torch; print("torch", torch.__version__)')"
+echo "cpu: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores, flags:$(grep -o -w -E 'avx2|fma|avx512f|avx512bw|avx512vl' /proc/cpuinfo | sort -u | tr '\n' ' ')"
+printf '%-8s %-4s %-6s %-6s %-7s %8s %8s %6s %8s %8s %6s %5s\n' \
+  mode D causal dtype threads ours torch ratio ours_cpu torch_cpu ratio load
+for mode in $modes; do
+  for dtype in $dtypes; do
+    for dim in $dims; do
+      for causal in "" --causal; do
+        for threads in $threads_list; do
+          args=(--lens "$lens" --heads 8 --dim "$dim" --dtype "$dtype" --min-time "$min_time" $causal)
+          [ "$mode" = backward ] && args+=(--backward)
+          env_threads=() torch_threads=()
+          if [ "$threads" != 0 ]; then
+            env_threads=(RAYON_NUM_THREADS="$threads")
+            torch_threads=(--threads "$threads")
+          fi
+          ours=0 torch=0 ours_cpu=0 torch_cpu=0
+          for _ in $(seq "$rounds"); do
+            o=$(env "${env_threads[@]}" "$ours_bin" "${args[@]}")
+            t=$("$python" bench/cpu/torch_sdpa_cpu.py "${args[@]}" "${torch_threads[@]}")
+            ours=$(max "$ours" "$(field gflops <<<"$o")")
+            torch=$(max "$torch" "$(field gflops <<<"$t")")
+            ours_cpu=$(max "$ours_cpu" "$(field cpu_gflops <<<"$o")")
+            torch_cpu=$(max "$torch_cpu" "$(field cpu_gflops <<<"$t")")
+          done
+          ratio=$(awk -v a="$ours" -v b="$torch" 'BEGIN { printf "%.2f", a / b }')
+          ratio_cpu=$(awk -v a="$ours_cpu" -v b="$torch_cpu" 'BEGIN { printf "%.2f", a / b }')
+          printf '%-8s %-4s %-6s %-6s %-7s %8s %8s %6s %8s %8s %6s %5s\n' "$mode" "$dim" \
+            "${causal:+yes}" "$dtype" "${threads/#0/all}" "$ours" "$torch" "$ratio" \
+            "$ours_cpu" "$torch_cpu" "$ratio_cpu" "$(cut -d' ' -f1 /proc/loadavg)"
+        done
       done
-      ratio=$(awk -v a="$ours" -v b="$torch" 'BEGIN { printf "%.2f", a / b }')
-      printf '%-4s %-6s %-6s %10s %10s %8s\n' "$dim" "${causal:+yes}" "$dtype" "$ours" "$torch" "$ratio"
     done
   done
 done

@@ -1,13 +1,9 @@
 //! Safe front for `matrixmultiply::sgemm`, the f32 tile products of the CPU reference.
 //!
 //! matrixmultiply picks AVX-512/AVX2+FMA kernels at run time and takes arbitrary strides, which is
-//! what lets a portable build run at full speed. Its own threading engages only when
-//! `m·k + k·n ≥ 2¹⁵` (with at least two physical cores); the reference keeps its tiles below that
-//! ([`crate::sdpa`] tile sizing) so rayon's outer parallelism is never oversubscribed.
-
-/// `m·k + k·n` at which matrixmultiply starts its own threads; callers running under rayon keep
-/// their products below it.
-pub(crate) const THREADING_THRESHOLD: usize = 1 << 15;
+//! what lets a portable build run at full speed. It is built without its `threading` feature, so
+//! every product runs on the calling thread and rayon's outer parallelism is never
+//! oversubscribed, whatever the tile sizes.
 
 /// A read-only strided f32 matrix.
 #[derive(Debug, Clone, Copy)]

@@ -434,3 +434,16 @@ fn a_gradient_of_the_wrong_shape_is_an_error_and_nothing_is_written() {
     assert!(err.to_string().starts_with("dK: head_dim = 3"), "{err}");
     assert!(untouched(&t));
 }
+
+/// Q/K 192 with V/O 128 (issue 14 item 1) over several tiles and key chunks, causal, GQA.
+#[test]
+fn distinct_qk_and_v_head_dims_match_the_f64_oracle() {
+    let mut rng = ChaCha8Rng::seed_from_u64(192);
+    let mut c = fixed_case(vec![140, 9], vec![260, 30], MaskBand::causal_bottom_right());
+    c.dim_qk = 192;
+    c.dim_v = 128;
+    c.scale = 1.0 / 192f32.sqrt();
+    run_case::<f32>(&c, &mut rng, 2e-5);
+    c.band = MaskBand::none();
+    run_case::<bf16>(&c, &mut rng, 3e-2);
+}

@@ -710,3 +710,39 @@ fn multi_tile_sequences_match_the_oracle() {
         check_case::<f32>(&case, &mut rng);
     }
 }
+
+/// DeepSeek-style prefill head dims, Q/K 192 with V/O 128 (issue 14 item 1), over more than one
+/// key tile, ragged with token-unit offsets (Q and O, K and V share one aux at different widths)
+/// and a causal band, in every element type.
+#[test]
+fn distinct_qk_and_v_head_dims_match_the_oracle() {
+    let mut rng = ChaCha8Rng::seed_from_u64(192);
+    for bottom_right in [false, true] {
+        let case = Case {
+            batch: 2,
+            heads_q: 2,
+            heads_kv: 1,
+            dim_qk: 192,
+            dim_v: 128,
+            ext_q: vec![140, 9],
+            ext_kv: vec![260, 30],
+            s_q: 140,
+            s_kv: 260,
+            seq_len_q: None,
+            seq_len_kv: None,
+            q: Layout::Ragged,
+            k: Layout::Ragged,
+            v: Layout::Ragged,
+            o: Layout::Ragged,
+            lse: Some(Layout::Ragged),
+            aux_i64: false,
+            token_units: true,
+            left: None,
+            right: Some(0),
+            bottom_right,
+            scale: 1.0 / 192f32.sqrt(),
+        };
+        check_case::<f32>(&case, &mut rng);
+        check_case::<bf16>(&case, &mut rng);
+    }
+}

@@ -2,12 +2,23 @@
 //!
 //! Ragged tensors are BSHD memory with batch b based at `ragged_offset[b]`, their dims in either
 //! upstream order: the sequence axis is the one the tensor was built with (1 for `[B, S, H, D]`,
-//! 2 for `[B, H, S, D]`; callers take it from `problem::resolve_axes`) and the head axis is the
-//! other middle axis. Dense ones are hipDNN's `[B, H, S, D]` with any strides. Both reduce to a per-batch base plus three strides,
+//! 2 for `[B, H, S, D]`, see [`axes`]) and the head axis is the other middle axis. Dense ones are hipDNN's `[B, H, S, D]` with any strides. Both reduce to a per-batch base plus three strides,
 //! resolved once here so the kernel never asks a tensor anything per element.
 
 use crate::error::{KernelError, Role};
+use crate::problem::{Axes, SEQ_AXIS_1, SEQ_AXIS_2};
 use crate::tensor::Tensor;
+
+/// Where S and H sit in a tensor of the SDK: dense ones are hipDNN's `[B, H, S, D]`, ragged ones
+/// follow the sequence axis they were built with (the graph side decides that axis with
+/// [`crate::problem::resolve_axes`]). The one axis decision of the CPU forward and backward.
+pub(crate) fn axes(role: Role, tensor: &dyn Tensor) -> Result<Axes, KernelError> {
+    match tensor.ragged_iteration_info().map(|info| info.seq_axis) {
+        None | Some(2) => Ok(SEQ_AXIS_2),
+        Some(1) => Ok(SEQ_AXIS_1),
+        Some(seq_axis) => Err(KernelError::SdpaSeqAxis { role, seq_axis }),
+    }
+}
 
 /// Resolved geometry of one SDPA operand.
 #[derive(Debug, Clone)]
@@ -54,17 +65,21 @@ impl AttnLayout {
         };
         let batch = to_usize(0, dims, "batch")?;
         let info = tensor.ragged_iteration_info();
-        // Dense [B, H, S, D]; ragged along the sequence axis it was built with.
-        let (h_axis, s_axis) = match &info {
-            None => (1, 2),
-            Some(info) if matches!(info.seq_axis, 1 | 2) => (3 - info.seq_axis, info.seq_axis),
-            Some(info) => {
-                return Err(KernelError::SdpaSeqAxis {
-                    role,
-                    seq_axis: info.seq_axis,
-                });
-            }
-        };
+        let Axes {
+            heads: h_axis,
+            seq: s_axis,
+            ..
+        } = axes(role, tensor)?;
+        if let Some(info) = &info
+            && info.batch_count() != batch
+        {
+            return Err(KernelError::SdpaDim {
+                role,
+                field: "ragged_offset entries",
+                value: info.row_offsets.len() as i64,
+                expected: format!("B + 1 = {}", batch + 1),
+            });
+        }
         let heads = to_usize(h_axis, dims, "heads")?;
         let seq = to_usize(s_axis, dims, "sequence")?;
         let head_dim = to_usize(3, dims, "head_dim")?;

@@ -4,11 +4,12 @@
 //! into f32 blocks, rayon runs `tile::attend_tile` over (batch, head, query tile) into staged
 //! outputs, and only then are O and LSE written, so an error leaves them untouched.
 
-mod layout;
+// layout, problem, softmax and stage are shared with the backward (`crate::sdpa_backward`).
+pub(crate) mod layout;
 mod mask;
-mod problem;
-mod softmax;
-mod stage;
+pub(crate) mod problem;
+pub(crate) mod softmax;
+pub(crate) mod stage;
 mod tile;
 
 pub use mask::{DiagonalAlignment, MaskBand};
@@ -44,25 +45,24 @@ impl Default for SdpaParams {
     }
 }
 
-/// Query rows per work item. Measured on a 2-core AVX-512 host (`benches/cpu_sdpa.rs`, one
-/// thread): 128 beat 64 by 3 % at D = 64 and tied at D = 128 (fewer repacks of K and V per query
-/// row); tiles from 64×64 to 128×128 were all within 5 %, so the threading cap below decides the
-/// rest. 128-row items still leave hundreds of items for rayon on real batches.
+/// Query rows per work item, before the cache cap below. 128-row items still leave hundreds of
+/// items for rayon on real batches.
 const QUERY_TILE: usize = 128;
-/// Keys per online-softmax step, before the cap (which brings it to 128 at D = 64, 64 at D = 128).
-const KEY_TILE: usize = 256;
-/// matrixmultiply threads a product once `m·k + k·n` reaches this (see [`crate::gemm`]).
-const GEMM_THREADING_THRESHOLD: usize = 1 << 15;
+/// Keys per online-softmax step, before the cache cap. Measured with one thread on this
+/// project's 2-core AVX2 machine (CPU time per call): 128 × 128, 128 × 256, 64 × 256 and
+/// 256 × 128 within 4 % of each other at D = 64 and D = 128.
+const KEY_TILE: usize = 128;
+/// Bytes one step's operands may take: the per-core L2 of this project's machine (512 KiB).
+const L2_BYTES: usize = 512 << 10;
 
-/// Tile sizes for the given head dims, shrunk until neither product would start
-/// matrixmultiply's own threads under rayon's.
+/// Tile sizes for the given head dims, halved (keys first) until one step's Q, K and V tiles,
+/// score tile and accumulator fit in L2. matrixmultiply never threads (see [`crate::gemm`]), so
+/// only the cache bounds them.
 fn tile_sizes(dim_qk: usize, dim_v: usize) -> (usize, usize) {
     let (mut tq, mut tk) = (QUERY_TILE, KEY_TILE);
-    let too_big = |tq: usize, tk: usize| {
-        tq * dim_qk + dim_qk * tk >= GEMM_THREADING_THRESHOLD
-            || tq * tk + tk * dim_v >= GEMM_THREADING_THRESHOLD
-    };
-    while too_big(tq, tk) && (tq > 8 || tk > 8) {
+    let bytes =
+        |tq: usize, tk: usize| 4 * (tq * dim_qk + dim_qk * tk + tq * tk + tk * dim_v + tq * dim_v);
+    while bytes(tq, tk) > L2_BYTES && (tq > 8 || tk > 8) {
         if tk >= tq && tk > 8 {
             tk /= 2;
         } else {
@@ -241,7 +241,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn tiles_stay_below_the_gemm_threading_threshold() {
+    fn tiles_fit_in_l2() {
         for (dqk, dv) in [
             (16, 16),
             (64, 64),
@@ -250,16 +250,14 @@ mod tests {
             (128, 512),
             (1024, 64),
         ] {
-            let (tq, tk) = tile_sizes(dqk, dv);
+            let (tq, tk) = tile_sizes(dqk, dv + 1);
+            let bytes = 4 * (tq * dqk + dqk * tk + tq * tk + tk * (dv + 1) + tq * (dv + 1));
             assert!(
-                tq * dqk + dqk * tk < GEMM_THREADING_THRESHOLD,
-                "{dqk}/{dv}: {tq}x{tk}"
-            );
-            assert!(
-                tq * tk + tk * dv < GEMM_THREADING_THRESHOLD,
+                bytes <= L2_BYTES || (tq, tk) == (8, 8),
                 "{dqk}/{dv}: {tq}x{tk}"
             );
         }
-        assert_eq!(tile_sizes(64, 64), (QUERY_TILE, 128));
+        assert_eq!(tile_sizes(64, 65), (QUERY_TILE, KEY_TILE));
+        assert_eq!(tile_sizes(128, 129), (QUERY_TILE, KEY_TILE));
     }
 }

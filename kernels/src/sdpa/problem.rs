@@ -37,7 +37,12 @@ pub(crate) struct Operands<'a> {
     pub seq_len_kv: Option<&'a dyn Tensor>,
 }
 
-fn dim_error(role: Role, field: &'static str, value: usize, expected: String) -> KernelError {
+pub(crate) fn dim_error(
+    role: Role,
+    field: &'static str,
+    value: usize,
+    expected: String,
+) -> KernelError {
     KernelError::SdpaDim {
         role,
         field,
@@ -46,7 +51,7 @@ fn dim_error(role: Role, field: &'static str, value: usize, expected: String) ->
     }
 }
 
-fn expect_equal(
+pub(crate) fn expect_equal(
     role: Role,
     field: &'static str,
     value: usize,
@@ -67,7 +72,7 @@ fn expect_equal(
 
 /// Ragged pairs (Q/O, K/V, Q/LSE) must split their batches identically (ragged-sdpa.md §3); a
 /// dense partner only needs room for the logical rows, see [`expect_rows`].
-fn expect_extents(
+pub(crate) fn expect_extents(
     role: Role,
     layout: &AttnLayout,
     other: Role,
@@ -91,7 +96,7 @@ fn expect_extents(
 }
 
 /// Every logical row `< lens[b]` must exist in `layout`'s batch b.
-fn expect_rows(
+pub(crate) fn expect_rows(
     role: Role,
     layout: &AttnLayout,
     source_role: Role,
@@ -112,7 +117,7 @@ fn expect_rows(
 }
 
 /// Logical lengths: `seq_lens[b]` when given (checked against the extents), else the extents.
-fn logical_lengths(
+pub(crate) fn logical_lengths(
     role: Role,
     seq_lens: Option<&dyn Tensor>,
     extent: &[usize],

@@ -1,13 +1,11 @@
 //! CPU reference SDPA backward over dense and ragged tensors: dQ, dK and dV from Q, K, V, the
 //! forward's O and LSE, and the incoming gradient dO. Semantics: `README.md` beside this file.
 //!
-//! Flow: [`problem::validate`] checks every operand, [`blocks`] gathers the logical rows into f32
-//! blocks, [`passes`] runs the key pass (dK, dV) and the query pass (dQ) with rayon over
-//! (batch, head, tile), and only then are the gradients written, so an error leaves them
-//! untouched.
+//! Flow: [`problem::validate`] runs the forward's validation and checks the gradients against
+//! their primals, the forward's staging (`crate::sdpa::stage`) gathers the logical rows into f32
+//! blocks, [`passes`] computes dQ, dK and dV in one pass with rayon over (batch, KV head, key
+//! chunk), and only then are the gradients written, so an error leaves them untouched.
 
-mod blocks;
-mod geometry;
 mod passes;
 mod problem;
 
@@ -17,12 +15,12 @@ use half::{bf16, f16};
 
 use crate::dtype::{DataType, FloatElement};
 use crate::error::{KernelError, Role};
-use crate::gemm::THREADING_THRESHOLD;
 use crate::sdpa::MaskBand;
+use crate::sdpa::layout::AttnLayout;
+use crate::sdpa::stage::{Arrangement, Staged};
 use crate::tensor::{Tensor, TensorMut, typed_slice, typed_slice_mut};
 
-use blocks::Blocks;
-use passes::{Config, Staged};
+use passes::{Config, Gradients, Operands};
 use problem::Problem;
 
 /// The backward's inputs, by role.
@@ -143,18 +141,13 @@ impl SdpaBackwardParams {
     }
 }
 
-/// Rows (and keys) per tile: 64 keeps the f32 tile pair and its operands in L2, and is halved
-/// for wide heads until no product reaches matrixmultiply's own threading threshold, so its
-/// threads never compete with rayon's.
-fn tile_rows(dim_qk: usize, dim_v: usize) -> usize {
-    let widest = dim_qk.max(dim_v);
-    let mut t = 64;
-    while t > 8
-        && (2 * t * widest >= THREADING_THRESHOLD || t * t + t * widest >= THREADING_THRESHOLD)
-    {
-        t /= 2;
-    }
-    t
+/// Query rows and keys per tile pair: 128 up to D = 128, 64 beyond. Measured with one thread on
+/// this project's 2-core AVX2 machine (`benches/cpu_sdpa.rs --backward`, CPU time per call):
+/// 128 × 128 beat 64 × 64 by 10 % at D = 64 and 128, and both mixed shapes by 3–5 %, although at
+/// D = 128 one step's tiles (Q, dO and dQ rows in both arrangements, K, V, dK, dV rows, P and dS)
+/// then exceed the 512 KiB L2: fewer, larger products repack less.
+fn tile(dim_qk: usize, dim_v: usize) -> usize {
+    if dim_qk.max(dim_v) <= 128 { 128 } else { 64 }
 }
 
 /// SDPA backward on the CPU for the forward `O = softmax(scale·Q·Kᵀ + mask)·V` and its LSE.
@@ -175,7 +168,7 @@ pub fn sdpa_backward(
         return Err(KernelError::BackwardUnsupported { feature });
     }
     let problem = problem::validate(inputs, &outputs)?;
-    match problem.dtype {
+    match problem.fwd.dtype {
         DataType::F32 => run::<f32>(&problem, inputs, outputs, params),
         DataType::F16 => run::<f16>(&problem, inputs, outputs, params),
         DataType::BF16 => run::<bf16>(&problem, inputs, outputs, params),
@@ -194,71 +187,81 @@ fn run<T: FloatElement>(
     outputs: BackwardOutputs<'_>,
     params: &SdpaBackwardParams,
 ) -> Result<(), KernelError> {
-    let gather = |role, t: &dyn Tensor, g, lens: &[usize]| -> Result<Blocks, KernelError> {
-        Blocks::gather(role, typed_slice::<T>(t.host_data())?, g, lens)
+    let f = &p.fwd;
+    let gather = |role, t: &dyn Tensor, layout: &AttnLayout, lens: &[usize], arrangement| {
+        Staged::gather(
+            role,
+            typed_slice::<T>(t.host_data())?,
+            layout,
+            lens,
+            arrangement,
+        )
     };
-    let o = gather(Role::O, inputs.o, &p.o, &p.len_q)?;
-    let d_o = gather(Role::DO, inputs.d_o, &p.d_o, &p.len_q)?;
-    let mut delta = Blocks::zeros(Role::O, p.heads_q, 1, &p.len_q)?;
-    passes::row_dots(&d_o, &o, &mut delta);
-    drop(o);
-    let staged = Staged {
-        q: gather(Role::Q, inputs.q, &p.q, &p.len_q)?,
-        k: gather(Role::K, inputs.k, &p.k, &p.len_kv)?,
-        v: gather(Role::V, inputs.v, &p.v, &p.len_kv)?,
-        d_o,
-        lse: Blocks::gather(
-            Role::Lse,
-            typed_slice::<f32>(inputs.lse.host_data())?,
-            &p.lse,
-            &p.len_q,
+    let d_o = gather(
+        Role::DO,
+        inputs.d_o,
+        &p.d_o,
+        &f.len_q,
+        Arrangement::RowMajor,
+    )?;
+    let mut delta = Staged::for_overwrite(Role::O, f.heads_q, 1, &f.len_q)?;
+    {
+        let o = gather(Role::O, inputs.o, &f.o, &f.len_q, Arrangement::RowMajor)?;
+        passes::row_dots(&d_o, &o, &mut delta);
+    }
+    let mut lse2 = Staged::gather(
+        Role::Lse,
+        typed_slice::<f32>(inputs.lse.host_data())?,
+        &p.lse,
+        &f.len_q,
+        Arrangement::RowMajor,
+    )?;
+    lse2.data
+        .iter_mut()
+        .for_each(|x| *x *= std::f32::consts::LOG2_E);
+    let operands = Operands {
+        q_t: gather(Role::Q, inputs.q, &f.q, &f.len_q, Arrangement::Transposed)?,
+        q: gather(Role::Q, inputs.q, &f.q, &f.len_q, Arrangement::RowMajor)?,
+        k_t: gather(Role::K, inputs.k, &f.k, &f.len_kv, Arrangement::Transposed)?,
+        k: gather(Role::K, inputs.k, &f.k, &f.len_kv, Arrangement::RowMajor)?,
+        v_t: gather(Role::V, inputs.v, &f.v, &f.len_kv, Arrangement::Transposed)?,
+        d_o_t: gather(
+            Role::DO,
+            inputs.d_o,
+            &p.d_o,
+            &f.len_q,
+            Arrangement::Transposed,
         )?,
+        d_o,
+        lse2,
         delta,
     };
-    let mut dq = Blocks::zeros(Role::DQ, p.heads_q, p.dim_qk, &p.len_q)?;
-    let mut dk = Blocks::zeros(Role::DK, p.heads_kv, p.dim_qk, &p.len_kv)?;
-    let mut dv = Blocks::zeros(Role::DV, p.heads_kv, p.dim_v, &p.len_kv)?;
+    let mut grads = Gradients {
+        dq: Staged::zeros(Role::DQ, f.heads_q, f.dim_qk, &f.len_q)?,
+        dk: Staged::zeros(Role::DK, f.heads_kv, f.dim_qk, &f.len_kv)?,
+        dv: Staged::zeros(Role::DV, f.heads_kv, f.dim_v, &f.len_kv)?,
+    };
     let cfg = Config {
         scale: params.scale,
         band: params.band,
-        tile: tile_rows(p.dim_qk, p.dim_v),
+        query_tile: tile(f.dim_qk, f.dim_v),
+        key_tile: tile(f.dim_qk, f.dim_v),
     };
-    passes::key_pass(p, &staged, &cfg, &mut dk, &mut dv);
-    passes::query_pass(p, &staged, &cfg, &mut dq);
+    passes::backward(p, &operands, &cfg, &mut grads)?;
+    drop(operands);
 
     let dq_data = typed_slice_mut::<T>(outputs.dq.host_data_mut())?;
     let dk_data = typed_slice_mut::<T>(outputs.dk.host_data_mut())?;
     let dv_data = typed_slice_mut::<T>(outputs.dv.host_data_mut())?;
-    dq.scatter(dq_data, &p.dq);
-    dk.scatter(dk_data, &p.dk);
-    dv.scatter(dv_data, &p.dv);
+    grads.dq.scatter(dq_data, &p.dq);
+    grads.dk.scatter(dk_data, &p.dk);
+    grads.dv.scatter(dv_data, &p.dv);
     Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn tiles_keep_every_product_below_the_gemm_threading_threshold() {
-        for (dqk, dv) in [
-            (8, 8),
-            (64, 64),
-            (128, 128),
-            (256, 256),
-            (64, 512),
-            (1024, 16),
-        ] {
-            let t = tile_rows(dqk, dv);
-            let w = dqk.max(dv);
-            assert!(2 * t * w < THREADING_THRESHOLD || t == 8, "{dqk}/{dv}: {t}");
-            assert!(
-                t * t + t * w < THREADING_THRESHOLD || t == 8,
-                "{dqk}/{dv}: {t}"
-            );
-        }
-        assert_eq!(tile_rows(64, 64), 64);
-    }
 
     #[test]
     fn unsupported_features_are_named_and_zero_dropout_is_none() {
