@@ -10,8 +10,8 @@ mod inputs;
 mod integration_bundle;
 mod npy;
 mod oracle;
-mod shape_overrides;
 mod run_backward;
+mod shape_overrides;
 mod verify;
 
 use std::path::PathBuf;

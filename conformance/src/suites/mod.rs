@@ -1,8 +1,8 @@
 //! The conformance suites; each returns a [`crate::report::Report`].
 
 pub mod abi;
-pub mod engine_cases;
 pub mod backward;
+pub mod engine_cases;
 pub mod gating;
 pub mod multi_node;
 pub mod numeric;
