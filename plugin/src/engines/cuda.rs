@@ -204,8 +204,8 @@ mod tests {
         let why = declined(&g);
         assert_eq!(
             why,
-            "tensor uid 1: q_tensor_uid head dim = 16, need 64 or 128 (the compiled CUDA FMHA \
-             kernels)"
+            "tensor uid 1: q_tensor_uid head dim = 16, need 64, 96, 128, 192 or 256 (the compiled \
+             CUDA FMHA kernels)"
         );
 
         let g = golden_d64();

@@ -534,7 +534,7 @@ static void bad_graph_bytes(const plugin_t *p, handle_t h, const_data_t graph, c
                             from_serialized_t from_serialized) {
     char what[128];
     status_t (*workspace_size)(handle_t, const const_data_t *, const const_data_t *, size_t *);
-    *(void **)&workspace_size = sym(p->lib, "hipdnnEnginePluginGetWorkspaceSize");
+    *(void **)&workspace_size = resolve(p->lib, "hipdnnEnginePluginGetWorkspaceSize");
     for (int cut = 0; cut < 16; ++cut) {
         const_data_t g = exact_copy(graph.ptr, graph.size * (size_t)cut / 16);
         int64_t ids[4];
@@ -672,10 +672,10 @@ static void mode_bad_input(const plugin_t *p, const char *graph_path, const char
     destroy_serialized_t destroy_serialized;
     from_serialized_t from_serialized;
     with_overrides_t with_overrides;
-    *(void **)&serialize = sym(p->lib, "hipdnnEnginePluginSerializeExecutionContext");
-    *(void **)&destroy_serialized = sym(p->lib, "hipdnnEnginePluginDestroySerializedExecutionContext");
-    *(void **)&from_serialized = sym(p->lib, "hipdnnEnginePluginCreateExecutionContextFromSerialized");
-    *(void **)&with_overrides = sym(p->lib, "hipdnnEnginePluginExecuteOpGraphWithOverrides");
+    *(void **)&serialize = resolve(p->lib, "hipdnnEnginePluginSerializeExecutionContext");
+    *(void **)&destroy_serialized = resolve(p->lib, "hipdnnEnginePluginDestroySerializedExecutionContext");
+    *(void **)&from_serialized = resolve(p->lib, "hipdnnEnginePluginCreateExecutionContextFromSerialized");
+    *(void **)&with_overrides = resolve(p->lib, "hipdnnEnginePluginExecuteOpGraphWithOverrides");
     handle_t h = NULL;
     context_t ctx = NULL;
     CHECK(p->create(&h) == SUCCESS, "Create");
