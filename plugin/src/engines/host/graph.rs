@@ -6,6 +6,7 @@
 //! outputs are checked to overlap nothing else, and only then are slices created. Multi-node
 //! graphs run in place only: staging device memory is the single-SDPA path's.
 
+use ragged_kernels::runtime::Location;
 use std::ffi::c_void;
 use std::ptr::NonNull;
 use std::sync::Arc;
@@ -45,12 +46,25 @@ impl Planned for HostGraphPlan {
     fn execute_graph(&self, pack: &VariantPack<'_>) -> Result<(), PluginError> {
         match staging::access() {
             staging::Access::InPlace => run(&self.graph, pack),
-            staging::Access::Copies(_) => Err(PluginError::NotApplicable {
-                engine: HOST_REFERENCE.name_str(),
-                reason: "a multi-node graph runs on host memory only; device tensors are \
-                         staged for a single SDPA node"
-                    .to_owned(),
-            }),
+            // Next to a GPU runtime the caller may still bind host memory (the conformance
+            // harness does): run in place when every bound buffer is host memory.
+            staging::Access::Copies(memory) => {
+                for entry in pack.entries() {
+                    let location = memory.location(entry.ptr as u64)?;
+                    if location == Location::Device {
+                        return Err(PluginError::NotApplicable {
+                            engine: HOST_REFERENCE.name_str(),
+                            reason: format!(
+                                "tensor uid {}: bound to device memory; a multi-node graph runs \
+                                 on host memory only (device tensors are staged for a single \
+                                 SDPA node)",
+                                entry.uid
+                            ),
+                        });
+                    }
+                }
+                run(&self.graph, pack)
+            }
             staging::Access::Unreachable(reason) => Err(PluginError::NotApplicable {
                 engine: HOST_REFERENCE.name_str(),
                 reason: reason.clone(),
