@@ -117,8 +117,10 @@ def expect(name, outcome, why=None):
 # ---------------------------------------------------------------------------------------------
 # Sweep 1: packed ragged Q/K/V/O, dense head-major LSE; masks, data types, GQA/MQA.
 
-def packed_sweep():
-    root = OUT / "ragged_packed"
+def packed_sweep(family="ragged_packed", d=8, half_only=False):
+    """The packed sweep at head dim `d`; `half_only` keeps the fp16/bf16 variants (a GPU engine's
+    data types), for the head-dim-64 family the CUDA engine also runs (`bundle --cuda`)."""
+    root = OUT / family
     ports = {"q_tensor_uid": Q, "k_tensor_uid": K, "v_tensor_uid": V, "o_tensor_uid": O,
              "stats_tensor_uid": LSE}
     attrs = attributes(
@@ -139,7 +141,7 @@ def packed_sweep():
         return {"uid": uid, "name": name, "dims": [4, 1, 1, 1], "strides": [1, 1, 1, 1],
                 "data_type": "${case.data_type}", "virtual": False}
 
-    template = graph("ragged_packed", "${case.io_data_type}", [
+    template = graph(family, "${case.io_data_type}", [
         t(Q, "Q", OFF_Q), t(K, "K", OFF_KV), t(V, "V", OFF_KV), t(O, "O", OFF_Q),
         {"uid": LSE, "name": "LSE", "dims": "${case.dims}", "strides": "${case.strides}",
          "data_type": "float", "virtual": False},
@@ -147,7 +149,7 @@ def packed_sweep():
     ], [node(ports, attrs)])
     write(root / "graph.template.json", template)
 
-    b, d = 3, 8
+    b = 3
     ext_q, ext_kv = [2, 5, 3], [4, 6, 1]
     sq, skv = max(ext_q), max(ext_kv)
     variants = [
@@ -156,8 +158,10 @@ def packed_sweep():
         ("bfloat16", "bf16", 4, 2, "causal_br", -1, 0, "BOTTOM_RIGHT"),
         ("bfloat16", "bf16", 4, 1, "window_l2_br", 2, 0, "BOTTOM_RIGHT"),
     ]
+    if half_only:
+        variants = [v for v in variants if v[0] != "float"]
     cases = []
-    seed = 100
+    seed = 100 if d == 8 else 100 + d
     for form in ["bshd", "bhsd"]:
         for unit in ["elements", "tokens"]:
             for io, short, hq, hkv, mask, left, right, align in variants:
@@ -191,8 +195,12 @@ def packed_sweep():
                     },
                     "metadata": metadata(seed, {OFF_Q: off_q, OFF_KV: off_kv}),
                 })
-                name = f"quick/SdpaFwd/ragged_packed#{cid}"
+                name = f"quick/SdpaFwd/{family}#{cid}"
                 expect(name, "pass")
+    if half_only:
+        write(root / "sweep.json", {"version": 1, "cases": cases})
+        write(root / "support.json", {"claims": {}, "version": 1})
+        return
     # Upstream sometimes writes the multiplier as strides[1]: in the [B, H, S, D] order that is
     # D, which does not make whole tokens; such a graph must be rejected, now and later.
     qd, qs = ragged("bhsd", b, sq, 4, d)
@@ -452,6 +460,7 @@ def singles():
 def main():
     shutil.rmtree(HERE / "bundles", ignore_errors=True)
     packed_sweep()
+    packed_sweep("ragged_packed_d64", d=64, half_only=True)
     padded_sweep()
     singles()
     write(HERE / "expectations.json", {
