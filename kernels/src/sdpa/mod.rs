@@ -10,13 +10,14 @@ mod mask;
 pub(crate) mod problem;
 pub(crate) mod softmax;
 pub(crate) mod stage;
+mod threads;
 mod tile;
 
 pub use mask::{DiagonalAlignment, MaskBand};
 pub use stage::release_caches;
+pub use threads::on_calling_thread;
 
 use half::{bf16, f16};
-use rayon::prelude::*;
 
 use crate::dtype::{DataType, FloatElement};
 use crate::error::{KernelError, Role};
@@ -216,23 +217,21 @@ fn compute(
     items.sort_by_key(|item| std::cmp::Reverse(problem.len_kv[item.batch]));
 
     let group = problem.heads_q / problem.heads_kv;
-    items
-        .into_par_iter()
-        .for_each_init(Scratch::default, |scratch, item| {
-            let q_block = q.block(item.batch, item.head);
-            let kv_head = item.head / group;
-            let input = TileInput {
-                q_t: &q_block[item.first_row..],
-                k_t: k.block(item.batch, kv_head),
-                v: v.block(item.batch, kv_head),
-                first_row: item.first_row,
-                len_q: problem.len_q[item.batch],
-                len_kv: problem.len_kv[item.batch],
-                dim_qk: dqk,
-                dim_v: dv,
-            };
-            attend_tile(&input, &config, item.out, item.lse, scratch);
-        });
+    threads::for_each_init(items, Scratch::default, |scratch, item| {
+        let q_block = q.block(item.batch, item.head);
+        let kv_head = item.head / group;
+        let input = TileInput {
+            q_t: &q_block[item.first_row..],
+            k_t: k.block(item.batch, kv_head),
+            v: v.block(item.batch, kv_head),
+            first_row: item.first_row,
+            len_q: problem.len_q[item.batch],
+            len_kv: problem.len_kv[item.batch],
+            dim_qk: dqk,
+            dim_v: dv,
+        };
+        attend_tile(&input, &config, item.out, item.lse, scratch);
+    });
     Ok((out, stats))
 }
 

@@ -5,8 +5,6 @@
 //! unit-stride f32 tiles whatever the input type and strides; only logical rows are gathered,
 //! so padding rows are never read.
 
-use rayon::prelude::*;
-
 use crate::dtype::FloatElement;
 use crate::error::{KernelError, Role};
 
@@ -178,48 +176,54 @@ impl Staged {
                 blocks.push((b, h, len, block));
             }
         }
-        blocks.into_par_iter().for_each(|(b, h, len, block)| {
-            // Rows go through a small row-major tile so that a transposed block is written
-            // ROWS contiguous values per column: writing it element by element strides by
-            // `len` floats, which at power-of-two lengths thrashes one cache set.
-            const ROWS: usize = 16;
-            let mut tile = vec![0.0f32; ROWS * dim];
-            for s0 in (0..len).step_by(ROWS) {
-                let rows = ROWS.min(len - s0);
-                for (r, row) in tile.chunks_exact_mut(dim).take(rows).enumerate() {
-                    let start = layout.position(b, s0 + r, h, 0);
-                    if layout.stride_d == 1 {
-                        for (dst, x) in row.iter_mut().zip(&src[start..start + dim]) {
-                            *dst = x.to_f32();
-                        }
-                    } else {
-                        for (d, dst) in row.iter_mut().enumerate() {
-                            *dst = src[start + d * layout.stride_d].to_f32();
-                        }
-                    }
-                }
-                match arrangement {
-                    Arrangement::Transposed => {
-                        for d in 0..dim {
-                            let column = &mut block[d * len + s0..d * len + s0 + rows];
-                            for (r, x) in column.iter_mut().enumerate() {
-                                *x = tile[r * dim + d];
+        super::threads::for_each_init(
+            blocks,
+            || (),
+            |_, (b, h, len, block)| {
+                // Rows go through a small row-major tile so that a transposed block is written
+                // ROWS contiguous values per column: writing it element by element strides by
+                // `len` floats, which at power-of-two lengths thrashes one cache set.
+                const ROWS: usize = 16;
+                let mut tile = vec![0.0f32; ROWS * dim];
+                for s0 in (0..len).step_by(ROWS) {
+                    let rows = ROWS.min(len - s0);
+                    for (r, row) in tile.chunks_exact_mut(dim).take(rows).enumerate() {
+                        let start = layout.position(b, s0 + r, h, 0);
+                        if layout.stride_d == 1 {
+                            for (dst, x) in row.iter_mut().zip(&src[start..start + dim]) {
+                                *dst = x.to_f32();
+                            }
+                        } else {
+                            for (d, dst) in row.iter_mut().enumerate() {
+                                *dst = src[start + d * layout.stride_d].to_f32();
                             }
                         }
                     }
-                    Arrangement::RowMajorWithOnes => {
-                        let out = block[s0 * width..(s0 + rows) * width].chunks_exact_mut(width);
-                        for (dst, row) in out.zip(tile.chunks_exact(dim)) {
-                            dst[..dim].copy_from_slice(row);
-                            dst[dim] = 1.0;
+                    match arrangement {
+                        Arrangement::Transposed => {
+                            for d in 0..dim {
+                                let column = &mut block[d * len + s0..d * len + s0 + rows];
+                                for (r, x) in column.iter_mut().enumerate() {
+                                    *x = tile[r * dim + d];
+                                }
+                            }
+                        }
+                        Arrangement::RowMajorWithOnes => {
+                            let out =
+                                block[s0 * width..(s0 + rows) * width].chunks_exact_mut(width);
+                            for (dst, row) in out.zip(tile.chunks_exact(dim)) {
+                                dst[..dim].copy_from_slice(row);
+                                dst[dim] = 1.0;
+                            }
+                        }
+                        Arrangement::RowMajor => {
+                            block[s0 * width..(s0 + rows) * width]
+                                .copy_from_slice(&tile[..rows * dim]);
                         }
                     }
-                    Arrangement::RowMajor => {
-                        block[s0 * width..(s0 + rows) * width].copy_from_slice(&tile[..rows * dim]);
-                    }
                 }
-            }
-        });
+            },
+        );
         Ok(staged)
     }
 
