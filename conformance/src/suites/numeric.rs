@@ -131,26 +131,19 @@ fn run_case(
     let max = 64;
     let (_, applicable) = handle.applicable_engine_ids(&bytes, max)?;
     if !applicable.contains(&engine_id) {
-        if device.is_some() {
-            // GPU engines legitimately decline shapes or types outside their kernels' limits
-            // (ragged-sdpa.md §4, §6); the host reference must accept every case.
-            return Ok((
-                Outcome::Skip(format!(
-                    "engine {} declined case '{}'",
-                    hipdnn_shim::engine_id::hex_id(engine_id),
-                    spec.name
-                )),
-                vec![],
-            ));
-        }
-        return Ok((
-            Outcome::Fail(format!(
-                "engine {} declined case '{}' (applicable: {applicable:?})",
-                hipdnn_shim::engine_id::hex_id(engine_id),
-                spec.name
-            )),
-            vec![],
-        ));
+        let declined = format!(
+            "engine {} declined case '{}'",
+            hipdnn_shim::engine_id::hex_id(engine_id),
+            spec.name
+        );
+        // GPU engines legitimately decline shapes or types outside their kernels' limits
+        // (ragged-sdpa.md §4, §6); the host reference must accept every case.
+        let outcome = if device.is_some() {
+            Outcome::Skip(declined)
+        } else {
+            Outcome::Fail(format!("{declined} (applicable: {applicable:?})"))
+        };
+        return Ok((outcome, vec![]));
     }
     let mut harness = Harness::new(graph, &pre_supplied(spec)?, options.seed)?;
     harness.run_reference()?;
@@ -159,7 +152,12 @@ fn run_case(
         None => harness.run_engine(handle, engine_id)?,
     }
     let comparisons = harness.validate(options.mode)?;
-    Ok(verdict(&comparisons, "the CPU reference", options.mode))
+    Ok(verdict(
+        &comparisons,
+        "output",
+        "the CPU reference",
+        options.mode,
+    ))
 }
 
 #[cfg(test)]
