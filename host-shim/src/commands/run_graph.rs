@@ -10,8 +10,8 @@ use hipdnn_shim::harness::{GraphHarness, ValidationMode, outputs_of};
 use ragged_schema::model::Graph;
 
 use super::run::{
-    GraphRun, choose_engine, output_dir, report_verification, supplied_inputs, with_spinner,
-    write_outputs,
+    GraphRun, choose_engine, forward_oracle_heading, output_dir, report_verification,
+    supplied_inputs, with_spinner, write_outputs,
 };
 use crate::error::ShimError;
 use crate::host;
@@ -39,7 +39,7 @@ pub fn run(
     })?;
     let outputs = outputs_of(&graph)?;
     let pre = supplied_inputs(args, &graph, &outputs)?;
-    let (mut manager, candidate) = choose_engine(args, &graph)?;
+    let (mut manager, candidate) = choose_engine(args, &graph, args.cuda)?;
     let mut harness = GraphHarness::new(graph, &pre, args.seed)?;
     let handle = manager.plugins[candidate.plugin_index]
         .plugin
@@ -64,5 +64,10 @@ pub fn run(
     let comparisons = with_spinner("evaluating the float64 oracle".into(), || {
         crate::verify::against_graph_oracle(&mut harness, mode)
     })?;
-    report_verification(&harness.graph, &comparisons, mode)
+    report_verification(
+        &harness.graph,
+        &comparisons,
+        mode,
+        &forward_oracle_heading(mode),
+    )
 }
