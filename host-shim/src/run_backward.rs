@@ -13,10 +13,10 @@ use hipdnn_shim::oracle_backward;
 use ragged_schema::model::Graph;
 
 use crate::commands::run::{
-    GraphRun, choose_engine, output_dir, report_verification, supplied_inputs, write_outputs,
+    GraphRun, choose_engine, flush_and_write_outputs, report_verification, supplied_inputs,
 };
 use crate::error::ShimError;
-use crate::{graph_file, host};
+use crate::graph_file;
 
 /// Runs `args.graph` if it is a single backward node; `None` leaves it to the forward path
 /// (which also reports a graph file that cannot be read).
@@ -57,11 +57,13 @@ fn run(
     let start = Instant::now();
     harness.run_engine(&handle, candidate.engine_id)?;
     eprintln!("executed in {:.3} ms", start.elapsed().as_secs_f64() * 1e3);
-    manager.log.absorb_plugin_messages();
-    host::flush_log(&mut manager.log);
-
-    let out_dir = output_dir(args, out_dir)?;
-    write_outputs(&harness.engine, &harness.outputs, &out_dir)?;
+    flush_and_write_outputs(
+        &mut manager.log,
+        args,
+        out_dir,
+        &harness.engine,
+        &harness.outputs,
+    )?;
     if !verify {
         return Ok(());
     }

@@ -179,19 +179,24 @@ mod tests {
         }
     }
 
-    #[test]
-    fn reference_against_itself_passes_and_a_corrupted_copy_fails() {
-        let spec = cases().remove(1); // padded_seq_lens: has padding rows
-        let pre = pre_supplied(&spec).unwrap_or_else(|e| panic!("{e}"));
-        let mut h = Harness::new(spec.graph(), &pre, 3).unwrap_or_else(|e| panic!("{e}"));
+    /// Plays "engine" with the CPU reference itself (the bundles swapped between two runs),
+    /// which must pass coverage validation with every output compared.
+    fn reference_against_itself(h: &mut Harness) {
         h.run_reference().unwrap_or_else(|e| panic!("{e}"));
-        // Play "engine" with the reference itself: swap bundles and run again.
         std::mem::swap(&mut h.reference, &mut h.engine);
         h.run_reference().unwrap_or_else(|e| panic!("{e}"));
         let ok = h
             .validate(ValidationMode::Coverage)
             .unwrap_or_else(|e| panic!("{e}"));
         assert!(ok.iter().all(|c| c.passed() && c.compared > 0), "{ok:?}");
+    }
+
+    #[test]
+    fn reference_against_itself_passes_and_a_corrupted_copy_fails() {
+        let spec = cases().remove(1); // padded_seq_lens: has padding rows
+        let pre = pre_supplied(&spec).unwrap_or_else(|e| panic!("{e}"));
+        let mut h = Harness::new(spec.graph(), &pre, 3).unwrap_or_else(|e| panic!("{e}"));
+        reference_against_itself(&mut h);
         // Batch 0 has 4 physical rows but seq_len_q = 2: rows 2..4 are padding and must stay
         // sentinel. Writing one of them must fail coverage validation.
         if let Some(hipdnn_shim::harness::Entry::Owned(o)) =
@@ -224,13 +229,7 @@ mod tests {
             .exact_zero_positions(&h.reference)
             .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(exact.len(), (3 * spec.heads_q * spec.head_dim) as usize);
-        h.run_reference().unwrap_or_else(|e| panic!("{e}"));
-        std::mem::swap(&mut h.reference, &mut h.engine);
-        h.run_reference().unwrap_or_else(|e| panic!("{e}"));
-        let ok = h
-            .validate(ValidationMode::Coverage)
-            .unwrap_or_else(|e| panic!("{e}"));
-        assert!(ok.iter().all(|c| c.passed()), "{ok:?}");
+        reference_against_itself(&mut h);
         if let Some(hipdnn_shim::harness::Entry::Owned(o)) =
             h.engine.entries.get_mut(&hipdnn_shim::graphs::uid::O)
         {

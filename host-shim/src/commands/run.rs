@@ -10,6 +10,7 @@ use std::collections::BTreeSet;
 use hipdnn_shim::harness::{
     Bundle, Comparison, Harness, PreSuppliedInputs, SdpaRoles, ValidationMode, is_multi_node,
 };
+use hipdnn_shim::log::Log;
 use hipdnn_shim::manager::PluginManager;
 use ragged_kernels::tensor::{Tensor, packed_strides};
 use ragged_schema::model::Graph;
@@ -235,11 +236,13 @@ pub fn run(
             ""
         }
     );
-    p.manager.log.absorb_plugin_messages();
-    host::flush_log(&mut p.manager.log);
-
-    let out_dir = output_dir(args, out_dir)?;
-    write_outputs(&p.harness.engine, &p.harness.roles.outputs, &out_dir)?;
+    flush_and_write_outputs(
+        &mut p.manager.log,
+        args,
+        out_dir,
+        &p.harness.engine,
+        &p.harness.roles.outputs,
+    )?;
     if !verify {
         return Ok(());
     }
@@ -249,8 +252,23 @@ pub fn run(
     report_verification(&p.graph, &comparisons, mode, &forward_oracle_heading(mode))
 }
 
+/// After an execute: the plugin's log lines flushed, then each output of `bundle` written as
+/// `<uid>.npy` to `--out` (or the default directory of [`output_dir`]).
+pub(crate) fn flush_and_write_outputs(
+    log: &mut Log,
+    args: &GraphRun,
+    out_dir: Option<&Path>,
+    bundle: &Bundle,
+    outputs: &BTreeSet<i64>,
+) -> Result<(), ShimError> {
+    log.absorb_plugin_messages();
+    host::flush_log(log);
+    let out_dir = output_dir(args, out_dir)?;
+    write_outputs(bundle, outputs, &out_dir)
+}
+
 /// `--out`, or a directory under the system temp dir named after the graph file; created.
-pub(crate) fn output_dir(args: &GraphRun, out_dir: Option<&Path>) -> Result<PathBuf, ShimError> {
+fn output_dir(args: &GraphRun, out_dir: Option<&Path>) -> Result<PathBuf, ShimError> {
     let out_dir = out_dir.map(Path::to_path_buf).unwrap_or_else(|| {
         let stem = args
             .graph
@@ -267,7 +285,7 @@ pub(crate) fn output_dir(args: &GraphRun, out_dir: Option<&Path>) -> Result<Path
 }
 
 /// Each output of `bundle` as `<uid>.npy` in `out_dir`.
-pub(crate) fn write_outputs(
+fn write_outputs(
     bundle: &Bundle,
     outputs: &BTreeSet<i64>,
     out_dir: &Path,
