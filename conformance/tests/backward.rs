@@ -2,26 +2,14 @@
 //! runs (and passes) every backward case; the fixture plugin, which has no backward, reports each
 //! case declined and the run still succeeds.
 
-#[allow(dead_code)] // this test uses only profile_dir
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
+use common::{PLUGIN_FILE, host_reference_passes, shared_object};
 use ragged_conformance::suites::backward;
-use ragged_conformance::suites::gating::{
-    FIXTURE_BUILD_COMMAND, FIXTURE_MAIN_FILE, newest_existing,
-};
-
-fn shared_object(file: &str, build: &str) -> PathBuf {
-    let dir = common::profile_dir();
-    newest_existing(&[dir.join("deps").join(file), dir.join(file)]).unwrap_or_else(|| {
-        panic!(
-            "{file} not found in {}; build it with `{build}`",
-            dir.display()
-        )
-    })
-}
+use ragged_conformance::suites::gating::{FIXTURE_BUILD_COMMAND, FIXTURE_MAIN_FILE};
 
 fn backward_suite(plugin: &Path) -> (bool, String) {
     let output = Command::new(env!("CARGO_BIN_EXE_ragged-conformance"))
@@ -40,18 +28,11 @@ fn backward_suite(plugin: &Path) -> (bool, String) {
 
 #[test]
 fn the_project_host_engine_passes_every_backward_case() {
-    let plugin = shared_object(
-        "libhipdnn_provider_ragged_sdpa.so",
-        "cargo build -p ragged-plugin",
-    );
+    let plugin = shared_object(PLUGIN_FILE, "cargo build -p ragged-plugin");
     let (ok, out) = backward_suite(&plugin);
     assert!(ok, "{out}");
-    let passes = out
-        .lines()
-        .filter(|l| l.starts_with("PASS hipdnn_provider_ragged_sdpa::RAGGED_SDPA_HOST_REFERENCE::"))
-        .count();
     assert_eq!(
-        passes,
+        host_reference_passes(&out),
         backward::cases().len(),
         "every backward case must run (not skip) on the host engine:\n{out}"
     );

@@ -4,24 +4,11 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
-use ragged_conformance::suites::gating::{
-    FIXTURE_BUILD_COMMAND, FIXTURE_MAIN_FILE, newest_existing,
-};
-
-const PLUGIN_FILE: &str = "libhipdnn_provider_ragged_sdpa.so";
-
-fn shared_object(file: &str, build: &str) -> PathBuf {
-    let dir = common::profile_dir();
-    newest_existing(&[dir.join("deps").join(file), dir.join(file)]).unwrap_or_else(|| {
-        panic!(
-            "{file} not found in {} or its deps/; build it with `{build}` (cargo test --workspace builds it)",
-            dir.display()
-        )
-    })
-}
+use common::{PLUGIN_FILE, host_reference_passes, shared_object};
+use ragged_conformance::suites::gating::{FIXTURE_BUILD_COMMAND, FIXTURE_MAIN_FILE};
 
 /// Runs the binary; returns (success, stdout, JUnit XML).
 fn conformance(name: &str, args: &[&str], plugin: &Path) -> (bool, String, String) {
@@ -77,12 +64,8 @@ fn project_plugin_passes_gating_and_numeric_on_the_host_engine() {
     );
     assert!(ok, "{out}");
     assert!(out.contains("declared \"1.4.0\""), "{out}");
-    let numeric_passes = out
-        .lines()
-        .filter(|l| l.starts_with("PASS hipdnn_provider_ragged_sdpa::RAGGED_SDPA_HOST_REFERENCE::"))
-        .count();
     assert_eq!(
-        numeric_passes,
+        host_reference_passes(&out),
         ragged_conformance::suites::numeric::cases().len(),
         "every numeric case must run (not skip) on the host engine:\n{out}"
     );
@@ -95,12 +78,8 @@ fn project_plugin_runs_the_multi_node_suite_on_the_host_engine() {
     let plugin = shared_object(PLUGIN_FILE, "cargo build -p ragged-plugin");
     let (ok, out, _) = conformance("ci-plugin-multi-node", &["--suite", "multi-node"], &plugin);
     assert!(ok, "{out}");
-    let passes = out
-        .lines()
-        .filter(|l| l.starts_with("PASS hipdnn_provider_ragged_sdpa::RAGGED_SDPA_HOST_REFERENCE::"))
-        .count();
     assert_eq!(
-        passes,
+        host_reference_passes(&out),
         hipdnn_shim::multi_node_graphs::cases().len(),
         "every multi-node case must run on the host engine:\n{out}"
     );

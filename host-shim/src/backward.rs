@@ -71,29 +71,6 @@ pub fn backward_of(forward: &Graph) -> Option<Graph> {
     Some(graph.add_node(Node::sdpa_backward("sdpa_backward", backward)))
 }
 
-/// The forward node a backward node differentiates: its tensors, lengths, scale and band.
-pub fn forward_attributes(b: &SdpaBackwardAttributes) -> SdpaAttributes {
-    SdpaAttributes {
-        stats_tensor_uid: Some(b.stats_tensor_uid),
-        scale_tensor_uid: b.scale_tensor_uid,
-        seq_len_q_tensor_uid: b.seq_len_q_tensor_uid,
-        seq_len_kv_tensor_uid: b.seq_len_kv_tensor_uid,
-        padding_mask: b.padding_mask,
-        causal_mask: b.causal_mask,
-        causal_mask_bottom_right: b.causal_mask_bottom_right,
-        attn_scale_value: b.attn_scale_value,
-        left_bound: b.left_bound,
-        right_bound: b.right_bound,
-        diagonal_alignment: b.diagonal_alignment,
-        ..SdpaAttributes::new(
-            b.q_tensor_uid,
-            b.k_tensor_uid,
-            b.v_tensor_uid,
-            b.o_tensor_uid,
-        )
-    }
-}
-
 pub struct BackwardHarness {
     pub graph: Graph,
     pub node: SdpaBackwardAttributes,
@@ -120,7 +97,7 @@ impl BackwardHarness {
             ))
         })?;
         let outputs = BTreeSet::from([node.dq_tensor_uid, node.dk_tensor_uid, node.dv_tensor_uid]);
-        let attrs = forward_attributes(&node);
+        let attrs = node.forward();
         let forward = SdpaRoles {
             outputs: BTreeSet::from([attrs.o_tensor_uid, node.stats_tensor_uid]),
             attrs,

@@ -2,7 +2,7 @@
 //! engine: `--verify` against the float64 backward oracle, `.npy` inputs and outputs.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
 fn examples(file: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -33,17 +33,30 @@ fn scratch(name: &str) -> PathBuf {
     dir
 }
 
-fn shim(args: &[&str]) -> (Output, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_hipdnn-shim"))
-        .args(args)
+/// `hipdnn-shim run` of the example backward graph with `extra` arguments, `--verify` and
+/// `--out out`, which must succeed; its stdout.
+fn verify_example(extra: &[&str], out: &Path) -> String {
+    let graph = examples("ragged_sdpa_backward_bf16.json");
+    let output = Command::new(env!("CARGO_BIN_EXE_hipdnn-shim"))
+        .arg("run")
+        .arg(&graph)
+        .args(extra)
+        .arg("--verify")
+        .arg("--out")
+        .arg(out)
         .env("HIPDNN_PLUGIN_DIR", plugin())
         .env("HIPDNN_RAGGED_SDPA_HOST_ENGINE", "1")
         .env_remove("HIPDNN_LOG_LEVEL")
         .env_remove("HIPDNN_LOG_FILE")
         .output()
         .unwrap_or_else(|e| panic!("running hipdnn-shim: {e}"));
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    (out, stdout)
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    stdout
 }
 
 fn read_bf16(path: &Path) -> Vec<f32> {
@@ -59,19 +72,7 @@ fn read_bf16(path: &Path) -> Vec<f32> {
 #[test]
 fn the_example_backward_passes_the_float64_oracle_and_writes_three_gradients() {
     let out = scratch("verify");
-    let graph = examples("ragged_sdpa_backward_bf16.json");
-    let (status, stdout) = shim(&[
-        "run",
-        graph.to_str().unwrap_or_default(),
-        "--verify",
-        "--out",
-        out.to_str().unwrap_or_default(),
-    ]);
-    assert!(
-        status.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&status.stderr)
-    );
+    let stdout = verify_example(&[], &out);
     for name in ["'dq'", "'dk'", "'dv'"] {
         assert!(
             stdout.lines().any(|l| l.contains("OK") && l.contains(name)),
@@ -116,21 +117,7 @@ fn a_zero_do_from_npy_gives_zero_gradients() {
     let file = npy_f32(&zeros);
     std::fs::write(dir.join("20.npy"), file).unwrap_or_else(|e| panic!("{e}"));
     let out = dir.join("out");
-    let graph = examples("ragged_sdpa_backward_bf16.json");
-    let (status, stdout) = shim(&[
-        "run",
-        graph.to_str().unwrap_or_default(),
-        "--inputs",
-        dir.to_str().unwrap_or_default(),
-        "--verify",
-        "--out",
-        out.to_str().unwrap_or_default(),
-    ]);
-    assert!(
-        status.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&status.stderr)
-    );
+    verify_example(&["--inputs", dir.to_str().unwrap_or_default()], &out);
     let dq = read_bf16(&out.join("21.npy"));
     assert!(dq.iter().all(|v| *v == 0.0), "dQ is not all zero");
     for uid in [22, 23] {

@@ -55,11 +55,6 @@ fn run_case<T: FloatElement>(c: &Case, rng: &mut ChaCha8Rng, tol: f64) {
         seq_len_q: c.seq_lens.then_some(&slq as &dyn Tensor),
         seq_len_kv: c.seq_lens.then_some(&slk as &dyn Tensor),
     };
-    let params = SdpaBackwardParams {
-        scale: c.scale,
-        band: c.band,
-        ..SdpaBackwardParams::default()
-    };
     sdpa_backward(
         &inputs,
         BackwardOutputs {
@@ -67,7 +62,7 @@ fn run_case<T: FloatElement>(c: &Case, rng: &mut ChaCha8Rng, tol: f64) {
             dk: &mut *dk,
             dv: &mut *dv,
         },
-        &params,
+        &params_of(c),
     )
     .unwrap_or_else(|e| panic!("{c:?}: {e}"));
     let (eq, ek, ev) = oracle_backward(c, [&q, &k, &v, &o, &d_o, &lse]);
@@ -141,27 +136,10 @@ fn zero_lengths_and_fully_masked_rows_give_exact_zeros() {
     let mut dq = sq.tensor(vec![f32::sentinel(); sq.len()]);
     let mut dk = sk.tensor(vec![f32::sentinel(); sk.len()]);
     let mut dv = sv.tensor(vec![f32::sentinel(); sv.len()]);
-    sdpa_backward(
-        &BackwardInputs {
-            q: &*qt,
-            k: &*kt,
-            v: &*vt,
-            o: &*ot,
-            d_o: &*dot_t,
-            lse: &*lt,
-            seq_len_q: None,
-            seq_len_kv: None,
-        },
-        BackwardOutputs {
-            dq: &mut *dq,
-            dk: &mut *dk,
-            dv: &mut *dv,
-        },
-        &SdpaBackwardParams {
-            scale: c.scale,
-            band: c.band,
-            ..SdpaBackwardParams::default()
-        },
+    backward(
+        [&*qt, &*kt, &*vt, &*ot, &*dot_t, &*lt],
+        [&mut *dq, &mut *dk, &mut *dv],
+        &params_of(&c),
     )
     .unwrap();
     let dq_data = f32::slice(dq.host_data()).unwrap();
@@ -267,27 +245,10 @@ fn gradients_match_finite_differences_of_the_forward() {
         let [dq, dk, dv] = &mut grads[..] else {
             unreachable!()
         };
-        sdpa_backward(
-            &BackwardInputs {
-                q: &*tensors[0],
-                k: &*tensors[1],
-                v: &*tensors[2],
-                o: &*o,
-                d_o: &*w,
-                lse: &*lse,
-                seq_len_q: None,
-                seq_len_kv: None,
-            },
-            BackwardOutputs {
-                dq: &mut **dq,
-                dk: &mut **dk,
-                dv: &mut **dv,
-            },
-            &SdpaBackwardParams {
-                scale: c.scale,
-                band: c.band,
-                ..SdpaBackwardParams::default()
-            },
+        backward(
+            [&*tensors[0], &*tensors[1], &*tensors[2], &*o, &*w, &*lse],
+            [&mut **dq, &mut **dk, &mut **dv],
+            &params_of(&c),
         )
         .unwrap();
 
@@ -335,28 +296,43 @@ fn tiny_operands() -> (Case, Vec<Box<dyn TensorMut>>) {
 }
 
 fn call(t: &mut [Box<dyn TensorMut>], params: &SdpaBackwardParams) -> Result<(), KernelError> {
-    let (inputs, outputs) = t.split_at_mut(6);
+    let (i, outputs) = t.split_at_mut(6);
     let [dq, dk, dv] = outputs else {
         unreachable!()
     };
-    sdpa_backward(
-        &BackwardInputs {
-            q: &*inputs[0],
-            k: &*inputs[1],
-            v: &*inputs[2],
-            o: &*inputs[3],
-            d_o: &*inputs[4],
-            lse: &*inputs[5],
-            seq_len_q: None,
-            seq_len_kv: None,
-        },
-        BackwardOutputs {
-            dq: &mut **dq,
-            dk: &mut **dk,
-            dv: &mut **dv,
-        },
+    backward(
+        [&*i[0], &*i[1], &*i[2], &*i[3], &*i[4], &*i[5]],
+        [&mut **dq, &mut **dk, &mut **dv],
         params,
     )
+}
+
+/// The backward without seq_len tensors: Q, K, V, O, dO and LSE in, dQ, dK and dV out.
+fn backward(
+    [q, k, v, o, d_o, lse]: [&dyn Tensor; 6],
+    [dq, dk, dv]: [&mut dyn TensorMut; 3],
+    params: &SdpaBackwardParams,
+) -> Result<(), KernelError> {
+    let inputs = BackwardInputs {
+        q,
+        k,
+        v,
+        o,
+        d_o,
+        lse,
+        seq_len_q: None,
+        seq_len_kv: None,
+    };
+    sdpa_backward(&inputs, BackwardOutputs { dq, dk, dv }, params)
+}
+
+/// The case's scale and band, every optional feature off.
+fn params_of(c: &Case) -> SdpaBackwardParams {
+    SdpaBackwardParams {
+        scale: c.scale,
+        band: c.band,
+        ..SdpaBackwardParams::default()
+    }
 }
 
 fn untouched(t: &[Box<dyn TensorMut>]) -> bool {

@@ -58,6 +58,41 @@ struct Case {
 }
 
 impl Case {
+    /// Two batches of `ext_q` queries and `ext_kv` keys, 2 Q heads over 1 KV head, Q, K, V and
+    /// O ragged with token-unit offsets, padded dims as long as the longest batch, no mask.
+    fn two_batch_gqa(
+        (dim_qk, dim_v): (usize, usize),
+        ext_q: [usize; 2],
+        ext_kv: [usize; 2],
+        lse: Layout,
+        scale: f32,
+    ) -> Case {
+        Case {
+            batch: 2,
+            heads_q: 2,
+            heads_kv: 1,
+            dim_qk,
+            dim_v,
+            ext_q: ext_q.to_vec(),
+            ext_kv: ext_kv.to_vec(),
+            s_q: ext_q[0].max(ext_q[1]),
+            s_kv: ext_kv[0].max(ext_kv[1]),
+            seq_len_q: None,
+            seq_len_kv: None,
+            q: Layout::Ragged,
+            k: Layout::Ragged,
+            v: Layout::Ragged,
+            o: Layout::Ragged,
+            lse: Some(lse),
+            aux_i64: false,
+            token_units: true,
+            left: None,
+            right: None,
+            bottom_right: false,
+            scale,
+        }
+    }
+
     fn random(rng: &mut ChaCha8Rng) -> Case {
         let batch = if rng.random_bool(0.2) {
             1
@@ -396,46 +431,17 @@ fn check_case<T: FloatElement>(case: &Case, rng: &mut ChaCha8Rng) {
         case.dim_v,
     );
     let ext = |layout, q_side| case.extents_for(layout, q_side);
-    let seq = |_layout, q_side: bool| if q_side { case.s_q } else { case.s_kv };
-    let mut q = Buffer::new(
-        case.q,
-        b,
-        seq(case.q, true),
-        hq,
-        dqk,
-        &ext(case.q, true),
-        case.token_units,
-    );
-    let mut k = Buffer::new(
-        case.k,
-        b,
-        seq(case.k, false),
-        hkv,
-        dqk,
-        &ext(case.k, false),
-        case.token_units,
-    );
-    let mut v = Buffer::new(
-        case.v,
-        b,
-        seq(case.v, false),
-        hkv,
-        dv,
-        &ext(case.v, false),
-        case.token_units,
-    );
-    let o = Buffer::new(
-        case.o,
-        b,
-        seq(case.o, true),
-        hq,
-        dv,
-        &ext(case.o, true),
-        case.token_units,
-    );
-    let lse = case
-        .lse
-        .map(|l| Buffer::new(l, b, seq(l, true), hq, 1, &ext(l, true), case.token_units));
+    // One operand: the Q side (Q, O, LSE) or the KV side (K, V) of the case.
+    let buffer = |layout, q_side: bool, heads, dim| {
+        let seq = if q_side { case.s_q } else { case.s_kv };
+        let extents = ext(layout, q_side);
+        Buffer::new(layout, b, seq, heads, dim, &extents, case.token_units)
+    };
+    let mut q = buffer(case.q, true, hq, dqk);
+    let mut k = buffer(case.k, false, hkv, dqk);
+    let mut v = buffer(case.v, false, hkv, dv);
+    let o = buffer(case.o, true, hq, dv);
+    let lse = case.lse.map(|l| buffer(l, true, hq, 1));
 
     let len_q: Vec<usize> = case.seq_len_q.clone().unwrap_or_else(|| ext(case.q, true));
     let len_kv: Vec<usize> = case
@@ -684,28 +690,10 @@ fn multi_tile_sequences_match_the_oracle() {
         (Some(70), Some(5), false),
     ] {
         let case = Case {
-            batch: 2,
-            heads_q: 2,
-            heads_kv: 1,
-            dim_qk: 64,
-            dim_v: 64,
-            ext_q: vec![150, 70],
-            ext_kv: vec![300, 1],
-            s_q: 150,
-            s_kv: 300,
-            seq_len_q: None,
-            seq_len_kv: None,
-            q: Layout::Ragged,
-            k: Layout::Ragged,
-            v: Layout::Ragged,
-            o: Layout::Ragged,
-            lse: Some(Layout::DenseBhsd),
-            aux_i64: false,
-            token_units: true,
             left,
             right,
             bottom_right,
-            scale: 0.125,
+            ..Case::two_batch_gqa((64, 64), [150, 70], [300, 1], Layout::DenseBhsd, 0.125)
         };
         check_case::<f32>(&case, &mut rng);
     }
@@ -719,28 +707,15 @@ fn distinct_qk_and_v_head_dims_match_the_oracle() {
     let mut rng = ChaCha8Rng::seed_from_u64(192);
     for bottom_right in [false, true] {
         let case = Case {
-            batch: 2,
-            heads_q: 2,
-            heads_kv: 1,
-            dim_qk: 192,
-            dim_v: 128,
-            ext_q: vec![140, 9],
-            ext_kv: vec![260, 30],
-            s_q: 140,
-            s_kv: 260,
-            seq_len_q: None,
-            seq_len_kv: None,
-            q: Layout::Ragged,
-            k: Layout::Ragged,
-            v: Layout::Ragged,
-            o: Layout::Ragged,
-            lse: Some(Layout::Ragged),
-            aux_i64: false,
-            token_units: true,
-            left: None,
             right: Some(0),
             bottom_right,
-            scale: 1.0 / 192f32.sqrt(),
+            ..Case::two_batch_gqa(
+                (192, 128),
+                [140, 9],
+                [260, 30],
+                Layout::Ragged,
+                1.0 / 192f32.sqrt(),
+            )
         };
         check_case::<f32>(&case, &mut rng);
         check_case::<bf16>(&case, &mut rng);

@@ -10,7 +10,7 @@
 
 use ragged_kernels::Decline;
 use ragged_kernels::problem::{Operand, RaggedSdpaProblem, ScalePlan};
-use ragged_schema::{DataType, Graph, SdpaAttributes, SdpaBackwardAttributes};
+use ragged_schema::{DataType, Graph, SdpaBackwardAttributes};
 
 use crate::{byte_extents, problem};
 
@@ -85,7 +85,7 @@ impl BackwardProblem {
 pub fn build(graph: &Graph, node: &SdpaBackwardAttributes) -> Result<BackwardProblem, Decline> {
     check_unsupported_features(node)?;
     check_no_fp8(graph, node)?;
-    let forward = problem::build(graph, &forward_node(node))?;
+    let forward = problem::build(graph, &node.forward())?;
     byte_extents::check(&forward)?;
     let Some(lse) = forward.stats else {
         return Err(Decline::graph(
@@ -106,30 +106,6 @@ pub fn build(graph: &Graph, node: &SdpaBackwardAttributes) -> Result<BackwardPro
     };
     byte_extents::check(&p.gradient_carrier())?;
     Ok(p)
-}
-
-/// The forward node whose gradients this backward computes: the same tensors, lengths, scale
-/// and band fields, so the forward's builder resolves them exactly as it did for the forward.
-fn forward_node(b: &SdpaBackwardAttributes) -> SdpaAttributes {
-    SdpaAttributes {
-        stats_tensor_uid: Some(b.stats_tensor_uid),
-        scale_tensor_uid: b.scale_tensor_uid,
-        seq_len_q_tensor_uid: b.seq_len_q_tensor_uid,
-        seq_len_kv_tensor_uid: b.seq_len_kv_tensor_uid,
-        padding_mask: b.padding_mask,
-        causal_mask: b.causal_mask,
-        causal_mask_bottom_right: b.causal_mask_bottom_right,
-        attn_scale_value: b.attn_scale_value,
-        left_bound: b.left_bound,
-        right_bound: b.right_bound,
-        diagonal_alignment: b.diagonal_alignment,
-        ..SdpaAttributes::new(
-            b.q_tensor_uid,
-            b.k_tensor_uid,
-            b.v_tensor_uid,
-            b.o_tensor_uid,
-        )
-    }
 }
 
 /// Dropout, an additive bias, ALiBi and dBias: the CPU reference computes none of them

@@ -7,109 +7,12 @@
 
 mod common;
 
-use std::ffi::c_void;
-use std::path::PathBuf;
-use std::ptr::null_mut;
-use std::sync::OnceLock;
-
+use common::fake_hip::fake_hip;
 use common::*;
 use ragged_schema::wire::{encode_engine_config, encode_graph};
 use ragged_schema::{
     DataType, EngineConfig, Graph, Node, SdpaBackwardAttributes, TensorAttributes,
 };
-
-type Malloc = unsafe extern "C" fn(*mut *mut c_void, usize) -> i32;
-type MemcpyAsync = unsafe extern "C" fn(*mut c_void, *const c_void, usize, i32, *mut c_void) -> i32;
-type Counters = unsafe extern "C" fn(*mut i64);
-
-struct FakeHip {
-    _lib: libloading::Library,
-    malloc: Malloc,
-    memcpy_async: MemcpyAsync,
-    counters: Counters,
-}
-
-/// Compiles and loads the fake, and points the plugin at it before the plugin's first probe.
-fn fake_hip() -> &'static FakeHip {
-    static FAKE: OnceLock<FakeHip> = OnceLock::new();
-    FAKE.get_or_init(|| {
-        let dir = std::env::temp_dir().join(format!("ragged-bwd-fake-hip-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("create fake dir");
-        let src = dir.join("fake_amdhip64.c");
-        std::fs::write(
-            &src,
-            include_str!("../../kernels/src/runtime/hip/fake_amdhip64.c"),
-        )
-        .expect("write fake source");
-        let lib_path: PathBuf = dir.join("libamdhip64.so.6");
-        let cc = std::env::var("CC").unwrap_or_else(|_| "cc".to_owned());
-        let status = std::process::Command::new(&cc)
-            .args([
-                "-std=c11",
-                "-D_GNU_SOURCE",
-                "-shared",
-                "-fPIC",
-                "-Wall",
-                "-Werror",
-            ])
-            .arg(&src)
-            .arg("-o")
-            .arg(&lib_path)
-            .status()
-            .expect("run the C compiler (set CC if `cc` is not on PATH)");
-        assert!(status.success(), "{cc} failed on the fake HIP runtime");
-        // SAFETY: runs once, before this process loads the plugin (which reads these variables
-        // on its first probe); the one test goes through this OnceLock first.
-        unsafe {
-            std::env::set_var("RAGGED_SDPA_HIP_RUNTIME", &lib_path);
-            std::env::set_var("RAGGED_SDPA_DISABLE_CUDA", "1");
-        }
-        // SAFETY: the fake's initialisers do nothing.
-        let lib = unsafe { libloading::Library::new(&lib_path) }.expect("load the fake");
-        // SAFETY: the types are the fake's C signatures.
-        unsafe {
-            FakeHip {
-                malloc: *lib.get::<Malloc>(b"hipMalloc\0").expect("hipMalloc"),
-                memcpy_async: *lib.get::<MemcpyAsync>(b"hipMemcpyAsync\0").expect("copy"),
-                counters: *lib
-                    .get::<Counters>(b"fake_hip_counters\0")
-                    .expect("counters"),
-                _lib: lib,
-            }
-        }
-    })
-}
-
-impl FakeHip {
-    fn upload(&self, bytes: &[u8]) -> *mut c_void {
-        let mut ptr = null_mut();
-        // SAFETY: valid out-pointer; then a host → device copy of exactly the allocation.
-        unsafe {
-            assert_eq!((self.malloc)(&mut ptr, bytes.len()), 0);
-            assert_eq!(
-                (self.memcpy_async)(ptr, bytes.as_ptr().cast(), bytes.len(), 1, null_mut()),
-                0
-            );
-        }
-        ptr
-    }
-
-    fn download(&self, ptr: *mut c_void, out: &mut [f32]) {
-        let bytes = std::mem::size_of_val(out);
-        // SAFETY: a device → host copy into a live buffer of the allocation's size.
-        let status =
-            unsafe { (self.memcpy_async)(out.as_mut_ptr().cast(), ptr, bytes, 2, null_mut()) };
-        assert_eq!(status, 0);
-    }
-
-    /// (host → device copies, device → host copies, stream synchronisations) so far.
-    fn counters(&self) -> [i64; 3] {
-        let mut out = [0i64; 3];
-        // SAFETY: the fake writes three longs.
-        unsafe { (self.counters)(out.as_mut_ptr()) };
-        out
-    }
-}
 
 const B: i64 = 2;
 const HQ: i64 = 2;
@@ -213,29 +116,14 @@ fn buffers() -> Vec<Vec<u32>> {
 
 fn execute(pack: &[DeviceBuffer]) {
     let handle = OwnedHandle::new();
-    let (config, bytes) = (
-        encode_engine_config(&EngineConfig::new(HOST_REFERENCE_ID)),
-        encode_graph(&graph()),
+    let context = OwnedContext::new(
+        &handle,
+        &encode_engine_config(&EngineConfig::new(HOST_REFERENCE_ID)),
+        &encode_graph(&graph()),
     );
-    let (c, g) = (ConstData::of(&config), ConstData::of(&bytes));
-    let mut context: Context = null_mut();
-    // SAFETY: valid pointers.
-    let status = unsafe { (plugin().CreateExecutionContext)(handle.0, &c, &g, &mut context) };
+    // Every pointer in `pack` is host memory or fake-device memory of its tensor's extent.
+    let status = context.execute(pack);
     assert_eq!(status, SUCCESS, "{}", last_error());
-    // SAFETY: every pointer is host memory or fake-device memory of its tensor's extent.
-    let status = unsafe {
-        (plugin().ExecuteOpGraph)(
-            handle.0,
-            context,
-            null_mut(),
-            pack.as_ptr(),
-            pack.len() as u32,
-        )
-    };
-    assert_eq!(status, SUCCESS, "{}", last_error());
-    // SAFETY: a live context of this handle, destroyed once.
-    let destroyed = unsafe { (plugin().DestroyExecutionContext)(handle.0, context) };
-    assert_eq!(destroyed, SUCCESS);
 }
 
 #[test]
@@ -283,9 +171,12 @@ fn device_tensors_are_staged_and_give_the_host_runs_bits() {
     assert_eq!(after[0] - before[0], 3, "only dQ, dK and dV go back");
     assert!(after[2] > before[2], "the stream was synchronised");
     for i in 6..9 {
-        let mut got = vec![0f32; host[i].len()];
-        fake.download(pack[i].ptr, &mut got);
-        let got: Vec<u32> = got.iter().map(|x| x.to_bits()).collect();
+        let mut bytes = vec![0u8; host[i].len() * 4];
+        fake.download(pack[i].ptr, &mut bytes);
+        let got: Vec<u32> = bytes
+            .chunks_exact(4)
+            .map(|w| u32::from_ne_bytes([w[0], w[1], w[2], w[3]]))
+            .collect();
         assert_eq!(
             got, host[i],
             "uid {}: staged and in-place runs differ",

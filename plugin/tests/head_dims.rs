@@ -4,7 +4,6 @@
 mod common;
 
 use std::ffi::c_void;
-use std::ptr::null_mut;
 
 use common::*;
 use ragged_schema::wire::{encode_engine_config, encode_graph};
@@ -123,15 +122,11 @@ fn oracle(q: &[f32], k: &[f32], v: &[f32]) -> Vec<f64> {
 #[test]
 fn query_key_dim_192_with_value_dim_128_matches_the_float64_oracle() {
     let handle = OwnedHandle::new();
-    let (config, graph) = (
-        encode_engine_config(&EngineConfig::new(HOST_REFERENCE_ID)),
-        encode_graph(&graph()),
+    let context = OwnedContext::new(
+        &handle,
+        &encode_engine_config(&EngineConfig::new(HOST_REFERENCE_ID)),
+        &encode_graph(&graph()),
     );
-    let (c, g) = (ConstData::of(&config), ConstData::of(&graph));
-    let mut context: Context = null_mut();
-    // SAFETY: valid pointers to live buffers.
-    let status = unsafe { (plugin().CreateExecutionContext)(handle.0, &c, &g, &mut context) };
-    assert_eq!(status, SUCCESS, "{}", last_error());
 
     let aux = [
         offsets(Q_TOKENS, HQ * D_QK),
@@ -161,20 +156,10 @@ fn query_key_dim_192_with_value_dim_128_matches_the_float64_oracle() {
             .zip(&aux)
             .map(|(&uid, a)| input(uid, a.as_ptr().cast())),
     );
-    // SAFETY: every pointer in `pack` is a live host buffer of its tensor's extent.
-    let status = unsafe {
-        (plugin().ExecuteOpGraph)(
-            handle.0,
-            context,
-            null_mut(),
-            pack.as_ptr(),
-            pack.len() as u32,
-        )
-    };
+    // Every pointer in `pack` is a live host buffer of its tensor's extent.
+    let status = context.execute(&pack);
     assert_eq!(status, SUCCESS, "{}", last_error());
-    // SAFETY: a live context of this handle, destroyed once.
-    let status = unsafe { (plugin().DestroyExecutionContext)(handle.0, context) };
-    assert_eq!(status, SUCCESS);
+    drop(context);
 
     let want = oracle(&q, &k, &v);
     assert_eq!(o.len(), want.len());

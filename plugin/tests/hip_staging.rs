@@ -1,92 +1,17 @@
 //! The host reference engine next to a usable HIP runtime, through the built plugin's C ABI.
 //!
-//! The HIP runtime is the project's fake `libamdhip64` (kernels/src/runtime/hip/fake_amdhip64.c,
-//! compiled here with the system C compiler): one gfx942 device, HIP 6.2, and "device" memory
-//! kept in a side table behind addresses the CPU cannot dereference. So the plugin's pointer
-//! classification, its staging copies and the stream synchronisation all run for real: a
-//! device pointer that was not staged faults instead of passing.
+//! The HIP runtime is the project's fake `libamdhip64` ([`common::fake_hip`]), whose "device"
+//! memory the CPU cannot dereference. So the plugin's pointer classification, its staging copies
+//! and the stream synchronisation all run for real: a device pointer that was not staged faults
+//! instead of passing.
 
 mod common;
 
-use std::ffi::c_void;
-use std::ptr::null_mut;
-use std::sync::{Mutex, OnceLock};
+use std::sync::Mutex;
 
+use common::fake_hip::fake_hip;
 use common::problem::{self, Inputs, PACKING_A, PACKING_B, same_bits};
 use common::*;
-use ragged_kernels::runtime::hip::{FAKE_HIP_SOURCE, compile_fake_library};
-
-type Malloc = unsafe extern "C" fn(*mut *mut c_void, usize) -> i32;
-type MemcpyAsync = unsafe extern "C" fn(*mut c_void, *const c_void, usize, i32, *mut c_void) -> i32;
-type Counters = unsafe extern "C" fn(*mut i64);
-
-/// The fake, loaded into this process: `dlopen` of the same path gives the plugin the same
-/// instance, so memory allocated here is device memory to the plugin.
-struct FakeHip {
-    _lib: libloading::Library,
-    malloc: Malloc,
-    memcpy_async: MemcpyAsync,
-    counters: Counters,
-}
-
-fn fake_hip() -> &'static FakeHip {
-    static FAKE: OnceLock<FakeHip> = OnceLock::new();
-    FAKE.get_or_init(|| {
-        let dir =
-            std::env::temp_dir().join(format!("ragged-plugin-fake-hip-{}", std::process::id()));
-        let lib_path = compile_fake_library(&dir, "libamdhip64.so.6", FAKE_HIP_SOURCE, &[]);
-        // SAFETY: runs once, before this process loads the plugin (which reads these variables
-        // on its first probe); every test goes through this OnceLock first.
-        unsafe {
-            std::env::set_var("RAGGED_SDPA_HIP_RUNTIME", &lib_path);
-            std::env::set_var("RAGGED_SDPA_DISABLE_CUDA", "1");
-        }
-        // SAFETY: the fake's initialisers do nothing.
-        let lib = unsafe { libloading::Library::new(&lib_path) }.expect("load the fake");
-        // SAFETY: the types are the fake's C signatures.
-        unsafe {
-            FakeHip {
-                malloc: *lib.get::<Malloc>(b"hipMalloc\0").expect("hipMalloc"),
-                memcpy_async: *lib.get::<MemcpyAsync>(b"hipMemcpyAsync\0").expect("copy"),
-                counters: *lib
-                    .get::<Counters>(b"fake_hip_counters\0")
-                    .expect("counters"),
-                _lib: lib,
-            }
-        }
-    })
-}
-
-impl FakeHip {
-    /// A device copy of `bytes`.
-    fn upload(&self, bytes: &[u8]) -> *mut c_void {
-        let mut ptr = null_mut();
-        // SAFETY: valid out-pointer; then a host → device copy of exactly the allocation.
-        unsafe {
-            assert_eq!((self.malloc)(&mut ptr, bytes.len()), 0);
-            assert_eq!(
-                (self.memcpy_async)(ptr, bytes.as_ptr().cast(), bytes.len(), 1, null_mut()),
-                0
-            );
-        }
-        ptr
-    }
-
-    fn download(&self, ptr: *mut c_void, out: &mut [u8]) {
-        // SAFETY: a device → host copy into a live buffer of the allocation's size.
-        let status =
-            unsafe { (self.memcpy_async)(out.as_mut_ptr().cast(), ptr, out.len(), 2, null_mut()) };
-        assert_eq!(status, 0);
-    }
-
-    /// (host → device copies, device → host copies, stream synchronisations) so far.
-    fn counters(&self) -> [i64; 3] {
-        let mut out = [0i64; 3];
-        // SAFETY: the fake writes three longs.
-        unsafe { (self.counters)(out.as_mut_ptr()) };
-        out
-    }
-}
 
 /// The fake's counters are process-wide: tests that read them take turns.
 static COUNTED: Mutex<()> = Mutex::new(());

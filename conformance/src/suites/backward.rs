@@ -9,8 +9,6 @@
 //! The backward is optional for a plugin: an engine that declines a backward graph is reported
 //! `declined` (a skip), not a failure.
 
-use std::time::Instant;
-
 use hipdnn_shim::HostError;
 use hipdnn_shim::backward::{BackwardHarness, backward_of};
 use hipdnn_shim::case_inputs::pre_supplied;
@@ -18,8 +16,9 @@ use hipdnn_shim::graphs::RaggedSdpaSpec;
 use hipdnn_shim::manager::LoadedPlugin;
 use hipdnn_shim::plugin::PluginHandle;
 
+use super::engine_cases::{CaseRun, run_cases, verdict};
 use super::numeric::{self, NumericOptions};
-use crate::report::{CaseResult, Outcome, Report};
+use crate::report::{Outcome, Report};
 
 const SUITE: &str = "backward";
 
@@ -40,39 +39,17 @@ pub fn cases() -> Vec<RaggedSdpaSpec> {
 
 /// Runs every case on every admitted engine of `plugin`.
 pub fn run(plugin: &LoadedPlugin, options: &NumericOptions) -> Report {
-    let mut report = Report::default();
-    let handle = match plugin.plugin.create_handle() {
-        Ok(h) => h,
-        Err(e) => {
-            report.push(CaseResult {
-                suite: SUITE.into(),
-                name: format!("{}::create_handle", plugin.name),
-                outcome: Outcome::Fail(e.to_string()),
-                details: vec![],
-                duration: Default::default(),
-            });
-            return report;
-        }
-    };
-    for engine in plugin.admitted_engines() {
-        for spec in cases() {
-            let start = Instant::now();
-            let name = format!("{}::{}::{}", plugin.name, engine.name, spec.name);
+    run_cases(
+        plugin,
+        SUITE,
+        &cases(),
+        |s| s.name.as_str(),
+        |handle, engine, spec| {
             let on_host = options.host_engines.contains(&engine.name);
-            let (outcome, details) = match run_case(&handle, engine.id, &spec, options, on_host) {
-                Ok(result) => result,
-                Err(e) => (Outcome::Fail(e.to_string()), vec![]),
-            };
-            report.push(CaseResult {
-                suite: SUITE.into(),
-                name,
-                outcome,
-                details,
-                duration: start.elapsed(),
-            });
-        }
-    }
-    report
+            run_case(handle, engine.id, spec, options, on_host)
+                .unwrap_or_else(|e| (Outcome::Fail(e.to_string()), vec![]))
+        },
+    )
 }
 
 fn run_case(
@@ -81,7 +58,7 @@ fn run_case(
     spec: &RaggedSdpaSpec,
     options: &NumericOptions,
     on_host: bool,
-) -> Result<(Outcome, Vec<String>), HostError> {
+) -> Result<CaseRun, HostError> {
     let Some(graph) = backward_of(&spec.graph()) else {
         return Err(HostError::Harness(format!(
             "case '{}' has no stats output, so it has no backward",
@@ -115,22 +92,12 @@ fn run_case(
     harness.run_reference()?;
     harness.run_engine(handle, engine_id)?;
     let comparisons = harness.validate(options.mode)?;
-    let details: Vec<String> = comparisons
-        .iter()
-        .flat_map(|c| {
-            std::iter::once(c.to_string()).chain(c.failures.iter().map(|f| format!("  {f}")))
-        })
-        .collect();
-    let failed = comparisons.iter().filter(|c| !c.passed()).count();
-    let outcome = if failed == 0 {
-        Outcome::Pass
-    } else {
-        Outcome::Fail(format!(
-            "{failed} gradient(s) disagree with the CPU reference backward ({} validation)",
-            options.mode
-        ))
-    };
-    Ok((outcome, details))
+    Ok(verdict(
+        &comparisons,
+        "gradient",
+        "the CPU reference backward",
+        options.mode,
+    ))
 }
 
 #[cfg(test)]

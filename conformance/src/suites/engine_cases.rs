@@ -50,8 +50,14 @@ pub fn run_cases<C>(
 }
 
 /// Pass when every output agrees with `yardstick`; the detail lines list each comparison and
-/// its first failures.
-pub fn verdict(comparisons: &[Comparison], yardstick: &str, mode: ValidationMode) -> CaseRun {
+/// its first failures, and a failure counts the disagreeing outputs as `what` ("output",
+/// "gradient").
+pub fn verdict(
+    comparisons: &[Comparison],
+    what: &str,
+    yardstick: &str,
+    mode: ValidationMode,
+) -> CaseRun {
     let details: Vec<String> = comparisons
         .iter()
         .flat_map(|c| {
@@ -63,7 +69,7 @@ pub fn verdict(comparisons: &[Comparison], yardstick: &str, mode: ValidationMode
         Outcome::Pass
     } else {
         Outcome::Fail(format!(
-            "{failed} output(s) disagree with {yardstick} ({mode} validation)"
+            "{failed} {what}(s) disagree with {yardstick} ({mode} validation)"
         ))
     };
     (outcome, details)

@@ -68,5 +68,10 @@ fn run_case(
     harness.run_reference()?;
     harness.run_engine(handle, engine_id)?;
     let comparisons = harness.validate(mode)?;
-    Ok(verdict(&comparisons, "the CPU graph executor", mode))
+    Ok(verdict(
+        &comparisons,
+        "output",
+        "the CPU graph executor",
+        mode,
+    ))
 }

@@ -10,6 +10,7 @@ use std::collections::BTreeSet;
 use hipdnn_shim::harness::{
     Bundle, Comparison, Harness, PreSuppliedInputs, SdpaRoles, ValidationMode, is_multi_node,
 };
+use hipdnn_shim::log::Log;
 use hipdnn_shim::manager::PluginManager;
 use ragged_kernels::tensor::{Tensor, packed_strides};
 use ragged_schema::model::Graph;
@@ -59,7 +60,7 @@ pub fn prepare(args: &GraphRun) -> Result<Prepared, ShimError> {
     }
     let roles = SdpaRoles::of(&graph)?;
     let pre = supplied_inputs(args, &graph, &roles.outputs)?;
-    let (manager, candidate) = choose_engine(args, &compiled)?;
+    let (manager, candidate) = choose_engine(args, &compiled, args.cuda)?;
     let harness = Harness::new(graph.clone(), &pre, args.seed)?;
     Ok(Prepared {
         compiled,
@@ -104,10 +105,12 @@ pub(crate) fn supplied_inputs(
     Ok(pre)
 }
 
-/// Loads the plugins, dispatches the graph as the backend does and picks the engine.
+/// Loads the plugins, dispatches the graph as the backend does and picks the engine; `cuda`
+/// allows one that is not a `--host-engine`.
 pub(crate) fn choose_engine(
     args: &GraphRun,
     graph: &Graph,
+    cuda: bool,
 ) -> Result<(PluginManager, Candidate), ShimError> {
     let (_, mut manager) = host::load_plugins(args.plugin_dir.clone());
     let candidates = host::applicable_engines(&mut manager, graph);
@@ -116,7 +119,7 @@ pub(crate) fn choose_engine(
         &candidates?,
         args.engine.as_deref(),
         &args.host_engines,
-        args.cuda,
+        cuda,
         graph,
     )?;
     eprintln!(
@@ -233,22 +236,39 @@ pub fn run(
             ""
         }
     );
-    p.manager.log.absorb_plugin_messages();
-    host::flush_log(&mut p.manager.log);
-
-    let out_dir = output_dir(args, out_dir)?;
-    write_outputs(&p.harness.engine, &p.harness.roles.outputs, &out_dir)?;
+    flush_and_write_outputs(
+        &mut p.manager.log,
+        args,
+        out_dir,
+        &p.harness.engine,
+        &p.harness.roles.outputs,
+    )?;
     if !verify {
         return Ok(());
     }
     let comparisons = with_spinner("evaluating the float64 oracle".into(), || {
         crate::verify::against_oracle(&mut p.harness, mode)
     })?;
-    report_verification(&p.graph, &comparisons, mode)
+    report_verification(&p.graph, &comparisons, mode, &forward_oracle_heading(mode))
+}
+
+/// After an execute: the plugin's log lines flushed, then each output of `bundle` written as
+/// `<uid>.npy` to `--out` (or the default directory of [`output_dir`]).
+pub(crate) fn flush_and_write_outputs(
+    log: &mut Log,
+    args: &GraphRun,
+    out_dir: Option<&Path>,
+    bundle: &Bundle,
+    outputs: &BTreeSet<i64>,
+) -> Result<(), ShimError> {
+    log.absorb_plugin_messages();
+    host::flush_log(log);
+    let out_dir = output_dir(args, out_dir)?;
+    write_outputs(bundle, outputs, &out_dir)
 }
 
 /// `--out`, or a directory under the system temp dir named after the graph file; created.
-pub(crate) fn output_dir(args: &GraphRun, out_dir: Option<&Path>) -> Result<PathBuf, ShimError> {
+fn output_dir(args: &GraphRun, out_dir: Option<&Path>) -> Result<PathBuf, ShimError> {
     let out_dir = out_dir.map(Path::to_path_buf).unwrap_or_else(|| {
         let stem = args
             .graph
@@ -265,7 +285,7 @@ pub(crate) fn output_dir(args: &GraphRun, out_dir: Option<&Path>) -> Result<Path
 }
 
 /// Each output of `bundle` as `<uid>.npy` in `out_dir`.
-pub(crate) fn write_outputs(
+fn write_outputs(
     bundle: &Bundle,
     outputs: &BTreeSet<i64>,
     out_dir: &Path,
@@ -282,30 +302,41 @@ pub(crate) fn write_outputs(
     Ok(())
 }
 
-/// One line per output, each failure under it, then PASS; a mismatch is an error.
+/// The forward oracle's heading of [`report_verification`].
+pub(crate) fn forward_oracle_heading(mode: ValidationMode) -> String {
+    format!(
+        "verify against the float64 oracle ({mode} validation, tolerances of ragged-sdpa.md §8):"
+    )
+}
+
+/// `heading`, one line per output, each failure under it, then PASS; a mismatch is an error.
 pub(crate) fn report_verification(
     graph: &Graph,
     comparisons: &[Comparison],
     mode: ValidationMode,
+    heading: &str,
 ) -> Result<(), ShimError> {
     let mut failures = 0;
-    println!(
-        "verify against the float64 oracle ({mode} validation, tolerances of ragged-sdpa.md §8):"
-    );
+    println!("{heading}");
     for c in comparisons {
         let name = graph
             .tensor(c.uid)
             .map(|t| t.name.clone())
             .unwrap_or_default();
         println!(
-            "  {} uid {} '{}': max abs err {:.3e}, max rel err {:.3e} over {} written positions; {} unwritten positions intact",
+            "  {} uid {} '{}': max abs err {:.3e}, max rel err {:.3e} over {} written positions; {} unwritten positions {}",
             if c.passed() { "OK  " } else { "FAIL" },
             c.uid,
             name,
             c.max_abs_error,
             c.max_rel_error,
             c.compared,
-            c.skipped
+            c.skipped,
+            if mode == ValidationMode::Coverage {
+                "intact"
+            } else {
+                "skipped"
+            }
         );
         for f in &c.failures {
             println!("       {f}");

@@ -10,11 +10,10 @@ use hipdnn_shim::harness::{GraphHarness, ValidationMode, outputs_of};
 use ragged_schema::model::Graph;
 
 use super::run::{
-    GraphRun, choose_engine, output_dir, report_verification, supplied_inputs, with_spinner,
-    write_outputs,
+    GraphRun, choose_engine, flush_and_write_outputs, forward_oracle_heading, report_verification,
+    supplied_inputs, with_spinner,
 };
 use crate::error::ShimError;
-use crate::host;
 
 pub fn run(
     args: &GraphRun,
@@ -39,7 +38,7 @@ pub fn run(
     })?;
     let outputs = outputs_of(&graph)?;
     let pre = supplied_inputs(args, &graph, &outputs)?;
-    let (mut manager, candidate) = choose_engine(args, &graph)?;
+    let (mut manager, candidate) = choose_engine(args, &graph, args.cuda)?;
     let mut harness = GraphHarness::new(graph, &pre, args.seed)?;
     let handle = manager.plugins[candidate.plugin_index]
         .plugin
@@ -53,16 +52,23 @@ pub fn run(
         harness.graph.nodes.len(),
         start.elapsed().as_secs_f64() * 1e3
     );
-    manager.log.absorb_plugin_messages();
-    host::flush_log(&mut manager.log);
-
-    let out_dir = output_dir(args, out_dir)?;
-    write_outputs(&harness.engine, &harness.outputs, &out_dir)?;
+    flush_and_write_outputs(
+        &mut manager.log,
+        args,
+        out_dir,
+        &harness.engine,
+        &harness.outputs,
+    )?;
     if !verify {
         return Ok(());
     }
     let comparisons = with_spinner("evaluating the float64 oracle".into(), || {
         crate::verify::against_graph_oracle(&mut harness, mode)
     })?;
-    report_verification(&harness.graph, &comparisons, mode)
+    report_verification(
+        &harness.graph,
+        &comparisons,
+        mode,
+        &forward_oracle_heading(mode),
+    )
 }

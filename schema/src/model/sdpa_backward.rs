@@ -127,6 +127,31 @@ impl SdpaBackwardAttributes {
         })
     }
 
+    /// The forward node this backward differentiates, the inverse of [`Self::for_forward`]: the
+    /// same Q, K, V, O, LSE, lengths, scale and band fields, so whoever resolves the forward
+    /// (the plugin's problem builder, the shim's harness) resolves them exactly as it did there.
+    pub fn forward(&self) -> SdpaAttributes {
+        SdpaAttributes {
+            stats_tensor_uid: Some(self.stats_tensor_uid),
+            scale_tensor_uid: self.scale_tensor_uid,
+            seq_len_q_tensor_uid: self.seq_len_q_tensor_uid,
+            seq_len_kv_tensor_uid: self.seq_len_kv_tensor_uid,
+            padding_mask: self.padding_mask,
+            causal_mask: self.causal_mask,
+            causal_mask_bottom_right: self.causal_mask_bottom_right,
+            attn_scale_value: self.attn_scale_value,
+            left_bound: self.left_bound,
+            right_bound: self.right_bound,
+            diagonal_alignment: self.diagonal_alignment,
+            ..SdpaAttributes::new(
+                self.q_tensor_uid,
+                self.k_tensor_uid,
+                self.v_tensor_uid,
+                self.o_tensor_uid,
+            )
+        }
+    }
+
     /// The tensors the node reads, as `(field name, uid)`: the six required inputs, then the
     /// optional ones that are set.
     pub fn inputs(&self) -> Vec<(&'static str, i64)> {
@@ -164,15 +189,7 @@ impl SdpaBackwardAttributes {
     /// The mask band, folded exactly as the forward folds it (schema.md §6.1): the backward
     /// must admit the keys its forward admitted, so the rule is the forward's own code.
     pub fn resolve_diagonal_band(&self) -> Result<DiagonalBand, SchemaError> {
-        SdpaAttributes {
-            causal_mask: self.causal_mask,
-            causal_mask_bottom_right: self.causal_mask_bottom_right,
-            left_bound: self.left_bound,
-            right_bound: self.right_bound,
-            diagonal_alignment: self.diagonal_alignment,
-            ..SdpaAttributes::default()
-        }
-        .resolve_diagonal_band()
+        self.forward().resolve_diagonal_band()
     }
 }
 
@@ -286,6 +303,7 @@ mod tests {
             ..node()
         };
         assert_eq!(b, Some(expected));
+        assert_eq!(b.map(|b| b.forward()), Some(forward));
         assert_eq!(
             SdpaBackwardAttributes::for_forward(&SdpaAttributes::new(1, 2, 3, 4), 5, 7, 8, 9),
             None

@@ -18,7 +18,7 @@ use ragged_kernels::{
 };
 
 use super::staging::{self, Access, DeviceMemory, Staging};
-use super::{Bound, index_tensor_bytes, internal, owned_index_copy};
+use super::{Bound, index_tensor_bytes, internal, name_role, owned_index_copy};
 use crate::backward_problem::BackwardProblem;
 use crate::engines::{HOST_REFERENCE, Planned};
 use crate::error::PluginError;
@@ -172,23 +172,7 @@ fn batch(p: &BackwardProblem) -> Result<usize, PluginError> {
 
 /// Backward errors name a role; the backend needs the uid.
 fn name_tensor(error: KernelError, p: &BackwardProblem) -> PluginError {
-    let role = match &error {
-        KernelError::SdpaRank { role, .. }
-        | KernelError::SdpaDataType { role, .. }
-        | KernelError::SdpaDim { role, .. }
-        | KernelError::SdpaSeqAxis { role, .. }
-        | KernelError::RowsOutsideBatch { role, .. }
-        | KernelError::ExtentMismatch { role, .. }
-        | KernelError::RowsBeyondExtent { role, .. }
-        | KernelError::SeqLenOutOfRange { role, .. }
-        | KernelError::NotScalar { role, .. }
-        | KernelError::BackwardSeqAxis { role, .. } => Some(*role),
-        _ => None,
-    };
-    match role.and_then(|r| p.uid_of(r)) {
-        Some(uid) => error.for_tensor(uid).into(),
-        None => error.into(),
-    }
+    name_role(error, |role| p.uid_of(role))
 }
 
 #[cfg(test)]

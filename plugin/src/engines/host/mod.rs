@@ -438,6 +438,21 @@ fn dense_element_space(
 
 /// SDPA errors name a role; the backend needs the uid.
 fn name_tensor(error: KernelError, plan: &RaggedSdpaProblem) -> PluginError {
+    name_role(error, |role| match role {
+        Role::Q => Some(plan.q.uid),
+        Role::K => Some(plan.k.uid),
+        Role::V => Some(plan.v.uid),
+        Role::O => Some(plan.o.uid),
+        Role::Lse => plan.stats.as_ref().map(|s| s.uid),
+        Role::SeqLenQ => plan.seq_len_q.map(|s| s.uid),
+        Role::SeqLenKv => plan.seq_len_kv.map(|s| s.uid),
+        _ => None,
+    })
+}
+
+/// Attaches to a CPU reference error the uid `uid_of` gives for the role it is about, forward
+/// or backward; an error about no role, or a role the problem lacks, stays as it is.
+fn name_role(error: KernelError, uid_of: impl FnOnce(Role) -> Option<i64>) -> PluginError {
     let role = match &error {
         KernelError::SdpaRank { role, .. }
         | KernelError::SdpaDataType { role, .. }
@@ -447,20 +462,11 @@ fn name_tensor(error: KernelError, plan: &RaggedSdpaProblem) -> PluginError {
         | KernelError::ExtentMismatch { role, .. }
         | KernelError::RowsBeyondExtent { role, .. }
         | KernelError::SeqLenOutOfRange { role, .. }
-        | KernelError::NotScalar { role, .. } => Some(*role),
+        | KernelError::NotScalar { role, .. }
+        | KernelError::BackwardSeqAxis { role, .. } => Some(*role),
         _ => None,
     };
-    let uid = match role {
-        Some(Role::Q) => Some(plan.q.uid),
-        Some(Role::K) => Some(plan.k.uid),
-        Some(Role::V) => Some(plan.v.uid),
-        Some(Role::O) => Some(plan.o.uid),
-        Some(Role::Lse) => plan.stats.as_ref().map(|s| s.uid),
-        Some(Role::SeqLenQ) => plan.seq_len_q.map(|s| s.uid),
-        Some(Role::SeqLenKv) => plan.seq_len_kv.map(|s| s.uid),
-        _ => None,
-    };
-    match uid {
+    match role.and_then(uid_of) {
         Some(uid) => error.for_tensor(uid).into(),
         None => error.into(),
     }
