@@ -3,7 +3,7 @@
  * (issue 14 item 5: target <= 3 us above the launches).
  *
  * Build and run on the GPU machine (no CUDA header needed: the driver is dlopen'ed):
- *   gcc -O2 -std=c11 -Iplugin/include bench/gpu/host_time.c -o /tmp/host_time -ldl
+ *   gcc -O2 -std=c11 -Iplugin/include -Iplugin/tests/c bench/gpu/host_time.c -o /tmp/host_time -ldl
  *   /tmp/host_time PLUGIN.so GRAPHS_DIR PROBLEM_NAME
  * GRAPHS_DIR is what plugin/examples/emit_bench_graphs wrote (PROBLEM.bin, PROBLEM.json,
  * engine_config_RAGGED_SDPA_CUDA_FMHA.bin); uids are that example's (Q 1, K 2, V 3, O 4, Q/O
@@ -23,6 +23,7 @@
 #include <time.h>
 
 #include "hipdnn_engine_plugin.h"
+#include "host_io.h" /* resolve, read_file: plugin/tests/c */
 
 #define ROUNDS 101
 #define BATCH 200
@@ -57,47 +58,31 @@ static void cu_check(CUresult r, const char *what) {
     }
 }
 
-static void *sym(void *lib, const char *name) {
-    void *p = dlsym(lib, name);
-    if (!p) {
-        fprintf(stderr, "host_time: missing symbol %s\n", name);
-        exit(1);
-    }
-    return p;
-}
-
 static void load_driver(void) {
     void *lib = dlopen("libcuda.so.1", RTLD_NOW);
     if (!lib) die("cannot dlopen libcuda.so.1");
-    *(void **)&cuInit = sym(lib, "cuInit");
-    *(void **)&cuDeviceGet = sym(lib, "cuDeviceGet");
-    *(void **)&cuDevicePrimaryCtxRetain = sym(lib, "cuDevicePrimaryCtxRetain");
-    *(void **)&cuCtxSetCurrent = sym(lib, "cuCtxSetCurrent");
-    *(void **)&cuMemAlloc = sym(lib, "cuMemAlloc_v2");
-    *(void **)&cuMemcpyHtoD = sym(lib, "cuMemcpyHtoD_v2");
-    *(void **)&cuMemsetD8 = sym(lib, "cuMemsetD8_v2");
-    *(void **)&cuStreamCreate = sym(lib, "cuStreamCreate");
-    *(void **)&cuStreamSynchronize = sym(lib, "cuStreamSynchronize");
-    *(void **)&cuModuleLoadData = sym(lib, "cuModuleLoadData");
-    *(void **)&cuModuleGetFunction = sym(lib, "cuModuleGetFunction");
-    *(void **)&cuLaunchKernel = sym(lib, "cuLaunchKernel");
+    *(void **)&cuInit = resolve(lib, "cuInit");
+    *(void **)&cuDeviceGet = resolve(lib, "cuDeviceGet");
+    *(void **)&cuDevicePrimaryCtxRetain = resolve(lib, "cuDevicePrimaryCtxRetain");
+    *(void **)&cuCtxSetCurrent = resolve(lib, "cuCtxSetCurrent");
+    *(void **)&cuMemAlloc = resolve(lib, "cuMemAlloc_v2");
+    *(void **)&cuMemcpyHtoD = resolve(lib, "cuMemcpyHtoD_v2");
+    *(void **)&cuMemsetD8 = resolve(lib, "cuMemsetD8_v2");
+    *(void **)&cuStreamCreate = resolve(lib, "cuStreamCreate");
+    *(void **)&cuStreamSynchronize = resolve(lib, "cuStreamSynchronize");
+    *(void **)&cuModuleLoadData = resolve(lib, "cuModuleLoadData");
+    *(void **)&cuModuleGetFunction = resolve(lib, "cuModuleGetFunction");
+    *(void **)&cuLaunchKernel = resolve(lib, "cuLaunchKernel");
 }
 
-static char *read_file(const char *path, size_t *size) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        fprintf(stderr, "host_time: cannot open %s\n", path);
-        exit(1);
-    }
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)n + 1);
-    if (!buf || fread(buf, 1, (size_t)n, f) != (size_t)n) die("read failed");
-    buf[n] = 0;
-    fclose(f);
-    if (size) *size = (size_t)n;
-    return buf;
+/* A whole file as a NUL-terminated string (the metadata JSON is searched with strstr). */
+static char *read_text(const char *path) {
+    size_t size;
+    void *data = read_file(path, &size);
+    char *text = realloc(data, size + 1);
+    if (!text) die("out of memory");
+    text[size] = 0;
+    return text;
 }
 
 /* The integer after `"key":` in the example's metadata JSON (flat, numbers only where read). */
@@ -147,12 +132,12 @@ int main(int argc, char **argv) {
     }
     char path[4096];
     snprintf(path, sizeof path, "%s/%s.json", argv[2], argv[3]);
-    char *meta = read_file(path, NULL);
+    char *meta = read_text(path);
     size_t graph_size, config_size;
     snprintf(path, sizeof path, "%s/%s.bin", argv[2], argv[3]);
-    char *graph = read_file(path, &graph_size);
+    void *graph = read_file(path, &graph_size);
     snprintf(path, sizeof path, "%s/engine_config_RAGGED_SDPA_CUDA_FMHA.bin", argv[2]);
-    char *config = read_file(path, &config_size);
+    void *config = read_file(path, &config_size);
     long long tokens = json_int(meta, "tokens"), heads = json_int(meta, "heads");
     long long d = json_int(meta, "head_dim"), dv = json_int(meta, "value_dim");
     long long batch = json_int(meta, "batch");
@@ -172,20 +157,20 @@ int main(int argc, char **argv) {
         fprintf(stderr, "host_time: dlopen %s: %s\n", argv[1], dlerror());
         return 1;
     }
-    hipdnnPluginStatus_t (*create)(hipdnnEnginePluginHandle_t *) = sym(lib, "hipdnnEnginePluginCreate");
+    hipdnnPluginStatus_t (*create)(hipdnnEnginePluginHandle_t *) = resolve(lib, "hipdnnEnginePluginCreate");
     hipdnnPluginStatus_t (*set_stream)(hipdnnEnginePluginHandle_t, hipStream_t) =
-        sym(lib, "hipdnnEnginePluginSetStream");
+        resolve(lib, "hipdnnEnginePluginSetStream");
     hipdnnPluginStatus_t (*workspace_size)(hipdnnEnginePluginHandle_t, const hipdnnPluginConstData_t *,
                                            const hipdnnPluginConstData_t *, size_t *) =
-        sym(lib, "hipdnnEnginePluginGetWorkspaceSize");
+        resolve(lib, "hipdnnEnginePluginGetWorkspaceSize");
     hipdnnPluginStatus_t (*create_context)(hipdnnEnginePluginHandle_t, const hipdnnPluginConstData_t *,
                                            const hipdnnPluginConstData_t *,
                                            hipdnnEnginePluginExecutionContext_t *) =
-        sym(lib, "hipdnnEnginePluginCreateExecutionContext");
+        resolve(lib, "hipdnnEnginePluginCreateExecutionContext");
     hipdnnPluginStatus_t (*execute)(hipdnnEnginePluginHandle_t, hipdnnEnginePluginExecutionContext_t, void *,
                                     const hipdnnPluginDeviceBuffer_t *, uint32_t) =
-        sym(lib, "hipdnnEnginePluginExecuteOpGraph");
-    void (*last_error)(const char **) = sym(lib, "hipdnnPluginGetLastErrorString");
+        resolve(lib, "hipdnnEnginePluginExecuteOpGraph");
+    void (*last_error)(const char **) = resolve(lib, "hipdnnPluginGetLastErrorString");
 
     hipdnnEnginePluginHandle_t handle;
     const char *err;

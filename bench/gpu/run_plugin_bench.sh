@@ -56,7 +56,7 @@ fi
 # Host time per ExecuteOpGraph on the CUDA engine, from C (issue 14 item 5), on a tiny problem so
 # that the device never holds the host back.
 echo "== host time per call, from C" | tee "$OUT/host_time.txt"
-if gcc -O2 -std=c11 -Iplugin/include bench/gpu/host_time.c -o /tmp/host_time -ldl; then
+if gcc -O2 -std=c11 -Iplugin/include -Iplugin/tests/c bench/gpu/host_time.c -o /tmp/host_time -ldl; then
     /tmp/host_time "$CARRY/$SO" "$CARRY/tiny" tiny_d64_full 2>&1 | tee -a "$OUT/host_time.txt"
 fi
 timeout "${BENCH_TIMEOUT:-540}" python3 bench/gpu/plugin_bench.py --plugin "$CARRY/$SO" --graphs "$CARRY/graphs" "$@" 2>&1 \
