@@ -33,9 +33,15 @@
 #error "ragged_aiter_shim_targets.h must define RAGGED_AITER_SHIM_GPU_TARGETS (see build_shim.sh)"
 #endif
 
+// Shared with the backward entry (ragged_aiter_shim_bwd.cpp): one last-error slot per thread for
+// every entry point of the library.
+namespace ragged_aiter_shim_detail {
+thread_local std::string g_last_error;
+} // namespace ragged_aiter_shim_detail
+
 namespace {
 
-thread_local std::string g_last_error;
+using ragged_aiter_shim_detail::g_last_error;
 
 int32_t fail(int32_t status, std::string message)
 {

@@ -7,7 +7,10 @@
 #      compile.py --api=fwd_v3 builds) from the vendored AITER subset, and the shim linked to it;
 #      both link with --no-undefined against the fake HIP runtime, so the HIP symbols they import
 #      are exactly the ones it defines;
-#   3. shim_cases: the real shim + real libmha_fwd.so on the fake runtime, one process per case.
+#   3. shim_cases: the real shim + real libmha_fwd.so on the fake runtime, one process per case;
+#   4. shim_bwd_cases: the shim's backward entry on the fake runtime against fake_mha_bwd.cpp, a
+#      recording libmha_bwd.so compiled from AITER's real mha_bwd.h (ENABLE_CK=0); AITER's own
+#      mha_bwd.cu is not built (it needs CK types the vendored subset lacks).
 # The CK path cannot be built here: the vendored subset has no composable_kernel.
 # Usage: amd_compile_check.sh REPO_ROOT AITER_DIR WORK
 set -euo pipefail
@@ -75,11 +78,20 @@ wait "$aiter_build"
 wait "$driver_build"
 clang++ "${hip[@]}" "${offload[@]}" -std=c++20 -O2 -fPIC -shared -DFAV3_ON=1 -DENABLE_CK=0 \
   -Wall -Wextra -Wconversion -Werror -I"$repo/kernels/aiter" -isystem "$aiter/csrc/include" \
-  -I"$out/gen" "$repo/kernels/aiter/ragged_aiter_shim.cpp" -L"$lib" -lmha_fwd "${link[@]}" \
-  -o "$lib/libragged_aiter_shim.so"
+  -I"$out/gen" "$repo/kernels/aiter/ragged_aiter_shim.cpp" "$repo/kernels/aiter/ragged_aiter_shim_bwd.cpp" \
+  -L"$lib" -lmha_fwd "${link[@]}" -o "$lib/libragged_aiter_shim.so"
 clang++ "$out/shim_cases.o" -L"$lib" -lmha_fwd -lamdhip64 -Wl,-rpath,"$lib" -o "$out/shim_cases"
+# The backward: AITER's mha_bwd.cu needs CK types even for its asm path, so no libmha_bwd.so is
+# built from the subset; the shim's backward entry runs against a recording stand-in compiled from
+# the real mha_bwd.h (fake_mha_bwd.cpp), and a case driver checks what the shim hands it.
+host=(-x hip --rocm-path="$ROCM_ROOT" -isystem "$ROCM_ROOT/include" -isystem "$resource" --cuda-host-only
+  -std=c++20 -O1 -DENABLE_CK=0 -Wall -Wextra -Werror -I"$repo/kernels/aiter" -I"$here" -isystem "$aiter/csrc/include")
+clang++ "${host[@]}" -fPIC -shared "$here/fake_mha_bwd.cpp" "${link[@]}" -o "$lib/libfake_mha_bwd.so"
+clang++ "${host[@]}" "$here/shim_bwd_cases.cpp" -L"$lib" -lamdhip64 -no-hip-rt -Wl,-rpath,"$lib" \
+  -o "$out/shim_bwd_cases"
 for sym in ragged_aiter_shim_abi_version ragged_aiter_shim_gpu_targets ragged_aiter_mha_fwd \
-  ragged_aiter_mha_fwd_preflight ragged_aiter_shim_last_error; do
+  ragged_aiter_mha_fwd_preflight ragged_aiter_shim_last_error ragged_aiter_shim_bwd_abi_version \
+  ragged_aiter_mha_bwd_available ragged_aiter_mha_bwd; do
   nm -D --defined-only "$lib/libragged_aiter_shim.so" | grep -qw "$sym" \
     || { echo "$sym missing from the shim" >&2; exit 1; }
 done
@@ -93,6 +105,12 @@ cases=0
 for c in $("$out/shim_cases" --list); do
   cases=$((cases + 1))
   "$out/shim_cases" "$lib/libragged_aiter_shim.so" "$aiter/hsa" "$c" 2>&1 | grep -v '^\[aiter' \
+    || failed=$((failed + 1))
+done
+echo "== 4. the shim's backward entry on the fake HIP runtime and a recording libmha_bwd.so"
+for c in $("$out/shim_bwd_cases" --list); do
+  cases=$((cases + 1))
+  "$out/shim_bwd_cases" "$lib/libragged_aiter_shim.so" "$lib/libfake_mha_bwd.so" "$c" 2>&1 \
     || failed=$((failed + 1))
 done
 echo "shim cases: $((cases - failed)) passed, $failed failed (${SECONDS}s in all)"

@@ -1,5 +1,5 @@
 // A stand-in for libamdhip64 with exactly the entry points AITER's asm-only libmha_fwd.so and
-// the shim import, so that both run unmodified on a machine without a GPU (CI). It pretends to be
+// the shim (forward and backward) import, so that both run unmodified on a machine without a GPU (CI). It pretends to be
 // one device whose gcnArchName and PCI chip id come from the environment, checks what it is handed
 // the way a real runtime would fail on it, and records every kernel launch for the case driver
 // (shim_cases.cpp) instead of running it.
@@ -46,6 +46,7 @@ std::mutex g_mutex;
 std::vector<Image*> g_images;
 std::vector<Function*> g_functions;
 std::vector<fake_hip_launch> g_launches;
+std::vector<fake_hip_memory_event> g_memory;
 
 const char* env_or(const char* name, const char* fallback)
 {
@@ -277,6 +278,64 @@ hipError_t hipModuleLaunchKernel(hipFunction_t function,
     std::lock_guard<std::mutex> lock(g_mutex);
     g_launches.push_back(l);
     return hipSuccess;
+}
+
+// Memory entry points the shim's backward imports (its allocators for AITER). Device memory is
+// host memory here, recorded so the case driver can check that every block is released on the
+// stream it came from and that zero-initialised scratch was zeroed on that stream.
+hipError_t hipMallocAsync(void** dev_ptr, size_t size, hipStream_t stream)
+{
+    if(dev_ptr == nullptr || size == 0)
+        return hipErrorInvalidValue;
+    *dev_ptr = std::malloc(size);
+    if(*dev_ptr == nullptr)
+        return hipErrorOutOfMemory;
+    std::lock_guard<std::mutex> lock(g_mutex);
+    g_memory.push_back(fake_hip_memory_event{'A', *dev_ptr, size, stream});
+    return hipSuccess;
+}
+
+hipError_t hipFreeAsync(void* dev_ptr, hipStream_t stream)
+{
+    if(dev_ptr == nullptr)
+        return hipErrorInvalidValue;
+    std::free(dev_ptr);
+    std::lock_guard<std::mutex> lock(g_mutex);
+    g_memory.push_back(fake_hip_memory_event{'F', dev_ptr, 0, stream});
+    return hipSuccess;
+}
+
+hipError_t hipMemsetAsync(void* dst, int value, size_t size, hipStream_t stream)
+{
+    if(dst == nullptr)
+        return hipErrorInvalidValue;
+    std::memset(dst, value, size);
+    std::lock_guard<std::mutex> lock(g_mutex);
+    g_memory.push_back(fake_hip_memory_event{'Z', dst, size, stream});
+    return hipSuccess;
+}
+
+hipError_t hipHostMalloc(void** ptr, size_t size, unsigned int flags)
+{
+    if(ptr == nullptr || size == 0 || flags != 0)
+        return hipErrorInvalidValue;
+    *ptr = std::malloc(size);
+    std::lock_guard<std::mutex> lock(g_mutex);
+    g_memory.push_back(fake_hip_memory_event{'H', *ptr, size, nullptr});
+    return *ptr != nullptr ? hipSuccess : hipErrorOutOfMemory;
+}
+
+int fake_hip_memory_event_count(void)
+{
+    std::lock_guard<std::mutex> lock(g_mutex);
+    return static_cast<int>(g_memory.size());
+}
+
+const fake_hip_memory_event* fake_hip_memory_event_at(int i)
+{
+    std::lock_guard<std::mutex> lock(g_mutex);
+    return i >= 0 && static_cast<std::size_t>(i) < g_memory.size() ? &g_memory[static_cast<std::size_t>(i)]
+                                                                     : nullptr;
 }
 
 int fake_hip_launch_count(void)

@@ -16,6 +16,18 @@ struct fake_hip_launch
     unsigned char args[1024]; // the kernarg block, byte for byte
 };
 
+// One call of hipMallocAsync ('A'), hipFreeAsync ('F'), hipMemsetAsync ('Z') or hipHostMalloc ('H').
+struct fake_hip_memory_event
+{
+    char kind;
+    void* ptr;
+    std::size_t bytes;
+    void* stream;
+};
+
+int fake_hip_memory_event_count(void);
+const fake_hip_memory_event* fake_hip_memory_event_at(int i);
+
 int fake_hip_launch_count(void);
 const fake_hip_launch* fake_hip_launch_at(int i);
 }

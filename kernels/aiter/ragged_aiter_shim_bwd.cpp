@@ -1,0 +1,386 @@
+// extern "C" bridge from the ragged-SDPA plugin to AITER's C++ FMHA backward (aiter::mha_bwd),
+// group mode. Contract: ragged_aiter_shim_bwd.h.
+//
+// Unlike the forward, the shim does not link AITER's backward library: libmha_bwd.so is a
+// separate build (compile.py --api=bwd) that many AITER installs lack, and a hard link would stop
+// the shim, and with it the forward, from loading there. The library is opened once with dlopen
+// and aiter::mha_bwd resolved by its mangled name; this file is compiled against mha_bwd.h, so
+// the function pointer's type is the header's own declaration.
+//
+// mha_bwd_args carries two allocator callbacks AITER calls during the call: device scratch
+// (workspace_alloc: stream-ordered hipMallocAsync on the caller's stream, zeroed with
+// hipMemsetAsync when asked, released with hipFreeAsync once AITER returns, so the release is
+// ordered after every kernel AITER enqueued) and pinned host memory (pinned_host_alloc: required
+// in group mode; AITER keeps the returned shared_ptr alive with a stream host callback, so the
+// deleter may run inside a HIP callback, where HIP calls are not allowed: it only returns the
+// block to a shim-owned pool).
+
+#include "ragged_aiter_shim_bwd.h"
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "mha_bwd.h"
+
+namespace ragged_aiter_shim_detail {
+extern thread_local std::string g_last_error; // ragged_aiter_shim.cpp
+} // namespace ragged_aiter_shim_detail
+
+namespace {
+
+using ragged_aiter_shim_detail::g_last_error;
+using MhaBwd = decltype(&aiter::mha_bwd);
+
+int32_t fail(int32_t status, std::string message)
+{
+    g_last_error = std::move(message);
+    return status;
+}
+
+// --- libmha_bwd.so, opened once -----------------------------------------------------------------
+
+struct BwdLibrary
+{
+    MhaBwd fn = nullptr;
+    std::string path;
+    std::string error; // why fn is null
+};
+
+// The directory holding this shim, from the address of one of its functions.
+std::string shim_directory()
+{
+    Dl_info info{};
+    if(dladdr(reinterpret_cast<void*>(&ragged_aiter_shim_bwd_abi_version), &info) == 0 ||
+       info.dli_fname == nullptr)
+        return ".";
+    const std::string file = info.dli_fname;
+    const std::size_t slash = file.rfind('/');
+    return slash == std::string::npos ? "." : file.substr(0, slash);
+}
+
+BwdLibrary open_library()
+{
+    BwdLibrary lib;
+    const char* env = std::getenv("RAGGED_SDPA_AITER_MHA_BWD");
+    lib.path        = env != nullptr && env[0] != '\0' ? env : shim_directory() + "/libmha_bwd.so";
+    // RTLD_LOCAL: AITER's symbols stay out of the global namespace; never closed (AITER keeps
+    // loaded code objects and statics for the process lifetime).
+    void* handle = dlopen(lib.path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if(handle == nullptr)
+    {
+        const char* why = dlerror();
+        lib.error       = "libmha_bwd.so not found at " + lib.path + " (" +
+                    (why != nullptr ? why : "dlopen failed") +
+                    "; build it with AITER's compile.py --api=bwd, or set RAGGED_SDPA_AITER_MHA_BWD)";
+        return lib;
+    }
+    void* sym = dlsym(handle, RAGGED_AITER_MHA_BWD_SYMBOL);
+    if(sym == nullptr)
+    {
+        lib.error = "symbol aiter::mha_bwd (" RAGGED_AITER_MHA_BWD_SYMBOL ") absent from " + lib.path;
+        return lib;
+    }
+    lib.fn = reinterpret_cast<MhaBwd>(sym);
+    return lib;
+}
+
+const BwdLibrary& library()
+{
+    static const BwdLibrary lib = open_library();
+    return lib;
+}
+
+// --- allocators handed to AITER ------------------------------------------------------------------
+
+// Device scratch of one call. The destructor releases every block stream-ordered.
+class StreamScratch
+{
+public:
+    explicit StreamScratch(hipStream_t stream) : stream_(stream) {}
+    StreamScratch(const StreamScratch&)            = delete;
+    StreamScratch& operator=(const StreamScratch&) = delete;
+    ~StreamScratch()
+    {
+        for(void* p : blocks_)
+            (void)hipFreeAsync(p, stream_);
+    }
+
+    void* allocate(std::size_t bytes, bool zero_init)
+    {
+        void* p = nullptr;
+        const hipError_t e = hipMallocAsync(&p, std::max<std::size_t>(bytes, 1), stream_);
+        if(e != hipSuccess || p == nullptr)
+            throw std::runtime_error("hipMallocAsync of " + std::to_string(bytes) +
+                                     " bytes for AITER's scratch failed (hipError " +
+                                     std::to_string(static_cast<int>(e)) + ")");
+        blocks_.push_back(p);
+        if(zero_init)
+        {
+            const hipError_t z = hipMemsetAsync(p, 0, bytes, stream_);
+            if(z != hipSuccess)
+                throw std::runtime_error("hipMemsetAsync of AITER's scratch failed (hipError " +
+                                         std::to_string(static_cast<int>(z)) + ")");
+        }
+        return p;
+    }
+
+private:
+    hipStream_t stream_;
+    std::vector<void*> blocks_;
+};
+
+// Pinned host blocks, reused once AITER releases them; never returned to the system.
+class PinnedPool
+{
+public:
+    std::shared_ptr<void> take(std::size_t bytes)
+    {
+        void* block = nullptr;
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            auto it = std::find_if(free_.begin(), free_.end(),
+                                   [bytes](const Block& b) { return b.bytes >= bytes; });
+            if(it != free_.end())
+            {
+                block = it->ptr;
+                bytes = it->bytes;
+                free_.erase(it);
+            }
+        }
+        if(block == nullptr)
+        {
+            const hipError_t e = hipHostMalloc(&block, std::max<std::size_t>(bytes, 1), 0);
+            if(e != hipSuccess || block == nullptr)
+                throw std::runtime_error("hipHostMalloc of " + std::to_string(bytes) +
+                                         " pinned bytes for AITER failed (hipError " +
+                                         std::to_string(static_cast<int>(e)) + ")");
+        }
+        // The deleter may run in a HIP host callback: no HIP call there, only the pool's lock.
+        return std::shared_ptr<void>(block, [this, bytes](void* p) {
+            std::lock_guard<std::mutex> lock(mutex_);
+            free_.push_back(Block{p, bytes});
+        });
+    }
+
+private:
+    struct Block
+    {
+        void* ptr;
+        std::size_t bytes;
+    };
+    std::mutex mutex_;
+    std::vector<Block> free_;
+};
+
+PinnedPool& pinned_pool()
+{
+    static PinnedPool* pool = new PinnedPool(); // outlives every callback (never destroyed)
+    return *pool;
+}
+
+// --- the mapping ------------------------------------------------------------------------------
+
+aiter::mha_bwd_args to_aiter(const ragged_aiter_bwd_args& a)
+{
+    aiter::mha_bwd_args m{};
+    m.use_asm_v3     = a.use_asm_v3 != 0;
+    m.v3_atomic_fp32 = a.v3_atomic_fp32 != 0;
+    m.v3_bf16_cvt    = a.v3_bf16_cvt;
+    m.v3_api_check   = false;
+
+    m.hdim_q           = a.hdim_q;
+    m.hdim_v           = a.hdim_v;
+    m.data_type        = a.data_type == RAGGED_AITER_DTYPE_BF16 ? "bf16" : "fp16";
+    m.is_group_mode    = true;
+    m.mask_type        = a.mask_type;
+    m.bias_type        = 0;
+    m.has_dbias        = false;
+    m.has_dropout      = false;
+    m.is_store_randval = false;
+    m.is_deterministic = a.is_deterministic != 0;
+
+    m.q_ptr        = a.q_ptr;
+    m.k_ptr        = a.k_ptr;
+    m.v_ptr        = a.v_ptr;
+    m.bias_ptr     = nullptr;
+    m.o_ptr        = a.o_ptr;
+    m.lse_ptr      = a.lse_ptr;
+    m.do_ptr       = a.do_ptr;
+    m.d_ptr        = a.d_ptr;
+    m.rand_val_ptr = nullptr;
+    m.dq_ptr       = a.dq_ptr;
+    m.dk_ptr       = a.dk_ptr;
+    m.dv_ptr       = a.dv_ptr;
+    m.dbias_ptr    = nullptr;
+    m.sink_ptr     = nullptr;
+    m.d_sink_ptr   = nullptr;
+
+    // Physical starts always; logical lengths as cumulative arrays (the header makes seqlen_*
+    // and cu_seqlen_* exclusive; the forward's asm path reads only cu_seqlen_*).
+    m.seqstart_q_ptr  = a.seqstart_q_ptr;
+    m.seqstart_k_ptr  = a.seqstart_k_ptr;
+    m.seqlen_q_ptr    = nullptr;
+    m.seqlen_k_ptr    = nullptr;
+    m.cu_seqlen_q_ptr = a.cu_seqlen_q_ptr;
+    m.cu_seqlen_k_ptr = a.cu_seqlen_k_ptr;
+
+    m.seqlen_q     = a.seqlen_q;
+    m.seqlen_k     = a.seqlen_k;
+    m.batch        = a.batch;
+    m.max_seqlen_q = a.max_seqlen_q;
+    m.max_seqlen_k = a.max_seqlen_k;
+    m.nhead_q      = a.nhead_q;
+    m.nhead_k      = a.nhead_k;
+    m.scale        = a.scale;
+
+    m.stride_q       = a.stride_q;
+    m.stride_k       = a.stride_k;
+    m.stride_v       = a.stride_v;
+    m.stride_bias    = 0;
+    m.stride_o       = a.stride_o;
+    m.stride_randval = 0;
+    m.stride_do      = a.stride_do;
+    m.stride_dq      = a.stride_dq;
+    m.stride_dk      = a.stride_dk;
+    m.stride_dv      = a.stride_dv;
+    m.stride_dbias   = 0;
+
+    m.nhead_stride_q       = a.nhead_stride_q;
+    m.nhead_stride_k       = a.nhead_stride_k;
+    m.nhead_stride_v       = a.nhead_stride_v;
+    m.nhead_stride_bias    = 0;
+    m.nhead_stride_o       = a.nhead_stride_o;
+    m.nhead_stride_randval = 0;
+    m.nhead_stride_do      = a.nhead_stride_do;
+    m.nhead_stride_lsed    = a.nhead_stride_lsed;
+    m.nhead_stride_dq      = a.nhead_stride_dq;
+    m.nhead_stride_dk      = a.nhead_stride_dk;
+    m.nhead_stride_dv      = a.nhead_stride_dv;
+    m.nhead_stride_dbias   = 0;
+
+    // Group mode: every batch starts at its seqstart, never at b * batch_stride (pitfall 8).
+    m.batch_stride_q       = 0;
+    m.batch_stride_k       = 0;
+    m.batch_stride_v       = 0;
+    m.batch_stride_bias    = 0;
+    m.batch_stride_o       = 0;
+    m.batch_stride_randval = 0;
+    m.batch_stride_do      = 0;
+    m.batch_stride_lsed    = 0;
+    m.batch_stride_dq      = 0;
+    m.batch_stride_dk      = 0;
+    m.batch_stride_dv      = 0;
+    m.batch_stride_dbias   = 0;
+
+    m.window_size_left  = a.window_size_left;
+    m.window_size_right = a.window_size_right;
+    m.p_drop            = 0.0f;
+    m.p_undrop          = 1.0f;
+    m.drop_seed_offset  = std::pair<uint64_t, uint64_t>{0, 0};
+    return m;
+}
+
+int32_t check_args(const ragged_aiter_bwd_args* args)
+{
+    if(args == nullptr)
+        return fail(RAGGED_AITER_BAD_ARGS, "args is NULL");
+    if(args->struct_size != sizeof(ragged_aiter_bwd_args))
+        return fail(RAGGED_AITER_BAD_ARGS,
+                    "struct_size " + std::to_string(args->struct_size) + " != " +
+                        std::to_string(sizeof(ragged_aiter_bwd_args)) +
+                        " (plugin and shim built from different ragged_aiter_shim_bwd.h)");
+    if(args->data_type != RAGGED_AITER_DTYPE_FP16 && args->data_type != RAGGED_AITER_DTYPE_BF16)
+        return fail(RAGGED_AITER_BAD_ARGS, "data_type " + std::to_string(args->data_type));
+    if(args->lse_ptr == nullptr || args->d_ptr == nullptr)
+        return fail(RAGGED_AITER_BAD_ARGS, std::string(args->lse_ptr == nullptr ? "lse_ptr" : "d_ptr") +
+                                               " is NULL (the backward needs both)");
+    return RAGGED_AITER_OK;
+}
+
+} // namespace
+
+extern "C" uint32_t ragged_aiter_shim_bwd_abi_version(void)
+{
+    return RAGGED_AITER_SHIM_BWD_ABI_VERSION;
+}
+
+extern "C" int32_t ragged_aiter_mha_bwd_available(char* where, uint32_t where_size)
+{
+    g_last_error.clear();
+    if(where != nullptr && where_size > 0)
+        where[0] = '\0';
+    try
+    {
+        const BwdLibrary& lib = library();
+        if(lib.fn == nullptr)
+            return fail(RAGGED_AITER_LIBRARY_MISSING, lib.error);
+        if(where != nullptr && where_size > 0)
+        {
+            const std::size_t n = std::min<std::size_t>(lib.path.size(), where_size - 1);
+            std::memcpy(where, lib.path.data(), n);
+            where[n] = '\0';
+        }
+        return RAGGED_AITER_OK;
+    }
+    catch(const std::exception& e)
+    {
+        return fail(RAGGED_AITER_EXCEPTION, e.what());
+    }
+    catch(...)
+    {
+        return fail(RAGGED_AITER_EXCEPTION, "unknown C++ exception opening libmha_bwd.so");
+    }
+}
+
+extern "C" int32_t ragged_aiter_mha_bwd(const ragged_aiter_bwd_args* args)
+{
+    g_last_error.clear();
+    if(const int32_t bad = check_args(args); bad != RAGGED_AITER_OK)
+        return bad;
+    try
+    {
+        const BwdLibrary& lib = library();
+        if(lib.fn == nullptr)
+            return fail(RAGGED_AITER_LIBRARY_MISSING, lib.error);
+        const hipStream_t stream = static_cast<hipStream_t>(args->stream);
+        StreamScratch scratch(stream);
+        aiter::mha_bwd_args m = to_aiter(*args);
+        m.workspace_alloc     = [&scratch](std::size_t bytes, bool zero_init) {
+            return scratch.allocate(bytes, zero_init);
+        };
+        m.pinned_host_alloc = [](std::size_t bytes) { return pinned_pool().take(bytes); };
+        ck_tile::stream_config config{};
+        config.stream_id_   = stream;
+        config.time_kernel_ = false;
+        const float ret     = lib.fn(std::move(m), config);
+        if(ret < 0.0f)
+            return fail(RAGGED_AITER_UNSUPPORTED,
+                        std::string("aiter::mha_bwd found no kernel (dtype ") +
+                            (args->data_type == RAGGED_AITER_DTYPE_BF16 ? "bf16" : "fp16") +
+                            ", hdim " + std::to_string(args->hdim_q) + "/" +
+                            std::to_string(args->hdim_v) + ", mask " +
+                            std::to_string(args->mask_type) + " (" +
+                            std::to_string(args->window_size_left) + ", " +
+                            std::to_string(args->window_size_right) + "), asm " +
+                            std::to_string(args->use_asm_v3) + ")");
+        return RAGGED_AITER_OK;
+    }
+    catch(const std::exception& e)
+    {
+        return fail(RAGGED_AITER_EXCEPTION, e.what());
+    }
+    catch(...)
+    {
+        return fail(RAGGED_AITER_EXCEPTION, "unknown C++ exception from aiter::mha_bwd");
+    }
+}
