@@ -83,7 +83,8 @@ impl Availability {
     pub fn log_line(&self) -> String {
         match self {
             Self::Available(engine) => format!(
-                "{ENGINE_NAME} listed: HIP runtime {}, devices [{}], AITER shim {} (built for {})",
+                "{ENGINE_NAME} listed: HIP runtime {}, devices [{}], AITER shim {} (built for {}); \
+                 backward: {}",
                 engine.hip().path().display(),
                 engine
                     .archs()
@@ -93,6 +94,10 @@ impl Availability {
                     .join(", "),
                 engine.shim().path().display(),
                 engine.shim().gpu_targets(),
+                match engine.shim().backward_available() {
+                    Ok(library) => format!("aiter::mha_bwd from {library}"),
+                    Err(reason) => format!("declined ({reason})"),
+                },
             ),
             Self::Unavailable { missing, detail } => {
                 format!("{ENGINE_NAME} not listed: {missing}: {detail}")
@@ -283,5 +288,42 @@ mod tests {
         assert!(line.contains("(built for gfx942;gfx950)"), "{line}");
         let engine = a.engine().expect("available");
         assert_eq!(engine.archs()[0].processor(), "gfx942");
+    }
+
+    /// The backward is detected by symbol: listed with the library the shim found, declined by
+    /// name with an older shim, another backward ABI or a missing libmha_bwd.so — while the
+    /// forward stays listed in every case.
+    #[test]
+    fn the_backward_is_detected_by_symbol_and_declined_by_name() {
+        let f = fake_rocm();
+        let line = |shim: &std::path::PathBuf| {
+            let a = probe(&config(&f.hip, &f.hiprtc, Some(shim)));
+            let line = a.log_line();
+            assert!(line.starts_with("RAGGED_SDPA_AITER_FMHA listed:"), "{line}");
+            line
+        };
+        let found = line(&f.shim_bwd);
+        assert!(
+            found.ends_with("; backward: aiter::mha_bwd from /fake/libmha_bwd.so"),
+            "{found}"
+        );
+        let old = line(&f.shim);
+        assert!(
+            old.contains("backward: declined (the AITER shim at ")
+                && old.contains("has no backward entry (ragged_aiter_shim_bwd_abi_version absent"),
+            "{old}"
+        );
+        let next = line(&f.shim_bwd_next_abi);
+        assert!(
+            next.contains("reports backward ABI version 2, this plugin needs 1"),
+            "{next}"
+        );
+        let missing = line(&f.shim_bwd_missing);
+        assert!(
+            missing.ends_with(
+                "backward: declined (libmha_bwd.so not found at /fake/libmha_bwd.so (no such file))"
+            ),
+            "{missing}"
+        );
     }
 }

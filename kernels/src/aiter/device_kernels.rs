@@ -197,7 +197,7 @@ pub fn fixup_launch(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::MaskBand;
     use crate::aiter::fixtures::{self, base_problem};
@@ -205,7 +205,7 @@ mod tests {
 
     /// `(name, kind)` of every parameter of `kernel` in `source`, kind being "ptr", "int" or
     /// "long long"; comments are stripped first.
-    fn parameters(source: &str, kernel: &str) -> Vec<(String, &'static str)> {
+    pub(crate) fn parameters(source: &str, kernel: &str) -> Vec<(String, &'static str)> {
         let code: String = source
             .lines()
             .map(|l| l.split("//").next().unwrap_or(""))
@@ -239,7 +239,7 @@ mod tests {
             .collect()
     }
 
-    fn signature(launch: &Launch) -> Vec<(String, &'static str)> {
+    pub(crate) fn signature(launch: &Launch) -> Vec<(String, &'static str)> {
         launch
             .args
             .iter()

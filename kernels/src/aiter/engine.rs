@@ -22,6 +22,9 @@ use crate::contract::Decline;
 use crate::problem::RaggedSdpaProblem;
 use crate::runtime::hip::{HipError, HipFunction, HipModule, HipRuntime, Hiprtc};
 
+#[path = "backward_engine.rs"]
+mod backward_engine;
+
 /// The pre-pass and fix-up, compiled for one device.
 struct CompiledKernels {
     _prepass_module: HipModule,
@@ -37,6 +40,7 @@ pub struct AiterEngine {
     shim: ShimLibrary,
     archs: Vec<GpuArch>,
     kernels: Mutex<HashMap<i32, Arc<CompiledKernels>>>,
+    backward_kernels: Mutex<HashMap<i32, Arc<backward_engine::BackwardKernels>>>,
 }
 
 impl AiterEngine {
@@ -53,6 +57,7 @@ impl AiterEngine {
             shim,
             archs,
             kernels: Mutex::new(HashMap::new()),
+            backward_kernels: Mutex::new(HashMap::new()),
         }
     }
 

@@ -177,6 +177,38 @@ int32_t ragged_aiter_mha_fwd_preflight(const ragged_aiter_fwd_args* a, char* cho
   snprintf(choice, n, "asm fake_kernel from /fake/hsa/gfx942/fake.co");
   return RAGGED_AITER_OK;
 }
+#ifdef FAKE_BWD
+#include "ragged_aiter_shim_bwd.h"
+uint32_t ragged_aiter_shim_bwd_abi_version(void) { return FAKE_BWD; }
+int32_t ragged_aiter_mha_bwd_available(char* where, uint32_t n) {
+#ifdef FAKE_BWD_MISSING
+  (void)where; (void)n;
+  snprintf(last, sizeof last, "libmha_bwd.so not found at /fake/libmha_bwd.so (no such file)");
+  return RAGGED_AITER_LIBRARY_MISSING;
+#else
+  snprintf(where, n, "/fake/libmha_bwd.so");
+  return RAGGED_AITER_OK;
+#endif
+}
+int32_t ragged_aiter_mha_bwd(const ragged_aiter_bwd_args* a) {
+  if (a->struct_size != sizeof(*a)) {
+    snprintf(last, sizeof last, "struct_size %u != %zu", a->struct_size, sizeof(*a));
+    return RAGGED_AITER_BAD_ARGS;
+  }
+  snprintf(args_text, sizeof args_text,
+    "dtype=%d batch=%d max=%d/%d seqlen=%d/%d hdim=%d/%d nhead=%d/%d "
+    "stride=%d/%d/%d/%d/%d/%d/%d/%d lsed=%d mask=%d,%d,%d scale=%g asm=%d "
+    "do=%p lse=%p d=%p dq=%p dk=%p dv=%p seqstart=%p/%p cu=%p/%p stream=%p",
+    a->data_type, a->batch, a->max_seqlen_q, a->max_seqlen_k, a->seqlen_q, a->seqlen_k,
+    a->hdim_q, a->hdim_v, a->nhead_q, a->nhead_k, a->stride_q, a->stride_k, a->stride_v,
+    a->stride_o, a->stride_do, a->stride_dq, a->stride_dk, a->stride_dv, a->nhead_stride_lsed,
+    a->mask_type, a->window_size_left, a->window_size_right, (double)a->scale, a->use_asm_v3,
+    a->do_ptr, a->lse_ptr, a->d_ptr, a->dq_ptr, a->dk_ptr, a->dv_ptr,
+    (const void*)a->seqstart_q_ptr, (const void*)a->seqstart_k_ptr,
+    (const void*)a->cu_seqlen_q_ptr, (const void*)a->cu_seqlen_k_ptr, a->stream);
+  return RAGGED_AITER_OK;
+}
+#endif
 "#;
 
 /// Paths of the compiled fakes.
@@ -193,6 +225,12 @@ pub(crate) struct FakeRocm {
     pub shim: PathBuf,
     /// Shim of the next ABI version.
     pub shim_next_abi: PathBuf,
+    /// Shim with the backward entry, whose libmha_bwd.so is found.
+    pub shim_bwd: PathBuf,
+    /// Shim with the backward entry, whose libmha_bwd.so is missing.
+    pub shim_bwd_missing: PathBuf,
+    /// Shim with a backward entry of the next backward ABI version.
+    pub shim_bwd_next_abi: PathBuf,
 }
 
 fn compile_so(dir: &Path, name: &str, source: &str, defines: &[&str]) -> PathBuf {
@@ -206,6 +244,11 @@ pub(crate) fn fake_rocm() -> &'static FakeRocm {
         let dir = std::env::temp_dir().join(format!("ragged-aiter-fakes-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("create fake dir");
         std::fs::write(dir.join("ragged_aiter_shim.h"), HEADER).expect("write header");
+        std::fs::write(
+            dir.join("ragged_aiter_shim_bwd.h"),
+            super::shim_abi_bwd::HEADER,
+        )
+        .expect("write header");
         FakeRocm {
             hip: compile_so(
                 &dir,
@@ -228,6 +271,24 @@ pub(crate) fn fake_rocm() -> &'static FakeRocm {
             hiprtc: compile_so(&dir, "fakehiprtc", FAKE_HIPRTC, &[]),
             shim: compile_so(&dir, "fakeshim", FAKE_SHIM, &["-DFAKE_ABI=2"]),
             shim_next_abi: compile_so(&dir, "fakeshim2", FAKE_SHIM, &["-DFAKE_ABI=3"]),
+            shim_bwd: compile_so(
+                &dir,
+                "fakeshimbwd",
+                FAKE_SHIM,
+                &["-DFAKE_ABI=2", "-DFAKE_BWD=1"],
+            ),
+            shim_bwd_missing: compile_so(
+                &dir,
+                "fakeshimbwdmissing",
+                FAKE_SHIM,
+                &["-DFAKE_ABI=2", "-DFAKE_BWD=1", "-DFAKE_BWD_MISSING"],
+            ),
+            shim_bwd_next_abi: compile_so(
+                &dir,
+                "fakeshimbwd2",
+                FAKE_SHIM,
+                &["-DFAKE_ABI=2", "-DFAKE_BWD=2"],
+            ),
         }
     })
 }

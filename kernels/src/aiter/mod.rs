@@ -24,9 +24,15 @@
 //! - [`detection`]: whether the engine can be listed, with the reason when it cannot; the HIP part
 //!   of the answer is the process verdict of [`crate::runtime::probe`], shared with the host engine.
 //! - [`engine`]: the execute sequence (pre-pass, `aiter::mha_fwd`, fix-up) on one stream.
+//! - [`backward`], [`backward_mapping`], [`shim_abi_bwd`]: the backward (issue 15 item 6) through
+//!   `aiter::mha_bwd`: applicability, the shim's backward arguments and the backward's two
+//!   kernels, and the mirror of `ragged_aiter_shim_bwd.h`. The engine runs it only when the shim
+//!   finds AITER's `libmha_bwd.so` exporting `aiter::mha_bwd`.
 
 pub mod applicability;
 pub mod asm_kernels;
+pub mod backward;
+pub mod backward_mapping;
 pub mod detection;
 pub mod device_kernels;
 pub mod engine;
@@ -34,6 +40,7 @@ pub mod error;
 pub mod mapping;
 pub mod problem;
 pub mod shim_abi;
+pub mod shim_abi_bwd;
 pub mod shim_library;
 pub mod workspace;
 
@@ -41,6 +48,8 @@ pub mod workspace;
 mod fixtures;
 
 pub use applicability::{AiterPlan, GpuArch, check_applicability, plan};
+pub use backward::{AiterBackwardPlan, AiterBackwardProblem, plan_backward};
+pub use backward_mapping::BackwardBuffers;
 pub use detection::{Availability, Missing, ProbeConfig, probe};
 pub use engine::AiterEngine;
 pub use error::AiterError;

@@ -14,6 +14,7 @@ use super::error::AiterError;
 use super::shim_abi::{
     RaggedAiterFwdArgs, SHIM_ABI_VERSION, STATUS_OK, STATUS_UNSUPPORTED, status_name,
 };
+use super::shim_abi_bwd::{RaggedAiterBwdArgs, SHIM_BWD_ABI_VERSION};
 use crate::runtime::library;
 
 /// Environment variable naming the shim file explicitly.
@@ -26,6 +27,8 @@ type GpuTargets = unsafe extern "C" fn() -> *const c_char;
 type MhaFwd = unsafe extern "C" fn(*const RaggedAiterFwdArgs) -> i32;
 type Preflight = unsafe extern "C" fn(*const RaggedAiterFwdArgs, *mut c_char, u32) -> i32;
 type LastError = unsafe extern "C" fn() -> *const c_char;
+type BwdAvailable = unsafe extern "C" fn(*mut c_char, u32) -> i32;
+type MhaBwd = unsafe extern "C" fn(*const RaggedAiterBwdArgs) -> i32;
 
 /// Where to look for the shim, in order.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -69,6 +72,8 @@ impl ShimSearch {
 
 /// A loaded, version-checked shim.
 pub struct ShimLibrary {
+    /// `ragged_aiter_mha_bwd` with the library it found, or why the backward cannot run.
+    backward: Result<(MhaBwd, String), String>,
     mha_fwd: MhaFwd,
     preflight: Preflight,
     last_error: LastError,
@@ -126,7 +131,10 @@ impl ShimLibrary {
         };
         // SAFETY: takes no arguments and returns a static string.
         let gpu_targets = c_string(unsafe { gpu_targets() });
+        // SAFETY: looked up by the header's names and prototypes; see `load_backward`.
+        let backward = unsafe { load_backward(&lib, &path, last_error) };
         Ok(Self {
+            backward,
             mha_fwd,
             preflight,
             last_error,
@@ -144,6 +152,44 @@ impl ShimLibrary {
     /// The GPU targets the shim was built for (`gfx942;gfx950`).
     pub fn gpu_targets(&self) -> &str {
         &self.gpu_targets
+    }
+
+    /// Whether the backward can run: `Ok(path of libmha_bwd.so)`, or the reason it cannot (an
+    /// older shim without the entry, another backward ABI, libmha_bwd.so or its `aiter::mha_bwd`
+    /// absent).
+    pub fn backward_available(&self) -> Result<&str, &str> {
+        match &self.backward {
+            Ok((_, path)) => Ok(path),
+            Err(reason) => Err(reason),
+        }
+    }
+
+    /// Calls `ragged_aiter_mha_bwd`: enqueues AITER's backward on `args.stream`.
+    ///
+    /// # Safety
+    /// Every pointer in `args` must be device memory of the sizes `ragged_aiter_shim_bwd.h`
+    /// documents, valid until `args.stream` reaches the last kernel.
+    pub unsafe fn mha_bwd(&self, args: &RaggedAiterBwdArgs) -> Result<(), AiterError> {
+        let (mha_bwd, _) = self.backward.as_ref().map_err(|reason| AiterError::Shim {
+            status: super::shim_abi_bwd::STATUS_LIBRARY_MISSING,
+            meaning: "RAGGED_AITER_LIBRARY_MISSING",
+            message: reason.clone(),
+        })?;
+        // SAFETY: `args` is a live, fully initialised struct of the header's layout (held by the
+        // layout test); the caller guarantees the pointers.
+        let status = unsafe { mha_bwd(args) };
+        if status == STATUS_OK {
+            return Ok(());
+        }
+        Err(AiterError::Shim {
+            status,
+            meaning: if status == super::shim_abi_bwd::STATUS_LIBRARY_MISSING {
+                "RAGGED_AITER_LIBRARY_MISSING"
+            } else {
+                status_name(status)
+            },
+            message: self.last_error(),
+        })
     }
 
     fn last_error(&self) -> String {
@@ -187,6 +233,57 @@ impl ShimLibrary {
                 message: self.last_error(),
             }),
         }
+    }
+}
+
+/// The shim's optional backward entry: detected by symbol, so a shim built before it still serves
+/// the forward. Asks the shim once whether it finds `aiter::mha_bwd` in libmha_bwd.so.
+///
+/// # Safety
+/// `lib` is the loaded shim and `last_error` its `ragged_aiter_shim_last_error`.
+unsafe fn load_backward(
+    lib: &Library,
+    path: &Path,
+    last_error: LastError,
+) -> Result<(MhaBwd, String), String> {
+    const LIB: &str = "AITER shim (libragged_aiter_shim)";
+    let lacks = |symbol: &str| {
+        format!(
+            "the AITER shim at {} has no backward entry ({symbol} absent: built before \
+             ragged_aiter_shim_bwd.h; rebuild it with kernels/aiter/build_shim.sh)",
+            path.display()
+        )
+    };
+    // SAFETY: `uint32_t (void)` in ragged_aiter_shim_bwd.h.
+    let version = unsafe { resolve::<AbiVersion>(lib, LIB, path, "ragged_aiter_shim_bwd_abi_version") }
+        .map_err(|_| lacks("ragged_aiter_shim_bwd_abi_version"))?;
+    // SAFETY: takes no arguments and returns a constant.
+    let found = unsafe { version() };
+    if found != SHIM_BWD_ABI_VERSION {
+        return Err(format!(
+            "the AITER shim at {} reports backward ABI version {found}, this plugin needs \
+             {SHIM_BWD_ABI_VERSION}",
+            path.display()
+        ));
+    }
+    // SAFETY: the prototypes of ragged_aiter_shim_bwd.h, whose version was just checked.
+    let (available, mha_bwd) = unsafe {
+        (
+            resolve::<BwdAvailable>(lib, LIB, path, "ragged_aiter_mha_bwd_available")
+                .map_err(|_| lacks("ragged_aiter_mha_bwd_available"))?,
+            resolve::<MhaBwd>(lib, LIB, path, "ragged_aiter_mha_bwd")
+                .map_err(|_| lacks("ragged_aiter_mha_bwd"))?,
+        )
+    };
+    let mut where_ = [0 as c_char; 512];
+    let size = u32::try_from(where_.len()).unwrap_or(0);
+    // SAFETY: writes at most `size` bytes, NUL included, into `where_`; launches nothing.
+    let status = unsafe { available(where_.as_mut_ptr(), size) };
+    if status == STATUS_OK {
+        Ok((mha_bwd, c_string(where_.as_ptr())))
+    } else {
+        // SAFETY: takes no arguments; returns this thread's message.
+        Err(c_string(unsafe { last_error() }))
     }
 }
 
