@@ -192,10 +192,34 @@ pub fn check_backward(
     }
     let forward = check_applicability(f, arch, shim_targets)?;
     for (primal, primal_role, grad, grad_role, s_max) in [
-        (&f.o, "o_tensor_uid", &problem.d_o, "do_tensor_uid", f.s_q_max),
-        (&f.q, "q_tensor_uid", &problem.dq, "dq_tensor_uid", f.s_q_max),
-        (&f.k, "k_tensor_uid", &problem.dk, "dk_tensor_uid", f.s_kv_max),
-        (&f.v, "v_tensor_uid", &problem.dv, "dv_tensor_uid", f.s_kv_max),
+        (
+            &f.o,
+            "o_tensor_uid",
+            &problem.d_o,
+            "do_tensor_uid",
+            f.s_q_max,
+        ),
+        (
+            &f.q,
+            "q_tensor_uid",
+            &problem.dq,
+            "dq_tensor_uid",
+            f.s_q_max,
+        ),
+        (
+            &f.k,
+            "k_tensor_uid",
+            &problem.dk,
+            "dk_tensor_uid",
+            f.s_kv_max,
+        ),
+        (
+            &f.v,
+            "v_tensor_uid",
+            &problem.dv,
+            "dv_tensor_uid",
+            f.s_kv_max,
+        ),
     ] {
         if (grad.heads, grad.head_dim) != (primal.heads, primal.head_dim) {
             return Err(Decline::new(

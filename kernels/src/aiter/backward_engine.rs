@@ -64,9 +64,9 @@ impl AiterEngine {
                 code: -1,
                 message: format!("device {device} was not present when the engine was probed"),
             })?;
-        let lse_code = self
-            .hiprtc
-            .compile(BWD_LSE_SOURCE, "ragged_aiter_bwd_lse.cu", arch.full())?;
+        let lse_code =
+            self.hiprtc
+                .compile(BWD_LSE_SOURCE, "ragged_aiter_bwd_lse.cu", arch.full())?;
         let fixup_code =
             self.hiprtc
                 .compile(BWD_FIXUP_SOURCE, "ragged_aiter_bwd_fixup.cu", arch.full())?;
@@ -160,5 +160,155 @@ impl AiterEngine {
                 .launch(kernels.fixup, fixup.config, &fixup.values(), stream)?
         };
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::aiter::detection::{ProbeConfig, probe};
+    use crate::aiter::fixtures::{self, fake_rocm};
+    use crate::aiter::mapping::DeviceBuffers;
+    use crate::aiter::shim_library::ShimSearch;
+    use crate::problem::tests::{dense_stats, packed, ragged};
+    use std::ffi::{CStr, c_char};
+
+    fn engine_with(shim: &std::path::Path) -> AiterEngine {
+        let f = fake_rocm();
+        probe(&ProbeConfig {
+            hip_candidates: vec![f.hip.clone()],
+            hiprtc_candidates: vec![f.hiprtc.clone()],
+            shim: ShimSearch {
+                env_override: Some(shim.to_path_buf()),
+                plugin_dir: None,
+            },
+        })
+        .engine()
+        .expect("fakes are complete")
+    }
+
+    fn fake_text(path: &std::path::Path, symbol: &str) -> String {
+        // SAFETY: test-only: opens a fake compiled by this crate's fixtures, whose `symbol`
+        // is `const char* (void)` returning a static buffer.
+        unsafe {
+            let lib = libloading::Library::new(path).expect("fake loads");
+            let f = lib
+                .get::<unsafe extern "C" fn() -> *const c_char>(symbol.as_bytes())
+                .expect("fake symbol");
+            CStr::from_ptr(f()).to_string_lossy().into_owned()
+        }
+    }
+
+    /// B = 2, S_q 8 × H_q 4, S_kv 16 × H_kv 2, D 128, dense stats, gradients packed.
+    fn backward() -> (RaggedSdpaProblem, [Operand; 4]) {
+        let mut forward = packed(2, (8, 4), (16, 2), 128);
+        forward.stats = Some(dense_stats(9, [2, 4, 8, 1], [32, 8, 1, 1]));
+        (
+            forward,
+            [
+                ragged("do_tensor_uid", 20, [2, 8, 4, 128], 10),
+                ragged("dq_tensor_uid", 21, [2, 8, 4, 128], 10),
+                ragged("dk_tensor_uid", 22, [2, 16, 2, 128], 11),
+                ragged("dv_tensor_uid", 23, [2, 16, 2, 128], 11),
+            ],
+        )
+    }
+
+    fn buffers(workspace: usize) -> BackwardBuffers {
+        BackwardBuffers {
+            forward: DeviceBuffers {
+                seq_len_q: 0,
+                seq_len_kv: 0,
+                lse_offsets: 0,
+                workspace,
+                ..fixtures::buffers()
+            },
+            d_o: 0xb000,
+            dq: 0xc000,
+            dk: 0xd000,
+            dv: 0xe000,
+        }
+    }
+
+    #[test]
+    fn execute_backward_enqueues_prepass_lse_aiter_fixup_in_order_on_one_stream() {
+        let engine = engine_with(&fake_rocm().shim_bwd);
+        let (forward, g) = backward();
+        let (p, plan) = engine
+            .plan_backward(&forward, [&g[0], &g[1], &g[2], &g[3]], 0)
+            .expect("taken");
+        // SAFETY: the fakes never dereference device addresses.
+        unsafe {
+            engine
+                .execute_backward(&p, &plan, &buffers(0x30_0000), plan.workspace.size, 0xbad)
+                .expect("fake execute");
+        }
+        let log = fake_text(&fake_rocm().hip, "fake_hip_log\0");
+        let steps: Vec<&str> = log
+            .split(';')
+            .filter(|s| s.contains("stream=0xbad"))
+            .collect();
+        assert_eq!(
+            steps,
+            [
+                "memset 0x300400 value=0 bytes=4 stream=0xbad",
+                "launch ragged_aiter_prepass grid=1,1,1 block=256,1,1 shm=0 stream=0xbad arg0=0x5000 extra=(nil)",
+                // arg0 of both is the seqstart_q region (offset 0 of the aligned workspace)
+                "launch ragged_aiter_bwd_lse grid=1,1,1 block=256,1,1 shm=0 stream=0xbad arg0=0x300000 extra=(nil)",
+                "launch ragged_aiter_bwd_fixup grid=1,1,1 block=256,1,1 shm=0 stream=0xbad arg0=0x300000 extra=(nil)",
+            ]
+        );
+        let args = fake_text(&fake_rocm().shim_bwd, "fake_shim_last_args\0");
+        assert!(
+            args.starts_with("dtype=1 batch=2 max=8/16 seqlen=16/32 hdim=128/128 nhead=4/2 "),
+            "{args}"
+        );
+        assert!(
+            args.contains("lsed=16 mask=0,-1,-1 scale=0.125 asm=1"),
+            "{args}"
+        );
+        assert!(
+            args.contains("do=0xb000 lse=0x300500 d=0x300600 dq=0xc000 dk=0xd000 dv=0xe000"),
+            "{args}"
+        );
+        assert!(args.ends_with("stream=0xbad"), "{args}");
+    }
+
+    #[test]
+    fn null_gradients_and_short_workspaces_are_refused_by_name() {
+        let engine = engine_with(&fake_rocm().shim_bwd);
+        let (forward, g) = backward();
+        let (p, plan) = engine
+            .plan_backward(&forward, [&g[0], &g[1], &g[2], &g[3]], 0)
+            .expect("taken");
+        let mut b = buffers(0x40_0000);
+        b.dk = 0;
+        // SAFETY: refused before any call.
+        let err = unsafe { engine.execute_backward(&p, &plan, &b, plan.workspace.size, 0) }
+            .expect_err("null dK");
+        assert_eq!(
+            err.to_string(),
+            "device pointer for dK (tensor uid 22) is null"
+        );
+        // SAFETY: refused before any call.
+        let err = unsafe {
+            engine.execute_backward(&p, &plan, &buffers(0x40_0000), plan.workspace.size - 1, 0)
+        }
+        .expect_err("short");
+        assert!(err.to_string().starts_with("workspace of "), "{err}");
+    }
+
+    #[test]
+    fn a_shim_without_libmha_bwd_declines_every_backward_by_name() {
+        let engine = engine_with(&fake_rocm().shim_bwd_missing);
+        let (forward, g) = backward();
+        let d = engine
+            .plan_backward(&forward, [&g[0], &g[1], &g[2], &g[3]], 0)
+            .expect_err("declined")
+            .to_string();
+        assert!(
+            d.contains("libmha_bwd.so not found at /fake/libmha_bwd.so"),
+            "{d}"
+        );
     }
 }

@@ -84,7 +84,9 @@ pub fn shim_bwd_args(
         v_ptr: b.v as *const c_void,
         o_ptr: b.o as *const c_void,
         do_ptr: buffers.d_o as *const c_void,
-        lse_ptr: ws.lse_scratch.map_or(std::ptr::null(), |r| at(r) as *const c_void),
+        lse_ptr: ws
+            .lse_scratch
+            .map_or(std::ptr::null(), |r| at(r) as *const c_void),
         d_ptr: at(plan.workspace.d_scratch) as *mut c_void,
         dq_ptr: buffers.dq as *mut c_void,
         dk_ptr: buffers.dk as *mut c_void,
@@ -181,7 +183,10 @@ pub fn lse_launch(
                 "stats_offset_width",
                 I32(aux.map_or(0, |(a, _, _)| a.width.bytes())),
             ),
-            ("stats_multiplier", I64(aux.map_or(0, |(a, _, _)| a.multiplier))),
+            (
+                "stats_multiplier",
+                I64(aux.map_or(0, |(a, _, _)| a.multiplier)),
+            ),
             ("stats_seq_stride", I64(aux.map_or(0, |(_, s, _)| s))),
             ("stats_head_stride", I64(aux.map_or(0, |(_, _, h)| h))),
             ("scratch", ptr(ws.lse_scratch.map_or(0, at))),

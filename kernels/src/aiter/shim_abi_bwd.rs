@@ -148,8 +148,11 @@ mod tests {
             std::thread::current().id()
         ));
         std::fs::create_dir_all(&dir).expect("create scratch dir");
-        std::fs::write(dir.join("ragged_aiter_shim.h"), super::super::shim_abi::HEADER)
-            .expect("write header");
+        std::fs::write(
+            dir.join("ragged_aiter_shim.h"),
+            super::super::shim_abi::HEADER,
+        )
+        .expect("write header");
         std::fs::write(dir.join("ragged_aiter_shim_bwd.h"), HEADER).expect("write header");
         let mut program = String::from(
             "#include <stddef.h>\n#include <stdio.h>\n#include \"ragged_aiter_shim_bwd.h\"\nint main(void) {\n",

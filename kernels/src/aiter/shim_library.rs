@@ -255,8 +255,9 @@ unsafe fn load_backward(
         )
     };
     // SAFETY: `uint32_t (void)` in ragged_aiter_shim_bwd.h.
-    let version = unsafe { resolve::<AbiVersion>(lib, LIB, path, "ragged_aiter_shim_bwd_abi_version") }
-        .map_err(|_| lacks("ragged_aiter_shim_bwd_abi_version"))?;
+    let version =
+        unsafe { resolve::<AbiVersion>(lib, LIB, path, "ragged_aiter_shim_bwd_abi_version") }
+            .map_err(|_| lacks("ragged_aiter_shim_bwd_abi_version"))?;
     // SAFETY: takes no arguments and returns a constant.
     let found = unsafe { version() };
     if found != SHIM_BWD_ABI_VERSION {
