@@ -1,15 +1,16 @@
 //! `RAGGED_SDPA_AITER_FMHA`: the kernels' AITER plan on the current HIP device (the shared GPU
 //! contract, then AITER's limits), and one execute on the handle's stream.
 
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use ragged_kernels::aiter::{
-    self as kernels_aiter, AiterEngine, AiterPlan, AiterProblem, Availability, DeviceBuffers,
-    ProbeConfig,
+    self as kernels_aiter, AiterBackwardPlan, AiterBackwardProblem, AiterEngine, AiterPlan,
+    AiterProblem, Availability, BackwardBuffers, DeviceBuffers, ProbeConfig,
 };
 use ragged_kernels::problem::RaggedSdpaProblem;
 
 use super::{AITER_FMHA, Listing, Planned, Planner};
+use crate::backward_problem::BackwardProblem;
 use crate::error::PluginError;
 use crate::plugin_dir;
 use crate::scale;
@@ -34,6 +35,98 @@ impl Planner for AiterFmha {
         })?;
         let (problem, plan) = plan(engine, problem)?;
         Ok(Box::new(Plan { problem, plan }))
+    }
+
+    /// Through `aiter::mha_bwd`, when the shim finds AITER's libmha_bwd.so exporting it;
+    /// otherwise every backward is declined with the shim's reason (the probe line says it too).
+    fn plan_backward(&self, problem: &Arc<BackwardProblem>) -> Result<Box<dyn Planned>, Decline> {
+        let engine = engine().ok_or_else(|| {
+            Decline::graph(
+                "RAGGED_SDPA_AITER_FMHA",
+                "not available in this process",
+                "a HIP runtime, a device and the AITER shim",
+            )
+        })?;
+        let (aiter, plan) = plan_backward(engine, problem)?;
+        Ok(Box::new(BackwardPlan {
+            problem: Arc::clone(problem),
+            aiter,
+            plan,
+        }))
+    }
+}
+
+/// Backward applicability on the calling thread's current HIP device.
+pub fn plan_backward(
+    engine: &AiterEngine,
+    problem: &BackwardProblem,
+) -> Result<(AiterBackwardProblem, AiterBackwardPlan), Decline> {
+    let device = engine
+        .current_device()
+        .map_err(|error| Decline::graph("the current HIP device", error, "a known device"))?;
+    engine.plan_backward(
+        &problem.forward,
+        [&problem.d_o, &problem.dq, &problem.dk, &problem.dv],
+        device,
+    )
+}
+
+/// A backward graph's plan: the plugin's problem (for the variant pack's uids), its AITER view
+/// and the applicability result.
+#[derive(Debug)]
+struct BackwardPlan {
+    problem: Arc<BackwardProblem>,
+    aiter: AiterBackwardProblem,
+    plan: AiterBackwardPlan,
+}
+
+impl Planned for BackwardPlan {
+    fn workspace_size(&self) -> usize {
+        self.plan.workspace.size
+    }
+
+    fn execute(
+        &self,
+        _problem: &RaggedSdpaProblem,
+        _pack: &VariantPack<'_>,
+    ) -> Result<(), PluginError> {
+        Err(PluginError::Engine(
+            "this plan runs an SDPA backward, not a forward".to_owned(),
+        ))
+    }
+
+    fn execute_backward(&self, pack: &VariantPack<'_>) -> Result<(), PluginError> {
+        let p = &self.problem;
+        let forward = problem_for_execute(&p.forward, &self.aiter.forward, pack)?;
+        let aiter = AiterBackwardProblem {
+            forward,
+            ..self.aiter
+        };
+        let address = |t: &ragged_kernels::problem::Operand| pack.address(t.uid, t.role);
+        let buffers = BackwardBuffers {
+            forward: buffers(&p.forward, pack)?,
+            d_o: address(&p.d_o)?,
+            dq: address(&p.dq)?,
+            dk: address(&p.dk)?,
+            dv: address(&p.dv)?,
+        };
+        let engine = engine().ok_or(PluginError::UnknownEngine {
+            engine_id: AITER_FMHA.id,
+        })?;
+        // SAFETY: the pack's contract, as for the forward: every address is device memory of
+        // the current HIP device sized as the problem describes, the workspace holds
+        // `workspace.size` bytes, the stream is NULL or live, all until the stream reaches the
+        // last kernel.
+        unsafe {
+            engine.execute_backward(
+                &aiter,
+                &self.plan,
+                &buffers,
+                self.plan.workspace.size,
+                pack.stream() as usize,
+            )
+        }?;
+        Ok(())
     }
 }
 
