@@ -4,12 +4,14 @@
 # where the fixes below were found. Produces, in OUT_DIR:
 #   libmha_fwd.so            AITER's torch-free FMHA forward (asm fmha_v3 + CK tile), built by
 #                            AITER's own op_tests/cpp/mha/compile.py --api=fwd
-#   libragged_aiter_shim.so  kernels/aiter/ragged_aiter_shim.cpp, linked to it with rpath $ORIGIN
-# Install both next to libhipdnn_provider_ragged_sdpa.so, or point $RAGGED_SDPA_AITER_SHIM at the
+#   libragged_aiter_shim.so  kernels/aiter/ragged_aiter_shim{,_bwd}.cpp, linked to it with rpath $ORIGIN
+#   libmha_bwd.so            only with BUILD_MHA_BWD=1: AITER's backward (compile.py --api=bwd),
+#                            opened by the shim at run time (not linked)
+# Install them next to libhipdnn_provider_ragged_sdpa.so, or point $RAGGED_SDPA_AITER_SHIM at the
 # shim. See kernels/aiter/README.md.
 #
 # Usage:
-#   AITER_DIR=/path/to/aiter [GPU_ARCHS="gfx942;gfx950"] [ROCM_PATH=/opt/rocm] \
+#   AITER_DIR=/path/to/aiter [GPU_ARCHS="gfx942;gfx950"] [ROCM_PATH=/opt/rocm] [BUILD_MHA_BWD=1] \
 #     kernels/aiter/build_shim.sh OUT_DIR
 set -euo pipefail
 
@@ -77,14 +79,29 @@ for a in "${archs[@]}"; do offload+=("--offload-arch=$a"); done
   -DUSE_ROCM=1 -DENABLE_CK=1 -DFAV3_ON=1 \
   -I"$here" -I"$gen" -I"$AITER_DIR/csrc/include" -I"$ck/include" -I"$ck/example/ck_tile/01_fmha" \
   "${offload[@]}" \
-  "$here/ragged_aiter_shim.cpp" \
+  "$here/ragged_aiter_shim.cpp" "$here/ragged_aiter_shim_bwd.cpp" \
   -L"$out" -lmha_fwd -Wl,-rpath,'$ORIGIN' \
   -o "$out/libragged_aiter_shim.so"
 
 for sym in ragged_aiter_shim_abi_version ragged_aiter_shim_gpu_targets ragged_aiter_mha_fwd \
-  ragged_aiter_mha_fwd_preflight ragged_aiter_shim_last_error; do
+  ragged_aiter_mha_fwd_preflight ragged_aiter_shim_last_error ragged_aiter_shim_bwd_abi_version \
+  ragged_aiter_mha_bwd_available ragged_aiter_mha_bwd; do
   nm -D --defined-only "$out/libragged_aiter_shim.so" | grep -qw "$sym" \
     || { echo "$sym missing from the shim" >&2; exit 1; }
 done
 echo "built $out/libragged_aiter_shim.so (targets $GPU_ARCHS)"
+
+# The backward: the shim opens libmha_bwd.so next to itself at run time (no link), so it is
+# optional; without it the engine declines backward graphs naming the missing library.
+if [ "${BUILD_MHA_BWD:-0}" = 1 ] && [ ! -f "$out/libmha_bwd.so" ]; then
+  echo "== libmha_bwd.so for $GPU_ARCHS (AITER compile.py --api=bwd; takes a while)"
+  jit="$out/aiter_jit"
+  (cd "$out" && GPU_ARCHS="$GPU_ARCHS" AITER_JIT_DIR="$jit" JIT_WORKSPACE_DIR="$jit" \
+    python3 "$AITER_DIR/op_tests/cpp/mha/compile.py" --api=bwd)
+  found="$(find "$jit" "$AITER_DIR/aiter/jit" "$HOME/.aiter/jit" -name libmha_bwd.so -print -quit 2>/dev/null || true)"
+  [ -n "$found" ] || { echo "compile.py did not produce libmha_bwd.so" >&2; exit 1; }
+  cp "$found" "$out/"
+  nm -D --defined-only "$out/libmha_bwd.so" | grep -q '_ZN5aiter7mha_bwdENS_12mha_bwd_argsERKN7ck_tile13stream_configE' \
+    || { echo "$out/libmha_bwd.so does not export aiter::mha_bwd" >&2; exit 1; }
+fi
 echo "run with: export AITER_ASM_DIR=$AITER_DIR/hsa/  RAGGED_SDPA_AITER_SHIM=$out/libragged_aiter_shim.so"
