@@ -433,4 +433,79 @@ mod tests {
             ))
         );
     }
+
+    fn offsets_of(tensor: &Arc<dyn Tensor>) -> Vec<i32> {
+        match tensor.host_data() {
+            HostData::I32(values) => values.to_vec(),
+            _ => Vec::new(),
+        }
+    }
+
+    #[test]
+    fn scratch_copies_are_each_calls_values_in_reused_buffers() {
+        use crate::abi::types::DeviceBuffer;
+        use std::ptr::null_mut as null;
+
+        let mut offsets = [0i32, 4, 4, 10];
+        let index = IndexInput {
+            uid: 10,
+            role: OFFSETS_ROLE,
+            width: IndexWidth::I32,
+        };
+        let mut scratch = Scratch::default();
+        let mut call = |offsets: &mut [i32; 4]| {
+            let entries = [DeviceBuffer {
+                uid: 10,
+                ptr: offsets.as_mut_ptr().cast(),
+            }];
+            // SAFETY: the one pointer is a live host array of 4 int32, read-only here.
+            let pack = unsafe { VariantPack::new(&entries, null(), null()) }.ok();
+            let pack = pack.as_ref();
+            scratch.begin_call();
+            let first = pack.map(|p| scratch.index_copy(index, 4, p));
+            let again = pack.map(|p| scratch.index_copy(index, 4, p));
+            match (first, again) {
+                (Some(Ok(a)), Some(Ok(b))) => {
+                    assert!(Arc::ptr_eq(&a, &b), "one copy per uid within a call");
+                    (offsets_of(&a), Arc::as_ptr(&a).cast::<u8>() as usize)
+                }
+                _ => panic!("the copy failed"),
+            }
+        };
+        let (values, buffer) = call(&mut offsets);
+        assert_eq!(values, [0, 4, 4, 10]);
+        offsets[2] = 7;
+        let (values, again) = call(&mut offsets);
+        assert_eq!(values, [0, 4, 7, 10], "a later call reads its own offsets");
+        assert_eq!(buffer, again, "into the same buffer");
+    }
+
+    #[test]
+    fn a_copy_still_held_is_never_overwritten() {
+        use crate::abi::types::DeviceBuffer;
+        use std::ptr::null_mut as null;
+
+        let mut offsets = [0i32, 2, 5];
+        let index = IndexInput {
+            uid: 3,
+            role: OFFSETS_ROLE,
+            width: IndexWidth::I32,
+        };
+        let mut scratch = Scratch::default();
+        let mut copy = |offsets: &mut [i32; 3]| {
+            let entries = [DeviceBuffer {
+                uid: 3,
+                ptr: offsets.as_mut_ptr().cast(),
+            }];
+            // SAFETY: the one pointer is a live host array of 3 int32, read-only here.
+            let pack = unsafe { VariantPack::new(&entries, null(), null()) }.ok();
+            scratch.begin_call();
+            pack.and_then(|p| scratch.index_copy(index, 3, &p).ok())
+        };
+        let held = copy(&mut offsets);
+        offsets[1] = 1;
+        let next = copy(&mut offsets);
+        assert_eq!(held.as_ref().map(offsets_of), Some(vec![0, 2, 5]));
+        assert_eq!(next.as_ref().map(offsets_of), Some(vec![0, 1, 5]));
+    }
 }
