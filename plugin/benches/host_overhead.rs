@@ -8,7 +8,13 @@
 //! The kernel runs on the calling thread (as the host engine runs a problem this small) and its
 //! batches alternate with the execute batches, and dispatch is the median of the per-round
 //! differences, so machine load (shared cores) does not masquerade as dispatch cost.
+//!
+//! Heap allocations per call are counted too ([`allocations`]): unlike the timings, machine load
+//! cannot move them. `HOST_OVERHEAD_CALLS=N` skips the timings and makes N calls of each entry
+//! point through the `.so`, for a profiler (`valgrind --tool=callgrind`, `perf record`).
 
+#[path = "host_overhead/allocations.rs"]
+mod allocations;
 #[path = "../tests/common/mod.rs"]
 mod common;
 
@@ -22,6 +28,9 @@ use ragged_kernels::{
     DenseTensor, SdpaParams, ShallowRaggedTensor, ShallowRaggedTensorMut, ShallowTensorMut,
     sdpa_forward,
 };
+
+#[global_allocator]
+static ALLOCATOR: allocations::Counting = allocations::Counting;
 
 const ROUNDS: usize = 101;
 const BATCH: usize = 200;
@@ -53,6 +62,18 @@ fn main() {
     let graph = problem::graph_bytes();
     let config = problem::config_bytes();
     let (g, c) = (ConstData::of(&graph), ConstData::of(&config));
+    let inputs = Inputs::new(PACKING_A);
+    let (mut o, mut lse) = inputs.outputs();
+    // Built once, as a caller reusing its buffers would: the pack's own Vec is not dispatch.
+    let pack = inputs.pack(&mut o, &mut lse);
+    let mut kernel = KernelOnly::new(&inputs);
+    if let Some(calls) = std::env::var("HOST_OVERHEAD_CALLS")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+    {
+        profile_only(calls, &handle, &g, &c, &pack, &mut kernel);
+        return;
+    }
 
     let applicable = median_us(|| {
         let mut ids = [0i64; 4];
@@ -94,20 +115,16 @@ fn main() {
         start.elapsed().as_secs_f64() * 1e6 / contexts.len() as f64
     };
 
-    let inputs = Inputs::new(PACKING_A);
-    let (mut o, mut lse) = inputs.outputs();
     let mut context: Context = null_mut();
     // SAFETY: valid pointers.
     let status = unsafe { (p.CreateExecutionContext)(handle.0, &c, &g, &mut context) };
     assert_eq!(status, SUCCESS);
     let mut run_execute = || {
-        let pack = inputs.pack(&mut o, &mut lse);
         // SAFETY: live handle and context; `pack` points at live host buffers.
         let status = unsafe { execute(handle.0, context, &pack) };
         assert_eq!(status, SUCCESS);
     };
-    let mut kernel = KernelOnly::new(&inputs);
-    let (execute, kernel, dispatch) = interleaved_us(&mut run_execute, &mut || kernel.run());
+    let (execute, kernel_us, dispatch) = interleaved_us(&mut run_execute, &mut || kernel.run());
 
     println!("ragged SDPA graph: B={B}, H_q={HQ}, H_kv={HKV}, D={D}, S_q<={SQ}, S_kv<={SKV}, fp32");
     println!("GetApplicableEngineIds            {applicable:8.2} µs  (target <= 10)");
@@ -116,8 +133,74 @@ fn main() {
         create - destroy_only
     );
     println!("ExecuteOpGraph, total             {execute:8.2} µs");
-    println!("  engine work (sdpa_forward only) {kernel:8.2} µs");
+    println!("  engine work (sdpa_forward only) {kernel_us:8.2} µs");
     println!("  dispatch (median of per-round total - engine) {dispatch:.2} µs  (target <= 5)");
+
+    let linked_pack: Vec<_> = pack
+        .iter()
+        .map(|b| hipdnn_provider_ragged_sdpa::abi::types::DeviceBuffer {
+            uid: b.uid,
+            ptr: b.ptr,
+        })
+        .collect();
+    let counts = allocations::through_linked_exports(&graph, &config, &linked_pack);
+    let kernel_allocations = allocations::per_call(1000, || kernel.run());
+    println!("heap allocations per call (load-independent):");
+    println!(
+        "  GetApplicableEngineIds          {:8.1}",
+        counts.applicable
+    );
+    println!(
+        "  CreateExecutionContext+Destroy  {:8.1}",
+        counts.create_destroy
+    );
+    println!(
+        "  ExecuteOpGraph                  {:8.1}  (engine work alone {kernel_allocations:.1}, \
+         dispatch {:.1})",
+        counts.execute,
+        counts.execute - kernel_allocations
+    );
+}
+
+/// `calls` calls of each entry point and of the kernel alone, untimed, for a profiler.
+fn profile_only(
+    calls: usize,
+    handle: &OwnedHandle,
+    g: &ConstData,
+    c: &ConstData,
+    pack: &[DeviceBuffer],
+    kernel: &mut KernelOnly,
+) {
+    let p = plugin();
+    for _ in 0..calls {
+        let (mut ids, mut n) = ([0i64; 4], 0u32);
+        // SAFETY: valid pointers and capacity.
+        let status =
+            unsafe { (p.GetApplicableEngineIds)(handle.0, g, ids.as_mut_ptr(), 4, &mut n) };
+        assert_eq!((status, n), (SUCCESS, 1));
+    }
+    let mut context: Context = null_mut();
+    for _ in 0..calls {
+        // SAFETY: valid pointers; each context is destroyed right away.
+        unsafe {
+            assert_eq!(
+                (p.CreateExecutionContext)(handle.0, c, g, &mut context),
+                SUCCESS
+            );
+            assert_eq!((p.DestroyExecutionContext)(handle.0, context), SUCCESS);
+        }
+    }
+    // SAFETY: valid pointers.
+    let status = unsafe { (p.CreateExecutionContext)(handle.0, c, g, &mut context) };
+    assert_eq!(status, SUCCESS);
+    for _ in 0..calls {
+        // SAFETY: live handle and context; `pack` points at live host buffers.
+        assert_eq!(unsafe { execute(handle.0, context, pack) }, SUCCESS);
+        kernel.run();
+    }
+    // SAFETY: a live context, destroyed once.
+    let status = unsafe { (p.DestroyExecutionContext)(handle.0, context) };
+    assert_eq!(status, SUCCESS);
 }
 
 /// Medians of two alternating batched measurements and of their per-round difference.

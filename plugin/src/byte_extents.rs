@@ -17,7 +17,8 @@ pub fn check(problem: &RaggedSdpaProblem) -> Result<(), Decline> {
         .map(|t| [t.dims[0].saturating_add(1)])
         .collect();
     let batch = [problem.batch()];
-    let mut extents: Vec<DeclaredExtent<'_>> = tensors.iter().map(|t| tensor_extent(t)).collect();
+    let mut extents: Vec<DeclaredExtent<'_>> = Vec::with_capacity(2 * tensors.len() + 2);
+    extents.extend(tensors.iter().map(|t| tensor_extent(t)));
     for (t, entries) in tensors.iter().zip(&aux_entries) {
         if let Some(r) = t.ragged {
             extents.push(index_extent(r.uid, OFFSETS_ROLE, entries, r.width));

@@ -31,9 +31,19 @@ impl Span {
 /// INVALID_VALUE naming both uids, roles and ranges for the first write that overlaps a read or
 /// an earlier write.
 pub fn check(writes: &[Span], reads: &[Span]) -> Result<(), PluginError> {
-    for (i, write) in writes.iter().enumerate() {
-        let others = reads.iter().chain(&writes[..i]);
-        if let Some(other) = others.into_iter().find(|o| write.overlaps(o)) {
+    check_all(writes.iter().copied(), reads.iter().copied())
+}
+
+/// [`check`] over spans the caller keeps wherever it likes (the per-call path keeps them on
+/// the stack). A handful of spans per call: pairwise comparison, no sorting.
+pub fn check_all<W, R>(writes: W, reads: R) -> Result<(), PluginError>
+where
+    W: Iterator<Item = Span> + Clone,
+    R: Iterator<Item = Span> + Clone,
+{
+    for (i, write) in writes.clone().enumerate() {
+        let mut others = reads.clone().chain(writes.clone().take(i));
+        if let Some(other) = others.find(|o| write.overlaps(o)) {
             return Err(PluginError::InvalidValue(format!(
                 "output tensor uid {} ({}) at {:#x}..{:#x} overlaps tensor uid {} ({}) at \
                  {:#x}..{:#x}",

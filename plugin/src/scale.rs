@@ -11,7 +11,8 @@
 //! a non-finite scale baked into the graph is already declined at planning).
 
 use ragged_kernels::problem::{ScalarType as DataType, ScalePlan};
-use ragged_kernels::{ShallowTensor, read_scalar_f32};
+use ragged_kernels::tensor::BorrowedStorage;
+use ragged_kernels::{HostData, ShallowTensor, read_scalar_f32};
 
 use crate::error::PluginError;
 use crate::variant_pack::VariantPack;
@@ -101,6 +102,18 @@ unsafe fn read_host_scalar_unchecked(
             "{ROLE} tensor uid {uid} has data type {data_type}, which the plan should have declined"
         ))
     })?;
+    // SAFETY: forwarded contract: one element at `ptr`.
+    let data =
+        unsafe { HostData::from_raw_parts(ptr.as_ptr().cast_const(), element, element.size()) }
+            .map_err(|e| PluginError::from(e.for_tensor(uid)))?;
+    // The float types read straight from the borrowed element; any other type goes through the
+    // tensor path below for its error.
+    match data {
+        HostData::F32([value]) => return Ok(*value),
+        HostData::F16([value]) => return Ok(value.to_f32()),
+        HostData::BF16([value]) => return Ok(value.to_f32()),
+        _ => {}
+    }
     // SAFETY: forwarded contract: one element at `ptr`.
     let tensor = unsafe {
         ShallowTensor::from_raw(

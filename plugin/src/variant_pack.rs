@@ -106,39 +106,49 @@ impl<'a> VariantPack<'a> {
 /// for the overlap check ([`crate::overlap`]). Bindings that are absent or NULL are left out:
 /// the engine reports those by uid when it reads them.
 pub fn read_index_spans(pack: &VariantPack<'_>, problem: &RaggedSdpaProblem) -> Vec<Span> {
+    index_spans(pack, problem).into_iter().flatten().collect()
+}
+
+/// [`read_index_spans`] on the stack, for the per-call path: one slot per Q/K/V/O/LSE offsets
+/// aux, per seq_len and for the scale, in that order, `None` where there is none.
+pub fn index_spans(pack: &VariantPack<'_>, problem: &RaggedSdpaProblem) -> [Option<Span>; 8] {
     let batch = usize::try_from(problem.batch()).unwrap_or(0);
     let width = |w: IndexWidth| usize::try_from(w.bytes()).unwrap_or(8);
-    let mut wanted: Vec<(i64, &'static str, usize)> = Vec::new();
-    for t in problem.tensors() {
-        if let Some(r) = t.ragged {
+    let span = |uid: i64, role: &'static str, bytes: usize| {
+        let start = pack.pointer(uid, role).ok()?.as_ptr() as usize;
+        Some(Span {
+            uid,
+            role,
+            start,
+            bytes,
+        })
+    };
+    let mut spans = [None; 8];
+    let tensors = problem.tensors().map(Some).chain(std::iter::repeat(None));
+    for (slot, t) in spans[..5].iter_mut().zip(tensors) {
+        if let Some(t) = t
+            && let Some(r) = t.ragged
+        {
             let entries = usize::try_from(t.dims[0]).unwrap_or(0).saturating_add(1);
-            wanted.push((r.uid, OFFSETS_ROLE, entries.saturating_mul(width(r.width))));
+            *slot = span(r.uid, OFFSETS_ROLE, entries.saturating_mul(width(r.width)));
         }
     }
-    for index in problem.seq_lens() {
-        wanted.push((
-            index.uid,
-            index.role,
-            batch.saturating_mul(width(index.width)),
-        ));
+    let seq_lens = [problem.seq_len_q, problem.seq_len_kv];
+    for (slot, index) in spans[5..7].iter_mut().zip(seq_lens) {
+        if let Some(index) = index {
+            *slot = span(
+                index.uid,
+                index.role,
+                batch.saturating_mul(width(index.width)),
+            );
+        }
     }
     if let ScalePlan::RuntimeHostScalar { uid, data_type }
     | ScalePlan::DeviceTensor { uid, data_type } = problem.scale
     {
-        wanted.push((uid, "scale_tensor_uid", data_type.size()));
+        spans[7] = span(uid, "scale_tensor_uid", data_type.size());
     }
-    wanted
-        .into_iter()
-        .filter_map(|(uid, role, bytes)| {
-            let start = pack.pointer(uid, role).ok()?.as_ptr() as usize;
-            Some(Span {
-                uid,
-                role,
-                start,
-                bytes,
-            })
-        })
-        .collect()
+    spans
 }
 
 #[cfg(test)]

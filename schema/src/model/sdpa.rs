@@ -209,9 +209,11 @@ impl SdpaAttributes {
     }
     /// Every tensor uid the node refers to, as `(field name, uid)`, required ones first.
     pub fn tensor_uids(&self) -> Vec<(&'static str, i64)> {
+        let outputs = self.outputs();
         let mut out = self.inputs();
+        out.reserve_exact(outputs.len());
         out.insert(3, ("o_tensor_uid", self.o_tensor_uid));
-        out.extend(self.outputs().into_iter().skip(1));
+        out.extend(outputs.into_iter().skip(1));
         out
     }
 

@@ -12,15 +12,12 @@ use crate::version::compute_minimum_plugin_api_version;
 
 pub(super) fn decode(bytes: &[u8]) -> Result<Graph, SchemaError> {
     let g = flatbuffers::root::<fb::Graph>(bytes).map_err(verification("Graph"))?;
-    let tensors = g
-        .tensors()
-        .map(|ts| {
-            ts.iter()
-                .map(|t| tensor::decode(&t))
-                .collect::<Result<Vec<_>, _>>()
-        })
-        .transpose()?
-        .unwrap_or_default();
+    // One allocation of the final size: collecting through `Result` loses the length and
+    // grew the vector several times per decode (issue 14 item 5).
+    let mut tensors = Vec::with_capacity(g.tensors().map_or(0, |ts| ts.len()));
+    for t in g.tensors().iter().flat_map(|ts| ts.iter()) {
+        tensors.push(tensor::decode(&t)?);
+    }
     let nodes = g
         .nodes()
         .map(|ns| ns.iter().map(|n| decode_node(&n)).collect())

@@ -7,26 +7,25 @@
 //! validated everything, so a failing execute writes no output byte.
 
 pub mod backward;
+mod bound;
 pub mod device_memory;
 pub mod graph;
 pub mod staging;
 
-use std::ffi::{OsStr, c_void};
-use std::ptr::NonNull;
+use std::ffi::OsStr;
 use std::sync::Arc;
 
-use ragged_kernels::problem::{IndexInput, IndexWidth, OFFSETS_ROLE, Operand, RaggedSdpaProblem};
-use ragged_kernels::tensor::{BorrowedStorage, Dense, Ragged, RaggedLayout};
-use ragged_kernels::{
-    DataType as KernelType, DenseTensor, HostData, HostDataMut, KernelError, Role, SdpaParams,
-    ShallowTensor, Tensor, TensorMut, sdpa_forward,
-};
+use parking_lot::Mutex;
+use ragged_kernels::problem::{IndexInput, RaggedSdpaProblem};
+use ragged_kernels::{KernelError, Role, SdpaParams, sdpa_forward};
 
 use super::{HOST_REFERENCE, Listing, Planned, Planner};
 use crate::error::PluginError;
-use crate::overlap::{self, Span};
+use crate::overlap;
 use crate::scale;
 use crate::variant_pack::{self, VariantPack};
+pub use bound::index_tensor_bytes;
+use bound::{Bound, Scratch, View, index_copy, owned_index_copy};
 use ragged_kernels::Decline;
 
 /// Environment variable that lists the host reference engine even next to a GPU runtime.
@@ -69,7 +68,7 @@ impl Planner for HostReference {
 
     fn plan(&self, _problem: &RaggedSdpaProblem) -> Result<Box<dyn Planned>, Decline> {
         staging::check_reachable()?;
-        Ok(Box::new(HostPlan))
+        Ok(Box::<HostPlan>::default())
     }
 
     fn plan_graph(
@@ -93,9 +92,12 @@ impl Planner for HostReference {
     }
 }
 
-/// The host engine keeps nothing per graph beyond the problem itself.
-#[derive(Debug)]
-struct HostPlan;
+/// The host engine keeps nothing per graph beyond the problem itself, and between calls the
+/// buffers its host copies of offsets and seq_lens live in ([`bound::Scratch`]).
+#[derive(Debug, Default)]
+struct HostPlan {
+    scratch: Mutex<Scratch>,
+}
 
 impl Planned for HostPlan {
     fn workspace_size(&self) -> usize {
@@ -110,7 +112,12 @@ impl Planned for HostPlan {
         pack: &VariantPack<'_>,
     ) -> Result<(), PluginError> {
         match staging::access() {
-            staging::Access::InPlace => run(problem, pack),
+            staging::Access::InPlace => match self.scratch.try_lock() {
+                Some(mut scratch) => forward(problem, pack, Some(&mut scratch)),
+                // Another thread is executing this context right now: this call copies into
+                // buffers of its own rather than wait.
+                None => run(problem, pack),
+            },
             staging::Access::Copies(memory) => staging::run_staged(problem, memory, pack),
             staging::Access::Unreachable(reason) => Err(PluginError::NotApplicable {
                 engine: HOST_REFERENCE.name_str(),
@@ -123,6 +130,15 @@ impl Planned for HostPlan {
 /// Runs the CPU reference over `pack`, whose pointers must all be host memory (the caller
 /// stages device memory first).
 pub fn run(problem: &RaggedSdpaProblem, pack: &VariantPack<'_>) -> Result<(), PluginError> {
+    forward(problem, pack, None)
+}
+
+/// [`run`], with the host copies of offsets and seq_lens made in `scratch` when given.
+fn forward(
+    problem: &RaggedSdpaProblem,
+    pack: &VariantPack<'_>,
+    mut scratch: Option<&mut Scratch>,
+) -> Result<(), PluginError> {
     let batch = usize::try_from(problem.batch()).map_err(|_| {
         internal(&format!(
             "q_tensor_uid tensor uid {}: batch B = {} is negative",
@@ -130,46 +146,49 @@ pub fn run(problem: &RaggedSdpaProblem, pack: &VariantPack<'_>) -> Result<(), Pl
             problem.batch()
         ))
     })?;
-    let (q, k, v, o) = (
-        Bound::new(&problem.q, pack)?,
-        Bound::new(&problem.k, pack)?,
-        Bound::new(&problem.v, pack)?,
-        Bound::new(&problem.o, pack)?,
+    if let Some(scratch) = scratch.as_deref_mut() {
+        scratch.begin_call();
+    }
+    let mut bind = |t| Bound::bind(t, pack, scratch.as_deref_mut());
+    let (mut q, mut k, mut v, mut o) = (
+        bind(&problem.q)?,
+        bind(&problem.k)?,
+        bind(&problem.v)?,
+        bind(&problem.o)?,
     );
-    let stats = match &problem.stats {
-        Some(t) => Some(Bound::new(t, pack)?),
-        None => None,
-    };
-    let index = |s: &IndexInput| owned_index_copy(*s, batch, pack);
-    let seq_len_q = problem.seq_len_q.as_ref().map(index).transpose()?;
-    let seq_len_kv = problem.seq_len_kv.as_ref().map(index).transpose()?;
+    let mut stats = problem.stats.as_ref().map(&mut bind).transpose()?;
+    let mut index = |s: &IndexInput| index_copy(*s, batch, pack, scratch.as_deref_mut());
+    let seq_len_q = problem.seq_len_q.as_ref().map(&mut index).transpose()?;
+    let seq_len_kv = problem.seq_len_kv.as_ref().map(&mut index).transpose()?;
     // SAFETY: the pack's contract: a runtime or staged scale is a host pointer to one element.
     let scale = unsafe { scale::for_host_engine(problem.scale, pack) }?;
-    let reads: Vec<Span> = [&q, &k, &v]
-        .iter()
-        .map(|b| b.span())
-        .chain(variant_pack::read_index_spans(pack, problem))
-        .collect();
-    let writes: Vec<Span> = std::iter::once(&o)
-        .chain(stats.as_ref())
-        .map(Bound::span)
-        .collect();
-    overlap::check(&writes, &reads)?;
+    let reads = [q.span(), k.span(), v.span()].into_iter().chain(
+        variant_pack::index_spans(pack, problem)
+            .into_iter()
+            .flatten(),
+    );
+    let writes = [Some(o.span()), stats.as_ref().map(Bound::span)];
+    overlap::check_all(writes.into_iter().flatten(), reads)?;
 
     // Outputs overlap nothing (checked above), so exclusive views are sound.
-    let (qv, kv, vv, mut ov) = (q.view()?, k.view()?, v.view()?, o.view_mut()?);
-    let mut lv = stats.as_ref().map(|s| s.view_mut()).transpose()?;
+    let (qv, kv, vv, mut ov) = (
+        q.take_view()?,
+        k.take_view()?,
+        v.take_view()?,
+        o.take_view_mut()?,
+    );
+    let mut lv = stats.as_mut().map(Bound::take_view_mut).transpose()?;
     let params = SdpaParams {
         scale,
         band: problem.mask,
     };
     let forward = || {
         sdpa_forward(
-            &*qv,
-            &*kv,
-            &*vv,
-            &mut *ov,
-            lv.as_mut().map(|t| &mut **t as &mut dyn TensorMut),
+            qv.tensor(),
+            kv.tensor(),
+            vv.tensor(),
+            ov.tensor_mut(),
+            lv.as_mut().map(View::tensor_mut),
             seq_len_q.as_deref(),
             seq_len_kv.as_deref(),
             &params,
@@ -215,225 +234,6 @@ pub fn extents(
         .tensors()
         .map(|t| Bound::new(t, pack).map(|b| (t.uid, t.role, b.bytes)))
         .collect()
-}
-
-/// One Q/K/V/O/LSE tensor of this call: its pointer, its byte extent, and (if ragged) the offsets
-/// copied out of the variant pack.
-struct Bound<'p> {
-    plan: &'p Operand,
-    ptr: NonNull<c_void>,
-    element: KernelType,
-    bytes: usize,
-    ragged: Option<(Arc<dyn Tensor>, i64)>,
-}
-
-impl<'p> Bound<'p> {
-    /// Reads the offsets (if ragged) to fix the tensor's byte extent.
-    fn new(plan: &'p Operand, pack: &VariantPack<'_>) -> Result<Self, PluginError> {
-        let ptr = pack.pointer(plan.uid, plan.role)?;
-        let element = plan.dtype;
-        let dims = plan.dims.to_vec();
-        let strides = plan.strides.to_vec();
-        let (elements, ragged) = match plan.ragged {
-            None => (
-                dense_element_space(&plan.dims, &plan.strides, plan.uid)?,
-                None,
-            ),
-            Some(r) => {
-                let aux_plan = IndexInput {
-                    uid: r.uid,
-                    role: OFFSETS_ROLE,
-                    width: r.width,
-                };
-                let count = plan
-                    .batch()
-                    .checked_add(1)
-                    .and_then(|n| usize::try_from(n).ok())
-                    .ok_or_else(|| {
-                        internal(&format!(
-                            "{} tensor uid {}: batch B + 1 = {} + 1 is out of range",
-                            plan.role,
-                            plan.uid,
-                            plan.batch()
-                        ))
-                    })?;
-                let aux: Arc<dyn Tensor> = owned_index_copy(aux_plan, count, pack)?;
-                let layout = RaggedLayout::new(
-                    dims,
-                    strides,
-                    plan.axes().seq,
-                    Arc::clone(&aux),
-                    r.multiplier,
-                )
-                .map_err(|e| PluginError::from(e.for_tensor(plan.uid)))?;
-                let total = usize::try_from(layout.total_elements()).map_err(|_| {
-                    internal(&format!(
-                        "{} tensor uid {}: ragged element total {} is negative",
-                        plan.role,
-                        plan.uid,
-                        layout.total_elements()
-                    ))
-                })?;
-                (total, Some((aux, r.multiplier)))
-            }
-        };
-        let bytes = elements.checked_mul(element.size()).ok_or_else(|| {
-            internal(&format!(
-                "{} tensor uid {}: {elements} elements of {} bytes overflow the address space",
-                plan.role,
-                plan.uid,
-                element.size()
-            ))
-        })?;
-        Ok(Bound {
-            plan,
-            ptr,
-            element,
-            bytes,
-            ragged,
-        })
-    }
-
-    /// An exclusive view over memory another operand also covers would be undefined behaviour,
-    /// so every output's span is checked against all other bindings before any view exists.
-    fn span(&self) -> Span {
-        Span {
-            uid: self.plan.uid,
-            role: self.plan.role,
-            start: self.ptr.as_ptr() as usize,
-            bytes: self.bytes,
-        }
-    }
-
-    /// A shared view; `ptr` is valid for `bytes` host bytes nobody writes during the call (the
-    /// pack's contract, with outputs checked not to overlap inputs).
-    fn view(&self) -> Result<Box<dyn Tensor + '_>, PluginError> {
-        // SAFETY: the pack's contract: `bytes` readable host bytes, unwritten during the call.
-        unsafe {
-            self.raw_view::<HostData<'_>, _>(
-                self.ptr.as_ptr().cast_const(),
-                |t| Box::new(t),
-                |t| Box::new(t),
-            )
-        }
-    }
-
-    /// An exclusive view; called only for outputs, after `check_outputs_do_not_overlap`.
-    fn view_mut(&self) -> Result<Box<dyn TensorMut + '_>, PluginError> {
-        // SAFETY: the pack's contract: `bytes` writable host bytes; outputs overlap no other
-        // operand (checked before any view exists), so nothing else touches them.
-        unsafe {
-            self.raw_view::<HostDataMut<'_>, _>(self.ptr.as_ptr(), |t| Box::new(t), |t| Box::new(t))
-        }
-    }
-
-    /// The operand's dense or ragged view over `ptr`, boxed by `dense` or `ragged`.
-    ///
-    /// # Safety
-    ///
-    /// `ptr` holds `self.bytes` bytes valid for the view's lifetime, with the access the carrier
-    /// `S` claims (unwritten by anyone for a read-only one, untouched by anyone else for a
-    /// writable one).
-    unsafe fn raw_view<'a, S: BorrowedStorage<'a>, R>(
-        &'a self,
-        ptr: S::Ptr,
-        dense: fn(Dense<S>) -> R,
-        ragged: fn(Ragged<S>) -> R,
-    ) -> Result<R, PluginError> {
-        let (dims, strides) = (self.plan.dims.to_vec(), self.plan.strides.to_vec());
-        // SAFETY: forwarded from this function's contract.
-        let view: Result<R, KernelError> = unsafe {
-            match &self.ragged {
-                None => Dense::from_raw(ptr, self.element, self.bytes, dims, strides).map(dense),
-                Some((aux, multiplier)) => Ragged::from_raw(
-                    ptr,
-                    self.element,
-                    self.bytes,
-                    dims,
-                    strides,
-                    self.plan.axes().seq,
-                    Arc::clone(aux),
-                    *multiplier,
-                )
-                .map(ragged),
-            }
-        };
-        view.map_err(|e| e.for_tensor(self.plan.uid).into())
-    }
-}
-
-/// Copies an int32/int64 `[n, 1, 1, 1]` tensor (ragged offsets, seq_lens) out of the variant
-/// pack. The copy is what lets it travel as `Arc<dyn Tensor>` (no borrowed lifetime) and pins
-/// the values for this call.
-fn owned_index_copy(
-    index: IndexInput,
-    n: usize,
-    pack: &VariantPack<'_>,
-) -> Result<Arc<dyn Tensor>, PluginError> {
-    let shallow = index_view(index, n, pack)?;
-    let (dims, strides) = index_shape(n);
-    let owned: Result<Arc<dyn Tensor>, KernelError> = match shallow.host_data() {
-        HostData::I32(values) => DenseTensor::from_vec(values.to_vec(), dims, strides)
-            .map(|t| Arc::new(t) as Arc<dyn Tensor>),
-        HostData::I64(values) => DenseTensor::from_vec(values.to_vec(), dims, strides)
-            .map(|t| Arc::new(t) as Arc<dyn Tensor>),
-        _ => {
-            return Err(internal(&format!(
-                "{} tensor uid {} is not int32/int64",
-                index.role, index.uid
-            )));
-        }
-    };
-    owned.map_err(|e| e.for_tensor(index.uid).into())
-}
-
-fn index_view<'a>(
-    index: IndexInput,
-    n: usize,
-    pack: &VariantPack<'a>,
-) -> Result<ShallowTensor<'a>, PluginError> {
-    let ptr = pack.pointer(index.uid, index.role)?;
-    let element = index.width.data_type();
-    let bytes = index_tensor_bytes(index.uid, index.width, n)?;
-    let (dims, strides) = index_shape(n);
-    // SAFETY: the pack's contract: `n` elements of `element` at `ptr`, in host memory.
-    unsafe { ShallowTensor::from_raw(ptr.as_ptr().cast_const(), element, bytes, dims, strides) }
-        .map_err(|e| e.for_tensor(index.uid).into())
-}
-
-/// Bytes of an `n`-entry int32/int64 tensor (offsets: B + 1, seq_lens: B). `n` comes from the
-/// graph's dims, so the product is checked rather than trusted to fit.
-pub fn index_tensor_bytes(uid: i64, width: IndexWidth, n: usize) -> Result<usize, PluginError> {
-    width.data_type().size().checked_mul(n).ok_or_else(|| {
-        PluginError::InvalidValue(format!(
-            "tensor uid {uid}: {n} entries of {width} overflow the address space"
-        ))
-    })
-}
-
-fn index_shape(n: usize) -> (Vec<i64>, Vec<i64>) {
-    (vec![n as i64, 1, 1, 1], vec![1, 1, 1, 1])
-}
-
-/// Elements a dense tensor spans: `1 + Σ (dims[i] − 1)·strides[i]`, 0 if any dim is 0.
-fn dense_element_space(
-    dims: &[i64; 4],
-    strides: &[i64; 4],
-    uid: i64,
-) -> Result<usize, PluginError> {
-    if dims.contains(&0) {
-        return Ok(0);
-    }
-    let last = dims.iter().zip(strides).try_fold(0i64, |acc, (d, s)| {
-        (d - 1).checked_mul(*s).and_then(|x| acc.checked_add(x))
-    });
-    last.and_then(|l| l.checked_add(1))
-        .and_then(|n| usize::try_from(n).ok())
-        .ok_or_else(|| {
-            PluginError::InvalidValue(format!(
-                "tensor uid {uid}: dims {dims:?} with strides {strides:?} overflow the address space"
-            ))
-        })
 }
 
 /// SDPA errors name a role; the backend needs the uid.
@@ -498,22 +298,6 @@ mod tests {
         assert_eq!(
             error.to_string(),
             "tensor uid 4: O: batch 0 has sequence extent 1, below the 2 rows Q defines"
-        );
-    }
-
-    #[test]
-    fn index_tensor_sizes_are_checked_and_name_the_uid() {
-        assert_eq!(index_tensor_bytes(5, IndexWidth::I32, 3).ok(), Some(12));
-        assert_eq!(index_tensor_bytes(5, IndexWidth::I64, 3).ok(), Some(24));
-        let error = index_tensor_bytes(6, IndexWidth::I64, usize::MAX / 4)
-            .err()
-            .map(|e| e.to_string());
-        assert_eq!(
-            error,
-            Some(format!(
-                "invalid value: tensor uid 6: {} entries of int64 overflow the address space",
-                usize::MAX / 4
-            ))
         );
     }
 }
