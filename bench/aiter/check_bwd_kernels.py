@@ -242,8 +242,10 @@ def make_fixup_case(rng, big=False):
         lk[batch // 2] = 0
     case = {"batch": batch, "s_q": s_q, "s_kv": s_kv, "hq": hq, "hk": hk, "d_qk": d_qk, "d_v": d_v,
             "sq": sq, "sk": sk, "lq": lq, "lk": lk}
-    for name, starts, heads, d in (("dq", sq, hq, d_qk), ("dk", sk, hk, d_qk), ("dv", sk, hk, d_v)):
-        seq, head, size = grad_layout(rng, int(starts[-1]), heads, d)
+    for name, starts, heads, d, s_max in (("dq", sq, hq, d_qk, s_q), ("dk", sk, hk, d_qk, s_kv),
+                                          ("dv", sk, hk, d_v, s_kv)):
+        # S_max rows past the last token: a write into the last batch's padding lands in view
+        seq, head, size = grad_layout(rng, int(starts[-1]) + s_max, heads, d)
         case[name] = (seq, head, rng.integers(1, 2**16, size=size + GUARD, dtype=np.uint64).astype(np.uint16))
     items = batch * (s_q * hq + s_kv * hk)
     case["grid"] = rust_blocks(items) if big else pick_grid(rng, items)
