@@ -81,7 +81,7 @@ for run in 1 2 3; do
 done
 elapsed
 
-echo "== hardening: valgrind (load/execute/unload loop: 0 memory errors, growth per loop)"
+echo "== hardening: valgrind (load/execute/unload loop, inline and worker-pool executes: 0 memory errors, growth per loop)"
 command -v valgrind >/dev/null || { sudo -n apt-get install -y -qq valgrind >/dev/null 2>&1 || apt-get install -y -qq valgrind >/dev/null; }
 inputs="$PWD/target/hardening_inputs"
 HARDENING_INPUTS="$inputs" cargo test --quiet -p ragged-plugin --test hardening dlclose >/dev/null
@@ -94,7 +94,7 @@ in_use() { # loops -> "unsuppressed suppressed" bytes in use at exit; fails on a
     --errors-for-leak-kinds=none --keep-debuginfo=yes --suppressions=.ci/valgrind-unload.supp \
     --log-file="$log" \
     "$host" unload "$plugin" "$sink" "$inputs/graph_flagged.bin" "$inputs/engine_config.bin" \
-    "$inputs" "$1" >/dev/null || { cat "$log" >&2; echo "valgrind: errors with $1 loops" >&2; exit 1; }
+    "$inputs" "$1" "$inputs/large/graph.bin" "$inputs/large" >/dev/null || { cat "$log" >&2; echo "valgrind: errors with $1 loops" >&2; exit 1; }
   local total suppressed
   total="$(sed -n 's/.*in use at exit: \([0-9,]*\) bytes.*/\1/p' "$log" | tr -d ,)"
   suppressed="$(sed -n 's/.*  suppressed: \([0-9,]*\) bytes.*/\1/p' "$log" | tr -d ,)"
