@@ -92,7 +92,10 @@ impl Shared {
                 return;
             }
             let Some(job) = state.jobs.iter_mut().find(|job| job.wanted > 0) else {
-                state = self.work.wait(state).unwrap_or_else(PoisonError::into_inner);
+                state = self
+                    .work
+                    .wait(state)
+                    .unwrap_or_else(PoisonError::into_inner);
                 continue;
             };
             job.wanted -= 1;
@@ -153,7 +156,10 @@ impl Shared {
             if state.jobs[at].running == 0 {
                 break state.jobs.swap_remove(at).panic;
             }
-            state = self.idle.wait(state).unwrap_or_else(PoisonError::into_inner);
+            state = self
+                .idle
+                .wait(state)
+                .unwrap_or_else(PoisonError::into_inner);
         };
         drop(state);
         if let Err(payload) = own {
@@ -299,7 +305,9 @@ pub fn for_each_init<T: Send, S>(
     body: impl Fn(&mut S, T) + Sync,
 ) {
     with_current(|pool| {
-        let helpers = pool.map_or(0, |shared| shared.helpers.min(items.len().saturating_sub(1)));
+        let helpers = pool.map_or(0, |shared| {
+            shared.helpers.min(items.len().saturating_sub(1))
+        });
         let (Some(shared), true) = (pool, helpers > 0) else {
             let mut scratch = None;
             for item in items {

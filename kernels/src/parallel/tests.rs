@@ -38,7 +38,11 @@ fn every_item_runs_once_and_scratch_is_made_once_per_participant() {
     let inits = inits.load(Ordering::SeqCst);
     assert!((1..=4).contains(&inits), "{inits} scratch values");
     drop(pool);
-    assert_eq!(alive.load(Ordering::SeqCst), 0, "dropping the pool joins its threads");
+    assert_eq!(
+        alive.load(Ordering::SeqCst),
+        0,
+        "dropping the pool joins its threads"
+    );
 }
 
 #[test]
@@ -99,7 +103,11 @@ fn a_helpers_panic_reaches_the_caller_and_the_pool_still_works() {
         )
     });
     assert_eq!(sum.load(Ordering::SeqCst), 5050);
-    assert_eq!(current_threads(), configured_threads(), "with_pool restored");
+    assert_eq!(
+        current_threads(),
+        configured_threads(),
+        "with_pool restored"
+    );
 }
 
 #[test]
