@@ -319,10 +319,7 @@ pub fn for_each_init<T: Send, S>(
         let next = AtomicUsize::new(0);
         let task = || {
             let mut scratch = None;
-            loop {
-                let Some(slot) = slots.get(next.fetch_add(1, Ordering::Relaxed)) else {
-                    break;
-                };
+            while let Some(slot) = slots.get(next.fetch_add(1, Ordering::Relaxed)) {
                 // Each index is handed out once, so the slot is uncontended and still full.
                 let item = slot.lock().unwrap_or_else(PoisonError::into_inner).take();
                 if let Some(item) = item {
