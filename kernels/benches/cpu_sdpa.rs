@@ -241,7 +241,7 @@ fn main() {
             best * 1e3,
             flops / best / 1e9,
             cpu.map_or(0.0, |cpu| flops / cpu / 1e9),
-            rayon::current_num_threads()
+            ragged_kernels::parallel::current_threads()
         ),
         Err(message) => {
             eprintln!("cpu_sdpa: {message}");

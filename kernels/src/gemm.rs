@@ -2,7 +2,7 @@
 //!
 //! matrixmultiply picks AVX-512/AVX2+FMA kernels at run time and takes arbitrary strides, which is
 //! what lets a portable build run at full speed. It is built without its `threading` feature, so
-//! every product runs on the calling thread and rayon's outer parallelism is never
+//! every product runs on the calling thread and the outer parallel loops (`crate::parallel`) are never
 //! oversubscribed, whatever the tile sizes.
 
 /// A read-only strided f32 matrix.

@@ -23,6 +23,7 @@ pub mod dtype;
 pub mod error;
 pub mod executor;
 mod gemm;
+pub mod parallel;
 pub mod problem;
 pub mod runtime;
 pub mod sdpa;

@@ -59,12 +59,15 @@ pub fn return_details(owner: usize, ptr: usize, size: usize) -> Result<(), Plugi
 }
 
 /// What the plugin keeps between calls for the process, released when the last handle is
-/// destroyed: the worker pool (its threads joined) and the CPU reference's staging buffers. After
+/// destroyed: the worker pool (its threads joined), the CPU reference's staging buffers and the
+/// GPU-runtime and AITER probes' verdicts (a usable runtime or engine excepted). After
 /// this, unloading the library leaves neither a thread running its code nor heap that only its
 /// statics knew about (issue 13 items 1 and 7); the next call that needs either builds it anew.
 pub fn last_handle_destroyed() {
     crate::worker_pool::shut_down();
     ragged_kernels::sdpa::release_caches();
+    ragged_kernels::runtime::probe::release();
+    crate::engines::aiter::release_probe();
 }
 
 impl EngineHandle {

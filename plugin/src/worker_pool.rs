@@ -1,11 +1,12 @@
 //! The plugin's own worker threads, for the CPU reference's parallel loops.
 //!
-//! rayon's global pool starts threads that live as long as the process; their thread-local
+//! A process-wide pool would start threads that live as long as the process; their thread-local
 //! destructors point into this library, so glibc never unmaps it on `dlclose` (issue 13 item 7:
-//! 100 of 100 unload loops left it resident, and its statics — a logging callback among them —
-//! survived into the next `dlopen`). Instead the plugin owns a pool, started on the first execute
-//! that needs it and shut down, threads joined, when the last engine handle is destroyed: after
-//! that no thread runs our code and `dlclose` unmaps the library.
+//! with rayon's global pool 100 of 100 unload loops left it resident, and its statics — a
+//! logging callback among them — survived into the next `dlopen`). Instead the plugin owns a
+//! [`ragged_kernels::parallel::Pool`], started on the first execute that needs it and shut down,
+//! threads joined, when the last engine handle is destroyed: after that no thread runs our code
+//! and `dlclose` unmaps the library.
 //!
 //! matrixmultiply's `threading` feature would start a second, global set of threads
 //! (`thread-tree`) with the same problem; the kernels size their tiles so that it never engages
@@ -20,45 +21,19 @@ use std::ffi::{c_int, c_void};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
-use rayon::{ThreadBuilder, ThreadPool, ThreadPoolBuilder};
+use ragged_kernels::parallel::{self, Joiner, Pool, ThreadMain};
 
 use crate::error::PluginError;
-
-/// The pool and the threads to join once it has been told to stop.
-struct Pool {
-    pool: Option<ThreadPool>,
-    threads: Arc<Mutex<Vec<PosixThread>>>,
-}
-
-impl Drop for Pool {
-    fn drop(&mut self) {
-        // Dropping the pool tells its threads to exit once idle; joining waits until they have
-        // (thread-local destructors included), so none is left running this library's code.
-        drop(self.pool.take());
-        let threads = std::mem::take(&mut *self.threads.lock());
-        for thread in threads {
-            thread.join();
-        }
-    }
-}
 
 static POOL: Mutex<Option<Arc<Pool>>> = Mutex::new(None);
 
 fn start() -> Result<Pool, PluginError> {
-    let threads = Arc::new(Mutex::new(Vec::new()));
-    let spawned = Arc::clone(&threads);
-    let pool = ThreadPoolBuilder::new()
-        .spawn_handler(move |thread| {
-            let handle = PosixThread::spawn(thread)?;
-            spawned.lock().push(handle);
-            Ok(())
-        })
-        .build()
-        .map_err(|e| PluginError::Engine(format!("cannot start the worker pool: {e}")))?;
-    Ok(Pool {
-        pool: Some(pool),
-        threads,
+    // The calling thread takes part in every loop, so one thread fewer is started.
+    Pool::start(parallel::configured_threads() - 1, |main| {
+        let thread = PosixThread::spawn(main)?;
+        Ok(Box::new(move || thread.join()) as Joiner)
     })
+    .map_err(|e| PluginError::Engine(format!("cannot start the worker pool: {e}")))
 }
 
 /// `pthread_t` on Linux (glibc and musl: an unsigned long).
@@ -78,15 +53,15 @@ unsafe extern "C" {
 struct PosixThread(PthreadT);
 
 impl PosixThread {
-    fn spawn(thread: ThreadBuilder) -> std::io::Result<Self> {
-        let arg = Box::into_raw(Box::new(thread)).cast::<c_void>();
+    fn spawn(main: ThreadMain) -> std::io::Result<Self> {
+        let arg = Box::into_raw(Box::new(main)).cast::<c_void>();
         let mut id: PthreadT = 0;
         // SAFETY: `id` is valid for one write; `run_worker` takes ownership of `arg`, a leaked
-        // Box<ThreadBuilder>, exactly once, and only if the thread was created.
+        // Box<ThreadMain>, exactly once, and only if the thread was created.
         let status = unsafe { pthread_create(&mut id, std::ptr::null(), run_worker, arg) };
         if status != 0 {
             // SAFETY: no thread was created, so `arg` is still ours to free.
-            drop(unsafe { Box::from_raw(arg.cast::<ThreadBuilder>()) });
+            drop(unsafe { Box::from_raw(arg.cast::<ThreadMain>()) });
             return Err(std::io::Error::from_raw_os_error(status));
         }
         Ok(PosixThread(id))
@@ -99,15 +74,16 @@ impl PosixThread {
 }
 
 extern "C" fn run_worker(arg: *mut c_void) -> *mut c_void {
-    // SAFETY: `arg` is the Box<ThreadBuilder> `PosixThread::spawn` leaked for this thread.
-    let thread = unsafe { Box::from_raw(arg.cast::<ThreadBuilder>()) };
-    // A panic must not unwind out of a C thread entry; rayon catches job panics itself.
-    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || thread.run()));
+    // SAFETY: `arg` is the Box<ThreadMain> `PosixThread::spawn` leaked for this thread.
+    let main = unsafe { Box::from_raw(arg.cast::<ThreadMain>()) };
+    // A panic must not unwind out of a C thread entry; the pool catches item panics itself.
+    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(main));
     std::ptr::null_mut()
 }
 
-/// Runs `work` with the plugin's pool as rayon's current pool, starting the pool if needed.
-pub fn install<R: Send>(work: impl FnOnce() -> R + Send) -> Result<R, PluginError> {
+/// Runs `work` on the calling thread with the plugin's pool running its parallel loops,
+/// starting the pool if needed.
+pub fn install<R>(work: impl FnOnce() -> R) -> Result<R, PluginError> {
     let pool = {
         let mut slot = POOL.lock();
         match slot.as_ref() {
@@ -119,10 +95,7 @@ pub fn install<R: Send>(work: impl FnOnce() -> R + Send) -> Result<R, PluginErro
             }
         }
     };
-    match pool.pool.as_ref() {
-        Some(p) => Ok(p.install(work)),
-        None => Err(PluginError::Engine("the worker pool is stopped".into())),
-    }
+    Ok(parallel::with_pool(&pool, work))
     // `pool` drops here; if a shutdown ran meanwhile, this was the last reference and the
     // threads are joined now, on the calling thread (never on a pool thread).
 }
@@ -136,15 +109,40 @@ pub fn shut_down() {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::HashSet;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::{Duration, Instant};
+
     use super::*;
 
     #[test]
-    fn work_runs_on_a_pool_thread_not_the_callers() {
+    fn loops_run_on_the_callers_thread_and_on_pool_threads() {
         let caller = std::thread::current().id();
-        let ran = install(|| (rayon::current_thread_index(), std::thread::current().id())).ok();
-        assert!(
-            ran.is_some_and(|(index, id)| index.is_some() && id != caller),
-            "{ran:?}"
-        );
+        let expected = parallel::configured_threads().min(2);
+        let started = AtomicUsize::new(0);
+        let threads = std::sync::Mutex::new(HashSet::new());
+        let outer = install(|| {
+            parallel::for_each_init(
+                vec![0, 1],
+                || (),
+                |_, _: i32| {
+                    threads.lock().unwrap().insert(std::thread::current().id());
+                    started.fetch_add(1, Ordering::SeqCst);
+                    // Both items wait for each other when there are two threads to run them.
+                    let deadline = Instant::now() + Duration::from_secs(20);
+                    while expected == 2
+                        && started.load(Ordering::SeqCst) < 2
+                        && Instant::now() < deadline
+                    {
+                        std::thread::yield_now();
+                    }
+                },
+            );
+            std::thread::current().id()
+        });
+        assert_eq!(outer.ok(), Some(caller), "install runs work on the caller");
+        let threads = threads.into_inner().unwrap();
+        assert_eq!(threads.len(), expected, "{threads:?}");
+        assert!(threads.contains(&caller));
     }
 }

@@ -120,6 +120,72 @@ fn oversized(seq_q: i64, heads: i64) -> Graph {
     g
 }
 
+/// Query and key lengths of the two batches of [`large`].
+const LARGE_LENS_Q: [i32; 2] = [128, 100];
+const LARGE_LENS_KV: [i32; 2] = [128, 90];
+/// S_max of [`large`] (Q/O and K/V dims).
+const LARGE_S: i64 = 128;
+
+/// The golden graph (bf16, B = 2, H_q = 2, H_kv = 1, D = 16) at S_max = 128: 2^21 multiply-adds
+/// by the host engine's bound, above its 2^20 inline threshold, so executes run on the worker
+/// pool (the golden graph itself runs on the calling thread).
+fn large() -> Graph {
+    let mut g = golden_graph();
+    for t in &mut g.tensors {
+        let heads = match t.uid {
+            1 | 4 => 2,
+            2 | 3 => 1,
+            9 => {
+                t.dims = vec![2, 2, LARGE_S, 1];
+                t.strides = vec![2 * LARGE_S, LARGE_S, 1, 1];
+                continue;
+            }
+            _ => continue,
+        };
+        t.dims = vec![2, LARGE_S, heads, 16];
+        t.strides = vec![LARGE_S * heads * 16, heads * 16, 16, 1];
+    }
+    g
+}
+
+/// [`large`]'s graph and variant pack, in the layout the C modes read (`DIR/<uid>.bin`).
+fn write_large(dir: &Path) {
+    std::fs::create_dir_all(dir).expect("large inputs dir");
+    let write = |name: &str, bytes: &[u8]| std::fs::write(dir.join(name), bytes).expect("write");
+    write("graph.bin", &ragged_schema::wire::encode_graph(&large()));
+    let offsets = |lens: [i32; 2], width: i32| {
+        [0, lens[0] * width, (lens[0] + lens[1]) * width]
+            .iter()
+            .flat_map(|x| x.to_le_bytes())
+            .collect::<Vec<u8>>()
+    };
+    write("5.bin", &offsets(LARGE_LENS_Q, 2 * 16));
+    write("6.bin", &offsets(LARGE_LENS_KV, 16));
+    // Values in [-1, 1) from a fixed LCG, exact in bf16 (the top half of an f32).
+    let mut state = 0x2545_f491_u32;
+    let mut bf16s = |n: usize| -> Vec<u8> {
+        (0..n)
+            .flat_map(|_| {
+                state = state.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+                let x = (state >> 8) as f32 / (1u32 << 23) as f32 - 1.0;
+                ((x.to_bits() >> 16) as u16).to_le_bytes()
+            })
+            .collect()
+    };
+    let s = LARGE_S as usize;
+    write("1.bin", &bf16s(2 * s * 2 * 16));
+    write("2.bin", &bf16s(2 * s * 16));
+    write("3.bin", &bf16s(2 * s * 16));
+    let o: Vec<u8> = std::iter::repeat_n(BF16_SENTINEL.to_le_bytes(), 2 * s * 2 * 16)
+        .flatten()
+        .collect();
+    write("4.bin", &o);
+    let lse: Vec<u8> = std::iter::repeat_n(SENTINEL.to_le_bytes(), 2 * 2 * s)
+        .flatten()
+        .collect();
+    write("9.bin", &lse);
+}
+
 /// The golden graph with its scale a pass-by-value f32 bound as uid 30.
 fn runtime_scale() -> Graph {
     let mut g = golden_graph();
@@ -179,6 +245,7 @@ fn write_inputs(dir: &Path) {
         .flatten()
         .collect();
     write("9.bin", &lse);
+    write_large(&dir.join("large"));
 }
 
 fn run(args: &[&dyn AsRef<std::ffi::OsStr>]) -> Output {
@@ -289,7 +356,8 @@ fn offsets_inside_an_output_are_refused_and_kept() {
 }
 
 /// Item 7: after the last handle is destroyed, dlclose unmaps the library in every loop, and a
-/// reload does not call the unloaded library's callback.
+/// reload does not call the unloaded library's callback. Each loop runs the golden graph (on the
+/// calling thread) and the large one (on the worker pool, whose threads must be gone too).
 #[test]
 fn dlclose_unmaps_the_library_and_forgets_the_callback() {
     let dir = inputs();
@@ -301,6 +369,8 @@ fn dlclose_unmaps_the_library_and_forgets_the_callback() {
         &dir.join("engine_config.bin"),
         &dir,
         &"20",
+        &dir.join("large/graph.bin"),
+        &dir.join("large"),
     ]);
     let stdout = assert_passed("unload", &out);
     assert!(stdout.contains("20 load/execute/unload loops"), "{stdout}");
@@ -325,6 +395,27 @@ fn threads_sharing_one_context_agree_bit_for_bit() {
     let stdout = assert_passed("threads", &out);
     assert!(
         stdout.contains("8 threads x 200 executes on one context, all bit-identical"),
+        "{stdout}"
+    );
+}
+
+/// The same on the worker pool (the large graph, above the inline threshold): 4 threads × 20
+/// executes, each spread over the pool's threads and its caller.
+#[test]
+fn threads_sharing_the_worker_pool_agree_bit_for_bit() {
+    let dir = inputs();
+    let out = run(&[
+        &"threads",
+        &plugin_path(),
+        &dir.join("large/graph.bin"),
+        &dir.join("engine_config.bin"),
+        &dir.join("large"),
+        &"4",
+        &"20",
+    ]);
+    let stdout = assert_passed("threads", &out);
+    assert!(
+        stdout.contains("4 threads x 20 executes on one context, all bit-identical"),
         "{stdout}"
     );
 }

@@ -18,12 +18,33 @@ pub struct NotFound {
 
 /// Opens the first candidate that loads.
 pub fn open_first(candidates: &[PathBuf]) -> Result<(Library, PathBuf), NotFound> {
+    open_first_with(candidates, false)
+}
+
+/// `RTLD_NODELETE` (glibc and musl on Linux; libloading does not export it).
+const RTLD_NODELETE: std::ffi::c_int = 0x1000;
+
+/// As [`open_first`], but the library stays mapped for the process after the last `dlclose`.
+///
+/// For the HIP runtime: its initialiser allocates 408 B (libamdhip64 5.2 of
+/// `apt-get install libamdhip64-5`, measured with valgrind) that its destructor never frees, so
+/// every open after a full unload would add that much to the process, and ROCm's runtime is
+/// not made to be unloaded. Kept mapped, a later open finds it initialised, while what the
+/// plugin allocated around it is still freed with its last handle.
+pub fn open_first_resident(candidates: &[PathBuf]) -> Result<(Library, PathBuf), NotFound> {
+    open_first_with(candidates, true)
+}
+
+fn open_first_with(candidates: &[PathBuf], resident: bool) -> Result<(Library, PathBuf), NotFound> {
+    use libloading::os::unix::{Library as UnixLibrary, RTLD_LAZY, RTLD_LOCAL};
+    // RTLD_LAZY | RTLD_LOCAL is what `Library::new` uses.
+    let flags = RTLD_LAZY | RTLD_LOCAL | if resident { RTLD_NODELETE } else { 0 };
     let mut last_error = String::from("no candidates");
     for path in candidates {
         // SAFETY: opening a shared library runs its initialisers. The candidates are vendor GPU
         // runtimes (made to be loaded into any host process, as hipDNN itself does) or the
         // project's own shim, whose initialisers have no preconditions on us.
-        match unsafe { Library::new(path) } {
+        match unsafe { UnixLibrary::open(Some(path), flags) }.map(Library::from) {
             Ok(lib) => return Ok((lib, path.clone())),
             Err(e) => last_error = e.to_string(),
         }

@@ -1,5 +1,5 @@
 //! The one presence probe for both GPU runtimes: which of CUDA and HIP this process can use,
-//! decided once and shared by every engine, the plugin's host-memory rule, the shim and the
+//! decided once (until [`release`]) and shared by every engine, the plugin's host-memory rule, the shim and the
 //! conformance suites.
 //!
 //! "Usable" means a device can hold tensors here: for HIP, a runtime that loads, sees at least
@@ -10,9 +10,7 @@
 //! engine uses every pointer in place.
 
 use std::path::PathBuf;
-use std::sync::{Arc, OnceLock};
-
-use parking_lot::Mutex;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use super::cuda::GpuError;
 use super::cuda::runtime::{self as cuda_runtime, CudaRuntime};
@@ -181,11 +179,18 @@ impl HipVerdict {
     }
 }
 
-/// The verdict for `candidates`, computed on first request and kept for the process: every
+/// Verdicts by candidate list, and the process's own ([`hip`]), until [`release`].
+static VERDICTS: Mutex<Vec<(Vec<PathBuf>, Arc<HipVerdict>)>> = Mutex::new(Vec::new());
+static HIP: Mutex<Option<Arc<HipVerdict>>> = Mutex::new(None);
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The verdict for `candidates`, computed on first request and kept until [`release`]: every
 /// caller naming the same libraries gets the same answer (and the same loaded runtime).
 pub fn hip_for(candidates: &[PathBuf]) -> Arc<HipVerdict> {
-    static VERDICTS: Mutex<Vec<(Vec<PathBuf>, Arc<HipVerdict>)>> = Mutex::new(Vec::new());
-    let mut verdicts = VERDICTS.lock();
+    let mut verdicts = lock(&VERDICTS);
     if let Some((_, verdict)) = verdicts.iter().find(|(c, _)| c == candidates) {
         return Arc::clone(verdict);
     }
@@ -195,9 +200,22 @@ pub fn hip_for(candidates: &[PathBuf]) -> Arc<HipVerdict> {
 }
 
 /// The process's verdict about HIP, from [`hip::hip_candidates`].
-pub fn hip() -> &'static HipVerdict {
-    static HIP: OnceLock<Arc<HipVerdict>> = OnceLock::new();
-    HIP.get_or_init(|| hip_for(&hip::hip_candidates()))
+pub fn hip() -> Arc<HipVerdict> {
+    let mut slot = lock(&HIP);
+    if let Some(verdict) = slot.as_ref() {
+        return Arc::clone(verdict);
+    }
+    Arc::clone(slot.insert(hip_for(&hip::hip_candidates())))
+}
+
+/// Drops the kept verdicts of both runtimes (a usable CUDA runtime excepted, see
+/// [`cuda_runtime::release`]): the plugin calls this when its last handle is destroyed, so that
+/// no heap is left that only an unloaded library's statics knew about. A verdict still held by
+/// a caller lives on with it; the next request decides again.
+pub fn release() {
+    lock(&HIP).take();
+    std::mem::take(&mut *lock(&VERDICTS));
+    cuda_runtime::release();
 }
 
 /// The process's verdict about CUDA (see [`cuda_runtime::probe`]).

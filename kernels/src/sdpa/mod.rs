@@ -1,7 +1,7 @@
 //! CPU reference SDPA forward over dense and ragged tensors (ragged-sdpa.md §1–§5).
 //!
 //! Flow: `problem::validate` checks every operand, `stage` gathers the logical rows of Q, K and V
-//! into f32 blocks, rayon runs `tile::attend_tile` over (batch, head, query tile) into staged
+//! into f32 blocks, `crate::parallel` runs `tile::attend_tile` over (batch, head, query tile) into staged
 //! outputs, and only then are O and LSE written, so an error leaves them untouched.
 
 // layout, problem, softmax and stage are shared with the backward (`crate::sdpa_backward`).
@@ -47,7 +47,7 @@ impl Default for SdpaParams {
 }
 
 /// Query rows per work item, before the cache cap below. 128-row items still leave hundreds of
-/// items for rayon on real batches.
+/// items for the worker threads on real batches.
 const QUERY_TILE: usize = 128;
 /// Keys per online-softmax step, before the cache cap. Measured with one thread on this
 /// project's 2-core AVX2 machine (CPU time per call): 128 × 128, 128 × 256, 64 × 256 and

@@ -19,8 +19,6 @@
 
 use std::ops::Range;
 
-use rayon::prelude::*;
-
 use crate::error::{KernelError, Role};
 use crate::gemm::{MatMut, MatRef, sgemm};
 use crate::sdpa::MaskBand;
@@ -145,7 +143,7 @@ pub(super) fn backward(
         .filter(|&b| f.len_q[b] > 0 && f.len_kv[b] > 0)
         .count()
         * f.heads_kv;
-    let wanted = 4 * rayon::current_num_threads();
+    let wanted = 4 * crate::parallel::current_threads();
     let chunks_of = |len_kv: usize| {
         let tiles = len_kv.div_ceil(cfg.key_tile);
         if pairs >= wanted {
@@ -217,11 +215,9 @@ pub(super) fn backward(
     }
     // Largest items first, so the tail of the schedule is made of small ones.
     items.sort_by_key(|item| std::cmp::Reverse(f.len_q[item.batch] * item.keys.len()));
-    items
-        .into_par_iter()
-        .for_each_init(Scratch::default, |scratch, item| {
-            run_item(p, s, cfg, item, scratch);
-        });
+    crate::parallel::for_each_init(items, Scratch::default, |scratch, item| {
+        run_item(p, s, cfg, item, scratch);
+    });
 
     let mut dq_batches = dq.batches_mut();
     for (b, g, buffer) in &partials {
@@ -342,15 +338,20 @@ fn admit(
 pub(super) fn row_dots(d_o: &Staged, o: &Staged, delta: &mut Staged) {
     const ROWS: usize = 256;
     let width = d_o.width().max(1);
-    delta
+    let blocks: Vec<_> = delta
         .data
-        .par_chunks_mut(ROWS)
-        .zip(d_o.data.par_chunks(ROWS * width))
-        .zip(o.data.par_chunks(ROWS * width))
-        .for_each(|((out, g), y)| {
+        .chunks_mut(ROWS)
+        .zip(d_o.data.chunks(ROWS * width))
+        .zip(o.data.chunks(ROWS * width))
+        .collect();
+    crate::parallel::for_each_init(
+        blocks,
+        || (),
+        |_, ((out, g), y)| {
             let rows = g.chunks_exact(width).zip(y.chunks_exact(width));
             for (x, (g, y)) in out.iter_mut().zip(rows) {
                 *x = g.iter().zip(y).map(|(a, c)| a * c).sum();
             }
-        });
+        },
+    );
 }

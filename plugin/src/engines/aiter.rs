@@ -1,7 +1,7 @@
 //! `RAGGED_SDPA_AITER_FMHA`: the kernels' AITER plan on the current HIP device (the shared GPU
 //! contract, then AITER's limits), and one execute on the handle's stream.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use ragged_kernels::aiter::{
     self as kernels_aiter, AiterBackwardPlan, AiterBackwardProblem, AiterEngine, AiterPlan,
@@ -22,7 +22,7 @@ pub struct AiterFmha;
 
 impl Planner for AiterFmha {
     fn listing(&self) -> Listing {
-        listing_for(probe().1.clone())
+        listing_for(probe().1)
     }
 
     fn plan(&self, problem: &RaggedSdpaProblem) -> Result<Box<dyn Planned>, Decline> {
@@ -145,20 +145,43 @@ pub fn listing_for(probe: Result<String, String>) -> Listing {
 
 /// The AITER engine, probed once per process; `None` when it is not listed.
 pub fn engine() -> Option<&'static AiterEngine> {
-    probe().0.as_ref()
+    probe().0
 }
 
-fn probe() -> &'static (Option<AiterEngine>, Result<String, String>) {
-    static AITER: OnceLock<(Option<AiterEngine>, Result<String, String>)> = OnceLock::new();
-    AITER.get_or_init(|| {
-        let availability =
-            kernels_aiter::probe(&ProbeConfig::from_env(plugin_dir::plugin_dir().as_deref()));
-        let line = availability.log_line();
-        match availability {
-            Availability::Available(engine) => (Some(*engine), Ok(line)),
-            Availability::Unavailable { .. } => (None, Err(line)),
-        }
-    })
+/// An available engine, kept for the process once found (callers hold `&'static` references),
+/// with its line; or why there is none, kept until [`release_probe`].
+static AVAILABLE: OnceLock<(AiterEngine, String)> = OnceLock::new();
+static UNAVAILABLE: Mutex<Option<String>> = Mutex::new(None);
+
+fn probe() -> (Option<&'static AiterEngine>, Result<String, String>) {
+    let available =
+        |(engine, line): &'static (AiterEngine, String)| (Some(engine), Ok(line.clone()));
+    if let Some(found) = AVAILABLE.get() {
+        return available(found);
+    }
+    let mut unavailable = UNAVAILABLE.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(line) = unavailable.as_ref() {
+        return (None, Err(line.clone()));
+    }
+    if let Some(found) = AVAILABLE.get() {
+        return available(found);
+    }
+    let availability =
+        kernels_aiter::probe(&ProbeConfig::from_env(plugin_dir::plugin_dir().as_deref()));
+    let line = availability.log_line();
+    match availability {
+        Availability::Available(engine) => available(AVAILABLE.get_or_init(|| (*engine, line))),
+        Availability::Unavailable { .. } => (None, Err(unavailable.insert(line).clone())),
+    }
+}
+
+/// Forgets why the engine was unavailable (the plugin's last handle); the next probe decides
+/// again. An available engine is kept.
+pub fn release_probe() {
+    UNAVAILABLE
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .take();
 }
 
 /// Applicability on the calling thread's current HIP device.

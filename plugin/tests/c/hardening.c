@@ -343,8 +343,13 @@ static void mode_overlap(const plugin_t *p, const char *graph_path, const char *
 /* Issue 13 item 7: after the last handle and dlclose the library is unmapped, and a callback
  * set by a library that is gone is never called. */
 static void mode_unload(const char *plugin_path, const char *sink_path, const char *graph_path,
-                        const char *config_path, const char *dir, long loops) {
+                        const char *config_path, const char *dir, long loops,
+                        const char *pool_graph_path, const char *pool_dir) {
     const_data_t graph = file_data(graph_path), config = file_data(config_path);
+    /* Optional: a second graph, large enough to run on the worker pool, executed in every loop
+     * too, so that the pool's threads start and must be gone before dlclose. */
+    const_data_t pool_graph = {NULL, 0};
+    if (pool_graph_path) pool_graph = file_data(pool_graph_path);
     for (long loop = 0; loop < loops; ++loop) {
         void *sink = dlopen(sink_path, RTLD_NOW | RTLD_LOCAL);
         CHECK(sink != NULL, "dlopen sink: %s", dlerror());
@@ -359,6 +364,12 @@ static void mode_unload(const char *plugin_path, const char *sink_path, const ch
         status_t s = run_once(&p, &graph, &config, pack.entries, PACK);
         CHECK(s == SUCCESS, "loop %ld: execute: %d: %s", loop, s, last_error(&p));
         free_pack(&pack);
+        if (pool_graph_path) {
+            pack_t large = read_pack(pool_dir);
+            s = run_once(&p, &pool_graph, &config, large.entries, PACK);
+            CHECK(s == SUCCESS, "loop %ld: execute on the pool: %d: %s", loop, s, last_error(&p));
+            free_pack(&large);
+        }
         /* A failing call logs through the callback. */
         CHECK(p.create(NULL) == BAD_PARAM, "Create(NULL)");
         CHECK(received() > 0, "loop %ld: the callback received nothing", loop);
@@ -379,7 +390,9 @@ static void mode_unload(const char *plugin_path, const char *sink_path, const ch
     plugin_t p = load(plugin_path);
     CHECK(p.create(NULL) == BAD_PARAM, "Create(NULL) after reload");
     dlclose(p.lib);
-    printf("%ld load/execute/unload loops\n", loops);
+    printf("%ld load/execute/unload loops%s\n", loops,
+           pool_graph_path ? ", each also on the worker pool" : "");
+    free((void *)pool_graph.ptr);
     free((void *)graph.ptr);
     free((void *)config.ptr);
 }
@@ -705,15 +718,16 @@ int main(int argc, char **argv) {
                 "       %s stale PLUGIN GRAPH CONFIG ROUNDS\n"
                 "       %s scale PLUGIN GRAPH CONFIG DIR\n"
                 "       %s overlap PLUGIN GRAPH CONFIG DIR\n"
-                "       %s unload PLUGIN SINK.so GRAPH CONFIG DIR LOOPS\n"
+                "       %s unload PLUGIN SINK.so GRAPH CONFIG DIR LOOPS [POOL_GRAPH POOL_DIR]\n"
                 "       %s threads PLUGIN GRAPH CONFIG DIR THREADS EXECUTES\n"
                 "       %s bad-input PLUGIN GRAPH CONFIG DIR\n",
                 argv[0], argv[0], argv[0], argv[0], argv[0], argv[0], argv[0], argv[0]);
         return 2;
     }
     const char *mode = argv[1];
-    if (strcmp(mode, "unload") == 0 && argc == 8) {
-        mode_unload(argv[2], argv[3], argv[4], argv[5], argv[6], strtol(argv[7], NULL, 10));
+    if (strcmp(mode, "unload") == 0 && (argc == 8 || argc == 10)) {
+        mode_unload(argv[2], argv[3], argv[4], argv[5], argv[6], strtol(argv[7], NULL, 10),
+                    argc == 10 ? argv[8] : NULL, argc == 10 ? argv[9] : NULL);
     } else {
         plugin_t p = load(argv[2]);
         if (strcmp(mode, "extent") == 0 && argc == 5) {

@@ -8,7 +8,7 @@
 //! stay fixed while the plugin is loaded.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock, PoisonError};
 
 use cudarc::driver::sys::{self as cu, CUdevice_attribute};
 use cudarc::nvrtc::sys as nvrtc;
@@ -129,17 +129,43 @@ pub fn compile_target(cc: (i32, i32), nvrtc_archs: &[i32]) -> Result<CompileTarg
     }
 }
 
+/// A usable runtime, kept for the process once found: callers hold `&'static` references to it,
+/// and the driver library it loaded stays loaded anyway.
+static RUNTIME: OnceLock<CudaRuntime> = OnceLock::new();
+/// Why there is no usable runtime, kept until [`release`] (the plugin's last handle).
+static UNAVAILABLE: Mutex<Option<String>> = Mutex::new(None);
+
 /// The process-wide probe: the devices this engine can use, or why there are none.
 ///
-/// Never panics and never fails twice in different ways: the first answer is kept.
+/// Never panics and never fails twice in different ways: the first answer is kept (a failure
+/// until [`release`], a usable runtime for the process).
 pub fn probe() -> Result<&'static CudaRuntime, GpuError> {
-    static PROBE: OnceLock<Result<CudaRuntime, String>> = OnceLock::new();
-    PROBE
-        .get_or_init(probe_uncached)
-        .as_ref()
-        .map_err(|reason| GpuError::Unavailable {
-            reason: reason.clone(),
-        })
+    let unavailable = |reason: &String| GpuError::Unavailable {
+        reason: reason.clone(),
+    };
+    if let Some(runtime) = RUNTIME.get() {
+        return Ok(runtime);
+    }
+    let mut reason = UNAVAILABLE.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(reason) = reason.as_ref() {
+        return Err(unavailable(reason));
+    }
+    if let Some(runtime) = RUNTIME.get() {
+        return Ok(runtime);
+    }
+    match probe_uncached() {
+        Ok(runtime) => Ok(RUNTIME.get_or_init(|| runtime)),
+        Err(why) => Err(unavailable(reason.insert(why))),
+    }
+}
+
+/// Forgets why CUDA was unavailable (its heap would outlive an unloaded plugin); the next
+/// [`probe`] decides again. A usable runtime is kept.
+pub fn release() {
+    UNAVAILABLE
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .take();
 }
 
 fn probe_uncached() -> Result<CudaRuntime, String> {

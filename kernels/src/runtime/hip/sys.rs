@@ -118,11 +118,12 @@ pub struct HipSys {
 impl HipSys {
     /// Opens the first loadable candidate and resolves every symbol it has.
     pub fn load(candidates: &[PathBuf]) -> Result<Self, HipError> {
-        let (lib, path) = open_first(candidates).map_err(|e| HipError::LibraryNotFound {
-            library: HIP_LIBRARY,
-            tried: e.tried,
-            last_error: e.last_error,
-        })?;
+        let (lib, path) =
+            library::open_first_resident(candidates).map_err(|e| HipError::LibraryNotFound {
+                library: HIP_LIBRARY,
+                tried: e.tried,
+                last_error: e.last_error,
+            })?;
         // SAFETY: each type alias above transcribes the prototype in hip_runtime_api.h (ROCm
         // 5, 6 and 7 agree on all of them) for the symbol it is resolved for.
         unsafe {

@@ -30,7 +30,7 @@ use ragged_kernels::Decline;
 pub fn access() -> &'static Access {
     static ACCESS: OnceLock<Access> = OnceLock::new();
     ACCESS.get_or_init(|| {
-        let access = decide_access(probe::cuda().is_ok(), probe::hip());
+        let access = decide_access(probe::cuda().is_ok(), &probe::hip());
         let line = format!("{}; {}", access.describe(), probe::hip().describe());
         logging::log(Severity::INFO, || line);
         access
