@@ -54,7 +54,7 @@ fn median_us(mut call: impl FnMut()) -> f64 {
 }
 
 fn main() {
-    // SAFETY: first statement of a single-threaded main, before rayon or the plugin read the
+    // SAFETY: first statement of a single-threaded main, before any worker thread or the plugin reads the
     // environment.
     unsafe { std::env::set_var("RAYON_NUM_THREADS", "1") };
     let p = plugin();

@@ -121,7 +121,7 @@ pub fn run(graph: &GraphPlan, pack: &VariantPack<'_>) -> Result<(), PluginError>
             exec_pack.bind_input(e.desc.uid, unsafe { slice(e) })
         };
     }
-    // On the plugin's own pool, as the single-SDPA path: rayon's global pool would keep the
+    // On the plugin's own pool, as the single-SDPA path: a process-lifetime pool would keep the
     // library mapped after dlclose (issue 13 item 7).
     crate::worker_pool::install(|| executor::execute(&graph.exec, exec_pack))??;
     Ok(())
