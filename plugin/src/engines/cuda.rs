@@ -488,8 +488,14 @@ mod tests {
         // SAFETY: nothing is bound, so nothing is read.
         let pack = unsafe { VariantPack::new(&[], null_mut(), null_mut()) }.expect("empty pack");
         assert!(plan.execute(&sdpa_plan(&g), &pack).is_err());
-        let error = plan.execute_backward(&pack).expect_err("nothing bound").to_string();
-        assert!(error.contains("(workspace)") && error.contains("is null"), "{error}");
+        let error = plan
+            .execute_backward(&pack)
+            .expect_err("nothing bound")
+            .to_string();
+        assert!(
+            error.contains("(workspace)") && error.contains("is null"),
+            "{error}"
+        );
     }
 
     #[test]
