@@ -117,7 +117,12 @@ pub fn plan(forward: &RaggedSdpaProblem, g: Gradients<'_>) -> Result<BackwardPla
         scale: ScalePlan::Fixed(1.0),
         mask: forward.mask,
     };
-    for (primal, gradient) in [(q, g.dq), (q, g.d_o), (&forward.k, g.dk), (&forward.k, g.dv)] {
+    for (primal, gradient) in [
+        (q, g.dq),
+        (q, g.d_o),
+        (&forward.k, g.dk),
+        (&forward.k, g.dv),
+    ] {
         same_token_starts(primal, gradient)?;
     }
     contract::check_gpu(&carrier)?;
