@@ -26,6 +26,7 @@
 #include "fmha/warp_ops.cuh"
 #include "fmha/block.cuh"
 #include "fmha_bwd/common.cuh"
+#include "fmha_bwd/tile_ops.cuh"
 #include "fmha_bwd/dot.cuh"
 #include "fmha_bwd/dkdv.cuh"
 #include "fmha_bwd/dq.cuh"

@@ -5,7 +5,9 @@
 // these keys (query_block_range), recomputing P^T = exp(scale K Q^T - LSE) per tile pair. dV and dK
 // stay in registers (f32) for the whole walk and are written once: no atomics, no second writer.
 // K and V are loaded once; Q, dO, LSE and Di of the next tile pair load while this one computes.
-template <bool BF16, int D, int BM, int BN, int NW>
+// PACK_P: P^T is kept only as the packed 16-bit A operand of dV += P^T dO, which runs before dP^T is
+// computed, and dS^T reads P back from it: 32 fewer live f32 registers per thread at D 128.
+template <bool BF16, int D, int BM, int BN, int NW, bool PACK_P = false>
 __device__ __forceinline__ void bwd_dkdv_body(RAGGED_BWD_PARAMS) {
     constexpr int NT = NW * 32;
     constexpr int P = ragged_row_width(D);
@@ -85,72 +87,108 @@ __device__ __forceinline__ void bwd_dkdv_body(RAGGED_BWD_PARAMS) {
             const float* lse_t = s_lse + buf * BM;
             const float* di_t = s_di + buf * BM;
 
-            // S^T = K Q^T and dP^T = V dO^T, this warp's 16 key rows by BM queries.
-            float st[NS][4], dpt[NS][4];
+            if constexpr (PACK_P) {
+                const bool full = ragged_tile_full(band, bt.lq, i0, BM, j0, BN);
+                float c[NS][4];
 #pragma unroll
-            for (int nt = 0; nt < NS; ++nt)
+                for (int nt = 0; nt < NS; ++nt)
 #pragma unroll
-                for (int e = 0; e < 4; ++e) st[nt][e] = dpt[nt][e] = 0.f;
+                    for (int e = 0; e < 4; ++e) c[nt][e] = 0.f;
+                warp_mma_abt<BF16, P, KS, NS>(c, s_k, warp * 16, qb);
 #pragma unroll
-            for (int ks = 0; ks < KS; ++ks) {
-                u32 ak[4], av[4];
-                const int r = warp * 16 + (lane & 15);
-                ldsm_x4(s_k + swz<P>(r, ks * 2 + (lane >> 4)), ak[0], ak[1], ak[2], ak[3]);
-                ldsm_x4(s_v + swz<P>(r, ks * 2 + (lane >> 4)), av[0], av[1], av[2], av[3]);
+                for (int nt = 0; nt < NS; ++nt)
 #pragma unroll
-                for (int np = 0; np < NS / 2; ++np) {
-                    const int rr = np * 16 + (lane & 7) + ((lane >> 4) << 3);
-                    const int cc = ks * 2 + ((lane >> 3) & 1);
-                    u32 b0, b1, b2, b3;
-                    ldsm_x4(qb + swz<P>(rr, cc), b0, b1, b2, b3);
-                    mma16816<BF16>(st[2 * np], ak, b0, b1);
-                    mma16816<BF16>(st[2 * np + 1], ak, b2, b3);
-                    ldsm_x4(dob + swz<P>(rr, cc), b0, b1, b2, b3);
-                    mma16816<BF16>(dpt[2 * np], av, b0, b1);
-                    mma16816<BF16>(dpt[2 * np + 1], av, b2, b3);
-                }
-            }
-
-            // P^T from the LSE (0 outside the band, past Lkv and past Lq); dS^T = P^T (dP^T - Di).
-            const bool full = ragged_tile_full(band, bt.lq, i0, BM, j0, BN);
-#pragma unroll
-            for (int nt = 0; nt < NS; ++nt)
-#pragma unroll
-                for (int e = 0; e < 4; ++e) {
-                    const int il = nt * 8 + 2 * lt + (e & 1);
-                    float p = fast_exp2(st[nt][e] * sl2 - lse_t[il]);
-                    if (!full) {
+                    for (int e = 0; e < 4; ++e) {
+                        const int il = nt * 8 + 2 * lt + (e & 1);
+                        float p = fast_exp2(c[nt][e] * sl2 - lse_t[il]);
                         const int i = i0 + il;
                         const int j = j0 + warp * 16 + lg + ((e >> 1) << 3);
-                        if (i >= bt.lq || !band.admits(i, j)) p = 0.f;
+                        if (!full && (i >= bt.lq || !band.admits(i, j))) p = 0.f;
+                        c[nt][e] = p;
                     }
-                    st[nt][e] = p;
-                    dpt[nt][e] = p * (dpt[nt][e] - di_t[il]);
+                u32 pa[BM / 16][4];
+                pack_a<BF16, BM / 16>(pa, c);
+                warp_mma_ab<BF16, P, BM / 16, DT>(acc_dv, pa, dob);
+#pragma unroll
+                for (int nt = 0; nt < NS; ++nt)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) c[nt][e] = 0.f;
+                warp_mma_abt<BF16, P, KS, NS>(c, s_v, warp * 16, dob);
+#pragma unroll
+                for (int nt = 0; nt < NS; ++nt)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e)
+                        c[nt][e] = unpack_a<BF16>(pa, nt, e) * (c[nt][e] - di_t[nt * 8 + 2 * lt + (e & 1)]);
+                pack_a<BF16, BM / 16>(pa, c);
+                warp_mma_ab<BF16, P, BM / 16, DT>(acc_dk, pa, qb);
+            } else {
+                // S^T = K Q^T and dP^T = V dO^T, this warp's 16 key rows by BM queries.
+                float st[NS][4], dpt[NS][4];
+#pragma unroll
+                for (int nt = 0; nt < NS; ++nt)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) st[nt][e] = dpt[nt][e] = 0.f;
+#pragma unroll
+                for (int ks = 0; ks < KS; ++ks) {
+                    u32 ak[4], av[4];
+                    const int r = warp * 16 + (lane & 15);
+                    ldsm_x4(s_k + swz<P>(r, ks * 2 + (lane >> 4)), ak[0], ak[1], ak[2], ak[3]);
+                    ldsm_x4(s_v + swz<P>(r, ks * 2 + (lane >> 4)), av[0], av[1], av[2], av[3]);
+#pragma unroll
+                    for (int np = 0; np < NS / 2; ++np) {
+                        const int rr = np * 16 + (lane & 7) + ((lane >> 4) << 3);
+                        const int cc = ks * 2 + ((lane >> 3) & 1);
+                        u32 b0, b1, b2, b3;
+                        ldsm_x4(qb + swz<P>(rr, cc), b0, b1, b2, b3);
+                        mma16816<BF16>(st[2 * np], ak, b0, b1);
+                        mma16816<BF16>(st[2 * np + 1], ak, b2, b3);
+                        ldsm_x4(dob + swz<P>(rr, cc), b0, b1, b2, b3);
+                        mma16816<BF16>(dpt[2 * np], av, b0, b1);
+                        mma16816<BF16>(dpt[2 * np + 1], av, b2, b3);
+                    }
                 }
 
-            // dV += P^T dO and dK += dS^T Q: the accumulators re-packed as A operands (k = query).
+                // P^T from the LSE (0 outside the band, past Lkv and past Lq); dS^T = P^T (dP^T - Di).
+                const bool full = ragged_tile_full(band, bt.lq, i0, BM, j0, BN);
 #pragma unroll
-            for (int kc = 0; kc < BM / 16; ++kc) {
-                u32 ap[4], as[4];
-                ap[0] = pack2<BF16>(st[2 * kc][0], st[2 * kc][1]);
-                ap[1] = pack2<BF16>(st[2 * kc][2], st[2 * kc][3]);
-                ap[2] = pack2<BF16>(st[2 * kc + 1][0], st[2 * kc + 1][1]);
-                ap[3] = pack2<BF16>(st[2 * kc + 1][2], st[2 * kc + 1][3]);
-                as[0] = pack2<BF16>(dpt[2 * kc][0], dpt[2 * kc][1]);
-                as[1] = pack2<BF16>(dpt[2 * kc][2], dpt[2 * kc][3]);
-                as[2] = pack2<BF16>(dpt[2 * kc + 1][0], dpt[2 * kc + 1][1]);
-                as[3] = pack2<BF16>(dpt[2 * kc + 1][2], dpt[2 * kc + 1][3]);
+                for (int nt = 0; nt < NS; ++nt)
 #pragma unroll
-                for (int dp = 0; dp < D / 16; ++dp) {
-                    const int rr = kc * 16 + (lane & 7) + (((lane >> 3) & 1) << 3);
-                    const int cc = dp * 2 + (lane >> 4);
-                    u32 b0, b1, b2, b3;
-                    ldsm_x4_t(dob + swz<P>(rr, cc), b0, b1, b2, b3);
-                    mma16816<BF16>(acc_dv[2 * dp], ap, b0, b1);
-                    mma16816<BF16>(acc_dv[2 * dp + 1], ap, b2, b3);
-                    ldsm_x4_t(qb + swz<P>(rr, cc), b0, b1, b2, b3);
-                    mma16816<BF16>(acc_dk[2 * dp], as, b0, b1);
-                    mma16816<BF16>(acc_dk[2 * dp + 1], as, b2, b3);
+                    for (int e = 0; e < 4; ++e) {
+                        const int il = nt * 8 + 2 * lt + (e & 1);
+                        float p = fast_exp2(st[nt][e] * sl2 - lse_t[il]);
+                        if (!full) {
+                            const int i = i0 + il;
+                            const int j = j0 + warp * 16 + lg + ((e >> 1) << 3);
+                            if (i >= bt.lq || !band.admits(i, j)) p = 0.f;
+                        }
+                        st[nt][e] = p;
+                        dpt[nt][e] = p * (dpt[nt][e] - di_t[il]);
+                    }
+
+                // dV += P^T dO and dK += dS^T Q: the accumulators re-packed as A operands (k = query).
+#pragma unroll
+                for (int kc = 0; kc < BM / 16; ++kc) {
+                    u32 ap[4], as[4];
+                    ap[0] = pack2<BF16>(st[2 * kc][0], st[2 * kc][1]);
+                    ap[1] = pack2<BF16>(st[2 * kc][2], st[2 * kc][3]);
+                    ap[2] = pack2<BF16>(st[2 * kc + 1][0], st[2 * kc + 1][1]);
+                    ap[3] = pack2<BF16>(st[2 * kc + 1][2], st[2 * kc + 1][3]);
+                    as[0] = pack2<BF16>(dpt[2 * kc][0], dpt[2 * kc][1]);
+                    as[1] = pack2<BF16>(dpt[2 * kc][2], dpt[2 * kc][3]);
+                    as[2] = pack2<BF16>(dpt[2 * kc + 1][0], dpt[2 * kc + 1][1]);
+                    as[3] = pack2<BF16>(dpt[2 * kc + 1][2], dpt[2 * kc + 1][3]);
+#pragma unroll
+                    for (int dp = 0; dp < D / 16; ++dp) {
+                        const int rr = kc * 16 + (lane & 7) + (((lane >> 3) & 1) << 3);
+                        const int cc = dp * 2 + (lane >> 4);
+                        u32 b0, b1, b2, b3;
+                        ldsm_x4_t(dob + swz<P>(rr, cc), b0, b1, b2, b3);
+                        mma16816<BF16>(acc_dv[2 * dp], ap, b0, b1);
+                        mma16816<BF16>(acc_dv[2 * dp + 1], ap, b2, b3);
+                        ldsm_x4_t(qb + swz<P>(rr, cc), b0, b1, b2, b3);
+                        mma16816<BF16>(acc_dk[2 * dp], as, b0, b1);
+                        mma16816<BF16>(acc_dk[2 * dp + 1], as, b2, b3);
+                    }
                 }
             }
         }

@@ -21,13 +21,15 @@
     }                                                                                                      \
     }
 
-#define RAGGED_BWD_DKDV_ENTRY(NAME, BF16, D, BM, BN, NW, MINB)                                    \
+#define RAGGED_BWD_DKDV_ENTRY_P(NAME, BF16, D, BM, BN, NW, MINB, PACK_P)                          \
     extern "C" {                                                                                \
     __constant__ int NAME##_config[4] = {BM, BN, NW * 32, RAGGED_BWD_DKDV_SMEM(D, BM, BN)};     \
     __global__ void __launch_bounds__(NW * 32, MINB) NAME(RAGGED_BWD_PARAMS) {                 \
-        bwd_dkdv_body<BF16, D, BM, BN, NW>(RAGGED_BWD_ARGS);                                    \
+        bwd_dkdv_body<BF16, D, BM, BN, NW, PACK_P>(RAGGED_BWD_ARGS);                            \
     }                                                                                           \
     }
+#define RAGGED_BWD_DKDV_ENTRY(NAME, BF16, D, BM, BN, NW, MINB) \
+    RAGGED_BWD_DKDV_ENTRY_P(NAME, BF16, D, BM, BN, NW, MINB, false)
 
 #define RAGGED_BWD_DQ_ENTRY(NAME, BF16, D, BM, BN, NW, MINB)                                  \
     extern "C" {                                                                            \
@@ -51,6 +53,8 @@ RAGGED_BWD_ALL(f16, false)
 #ifdef RAGGED_FMHA_TUNING
 // Alternative tile shapes, compiled only for the device harness's timing sweep.
 RAGGED_BWD_DKDV_ENTRY(ragged_fmha_bwd_dkdv_bf16_d128_m64n128w8, true, 128, 64, 128, 8, 1)
+RAGGED_BWD_DKDV_ENTRY_P(ragged_fmha_bwd_dkdv_bf16_d128_packp, true, 128, 64, 64, 4, 2, true)
+RAGGED_BWD_DKDV_ENTRY_P(ragged_fmha_bwd_dkdv_bf16_d64_packp, true, 64, 64, 64, 4, 2, true)
 RAGGED_BWD_DKDV_ENTRY(ragged_fmha_bwd_dkdv_bf16_d128_m32n64w4, true, 128, 32, 64, 4, 2)
 RAGGED_BWD_DKDV_ENTRY(ragged_fmha_bwd_dkdv_bf16_d64_m64n128w8, true, 64, 64, 128, 8, 1)
 RAGGED_BWD_DKDV_ENTRY(ragged_fmha_bwd_dkdv_bf16_d64_m128n64w4, true, 64, 128, 64, 4, 2)
