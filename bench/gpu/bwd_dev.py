@@ -38,11 +38,11 @@ MIX = [3874, 2585, 2823, 3682, 2396, 1024]
 
 # Alternative tile shapes compiled with -DRAGGED_FMHA_TUNING (bf16 only), timed against the defaults.
 TUNING = {
-    128: {"dkdv": ["ragged_fmha_bwd_dkdv_bf16_d128_packp", "ragged_fmha_bwd_dkdv_bf16_d128_m64n128w8",
+    128: {"dkdv": ["ragged_fmha_bwd_dkdv_bf16_d128_plain", "ragged_fmha_bwd_dkdv_bf16_d128_m64n128w8",
                    "ragged_fmha_bwd_dkdv_bf16_d128_m32n64w4"],
           "dq": ["ragged_fmha_bwd_dq_bf16_d128", "ragged_fmha_bwd_dq_bf16_d128_m128n64w8",
                  "ragged_fmha_bwd_dq_bf16_d128_m64n32w4"]},
-    64: {"dkdv": ["ragged_fmha_bwd_dkdv_bf16_d64_packp", "ragged_fmha_bwd_dkdv_bf16_d64_m64n128w8",
+    64: {"dkdv": ["ragged_fmha_bwd_dkdv_bf16_d64_plain", "ragged_fmha_bwd_dkdv_bf16_d64_m64n128w8",
                   "ragged_fmha_bwd_dkdv_bf16_d64_m128n64w4"],
          "dq": ["ragged_fmha_bwd_dq_bf16_d64", "ragged_fmha_bwd_dq_bf16_d64_m128n64w8",
                 "ragged_fmha_bwd_dq_bf16_d64_m64n128w4"]},
