@@ -285,7 +285,9 @@ def run_case(torch, eng, rng, *, lq, lkv, pad_q=None, pad_kv=None, h_q=4, h_kv=4
                 continue
             scale_ref = ref.abs().max().item()
             diff = (got - ref).abs()
-            bad = diff > tol * scale_ref + tol * ref.abs() + 1e-6
+            # The 1e-4 floor covers batches whose exact gradient is 0 everywhere (one admitted key
+            # per row: dP = Di exactly), where rounding leaves ~1e-6 (round 3, bench/gpu/NOTES-backward.md).
+            bad = diff > tol * scale_ref + tol * ref.abs() + 1e-4
             if bad.any():
                 return False, (f"{label}: {name} mismatch batch {b}: max abs err {diff.max().item():.3e} "
                                f"(max |ref| {scale_ref:.3e}, {int(bad.sum())} elements)")
