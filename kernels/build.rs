@@ -1,16 +1,23 @@
-//! Splices the CUDA forward kernel's parts into one source for NVRTC.
+//! Splices the CUDA kernels' parts into one source each for NVRTC.
 //!
-//! `kernels/cuda/ragged_fmha_fwd.cu` lists its parts as `#include "fmha/…"` lines, so nvcc and
-//! NVRTC with an include path read it as it is; the plugin, which ships no files, hands NVRTC one
-//! string, written here to `$OUT_DIR/ragged_fmha_fwd.cu` with each such line replaced by the part.
+//! `kernels/cuda/ragged_fmha_fwd.cu` (forward) and `kernels/cuda/ragged_fmha_bwd.cu` (backward)
+//! list their parts as `#include "fmha/…"` / `#include "fmha_bwd/…"` lines, so nvcc and NVRTC
+//! with an include path read them as they are; the plugin, which ships no files, hands NVRTC one
+//! string per file, written here to `$OUT_DIR/<file>` with each such line replaced by the part.
 
 use std::env;
 use std::fs;
 use std::path::{Path, PathBuf};
 
 fn main() {
+    for file in ["ragged_fmha_fwd.cu", "ragged_fmha_bwd.cu"] {
+        splice(file);
+    }
+}
+
+fn splice(file: &str) {
     let cuda = Path::new("cuda");
-    let top = cuda.join("ragged_fmha_fwd.cu");
+    let top = cuda.join(file);
     println!("cargo:rerun-if-changed={}", top.display());
     let text =
         fs::read_to_string(&top).unwrap_or_else(|e| panic!("reading {}: {e}", top.display()));
@@ -36,7 +43,6 @@ fn main() {
         }
         spliced.push('\n');
     }
-    let out = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"))
-        .join("ragged_fmha_fwd.cu");
+    let out = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR")).join(file);
     fs::write(&out, spliced).unwrap_or_else(|e| panic!("writing {}: {e}", out.display()));
 }

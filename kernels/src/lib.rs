@@ -19,6 +19,7 @@
 pub mod aiter;
 pub mod contract;
 pub mod cuda_fmha;
+pub mod cuda_fmha_bwd;
 pub mod dtype;
 pub mod error;
 pub mod executor;

@@ -8,13 +8,15 @@
 //! pre-pass, and invalid offsets become an INVALID_VALUE naming the tensor).
 
 use std::ffi::c_void;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use ragged_kernels::cuda_fmha::{self as fmha, ExecuteMode, FmhaBuffers, FmhaEngine, FmhaPlan};
+use ragged_kernels::cuda_fmha_bwd::{self as bwd, BackwardBuffers, BackwardEngine, BackwardPlan};
 use ragged_kernels::problem::RaggedSdpaProblem;
 use ragged_kernels::runtime::cuda::{GpuError, TensorRole, runtime};
 
 use super::{CUDA_FMHA, Listing, Planned, Planner};
+use crate::backward_problem::BackwardProblem;
 use crate::error::PluginError;
 use crate::scale;
 use crate::variant_pack::VariantPack;
@@ -34,6 +36,114 @@ impl Planner for CudaFmha {
     fn plan(&self, problem: &RaggedSdpaProblem) -> Result<Box<dyn Planned>, Decline> {
         Ok(Box::new(plan(problem)?))
     }
+
+    fn plan_backward(&self, problem: &Arc<BackwardProblem>) -> Result<Box<dyn Planned>, Decline> {
+        Ok(Box::new(plan_backward(problem)?))
+    }
+}
+
+/// The CUDA backward's plan for one backward node, holding its problem (a backward plan runs
+/// without the forward problem the trait's `execute` takes).
+#[derive(Debug)]
+pub struct CudaBackwardPlan {
+    pub problem: Arc<BackwardProblem>,
+    pub plan: BackwardPlan,
+}
+
+/// The backward kernels' plan; every refusal names uid, field, value and need.
+pub fn plan_backward(problem: &Arc<BackwardProblem>) -> Result<CudaBackwardPlan, Decline> {
+    let p = &**problem;
+    let plan = bwd::plan(
+        &p.forward,
+        bwd::Gradients {
+            d_o: &p.d_o,
+            dq: &p.dq,
+            dk: &p.dk,
+            dv: &p.dv,
+        },
+    )?;
+    Ok(CudaBackwardPlan {
+        problem: Arc::clone(problem),
+        plan,
+    })
+}
+
+impl Planned for CudaBackwardPlan {
+    fn workspace_size(&self) -> usize {
+        usize::try_from(self.plan.workspace_bytes()).unwrap_or(usize::MAX)
+    }
+
+    /// Compiles and loads the backward kernels for `stream`'s device now.
+    unsafe fn prepare(&self, stream: *mut c_void) -> Result<(), PluginError> {
+        // SAFETY: forwarded contract.
+        unsafe { BackwardEngine::global().prepare(stream.cast()) }?;
+        Ok(())
+    }
+
+    fn execute(
+        &self,
+        _problem: &RaggedSdpaProblem,
+        _pack: &VariantPack<'_>,
+    ) -> Result<(), PluginError> {
+        Err(PluginError::Engine(
+            "a CUDA backward plan was asked to run a forward problem".to_owned(),
+        ))
+    }
+
+    fn execute_backward(&self, pack: &VariantPack<'_>) -> Result<(), PluginError> {
+        let p = &*self.problem;
+        // SAFETY: the pack's contract: a pass-by-value scale's pointer is a host pointer to one
+        // element of its type.
+        let scale = unsafe { scale::for_device_engine(p.forward.scale, pack) }?;
+        let mut plan = self.plan.clone();
+        plan.forward.scale = scale;
+        let buffers = backward_buffers(p, &plan, pack)?;
+        // SAFETY: the pack's contract: every address is device memory of the stream's context
+        // sized as the problem describes, the gradients overlap no input, the workspace holds
+        // `workspace_bytes()`, the stream is NULL or live, all until the work completes.
+        unsafe { BackwardEngine::global().execute(&plan, pack.stream().cast(), &buffers, mode()) }?;
+        Ok(())
+    }
+}
+
+/// The variant pack's device addresses in the backward launcher's form.
+pub fn backward_buffers(
+    p: &BackwardProblem,
+    plan: &BackwardPlan,
+    pack: &VariantPack<'_>,
+) -> Result<BackwardBuffers, PluginError> {
+    let address = |t: &ragged_kernels::problem::Operand| {
+        Ok::<_, PluginError>(pack.address(t.uid, t.role)? as u64)
+    };
+    let f = &p.forward;
+    let workspace = pack.workspace();
+    let workspace_bytes = plan.workspace_bytes();
+    if workspace.is_null() && workspace_bytes > 0 {
+        return Err(PluginError::Cuda(GpuError::BadPointer {
+            uid: -1,
+            role: TensorRole::Workspace,
+            address: 0,
+            problem: "is null but the plan needs workspace",
+        }));
+    }
+    Ok(BackwardBuffers {
+        q: address(&f.q)?,
+        k: address(&f.k)?,
+        v: address(&f.v)?,
+        o: address(&f.o)?,
+        d_o: address(&p.d_o)?,
+        lse: address(&p.lse)?,
+        dq: address(&p.dq)?,
+        dk: address(&p.dk)?,
+        dv: address(&p.dv)?,
+        q_offsets: pack.aux_address(&f.q)? as u64,
+        kv_offsets: pack.aux_address(&f.k)? as u64,
+        lse_offsets: pack.aux_address(&p.lse)? as u64,
+        seq_len_q: pack.optional_address(f.seq_len_q)? as u64,
+        seq_len_kv: pack.optional_address(f.seq_len_kv)? as u64,
+        workspace: workspace as u64,
+        workspace_bytes,
+    })
 }
 
 /// Listed when a usable CUDA device, driver and NVRTC are found (`Ok(summary)`).
@@ -328,6 +438,64 @@ mod tests {
         let p = sdpa_plan(&g);
         assert_eq!(p.mask.alignment, DiagonalAlignment::TopLeft);
         assert_eq!((p.mask.left, p.mask.right), (None, Some(0)));
+    }
+
+    /// The backward test graph (GQA, causal bottom-right, dense LSE) at `dtype` and head dim `d`.
+    fn backward_graph(dtype: ragged_schema::DataType, d: i64) -> Graph {
+        let mut g = crate::backward_problem::tests::graph();
+        for t in g.tensors.iter_mut() {
+            if t.ragged_offset_tensor_uid.is_some() {
+                let [_, s, h, _] = [t.dims[0], t.dims[1], t.dims[2], t.dims[3]];
+                t.dims[3] = d;
+                t.strides = vec![s * h * d, h * d, d, 1];
+                t.data_type = dtype;
+            }
+        }
+        g
+    }
+
+    fn backward_plan(g: &Graph) -> Result<CudaBackwardPlan, Decline> {
+        match applicability::accept(g).expect("the plugin accepts the graph") {
+            applicability::Accepted::Backward(p) => plan_backward(&p),
+            other => panic!("not a backward: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_bf16_d64_backward_plans_with_workspace_and_other_head_dims_decline_by_uid() {
+        let plan = backward_plan(&backward_graph(ragged_schema::DataType::BFloat16, 64))
+            .expect("bf16 D 64 has backward kernels");
+        assert_eq!(plan.plan.kernels.dq, "ragged_fmha_bwd_dq_bf16_d64");
+        assert_eq!(plan.plan.gradient_uids, [5, 7, 8, 9]);
+        assert_eq!(plan.workspace_size() as u64, plan.plan.workspace_bytes());
+        assert!(plan.workspace_size() > 2 * 4 * 4 * 4, "holds Di");
+        let f16 = backward_plan(&backward_graph(ragged_schema::DataType::Half, 128)).expect("f16");
+        assert_eq!(f16.plan.kernels.dkdv, "ragged_fmha_bwd_dkdv_f16_d128");
+
+        let why = backward_plan(&backward_graph(ragged_schema::DataType::BFloat16, 96))
+            .expect_err("no D 96 backward")
+            .to_string();
+        assert!(
+            why.starts_with("tensor uid 1: q_tensor_uid head dim = 96, need 64 or 128"),
+            "{why}"
+        );
+    }
+
+    #[test]
+    fn a_backward_plan_does_not_run_a_forward_and_needs_its_workspace() {
+        let plan = backward_plan(&backward_graph(ragged_schema::DataType::Half, 64)).expect("f16");
+        let g = golden_d64();
+        // SAFETY: nothing is bound, so nothing is read.
+        let pack = unsafe { VariantPack::new(&[], null_mut(), null_mut()) }.expect("empty pack");
+        assert!(plan.execute(&sdpa_plan(&g), &pack).is_err());
+        let error = plan
+            .execute_backward(&pack)
+            .expect_err("nothing bound")
+            .to_string();
+        assert!(
+            error.contains("(workspace)") && error.contains("is null"),
+            "{error}"
+        );
     }
 
     #[test]

@@ -39,6 +39,14 @@ pub enum TensorRole {
     SeqLenKv,
     /// The engine's scratch memory.
     Workspace,
+    /// The gradient flowing into O (backward).
+    DO,
+    /// The gradient of Q (backward).
+    DQ,
+    /// The gradient of K (backward).
+    DK,
+    /// The gradient of V (backward).
+    DV,
 }
 
 impl fmt::Display for TensorRole {
@@ -57,6 +65,10 @@ impl fmt::Display for TensorRole {
             TensorRole::SeqLenQ => "seq_len_q",
             TensorRole::SeqLenKv => "seq_len_kv",
             TensorRole::Workspace => "workspace",
+            TensorRole::DO => "dO",
+            TensorRole::DQ => "dQ",
+            TensorRole::DK => "dK",
+            TensorRole::DV => "dV",
         })
     }
 }

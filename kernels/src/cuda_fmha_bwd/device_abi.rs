@@ -1,0 +1,171 @@
+//! The host's copy of the contract in `kernels/cuda/ragged_fmha_bwd.cu`: entry-point names and
+//! the checks on the tile table each one publishes (`NAME_config`). The pre-pass and its records
+//! are the forward's ([`crate::cuda_fmha::device_abi`]).
+
+use crate::DataType;
+use crate::cuda_fmha::device_abi::TileConfig;
+use crate::runtime::cuda::error::GpuError;
+
+/// Head dims with compiled backward kernels (Q/K and V/O the same).
+pub const HEAD_DIMS: [i64; 2] = [64, 128];
+
+/// `RAGGED_BWD_DOT_ROWS`: query rows per block of the Di pass.
+pub const DOT_ROWS: i32 = 64;
+/// `RAGGED_BWD_DOT_THREADS`.
+pub const DOT_THREADS: u32 = 256;
+
+/// The dQ kernel's BM is also the pre-pass's tile size; every compiled dQ kernel has at least
+/// this many rows per tile, so a tile list sized for it at plan time holds any of them.
+pub const MIN_DQ_BLOCK_M: i64 = 64;
+
+/// The three entry points of one (data type, head dim).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BackwardKernels {
+    /// `ragged_fmha_bwd_dot_<dt>_d<D>`.
+    pub dot: &'static str,
+    /// `ragged_fmha_bwd_dkdv_<dt>_d<D>`.
+    pub dkdv: &'static str,
+    /// `ragged_fmha_bwd_dq_<dt>_d<D>`.
+    pub dq: &'static str,
+}
+
+/// Every compiled set: bf16 then f16 for each entry of [`HEAD_DIMS`], in its order.
+pub const ALL: [BackwardKernels; 4] = [
+    BackwardKernels {
+        dot: "ragged_fmha_bwd_dot_bf16_d64",
+        dkdv: "ragged_fmha_bwd_dkdv_bf16_d64",
+        dq: "ragged_fmha_bwd_dq_bf16_d64",
+    },
+    BackwardKernels {
+        dot: "ragged_fmha_bwd_dot_f16_d64",
+        dkdv: "ragged_fmha_bwd_dkdv_f16_d64",
+        dq: "ragged_fmha_bwd_dq_f16_d64",
+    },
+    BackwardKernels {
+        dot: "ragged_fmha_bwd_dot_bf16_d128",
+        dkdv: "ragged_fmha_bwd_dkdv_bf16_d128",
+        dq: "ragged_fmha_bwd_dq_bf16_d128",
+    },
+    BackwardKernels {
+        dot: "ragged_fmha_bwd_dot_f16_d128",
+        dkdv: "ragged_fmha_bwd_dkdv_f16_d128",
+        dq: "ragged_fmha_bwd_dq_f16_d128",
+    },
+];
+
+/// The kernels for `dtype` and head dim `d`, if compiled.
+pub fn kernels(dtype: DataType, d: i64) -> Option<BackwardKernels> {
+    let index = HEAD_DIMS.iter().position(|&x| x == d)?;
+    match dtype {
+        DataType::BF16 => Some(ALL[2 * index]),
+        DataType::F16 => Some(ALL[2 * index + 1]),
+        _ => None,
+    }
+}
+
+/// Which of the three kernels a published table belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Part {
+    /// The Di pass: `{DOT_ROWS, 0, DOT_THREADS, 0}` exactly.
+    Dot,
+    /// dK/dV: BN = 16 × warps (one warp per 16 key rows), BM a multiple of 16.
+    DkDv,
+    /// dQ: BM = 16 × warps, at least [`MIN_DQ_BLOCK_M`]; BN a multiple of 16.
+    Dq,
+}
+
+/// Checks a published `{BM, BN, threads, smem}` against what the launcher relies on.
+pub fn check_config(kernel: &str, part: Part, raw: [i32; 4]) -> Result<TileConfig, GpuError> {
+    let [block_m, block_n, threads, smem] = raw;
+    let bad = |detail: String| GpuError::KernelContract {
+        kernel: kernel.to_owned(),
+        detail,
+    };
+    let tiles = |bm: i32, bn: i32| bm >= 16 && bm % 16 == 0 && bn >= 16 && bn % 16 == 0;
+    let ok = match part {
+        Part::Dot => raw == [DOT_ROWS, 0, DOT_THREADS as i32, 0],
+        Part::DkDv => tiles(block_m, block_n) && threads == 2 * block_n,
+        Part::Dq => {
+            tiles(block_m, block_n)
+                && threads == 2 * block_m
+                && i64::from(block_m) >= MIN_DQ_BLOCK_M
+        }
+    };
+    if !ok || smem < 0 {
+        return Err(bad(format!(
+            "published {{BM, BN, threads, smem}} = {raw:?} does not fit the {part:?} launch"
+        )));
+    }
+    Ok(TileConfig {
+        block_m,
+        block_n,
+        threads: threads as u32,
+        shared_mem_bytes: smem as u32,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_follow_dtype_and_head_dim() {
+        let k = kernels(DataType::F16, 128).expect("compiled");
+        assert_eq!(k.dot, "ragged_fmha_bwd_dot_f16_d128");
+        assert_eq!(k.dkdv, "ragged_fmha_bwd_dkdv_f16_d128");
+        assert_eq!(k.dq, "ragged_fmha_bwd_dq_f16_d128");
+        assert_eq!(
+            kernels(DataType::BF16, 64).map(|k| k.dq),
+            Some("ragged_fmha_bwd_dq_bf16_d64")
+        );
+        assert_eq!(kernels(DataType::BF16, 96), None);
+        assert_eq!(kernels(DataType::F32, 64), None);
+        for (index, d) in HEAD_DIMS.iter().enumerate() {
+            for (offset, dt) in ["bf16", "f16"].iter().enumerate() {
+                let k = ALL[2 * index + offset];
+                assert_eq!(k.dkdv, format!("ragged_fmha_bwd_dkdv_{dt}_d{d}"));
+                assert_eq!(k.dot, format!("ragged_fmha_bwd_dot_{dt}_d{d}"));
+            }
+        }
+    }
+
+    #[test]
+    fn every_compiled_entry_point_is_named_in_the_kernel_file() {
+        let text = include_str!("../../cuda/fmha_bwd/entries.cuh");
+        for k in ALL {
+            for name in [k.dot, k.dkdv, k.dq] {
+                let (stem, dims) = name.rsplit_once("_d").expect("a _d<D> suffix");
+                let dt = stem.rsplit('_').next().expect("a dtype");
+                let part = stem
+                    .trim_start_matches("ragged_fmha_bwd_")
+                    .trim_end_matches(dt)
+                    .trim_end_matches('_');
+                let pattern = format!("ragged_fmha_bwd_{part}_##DT##_d{dims}");
+                assert!(
+                    text.contains(&pattern),
+                    "{name}: {pattern} not in entries.cuh"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn published_tables_are_checked() {
+        let dkdv = check_config("k", Part::DkDv, [64, 64, 128, 99_328]).expect("fits");
+        assert_eq!((dkdv.block_m, dkdv.block_n, dkdv.threads), (64, 64, 128));
+        check_config("k", Part::DkDv, [32, 64, 128, 1]).expect("BM 32 is fine for dK/dV");
+        check_config("k", Part::Dq, [64, 64, 128, 98_304]).expect("fits");
+        check_config("k", Part::Dot, [64, 0, 256, 0]).expect("fits");
+        for (part, raw) in [
+            (Part::Dq, [32, 64, 64, 0]),
+            (Part::Dq, [64, 64, 256, 0]),
+            (Part::DkDv, [64, 64, 256, 0]),
+            (Part::DkDv, [64, 8, 32, 0]),
+            (Part::Dot, [32, 0, 256, 0]),
+            (Part::Dq, [64, 64, 128, -1]),
+        ] {
+            let err = check_config("k", part, raw).unwrap_err().to_string();
+            assert!(err.contains("kernel k violates"), "{raw:?}: {err}");
+        }
+    }
+}

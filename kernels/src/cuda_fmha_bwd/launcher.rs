@@ -1,0 +1,494 @@
+//! Enqueues the CUDA SDPA backward on a caller's stream with the caller's device pointers.
+//!
+//! Per execute, four launches and no host synchronisation (unless [`ExecuteMode::Validate`]):
+//! the forward's offsets pre-pass (per-batch token starts and lengths from the offsets and
+//! seq_lens on the device, and the dQ kernel's longest-first tile list), Di = rowsum(dO ∘ O) into
+//! the workspace, the dK/dV kernel and the dQ kernel. No atomics: each output row has one writer.
+
+use std::collections::HashMap;
+use std::sync::{Arc, OnceLock};
+
+use cudarc::driver::sys::{self as cu, CUstream};
+use parking_lot::Mutex;
+
+use super::device_abi::{self, Part};
+use super::plan::BackwardPlan;
+use crate::cuda_fmha::ExecuteMode;
+use crate::cuda_fmha::device_abi::{
+    PREPASS_KERNEL, PREPASS_THREADS, TileConfig, config_symbol, decode_error_flag,
+};
+use crate::cuda_fmha::geometry::WORKSPACE_ALIGNMENT;
+use crate::runtime::cuda::context::{CurrentContext, StreamContext, context_of_stream};
+use crate::runtime::cuda::error::{DriverCall, GpuError, TensorRole};
+use crate::runtime::cuda::module::{KernelArg, KernelModule, LaunchConfig, launch};
+use crate::runtime::cuda::nvrtc_cache::{KernelSource, NvrtcCache};
+use crate::runtime::cuda::runtime;
+
+/// The backward's kernel source: `kernels/cuda/ragged_fmha_bwd.cu` with its parts (the forward's
+/// common records, pre-pass and warp helpers, and `fmha_bwd/`) spliced in by `kernels/build.rs`.
+pub const BWD_SOURCE: KernelSource = KernelSource {
+    name: "ragged_fmha_bwd.cu",
+    text: include_str!(concat!(env!("OUT_DIR"), "/ragged_fmha_bwd.cu")),
+};
+
+/// Device addresses from the variant pack; 0 for an absent optional tensor.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BackwardBuffers {
+    /// Q, K, V, O, dO data.
+    pub q: u64,
+    /// K.
+    pub k: u64,
+    /// V.
+    pub v: u64,
+    /// O.
+    pub o: u64,
+    /// dO.
+    pub d_o: u64,
+    /// The forward's LSE.
+    pub lse: u64,
+    /// dQ, dK, dV (written).
+    pub dq: u64,
+    /// dK.
+    pub dk: u64,
+    /// dV.
+    pub dv: u64,
+    /// Q's `ragged_offset` aux (shared by O, dO, dQ).
+    pub q_offsets: u64,
+    /// K's (shared by V, dK, dV).
+    pub kv_offsets: u64,
+    /// The ragged LSE's aux (0 for a dense LSE).
+    pub lse_offsets: u64,
+    /// `seq_len_q` (0 when absent).
+    pub seq_len_q: u64,
+    /// `seq_len_kv` (0 when absent).
+    pub seq_len_kv: u64,
+    /// Scratch of at least `plan.workspace_bytes()` bytes.
+    pub workspace: u64,
+    /// Its size in bytes.
+    pub workspace_bytes: u64,
+}
+
+/// Compiles, loads and launches the backward kernels; one per process is the norm.
+pub struct BackwardEngine {
+    cache: &'static NvrtcCache,
+    /// Loaded modules by context id.
+    modules: Mutex<HashMap<u64, Arc<LoadedBackward>>>,
+}
+
+struct LoadedBackward {
+    module: KernelModule,
+    configs: HashMap<&'static str, TileConfig>,
+    /// Entry points whose shared memory exceeds the device's opt-in limit, with that error.
+    oversized: HashMap<&'static str, GpuError>,
+}
+
+impl BackwardEngine {
+    /// The process-wide engine, using [`NvrtcCache::global`].
+    pub fn global() -> &'static BackwardEngine {
+        static ENGINE: OnceLock<BackwardEngine> = OnceLock::new();
+        ENGINE.get_or_init(|| BackwardEngine::with_cache(NvrtcCache::global()))
+    }
+
+    /// An engine with its own compile cache (tests, benchmarks).
+    pub fn with_cache(cache: &'static NvrtcCache) -> Self {
+        Self {
+            cache,
+            modules: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Compiles (or fetches) and loads the kernels for `stream`'s context.
+    ///
+    /// # Safety
+    /// `stream` must be null or a live stream.
+    pub unsafe fn prepare(&self, stream: CUstream) -> Result<(), GpuError> {
+        // SAFETY: forwarded from this function's contract.
+        let ctx = unsafe { context_of_stream(stream) }?;
+        self.loaded(&ctx).map(|_| ())
+    }
+
+    fn loaded(&self, ctx: &StreamContext) -> Result<Arc<LoadedBackward>, GpuError> {
+        let runtime = runtime::probe()?;
+        let device = runtime
+            .device(ctx.device)
+            .ok_or_else(|| GpuError::Unavailable {
+                reason: format!(
+                    "the stream's device {} is not usable by this engine",
+                    ctx.device
+                ),
+            })?;
+        // Held across compile and load: concurrent first executes wait for one compilation.
+        let mut modules = self.modules.lock();
+        if let Some(loaded) = modules.get(&ctx.id) {
+            return Ok(Arc::clone(loaded));
+        }
+        let image =
+            self.cache
+                .get_or_compile(&BWD_SOURCE, &device.target, &[], runtime.nvrtc_version)?;
+        let _current = CurrentContext::push(ctx.handle)?;
+        // SAFETY: the stream's context is current (guard) and outlives the module for as long as
+        // the caller's stream is valid (hipDNN's contract for SetStream).
+        let module = unsafe { KernelModule::load(&image.bytes, BWD_SOURCE.name) }?;
+        let available = u32::try_from(device.max_shared_per_block_optin).unwrap_or(0);
+        let mut configs = HashMap::new();
+        let mut oversized = HashMap::new();
+        for set in device_abi::ALL {
+            for (kernel, part) in [
+                (set.dot, Part::Dot),
+                (set.dkdv, Part::DkDv),
+                (set.dq, Part::Dq),
+            ] {
+                let raw = module.read_i32_global::<4>(&config_symbol(kernel))?;
+                let config = device_abi::check_config(kernel, part, raw)?;
+                if config.shared_mem_bytes > available {
+                    oversized.insert(
+                        kernel,
+                        GpuError::SharedMemory {
+                            kernel: kernel.to_owned(),
+                            required: config.shared_mem_bytes,
+                            available,
+                            device: ctx.device,
+                        },
+                    );
+                    continue;
+                }
+                module.function(kernel, config.shared_mem_bytes)?;
+                configs.insert(kernel, config);
+            }
+        }
+        let loaded = Arc::new(LoadedBackward {
+            module,
+            configs,
+            oversized,
+        });
+        modules.insert(ctx.id, Arc::clone(&loaded));
+        Ok(loaded)
+    }
+
+    /// Enqueues the backward described by `plan` on `stream`.
+    ///
+    /// # Safety
+    /// Every non-zero address in `buffers` must point to device memory of the stream's context
+    /// holding the tensor the plan describes: Q, K, V, O, dO, the LSE, offsets and seq_lens
+    /// readable; dQ, dK, dV and the workspace writable, overlapping no input, and not used by
+    /// other work until this execute completes on the stream. `stream` must be live (or null).
+    pub unsafe fn execute(
+        &self,
+        plan: &BackwardPlan,
+        stream: CUstream,
+        buffers: &BackwardBuffers,
+        mode: ExecuteMode,
+    ) -> Result<(), GpuError> {
+        check_buffers(plan, buffers)?;
+        // SAFETY: `stream` is null or live (this function's contract).
+        let ctx = unsafe { context_of_stream(stream) }?;
+        let loaded = self.loaded(&ctx)?;
+        let kernels = plan.kernels;
+        let (dot, dkdv, dq) = (
+            loaded.config(kernels.dot)?,
+            loaded.config(kernels.dkdv)?,
+            loaded.config(kernels.dq)?,
+        );
+        let f = &plan.forward;
+        let grid = |rows: i32, tile: i32, heads: i32, what: &'static str| {
+            let blocks =
+                i64::from(f.batch) * ceil_div(i64::from(rows), i64::from(tile)) * i64::from(heads);
+            u32::try_from(blocks)
+                .ok()
+                .filter(|&g| g <= i32::MAX as u32)
+                .ok_or(GpuError::TooLarge {
+                    what,
+                    value: blocks.unsigned_abs().into(),
+                    limit: i32::MAX as u128,
+                })
+        };
+        let dot_grid = grid(
+            f.s_q_max,
+            dot.block_m,
+            1,
+            "Di grid (B · ceil(S_q_max / 64))",
+        )?;
+        let dkdv_grid = grid(
+            f.s_kv_max,
+            dkdv.block_n,
+            f.heads_kv,
+            "dK/dV grid (B · ceil(S_kv_max / BN) · H_kv)",
+        )?;
+        let dq_grid = grid(
+            f.s_q_max,
+            dq.block_m,
+            f.heads_q,
+            "dQ grid (B · ceil(S_q_max / BM) · H_q)",
+        )?;
+        let kv_tiles = ceil_div(i64::from(f.s_kv_max), i64::from(dkdv.block_n)) as i32;
+        let _current = CurrentContext::push(ctx.handle)?;
+        let base = buffers.workspace.div_ceil(WORKSPACE_ALIGNMENT) * WORKSPACE_ALIGNMENT;
+        let w = plan.workspace;
+
+        let prepass = loaded.module.function(PREPASS_KERNEL, 0)?;
+        let args = prepass_args(plan, dq, buffers, base);
+        let config = LaunchConfig {
+            grid: (1, 1, 1),
+            block: (PREPASS_THREADS, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        // SAFETY: the arguments mirror `ragged_fmha_prepass` (kernels/cuda/README.md); the
+        // workspace holds the plan's layout, sized for this dQ tile (BM ≥ MIN_DQ_BLOCK_M); the
+        // caller guarantees the rest. The context is current.
+        unsafe { launch(prepass, config, stream, &args) }?;
+        if mode == ExecuteMode::Validate {
+            let flag = read_flag(stream, base + w.error_flag)?;
+            if flag != 0 {
+                return Err(GpuError::InvalidOffsets {
+                    flag,
+                    problems: decode_error_flag(flag, &f.flag_uids()),
+                });
+            }
+        }
+
+        use KernelArg::{I32, I64, Ptr};
+        let dot_args = vec![
+            Ptr(buffers.o),
+            Ptr(buffers.d_o),
+            Ptr(base + w.di),
+            Ptr(base + w.batches),
+            I64(f.o.seq),
+            I64(f.o.head),
+            I64(plan.d_o.seq),
+            I64(plan.d_o.head),
+            I32(f.heads_q),
+            I32(f.s_q_max),
+            I32(ceil_div(i64::from(f.s_q_max), i64::from(dot.block_m)) as i32),
+        ];
+        let function = loaded.module.function(kernels.dot, 0)?;
+        let config = LaunchConfig {
+            grid: (dot_grid, 1, 1),
+            block: (dot.threads, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        // SAFETY: mirrors RAGGED_BWD_DOT_ENTRY's parameters; O and dO hold the plan's rows, the
+        // pre-pass enqueued before it on this stream wrote the batch records it reads.
+        unsafe { launch(function, config, stream, &dot_args) }?;
+
+        let args = gradient_args(plan, buffers, base, kv_tiles);
+        for (kernel, tiles, blocks) in [(kernels.dkdv, dkdv, dkdv_grid), (kernels.dq, dq, dq_grid)]
+        {
+            let function = loaded.module.function(kernel, tiles.shared_mem_bytes)?;
+            let config = LaunchConfig {
+                grid: (blocks, 1, 1),
+                block: (tiles.threads, 1, 1),
+                shared_mem_bytes: tiles.shared_mem_bytes,
+            };
+            // SAFETY: mirrors RAGGED_BWD_PARAMS; the pre-pass and Di pass enqueued before on the
+            // same stream filled the workspace; block and shared memory are the entry point's
+            // own published values; the caller guarantees the buffers (see `# Safety`).
+            unsafe { launch(function, config, stream, &args) }?;
+        }
+        Ok(())
+    }
+}
+
+/// ceil(n / tile) for a non-negative `n` and a positive tile (published tiles are checked ≥ 16).
+fn ceil_div(n: i64, tile: i64) -> i64 {
+    (n.max(0) + tile - 1) / tile
+}
+
+impl LoadedBackward {
+    fn config(&self, kernel: &str) -> Result<TileConfig, GpuError> {
+        if let Some(error) = self.oversized.get(kernel) {
+            return Err(error.clone());
+        }
+        self.configs
+            .get(kernel)
+            .copied()
+            .ok_or_else(|| GpuError::MissingKernel {
+                kernel: kernel.to_owned(),
+                source_name: BWD_SOURCE.name.to_owned(),
+            })
+    }
+}
+
+/// Reads the pre-pass's error flag (stream-ordered), synchronising the stream.
+fn read_flag(stream: CUstream, address: u64) -> Result<u32, GpuError> {
+    let mut flag = 0u32;
+    // SAFETY: `address` is the 4-byte flag inside the checked workspace; `flag` is a live host
+    // u32 and the stream is synchronised before it goes out of scope.
+    unsafe { cu::cuMemcpyDtoHAsync_v2(std::ptr::from_mut(&mut flag).cast(), address, 4, stream) }
+        .result()
+        .call("cuMemcpyDtoHAsync")?;
+    // SAFETY: `stream` is live (caller contract).
+    unsafe { cu::cuStreamSynchronize(stream) }
+        .result()
+        .call("cuStreamSynchronize")?;
+    Ok(flag)
+}
+
+/// Parameters of `ragged_fmha_prepass`, in signature order, with the dQ kernel's tile.
+fn prepass_args(
+    plan: &BackwardPlan,
+    dq: TileConfig,
+    b: &BackwardBuffers,
+    base: u64,
+) -> Vec<KernelArg> {
+    use KernelArg::{I32, I64, Ptr};
+    let f = &plan.forward;
+    let w = plan.workspace;
+    let (lse_off, lse_bytes, lse_mult, lse_batch_stride) = match f.lse {
+        Some(lse) => match lse.offsets {
+            Some(o) => (b.lse_offsets, o.bytes, o.multiplier, 0),
+            None => (0, 0, 1, lse.batch_stride),
+        },
+        None => (0, 0, 1, 0),
+    };
+    vec![
+        Ptr(b.q_offsets),
+        I32(f.q_offsets.bytes),
+        I64(f.q_offsets.multiplier),
+        I64(f.q.seq),
+        I32(f.s_q_max),
+        Ptr(b.kv_offsets),
+        I32(f.kv_offsets.bytes),
+        I64(f.kv_offsets.multiplier),
+        I64(f.k.seq),
+        I32(f.s_kv_max),
+        Ptr(f.seq_len_q.map_or(0, |_| b.seq_len_q)),
+        I32(f.seq_len_q.map_or(0, |s| s.1)),
+        Ptr(f.seq_len_kv.map_or(0, |_| b.seq_len_kv)),
+        I32(f.seq_len_kv.map_or(0, |s| s.1)),
+        Ptr(lse_off),
+        I32(lse_bytes),
+        I64(lse_mult),
+        I64(lse_batch_stride),
+        I32(f.batch),
+        I32(dq.block_m),
+        I32(dq.block_n),
+        I32(f.mask_left),
+        I32(f.mask_right),
+        I32(f.bottom_right),
+        Ptr(base + w.batches),
+        Ptr(base + w.tiles),
+        Ptr(base + w.tile_count),
+        Ptr(base + w.error_flag),
+    ]
+}
+
+/// Parameters of the dK/dV and dQ kernels (RAGGED_BWD_PARAMS), in signature order.
+fn gradient_args(
+    plan: &BackwardPlan,
+    b: &BackwardBuffers,
+    base: u64,
+    kv_tiles: i32,
+) -> Vec<KernelArg> {
+    use KernelArg::{F32, I32, I64, Ptr};
+    let f = &plan.forward;
+    let w = plan.workspace;
+    let (lse_seq, lse_head) = f.lse.map_or((0, 0), |l| (l.seq_stride, l.head_stride));
+    vec![
+        Ptr(b.q),
+        Ptr(b.k),
+        Ptr(b.v),
+        Ptr(b.d_o),
+        Ptr(b.lse),
+        Ptr(base + w.di),
+        Ptr(b.dq),
+        Ptr(b.dk),
+        Ptr(b.dv),
+        Ptr(base + w.batches),
+        Ptr(base + w.tiles),
+        Ptr(base + w.tile_count),
+        I64(f.q.seq),
+        I64(f.q.head),
+        I64(f.k.seq),
+        I64(f.k.head),
+        I64(f.v.seq),
+        I64(f.v.head),
+        I64(plan.d_o.seq),
+        I64(plan.d_o.head),
+        I64(plan.dq.seq),
+        I64(plan.dq.head),
+        I64(plan.dk.seq),
+        I64(plan.dk.head),
+        I64(plan.dv.seq),
+        I64(plan.dv.head),
+        I64(lse_seq),
+        I64(lse_head),
+        I32(f.s_q_max),
+        I32(f.batch),
+        I32(kv_tiles),
+        I32(f.heads_q),
+        I32(f.heads_kv),
+        F32(f.scale),
+        I32(f.mask_left),
+        I32(f.mask_right),
+        I32(f.bottom_right),
+    ]
+}
+
+/// Rejects null or misaligned pointers before anything is enqueued: a fault inside a kernel
+/// would poison the caller's context for good.
+pub fn check_buffers(plan: &BackwardPlan, b: &BackwardBuffers) -> Result<(), GpuError> {
+    let f = &plan.forward;
+    let [q_uid, k_uid, v_uid, o_uid] = f.uids;
+    let [do_uid, dq_uid, dk_uid, dv_uid] = plan.gradient_uids;
+    let mut required = vec![
+        (b.q, q_uid, TensorRole::Q, 16),
+        (b.k, k_uid, TensorRole::K, 16),
+        (b.v, v_uid, TensorRole::V, 16),
+        (b.o, o_uid, TensorRole::O, 16),
+        (b.d_o, do_uid, TensorRole::DO, 16),
+        (b.dq, dq_uid, TensorRole::DQ, 16),
+        (b.dk, dk_uid, TensorRole::DK, 16),
+        (b.dv, dv_uid, TensorRole::DV, 16),
+        (
+            b.q_offsets,
+            f.q_offsets.uid,
+            TensorRole::QOffsets,
+            f.q_offsets.bytes as u64,
+        ),
+        (
+            b.kv_offsets,
+            f.kv_offsets.uid,
+            TensorRole::KvOffsets,
+            f.kv_offsets.bytes as u64,
+        ),
+        (b.workspace, -1, TensorRole::Workspace, 1),
+    ];
+    if let Some((uid, bytes)) = f.seq_len_q {
+        required.push((b.seq_len_q, uid, TensorRole::SeqLenQ, bytes as u64));
+    }
+    if let Some((uid, bytes)) = f.seq_len_kv {
+        required.push((b.seq_len_kv, uid, TensorRole::SeqLenKv, bytes as u64));
+    }
+    if let Some(lse) = f.lse {
+        required.push((b.lse, lse.uid, TensorRole::Lse, 4));
+        if let Some(o) = lse.offsets {
+            required.push((b.lse_offsets, o.uid, TensorRole::LseOffsets, o.bytes as u64));
+        }
+    }
+    for (address, uid, role, align) in required {
+        let problem = if address == 0 {
+            "is null"
+        } else if address % align != 0 {
+            match align {
+                16 => "is not 16-byte aligned",
+                8 => "is not 8-byte aligned",
+                _ => "is not 4-byte aligned",
+            }
+        } else {
+            continue;
+        };
+        return Err(GpuError::BadPointer {
+            uid,
+            role,
+            address,
+            problem,
+        });
+    }
+    if b.workspace_bytes < plan.workspace_bytes() {
+        return Err(GpuError::WorkspaceTooSmall {
+            required: plan.workspace_bytes(),
+            provided: b.workspace_bytes,
+        });
+    }
+    Ok(())
+}
