@@ -46,6 +46,13 @@ EXTRA = {
           "ragged_fmha_fwd_sm90_bf16_d128_n64", "ragged_fmha_fwd_sm90_bf16_d128_n64x2",
           "ragged_fmha_fwd_sm90_bf16_d128_n64w1"],
 }
+# The warp-specialized body (issue 14): default shapes and tuning variants, checked and timed beside
+# the entry points above with --ws.
+WS = {(dt, d, d): f"ragged_fmha_fwd_ws_{dt}_d{d}" for d in (64, 128) for dt in ("bf16", "f16")}
+WS_EXTRA = {
+    64: ["ragged_fmha_fwd_ws_bf16_d64_n128s3", "ragged_fmha_fwd_ws_bf16_d64_n64s4"],
+    128: ["ragged_fmha_fwd_ws_bf16_d128_n64s3"],
+}
 NVRTC_OPTIONS = ("-arch=sm_90a", "-std=c++17")
 PREPASS_THREADS = 1024
 BATCH_INFO_BYTES = 32
@@ -160,6 +167,8 @@ def ref_batch(torch, qb, kb, vb, h_q, h_kv, scale, left, right, br):
     return o, lse
 
 
+# Print each case before it runs (a hanging kernel then names its case before the timeout kills it).
+PROGRESS = False
 POISON = {"bf16": 0x7FC1, "f16": 0x7E01}
 LSE_POISON = 0x7FC00123
 
@@ -167,6 +176,8 @@ LSE_POISON = 0x7FC00123
 def run_case(torch, eng, dtype, rng, *, lq, lkv, pad_q=None, pad_kv=None, h_q=4, h_kv=4, left=-1, right=-1,
              br=0, off_bytes=4, token_units=False, lse_mode="dense", slack=0, scale=None, label=""):
     """Builds one ragged problem, runs the engine, compares with float64. Returns (ok, message)."""
+    if PROGRESS:
+        print(f"  case {label}", flush=True)
     d, dv = eng.d, eng.dv
     tdt = torch.bfloat16 if dtype == "bf16" else torch.float16
     dev = "cuda"
@@ -410,7 +421,7 @@ def ragged_mix(seed, total=16384, lo=64, hi=4096):
     return lens
 
 
-def benchmark(torch, mod, engines_by_d, h=16):
+def benchmark(torch, mod, engines_by_d, h=16, problems_only=None, cudnn=True):
     import torch.nn.functional as F
 
     try:
@@ -423,6 +434,9 @@ def benchmark(torch, mod, engines_by_d, h=16):
         print("cuDNN schema:", torch.ops.aten._cudnn_attention_forward.default._schema, flush=True)
     problems = [("8x2048", [2048] * 8), ("2x8192", [8192] * 2), ("ragged-mix", ragged_mix(7))]
     print("ragged mix lengths:", problems[2][1], flush=True)
+    if problems_only:
+        problems = [pr for pr in problems if pr[0] in problems_only]
+    has_cudnn_ragged = has_cudnn_ragged and cudnn
     rows = []
     for d, engs in engines_by_d.items():
         for pname, lens in problems:
@@ -455,8 +469,10 @@ def benchmark(torch, mod, engines_by_d, h=16):
                         print(f"  {pname} pre-pass alone: {pre_ms * 1000:.1f} us", flush=True)
                     res[eng.name] = flops / ms / 1e9
                     res.setdefault("ours_out", o.clone())
+                    same = (o.float() - res["ours_out"].float()).abs().max().item()
                     print(f"  {pname} d{d} causal={causal} {eng.name}: {ms:.3f} ms "
-                          f"{flops / ms / 1e9:.1f} TFLOP/s (spread {spread:.3f} ms)", flush=True)
+                          f"{flops / ms / 1e9:.1f} TFLOP/s (spread {spread:.3f} ms, "
+                          f"max |O - O(first engine)| = {same:.2e})", flush=True)
                 # FlashAttention-2 varlen
                 try:
                     def fa2():
@@ -486,7 +502,7 @@ def benchmark(torch, mod, engines_by_d, h=16):
                     except Exception as e:  # noqa: BLE001
                         print(f"  cuDNN ragged failed: {type(e).__name__}: {str(e)[:300]}", flush=True)
                 # cuDNN dense (fixed lengths only)
-                if sdpa_kernel is not None and len(set(lens)) == 1:
+                if cudnn and sdpa_kernel is not None and len(set(lens)) == 1:
                     try:
                         L = lens[0]
                         qd = q.view(B, L, h, d).transpose(1, 2)
@@ -522,6 +538,10 @@ def print_table(rows, engines_by_d):
               f"best={best[0]:6.1f} [{best[1].replace('ragged_fmha_fwd_', '')}] fa2={fa2:6.1f} "
               f"cudnn_ragged={cr:6.1f} cudnn_dense={cdn:6.1f} ours/fa2={ours / fa2:5.2f} "
               f"ours/cudnn_ragged={ours / cr:5.2f}")
+        others = " ".join(f"{n.replace('ragged_fmha_fwd_', '')}={r[n]:6.1f}({r[n] / fa2:4.2f}xFA2)"
+                          for n in engs[1:] if n in r)
+        if others:
+            print(f"{'':>10}      {others}")
 
 
 def sanitize_case():
@@ -533,8 +553,15 @@ def sanitize_case():
     return max(sanitize_one(mod, d, dv, left, right) for d, dv in HEAD_DIMS for left, right in bands)
 
 
-def sanitize_one(mod, d, dv, left, right):
-    eng = Engine(mod, DEFAULTS[("f16", d, dv)], d, dv)
+def sanitize_ws():
+    """The sanitizer case on the warp-specialized entry points (fp16 and bf16 tolerances alike)."""
+    mod = compile_module(False)
+    return max(sanitize_one(mod, d, d, left, right, name=WS[("f16", d, d)])
+               for d in (64, 128) for left, right in [(-1, 0), (16, 4)])
+
+
+def sanitize_one(mod, d, dv, left, right, name=None):
+    eng = Engine(mod, name or DEFAULTS[("f16", d, dv)], d, dv)
     rng = np.random.default_rng(3)
     lq, lkv = [5, 0, 37, 130], [70, 9, 0, 200]
     pad_q, pad_kv = [2, 0, 0, 3], [0, 4, 0, 1]
@@ -605,10 +632,17 @@ def main():
     ap.add_argument("--sanitize-case", action="store_true")
     ap.add_argument("--check-only", action="store_true")
     ap.add_argument("--no-tuning", action="store_true")
+    ap.add_argument("--ws", action="store_true",
+                    help="check and time the warp-specialized entry points next to the defaults (d64, d128)")
+    ap.add_argument("--sanitize-ws", action="store_true")
     ap.add_argument("--seed", type=int, default=int(time.time()))
     args = ap.parse_args()
     if args.sanitize_case:
         return sanitize_case()
+    if args.sanitize_ws:
+        return sanitize_ws()
+    if args.ws:
+        return ws_round(args)
 
     import torch
 
@@ -641,6 +675,46 @@ def main():
         print("WARNING: correctness failures above; timings below are of a wrong kernel", flush=True)
     by_d = {d: [engines[("bf16", d, d)]] + extra.get(d, []) for d in (64, 128)}
     rows = benchmark(torch, mod, by_d)
+    print_table(rows, by_d)
+    return 1 if n_bad else 0
+
+
+def ws_round(args):
+    """Correctness of the warp-specialized entry points (full suite for the defaults, a short one for
+    the variants), then ours (current default), ws default and variants, FA2 varlen on the same
+    buffers; cuDNN only without --check-only and with --cudnn-too (it is slow to build)."""
+    import torch
+
+    global PROGRESS
+    PROGRESS = True
+    print("device:", torch.cuda.get_device_name(), "torch", torch.__version__, "cupy", cp.__version__,
+          "seed", args.seed, flush=True)
+    mod = compile_module(True)
+    ws = {key: Engine(mod, name, key[1], key[2]) for key, name in WS.items()}
+    results = correctness(torch, ws, args.seed)
+    extra = {d: [Engine(mod, n, d) for n in names] for d, names in WS_EXTRA.items()}
+    rng = np.random.default_rng(args.seed + 1)
+    for d, engs in extra.items():
+        for eng in engs:
+            for mname, left, right, br in [("causal-br", -1, 0, 1), ("window-tl", 50, 3, 0), ("none", -1, -1, 0),
+                                           ("window-br", 300, 0, 1)]:
+                lq = [int(x) for x in rng.integers(0, 700, 5)]
+                lkv = [int(x) for x in rng.integers(0, 700, 5)]
+                lq[2] = 0
+                results.append(run_case(torch, eng, "bf16", rng, lq=lq, lkv=lkv, h_q=4, h_kv=2, left=left,
+                                        right=right, br=br, label=f"{eng.name} {mname}"))
+    n_bad = 0
+    for ok, msg in results:
+        print(("PASS " if ok else "FAIL ") + msg, flush=True)
+        n_bad += 0 if ok else 1
+    print(f"correctness (ws): {len(results) - n_bad}/{len(results)} passed", flush=True)
+    if args.check_only:
+        return 1 if n_bad else 0
+    if n_bad:
+        print("WARNING: correctness failures above; timings below are of a wrong kernel", flush=True)
+    cur = {d: Engine(mod, DEFAULTS[("bf16", d, d)], d) for d in (64, 128)}
+    by_d = {d: [cur[d], ws[("bf16", d, d)]] + extra[d] for d in (128, 64)}
+    rows = benchmark(torch, mod, by_d, cudnn=False)
     print_table(rows, by_d)
     return 1 if n_bad else 0
 
