@@ -50,8 +50,9 @@ EXTRA = {
 # the entry points above with --ws.
 WS = {(dt, d, d): f"ragged_fmha_fwd_ws_{dt}_d{d}" for d in (64, 128) for dt in ("bf16", "f16")}
 WS_EXTRA = {
-    64: ["ragged_fmha_fwd_ws_bf16_d64_n128s3", "ragged_fmha_fwd_ws_bf16_d64_n64s4"],
-    128: ["ragged_fmha_fwd_ws_bf16_d128_n64s3"],
+    64: ["ragged_fmha_fwd_ws_bf16_d64_n128s3", "ragged_fmha_fwd_ws_bf16_d64_n64s4", "ragged_fmha_fwd_ws_bf16_d64_nopp",
+         "ragged_fmha_fwd_ws_bf16_d64_c3"],
+    128: ["ragged_fmha_fwd_ws_bf16_d128_n64s3", "ragged_fmha_fwd_ws_bf16_d128_nopp", "ragged_fmha_fwd_ws_bf16_d128_c3"],
 }
 NVRTC_OPTIONS = ("-arch=sm_90a", "-std=c++17")
 PREPASS_THREADS = 1024

@@ -28,15 +28,16 @@
     }                                                                                                     \
     }
 
-// The warp-specialized body: 1 producer + 2 consumer warpgroups, BM 128, a STAGES-deep K/V ring and
-// its mbarriers after the tiles.
-#define RAGGED_FMHA_WS_SMEM(D, BN, STAGES) (1024 + 128 * (D) * 2 + 2 * (STAGES) * (BN) * (D) * 2 + 8 * (1 + 4 * (STAGES)))
-#define RAGGED_FMHA_SM90_WS_ENTRY(NAME, BF16, D, BN, STAGES)                                      \
-    extern "C" {                                                                                \
-    __constant__ int NAME##_config[4] = {128, BN, 384, RAGGED_FMHA_WS_SMEM(D, BN, STAGES)};     \
-    __global__ void __launch_bounds__(384, 1) NAME(RAGGED_FMHA_PARAMS) {                        \
-        fmha_fwd_ws_body<BF16, D, BN, STAGES>(RAGGED_FMHA_ARGS);                                \
-    }                                                                                           \
+// The warp-specialized body: 1 producer + NC consumer warpgroups (BM 64 NC), a STAGES-deep K/V ring
+// and its mbarriers after the tiles; MINB blocks per SM, PREG / CREG registers after setmaxnreg.
+#define RAGGED_FMHA_WS_SMEM(D, BN, STAGES, NC) \
+    (1024 + 64 * (NC) * (D) * 2 + 2 * (STAGES) * (BN) * (D) * 2 + 8 * (1 + 4 * (STAGES)))
+#define RAGGED_FMHA_SM90_WS_ENTRY(NAME, BF16, D, BN, STAGES, NC, PP, MINB, PREG, CREG)                      \
+    extern "C" {                                                                                        \
+    __constant__ int NAME##_config[4] = {64 * NC, BN, 128 * (NC + 1), RAGGED_FMHA_WS_SMEM(D, BN, STAGES, NC)}; \
+    __global__ void __launch_bounds__(128 * (NC + 1), MINB) NAME(RAGGED_FMHA_PARAMS) {                   \
+        fmha_fwd_ws_body<BF16, D, BN, STAGES, NC, PP, PREG, CREG>(RAGGED_FMHA_ARGS);                     \
+    }                                                                                                   \
     }
 
 // The portable path (any sm_80+ target), always compiled: on sm_90a these entry points are what
@@ -69,10 +70,10 @@ RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_bf16_d192v128, true, 192, 128, 64, 3, 1)
 RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_f16_d192v128, false, 192, 128, 64, 3, 1)
 // Warp-specialized entry points (issue 14), compiled beside the names above; the plan picks them
 // where the device measurement in bench/gpu/NOTES.md says they are faster.
-RAGGED_FMHA_SM90_WS_ENTRY(ragged_fmha_fwd_ws_bf16_d64, true, 64, 128, 2)
-RAGGED_FMHA_SM90_WS_ENTRY(ragged_fmha_fwd_ws_f16_d64, false, 64, 128, 2)
-RAGGED_FMHA_SM90_WS_ENTRY(ragged_fmha_fwd_ws_bf16_d128, true, 128, 128, 2)
-RAGGED_FMHA_SM90_WS_ENTRY(ragged_fmha_fwd_ws_f16_d128, false, 128, 128, 2)
+RAGGED_FMHA_SM90_WS_ENTRY(ragged_fmha_fwd_ws_bf16_d64, true, 64, 128, 2, 2, true, 1, 40, 232)
+RAGGED_FMHA_SM90_WS_ENTRY(ragged_fmha_fwd_ws_f16_d64, false, 64, 128, 2, 2, true, 1, 40, 232)
+RAGGED_FMHA_SM90_WS_ENTRY(ragged_fmha_fwd_ws_bf16_d128, true, 128, 128, 2, 2, true, 1, 40, 232)
+RAGGED_FMHA_SM90_WS_ENTRY(ragged_fmha_fwd_ws_f16_d128, false, 128, 128, 2, 2, true, 1, 40, 232)
 #else
 RAGGED_FMHA_SM80_ALL(ragged_fmha_fwd_)
 #endif
@@ -89,8 +90,12 @@ RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_sm90_bf16_d128_n128, true, 128, 128, 128,
 RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_sm90_bf16_d128_n64, true, 128, 128, 64, 2, 1)
 RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_sm90_bf16_d128_n64x2, true, 128, 128, 64, 2, 2)
 RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_sm90_bf16_d128_n64w1, true, 128, 128, 64, 1, 2)
-RAGGED_FMHA_SM90_WS_ENTRY(ragged_fmha_fwd_ws_bf16_d64_n128s3, true, 64, 128, 3)
-RAGGED_FMHA_SM90_WS_ENTRY(ragged_fmha_fwd_ws_bf16_d64_n64s4, true, 64, 64, 4)
-RAGGED_FMHA_SM90_WS_ENTRY(ragged_fmha_fwd_ws_bf16_d128_n64s3, true, 128, 64, 3)
+RAGGED_FMHA_SM90_WS_ENTRY(ragged_fmha_fwd_ws_bf16_d64_n128s3, true, 64, 128, 3, 2, true, 1, 40, 232)
+RAGGED_FMHA_SM90_WS_ENTRY(ragged_fmha_fwd_ws_bf16_d64_n64s4, true, 64, 64, 4, 2, true, 1, 40, 232)
+RAGGED_FMHA_SM90_WS_ENTRY(ragged_fmha_fwd_ws_bf16_d64_nopp, true, 64, 128, 2, 2, false, 1, 40, 232)
+RAGGED_FMHA_SM90_WS_ENTRY(ragged_fmha_fwd_ws_bf16_d64_c3, true, 64, 128, 2, 3, true, 1, 24, 160)
+RAGGED_FMHA_SM90_WS_ENTRY(ragged_fmha_fwd_ws_bf16_d128_n64s3, true, 128, 64, 3, 2, true, 1, 40, 232)
+RAGGED_FMHA_SM90_WS_ENTRY(ragged_fmha_fwd_ws_bf16_d128_nopp, true, 128, 128, 2, 2, false, 1, 40, 232)
+RAGGED_FMHA_SM90_WS_ENTRY(ragged_fmha_fwd_ws_bf16_d128_c3, true, 128, 64, 2, 3, true, 1, 24, 160)
 #endif
 #endif

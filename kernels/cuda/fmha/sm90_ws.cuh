@@ -64,13 +64,28 @@ __device__ __forceinline__ void ws_load_tile(u32 s_base, const u16* g, i64 strid
     }
 }
 
-// Named barriers: 0 is __syncthreads, 1 and 2 the consumers' turns, 3 the consumers' epilogue.
+// Named barriers: 0 is __syncthreads, 1 .. NC the consumers' turns, NC + 1 the consumers' epilogue.
 #define RAGGED_WS_BAR_TURN 1
-#define RAGGED_WS_BAR_EPILOGUE 3
 
-template <bool BF16, int D, int BN, int STAGES>
+// The consumers' turn-taking, round robin over the NC consumers: wait for my turn (the previous
+// consumer's hand-over), issue, hand over to the next (PINGPONG = false: everyone issues as soon as
+// its operands are ready).
+template <bool PINGPONG, int NC>
+__device__ __forceinline__ void ws_turn_wait(int c) {
+    if (PINGPONG) named_bar_sync(RAGGED_WS_BAR_TURN + c, 256);
+}
+template <bool PINGPONG, int NC>
+__device__ __forceinline__ void ws_turn_pass(int c) {
+    if (PINGPONG) named_bar_arrive(RAGGED_WS_BAR_TURN + (c + 1 == NC ? 0 : c + 1), 256);
+}
+
+// NC consumer warpgroups (BM = 64 NC); PREG / CREG: the producer's and the consumers' register
+// counts after setmaxnreg (128 PREG + 128 NC CREG must fit the block's launch allocation).
+template <bool BF16, int D, int BN, int STAGES, int NC, bool PINGPONG, int PREG, int CREG>
 __device__ __forceinline__ void fmha_fwd_ws_body(RAGGED_FMHA_PARAMS) {
-    constexpr int BM = 128;
+    constexpr int BM = 64 * NC;
+    constexpr int NCT = 128 * NC;  // consumer threads
+    constexpr int BAR_EPILOGUE = RAGGED_WS_BAR_TURN + NC;
     constexpr int KS = D / 16;
     constexpr int NS = BN / 8;
     constexpr int DT = D / 8;
@@ -100,8 +115,8 @@ __device__ __forceinline__ void fmha_fwd_ws_body(RAGGED_FMHA_PARAMS) {
         for (int s = 0; s < STAGES; ++s) {
             mbar_init(k_full + 8 * s, 128);
             mbar_init(v_full + 8 * s, 128);
-            mbar_init(k_empty + 8 * s, 8);  // one arrive per consumer warp
-            mbar_init(v_empty + 8 * s, 8);
+            mbar_init(k_empty + 8 * s, 4 * NC);  // one arrive per consumer warp
+            mbar_init(v_empty + 8 * s, 4 * NC);
         }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
@@ -109,7 +124,7 @@ __device__ __forceinline__ void fmha_fwd_ws_body(RAGGED_FMHA_PARAMS) {
 
     if (wg == 0) {
         // ---------------- producer ----------------
-        setmaxnreg_dec<40>();
+        setmaxnreg_dec<PREG>();
         const int t = tid;
         if (nb_first < nb_last) {
             ws_load_tile<D, BM>(s_q, qp, q_seq, rows, q, t);
@@ -133,7 +148,7 @@ __device__ __forceinline__ void fmha_fwd_ws_body(RAGGED_FMHA_PARAMS) {
     }
 
     // ---------------- consumers ----------------
-    setmaxnreg_inc<232>();
+    setmaxnreg_inc<CREG>();
     const int c = wg - 1;  // consumer index: rows [64 c, 64 c + 64) of the tile
     const int ct = tid - 128;
     const int lane = tid & 31;
@@ -147,8 +162,8 @@ __device__ __forceinline__ void fmha_fwd_ws_body(RAGGED_FMHA_PARAMS) {
 #pragma unroll
     for (int i = 0; i < DT * 4; ++i) acc[i] = 0.f;
 
-    // Consumer 1 lets consumer 0 issue first; each turn is "wait for mine, issue, hand over".
-    if (c == 1) named_bar_arrive(RAGGED_WS_BAR_TURN + 0, 256);
+    // The last consumer lets consumer 0 issue first; each turn is "wait for mine, issue, hand over".
+    if (PINGPONG && c == NC - 1) named_bar_arrive(RAGGED_WS_BAR_TURN + 0, 256);
 
     if (nb_first < nb_last) {
         const int i_last = i0 + rows - 1;
@@ -159,7 +174,7 @@ __device__ __forceinline__ void fmha_fwd_ws_body(RAGGED_FMHA_PARAMS) {
         mbar_wait(q_full, 0);
         mbar_wait(k_full, 0);
         fence_proxy_async();
-        named_bar_sync(RAGGED_WS_BAR_TURN + c, 256);
+        ws_turn_wait<PINGPONG, NC>(c);
         wgmma_fence();
 #pragma unroll
         for (int ks = 0; ks < KS; ++ks) {
@@ -168,7 +183,7 @@ __device__ __forceinline__ void fmha_fwd_ws_body(RAGGED_FMHA_PARAMS) {
             wgmma_ss<BF16, BN>(s, da, db, ks > 0);
         }
         wgmma_commit();
-        named_bar_arrive(RAGGED_WS_BAR_TURN + (c ^ 1), 256);
+        ws_turn_pass<PINGPONG, NC>(c);
         wgmma_wait<0>();
         fence_regs<NS * 4>(s);
         if (lane == 0) mbar_arrive(k_empty);
@@ -186,7 +201,7 @@ __device__ __forceinline__ void fmha_fwd_ws_body(RAGGED_FMHA_PARAMS) {
             const u32 kb = s_k + st * KV_BYTES;
             const u32 vb_prev = s_v + sp * KV_BYTES;
 
-            named_bar_sync(RAGGED_WS_BAR_TURN + c, 256);
+            ws_turn_wait<PINGPONG, NC>(c);
             wgmma_fence();
 #pragma unroll
             for (int ks = 0; ks < KS; ++ks) {
@@ -198,7 +213,7 @@ __device__ __forceinline__ void fmha_fwd_ws_body(RAGGED_FMHA_PARAMS) {
 #pragma unroll
             for (int kc = 0; kc < BN / 16; ++kc) wgmma_pv<BF16, D, BN>(acc, pa[kc], vb_prev, kc);
             wgmma_commit();
-            named_bar_arrive(RAGGED_WS_BAR_TURN + (c ^ 1), 256);
+            ws_turn_pass<PINGPONG, NC>(c);
             wgmma_wait<1>();
             fence_regs<NS * 4>(s);
             if (lane == 0) mbar_arrive(k_empty + 8 * st);
@@ -223,22 +238,22 @@ __device__ __forceinline__ void fmha_fwd_ws_body(RAGGED_FMHA_PARAMS) {
             const int sp = it % STAGES;
             mbar_wait(v_full + 8 * sp, (u32)((it / STAGES) & 1));
             fence_proxy_async();
-            named_bar_sync(RAGGED_WS_BAR_TURN + c, 256);
+            ws_turn_wait<PINGPONG, NC>(c);
             wgmma_fence();
 #pragma unroll
             for (int kc = 0; kc < BN / 16; ++kc) wgmma_pv<BF16, D, BN>(acc, pa[kc], s_v + sp * KV_BYTES, kc);
             wgmma_commit();
-            named_bar_arrive(RAGGED_WS_BAR_TURN + (c ^ 1), 256);
+            ws_turn_pass<PINGPONG, NC>(c);
             wgmma_wait<0>();
             fence_regs<DT * 4>(acc);
             fence_regs_u32<BN / 4>(&pa[0][0]);
         }
     }
-    // Consumer 0 takes the turn consumer 1 handed over last, so no arrival is left pending.
-    if (c == 0) named_bar_sync(RAGGED_WS_BAR_TURN + 0, 256);
+    // Consumer 0 takes the turn the last consumer handed over last, so no arrival is left pending.
+    if (PINGPONG && c == 0) named_bar_sync(RAGGED_WS_BAR_TURN + 0, 256);
 
     // Epilogue: O is staged where Q was, once both consumers are past their last S = Q K^T.
-    named_bar_sync(RAGGED_WS_BAR_EPILOGUE, 256);
+    named_bar_sync(BAR_EPILOGUE, NCT);
 #pragma unroll
     for (int hr = 0; hr < 2; ++hr) {
         float l = l_i[hr];
@@ -258,13 +273,13 @@ __device__ __forceinline__ void fmha_fwd_ws_body(RAGGED_FMHA_PARAMS) {
             asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(packed) : "memory");
         }
     }
-    named_bar_sync(RAGGED_WS_BAR_EPILOGUE, 256);
+    named_bar_sync(BAR_EPILOGUE, NCT);
     {
         constexpr int CH = D / 8;
         u16* op = o + (bt.q_tok + i0) * o_seq + (i64)h * o_head;
 #pragma unroll
-        for (int it = 0; it < BM * CH / 256; ++it) {
-            int idx = it * 256 + ct;
+        for (int it = 0; it < BM * CH / NCT; ++it) {
+            int idx = it * NCT + ct;
             int r = idx / CH;
             int cc = idx % CH;
             if (r < rows) {
