@@ -636,6 +636,7 @@ def main():
     ap.add_argument("--ws", action="store_true",
                     help="check and time the warp-specialized entry points next to the defaults (d64, d128)")
     ap.add_argument("--sanitize-ws", action="store_true")
+    ap.add_argument("--ws-one", metavar="NAME", help="two small cases on one ws entry point (hang diagnosis)")
     ap.add_argument("--seed", type=int, default=int(time.time()))
     args = ap.parse_args()
     if args.sanitize_case:
@@ -644,6 +645,8 @@ def main():
         return sanitize_ws()
     if args.ws:
         return ws_round(args)
+    if args.ws_one:
+        return ws_one(args.ws_one, args.seed)
 
     import torch
 
@@ -678,6 +681,26 @@ def main():
     rows = benchmark(torch, mod, by_d)
     print_table(rows, by_d)
     return 1 if n_bad else 0
+
+
+def ws_one(name, seed):
+    """Two small cases on one entry point, each result printed as soon as it is known."""
+    import torch
+
+    global PROGRESS
+    PROGRESS = True
+    mod = compile_module(True)
+    d = 64 if "_d64" in name else 128
+    dtype = "f16" if "_f16_" in name else "bf16"
+    eng = Engine(mod, name, d)
+    rng = np.random.default_rng(seed)
+    bad = 0
+    for mname, right, br in [("none", -1, 0), ("causal-br", 0, 1)]:
+        ok, msg = run_case(torch, eng, dtype, rng, lq=[100, 0, 300], lkv=[200, 5, 300], h_q=4, h_kv=2, right=right,
+                           br=br, label=f"{name} {mname}")
+        print(("PASS " if ok else "FAIL ") + msg, flush=True)
+        bad += 0 if ok else 1
+    return 1 if bad else 0
 
 
 def ws_round(args):
