@@ -54,6 +54,8 @@ WS_EXTRA = {
          "ragged_fmha_fwd_ws_bf16_d64_c3"],
     128: ["ragged_fmha_fwd_ws_bf16_d128_n64s3", "ragged_fmha_fwd_ws_bf16_d128_nopp", "ragged_fmha_fwd_ws_bf16_d128_c3"],
 }
+# The persistent variant (work items drawn from a counter), checked and timed with --ws-persist.
+WSP = {(dt, d, d): f"ragged_fmha_fwd_wsp_{dt}_d{d}" for d in (64, 128) for dt in ("bf16", "f16")}
 NVRTC_OPTIONS = ("-arch=sm_90a", "-std=c++17")
 PREPASS_THREADS = 1024
 BATCH_INFO_BYTES = 32
@@ -90,7 +92,8 @@ class Engine:
         return {
             "batches": cp.zeros(batch * BATCH_INFO_BYTES // 8, dtype=cp.int64),
             "tiles": cp.zeros(max(1, batch * max_tiles) * 2, dtype=cp.int32),
-            "count": cp.zeros(1, dtype=cp.int32),
+            # [0] tile count, [2] the persistent body's work-item counter (both written by the pre-pass)
+            "count": cp.zeros(4, dtype=cp.int32),
             "err": cp.zeros(1, dtype=cp.uint32),
         }
 
@@ -554,11 +557,12 @@ def sanitize_case():
     return max(sanitize_one(mod, d, dv, left, right) for d, dv in HEAD_DIMS for left, right in bands)
 
 
-def sanitize_ws():
-    """The sanitizer case on the warp-specialized entry points (fp16 and bf16 tolerances alike)."""
+def sanitize_ws(with_persist):
+    """The sanitizer case on the warp-specialized entry points (and the persistent ones)."""
     mod = compile_module(False)
-    return max(sanitize_one(mod, d, d, left, right, name=WS[("f16", d, d)])
-               for d in (64, 128) for left, right in [(-1, 0), (16, 4)])
+    tables = (WS, WSP) if with_persist else (WS,)
+    return max(sanitize_one(mod, d, d, left, right, name=table[("f16", d, d)])
+               for table in tables for d in (64, 128) for left, right in [(-1, 0), (16, 4)])
 
 
 def sanitize_one(mod, d, dv, left, right, name=None):
@@ -636,15 +640,19 @@ def main():
     ap.add_argument("--ws", action="store_true",
                     help="check and time the warp-specialized entry points next to the defaults (d64, d128)")
     ap.add_argument("--sanitize-ws", action="store_true")
+    ap.add_argument("--with-persist", action="store_true", help="--sanitize-ws also on the persistent entries")
+    ap.add_argument("--ws-persist", action="store_true", help="check and time the persistent ws entry points")
     ap.add_argument("--ws-one", metavar="NAME", help="two small cases on one ws entry point (hang diagnosis)")
     ap.add_argument("--seed", type=int, default=int(time.time()))
     args = ap.parse_args()
     if args.sanitize_case:
         return sanitize_case()
     if args.sanitize_ws:
-        return sanitize_ws()
+        return sanitize_ws(args.with_persist)
     if args.ws:
         return ws_round(args)
+    if args.ws_persist:
+        return ws_persist(args)
     if args.ws_one:
         return ws_one(args.ws_one, args.seed)
 
@@ -701,6 +709,30 @@ def ws_one(name, seed):
         print(("PASS " if ok else "FAIL ") + msg, flush=True)
         bad += 0 if ok else 1
     return 1 if bad else 0
+
+
+def ws_persist(args):
+    """The full correctness suite on the persistent entry points, then the ragged mix against the
+    current default, the non-persistent ws default and FA2."""
+    import torch
+
+    global PROGRESS
+    PROGRESS = True
+    mod = compile_module(True)
+    wsp = {key: Engine(mod, name, key[1], key[2]) for key, name in WSP.items()}
+    results = correctness(torch, wsp, args.seed + 5)
+    n_bad = 0
+    for ok, msg in results:
+        print(("PASS " if ok else "FAIL ") + msg, flush=True)
+        n_bad += 0 if ok else 1
+    print(f"correctness (wsp): {len(results) - n_bad}/{len(results)} passed", flush=True)
+    if n_bad or args.check_only:
+        return 1 if n_bad else 0
+    by_d = {d: [Engine(mod, DEFAULTS[("bf16", d, d)], d), Engine(mod, WS[("bf16", d, d)], d), wsp[("bf16", d, d)]]
+            for d in (128, 64)}
+    rows = benchmark(torch, mod, by_d, problems_only=("ragged-mix", "8x2048"), cudnn=False)
+    print_table(rows, by_d)
+    return 0
 
 
 def ws_round(args):

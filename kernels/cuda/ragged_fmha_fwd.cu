@@ -30,4 +30,5 @@
 #include "fmha/wgmma_ops.cuh"
 #include "fmha/sm90.cuh"
 #include "fmha/sm90_ws.cuh"
+#include "fmha/sm90_wsp.cuh"
 #include "fmha/entries.cuh"

@@ -40,6 +40,15 @@
     }                                                                                                   \
     }
 
+// The persistent variant (sm90_wsp.cuh): same shared memory plus the item slot.
+#define RAGGED_FMHA_SM90_WSP_ENTRY(NAME, BF16, D, BN, STAGES, NC, PREG, CREG)                                  \
+    extern "C" {                                                                                             \
+    __constant__ int NAME##_config[4] = {64 * NC, BN, 128 * (NC + 1), RAGGED_FMHA_WS_SMEM(D, BN, STAGES, NC) + 16}; \
+    __global__ void __launch_bounds__(128 * (NC + 1), 1) NAME(RAGGED_FMHA_PARAMS) {                         \
+        fmha_fwd_wsp_body<BF16, D, BN, STAGES, NC, PREG, CREG>(RAGGED_FMHA_ARGS);                            \
+    }                                                                                                        \
+    }
+
 // The portable path (any sm_80+ target), always compiled: on sm_90a these entry points are what
 // the device tests run to keep the portable path checked.
 #define RAGGED_FMHA_SM80_ALL(PREFIX)                                                   \
@@ -74,6 +83,10 @@ RAGGED_FMHA_SM90_WS_ENTRY(ragged_fmha_fwd_ws_bf16_d64, true, 64, 128, 2, 2, true
 RAGGED_FMHA_SM90_WS_ENTRY(ragged_fmha_fwd_ws_f16_d64, false, 64, 128, 2, 2, true, 1, 40, 232)
 RAGGED_FMHA_SM90_WS_ENTRY(ragged_fmha_fwd_ws_bf16_d128, true, 128, 128, 2, 2, true, 1, 40, 232)
 RAGGED_FMHA_SM90_WS_ENTRY(ragged_fmha_fwd_ws_f16_d128, false, 128, 128, 2, 2, true, 1, 40, 232)
+RAGGED_FMHA_SM90_WSP_ENTRY(ragged_fmha_fwd_wsp_bf16_d64, true, 64, 128, 2, 2, 40, 232)
+RAGGED_FMHA_SM90_WSP_ENTRY(ragged_fmha_fwd_wsp_f16_d64, false, 64, 128, 2, 2, 40, 232)
+RAGGED_FMHA_SM90_WSP_ENTRY(ragged_fmha_fwd_wsp_bf16_d128, true, 128, 128, 2, 2, 40, 232)
+RAGGED_FMHA_SM90_WSP_ENTRY(ragged_fmha_fwd_wsp_f16_d128, false, 128, 128, 2, 2, 40, 232)
 #else
 RAGGED_FMHA_SM80_ALL(ragged_fmha_fwd_)
 #endif
