@@ -50,22 +50,24 @@ EXTRA = {
 # the entry points above with --ws.
 WS = {(dt, d, d): f"ragged_fmha_fwd_ws_{dt}_d{d}" for d in (64, 128) for dt in ("bf16", "f16")}
 WS_EXTRA = {
-    64: ["ragged_fmha_fwd_ws_bf16_d64_n128s3", "ragged_fmha_fwd_ws_bf16_d64_n64s4", "ragged_fmha_fwd_ws_bf16_d64_nopp",
-         "ragged_fmha_fwd_ws_bf16_d64_c3"],
-    128: ["ragged_fmha_fwd_ws_bf16_d128_n64s3", "ragged_fmha_fwd_ws_bf16_d128_nopp", "ragged_fmha_fwd_ws_bf16_d128_c3"],
+    64: ["ragged_fmha_fwd_ws_bf16_d64_c3"],
+    128: ["ragged_fmha_fwd_ws_bf16_d128_nopp", "ragged_fmha_fwd_ws_bf16_d128_c3"],
 }
-# The persistent variant (work items drawn from a counter), checked and timed with --ws-persist.
-WSP = {(dt, d, d): f"ragged_fmha_fwd_wsp_{dt}_d{d}" for d in (64, 128) for dt in ("bf16", "f16")}
+# The persistent variant (work items drawn from a counter).
+WSP = {("bf16", d, d): f"ragged_fmha_fwd_wsp_bf16_d{d}" for d in (64, 128)}
+# The wgmma body of sm90.cuh under its own name in the study build (the plugin's body before session 5).
+WGMMA = {d: f"ragged_fmha_fwd_sm90_bf16_d{d}" for d in (64, 128)}
 NVRTC_OPTIONS = ("-arch=sm_90a", "-std=c++17")
 PREPASS_THREADS = 1024
 BATCH_INFO_BYTES = 32
 
 
-def compile_module(tuning):
+def compile_module(tuning, study=False):
     with open(SRC) as f:
         src = f.read()
     # The file's parts are #include "fmha/…" lines, found through the include path.
     opts = NVRTC_OPTIONS + ("-I" + os.path.dirname(SRC),) + (("-DRAGGED_FMHA_TUNING",) if tuning else ())
+    opts += ("-DRAGGED_FMHA_WS_STUDY",) if study else ()
     t0 = time.time()
     mod = cp.RawModule(code=src, options=opts, backend="nvrtc")
     mod.compile()
@@ -559,8 +561,8 @@ def sanitize_case():
 
 def sanitize_ws(with_persist):
     """The sanitizer case on the warp-specialized entry points (and the persistent ones)."""
-    mod = compile_module(False)
-    tables = (WS, WSP) if with_persist else (WS,)
+    mod = compile_module(False, study=True)
+    tables = (WS,)
     return max(sanitize_one(mod, d, d, left, right, name=table[("f16", d, d)])
                for table in tables for d in (64, 128) for left, right in [(-1, 0), (16, 4)])
 
@@ -641,7 +643,6 @@ def main():
                     help="check and time the warp-specialized entry points next to the defaults (d64, d128)")
     ap.add_argument("--sanitize-ws", action="store_true")
     ap.add_argument("--with-persist", action="store_true", help="--sanitize-ws also on the persistent entries")
-    ap.add_argument("--ws-persist", action="store_true", help="check and time the persistent ws entry points")
     ap.add_argument("--ws-one", metavar="NAME", help="two small cases on one ws entry point (hang diagnosis)")
     ap.add_argument("--seed", type=int, default=int(time.time()))
     args = ap.parse_args()
@@ -651,8 +652,6 @@ def main():
         return sanitize_ws(args.with_persist)
     if args.ws:
         return ws_round(args)
-    if args.ws_persist:
-        return ws_persist(args)
     if args.ws_one:
         return ws_one(args.ws_one, args.seed)
 
@@ -697,7 +696,7 @@ def ws_one(name, seed):
 
     global PROGRESS
     PROGRESS = True
-    mod = compile_module(True)
+    mod = compile_module(False, study=True)
     d = 64 if "_d64" in name else 128
     dtype = "f16" if "_f16_" in name else "bf16"
     eng = Engine(mod, name, d)
@@ -711,44 +710,23 @@ def ws_one(name, seed):
     return 1 if bad else 0
 
 
-def ws_persist(args):
-    """The full correctness suite on the persistent entry points, then the ragged mix against the
-    current default, the non-persistent ws default and FA2."""
-    import torch
-
-    global PROGRESS
-    PROGRESS = True
-    mod = compile_module(True)
-    wsp = {key: Engine(mod, name, key[1], key[2]) for key, name in WSP.items()}
-    results = correctness(torch, wsp, args.seed + 5)
-    n_bad = 0
-    for ok, msg in results:
-        print(("PASS " if ok else "FAIL ") + msg, flush=True)
-        n_bad += 0 if ok else 1
-    print(f"correctness (wsp): {len(results) - n_bad}/{len(results)} passed", flush=True)
-    if n_bad or args.check_only:
-        return 1 if n_bad else 0
-    by_d = {d: [Engine(mod, DEFAULTS[("bf16", d, d)], d), Engine(mod, WS[("bf16", d, d)], d), wsp[("bf16", d, d)]]
-            for d in (128, 64)}
-    rows = benchmark(torch, mod, by_d, problems_only=("ragged-mix", "8x2048"), cudnn=False)
-    print_table(rows, by_d)
-    return 0
-
-
 def ws_round(args):
-    """Correctness of the warp-specialized entry points (full suite for the defaults, a short one for
-    the variants), then ours (current default), ws default and variants, FA2 varlen on the same
-    buffers; cuDNN only without --check-only and with --cudnn-too (it is slow to build)."""
+    """One process, one compile (the study build): correctness of the warp-specialized entry points
+    (full suite for the ws and wsp defaults, a short one for the variants), then the three problems
+    at D = 128 and 64 for the wgmma body, every ws entry and FA2 varlen on the same buffers."""
     import torch
 
     global PROGRESS
     PROGRESS = True
     print("device:", torch.cuda.get_device_name(), "torch", torch.__version__, "cupy", cp.__version__,
           "seed", args.seed, flush=True)
-    mod = compile_module(True)
+    mod = compile_module(False, study=True)
     ws = {key: Engine(mod, name, key[1], key[2]) for key, name in WS.items()}
-    results = correctness(torch, ws, args.seed)
+    wsp = {key: Engine(mod, name, key[1], key[2]) for key, name in WSP.items()}
     extra = {d: [Engine(mod, n, d) for n in names] for d, names in WS_EXTRA.items()}
+    wgmma = {d: Engine(mod, n, d) for d, n in WGMMA.items()}
+    results = correctness(torch, ws, args.seed)
+    results += correctness(torch, wsp, args.seed + 5)
     rng = np.random.default_rng(args.seed + 1)
     for d, engs in extra.items():
         for eng in engs:
@@ -767,9 +745,8 @@ def ws_round(args):
     if args.check_only:
         return 1 if n_bad else 0
     if n_bad:
-        print("WARNING: correctness failures above; timings below are of a wrong kernel", flush=True)
-    cur = {d: Engine(mod, DEFAULTS[("bf16", d, d)], d) for d in (64, 128)}
-    by_d = {d: [cur[d], ws[("bf16", d, d)]] + extra[d] for d in (128, 64)}
+        print("WARNING: correctness failures above; timings below include a wrong kernel", flush=True)
+    by_d = {d: [wgmma[d], ws[("bf16", d, d)], wsp[("bf16", d, d)]] + extra[d] for d in (128, 64)}
     rows = benchmark(torch, mod, by_d, cudnn=False)
     print_table(rows, by_d)
     return 1 if n_bad else 0
