@@ -63,9 +63,9 @@
     RAGGED_FMHA_SM80_ENTRY(PREFIX##bf16_d192v128, true, 192, 128, 64, 64, 4, 1)       \
     RAGGED_FMHA_SM80_ENTRY(PREFIX##f16_d192v128, false, 192, 128, 64, 64, 4, 1)
 
-// Which body the plugin's d64 and d128 names get on sm_90a: 1 = the warp-specialized body of
-// sm90_ws.cuh, 0 = the wgmma body of sm90.cuh (bench/gpu/NOTES.md, session 5, has the measurement
-// behind the choice). The other head dims always use the wgmma body.
+// Which body the plugin's d64 and d128 names get on sm_90a: 0 = the wgmma body of sm90.cuh, 1 = the
+// warp-specialized body of sm90_ws.cuh, 2 = its persistent form (sm90_wsp.cuh); bench/gpu/NOTES.md,
+// session 5, has the measurement behind the choice. The other head dims always use the wgmma body.
 #define RAGGED_FMHA_SM90_WS_D64 1
 #define RAGGED_FMHA_SM90_WS_D128 1
 
@@ -91,7 +91,10 @@ RAGGED_FMHA_SM80_ALL(ragged_fmha_fwd_sm80_)
 
 // The names the plugin launches: the fastest path the compile target allows.
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#if RAGGED_FMHA_SM90_WS_D64
+#if RAGGED_FMHA_SM90_WS_D64 == 2
+RAGGED_FMHA_SM90_WSP_ENTRY(ragged_fmha_fwd_bf16_d64, true, 64, 128, 2, 2, 40, 232)
+RAGGED_FMHA_SM90_WSP_ENTRY(ragged_fmha_fwd_f16_d64, false, 64, 128, 2, 2, 40, 232)
+#elif RAGGED_FMHA_SM90_WS_D64 == 1
 RAGGED_FMHA_SM90_WS_ENTRY(ragged_fmha_fwd_bf16_d64, true, 64, 128, 2, 2, true, 1, 40, 232)
 RAGGED_FMHA_SM90_WS_ENTRY(ragged_fmha_fwd_f16_d64, false, 64, 128, 2, 2, true, 1, 40, 232)
 #else
@@ -100,7 +103,10 @@ RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_f16_d64, false, 64, 64, 64, 2, 2)
 #endif
 RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_bf16_d96, true, 96, 96, 64, 3, 1)
 RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_f16_d96, false, 96, 96, 64, 3, 1)
-#if RAGGED_FMHA_SM90_WS_D128
+#if RAGGED_FMHA_SM90_WS_D128 == 2
+RAGGED_FMHA_SM90_WSP_ENTRY(ragged_fmha_fwd_bf16_d128, true, 128, 128, 2, 2, 40, 232)
+RAGGED_FMHA_SM90_WSP_ENTRY(ragged_fmha_fwd_f16_d128, false, 128, 128, 2, 2, 40, 232)
+#elif RAGGED_FMHA_SM90_WS_D128 == 1
 RAGGED_FMHA_SM90_WS_ENTRY(ragged_fmha_fwd_bf16_d128, true, 128, 128, 2, 2, true, 1, 40, 232)
 RAGGED_FMHA_SM90_WS_ENTRY(ragged_fmha_fwd_f16_d128, false, 128, 128, 2, 2, true, 1, 40, 232)
 #else
