@@ -55,6 +55,7 @@ WS_EXTRA = {
 }
 # The persistent variant (work items drawn from a counter).
 WSP = {("bf16", d, d): f"ragged_fmha_fwd_wsp_bf16_d{d}" for d in (64, 128)}
+WSP_F16 = {("f16", d, d): f"ragged_fmha_fwd_wsp_f16_d{d}" for d in (64, 128)}  # sanitizer case only
 # The wgmma body of sm90.cuh under its own name in the study build (the plugin's body before session 5).
 WGMMA = {d: f"ragged_fmha_fwd_sm90_bf16_d{d}" for d in (64, 128)}
 NVRTC_OPTIONS = ("-arch=sm_90a", "-std=c++17")
@@ -562,7 +563,7 @@ def sanitize_case():
 def sanitize_ws(with_persist):
     """The sanitizer case on the warp-specialized entry points (and the persistent ones)."""
     mod = compile_module(False, study=True)
-    tables = (WS,)
+    tables = (WS, WSP_F16) if with_persist else (WS,)
     return max(sanitize_one(mod, d, d, left, right, name=table[("f16", d, d)])
                for table in tables for d in (64, 128) for left, right in [(-1, 0), (16, 4)])
 

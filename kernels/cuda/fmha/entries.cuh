@@ -66,8 +66,8 @@
 // Which body the plugin's d64 and d128 names get on sm_90a: 0 = the wgmma body of sm90.cuh, 1 = the
 // warp-specialized body of sm90_ws.cuh, 2 = its persistent form (sm90_wsp.cuh); bench/gpu/NOTES.md,
 // session 5, has the measurement behind the choice. The other head dims always use the wgmma body.
-#define RAGGED_FMHA_SM90_WS_D64 1
-#define RAGGED_FMHA_SM90_WS_D128 1
+#define RAGGED_FMHA_SM90_WS_D64 0
+#define RAGGED_FMHA_SM90_WS_D128 0
 
 #if defined(RAGGED_FMHA_WS_STUDY)
 // Only what the benchmark's warp-specialization study needs (a quick compile on the device): the
@@ -81,6 +81,8 @@ RAGGED_FMHA_SM90_WS_ENTRY(ragged_fmha_fwd_ws_bf16_d128, true, 128, 128, 2, 2, tr
 RAGGED_FMHA_SM90_WS_ENTRY(ragged_fmha_fwd_ws_f16_d128, false, 128, 128, 2, 2, true, 1, 40, 232)
 RAGGED_FMHA_SM90_WSP_ENTRY(ragged_fmha_fwd_wsp_bf16_d64, true, 64, 128, 2, 2, 40, 232)
 RAGGED_FMHA_SM90_WSP_ENTRY(ragged_fmha_fwd_wsp_bf16_d128, true, 128, 128, 2, 2, 40, 232)
+RAGGED_FMHA_SM90_WSP_ENTRY(ragged_fmha_fwd_wsp_f16_d64, false, 64, 128, 2, 2, 40, 232)
+RAGGED_FMHA_SM90_WSP_ENTRY(ragged_fmha_fwd_wsp_f16_d128, false, 128, 128, 2, 2, 40, 232)
 RAGGED_FMHA_SM90_WS_ENTRY(ragged_fmha_fwd_ws_bf16_d64_c3, true, 64, 128, 2, 3, true, 1, 24, 160)
 RAGGED_FMHA_SM90_WS_ENTRY(ragged_fmha_fwd_ws_bf16_d128_nopp, true, 128, 128, 2, 2, false, 1, 40, 232)
 RAGGED_FMHA_SM90_WS_ENTRY(ragged_fmha_fwd_ws_bf16_d128_c3, true, 128, 64, 2, 3, true, 1, 24, 160)
