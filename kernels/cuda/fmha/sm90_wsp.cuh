@@ -5,10 +5,11 @@
 // tile, head) one after another, in the pre-pass's longest-first order, from a counter in the
 // workspace (tile_count[2], zeroed by the pre-pass of the same execute) until the list is
 // exhausted; the producer's thread 0 draws and publishes each index to the consumers through a
-// shared slot guarded by the Q barriers. The producer runs ahead into the next item while the consumers finish the current one:
-// Q has its own full / empty barrier pair (the consumers release Q after their last S = Q K^T),
-// the K/V ring's phases run on across items, and O goes from registers straight to global memory
-// (no staging through Q's shared memory, which the producer may already be refilling).
+// shared slot guarded by the Q barriers. The producer runs ahead into the next item while the
+// consumers finish the current one: Q has its own full / empty barrier pair (the consumers release
+// Q after their last S = Q K^T), the K/V ring's phases run on across items, and O goes from
+// registers straight to global memory (no staging through Q's shared memory, which the producer
+// may already be refilling).
 // ---------------------------------------------------------------------------------------------
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 
