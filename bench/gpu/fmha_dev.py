@@ -46,16 +46,29 @@ EXTRA = {
           "ragged_fmha_fwd_sm90_bf16_d128_n64", "ragged_fmha_fwd_sm90_bf16_d128_n64x2",
           "ragged_fmha_fwd_sm90_bf16_d128_n64w1"],
 }
+# The warp-specialized body (issue 14): default shapes and tuning variants, checked and timed beside
+# the entry points above with --ws.
+WS = {(dt, d, d): f"ragged_fmha_fwd_ws_{dt}_d{d}" for d in (64, 128) for dt in ("bf16", "f16")}
+WS_EXTRA = {
+    64: ["ragged_fmha_fwd_ws_bf16_d64_c3"],
+    128: ["ragged_fmha_fwd_ws_bf16_d128_nopp", "ragged_fmha_fwd_ws_bf16_d128_c3"],
+}
+# The persistent variant (work items drawn from a counter).
+WSP = {("bf16", d, d): f"ragged_fmha_fwd_wsp_bf16_d{d}" for d in (64, 128)}
+WSP_F16 = {("f16", d, d): f"ragged_fmha_fwd_wsp_f16_d{d}" for d in (64, 128)}  # sanitizer case only
+# The wgmma body of sm90.cuh under its own name in the study build (the plugin's body before session 5).
+WGMMA = {d: f"ragged_fmha_fwd_sm90_bf16_d{d}" for d in (64, 128)}
 NVRTC_OPTIONS = ("-arch=sm_90a", "-std=c++17")
 PREPASS_THREADS = 1024
 BATCH_INFO_BYTES = 32
 
 
-def compile_module(tuning):
+def compile_module(tuning, study=False):
     with open(SRC) as f:
         src = f.read()
     # The file's parts are #include "fmha/…" lines, found through the include path.
     opts = NVRTC_OPTIONS + ("-I" + os.path.dirname(SRC),) + (("-DRAGGED_FMHA_TUNING",) if tuning else ())
+    opts += ("-DRAGGED_FMHA_WS_STUDY",) if study else ()
     t0 = time.time()
     mod = cp.RawModule(code=src, options=opts, backend="nvrtc")
     mod.compile()
@@ -82,7 +95,8 @@ class Engine:
         return {
             "batches": cp.zeros(batch * BATCH_INFO_BYTES // 8, dtype=cp.int64),
             "tiles": cp.zeros(max(1, batch * max_tiles) * 2, dtype=cp.int32),
-            "count": cp.zeros(1, dtype=cp.int32),
+            # [0] tile count, [2] the persistent body's work-item counter (both written by the pre-pass)
+            "count": cp.zeros(4, dtype=cp.int32),
             "err": cp.zeros(1, dtype=cp.uint32),
         }
 
@@ -160,6 +174,8 @@ def ref_batch(torch, qb, kb, vb, h_q, h_kv, scale, left, right, br):
     return o, lse
 
 
+# Print each case before it runs (a hanging kernel then names its case before the timeout kills it).
+PROGRESS = False
 POISON = {"bf16": 0x7FC1, "f16": 0x7E01}
 LSE_POISON = 0x7FC00123
 
@@ -167,6 +183,8 @@ LSE_POISON = 0x7FC00123
 def run_case(torch, eng, dtype, rng, *, lq, lkv, pad_q=None, pad_kv=None, h_q=4, h_kv=4, left=-1, right=-1,
              br=0, off_bytes=4, token_units=False, lse_mode="dense", slack=0, scale=None, label=""):
     """Builds one ragged problem, runs the engine, compares with float64. Returns (ok, message)."""
+    if PROGRESS:
+        print(f"  case {label}", flush=True)
     d, dv = eng.d, eng.dv
     tdt = torch.bfloat16 if dtype == "bf16" else torch.float16
     dev = "cuda"
@@ -410,7 +428,7 @@ def ragged_mix(seed, total=16384, lo=64, hi=4096):
     return lens
 
 
-def benchmark(torch, mod, engines_by_d, h=16):
+def benchmark(torch, mod, engines_by_d, h=16, problems_only=None, cudnn=True):
     import torch.nn.functional as F
 
     try:
@@ -423,6 +441,9 @@ def benchmark(torch, mod, engines_by_d, h=16):
         print("cuDNN schema:", torch.ops.aten._cudnn_attention_forward.default._schema, flush=True)
     problems = [("8x2048", [2048] * 8), ("2x8192", [8192] * 2), ("ragged-mix", ragged_mix(7))]
     print("ragged mix lengths:", problems[2][1], flush=True)
+    if problems_only:
+        problems = [pr for pr in problems if pr[0] in problems_only]
+    has_cudnn_ragged = has_cudnn_ragged and cudnn
     rows = []
     for d, engs in engines_by_d.items():
         for pname, lens in problems:
@@ -455,8 +476,10 @@ def benchmark(torch, mod, engines_by_d, h=16):
                         print(f"  {pname} pre-pass alone: {pre_ms * 1000:.1f} us", flush=True)
                     res[eng.name] = flops / ms / 1e9
                     res.setdefault("ours_out", o.clone())
+                    same = (o.float() - res["ours_out"].float()).abs().max().item()
                     print(f"  {pname} d{d} causal={causal} {eng.name}: {ms:.3f} ms "
-                          f"{flops / ms / 1e9:.1f} TFLOP/s (spread {spread:.3f} ms)", flush=True)
+                          f"{flops / ms / 1e9:.1f} TFLOP/s (spread {spread:.3f} ms, "
+                          f"max |O - O(first engine)| = {same:.2e})", flush=True)
                 # FlashAttention-2 varlen
                 try:
                     def fa2():
@@ -486,7 +509,7 @@ def benchmark(torch, mod, engines_by_d, h=16):
                     except Exception as e:  # noqa: BLE001
                         print(f"  cuDNN ragged failed: {type(e).__name__}: {str(e)[:300]}", flush=True)
                 # cuDNN dense (fixed lengths only)
-                if sdpa_kernel is not None and len(set(lens)) == 1:
+                if cudnn and sdpa_kernel is not None and len(set(lens)) == 1:
                     try:
                         L = lens[0]
                         qd = q.view(B, L, h, d).transpose(1, 2)
@@ -522,6 +545,10 @@ def print_table(rows, engines_by_d):
               f"best={best[0]:6.1f} [{best[1].replace('ragged_fmha_fwd_', '')}] fa2={fa2:6.1f} "
               f"cudnn_ragged={cr:6.1f} cudnn_dense={cdn:6.1f} ours/fa2={ours / fa2:5.2f} "
               f"ours/cudnn_ragged={ours / cr:5.2f}")
+        others = " ".join(f"{n.replace('ragged_fmha_fwd_', '')}={r[n]:6.1f}({r[n] / fa2:4.2f}xFA2)"
+                          for n in engs[1:] if n in r)
+        if others:
+            print(f"{'':>10}      {others}")
 
 
 def sanitize_case():
@@ -533,8 +560,16 @@ def sanitize_case():
     return max(sanitize_one(mod, d, dv, left, right) for d, dv in HEAD_DIMS for left, right in bands)
 
 
-def sanitize_one(mod, d, dv, left, right):
-    eng = Engine(mod, DEFAULTS[("f16", d, dv)], d, dv)
+def sanitize_ws(with_persist):
+    """The sanitizer case on the warp-specialized entry points (and the persistent ones)."""
+    mod = compile_module(False, study=True)
+    tables = (WS, WSP_F16) if with_persist else (WS,)
+    return max(sanitize_one(mod, d, d, left, right, name=table[("f16", d, d)])
+               for table in tables for d in (64, 128) for left, right in [(-1, 0), (16, 4)])
+
+
+def sanitize_one(mod, d, dv, left, right, name=None):
+    eng = Engine(mod, name or DEFAULTS[("f16", d, dv)], d, dv)
     rng = np.random.default_rng(3)
     lq, lkv = [5, 0, 37, 130], [70, 9, 0, 200]
     pad_q, pad_kv = [2, 0, 0, 3], [0, 4, 0, 1]
@@ -605,10 +640,21 @@ def main():
     ap.add_argument("--sanitize-case", action="store_true")
     ap.add_argument("--check-only", action="store_true")
     ap.add_argument("--no-tuning", action="store_true")
+    ap.add_argument("--ws", action="store_true",
+                    help="check and time the warp-specialized entry points next to the defaults (d64, d128)")
+    ap.add_argument("--sanitize-ws", action="store_true")
+    ap.add_argument("--with-persist", action="store_true", help="--sanitize-ws also on the persistent entries")
+    ap.add_argument("--ws-one", metavar="NAME", help="two small cases on one ws entry point (hang diagnosis)")
     ap.add_argument("--seed", type=int, default=int(time.time()))
     args = ap.parse_args()
     if args.sanitize_case:
         return sanitize_case()
+    if args.sanitize_ws:
+        return sanitize_ws(args.with_persist)
+    if args.ws:
+        return ws_round(args)
+    if args.ws_one:
+        return ws_one(args.ws_one, args.seed)
 
     import torch
 
@@ -641,6 +687,68 @@ def main():
         print("WARNING: correctness failures above; timings below are of a wrong kernel", flush=True)
     by_d = {d: [engines[("bf16", d, d)]] + extra.get(d, []) for d in (64, 128)}
     rows = benchmark(torch, mod, by_d)
+    print_table(rows, by_d)
+    return 1 if n_bad else 0
+
+
+def ws_one(name, seed):
+    """Two small cases on one entry point, each result printed as soon as it is known."""
+    import torch
+
+    global PROGRESS
+    PROGRESS = True
+    mod = compile_module(False, study=True)
+    d = 64 if "_d64" in name else 128
+    dtype = "f16" if "_f16_" in name else "bf16"
+    eng = Engine(mod, name, d)
+    rng = np.random.default_rng(seed)
+    bad = 0
+    for mname, right, br in [("none", -1, 0), ("causal-br", 0, 1)]:
+        ok, msg = run_case(torch, eng, dtype, rng, lq=[100, 0, 300], lkv=[200, 5, 300], h_q=4, h_kv=2, right=right,
+                           br=br, label=f"{name} {mname}")
+        print(("PASS " if ok else "FAIL ") + msg, flush=True)
+        bad += 0 if ok else 1
+    return 1 if bad else 0
+
+
+def ws_round(args):
+    """One process, one compile (the study build): correctness of the warp-specialized entry points
+    (full suite for the ws and wsp defaults, a short one for the variants), then the three problems
+    at D = 128 and 64 for the wgmma body, every ws entry and FA2 varlen on the same buffers."""
+    import torch
+
+    global PROGRESS
+    PROGRESS = True
+    print("device:", torch.cuda.get_device_name(), "torch", torch.__version__, "cupy", cp.__version__,
+          "seed", args.seed, flush=True)
+    mod = compile_module(False, study=True)
+    ws = {key: Engine(mod, name, key[1], key[2]) for key, name in WS.items()}
+    wsp = {key: Engine(mod, name, key[1], key[2]) for key, name in WSP.items()}
+    extra = {d: [Engine(mod, n, d) for n in names] for d, names in WS_EXTRA.items()}
+    wgmma = {d: Engine(mod, n, d) for d, n in WGMMA.items()}
+    results = correctness(torch, ws, args.seed)
+    results += correctness(torch, wsp, args.seed + 5)
+    rng = np.random.default_rng(args.seed + 1)
+    for d, engs in extra.items():
+        for eng in engs:
+            for mname, left, right, br in [("causal-br", -1, 0, 1), ("window-tl", 50, 3, 0), ("none", -1, -1, 0),
+                                           ("window-br", 300, 0, 1)]:
+                lq = [int(x) for x in rng.integers(0, 700, 5)]
+                lkv = [int(x) for x in rng.integers(0, 700, 5)]
+                lq[2] = 0
+                results.append(run_case(torch, eng, "bf16", rng, lq=lq, lkv=lkv, h_q=4, h_kv=2, left=left,
+                                        right=right, br=br, label=f"{eng.name} {mname}"))
+    n_bad = 0
+    for ok, msg in results:
+        print(("PASS " if ok else "FAIL ") + msg, flush=True)
+        n_bad += 0 if ok else 1
+    print(f"correctness (ws): {len(results) - n_bad}/{len(results)} passed", flush=True)
+    if args.check_only:
+        return 1 if n_bad else 0
+    if n_bad:
+        print("WARNING: correctness failures above; timings below include a wrong kernel", flush=True)
+    by_d = {d: [wgmma[d], ws[("bf16", d, d)], wsp[("bf16", d, d)]] + extra[d] for d in (128, 64)}
+    rows = benchmark(torch, mod, by_d, cudnn=False)
     print_table(rows, by_d)
     return 1 if n_bad else 0
 

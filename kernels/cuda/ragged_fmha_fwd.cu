@@ -29,4 +29,6 @@
 #include "fmha/sm80.cuh"
 #include "fmha/wgmma_ops.cuh"
 #include "fmha/sm90.cuh"
+#include "fmha/sm90_ws.cuh"
+#include "fmha/sm90_wsp.cuh"
 #include "fmha/entries.cuh"

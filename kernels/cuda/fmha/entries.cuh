@@ -28,6 +28,27 @@
     }                                                                                                     \
     }
 
+// The warp-specialized body: 1 producer + NC consumer warpgroups (BM 64 NC), a STAGES-deep K/V ring
+// and its mbarriers after the tiles; MINB blocks per SM, PREG / CREG registers after setmaxnreg.
+#define RAGGED_FMHA_WS_SMEM(D, BN, STAGES, NC) \
+    (1024 + 64 * (NC) * (D) * 2 + 2 * (STAGES) * (BN) * (D) * 2 + 8 * (1 + 4 * (STAGES)))
+#define RAGGED_FMHA_SM90_WS_ENTRY(NAME, BF16, D, BN, STAGES, NC, PP, MINB, PREG, CREG)                      \
+    extern "C" {                                                                                        \
+    __constant__ int NAME##_config[4] = {64 * NC, BN, 128 * (NC + 1), RAGGED_FMHA_WS_SMEM(D, BN, STAGES, NC)}; \
+    __global__ void __launch_bounds__(128 * (NC + 1), MINB) NAME(RAGGED_FMHA_PARAMS) {                   \
+        fmha_fwd_ws_body<BF16, D, BN, STAGES, NC, PP, PREG, CREG>(RAGGED_FMHA_ARGS);                     \
+    }                                                                                                   \
+    }
+
+// The persistent variant (sm90_wsp.cuh): same shared memory plus the item slot.
+#define RAGGED_FMHA_SM90_WSP_ENTRY(NAME, BF16, D, BN, STAGES, NC, PREG, CREG)                                  \
+    extern "C" {                                                                                             \
+    __constant__ int NAME##_config[4] = {64 * NC, BN, 128 * (NC + 1), RAGGED_FMHA_WS_SMEM(D, BN, STAGES, NC) + 16}; \
+    __global__ void __launch_bounds__(128 * (NC + 1), 1) NAME(RAGGED_FMHA_PARAMS) {                         \
+        fmha_fwd_wsp_body<BF16, D, BN, STAGES, NC, PREG, CREG>(RAGGED_FMHA_ARGS);                            \
+    }                                                                                                        \
+    }
+
 // The portable path (any sm_80+ target), always compiled: on sm_90a these entry points are what
 // the device tests run to keep the portable path checked.
 #define RAGGED_FMHA_SM80_ALL(PREFIX)                                                   \
@@ -42,16 +63,58 @@
     RAGGED_FMHA_SM80_ENTRY(PREFIX##bf16_d192v128, true, 192, 128, 64, 64, 4, 1)       \
     RAGGED_FMHA_SM80_ENTRY(PREFIX##f16_d192v128, false, 192, 128, 64, 64, 4, 1)
 
+// Which body the plugin's d64 and d128 names get on sm_90a: 0 = the wgmma body of sm90.cuh, 1 = the
+// warp-specialized body of sm90_ws.cuh, 2 = its persistent form (sm90_wsp.cuh); bench/gpu/NOTES.md,
+// session 5, has the measurement behind the choice. The other head dims always use the wgmma body.
+#define RAGGED_FMHA_SM90_WS_D64 0
+#define RAGGED_FMHA_SM90_WS_D128 0
+
+#if defined(RAGGED_FMHA_WS_STUDY)
+// Only what the benchmark's warp-specialization study needs (a quick compile on the device): the
+// wgmma body and the ws bodies of d64 / d128 under their own names, and the ws variants.
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_sm90_bf16_d64, true, 64, 64, 64, 2, 2)
+RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_sm90_bf16_d128, true, 128, 128, 64, 3, 1)
+RAGGED_FMHA_SM90_WS_ENTRY(ragged_fmha_fwd_ws_bf16_d64, true, 64, 128, 2, 2, true, 1, 40, 232)
+RAGGED_FMHA_SM90_WS_ENTRY(ragged_fmha_fwd_ws_f16_d64, false, 64, 128, 2, 2, true, 1, 40, 232)
+RAGGED_FMHA_SM90_WS_ENTRY(ragged_fmha_fwd_ws_bf16_d128, true, 128, 128, 2, 2, true, 1, 40, 232)
+RAGGED_FMHA_SM90_WS_ENTRY(ragged_fmha_fwd_ws_f16_d128, false, 128, 128, 2, 2, true, 1, 40, 232)
+RAGGED_FMHA_SM90_WSP_ENTRY(ragged_fmha_fwd_wsp_bf16_d64, true, 64, 128, 2, 2, 40, 232)
+RAGGED_FMHA_SM90_WSP_ENTRY(ragged_fmha_fwd_wsp_bf16_d128, true, 128, 128, 2, 2, 40, 232)
+RAGGED_FMHA_SM90_WSP_ENTRY(ragged_fmha_fwd_wsp_f16_d64, false, 64, 128, 2, 2, 40, 232)
+RAGGED_FMHA_SM90_WSP_ENTRY(ragged_fmha_fwd_wsp_f16_d128, false, 128, 128, 2, 2, 40, 232)
+RAGGED_FMHA_SM90_WS_ENTRY(ragged_fmha_fwd_ws_bf16_d64_c3, true, 64, 128, 2, 3, true, 1, 24, 160)
+RAGGED_FMHA_SM90_WS_ENTRY(ragged_fmha_fwd_ws_bf16_d128_nopp, true, 128, 128, 2, 2, false, 1, 40, 232)
+RAGGED_FMHA_SM90_WS_ENTRY(ragged_fmha_fwd_ws_bf16_d128_c3, true, 128, 64, 2, 3, true, 1, 24, 160)
+#endif
+#else  // the plugin's set
+
 RAGGED_FMHA_SM80_ALL(ragged_fmha_fwd_sm80_)
 
 // The names the plugin launches: the fastest path the compile target allows.
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#if RAGGED_FMHA_SM90_WS_D64 == 2
+RAGGED_FMHA_SM90_WSP_ENTRY(ragged_fmha_fwd_bf16_d64, true, 64, 128, 2, 2, 40, 232)
+RAGGED_FMHA_SM90_WSP_ENTRY(ragged_fmha_fwd_f16_d64, false, 64, 128, 2, 2, 40, 232)
+#elif RAGGED_FMHA_SM90_WS_D64 == 1
+RAGGED_FMHA_SM90_WS_ENTRY(ragged_fmha_fwd_bf16_d64, true, 64, 128, 2, 2, true, 1, 40, 232)
+RAGGED_FMHA_SM90_WS_ENTRY(ragged_fmha_fwd_f16_d64, false, 64, 128, 2, 2, true, 1, 40, 232)
+#else
 RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_bf16_d64, true, 64, 64, 64, 2, 2)
 RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_f16_d64, false, 64, 64, 64, 2, 2)
+#endif
 RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_bf16_d96, true, 96, 96, 64, 3, 1)
 RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_f16_d96, false, 96, 96, 64, 3, 1)
+#if RAGGED_FMHA_SM90_WS_D128 == 2
+RAGGED_FMHA_SM90_WSP_ENTRY(ragged_fmha_fwd_bf16_d128, true, 128, 128, 2, 2, 40, 232)
+RAGGED_FMHA_SM90_WSP_ENTRY(ragged_fmha_fwd_f16_d128, false, 128, 128, 2, 2, 40, 232)
+#elif RAGGED_FMHA_SM90_WS_D128 == 1
+RAGGED_FMHA_SM90_WS_ENTRY(ragged_fmha_fwd_bf16_d128, true, 128, 128, 2, 2, true, 1, 40, 232)
+RAGGED_FMHA_SM90_WS_ENTRY(ragged_fmha_fwd_f16_d128, false, 128, 128, 2, 2, true, 1, 40, 232)
+#else
 RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_bf16_d128, true, 128, 128, 64, 3, 1)
 RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_f16_d128, false, 128, 128, 64, 3, 1)
+#endif
 RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_bf16_d256, true, 256, 256, 64, 2, 1)
 RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_f16_d256, false, 256, 256, 64, 2, 1)
 RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_bf16_d192v128, true, 192, 128, 64, 3, 1)
@@ -74,3 +137,4 @@ RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_sm90_bf16_d128_n64x2, true, 128, 128, 64,
 RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_sm90_bf16_d128_n64w1, true, 128, 128, 64, 1, 2)
 #endif
 #endif
+#endif  // RAGGED_FMHA_WS_STUDY

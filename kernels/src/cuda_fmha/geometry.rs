@@ -9,6 +9,9 @@ use crate::runtime::cuda::error::GpuError;
 /// Regions inside the workspace start on this boundary (the caller's pointer is aligned up).
 pub const WORKSPACE_ALIGNMENT: u64 = 256;
 
+/// The counters region: tile count, error flag, a free word, the persistent body's item counter.
+const COUNTER_BYTES: u64 = 16;
+
 /// Byte offsets of the pre-pass's scratch inside the (aligned-up) workspace.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WorkspaceLayout {
@@ -18,7 +21,8 @@ pub struct WorkspaceLayout {
     pub tiles: u64,
     /// `int tile_count`.
     pub tile_count: u64,
-    /// `u32 err_flag`.
+    /// `u32 err_flag`. The four bytes after it stay free and the four after those are the
+    /// persistent forward body's work-item counter (`tile_count[2]`, zeroed by the pre-pass).
     pub error_flag: u64,
     /// Bytes to request from the caller, including slack for aligning the base pointer.
     pub total_bytes: u64,
@@ -80,7 +84,7 @@ pub(super) fn grid_and_workspace(
         tiles: tiles_offset,
         tile_count: counters,
         error_flag: counters + 4,
-        total_bytes: counters + 8 + WORKSPACE_ALIGNMENT,
+        total_bytes: counters + COUNTER_BYTES + WORKSPACE_ALIGNMENT,
     };
     Ok((max_tiles as i32, grid as u32, workspace))
 }

@@ -58,10 +58,10 @@ fn a_supported_graph_gets_its_geometry() {
             tiles: 256,
             tile_count: 512,
             error_flag: 516,
-            total_bytes: 520 + 256
+            total_bytes: 528 + 256
         }
     );
-    assert_eq!(plan.workspace_bytes(), 776);
+    assert_eq!(plan.workspace_bytes(), 784);
 }
 
 #[test]

@@ -1,0 +1,299 @@
+// Part of kernels/cuda/ragged_fmha_fwd.cu (the warp-specialized Hopper forward body); included in that file's order, not on its own.
+
+// ---------------------------------------------------------------------------------------------
+// Warp-specialized wgmma body (sm_90a, D_qk = D_v in {64, 128}): 1 + NC warpgroups. Warpgroup 0 is the
+// producer: it drops to a few registers (setmaxnreg) and streams Q once and K, V block by block
+// through a STAGES-deep shared-memory ring with cp.async, each fill completing on a "full"
+// mbarrier through cp.async.mbarrier.arrive.noinc (so rows past Lkv are still zero-filled with
+// src-size 0, never read). Warpgroups 1 .. NC are consumers of 64 query rows each, with the
+// registers the producer gave up: per block they wait on K's full barrier, issue S(n) = Q K(n)^T
+// together with O += P(n-1) V(n-1), release K(n) once S(n) is in registers and V(n-1) once the
+// P V product has finished (one arrive per warp on the "empty" barriers). Ping-pong: the
+// consumers take turns issuing their MMAs through named barriers, so that one warpgroup's softmax
+// runs while another's GEMMs hold the tensor cores. Measured slower than the wgmma body of
+// sm90.cuh on the H200 (bench/gpu/NOTES.md, session 5), so compiled only in the study build.
+// ---------------------------------------------------------------------------------------------
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+
+__device__ __forceinline__ void mbar_init(u32 bar, u32 count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(u32 bar, u32 parity) {
+    asm volatile(
+        "{\n.reg .pred done;\n"
+        "WAIT_%=:\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+        "@!done bra WAIT_%=;\n}\n" ::"r"(bar),
+        "r"(parity)
+        : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(u32 bar) {
+    asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.shared::cta.b64 st, [%0];\n}\n" ::"r"(bar) : "memory");
+}
+// Arrives on the barrier once every cp.async this thread issued so far has landed.
+__device__ __forceinline__ void cp_async_mbar_arrive(u32 bar) {
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void named_bar_sync(int id, int n) {
+    asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(n) : "memory");
+}
+__device__ __forceinline__ void named_bar_arrive(int id, int n) {
+    asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(n) : "memory");
+}
+template <int N>
+__device__ __forceinline__ void setmaxnreg_dec() {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N));
+}
+template <int N>
+__device__ __forceinline__ void setmaxnreg_inc() {
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N));
+}
+
+// load_tile_sw128 for the producer's 128 threads (thread index t), not the whole block.
+template <int D, int ROWS>
+__device__ __forceinline__ void ws_load_tile(u32 s_base, const u16* g, i64 stride, int valid, const u16* safe, int t) {
+    constexpr int CH = D / 8;
+    static_assert((ROWS * CH) % 128 == 0, "whole producer passes");
+#pragma unroll 4
+    for (int it = 0; it < ROWS * CH / 128; ++it) {
+        int idx = it * 128 + t;
+        int r = idx / CH;
+        int c = idx % CH;
+        bool p = r < valid;
+        const u16* src = p ? g + (i64)r * stride + c * 8 : safe;
+        cp_async16(s_base + sw128<ROWS>(r, c), src, p);
+    }
+}
+
+// Named barriers: 0 is __syncthreads, 1 .. NC the consumers' turns, NC + 1 the consumers' epilogue.
+#define RAGGED_WS_BAR_TURN 1
+
+// The consumers' turn-taking, round robin over the NC consumers: wait for my turn (the previous
+// consumer's hand-over), issue, hand over to the next (PINGPONG = false: everyone issues as soon as
+// its operands are ready).
+template <bool PINGPONG, int NC>
+__device__ __forceinline__ void ws_turn_wait(int c) {
+    if (PINGPONG) named_bar_sync(RAGGED_WS_BAR_TURN + c, 256);
+}
+template <bool PINGPONG, int NC>
+__device__ __forceinline__ void ws_turn_pass(int c) {
+    if (PINGPONG) named_bar_arrive(RAGGED_WS_BAR_TURN + (c + 1 == NC ? 0 : c + 1), 256);
+}
+
+// NC consumer warpgroups (BM = 64 NC); PREG / CREG: the producer's and the consumers' register
+// counts after setmaxnreg (128 PREG + 128 NC CREG must fit the block's launch allocation).
+template <bool BF16, int D, int BN, int STAGES, int NC, bool PINGPONG, int PREG, int CREG>
+__device__ __forceinline__ void fmha_fwd_ws_body(RAGGED_FMHA_PARAMS) {
+    constexpr int BM = 64 * NC;
+    constexpr int NCT = 128 * NC;  // consumer threads
+    constexpr int BAR_EPILOGUE = RAGGED_WS_BAR_TURN + NC;
+    constexpr int KS = D / 16;
+    constexpr int NS = BN / 8;
+    constexpr int DT = D / 8;
+    constexpr u32 Q_BYTES = BM * D * 2;
+    constexpr u32 KV_BYTES = BN * D * 2;
+    static_assert((D == 64 || D == 128) && (BN == 64 || BN == 128) && STAGES >= 2, "ws tile shapes");
+
+    extern __shared__ __align__(128) unsigned char smem_raw[];
+    const u32 s_q = (smem_addr(smem_raw) + 1023u) & ~1023u;
+    const u32 s_k = s_q + Q_BYTES;
+    const u32 s_v = s_k + STAGES * KV_BYTES;
+    // mbarriers: q_full, k_full[S], k_empty[S], v_full[S], v_empty[S]
+    const u32 bars = s_v + STAGES * KV_BYTES;
+    const u32 q_full = bars;
+    const u32 k_full = bars + 8;
+    const u32 k_empty = k_full + 8 * STAGES;
+    const u32 v_full = k_empty + 8 * STAGES;
+    const u32 v_empty = v_full + 8 * STAGES;
+
+    RAGGED_FMHA_BLOCK_PROLOGUE(BM, BN);
+
+    const int tid = threadIdx.x;
+    const int wg = tid >> 7;
+    if (tid == 0) {
+        mbar_init(q_full, 128);
+#pragma unroll
+        for (int s = 0; s < STAGES; ++s) {
+            mbar_init(k_full + 8 * s, 128);
+            mbar_init(v_full + 8 * s, 128);
+            mbar_init(k_empty + 8 * s, 4 * NC);  // one arrive per consumer warp
+            mbar_init(v_empty + 8 * s, 4 * NC);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+
+    if (wg == 0) {
+        // ---------------- producer ----------------
+        setmaxnreg_dec<PREG>();
+        const int t = tid;
+        if (nb_first < nb_last) {
+            ws_load_tile<D, BM>(s_q, qp, q_seq, rows, q, t);
+            cp_async_mbar_arrive(q_full);
+#pragma unroll 1
+            for (int nb = nb_first; nb < nb_last; ++nb) {
+                const int it = nb - nb_first;
+                const int st = it % STAGES;
+                const u32 ph = (u32)((it / STAGES) & 1);
+                const int j0 = nb * BN;
+                mbar_wait(k_empty + 8 * st, ph ^ 1u);
+                ws_load_tile<D, BN>(s_k + st * KV_BYTES, kp + (i64)j0 * k_seq, k_seq, bt.lkv - j0, k, t);
+                cp_async_mbar_arrive(k_full + 8 * st);
+                mbar_wait(v_empty + 8 * st, ph ^ 1u);
+                ws_load_tile<D, BN>(s_v + st * KV_BYTES, vp + (i64)j0 * v_seq, v_seq, bt.lkv - j0, v, t);
+                cp_async_mbar_arrive(v_full + 8 * st);
+            }
+        }
+        asm volatile("cp.async.wait_all;\n" ::: "memory");
+        return;
+    }
+
+    // ---------------- consumers ----------------
+    setmaxnreg_inc<CREG>();
+    const int c = wg - 1;  // consumer index: rows [64 c, 64 c + 64) of the tile
+    const int ct = tid - 128;
+    const int lane = tid & 31;
+    const int row_in_tile = c * 64 + ((tid >> 5) & 3) * 16 + (lane >> 2);  // and + 8
+    const int lt = lane & 3;
+    const float sl2 = scale * 1.4426950408889634f;
+
+    float acc[DT * 4];
+    float m_i[2] = {RAGGED_NEG_INF, RAGGED_NEG_INF};
+    float l_i[2] = {0.f, 0.f};
+#pragma unroll
+    for (int i = 0; i < DT * 4; ++i) acc[i] = 0.f;
+
+    // The last consumer lets consumer 0 issue first; each turn is "wait for mine, issue, hand over".
+    if (PINGPONG && c == NC - 1) named_bar_arrive(RAGGED_WS_BAR_TURN + 0, 256);
+
+    if (nb_first < nb_last) {
+        const int i_last = i0 + rows - 1;
+        float s[NS * 4];
+        u32 pa[BN / 16][4];
+        float corr[2];
+
+        mbar_wait(q_full, 0);
+        mbar_wait(k_full, 0);
+        fence_proxy_async();
+        ws_turn_wait<PINGPONG, NC>(c);
+        wgmma_fence();
+#pragma unroll
+        for (int ks = 0; ks < KS; ++ks) {
+            u64 da = sw128_desc(s_q + (ks >> 2) * (BM * 128) + c * (64 * 128) + (ks & 3) * 32, 16, 1024);
+            u64 db = sw128_desc(s_k + (ks >> 2) * (BN * 128) + (ks & 3) * 32, 16, 1024);
+            wgmma_ss<BF16, BN>(s, da, db, ks > 0);
+        }
+        wgmma_commit();
+        ws_turn_pass<PINGPONG, NC>(c);
+        wgmma_wait<0>();
+        fence_regs<NS * 4>(s);
+        if (lane == 0) mbar_arrive(k_empty);
+        wgmma_softmax_step<NS>(s, m_i, l_i, corr, band, nb_first * BN, BN, i0, i_last, row_in_tile, lt, sl2);
+        wgmma_pack_p<BF16, BN>(s, pa);
+
+#pragma unroll 1
+        for (int nb = nb_first + 1; nb < nb_last; ++nb) {
+            const int it = nb - nb_first;
+            const int st = it % STAGES;
+            const int sp = (it - 1) % STAGES;
+            mbar_wait(k_full + 8 * st, (u32)((it / STAGES) & 1));
+            mbar_wait(v_full + 8 * sp, (u32)(((it - 1) / STAGES) & 1));
+            fence_proxy_async();
+            const u32 kb = s_k + st * KV_BYTES;
+            const u32 vb_prev = s_v + sp * KV_BYTES;
+
+            ws_turn_wait<PINGPONG, NC>(c);
+            wgmma_fence();
+#pragma unroll
+            for (int ks = 0; ks < KS; ++ks) {
+                u64 da = sw128_desc(s_q + (ks >> 2) * (BM * 128) + c * (64 * 128) + (ks & 3) * 32, 16, 1024);
+                u64 db = sw128_desc(kb + (ks >> 2) * (BN * 128) + (ks & 3) * 32, 16, 1024);
+                wgmma_ss<BF16, BN>(s, da, db, ks > 0);
+            }
+            wgmma_commit();
+#pragma unroll
+            for (int kc = 0; kc < BN / 16; ++kc) wgmma_pv<BF16, D, BN>(acc, pa[kc], vb_prev, kc);
+            wgmma_commit();
+            ws_turn_pass<PINGPONG, NC>(c);
+            wgmma_wait<1>();
+            fence_regs<NS * 4>(s);
+            if (lane == 0) mbar_arrive(k_empty + 8 * st);
+            wgmma_softmax_step<NS>(s, m_i, l_i, corr, band, nb * BN, BN, i0, i_last, row_in_tile, lt, sl2);
+            wgmma_wait<0>();
+            fence_regs<DT * 4>(acc);
+            fence_regs_u32<BN / 4>(&pa[0][0]);
+            if (lane == 0) mbar_arrive(v_empty + 8 * sp);
+#pragma unroll
+            for (int dt = 0; dt < DT; ++dt) {
+                acc[dt * 4 + 0] *= corr[0];
+                acc[dt * 4 + 1] *= corr[0];
+                acc[dt * 4 + 2] *= corr[1];
+                acc[dt * 4 + 3] *= corr[1];
+            }
+            wgmma_pack_p<BF16, BN>(s, pa);
+        }
+
+        // Last P V.
+        {
+            const int it = nb_last - 1 - nb_first;
+            const int sp = it % STAGES;
+            mbar_wait(v_full + 8 * sp, (u32)((it / STAGES) & 1));
+            fence_proxy_async();
+            ws_turn_wait<PINGPONG, NC>(c);
+            wgmma_fence();
+#pragma unroll
+            for (int kc = 0; kc < BN / 16; ++kc) wgmma_pv<BF16, D, BN>(acc, pa[kc], s_v + sp * KV_BYTES, kc);
+            wgmma_commit();
+            ws_turn_pass<PINGPONG, NC>(c);
+            wgmma_wait<0>();
+            fence_regs<DT * 4>(acc);
+            fence_regs_u32<BN / 4>(&pa[0][0]);
+        }
+    }
+    // Consumer 0 takes the turn the last consumer handed over last, so no arrival is left pending.
+    if (PINGPONG && c == 0) named_bar_sync(RAGGED_WS_BAR_TURN + 0, 256);
+
+    // Epilogue: O is staged where Q was, once both consumers are past their last S = Q K^T.
+    named_bar_sync(BAR_EPILOGUE, NCT);
+#pragma unroll
+    for (int hr = 0; hr < 2; ++hr) {
+        float l = l_i[hr];
+        l += __shfl_xor_sync(0xffffffffu, l, 1);
+        l += __shfl_xor_sync(0xffffffffu, l, 2);
+        const float inv = l > 0.f ? 1.f / l : 0.f;
+        const int r = row_in_tile + hr * 8;
+        if (lse != 0 && lt == 0 && r < rows) {
+            const float f = sl2 > 0.f ? sl2 : 1.f;
+            float val = l > 0.f ? (m_i[hr] * f + log2f(l)) * 0.6931471805599453f : RAGGED_NEG_INF;
+            lse[bt.lse_elem + (i64)(i0 + r) * lse_seq + (i64)h * lse_head] = val;
+        }
+#pragma unroll
+        for (int dt = 0; dt < DT; ++dt) {
+            u32 packed = pack2<BF16>(acc[dt * 4 + 2 * hr] * inv, acc[dt * 4 + 2 * hr + 1] * inv);
+            u32 addr = s_q + swz<D>(r, dt) + lt * 4;
+            asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(packed) : "memory");
+        }
+    }
+    named_bar_sync(BAR_EPILOGUE, NCT);
+    {
+        constexpr int CH = D / 8;
+        u16* op = o + (bt.q_tok + i0) * o_seq + (i64)h * o_head;
+#pragma unroll
+        for (int it = 0; it < BM * CH / NCT; ++it) {
+            int idx = it * NCT + ct;
+            int r = idx / CH;
+            int cc = idx % CH;
+            if (r < rows) {
+                u32 x0, x1, x2, x3;
+                asm volatile("ld.shared.v4.b32 {%0,%1,%2,%3}, [%4];\n"
+                             : "=r"(x0), "=r"(x1), "=r"(x2), "=r"(x3)
+                             : "r"(s_q + swz<D>(r, cc)));
+                u16* dst = op + (i64)r * o_seq + cc * 8;
+                asm volatile("st.global.v4.b32 [%0], {%1,%2,%3,%4};\n" ::"l"(dst), "r"(x0), "r"(x1), "r"(x2), "r"(x3)
+                             : "memory");
+            }
+        }
+    }
+}
+
+#endif  // __CUDA_ARCH_FEAT_SM90_ALL

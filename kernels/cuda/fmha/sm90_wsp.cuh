@@ -1,0 +1,287 @@
+// Part of kernels/cuda/ragged_fmha_fwd.cu (the persistent warp-specialized Hopper body); included in that file's order, not on its own.
+
+// ---------------------------------------------------------------------------------------------
+// Persistent variant of the warp-specialized body (sm90_ws.cuh): a block takes work items (query
+// tile, head) one after another, in the pre-pass's longest-first order, from a counter in the
+// workspace (tile_count[2], zeroed by the pre-pass of the same execute) until the list is
+// exhausted; the producer's thread 0 draws and publishes each index to the consumers through a
+// shared slot guarded by the Q barriers. The producer runs ahead into the next item while the
+// consumers finish the current one: Q has its own full / empty barrier pair (the consumers release
+// Q after their last S = Q K^T), the K/V ring's phases run on across items, and O goes from
+// registers straight to global memory (no staging through Q's shared memory, which the producer
+// may already be refilling).
+// ---------------------------------------------------------------------------------------------
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+
+// One work item: what RAGGED_FMHA_BLOCK_PROLOGUE derives from blockIdx.x, for item w.
+struct WsItem {
+    RaggedBatch bt;
+    int h, i0, rows, nb_first, nb_last;
+};
+
+__device__ __forceinline__ WsItem ws_item(int w, const RaggedBatch* __restrict__ batches,
+                                          const RaggedTile* __restrict__ tiles, int h_q, int mask_left,
+                                          int mask_right, int bottom_right, int bm, int bn) {
+    WsItem it;
+    const int rank = w / h_q;
+    it.h = w - rank * h_q;
+    const RaggedTile tile = tiles[rank];
+    it.bt = batches[tile.batch];
+    it.i0 = tile.tile * bm;
+    it.rows = it.bt.lq - it.i0 < bm ? it.bt.lq - it.i0 : bm;
+    const RaggedBand band = make_band(it.bt.lq, it.bt.lkv, mask_left, mask_right, bottom_right);
+    key_block_range(band, it.i0, it.rows, bn, &it.nb_first, &it.nb_last);
+    return it;
+}
+
+template <bool BF16, int D, int BN, int STAGES, int NC, int PREG, int CREG>
+__device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS) {
+    constexpr int BM = 64 * NC;
+    constexpr int KS = D / 16;
+    constexpr int NS = BN / 8;
+    constexpr int DT = D / 8;
+    constexpr u32 Q_BYTES = BM * D * 2;
+    constexpr u32 KV_BYTES = BN * D * 2;
+    static_assert((D == 64 || D == 128) && (BN == 64 || BN == 128) && STAGES >= 2, "ws tile shapes");
+
+    extern __shared__ __align__(128) unsigned char smem_raw[];
+    const u32 s_q = (smem_addr(smem_raw) + 1023u) & ~1023u;
+    const u32 s_k = s_q + Q_BYTES;
+    const u32 s_v = s_k + STAGES * KV_BYTES;
+    // mbarriers: q_full, q_empty, k_full[S], k_empty[S], v_full[S], v_empty[S]; then the slot
+    // through which the producer tells the consumers which work item comes next.
+    const u32 bars = s_v + STAGES * KV_BYTES;
+    const u32 q_full = bars;
+    const u32 q_empty = bars + 8;
+    const u32 k_full = bars + 16;
+    const u32 k_empty = k_full + 8 * STAGES;
+    const u32 v_full = k_empty + 8 * STAGES;
+    const u32 v_empty = v_full + 8 * STAGES;
+    const u32 item_slot = v_empty + 8 * STAGES;
+
+    // One block per SM is resident (shared memory): blocks past the SM count would only find the
+    // list exhausted, so they leave before touching anything (the host's grid is the item count).
+    u32 nsm;
+    asm("mov.u32 %0, %%nsmid;\n" : "=r"(nsm));
+    if (blockIdx.x >= nsm) return;
+    const int total = *tile_count * h_q;
+    int* next_item = const_cast<int*>(tile_count) + 2;
+    const int tid = threadIdx.x;
+    const int wg = tid >> 7;
+
+    if (tid == 0) {
+        // q_full: per item, 128 asynchronous arrivals (the Q copies; plain arrivals when the item
+        // has no Q to load) + one plain arrival of the thread that published the item index.
+        mbar_init(q_full, 129);
+        mbar_init(q_empty, 4 * NC);
+#pragma unroll
+        for (int s = 0; s < STAGES; ++s) {
+            mbar_init(k_full + 8 * s, 128);
+            mbar_init(v_full + 8 * s, 128);
+            mbar_init(k_empty + 8 * s, 4 * NC);
+            mbar_init(v_empty + 8 * s, 4 * NC);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+
+    if (wg == 0) {
+        // ---------------- producer ----------------
+        setmaxnreg_dec<PREG>();
+        const int t = tid;
+        int kv = 0;  // K/V blocks loaded so far (ring position)
+#pragma unroll 1
+        for (int qn = 0;; ++qn) {
+            // The item slot and Q are free again once every consumer warp released the last Q.
+            mbar_wait(q_empty, (u32)((qn & 1) ^ 1));
+            if (t == 0) {
+                const int w = atomicAdd(next_item, 1);
+                asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(item_slot), "r"(w) : "memory");
+            }
+            named_bar_sync(RAGGED_WS_BAR_TURN + NC, 128);
+            int w;
+            asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(w) : "r"(item_slot) : "memory");
+            if (t == 0) mbar_arrive(q_full);
+            if (w >= total) {
+                mbar_arrive(q_full);
+                break;
+            }
+            const WsItem it = ws_item(w, batches, tiles, h_q, mask_left, mask_right, bottom_right, BM, BN);
+            if (it.nb_first >= it.nb_last) {
+                mbar_arrive(q_full);
+                continue;
+            }
+            const int g = it.h / (h_q / h_kv);
+            const u16* qp = q + (it.bt.q_tok + it.i0) * q_seq + (i64)it.h * q_head;
+            const u16* kp = k + it.bt.kv_tok * k_seq + (i64)g * k_head;
+            const u16* vp = v + it.bt.kv_tok * v_seq + (i64)g * v_head;
+            ws_load_tile<D, BM>(s_q, qp, q_seq, it.rows, q, t);
+            cp_async_mbar_arrive(q_full);
+#pragma unroll 1
+            for (int nb = it.nb_first; nb < it.nb_last; ++nb, ++kv) {
+                const int st = kv % STAGES;
+                const u32 ph = (u32)((kv / STAGES) & 1);
+                const int j0 = nb * BN;
+                mbar_wait(k_empty + 8 * st, ph ^ 1u);
+                ws_load_tile<D, BN>(s_k + st * KV_BYTES, kp + (i64)j0 * k_seq, k_seq, it.bt.lkv - j0, k, t);
+                cp_async_mbar_arrive(k_full + 8 * st);
+                mbar_wait(v_empty + 8 * st, ph ^ 1u);
+                ws_load_tile<D, BN>(s_v + st * KV_BYTES, vp + (i64)j0 * v_seq, v_seq, it.bt.lkv - j0, v, t);
+                cp_async_mbar_arrive(v_full + 8 * st);
+            }
+        }
+        asm volatile("cp.async.wait_all;\n" ::: "memory");
+        return;
+    }
+
+    // ---------------- consumers ----------------
+    setmaxnreg_inc<CREG>();
+    const int c = wg - 1;
+    const int lane = tid & 31;
+    const int row_in_tile = c * 64 + ((tid >> 5) & 3) * 16 + (lane >> 2);  // and + 8
+    const int lt = lane & 3;
+    const float sl2 = scale * 1.4426950408889634f;
+    int kv = 0;
+
+    if (c == NC - 1) named_bar_arrive(RAGGED_WS_BAR_TURN + 0, 256);
+
+#pragma unroll 1
+    for (int qn = 0;; ++qn) {
+        mbar_wait(q_full, (u32)(qn & 1));
+        int w;
+        asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(w) : "r"(item_slot) : "memory");
+        if (w >= total) break;
+        const WsItem it = ws_item(w, batches, tiles, h_q, mask_left, mask_right, bottom_right, BM, BN);
+        // An item without key blocks has no Q in flight: release the slot at once.
+        if (it.nb_first >= it.nb_last && lane == 0) mbar_arrive(q_empty);
+        const RaggedBand band = make_band(it.bt.lq, it.bt.lkv, mask_left, mask_right, bottom_right);
+        const int i0 = it.i0;
+        float acc[DT * 4];
+        float m_i[2] = {RAGGED_NEG_INF, RAGGED_NEG_INF};
+        float l_i[2] = {0.f, 0.f};
+#pragma unroll
+        for (int i = 0; i < DT * 4; ++i) acc[i] = 0.f;
+
+        if (it.nb_first < it.nb_last) {
+            const int i_last = i0 + it.rows - 1;
+            float s[NS * 4];
+            u32 pa[BN / 16][4];
+            float corr[2];
+            const int nb_first = it.nb_first, nb_last = it.nb_last;
+
+            {
+                const int st = kv % STAGES;
+                mbar_wait(k_full + 8 * st, (u32)((kv / STAGES) & 1));
+                fence_proxy_async();
+                ws_turn_wait<true, NC>(c);
+                wgmma_fence();
+#pragma unroll
+                for (int ks = 0; ks < KS; ++ks) {
+                    u64 da = sw128_desc(s_q + (ks >> 2) * (BM * 128) + c * (64 * 128) + (ks & 3) * 32, 16, 1024);
+                    u64 db = sw128_desc(s_k + st * KV_BYTES + (ks >> 2) * (BN * 128) + (ks & 3) * 32, 16, 1024);
+                    wgmma_ss<BF16, BN>(s, da, db, ks > 0);
+                }
+                wgmma_commit();
+                ws_turn_pass<true, NC>(c);
+                wgmma_wait<0>();
+                fence_regs<NS * 4>(s);
+                if (lane == 0) {
+                    mbar_arrive(k_empty + 8 * st);
+                    if (nb_first + 1 == nb_last) mbar_arrive(q_empty);
+                }
+                wgmma_softmax_step<NS>(s, m_i, l_i, corr, band, nb_first * BN, BN, i0, i_last, row_in_tile, lt,
+                                       sl2);
+                wgmma_pack_p<BF16, BN>(s, pa);
+            }
+
+#pragma unroll 1
+            for (int nb = nb_first + 1; nb < nb_last; ++nb) {
+                const int st = (kv + 1) % STAGES;
+                const int sp = kv % STAGES;
+                mbar_wait(k_full + 8 * st, (u32)(((kv + 1) / STAGES) & 1));
+                mbar_wait(v_full + 8 * sp, (u32)((kv / STAGES) & 1));
+                fence_proxy_async();
+                const u32 kb = s_k + st * KV_BYTES;
+                const u32 vb_prev = s_v + sp * KV_BYTES;
+                ws_turn_wait<true, NC>(c);
+                wgmma_fence();
+#pragma unroll
+                for (int ks = 0; ks < KS; ++ks) {
+                    u64 da = sw128_desc(s_q + (ks >> 2) * (BM * 128) + c * (64 * 128) + (ks & 3) * 32, 16, 1024);
+                    u64 db = sw128_desc(kb + (ks >> 2) * (BN * 128) + (ks & 3) * 32, 16, 1024);
+                    wgmma_ss<BF16, BN>(s, da, db, ks > 0);
+                }
+                wgmma_commit();
+#pragma unroll
+                for (int kc = 0; kc < BN / 16; ++kc) wgmma_pv<BF16, D, BN>(acc, pa[kc], vb_prev, kc);
+                wgmma_commit();
+                ws_turn_pass<true, NC>(c);
+                wgmma_wait<1>();
+                fence_regs<NS * 4>(s);
+                if (lane == 0) {
+                    mbar_arrive(k_empty + 8 * st);
+                    if (nb + 1 == nb_last) mbar_arrive(q_empty);
+                }
+                wgmma_softmax_step<NS>(s, m_i, l_i, corr, band, nb * BN, BN, i0, i_last, row_in_tile, lt, sl2);
+                wgmma_wait<0>();
+                fence_regs<DT * 4>(acc);
+                fence_regs_u32<BN / 4>(&pa[0][0]);
+                if (lane == 0) mbar_arrive(v_empty + 8 * sp);
+#pragma unroll
+                for (int dt = 0; dt < DT; ++dt) {
+                    acc[dt * 4 + 0] *= corr[0];
+                    acc[dt * 4 + 1] *= corr[0];
+                    acc[dt * 4 + 2] *= corr[1];
+                    acc[dt * 4 + 3] *= corr[1];
+                }
+                wgmma_pack_p<BF16, BN>(s, pa);
+                ++kv;
+            }
+
+            // Last P V; its V stage is released for the producer's next item.
+            {
+                const int sp = kv % STAGES;
+                mbar_wait(v_full + 8 * sp, (u32)((kv / STAGES) & 1));
+                fence_proxy_async();
+                ws_turn_wait<true, NC>(c);
+                wgmma_fence();
+#pragma unroll
+                for (int kc = 0; kc < BN / 16; ++kc) wgmma_pv<BF16, D, BN>(acc, pa[kc], s_v + sp * KV_BYTES, kc);
+                wgmma_commit();
+                ws_turn_pass<true, NC>(c);
+                wgmma_wait<0>();
+                fence_regs<DT * 4>(acc);
+                fence_regs_u32<BN / 4>(&pa[0][0]);
+                if (lane == 0) mbar_arrive(v_empty + 8 * sp);
+                ++kv;
+            }
+        }
+
+        // Epilogue straight from registers: 4-byte stores, 4 lanes cover 16 contiguous bytes of a row.
+        u16* op = o + (it.bt.q_tok + i0) * o_seq + (i64)it.h * o_head;
+#pragma unroll
+        for (int hr = 0; hr < 2; ++hr) {
+            float l = l_i[hr];
+            l += __shfl_xor_sync(0xffffffffu, l, 1);
+            l += __shfl_xor_sync(0xffffffffu, l, 2);
+            const float inv = l > 0.f ? 1.f / l : 0.f;
+            const int r = row_in_tile + hr * 8;
+            if (r < it.rows) {
+                if (lse != 0 && lt == 0) {
+                    const float f = sl2 > 0.f ? sl2 : 1.f;
+                    float val = l > 0.f ? (m_i[hr] * f + log2f(l)) * 0.6931471805599453f : RAGGED_NEG_INF;
+                    lse[it.bt.lse_elem + (i64)(i0 + r) * lse_seq + (i64)it.h * lse_head] = val;
+                }
+                u16* orow = op + (i64)r * o_seq + lt * 2;
+#pragma unroll
+                for (int dt = 0; dt < DT; ++dt) {
+                    u32 packed = pack2<BF16>(acc[dt * 4 + 2 * hr] * inv, acc[dt * 4 + 2 * hr + 1] * inv);
+                    asm volatile("st.global.b32 [%0], %1;\n" ::"l"(orow + dt * 8), "r"(packed) : "memory");
+                }
+            }
+        }
+    }
+    if (c == 0) named_bar_sync(RAGGED_WS_BAR_TURN + 0, 256);
+}
+
+#endif  // __CUDA_ARCH_FEAT_SM90_ALL
