@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Checks one build of the workspace on the GPU machine, end to end through the plugin's C ABI:
-# the plugin's GPU tests (CUDA FMHA vs the host reference on device buffers, enqueue and validating
-# modes), the conformance suites against the plugin with --cuda, hipdnn-shim running the example
+# the plugin's GPU tests (CUDA FMHA forward and backward vs the host reference on device buffers,
+# enqueue and validating modes), the conformance suites against the plugin with --cuda, hipdnn-shim running the example
 # graph on the CUDA engine with --verify, and compute-sanitizer memcheck on a zero-length batch.
 #
 #   bash bench/gpu/verify_build.sh --prepare   # here: release build, binaries into .carry/verify/
@@ -14,13 +14,18 @@ if [ "${1:-}" = "--prepare" ]; then
   set -e
   target="${CARGO_TARGET_DIR:-target}"
   cargo build --release -p ragged-plugin -p hipdnn-shim -p ragged-conformance -p fixture-plugin --examples --bins --lib
-  gpu_test=$(cargo test --release -p ragged-plugin --test gpu --no-run --message-format=json 2>/dev/null \
-    | python3 -c 'import json,sys
+  test_binary() { # test target name -> path of its release executable
+    cargo test --release -p ragged-plugin --test "$1" --no-run --message-format=json 2>/dev/null \
+      | python3 -c 'import json,sys
 for l in sys.stdin:
     m=json.loads(l)
-    if m.get("reason")=="compiler-artifact" and m["target"]["name"]=="gpu" and m.get("executable"): print(m["executable"])')
+    if m.get("reason")=="compiler-artifact" and m["target"]["name"]==sys.argv[1] and m.get("executable"): print(m["executable"])' "$1"
+  }
+  gpu_test=$(test_binary gpu)
+  gpu_backward_test=$(test_binary gpu_backward)
   rm -rf "$carry" && mkdir -p "$carry"
   cp "$gpu_test" "$carry/gpu"
+  cp "$gpu_backward_test" "$carry/gpu_backward"
   cp "$target/release/deps/libhipdnn_provider_ragged_sdpa.so" "$carry/"
   # The gating suite loads the fixture and its two symbol variants (cdylib examples) from
   # --fixture-dir and --fixture-dir/examples.
@@ -47,10 +52,13 @@ only="${ONLY:-}"
 step() { [ -z "$only" ] || [ "$only" = "$1" ] || return 0; run_step "$@"; }
 step plugin-gpu-tests "$carry/gpu" --test-threads=1
 step plugin-gpu-validate env HIPDNN_RAGGED_SDPA_VALIDATE=1 "$carry/gpu" --test-threads=1
+step plugin-gpu-backward "$carry/gpu_backward" --test-threads=1
+step plugin-gpu-backward-validate env HIPDNN_RAGGED_SDPA_VALIDATE=1 "$carry/gpu_backward" --test-threads=1
 step conformance-cuda "$carry/ragged-conformance" --suite numeric --cuda --junit "$out/junit.xml" "$carry/libhipdnn_provider_ragged_sdpa.so"
 step conformance-host "$carry/ragged-conformance" --fixture-dir "$carry" "$carry/libhipdnn_provider_ragged_sdpa.so"
 step shim-cuda env HIPDNN_PLUGIN_DIR="$PWD/$carry/libhipdnn_provider_ragged_sdpa.so" \
   "$carry/hipdnn-shim" run examples/ragged_sdpa_bf16.json --engine RAGGED_SDPA_CUDA_FMHA --cuda --verify --out "$out/shim-out"
 step memcheck compute-sanitizer --tool memcheck --error-exitcode 1 "$carry/gpu" --test-threads=1 zero_length
+step memcheck-backward compute-sanitizer --tool memcheck --error-exitcode 1 "$carry/gpu_backward" --test-threads=1 zero_length
 echo "${pass} passed, ${fail} failed"
 [ "$fail" -eq 0 ]
