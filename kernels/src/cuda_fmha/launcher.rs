@@ -399,6 +399,20 @@ fn forward_args(
 /// Rejects null or misaligned pointers before anything is enqueued: a fault inside a kernel
 /// would poison the caller's context for good.
 pub fn check_buffers(plan: &FmhaPlan, b: &FmhaBuffers) -> Result<(), GpuError> {
+    check_pointers(
+        required_pointers(plan, b),
+        plan.workspace_bytes(),
+        b.workspace_bytes,
+    )
+}
+
+/// One pointer a launch reads or writes: address, tensor uid (-1 for the workspace), role and
+/// the alignment its kernel loads assume.
+pub(crate) type RequiredPointer = (u64, i64, TensorRole, u64);
+
+/// The pointers the forward's launches need, in the order their errors are reported; the
+/// backward extends this list with its gradients.
+pub(crate) fn required_pointers(plan: &FmhaPlan, b: &FmhaBuffers) -> Vec<RequiredPointer> {
     let [q_uid, k_uid, v_uid, o_uid] = plan.uids;
     let mut required = vec![
         (b.q, q_uid, TensorRole::Q, 16),
@@ -431,6 +445,15 @@ pub fn check_buffers(plan: &FmhaPlan, b: &FmhaBuffers) -> Result<(), GpuError> {
             required.push((b.lse_offsets, o.uid, TensorRole::LseOffsets, o.bytes as u64));
         }
     }
+    required
+}
+
+/// The first null or misaligned pointer of `required`, or a workspace smaller than `needed`.
+pub(crate) fn check_pointers(
+    required: Vec<RequiredPointer>,
+    needed: u64,
+    provided: u64,
+) -> Result<(), GpuError> {
     for (address, uid, role, align) in required {
         let problem = if address == 0 {
             "is null"
@@ -450,10 +473,10 @@ pub fn check_buffers(plan: &FmhaPlan, b: &FmhaBuffers) -> Result<(), GpuError> {
             problem,
         });
     }
-    if b.workspace_bytes < plan.workspace_bytes() {
+    if provided < needed {
         return Err(GpuError::WorkspaceTooSmall {
-            required: plan.workspace_bytes(),
-            provided: b.workspace_bytes,
+            required: needed,
+            provided,
         });
     }
     Ok(())

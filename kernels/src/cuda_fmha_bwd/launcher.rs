@@ -18,6 +18,7 @@ use crate::cuda_fmha::device_abi::{
     PREPASS_KERNEL, PREPASS_THREADS, TileConfig, config_symbol, decode_error_flag,
 };
 use crate::cuda_fmha::geometry::WORKSPACE_ALIGNMENT;
+use crate::cuda_fmha::launcher::{self, FmhaBuffers};
 use crate::runtime::cuda::context::{CurrentContext, StreamContext, context_of_stream};
 use crate::runtime::cuda::error::{DriverCall, GpuError, TensorRole};
 use crate::runtime::cuda::module::{KernelArg, KernelModule, LaunchConfig, launch};
@@ -425,70 +426,30 @@ fn gradient_args(
 }
 
 /// Rejects null or misaligned pointers before anything is enqueued: a fault inside a kernel
-/// would poison the caller's context for good.
+/// would poison the caller's context for good. The forward's tensors are checked by the
+/// forward's own list, then the gradients.
 pub fn check_buffers(plan: &BackwardPlan, b: &BackwardBuffers) -> Result<(), GpuError> {
-    let f = &plan.forward;
-    let [q_uid, k_uid, v_uid, o_uid] = f.uids;
+    let forward = FmhaBuffers {
+        q: b.q,
+        k: b.k,
+        v: b.v,
+        o: b.o,
+        lse: b.lse,
+        q_offsets: b.q_offsets,
+        kv_offsets: b.kv_offsets,
+        lse_offsets: b.lse_offsets,
+        seq_len_q: b.seq_len_q,
+        seq_len_kv: b.seq_len_kv,
+        workspace: b.workspace,
+        workspace_bytes: b.workspace_bytes,
+    };
+    let mut required = launcher::required_pointers(&plan.forward, &forward);
     let [do_uid, dq_uid, dk_uid, dv_uid] = plan.gradient_uids;
-    let mut required = vec![
-        (b.q, q_uid, TensorRole::Q, 16),
-        (b.k, k_uid, TensorRole::K, 16),
-        (b.v, v_uid, TensorRole::V, 16),
-        (b.o, o_uid, TensorRole::O, 16),
+    required.extend([
         (b.d_o, do_uid, TensorRole::DO, 16),
         (b.dq, dq_uid, TensorRole::DQ, 16),
         (b.dk, dk_uid, TensorRole::DK, 16),
         (b.dv, dv_uid, TensorRole::DV, 16),
-        (
-            b.q_offsets,
-            f.q_offsets.uid,
-            TensorRole::QOffsets,
-            f.q_offsets.bytes as u64,
-        ),
-        (
-            b.kv_offsets,
-            f.kv_offsets.uid,
-            TensorRole::KvOffsets,
-            f.kv_offsets.bytes as u64,
-        ),
-        (b.workspace, -1, TensorRole::Workspace, 1),
-    ];
-    if let Some((uid, bytes)) = f.seq_len_q {
-        required.push((b.seq_len_q, uid, TensorRole::SeqLenQ, bytes as u64));
-    }
-    if let Some((uid, bytes)) = f.seq_len_kv {
-        required.push((b.seq_len_kv, uid, TensorRole::SeqLenKv, bytes as u64));
-    }
-    if let Some(lse) = f.lse {
-        required.push((b.lse, lse.uid, TensorRole::Lse, 4));
-        if let Some(o) = lse.offsets {
-            required.push((b.lse_offsets, o.uid, TensorRole::LseOffsets, o.bytes as u64));
-        }
-    }
-    for (address, uid, role, align) in required {
-        let problem = if address == 0 {
-            "is null"
-        } else if address % align != 0 {
-            match align {
-                16 => "is not 16-byte aligned",
-                8 => "is not 8-byte aligned",
-                _ => "is not 4-byte aligned",
-            }
-        } else {
-            continue;
-        };
-        return Err(GpuError::BadPointer {
-            uid,
-            role,
-            address,
-            problem,
-        });
-    }
-    if b.workspace_bytes < plan.workspace_bytes() {
-        return Err(GpuError::WorkspaceTooSmall {
-            required: plan.workspace_bytes(),
-            provided: b.workspace_bytes,
-        });
-    }
-    Ok(())
+    ]);
+    launcher::check_pointers(required, plan.workspace_bytes(), b.workspace_bytes)
 }
