@@ -124,29 +124,7 @@ __device__ __forceinline__ void bwd_dkdv_body(RAGGED_BWD_PARAMS) {
             } else {
                 // S^T = K Q^T and dP^T = V dO^T, this warp's 16 key rows by BM queries.
                 float st[NS][4], dpt[NS][4];
-#pragma unroll
-                for (int nt = 0; nt < NS; ++nt)
-#pragma unroll
-                    for (int e = 0; e < 4; ++e) st[nt][e] = dpt[nt][e] = 0.f;
-#pragma unroll
-                for (int ks = 0; ks < KS; ++ks) {
-                    u32 ak[4], av[4];
-                    const int r = warp * 16 + (lane & 15);
-                    ldsm_x4(s_k + swz<P>(r, ks * 2 + (lane >> 4)), ak[0], ak[1], ak[2], ak[3]);
-                    ldsm_x4(s_v + swz<P>(r, ks * 2 + (lane >> 4)), av[0], av[1], av[2], av[3]);
-#pragma unroll
-                    for (int np = 0; np < NS / 2; ++np) {
-                        const int rr = np * 16 + (lane & 7) + ((lane >> 4) << 3);
-                        const int cc = ks * 2 + ((lane >> 3) & 1);
-                        u32 b0, b1, b2, b3;
-                        ldsm_x4(qb + swz<P>(rr, cc), b0, b1, b2, b3);
-                        mma16816<BF16>(st[2 * np], ak, b0, b1);
-                        mma16816<BF16>(st[2 * np + 1], ak, b2, b3);
-                        ldsm_x4(dob + swz<P>(rr, cc), b0, b1, b2, b3);
-                        mma16816<BF16>(dpt[2 * np], av, b0, b1);
-                        mma16816<BF16>(dpt[2 * np + 1], av, b2, b3);
-                    }
-                }
+                warp_mma_abt_pair<BF16, P, KS, NS>(st, dpt, s_k, s_v, warp * 16, qb, dob);
 
                 // P^T from the LSE (0 outside the band, past Lkv and past Lq); dS^T = P^T (dP^T - Di).
                 const bool full = ragged_tile_full(band, bt.lq, i0, BM, j0, BN);

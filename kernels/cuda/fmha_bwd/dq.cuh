@@ -85,29 +85,7 @@ __device__ __forceinline__ void bwd_dq_body(RAGGED_BWD_PARAMS) {
 
             // S = Q K^T and dP = dO V^T, this warp's 16 rows by BN keys.
             float s[NS][4], dp[NS][4];
-#pragma unroll
-            for (int nt = 0; nt < NS; ++nt)
-#pragma unroll
-                for (int e = 0; e < 4; ++e) s[nt][e] = dp[nt][e] = 0.f;
-#pragma unroll
-            for (int ks = 0; ks < KS; ++ks) {
-                u32 aq[4], ad[4];
-                const int r = warp * 16 + (lane & 15);
-                ldsm_x4(s_q + swz<P>(r, ks * 2 + (lane >> 4)), aq[0], aq[1], aq[2], aq[3]);
-                ldsm_x4(s_do + swz<P>(r, ks * 2 + (lane >> 4)), ad[0], ad[1], ad[2], ad[3]);
-#pragma unroll
-                for (int np = 0; np < NS / 2; ++np) {
-                    const int rr = np * 16 + (lane & 7) + ((lane >> 4) << 3);
-                    const int cc = ks * 2 + ((lane >> 3) & 1);
-                    u32 b0, b1, b2, b3;
-                    ldsm_x4(kb + swz<P>(rr, cc), b0, b1, b2, b3);
-                    mma16816<BF16>(s[2 * np], aq, b0, b1);
-                    mma16816<BF16>(s[2 * np + 1], aq, b2, b3);
-                    ldsm_x4(vb + swz<P>(rr, cc), b0, b1, b2, b3);
-                    mma16816<BF16>(dp[2 * np], ad, b0, b1);
-                    mma16816<BF16>(dp[2 * np + 1], ad, b2, b3);
-                }
-            }
+            warp_mma_abt_pair<BF16, P, KS, NS>(s, dp, s_q, s_do, warp * 16, kb, vb);
 
             // dS = P (dP - Di), P = 0 outside the band, past Lkv and past Lq.
             const bool full = ragged_tile_full(band, bt.lq, i0, BM, j0, BN);
