@@ -6,7 +6,6 @@
 use std::sync::Arc;
 
 use super::AiterEngine;
-use crate::aiter::applicability::GpuArch;
 use crate::aiter::backward::{AiterBackwardPlan, AiterBackwardProblem, plan_backward};
 use crate::aiter::backward_mapping::{
     BWD_FIXUP_KERNEL, BWD_FIXUP_SOURCE, BWD_LSE_KERNEL, BWD_LSE_SOURCE, BackwardBuffers,
@@ -18,7 +17,7 @@ use crate::aiter::error::AiterError;
 use crate::aiter::workspace::aligned_base;
 use crate::contract::Decline;
 use crate::problem::{Operand, RaggedSdpaProblem};
-use crate::runtime::hip::{HipError, HipFunction, HipModule};
+use crate::runtime::hip::{HipFunction, HipModule};
 
 /// The backward's two kernels, compiled for one device.
 pub(super) struct BackwardKernels {
@@ -37,11 +36,7 @@ impl AiterEngine {
         grads: [&Operand; 4],
         device: i32,
     ) -> Result<(AiterBackwardProblem, AiterBackwardPlan), Decline> {
-        let arch = usize::try_from(device)
-            .ok()
-            .and_then(|d| self.archs.get(d))
-            .cloned()
-            .unwrap_or_else(|| GpuArch::new(format!("unknown device {device}")));
+        let arch = self.plan_arch(device);
         plan_backward(
             forward,
             grads,
@@ -55,15 +50,7 @@ impl AiterEngine {
         if let Some(k) = self.backward_kernels.lock().get(&device) {
             return Ok(Arc::clone(k));
         }
-        let arch = usize::try_from(device)
-            .ok()
-            .and_then(|d| self.archs.get(d))
-            .cloned()
-            .ok_or_else(|| HipError::Call {
-                call: String::from("hipGetDevice"),
-                code: -1,
-                message: format!("device {device} was not present when the engine was probed"),
-            })?;
+        let arch = self.probed_arch(device)?;
         let lse_code =
             self.hiprtc
                 .compile(BWD_LSE_SOURCE, "ragged_aiter_bwd_lse.cu", arch.full())?;
@@ -166,38 +153,10 @@ impl AiterEngine {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::aiter::detection::{ProbeConfig, probe};
+    use crate::aiter::engine::tests::{engine_with, fake_text};
     use crate::aiter::fixtures::{self, fake_rocm};
     use crate::aiter::mapping::DeviceBuffers;
-    use crate::aiter::shim_library::ShimSearch;
     use crate::problem::tests::{dense_stats, packed, ragged};
-    use std::ffi::{CStr, c_char};
-
-    fn engine_with(shim: &std::path::Path) -> AiterEngine {
-        let f = fake_rocm();
-        probe(&ProbeConfig {
-            hip_candidates: vec![f.hip.clone()],
-            hiprtc_candidates: vec![f.hiprtc.clone()],
-            shim: ShimSearch {
-                env_override: Some(shim.to_path_buf()),
-                plugin_dir: None,
-            },
-        })
-        .engine()
-        .expect("fakes are complete")
-    }
-
-    fn fake_text(path: &std::path::Path, symbol: &str) -> String {
-        // SAFETY: test-only: opens a fake compiled by this crate's fixtures, whose `symbol`
-        // is `const char* (void)` returning a static buffer.
-        unsafe {
-            let lib = libloading::Library::new(path).expect("fake loads");
-            let f = lib
-                .get::<unsafe extern "C" fn() -> *const c_char>(symbol.as_bytes())
-                .expect("fake symbol");
-            CStr::from_ptr(f()).to_string_lossy().into_owned()
-        }
-    }
 
     /// B = 2, S_q 8 × H_q 4, S_kv 16 × H_kv 2, D 128, dense stats, gradients packed.
     fn backward() -> (RaggedSdpaProblem, [Operand; 4]) {

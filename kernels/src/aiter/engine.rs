@@ -86,17 +86,37 @@ impl AiterEngine {
         Ok(self.hip.current_device()?)
     }
 
+    /// The architecture a plan on `device` is judged against: an ordinal the probe did not see
+    /// gets a name that no target matches, so the plan declines it by name.
+    fn plan_arch(&self, device: i32) -> GpuArch {
+        usize::try_from(device)
+            .ok()
+            .and_then(|d| self.archs.get(d))
+            .cloned()
+            .unwrap_or_else(|| GpuArch::new(format!("unknown device {device}")))
+    }
+
+    /// The architecture kernels for `device` are compiled for; a device the probe did not see
+    /// is an error, since nothing can be compiled for it.
+    fn probed_arch(&self, device: i32) -> Result<GpuArch, HipError> {
+        usize::try_from(device)
+            .ok()
+            .and_then(|d| self.archs.get(d))
+            .cloned()
+            .ok_or_else(|| HipError::Call {
+                call: String::from("hipGetDevice"),
+                code: -1,
+                message: format!("device {device} was not present when the engine was probed"),
+            })
+    }
+
     /// The plan on `device` (see [`applicability::plan`]).
     pub fn plan(
         &self,
         problem: &RaggedSdpaProblem,
         device: i32,
     ) -> Result<(AiterProblem, AiterPlan), Decline> {
-        let arch = usize::try_from(device)
-            .ok()
-            .and_then(|d| self.archs.get(d))
-            .cloned()
-            .unwrap_or_else(|| GpuArch::new(format!("unknown device {device}")));
+        let arch = self.plan_arch(device);
         let (aiter_problem, plan) = applicability::plan(problem, &arch, self.shim.gpu_targets())?;
         asm_kernels::preflight(&self.shim, &aiter_problem, &plan)?;
         Ok((aiter_problem, plan))
@@ -121,15 +141,7 @@ impl AiterEngine {
         if let Some(k) = self.kernels.lock().get(&device) {
             return Ok(Arc::clone(k));
         }
-        let arch = usize::try_from(device)
-            .ok()
-            .and_then(|d| self.archs.get(d))
-            .cloned()
-            .ok_or_else(|| HipError::Call {
-                call: String::from("hipGetDevice"),
-                code: -1,
-                message: format!("device {device} was not present when the engine was probed"),
-            })?;
+        let arch = self.probed_arch(device)?;
         let prepass_code =
             self.hiprtc
                 .compile(PREPASS_SOURCE, "ragged_aiter_prepass.cu", arch.full())?;
@@ -305,19 +317,25 @@ mod tests {
     }
 
     fn fake_engine() -> AiterEngine {
+        engine_with(&fake_rocm().shim)
+    }
+
+    /// An engine probed from the fake HIP and hipRTC with the shim at `shim`.
+    pub(super) fn engine_with(shim: &std::path::Path) -> AiterEngine {
         let f = fake_rocm();
         let c = ProbeConfig {
             hip_candidates: vec![f.hip.clone()],
             hiprtc_candidates: vec![f.hiprtc.clone()],
             shim: ShimSearch {
-                env_override: Some(f.shim.clone()),
+                env_override: Some(shim.to_path_buf()),
                 plugin_dir: None,
             },
         };
         probe(&c).engine().expect("fakes are complete")
     }
 
-    fn fake_text(path: &std::path::Path, symbol: &str) -> String {
+    /// The text a fake's `const char* symbol(void)` returns (its call log, its last arguments).
+    pub(super) fn fake_text(path: &std::path::Path, symbol: &str) -> String {
         // SAFETY: test-only: opens a fake compiled by this crate's fixtures, whose `symbol`
         // is `const char* (void)` returning a static buffer.
         unsafe {
