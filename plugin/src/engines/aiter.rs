@@ -26,13 +26,7 @@ impl Planner for AiterFmha {
     }
 
     fn plan(&self, problem: &RaggedSdpaProblem) -> Result<Box<dyn Planned>, Decline> {
-        let engine = engine().ok_or_else(|| {
-            Decline::graph(
-                "RAGGED_SDPA_AITER_FMHA",
-                "not available in this process",
-                "a HIP runtime, a device and the AITER shim",
-            )
-        })?;
+        let engine = available()?;
         let (problem, plan) = plan(engine, problem)?;
         Ok(Box::new(Plan { problem, plan }))
     }
@@ -40,13 +34,7 @@ impl Planner for AiterFmha {
     /// Through `aiter::mha_bwd`, when the shim finds AITER's libmha_bwd.so exporting it;
     /// otherwise every backward is declined with the shim's reason (the probe line says it too).
     fn plan_backward(&self, problem: &Arc<BackwardProblem>) -> Result<Box<dyn Planned>, Decline> {
-        let engine = engine().ok_or_else(|| {
-            Decline::graph(
-                "RAGGED_SDPA_AITER_FMHA",
-                "not available in this process",
-                "a HIP runtime, a device and the AITER shim",
-            )
-        })?;
+        let engine = available()?;
         let (aiter, plan) = plan_backward(engine, problem)?;
         Ok(Box::new(BackwardPlan {
             problem: Arc::clone(problem),
@@ -56,14 +44,38 @@ impl Planner for AiterFmha {
     }
 }
 
+/// The engine for a plan (forward or backward), or the decline naming what is missing.
+fn available() -> Result<&'static AiterEngine, Decline> {
+    engine().ok_or_else(|| {
+        Decline::graph(
+            "RAGGED_SDPA_AITER_FMHA",
+            "not available in this process",
+            "a HIP runtime, a device and the AITER shim",
+        )
+    })
+}
+
+/// The engine for an execute: a plan exists only when it was listed, so its absence is an
+/// unknown engine.
+fn listed_engine() -> Result<&'static AiterEngine, PluginError> {
+    engine().ok_or(PluginError::UnknownEngine {
+        engine_id: AITER_FMHA.id,
+    })
+}
+
+/// The calling thread's HIP device, which every plan is made for.
+fn current_device(engine: &AiterEngine) -> Result<i32, Decline> {
+    engine
+        .current_device()
+        .map_err(|error| Decline::graph("the current HIP device", error, "a known device"))
+}
+
 /// Backward applicability on the calling thread's current HIP device.
 pub fn plan_backward(
     engine: &AiterEngine,
     problem: &BackwardProblem,
 ) -> Result<(AiterBackwardProblem, AiterBackwardPlan), Decline> {
-    let device = engine
-        .current_device()
-        .map_err(|error| Decline::graph("the current HIP device", error, "a known device"))?;
+    let device = current_device(engine)?;
     engine.plan_backward(
         &problem.forward,
         [&problem.d_o, &problem.dq, &problem.dk, &problem.dv],
@@ -110,9 +122,7 @@ impl Planned for BackwardPlan {
             dk: address(&p.dk)?,
             dv: address(&p.dv)?,
         };
-        let engine = engine().ok_or(PluginError::UnknownEngine {
-            engine_id: AITER_FMHA.id,
-        })?;
+        let engine = listed_engine()?;
         // SAFETY: the pack's contract, as for the forward: every address is device memory of
         // the current HIP device sized as the problem describes, the workspace holds
         // `workspace.size` bytes, the stream is NULL or live, all until the stream reaches the
@@ -189,9 +199,7 @@ pub fn plan(
     engine: &AiterEngine,
     problem: &RaggedSdpaProblem,
 ) -> Result<(AiterProblem, AiterPlan), Decline> {
-    let device = engine
-        .current_device()
-        .map_err(|error| Decline::graph("the current HIP device", error, "a known device"))?;
+    let device = current_device(engine)?;
     engine.plan(problem, device)
 }
 
@@ -216,9 +224,7 @@ impl Planned for Plan {
         let aiter = &problem_for_execute(problem, &self.problem, pack)?;
         let buffers = buffers(problem, pack)?;
         let plan = &self.plan;
-        let engine = engine().ok_or(PluginError::UnknownEngine {
-            engine_id: AITER_FMHA.id,
-        })?;
+        let engine = listed_engine()?;
         // SAFETY: the pack's contract: every address is device memory of the current HIP device
         // sized as `problem` describes, the workspace holds `workspace.size` bytes, the stream is
         // NULL or live, all until the stream reaches the last kernel.
