@@ -9,13 +9,10 @@
 use std::ffi::c_void;
 
 use super::backward::{AiterBackwardPlan, AiterBackwardProblem};
-use super::device_kernels::{KernelArg, Launch, LaunchConfig};
-use super::mapping::{DeviceBuffers, aiter_mask, region_address};
-use super::problem::LseLayout;
-use super::shim_abi::{DTYPE_BF16, DTYPE_FP16};
+use super::device_kernels::{KernelArg, Launch, LaunchConfig, linear_blocks, stats_layout};
+use super::mapping::{DeviceBuffers, aiter_mask, clamp_i32, region_address, shim_data_type};
 use super::shim_abi_bwd::RaggedAiterBwdArgs;
 use super::workspace::{Region, WorkspacePlan};
-use crate::DataType;
 
 /// Source of the LSE pre-pass (hipDNN stats → AITER's LSE layout, −∞ rows as +∞).
 pub const BWD_LSE_SOURCE: &str = include_str!("../../hip/ragged_aiter_bwd_lse.cu");
@@ -46,15 +43,8 @@ pub struct BackwardBuffers {
     pub dv: usize,
 }
 
-fn to_i32(v: i64) -> i32 {
-    i32::try_from(v).unwrap_or(i32::MAX)
-}
-
 fn blocks_for(items: i64) -> u32 {
-    let threads = i64::from(BWD_THREADS);
-    u32::try_from(items.saturating_add(threads - 1) / threads)
-        .unwrap_or(BWD_MAX_BLOCKS)
-        .clamp(1, BWD_MAX_BLOCKS)
+    linear_blocks(items, BWD_THREADS, BWD_MAX_BLOCKS)
 }
 
 /// Builds the shim's backward arguments. `aligned_workspace` is the workspace base after
@@ -74,11 +64,7 @@ pub fn shim_bwd_args(
     let b = &buffers.forward;
     RaggedAiterBwdArgs {
         struct_size: u32::try_from(std::mem::size_of::<RaggedAiterBwdArgs>()).unwrap_or(0),
-        data_type: match f.dtype {
-            DataType::BF16 => DTYPE_BF16,
-            // Applicability admits only HALF and BFLOAT16.
-            _ => DTYPE_FP16,
-        },
+        data_type: shim_data_type(f.dtype),
         q_ptr: b.q as *const c_void,
         k_ptr: b.k as *const c_void,
         v_ptr: b.v as *const c_void,
@@ -96,32 +82,32 @@ pub fn shim_bwd_args(
         cu_seqlen_q_ptr: int_ptr(ws.cu_seqlen_q),
         cu_seqlen_k_ptr: int_ptr(ws.cu_seqlen_k),
         stream: stream as *mut c_void,
-        batch: to_i32(f.batch),
-        max_seqlen_q: to_i32(f.s_q_max),
-        max_seqlen_k: to_i32(f.s_kv_max),
-        seqlen_q: to_i32(f.batch.saturating_mul(f.s_q_max)),
-        seqlen_k: to_i32(f.batch.saturating_mul(f.s_kv_max)),
-        hdim_q: to_i32(f.q.head_dim),
-        hdim_v: to_i32(f.v.head_dim),
-        nhead_q: to_i32(f.q.heads),
-        nhead_k: to_i32(f.k.heads),
-        stride_q: to_i32(f.q.seq_stride),
-        stride_k: to_i32(f.k.seq_stride),
-        stride_v: to_i32(f.v.seq_stride),
-        stride_o: to_i32(f.o.seq_stride),
-        stride_do: to_i32(problem.d_o.seq_stride),
-        stride_dq: to_i32(problem.dq.seq_stride),
-        stride_dk: to_i32(problem.dk.seq_stride),
-        stride_dv: to_i32(problem.dv.seq_stride),
-        nhead_stride_q: to_i32(f.q.head_stride),
-        nhead_stride_k: to_i32(f.k.head_stride),
-        nhead_stride_v: to_i32(f.v.head_stride),
-        nhead_stride_o: to_i32(f.o.head_stride),
-        nhead_stride_do: to_i32(problem.d_o.head_stride),
-        nhead_stride_dq: to_i32(problem.dq.head_stride),
-        nhead_stride_dk: to_i32(problem.dk.head_stride),
-        nhead_stride_dv: to_i32(problem.dv.head_stride),
-        nhead_stride_lsed: to_i32(WorkspacePlan::scratch_head_stride(f)),
+        batch: clamp_i32(f.batch),
+        max_seqlen_q: clamp_i32(f.s_q_max),
+        max_seqlen_k: clamp_i32(f.s_kv_max),
+        seqlen_q: clamp_i32(f.batch.saturating_mul(f.s_q_max)),
+        seqlen_k: clamp_i32(f.batch.saturating_mul(f.s_kv_max)),
+        hdim_q: clamp_i32(f.q.head_dim),
+        hdim_v: clamp_i32(f.v.head_dim),
+        nhead_q: clamp_i32(f.q.heads),
+        nhead_k: clamp_i32(f.k.heads),
+        stride_q: clamp_i32(f.q.seq_stride),
+        stride_k: clamp_i32(f.k.seq_stride),
+        stride_v: clamp_i32(f.v.seq_stride),
+        stride_o: clamp_i32(f.o.seq_stride),
+        stride_do: clamp_i32(problem.d_o.seq_stride),
+        stride_dq: clamp_i32(problem.dq.seq_stride),
+        stride_dk: clamp_i32(problem.dk.seq_stride),
+        stride_dv: clamp_i32(problem.dv.seq_stride),
+        nhead_stride_q: clamp_i32(f.q.head_stride),
+        nhead_stride_k: clamp_i32(f.k.head_stride),
+        nhead_stride_v: clamp_i32(f.v.head_stride),
+        nhead_stride_o: clamp_i32(f.o.head_stride),
+        nhead_stride_do: clamp_i32(problem.d_o.head_stride),
+        nhead_stride_dq: clamp_i32(problem.dq.head_stride),
+        nhead_stride_dk: clamp_i32(problem.dk.head_stride),
+        nhead_stride_dv: clamp_i32(problem.dv.head_stride),
+        nhead_stride_lsed: clamp_i32(WorkspacePlan::scratch_head_stride(f)),
         mask_type,
         window_size_left,
         window_size_right,
@@ -146,16 +132,7 @@ pub fn lse_launch(
     let f = &problem.forward;
     let ws = &plan.workspace.forward;
     let at = |r| region_address(aligned_workspace, r);
-    let (layout, strides, aux) = match f.lse {
-        LseLayout::None => (0, [0, 0, 0], None),
-        LseLayout::Dense { strides, .. } => (1, [strides[0], strides[1], strides[2]], None),
-        LseLayout::Ragged {
-            seq_stride,
-            head_stride,
-            aux,
-            ..
-        } => (2, [0, 0, 0], Some((aux, seq_stride, head_stride))),
-    };
+    let (layout, strides, aux) = stats_layout(&f.lse);
     let rows = f.batch.saturating_mul(f.s_q_max).saturating_mul(f.q.heads);
     Launch {
         kernel: BWD_LSE_KERNEL,
@@ -163,9 +140,9 @@ pub fn lse_launch(
         args: vec![
             ("seqstart_q", ptr(at(ws.seqstart_q))),
             ("len_q", ptr(at(ws.len_q))),
-            ("batch", I32(to_i32(f.batch))),
-            ("s_q_max", I32(to_i32(f.s_q_max))),
-            ("heads_q", I32(to_i32(f.q.heads))),
+            ("batch", I32(clamp_i32(f.batch))),
+            ("s_q_max", I32(clamp_i32(f.s_q_max))),
+            ("heads_q", I32(clamp_i32(f.q.heads))),
             ("stats", ptr(buffers.forward.lse)),
             ("stats_layout", I32(layout)),
             ("stride_b", I64(strides[0])),
@@ -224,13 +201,13 @@ pub fn bwd_fixup_launch(
             ("seqstart_k", ptr(at(ws.seqstart_k))),
             ("len_q", ptr(at(ws.len_q))),
             ("len_kv", ptr(at(ws.len_kv))),
-            ("batch", I32(to_i32(f.batch))),
-            ("s_q_max", I32(to_i32(f.s_q_max))),
-            ("s_kv_max", I32(to_i32(f.s_kv_max))),
-            ("heads_q", I32(to_i32(f.q.heads))),
-            ("heads_kv", I32(to_i32(f.k.heads))),
-            ("d_qk", I32(to_i32(f.q.head_dim))),
-            ("d_v", I32(to_i32(f.v.head_dim))),
+            ("batch", I32(clamp_i32(f.batch))),
+            ("s_q_max", I32(clamp_i32(f.s_q_max))),
+            ("s_kv_max", I32(clamp_i32(f.s_kv_max))),
+            ("heads_q", I32(clamp_i32(f.q.heads))),
+            ("heads_kv", I32(clamp_i32(f.k.heads))),
+            ("d_qk", I32(clamp_i32(f.q.head_dim))),
+            ("d_v", I32(clamp_i32(f.v.head_dim))),
             ("dq", ptr(buffers.dq)),
             ("dq_seq_stride", I64(problem.dq.seq_stride)),
             ("dq_head_stride", I64(problem.dq.head_stride)),

@@ -3,7 +3,10 @@ use crate::aiter::applicability::GpuArch;
 use crate::aiter::backward::check_backward;
 use crate::aiter::device_kernels::tests::{parameters, signature};
 use crate::aiter::fixtures::{self, base_problem};
-use crate::aiter::problem::{AiterProblem, IndexWidth, RaggedAux, RaggedOperand, SeqLens};
+use crate::aiter::problem::{
+    AiterProblem, IndexWidth, LseLayout, RaggedAux, RaggedOperand, SeqLens,
+};
+use crate::aiter::shim_abi::DTYPE_FP16;
 use crate::{DiagonalAlignment, MaskBand};
 
 fn buffers() -> BackwardBuffers {

@@ -7,7 +7,7 @@
 //! parameter lists in the sources, so the two cannot drift apart silently.
 
 use super::mapping::{DeviceBuffers, region_address};
-use super::problem::{AiterProblem, LseLayout};
+use super::problem::{AiterProblem, LseLayout, RaggedAux};
 use super::workspace::WorkspacePlan;
 use crate::DiagonalAlignment;
 pub use crate::runtime::launch::{KernelArg, LaunchConfig};
@@ -61,6 +61,31 @@ impl Launch {
     /// The argument values in parameter order, as the launch call takes them.
     pub fn values(&self) -> Vec<KernelArg> {
         self.args.iter().map(|(_, arg)| *arg).collect()
+    }
+}
+
+/// Blocks of `threads` covering `items` (the kernels loop over what does not fit): at least
+/// one, at most `max_blocks`.
+pub(super) fn linear_blocks(items: i64, threads: u32, max_blocks: u32) -> u32 {
+    let threads = i64::from(threads);
+    u32::try_from(items.saturating_add(threads - 1) / threads)
+        .unwrap_or(max_blocks)
+        .clamp(1, max_blocks)
+}
+
+/// The stats tensor as the kernels that read or write it take it: layout code (0 none,
+/// 1 dense, 2 ragged), the dense `[B, H, S]` strides, and for ragged stats its offsets with
+/// its sequence and head strides.
+pub(super) fn stats_layout(lse: &LseLayout) -> (i32, [i64; 3], Option<(RaggedAux, i64, i64)>) {
+    match *lse {
+        LseLayout::None => (0, [0, 0, 0], None),
+        LseLayout::Dense { strides, .. } => (1, [strides[0], strides[1], strides[2]], None),
+        LseLayout::Ragged {
+            seq_stride,
+            head_stride,
+            aux,
+            ..
+        } => (2, [0, 0, 0], Some((aux, seq_stride, head_stride))),
     }
 }
 
@@ -126,20 +151,8 @@ pub fn fixup_launch(
         .batch
         .saturating_mul(problem.s_q_max)
         .saturating_mul(problem.q.heads);
-    let blocks =
-        u32::try_from(rows.saturating_add(i64::from(FIXUP_THREADS) - 1) / i64::from(FIXUP_THREADS))
-            .unwrap_or(FIXUP_MAX_BLOCKS)
-            .clamp(1, FIXUP_MAX_BLOCKS);
-    let (layout, strides, lse_aux) = match problem.lse {
-        LseLayout::None => (0, [0, 0, 0], None),
-        LseLayout::Dense { strides, .. } => (1, [strides[0], strides[1], strides[2]], None),
-        LseLayout::Ragged {
-            seq_stride,
-            head_stride,
-            aux,
-            ..
-        } => (2, [0, 0, 0], Some((aux, seq_stride, head_stride))),
-    };
+    let blocks = linear_blocks(rows, FIXUP_THREADS, FIXUP_MAX_BLOCKS);
+    let (layout, strides, lse_aux) = stats_layout(&problem.lse);
     let to_i32 = |v: i64| I32(i32::try_from(v).unwrap_or(0));
     Launch {
         kernel: FIXUP_KERNEL,

@@ -42,8 +42,18 @@ pub struct DeviceBuffers {
     pub workspace: usize,
 }
 
-fn clamp_i32(v: i64) -> i32 {
+/// A count or stride as the shim's `int`, saturating (applicability keeps real ones in range).
+pub(super) fn clamp_i32(v: i64) -> i32 {
     i32::try_from(v).unwrap_or(i32::MAX)
+}
+
+/// The shim's `data_type` code. Applicability admits only HALF and BFLOAT16, so everything
+/// else is HALF's branch.
+pub(super) fn shim_data_type(dtype: DataType) -> i32 {
+    match dtype {
+        DataType::BF16 => DTYPE_BF16,
+        _ => DTYPE_FP16,
+    }
 }
 
 /// Absolute address of a workspace region, given the aligned workspace base.
@@ -85,11 +95,7 @@ pub fn shim_args(
     let has_lse = !matches!(problem.lse, LseLayout::None);
     RaggedAiterFwdArgs {
         struct_size: u32::try_from(std::mem::size_of::<RaggedAiterFwdArgs>()).unwrap_or(0),
-        data_type: match problem.dtype {
-            DataType::BF16 => DTYPE_BF16,
-            // Applicability admits only HALF and BFLOAT16, so everything else is HALF's branch.
-            _ => DTYPE_FP16,
-        },
+        data_type: shim_data_type(problem.dtype),
         q_ptr: buffers.q as *const c_void,
         k_ptr: buffers.k as *const c_void,
         v_ptr: buffers.v as *const c_void,
