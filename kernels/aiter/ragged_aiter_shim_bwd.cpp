@@ -21,7 +21,6 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <cstring>
 #include <exception>
 #include <memory>
 #include <mutex>
@@ -31,21 +30,17 @@
 #include <vector>
 
 #include "mha_bwd.h"
-
-namespace ragged_aiter_shim_detail {
-extern thread_local std::string g_last_error; // ragged_aiter_shim.cpp
-} // namespace ragged_aiter_shim_detail
+#include "ragged_aiter_shim_internal.h"
 
 namespace {
 
+using ragged_aiter_shim_detail::check_common_args;
+using ragged_aiter_shim_detail::copy_out;
+using ragged_aiter_shim_detail::dtype_name;
+using ragged_aiter_shim_detail::fail;
 using ragged_aiter_shim_detail::g_last_error;
+using ragged_aiter_shim_detail::set_group_mode_starts;
 using MhaBwd = decltype(&aiter::mha_bwd);
-
-int32_t fail(int32_t status, std::string message)
-{
-    g_last_error = std::move(message);
-    return status;
-}
 
 // --- libmha_bwd.so, opened once -----------------------------------------------------------------
 
@@ -200,7 +195,7 @@ aiter::mha_bwd_args to_aiter(const ragged_aiter_bwd_args& a)
 
     m.hdim_q           = a.hdim_q;
     m.hdim_v           = a.hdim_v;
-    m.data_type        = a.data_type == RAGGED_AITER_DTYPE_BF16 ? "bf16" : "fp16";
+    m.data_type        = dtype_name(a.data_type);
     m.is_group_mode    = true;
     m.mask_type        = a.mask_type;
     m.bias_type        = 0;
@@ -225,14 +220,7 @@ aiter::mha_bwd_args to_aiter(const ragged_aiter_bwd_args& a)
     m.sink_ptr     = nullptr;
     m.d_sink_ptr   = nullptr;
 
-    // Physical starts always; logical lengths as cumulative arrays (the header makes seqlen_*
-    // and cu_seqlen_* exclusive; the forward's asm path reads only cu_seqlen_*).
-    m.seqstart_q_ptr  = a.seqstart_q_ptr;
-    m.seqstart_k_ptr  = a.seqstart_k_ptr;
-    m.seqlen_q_ptr    = nullptr;
-    m.seqlen_k_ptr    = nullptr;
-    m.cu_seqlen_q_ptr = a.cu_seqlen_q_ptr;
-    m.cu_seqlen_k_ptr = a.cu_seqlen_k_ptr;
+    set_group_mode_starts(m, a);
 
     m.seqlen_q     = a.seqlen_q;
     m.seqlen_k     = a.seqlen_k;
@@ -292,15 +280,9 @@ aiter::mha_bwd_args to_aiter(const ragged_aiter_bwd_args& a)
 
 int32_t check_args(const ragged_aiter_bwd_args* args)
 {
-    if(args == nullptr)
-        return fail(RAGGED_AITER_BAD_ARGS, "args is NULL");
-    if(args->struct_size != sizeof(ragged_aiter_bwd_args))
-        return fail(RAGGED_AITER_BAD_ARGS,
-                    "struct_size " + std::to_string(args->struct_size) + " != " +
-                        std::to_string(sizeof(ragged_aiter_bwd_args)) +
-                        " (plugin and shim built from different ragged_aiter_shim_bwd.h)");
-    if(args->data_type != RAGGED_AITER_DTYPE_FP16 && args->data_type != RAGGED_AITER_DTYPE_BF16)
-        return fail(RAGGED_AITER_BAD_ARGS, "data_type " + std::to_string(args->data_type));
+    const int32_t common = check_common_args(args, "ragged_aiter_shim_bwd.h");
+    if(common != RAGGED_AITER_OK)
+        return common;
     if(args->lse_ptr == nullptr || args->d_ptr == nullptr)
         return fail(RAGGED_AITER_BAD_ARGS, std::string(args->lse_ptr == nullptr ? "lse_ptr" : "d_ptr") +
                                                " is NULL (the backward needs both)");
@@ -317,19 +299,13 @@ extern "C" uint32_t ragged_aiter_shim_bwd_abi_version(void)
 extern "C" int32_t ragged_aiter_mha_bwd_available(char* where, uint32_t where_size)
 {
     g_last_error.clear();
-    if(where != nullptr && where_size > 0)
-        where[0] = '\0';
+    copy_out("", where, where_size);
     try
     {
         const BwdLibrary& lib = library();
         if(lib.fn == nullptr)
             return fail(RAGGED_AITER_LIBRARY_MISSING, lib.error);
-        if(where != nullptr && where_size > 0)
-        {
-            const std::size_t n = std::min<std::size_t>(lib.path.size(), where_size - 1);
-            std::memcpy(where, lib.path.data(), n);
-            where[n] = '\0';
-        }
+        copy_out(lib.path, where, where_size);
         return RAGGED_AITER_OK;
     }
     catch(const std::exception& e)
@@ -366,7 +342,7 @@ extern "C" int32_t ragged_aiter_mha_bwd(const ragged_aiter_bwd_args* args)
         if(ret < 0.0f)
             return fail(RAGGED_AITER_UNSUPPORTED,
                         std::string("aiter::mha_bwd found no kernel (dtype ") +
-                            (args->data_type == RAGGED_AITER_DTYPE_BF16 ? "bf16" : "fp16") +
+                            dtype_name(args->data_type) +
                             ", hdim " + std::to_string(args->hdim_q) + "/" +
                             std::to_string(args->hdim_v) + ", mask " +
                             std::to_string(args->mask_type) + " (" +
