@@ -24,8 +24,16 @@
 #include "fake_hip_runtime.h"
 #include "mha_bwd.h"
 #include "ragged_aiter_shim_bwd.h"
+#include "case_driver.h"
 
 namespace {
+
+using case_driver::device_pages;
+using case_driver::expect;
+using case_driver::expect_eq;
+using case_driver::expect_ptr;
+using case_driver::finish;
+using case_driver::symbol;
 
 enum class Library { Fake, Missing, WithoutSymbol };
 enum class Behaviour { Runs, NoKernel, Throws };
@@ -65,61 +73,6 @@ const Case kCases[] = {
   {"bwd_symbol_absent",             Library::WithoutSymbol, RUNS, BF16, 2, 64,  64,  8,  8,  128, 128, 0, -1, -1, false, 1, 1, 0, 0,  MISSING},
 };
 // clang-format on
-
-int g_failures = 0;
-
-void expect(bool ok, const std::string& what)
-{
-    if(!ok)
-    {
-        std::printf("  FAIL %s\n", what.c_str());
-        ++g_failures;
-    }
-}
-
-template <class T, class U>
-void expect_eq(const char* field, T got, U want)
-{
-    if(static_cast<long long>(got) != static_cast<long long>(want))
-    {
-        std::printf("  FAIL %s = %lld, expected %lld\n", field, static_cast<long long>(got),
-                    static_cast<long long>(want));
-        ++g_failures;
-    }
-}
-
-void expect_ptr(const char* field, const void* got, const void* want)
-{
-    if(got != want)
-    {
-        std::printf("  FAIL %s = %p, expected %p\n", field, got, want);
-        ++g_failures;
-    }
-}
-
-template <class F>
-F symbol(void* lib, const char* name)
-{
-    void* p = dlsym(lib, name);
-    if(p == nullptr)
-    {
-        std::printf("FAIL: %s is not exported\n", name);
-        std::exit(1);
-    }
-    return reinterpret_cast<F>(p);
-}
-
-// Inaccessible pages standing in for device memory: a host read of any of them crashes the case.
-char* device_pages(int n)
-{
-    void* p = mmap(nullptr, static_cast<size_t>(n) * 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if(p == MAP_FAILED)
-    {
-        std::perror("mmap");
-        std::exit(1);
-    }
-    return static_cast<char*>(p);
-}
 
 // What the engine's mapping sends for a packed ragged backward (kernels/src/aiter/mapping_bwd.rs).
 ragged_aiter_bwd_args map(const Case& c, char* dev)
@@ -389,28 +342,12 @@ int run(const char* shim_path, const char* fake_path, const Case& c)
     }
     else
         expect_eq("memory events without a library", fake_hip_memory_event_count(), 0);
-    std::printf("  %s\n", g_failures == 0 ? "ok" : "FAILED");
-    return g_failures == 0 ? 0 : 1;
+    return finish();
 }
 
 } // namespace
 
 int main(int argc, char** argv)
 {
-    if(argc == 2 && std::strcmp(argv[1], "--list") == 0)
-    {
-        for(const Case& c : kCases)
-            std::printf("%s\n", c.name);
-        return 0;
-    }
-    if(argc != 4)
-    {
-        std::fprintf(stderr, "usage: %s --list | %s SHIM.so FAKE_MHA_BWD.so CASE\n", argv[0], argv[0]);
-        return 2;
-    }
-    for(const Case& c : kCases)
-        if(c.name == std::string(argv[3]))
-            return run(argv[1], argv[2], c);
-    std::fprintf(stderr, "unknown case %s\n", argv[3]);
-    return 2;
+    return case_driver::case_main(argc, argv, kCases, "SHIM.so FAKE_MHA_BWD.so", run);
 }

@@ -24,8 +24,16 @@
 #include "fake_hip_runtime.h"
 #include "mha_fwd.h" // aiter::fmha_fwd_v3_args (the kernarg layout) and aiter::mha_fwd
 #include "ragged_aiter_shim.h"
+#include "case_driver.h"
 
 namespace {
+
+using case_driver::device_pages;
+using case_driver::expect;
+using case_driver::expect_eq;
+using case_driver::expect_ptr;
+using case_driver::finish;
+using case_driver::symbol;
 
 enum class AsmDir { Real, Unset, Empty };
 
@@ -81,37 +89,6 @@ const Case kCases[] = {
 };
 // clang-format on
 
-int g_failures = 0;
-
-void expect(bool ok, const std::string& what)
-{
-    if(!ok)
-    {
-        std::printf("  FAIL %s\n", what.c_str());
-        ++g_failures;
-    }
-}
-
-template <class T, class U>
-void expect_eq(const char* field, T got, U want)
-{
-    if(static_cast<long long>(got) != static_cast<long long>(want))
-    {
-        std::printf("  FAIL %s = %lld, expected %lld\n", field, static_cast<long long>(got),
-                    static_cast<long long>(want));
-        ++g_failures;
-    }
-}
-
-void expect_ptr(const char* field, const void* got, const void* want)
-{
-    if(got != want)
-    {
-        std::printf("  FAIL %s = %p, expected %p\n", field, got, want);
-        ++g_failures;
-    }
-}
-
 struct Shim
 {
     void* lib;
@@ -121,30 +98,6 @@ struct Shim
     uint32_t (*abi)();
     const char* (*targets)();
 };
-
-template <class F>
-F symbol(void* lib, const char* name)
-{
-    void* p = dlsym(lib, name);
-    if(p == nullptr)
-    {
-        std::printf("FAIL: the shim does not export %s\n", name);
-        std::exit(1);
-    }
-    return reinterpret_cast<F>(p);
-}
-
-// Inaccessible pages standing in for device memory: one per buffer.
-char* device_pages(int n)
-{
-    void* p = mmap(nullptr, static_cast<size_t>(n) * 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if(p == MAP_FAILED)
-    {
-        std::perror("mmap");
-        std::exit(1);
-    }
-    return static_cast<char*>(p);
-}
 
 // The engine's §7.4 mapping of a packed-BSHD ragged problem.
 ragged_aiter_fwd_args map(const Case& c, char* dev)
@@ -344,28 +297,12 @@ int run(const char* shim_path, const std::string& hsa, const Case& c)
         expect_aiter_aborts(c, dev);
     if(c.asm_dir == AsmDir::Empty)
         rmdir(asm_dir.c_str());
-    std::printf("  %s\n", g_failures == 0 ? "ok" : "FAILED");
-    return g_failures == 0 ? 0 : 1;
+    return finish();
 }
 
 } // namespace
 
 int main(int argc, char** argv)
 {
-    if(argc == 2 && std::strcmp(argv[1], "--list") == 0)
-    {
-        for(const Case& c : kCases)
-            std::printf("%s\n", c.name);
-        return 0;
-    }
-    if(argc != 4)
-    {
-        std::fprintf(stderr, "usage: %s --list | %s SHIM.so AITER_HSA_DIR CASE\n", argv[0], argv[0]);
-        return 2;
-    }
-    for(const Case& c : kCases)
-        if(c.name == std::string(argv[3]))
-            return run(argv[1], argv[2], c);
-    std::fprintf(stderr, "unknown case %s\n", argv[3]);
-    return 2;
+    return case_driver::case_main(argc, argv, kCases, "SHIM.so AITER_HSA_DIR", run);
 }
