@@ -145,8 +145,9 @@ pub fn field_offsets() -> Vec<(&'static str, usize)> {
 pub const HEADER: &str = include_str!("../../aiter/ragged_aiter_shim.h");
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+    use std::collections::HashMap;
     use std::process::Command;
 
     /// A fresh directory under the system temp dir for one test's C files.
@@ -160,34 +161,33 @@ mod tests {
         dir
     }
 
-    /// Compiles `main.c` next to the header with the system C compiler and runs it.
-    fn c_layout_report() -> String {
-        let dir = scratch_dir("layout");
-        std::fs::write(dir.join("ragged_aiter_shim.h"), HEADER).expect("write header");
-        let mut program = String::from(
-            "#include <stddef.h>\n#include <stdio.h>\n#include \"ragged_aiter_shim.h\"\nint main(void) {\n",
+    /// Writes `headers` (name, text) next to a `main.c` that includes `include` and prints the
+    /// size and alignment of `type_name`, the offset and size of each of `fields`, and the value
+    /// of each of `constants`; compiles it with the system C compiler and returns what it prints.
+    pub(crate) fn c_layout_report(
+        tag: &str,
+        headers: &[(&str, &str)],
+        include: &str,
+        type_name: &str,
+        fields: &[(&str, usize)],
+        constants: &[&str],
+    ) -> String {
+        let dir = scratch_dir(tag);
+        for (name, text) in headers {
+            std::fs::write(dir.join(name), text).expect("write header");
+        }
+        let mut program = format!(
+            "#include <stddef.h>\n#include <stdio.h>\n#include \"{include}\"\nint main(void) {{\n"
         );
-        program.push_str(
-            "  printf(\"sizeof %zu\\n\", sizeof(ragged_aiter_fwd_args));\n  printf(\"alignof %zu\\n\", _Alignof(ragged_aiter_fwd_args));\n",
-        );
-        for (name, _) in field_offsets() {
+        program.push_str(&format!(
+            "  printf(\"sizeof %zu\\n\", sizeof({type_name}));\n  printf(\"alignof %zu\\n\", _Alignof({type_name}));\n"
+        ));
+        for (name, _) in fields {
             program.push_str(&format!(
-                "  printf(\"{name} %zu %zu\\n\", offsetof(ragged_aiter_fwd_args, {name}), sizeof(((ragged_aiter_fwd_args*)0)->{name}));\n"
+                "  printf(\"{name} %zu %zu\\n\", offsetof({type_name}, {name}), sizeof((({type_name}*)0)->{name}));\n"
             ));
         }
-        for constant in [
-            "RAGGED_AITER_SHIM_ABI_VERSION",
-            "RAGGED_AITER_DTYPE_FP16",
-            "RAGGED_AITER_DTYPE_BF16",
-            "RAGGED_AITER_MASK_NONE",
-            "RAGGED_AITER_MASK_TOP_LEFT",
-            "RAGGED_AITER_MASK_BOTTOM_RIGHT",
-            "RAGGED_AITER_OK",
-            "RAGGED_AITER_UNSUPPORTED",
-            "RAGGED_AITER_BAD_ARGS",
-            "RAGGED_AITER_EXCEPTION",
-            "RAGGED_AITER_KERNEL_FILE_MISSING",
-        ] {
+        for constant in constants {
             program.push_str(&format!(
                 "  printf(\"{constant} %lld\\n\", (long long){constant});\n"
             ));
@@ -208,36 +208,75 @@ mod tests {
         String::from_utf8(out.stdout).expect("utf-8 report")
     }
 
-    #[test]
-    fn header_and_rust_struct_agree_field_by_field() {
-        let report = c_layout_report();
-        let c: std::collections::HashMap<&str, Vec<usize>> = report
+    /// The report's lines as `key → numbers`.
+    pub(crate) fn report_values(report: &str) -> HashMap<&str, Vec<usize>> {
+        report
             .lines()
             .filter_map(|l| {
                 let mut parts = l.split_whitespace();
                 let key = parts.next()?;
                 Some((key, parts.filter_map(|p| p.parse().ok()).collect()))
             })
-            .collect();
-        assert_eq!(c["sizeof"], [std::mem::size_of::<RaggedAiterFwdArgs>()]);
-        assert_eq!(c["alignof"], [std::mem::align_of::<RaggedAiterFwdArgs>()]);
-        for (name, offset) in field_offsets() {
+            .collect()
+    }
+
+    /// Checks a report against the Rust struct `T` and its `fields`: size, alignment, every
+    /// offset; the listed fields' sizes add up to `size_of::<T>() - tail_padding`.
+    pub(crate) fn assert_layout_matches<T>(
+        c: &HashMap<&str, Vec<usize>>,
+        fields: &[(&str, usize)],
+        tail_padding: usize,
+    ) {
+        assert_eq!(c["sizeof"], [std::mem::size_of::<T>()]);
+        assert_eq!(c["alignof"], [std::mem::align_of::<T>()]);
+        for (name, offset) in fields {
             let seen = c
                 .get(name)
                 .unwrap_or_else(|| panic!("{name} missing in C report"));
-            assert_eq!(seen[0], offset, "offset of {name}");
+            assert_eq!(seen[0], *offset, "offset of {name}");
         }
-        let sizes: usize = field_offsets().iter().map(|(n, _)| c[n][1]).sum();
+        let sizes: usize = fields.iter().map(|(n, _)| c[n][1]).sum();
         assert_eq!(
             sizes,
-            std::mem::size_of::<RaggedAiterFwdArgs>() - 4,
-            "every byte but the 4-byte tail padding belongs to a listed field"
+            std::mem::size_of::<T>() - tail_padding,
+            "every byte but the tail padding belongs to a listed field"
         );
+    }
+
+    /// The forward header's report.
+    fn fwd_layout_report() -> String {
+        c_layout_report(
+            "layout",
+            &[("ragged_aiter_shim.h", HEADER)],
+            "ragged_aiter_shim.h",
+            "ragged_aiter_fwd_args",
+            &field_offsets(),
+            &[
+                "RAGGED_AITER_SHIM_ABI_VERSION",
+                "RAGGED_AITER_DTYPE_FP16",
+                "RAGGED_AITER_DTYPE_BF16",
+                "RAGGED_AITER_MASK_NONE",
+                "RAGGED_AITER_MASK_TOP_LEFT",
+                "RAGGED_AITER_MASK_BOTTOM_RIGHT",
+                "RAGGED_AITER_OK",
+                "RAGGED_AITER_UNSUPPORTED",
+                "RAGGED_AITER_BAD_ARGS",
+                "RAGGED_AITER_EXCEPTION",
+                "RAGGED_AITER_KERNEL_FILE_MISSING",
+            ],
+        )
+    }
+
+    #[test]
+    fn header_and_rust_struct_agree_field_by_field() {
+        let report = fwd_layout_report();
+        // 4 bytes of tail padding: 188 bytes of fields, padded to pointer alignment.
+        assert_layout_matches::<RaggedAiterFwdArgs>(&report_values(&report), &field_offsets(), 4);
     }
 
     #[test]
     fn header_constants_match_rust_constants() {
-        let report = c_layout_report();
+        let report = fwd_layout_report();
         let value = |name: &str| -> i64 {
             report
                 .lines()

@@ -137,83 +137,28 @@ pub const HEADER: &str = include_str!("../../aiter/ragged_aiter_shim_bwd.h");
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::collections::HashMap;
-    use std::process::Command;
-
-    /// Compiles a C program including both shim headers and returns what it prints.
-    fn c_layout_report() -> String {
-        let dir = std::env::temp_dir().join(format!(
-            "ragged-aiter-bwd-layout-{}-{:?}",
-            std::process::id(),
-            std::thread::current().id()
-        ));
-        std::fs::create_dir_all(&dir).expect("create scratch dir");
-        std::fs::write(
-            dir.join("ragged_aiter_shim.h"),
-            super::super::shim_abi::HEADER,
-        )
-        .expect("write header");
-        std::fs::write(dir.join("ragged_aiter_shim_bwd.h"), HEADER).expect("write header");
-        let mut program = String::from(
-            "#include <stddef.h>\n#include <stdio.h>\n#include \"ragged_aiter_shim_bwd.h\"\nint main(void) {\n",
-        );
-        program.push_str(
-            "  printf(\"sizeof %zu\\n\", sizeof(ragged_aiter_bwd_args));\n  printf(\"alignof %zu\\n\", _Alignof(ragged_aiter_bwd_args));\n",
-        );
-        for (name, _) in field_offsets() {
-            program.push_str(&format!(
-                "  printf(\"{name} %zu %zu\\n\", offsetof(ragged_aiter_bwd_args, {name}), sizeof(((ragged_aiter_bwd_args*)0)->{name}));\n"
-            ));
-        }
-        for constant in [
-            "RAGGED_AITER_SHIM_BWD_ABI_VERSION",
-            "RAGGED_AITER_LIBRARY_MISSING",
-        ] {
-            program.push_str(&format!(
-                "  printf(\"{constant} %lld\\n\", (long long){constant});\n"
-            ));
-        }
-        program.push_str("  return 0;\n}\n");
-        std::fs::write(dir.join("main.c"), program).expect("write main.c");
-        let exe = dir.join("layout");
-        let cc = std::env::var("CC").unwrap_or_else(|_| "cc".to_owned());
-        let status = Command::new(&cc)
-            .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-o"])
-            .arg(&exe)
-            .arg(dir.join("main.c"))
-            .status()
-            .expect("run the C compiler (set CC if `cc` is not on PATH)");
-        assert!(status.success(), "{cc} failed to compile the layout probe");
-        let out = Command::new(&exe).output().expect("run layout probe");
-        std::fs::remove_dir_all(&dir).ok();
-        String::from_utf8(out.stdout).expect("utf-8 report")
-    }
+    use crate::aiter::shim_abi::tests::{assert_layout_matches, c_layout_report, report_values};
 
     #[test]
     fn header_and_rust_struct_agree_field_by_field() {
-        let report = c_layout_report();
-        let c: HashMap<&str, Vec<usize>> = report
-            .lines()
-            .filter_map(|l| {
-                let mut parts = l.split_whitespace();
-                let key = parts.next()?;
-                Some((key, parts.filter_map(|p| p.parse().ok()).collect()))
-            })
-            .collect();
-        assert_eq!(c["sizeof"], [std::mem::size_of::<RaggedAiterBwdArgs>()]);
-        assert_eq!(c["alignof"], [std::mem::align_of::<RaggedAiterBwdArgs>()]);
-        for (name, offset) in field_offsets() {
-            let seen = c
-                .get(name)
-                .unwrap_or_else(|| panic!("{name} missing in C report"));
-            assert_eq!(seen[0], offset, "offset of {name}");
-        }
-        let sizes: usize = field_offsets().iter().map(|(n, _)| c[n][1]).sum();
-        assert_eq!(
-            sizes,
-            std::mem::size_of::<RaggedAiterBwdArgs>(),
-            "every byte belongs to a listed field (no padding anywhere)"
+        // Both headers: the backward's includes the forward's for the shared constants.
+        let report = c_layout_report(
+            "bwd-layout",
+            &[
+                ("ragged_aiter_shim.h", super::super::shim_abi::HEADER),
+                ("ragged_aiter_shim_bwd.h", HEADER),
+            ],
+            "ragged_aiter_shim_bwd.h",
+            "ragged_aiter_bwd_args",
+            &field_offsets(),
+            &[
+                "RAGGED_AITER_SHIM_BWD_ABI_VERSION",
+                "RAGGED_AITER_LIBRARY_MISSING",
+            ],
         );
+        let c = report_values(&report);
+        // No padding anywhere: every byte belongs to a listed field.
+        assert_layout_matches::<RaggedAiterBwdArgs>(&c, &field_offsets(), 0);
         assert_eq!(
             c["RAGGED_AITER_SHIM_BWD_ABI_VERSION"],
             [SHIM_BWD_ABI_VERSION as usize]
