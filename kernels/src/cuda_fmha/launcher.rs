@@ -6,20 +6,20 @@
 //! which reads the pre-pass's error flag back before the forward kernel is launched, so that
 //! invalid offsets give an error naming the tensor instead of silently skipped batches.
 
-use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 
 use cudarc::driver::sys::{self as cu, CUstream};
-use parking_lot::Mutex;
 
 use super::device_abi;
 use super::device_abi::TileConfig;
 use super::geometry::{LaunchGeometry, WORKSPACE_ALIGNMENT, geometry};
+use super::loading::{LoadedKernels, ModuleCache};
 use super::plan::FmhaPlan;
 use crate::runtime::cuda::context::{CurrentContext, StreamContext, context_of_stream};
 use crate::runtime::cuda::error::{DriverCall, GpuError, TensorRole};
-use crate::runtime::cuda::module::{KernelArg, KernelModule, LaunchConfig, launch};
+use crate::runtime::cuda::module::{KernelArg, LaunchConfig, launch};
 use crate::runtime::cuda::nvrtc_cache::{ImageOrigin, KernelSource, NvrtcCache};
+#[cfg(test)]
 use crate::runtime::cuda::runtime;
 
 /// The kernel source, compiled at run time for the device in use: `kernels/cuda/ragged_fmha_fwd.cu`
@@ -70,17 +70,8 @@ pub struct FmhaBuffers {
 
 /// Compiles, loads and launches the FMHA kernels; one per process is the norm.
 pub struct FmhaEngine {
-    cache: &'static NvrtcCache,
-    /// Loaded modules by context id (`cuCtxGetId`).
-    modules: Mutex<HashMap<u64, Arc<LoadedFmha>>>,
-}
-
-/// The kernels loaded into one context, with the tile table each forward entry point publishes.
-struct LoadedFmha {
-    module: KernelModule,
-    configs: HashMap<&'static str, TileConfig>,
-    /// Entry points whose shared memory exceeds the device's opt-in limit, with that error.
-    oversized: HashMap<&'static str, GpuError>,
+    /// Loaded modules by context id.
+    modules: ModuleCache,
 }
 
 /// What [`FmhaEngine::prepare`] did, for logs and tests.
@@ -106,8 +97,7 @@ impl FmhaEngine {
     /// An engine with its own compile cache (tests, benchmarks).
     pub fn with_cache(cache: &'static NvrtcCache) -> Self {
         Self {
-            cache,
-            modules: Mutex::new(HashMap::new()),
+            modules: ModuleCache::new(cache, &FMHA_SOURCE),
         }
     }
 
@@ -138,75 +128,21 @@ impl FmhaEngine {
         geometry(plan, loaded.config(plan.kernel)?)
     }
 
-    fn loaded(&self, ctx: &StreamContext) -> Result<(Arc<LoadedFmha>, Prepared), GpuError> {
-        let runtime = runtime::probe()?;
-        let device = runtime
-            .device(ctx.device)
-            .ok_or_else(|| GpuError::Unavailable {
-                reason: format!(
-                    "the stream's device {} is not usable by this engine",
-                    ctx.device
-                ),
-            })?;
-        let mut prepared = Prepared {
+    fn loaded(&self, ctx: &StreamContext) -> Result<(Arc<LoadedKernels>, Prepared), GpuError> {
+        let load = self.modules.load(
+            ctx,
+            device_abi::FORWARD_KERNELS
+                .iter()
+                .map(|kernel| (*kernel, ())),
+            |kernel, (), raw| TileConfig::from_raw(kernel, raw),
+        )?;
+        let prepared = Prepared {
             device: ctx.device,
-            arch: device.target.arch().to_owned(),
-            origin: None,
-            configs: Vec::new(),
+            arch: load.arch,
+            origin: load.origin,
+            configs: load.kernels.sorted_configs(),
         };
-        // Held across compile and load: concurrent first executes wait for one compilation.
-        let mut modules = self.modules.lock();
-        let loaded = match modules.get(&ctx.id) {
-            Some(loaded) => Arc::clone(loaded),
-            None => {
-                let image = self.cache.get_or_compile(
-                    &FMHA_SOURCE,
-                    &device.target,
-                    &[],
-                    runtime.nvrtc_version,
-                )?;
-                let _current = CurrentContext::push(ctx.handle)?;
-                // SAFETY: the stream's context is current (guard) and outlives the module for as
-                // long as the caller's stream is valid, which is hipDNN's contract for SetStream.
-                let module = unsafe { KernelModule::load(&image.bytes, FMHA_SOURCE.name) }?;
-                let mut configs = HashMap::new();
-                let mut oversized = HashMap::new();
-                let available = u32::try_from(device.max_shared_per_block_optin).unwrap_or(0);
-                for kernel in device_abi::FORWARD_KERNELS {
-                    let raw = module.read_i32_global::<4>(&device_abi::config_symbol(kernel))?;
-                    let config = TileConfig::from_raw(kernel, raw)?;
-                    // A kernel that needs more shared memory than this device has is left out
-                    // (its problems fail with the reason), so the other head dims still load.
-                    if config.shared_mem_bytes > available {
-                        oversized.insert(
-                            kernel,
-                            GpuError::SharedMemory {
-                                kernel: kernel.to_owned(),
-                                required: config.shared_mem_bytes,
-                                available,
-                                device: ctx.device,
-                            },
-                        );
-                        continue;
-                    }
-                    // Raise the shared-memory limit once, at load, not per execute.
-                    module.function(kernel, config.shared_mem_bytes)?;
-                    configs.insert(kernel, config);
-                }
-                prepared.origin = Some(image.origin);
-                let loaded = Arc::new(LoadedFmha {
-                    module,
-                    configs,
-                    oversized,
-                });
-                modules.insert(ctx.id, Arc::clone(&loaded));
-                loaded
-            }
-        };
-        let mut configs: Vec<_> = loaded.configs.iter().map(|(k, c)| (*k, *c)).collect();
-        configs.sort_by_key(|(k, _)| *k);
-        prepared.configs = configs;
-        Ok((loaded, prepared))
+        Ok((load.kernels, prepared))
     }
 
     /// Enqueues the forward pass described by `plan` on `stream`.
@@ -274,21 +210,6 @@ impl FmhaEngine {
         // pre-pass enqueued above on the same stream fills the workspace first; block size and
         // shared memory are the entry point's own published values.
         unsafe { launch(forward, forward_config, stream, &args) }
-    }
-}
-
-impl LoadedFmha {
-    fn config(&self, kernel: &str) -> Result<TileConfig, GpuError> {
-        if let Some(error) = self.oversized.get(kernel) {
-            return Err(error.clone());
-        }
-        self.configs
-            .get(kernel)
-            .copied()
-            .ok_or_else(|| GpuError::MissingKernel {
-                kernel: kernel.to_owned(),
-                source_name: FMHA_SOURCE.name.to_owned(),
-            })
     }
 }
 

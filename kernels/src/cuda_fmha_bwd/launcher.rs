@@ -5,25 +5,23 @@
 //! seq_lens on the device, and the dQ kernel's longest-first tile list), Di = rowsum(dO ∘ O) into
 //! the workspace, the dK/dV kernel and the dQ kernel. No atomics: each output row has one writer.
 
-use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 
 use cudarc::driver::sys::{self as cu, CUstream};
-use parking_lot::Mutex;
 
 use super::device_abi::{self, Part};
 use super::plan::BackwardPlan;
 use crate::cuda_fmha::ExecuteMode;
 use crate::cuda_fmha::device_abi::{
-    PREPASS_KERNEL, PREPASS_THREADS, TileConfig, config_symbol, decode_error_flag,
+    PREPASS_KERNEL, PREPASS_THREADS, TileConfig, decode_error_flag,
 };
 use crate::cuda_fmha::geometry::WORKSPACE_ALIGNMENT;
 use crate::cuda_fmha::launcher::{self, FmhaBuffers};
+use crate::cuda_fmha::loading::{LoadedKernels, ModuleCache};
 use crate::runtime::cuda::context::{CurrentContext, StreamContext, context_of_stream};
 use crate::runtime::cuda::error::{DriverCall, GpuError, TensorRole};
-use crate::runtime::cuda::module::{KernelArg, KernelModule, LaunchConfig, launch};
+use crate::runtime::cuda::module::{KernelArg, LaunchConfig, launch};
 use crate::runtime::cuda::nvrtc_cache::{KernelSource, NvrtcCache};
-use crate::runtime::cuda::runtime;
 
 /// The backward's kernel source: `kernels/cuda/ragged_fmha_bwd.cu` with its parts (the forward's
 /// common records, pre-pass and warp helpers, and `fmha_bwd/`) spliced in by `kernels/build.rs`.
@@ -71,16 +69,8 @@ pub struct BackwardBuffers {
 
 /// Compiles, loads and launches the backward kernels; one per process is the norm.
 pub struct BackwardEngine {
-    cache: &'static NvrtcCache,
     /// Loaded modules by context id.
-    modules: Mutex<HashMap<u64, Arc<LoadedBackward>>>,
-}
-
-struct LoadedBackward {
-    module: KernelModule,
-    configs: HashMap<&'static str, TileConfig>,
-    /// Entry points whose shared memory exceeds the device's opt-in limit, with that error.
-    oversized: HashMap<&'static str, GpuError>,
+    modules: ModuleCache,
 }
 
 impl BackwardEngine {
@@ -93,8 +83,7 @@ impl BackwardEngine {
     /// An engine with its own compile cache (tests, benchmarks).
     pub fn with_cache(cache: &'static NvrtcCache) -> Self {
         Self {
-            cache,
-            modules: Mutex::new(HashMap::new()),
+            modules: ModuleCache::new(cache, &BWD_SOURCE),
         }
     }
 
@@ -108,62 +97,16 @@ impl BackwardEngine {
         self.loaded(&ctx).map(|_| ())
     }
 
-    fn loaded(&self, ctx: &StreamContext) -> Result<Arc<LoadedBackward>, GpuError> {
-        let runtime = runtime::probe()?;
-        let device = runtime
-            .device(ctx.device)
-            .ok_or_else(|| GpuError::Unavailable {
-                reason: format!(
-                    "the stream's device {} is not usable by this engine",
-                    ctx.device
-                ),
-            })?;
-        // Held across compile and load: concurrent first executes wait for one compilation.
-        let mut modules = self.modules.lock();
-        if let Some(loaded) = modules.get(&ctx.id) {
-            return Ok(Arc::clone(loaded));
-        }
-        let image =
-            self.cache
-                .get_or_compile(&BWD_SOURCE, &device.target, &[], runtime.nvrtc_version)?;
-        let _current = CurrentContext::push(ctx.handle)?;
-        // SAFETY: the stream's context is current (guard) and outlives the module for as long as
-        // the caller's stream is valid (hipDNN's contract for SetStream).
-        let module = unsafe { KernelModule::load(&image.bytes, BWD_SOURCE.name) }?;
-        let available = u32::try_from(device.max_shared_per_block_optin).unwrap_or(0);
-        let mut configs = HashMap::new();
-        let mut oversized = HashMap::new();
-        for set in device_abi::ALL {
-            for (kernel, part) in [
+    fn loaded(&self, ctx: &StreamContext) -> Result<Arc<LoadedKernels>, GpuError> {
+        let entries = device_abi::ALL.iter().flat_map(|set| {
+            [
                 (set.dot, Part::Dot),
                 (set.dkdv, Part::DkDv),
                 (set.dq, Part::Dq),
-            ] {
-                let raw = module.read_i32_global::<4>(&config_symbol(kernel))?;
-                let config = device_abi::check_config(kernel, part, raw)?;
-                if config.shared_mem_bytes > available {
-                    oversized.insert(
-                        kernel,
-                        GpuError::SharedMemory {
-                            kernel: kernel.to_owned(),
-                            required: config.shared_mem_bytes,
-                            available,
-                            device: ctx.device,
-                        },
-                    );
-                    continue;
-                }
-                module.function(kernel, config.shared_mem_bytes)?;
-                configs.insert(kernel, config);
-            }
-        }
-        let loaded = Arc::new(LoadedBackward {
-            module,
-            configs,
-            oversized,
+            ]
         });
-        modules.insert(ctx.id, Arc::clone(&loaded));
-        Ok(loaded)
+        let load = self.modules.load(ctx, entries, device_abi::check_config)?;
+        Ok(load.kernels)
     }
 
     /// Enqueues the backward described by `plan` on `stream`.
@@ -292,21 +235,6 @@ impl BackwardEngine {
 /// ceil(n / tile) for a non-negative `n` and a positive tile (published tiles are checked ≥ 16).
 fn ceil_div(n: i64, tile: i64) -> i64 {
     (n.max(0) + tile - 1) / tile
-}
-
-impl LoadedBackward {
-    fn config(&self, kernel: &str) -> Result<TileConfig, GpuError> {
-        if let Some(error) = self.oversized.get(kernel) {
-            return Err(error.clone());
-        }
-        self.configs
-            .get(kernel)
-            .copied()
-            .ok_or_else(|| GpuError::MissingKernel {
-                kernel: kernel.to_owned(),
-                source_name: BWD_SOURCE.name.to_owned(),
-            })
-    }
 }
 
 /// Reads the pre-pass's error flag (stream-ordered), synchronising the stream.
