@@ -187,13 +187,7 @@ impl FmhaEngine {
         unsafe { launch(prepass, prepass_config, stream, &args) }?;
 
         if mode == ExecuteMode::Validate {
-            let flag = read_flag(stream, base + geometry.workspace.error_flag)?;
-            if flag != 0 {
-                return Err(GpuError::InvalidOffsets {
-                    flag,
-                    problems: device_abi::decode_error_flag(flag, &plan.flag_uids()),
-                });
-            }
+            check_flag(stream, base + geometry.workspace.error_flag, plan)?;
         }
 
         let tiles = geometry.tiles;
@@ -211,6 +205,19 @@ impl FmhaEngine {
         // shared memory are the entry point's own published values.
         unsafe { launch(forward, forward_config, stream, &args) }
     }
+}
+
+/// Fails with [`GpuError::InvalidOffsets`] when the pre-pass's error flag at `address` is set
+/// (stream-ordered: synchronises the stream).
+pub(crate) fn check_flag(stream: CUstream, address: u64, plan: &FmhaPlan) -> Result<(), GpuError> {
+    let flag = read_flag(stream, address)?;
+    if flag != 0 {
+        return Err(GpuError::InvalidOffsets {
+            flag,
+            problems: device_abi::decode_error_flag(flag, &plan.flag_uids()),
+        });
+    }
+    Ok(())
 }
 
 /// Reads the pre-pass's error flag (stream-ordered), synchronising the stream.

@@ -7,19 +7,17 @@
 
 use std::sync::{Arc, OnceLock};
 
-use cudarc::driver::sys::{self as cu, CUstream};
+use cudarc::driver::sys::CUstream;
 
 use super::device_abi::{self, Part};
 use super::plan::BackwardPlan;
 use crate::cuda_fmha::ExecuteMode;
-use crate::cuda_fmha::device_abi::{
-    PREPASS_KERNEL, PREPASS_THREADS, TileConfig, decode_error_flag,
-};
+use crate::cuda_fmha::device_abi::{PREPASS_KERNEL, PREPASS_THREADS, TileConfig};
 use crate::cuda_fmha::geometry::WORKSPACE_ALIGNMENT;
 use crate::cuda_fmha::launcher::{self, FmhaBuffers};
 use crate::cuda_fmha::loading::{LoadedKernels, ModuleCache};
 use crate::runtime::cuda::context::{CurrentContext, StreamContext, context_of_stream};
-use crate::runtime::cuda::error::{DriverCall, GpuError, TensorRole};
+use crate::runtime::cuda::error::{GpuError, TensorRole};
 use crate::runtime::cuda::module::{KernelArg, LaunchConfig, launch};
 use crate::runtime::cuda::nvrtc_cache::{KernelSource, NvrtcCache};
 
@@ -181,13 +179,7 @@ impl BackwardEngine {
         // caller guarantees the rest. The context is current.
         unsafe { launch(prepass, config, stream, &args) }?;
         if mode == ExecuteMode::Validate {
-            let flag = read_flag(stream, base + w.error_flag)?;
-            if flag != 0 {
-                return Err(GpuError::InvalidOffsets {
-                    flag,
-                    problems: decode_error_flag(flag, &f.flag_uids()),
-                });
-            }
+            launcher::check_flag(stream, base + w.error_flag, f)?;
         }
 
         use KernelArg::{I32, I64, Ptr};
@@ -235,21 +227,6 @@ impl BackwardEngine {
 /// ceil(n / tile) for a non-negative `n` and a positive tile (published tiles are checked ≥ 16).
 fn ceil_div(n: i64, tile: i64) -> i64 {
     (n.max(0) + tile - 1) / tile
-}
-
-/// Reads the pre-pass's error flag (stream-ordered), synchronising the stream.
-fn read_flag(stream: CUstream, address: u64) -> Result<u32, GpuError> {
-    let mut flag = 0u32;
-    // SAFETY: `address` is the 4-byte flag inside the checked workspace; `flag` is a live host
-    // u32 and the stream is synchronised before it goes out of scope.
-    unsafe { cu::cuMemcpyDtoHAsync_v2(std::ptr::from_mut(&mut flag).cast(), address, 4, stream) }
-        .result()
-        .call("cuMemcpyDtoHAsync")?;
-    // SAFETY: `stream` is live (caller contract).
-    unsafe { cu::cuStreamSynchronize(stream) }
-        .result()
-        .call("cuStreamSynchronize")?;
-    Ok(flag)
 }
 
 /// Parameters of `ragged_fmha_prepass`, in signature order, with the dQ kernel's tile.
