@@ -242,8 +242,28 @@ fn prepass_args(
     b: &FmhaBuffers,
     workspace: u64,
 ) -> Vec<KernelArg> {
-    use KernelArg::{I32, I64, Ptr};
     let layout = geometry.workspace;
+    let records = [
+        layout.batches,
+        layout.tiles,
+        layout.tile_count,
+        layout.error_flag,
+    ];
+    prepass_args_for(plan, geometry.tiles, b, workspace, records)
+}
+
+/// Parameters of `ragged_fmha_prepass`, in signature order, for a tile list of `tiles`' BM and
+/// BN; `records` are the byte offsets from `workspace` of the batch records, the tile list, the
+/// tile count and the error flag. The backward runs the same pre-pass with its dQ tile.
+pub(crate) fn prepass_args_for(
+    plan: &FmhaPlan,
+    tiles: TileConfig,
+    b: &FmhaBuffers,
+    workspace: u64,
+    records: [u64; 4],
+) -> Vec<KernelArg> {
+    use KernelArg::{I32, I64, Ptr};
+    let [batches, tile_list, tile_count, error_flag] = records;
     let (lse_off, lse_bytes, lse_mult, lse_batch_stride) = match plan.lse {
         Some(lse) => match lse.offsets {
             Some(o) => (b.lse_offsets, o.bytes, o.multiplier, 0),
@@ -271,15 +291,15 @@ fn prepass_args(
         I64(lse_mult),
         I64(lse_batch_stride),
         I32(plan.batch),
-        I32(geometry.tiles.block_m),
-        I32(geometry.tiles.block_n),
+        I32(tiles.block_m),
+        I32(tiles.block_n),
         I32(plan.mask_left),
         I32(plan.mask_right),
         I32(plan.bottom_right),
-        Ptr(workspace + layout.batches),
-        Ptr(workspace + layout.tiles),
-        Ptr(workspace + layout.tile_count),
-        Ptr(workspace + layout.error_flag),
+        Ptr(workspace + batches),
+        Ptr(workspace + tile_list),
+        Ptr(workspace + tile_count),
+        Ptr(workspace + error_flag),
     ]
 }
 

@@ -65,6 +65,26 @@ pub struct BackwardBuffers {
     pub workspace_bytes: u64,
 }
 
+impl BackwardBuffers {
+    /// The forward's tensors among these (the forward's pointer list and pre-pass read them).
+    fn forward(&self) -> FmhaBuffers {
+        FmhaBuffers {
+            q: self.q,
+            k: self.k,
+            v: self.v,
+            o: self.o,
+            lse: self.lse,
+            q_offsets: self.q_offsets,
+            kv_offsets: self.kv_offsets,
+            lse_offsets: self.lse_offsets,
+            seq_len_q: self.seq_len_q,
+            seq_len_kv: self.seq_len_kv,
+            workspace: self.workspace,
+            workspace_bytes: self.workspace_bytes,
+        }
+    }
+}
+
 /// Compiles, loads and launches the backward kernels; one per process is the norm.
 pub struct BackwardEngine {
     /// Loaded modules by context id.
@@ -236,46 +256,9 @@ fn prepass_args(
     b: &BackwardBuffers,
     base: u64,
 ) -> Vec<KernelArg> {
-    use KernelArg::{I32, I64, Ptr};
-    let f = &plan.forward;
     let w = plan.workspace;
-    let (lse_off, lse_bytes, lse_mult, lse_batch_stride) = match f.lse {
-        Some(lse) => match lse.offsets {
-            Some(o) => (b.lse_offsets, o.bytes, o.multiplier, 0),
-            None => (0, 0, 1, lse.batch_stride),
-        },
-        None => (0, 0, 1, 0),
-    };
-    vec![
-        Ptr(b.q_offsets),
-        I32(f.q_offsets.bytes),
-        I64(f.q_offsets.multiplier),
-        I64(f.q.seq),
-        I32(f.s_q_max),
-        Ptr(b.kv_offsets),
-        I32(f.kv_offsets.bytes),
-        I64(f.kv_offsets.multiplier),
-        I64(f.k.seq),
-        I32(f.s_kv_max),
-        Ptr(f.seq_len_q.map_or(0, |_| b.seq_len_q)),
-        I32(f.seq_len_q.map_or(0, |s| s.1)),
-        Ptr(f.seq_len_kv.map_or(0, |_| b.seq_len_kv)),
-        I32(f.seq_len_kv.map_or(0, |s| s.1)),
-        Ptr(lse_off),
-        I32(lse_bytes),
-        I64(lse_mult),
-        I64(lse_batch_stride),
-        I32(f.batch),
-        I32(dq.block_m),
-        I32(dq.block_n),
-        I32(f.mask_left),
-        I32(f.mask_right),
-        I32(f.bottom_right),
-        Ptr(base + w.batches),
-        Ptr(base + w.tiles),
-        Ptr(base + w.tile_count),
-        Ptr(base + w.error_flag),
-    ]
+    let records = [w.batches, w.tiles, w.tile_count, w.error_flag];
+    launcher::prepass_args_for(&plan.forward, dq, &b.forward(), base, records)
 }
 
 /// Parameters of the dK/dV and dQ kernels (RAGGED_BWD_PARAMS), in signature order.
@@ -334,21 +317,7 @@ fn gradient_args(
 /// would poison the caller's context for good. The forward's tensors are checked by the
 /// forward's own list, then the gradients.
 pub fn check_buffers(plan: &BackwardPlan, b: &BackwardBuffers) -> Result<(), GpuError> {
-    let forward = FmhaBuffers {
-        q: b.q,
-        k: b.k,
-        v: b.v,
-        o: b.o,
-        lse: b.lse,
-        q_offsets: b.q_offsets,
-        kv_offsets: b.kv_offsets,
-        lse_offsets: b.lse_offsets,
-        seq_len_q: b.seq_len_q,
-        seq_len_kv: b.seq_len_kv,
-        workspace: b.workspace,
-        workspace_bytes: b.workspace_bytes,
-    };
-    let mut required = launcher::required_pointers(&plan.forward, &forward);
+    let mut required = launcher::required_pointers(&plan.forward, &b.forward());
     let [do_uid, dq_uid, dk_uid, dv_uid] = plan.gradient_uids;
     required.extend([
         (b.d_o, do_uid, TensorRole::DO, 16),
