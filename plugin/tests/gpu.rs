@@ -15,10 +15,8 @@ use common::device::*;
 use common::*;
 use ragged_kernels::runtime::cuda::memory::{DeviceAllocation, download, upload};
 use ragged_kernels::runtime::cuda::runtime;
-use ragged_schema::wire::{encode_engine_config, encode_graph};
-use ragged_schema::{
-    DataType, DiagonalAlignment, EngineConfig, Graph, Node, SdpaAttributes, TensorAttributes,
-};
+use ragged_schema::wire::encode_graph;
+use ragged_schema::{DataType, DiagonalAlignment, Graph, Node, SdpaAttributes, TensorAttributes};
 
 const Q: i64 = 1;
 const K: i64 = 2;
@@ -281,10 +279,7 @@ fn execute(
     case: &Case,
     inputs: &DeviceInputs,
 ) -> (Status, String, Vec<u16>, Vec<u32>) {
-    let p = plugin();
     let graph = encode_graph(&graph(case));
-    let config = encode_engine_config(&EngineConfig::new(engine));
-    let handle = OwnedHandle::new();
     let o_init = le_bytes(
         &vec![case.o_sentinel(); inputs.o_bytes / 2],
         u16::to_le_bytes,
@@ -319,30 +314,7 @@ fn execute(
             ptr: (&raw mut scale).cast(),
         });
     }
-    let (gd, cd) = (ConstData::of(&graph), ConstData::of(&config));
-    let mut workspace_size = usize::MAX;
-    let mut context: Context = null_mut();
-    // SAFETY: valid handles, buffers and out-pointers; the pack's device buffers outlive the
-    // execute and the downloads below, which synchronize the (default) stream.
-    unsafe {
-        assert_eq!((p.SetStream)(handle.0, null_mut()), SUCCESS);
-        let status = (p.GetWorkspaceSize)(handle.0, &cd, &gd, &mut workspace_size);
-        assert_eq!(status, SUCCESS, "{}", last_error());
-        let status = (p.CreateExecutionContext)(handle.0, &cd, &gd, &mut context);
-        assert_eq!(status, SUCCESS, "{}", last_error());
-        let workspace = DeviceAllocation::new(workspace_size).expect("workspace");
-        let ws_ptr = if workspace_size == 0 {
-            null_mut()
-        } else {
-            workspace.address() as *mut _
-        };
-        let status =
-            (p.ExecuteOpGraph)(handle.0, context, ws_ptr, pack.as_ptr(), pack.len() as u32);
-        let error = if status == SUCCESS {
-            String::new()
-        } else {
-            last_error()
-        };
+    let read = || {
         let o_bits = read_back(&o)
             .chunks_exact(2)
             .map(|c| u16::from_le_bytes([c[0], c[1]]))
@@ -351,9 +323,12 @@ fn execute(
             .chunks_exact(4)
             .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
             .collect();
-        assert_eq!((p.DestroyExecutionContext)(handle.0, context), SUCCESS);
-        (status, error, o_bits, lse_bits)
-    }
+        (o_bits, lse_bits)
+    };
+    // SAFETY: the pack's device buffers and `scale` outlive the call.
+    let (status, error, (o_bits, lse_bits)) =
+        unsafe { execute_on_device(engine, &graph, &pack, 0, read) };
+    (status, error, o_bits, lse_bits)
 }
 
 /// Plugin log lines on stderr, so a decline on the device shows its reason.

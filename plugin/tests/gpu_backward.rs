@@ -16,10 +16,9 @@ use common::device::*;
 use common::*;
 use ragged_kernels::runtime::cuda::memory::{DeviceAllocation, download, upload};
 use ragged_kernels::runtime::cuda::runtime;
-use ragged_schema::wire::{encode_engine_config, encode_graph};
+use ragged_schema::wire::encode_graph;
 use ragged_schema::{
-    DataType, DiagonalAlignment, EngineConfig, Graph, Node, SdpaBackwardAttributes,
-    TensorAttributes,
+    DataType, DiagonalAlignment, Graph, Node, SdpaBackwardAttributes, TensorAttributes,
 };
 
 const Q: i64 = 1;
@@ -320,10 +319,7 @@ fn inputs(case: &Case) -> Inputs {
 
 /// Runs `engine` through the C ABI on fresh device copies of `inputs`; returns dQ, dK, dV bits.
 fn run(engine: i64, case: &Case, inputs: &Inputs) -> [Vec<u16>; 3] {
-    let p = plugin();
     let graph = encode_graph(&graph(case));
-    let config = encode_engine_config(&EngineConfig::new(engine));
-    let handle = OwnedHandle::new();
     let device: Vec<(i64, DeviceAllocation)> = inputs
         .tensors
         .iter()
@@ -344,30 +340,11 @@ fn run(engine: i64, case: &Case, inputs: &Inputs) -> [Vec<u16>; 3] {
             ptr: b.address() as *mut _,
         })
         .collect();
-    let (gd, cd) = (ConstData::of(&graph), ConstData::of(&config));
-    let mut workspace_size = usize::MAX;
-    let mut context: Context = null_mut();
-    // SAFETY: valid handles, buffers and out-pointers; the device buffers outlive the execute
-    // and the downloads below, which synchronize the (default) stream.
-    unsafe {
-        assert_eq!((p.SetStream)(handle.0, null_mut()), SUCCESS);
-        let status = (p.GetWorkspaceSize)(handle.0, &cd, &gd, &mut workspace_size);
-        assert_eq!(status, SUCCESS, "{}", last_error());
-        let status = (p.CreateExecutionContext)(handle.0, &cd, &gd, &mut context);
-        assert_eq!(status, SUCCESS, "{}", last_error());
-        let workspace = DeviceAllocation::new(workspace_size.max(1)).expect("workspace");
-        let ws_ptr = if workspace_size == 0 {
-            null_mut()
-        } else {
-            workspace.address() as *mut _
-        };
-        let status =
-            (p.ExecuteOpGraph)(handle.0, context, ws_ptr, pack.as_ptr(), pack.len() as u32);
-        assert_eq!(status, SUCCESS, "engine {engine}: {}", last_error());
-        let out = outputs.map(|(_, n, b)| read_back_u16(&b, n));
-        assert_eq!((p.DestroyExecutionContext)(handle.0, context), SUCCESS);
-        out
-    }
+    let read = || outputs.map(|(_, n, b)| read_back_u16(&b, n));
+    // SAFETY: the pack's device buffers outlive the call.
+    let (status, error, out) = unsafe { execute_on_device(engine, &graph, &pack, 1, read) };
+    assert_eq!(status, SUCCESS, "engine {engine}: {error}");
+    out
 }
 
 /// The CUDA backward against the host reference's on the same device inputs.

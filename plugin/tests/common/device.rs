@@ -1,7 +1,12 @@
 //! Helpers of the CUDA device tests (forward and backward): the engine's id, skip lines, element
-//! bits and little-endian buffers.
+//! bits, little-endian buffers and one execute through the C ABI on device buffers.
+
+use std::ptr::null_mut;
 
 use half::{bf16, f16};
+use ragged_kernels::runtime::cuda::memory::DeviceAllocation;
+use ragged_schema::EngineConfig;
+use ragged_schema::wire::encode_engine_config;
 
 pub const CUDA_FMHA_ID: i64 = -8390111541657994951;
 
@@ -47,4 +52,55 @@ pub fn element_value(bits: u16, bf16: bool) -> f32 {
 /// `values` as little-endian bytes, for upload.
 pub fn le_bytes<T: Copy, const N: usize>(values: &[T], to_le: fn(T) -> [u8; N]) -> Vec<u8> {
     values.iter().flat_map(|v| to_le(*v)).collect()
+}
+
+/// Plans `graph` for engine `engine` on the default stream and executes it once over `pack`
+/// with a fresh device workspace of the size the plugin asks for (at least `workspace_floor`
+/// bytes allocated); `read` runs after the execute, before the execution context is destroyed.
+/// Returns the execute's status, its last-error text (empty on success) and what `read` gave.
+///
+/// # Safety
+/// Every pointer in `pack` must be live memory holding the tensor `graph` gives its uid (device
+/// memory, or a host scalar for a pass-by-value tensor) until this returns.
+pub unsafe fn execute_on_device<R>(
+    engine: i64,
+    graph: &[u8],
+    pack: &[super::DeviceBuffer],
+    workspace_floor: usize,
+    read: impl FnOnce() -> R,
+) -> (super::Status, String, R) {
+    use super::*;
+    let p = plugin();
+    let config = encode_engine_config(&EngineConfig::new(engine));
+    let handle = OwnedHandle::new();
+    let (gd, cd) = (ConstData::of(graph), ConstData::of(&config));
+    let mut workspace_size = usize::MAX;
+    let mut context: Context = null_mut();
+    // SAFETY: valid handles and out-pointers; the pack's buffers are live (this function's
+    // contract) and the workspace outlives the execute and `read`, whose downloads synchronize
+    // the (default) stream.
+    unsafe {
+        assert_eq!((p.SetStream)(handle.0, null_mut()), SUCCESS);
+        let status = (p.GetWorkspaceSize)(handle.0, &cd, &gd, &mut workspace_size);
+        assert_eq!(status, SUCCESS, "{}", last_error());
+        let status = (p.CreateExecutionContext)(handle.0, &cd, &gd, &mut context);
+        assert_eq!(status, SUCCESS, "{}", last_error());
+        let workspace =
+            DeviceAllocation::new(workspace_size.max(workspace_floor)).expect("workspace");
+        let ws_ptr = if workspace_size == 0 {
+            null_mut()
+        } else {
+            workspace.address() as *mut _
+        };
+        let status =
+            (p.ExecuteOpGraph)(handle.0, context, ws_ptr, pack.as_ptr(), pack.len() as u32);
+        let error = if status == SUCCESS {
+            String::new()
+        } else {
+            last_error()
+        };
+        let out = read();
+        assert_eq!((p.DestroyExecutionContext)(handle.0, context), SUCCESS);
+        (status, error, out)
+    }
 }
