@@ -17,7 +17,7 @@ use super::loading::{LoadedKernels, ModuleCache};
 use super::plan::FmhaPlan;
 use crate::runtime::cuda::context::{CurrentContext, StreamContext, context_of_stream};
 use crate::runtime::cuda::error::{DriverCall, GpuError, TensorRole};
-use crate::runtime::cuda::module::{KernelArg, LaunchConfig, launch};
+use crate::runtime::cuda::module::{KernelArg, KernelModule, LaunchConfig, launch};
 use crate::runtime::cuda::nvrtc_cache::{ImageOrigin, KernelSource, NvrtcCache};
 #[cfg(test)]
 use crate::runtime::cuda::runtime;
@@ -174,17 +174,11 @@ impl FmhaEngine {
         let _current = CurrentContext::push(ctx.handle)?;
         let base = buffers.workspace.div_ceil(WORKSPACE_ALIGNMENT) * WORKSPACE_ALIGNMENT;
 
-        let prepass = loaded.module.function(device_abi::PREPASS_KERNEL, 0)?;
-        let prepass_config = LaunchConfig {
-            grid: (1, 1, 1),
-            block: (device_abi::PREPASS_THREADS, 1, 1),
-            shared_mem_bytes: 0,
-        };
         let args = prepass_args(plan, &geometry, buffers, base);
         // SAFETY: the argument list mirrors `ragged_fmha_prepass` (kernels/cuda/README.md);
         // pointers were checked non-null where required, the workspace holds the geometry's
         // layout, and the caller guarantees the rest (see `# Safety`). The context is current.
-        unsafe { launch(prepass, prepass_config, stream, &args) }?;
+        unsafe { launch_prepass(&loaded.module, stream, &args) }?;
 
         if mode == ExecuteMode::Validate {
             check_flag(stream, base + geometry.workspace.error_flag, plan)?;
@@ -205,6 +199,28 @@ impl FmhaEngine {
         // shared memory are the entry point's own published values.
         unsafe { launch(forward, forward_config, stream, &args) }
     }
+}
+
+/// Enqueues `ragged_fmha_prepass` (one block of `PREPASS_THREADS`, no dynamic shared memory)
+/// from `module` on `stream`.
+///
+/// # Safety
+/// `args` must mirror the pre-pass's parameters, with every pointer valid for what the pre-pass
+/// reads and writes until it completes; `stream` must be live (or null) and `module`'s context
+/// current.
+pub(crate) unsafe fn launch_prepass(
+    module: &KernelModule,
+    stream: CUstream,
+    args: &[KernelArg],
+) -> Result<(), GpuError> {
+    let prepass = module.function(device_abi::PREPASS_KERNEL, 0)?;
+    let config = LaunchConfig {
+        grid: (1, 1, 1),
+        block: (device_abi::PREPASS_THREADS, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    // SAFETY: forwarded from this function's contract.
+    unsafe { launch(prepass, config, stream, args) }
 }
 
 /// Fails with [`GpuError::InvalidOffsets`] when the pre-pass's error flag at `address` is set

@@ -12,7 +12,7 @@ use cudarc::driver::sys::CUstream;
 use super::device_abi::{self, Part};
 use super::plan::BackwardPlan;
 use crate::cuda_fmha::ExecuteMode;
-use crate::cuda_fmha::device_abi::{PREPASS_KERNEL, PREPASS_THREADS, TileConfig};
+use crate::cuda_fmha::device_abi::TileConfig;
 use crate::cuda_fmha::geometry::WORKSPACE_ALIGNMENT;
 use crate::cuda_fmha::launcher::{self, FmhaBuffers};
 use crate::cuda_fmha::loading::{LoadedKernels, ModuleCache};
@@ -187,17 +187,11 @@ impl BackwardEngine {
         let base = buffers.workspace.div_ceil(WORKSPACE_ALIGNMENT) * WORKSPACE_ALIGNMENT;
         let w = plan.workspace;
 
-        let prepass = loaded.module.function(PREPASS_KERNEL, 0)?;
         let args = prepass_args(plan, dq, buffers, base);
-        let config = LaunchConfig {
-            grid: (1, 1, 1),
-            block: (PREPASS_THREADS, 1, 1),
-            shared_mem_bytes: 0,
-        };
         // SAFETY: the arguments mirror `ragged_fmha_prepass` (kernels/cuda/README.md); the
         // workspace holds the plan's layout, sized for this dQ tile (BM ≥ MIN_DQ_BLOCK_M); the
         // caller guarantees the rest. The context is current.
-        unsafe { launch(prepass, config, stream, &args) }?;
+        unsafe { launcher::launch_prepass(&loaded.module, stream, &args) }?;
         if mode == ExecuteMode::Validate {
             launcher::check_flag(stream, base + w.error_flag, f)?;
         }
