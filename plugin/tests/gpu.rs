@@ -11,16 +11,12 @@ mod common;
 
 use std::ptr::null_mut;
 
+use common::device::*;
 use common::*;
-use half::{bf16, f16};
 use ragged_kernels::runtime::cuda::memory::{DeviceAllocation, download, upload};
 use ragged_kernels::runtime::cuda::runtime;
-use ragged_schema::wire::{encode_engine_config, encode_graph};
-use ragged_schema::{
-    DataType, DiagonalAlignment, EngineConfig, Graph, Node, SdpaAttributes, TensorAttributes,
-};
-
-const CUDA_FMHA_ID: i64 = -8390111541657994951;
+use ragged_schema::wire::encode_graph;
+use ragged_schema::{DataType, DiagonalAlignment, Graph, Node, SdpaAttributes, TensorAttributes};
 
 const Q: i64 = 1;
 const K: i64 = 2;
@@ -186,36 +182,6 @@ fn prefix(tokens: &[i64]) -> Vec<i64> {
     out
 }
 
-/// Uniform values in [−1, 1] as element bits (LCG, deterministic).
-fn values(n: usize, seed: u64, dtype: DataType) -> Vec<u16> {
-    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..n)
-        .map(|_| {
-            state = state
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            let x = ((state >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0;
-            if dtype == DataType::BFloat16 {
-                bf16::from_f32(x).to_bits()
-            } else {
-                f16::from_f32(x).to_bits()
-            }
-        })
-        .collect()
-}
-
-fn to_f32(bits: u16, dtype: DataType) -> f32 {
-    if dtype == DataType::BFloat16 {
-        bf16::from_bits(bits).to_f32()
-    } else {
-        f16::from_bits(bits).to_f32()
-    }
-}
-
-fn bytes_of<T: Copy, const N: usize>(values: &[T], to_le: fn(T) -> [u8; N]) -> Vec<u8> {
-    values.iter().flat_map(|v| to_le(*v)).collect()
-}
-
 fn device_with(bytes: &[u8]) -> DeviceAllocation {
     let buffer = DeviceAllocation::new(bytes.len()).expect("cuMemAlloc");
     // SAFETY: the allocation holds `bytes.len()` bytes.
@@ -250,29 +216,41 @@ fn device_inputs(case: &Case) -> DeviceInputs {
         q_starts[case.q_tokens.len()],
         kv_starts[case.kv_tokens.len()],
     );
-    let q = values(q_total as usize * hq * d, 1, case.dtype);
-    let k = values(kv_total as usize * hkv * d, 2, case.dtype);
-    let v = values(kv_total as usize * hkv * dv, 3, case.dtype);
+    let q = uniform_bits(
+        q_total as usize * hq * d,
+        1,
+        case.dtype == DataType::BFloat16,
+    );
+    let k = uniform_bits(
+        kv_total as usize * hkv * d,
+        2,
+        case.dtype == DataType::BFloat16,
+    );
+    let v = uniform_bits(
+        kv_total as usize * hkv * dv,
+        3,
+        case.dtype == DataType::BFloat16,
+    );
     let q_offsets: Vec<i32> = q_starts.iter().map(|&t| t as i32).collect();
     let kv_unit = if dv == d { (hkv * d) as i64 } else { 1 };
     let kv_offsets: Vec<i64> = kv_starts.iter().map(|&t| t * kv_unit).collect();
     let mut buffers = vec![
-        (Q, device_with(&bytes_of(&q, u16::to_le_bytes))),
-        (K, device_with(&bytes_of(&k, u16::to_le_bytes))),
-        (V, device_with(&bytes_of(&v, u16::to_le_bytes))),
+        (Q, device_with(&le_bytes(&q, u16::to_le_bytes))),
+        (K, device_with(&le_bytes(&k, u16::to_le_bytes))),
+        (V, device_with(&le_bytes(&v, u16::to_le_bytes))),
         (
             Q_OFFSETS,
-            device_with(&bytes_of(&q_offsets, i32::to_le_bytes)),
+            device_with(&le_bytes(&q_offsets, i32::to_le_bytes)),
         ),
         (
             KV_OFFSETS,
-            device_with(&bytes_of(&kv_offsets, i64::to_le_bytes)),
+            device_with(&le_bytes(&kv_offsets, i64::to_le_bytes)),
         ),
     ];
     if case.lse == Lse::Ragged {
         buffers.push((
             LSE_OFFSETS,
-            device_with(&bytes_of(&q_offsets, i32::to_le_bytes)),
+            device_with(&le_bytes(&q_offsets, i32::to_le_bytes)),
         ));
     }
     let lse_elements = match case.lse {
@@ -301,16 +279,13 @@ fn execute(
     case: &Case,
     inputs: &DeviceInputs,
 ) -> (Status, String, Vec<u16>, Vec<u32>) {
-    let p = plugin();
     let graph = encode_graph(&graph(case));
-    let config = encode_engine_config(&EngineConfig::new(engine));
-    let handle = OwnedHandle::new();
-    let o_init = bytes_of(
+    let o_init = le_bytes(
         &vec![case.o_sentinel(); inputs.o_bytes / 2],
         u16::to_le_bytes,
     );
     let o = device_with(&o_init);
-    let lse = device_with(&bytes_of(
+    let lse = device_with(&le_bytes(
         &vec![LSE_SENTINEL; inputs.lse_bytes / 4],
         u32::to_le_bytes,
     ));
@@ -339,30 +314,7 @@ fn execute(
             ptr: (&raw mut scale).cast(),
         });
     }
-    let (gd, cd) = (ConstData::of(&graph), ConstData::of(&config));
-    let mut workspace_size = usize::MAX;
-    let mut context: Context = null_mut();
-    // SAFETY: valid handles, buffers and out-pointers; the pack's device buffers outlive the
-    // execute and the downloads below, which synchronize the (default) stream.
-    unsafe {
-        assert_eq!((p.SetStream)(handle.0, null_mut()), SUCCESS);
-        let status = (p.GetWorkspaceSize)(handle.0, &cd, &gd, &mut workspace_size);
-        assert_eq!(status, SUCCESS, "{}", last_error());
-        let status = (p.CreateExecutionContext)(handle.0, &cd, &gd, &mut context);
-        assert_eq!(status, SUCCESS, "{}", last_error());
-        let workspace = DeviceAllocation::new(workspace_size).expect("workspace");
-        let ws_ptr = if workspace_size == 0 {
-            null_mut()
-        } else {
-            workspace.address() as *mut _
-        };
-        let status =
-            (p.ExecuteOpGraph)(handle.0, context, ws_ptr, pack.as_ptr(), pack.len() as u32);
-        let error = if status == SUCCESS {
-            String::new()
-        } else {
-            last_error()
-        };
+    let read = || {
         let o_bits = read_back(&o)
             .chunks_exact(2)
             .map(|c| u16::from_le_bytes([c[0], c[1]]))
@@ -371,9 +323,12 @@ fn execute(
             .chunks_exact(4)
             .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
             .collect();
-        assert_eq!((p.DestroyExecutionContext)(handle.0, context), SUCCESS);
-        (status, error, o_bits, lse_bits)
-    }
+        (o_bits, lse_bits)
+    };
+    // SAFETY: the pack's device buffers and `scale` outlive the call.
+    let (status, error, (o_bits, lse_bits)) =
+        unsafe { execute_on_device(engine, &graph, &pack, 0, read) };
+    (status, error, o_bits, lse_bits)
 }
 
 /// Plugin log lines on stderr, so a decline on the device shows its reason.
@@ -381,13 +336,6 @@ unsafe extern "C" fn print_line(severity: i32, message: *const std::ffi::c_char)
     // SAFETY: the plugin passes a NUL-terminated line valid during the call.
     let line = unsafe { std::ffi::CStr::from_ptr(message) }.to_string_lossy();
     eprintln!("plugin log (severity {severity}): {line}");
-}
-
-/// Says why a device test did not run. Written straight to the process's stderr: libtest captures
-/// `eprintln!`, which would turn a skip into a silent pass.
-fn skip(name: &str, reason: &str) {
-    use std::io::Write;
-    let _ = writeln!(std::io::stderr(), "test {name}: skipped: {reason}");
 }
 
 /// CUDA FMHA against the host reference (both on device buffers), ragged-sdpa.md §8; CUDA's O
@@ -416,6 +364,7 @@ fn check(name: &str, case: Case) -> Option<(Vec<u16>, Vec<u32>)> {
         (2e-3, 2e-3)
     };
     let sentinel = case.o_sentinel();
+    let is_bf16 = case.dtype == DataType::BFloat16;
     let mut written = 0;
     for (i, (&c, &h)) in cuda_o.iter().zip(&host_o).enumerate() {
         if h == sentinel {
@@ -426,7 +375,7 @@ fn check(name: &str, case: Case) -> Option<(Vec<u16>, Vec<u32>)> {
             continue;
         }
         written += 1;
-        let (c, h) = (to_f32(c, case.dtype), to_f32(h, case.dtype));
+        let (c, h) = (element_value(c, is_bf16), element_value(h, is_bf16));
         assert!(!c.is_nan(), "{name}: O[{i}] is NaN");
         assert!(
             (c - h).abs() <= atol + rtol * h.abs(),
@@ -628,7 +577,7 @@ fn decreasing_offsets_are_invalid_value_in_validating_mode() {
     let bad: Vec<i32> = vec![0, 16, 8, 24];
     for (uid, buffer) in inputs.buffers.iter_mut() {
         if *uid == Q_OFFSETS {
-            *buffer = device_with(&bytes_of(&bad, i32::to_le_bytes));
+            *buffer = device_with(&le_bytes(&bad, i32::to_le_bytes));
         }
     }
     let (status, error, o, _) = execute(CUDA_FMHA_ID, &case, &inputs);

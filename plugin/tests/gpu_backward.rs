@@ -12,17 +12,14 @@ mod common;
 
 use std::ptr::null_mut;
 
+use common::device::*;
 use common::*;
-use half::{bf16, f16};
 use ragged_kernels::runtime::cuda::memory::{DeviceAllocation, download, upload};
 use ragged_kernels::runtime::cuda::runtime;
-use ragged_schema::wire::{encode_engine_config, encode_graph};
+use ragged_schema::wire::encode_graph;
 use ragged_schema::{
-    DataType, DiagonalAlignment, EngineConfig, Graph, Node, SdpaBackwardAttributes,
-    TensorAttributes,
+    DataType, DiagonalAlignment, Graph, Node, SdpaBackwardAttributes, TensorAttributes,
 };
-
-const CUDA_FMHA_ID: i64 = -8390111541657994951;
 
 const Q: i64 = 1;
 const K: i64 = 2;
@@ -175,40 +172,16 @@ fn graph(case: &Case) -> Graph {
     g.add_node(Node::sdpa_backward("bwd", node))
 }
 
-/// Uniform values in [−1, 1] as element bits (LCG, deterministic).
 fn values(n: usize, seed: u64, case: &Case) -> Vec<u16> {
-    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..n)
-        .map(|_| {
-            state = state
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            from_f32(
-                ((state >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0,
-                case,
-            )
-        })
-        .collect()
+    uniform_bits(n, seed, case.bf16())
 }
 
 fn from_f32(x: f32, case: &Case) -> u16 {
-    if case.bf16() {
-        bf16::from_f32(x).to_bits()
-    } else {
-        f16::from_f32(x).to_bits()
-    }
+    element_bits(x, case.bf16())
 }
 
 fn to_f64(bits: u16, case: &Case) -> f64 {
-    if case.bf16() {
-        f64::from(bf16::from_bits(bits).to_f32())
-    } else {
-        f64::from(f16::from_bits(bits).to_f32())
-    }
-}
-
-fn le_bytes<T: Copy, const N: usize>(values: &[T], to_le: fn(T) -> [u8; N]) -> Vec<u8> {
-    values.iter().flat_map(|v| to_le(*v)).collect()
+    f64::from(element_value(bits, case.bf16()))
 }
 
 fn device_with(bytes: &[u8]) -> DeviceAllocation {
@@ -346,10 +319,7 @@ fn inputs(case: &Case) -> Inputs {
 
 /// Runs `engine` through the C ABI on fresh device copies of `inputs`; returns dQ, dK, dV bits.
 fn run(engine: i64, case: &Case, inputs: &Inputs) -> [Vec<u16>; 3] {
-    let p = plugin();
     let graph = encode_graph(&graph(case));
-    let config = encode_engine_config(&EngineConfig::new(engine));
-    let handle = OwnedHandle::new();
     let device: Vec<(i64, DeviceAllocation)> = inputs
         .tensors
         .iter()
@@ -370,35 +340,11 @@ fn run(engine: i64, case: &Case, inputs: &Inputs) -> [Vec<u16>; 3] {
             ptr: b.address() as *mut _,
         })
         .collect();
-    let (gd, cd) = (ConstData::of(&graph), ConstData::of(&config));
-    let mut workspace_size = usize::MAX;
-    let mut context: Context = null_mut();
-    // SAFETY: valid handles, buffers and out-pointers; the device buffers outlive the execute
-    // and the downloads below, which synchronize the (default) stream.
-    unsafe {
-        assert_eq!((p.SetStream)(handle.0, null_mut()), SUCCESS);
-        let status = (p.GetWorkspaceSize)(handle.0, &cd, &gd, &mut workspace_size);
-        assert_eq!(status, SUCCESS, "{}", last_error());
-        let status = (p.CreateExecutionContext)(handle.0, &cd, &gd, &mut context);
-        assert_eq!(status, SUCCESS, "{}", last_error());
-        let workspace = DeviceAllocation::new(workspace_size.max(1)).expect("workspace");
-        let ws_ptr = if workspace_size == 0 {
-            null_mut()
-        } else {
-            workspace.address() as *mut _
-        };
-        let status =
-            (p.ExecuteOpGraph)(handle.0, context, ws_ptr, pack.as_ptr(), pack.len() as u32);
-        assert_eq!(status, SUCCESS, "engine {engine}: {}", last_error());
-        let out = outputs.map(|(_, n, b)| read_back_u16(&b, n));
-        assert_eq!((p.DestroyExecutionContext)(handle.0, context), SUCCESS);
-        out
-    }
-}
-
-fn skip(name: &str, reason: &str) {
-    use std::io::Write;
-    let _ = writeln!(std::io::stderr(), "test {name}: skipped: {reason}");
+    let read = || outputs.map(|(_, n, b)| read_back_u16(&b, n));
+    // SAFETY: the pack's device buffers outlive the call.
+    let (status, error, out) = unsafe { execute_on_device(engine, &graph, &pack, 1, read) };
+    assert_eq!(status, SUCCESS, "engine {engine}: {error}");
+    out
 }
 
 /// The CUDA backward against the host reference's on the same device inputs.

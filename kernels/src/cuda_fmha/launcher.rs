@@ -6,20 +6,20 @@
 //! which reads the pre-pass's error flag back before the forward kernel is launched, so that
 //! invalid offsets give an error naming the tensor instead of silently skipped batches.
 
-use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 
 use cudarc::driver::sys::{self as cu, CUstream};
-use parking_lot::Mutex;
 
 use super::device_abi;
 use super::device_abi::TileConfig;
 use super::geometry::{LaunchGeometry, WORKSPACE_ALIGNMENT, geometry};
+use super::loading::{LoadedKernels, ModuleCache};
 use super::plan::FmhaPlan;
 use crate::runtime::cuda::context::{CurrentContext, StreamContext, context_of_stream};
 use crate::runtime::cuda::error::{DriverCall, GpuError, TensorRole};
 use crate::runtime::cuda::module::{KernelArg, KernelModule, LaunchConfig, launch};
 use crate::runtime::cuda::nvrtc_cache::{ImageOrigin, KernelSource, NvrtcCache};
+#[cfg(test)]
 use crate::runtime::cuda::runtime;
 
 /// The kernel source, compiled at run time for the device in use: `kernels/cuda/ragged_fmha_fwd.cu`
@@ -70,17 +70,8 @@ pub struct FmhaBuffers {
 
 /// Compiles, loads and launches the FMHA kernels; one per process is the norm.
 pub struct FmhaEngine {
-    cache: &'static NvrtcCache,
-    /// Loaded modules by context id (`cuCtxGetId`).
-    modules: Mutex<HashMap<u64, Arc<LoadedFmha>>>,
-}
-
-/// The kernels loaded into one context, with the tile table each forward entry point publishes.
-struct LoadedFmha {
-    module: KernelModule,
-    configs: HashMap<&'static str, TileConfig>,
-    /// Entry points whose shared memory exceeds the device's opt-in limit, with that error.
-    oversized: HashMap<&'static str, GpuError>,
+    /// Loaded modules by context id.
+    modules: ModuleCache,
 }
 
 /// What [`FmhaEngine::prepare`] did, for logs and tests.
@@ -106,8 +97,7 @@ impl FmhaEngine {
     /// An engine with its own compile cache (tests, benchmarks).
     pub fn with_cache(cache: &'static NvrtcCache) -> Self {
         Self {
-            cache,
-            modules: Mutex::new(HashMap::new()),
+            modules: ModuleCache::new(cache, &FMHA_SOURCE),
         }
     }
 
@@ -138,75 +128,21 @@ impl FmhaEngine {
         geometry(plan, loaded.config(plan.kernel)?)
     }
 
-    fn loaded(&self, ctx: &StreamContext) -> Result<(Arc<LoadedFmha>, Prepared), GpuError> {
-        let runtime = runtime::probe()?;
-        let device = runtime
-            .device(ctx.device)
-            .ok_or_else(|| GpuError::Unavailable {
-                reason: format!(
-                    "the stream's device {} is not usable by this engine",
-                    ctx.device
-                ),
-            })?;
-        let mut prepared = Prepared {
+    fn loaded(&self, ctx: &StreamContext) -> Result<(Arc<LoadedKernels>, Prepared), GpuError> {
+        let load = self.modules.load(
+            ctx,
+            device_abi::FORWARD_KERNELS
+                .iter()
+                .map(|kernel| (*kernel, ())),
+            |kernel, (), raw| TileConfig::from_raw(kernel, raw),
+        )?;
+        let prepared = Prepared {
             device: ctx.device,
-            arch: device.target.arch().to_owned(),
-            origin: None,
-            configs: Vec::new(),
+            arch: load.arch,
+            origin: load.origin,
+            configs: load.kernels.sorted_configs(),
         };
-        // Held across compile and load: concurrent first executes wait for one compilation.
-        let mut modules = self.modules.lock();
-        let loaded = match modules.get(&ctx.id) {
-            Some(loaded) => Arc::clone(loaded),
-            None => {
-                let image = self.cache.get_or_compile(
-                    &FMHA_SOURCE,
-                    &device.target,
-                    &[],
-                    runtime.nvrtc_version,
-                )?;
-                let _current = CurrentContext::push(ctx.handle)?;
-                // SAFETY: the stream's context is current (guard) and outlives the module for as
-                // long as the caller's stream is valid, which is hipDNN's contract for SetStream.
-                let module = unsafe { KernelModule::load(&image.bytes, FMHA_SOURCE.name) }?;
-                let mut configs = HashMap::new();
-                let mut oversized = HashMap::new();
-                let available = u32::try_from(device.max_shared_per_block_optin).unwrap_or(0);
-                for kernel in device_abi::FORWARD_KERNELS {
-                    let raw = module.read_i32_global::<4>(&device_abi::config_symbol(kernel))?;
-                    let config = TileConfig::from_raw(kernel, raw)?;
-                    // A kernel that needs more shared memory than this device has is left out
-                    // (its problems fail with the reason), so the other head dims still load.
-                    if config.shared_mem_bytes > available {
-                        oversized.insert(
-                            kernel,
-                            GpuError::SharedMemory {
-                                kernel: kernel.to_owned(),
-                                required: config.shared_mem_bytes,
-                                available,
-                                device: ctx.device,
-                            },
-                        );
-                        continue;
-                    }
-                    // Raise the shared-memory limit once, at load, not per execute.
-                    module.function(kernel, config.shared_mem_bytes)?;
-                    configs.insert(kernel, config);
-                }
-                prepared.origin = Some(image.origin);
-                let loaded = Arc::new(LoadedFmha {
-                    module,
-                    configs,
-                    oversized,
-                });
-                modules.insert(ctx.id, Arc::clone(&loaded));
-                loaded
-            }
-        };
-        let mut configs: Vec<_> = loaded.configs.iter().map(|(k, c)| (*k, *c)).collect();
-        configs.sort_by_key(|(k, _)| *k);
-        prepared.configs = configs;
-        Ok((loaded, prepared))
+        Ok((load.kernels, prepared))
     }
 
     /// Enqueues the forward pass described by `plan` on `stream`.
@@ -238,26 +174,14 @@ impl FmhaEngine {
         let _current = CurrentContext::push(ctx.handle)?;
         let base = buffers.workspace.div_ceil(WORKSPACE_ALIGNMENT) * WORKSPACE_ALIGNMENT;
 
-        let prepass = loaded.module.function(device_abi::PREPASS_KERNEL, 0)?;
-        let prepass_config = LaunchConfig {
-            grid: (1, 1, 1),
-            block: (device_abi::PREPASS_THREADS, 1, 1),
-            shared_mem_bytes: 0,
-        };
         let args = prepass_args(plan, &geometry, buffers, base);
         // SAFETY: the argument list mirrors `ragged_fmha_prepass` (kernels/cuda/README.md);
         // pointers were checked non-null where required, the workspace holds the geometry's
         // layout, and the caller guarantees the rest (see `# Safety`). The context is current.
-        unsafe { launch(prepass, prepass_config, stream, &args) }?;
+        unsafe { launch_prepass(&loaded.module, stream, &args) }?;
 
         if mode == ExecuteMode::Validate {
-            let flag = read_flag(stream, base + geometry.workspace.error_flag)?;
-            if flag != 0 {
-                return Err(GpuError::InvalidOffsets {
-                    flag,
-                    problems: device_abi::decode_error_flag(flag, &plan.flag_uids()),
-                });
-            }
+            check_flag(stream, base + geometry.workspace.error_flag, plan)?;
         }
 
         let tiles = geometry.tiles;
@@ -277,19 +201,39 @@ impl FmhaEngine {
     }
 }
 
-impl LoadedFmha {
-    fn config(&self, kernel: &str) -> Result<TileConfig, GpuError> {
-        if let Some(error) = self.oversized.get(kernel) {
-            return Err(error.clone());
-        }
-        self.configs
-            .get(kernel)
-            .copied()
-            .ok_or_else(|| GpuError::MissingKernel {
-                kernel: kernel.to_owned(),
-                source_name: FMHA_SOURCE.name.to_owned(),
-            })
+/// Enqueues `ragged_fmha_prepass` (one block of `PREPASS_THREADS`, no dynamic shared memory)
+/// from `module` on `stream`.
+///
+/// # Safety
+/// `args` must mirror the pre-pass's parameters, with every pointer valid for what the pre-pass
+/// reads and writes until it completes; `stream` must be live (or null) and `module`'s context
+/// current.
+pub(crate) unsafe fn launch_prepass(
+    module: &KernelModule,
+    stream: CUstream,
+    args: &[KernelArg],
+) -> Result<(), GpuError> {
+    let prepass = module.function(device_abi::PREPASS_KERNEL, 0)?;
+    let config = LaunchConfig {
+        grid: (1, 1, 1),
+        block: (device_abi::PREPASS_THREADS, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    // SAFETY: forwarded from this function's contract.
+    unsafe { launch(prepass, config, stream, args) }
+}
+
+/// Fails with [`GpuError::InvalidOffsets`] when the pre-pass's error flag at `address` is set
+/// (stream-ordered: synchronises the stream).
+pub(crate) fn check_flag(stream: CUstream, address: u64, plan: &FmhaPlan) -> Result<(), GpuError> {
+    let flag = read_flag(stream, address)?;
+    if flag != 0 {
+        return Err(GpuError::InvalidOffsets {
+            flag,
+            problems: device_abi::decode_error_flag(flag, &plan.flag_uids()),
+        });
     }
+    Ok(())
 }
 
 /// Reads the pre-pass's error flag (stream-ordered), synchronising the stream.
@@ -314,8 +258,28 @@ fn prepass_args(
     b: &FmhaBuffers,
     workspace: u64,
 ) -> Vec<KernelArg> {
-    use KernelArg::{I32, I64, Ptr};
     let layout = geometry.workspace;
+    let records = [
+        layout.batches,
+        layout.tiles,
+        layout.tile_count,
+        layout.error_flag,
+    ];
+    prepass_args_for(plan, geometry.tiles, b, workspace, records)
+}
+
+/// Parameters of `ragged_fmha_prepass`, in signature order, for a tile list of `tiles`' BM and
+/// BN; `records` are the byte offsets from `workspace` of the batch records, the tile list, the
+/// tile count and the error flag. The backward runs the same pre-pass with its dQ tile.
+pub(crate) fn prepass_args_for(
+    plan: &FmhaPlan,
+    tiles: TileConfig,
+    b: &FmhaBuffers,
+    workspace: u64,
+    records: [u64; 4],
+) -> Vec<KernelArg> {
+    use KernelArg::{I32, I64, Ptr};
+    let [batches, tile_list, tile_count, error_flag] = records;
     let (lse_off, lse_bytes, lse_mult, lse_batch_stride) = match plan.lse {
         Some(lse) => match lse.offsets {
             Some(o) => (b.lse_offsets, o.bytes, o.multiplier, 0),
@@ -343,15 +307,15 @@ fn prepass_args(
         I64(lse_mult),
         I64(lse_batch_stride),
         I32(plan.batch),
-        I32(geometry.tiles.block_m),
-        I32(geometry.tiles.block_n),
+        I32(tiles.block_m),
+        I32(tiles.block_n),
         I32(plan.mask_left),
         I32(plan.mask_right),
         I32(plan.bottom_right),
-        Ptr(workspace + layout.batches),
-        Ptr(workspace + layout.tiles),
-        Ptr(workspace + layout.tile_count),
-        Ptr(workspace + layout.error_flag),
+        Ptr(workspace + batches),
+        Ptr(workspace + tile_list),
+        Ptr(workspace + tile_count),
+        Ptr(workspace + error_flag),
     ]
 }
 

@@ -5,6 +5,7 @@
 pub mod device_abi;
 pub mod geometry;
 pub mod launcher;
+pub(crate) mod loading;
 pub mod plan;
 
 pub use launcher::{ExecuteMode, FMHA_SOURCE, FmhaBuffers, FmhaEngine, Prepared};

@@ -5,25 +5,21 @@
 //! seq_lens on the device, and the dQ kernel's longest-first tile list), Di = rowsum(dO ∘ O) into
 //! the workspace, the dK/dV kernel and the dQ kernel. No atomics: each output row has one writer.
 
-use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 
-use cudarc::driver::sys::{self as cu, CUstream};
-use parking_lot::Mutex;
+use cudarc::driver::sys::CUstream;
 
 use super::device_abi::{self, Part};
 use super::plan::BackwardPlan;
 use crate::cuda_fmha::ExecuteMode;
-use crate::cuda_fmha::device_abi::{
-    PREPASS_KERNEL, PREPASS_THREADS, TileConfig, config_symbol, decode_error_flag,
-};
+use crate::cuda_fmha::device_abi::TileConfig;
 use crate::cuda_fmha::geometry::WORKSPACE_ALIGNMENT;
 use crate::cuda_fmha::launcher::{self, FmhaBuffers};
+use crate::cuda_fmha::loading::{LoadedKernels, ModuleCache};
 use crate::runtime::cuda::context::{CurrentContext, StreamContext, context_of_stream};
-use crate::runtime::cuda::error::{DriverCall, GpuError, TensorRole};
-use crate::runtime::cuda::module::{KernelArg, KernelModule, LaunchConfig, launch};
+use crate::runtime::cuda::error::{GpuError, TensorRole};
+use crate::runtime::cuda::module::{KernelArg, LaunchConfig, launch};
 use crate::runtime::cuda::nvrtc_cache::{KernelSource, NvrtcCache};
-use crate::runtime::cuda::runtime;
 
 /// The backward's kernel source: `kernels/cuda/ragged_fmha_bwd.cu` with its parts (the forward's
 /// common records, pre-pass and warp helpers, and `fmha_bwd/`) spliced in by `kernels/build.rs`.
@@ -69,18 +65,30 @@ pub struct BackwardBuffers {
     pub workspace_bytes: u64,
 }
 
-/// Compiles, loads and launches the backward kernels; one per process is the norm.
-pub struct BackwardEngine {
-    cache: &'static NvrtcCache,
-    /// Loaded modules by context id.
-    modules: Mutex<HashMap<u64, Arc<LoadedBackward>>>,
+impl BackwardBuffers {
+    /// The forward's tensors among these (the forward's pointer list and pre-pass read them).
+    fn forward(&self) -> FmhaBuffers {
+        FmhaBuffers {
+            q: self.q,
+            k: self.k,
+            v: self.v,
+            o: self.o,
+            lse: self.lse,
+            q_offsets: self.q_offsets,
+            kv_offsets: self.kv_offsets,
+            lse_offsets: self.lse_offsets,
+            seq_len_q: self.seq_len_q,
+            seq_len_kv: self.seq_len_kv,
+            workspace: self.workspace,
+            workspace_bytes: self.workspace_bytes,
+        }
+    }
 }
 
-struct LoadedBackward {
-    module: KernelModule,
-    configs: HashMap<&'static str, TileConfig>,
-    /// Entry points whose shared memory exceeds the device's opt-in limit, with that error.
-    oversized: HashMap<&'static str, GpuError>,
+/// Compiles, loads and launches the backward kernels; one per process is the norm.
+pub struct BackwardEngine {
+    /// Loaded modules by context id.
+    modules: ModuleCache,
 }
 
 impl BackwardEngine {
@@ -93,8 +101,7 @@ impl BackwardEngine {
     /// An engine with its own compile cache (tests, benchmarks).
     pub fn with_cache(cache: &'static NvrtcCache) -> Self {
         Self {
-            cache,
-            modules: Mutex::new(HashMap::new()),
+            modules: ModuleCache::new(cache, &BWD_SOURCE),
         }
     }
 
@@ -108,62 +115,16 @@ impl BackwardEngine {
         self.loaded(&ctx).map(|_| ())
     }
 
-    fn loaded(&self, ctx: &StreamContext) -> Result<Arc<LoadedBackward>, GpuError> {
-        let runtime = runtime::probe()?;
-        let device = runtime
-            .device(ctx.device)
-            .ok_or_else(|| GpuError::Unavailable {
-                reason: format!(
-                    "the stream's device {} is not usable by this engine",
-                    ctx.device
-                ),
-            })?;
-        // Held across compile and load: concurrent first executes wait for one compilation.
-        let mut modules = self.modules.lock();
-        if let Some(loaded) = modules.get(&ctx.id) {
-            return Ok(Arc::clone(loaded));
-        }
-        let image =
-            self.cache
-                .get_or_compile(&BWD_SOURCE, &device.target, &[], runtime.nvrtc_version)?;
-        let _current = CurrentContext::push(ctx.handle)?;
-        // SAFETY: the stream's context is current (guard) and outlives the module for as long as
-        // the caller's stream is valid (hipDNN's contract for SetStream).
-        let module = unsafe { KernelModule::load(&image.bytes, BWD_SOURCE.name) }?;
-        let available = u32::try_from(device.max_shared_per_block_optin).unwrap_or(0);
-        let mut configs = HashMap::new();
-        let mut oversized = HashMap::new();
-        for set in device_abi::ALL {
-            for (kernel, part) in [
+    fn loaded(&self, ctx: &StreamContext) -> Result<Arc<LoadedKernels>, GpuError> {
+        let entries = device_abi::ALL.iter().flat_map(|set| {
+            [
                 (set.dot, Part::Dot),
                 (set.dkdv, Part::DkDv),
                 (set.dq, Part::Dq),
-            ] {
-                let raw = module.read_i32_global::<4>(&config_symbol(kernel))?;
-                let config = device_abi::check_config(kernel, part, raw)?;
-                if config.shared_mem_bytes > available {
-                    oversized.insert(
-                        kernel,
-                        GpuError::SharedMemory {
-                            kernel: kernel.to_owned(),
-                            required: config.shared_mem_bytes,
-                            available,
-                            device: ctx.device,
-                        },
-                    );
-                    continue;
-                }
-                module.function(kernel, config.shared_mem_bytes)?;
-                configs.insert(kernel, config);
-            }
-        }
-        let loaded = Arc::new(LoadedBackward {
-            module,
-            configs,
-            oversized,
+            ]
         });
-        modules.insert(ctx.id, Arc::clone(&loaded));
-        Ok(loaded)
+        let load = self.modules.load(ctx, entries, device_abi::check_config)?;
+        Ok(load.kernels)
     }
 
     /// Enqueues the backward described by `plan` on `stream`.
@@ -226,25 +187,13 @@ impl BackwardEngine {
         let base = buffers.workspace.div_ceil(WORKSPACE_ALIGNMENT) * WORKSPACE_ALIGNMENT;
         let w = plan.workspace;
 
-        let prepass = loaded.module.function(PREPASS_KERNEL, 0)?;
         let args = prepass_args(plan, dq, buffers, base);
-        let config = LaunchConfig {
-            grid: (1, 1, 1),
-            block: (PREPASS_THREADS, 1, 1),
-            shared_mem_bytes: 0,
-        };
         // SAFETY: the arguments mirror `ragged_fmha_prepass` (kernels/cuda/README.md); the
         // workspace holds the plan's layout, sized for this dQ tile (BM ≥ MIN_DQ_BLOCK_M); the
         // caller guarantees the rest. The context is current.
-        unsafe { launch(prepass, config, stream, &args) }?;
+        unsafe { launcher::launch_prepass(&loaded.module, stream, &args) }?;
         if mode == ExecuteMode::Validate {
-            let flag = read_flag(stream, base + w.error_flag)?;
-            if flag != 0 {
-                return Err(GpuError::InvalidOffsets {
-                    flag,
-                    problems: decode_error_flag(flag, &f.flag_uids()),
-                });
-            }
+            launcher::check_flag(stream, base + w.error_flag, f)?;
         }
 
         use KernelArg::{I32, I64, Ptr};
@@ -294,36 +243,6 @@ fn ceil_div(n: i64, tile: i64) -> i64 {
     (n.max(0) + tile - 1) / tile
 }
 
-impl LoadedBackward {
-    fn config(&self, kernel: &str) -> Result<TileConfig, GpuError> {
-        if let Some(error) = self.oversized.get(kernel) {
-            return Err(error.clone());
-        }
-        self.configs
-            .get(kernel)
-            .copied()
-            .ok_or_else(|| GpuError::MissingKernel {
-                kernel: kernel.to_owned(),
-                source_name: BWD_SOURCE.name.to_owned(),
-            })
-    }
-}
-
-/// Reads the pre-pass's error flag (stream-ordered), synchronising the stream.
-fn read_flag(stream: CUstream, address: u64) -> Result<u32, GpuError> {
-    let mut flag = 0u32;
-    // SAFETY: `address` is the 4-byte flag inside the checked workspace; `flag` is a live host
-    // u32 and the stream is synchronised before it goes out of scope.
-    unsafe { cu::cuMemcpyDtoHAsync_v2(std::ptr::from_mut(&mut flag).cast(), address, 4, stream) }
-        .result()
-        .call("cuMemcpyDtoHAsync")?;
-    // SAFETY: `stream` is live (caller contract).
-    unsafe { cu::cuStreamSynchronize(stream) }
-        .result()
-        .call("cuStreamSynchronize")?;
-    Ok(flag)
-}
-
 /// Parameters of `ragged_fmha_prepass`, in signature order, with the dQ kernel's tile.
 fn prepass_args(
     plan: &BackwardPlan,
@@ -331,46 +250,9 @@ fn prepass_args(
     b: &BackwardBuffers,
     base: u64,
 ) -> Vec<KernelArg> {
-    use KernelArg::{I32, I64, Ptr};
-    let f = &plan.forward;
     let w = plan.workspace;
-    let (lse_off, lse_bytes, lse_mult, lse_batch_stride) = match f.lse {
-        Some(lse) => match lse.offsets {
-            Some(o) => (b.lse_offsets, o.bytes, o.multiplier, 0),
-            None => (0, 0, 1, lse.batch_stride),
-        },
-        None => (0, 0, 1, 0),
-    };
-    vec![
-        Ptr(b.q_offsets),
-        I32(f.q_offsets.bytes),
-        I64(f.q_offsets.multiplier),
-        I64(f.q.seq),
-        I32(f.s_q_max),
-        Ptr(b.kv_offsets),
-        I32(f.kv_offsets.bytes),
-        I64(f.kv_offsets.multiplier),
-        I64(f.k.seq),
-        I32(f.s_kv_max),
-        Ptr(f.seq_len_q.map_or(0, |_| b.seq_len_q)),
-        I32(f.seq_len_q.map_or(0, |s| s.1)),
-        Ptr(f.seq_len_kv.map_or(0, |_| b.seq_len_kv)),
-        I32(f.seq_len_kv.map_or(0, |s| s.1)),
-        Ptr(lse_off),
-        I32(lse_bytes),
-        I64(lse_mult),
-        I64(lse_batch_stride),
-        I32(f.batch),
-        I32(dq.block_m),
-        I32(dq.block_n),
-        I32(f.mask_left),
-        I32(f.mask_right),
-        I32(f.bottom_right),
-        Ptr(base + w.batches),
-        Ptr(base + w.tiles),
-        Ptr(base + w.tile_count),
-        Ptr(base + w.error_flag),
-    ]
+    let records = [w.batches, w.tiles, w.tile_count, w.error_flag];
+    launcher::prepass_args_for(&plan.forward, dq, &b.forward(), base, records)
 }
 
 /// Parameters of the dK/dV and dQ kernels (RAGGED_BWD_PARAMS), in signature order.
@@ -429,21 +311,7 @@ fn gradient_args(
 /// would poison the caller's context for good. The forward's tensors are checked by the
 /// forward's own list, then the gradients.
 pub fn check_buffers(plan: &BackwardPlan, b: &BackwardBuffers) -> Result<(), GpuError> {
-    let forward = FmhaBuffers {
-        q: b.q,
-        k: b.k,
-        v: b.v,
-        o: b.o,
-        lse: b.lse,
-        q_offsets: b.q_offsets,
-        kv_offsets: b.kv_offsets,
-        lse_offsets: b.lse_offsets,
-        seq_len_q: b.seq_len_q,
-        seq_len_kv: b.seq_len_kv,
-        workspace: b.workspace,
-        workspace_bytes: b.workspace_bytes,
-    };
-    let mut required = launcher::required_pointers(&plan.forward, &forward);
+    let mut required = launcher::required_pointers(&plan.forward, &b.forward());
     let [do_uid, dq_uid, dk_uid, dv_uid] = plan.gradient_uids;
     required.extend([
         (b.d_o, do_uid, TensorRole::DO, 16),

@@ -116,16 +116,8 @@ pub fn backward_buffers(
         Ok::<_, PluginError>(pack.address(t.uid, t.role)? as u64)
     };
     let f = &p.forward;
-    let workspace = pack.workspace();
     let workspace_bytes = plan.workspace_bytes();
-    if workspace.is_null() && workspace_bytes > 0 {
-        return Err(PluginError::Cuda(GpuError::BadPointer {
-            uid: -1,
-            role: TensorRole::Workspace,
-            address: 0,
-            problem: "is null but the plan needs workspace",
-        }));
-    }
+    let workspace = workspace_address(pack, workspace_bytes)?;
     Ok(BackwardBuffers {
         q: address(&f.q)?,
         k: address(&f.k)?,
@@ -141,7 +133,7 @@ pub fn backward_buffers(
         lse_offsets: pack.aux_address(&p.lse)? as u64,
         seq_len_q: pack.optional_address(f.seq_len_q)? as u64,
         seq_len_kv: pack.optional_address(f.seq_len_kv)? as u64,
-        workspace: workspace as u64,
+        workspace,
         workspace_bytes,
     })
 }
@@ -244,16 +236,8 @@ pub fn buffers(
         Some(stats) => (address(stats)?, aux(stats)?),
         None => (0, 0),
     };
-    let workspace = pack.workspace();
     let workspace_bytes = fmha_plan.workspace_bytes();
-    if workspace.is_null() && workspace_bytes > 0 {
-        return Err(PluginError::Cuda(GpuError::BadPointer {
-            uid: -1,
-            role: TensorRole::Workspace,
-            address: 0,
-            problem: "is null but the plan needs workspace",
-        }));
-    }
+    let workspace = workspace_address(pack, workspace_bytes)?;
     Ok(FmhaBuffers {
         q: address(&problem.q)?,
         k: address(&problem.k)?,
@@ -265,9 +249,23 @@ pub fn buffers(
         lse_offsets,
         seq_len_q: optional(problem.seq_len_q)?,
         seq_len_kv: optional(problem.seq_len_kv)?,
-        workspace: workspace as u64,
+        workspace,
         workspace_bytes,
     })
+}
+
+/// The pack's workspace address, refused when null while the plan needs `workspace_bytes`.
+fn workspace_address(pack: &VariantPack<'_>, workspace_bytes: u64) -> Result<u64, PluginError> {
+    let workspace = pack.workspace();
+    if workspace.is_null() && workspace_bytes > 0 {
+        return Err(PluginError::Cuda(GpuError::BadPointer {
+            uid: -1,
+            role: TensorRole::Workspace,
+            address: 0,
+            problem: "is null but the plan needs workspace",
+        }));
+    }
+    Ok(workspace as u64)
 }
 
 /// The kernels' plan for this execute: the plan made at `CreateExecutionContext` with the scale

@@ -5,6 +5,7 @@
 #![allow(dead_code, non_snake_case)]
 
 pub mod c_host;
+pub mod device;
 pub mod fake_hip;
 pub mod golden;
 pub mod log_lines;

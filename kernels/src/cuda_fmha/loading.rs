@@ -1,0 +1,146 @@
+//! Per-context loading of one NVRTC-compiled kernel source, shared by the forward and backward
+//! launchers: compile (or fetch) once per device, load once per context, read each entry
+//! point's published tile table and raise its shared-memory limit at load, not per execute.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use super::device_abi::{self, TileConfig};
+use crate::runtime::cuda::context::{CurrentContext, StreamContext};
+use crate::runtime::cuda::error::GpuError;
+use crate::runtime::cuda::module::KernelModule;
+use crate::runtime::cuda::nvrtc_cache::{ImageOrigin, KernelSource, NvrtcCache};
+use crate::runtime::cuda::runtime;
+
+/// The kernels of one source loaded into one context, with the tile table each entry point
+/// publishes.
+pub(crate) struct LoadedKernels {
+    pub(crate) module: KernelModule,
+    configs: HashMap<&'static str, TileConfig>,
+    /// Entry points whose shared memory exceeds the device's opt-in limit, with that error.
+    oversized: HashMap<&'static str, GpuError>,
+    source_name: &'static str,
+}
+
+impl LoadedKernels {
+    /// `kernel`'s published configuration, or why it cannot run here.
+    pub(crate) fn config(&self, kernel: &str) -> Result<TileConfig, GpuError> {
+        if let Some(error) = self.oversized.get(kernel) {
+            return Err(error.clone());
+        }
+        self.configs
+            .get(kernel)
+            .copied()
+            .ok_or_else(|| GpuError::MissingKernel {
+                kernel: kernel.to_owned(),
+                source_name: self.source_name.to_owned(),
+            })
+    }
+
+    /// The loaded entry points' configurations, sorted by name.
+    pub(crate) fn sorted_configs(&self) -> Vec<(&'static str, TileConfig)> {
+        let mut configs: Vec<_> = self.configs.iter().map(|(k, c)| (*k, *c)).collect();
+        configs.sort_by_key(|(k, _)| *k);
+        configs
+    }
+}
+
+/// What one [`ModuleCache::load`] found.
+pub(crate) struct Load {
+    pub(crate) kernels: Arc<LoadedKernels>,
+    /// The NVRTC target of the stream's device.
+    pub(crate) arch: String,
+    /// Where the image came from; `None` when the module was already loaded in this context.
+    pub(crate) origin: Option<ImageOrigin>,
+}
+
+/// Loaded modules of one source by context id (`cuCtxGetId`).
+pub(crate) struct ModuleCache {
+    cache: &'static NvrtcCache,
+    source: &'static KernelSource,
+    modules: Mutex<HashMap<u64, Arc<LoadedKernels>>>,
+}
+
+impl ModuleCache {
+    pub(crate) fn new(cache: &'static NvrtcCache, source: &'static KernelSource) -> Self {
+        Self {
+            cache,
+            source,
+            modules: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The source's kernels in `ctx`, compiled and loaded on first use. `entries` are the entry
+    /// points whose tile tables `parse` checks (with the entry's tag).
+    pub(crate) fn load<P>(
+        &self,
+        ctx: &StreamContext,
+        entries: impl IntoIterator<Item = (&'static str, P)>,
+        parse: impl Fn(&'static str, P, [i32; 4]) -> Result<TileConfig, GpuError>,
+    ) -> Result<Load, GpuError> {
+        let runtime = runtime::probe()?;
+        let device = runtime
+            .device(ctx.device)
+            .ok_or_else(|| GpuError::Unavailable {
+                reason: format!(
+                    "the stream's device {} is not usable by this engine",
+                    ctx.device
+                ),
+            })?;
+        let arch = device.target.arch().to_owned();
+        // Held across compile and load: concurrent first executes wait for one compilation.
+        let mut modules = self.modules.lock();
+        if let Some(loaded) = modules.get(&ctx.id) {
+            return Ok(Load {
+                kernels: Arc::clone(loaded),
+                arch,
+                origin: None,
+            });
+        }
+        let image =
+            self.cache
+                .get_or_compile(self.source, &device.target, &[], runtime.nvrtc_version)?;
+        let _current = CurrentContext::push(ctx.handle)?;
+        // SAFETY: the stream's context is current (guard) and outlives the module for as long as
+        // the caller's stream is valid, which is hipDNN's contract for SetStream.
+        let module = unsafe { KernelModule::load(&image.bytes, self.source.name) }?;
+        let mut configs = HashMap::new();
+        let mut oversized = HashMap::new();
+        let available = u32::try_from(device.max_shared_per_block_optin).unwrap_or(0);
+        for (kernel, tag) in entries {
+            let raw = module.read_i32_global::<4>(&device_abi::config_symbol(kernel))?;
+            let config = parse(kernel, tag, raw)?;
+            // A kernel that needs more shared memory than this device has is left out
+            // (its problems fail with the reason), so the other kernels still load.
+            if config.shared_mem_bytes > available {
+                oversized.insert(
+                    kernel,
+                    GpuError::SharedMemory {
+                        kernel: kernel.to_owned(),
+                        required: config.shared_mem_bytes,
+                        available,
+                        device: ctx.device,
+                    },
+                );
+                continue;
+            }
+            // Raise the shared-memory limit once, at load, not per execute.
+            module.function(kernel, config.shared_mem_bytes)?;
+            configs.insert(kernel, config);
+        }
+        let loaded = Arc::new(LoadedKernels {
+            module,
+            configs,
+            oversized,
+            source_name: self.source.name,
+        });
+        modules.insert(ctx.id, Arc::clone(&loaded));
+        Ok(Load {
+            kernels: loaded,
+            arch,
+            origin: Some(image.origin),
+        })
+    }
+}
