@@ -22,6 +22,9 @@ import time
 import numpy as np
 import cupy as cp
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from packing import packed_layout  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.path.normpath(os.path.join(HERE, "..", "..", "kernels", "cuda", "ragged_fmha_fwd.cu"))
 
@@ -189,16 +192,9 @@ def run_case(torch, eng, dtype, rng, *, lq, lkv, pad_q=None, pad_kv=None, h_q=4,
     tdt = torch.bfloat16 if dtype == "bf16" else torch.float16
     dev = "cuda"
     B = len(lq)
-    use_sl = pad_q is not None
-    pad_q = pad_q or [0] * B
-    pad_kv = pad_kv or [0] * B
-    ext_q = [a + b for a, b in zip(lq, pad_q)]
-    ext_kv = [a + b for a, b in zip(lkv, pad_kv)]
-    s_q_max = max(max(ext_q), 1) + slack
-    s_kv_max = max(max(ext_kv), 1) + slack
-    tok_q = np.concatenate([[0], np.cumsum(ext_q)]).astype(np.int64)
-    tok_kv = np.concatenate([[0], np.cumsum(ext_kv)]).astype(np.int64)
-    tq, tkv = int(tok_q[-1]), int(tok_kv[-1])
+    (use_sl, pad_q, pad_kv, ext_q, ext_kv, s_q_max, s_kv_max, tok_q, tok_kv, tq, tkv) = packed_layout(
+        lq, lkv, pad_q, pad_kv, slack
+    )
     scale = 1.0 / math.sqrt(d) if scale is None else scale
 
     gen = torch.Generator(device=dev)
