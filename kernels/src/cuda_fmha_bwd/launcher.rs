@@ -31,58 +31,17 @@ pub const BWD_SOURCE: KernelSource = KernelSource {
 /// Device addresses from the variant pack; 0 for an absent optional tensor.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct BackwardBuffers {
-    /// Q, K, V, O, dO data.
-    pub q: u64,
-    /// K.
-    pub k: u64,
-    /// V.
-    pub v: u64,
-    /// O.
-    pub o: u64,
-    /// dO.
+    /// Q, K, V, O, the forward's LSE, the offsets and seq_lens in the forward's form (its pointer
+    /// list and pre-pass read them), with the workspace sized for the backward plan.
+    pub forward: FmhaBuffers,
+    /// dO (shares Q's offsets).
     pub d_o: u64,
-    /// The forward's LSE.
-    pub lse: u64,
-    /// dQ, dK, dV (written).
+    /// dQ (written; Q's offsets).
     pub dq: u64,
-    /// dK.
+    /// dK (written; K's offsets).
     pub dk: u64,
-    /// dV.
+    /// dV (written; K's offsets).
     pub dv: u64,
-    /// Q's `ragged_offset` aux (shared by O, dO, dQ).
-    pub q_offsets: u64,
-    /// K's (shared by V, dK, dV).
-    pub kv_offsets: u64,
-    /// The ragged LSE's aux (0 for a dense LSE).
-    pub lse_offsets: u64,
-    /// `seq_len_q` (0 when absent).
-    pub seq_len_q: u64,
-    /// `seq_len_kv` (0 when absent).
-    pub seq_len_kv: u64,
-    /// Scratch of at least `plan.workspace_bytes()` bytes.
-    pub workspace: u64,
-    /// Its size in bytes.
-    pub workspace_bytes: u64,
-}
-
-impl BackwardBuffers {
-    /// The forward's tensors among these (the forward's pointer list and pre-pass read them).
-    fn forward(&self) -> FmhaBuffers {
-        FmhaBuffers {
-            q: self.q,
-            k: self.k,
-            v: self.v,
-            o: self.o,
-            lse: self.lse,
-            q_offsets: self.q_offsets,
-            kv_offsets: self.kv_offsets,
-            lse_offsets: self.lse_offsets,
-            seq_len_q: self.seq_len_q,
-            seq_len_kv: self.seq_len_kv,
-            workspace: self.workspace,
-            workspace_bytes: self.workspace_bytes,
-        }
-    }
 }
 
 /// Compiles, loads and launches the backward kernels; one per process is the norm.
@@ -184,7 +143,7 @@ impl BackwardEngine {
         )?;
         let kv_tiles = ceil_div(i64::from(f.s_kv_max), i64::from(dkdv.block_n)) as i32;
         let _current = CurrentContext::push(ctx.handle)?;
-        let base = buffers.workspace.div_ceil(WORKSPACE_ALIGNMENT) * WORKSPACE_ALIGNMENT;
+        let base = buffers.forward.workspace.div_ceil(WORKSPACE_ALIGNMENT) * WORKSPACE_ALIGNMENT;
         let w = plan.workspace;
 
         let args = prepass_args(plan, dq, buffers, base);
@@ -198,7 +157,7 @@ impl BackwardEngine {
 
         use KernelArg::{I32, I64, Ptr};
         let dot_args = vec![
-            Ptr(buffers.o),
+            Ptr(buffers.forward.o),
             Ptr(buffers.d_o),
             Ptr(base + w.di),
             Ptr(base + w.batches),
@@ -252,7 +211,7 @@ fn prepass_args(
 ) -> Vec<KernelArg> {
     let w = plan.workspace;
     let records = [w.batches, w.tiles, w.tile_count, w.error_flag];
-    launcher::prepass_args_for(&plan.forward, dq, &b.forward(), base, records)
+    launcher::prepass_args_for(&plan.forward, dq, &b.forward, base, records)
 }
 
 /// Parameters of the dK/dV and dQ kernels (RAGGED_BWD_PARAMS), in signature order.
@@ -267,11 +226,11 @@ fn gradient_args(
     let w = plan.workspace;
     let (lse_seq, lse_head) = f.lse.map_or((0, 0), |l| (l.seq_stride, l.head_stride));
     vec![
-        Ptr(b.q),
-        Ptr(b.k),
-        Ptr(b.v),
+        Ptr(b.forward.q),
+        Ptr(b.forward.k),
+        Ptr(b.forward.v),
         Ptr(b.d_o),
-        Ptr(b.lse),
+        Ptr(b.forward.lse),
         Ptr(base + w.di),
         Ptr(b.dq),
         Ptr(b.dk),
@@ -311,7 +270,7 @@ fn gradient_args(
 /// would poison the caller's context for good. The forward's tensors are checked by the
 /// forward's own list, then the gradients.
 pub fn check_buffers(plan: &BackwardPlan, b: &BackwardBuffers) -> Result<(), GpuError> {
-    let mut required = launcher::required_pointers(&plan.forward, &b.forward());
+    let mut required = launcher::required_pointers(&plan.forward, &b.forward);
     let [do_uid, dq_uid, dk_uid, dv_uid] = plan.gradient_uids;
     required.extend([
         (b.d_o, do_uid, TensorRole::DO, 16),
@@ -319,5 +278,5 @@ pub fn check_buffers(plan: &BackwardPlan, b: &BackwardBuffers) -> Result<(), Gpu
         (b.dk, dk_uid, TensorRole::DK, 16),
         (b.dv, dv_uid, TensorRole::DV, 16),
     ]);
-    launcher::check_pointers(required, plan.workspace_bytes(), b.workspace_bytes)
+    launcher::check_pointers(required, plan.workspace_bytes(), b.forward.workspace_bytes)
 }

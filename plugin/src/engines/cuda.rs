@@ -115,26 +115,22 @@ pub fn backward_buffers(
     let address = |t: &ragged_kernels::problem::Operand| {
         Ok::<_, PluginError>(pack.address(t.uid, t.role)? as u64)
     };
-    let f = &p.forward;
+    // The workspace is the backward plan's (it holds the forward's records and more), checked
+    // before any tensor as before; Q, K, V, O, the LSE (`forward.stats`), offsets and seq_lens
+    // are bound as the forward binds them.
     let workspace_bytes = plan.workspace_bytes();
     let workspace = workspace_address(pack, workspace_bytes)?;
+    let forward = FmhaBuffers {
+        workspace,
+        workspace_bytes,
+        ..buffers(&p.forward, &plan.forward, pack)?
+    };
     Ok(BackwardBuffers {
-        q: address(&f.q)?,
-        k: address(&f.k)?,
-        v: address(&f.v)?,
-        o: address(&f.o)?,
+        forward,
         d_o: address(&p.d_o)?,
-        lse: address(&p.lse)?,
         dq: address(&p.dq)?,
         dk: address(&p.dk)?,
         dv: address(&p.dv)?,
-        q_offsets: pack.aux_address(&f.q)? as u64,
-        kv_offsets: pack.aux_address(&f.k)? as u64,
-        lse_offsets: pack.aux_address(&p.lse)? as u64,
-        seq_len_q: pack.optional_address(f.seq_len_q)? as u64,
-        seq_len_kv: pack.optional_address(f.seq_len_kv)? as u64,
-        workspace,
-        workspace_bytes,
     })
 }
 
