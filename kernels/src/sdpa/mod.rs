@@ -138,14 +138,14 @@ fn run<T: FloatElement>(
         typed_slice::<T>(k.host_data())?,
         &problem.k,
         &problem.len_kv,
-        Arrangement::Transposed,
+        Arrangement::RowPanels,
     )?;
     let staged_v = Staged::gather(
         Role::V,
         typed_slice::<T>(v.host_data())?,
         &problem.v,
         &problem.len_kv,
-        Arrangement::RowMajorWithOnes,
+        Arrangement::ColumnPanels,
     )?;
     let (out, stats) = compute(problem, &staged_q, &staged_k, &staged_v, params)?;
 
@@ -181,8 +181,7 @@ fn compute(
     let (dqk, dv) = (problem.dim_qk, problem.dim_v);
     let mut out = Staged::for_overwrite(Role::O, problem.heads_q, dv, &problem.len_q)?;
     let mut stats = Staged::for_overwrite(Role::Lse, problem.heads_q, 1, &problem.len_q)?;
-    // V carries an extra column of ones (see stage::Arrangement).
-    let (query_tile, key_tile) = tile_sizes(dqk, dv + 1);
+    let (query_tile, key_tile) = tile_sizes(dqk, dv);
     let config = TileConfig {
         scale_log2: params.scale * std::f32::consts::LOG2_E,
         band: params.band,
@@ -222,8 +221,8 @@ fn compute(
         let kv_head = item.head / group;
         let input = TileInput {
             q_t: &q_block[item.first_row..],
-            k_t: k.block(item.batch, kv_head),
-            v: v.block(item.batch, kv_head),
+            k: k.block(item.batch, kv_head).as_chunks().0,
+            v: v.block(item.batch, kv_head).as_chunks().0,
             first_row: item.first_row,
             len_q: problem.len_q[item.batch],
             len_kv: problem.len_kv[item.batch],
@@ -249,14 +248,14 @@ mod tests {
             (128, 512),
             (1024, 64),
         ] {
-            let (tq, tk) = tile_sizes(dqk, dv + 1);
-            let bytes = 4 * (tq * dqk + dqk * tk + tq * tk + tk * (dv + 1) + tq * (dv + 1));
+            let (tq, tk) = tile_sizes(dqk, dv);
+            let bytes = 4 * (tq * dqk + dqk * tk + tq * tk + tk * dv + tq * dv);
             assert!(
                 bytes <= L2_BYTES || (tq, tk) == (8, 8),
                 "{dqk}/{dv}: {tq}x{tk}"
             );
         }
-        assert_eq!(tile_sizes(64, 65), (QUERY_TILE, KEY_TILE));
-        assert_eq!(tile_sizes(128, 129), (QUERY_TILE, KEY_TILE));
+        assert_eq!(tile_sizes(64, 64), (QUERY_TILE, KEY_TILE));
+        assert_eq!(tile_sizes(128, 128), (QUERY_TILE, KEY_TILE));
     }
 }

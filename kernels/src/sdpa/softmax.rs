@@ -1,8 +1,8 @@
-//! Vectorisable pieces of the online softmax: row maximum and `exp2` with running sums.
+//! Vectorisable pieces of the softmax: `exp2`, and the backward's probabilities.
 //!
 //! libm's `expf` is a scalar call per score and would cost as much as the score's whole dot
-//! product at D = 64; these loops are written branch-free over fixed 8-wide chunks so LLVM turns
-//! them into SIMD code even for the baseline x86-64 target. On x86-64 CPUs with AVX2 and FMA
+//! product at D = 64; `exp2_nonpositive` is branch-free so LLVM turns the loops that call it into
+//! SIMD code even for the baseline x86-64 target (the forward's loops live in `tile.rs`). On x86-64 CPUs with AVX2 and FMA
 //! (detected once at run time) the same loops are compiled a second time for those features:
 //! the baseline build is limited to 4-wide SSE2, which made the softmax a third of the forward's
 //! time at D = 64 on this project's AVX2 machine.
@@ -59,61 +59,6 @@ pub(crate) fn exp2_nonpositive(x: f32) -> f32 {
     let p = p * r + C[1];
     let p = p * r + C[0];
     if underflow { 0.0 } else { p * two_to_n }
-}
-
-/// Rows handled together: their statistics stay in registers while a loop walks the columns.
-const ROW_BLOCK: usize = 8;
-
-/// Folds each column of a column-major tile (`tile[j·rows + r]`, one column per key) into the
-/// running per-row maximum `max` (`rows` entries). NaN scores are skipped here and surface later
-/// through `exp2`.
-pub(crate) fn fold_column_max(tile: &[f32], max: &mut [f32]) {
-    with_avx2!(fold(tile: &[f32], max: &mut [f32]) {
-        fold_column_max_body(tile, max)
-    })
-}
-
-#[inline(always)]
-fn fold_column_max_body(tile: &[f32], max: &mut [f32]) {
-    let rows = max.len();
-    let mut r0 = 0;
-    while r0 + ROW_BLOCK <= rows {
-        let mut block = [0.0f32; ROW_BLOCK];
-        block.copy_from_slice(&max[r0..r0 + ROW_BLOCK]);
-        for column in tile.chunks_exact(rows) {
-            let values = &column[r0..r0 + ROW_BLOCK];
-            for i in 0..ROW_BLOCK {
-                block[i] = if values[i] > block[i] {
-                    values[i]
-                } else {
-                    block[i]
-                };
-            }
-        }
-        max[r0..r0 + ROW_BLOCK].copy_from_slice(&block);
-        r0 += ROW_BLOCK;
-    }
-    for r in r0..rows {
-        for column in tile.chunks_exact(rows) {
-            max[r] = if column[r] > max[r] {
-                column[r]
-            } else {
-                max[r]
-            };
-        }
-    }
-}
-
-/// Replaces each score of a column-major tile by `2^(score − shift[r])`; `shift[r]` must be
-/// ≥ every finite score of row r.
-pub(crate) fn exp2_columns(tile: &mut [f32], shift: &[f32]) {
-    with_avx2!(exp2(tile: &mut [f32], shift: &[f32]) {
-        for column in tile.chunks_exact_mut(shift.len()) {
-            for (x, &s) in column.iter_mut().zip(shift) {
-                *x = exp2_nonpositive(*x - s);
-            }
-        }
-    })
 }
 
 /// The backward's probabilities and score gradients for a row-major tile of `keys` columns:
@@ -178,27 +123,5 @@ mod tests {
         assert_eq!(exp2_nonpositive(-1.0), 0.5);
         assert_eq!(exp2_nonpositive(f32::NEG_INFINITY), 0.0);
         assert!(exp2_nonpositive(f32::NAN).is_nan());
-    }
-
-    #[test]
-    fn column_max_and_exp2_work_row_wise_on_column_major_tiles() {
-        // Two rows, three keys: row 0 = [1, 4, -2], row 1 = [-inf, 0, 3].
-        let mut tile = [1.0, f32::NEG_INFINITY, 4.0, 0.0, -2.0, 3.0];
-        let mut max = [f32::NEG_INFINITY, 5.0];
-        fold_column_max(&tile, &mut max);
-        assert_eq!(max, [4.0, 5.0]);
-        exp2_columns(&mut tile, &[4.0, 3.0]);
-        assert_eq!(tile, [0.125, 0.0, 1.0, 0.125, 2f32.powi(-6), 1.0]);
-        // Enough rows for the register-blocked path plus a remainder.
-        let rows = 11;
-        let tile: Vec<f32> = (0..rows * 5).map(|i| ((i * 37) % 23) as f32).collect();
-        let mut max = vec![f32::NEG_INFINITY; rows];
-        fold_column_max(&tile, &mut max);
-        for (r, m) in max.iter().enumerate() {
-            let expected = (0..5)
-                .map(|j| tile[j * rows + r])
-                .fold(f32::NEG_INFINITY, f32::max);
-            assert_eq!(*m, expected, "row {r}");
-        }
     }
 }

@@ -8,6 +8,8 @@
 use crate::dtype::FloatElement;
 use crate::error::{KernelError, Role};
 
+use crate::gemm::NR;
+
 use super::layout::AttnLayout;
 
 /// Recycles staging buffers between calls.
@@ -66,13 +68,27 @@ impl Drop for Staged {
 /// How a gathered (batch, head) block is laid out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Arrangement {
-    /// `s·(D + 1) + d`, with a column of ones at `d = D`: multiplying probabilities by it yields
-    /// their row sums inside the P·V product.
-    RowMajorWithOnes,
     /// `s·D + d`: the backward's B operands and accumulators.
     RowMajor,
     /// `d·len + s`.
     Transposed,
+    /// Panels of `NR` rows (`crate::gemm::NR`), `(s / NR)·D·NR + d·NR + s % NR`, the rows padded
+    /// with zeros to a multiple of NR: the forward's K, a B operand of Q·Kᵀ.
+    RowPanels,
+    /// Panels of `NR` columns, `(d / NR)·len·NR + s·NR + d % NR`, the columns padded with zeros
+    /// to a multiple of NR: the forward's V, a B operand of P·V.
+    ColumnPanels,
+}
+
+impl Arrangement {
+    /// Staged (rows, columns) of a block of `len` rows of `dim` values.
+    fn block_shape(self, len: usize, dim: usize) -> (usize, usize) {
+        match self {
+            Arrangement::RowMajor | Arrangement::Transposed => (len, dim),
+            Arrangement::RowPanels => (len.next_multiple_of(NR), dim),
+            Arrangement::ColumnPanels => (len, dim.next_multiple_of(NR)),
+        }
+    }
 }
 
 /// `[b][h][row < len(b)][d]` in f32.
@@ -170,16 +186,17 @@ impl Staged {
         arrangement: Arrangement,
     ) -> Result<Self, KernelError> {
         let dim = layout.head_dim;
-        let width = match arrangement {
-            Arrangement::RowMajorWithOnes => dim + 1,
-            Arrangement::RowMajor | Arrangement::Transposed => dim,
-        };
-        let mut staged = Staged::for_overwrite(role, layout.heads, width, lens)?;
+        let width = arrangement.block_shape(0, dim).1;
+        let staged_lens: Vec<usize> = lens
+            .iter()
+            .map(|&len| arrangement.block_shape(len, dim).0)
+            .collect();
+        let mut staged = Staged::for_overwrite(role, layout.heads, width, &staged_lens)?;
         let mut blocks = Vec::with_capacity(lens.len() * layout.heads);
         let mut rest = &mut staged.data[..];
-        for (b, &len) in lens.iter().enumerate() {
+        for (b, (&len, &staged_len)) in lens.iter().zip(&staged_lens).enumerate() {
             for h in 0..layout.heads {
-                let (block, tail) = std::mem::take(&mut rest).split_at_mut(len * width);
+                let (block, tail) = std::mem::take(&mut rest).split_at_mut(staged_len * width);
                 rest = tail;
                 blocks.push((b, h, len, block));
             }
@@ -193,6 +210,13 @@ impl Staged {
                 // `len` floats, which at power-of-two lengths thrashes one cache set.
                 const ROWS: usize = 16;
                 let mut tile = vec![0.0f32; ROWS * dim];
+                if matches!(
+                    arrangement,
+                    Arrangement::RowPanels | Arrangement::ColumnPanels
+                ) {
+                    // The padding of a recycled buffer must read as zeros.
+                    block.fill(0.0);
+                }
                 for s0 in (0..len).step_by(ROWS) {
                     let rows = ROWS.min(len - s0);
                     for (r, row) in tile.chunks_exact_mut(dim).take(rows).enumerate() {
@@ -216,17 +240,28 @@ impl Staged {
                                 }
                             }
                         }
-                        Arrangement::RowMajorWithOnes => {
-                            let out =
-                                block[s0 * width..(s0 + rows) * width].chunks_exact_mut(width);
-                            for (dst, row) in out.zip(tile.chunks_exact(dim)) {
-                                dst[..dim].copy_from_slice(row);
-                                dst[dim] = 1.0;
-                            }
-                        }
                         Arrangement::RowMajor => {
                             block[s0 * width..(s0 + rows) * width]
                                 .copy_from_slice(&tile[..rows * dim]);
+                        }
+                        Arrangement::RowPanels => {
+                            // ROWS is a multiple of NR, so the tile starts a panel.
+                            for (r, row) in tile.chunks_exact(dim).take(rows).enumerate() {
+                                let (panel, lane) = ((s0 + r) / NR, (s0 + r) % NR);
+                                let out = &mut block[panel * dim * NR..(panel + 1) * dim * NR];
+                                for (d, &x) in row.iter().enumerate() {
+                                    out[d * NR + lane] = x;
+                                }
+                            }
+                        }
+                        Arrangement::ColumnPanels => {
+                            for (q, panel) in block.chunks_exact_mut(len * NR).enumerate() {
+                                let columns = q * NR..(q * NR + NR).min(dim);
+                                let out = panel[s0 * NR..(s0 + rows) * NR].chunks_exact_mut(NR);
+                                for (dst, row) in out.zip(tile.chunks_exact(dim)) {
+                                    dst[..columns.len()].copy_from_slice(&row[columns.clone()]);
+                                }
+                            }
                         }
                     }
                 }

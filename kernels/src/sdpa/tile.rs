@@ -4,29 +4,37 @@
 //! only `exp2`; the running maximum, sum and output accumulator are rescaled whenever the maximum
 //! grows, which bounds memory to one tile whatever the sequence length.
 //!
-//! Every matrix is arranged so that matrixmultiply's packing takes its contiguous fast path
-//! (its element-by-element path otherwise costs as much as the products): Q and K arrive
-//! transposed from staging, and the score tile and output accumulator are column-major, one
-//! column per key or head-dim entry. Column-major tiles also make the softmax row statistics
-//! plain element-wise vector updates. V carries a trailing column of ones, so the P·V product
-//! also accumulates each row's softmax denominator, rescaled along with the output.
+//! Both products run on `crate::gemm::micro_kernel` with no packing per call: the tile's Q rows
+//! are laid out once per tile as panels of MR rows ([`Lane`]s, one per head-dim entry), K and V
+//! arrive from staging as NR-wide panels (`stage::Arrangement::RowPanels` and `ColumnPanels`),
+//! and the score tile and output accumulator are kept as lanes too, so the scores a product
+//! writes are already the A operand of the next one, and every softmax statistic is an
+//! element-wise update of one lane. matrixmultiply repacked Q and K for every key tile, and its
+//! 8-column blocks spent 72 columns on the 65 of V with its column of ones; the softmax sums
+//! are now added up in the exp2 loop instead.
+//!
+//! The whole tile is compiled twice, for AVX2 + FMA (chosen at run time) and for the baseline
+//! target.
 
 use std::ops::Range;
 
-use crate::gemm::{MatMut, MatRef, sgemm};
+use crate::gemm::{Fused, Lane, MR, MulAdd, NR, Separate, micro_kernel};
 
 use super::mask::MaskBand;
-use super::softmax::{exp2_columns, exp2_nonpositive, fold_column_max};
+use super::softmax::exp2_nonpositive;
 
-/// Reusable per-thread buffers.
+/// Reusable per-thread buffers, all in lanes of MR rows.
 #[derive(Debug, Default)]
 pub(crate) struct Scratch {
-    scores: Vec<f32>,
-    acc: Vec<f32>,
-    max: Vec<f32>,
-    tile_max: Vec<f32>,
-    shift: Vec<f32>,
-    correction: Vec<f32>,
+    /// Q·scale·log2e, `panel·dim_qk + d`.
+    q: Vec<Lane>,
+    /// Scores, then probabilities, `panel·keys + j`.
+    scores: Vec<Lane>,
+    /// Output accumulator, `panel·dim_v' + d` with dim_v' = dim_v rounded up to NR.
+    acc: Vec<Lane>,
+    /// Running maximum and sum per row, one lane per panel.
+    max: Vec<Lane>,
+    sum: Vec<Lane>,
     admitted: Vec<Range<usize>>,
 }
 
@@ -34,10 +42,10 @@ pub(crate) struct Scratch {
 pub(crate) struct TileInput<'a> {
     /// Qᵀ of the head from the tile's first row on: element (row r, d) at `d·len_q + r`.
     pub q_t: &'a [f32],
-    /// Kᵀ of the KV head: element (key j, d) at `d·len_kv + j`.
-    pub k_t: &'a [f32],
-    /// V of the KV head with a trailing column of ones, row-major `len_kv × (dim_v + 1)`.
-    pub v: &'a [f32],
+    /// K of the KV head in panels of NR keys: element (key j, d) at `[(j / NR)·dim_qk + d][j % NR]`.
+    pub k: &'a [[f32; NR]],
+    /// V of the KV head in panels of NR columns: element (key j, d) at `[(d / NR)·len_kv + j][d % NR]`.
+    pub v: &'a [[f32; NR]],
     pub first_row: usize,
     pub len_q: usize,
     pub len_kv: usize,
@@ -51,6 +59,7 @@ pub(crate) struct TileConfig {
     /// Softmax scale times log2(e).
     pub scale_log2: f32,
     pub band: MaskBand,
+    /// Keys per step; a multiple of NR.
     pub key_tile: usize,
 }
 
@@ -67,12 +76,54 @@ pub(crate) fn attend_tile(
     lse: &mut [f32],
     scratch: &mut Scratch,
 ) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        #[target_feature(enable = "avx2,fma")]
+        fn fused(
+            input: &TileInput<'_>,
+            config: &TileConfig,
+            out: &mut [f32],
+            lse: &mut [f32],
+            scratch: &mut Scratch,
+        ) {
+            attend::<Fused>(input, config, out, lse, scratch);
+        }
+        if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+            // SAFETY: the features `fused` is compiled for were detected just above.
+            return unsafe { fused(input, config, out, lse, scratch) };
+        }
+    }
+    attend::<Separate>(input, config, out, lse, scratch);
+}
+
+#[inline(always)]
+fn attend<F: MulAdd>(
+    input: &TileInput<'_>,
+    config: &TileConfig,
+    out: &mut [f32],
+    lse: &mut [f32],
+    scratch: &mut Scratch,
+) {
     let rows = lse.len();
+    let panels = rows.div_ceil(MR);
     let (dqk, dv) = (input.dim_qk, input.dim_v);
-    // Output columns plus the running denominator in the last one.
-    let acc_cols = dv + 1;
-    reset(&mut scratch.max, rows, f32::NEG_INFINITY);
-    reset(&mut scratch.acc, rows * acc_cols, 0.0);
+    let dv_panels = dv.div_ceil(NR);
+    let acc_width = dv_panels * NR;
+
+    // The tile's Q as panels, scaled once; rows past the tile stay 0.
+    reset(&mut scratch.q, panels * dqk, Lane::ZERO);
+    for (p, panel) in scratch.q.chunks_exact_mut(dqk.max(1)).enumerate() {
+        let (r0, height) = (p * MR, MR.min(rows - p * MR));
+        for (d, lane) in panel.iter_mut().enumerate() {
+            let column = &input.q_t[d * input.len_q + r0..][..height];
+            for (x, &y) in lane.0.iter_mut().zip(column) {
+                *x = y * config.scale_log2;
+            }
+        }
+    }
+    reset(&mut scratch.max, panels, Lane([f32::NEG_INFINITY; MR]));
+    reset(&mut scratch.sum, panels, Lane::ZERO);
+    reset(&mut scratch.acc, panels * acc_width, Lane::ZERO);
     scratch.admitted.clear();
     scratch.admitted.extend((0..rows).map(|r| {
         config
@@ -92,109 +143,95 @@ pub(crate) fn attend_tile(
             .all(|r| r.start <= j0 && r.end >= j1)
     };
 
-    let mut j0 = key_lo;
+    // Steps start on a K panel; the keys before key_lo in the first one are masked.
+    let mut j0 = key_lo - key_lo % NR;
     while j0 < key_hi {
         let j1 = (j0 + config.key_tile).min(key_hi);
         let width = j1 - j0;
         let needs_mask = !fully_admitted(j0, j1);
-        scratch.scores.resize(rows * width, 0.0);
-        let scores = &mut scratch.scores[..rows * width];
-        sgemm(
-            config.scale_log2,
-            MatRef {
-                data: input.q_t,
-                rows,
-                cols: dqk,
-                row_stride: 1,
-                col_stride: input.len_q,
-            },
-            MatRef {
-                data: &input.k_t[j0..],
-                rows: dqk,
-                cols: width,
-                row_stride: input.len_kv,
-                col_stride: 1,
-            },
-            0.0,
-            MatMut {
-                data: scores,
-                rows,
-                cols: width,
-                row_stride: 1,
-                col_stride: rows,
-            },
-        );
+        // Every lane is written below, so only growth is filled.
+        if scratch.scores.len() < panels * width {
+            scratch.scores.resize(panels * width, Lane::ZERO);
+        }
+        let tile = &mut scratch.scores[..panels * width];
+
+        // S·log2e = (Q·scale·log2e)·Kᵀ, NR keys per product.
+        for (p, scores) in tile.chunks_exact_mut(width).enumerate() {
+            let a = &scratch.q[p * dqk..(p + 1) * dqk];
+            for (c, lanes) in scores.chunks_mut(NR).enumerate() {
+                let first = (j0 / NR + c) * dqk;
+                let block = micro_kernel::<F>(a, &input.k[first..first + dqk]);
+                for (lane, column) in lanes.iter_mut().zip(block) {
+                    lane.0 = column;
+                }
+            }
+        }
         if needs_mask {
-            for (c, column) in scores.chunks_exact_mut(rows).enumerate() {
-                let j = j0 + c;
-                for (x, admitted) in column.iter_mut().zip(&scratch.admitted) {
-                    if !admitted.contains(&j) {
-                        *x = f32::NEG_INFINITY;
+            for (r, admitted) in scratch.admitted.iter().enumerate() {
+                let (p, i) = (r / MR, r % MR);
+                for (c, lane) in tile[p * width..(p + 1) * width].iter_mut().enumerate() {
+                    if !admitted.contains(&(j0 + c)) {
+                        lane.0[i] = f32::NEG_INFINITY;
                     }
                 }
             }
         }
 
-        // Online softmax update, element-wise over rows.
-        scratch.tile_max.clone_from(&scratch.max);
-        fold_column_max(scores, &mut scratch.tile_max);
-        reset(&mut scratch.shift, rows, 0.0);
-        reset(&mut scratch.correction, rows, 0.0);
-        for r in 0..rows {
-            let new_max = scratch.tile_max[r];
+        let per_panel = tile
+            .chunks_exact_mut(width)
+            .zip(&mut scratch.max)
+            .zip(&mut scratch.sum)
+            .enumerate();
+        for (p, ((scores, max), sum)) in per_panel {
+            let acc = &mut scratch.acc[p * acc_width..(p + 1) * acc_width];
+            // Online softmax update, element-wise over the panel's rows.
+            let mut new_max = max.0;
+            for lane in scores.iter() {
+                for (m, &x) in new_max.iter_mut().zip(&lane.0) {
+                    *m = if x > *m { x } else { *m };
+                }
+            }
             // A row with nothing admitted yet shifts by 0, so its −∞ scores become exact zeros.
-            let shift = if new_max == f32::NEG_INFINITY {
-                0.0
-            } else {
-                new_max
-            };
-            scratch.shift[r] = shift;
-            scratch.correction[r] = exp2_nonpositive(scratch.max[r] - shift);
-            scratch.max[r] = new_max;
-        }
-        for column in scratch.acc.chunks_exact_mut(rows) {
-            for (x, &c) in column.iter_mut().zip(&scratch.correction) {
-                *x *= c;
+            let shift = new_max.map(|m| if m == f32::NEG_INFINITY { 0.0 } else { m });
+            let correction: [f32; MR] =
+                std::array::from_fn(|i| exp2_nonpositive(max.0[i] - shift[i]));
+            max.0 = new_max;
+            let mut total: [f32; MR] = std::array::from_fn(|i| sum.0[i] * correction[i]);
+            for lane in scores.iter_mut() {
+                for ((x, t), &s) in lane.0.iter_mut().zip(&mut total).zip(&shift) {
+                    *x = exp2_nonpositive(*x - s);
+                    *t += *x;
+                }
+            }
+            sum.0 = total;
+            for lane in acc.iter_mut() {
+                for (x, &c) in lane.0.iter_mut().zip(&correction) {
+                    *x *= c;
+                }
+            }
+            // acc += P·V, NR output columns per product.
+            for (q, lanes) in acc.chunks_exact_mut(NR).enumerate() {
+                let first = q * input.len_kv;
+                let block = micro_kernel::<F>(scores, &input.v[first + j0..first + j1]);
+                for (lane, column) in lanes.iter_mut().zip(block) {
+                    for (x, y) in lane.0.iter_mut().zip(column) {
+                        *x += y;
+                    }
+                }
             }
         }
-        exp2_columns(scores, &scratch.shift);
-
-        sgemm(
-            1.0,
-            MatRef {
-                data: scores,
-                rows,
-                cols: width,
-                row_stride: 1,
-                col_stride: rows,
-            },
-            MatRef {
-                data: &input.v[j0 * acc_cols..j1 * acc_cols],
-                rows: width,
-                cols: acc_cols,
-                row_stride: acc_cols,
-                col_stride: 1,
-            },
-            1.0,
-            MatMut {
-                data: &mut scratch.acc,
-                rows,
-                cols: acc_cols,
-                row_stride: 1,
-                col_stride: rows,
-            },
-        );
         j0 = j1;
     }
 
     for (r, (row, lse)) in out.chunks_exact_mut(dv).zip(lse.iter_mut()).enumerate() {
-        let sum = scratch.acc[dv * rows + r];
+        let (p, i) = (r / MR, r % MR);
+        let sum = scratch.sum[p].0[i];
         if sum > 0.0 {
             let inv = 1.0 / sum;
-            for (d, x) in row.iter_mut().enumerate() {
-                *x = scratch.acc[d * rows + r] * inv;
+            for (x, lane) in row.iter_mut().zip(&scratch.acc[p * acc_width..]) {
+                *x = lane.0[i] * inv;
             }
-            *lse = scratch.max[r] * std::f32::consts::LN_2 + sum.ln();
+            *lse = scratch.max[p].0[i] * std::f32::consts::LN_2 + sum.ln();
         } else if sum.is_nan() {
             row.fill(f32::NAN);
             *lse = f32::NAN;
