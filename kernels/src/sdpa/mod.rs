@@ -57,8 +57,8 @@ const KEY_TILE: usize = 128;
 const L2_BYTES: usize = 512 << 10;
 
 /// Tile sizes for the given head dims, halved (keys first) until one step's Q, K and V tiles,
-/// score tile and accumulator fit in L2. matrixmultiply never threads (see [`crate::gemm`]), so
-/// only the cache bounds them.
+/// score tile and accumulator fit in L2. The micro-kernel never threads (see [`crate::gemm`]),
+/// so only the cache bounds them.
 fn tile_sizes(dim_qk: usize, dim_v: usize) -> (usize, usize) {
     let (mut tq, mut tk) = (QUERY_TILE, KEY_TILE);
     let bytes =
@@ -138,14 +138,14 @@ fn run<T: FloatElement>(
         typed_slice::<T>(k.host_data())?,
         &problem.k,
         &problem.len_kv,
-        Arrangement::RowPanels,
+        Arrangement::RowPanels(crate::gemm::NR),
     )?;
     let staged_v = Staged::gather(
         Role::V,
         typed_slice::<T>(v.host_data())?,
         &problem.v,
         &problem.len_kv,
-        Arrangement::ColumnPanels,
+        Arrangement::ColumnPanels(crate::gemm::NR),
     )?;
     let (out, stats) = compute(problem, &staged_q, &staged_k, &staged_v, params)?;
 

@@ -1,31 +1,9 @@
-//! Vectorisable pieces of the softmax: `exp2`, and the backward's probabilities.
+//! The softmax's `exp2`.
 //!
 //! libm's `expf` is a scalar call per score and would cost as much as the score's whole dot
-//! product at D = 64; `exp2_nonpositive` is branch-free so LLVM turns the loops that call it into
-//! SIMD code even for the baseline x86-64 target (the forward's loops live in `tile.rs`). On x86-64 CPUs with AVX2 and FMA
-//! (detected once at run time) the same loops are compiled a second time for those features:
-//! the baseline build is limited to 4-wide SSE2, which made the softmax a third of the forward's
-//! time at D = 64 on this project's AVX2 machine.
-
-/// Runs `$body` compiled for AVX2 + FMA when the CPU has them, else as the baseline build.
-macro_rules! with_avx2 {
-    ($name:ident($($arg:ident: $ty:ty),*) $body:block) => {{
-        #[cfg(target_arch = "x86_64")]
-        {
-            #[target_feature(enable = "avx2,fma")]
-            fn $name($($arg: $ty),*) $body
-            if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
-                // SAFETY: the features this function is compiled for were detected just above.
-                return unsafe { $name($($arg),*) };
-            }
-        }
-        #[allow(unreachable_code)]
-        {
-            fn $name($($arg: $ty),*) $body
-            $name($($arg),*)
-        }
-    }};
-}
+//! product at D = 64; `exp2_nonpositive` is branch-free, so LLVM vectorises the forward's and
+//! the backward's tile loops that call it (`sdpa::tile`, `sdpa_backward::passes`), which are
+//! compiled for AVX2 + FMA at run time.
 
 /// `2^x` for `x ≤ 0` (or NaN, which propagates), accurate to a few f32 ulps; results below
 /// `2^-126` flush to 0, which includes `x = −∞`.
@@ -59,42 +37,6 @@ pub(crate) fn exp2_nonpositive(x: f32) -> f32 {
     let p = p * r + C[1];
     let p = p * r + C[0];
     if underflow { 0.0 } else { p * two_to_n }
-}
-
-/// The backward's probabilities and score gradients for a row-major tile of `keys` columns:
-/// on row r's admitted keys `admitted[r]`, `p ← 2^(p − lse2[r])` and `ds ← p·(ds − delta[r])`;
-/// both exactly 0 elsewhere. `p` holds `scale·log2e·QKᵀ` and `ds` holds `dO·Vᵀ` on entry.
-pub(crate) fn probabilities_rows(
-    p: &mut [f32],
-    ds: &mut [f32],
-    keys: usize,
-    admitted: &[std::ops::Range<usize>],
-    lse2: &[f32],
-    delta: &[f32],
-) {
-    with_avx2!(rows(
-        p: &mut [f32],
-        ds: &mut [f32],
-        keys: usize,
-        admitted: &[std::ops::Range<usize>],
-        lse2: &[f32],
-        delta: &[f32]
-    ) {
-        let rows = p.chunks_exact_mut(keys).zip(ds.chunks_exact_mut(keys));
-        for (r, (p, ds)) in rows.enumerate() {
-            let (lo, hi) = (admitted[r].start, admitted[r].end);
-            let (l, d) = (lse2[r], delta[r]);
-            p[..lo].fill(0.0);
-            ds[..lo].fill(0.0);
-            p[hi..].fill(0.0);
-            ds[hi..].fill(0.0);
-            for (x, g) in p[lo..hi].iter_mut().zip(&mut ds[lo..hi]) {
-                let prob = exp2_nonpositive(*x - l);
-                *x = prob;
-                *g = prob * (*g - d);
-            }
-        }
-    })
 }
 
 #[cfg(test)]

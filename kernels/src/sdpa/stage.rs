@@ -8,8 +8,6 @@
 use crate::dtype::FloatElement;
 use crate::error::{KernelError, Role};
 
-use crate::gemm::NR;
-
 use super::layout::AttnLayout;
 
 /// Recycles staging buffers between calls.
@@ -72,12 +70,14 @@ pub(crate) enum Arrangement {
     RowMajor,
     /// `d·len + s`.
     Transposed,
-    /// Panels of `NR` rows (`crate::gemm::NR`), `(s / NR)·D·NR + d·NR + s % NR`, the rows padded
-    /// with zeros to a multiple of NR: the forward's K, a B operand of Q·Kᵀ.
-    RowPanels,
-    /// Panels of `NR` columns, `(d / NR)·len·NR + s·NR + d % NR`, the columns padded with zeros
-    /// to a multiple of NR: the forward's V, a B operand of P·V.
-    ColumnPanels,
+    /// Panels of `w` rows, `(s / w)·D·w + d·w + s % w`, the rows padded with zeros to a multiple
+    /// of w (4 or 16, `crate::gemm::NR` or `MR`): operands of the micro-kernel whose steps of k
+    /// are head-dim entries (the forward's K; the backward's Q, K, V and dO).
+    RowPanels(usize),
+    /// Panels of `w` columns, `(d / w)·len·w + s·w + d % w`, the columns padded with zeros to a
+    /// multiple of w: operands whose steps of k are rows (the forward's V, the backward's Q, K
+    /// and dO once more).
+    ColumnPanels(usize),
 }
 
 impl Arrangement {
@@ -85,8 +85,8 @@ impl Arrangement {
     fn block_shape(self, len: usize, dim: usize) -> (usize, usize) {
         match self {
             Arrangement::RowMajor | Arrangement::Transposed => (len, dim),
-            Arrangement::RowPanels => (len.next_multiple_of(NR), dim),
-            Arrangement::ColumnPanels => (len, dim.next_multiple_of(NR)),
+            Arrangement::RowPanels(w) => (len.next_multiple_of(w), dim),
+            Arrangement::ColumnPanels(w) => (len, dim.next_multiple_of(w)),
         }
     }
 }
@@ -210,10 +210,8 @@ impl Staged {
                 // `len` floats, which at power-of-two lengths thrashes one cache set.
                 const ROWS: usize = 16;
                 let mut tile = vec![0.0f32; ROWS * dim];
-                if matches!(
-                    arrangement,
-                    Arrangement::RowPanels | Arrangement::ColumnPanels
-                ) {
+                if let Arrangement::RowPanels(w) | Arrangement::ColumnPanels(w) = arrangement {
+                    assert!(w > 0 && ROWS.is_multiple_of(w), "panel width {w}");
                     // The padding of a recycled buffer must read as zeros.
                     block.fill(0.0);
                 }
@@ -244,20 +242,20 @@ impl Staged {
                             block[s0 * width..(s0 + rows) * width]
                                 .copy_from_slice(&tile[..rows * dim]);
                         }
-                        Arrangement::RowPanels => {
-                            // ROWS is a multiple of NR, so the tile starts a panel.
+                        Arrangement::RowPanels(w) => {
+                            // ROWS is a multiple of w, so the tile starts a panel.
                             for (r, row) in tile.chunks_exact(dim).take(rows).enumerate() {
-                                let (panel, lane) = ((s0 + r) / NR, (s0 + r) % NR);
-                                let out = &mut block[panel * dim * NR..(panel + 1) * dim * NR];
+                                let (panel, lane) = ((s0 + r) / w, (s0 + r) % w);
+                                let out = &mut block[panel * dim * w..(panel + 1) * dim * w];
                                 for (d, &x) in row.iter().enumerate() {
-                                    out[d * NR + lane] = x;
+                                    out[d * w + lane] = x;
                                 }
                             }
                         }
-                        Arrangement::ColumnPanels => {
-                            for (q, panel) in block.chunks_exact_mut(len * NR).enumerate() {
-                                let columns = q * NR..(q * NR + NR).min(dim);
-                                let out = panel[s0 * NR..(s0 + rows) * NR].chunks_exact_mut(NR);
+                        Arrangement::ColumnPanels(w) => {
+                            for (q, panel) in block.chunks_exact_mut(len * w).enumerate() {
+                                let columns = q * w..(q * w + w).min(dim);
+                                let out = panel[s0 * w..(s0 + rows) * w].chunks_exact_mut(w);
                                 for (dst, row) in out.zip(tile.chunks_exact(dim)) {
                                     dst[..columns.len()].copy_from_slice(&row[columns.clone()]);
                                 }

@@ -160,7 +160,7 @@ fn attend<F: MulAdd>(
             let a = &scratch.q[p * dqk..(p + 1) * dqk];
             for (c, lanes) in scores.chunks_mut(NR).enumerate() {
                 let first = (j0 / NR + c) * dqk;
-                let block = micro_kernel::<F>(a, &input.k[first..first + dqk]);
+                let block = micro_kernel::<F, _, _>(a, &input.k[first..first + dqk]);
                 for (lane, column) in lanes.iter_mut().zip(block) {
                     lane.0 = column;
                 }
@@ -212,7 +212,7 @@ fn attend<F: MulAdd>(
             // acc += P·V, NR output columns per product.
             for (q, lanes) in acc.chunks_exact_mut(NR).enumerate() {
                 let first = q * input.len_kv;
-                let block = micro_kernel::<F>(scores, &input.v[first + j0..first + j1]);
+                let block = micro_kernel::<F, _, _>(scores, &input.v[first + j0..first + j1]);
                 for (lane, column) in lanes.iter_mut().zip(block) {
                     for (x, y) in lane.0.iter_mut().zip(column) {
                         *x += y;

@@ -15,6 +15,7 @@ use half::{bf16, f16};
 
 use crate::dtype::{DataType, FloatElement};
 use crate::error::{KernelError, Role};
+use crate::gemm::{MR, NR};
 use crate::sdpa::MaskBand;
 use crate::sdpa::layout::AttnLayout;
 use crate::sdpa::stage::{Arrangement, Staged};
@@ -197,15 +198,15 @@ fn run<T: FloatElement>(
             arrangement,
         )
     };
-    let d_o = gather(
-        Role::DO,
-        inputs.d_o,
-        &p.d_o,
-        &f.len_q,
-        Arrangement::RowMajor,
-    )?;
     let mut delta = Staged::for_overwrite(Role::O, f.heads_q, 1, &f.len_q)?;
     {
+        let d_o = gather(
+            Role::DO,
+            inputs.d_o,
+            &p.d_o,
+            &f.len_q,
+            Arrangement::RowMajor,
+        )?;
         let o = gather(Role::O, inputs.o, &f.o, &f.len_q, Arrangement::RowMajor)?;
         passes::row_dots(&d_o, &o, &mut delta);
     }
@@ -219,20 +220,16 @@ fn run<T: FloatElement>(
     lse2.data
         .iter_mut()
         .for_each(|x| *x *= std::f32::consts::LOG2_E);
+    let (quads, lanes) = (Arrangement::RowPanels(NR), Arrangement::RowPanels(MR));
+    let columns = Arrangement::ColumnPanels(MR);
     let operands = Operands {
-        q_t: gather(Role::Q, inputs.q, &f.q, &f.len_q, Arrangement::Transposed)?,
-        q: gather(Role::Q, inputs.q, &f.q, &f.len_q, Arrangement::RowMajor)?,
-        k_t: gather(Role::K, inputs.k, &f.k, &f.len_kv, Arrangement::Transposed)?,
-        k: gather(Role::K, inputs.k, &f.k, &f.len_kv, Arrangement::RowMajor)?,
-        v_t: gather(Role::V, inputs.v, &f.v, &f.len_kv, Arrangement::Transposed)?,
-        d_o_t: gather(
-            Role::DO,
-            inputs.d_o,
-            &p.d_o,
-            &f.len_q,
-            Arrangement::Transposed,
-        )?,
-        d_o,
+        k_lanes: gather(Role::K, inputs.k, &f.k, &f.len_kv, lanes)?,
+        v_lanes: gather(Role::V, inputs.v, &f.v, &f.len_kv, lanes)?,
+        q_quads: gather(Role::Q, inputs.q, &f.q, &f.len_q, quads)?,
+        d_o_quads: gather(Role::DO, inputs.d_o, &p.d_o, &f.len_q, quads)?,
+        q_cols: gather(Role::Q, inputs.q, &f.q, &f.len_q, columns)?,
+        d_o_cols: gather(Role::DO, inputs.d_o, &p.d_o, &f.len_q, columns)?,
+        k_cols: gather(Role::K, inputs.k, &f.k, &f.len_kv, columns)?,
         lse2,
         delta,
     };

@@ -10,39 +10,41 @@
 //! ever written by two threads. Chunks beyond one per (batch, KV head) exist only when there
 //! are too few of those to keep every thread busy.
 //!
-//! Every product but one reads its A operand with unit row stride and its B operand with unit
-//! column stride, matrixmultiply's contiguous packing paths: hence Q, K and dO staged both
-//! transposed and row-major, V transposed, P and dS row-major. dQ's A operand is dS read
-//! row-major (matrixmultiply's strided packing): an explicit transposed copy of dS per tile pair
-//! measured 1.5–3 % slower (one thread, D 64 and 128), the copy costing more than the packing
-//! it saves.
+//! Every product runs on `crate::gemm::micro_kernel` with operands staged once per (batch,
+//! head) in the panel arrangements it reads (`stage::Arrangement::RowPanels` and
+//! `ColumnPanels`), so nothing is packed per product (matrixmultiply packed both operands of all
+//! five products of every tile pair). Sᵀ and dPᵀ are computed as lanes of 16 keys, which makes
+//! them the A operands of dV and dK as they stand; dQ's A operand needs dS as lanes of 16 rows,
+//! the one transposed copy per tile pair. The item's loops are compiled for AVX2 + FMA (chosen at
+//! run time) and for the baseline target.
 
 use std::ops::Range;
 
 use crate::error::{KernelError, Role};
-use crate::gemm::{MatMut, MatRef, sgemm};
+use crate::gemm::{Fused, Lane, MR, MulAdd, NR, Separate, micro_kernel};
 use crate::sdpa::MaskBand;
-use crate::sdpa::softmax::probabilities_rows;
+use crate::sdpa::softmax::exp2_nonpositive;
 use crate::sdpa::stage::Staged;
 
 use super::problem::Problem;
 
-/// Staged operands of the whole call, per (batch, head) block.
+/// Staged operands of the whole call, per (batch, head) block; `w` panels as in
+/// `stage::Arrangement`.
 pub(super) struct Operands {
-    /// Q, `d·len_q + i`.
-    pub q_t: Staged,
-    /// Q, `i·D_qk + d`.
-    pub q: Staged,
-    /// K, `d·len_kv + j`.
-    pub k_t: Staged,
-    /// K, `j·D_qk + d`.
-    pub k: Staged,
-    /// V, `d·len_kv + j`.
-    pub v_t: Staged,
-    /// dO, `d·len_q + i`.
-    pub d_o_t: Staged,
-    /// dO, `i·D_v + d`.
-    pub d_o: Staged,
+    /// K in row panels of MR: Sᵀ's A operand.
+    pub k_lanes: Staged,
+    /// V in row panels of MR: dPᵀ's A operand.
+    pub v_lanes: Staged,
+    /// Q in row panels of NR: Sᵀ's B operand.
+    pub q_quads: Staged,
+    /// dO in row panels of NR: dPᵀ's B operand.
+    pub d_o_quads: Staged,
+    /// Q in column panels of MR: dKᵀ's A operand.
+    pub q_cols: Staged,
+    /// dO in column panels of MR: dVᵀ's A operand.
+    pub d_o_cols: Staged,
+    /// K in column panels of MR: dQᵀ's A operand.
+    pub k_cols: Staged,
     /// The forward's LSE times log2 e, one per query row.
     pub lse2: Staged,
     /// `Δ = rowsum(dO ∘ O)`, one per query row.
@@ -67,10 +69,12 @@ pub(super) struct Config {
 /// Per-thread tile buffers.
 #[derive(Debug, Default)]
 struct Scratch {
-    /// S, then P: row-major `rows × keys`.
-    p: Vec<f32>,
-    /// dP, then dS: row-major.
-    ds: Vec<f32>,
+    /// Sᵀ, then Pᵀ: `key_panel·rows' + i`, rows' = rows rounded up to NR.
+    p: Vec<Lane>,
+    /// dPᵀ, then dSᵀ, likewise.
+    ds: Vec<Lane>,
+    /// dS as NR rows per key: `row_quad·keys + j`.
+    ds_quads: Vec<[f32; NR]>,
     /// Admitted keys of each row, relative to the key tile.
     admitted: Vec<Range<usize>>,
 }
@@ -94,26 +98,6 @@ fn tiles(range: Range<usize>, tile: usize) -> impl Iterator<Item = Range<usize>>
     range
         .step_by(tile.max(1))
         .map(move |start| start..(start + tile).min(end))
-}
-
-fn strided(data: &[f32], rows: usize, cols: usize, rs: usize, cs: usize) -> MatRef<'_> {
-    MatRef {
-        data,
-        rows,
-        cols,
-        row_stride: rs,
-        col_stride: cs,
-    }
-}
-
-fn row_major_mut(data: &mut [f32], rows: usize, cols: usize) -> MatMut<'_> {
-    MatMut {
-        data,
-        rows,
-        cols,
-        row_stride: cols,
-        col_stride: 1,
-    }
 }
 
 /// A zero-filled buffer, allocated fallibly (its size follows the graph's dims).
@@ -234,22 +218,54 @@ pub(super) fn backward(
 
 /// Every (key tile, query head, query tile) of one item.
 fn run_item(p: &Problem, s: &Operands, cfg: &Config, item: Item<'_>, scratch: &mut Scratch) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        #[target_feature(enable = "avx2,fma")]
+        fn fused(p: &Problem, s: &Operands, cfg: &Config, item: Item<'_>, scratch: &mut Scratch) {
+            item_body::<Fused>(p, s, cfg, item, scratch);
+        }
+        if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+            // SAFETY: the features `fused` is compiled for were detected just above.
+            return unsafe { fused(p, s, cfg, item, scratch) };
+        }
+    }
+    item_body::<Separate>(p, s, cfg, item, scratch);
+}
+
+/// A staged block as micro-kernel rows of `W` values.
+fn panels<const W: usize>(staged: &Staged, b: usize, h: usize) -> &[[f32; W]] {
+    staged.block(b, h).as_chunks().0
+}
+
+#[inline(always)]
+fn item_body<F: MulAdd>(
+    p: &Problem,
+    s: &Operands,
+    cfg: &Config,
+    item: Item<'_>,
+    scratch: &mut Scratch,
+) {
     let f = &p.fwd;
     let (b, g) = (item.batch, item.kv_head);
     let (len_q, len_kv) = (f.len_q[b], f.len_kv[b]);
     let (dqk, dvw) = (f.dim_qk, f.dim_v);
     let group = f.heads_q / f.heads_kv;
     let scale_log2 = cfg.scale * std::f32::consts::LOG2_E;
-    let (k_t, k, v_t) = (s.k_t.block(b, g), s.k.block(b, g), s.v_t.block(b, g));
+    let k_lanes = panels::<MR>(&s.k_lanes, b, g);
+    let v_lanes = panels::<MR>(&s.v_lanes, b, g);
+    let k_cols = panels::<MR>(&s.k_cols, b, g);
     for keys in tiles(item.keys.clone(), cfg.key_tile) {
         let nk = keys.len();
+        let key_panels = nk.div_ceil(MR);
         let local = keys.start - item.keys.start;
         let dk_c = &mut item.dk[local * dqk..(local + nk) * dqk];
         let dv_c = &mut item.dv[local * dvw..(local + nk) * dvw];
         for within in 0..group {
             let h = g * group + within;
-            let (q_t, q) = (s.q_t.block(b, h), s.q.block(b, h));
-            let (d_o_t, d_o) = (s.d_o_t.block(b, h), s.d_o.block(b, h));
+            let q_quads = panels::<NR>(&s.q_quads, b, h);
+            let d_o_quads = panels::<NR>(&s.d_o_quads, b, h);
+            let q_cols = panels::<MR>(&s.q_cols, b, h);
+            let d_o_cols = panels::<MR>(&s.d_o_cols, b, h);
             let (lse2, delta) = (s.lse2.block(b, h), s.delta.block(b, h));
             let dq_h = &mut item.dq[within * len_q * dqk..(within + 1) * len_q * dqk];
             for rows in tiles(0..len_q, cfg.query_tile) {
@@ -257,55 +273,140 @@ fn run_item(p: &Problem, s: &Operands, cfg: &Config, item: Item<'_>, scratch: &m
                 if !admit(cfg.band, &rows, &keys, len_q, len_kv, scratch) {
                     continue;
                 }
-                scratch.p.resize(nr * nk, 0.0);
-                scratch.ds.resize(nr * nk, 0.0);
-                let (p_tile, ds) = (&mut scratch.p[..nr * nk], &mut scratch.ds[..nr * nk]);
-                // S·log2e = Q·Kᵀ into P's buffer, dP = dO·Vᵀ into dS's.
-                sgemm(
-                    scale_log2,
-                    strided(&q_t[rows.start..], nr, dqk, 1, len_q),
-                    strided(&k_t[keys.start..], dqk, nk, len_kv, 1),
-                    0.0,
-                    row_major_mut(p_tile, nr, nk),
-                );
-                sgemm(
-                    1.0,
-                    strided(&d_o_t[rows.start..], nr, dvw, 1, len_q),
-                    strided(&v_t[keys.start..], dvw, nk, len_kv, 1),
-                    0.0,
-                    row_major_mut(ds, nr, nk),
-                );
-                probabilities_rows(
-                    p_tile,
-                    ds,
-                    nk,
-                    &scratch.admitted,
-                    &lse2[rows.clone()],
-                    &delta[rows.clone()],
-                );
-                // dV += Pᵀ·dO, dK += scale·dSᵀ·Q, dQ += scale·dS·K.
-                sgemm(
-                    1.0,
-                    strided(p_tile, nk, nr, 1, nk),
-                    strided(&d_o[rows.start * dvw..], nr, dvw, dvw, 1),
-                    1.0,
-                    row_major_mut(dv_c, nk, dvw),
-                );
-                sgemm(
-                    cfg.scale,
-                    strided(ds, nk, nr, 1, nk),
-                    strided(&q[rows.start * dqk..], nr, dqk, dqk, 1),
-                    1.0,
-                    row_major_mut(dk_c, nk, dqk),
-                );
-                sgemm(
-                    cfg.scale,
-                    strided(ds, nr, nk, nk, 1),
-                    strided(&k[keys.start * dqk..], nk, dqk, dqk, 1),
-                    1.0,
-                    row_major_mut(&mut dq_h[rows.start * dqk..rows.end * dqk], nr, dqk),
-                );
+                // Row counts padded to NR: the B panels of Q and dO are.
+                let nr4 = nr.next_multiple_of(NR);
+                for buffer in [&mut scratch.p, &mut scratch.ds] {
+                    if buffer.len() < key_panels * nr4 {
+                        buffer.resize(key_panels * nr4, Lane::ZERO);
+                    }
+                }
+                let p_t = &mut scratch.p[..key_panels * nr4];
+                let ds_t = &mut scratch.ds[..key_panels * nr4];
+
+                // Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ, 16 keys × NR rows per product.
+                for (kp, (p_lanes, ds_lanes)) in p_t
+                    .chunks_exact_mut(nr4)
+                    .zip(ds_t.chunks_exact_mut(nr4))
+                    .enumerate()
+                {
+                    let panel = keys.start / MR + kp;
+                    let k_a = &k_lanes[panel * dqk..(panel + 1) * dqk];
+                    let v_a = &v_lanes[panel * dvw..(panel + 1) * dvw];
+                    for (c, (p4, ds4)) in p_lanes
+                        .chunks_exact_mut(NR)
+                        .zip(ds_lanes.chunks_exact_mut(NR))
+                        .enumerate()
+                    {
+                        let quad = rows.start / NR + c;
+                        let s_block =
+                            micro_kernel::<F, _, _>(k_a, &q_quads[quad * dqk..(quad + 1) * dqk]);
+                        let dp_block =
+                            micro_kernel::<F, _, _>(v_a, &d_o_quads[quad * dvw..(quad + 1) * dvw]);
+                        for (lane, column) in p4.iter_mut().zip(s_block) {
+                            lane.0 = column;
+                        }
+                        for (lane, column) in ds4.iter_mut().zip(dp_block) {
+                            lane.0 = column;
+                        }
+                    }
+                }
+
+                // P = 2^(S·scale·log2e − LSE·log2e) and dS = P ∘ (dP − Δ) on admitted keys,
+                // exactly 0 elsewhere (padding rows and keys included).
+                for (kp, (p_lanes, ds_lanes)) in p_t
+                    .chunks_exact_mut(nr4)
+                    .zip(ds_t.chunks_exact_mut(nr4))
+                    .enumerate()
+                {
+                    let rows_of_panel = p_lanes.iter_mut().zip(ds_lanes.iter_mut()).enumerate();
+                    for (i, (p_lane, ds_lane)) in rows_of_panel {
+                        let (admitted, l, d) = match scratch.admitted.get(i) {
+                            Some(a) => (a.clone(), lse2[rows.start + i], delta[rows.start + i]),
+                            None => (0..0, 0.0, 0.0),
+                        };
+                        let first = kp * MR;
+                        for (jj, (x, g)) in p_lane.0.iter_mut().zip(&mut ds_lane.0).enumerate() {
+                            let inside = admitted.start <= first + jj && first + jj < admitted.end;
+                            let prob = exp2_nonpositive(*x * scale_log2 - l);
+                            let prob = if inside { prob } else { 0.0 };
+                            *g = if inside { prob * (*g - d) } else { 0.0 };
+                            *x = prob;
+                        }
+                    }
+                }
+
+                // dVᵀ += dOᵀ·P and dKᵀ += scale·Qᵀ·dS, 16 head-dim entries × NR keys per
+                // product: the B panels are NR keys of each lane of Pᵀ and dSᵀ, and each result
+                // column is a contiguous part of one key's row of dV or dK.
+                for (kp, (p_lanes, ds_lanes)) in p_t
+                    .chunks_exact(nr4)
+                    .zip(ds_t.chunks_exact(nr4))
+                    .enumerate()
+                {
+                    for c in 0..MR / NR {
+                        let first_key = kp * MR + c * NR;
+                        if first_key >= nk {
+                            break;
+                        }
+                        let quad = |lane: &Lane| lane.0.as_chunks::<NR>().0[c];
+                        let p_quads = || p_lanes[..nr].iter().map(quad);
+                        let ds_quads = || ds_lanes[..nr].iter().map(quad);
+                        for (q, d0) in (0..dvw).step_by(MR).enumerate() {
+                            let first = q * len_q + rows.start;
+                            let block =
+                                micro_kernel::<F, _, _>(&d_o_cols[first..first + nr], p_quads());
+                            accumulate(dv_c, dvw, first_key..nk, d0, &block, 1.0);
+                        }
+                        for (q, d0) in (0..dqk).step_by(MR).enumerate() {
+                            let first = q * len_q + rows.start;
+                            let block =
+                                micro_kernel::<F, _, _>(&q_cols[first..first + nr], ds_quads());
+                            accumulate(dk_c, dqk, first_key..nk, d0, &block, cfg.scale);
+                        }
+                    }
+                }
+
+                // dS as NR rows per key (the one transposed copy), then dQᵀ += scale·Kᵀ·dSᵀ.
+                let row_quads = nr4 / NR;
+                scratch.ds_quads.clear();
+                scratch.ds_quads.resize(row_quads * nk, [0.0; NR]);
+                for (c, quads) in scratch.ds_quads.chunks_exact_mut(nk).enumerate() {
+                    for (kp, quads) in quads.chunks_mut(MR).enumerate() {
+                        let lanes = &ds_t[kp * nr4 + c * NR..kp * nr4 + c * NR + NR];
+                        for (jj, quad) in quads.iter_mut().enumerate() {
+                            *quad = std::array::from_fn(|t| lanes[t].0[jj]);
+                        }
+                    }
+                }
+                for (c, quads) in scratch.ds_quads.chunks_exact(nk).enumerate() {
+                    let first_row = rows.start + c * NR;
+                    for (q, d0) in (0..dqk).step_by(MR).enumerate() {
+                        let first = q * len_kv + keys.start;
+                        let block = micro_kernel::<F, _, _>(&k_cols[first..first + nk], quads);
+                        accumulate(dq_h, dqk, first_row..rows.end, d0, &block, cfg.scale);
+                    }
+                }
             }
+        }
+    }
+}
+
+/// Adds `scale ·` column t of `block` (MR head-dim entries from `d0`) to row `rows.start + t` of
+/// the row-major `out` (`width` columns), for the rows of `rows` and the columns below `width`.
+#[inline(always)]
+fn accumulate(
+    out: &mut [f32],
+    width: usize,
+    rows: Range<usize>,
+    d0: usize,
+    block: &[[f32; MR]; NR],
+    scale: f32,
+) {
+    let columns = MR.min(width - d0);
+    for (row, column) in rows.zip(block) {
+        let dst = &mut out[row * width + d0..row * width + d0 + columns];
+        for (y, &x) in dst.iter_mut().zip(column) {
+            *y += scale * x;
         }
     }
 }
