@@ -8,9 +8,8 @@
 //! threads joined, when the last engine handle is destroyed: after that no thread runs our code
 //! and `dlclose` unmaps the library.
 //!
-//! matrixmultiply's `threading` feature would start a second, global set of threads
-//! (`thread-tree`) with the same problem; the kernels size their tiles so that it never engages
-//! (`kernels/src/sdpa`), so the workspace builds matrixmultiply without it.
+//! The tile products are the kernels' own single-threaded micro-kernel (`kernels/src/gemm.rs`), so
+//! no library underneath starts threads of its own.
 //!
 //! The threads are started with `pthread_create`, not `std::thread::spawn`: std's spawn gives the
 //! *spawning* thread (the host's, which lives on) a thread-local with a destructor in this
