@@ -101,6 +101,9 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS) {
             named_bar_sync(RAGGED_WS_BAR_TURN + NC, 128);
             int w;
             asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(w) : "r"(item_slot) : "memory");
+            // Every producer thread has read the slot before thread 0 may overwrite it for the next
+            // item (otherwise only ordered through the asynchronous cp.async arrivals on q_full).
+            named_bar_sync(RAGGED_WS_BAR_TURN + NC, 128);
             if (t == 0) mbar_arrive(q_full);
             if (w >= total) {
                 mbar_arrive(q_full);
