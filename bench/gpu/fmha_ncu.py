@@ -6,9 +6,11 @@ profiled (ncu --launch-skip 1 --launch-count 1 per kernel name, or skip / count 
   ncu --clock-control none -k regex:'ragged_fmha_fwd_(sm90|ws|wst)_bf16_d128$' --launch-skip 3 \\
       --launch-count 3 python3 bench/gpu/fmha_ncu.py --d 128 --engines sm90 ws wst
   ncu ... -k regex:flash_fwd python3 bench/gpu/fmha_ncu.py --d 128 --engines fa2
+  python3 bench/gpu/fmha_ncu.py --summarize OUT.csv   # the key metrics of an `ncu --page raw --csv` file
 """
 
 import argparse
+import csv
 import math
 import os
 import sys
@@ -20,14 +22,56 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from fmha_dev import Engine, compile_module, ragged_mix  # noqa: E402
 
 
+KEYS = ("gpu__time_duration", "gmma", "issue_active", "warps_active", "bank_conflicts", "wavefronts_mem_shared",
+        "lts__t_sectors", "lts__throughput", "dram__bytes", "pipe_xu", "inst_executed.sum", "sm__throughput")
+
+
+def summarize(path):
+    """Key metrics and the six largest stall reasons per profiled kernel."""
+    with open(path) as f:
+        rows = [r for r in csv.reader(line for line in f if line.startswith('"'))]
+    if len(rows) < 3:
+        print(f"{path}: no ncu rows")
+        return 1
+    head, units = rows[0], rows[1]
+    for r in rows[2:]:
+        rec = dict(zip(head, r))
+        name = rec.get("Kernel Name", "?")[:60]
+        print(f"== {name}")
+        keyed = [f"{h}={rec[h]}{units[i] if units[i] not in ('', '%') else '%' if units[i] == '%' else ''}"
+                 for i, h in enumerate(head) if any(k in h for k in KEYS) and "stalled" not in h]
+        for i in range(0, len(keyed), 3):
+            print("   " + "  ".join(keyed[i:i + 3]))
+        stalls = []
+        for h in head:
+            if "issue_stalled" in h and h.endswith("per_warp_active.pct") or ("warp_latency_issue_stalled" in h):
+                try:
+                    stalls.append((float(rec[h].replace(",", "")), h))
+                except ValueError:
+                    pass
+        if not stalls:
+            for h in head:
+                if "issue_stalled" in h and h.endswith(".ratio"):
+                    try:
+                        stalls.append((float(rec[h].replace(",", "")), h))
+                    except ValueError:
+                        pass
+        stalls.sort(reverse=True)
+        print("   stalls: " + "  ".join(f"{h.split('stalled_')[-1].split('_per')[0]}={v:.2f}" for v, h in stalls[:7]))
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser()
+    ap.add_argument("--summarize", metavar="CSV")
     ap.add_argument("--d", type=int, default=128)
     ap.add_argument("--causal", action="store_true")
     ap.add_argument("--engines", nargs="+", default=["sm90", "ws", "wst"],
                     help="sm90 (the wgmma body), ws, wst, wsp, fa2, or a full entry-point name")
     ap.add_argument("--reps", type=int, default=2, help="launches of each engine (the first is the warm-up)")
     args = ap.parse_args()
+    if args.summarize:
+        return summarize(args.summarize)
     import torch
 
     d, h = args.d, 16

@@ -12,7 +12,6 @@ model? Tiny kernels, each race-free by the PTX memory model, one pattern each; r
 
 import sys
 
-import numpy as np
 import cupy as cp
 
 SRC = r"""

@@ -69,7 +69,7 @@ def launch_forward_tma(eng, p, ws, dtype):
         i32(p["h_q"]), i32(p["h_kv"]), f32(p["scale"]), i32(p["left"]), i32(p["right"]), i32(p["br"]),
         tm_q, tm_k, tm_v,
     ]
-    params = (ctypes.c_void_p * len(args))(*[ctypes.cast(ctypes.byref(a), ctypes.c_void_p) for a in args])
+    params = (ctypes.c_void_p * len(args))(*[ctypes.addressof(a) for a in args])
     max_tiles = (p["s_q_max"] + eng.bm - 1) // eng.bm
     grid = p["batch"] * max_tiles * p["h_q"]
     stream = ctypes.c_void_p(cp.cuda.get_current_stream().ptr)
