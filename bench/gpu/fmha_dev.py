@@ -10,6 +10,9 @@ Usage:
   python3 bench/gpu/fmha_dev.py                 # resources + correctness + benchmark
   python3 bench/gpu/fmha_dev.py --check-only
   python3 bench/gpu/fmha_dev.py --sanitize-case # small torch-free case for compute-sanitizer
+
+The warp-specialization study of issue 14 (ws / wst / wsp entry points of the -DRAGGED_FMHA_WS_STUDY
+build) is fmha_ws.py; the sanitizer case is fmha_sanitize.py; TMA tensor maps are fmha_tma.py.
 """
 
 import argparse
