@@ -23,7 +23,7 @@ from fmha_dev import Engine, compile_module, ragged_mix  # noqa: E402
 
 
 KEYS = ("gpu__time_duration", "gmma", "issue_active", "warps_active", "bank_conflicts", "wavefronts_mem_shared",
-        "lts__t_sectors", "lts__throughput", "dram__bytes", "pipe_xu", "inst_executed.sum", "sm__throughput")
+        "lts__t_sectors", "lts__throughput", "dram__bytes", "per_second", "pipe_xu", "inst_executed.sum", "sm__throughput")
 
 
 def summarize(path):

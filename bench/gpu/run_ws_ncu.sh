@@ -13,7 +13,7 @@ smsp__inst_executed.sum sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_acti
 l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum
 l1tex__data_pipe_lsu_wavefronts_mem_shared.sum
 lts__t_sectors_srcunit_tex_op_read.sum lts__throughput.avg.pct_of_peak_sustained_elapsed
-dram__bytes_read.sum"
+dram__bytes_read.sum sm__cycles_elapsed.avg.per_second"
 query="$(dirname "$out")/ncu_query_metrics.txt"
 if [ ! -s "$query" ]; then
     timeout 25 ncu --query-metrics > "$query" 2>&1
