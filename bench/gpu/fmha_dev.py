@@ -313,7 +313,8 @@ def correctness(torch, engines, seed):
         ("left-only", 64, -1, 0),
     ]
     results = []
-    for (dtype, d, dv), eng in engines.items():
+    for key, eng in engines.items():
+        dtype, d, dv = key[:3]  # a fourth key element may tell entry points of one (dtype, dims) apart
         d = dims_name(d, dv)[1:]
         for mname, left, right, br in masks:
             lq = [int(x) for x in rng.integers(0, 300, 6)]

@@ -114,8 +114,33 @@ def ws_round(args):
     return 1 if n_bad else 0
 
 
+def ws_focus(args):
+    """--round --engines NAME...: the full suite on the named bf16 entry points only, then their timing
+    next to the wgmma body and the cp.async ws body of the same head dim."""
+    import torch
+
+    fmha_dev.PROGRESS = True
+    mod = compile_module(False, study=True)
+    named = [Engine(mod, n, 64 if "_d64" in n else 128) for n in args.engines]
+    results = correctness(torch, {("bf16", e.d, e.d, e.name): e for e in named}, args.seed + 9)
+    n_bad = 0
+    for ok, msg in results:
+        print(("PASS " if ok else "FAIL ") + msg, flush=True)
+        n_bad += 0 if ok else 1
+    print(f"correctness (focus): {len(results) - n_bad}/{len(results)} passed", flush=True)
+    if args.check_only:
+        return 1 if n_bad else 0
+    dims = sorted({e.d for e in named}, reverse=True)
+    by_d = {d: [Engine(mod, WGMMA[d], d), Engine(mod, WS[("bf16", d, d)], d)] + [e for e in named if e.d == d]
+            for d in dims}
+    rows = benchmark(torch, mod, by_d, cudnn=False, problems_only=args.problems)
+    print_table(rows, by_d)
+    return 1 if n_bad else 0
+
+
 def main():
     ap = argparse.ArgumentParser()
+    ap.add_argument("--engines", nargs="+", help="--round on these bf16 entry points only")
     ap.add_argument("--round", action="store_true")
     ap.add_argument("--one", metavar="NAME")
     ap.add_argument("--sanitize", action="store_true")
@@ -129,6 +154,8 @@ def main():
         return sanitize_ws(args.with_persist)
     if args.one:
         return ws_one(args.one, args.seed)
+    if args.round and args.engines:
+        return ws_focus(args)
     if args.round:
         return ws_round(args)
     ap.print_help()
