@@ -43,13 +43,13 @@
 // The warp-specialized body with a TMA producer: the same shared memory and configuration, and three
 // more parameters after the common ones, the tensor maps of Q, K and V (RaggedTmaMap; box rows BM for
 // Q, BN for K and V; kernels/cuda/README.md).
-#define RAGGED_FMHA_SM90_WST_ENTRY(NAME, BF16, D, BN, STAGES, NC, PP, PREG, CREG)                              \
+#define RAGGED_FMHA_SM90_WST_ENTRY(NAME, BF16, D, BN, STAGES, NC, PP, PREG, CREG, LAZY)                              \
     extern "C" {                                                                                             \
     __constant__ int NAME##_config[4] = {64 * NC, BN, 128 * (NC + 1), RAGGED_FMHA_WS_SMEM(D, BN, STAGES, NC)};    \
     __global__ void __launch_bounds__(128 * (NC + 1), 1)                                                     \
         NAME(RAGGED_FMHA_PARAMS, const __grid_constant__ RaggedTmaMap tm_q, const __grid_constant__ RaggedTmaMap tm_k, \
              const __grid_constant__ RaggedTmaMap tm_v) {                                                    \
-        fmha_fwd_ws_body<BF16, D, BN, STAGES, NC, PP, PREG, CREG, true>(RAGGED_FMHA_ARGS, &tm_q, &tm_k, &tm_v);      \
+        fmha_fwd_ws_body<BF16, D, BN, STAGES, NC, PP, PREG, CREG, true, LAZY>(RAGGED_FMHA_ARGS, &tm_q, &tm_k, &tm_v); \
     }                                                                                                        \
     }
 
@@ -99,13 +99,16 @@ RAGGED_FMHA_SM90_WSP_ENTRY(ragged_fmha_fwd_wsp_f16_d128, false, 128, 128, 2, 2, 
 RAGGED_FMHA_SM90_WS_ENTRY(ragged_fmha_fwd_ws_bf16_d64_c3, true, 64, 128, 2, 3, true, 1, 24, 160)
 RAGGED_FMHA_SM90_WS_ENTRY(ragged_fmha_fwd_ws_bf16_d128_nopp, true, 128, 128, 2, 2, false, 1, 40, 232)
 RAGGED_FMHA_SM90_WS_ENTRY(ragged_fmha_fwd_ws_bf16_d128_c3, true, 128, 64, 2, 3, true, 1, 24, 160)
-RAGGED_FMHA_SM90_WST_ENTRY(ragged_fmha_fwd_wst_bf16_d64, true, 64, 128, 2, 2, true, 40, 232)
-RAGGED_FMHA_SM90_WST_ENTRY(ragged_fmha_fwd_wst_f16_d64, false, 64, 128, 2, 2, true, 40, 232)
-RAGGED_FMHA_SM90_WST_ENTRY(ragged_fmha_fwd_wst_bf16_d128, true, 128, 128, 2, 2, true, 40, 232)
-RAGGED_FMHA_SM90_WST_ENTRY(ragged_fmha_fwd_wst_f16_d128, false, 128, 128, 2, 2, true, 40, 232)
-RAGGED_FMHA_SM90_WST_ENTRY(ragged_fmha_fwd_wst_bf16_d64_c3, true, 64, 128, 2, 3, true, 24, 160)
-RAGGED_FMHA_SM90_WST_ENTRY(ragged_fmha_fwd_wst_bf16_d128_c3, true, 128, 64, 3, 3, true, 24, 160)
-RAGGED_FMHA_SM90_WST_ENTRY(ragged_fmha_fwd_wst_bf16_d128_s3, true, 128, 128, 3, 2, true, 40, 232)
+RAGGED_FMHA_SM90_WST_ENTRY(ragged_fmha_fwd_wst_bf16_d64, true, 64, 128, 2, 2, true, 40, 232, false)
+RAGGED_FMHA_SM90_WST_ENTRY(ragged_fmha_fwd_wst_f16_d64, false, 64, 128, 2, 2, true, 40, 232, false)
+RAGGED_FMHA_SM90_WST_ENTRY(ragged_fmha_fwd_wst_bf16_d128, true, 128, 128, 2, 2, true, 40, 232, false)
+RAGGED_FMHA_SM90_WST_ENTRY(ragged_fmha_fwd_wst_f16_d128, false, 128, 128, 2, 2, true, 40, 232, false)
+RAGGED_FMHA_SM90_WST_ENTRY(ragged_fmha_fwd_wst_bf16_d64_c3, true, 64, 128, 2, 3, true, 24, 160, false)
+RAGGED_FMHA_SM90_WST_ENTRY(ragged_fmha_fwd_wst_bf16_d128_c3, true, 128, 64, 3, 3, true, 24, 160, false)
+RAGGED_FMHA_SM90_WST_ENTRY(ragged_fmha_fwd_wst_bf16_d128_s3, true, 128, 128, 3, 2, true, 40, 232, false)
+RAGGED_FMHA_SM90_WST_ENTRY(ragged_fmha_fwd_wst_bf16_d128_nopp, true, 128, 128, 2, 2, false, 40, 232, false)
+RAGGED_FMHA_SM90_WST_ENTRY(ragged_fmha_fwd_wst_bf16_d128_lz, true, 128, 128, 2, 2, true, 40, 232, true)
+RAGGED_FMHA_SM90_WST_ENTRY(ragged_fmha_fwd_wst_bf16_d64_lz, true, 64, 128, 2, 2, true, 40, 232, true)
 #endif
 #else  // the plugin's set
 

@@ -125,7 +125,7 @@ __device__ __forceinline__ void ws_fill(u32 bar, u32 s_dst, const RaggedTmaMap* 
 }
 
 // Named barriers: 0 is __syncthreads, 1 .. NC the consumers' turns, NC + 1 the persistent producer's own
-// (sm90_wsp.cuh).
+// (sm90_wsp.cuh), NC + 2 and NC + 3 its item slot's hand-over.
 #define RAGGED_WS_BAR_TURN 1
 
 // The consumers' turn-taking, round robin over the NC consumers: wait for my turn (the previous
@@ -145,7 +145,10 @@ __device__ __forceinline__ void ws_turn_pass(int c) {
 // TMA: the producer is one warp issuing TMA loads through the tensor maps tm_q / tm_k / tm_v (whole
 // tiles) and cp.async for tail tiles (ws_fill); otherwise its 128 threads copy every tile with
 // cp.async and the maps are not used (null).
-template <bool BF16, int D, int BN, int STAGES, int NC, bool PINGPONG, int PREG, int CREG, bool TMA = false>
+// LAZY: skip the O rescale of a block when no row of the warp changed its running max (every corr
+// factor exactly 1, so the product would be the identity).
+template <bool BF16, int D, int BN, int STAGES, int NC, bool PINGPONG, int PREG, int CREG, bool TMA = false,
+          bool LAZY = false>
 __device__ __forceinline__ void fmha_fwd_ws_body(RAGGED_FMHA_PARAMS, const RaggedTmaMap* tm_q = nullptr,
                                                  const RaggedTmaMap* tm_k = nullptr,
                                                  const RaggedTmaMap* tm_v = nullptr) {
@@ -285,7 +288,9 @@ __device__ __forceinline__ void fmha_fwd_ws_body(RAGGED_FMHA_PARAMS, const Ragge
             const int sp = (it - 1) % STAGES;
             mbar_wait(k_full + 8 * st, (u32)((it / STAGES) & 1));
             mbar_wait(v_full + 8 * sp, (u32)(((it - 1) / STAGES) & 1));
-            fence_proxy_async();
+            // Only cp.async (generic proxy) fills need the fence before wgmma reads them: with TMA
+            // that is the last K block alone (every earlier one is whole), the V of the loop never.
+            if (!TMA || nb + 1 == nb_last) fence_proxy_async();
             const u32 kb = s_k + st * KV_BYTES;
             const u32 vb_prev = s_v + sp * KV_BYTES;
 
@@ -310,12 +315,14 @@ __device__ __forceinline__ void fmha_fwd_ws_body(RAGGED_FMHA_PARAMS, const Ragge
             fence_regs<DT * 4>(acc);
             fence_regs_u32<BN / 4>(&pa[0][0]);
             if (lane == 0) mbar_arrive(v_empty + 8 * sp);
+            if (!LAZY || __any_sync(0xffffffffu, corr[0] != 1.f || corr[1] != 1.f)) {
 #pragma unroll
-            for (int dt = 0; dt < DT; ++dt) {
-                acc[dt * 4 + 0] *= corr[0];
-                acc[dt * 4 + 1] *= corr[0];
-                acc[dt * 4 + 2] *= corr[1];
-                acc[dt * 4 + 3] *= corr[1];
+                for (int dt = 0; dt < DT; ++dt) {
+                    acc[dt * 4 + 0] *= corr[0];
+                    acc[dt * 4 + 1] *= corr[0];
+                    acc[dt * 4 + 2] *= corr[1];
+                    acc[dt * 4 + 3] *= corr[1];
+                }
             }
             wgmma_pack_p<BF16, BN>(s, pa);
         }
