@@ -27,7 +27,7 @@ import cupy as cp
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from packing import packed_layout  # noqa: E402
-from fmha_tma import cu_function, is_tma, launch_forward_tma, tma_dtype  # noqa: E402
+from fmha_tma import cu_function, launch_forward_tma, takes_tensor_maps, tma_dtype  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.path.normpath(os.path.join(HERE, "..", "..", "kernels", "cuda", "ragged_fmha_fwd.cu"))
@@ -58,12 +58,13 @@ PREPASS_THREADS = 1024
 BATCH_INFO_BYTES = 32
 
 
-def compile_module(tuning, study=False):
+def compile_module(tuning, study=False, defines=()):
     with open(SRC) as f:
         src = f.read()
     # The file's parts are #include "fmha/…" lines, found through the include path.
     opts = NVRTC_OPTIONS + ("-I" + os.path.dirname(SRC),) + (("-DRAGGED_FMHA_TUNING",) if tuning else ())
     opts += ("-DRAGGED_FMHA_WS_STUDY",) if study else ()
+    opts += tuple(defines)
     t0 = time.time()
     mod = cp.RawModule(code=src, options=opts, backend="nvrtc")
     mod.compile()
@@ -82,8 +83,9 @@ class Engine:
         cfg = cp.ndarray((4,), cp.int32, mod.get_global(name + "_config")).get()
         self.bm, self.bn, self.threads, self.smem = (int(x) for x in cfg)
         self.fwd.max_dynamic_shared_size_bytes = self.smem
-        # TMA entry points take three tensor maps more; they are launched through the driver.
-        self.cu_fwd = cu_function(self.fwd) if is_tma(name) else None
+        # Entry points publishing NAME_tma take three tensor maps more; they are launched through
+        # the driver (fmha_tma.py).
+        self.cu_fwd = cu_function(self.fwd) if takes_tensor_maps(mod, name) else None
         print(f"{name}: BM={self.bm} BN={self.bn} threads={self.threads} smem={self.smem} "
               f"regs={getattr(self.fwd, 'num_regs', '?')} local={getattr(self.fwd, 'local_size_bytes', '?')}", flush=True)
 

@@ -7,7 +7,8 @@ model? Tiny kernels, each race-free by the PTX memory model, one pattern each; r
   probe_named_exited   warpgroup 0 exits; warpgroups 1 and 2 write, bar.sync 3, 256, read each other's
   probe_named_alive    the same with warpgroup 0 alive (it waits at a final __syncthreads)
   probe_named_turns    probe_named_exited after the ws bodies' bar.arrive / bar.sync turn hand-over
-  probe_syncthreads    warpgroup 0 alive; 1 and 2 write, __syncthreads, read (the ws epilogue now)
+  probe_turns_syncthreads  the turn hand-over, then probe_syncthreads's exchange (the ws epilogue now)
+  probe_syncthreads    warpgroup 0 alive; 1 and 2 write, __syncthreads, read
 """
 
 import sys
@@ -73,6 +74,29 @@ __global__ void probe_named_turns(int* out) {
     exchange_named(s, out, threadIdx.x - 128);
 }
 
+__global__ void probe_turns_syncthreads(int* out) {
+    __shared__ int s[256];
+    if (threadIdx.x < 128) {
+        __syncthreads();
+        __syncthreads();
+        return;
+    }
+    const int c = (threadIdx.x >> 7) - 1;
+    if (c == 1) asm volatile("bar.arrive 1, 256;\n" ::: "memory");
+    for (int i = 0; i < 3; ++i) {
+        if (c == 0) asm volatile("bar.sync 1, 256;\n" ::: "memory");
+        else asm volatile("bar.sync 2, 256;\n" ::: "memory");
+        if (c == 0) asm volatile("bar.arrive 2, 256;\n" ::: "memory");
+        else asm volatile("bar.arrive 1, 256;\n" ::: "memory");
+    }
+    if (c == 0) asm volatile("bar.sync 1, 256;\n" ::: "memory");
+    const int t = threadIdx.x - 128;
+    __syncthreads();
+    s[t] = t * 5;
+    __syncthreads();
+    out[t] = s[(t + 128) & 255];
+}
+
 __global__ void probe_syncthreads(int* out) {
     __shared__ int s[256];
     if (threadIdx.x < 128) {
@@ -93,6 +117,7 @@ PROBES = [("probe_mbarrier", 64, lambda t: (t * 3) if t < 64 else None),
           ("probe_named_exited", 384, lambda t: ((t + 128) & 255) * 7),
           ("probe_named_alive", 384, lambda t: ((t + 128) & 255) * 7),
           ("probe_named_turns", 384, lambda t: ((t + 128) & 255) * 7),
+          ("probe_turns_syncthreads", 384, lambda t: ((t + 128) & 255) * 5),
           ("probe_syncthreads", 384, lambda t: ((t + 128) & 255) * 5)]
 
 

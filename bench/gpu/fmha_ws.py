@@ -44,8 +44,9 @@ WST_EXTRA = {
 
 
 def sanitize_ws(with_persist):
-    """The sanitizer case on the warp-specialized entry points, TMA ones included (and the persistent ones)."""
-    mod = compile_module(False, study=True)
+    """The sanitizer case on the warp-specialized entry points, TMA ones included (and the persistent ones);
+    only their fp16 entries are compiled."""
+    mod = compile_module(False, study=True, defines=("-DRAGGED_FMHA_WS_SANITIZE",))
     tables = (WS, WST, WSP_F16) if with_persist else (WS, WST)
     return max(sanitize_one(mod, d, d, left, right, name=table[("f16", d, d)])
                for table in tables for d in (64, 128) for left, right in [(-1, 0), (16, 4)])
