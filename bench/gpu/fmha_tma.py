@@ -85,7 +85,8 @@ def tma_dtype(name):
 
 
 def takes_tensor_maps(mod, name):
-    """An entry point that publishes `__constant__ int NAME_tma[1] = {1}` takes the three maps."""
+    """An entry point that publishes `__constant__ int NAME_tma[1] = {1}` takes the three maps (every
+    forward entry point publishes it; the fallback is for older sources)."""
     try:
         ptr = mod.get_global(name + "_tma")
     except Exception:  # noqa: BLE001 - cupy raises a driver error for a missing symbol

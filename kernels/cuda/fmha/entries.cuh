@@ -14,6 +14,7 @@
 #define RAGGED_FMHA_SM80_ENTRY(NAME, BF16, DQK, DV, BM, BN, NW, MINB)                    \
     extern "C" {                                                                       \
     __constant__ int NAME##_config[4] = {BM, BN, NW * 32, RAGGED_FMHA_SMEM(DQK, DV, BM, BN)}; \
+    __constant__ int NAME##_tma[1] = {0};                                              \
     __global__ void __launch_bounds__(NW * 32, MINB) NAME(RAGGED_FMHA_PARAMS) {        \
         fmha_fwd_body<BF16, DQK, DV, BM, BN, NW>(RAGGED_FMHA_ARGS);                    \
     }                                                                                  \
@@ -23,6 +24,7 @@
 #define RAGGED_FMHA_SM90_ENTRY(NAME, BF16, DQK, DV, BN, NWG, MINB)                                          \
     extern "C" {                                                                                          \
     __constant__ int NAME##_config[4] = {64 * NWG, BN, 128 * NWG, RAGGED_FMHA_SMEM(DQK, DV, 64 * NWG, BN) + 1024}; \
+    __constant__ int NAME##_tma[1] = {0};                                                                 \
     __global__ void __launch_bounds__(128 * NWG, MINB) NAME(RAGGED_FMHA_PARAMS) {                         \
         fmha_fwd_wgmma_body<BF16, DQK, DV, BN, NWG>(RAGGED_FMHA_ARGS);                                    \
     }                                                                                                     \
@@ -35,6 +37,7 @@
 #define RAGGED_FMHA_SM90_WS_ENTRY(NAME, BF16, D, BN, STAGES, NC, PP, MINB, PREG, CREG)                      \
     extern "C" {                                                                                        \
     __constant__ int NAME##_config[4] = {64 * NC, BN, 128 * (NC + 1), RAGGED_FMHA_WS_SMEM(D, BN, STAGES, NC)}; \
+    __constant__ int NAME##_tma[1] = {0};                                                               \
     __global__ void __launch_bounds__(128 * (NC + 1), MINB) NAME(RAGGED_FMHA_PARAMS) {                   \
         fmha_fwd_ws_body<BF16, D, BN, STAGES, NC, PP, PREG, CREG>(RAGGED_FMHA_ARGS);                     \
     }                                                                                                   \
@@ -58,6 +61,7 @@
 #define RAGGED_FMHA_SM90_WSP_ENTRY(NAME, BF16, D, BN, STAGES, NC, PREG, CREG)                                  \
     extern "C" {                                                                                             \
     __constant__ int NAME##_config[4] = {64 * NC, BN, 128 * (NC + 1), RAGGED_FMHA_WS_SMEM(D, BN, STAGES, NC) + 16}; \
+    __constant__ int NAME##_tma[1] = {0};                                                                    \
     __global__ void __launch_bounds__(128 * (NC + 1), 1) NAME(RAGGED_FMHA_PARAMS) {                         \
         fmha_fwd_wsp_body<BF16, D, BN, STAGES, NC, PREG, CREG>(RAGGED_FMHA_ARGS);                            \
     }                                                                                                        \

@@ -75,8 +75,8 @@ pub fn config_symbol(kernel: &str) -> String {
     format!("{kernel}_config")
 }
 
-/// The `__constant__ int NAME_tma[1]` a forward entry point publishes when it takes the three TMA
-/// tensor maps of Q, K and V after the common parameters (kernels/cuda/README.md); absent otherwise.
+/// The `__constant__ int NAME_tma[1]` every forward entry point publishes: 1 when it takes the three
+/// TMA tensor maps of Q, K and V after the common parameters (kernels/cuda/README.md), else 0.
 pub fn tensor_map_symbol(kernel: &str) -> String {
     format!("{kernel}_tma")
 }
