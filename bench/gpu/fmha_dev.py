@@ -10,6 +10,9 @@ Usage:
   python3 bench/gpu/fmha_dev.py                 # resources + correctness + benchmark
   python3 bench/gpu/fmha_dev.py --check-only
   python3 bench/gpu/fmha_dev.py --sanitize-case # small torch-free case for compute-sanitizer
+
+The warp-specialization study of issue 14 (ws / wst / wsp entry points of the -DRAGGED_FMHA_WS_STUDY
+build) is fmha_ws.py; the sanitizer case is fmha_sanitize.py; TMA tensor maps are fmha_tma.py.
 """
 
 import argparse
@@ -24,6 +27,7 @@ import cupy as cp
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from packing import packed_layout  # noqa: E402
+from fmha_tma import cu_function, launch_forward_tma, takes_tensor_maps, tma_dtype  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.path.normpath(os.path.join(HERE, "..", "..", "kernels", "cuda", "ragged_fmha_fwd.cu"))
@@ -49,29 +53,18 @@ EXTRA = {
           "ragged_fmha_fwd_sm90_bf16_d128_n64", "ragged_fmha_fwd_sm90_bf16_d128_n64x2",
           "ragged_fmha_fwd_sm90_bf16_d128_n64w1"],
 }
-# The warp-specialized body (issue 14): default shapes and tuning variants, checked and timed beside
-# the entry points above with --ws.
-WS = {(dt, d, d): f"ragged_fmha_fwd_ws_{dt}_d{d}" for d in (64, 128) for dt in ("bf16", "f16")}
-WS_EXTRA = {
-    64: ["ragged_fmha_fwd_ws_bf16_d64_c3"],
-    128: ["ragged_fmha_fwd_ws_bf16_d128_nopp", "ragged_fmha_fwd_ws_bf16_d128_c3"],
-}
-# The persistent variant (work items drawn from a counter).
-WSP = {("bf16", d, d): f"ragged_fmha_fwd_wsp_bf16_d{d}" for d in (64, 128)}
-WSP_F16 = {("f16", d, d): f"ragged_fmha_fwd_wsp_f16_d{d}" for d in (64, 128)}  # sanitizer case only
-# The wgmma body of sm90.cuh under its own name in the study build (the plugin's body before session 5).
-WGMMA = {d: f"ragged_fmha_fwd_sm90_bf16_d{d}" for d in (64, 128)}
 NVRTC_OPTIONS = ("-arch=sm_90a", "-std=c++17")
 PREPASS_THREADS = 1024
 BATCH_INFO_BYTES = 32
 
 
-def compile_module(tuning, study=False):
+def compile_module(tuning, study=False, defines=()):
     with open(SRC) as f:
         src = f.read()
     # The file's parts are #include "fmha/…" lines, found through the include path.
     opts = NVRTC_OPTIONS + ("-I" + os.path.dirname(SRC),) + (("-DRAGGED_FMHA_TUNING",) if tuning else ())
     opts += ("-DRAGGED_FMHA_WS_STUDY",) if study else ()
+    opts += tuple(defines)
     t0 = time.time()
     mod = cp.RawModule(code=src, options=opts, backend="nvrtc")
     mod.compile()
@@ -90,6 +83,9 @@ class Engine:
         cfg = cp.ndarray((4,), cp.int32, mod.get_global(name + "_config")).get()
         self.bm, self.bn, self.threads, self.smem = (int(x) for x in cfg)
         self.fwd.max_dynamic_shared_size_bytes = self.smem
+        # Entry points publishing NAME_tma take three tensor maps more; they are launched through
+        # the driver (fmha_tma.py).
+        self.cu_fwd = cu_function(self.fwd) if takes_tensor_maps(mod, name) else None
         print(f"{name}: BM={self.bm} BN={self.bn} threads={self.threads} smem={self.smem} "
               f"regs={getattr(self.fwd, 'num_regs', '?')} local={getattr(self.fwd, 'local_size_bytes', '?')}", flush=True)
 
@@ -124,6 +120,9 @@ class Engine:
             ),
         )
         if not forward:
+            return
+        if self.cu_fwd is not None:
+            launch_forward_tma(self, p, ws, tma_dtype(self.name))
             return
         max_tiles = (p["s_q_max"] + self.bm - 1) // self.bm
         grid = p["batch"] * max_tiles * p["h_q"]
@@ -316,7 +315,8 @@ def correctness(torch, engines, seed):
         ("left-only", 64, -1, 0),
     ]
     results = []
-    for (dtype, d, dv), eng in engines.items():
+    for key, eng in engines.items():
+        dtype, d, dv = key[:3]  # a fourth key element may tell entry points of one (dtype, dims) apart
         d = dims_name(d, dv)[1:]
         for mname, left, right, br in masks:
             lq = [int(x) for x in rng.integers(0, 300, 6)]
@@ -547,110 +547,17 @@ def print_table(rows, engines_by_d):
             print(f"{'':>10}      {others}")
 
 
-def sanitize_case():
-    """Small fp16 ragged cases (every compiled head dim) with zero-length batches and padding,
-    torch-free, for compute-sanitizer."""
-    mod = compile_module(False)
-    # Causal bottom-right, and a sliding window (left 16, right 4, bottom-right).
-    bands = [(-1, 0), (16, 4)]
-    return max(sanitize_one(mod, d, dv, left, right) for d, dv in HEAD_DIMS for left, right in bands)
-
-
-def sanitize_ws(with_persist):
-    """The sanitizer case on the warp-specialized entry points (and the persistent ones)."""
-    mod = compile_module(False, study=True)
-    tables = (WS, WSP_F16) if with_persist else (WS,)
-    return max(sanitize_one(mod, d, d, left, right, name=table[("f16", d, d)])
-               for table in tables for d in (64, 128) for left, right in [(-1, 0), (16, 4)])
-
-
-def sanitize_one(mod, d, dv, left, right, name=None):
-    eng = Engine(mod, name or DEFAULTS[("f16", d, dv)], d, dv)
-    rng = np.random.default_rng(3)
-    lq, lkv = [5, 0, 37, 130], [70, 9, 0, 200]
-    pad_q, pad_kv = [2, 0, 0, 3], [0, 4, 0, 1]
-    h_q, h_kv = 4, 2
-    ext_q = [a + b for a, b in zip(lq, pad_q)]
-    ext_kv = [a + b for a, b in zip(lkv, pad_kv)]
-    tq = np.concatenate([[0], np.cumsum(ext_q)])
-    tk = np.concatenate([[0], np.cumsum(ext_kv)])
-    q = rng.uniform(-1, 1, (tq[-1], h_q, d)).astype(np.float16)
-    k = rng.uniform(-1, 1, (tk[-1], h_kv, d)).astype(np.float16)
-    v = rng.uniform(-1, 1, (tk[-1], h_kv, dv)).astype(np.float16)
-    # Exact-size device buffers so that any out-of-range access is an out-of-bounds error.
-    dq, dk, dvv = cp.asarray(q), cp.asarray(k), cp.asarray(v)
-    do = cp.full((tq[-1], h_q, dv), np.nan, dtype=cp.float16)
-    dl = cp.full((len(lq), h_q, max(ext_q)), np.nan, dtype=cp.float32)
-    qo = cp.asarray((tq * h_q * d).astype(np.int32))
-    ko = cp.asarray((tk * h_kv * d).astype(np.int32))
-    sq = cp.asarray(np.array(lq, dtype=np.int32))
-    sk = cp.asarray(np.array(lkv, dtype=np.int32))
-    p = dict(q=dq.data.ptr, k=dk.data.ptr, v=dvv.data.ptr, o=do.data.ptr, lse=dl.data.ptr,
-             q_off=qo.data.ptr, q_off_bytes=4, q_mult=1, kv_off=ko.data.ptr, kv_off_bytes=4, kv_mult=1,
-             slq=sq.data.ptr, slq_bytes=4, slkv=sk.data.ptr, slkv_bytes=4,
-             q_seq=h_q * d, q_head=d, k_seq=h_kv * d, k_head=d, v_seq=h_kv * dv, v_head=dv, o_seq=h_q * dv,
-             o_head=dv, lse_bstride=h_q * max(ext_q), lse_seq=1, lse_head=max(ext_q),
-             s_q_max=max(ext_q), s_kv_max=max(ext_kv), batch=len(lq), h_q=h_q, h_kv=h_kv, scale=0.125,
-             left=left, right=right, br=1)
-    ws = eng.workspace(len(lq), max(ext_q))
-    eng.launch(p, ws)
-    cp.cuda.runtime.deviceSynchronize()
-    out = cp.asnumpy(do).astype(np.float64)
-    ok = int(ws["err"].get()[0]) == 0
-    worst = 0.0
-    for b in range(len(lq)):
-        qb = q[tq[b]: tq[b] + lq[b]].astype(np.float64)
-        kb = np.repeat(k[tk[b]: tk[b] + lkv[b]].astype(np.float64), h_q // h_kv, axis=1)
-        vb = np.repeat(v[tk[b]: tk[b] + lkv[b]].astype(np.float64), h_q // h_kv, axis=1)
-        got = out[tq[b]: tq[b] + lq[b]]
-        if lq[b] == 0:
-            continue
-        ok &= bool(np.isnan(out[tq[b] + lq[b]: tq[b + 1]]).all())
-        if lkv[b] == 0:
-            ok &= bool((got == 0).all())
-            continue
-        s = np.einsum("ihd,jhd->hij", qb, kb) * 0.125
-        i = np.arange(lq[b])[:, None]
-        j = np.arange(lkv[b])[None, :]
-        off = lkv[b] - lq[b]
-        admit = np.ones((lq[b], lkv[b]), dtype=bool)
-        if right >= 0:
-            admit &= j <= i + off + right
-        if left >= 0:
-            admit &= j >= i + off - left
-        s = np.where(admit, s, -np.inf)
-        m = s.max(-1, keepdims=True)
-        m = np.where(np.isinf(m), 0, m)
-        pe = np.exp(s - m)
-        l = pe.sum(-1, keepdims=True)
-        ref = np.einsum("hij,jhd->ihd", pe / np.where(l > 0, l, 1), vb)
-        worst = max(worst, float(np.abs(got - ref).max()))
-    ok &= worst < 2e-3 + 2e-3
-    band = "causal-br" if left < 0 else f"window-br({left},{right})"
-    print(f"sanitize case {dims_name(d, dv)} {band}: {'ok' if ok else 'FAILED'} (max abs err {worst:.2e})")
-    return 0 if ok else 1
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--sanitize-case", action="store_true")
     ap.add_argument("--check-only", action="store_true")
     ap.add_argument("--no-tuning", action="store_true")
-    ap.add_argument("--ws", action="store_true",
-                    help="check and time the warp-specialized entry points next to the defaults (d64, d128)")
-    ap.add_argument("--sanitize-ws", action="store_true")
-    ap.add_argument("--with-persist", action="store_true", help="--sanitize-ws also on the persistent entries")
-    ap.add_argument("--ws-one", metavar="NAME", help="two small cases on one ws entry point (hang diagnosis)")
     ap.add_argument("--seed", type=int, default=int(time.time()))
     args = ap.parse_args()
     if args.sanitize_case:
-        return sanitize_case()
-    if args.sanitize_ws:
-        return sanitize_ws(args.with_persist)
-    if args.ws:
-        return ws_round(args)
-    if args.ws_one:
-        return ws_one(args.ws_one, args.seed)
+        from fmha_sanitize import sanitize_case
+
+        return sanitize_case(compile_module(False))
 
     import torch
 
@@ -687,66 +594,6 @@ def main():
     return 1 if n_bad else 0
 
 
-def ws_one(name, seed):
-    """Two small cases on one entry point, each result printed as soon as it is known."""
-    import torch
-
-    global PROGRESS
-    PROGRESS = True
-    mod = compile_module(False, study=True)
-    d = 64 if "_d64" in name else 128
-    dtype = "f16" if "_f16_" in name else "bf16"
-    eng = Engine(mod, name, d)
-    rng = np.random.default_rng(seed)
-    bad = 0
-    for mname, right, br in [("none", -1, 0), ("causal-br", 0, 1)]:
-        ok, msg = run_case(torch, eng, dtype, rng, lq=[100, 0, 300], lkv=[200, 5, 300], h_q=4, h_kv=2, right=right,
-                           br=br, label=f"{name} {mname}")
-        print(("PASS " if ok else "FAIL ") + msg, flush=True)
-        bad += 0 if ok else 1
-    return 1 if bad else 0
-
-
-def ws_round(args):
-    """One process, one compile (the study build): correctness of the warp-specialized entry points
-    (full suite for the ws and wsp defaults, a short one for the variants), then the three problems
-    at D = 128 and 64 for the wgmma body, every ws entry and FA2 varlen on the same buffers."""
-    import torch
-
-    global PROGRESS
-    PROGRESS = True
-    print("device:", torch.cuda.get_device_name(), "torch", torch.__version__, "cupy", cp.__version__,
-          "seed", args.seed, flush=True)
-    mod = compile_module(False, study=True)
-    ws = {key: Engine(mod, name, key[1], key[2]) for key, name in WS.items()}
-    wsp = {key: Engine(mod, name, key[1], key[2]) for key, name in WSP.items()}
-    extra = {d: [Engine(mod, n, d) for n in names] for d, names in WS_EXTRA.items()}
-    wgmma = {d: Engine(mod, n, d) for d, n in WGMMA.items()}
-    results = correctness(torch, ws, args.seed)
-    results += correctness(torch, wsp, args.seed + 5)
-    rng = np.random.default_rng(args.seed + 1)
-    for d, engs in extra.items():
-        for eng in engs:
-            for mname, left, right, br in [("causal-br", -1, 0, 1), ("window-tl", 50, 3, 0), ("none", -1, -1, 0),
-                                           ("window-br", 300, 0, 1)]:
-                lq = [int(x) for x in rng.integers(0, 700, 5)]
-                lkv = [int(x) for x in rng.integers(0, 700, 5)]
-                lq[2] = 0
-                results.append(run_case(torch, eng, "bf16", rng, lq=lq, lkv=lkv, h_q=4, h_kv=2, left=left,
-                                        right=right, br=br, label=f"{eng.name} {mname}"))
-    n_bad = 0
-    for ok, msg in results:
-        print(("PASS " if ok else "FAIL ") + msg, flush=True)
-        n_bad += 0 if ok else 1
-    print(f"correctness (ws): {len(results) - n_bad}/{len(results)} passed", flush=True)
-    if args.check_only:
-        return 1 if n_bad else 0
-    if n_bad:
-        print("WARNING: correctness failures above; timings below include a wrong kernel", flush=True)
-    by_d = {d: [wgmma[d], ws[("bf16", d, d)], wsp[("bf16", d, d)]] + extra[d] for d in (128, 64)}
-    rows = benchmark(torch, mod, by_d, cudnn=False)
-    print_table(rows, by_d)
-    return 1 if n_bad else 0
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@
 #define RAGGED_FMHA_SM80_ENTRY(NAME, BF16, DQK, DV, BM, BN, NW, MINB)                    \
     extern "C" {                                                                       \
     __constant__ int NAME##_config[4] = {BM, BN, NW * 32, RAGGED_FMHA_SMEM(DQK, DV, BM, BN)}; \
+    __constant__ int NAME##_tma[1] = {0};                                              \
     __global__ void __launch_bounds__(NW * 32, MINB) NAME(RAGGED_FMHA_PARAMS) {        \
         fmha_fwd_body<BF16, DQK, DV, BM, BN, NW>(RAGGED_FMHA_ARGS);                    \
     }                                                                                  \
@@ -23,6 +24,7 @@
 #define RAGGED_FMHA_SM90_ENTRY(NAME, BF16, DQK, DV, BN, NWG, MINB)                                          \
     extern "C" {                                                                                          \
     __constant__ int NAME##_config[4] = {64 * NWG, BN, 128 * NWG, RAGGED_FMHA_SMEM(DQK, DV, 64 * NWG, BN) + 1024}; \
+    __constant__ int NAME##_tma[1] = {0};                                                                 \
     __global__ void __launch_bounds__(128 * NWG, MINB) NAME(RAGGED_FMHA_PARAMS) {                         \
         fmha_fwd_wgmma_body<BF16, DQK, DV, BN, NWG>(RAGGED_FMHA_ARGS);                                    \
     }                                                                                                     \
@@ -35,15 +37,31 @@
 #define RAGGED_FMHA_SM90_WS_ENTRY(NAME, BF16, D, BN, STAGES, NC, PP, MINB, PREG, CREG)                      \
     extern "C" {                                                                                        \
     __constant__ int NAME##_config[4] = {64 * NC, BN, 128 * (NC + 1), RAGGED_FMHA_WS_SMEM(D, BN, STAGES, NC)}; \
+    __constant__ int NAME##_tma[1] = {0};                                                               \
     __global__ void __launch_bounds__(128 * (NC + 1), MINB) NAME(RAGGED_FMHA_PARAMS) {                   \
         fmha_fwd_ws_body<BF16, D, BN, STAGES, NC, PP, PREG, CREG>(RAGGED_FMHA_ARGS);                     \
     }                                                                                                   \
+    }
+
+// The warp-specialized body with a TMA producer: the same shared memory and configuration, and three
+// more parameters after the common ones, the tensor maps of Q, K and V (RaggedTmaMap; box rows BM for
+// Q, BN for K and V; kernels/cuda/README.md). NAME_tma = {1} tells the host to pass them.
+#define RAGGED_FMHA_SM90_WST_ENTRY(NAME, BF16, D, BN, STAGES, NC, PP, PREG, CREG, LAZY)                              \
+    extern "C" {                                                                                             \
+    __constant__ int NAME##_config[4] = {64 * NC, BN, 128 * (NC + 1), RAGGED_FMHA_WS_SMEM(D, BN, STAGES, NC)};    \
+    __constant__ int NAME##_tma[1] = {1};                                                                    \
+    __global__ void __launch_bounds__(128 * (NC + 1), 1)                                                     \
+        NAME(RAGGED_FMHA_PARAMS, const __grid_constant__ RaggedTmaMap tm_q, const __grid_constant__ RaggedTmaMap tm_k, \
+             const __grid_constant__ RaggedTmaMap tm_v) {                                                    \
+        fmha_fwd_ws_body<BF16, D, BN, STAGES, NC, PP, PREG, CREG, true, LAZY>(RAGGED_FMHA_ARGS, &tm_q, &tm_k, &tm_v); \
+    }                                                                                                        \
     }
 
 // The persistent variant (sm90_wsp.cuh): same shared memory plus the item slot.
 #define RAGGED_FMHA_SM90_WSP_ENTRY(NAME, BF16, D, BN, STAGES, NC, PREG, CREG)                                  \
     extern "C" {                                                                                             \
     __constant__ int NAME##_config[4] = {64 * NC, BN, 128 * (NC + 1), RAGGED_FMHA_WS_SMEM(D, BN, STAGES, NC) + 16}; \
+    __constant__ int NAME##_tma[1] = {0};                                                                    \
     __global__ void __launch_bounds__(128 * (NC + 1), 1) NAME(RAGGED_FMHA_PARAMS) {                         \
         fmha_fwd_wsp_body<BF16, D, BN, STAGES, NC, PREG, CREG>(RAGGED_FMHA_ARGS);                            \
     }                                                                                                        \
@@ -64,28 +82,43 @@
     RAGGED_FMHA_SM80_ENTRY(PREFIX##f16_d192v128, false, 192, 128, 64, 64, 4, 1)
 
 // Which body the plugin's d64 and d128 names get on sm_90a: 0 = the wgmma body of sm90.cuh, 1 = the
-// warp-specialized body of sm90_ws.cuh, 2 = its persistent form (sm90_wsp.cuh); bench/gpu/NOTES.md,
-// session 5, has the measurement behind the choice. The other head dims always use the wgmma body.
-#define RAGGED_FMHA_SM90_WS_D64 0
-#define RAGGED_FMHA_SM90_WS_D128 0
+// warp-specialized body of sm90_ws.cuh, 2 = its persistent form (sm90_wsp.cuh), 3 = the ws body with
+// the TMA producer (d64: 3 consumer warpgroups, d128: 2), which takes three tensor maps more;
+// bench/gpu/NOTES.md, sessions 5 and 6, has the measurements behind the choice. The other head dims
+// always use the wgmma body.
+#define RAGGED_FMHA_SM90_WS_D64 3
+#define RAGGED_FMHA_SM90_WS_D128 3
 
 #if defined(RAGGED_FMHA_WS_STUDY)
 // Only what the benchmark's warp-specialization study needs (a quick compile on the device): the
-// wgmma body and the ws bodies of d64 / d128 under their own names, and the ws variants.
+// wgmma body and the ws bodies of d64 / d128 under their own names, and the ws variants; with
+// -DRAGGED_FMHA_WS_SANITIZE only the fp16 entries of the sanitizer case (fmha_ws.py --sanitize).
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+RAGGED_FMHA_SM90_WS_ENTRY(ragged_fmha_fwd_ws_f16_d64, false, 64, 128, 2, 2, true, 1, 40, 232)
+RAGGED_FMHA_SM90_WS_ENTRY(ragged_fmha_fwd_ws_f16_d128, false, 128, 128, 2, 2, true, 1, 40, 232)
+RAGGED_FMHA_SM90_WSP_ENTRY(ragged_fmha_fwd_wsp_f16_d64, false, 64, 128, 2, 2, 40, 232)
+RAGGED_FMHA_SM90_WSP_ENTRY(ragged_fmha_fwd_wsp_f16_d128, false, 128, 128, 2, 2, 40, 232)
+RAGGED_FMHA_SM90_WST_ENTRY(ragged_fmha_fwd_wst_f16_d64, false, 64, 128, 2, 2, true, 40, 232, false)
+RAGGED_FMHA_SM90_WST_ENTRY(ragged_fmha_fwd_wst_f16_d128, false, 128, 128, 2, 2, true, 40, 232, false)
+#if !defined(RAGGED_FMHA_WS_SANITIZE)
 RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_sm90_bf16_d64, true, 64, 64, 64, 2, 2)
 RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_sm90_bf16_d128, true, 128, 128, 64, 3, 1)
 RAGGED_FMHA_SM90_WS_ENTRY(ragged_fmha_fwd_ws_bf16_d64, true, 64, 128, 2, 2, true, 1, 40, 232)
-RAGGED_FMHA_SM90_WS_ENTRY(ragged_fmha_fwd_ws_f16_d64, false, 64, 128, 2, 2, true, 1, 40, 232)
 RAGGED_FMHA_SM90_WS_ENTRY(ragged_fmha_fwd_ws_bf16_d128, true, 128, 128, 2, 2, true, 1, 40, 232)
-RAGGED_FMHA_SM90_WS_ENTRY(ragged_fmha_fwd_ws_f16_d128, false, 128, 128, 2, 2, true, 1, 40, 232)
 RAGGED_FMHA_SM90_WSP_ENTRY(ragged_fmha_fwd_wsp_bf16_d64, true, 64, 128, 2, 2, 40, 232)
 RAGGED_FMHA_SM90_WSP_ENTRY(ragged_fmha_fwd_wsp_bf16_d128, true, 128, 128, 2, 2, 40, 232)
-RAGGED_FMHA_SM90_WSP_ENTRY(ragged_fmha_fwd_wsp_f16_d64, false, 64, 128, 2, 2, 40, 232)
-RAGGED_FMHA_SM90_WSP_ENTRY(ragged_fmha_fwd_wsp_f16_d128, false, 128, 128, 2, 2, 40, 232)
 RAGGED_FMHA_SM90_WS_ENTRY(ragged_fmha_fwd_ws_bf16_d64_c3, true, 64, 128, 2, 3, true, 1, 24, 160)
 RAGGED_FMHA_SM90_WS_ENTRY(ragged_fmha_fwd_ws_bf16_d128_nopp, true, 128, 128, 2, 2, false, 1, 40, 232)
 RAGGED_FMHA_SM90_WS_ENTRY(ragged_fmha_fwd_ws_bf16_d128_c3, true, 128, 64, 2, 3, true, 1, 24, 160)
+RAGGED_FMHA_SM90_WST_ENTRY(ragged_fmha_fwd_wst_bf16_d64, true, 64, 128, 2, 2, true, 40, 232, false)
+RAGGED_FMHA_SM90_WST_ENTRY(ragged_fmha_fwd_wst_bf16_d128, true, 128, 128, 2, 2, true, 40, 232, false)
+RAGGED_FMHA_SM90_WST_ENTRY(ragged_fmha_fwd_wst_bf16_d64_c3, true, 64, 128, 2, 3, true, 24, 160, false)
+RAGGED_FMHA_SM90_WST_ENTRY(ragged_fmha_fwd_wst_bf16_d128_c3, true, 128, 64, 3, 3, true, 24, 160, false)
+RAGGED_FMHA_SM90_WST_ENTRY(ragged_fmha_fwd_wst_bf16_d128_s3, true, 128, 128, 3, 2, true, 40, 232, false)
+RAGGED_FMHA_SM90_WST_ENTRY(ragged_fmha_fwd_wst_bf16_d128_nopp, true, 128, 128, 2, 2, false, 40, 232, false)
+RAGGED_FMHA_SM90_WST_ENTRY(ragged_fmha_fwd_wst_bf16_d128_lz, true, 128, 128, 2, 2, true, 40, 232, true)
+RAGGED_FMHA_SM90_WST_ENTRY(ragged_fmha_fwd_wst_bf16_d64_lz, true, 64, 128, 2, 2, true, 40, 232, true)
+#endif
 #endif
 #else  // the plugin's set
 
@@ -93,7 +126,10 @@ RAGGED_FMHA_SM80_ALL(ragged_fmha_fwd_sm80_)
 
 // The names the plugin launches: the fastest path the compile target allows.
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#if RAGGED_FMHA_SM90_WS_D64 == 2
+#if RAGGED_FMHA_SM90_WS_D64 == 3
+RAGGED_FMHA_SM90_WST_ENTRY(ragged_fmha_fwd_bf16_d64, true, 64, 128, 2, 3, true, 24, 160, false)
+RAGGED_FMHA_SM90_WST_ENTRY(ragged_fmha_fwd_f16_d64, false, 64, 128, 2, 3, true, 24, 160, false)
+#elif RAGGED_FMHA_SM90_WS_D64 == 2
 RAGGED_FMHA_SM90_WSP_ENTRY(ragged_fmha_fwd_bf16_d64, true, 64, 128, 2, 2, 40, 232)
 RAGGED_FMHA_SM90_WSP_ENTRY(ragged_fmha_fwd_f16_d64, false, 64, 128, 2, 2, 40, 232)
 #elif RAGGED_FMHA_SM90_WS_D64 == 1
@@ -105,7 +141,10 @@ RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_f16_d64, false, 64, 64, 64, 2, 2)
 #endif
 RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_bf16_d96, true, 96, 96, 64, 3, 1)
 RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_f16_d96, false, 96, 96, 64, 3, 1)
-#if RAGGED_FMHA_SM90_WS_D128 == 2
+#if RAGGED_FMHA_SM90_WS_D128 == 3
+RAGGED_FMHA_SM90_WST_ENTRY(ragged_fmha_fwd_bf16_d128, true, 128, 128, 2, 2, true, 40, 232, false)
+RAGGED_FMHA_SM90_WST_ENTRY(ragged_fmha_fwd_f16_d128, false, 128, 128, 2, 2, true, 40, 232, false)
+#elif RAGGED_FMHA_SM90_WS_D128 == 2
 RAGGED_FMHA_SM90_WSP_ENTRY(ragged_fmha_fwd_bf16_d128, true, 128, 128, 2, 2, 40, 232)
 RAGGED_FMHA_SM90_WSP_ENTRY(ragged_fmha_fwd_f16_d128, false, 128, 128, 2, 2, 40, 232)
 #elif RAGGED_FMHA_SM90_WS_D128 == 1

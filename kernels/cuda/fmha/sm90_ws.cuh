@@ -34,6 +34,34 @@ __device__ __forceinline__ void mbar_arrive(u32 bar) {
 __device__ __forceinline__ void cp_async_mbar_arrive(u32 bar) {
     asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
 }
+// Without .noinc: the barrier's pending count is raised by one now and lowered by one when this
+// thread's copies have landed, so the copies hold the phase open without counting as an arrival.
+__device__ __forceinline__ void cp_async_mbar_track(u32 bar) {
+    asm volatile("cp.async.mbarrier.arrive.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+}
+// One arrival that also announces `bytes` of asynchronous (TMA) writes the phase must wait for.
+__device__ __forceinline__ void mbar_arrive_expect_tx(u32 bar, u32 bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+
+// The driver's CUtensorMap (128 opaque bytes, 64-byte aligned), declared here because NVRTC sees no
+// CUDA header. Built on the host by cuTensorMapEncodeTiled over a packed [T, H, D] buffer as a
+// 3-D map {D, H, T} (strides: head and sequence stride in bytes), box {64, 1, rows}, 128-byte
+// swizzle, and passed as a __grid_constant__ kernel parameter.
+struct __align__(64) RaggedTmaMap {
+    u64 opaque[16];
+};
+
+// TMA: rows [row, row + box rows) of columns [c0, c0 + 64) of head `head` into shared memory at
+// dst (1024-byte aligned: the 128-byte swizzle then matches sw128), completing on bar.
+__device__ __forceinline__ void tma_load_3d(u32 dst, const RaggedTmaMap* map, int c0, int head, int row, u32 bar) {
+    asm volatile(
+        "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];\n" ::"r"(
+            dst),
+        "l"((u64)map), "r"(c0), "r"(head), "r"(row), "r"(bar)
+        : "memory");
+}
+
 __device__ __forceinline__ void named_bar_sync(int id, int n) {
     asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(n) : "memory");
 }
@@ -65,7 +93,39 @@ __device__ __forceinline__ void ws_load_tile(u32 s_base, const u16* g, i64 strid
     }
 }
 
-// Named barriers: 0 is __syncthreads, 1 .. NC the consumers' turns, NC + 1 the consumers' epilogue.
+// One producer warp fills a ROWS-row tile (D columns) and completes it on `bar` (initialised with
+// count 1). A whole tile (valid >= ROWS) is D / 64 TMA boxes issued by lane 0; a tail tile is
+// copied with cp.async by the 32 lanes so that rows >= valid are zero-filled without being read
+// (never another batch's rows, never past the buffer), each lane's copies tracked by the barrier
+// and lane 0's plain arrival counted once every lane has registered its copies.
+template <int D, int ROWS>
+__device__ __forceinline__ void ws_fill(u32 bar, u32 s_dst, const RaggedTmaMap* map, int head, int row, int valid,
+                                        const u16* g, i64 stride, const u16* safe, int lane) {
+    if (valid >= ROWS) {
+        if (lane == 0) {
+            mbar_arrive_expect_tx(bar, ROWS * D * 2);
+#pragma unroll
+            for (int cb = 0; cb < D / 64; ++cb) tma_load_3d(s_dst + cb * (ROWS * 128), map, cb * 64, head, row, bar);
+        }
+    }
+    else {
+        constexpr int CH = D / 8;
+#pragma unroll 4
+        for (int it = 0; it < ROWS * CH / 32; ++it) {
+            int idx = it * 32 + lane;
+            int r = idx / CH;
+            int c = idx % CH;
+            bool p = r < valid;
+            cp_async16(s_dst + sw128<ROWS>(r, c), p ? g + (i64)r * stride + c * 8 : safe, p);
+        }
+        cp_async_mbar_track(bar);
+        __syncwarp();
+        if (lane == 0) mbar_arrive(bar);
+    }
+}
+
+// Named barriers: 0 is __syncthreads, 1 .. NC the consumers' turns, NC + 1 the persistent producer's own
+// (sm90_wsp.cuh), NC + 2 and NC + 3 its item slot's hand-over.
 #define RAGGED_WS_BAR_TURN 1
 
 // The consumers' turn-taking, round robin over the NC consumers: wait for my turn (the previous
@@ -82,11 +142,19 @@ __device__ __forceinline__ void ws_turn_pass(int c) {
 
 // NC consumer warpgroups (BM = 64 NC); PREG / CREG: the producer's and the consumers' register
 // counts after setmaxnreg (128 PREG + 128 NC CREG must fit the block's launch allocation).
-template <bool BF16, int D, int BN, int STAGES, int NC, bool PINGPONG, int PREG, int CREG>
-__device__ __forceinline__ void fmha_fwd_ws_body(RAGGED_FMHA_PARAMS) {
+// TMA: the producer is one warp issuing TMA loads through the tensor maps tm_q / tm_k / tm_v (whole
+// tiles) and cp.async for tail tiles (ws_fill); otherwise its 128 threads copy every tile with
+// cp.async and the maps are not used (null).
+// LAZY: skip the O rescale of a block when no row of the warp changed its running max (every corr
+// factor exactly 1, so the product would be the identity).
+template <bool BF16, int D, int BN, int STAGES, int NC, bool PINGPONG, int PREG, int CREG, bool TMA = false,
+          bool LAZY = false>
+__device__ __forceinline__ void fmha_fwd_ws_body(RAGGED_FMHA_PARAMS, const RaggedTmaMap* tm_q = nullptr,
+                                                 const RaggedTmaMap* tm_k = nullptr,
+                                                 const RaggedTmaMap* tm_v = nullptr) {
     constexpr int BM = 64 * NC;
     constexpr int NCT = 128 * NC;  // consumer threads
-    constexpr int BAR_EPILOGUE = RAGGED_WS_BAR_TURN + NC;
+    constexpr u32 FILL_ARRIVALS = TMA ? 1 : 128;
     constexpr int KS = D / 16;
     constexpr int NS = BN / 8;
     constexpr int DT = D / 8;
@@ -111,11 +179,11 @@ __device__ __forceinline__ void fmha_fwd_ws_body(RAGGED_FMHA_PARAMS) {
     const int tid = threadIdx.x;
     const int wg = tid >> 7;
     if (tid == 0) {
-        mbar_init(q_full, 128);
+        mbar_init(q_full, FILL_ARRIVALS);
 #pragma unroll
         for (int s = 0; s < STAGES; ++s) {
-            mbar_init(k_full + 8 * s, 128);
-            mbar_init(v_full + 8 * s, 128);
+            mbar_init(k_full + 8 * s, FILL_ARRIVALS);
+            mbar_init(v_full + 8 * s, FILL_ARRIVALS);
             mbar_init(k_empty + 8 * s, 4 * NC);  // one arrive per consumer warp
             mbar_init(v_empty + 8 * s, 4 * NC);
         }
@@ -127,7 +195,24 @@ __device__ __forceinline__ void fmha_fwd_ws_body(RAGGED_FMHA_PARAMS) {
         // ---------------- producer ----------------
         setmaxnreg_dec<PREG>();
         const int t = tid;
-        if (nb_first < nb_last) {
+        if (TMA && t < 32 && nb_first < nb_last) {
+            ws_fill<D, BM>(q_full, s_q, tm_q, h, (int)(bt.q_tok + i0), rows, qp, q_seq, q, t);
+#pragma unroll 1
+            for (int nb = nb_first; nb < nb_last; ++nb) {
+                const int it = nb - nb_first;
+                const int st = it % STAGES;
+                const u32 ph = (u32)((it / STAGES) & 1);
+                const int j0 = nb * BN;
+                const int row = (int)(bt.kv_tok + j0);
+                mbar_wait(k_empty + 8 * st, ph ^ 1u);
+                ws_fill<D, BN>(k_full + 8 * st, s_k + st * KV_BYTES, tm_k, g, row, bt.lkv - j0, kp + (i64)j0 * k_seq,
+                               k_seq, k, t);
+                mbar_wait(v_empty + 8 * st, ph ^ 1u);
+                ws_fill<D, BN>(v_full + 8 * st, s_v + st * KV_BYTES, tm_v, g, row, bt.lkv - j0, vp + (i64)j0 * v_seq,
+                               v_seq, v, t);
+            }
+        }
+        if (!TMA && nb_first < nb_last) {
             ws_load_tile<D, BM>(s_q, qp, q_seq, rows, q, t);
             cp_async_mbar_arrive(q_full);
 #pragma unroll 1
@@ -145,6 +230,11 @@ __device__ __forceinline__ void fmha_fwd_ws_body(RAGGED_FMHA_PARAMS) {
             }
         }
         asm volatile("cp.async.wait_all;\n" ::: "memory");
+        // The producer stays for the consumers' two epilogue barriers (block-wide, so that the O
+        // staging below is ordered by plain __syncthreads: compute-sanitizer's racecheck reported
+        // the consumer-only named barrier used before as no ordering, bench/gpu/NOTES.md).
+        __syncthreads();
+        __syncthreads();
         return;
     }
 
@@ -198,7 +288,9 @@ __device__ __forceinline__ void fmha_fwd_ws_body(RAGGED_FMHA_PARAMS) {
             const int sp = (it - 1) % STAGES;
             mbar_wait(k_full + 8 * st, (u32)((it / STAGES) & 1));
             mbar_wait(v_full + 8 * sp, (u32)(((it - 1) / STAGES) & 1));
-            fence_proxy_async();
+            // Only cp.async (generic proxy) fills need the fence before wgmma reads them: with TMA
+            // that is the last K block alone (every earlier one is whole), the V of the loop never.
+            if (!TMA || nb + 1 == nb_last) fence_proxy_async();
             const u32 kb = s_k + st * KV_BYTES;
             const u32 vb_prev = s_v + sp * KV_BYTES;
 
@@ -223,12 +315,14 @@ __device__ __forceinline__ void fmha_fwd_ws_body(RAGGED_FMHA_PARAMS) {
             fence_regs<DT * 4>(acc);
             fence_regs_u32<BN / 4>(&pa[0][0]);
             if (lane == 0) mbar_arrive(v_empty + 8 * sp);
+            if (!LAZY || __any_sync(0xffffffffu, corr[0] != 1.f || corr[1] != 1.f)) {
 #pragma unroll
-            for (int dt = 0; dt < DT; ++dt) {
-                acc[dt * 4 + 0] *= corr[0];
-                acc[dt * 4 + 1] *= corr[0];
-                acc[dt * 4 + 2] *= corr[1];
-                acc[dt * 4 + 3] *= corr[1];
+                for (int dt = 0; dt < DT; ++dt) {
+                    acc[dt * 4 + 0] *= corr[0];
+                    acc[dt * 4 + 1] *= corr[0];
+                    acc[dt * 4 + 2] *= corr[1];
+                    acc[dt * 4 + 3] *= corr[1];
+                }
             }
             wgmma_pack_p<BF16, BN>(s, pa);
         }
@@ -254,7 +348,7 @@ __device__ __forceinline__ void fmha_fwd_ws_body(RAGGED_FMHA_PARAMS) {
     if (PINGPONG && c == 0) named_bar_sync(RAGGED_WS_BAR_TURN + 0, 256);
 
     // Epilogue: O is staged where Q was, once both consumers are past their last S = Q K^T.
-    named_bar_sync(BAR_EPILOGUE, NCT);
+    __syncthreads();
 #pragma unroll
     for (int hr = 0; hr < 2; ++hr) {
         float l = l_i[hr];
@@ -274,7 +368,7 @@ __device__ __forceinline__ void fmha_fwd_ws_body(RAGGED_FMHA_PARAMS) {
             asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(packed) : "memory");
         }
     }
-    named_bar_sync(BAR_EPILOGUE, NCT);
+    __syncthreads();
     {
         constexpr int CH = D / 8;
         u16* op = o + (bt.q_tok + i0) * o_seq + (i64)h * o_head;

@@ -42,6 +42,10 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS) {
     constexpr int DT = D / 8;
     constexpr u32 Q_BYTES = BM * D * 2;
     constexpr u32 KV_BYTES = BN * D * 2;
+    // Named barriers of the item slot: the producer's first warp and the consumers.
+    constexpr int BAR_SLOT_FULL = RAGGED_WS_BAR_TURN + NC + 1;
+    constexpr int BAR_SLOT_EMPTY = BAR_SLOT_FULL + 1;
+    constexpr int SLOT_THREADS = 32 + 128 * NC;
     static_assert((D == 64 || D == 128) && (BN == 64 || BN == 128) && STAGES >= 2, "ws tile shapes");
 
     extern __shared__ __align__(128) unsigned char smem_raw[];
@@ -94,13 +98,23 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS) {
         for (int qn = 0;; ++qn) {
             // The item slot and Q are free again once every consumer warp released the last Q.
             mbar_wait(q_empty, (u32)((qn & 1) ^ 1));
-            if (t == 0) {
-                const int w = atomicAdd(next_item, 1);
-                asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(item_slot), "r"(w) : "memory");
+            if (t < 32) {
+                // The slot itself is handed over with named barriers (not only through q_full), so that
+                // its reuse is ordered by what compute-sanitizer's racecheck models: the consumers have
+                // read the previous index (SLOT_EMPTY) before thread 0 writes the next (SLOT_FULL).
+                if (qn > 0) named_bar_sync(BAR_SLOT_EMPTY, SLOT_THREADS);
+                if (t == 0) {
+                    const int w = atomicAdd(next_item, 1);
+                    asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(item_slot), "r"(w) : "memory");
+                }
+                named_bar_arrive(BAR_SLOT_FULL, SLOT_THREADS);
             }
             named_bar_sync(RAGGED_WS_BAR_TURN + NC, 128);
             int w;
             asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(w) : "r"(item_slot) : "memory");
+            // Every producer thread has read the slot before thread 0 may overwrite it for the next
+            // item (otherwise only ordered through the asynchronous cp.async arrivals on q_full).
+            named_bar_sync(RAGGED_WS_BAR_TURN + NC, 128);
             if (t == 0) mbar_arrive(q_full);
             if (w >= total) {
                 mbar_arrive(q_full);
@@ -148,9 +162,11 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS) {
 #pragma unroll 1
     for (int qn = 0;; ++qn) {
         mbar_wait(q_full, (u32)(qn & 1));
+        named_bar_sync(BAR_SLOT_FULL, SLOT_THREADS);
         int w;
         asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(w) : "r"(item_slot) : "memory");
-        if (w >= total) break;
+        if (w >= total) break;  // the producer has stopped: no hand-back
+        named_bar_arrive(BAR_SLOT_EMPTY, SLOT_THREADS);
         const WsItem it = ws_item(w, batches, tiles, h_q, mask_left, mask_right, bottom_right, BM, BN);
         // An item without key blocks has no Q in flight: release the slot at once.
         if (it.nb_first >= it.nb_last && lane == 0) mbar_arrive(q_empty);

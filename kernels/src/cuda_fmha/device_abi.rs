@@ -75,6 +75,18 @@ pub fn config_symbol(kernel: &str) -> String {
     format!("{kernel}_config")
 }
 
+/// The `__constant__ int NAME_tma[1]` every forward entry point publishes: 1 when it takes the three
+/// TMA tensor maps of Q, K and V after the common parameters (kernels/cuda/README.md), else 0.
+pub fn tensor_map_symbol(kernel: &str) -> String {
+    format!("{kernel}_tma")
+}
+
+/// (D_qk, D_v) of an entry point of [`FORWARD_KERNELS`].
+pub fn head_dims(kernel: &str) -> Option<(i64, i64)> {
+    let index = FORWARD_KERNELS.iter().position(|&k| k == kernel)?;
+    HEAD_DIMS.get(index / 2).copied()
+}
+
 /// Tile shape and launch shape of one forward entry point, as the compiled module states it
 /// (`{BM, BN, threads per block, dynamic shared memory bytes}`): the Hopper and the portable
 /// paths differ, so these are read from the module, never assumed.
@@ -206,6 +218,22 @@ mod tests {
         seq_len_kv: None,
         s_max: (128, 256),
     };
+
+    #[test]
+    fn head_dims_invert_forward_kernel() {
+        for dims in HEAD_DIMS {
+            for dtype in [DataType::BF16, DataType::F16] {
+                let kernel = forward_kernel(dtype, dims.0, dims.1).expect("compiled dims");
+                assert_eq!(head_dims(kernel), Some(dims), "{kernel}");
+            }
+        }
+        assert_eq!(head_dims("ragged_fmha_fwd_f16_d192v128"), Some((192, 128)));
+        assert_eq!(head_dims("ragged_fmha_prepass"), None);
+        assert_eq!(
+            tensor_map_symbol("ragged_fmha_fwd_bf16_d128"),
+            "ragged_fmha_fwd_bf16_d128_tma"
+        );
+    }
 
     #[test]
     fn a_clean_flag_has_no_problems() {

@@ -15,6 +15,7 @@ use super::device_abi::TileConfig;
 use super::geometry::{LaunchGeometry, WORKSPACE_ALIGNMENT, geometry};
 use super::loading::{LoadedKernels, ModuleCache};
 use super::plan::FmhaPlan;
+use super::tensor_maps::tensor_map_args;
 use crate::runtime::cuda::context::{CurrentContext, StreamContext, context_of_stream};
 use crate::runtime::cuda::error::{DriverCall, GpuError, TensorRole};
 use crate::runtime::cuda::module::{KernelArg, KernelModule, LaunchConfig, launch};
@@ -193,10 +194,14 @@ impl FmhaEngine {
             block: (tiles.threads, 1, 1),
             shared_mem_bytes: tiles.shared_mem_bytes,
         };
-        let args = forward_args(plan, &geometry, buffers, base);
-        // SAFETY: the argument list mirrors RAGGED_FMHA_PARAMS (kernels/cuda/README.md); the
-        // pre-pass enqueued above on the same stream fills the workspace first; block size and
-        // shared memory are the entry point's own published values.
+        let mut args = forward_args(plan, &geometry, buffers, base);
+        if loaded.takes_tensor_maps(plan.kernel) {
+            args.extend(tensor_map_args(plan, &tiles, buffers)?);
+        }
+        // SAFETY: the argument list mirrors RAGGED_FMHA_PARAMS (kernels/cuda/README.md), plus the
+        // Q, K and V tensor maps for an entry point that publishes NAME_tma; the pre-pass enqueued
+        // above on the same stream fills the workspace first; block size and shared memory are
+        // the entry point's own published values.
         unsafe { launch(forward, forward_config, stream, &args) }
     }
 }

@@ -2,7 +2,7 @@
 //! launchers: compile (or fetch) once per device, load once per context, read each entry
 //! point's published tile table and raise its shared-memory limit at load, not per execute.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -21,6 +21,8 @@ pub(crate) struct LoadedKernels {
     configs: HashMap<&'static str, TileConfig>,
     /// Entry points whose shared memory exceeds the device's opt-in limit, with that error.
     oversized: HashMap<&'static str, GpuError>,
+    /// Entry points that publish `NAME_tma`: they take the Q, K and V tensor maps as well.
+    tensor_maps: HashSet<&'static str>,
     source_name: &'static str,
 }
 
@@ -37,6 +39,11 @@ impl LoadedKernels {
                 kernel: kernel.to_owned(),
                 source_name: self.source_name.to_owned(),
             })
+    }
+
+    /// Whether `kernel` takes the three TMA tensor maps after its common parameters.
+    pub(crate) fn takes_tensor_maps(&self, kernel: &str) -> bool {
+        self.tensor_maps.contains(kernel)
     }
 
     /// The loaded entry points' configurations, sorted by name.
@@ -108,6 +115,7 @@ impl ModuleCache {
         let module = unsafe { KernelModule::load(&image.bytes, self.source.name) }?;
         let mut configs = HashMap::new();
         let mut oversized = HashMap::new();
+        let mut tensor_maps = HashSet::new();
         let available = u32::try_from(device.max_shared_per_block_optin).unwrap_or(0);
         for (kernel, tag) in entries {
             let raw = module.read_i32_global::<4>(&device_abi::config_symbol(kernel))?;
@@ -129,11 +137,20 @@ impl ModuleCache {
             // Raise the shared-memory limit once, at load, not per execute.
             module.function(kernel, config.shared_mem_bytes)?;
             configs.insert(kernel, config);
+            // Every forward entry point publishes NAME_tma (0 or 1); other sources' kernels are
+            // not asked, so no lookup fails (compute-sanitizer reports failed API calls).
+            if device_abi::FORWARD_KERNELS.contains(&kernel) {
+                let [flag] = module.read_i32_global::<1>(&device_abi::tensor_map_symbol(kernel))?;
+                if flag != 0 {
+                    tensor_maps.insert(kernel);
+                }
+            }
         }
         let loaded = Arc::new(LoadedKernels {
             module,
             configs,
             oversized,
+            tensor_maps,
             source_name: self.source.name,
         });
         modules.insert(ctx.id, Arc::clone(&loaded));

@@ -7,6 +7,7 @@ pub mod geometry;
 pub mod launcher;
 pub(crate) mod loading;
 pub mod plan;
+pub(crate) mod tensor_maps;
 
 pub use launcher::{ExecuteMode, FMHA_SOURCE, FmhaBuffers, FmhaEngine, Prepared};
 pub use plan::{FmhaPlan, plan};

@@ -19,6 +19,8 @@ pub enum KernelArg {
     I64(i64),
     /// `float`.
     F32(f32),
+    /// A `const __grid_constant__ CUtensorMap` (128 opaque bytes encoded by the driver).
+    TensorMap([u64; 16]),
 }
 
 impl KernelArg {
@@ -34,6 +36,7 @@ impl KernelArg {
             KernelArg::I32(_) => "int",
             KernelArg::I64(_) => "long long",
             KernelArg::F32(_) => "float",
+            KernelArg::TensorMap(_) => "CUtensorMap",
         }
     }
 
@@ -46,6 +49,7 @@ impl KernelArg {
             KernelArg::I32(v) => std::ptr::from_ref(v).cast_mut().cast(),
             KernelArg::I64(v) => std::ptr::from_ref(v).cast_mut().cast(),
             KernelArg::F32(v) => std::ptr::from_ref(v).cast_mut().cast(),
+            KernelArg::TensorMap(v) => std::ptr::from_ref(v).cast_mut().cast(),
         }
     }
 }
@@ -88,6 +92,7 @@ mod tests {
             KernelArg::I32(-2),
             KernelArg::I64(1 << 40),
             KernelArg::F32(0.5),
+            KernelArg::TensorMap(std::array::from_fn(|i| 100 + i as u64)),
         ];
         let params = parameter_array(&args);
         // SAFETY: each pointer addresses the payload of the matching `args` element, alive here.
@@ -96,11 +101,13 @@ mod tests {
             assert_eq!(*params[1].cast::<i32>(), -2);
             assert_eq!(*params[2].cast::<i64>(), 1 << 40);
             assert_eq!(*params[3].cast::<f32>(), 0.5);
+            let map = &*params[4].cast::<[u64; 16]>();
+            assert_eq!((map[0], map[15]), (100, 115));
         }
         assert_eq!(KernelArg::ptr(0x40), KernelArg::Ptr(0x40));
         assert_eq!(
             args.map(|a| a.c_type()),
-            ["ptr", "int", "long long", "float"]
+            ["ptr", "int", "long long", "float", "CUtensorMap"]
         );
     }
 }
