@@ -153,7 +153,6 @@ __device__ __forceinline__ void fmha_fwd_ws_body(RAGGED_FMHA_PARAMS, const Ragge
                                                  const RaggedTmaMap* tm_k = nullptr,
                                                  const RaggedTmaMap* tm_v = nullptr) {
     constexpr int BM = 64 * NC;
-    constexpr int NCT = 128 * NC;  // consumer threads
     constexpr u32 FILL_ARRIVALS = TMA ? 1 : 128;
     constexpr int KS = D / 16;
     constexpr int NS = BN / 8;
@@ -230,18 +229,14 @@ __device__ __forceinline__ void fmha_fwd_ws_body(RAGGED_FMHA_PARAMS, const Ragge
             }
         }
         asm volatile("cp.async.wait_all;\n" ::: "memory");
-        // The producer stays for the consumers' two epilogue barriers (block-wide, so that the O
-        // staging below is ordered by plain __syncthreads: compute-sanitizer's racecheck reported
-        // the consumer-only named barrier used before as no ordering, bench/gpu/NOTES.md).
-        __syncthreads();
-        __syncthreads();
+        // Nothing after this point waits for the producer: the consumers store O straight from
+        // their registers, so the block needs no epilogue barrier.
         return;
     }
 
     // ---------------- consumers ----------------
     setmaxnreg_inc<CREG>();
     const int c = wg - 1;  // consumer index: rows [64 c, 64 c + 64) of the tile
-    const int ct = tid - 128;
     const int lane = tid & 31;
     const int row_in_tile = c * 64 + ((tid >> 5) & 3) * 16 + (lane >> 2);  // and + 8
     const int lt = lane & 3;
@@ -347,8 +342,12 @@ __device__ __forceinline__ void fmha_fwd_ws_body(RAGGED_FMHA_PARAMS, const Ragge
     // Consumer 0 takes the turn the last consumer handed over last, so no arrival is left pending.
     if (PINGPONG && c == 0) named_bar_sync(RAGGED_WS_BAR_TURN + 0, 256);
 
-    // Epilogue: O is staged where Q was, once both consumers are past their last S = Q K^T.
-    __syncthreads();
+    // Epilogue: O goes from the accumulators straight to global memory, four bytes per store (a
+    // quad of threads writes 16 contiguous bytes of a row). Staging it through Q's shared memory
+    // would coalesce the stores but needs block-wide barriers that compute-sanitizer's racecheck
+    // did not accept as ordering the staging (bench/gpu/NOTES.md, session 6); the direct form has
+    // no shared memory access left to order. Its cost is measured in NOTES.md (session 6, round 3).
+    u16* op = o + (bt.q_tok + i0) * o_seq + (i64)h * o_head;
 #pragma unroll
     for (int hr = 0; hr < 2; ++hr) {
         float l = l_i[hr];
@@ -361,30 +360,12 @@ __device__ __forceinline__ void fmha_fwd_ws_body(RAGGED_FMHA_PARAMS, const Ragge
             float val = l > 0.f ? (m_i[hr] * f + log2f(l)) * 0.6931471805599453f : RAGGED_NEG_INF;
             lse[bt.lse_elem + (i64)(i0 + r) * lse_seq + (i64)h * lse_head] = val;
         }
+        if (r < rows) {
+            u16* dst = op + (i64)r * o_seq + lt * 2;
 #pragma unroll
-        for (int dt = 0; dt < DT; ++dt) {
-            u32 packed = pack2<BF16>(acc[dt * 4 + 2 * hr] * inv, acc[dt * 4 + 2 * hr + 1] * inv);
-            u32 addr = s_q + swz<D>(r, dt) + lt * 4;
-            asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(packed) : "memory");
-        }
-    }
-    __syncthreads();
-    {
-        constexpr int CH = D / 8;
-        u16* op = o + (bt.q_tok + i0) * o_seq + (i64)h * o_head;
-#pragma unroll
-        for (int it = 0; it < BM * CH / NCT; ++it) {
-            int idx = it * NCT + ct;
-            int r = idx / CH;
-            int cc = idx % CH;
-            if (r < rows) {
-                u32 x0, x1, x2, x3;
-                asm volatile("ld.shared.v4.b32 {%0,%1,%2,%3}, [%4];\n"
-                             : "=r"(x0), "=r"(x1), "=r"(x2), "=r"(x3)
-                             : "r"(s_q + swz<D>(r, cc)));
-                u16* dst = op + (i64)r * o_seq + cc * 8;
-                asm volatile("st.global.v4.b32 [%0], {%1,%2,%3,%4};\n" ::"l"(dst), "r"(x0), "r"(x1), "r"(x2), "r"(x3)
-                             : "memory");
+            for (int dt = 0; dt < DT; ++dt) {
+                u32 packed = pack2<BF16>(acc[dt * 4 + 2 * hr] * inv, acc[dt * 4 + 2 * hr + 1] * inv);
+                asm volatile("st.global.b32 [%0], %1;\n" ::"l"(dst + dt * 8), "r"(packed) : "memory");
             }
         }
     }
