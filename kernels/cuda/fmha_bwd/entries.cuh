@@ -58,6 +58,23 @@
 RAGGED_BWD_ALL(bf16, true)
 RAGGED_BWD_ALL(f16, false)
 
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// Hopper wgmma dK/dV (fmha_bwd/dkdv_wg.cuh): BM 64, BN 128, two warpgroups; K, V, two Q and two dO
+// buffers, two LSE and two Di buffers, and 1024 bytes to align the swizzled tiles.
+#define RAGGED_BWD_DKDV_WG_SMEM(D) ((2 * 128 + 4 * 64) * ragged_row_width(D) * 2 + 4 * 64 * 4 + 1024)
+#define RAGGED_BWD_DKDV_WG_ENTRY(NAME, BF16, D)                                          \
+    extern "C" {                                                                       \
+    __constant__ int NAME##_config[4] = {64, 128, 256, RAGGED_BWD_DKDV_WG_SMEM(D)};    \
+    __global__ void __launch_bounds__(256, 1) NAME(RAGGED_BWD_PARAMS) {               \
+        bwd_dkdv_wg_body<BF16, D>(RAGGED_BWD_ARGS);                                    \
+    }                                                                                  \
+    }
+RAGGED_BWD_DKDV_WG_ENTRY(ragged_fmha_bwd_dkdv_wg_bf16_d64, true, 64)
+RAGGED_BWD_DKDV_WG_ENTRY(ragged_fmha_bwd_dkdv_wg_bf16_d128, true, 128)
+RAGGED_BWD_DKDV_WG_ENTRY(ragged_fmha_bwd_dkdv_wg_f16_d64, false, 64)
+RAGGED_BWD_DKDV_WG_ENTRY(ragged_fmha_bwd_dkdv_wg_f16_d128, false, 128)
+#endif
+
 #ifdef RAGGED_FMHA_TUNING
 // Alternative tile shapes, compiled only for the device harness's timing sweep.
 RAGGED_BWD_DKDV_ENTRY(ragged_fmha_bwd_dkdv_bf16_d128_m64n128w8, true, 128, 64, 128, 8, 1)
