@@ -16,8 +16,8 @@ Usage:
   python3 bench/gpu/bwd_dev.py --quick         # a few cases of the bf16 defaults (for compute-sanitizer)
   python3 bench/gpu/bwd_dev.py --tiny          # two small cases (racecheck)
   python3 bench/gpu/bwd_dev.py --no-tuning     # without the -DRAGGED_FMHA_TUNING shapes (shorter rounds)
-The Hopper wgmma dK/dV entry points (ragged_fmha_bwd_dkdv_wg_<dt>_d<D>) get the full correctness
-suite beside the defaults and are timed next to them.
+The Hopper wgmma entry points (ragged_fmha_bwd_dkdv_wg_<dt>_d<D>, ragged_fmha_bwd_dq_wg_<dt>_d<D>)
+get the full correctness suite beside the defaults and are timed next to them.
 """
 
 import argparse
@@ -66,8 +66,8 @@ def compile_module(tuning=True):
     return mod
 
 
-def wg_name(dt, d):
-    return f"ragged_fmha_bwd_dkdv_wg_{dt}_d{d}"
+def wg_name(dt, d, part="dkdv"):
+    return f"ragged_fmha_bwd_{part}_wg_{dt}_d{d}"
 
 
 def function(mod, name):
@@ -422,7 +422,7 @@ def benchmark(torch, engines_by_d, h=16, lens=MIX):
                 diffs = [(a.float() - r.float()).abs().max().item() for a, r in zip((dq, dk, dv), rr)]
                 mags = [r.float().abs().max().item() for r in rr]
                 parts = []
-                if eng is engs[0] or "_wg_" in eng.dkdv_name:
+                if eng is engs[0] or "_wg_" in eng.name:
                     for part in ("pre", "dot", "dkdv", "dq"):
                         pm, _ = time_ms(torch, lambda: eng.launch(p, ws, parts=(part,)))
                         parts.append(f"{part} {pm:.3f}")
@@ -452,7 +452,8 @@ def main():
     if args.tiny:
         rng = np.random.default_rng(args.seed)
         results = []
-        for eng in (Backward(mod, "bf16", 64), Backward(mod, "bf16", 64, dkdv=wg_name("bf16", 64))):
+        for eng in (Backward(mod, "bf16", 64),
+                    Backward(mod, "bf16", 64, dkdv=wg_name("bf16", 64), dq=wg_name("bf16", 64, "dq"))):
             results += [run_case(torch, eng, rng, lq=[40, 0, 70], lkv=[50, 30, 0], h_q=2, h_kv=1, right=0, br=1,
                                  label=f"tiny {eng.name} causal-br gqa"),
                         run_case(torch, eng, rng, lq=[65, 3], lkv=[20, 130], h_q=2, h_kv=2, left=9, right=2,
@@ -461,7 +462,8 @@ def main():
             print(("PASS " if ok else "FAIL ") + msg, flush=True)
         return 0 if all(ok for ok, _ in results) else 1
     if args.quick:
-        engs = [Backward(mod, "bf16", d, dkdv=dkdv) for d in (64, 128) for dkdv in (None, wg_name("bf16", d))]
+        engs = [Backward(mod, "bf16", d, dkdv=dkdv, dq=dq) for d in (64, 128)
+                for dkdv, dq in ((None, None), (wg_name("bf16", d), wg_name("bf16", d, "dq")))]
         results = correctness(torch, engs, args.seed, quick=True)
         for ok, msg in results:
             print(("PASS " if ok else "FAIL ") + msg, flush=True)
@@ -469,10 +471,14 @@ def main():
         print(f"quick correctness: {len(results) - n_bad}/{len(results)} passed", flush=True)
         return 1 if n_bad else 0
     engines = [Backward(mod, dt, d) for d in (64, 128) for dt in ("bf16", "f16")]
-    wg = [Backward(mod, dt, d, dkdv=wg_name(dt, d)) for d in (64, 128) for dt in ("bf16", "f16")]
+    wg = [Backward(mod, dt, d, dkdv=wg_name(dt, d), dq=wg_name(dt, d, "dq")) for d in (64, 128)
+          for dt in ("bf16", "f16")]
+    # Timed only: the wgmma dK/dV with the default dQ (both kernels are checked above).
+    wg += [Backward(mod, "bf16", d, dkdv=wg_name("bf16", d)) for d in (64, 128)]
     t0 = time.time()
-    results = correctness(torch, engines + wg, args.seed)
+    results = correctness(torch, engines + wg[:4], args.seed)
     tuned = {d: [Backward(mod, "bf16", d, dkdv=a, dq=b) for a, b in zip(TUNING[d]["dkdv"], TUNING[d]["dq"])]
+             + [Backward(mod, "bf16", d, dkdv=wg_name("bf16", d), dq=wg_name("bf16", d, "dq") + "_n128")]
              for d in (64, 128)} if tuning else {64: [], 128: []}
     results += correctness(torch, [e for es in tuned.values() for e in es], args.seed + 1, quick=True)
     n_bad = 0

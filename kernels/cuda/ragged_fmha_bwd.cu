@@ -32,4 +32,5 @@
 #include "fmha_bwd/dkdv.cuh"
 #include "fmha_bwd/dq.cuh"
 #include "fmha_bwd/dkdv_wg.cuh"
+#include "fmha_bwd/dq_wg.cuh"
 #include "fmha_bwd/entries.cuh"

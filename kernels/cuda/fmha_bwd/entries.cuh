@@ -73,6 +73,23 @@ RAGGED_BWD_DKDV_WG_ENTRY(ragged_fmha_bwd_dkdv_wg_bf16_d64, true, 64)
 RAGGED_BWD_DKDV_WG_ENTRY(ragged_fmha_bwd_dkdv_wg_bf16_d128, true, 128)
 RAGGED_BWD_DKDV_WG_ENTRY(ragged_fmha_bwd_dkdv_wg_f16_d64, false, 64)
 RAGGED_BWD_DKDV_WG_ENTRY(ragged_fmha_bwd_dkdv_wg_f16_d128, false, 128)
+// Hopper wgmma dQ (fmha_bwd/dq_wg.cuh): BM = 64 NWG, two K and two V buffers of BN rows.
+#define RAGGED_BWD_DQ_WG_SMEM(D, BN, NWG) ((2 * 64 * (NWG) + 4 * (BN)) * ragged_row_width(D) * 2 + 1024)
+#define RAGGED_BWD_DQ_WG_ENTRY(NAME, BF16, D, BN, NWG)                                           \
+    extern "C" {                                                                               \
+    __constant__ int NAME##_config[4] = {64 * NWG, BN, 128 * NWG, RAGGED_BWD_DQ_WG_SMEM(D, BN, NWG)}; \
+    __global__ void __launch_bounds__(128 * NWG, 1) NAME(RAGGED_BWD_PARAMS) {                  \
+        bwd_dq_wg_body<BF16, D, BN, NWG>(RAGGED_BWD_ARGS);                                     \
+    }                                                                                          \
+    }
+RAGGED_BWD_DQ_WG_ENTRY(ragged_fmha_bwd_dq_wg_bf16_d64, true, 64, 64, 2)
+RAGGED_BWD_DQ_WG_ENTRY(ragged_fmha_bwd_dq_wg_bf16_d128, true, 128, 64, 2)
+RAGGED_BWD_DQ_WG_ENTRY(ragged_fmha_bwd_dq_wg_f16_d64, false, 64, 64, 2)
+RAGGED_BWD_DQ_WG_ENTRY(ragged_fmha_bwd_dq_wg_f16_d128, false, 128, 64, 2)
+#ifdef RAGGED_FMHA_TUNING
+RAGGED_BWD_DQ_WG_ENTRY(ragged_fmha_bwd_dq_wg_bf16_d128_n128, true, 128, 128, 2)
+RAGGED_BWD_DQ_WG_ENTRY(ragged_fmha_bwd_dq_wg_bf16_d64_n128, true, 64, 128, 2)
+#endif
 #endif
 
 #ifdef RAGGED_FMHA_TUNING
