@@ -16,6 +16,7 @@ Usage:
   python3 bench/gpu/bwd_dev.py --quick         # a few cases of the bf16 defaults (for compute-sanitizer)
   python3 bench/gpu/bwd_dev.py --tiny          # two small cases (racecheck)
   python3 bench/gpu/bwd_dev.py --no-tuning     # without the -DRAGGED_FMHA_TUNING shapes (shorter rounds)
+  python3 bench/gpu/bwd_dev.py --wg-tuning     # of the tuning shapes only the wgmma ones
 The Hopper wgmma entry points (ragged_fmha_bwd_dkdv_wg_<dt>_d<D>, ragged_fmha_bwd_dq_wg_<dt>_d<D>)
 get the full correctness suite beside the defaults and are timed next to them.
 """
@@ -441,6 +442,7 @@ def main():
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--tiny", action="store_true", help="two small cases, bf16 D 64 (racecheck)")
     ap.add_argument("--no-tuning", action="store_true", help="skip the -DRAGGED_FMHA_TUNING shapes")
+    ap.add_argument("--wg-tuning", action="store_true", help="of the tuning shapes only the wgmma ones")
     ap.add_argument("--seed", type=int, default=int(time.time()))
     args = ap.parse_args()
     import torch
@@ -457,7 +459,8 @@ def main():
             results += [run_case(torch, eng, rng, lq=[40, 0, 70], lkv=[50, 30, 0], h_q=2, h_kv=1, right=0, br=1,
                                  label=f"tiny {eng.name} causal-br gqa"),
                         run_case(torch, eng, rng, lq=[65, 3], lkv=[20, 130], h_q=2, h_kv=2, left=9, right=2,
-                                 pad_q=[2, 1], pad_kv=[0, 4], lse_mode="ragged", label=f"tiny {eng.name} window seq_lens")]
+                                 pad_q=[2, 1], pad_kv=[0, 4], lse_mode="ragged",
+                                 label=f"tiny {eng.name} window seq_lens")]
         for ok, msg in results:
             print(("PASS " if ok else "FAIL ") + msg, flush=True)
         return 0 if all(ok for ok, _ in results) else 1
@@ -477,9 +480,13 @@ def main():
     wg += [Backward(mod, "bf16", d, dkdv=wg_name("bf16", d)) for d in (64, 128)]
     t0 = time.time()
     results = correctness(torch, engines + wg[:4], args.seed)
-    tuned = {d: [Backward(mod, "bf16", d, dkdv=a, dq=b) for a, b in zip(TUNING[d]["dkdv"], TUNING[d]["dq"])]
-             + [Backward(mod, "bf16", d, dkdv=wg_name("bf16", d), dq=wg_name("bf16", d, "dq") + "_n128")]
-             for d in (64, 128)} if tuning else {64: [], 128: []}
+    tuned = {64: [], 128: []}
+    for d in (64, 128) if tuning else ():
+        if not args.wg_tuning:
+            tuned[d] += [Backward(mod, "bf16", d, dkdv=a, dq=b) for a, b in zip(TUNING[d]["dkdv"], TUNING[d]["dq"])]
+        wg_dkdv, wg_dq = wg_name("bf16", d), wg_name("bf16", d, "dq")
+        tuned[d] += [Backward(mod, "bf16", d, dkdv=wg_dkdv + "_nopipe", dq=wg_dq + "_nopipe"),
+                     Backward(mod, "bf16", d, dkdv=wg_dkdv, dq=wg_dq + "_n128")]
     results += correctness(torch, [e for es in tuned.values() for e in es], args.seed + 1, quick=True)
     n_bad = 0
     for ok, msg in results:

@@ -9,11 +9,14 @@
 //   dO [BM][D] read as an MN-major B, like the forward's P V),
 //   dS^T = P^T (dP^T - Di);                            dK += dS^T Q   (RS, Q as MN-major B).
 // Q and dO tiles live in the forward's 128-byte-swizzled layout, which serves both as the K-major
-// B of the first two products and as the MN-major B of the last two. They are double-buffered:
-// the next pair's cp.async runs under this pair's products. dS^T reads P^T back from its packed
-// 16-bit operand (as the mma.sync body's PACK_P does), so the live registers per thread at D 128
-// are dK, dV (64 + 64 f32), dP^T (32) and the packed P^T (16).
-template <bool BF16, int D>
+// B of the first two products and as the MN-major B of the last two. The next pair's cp.async runs
+// under this pair's products. dS^T reads P^T back from its packed 16-bit operand (as the mma.sync
+// body's PACK_P does), so the live registers per thread at D 128 are dK, dV (64 + 64 f32), dP^T
+// (32) and the packed P^T (16).
+// PIPE: three buffers instead of two, and dK += dS^T Q of step n is left running on the tensor
+// cores while step n + 1 issues S^T and dP^T (its wait for S^T also retires that dK product): the
+// buffers step n read are refilled only at step n + 3.
+template <bool BF16, int D, bool PIPE>
 __device__ __forceinline__ void bwd_dkdv_wg_body(RAGGED_BWD_PARAMS) {
     constexpr int BM = 64;
     constexpr int BN = 128;
@@ -22,16 +25,17 @@ __device__ __forceinline__ void bwd_dkdv_wg_body(RAGGED_BWD_PARAMS) {
     constexpr int KS = D / 16;
     constexpr int NS = BM / 8;
     constexpr int DT = P / 8;
+    constexpr int NBUF = PIPE ? 3 : 2;
     static_assert(D == P && (D == 64 || D == 128), "wgmma dK/dV head dims");
 
     extern __shared__ __align__(128) unsigned char smem_raw[];
     const u32 base = smem_addr(smem_raw);
     const u32 s_k = (base + 1023u) & ~1023u;  // the swizzle pattern repeats every 1024 bytes
     const u32 s_v = s_k + BN * P * 2;
-    const u32 s_q = s_v + BN * P * 2;       // two buffers of BM rows
-    const u32 s_do = s_q + 2 * BM * P * 2;  // two buffers of BM rows
-    float* s_lse = (float*)(smem_raw + (s_do + 2 * BM * P * 2 - base));  // two buffers of BM
-    float* s_di = s_lse + 2 * BM;
+    const u32 s_q = s_v + BN * P * 2;          // NBUF buffers of BM rows
+    const u32 s_do = s_q + NBUF * BM * P * 2;  // NBUF buffers of BM rows
+    float* s_lse = (float*)(smem_raw + (s_do + NBUF * BM * P * 2 - base));  // NBUF buffers of BM
+    float* s_di = s_lse + NBUF * BM;
 
     const int g = blockIdx.x % h_kv;
     const int rank = blockIdx.x / h_kv;
@@ -61,6 +65,8 @@ __device__ __forceinline__ void bwd_dkdv_wg_body(RAGGED_BWD_PARAMS) {
 #pragma unroll
     for (int i = 0; i < DT * 4; ++i) acc_dk[i] = acc_dv[i] = 0.f;
 
+    u32 pa[BM / 16][4];  // P^T, then dS^T, as the A operand (with PIPE live into the next step)
+
     auto issue = [&](int it, int buf) {
         const int h = g * rep + it / nq;
         const int i0 = (qb_first + it % nq) * BM;
@@ -84,12 +90,12 @@ __device__ __forceinline__ void bwd_dkdv_wg_body(RAGGED_BWD_PARAMS) {
         cp_async_commit();
 #pragma unroll 1
         for (int it = 0; it < items; ++it) {
-            const int buf = it & 1;
-            // Pair `it` has landed, and both warpgroups are done with the buffer pair `it + 1` reuses.
+            const int buf = it % NBUF;
+            // Pair `it` has landed, and both warpgroups are done with the buffers `it + 1` reuses.
             cp_async_wait<0>();
             fence_proxy_async();
             __syncthreads();
-            if (it + 1 < items) issue(it + 1, buf ^ 1);
+            if (it + 1 < items) issue(it + 1, buf + 1 == NBUF ? 0 : buf + 1);
             cp_async_commit();
             const int i0 = (qb_first + it % nq) * BM;
             const u32 qb = s_q + buf * (BM * P * 2);
@@ -115,8 +121,13 @@ __device__ __forceinline__ void bwd_dkdv_wg_body(RAGGED_BWD_PARAMS) {
             wgmma_commit();
 
             // P^T while dP^T is still on the tensor cores; 0 outside the band and past Lq / Lkv.
+            // (With PIPE the previous step's dK product is older than S^T and retires with it.)
             wgmma_wait<1>();
             fence_regs<NS * 4>(st);
+            if constexpr (PIPE) {
+                fence_regs<DT * 4>(acc_dk);
+                fence_regs_u32<BM / 4>(&pa[0][0]);
+            }
             const bool full = ragged_tile_full(band, bt.lq, i0, BM, j0, BN);
 #pragma unroll
             for (int nt = 0; nt < NS; ++nt)
@@ -131,7 +142,6 @@ __device__ __forceinline__ void bwd_dkdv_wg_body(RAGGED_BWD_PARAMS) {
                     }
                     st[nt * 4 + e] = p;
                 }
-            u32 pa[BM / 16][4];
             pack_a<BF16, BM / 16>(pa, (const float(*)[4])st);
             wgmma_fence();
 #pragma unroll
@@ -153,6 +163,13 @@ __device__ __forceinline__ void bwd_dkdv_wg_body(RAGGED_BWD_PARAMS) {
 #pragma unroll
             for (int kc = 0; kc < BM / 16; ++kc) wgmma_pv<BF16, P, BM>(acc_dk, pa[kc], qb, kc);
             wgmma_commit();
+            if constexpr (!PIPE) {
+                wgmma_wait<0>();
+                fence_regs<DT * 4>(acc_dk);
+                fence_regs_u32<BM / 4>(&pa[0][0]);
+            }
+        }
+        if constexpr (PIPE) {
             wgmma_wait<0>();
             fence_regs<DT * 4>(acc_dk);
             fence_regs_u32<BM / 4>(&pa[0][0]);

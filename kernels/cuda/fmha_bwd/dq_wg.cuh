@@ -8,9 +8,12 @@
 //   S  = Q K^T and dP = dO V^T (SS, issued together; P computed while dP runs),
 //   dS = P (dP - Di), P = exp2(S scale log2e - LSE log2e) masked,
 //   dQ += dS K (RS: dS packed in registers, K read as an MN-major B from its swizzled tile).
-// K and V are double-buffered by cp.async; dQ (times scale) is stored once. A tile with no
-// admitted key stores zeros.
-template <bool BF16, int D, int BN, int NWG>
+// The next block's K and V load by cp.async under this block's products; dQ (times scale) is
+// stored once. A tile with no admitted key stores zeros.
+// PIPE: three K/V buffers instead of two, and dQ += dS K of block n is left running while block
+// n + 1 issues S and dP (its wait for S also retires that product): the buffers block n read are
+// refilled only at block n + 3.
+template <bool BF16, int D, int BN, int NWG, bool PIPE>
 __device__ __forceinline__ void bwd_dq_wg_body(RAGGED_BWD_PARAMS) {
     constexpr int BM = 64 * NWG;
     constexpr int NT = 128 * NWG;
@@ -18,13 +21,14 @@ __device__ __forceinline__ void bwd_dq_wg_body(RAGGED_BWD_PARAMS) {
     constexpr int KS = D / 16;
     constexpr int NS = BN / 8;
     constexpr int DT = P / 8;
+    constexpr int NBUF = PIPE ? 3 : 2;
     static_assert(D == P && (D == 64 || D == 128) && (BN == 64 || BN == 128), "wgmma dQ tile shapes");
 
     extern __shared__ __align__(128) unsigned char smem_raw[];
     const u32 s_q = (smem_addr(smem_raw) + 1023u) & ~1023u;  // the swizzle pattern repeats every 1024 bytes
     const u32 s_do = s_q + BM * P * 2;
-    const u32 s_k = s_do + BM * P * 2;     // two buffers of BN rows
-    const u32 s_v = s_k + 2 * BN * P * 2;  // two buffers of BN rows
+    const u32 s_k = s_do + BM * P * 2;        // NBUF buffers of BN rows
+    const u32 s_v = s_k + NBUF * BN * P * 2;  // NBUF buffers of BN rows
 
     const int rank = blockIdx.x / h_q;
     const int h = blockIdx.x - rank * h_q;
@@ -51,6 +55,7 @@ __device__ __forceinline__ void bwd_dq_wg_body(RAGGED_BWD_PARAMS) {
     float acc[DT * 4];
 #pragma unroll
     for (int i = 0; i < DT * 4; ++i) acc[i] = 0.f;
+    u32 pa[BN / 16][4];  // dS as the A operand (with PIPE live into the next block)
 
     if (nb_first < nb_last) {
         // This thread's two rows (warp * 16 + lg and + 8): LSE in base 2 and Di; rows past Lq are
@@ -75,17 +80,18 @@ __device__ __forceinline__ void bwd_dq_wg_body(RAGGED_BWD_PARAMS) {
         cp_async_commit();
 #pragma unroll 1
         for (int nb = nb_first; nb < nb_last; ++nb) {
-            const int buf = (nb - nb_first) & 1;
+            const int buf = (nb - nb_first) % NBUF;
+            const int next = buf + 1 == NBUF ? 0 : buf + 1;
             // Block nb has landed, and both warpgroups are done with the buffers nb + 1 reuses.
             cp_async_wait<0>();
             fence_proxy_async();
             __syncthreads();
             if (nb + 1 < nb_last) {
                 const int j1 = (nb + 1) * BN;
-                load_tile_sw128<D, P, BN, NT>(s_k + (buf ^ 1) * (BN * P * 2), kp + (i64)j1 * k_seq, k_seq,
-                                              bt.lkv - j1, k);
-                load_tile_sw128<D, P, BN, NT>(s_v + (buf ^ 1) * (BN * P * 2), vp + (i64)j1 * v_seq, v_seq,
-                                              bt.lkv - j1, v);
+                load_tile_sw128<D, P, BN, NT>(s_k + next * (BN * P * 2), kp + (i64)j1 * k_seq, k_seq, bt.lkv - j1,
+                                              k);
+                load_tile_sw128<D, P, BN, NT>(s_v + next * (BN * P * 2), vp + (i64)j1 * v_seq, v_seq, bt.lkv - j1,
+                                              v);
             }
             cp_async_commit();
             const u32 kb = s_k + buf * (BN * P * 2);
@@ -112,6 +118,10 @@ __device__ __forceinline__ void bwd_dq_wg_body(RAGGED_BWD_PARAMS) {
             // P while dP is still on the tensor cores; 0 outside the band, past Lkv and past Lq.
             wgmma_wait<1>();
             fence_regs<NS * 4>(s);
+            if constexpr (PIPE) {
+                fence_regs<DT * 4>(acc);
+                fence_regs_u32<BN / 4>(&pa[0][0]);
+            }
             const bool full = ragged_tile_full(band, bt.lq, i0, BM, j0, BN);
 #pragma unroll
             for (int nt = 0; nt < NS; ++nt)
@@ -130,12 +140,18 @@ __device__ __forceinline__ void bwd_dq_wg_body(RAGGED_BWD_PARAMS) {
             fence_regs<NS * 4>(dp);
 #pragma unroll
             for (int i = 0; i < NS * 4; ++i) dp[i] = s[i] * (dp[i] - dir[(i >> 1) & 1]);
-            u32 pa[BN / 16][4];
             pack_a<BF16, BN / 16>(pa, (const float(*)[4])dp);
             wgmma_fence();
 #pragma unroll
             for (int kc = 0; kc < BN / 16; ++kc) wgmma_pv<BF16, P, BN>(acc, pa[kc], kb, kc);
             wgmma_commit();
+            if constexpr (!PIPE) {
+                wgmma_wait<0>();
+                fence_regs<DT * 4>(acc);
+                fence_regs_u32<BN / 4>(&pa[0][0]);
+            }
+        }
+        if constexpr (PIPE) {
             wgmma_wait<0>();
             fence_regs<DT * 4>(acc);
             fence_regs_u32<BN / 4>(&pa[0][0]);
