@@ -89,12 +89,11 @@ RAGGED_BWD_WG_ALL(bf16, true)
 RAGGED_BWD_WG_ALL(f16, false)
 #ifdef RAGGED_FMHA_TUNING
 // The same without the cross-step overlap (two buffers, every product waited for in its step),
-// and the dQ kernel with BN 128.
+// and the dQ kernel with BN 128 at D 64 (at D 128 its three K/V buffers exceed 227 KB).
 RAGGED_BWD_DKDV_WG_ENTRY(ragged_fmha_bwd_dkdv_wg_bf16_d64_nopipe, true, 64, false)
 RAGGED_BWD_DKDV_WG_ENTRY(ragged_fmha_bwd_dkdv_wg_bf16_d128_nopipe, true, 128, false)
 RAGGED_BWD_DQ_WG_ENTRY(ragged_fmha_bwd_dq_wg_bf16_d64_nopipe, true, 64, 64, 2, false)
 RAGGED_BWD_DQ_WG_ENTRY(ragged_fmha_bwd_dq_wg_bf16_d128_nopipe, true, 128, 64, 2, false)
-RAGGED_BWD_DQ_WG_ENTRY(ragged_fmha_bwd_dq_wg_bf16_d128_n128, true, 128, 128, 2, true)
 RAGGED_BWD_DQ_WG_ENTRY(ragged_fmha_bwd_dq_wg_bf16_d64_n128, true, 64, 128, 2, true)
 #endif
 #endif
