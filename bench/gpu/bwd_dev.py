@@ -443,6 +443,7 @@ def main():
     ap.add_argument("--tiny", action="store_true", help="two small cases, bf16 D 64 (racecheck)")
     ap.add_argument("--no-tuning", action="store_true", help="skip the -DRAGGED_FMHA_TUNING shapes")
     ap.add_argument("--wg-tuning", action="store_true", help="of the tuning shapes only the wgmma ones")
+    ap.add_argument("--wg-only", action="store_true", help="with --tiny: only the wgmma kernels")
     ap.add_argument("--seed", type=int, default=int(time.time()))
     args = ap.parse_args()
     import torch
@@ -454,8 +455,9 @@ def main():
     if args.tiny:
         rng = np.random.default_rng(args.seed)
         results = []
-        for eng in (Backward(mod, "bf16", 64),
-                    Backward(mod, "bf16", 64, dkdv=wg_name("bf16", 64), dq=wg_name("bf16", 64, "dq"))):
+        engs = [] if args.wg_only else [Backward(mod, "bf16", 64)]
+        engs.append(Backward(mod, "bf16", 64, dkdv=wg_name("bf16", 64), dq=wg_name("bf16", 64, "dq")))
+        for eng in engs:
             results += [run_case(torch, eng, rng, lq=[40, 0, 70], lkv=[50, 30, 0], h_q=2, h_kv=1, right=0, br=1,
                                  label=f"tiny {eng.name} causal-br gqa"),
                         run_case(torch, eng, rng, lq=[65, 3], lkv=[20, 130], h_q=2, h_kv=2, left=9, right=2,
