@@ -15,6 +15,10 @@ Usage:
   python3 bench/gpu/bwd_dev.py --check-only
   python3 bench/gpu/bwd_dev.py --quick         # a few cases of the bf16 defaults (for compute-sanitizer)
   python3 bench/gpu/bwd_dev.py --tiny          # two small cases (racecheck)
+  python3 bench/gpu/bwd_dev.py --no-tuning     # without the -DRAGGED_FMHA_TUNING shapes (shorter rounds)
+  python3 bench/gpu/bwd_dev.py --wg-tuning     # of the tuning shapes only the wgmma ones
+The Hopper wgmma entry points (ragged_fmha_bwd_dkdv_wg_<dt>_d<D>, ragged_fmha_bwd_dq_wg_<dt>_d<D>)
+get the full correctness suite beside the defaults and are timed next to them.
 """
 
 import argparse
@@ -61,6 +65,10 @@ def compile_module(tuning=True):
     mod.compile()
     print(f"NVRTC compile {opts}: {time.time() - t0:.1f} s", flush=True)
     return mod
+
+
+def wg_name(dt, d, part="dkdv"):
+    return f"ragged_fmha_bwd_{part}_wg_{dt}_d{d}"
 
 
 def function(mod, name):
@@ -415,7 +423,7 @@ def benchmark(torch, engines_by_d, h=16, lens=MIX):
                 diffs = [(a.float() - r.float()).abs().max().item() for a, r in zip((dq, dk, dv), rr)]
                 mags = [r.float().abs().max().item() for r in rr]
                 parts = []
-                if eng is engs[0]:
+                if eng is engs[0] or "_wg_" in eng.name:
                     for part in ("pre", "dot", "dkdv", "dq"):
                         pm, _ = time_ms(torch, lambda: eng.launch(p, ws, parts=(part,)))
                         parts.append(f"{part} {pm:.3f}")
@@ -433,35 +441,59 @@ def main():
     ap.add_argument("--check-only", action="store_true")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--tiny", action="store_true", help="two small cases, bf16 D 64 (racecheck)")
+    ap.add_argument("--no-tuning", action="store_true", help="skip the -DRAGGED_FMHA_TUNING shapes")
+    ap.add_argument("--wg-tuning", action="store_true", help="of the tuning shapes only the wgmma ones")
+    ap.add_argument("--wg-only", action="store_true", help="with --tiny: only the wgmma kernels")
     ap.add_argument("--seed", type=int, default=int(time.time()))
     args = ap.parse_args()
     import torch
 
     print("device:", torch.cuda.get_device_name(), "torch", torch.__version__, "cupy", cp.__version__,
           "seed", args.seed, flush=True)
-    mod = compile_module(tuning=not (args.quick or args.tiny))
+    tuning = not (args.quick or args.tiny or args.no_tuning)
+    mod = compile_module(tuning=tuning)
     if args.tiny:
-        eng = Backward(mod, "bf16", 64)
         rng = np.random.default_rng(args.seed)
-        results = [run_case(torch, eng, rng, lq=[40, 0, 70], lkv=[50, 30, 0], h_q=2, h_kv=1, right=0, br=1,
-                            label="tiny causal-br gqa"),
-                   run_case(torch, eng, rng, lq=[65, 3], lkv=[20, 130], h_q=2, h_kv=2, left=9, right=2,
-                            pad_q=[2, 1], pad_kv=[0, 4], lse_mode="ragged", label="tiny window seq_lens")]
+        results = []
+        engs = [] if args.wg_only else [Backward(mod, "bf16", 64)]
+        engs.append(Backward(mod, "bf16", 64, dkdv=wg_name("bf16", 64), dq=wg_name("bf16", 64, "dq")))
+        for eng in engs:
+            results += [run_case(torch, eng, rng, lq=[40, 0, 70], lkv=[50, 30, 0], h_q=2, h_kv=1, right=0, br=1,
+                                 label=f"tiny {eng.name} causal-br gqa"),
+                        run_case(torch, eng, rng, lq=[65, 3], lkv=[20, 130], h_q=2, h_kv=2, left=9, right=2,
+                                 pad_q=[2, 1], pad_kv=[0, 4], lse_mode="ragged",
+                                 label=f"tiny {eng.name} window seq_lens")]
         for ok, msg in results:
             print(("PASS " if ok else "FAIL ") + msg, flush=True)
         return 0 if all(ok for ok, _ in results) else 1
     if args.quick:
-        results = correctness(torch, [Backward(mod, "bf16", d) for d in (64, 128)], args.seed, quick=True)
+        engs = [Backward(mod, "bf16", d, dkdv=dkdv, dq=dq) for d in (64, 128)
+                for dkdv, dq in ((None, None), (wg_name("bf16", d), wg_name("bf16", d, "dq")))]
+        results = correctness(torch, engs, args.seed, quick=True)
         for ok, msg in results:
             print(("PASS " if ok else "FAIL ") + msg, flush=True)
         n_bad = sum(0 if ok else 1 for ok, _ in results)
         print(f"quick correctness: {len(results) - n_bad}/{len(results)} passed", flush=True)
         return 1 if n_bad else 0
     engines = [Backward(mod, dt, d) for d in (64, 128) for dt in ("bf16", "f16")]
+    wg = [Backward(mod, dt, d, dkdv=wg_name(dt, d), dq=wg_name(dt, d, "dq")) for d in (64, 128)
+          for dt in ("bf16", "f16")]
+    # Timed only: the wgmma dK/dV with the default dQ (both kernels are checked above).
+    wg += [Backward(mod, "bf16", d, dkdv=wg_name("bf16", d)) for d in (64, 128)]
     t0 = time.time()
-    results = correctness(torch, engines, args.seed)
-    tuned = {d: [Backward(mod, "bf16", d, dkdv=a, dq=b) for a, b in zip(TUNING[d]["dkdv"], TUNING[d]["dq"])]
-             for d in (64, 128)}
+    results = correctness(torch, engines + wg[:4], args.seed)
+    tuned = {64: [], 128: []}
+    for d in (64, 128) if tuning else ():
+        pairs = [] if args.wg_tuning else list(zip(TUNING[d]["dkdv"], TUNING[d]["dq"]))
+        wg_dkdv, wg_dq = wg_name("bf16", d), wg_name("bf16", d, "dq")
+        pairs.append((wg_dkdv + "_nopipe", wg_dq + "_nopipe"))
+        if d == 64:
+            pairs.append((wg_dkdv, wg_dq + "_n128"))
+        for a, b in pairs:
+            try:  # a shape this device cannot launch is reported and left out, not fatal
+                tuned[d].append(Backward(mod, "bf16", d, dkdv=a, dq=b))
+            except Exception as e:  # noqa: BLE001
+                print(f"FAIL tuning shape {a}+{b} not loadable: {type(e).__name__}: {str(e)[:200]}", flush=True)
     results += correctness(torch, [e for es in tuned.values() for e in es], args.seed + 1, quick=True)
     n_bad = 0
     for ok, msg in results:
@@ -472,7 +504,7 @@ def main():
         return 1 if n_bad else 0
     if n_bad:
         print("WARNING: correctness failures above; timings below are of a wrong kernel", flush=True)
-    by_d = {d: [e for e in engines if e.dt == "bf16" and e.d == d] + tuned[d] for d in (128, 64)}
+    by_d = {d: [e for e in engines + wg if e.dt == "bf16" and e.d == d] + tuned[d] for d in (128, 64)}
     rows = benchmark(torch, by_d)
     print("\n=== backward TFLOP/s (bf16, H=16, ragged mix, FLOPs = 2.5 x forward) ===")
     for r in rows:

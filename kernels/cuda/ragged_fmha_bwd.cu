@@ -1,8 +1,8 @@
 // Ragged (varlen) fused multi-head attention, backward pass (dQ, dK, dV), for NVIDIA sm_80+.
 //
 // Compiled at run time by NVRTC (`-arch=sm_90a -std=c++17` on the H200, `-arch=sm_80` elsewhere).
-// Like the forward, no system or CUDA header is used; the mma.sync m16n8k16 path runs on every
-// sm_80+ device, Hopper included. bf16 and fp16 inputs, f32 accumulation, head dims 64 and 128
+// Like the forward, no system or CUDA header is used; the mma.sync m16n8k16 kernels run on every
+// sm_80+ device, and on sm_90a wgmma kernels for dK/dV and dQ exist beside them (fmha_bwd/README.md). bf16 and fp16 inputs, f32 accumulation, head dims 64 and 128
 // (Q/K and V/O the same).
 //
 // Semantics: kernels/src/sdpa_backward/README.md §2 (P recomputed from Q, K and the forward's LSE;
@@ -25,9 +25,12 @@
 #include "fmha/prepass.cuh"
 #include "fmha/warp_ops.cuh"
 #include "fmha/block.cuh"
+#include "fmha/wgmma_ops.cuh"
 #include "fmha_bwd/common.cuh"
 #include "fmha_bwd/tile_ops.cuh"
 #include "fmha_bwd/dot.cuh"
 #include "fmha_bwd/dkdv.cuh"
 #include "fmha_bwd/dq.cuh"
+#include "fmha_bwd/dkdv_wg.cuh"
+#include "fmha_bwd/dq_wg.cuh"
 #include "fmha_bwd/entries.cuh"

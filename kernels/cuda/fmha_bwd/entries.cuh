@@ -58,6 +58,46 @@
 RAGGED_BWD_ALL(bf16, true)
 RAGGED_BWD_ALL(f16, false)
 
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// Hopper wgmma dK/dV (fmha_bwd/dkdv_wg.cuh): BM 64, BN 128, two warpgroups; K, V, NBUF Q and NBUF
+// dO buffers, NBUF LSE and NBUF Di buffers, and 1024 bytes to align the swizzled tiles.
+#define RAGGED_BWD_DKDV_WG_SMEM(D, NBUF) \
+    ((2 * 128 + 2 * (NBUF) * 64) * ragged_row_width(D) * 2 + 2 * (NBUF) * 64 * 4 + 1024)
+#define RAGGED_BWD_DKDV_WG_ENTRY(NAME, BF16, D, PIPE)                                           \
+    extern "C" {                                                                              \
+    __constant__ int NAME##_config[4] = {64, 128, 256, RAGGED_BWD_DKDV_WG_SMEM(D, PIPE ? 3 : 2)}; \
+    __global__ void __launch_bounds__(256, 1) NAME(RAGGED_BWD_PARAMS) {                      \
+        bwd_dkdv_wg_body<BF16, D, PIPE>(RAGGED_BWD_ARGS);                                     \
+    }                                                                                         \
+    }
+// Hopper wgmma dQ (fmha_bwd/dq_wg.cuh): BM = 64 NWG, Q and dO, NBUF K and NBUF V buffers of BN rows.
+#define RAGGED_BWD_DQ_WG_SMEM(D, BN, NWG, NBUF) \
+    ((2 * 64 * (NWG) + 2 * (NBUF) * (BN)) * ragged_row_width(D) * 2 + 1024)
+#define RAGGED_BWD_DQ_WG_ENTRY(NAME, BF16, D, BN, NWG, PIPE)                                                 \
+    extern "C" {                                                                                           \
+    __constant__ int NAME##_config[4] = {64 * NWG, BN, 128 * NWG, RAGGED_BWD_DQ_WG_SMEM(D, BN, NWG, PIPE ? 3 : 2)}; \
+    __global__ void __launch_bounds__(128 * NWG, 1) NAME(RAGGED_BWD_PARAMS) {                              \
+        bwd_dq_wg_body<BF16, D, BN, NWG, PIPE>(RAGGED_BWD_ARGS);                                           \
+    }                                                                                                      \
+    }
+#define RAGGED_BWD_WG_ALL(DT, BF16)                                                        \
+    RAGGED_BWD_DKDV_WG_ENTRY(ragged_fmha_bwd_dkdv_wg_##DT##_d64, BF16, 64, true)           \
+    RAGGED_BWD_DKDV_WG_ENTRY(ragged_fmha_bwd_dkdv_wg_##DT##_d128, BF16, 128, true)         \
+    RAGGED_BWD_DQ_WG_ENTRY(ragged_fmha_bwd_dq_wg_##DT##_d64, BF16, 64, 64, 2, true)        \
+    RAGGED_BWD_DQ_WG_ENTRY(ragged_fmha_bwd_dq_wg_##DT##_d128, BF16, 128, 64, 2, true)
+RAGGED_BWD_WG_ALL(bf16, true)
+RAGGED_BWD_WG_ALL(f16, false)
+#ifdef RAGGED_FMHA_TUNING
+// The same without the cross-step overlap (two buffers, every product waited for in its step),
+// and the dQ kernel with BN 128 at D 64 (at D 128 its three K/V buffers exceed 227 KB).
+RAGGED_BWD_DKDV_WG_ENTRY(ragged_fmha_bwd_dkdv_wg_bf16_d64_nopipe, true, 64, false)
+RAGGED_BWD_DKDV_WG_ENTRY(ragged_fmha_bwd_dkdv_wg_bf16_d128_nopipe, true, 128, false)
+RAGGED_BWD_DQ_WG_ENTRY(ragged_fmha_bwd_dq_wg_bf16_d64_nopipe, true, 64, 64, 2, false)
+RAGGED_BWD_DQ_WG_ENTRY(ragged_fmha_bwd_dq_wg_bf16_d128_nopipe, true, 128, 64, 2, false)
+RAGGED_BWD_DQ_WG_ENTRY(ragged_fmha_bwd_dq_wg_bf16_d64_n128, true, 64, 128, 2, true)
+#endif
+#endif
+
 #ifdef RAGGED_FMHA_TUNING
 // Alternative tile shapes, compiled only for the device harness's timing sweep.
 RAGGED_BWD_DKDV_ENTRY(ragged_fmha_bwd_dkdv_bf16_d128_m64n128w8, true, 128, 64, 128, 8, 1)

@@ -63,6 +63,79 @@ pub fn kernels(dtype: DataType, d: i64) -> Option<BackwardKernels> {
     }
 }
 
+/// The NVRTC target on which the Hopper wgmma entry points exist: they are compiled only under
+/// `__CUDA_ARCH_FEAT_SM90_ALL` (`kernels/cuda/fmha_bwd/entries.cuh`), so a PTX target or any
+/// other architecture has the mma.sync kernels of [`ALL`] alone.
+pub const HOPPER_ARCH: &str = "sm_90a";
+
+/// The wgmma dK/dV and dQ kernels of one set (`fmha_bwd/dkdv_wg.cuh`, `fmha_bwd/dq_wg.cuh`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HopperKernels {
+    /// `ragged_fmha_bwd_dkdv_wg_<dt>_d<D>`.
+    pub dkdv: &'static str,
+    /// `ragged_fmha_bwd_dq_wg_<dt>_d<D>`.
+    pub dq: &'static str,
+}
+
+/// Per set of [`ALL`], in its order: the wgmma kernels compiled for [`HOPPER_ARCH`].
+pub const HOPPER_ALL: [HopperKernels; 4] = [
+    HopperKernels {
+        dkdv: "ragged_fmha_bwd_dkdv_wg_bf16_d64",
+        dq: "ragged_fmha_bwd_dq_wg_bf16_d64",
+    },
+    HopperKernels {
+        dkdv: "ragged_fmha_bwd_dkdv_wg_f16_d64",
+        dq: "ragged_fmha_bwd_dq_wg_f16_d64",
+    },
+    HopperKernels {
+        dkdv: "ragged_fmha_bwd_dkdv_wg_bf16_d128",
+        dq: "ragged_fmha_bwd_dq_wg_bf16_d128",
+    },
+    HopperKernels {
+        dkdv: "ragged_fmha_bwd_dkdv_wg_f16_d128",
+        dq: "ragged_fmha_bwd_dq_wg_f16_d128",
+    },
+];
+
+/// Which wgmma kernels replace the set's mma.sync kernels on [`HOPPER_ARCH`]: the single switch,
+/// set from the H200 measurements in `bench/gpu/NOTES-backward.md` (a kernel is selected only
+/// where it passed the device harness and was faster there).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HopperSelection {
+    /// Run `HopperKernels::dkdv` instead of `BackwardKernels::dkdv`.
+    pub dkdv: bool,
+    /// Run `HopperKernels::dq` instead of `BackwardKernels::dq`.
+    pub dq: bool,
+}
+
+/// The selection the launcher uses: both, from the H200 round of 2026-12-01 20:00 UTC (every harness
+/// case passed; bf16 ragged mix, D 128: 287.5 TFLOP/s = 1.01 × FA2 varlen non-causal, 0.98 × causal,
+/// against 0.69 / 0.72 × with the mma.sync kernels; D 64: 0.84 / 0.78 × against 0.68 / 0.69 ×).
+pub const HOPPER_SELECTED: HopperSelection = HopperSelection {
+    dkdv: true,
+    dq: true,
+};
+
+/// The kernels to launch for `set` (one of [`ALL`]) on a module compiled for `arch`.
+pub fn for_target(set: BackwardKernels, arch: &str, selection: HopperSelection) -> BackwardKernels {
+    let Some(index) = ALL.iter().position(|k| *k == set) else {
+        return set;
+    };
+    if arch != HOPPER_ARCH {
+        return set;
+    }
+    let hopper = HOPPER_ALL[index];
+    BackwardKernels {
+        dot: set.dot,
+        dkdv: if selection.dkdv {
+            hopper.dkdv
+        } else {
+            set.dkdv
+        },
+        dq: if selection.dq { hopper.dq } else { set.dq },
+    }
+}
+
 /// Which of the three kernels a published table belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Part {
@@ -147,6 +220,60 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn hopper_kernels_replace_only_on_sm90a_and_only_where_selected() {
+        let both = HopperSelection {
+            dkdv: true,
+            dq: true,
+        };
+        let set = kernels(DataType::BF16, 128).expect("compiled");
+        assert_eq!(for_target(set, "sm_80", both), set);
+        assert_eq!(for_target(set, "compute_90", both), set);
+        let hopper = for_target(set, "sm_90a", both);
+        assert_eq!(hopper.dot, set.dot);
+        assert_eq!(hopper.dkdv, "ragged_fmha_bwd_dkdv_wg_bf16_d128");
+        assert_eq!(hopper.dq, "ragged_fmha_bwd_dq_wg_bf16_d128");
+        let dkdv_only = HopperSelection {
+            dkdv: true,
+            dq: false,
+        };
+        let mixed = for_target(set, "sm_90a", dkdv_only);
+        assert_eq!((mixed.dkdv, mixed.dq), (hopper.dkdv, set.dq));
+        let none = HopperSelection {
+            dkdv: false,
+            dq: false,
+        };
+        assert_eq!(for_target(set, "sm_90a", none), set);
+        for (default, wg) in ALL.iter().zip(HOPPER_ALL) {
+            assert_eq!(wg.dkdv, default.dkdv.replace("dkdv_", "dkdv_wg_"));
+            assert_eq!(wg.dq, default.dq.replace("dq_", "dq_wg_"));
+        }
+    }
+
+    #[test]
+    fn every_hopper_entry_point_is_defined_in_the_kernel_file() {
+        let text = include_str!("../../cuda/fmha_bwd/entries.cuh");
+        for k in HOPPER_ALL {
+            for name in [k.dkdv, k.dq] {
+                let pattern = name
+                    .replace("_bf16_", "_##DT##_")
+                    .replace("_f16_", "_##DT##_");
+                assert!(
+                    text.contains(&format!("({pattern},")),
+                    "{name}: {pattern} not in entries.cuh"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn hopper_tables_fit_the_launch_checks() {
+        // {BM, BN, threads, smem} as RAGGED_BWD_DKDV_WG_ENTRY / RAGGED_BWD_DQ_WG_ENTRY publish them
+        // at D 128.
+        check_config("k", Part::DkDv, [64, 128, 256, 166_400]).expect("wgmma dK/dV fits");
+        check_config("k", Part::Dq, [128, 64, 256, 164_864]).expect("wgmma dQ fits");
     }
 
     #[test]

@@ -20,6 +20,7 @@ use crate::runtime::cuda::context::{CurrentContext, StreamContext, context_of_st
 use crate::runtime::cuda::error::{GpuError, TensorRole};
 use crate::runtime::cuda::module::{KernelArg, LaunchConfig, launch};
 use crate::runtime::cuda::nvrtc_cache::{KernelSource, NvrtcCache};
+use crate::runtime::cuda::runtime;
 
 /// The backward's kernel source: `kernels/cuda/ragged_fmha_bwd.cu` with its parts (the forward's
 /// common records, pre-pass and warp helpers, and `fmha_bwd/`) spliced in by `kernels/build.rs`.
@@ -74,7 +75,14 @@ impl BackwardEngine {
         self.loaded(&ctx).map(|_| ())
     }
 
-    fn loaded(&self, ctx: &StreamContext) -> Result<Arc<LoadedKernels>, GpuError> {
+    /// The loaded kernels and the NVRTC target they were compiled for: the wgmma entry points
+    /// exist (and are read) only on [`device_abi::HOPPER_ARCH`].
+    fn loaded(&self, ctx: &StreamContext) -> Result<(Arc<LoadedKernels>, String), GpuError> {
+        let arch = runtime::probe()?
+            .device(ctx.device)
+            .map(|d| d.target.arch().to_owned())
+            .unwrap_or_default();
+        let hopper = arch == device_abi::HOPPER_ARCH;
         let entries = device_abi::ALL.iter().flat_map(|set| {
             [
                 (set.dot, Part::Dot),
@@ -82,8 +90,14 @@ impl BackwardEngine {
                 (set.dq, Part::Dq),
             ]
         });
-        let load = self.modules.load(ctx, entries, device_abi::check_config)?;
-        Ok(load.kernels)
+        let wgmma = device_abi::HOPPER_ALL
+            .iter()
+            .filter(|_| hopper)
+            .flat_map(|set| [(set.dkdv, Part::DkDv), (set.dq, Part::Dq)]);
+        let load = self
+            .modules
+            .load(ctx, entries.chain(wgmma), device_abi::check_config)?;
+        Ok((load.kernels, load.arch))
     }
 
     /// Enqueues the backward described by `plan` on `stream`.
@@ -103,8 +117,8 @@ impl BackwardEngine {
         check_buffers(plan, buffers)?;
         // SAFETY: `stream` is null or live (this function's contract).
         let ctx = unsafe { context_of_stream(stream) }?;
-        let loaded = self.loaded(&ctx)?;
-        let kernels = plan.kernels;
+        let (loaded, arch) = self.loaded(&ctx)?;
+        let kernels = device_abi::for_target(plan.kernels, &arch, device_abi::HOPPER_SELECTED);
         let (dot, dkdv, dq) = (
             loaded.config(kernels.dot)?,
             loaded.config(kernels.dkdv)?,

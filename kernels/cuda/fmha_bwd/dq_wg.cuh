@@ -1,0 +1,168 @@
+// Part of kernels/cuda/ragged_fmha_bwd.cu (the Hopper wgmma dQ kernel); included in that file's order, not on its own.
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+
+// One block = BM = 64 NWG query rows of one batch and one query head (the pre-pass's tile list,
+// longest first), one warpgroup per 64 rows (the M of every product is queries). Per key block of
+// BN keys the band admits:
+//   S  = Q K^T and dP = dO V^T (SS, issued together; P computed while dP runs),
+//   dS = P (dP - Di), P = exp2(S scale log2e - LSE log2e) masked,
+//   dQ += dS K (RS: dS packed in registers, K read as an MN-major B from its swizzled tile).
+// The next block's K and V load by cp.async under this block's products; dQ (times scale) is
+// stored once. A tile with no admitted key stores zeros.
+// PIPE: three K/V buffers instead of two, and dQ += dS K of block n is left running while block
+// n + 1 issues S and dP (its wait for S also retires that product): the buffers block n read are
+// refilled only at block n + 3.
+template <bool BF16, int D, int BN, int NWG, bool PIPE>
+__device__ __forceinline__ void bwd_dq_wg_body(RAGGED_BWD_PARAMS) {
+    constexpr int BM = 64 * NWG;
+    constexpr int NT = 128 * NWG;
+    constexpr int P = ragged_row_width(D);
+    constexpr int KS = D / 16;
+    constexpr int NS = BN / 8;
+    constexpr int DT = P / 8;
+    constexpr int NBUF = PIPE ? 3 : 2;
+    static_assert(D == P && (D == 64 || D == 128) && (BN == 64 || BN == 128), "wgmma dQ tile shapes");
+
+    extern __shared__ __align__(128) unsigned char smem_raw[];
+    const u32 s_q = (smem_addr(smem_raw) + 1023u) & ~1023u;  // the swizzle pattern repeats every 1024 bytes
+    const u32 s_do = s_q + BM * P * 2;
+    const u32 s_k = s_do + BM * P * 2;        // NBUF buffers of BN rows
+    const u32 s_v = s_k + NBUF * BN * P * 2;  // NBUF buffers of BN rows
+
+    const int rank = blockIdx.x / h_q;
+    const int h = blockIdx.x - rank * h_q;
+    if (rank >= *tile_count) return;
+    const RaggedTile tile = tiles[rank];
+    const RaggedBatch bt = batches[tile.batch];
+    const int i0 = tile.tile * BM;
+    const int rows = bt.lq - i0 < BM ? bt.lq - i0 : BM;
+    const int g = h / (h_q / h_kv);
+    const RaggedBand band = make_band(bt.lq, bt.lkv, mask_left, mask_right, bottom_right);
+    int nb_first, nb_last;
+    key_block_range(band, i0, rows, BN, &nb_first, &nb_last);
+
+    const int tid = threadIdx.x;
+    const int wg = tid >> 7;
+    const int warp = tid >> 5;
+    const int lane = tid & 31;
+    const int lg = lane >> 2;
+    const int lt = lane & 3;
+    const float sl2 = scale * RAGGED_LOG2E;
+    const u16* kp = k + bt.kv_tok * k_seq + (i64)g * k_head;
+    const u16* vp = v + bt.kv_tok * v_seq + (i64)g * v_head;
+
+    float acc[DT * 4];
+#pragma unroll
+    for (int i = 0; i < DT * 4; ++i) acc[i] = 0.f;
+    u32 pa[BN / 16][4];  // dS as the A operand (with PIPE live into the next block)
+
+    if (nb_first < nb_last) {
+        // This thread's two rows (warp * 16 + lg and + 8): LSE in base 2 and Di; rows past Lq are
+        // masked below and their values never read from memory.
+        float lse2[2], dir[2];
+#pragma unroll
+        for (int hr = 0; hr < 2; ++hr) {
+            const int rl = warp * 16 + lg + hr * 8;
+            const i64 i = i0 + rl;
+            const bool live = rl < rows;
+            lse2[hr] = live ? lse[bt.lse_elem + i * lse_seq + (i64)h * lse_head] * RAGGED_LOG2E : 0.f;
+            dir[hr] = live ? di[((i64)tile.batch * h_q + h) * di_rows + i] : 0.f;
+        }
+        const i64 tok = bt.q_tok + i0;
+        load_tile_sw128<D, P, BM, NT>(s_q, q + tok * q_seq + (i64)h * q_head, q_seq, rows, q);
+        load_tile_sw128<D, P, BM, NT>(s_do, d_o + tok * do_seq + (i64)h * do_head, do_seq, rows, d_o);
+        {
+            const int j0 = nb_first * BN;
+            load_tile_sw128<D, P, BN, NT>(s_k, kp + (i64)j0 * k_seq, k_seq, bt.lkv - j0, k);
+            load_tile_sw128<D, P, BN, NT>(s_v, vp + (i64)j0 * v_seq, v_seq, bt.lkv - j0, v);
+        }
+        cp_async_commit();
+#pragma unroll 1
+        for (int nb = nb_first; nb < nb_last; ++nb) {
+            const int buf = (nb - nb_first) % NBUF;
+            const int next = buf + 1 == NBUF ? 0 : buf + 1;
+            // Block nb has landed, and both warpgroups are done with the buffers nb + 1 reuses.
+            cp_async_wait<0>();
+            fence_proxy_async();
+            __syncthreads();
+            if (nb + 1 < nb_last) {
+                const int j1 = (nb + 1) * BN;
+                load_tile_sw128<D, P, BN, NT>(s_k + next * (BN * P * 2), kp + (i64)j1 * k_seq, k_seq, bt.lkv - j1,
+                                              k);
+                load_tile_sw128<D, P, BN, NT>(s_v + next * (BN * P * 2), vp + (i64)j1 * v_seq, v_seq, bt.lkv - j1,
+                                              v);
+            }
+            cp_async_commit();
+            const u32 kb = s_k + buf * (BN * P * 2);
+            const u32 vb = s_v + buf * (BN * P * 2);
+            const int j0 = nb * BN;
+
+            float s[NS * 4], dp[NS * 4];
+            wgmma_fence();
+#pragma unroll
+            for (int ks = 0; ks < KS; ++ks) {
+                const u64 da = sw128_desc(s_q + (ks >> 2) * (BM * 128) + wg * (64 * 128) + (ks & 3) * 32, 16, 1024);
+                const u64 db = sw128_desc(kb + (ks >> 2) * (BN * 128) + (ks & 3) * 32, 16, 1024);
+                wgmma_ss<BF16, BN>(s, da, db, ks > 0);
+            }
+            wgmma_commit();
+#pragma unroll
+            for (int ks = 0; ks < KS; ++ks) {
+                const u64 da = sw128_desc(s_do + (ks >> 2) * (BM * 128) + wg * (64 * 128) + (ks & 3) * 32, 16, 1024);
+                const u64 db = sw128_desc(vb + (ks >> 2) * (BN * 128) + (ks & 3) * 32, 16, 1024);
+                wgmma_ss<BF16, BN>(dp, da, db, ks > 0);
+            }
+            wgmma_commit();
+
+            // P while dP is still on the tensor cores; 0 outside the band, past Lkv and past Lq.
+            wgmma_wait<1>();
+            fence_regs<NS * 4>(s);
+            if constexpr (PIPE) {
+                fence_regs<DT * 4>(acc);
+                fence_regs_u32<BN / 4>(&pa[0][0]);
+            }
+            const bool full = ragged_tile_full(band, bt.lq, i0, BM, j0, BN);
+#pragma unroll
+            for (int nt = 0; nt < NS; ++nt)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    const int hr = e >> 1;
+                    float p = fast_exp2(s[nt * 4 + e] * sl2 - lse2[hr]);
+                    if (!full) {
+                        const int i = i0 + warp * 16 + lg + hr * 8;
+                        const int j = j0 + nt * 8 + 2 * lt + (e & 1);
+                        if (i >= bt.lq || !band.admits(i, j)) p = 0.f;
+                    }
+                    s[nt * 4 + e] = p;
+                }
+            wgmma_wait<0>();
+            fence_regs<NS * 4>(dp);
+#pragma unroll
+            for (int i = 0; i < NS * 4; ++i) dp[i] = s[i] * (dp[i] - dir[(i >> 1) & 1]);
+            pack_a<BF16, BN / 16>(pa, (const float(*)[4])dp);
+            wgmma_fence();
+#pragma unroll
+            for (int kc = 0; kc < BN / 16; ++kc) wgmma_pv<BF16, P, BN>(acc, pa[kc], kb, kc);
+            wgmma_commit();
+            if constexpr (!PIPE) {
+                wgmma_wait<0>();
+                fence_regs<DT * 4>(acc);
+                fence_regs_u32<BN / 4>(&pa[0][0]);
+            }
+        }
+        if constexpr (PIPE) {
+            wgmma_wait<0>();
+            fence_regs<DT * 4>(acc);
+            fence_regs_u32<BN / 4>(&pa[0][0]);
+        }
+        cp_async_wait<0>();
+    }
+
+    __syncthreads();
+    stage_acc<BF16, D, P>(s_q, (const float(*)[4])acc, warp * 16, scale);
+    __syncthreads();
+    store_o_tile<D, P, BM, NT>(s_q, dq + (bt.q_tok + i0) * dq_seq + (i64)h * dq_head, dq_seq, rows);
+}
+
+#endif  // __CUDA_ARCH_FEAT_SM90_ALL
