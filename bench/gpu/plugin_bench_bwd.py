@@ -23,7 +23,7 @@ a miss marks the row FAIL. Timing as plugin_bench.py: median of 15 CUDA-event pa
 back-to-back calls after 3 warm-ups, and the spread (max - min). FLOPs = 2.5 x the forward's.
 
 Usage:
-  python3 bench/gpu/plugin_bench_bwd.py --plugin LIB.so --graphs DIR [--only REGEX] [--only-ours]
+  python3 bench/gpu/plugin_bench_bwd.py --plugin LIB.so --graphs DIR [--only REGEX] [--first REGEX] [--only-ours]
   python3 bench/gpu/plugin_bench_bwd.py --plugin LIB.so --graphs DIR --self-check
       # anywhere, numpy only: the training pairs of DIR (emit them with --tiny) on the host
       # reference engine, O, LSE, dQ, dK, dV checked against a float64 reference.
@@ -54,6 +54,9 @@ from plugin_bench_abi import (  # noqa: E402  (the C ABI binding both benchmarks
     token_starts,
 )
 
+# Where the benchmark's buffers live and which engine it times: the GPU and the CUDA engine, or
+# (--host-dry-run, a test of this harness without a GPU) torch CPU tensors and the host engine.
+DEV = {"device": "cuda", "engine": CUDA_ENGINE}
 TOL = 2e-2  # bf16 gradients: relative to the peer's max and to each element
 NAN_BF16 = 0x7FC1  # a NaN payload: an unwritten element shows
 
@@ -98,11 +101,16 @@ def reference(q, k, v, d_o, starts, scale, causal):
     return o, lse, dq, dk, dv
 
 
-def host_pointers(meta, bufs):
+def bindings(meta, bufs):
+    """{uid: buffer} of the forward-with-LSE graph and of the backward graph (each pack holds its
+    own graph's tensors only)."""
     u, bu = meta["uids"], meta["backward"]["uids"]
-    return {u["q"]: bufs["q"], u["k"]: bufs["k"], u["v"]: bufs["v"], u["o"]: bufs["o"], bu["lse"]: bufs["lse"],
-            u["qo_offsets"]: bufs["offsets"], u["kv_offsets"]: bufs["offsets"], bu["lse_offsets"]: bufs["lse_offsets"],
-            bu["do"]: bufs["do"], bu["dq"]: bufs["dq"], bu["dk"]: bufs["dk"], bu["dv"]: bufs["dv"]}
+    forward = {u["q"]: bufs["q"], u["k"]: bufs["k"], u["v"]: bufs["v"], u["o"]: bufs["o"], bu["lse"]: bufs["lse"],
+               u["qo_offsets"]: bufs["offsets"], u["kv_offsets"]: bufs["offsets"],
+               bu["lse_offsets"]: bufs["lse_offsets"]}
+    backward = dict(forward)
+    backward.update({bu["do"]: bufs["do"], bu["dq"]: bufs["dq"], bu["dk"]: bufs["dk"], bu["dv"]: bufs["dv"]})
+    return forward, backward
 
 
 def self_check(plugin, graphs):
@@ -136,8 +144,8 @@ def self_check(plugin, graphs):
             bufs["lse"] = np.full((t, h), np.nan, dtype=np.float32)
             bufs["offsets"] = np.asarray(meta["offsets"], dtype=np.int32)
             bufs["lse_offsets"] = np.asarray(token_starts(meta), dtype=np.int32)
-            pointers = {uid: arr.ctypes.data for uid, arr in host_pointers(meta, bufs).items()}
-            for g in (back["forward_bytes"], back["graph_bytes"]):
+            for g, bound in zip((back["forward_bytes"], back["graph_bytes"]), bindings(meta, bufs)):
+                pointers = {uid: arr.ctypes.data for uid, arr in bound.items()}
                 run = Execution(plugin, handle, graphs, HOST_ENGINE, g, pointers, numpy_ws)
                 run()
                 run.close()
@@ -205,7 +213,7 @@ def lse_for_fa2(torch, lse, lse_fa, starts):
 def lse_padded(torch, lse, meta):
     """Our token-major LSE [T, H] as cuDNN's padded stats [B, H, S_max, 1] (padding rows 0, not read)."""
     starts, b, s = token_starts(meta), meta["batch"], meta["s_max"]
-    out = torch.zeros((b, meta["heads"], s, 1), dtype=torch.float32, device="cuda")
+    out = torch.zeros((b, meta["heads"], s, 1), dtype=torch.float32, device=lse.device)
     for i in range(b):
         out[i, :, : starts[i + 1] - starts[i], 0] = lse[starts[i]: starts[i + 1]].t()
     return out
@@ -249,9 +257,26 @@ def cudnn_backward_graph(cudnn, handle, meta, top_left):
 
 def torch_ws(torch):
     def alloc(n):
-        ws = torch.empty(n, dtype=torch.uint8, device="cuda")
+        ws = torch.empty(n, dtype=torch.uint8, device=DEV["device"])
         return ws, ws.data_ptr()
     return alloc
+
+
+def sync(torch):
+    if DEV["device"] == "cuda":
+        torch.cuda.synchronize()
+
+
+def timer(torch, fn):
+    """CUDA events on the GPU; on the host dry run, wall time of the same call pattern."""
+    if DEV["device"] == "cuda":
+        return time_ms(torch, fn)
+    times = []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) * 1e3)
+    return sorted(times)[1], max(times) - min(times)
 
 
 def run_problem(torch, plugin, handle, graphs, meta, cudnn, cudnn_handle, only_ours):
@@ -263,27 +288,27 @@ def run_problem(torch, plugin, handle, graphs, meta, cudnn, cudnn_handle, only_o
     row = {"name": name, "problem": meta["problem"], "d": d, "causal": causal, "fail": []}
     print(f"== {name}: lens={lens if len(lens) <= 8 else str(lens[:8]) + '...'} backward {flops / 1e9:.1f} GFLOP",
           flush=True)
-    gen = torch.Generator(device="cuda")
+    gen = torch.Generator(device=DEV["device"])
     gen.manual_seed(4321)
-    bufs = {x: (torch.rand((t, h, d), generator=gen, device="cuda") * 2 - 1).to(torch.bfloat16)
+    bufs = {x: (torch.rand((t, h, d), generator=gen, device=DEV["device"]) * 2 - 1).to(torch.bfloat16)
             for x in ("q", "k", "v", "do")}
     for x in ("o", "dq", "dk", "dv"):
-        bufs[x] = torch.full((t, h, d), float("nan"), dtype=torch.bfloat16, device="cuda")
-    bufs["lse"] = torch.full((t, h), float("nan"), dtype=torch.float32, device="cuda")
-    bufs["offsets"] = torch.tensor(meta["offsets"], dtype=torch.int32, device="cuda")
-    bufs["lse_offsets"] = torch.tensor(starts, dtype=torch.int32, device="cuda")
-    pointers = {uid: x.data_ptr() for uid, x in host_pointers(meta, bufs).items()}
+        bufs[x] = torch.full((t, h, d), float("nan"), dtype=torch.bfloat16, device=DEV["device"])
+    bufs["lse"] = torch.full((t, h), float("nan"), dtype=torch.float32, device=DEV["device"])
+    bufs["offsets"] = torch.tensor(meta["offsets"], dtype=torch.int32, device=DEV["device"])
+    bufs["lse_offsets"] = torch.tensor(starts, dtype=torch.int32, device=DEV["device"])
+    fwd_ptrs, bwd_ptrs = ({uid: x.data_ptr() for uid, x in bound.items()} for bound in bindings(meta, bufs))
     q, k, v, d_o = bufs["q"], bufs["k"], bufs["v"], bufs["do"]
     ours = (bufs["dq"], bufs["dk"], bufs["dv"])
     tf = lambda ms: flops / ms / 1e9  # noqa: E731
 
     # Our forward, once: O and the LSE every backward reads.
-    fwd = Execution(plugin, handle, graphs, CUDA_ENGINE, back["forward_bytes"], pointers, torch_ws(torch))
+    fwd = Execution(plugin, handle, graphs, DEV["engine"], back["forward_bytes"], fwd_ptrs, torch_ws(torch))
     t0 = time.perf_counter()
     fwd()
-    torch.cuda.synchronize()
+    sync(torch)
     fwd_first = time.perf_counter() - t0
-    fwd_ms, _ = time_ms(torch, fwd)
+    fwd_ms, _ = timer(torch, fwd)
     fwd.close()
     if torch.isnan(bufs["o"].float()).any() or not torch.isfinite(bufs["lse"]).all():
         raise PluginError("forward-with-LSE left O or the LSE unwritten (NaN)")
@@ -293,15 +318,15 @@ def run_problem(torch, plugin, handle, graphs, meta, cudnn, cudnn_handle, only_o
     # Ours: correctness run, then timing.
     bwd = None
     try:
-        bwd = Execution(plugin, handle, graphs, CUDA_ENGINE, back["graph_bytes"], pointers, torch_ws(torch))
+        bwd = Execution(plugin, handle, graphs, DEV["engine"], back["graph_bytes"], bwd_ptrs, torch_ws(torch))
         t0 = time.perf_counter()
         bwd()
-        torch.cuda.synchronize()
+        sync(torch)
         first = time.perf_counter() - t0
         if any(torch.isnan(g.float()).any().item() for g in ours):
             raise PluginError("dQ, dK or dV still holds NaN after execute (rows left unwritten)")
         ours = tuple(g.clone() for g in ours)  # the reference for the peers; timing rewrites the buffers
-        ms, spread = time_ms(torch, bwd)
+        ms, spread = timer(torch, bwd)
         row["ours"], row["ours_spread"] = tf(ms), tf(ms) - flops / (ms + spread) / 1e9
         print(f"  ours backward (C ABI): {ms:.3f} ms {row['ours']:.1f} TFLOP/s (spread {spread:.3f} ms); first call "
               f"{first:.2f} s (compile included), workspace {bwd.ws_bytes} B", flush=True)
@@ -316,15 +341,20 @@ def run_problem(torch, plugin, handle, graphs, meta, cudnn, cudnn_handle, only_o
         return row
 
     # FA2 varlen backward on our O and LSE (its forward runs once for seed/offset and a check).
-    cu = torch.tensor(starts, dtype=torch.int32, device="cuda")
+    cu = torch.tensor(starts, dtype=torch.int32, device=DEV["device"])
     try:
         f = torch.ops.aten._flash_attention_forward(q, k, v, cu, cu, s, s, 0.0, causal, False, scale=meta["scale"])
         o_fa, lse_fa, seed, offset = f[0], f[1], f[2], f[3]
         lse_fa_ours = lse_for_fa2(torch, bufs["lse"], lse_fa, starts)
         valid = torch.isfinite(lse_fa) & (lse_fa_ours != 0) if lse_fa.dim() == 3 else torch.isfinite(lse_fa)
-        print(f"  our forward vs FA2's: max |O - O_fa2| {(bufs['o'].float() - o_fa.float()).abs().max().item():.2e}, "
-              f"max |LSE - LSE_fa2| {(lse_fa_ours - lse_fa)[valid].abs().max().item():.2e} "
-              f"(FA2 LSE {tuple(lse_fa.shape)})", flush=True)
+        o_err = (bufs["o"].float() - o_fa.float()).abs().max().item()
+        lse_err = (lse_fa_ours - lse_fa)[valid].abs().max().item()
+        # bf16 O: 2e-2 as the forward benchmark; the LSE is f32 from the same bf16 inputs.
+        fwd_ok = o_err <= 2e-2 and lse_err <= 1e-3
+        if not fwd_ok:
+            row["fail"].append("forward vs FA2")
+        print(f"  our forward vs FA2's: max |O - O_fa2| {o_err:.2e}, max |LSE - LSE_fa2| {lse_err:.2e} "
+              f"(FA2 LSE {tuple(lse_fa.shape)}){'' if fwd_ok else '  <-- ABOVE TOLERANCE'}", flush=True)
 
         def fa2():
             return torch.ops.aten._flash_attention_backward(d_o, q, k, v, bufs["o"], lse_fa_ours, cu, cu, s, s, 0.0,
@@ -336,7 +366,7 @@ def run_problem(torch, plugin, handle, graphs, meta, cudnn, cudnn_handle, only_o
             if not all(c[0] for c in checks):
                 row["fail"].append("fa2")
             print(f"  ours vs FA2 (max abs err / max |FA2|): {row['fa2_check']}", flush=True)
-        ms, spread = time_ms(torch, fa2)
+        ms, spread = timer(torch, fa2)
         row["fa2"] = tf(ms)
         print(f"  FA2 varlen backward: {ms:.3f} ms {row['fa2']:.1f} TFLOP/s (spread {spread:.3f} ms)", flush=True)
         del ref, f, o_fa
@@ -346,15 +376,15 @@ def run_problem(torch, plugin, handle, graphs, meta, cudnn, cudnn_handle, only_o
     # cuDNN ragged backward: causal in both alignments (top-left is where cuDNN skips tiles).
     if cudnn is not None:
         stats = lse_padded(torch, bufs["lse"], meta)
-        ragged = torch.tensor(meta["offsets"], dtype=torch.int64, device="cuda")
-        seq = torch.tensor(lens, dtype=torch.int32, device="cuda").view(-1, 1, 1, 1)
+        ragged = torch.tensor(meta["offsets"], dtype=torch.int64, device=DEV["device"])
+        seq = torch.tensor(lens, dtype=torch.int32, device=DEV["device"]).view(-1, 1, 1, 1)
         for key, top_left in (("cudnn_tl", True), ("cudnn_br", False)) if causal else (("cudnn_tl", True),):
             label = f"cuDNN ragged backward{(' causal top-left' if top_left else ' causal bottom-right') if causal else ''}"
             try:
                 t0 = time.perf_counter()
                 g = cudnn_backward_graph(cudnn, cudnn_handle, meta, top_left)
                 build_s = time.perf_counter() - t0
-                ws = torch.empty(max(g.get_workspace_size(), 1), dtype=torch.uint8, device="cuda")
+                ws = torch.empty(max(g.get_workspace_size(), 1), dtype=torch.uint8, device=DEV["device"])
                 grads = [torch.full_like(q, float("nan")) for _ in range(3)]
                 pack = {1: q, 2: k, 3: v, 4: bufs["o"], 5: d_o, 6: stats, 7: grads[0], 8: grads[1], 9: grads[2],
                         10: ragged, 20: seq, 21: seq}
@@ -362,14 +392,14 @@ def run_problem(torch, plugin, handle, graphs, meta, cudnn, cudnn_handle, only_o
                 def cudnn_b():
                     g.execute(pack, ws, handle=cudnn_handle)
                 cudnn_b()
-                torch.cuda.synchronize()
+                sync(torch)
                 if ours is not None:
                     checks = compare(torch, ours, grads)
                     row[key + "_check"] = describe(checks)
                     if not all(c[0] for c in checks):
                         row["fail"].append(key)
                     print(f"  ours vs {label} (max abs err / max |cuDNN|): {row[key + '_check']}", flush=True)
-                ms, spread = time_ms(torch, cudnn_b)
+                ms, spread = timer(torch, cudnn_b)
                 row[key] = tf(ms)
                 print(f"  {label}: {ms:.3f} ms {row[key]:.1f} TFLOP/s (spread {spread:.3f} ms); graph build "
                       f"{build_s:.1f} s", flush=True)
@@ -380,13 +410,15 @@ def run_problem(torch, plugin, handle, graphs, meta, cudnn, cudnn_handle, only_o
 
 
 def benchmark(torch, plugin, graphs, problems, only_ours=False):
-    stream = torch.cuda.current_stream()
+    on_gpu = DEV["device"] == "cuda"
+    stream = torch.cuda.current_stream() if on_gpu else None
     handle = plugin.create()
-    plugin.check(plugin.SetStream(handle, ctypes.c_void_p(stream.cuda_stream)), "SetStream")
+    if on_gpu:
+        plugin.check(plugin.SetStream(handle, ctypes.c_void_p(stream.cuda_stream)), "SetStream")
     print("plugin engines:", {i: plugin.engine_name(i) for i in plugin.engine_ids()}, flush=True)
     print("FA2 backward:", torch.ops.aten._flash_attention_backward.default._schema, flush=True)
     cudnn = cudnn_handle = None
-    if not only_ours:
+    if not only_ours and on_gpu:
         try:
             import cudnn as cudnn_mod
 
@@ -404,7 +436,8 @@ def benchmark(torch, plugin, graphs, problems, only_ours=False):
             print(f"  {meta['name']} FAILED before any backward: {type(e).__name__}: {str(e)[:600]}", flush=True)
             rows.append({"name": meta["name"], "problem": meta["problem"], "d": meta["head_dim"],
                          "causal": meta["causal"], "fail": ["forward"]})
-        torch.cuda.empty_cache()
+        if on_gpu:
+            torch.cuda.empty_cache()
         print_table(rows, header=False)  # the table so far: a timeout still leaves results
     plugin.check(plugin.Destroy(handle), "Destroy")
     for sev, line in plugin.log_lines:
@@ -455,7 +488,11 @@ def main():
     ap.add_argument("--graphs", required=True, help="directory written by emit_bench_graphs")
     ap.add_argument("--self-check", action="store_true", help="host engine on numpy buffers, no GPU")
     ap.add_argument("--only-ours", action="store_true", help="skip the peers")
+    ap.add_argument("--host-dry-run", action="store_true",
+                    help="the benchmark's code path on torch CPU tensors and the host engine (tiny graphs; no GPU, "
+                         "no peers, nothing meaningful timed): a test of this harness")
     ap.add_argument("--only", default=None, help="regex: run the problems whose name matches")
+    ap.add_argument("--first", default=None, help="regex: run the matching problems first (a timeout cuts the rest)")
     args = ap.parse_args()
 
     plugin = Plugin(args.plugin)
@@ -464,11 +501,16 @@ def main():
 
     import torch
 
-    print("device:", torch.cuda.get_device_name(), "torch", torch.__version__, flush=True)
+    if args.host_dry_run:
+        DEV.update(device="cpu", engine=HOST_ENGINE)
+    print("device:", torch.cuda.get_device_name() if not args.host_dry_run else "cpu (host dry run)", "torch",
+          torch.__version__, flush=True)
     print("plugin:", plugin.string(plugin.GetName), plugin.string(plugin.GetVersion), "API",
           plugin.string(plugin.GetApiVersion), flush=True)
     problems = [m for m in load_problems(args.graphs) if m.get("backward")
                 and (args.only is None or re.search(args.only, m["name"]))]
+    if args.first:
+        problems.sort(key=lambda m: re.search(args.first, m["name"]) is None)
     if not problems:
         print(f"no training pairs in {args.graphs} match {args.only!r}")
         return 1
