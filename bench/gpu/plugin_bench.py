@@ -41,6 +41,7 @@ from plugin_bench_abi import (  # noqa: E402  (the C ABI binding both benchmarks
     CUDA_ENGINE,
     HOST_ENGINE,
     SELF_CHECK_MAX_TOKENS,
+    SUCCESS,
     PluginError,
     Plugin,
     engine_config,

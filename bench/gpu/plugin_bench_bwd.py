@@ -31,7 +31,6 @@ Usage:
 
 import argparse
 import ctypes
-import math
 import os
 import re
 import sys
