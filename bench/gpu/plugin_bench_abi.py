@@ -149,6 +149,8 @@ def load_problems(graphs):
             # The training pair (emit_bench_graphs: D_qk = D_v in the CUDA backward's head dims).
             back["forward_bytes"] = read_graph(graphs, back["forward_graph"])
             back["graph_bytes"] = read_graph(graphs, back["graph"])
+            if back.get("graph_top_left"):
+                back["top_left_bytes"] = read_graph(graphs, back["graph_top_left"])
         out.append(meta)
     return out
 

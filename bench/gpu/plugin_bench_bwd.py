@@ -129,39 +129,49 @@ def self_check(plugin, graphs):
             continue
         checked += 1
         name, t, h, d = meta["name"], meta["tokens"], meta["heads"], meta["head_dim"]
+        backwards = [("backward", back["graph_bytes"])]
+        if back.get("top_left_bytes"):
+            backwards.append(("backward causal top-left", back["top_left_bytes"]))
         try:
             if t > SELF_CHECK_MAX_TOKENS:
                 # A benchmark-size pair: only the plan path (the CPU backward would take minutes).
-                for g in (back["forward_bytes"], back["graph_bytes"]):
+                for g in [back["forward_bytes"]] + [g for _, g in backwards]:
                     Execution(plugin, handle, graphs, HOST_ENGINE, g, {}, numpy_ws).close()
-                print(f"PASS {name}: forward-with-LSE and backward graphs applicable on the host engine, "
-                      f"execution contexts made (not executed: {t} tokens)")
+                print(f"PASS {name}: forward-with-LSE and {len(backwards)} backward graph(s) applicable on the host "
+                      f"engine, execution contexts made (not executed: {t} tokens)")
                 continue
             bufs = {x: to_bf16_bits(rng.uniform(-1, 1, (t, h, d))) for x in ("q", "k", "v", "do")}
-            for x in ("o", "dq", "dk", "dv"):
-                bufs[x] = np.full((t, h, d), NAN_BF16, dtype=np.uint16)
+            bufs["o"] = np.full((t, h, d), NAN_BF16, dtype=np.uint16)
             bufs["lse"] = np.full((t, h), np.nan, dtype=np.float32)
             bufs["offsets"] = np.asarray(meta["offsets"], dtype=np.int32)
             bufs["lse_offsets"] = np.asarray(token_starts(meta), dtype=np.int32)
-            for g, bound in zip((back["forward_bytes"], back["graph_bytes"]), bindings(meta, bufs)):
-                pointers = {uid: arr.ctypes.data for uid, arr in bound.items()}
-                run = Execution(plugin, handle, graphs, HOST_ENGINE, g, pointers, numpy_ws)
+
+            def execute(graph, bound):
+                run = Execution(plugin, handle, graphs, HOST_ENGINE, graph,
+                                {uid: arr.ctypes.data for uid, arr in bound.items()}, numpy_ws)
                 run()
                 run.close()
-            f64 = {x: from_bf16_bits(bufs[x]).astype(np.float64) for x in ("q", "k", "v", "do", "o", "dq", "dk",
-                                                                               "dv")}
-            ref = reference(f64["q"], f64["k"], f64["v"], f64["do"], token_starts(meta), meta["scale"],
-                            meta["causal"])
-            cells, ok_all = [], True
-            for label, got, want, tol in (("O", f64["o"], ref[0], 1e-2), ("LSE", bufs["lse"], ref[1], 1e-3),
-                                          ("dQ", f64["dq"], ref[2], TOL), ("dK", f64["dk"], ref[3], TOL),
-                                          ("dV", f64["dv"], ref[4], TOL)):
-                ok, err, mag = within(np.asarray(got, dtype=np.float64), want, tol)
-                ok_all &= ok
-                cells.append(f"{label} {err:.1e}/{mag:.1e}{'' if ok else ' FAIL'}")
-            failures += 0 if ok_all else 1
-            print(f"{'PASS' if ok_all else 'FAIL'} {name}: host engine, forward-with-LSE then backward through "
-                  f"the ABI, {t} tokens {meta['seq_lens']}; max abs err / max |ref|: {', '.join(cells)}")
+
+            f64 = lambda x: from_bf16_bits(bufs[x]).astype(np.float64)  # noqa: E731
+            for label, graph in backwards:
+                for x in ("dq", "dk", "dv"):
+                    bufs[x] = np.full((t, h, d), NAN_BF16, dtype=np.uint16)
+                fwd_bound, bwd_bound = bindings(meta, bufs)
+                if label == "backward":
+                    execute(back["forward_bytes"], fwd_bound)
+                    ref = reference(f64("q"), f64("k"), f64("v"), f64("do"), token_starts(meta), meta["scale"],
+                                    meta["causal"])
+                execute(graph, bwd_bound)
+                cells, ok_all = [], True
+                for what, got, want, tol in (("O", f64("o"), ref[0], 1e-2), ("LSE", bufs["lse"], ref[1], 1e-3),
+                                             ("dQ", f64("dq"), ref[2], TOL), ("dK", f64("dk"), ref[3], TOL),
+                                             ("dV", f64("dv"), ref[4], TOL)):
+                    ok, err, mag = within(np.asarray(got, dtype=np.float64), want, tol)
+                    ok_all &= ok
+                    cells.append(f"{what} {err:.1e}/{mag:.1e}{'' if ok else ' FAIL'}")
+                failures += 0 if ok_all else 1
+                print(f"{'PASS' if ok_all else 'FAIL'} {name}: host engine, forward-with-LSE then {label} through "
+                      f"the ABI, {t} tokens {meta['seq_lens']}; max abs err / max |ref|: {', '.join(cells)}")
         except PluginError as e:
             failures += 1
             print(f"FAIL {name}: {e}")
@@ -336,6 +346,26 @@ def run_problem(torch, plugin, handle, graphs, meta, cudnn, cudnn_handle, only_o
     finally:
         if bwd is not None:
             bwd.close()
+    if ours is not None and back.get("top_left_bytes"):
+        # The same causal pairs as a top-left band: ours should run at the same speed.
+        tl = None
+        try:
+            tl = Execution(plugin, handle, graphs, DEV["engine"], back["top_left_bytes"], bwd_ptrs, torch_ws(torch))
+            tl()
+            sync(torch)
+            checks = compare(torch, (bufs["dq"], bufs["dk"], bufs["dv"]), ours)
+            if not all(c[0] for c in checks):
+                row["fail"].append("ours_tl")
+            ms, spread = timer(torch, tl)
+            row["ours_tl"] = tf(ms)
+            print(f"  ours backward, causal top-left: {ms:.3f} ms {row['ours_tl']:.1f} TFLOP/s (spread {spread:.3f} ms); "
+                  f"vs bottom-right: {describe(checks)}", flush=True)
+        except Exception as e:  # noqa: BLE001
+            row["fail"].append("ours_tl")
+            print(f"  ours causal top-left FAILED: {type(e).__name__}: {str(e)[:600]}", flush=True)
+        finally:
+            if tl is not None:
+                tl.close()
     if only_ours:
         return row
 
@@ -457,20 +487,22 @@ def print_table(rows, header=True):
 
     if not header:
         r = rows[-1]
-        print(f"  row: {r['name']} ours {cell(r.get('ours'))} fa2 {cell(r.get('fa2'))} cudnn_tl "
+        print(f"  row: {r['name']} ours {cell(r.get('ours'))} ours_tl {cell(r.get('ours_tl'))} fa2 {cell(r.get('fa2'))} cudnn_tl "
               f"{cell(r.get('cudnn_tl'))} cudnn_br {cell(r.get('cudnn_br'))} "
               f"{'FAIL ' + ','.join(r['fail']) if r['fail'] else 'ok'}", flush=True)
         return
     print("\n=== backward TFLOP/s (dQ, dK, dV; FLOPs = 2.5 x forward), bf16, H = 16, 16 384 tokens; "
           "ours = one ExecuteOpGraph through the C ABI ===")
-    print("| Problem | D | causal | ours (C ABI) ± spread | FA2 varlen | cuDNN ragged (causal top-left) "
-          "| cuDNN ragged causal bottom-right | ours / FA2 | best peer | ours / best peer | check |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| Problem | D | causal | ours (C ABI) ± spread | ours causal top-left | FA2 varlen "
+          "| cuDNN ragged (causal top-left) | cuDNN ragged causal bottom-right | ours / FA2 | best peer "
+          "| ours / best peer | check |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         ours = r.get("ours")
         best = max(((r[p], p) for p in PEERS if r.get(p)), default=(None, "—"))
         spread = f" ± {r['ours_spread']:.1f}" if "ours_spread" in r else ""
         print(f"| {r['problem']} | {r['d']} | {'yes' if r['causal'] else 'no'} | {cell(ours)}{spread} | "
+              f"{cell(r.get('ours_tl'))} | "
               + " | ".join(cell(r.get(p)) for p in PEERS)
               + f" | {ratio(ours, r.get('fa2'))} | {best[1]} | {ratio(ours, best[0])} | "
               + ("FAIL " + ", ".join(r["fail"]) if r["fail"] else "ok") + " |")

@@ -13,7 +13,8 @@
 //!
 //! A problem the CUDA backward kernels cover (D_qk = D_v, 64 or 128) also gets its training pair:
 //! `<name>_fwd_lse.bin`, the same forward writing its LSE, and `<name>_bwd.bin`, the
-//! `SdpaBackwardAttributes` node of that forward (`SdpaBackwardAttributes::for_forward`), with
+//! `SdpaBackwardAttributes` node of that forward (`SdpaBackwardAttributes::for_forward`; a causal
+//! problem also `<name>_bwd_tl.bin`, its band aligned top-left), with
 //! their uids under `"backward"` in `<name>.json` (null otherwise). The LSE is ragged token-major,
 //! `[B, S, H, 1]` with strides `[S·H, H, 1, 1]` over packed `f32[T, H]`, addressed by its own
 //! token offsets (int32, multiplier H): the one packed LSE layout the engines accept. FA2's
@@ -215,11 +216,19 @@ impl Problem {
     }
 
     /// The backward of [`Self::forward_lse_graph`]'s node: dO, dQ share Q's offsets, dK, dV K's.
-    fn backward_graph(&self) -> Option<Graph> {
+    /// With `top_left`, the causal band is aligned top-left instead: with equal query and key
+    /// lengths the same pairs, so the benchmark can time both alignments on one LSE (cuDNN skips
+    /// masked tiles only top-left; ours should not care).
+    fn backward_graph(&self, top_left: bool) -> Option<Graph> {
         let d = self.head_dim;
-        let node = SdpaBackwardAttributes::for_forward(&self.sdpa(true), DO, DQ, DK, DV)?;
+        let mut node = SdpaBackwardAttributes::for_forward(&self.sdpa(true), DO, DQ, DK, DV)?;
+        let mut name = format!("{}_bwd", self.name);
+        if top_left {
+            node.diagonal_alignment = DiagonalAlignment::TopLeft;
+            name.push_str("_tl");
+        }
         Some(
-            self.base_graph(format!("{}_bwd", self.name))
+            self.base_graph(name)
                 .add_tensor(self.lse_tensor())
                 .add_tensor(self.offsets_tensor(LSE_OFFSETS, "lse_offsets"))
                 .add_tensor(self.packed(DO, "do", QO_OFFSETS, d))
@@ -238,12 +247,18 @@ impl Problem {
         format!(
             concat!(
                 "{{\"forward_graph\": \"{name}_fwd_lse\", \"graph\": \"{name}_bwd\", ",
+                "\"graph_top_left\": {top_left}, ",
                 "\"flops\": {flops}, \"flops_rule\": \"2.5 x forward\",\n",
                 "    \"lse_layout\": \"ragged token-major [T, H] f32, int32 token offsets, multiplier H\",\n",
                 "    \"uids\": {{\"lse\": {lse}, \"lse_offsets\": {lse_off}, \"do\": {d_o}, ",
                 "\"dq\": {dq}, \"dk\": {dk}, \"dv\": {dv}}}}}"
             ),
             name = self.name,
+            top_left = if self.causal {
+                format!("\"{}_bwd_tl\"", self.name)
+            } else {
+                "null".into()
+            },
             flops = self.backward_flops(),
             lse = LSE,
             lse_off = LSE_OFFSETS,
@@ -405,11 +420,16 @@ fn emit(dir: &Path, problems: &[Problem]) -> Result<(), String> {
             problem.metadata().as_bytes(),
         )?;
         if problem.has_backward() {
-            let forward = problem.forward_lse_graph();
-            let backward = problem
-                .backward_graph()
-                .ok_or_else(|| format!("{}: the forward node has no stats output", problem.name))?;
-            for graph in [forward, backward] {
+            let mut graphs = vec![problem.forward_lse_graph()];
+            for top_left in [false, true]
+                .into_iter()
+                .take(1 + usize::from(problem.causal))
+            {
+                graphs.push(problem.backward_graph(top_left).ok_or_else(|| {
+                    format!("{}: the forward node has no stats output", problem.name)
+                })?);
+            }
+            for graph in graphs {
                 graph
                     .validate()
                     .map_err(|e| format!("{}: invalid graph: {e}", graph.name))?;
@@ -515,13 +535,16 @@ mod tests {
                 "{}: the forward plan writes no LSE",
                 p.name
             );
-            let backward = p.backward_graph().expect("a stats output");
-            match accept(&decoded(&backward)) {
-                Ok(Accepted::Backward(problem)) => {
-                    cuda::plan_backward(&problem)
-                        .unwrap_or_else(|d| panic!("{}: CUDA backward declines: {d}", p.name));
+            for top_left in [false, true] {
+                let backward = p.backward_graph(top_left).expect("a stats output");
+                match accept(&decoded(&backward)) {
+                    Ok(Accepted::Backward(problem)) => {
+                        cuda::plan_backward(&problem).unwrap_or_else(|d| {
+                            panic!("{}: CUDA backward declines: {d}", backward.name)
+                        });
+                    }
+                    other => panic!("{}: backward graph not accepted: {other:?}", backward.name),
                 }
-                other => panic!("{}: backward graph not accepted: {other:?}", p.name),
             }
             pairs += 1;
         }
