@@ -430,8 +430,13 @@ def run_problem(torch, plugin, handle, graphs, meta, cudnn, cudnn_handle, only_o
                     print(f"  ours vs {label} (max abs err / max |cuDNN|): {row[key + '_check']}", flush=True)
                 ms, spread = timer(torch, cudnn_b)
                 row[key] = tf(ms)
+                plan = ""
+                try:
+                    plan = g.get_plan_name_at_index(0)
+                except Exception:  # noqa: BLE001 - the plan name is informative only
+                    pass
                 print(f"  {label}: {ms:.3f} ms {row[key]:.1f} TFLOP/s (spread {spread:.3f} ms); graph build "
-                      f"{build_s:.1f} s", flush=True)
+                      f"{build_s:.1f} s; plan {plan}", flush=True)
                 del g, ws, grads, pack
             except Exception as e:  # noqa: BLE001
                 print(f"  {label} FAILED: {type(e).__name__}: {str(e)[:600]}", flush=True)
