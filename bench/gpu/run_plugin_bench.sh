@@ -17,7 +17,8 @@
 #   bash bench/gpu/run_plugin_bench.sh --backward [ARGS]       # then the backward benchmark too
 #   bash bench/gpu/run_plugin_bench.sh --backward-only [ARGS]  # the backward benchmark alone
 # The backward (plugin_bench_bwd.py: ours vs FA2 varlen and cuDNN ragged backward) writes
-# log_bwd.txt; BWD_ARGS go to it alone (e.g. BWD_ARGS="--only ragged-mix_d128"), ARGS to both.
+# log_bwd.txt; BWD_ARGS go to it alone (e.g. BWD_ARGS="--only ragged-mix_d128"), FWD_ARGS to the
+# forward alone (e.g. FWD_ARGS=--only-ours), ARGS to both.
 # BENCH_TIMEOUT (default 540 s) bounds each benchmark; BWD_TIMEOUT, if set, the backward's.
 set -o pipefail
 CARRY=.carry/bench
@@ -73,8 +74,9 @@ if [ "$MODE" != backward ]; then
     if gcc -O2 -std=c11 -Iplugin/include -Iplugin/tests/c bench/gpu/host_time.c -o /tmp/host_time -ldl; then
         /tmp/host_time "$CARRY/$SO" "$CARRY/tiny" tiny_d64_full 2>&1 | tee -a "$OUT/host_time.txt"
     fi
-    timeout "${BENCH_TIMEOUT:-540}" python3 bench/gpu/plugin_bench.py --plugin "$CARRY/$SO" --graphs "$CARRY/graphs" "$@" 2>&1 \
-        | tee "$OUT/log.txt" || status=$?
+    # shellcheck disable=SC2086  # FWD_ARGS is a list of words
+    timeout "${BENCH_TIMEOUT:-540}" python3 bench/gpu/plugin_bench.py --plugin "$CARRY/$SO" --graphs "$CARRY/graphs" \
+        ${FWD_ARGS:-} "$@" 2>&1 | tee "$OUT/log.txt" || status=$?
 fi
 if [ "$MODE" != forward ]; then
     # shellcheck disable=SC2086  # BWD_ARGS is a list of words
