@@ -29,171 +29,34 @@ Usage:
 
 import argparse
 import ctypes
-import json
 import math
 import os
-import statistics
 import sys
 import time
 
 import numpy as np
 
-# ------------------------------------------------------------------------------------------------
-# The plugin's C ABI (shared/spec/plugin-abi.md §3-§5) through ctypes.
-# ------------------------------------------------------------------------------------------------
-
-SUCCESS = 0
-STATUS_NAMES = {0: "SUCCESS", 1: "BAD_PARAM", 2: "INVALID_VALUE", 3: "INTERNAL_ERROR", 4: "ALLOC_FAILED",
-                5: "NOT_APPLICABLE", 6: "NOT_INITIALIZED"}
-CUDA_ENGINE = "RAGGED_SDPA_CUDA_FMHA"
-SELF_CHECK_MAX_TOKENS = 4096
-HOST_ENGINE = "RAGGED_SDPA_HOST_REFERENCE"
-
-
-class ConstData(ctypes.Structure):
-    _fields_ = [("ptr", ctypes.c_void_p), ("size", ctypes.c_size_t)]
-
-
-class DeviceBuffer(ctypes.Structure):
-    _fields_ = [("uid", ctypes.c_int64), ("ptr", ctypes.c_void_p)]
-
-
-LOG_CALLBACK = ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_char_p)
-
-
-class PluginError(RuntimeError):
-    pass
-
-
-class Plugin:
-    """The engine-plugin entry points, typed; every failing status raises with the plugin's text."""
-
-    def __init__(self, path):
-        self.lib = ctypes.CDLL(os.path.abspath(path))
-        vp, i64, u32, st = ctypes.c_void_p, ctypes.c_int64, ctypes.c_uint32, ctypes.c_int
-        pcd = ctypes.POINTER(ConstData)
-        self._sig("hipdnnPluginGetLastErrorString", None, [ctypes.POINTER(ctypes.c_char_p)])
-        self._sig("hipdnnPluginGetName", st, [ctypes.POINTER(ctypes.c_char_p)])
-        self._sig("hipdnnPluginGetVersion", st, [ctypes.POINTER(ctypes.c_char_p)])
-        self._sig("hipdnnPluginGetApiVersion", st, [ctypes.POINTER(ctypes.c_char_p)])
-        self._sig("hipdnnPluginSetLoggingCallback", st, [LOG_CALLBACK])
-        self._sig("hipdnnEnginePluginGetAllEngineIds", st, [ctypes.POINTER(i64), u32, ctypes.POINTER(u32)])
-        self._sig("hipdnnEnginePluginGetEngineName", st, [i64, ctypes.POINTER(ctypes.c_char_p)])
-        self._sig("hipdnnEnginePluginCreate", st, [ctypes.POINTER(vp)])
-        self._sig("hipdnnEnginePluginDestroy", st, [vp])
-        self._sig("hipdnnEnginePluginSetStream", st, [vp, vp])
-        self._sig("hipdnnEnginePluginGetApplicableEngineIds", st, [vp, pcd, ctypes.POINTER(i64), u32,
-                                                                    ctypes.POINTER(u32)])
-        self._sig("hipdnnEnginePluginGetWorkspaceSize", st, [vp, pcd, pcd, ctypes.POINTER(ctypes.c_size_t)])
-        self._sig("hipdnnEnginePluginCreateExecutionContext", st, [vp, pcd, pcd, ctypes.POINTER(vp)])
-        self._sig("hipdnnEnginePluginDestroyExecutionContext", st, [vp, vp])
-        self._sig("hipdnnEnginePluginExecuteOpGraph", st, [vp, vp, vp, ctypes.POINTER(DeviceBuffer), u32])
-        self.log_lines = []
-        # Kept on self: ctypes frees the trampoline when the Python object dies.
-        self._log_cb = LOG_CALLBACK(lambda sev, msg: self.log_lines.append((sev, msg.decode(errors="replace"))))
-        self.lib.hipdnnPluginSetLoggingCallback(self._log_cb)
-
-    def _sig(self, name, restype, argtypes):
-        fn = getattr(self.lib, name)
-        fn.restype, fn.argtypes = restype, argtypes
-        setattr(self, name.replace("hipdnnEnginePlugin", "").replace("hipdnnPlugin", ""), fn)
-
-    def last_error(self):
-        text = ctypes.c_char_p()
-        self.GetLastErrorString(ctypes.byref(text))
-        return text.value.decode(errors="replace") if text.value else ""
-
-    def check(self, status, what):
-        if status != SUCCESS:
-            raise PluginError(f"{what}: {STATUS_NAMES.get(status, status)}: {self.last_error()}")
-
-    def string(self, fn):
-        text = ctypes.c_char_p()
-        self.check(fn(ctypes.byref(text)), fn.__name__)
-        return text.value.decode()
-
-    def engine_ids(self):
-        n = ctypes.c_uint32()
-        self.check(self.GetAllEngineIds(None, 0, ctypes.byref(n)), "GetAllEngineIds (count)")
-        ids = (ctypes.c_int64 * n.value)()
-        m = ctypes.c_uint32()
-        self.check(self.GetAllEngineIds(ids, n.value, ctypes.byref(m)), "GetAllEngineIds")
-        return list(ids[: m.value])
-
-    def engine_name(self, engine_id):
-        text = ctypes.c_char_p()
-        self.check(self.GetEngineName(engine_id, ctypes.byref(text)), f"GetEngineName({engine_id})")
-        return text.value.decode()
-
-    def create(self):
-        handle = ctypes.c_void_p()
-        self.check(self.Create(ctypes.byref(handle)), "Create")
-        return handle
-
-    def applicable(self, handle, graph):
-        data = ConstData(ctypes.cast(graph, ctypes.c_void_p), len(graph))
-        ids = (ctypes.c_int64 * 8)()
-        n = ctypes.c_uint32()
-        self.check(self.GetApplicableEngineIds(handle, ctypes.byref(data), ids, 8, ctypes.byref(n)),
-                   "GetApplicableEngineIds")
-        return list(ids[: min(n.value, 8)])
-
-    def context(self, handle, config, graph):
-        """(execution context, workspace bytes); the graph and config buffers may die afterwards."""
-        cd = ConstData(ctypes.cast(config, ctypes.c_void_p), len(config))
-        gd = ConstData(ctypes.cast(graph, ctypes.c_void_p), len(graph))
-        size = ctypes.c_size_t()
-        self.check(self.GetWorkspaceSize(handle, ctypes.byref(cd), ctypes.byref(gd), ctypes.byref(size)),
-                   "GetWorkspaceSize")
-        ctx = ctypes.c_void_p()
-        self.check(self.CreateExecutionContext(handle, ctypes.byref(cd), ctypes.byref(gd), ctypes.byref(ctx)),
-                   "CreateExecutionContext")
-        return ctx, size.value
-
-
-def variant_pack(pointers):
-    """{uid: address} -> the C array ExecuteOpGraph reads."""
-    pack = (DeviceBuffer * len(pointers))()
-    for i, (uid, ptr) in enumerate(sorted(pointers.items())):
-        pack[i].uid, pack[i].ptr = uid, ptr
-    return pack
-
-
-def load_problems(graphs):
-    with open(os.path.join(graphs, "problems.json")) as f:
-        names = json.load(f)
-    out = []
-    for name in names:
-        with open(os.path.join(graphs, name + ".json")) as f:
-            meta = json.load(f)
-        with open(os.path.join(graphs, name + ".bin"), "rb") as f:
-            meta["graph"] = f.read()
-        out.append(meta)
-    return out
-
-
-def engine_config(graphs, engine):
-    with open(os.path.join(graphs, f"engine_config_{engine}.bin"), "rb") as f:
-        return f.read()
-
-
-def token_starts(meta):
-    return [0] + list(np.cumsum(meta["seq_lens"]).astype(int))
-
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from plugin_bench_abi import (  # noqa: E402  (the C ABI binding both benchmarks share)
+    CUDA_ENGINE,
+    HOST_ENGINE,
+    SELF_CHECK_MAX_TOKENS,
+    SUCCESS,
+    PluginError,
+    Plugin,
+    engine_config,
+    from_bf16_bits,
+    host_call_us,
+    load_problems,
+    time_ms,
+    to_bf16_bits,
+    token_starts,
+    variant_pack,
+)
 
 # ------------------------------------------------------------------------------------------------
 # Self-check without a GPU: host reference engine, numpy buffers, float64 reference.
 # ------------------------------------------------------------------------------------------------
-
-
-def to_bf16_bits(x):
-    """float32 -> bf16 bits, round to nearest even (finite inputs only)."""
-    u = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
-    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
-
-
-def from_bf16_bits(bits):
-    return (bits.astype(np.uint32) << 16).view(np.float32)
 
 
 def reference(q, k, v, starts, scale, causal):
@@ -266,33 +129,6 @@ def self_check(plugin, graphs):
 # ------------------------------------------------------------------------------------------------
 # GPU benchmark.
 # ------------------------------------------------------------------------------------------------
-
-
-def time_ms(torch, fn, warm=3, reps=15, inner=10):
-    """Median per-call device time; `inner` back-to-back calls per event pair keep the queue full so
-    host-side call overhead does not count as device time (NOTES.md, version 5)."""
-    for _ in range(warm):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        a = torch.cuda.Event(enable_timing=True)
-        b = torch.cuda.Event(enable_timing=True)
-        a.record()
-        for _ in range(inner):
-            fn()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b) / inner)
-    return statistics.median(times), max(times) - min(times)
-
-
-def host_call_us(fn, n=200):
-    """Host wall time per call when the calls are only enqueued (the GPU runs behind)."""
-    t0 = time.perf_counter()
-    for _ in range(n):
-        fn()
-    return (time.perf_counter() - t0) / n * 1e6
 
 
 class Ours:

@@ -14,6 +14,12 @@
 # On the GPU machine, with `.carry/bench` and `.whl` carried:
 #   bash bench/gpu/run_plugin_bench.sh
 # writes smi.txt and log.txt to $OUT; the table is the last thing printed.
+#   bash bench/gpu/run_plugin_bench.sh --backward [ARGS]       # then the backward benchmark too
+#   bash bench/gpu/run_plugin_bench.sh --backward-only [ARGS]  # the backward benchmark alone
+# The backward (plugin_bench_bwd.py: ours vs FA2 varlen and cuDNN ragged backward) writes
+# log_bwd.txt; BWD_ARGS go to it alone (e.g. BWD_ARGS="--only ragged-mix_d128"), FWD_ARGS to the
+# forward alone (e.g. FWD_ARGS=--only-ours), ARGS to both.
+# BENCH_TIMEOUT (default 540 s) bounds each benchmark; BWD_TIMEOUT, if set, the backward's.
 set -o pipefail
 CARRY=.carry/bench
 SO=libhipdnn_provider_ragged_sdpa.so
@@ -31,6 +37,8 @@ if [ "${1:-}" = "--prepare" ]; then
     objcopy --strip-debug "$target/release/$SO" "$CARRY/$SO"
     python3 bench/gpu/plugin_bench.py --plugin "$CARRY/$SO" --graphs "$CARRY/tiny" --self-check
     python3 bench/gpu/plugin_bench.py --plugin "$CARRY/$SO" --graphs "$CARRY/graphs" --self-check
+    python3 bench/gpu/plugin_bench_bwd.py --plugin "$CARRY/$SO" --graphs "$CARRY/tiny" --self-check
+    python3 bench/gpu/plugin_bench_bwd.py --plugin "$CARRY/$SO" --graphs "$CARRY/graphs" --self-check
     du -sh "$CARRY" .whl 2>/dev/null || true
     exit 0
 fi
@@ -53,11 +61,26 @@ if ls .whl/*.whl >/dev/null 2>&1; then
 else
     echo "no wheels under .whl/: cuDNN ragged and FlashInfer will be reported as unavailable"
 fi
-# Host time per ExecuteOpGraph on the CUDA engine, from C (issue 14 item 5), on a tiny problem so
-# that the device never holds the host back.
-echo "== host time per call, from C" | tee "$OUT/host_time.txt"
-if gcc -O2 -std=c11 -Iplugin/include -Iplugin/tests/c bench/gpu/host_time.c -o /tmp/host_time -ldl; then
-    /tmp/host_time "$CARRY/$SO" "$CARRY/tiny" tiny_d64_full 2>&1 | tee -a "$OUT/host_time.txt"
+MODE=forward
+case "${1:-}" in
+    --backward) MODE=both; shift ;;
+    --backward-only) MODE=backward; shift ;;
+esac
+status=0
+if [ "$MODE" != backward ]; then
+    # Host time per ExecuteOpGraph on the CUDA engine, from C (issue 14 item 5), on a tiny problem
+    # so that the device never holds the host back.
+    echo "== host time per call, from C" | tee "$OUT/host_time.txt"
+    if gcc -O2 -std=c11 -Iplugin/include -Iplugin/tests/c bench/gpu/host_time.c -o /tmp/host_time -ldl; then
+        /tmp/host_time "$CARRY/$SO" "$CARRY/tiny" tiny_d64_full 2>&1 | tee -a "$OUT/host_time.txt"
+    fi
+    # shellcheck disable=SC2086  # FWD_ARGS is a list of words
+    timeout "${BENCH_TIMEOUT:-540}" python3 bench/gpu/plugin_bench.py --plugin "$CARRY/$SO" --graphs "$CARRY/graphs" \
+        ${FWD_ARGS:-} "$@" 2>&1 | tee "$OUT/log.txt" || status=$?
 fi
-timeout "${BENCH_TIMEOUT:-540}" python3 bench/gpu/plugin_bench.py --plugin "$CARRY/$SO" --graphs "$CARRY/graphs" "$@" 2>&1 \
-    | tee "$OUT/log.txt"
+if [ "$MODE" != forward ]; then
+    # shellcheck disable=SC2086  # BWD_ARGS is a list of words
+    timeout "${BWD_TIMEOUT:-${BENCH_TIMEOUT:-540}}" python3 bench/gpu/plugin_bench_bwd.py --plugin "$CARRY/$SO" \
+        --graphs "$CARRY/graphs" ${BWD_ARGS:-} "$@" 2>&1 | tee "$OUT/log_bwd.txt" || status=$?
+fi
+exit $status

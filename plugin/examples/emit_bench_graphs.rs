@@ -11,6 +11,17 @@
 //! order, and `engine_config_<ENGINE>.bin` holds an `EngineConfig` for each engine the plugin can
 //! list, since `GetWorkspaceSize` and `CreateExecutionContext` take one.
 //!
+//! A problem the CUDA backward kernels cover (D_qk = D_v, 64 or 128) also gets its training pair:
+//! `<name>_fwd_lse.bin`, the same forward writing its LSE, and `<name>_bwd.bin`, the
+//! `SdpaBackwardAttributes` node of that forward (`SdpaBackwardAttributes::for_forward`; a causal
+//! problem also `<name>_bwd_tl.bin`, its band aligned top-left), with
+//! their uids under `"backward"` in `<name>.json` (null otherwise). The LSE is ragged token-major,
+//! `[B, S, H, 1]` with strides `[S·H, H, 1, 1]` over packed `f32[T, H]`, addressed by its own
+//! token offsets (int32, multiplier H): the one packed LSE layout the engines accept. FA2's
+//! varlen LSE is head-major `[H, T]`, which no stride set expresses when the batches differ in
+//! length, so `bench/gpu/plugin_bench_bwd.py` transposes it when it feeds one engine's LSE to
+//! another.
+//!
 //! `--tiny` writes small problems instead (a few short sequences, H = 2) that the host reference
 //! engine can execute in a second: the benchmark's self-check runs them on a machine without a
 //! GPU to prove the metadata and the ctypes binding before the one device run.
@@ -21,7 +32,8 @@ use std::process::ExitCode;
 use hipdnn_provider_ragged_sdpa::engine_id::engine_name_to_id;
 use ragged_schema::wire::{encode_engine_config, encode_graph};
 use ragged_schema::{
-    DataType, DiagonalAlignment, EngineConfig, Graph, Node, SdpaAttributes, TensorAttributes,
+    DataType, DiagonalAlignment, EngineConfig, Graph, Node, SdpaAttributes, SdpaBackwardAttributes,
+    TensorAttributes,
 };
 
 const Q: i64 = 1;
@@ -31,6 +43,16 @@ const O: i64 = 4;
 /// Q and O share one offsets tensor, K and V another (the RFC's packed layout for self-attention).
 const QO_OFFSETS: i64 = 10;
 const KV_OFFSETS: i64 = 11;
+/// The training pair's extra tensors: the forward's LSE, dO and the three gradients; the LSE
+/// has its own offsets, in tokens.
+const LSE: i64 = 5;
+const DO: i64 = 6;
+const DQ: i64 = 7;
+const DK: i64 = 8;
+const DV: i64 = 9;
+const LSE_OFFSETS: i64 = 12;
+/// Head dims the CUDA backward kernels are compiled for (D_qk = D_v).
+const BACKWARD_HEAD_DIMS: [i64; 2] = [64, 128];
 
 const ENGINES: [&str; 3] = [
     "RAGGED_SDPA_CUDA_FMHA",
@@ -106,43 +128,145 @@ impl Problem {
         2 * (self.head_dim + self.value_dim) * self.heads * self.pairs()
     }
 
-    fn graph(&self) -> Graph {
+    /// Whether the training pair is written (the CUDA backward's head dims).
+    fn has_backward(&self) -> bool {
+        self.head_dim == self.value_dim && BACKWARD_HEAD_DIMS.contains(&self.head_dim)
+    }
+
+    /// Backward FLOPs: 2.5 × the forward's (dV, dP, dQ, dK and the recomputed S: five matrix
+    /// products of the forward's two), the convention of FA2's and cuDNN's benchmarks.
+    fn backward_flops(&self) -> i64 {
+        self.flops() / 2 * 5
+    }
+
+    fn packed(&self, uid: i64, name: &str, aux: i64, d: i64) -> TensorAttributes {
         let (b, s, h) = (self.batch(), self.s_max(), self.heads);
-        let token_units = self.token_units();
-        let packed = |uid: i64, name: &str, aux: i64, d: i64| {
-            TensorAttributes::new()
-                .set_uid(uid)
-                .set_name(name)
-                .set_data_type(DataType::BFloat16)
-                .set_dims(vec![b, s, h, d])
-                .set_strides(vec![s * h * d, h * d, d, 1])
-                .set_ragged_offset_uid(aux)
-                .set_ragged_offset_multiplier(if token_units { h * d } else { 1 })
-        };
-        let (d, dv) = (self.head_dim, self.value_dim);
-        let offsets = |uid: i64, name: &str| {
-            TensorAttributes::new()
-                .set_uid(uid)
-                .set_name(name)
-                .set_data_type(DataType::Int32)
-                .set_dims(vec![b + 1, 1, 1, 1])
-                .set_strides(vec![1, 1, 1, 1])
-        };
+        TensorAttributes::new()
+            .set_uid(uid)
+            .set_name(name)
+            .set_data_type(DataType::BFloat16)
+            .set_dims(vec![b, s, h, d])
+            .set_strides(vec![s * h * d, h * d, d, 1])
+            .set_ragged_offset_uid(aux)
+            .set_ragged_offset_multiplier(if self.token_units() { h * d } else { 1 })
+    }
+
+    fn offsets_tensor(&self, uid: i64, name: &str) -> TensorAttributes {
+        TensorAttributes::new()
+            .set_uid(uid)
+            .set_name(name)
+            .set_data_type(DataType::Int32)
+            .set_dims(vec![self.batch() + 1, 1, 1, 1])
+            .set_strides(vec![1, 1, 1, 1])
+    }
+
+    /// The packed token-major LSE, `f32[T, H]` (see the module docs).
+    fn lse_tensor(&self) -> TensorAttributes {
+        let (b, s, h) = (self.batch(), self.s_max(), self.heads);
+        TensorAttributes::new()
+            .set_uid(LSE)
+            .set_name("lse")
+            .set_data_type(DataType::Float)
+            .set_dims(vec![b, s, h, 1])
+            .set_strides(vec![s * h, h, 1, 1])
+            .set_ragged_offset_uid(LSE_OFFSETS)
+            .set_ragged_offset_multiplier(h)
+    }
+
+    /// The forward node; with `lse`, it also writes the LSE.
+    fn sdpa(&self, lse: bool) -> SdpaAttributes {
         // Bottom-right causal, as FA2 varlen and cuDNN's padded causal define it; with equal
         // query and key lengths it admits the same pairs as top-left.
         let right = self.causal.then_some(0);
-        let sdpa = SdpaAttributes::new(Q, K, V, O)
+        let mut sdpa = SdpaAttributes::new(Q, K, V, O)
             .set_attn_scale_value(self.scale())
             .set_diagonal_band(None, right, DiagonalAlignment::BottomRight);
-        Graph::new(self.name.clone())
+        if lse {
+            sdpa = sdpa.set_stats(&self.lse_tensor());
+            sdpa.generate_stats = Some(true);
+        }
+        sdpa
+    }
+
+    /// Q, K, V, O and their offsets, as every graph of the problem has them.
+    fn base_graph(&self, name: String) -> Graph {
+        let (d, dv) = (self.head_dim, self.value_dim);
+        Graph::new(name)
             .set_data_types(DataType::BFloat16, DataType::Float, DataType::Float)
-            .add_tensor(packed(Q, "q", QO_OFFSETS, d))
-            .add_tensor(packed(K, "k", KV_OFFSETS, d))
-            .add_tensor(packed(V, "v", KV_OFFSETS, dv))
-            .add_tensor(packed(O, "o", QO_OFFSETS, dv))
-            .add_tensor(offsets(QO_OFFSETS, "qo_offsets"))
-            .add_tensor(offsets(KV_OFFSETS, "kv_offsets"))
-            .add_node(Node::sdpa("sdpa", sdpa))
+            .add_tensor(self.packed(Q, "q", QO_OFFSETS, d))
+            .add_tensor(self.packed(K, "k", KV_OFFSETS, d))
+            .add_tensor(self.packed(V, "v", KV_OFFSETS, dv))
+            .add_tensor(self.packed(O, "o", QO_OFFSETS, dv))
+            .add_tensor(self.offsets_tensor(QO_OFFSETS, "qo_offsets"))
+            .add_tensor(self.offsets_tensor(KV_OFFSETS, "kv_offsets"))
+    }
+
+    /// The benchmark's forward graph (no LSE).
+    fn graph(&self) -> Graph {
+        self.base_graph(self.name.clone())
+            .add_node(Node::sdpa("sdpa", self.sdpa(false)))
+    }
+
+    /// The forward writing its LSE: what the backward benchmark runs once for O and the LSE.
+    fn forward_lse_graph(&self) -> Graph {
+        self.base_graph(format!("{}_fwd_lse", self.name))
+            .add_tensor(self.lse_tensor())
+            .add_tensor(self.offsets_tensor(LSE_OFFSETS, "lse_offsets"))
+            .add_node(Node::sdpa("sdpa", self.sdpa(true)))
+    }
+
+    /// The backward of [`Self::forward_lse_graph`]'s node: dO, dQ share Q's offsets, dK, dV K's.
+    /// With `top_left`, the causal band is aligned top-left instead: with equal query and key
+    /// lengths the same pairs, so the benchmark can time both alignments on one LSE (cuDNN skips
+    /// masked tiles only top-left; ours should not care).
+    fn backward_graph(&self, top_left: bool) -> Option<Graph> {
+        let d = self.head_dim;
+        let mut node = SdpaBackwardAttributes::for_forward(&self.sdpa(true), DO, DQ, DK, DV)?;
+        let mut name = format!("{}_bwd", self.name);
+        if top_left {
+            node.diagonal_alignment = DiagonalAlignment::TopLeft;
+            name.push_str("_tl");
+        }
+        Some(
+            self.base_graph(name)
+                .add_tensor(self.lse_tensor())
+                .add_tensor(self.offsets_tensor(LSE_OFFSETS, "lse_offsets"))
+                .add_tensor(self.packed(DO, "do", QO_OFFSETS, d))
+                .add_tensor(self.packed(DQ, "dq", QO_OFFSETS, d))
+                .add_tensor(self.packed(DK, "dk", KV_OFFSETS, d))
+                .add_tensor(self.packed(DV, "dv", KV_OFFSETS, d))
+                .add_node(Node::sdpa_backward("sdpa_backward", node)),
+        )
+    }
+
+    /// The `"backward"` member of the metadata: null, or the training pair's files and uids.
+    fn backward_metadata(&self) -> String {
+        if !self.has_backward() {
+            return "null".into();
+        }
+        format!(
+            concat!(
+                "{{\"forward_graph\": \"{name}_fwd_lse\", \"graph\": \"{name}_bwd\", ",
+                "\"graph_top_left\": {top_left}, ",
+                "\"flops\": {flops}, \"flops_rule\": \"2.5 x forward\",\n",
+                "    \"lse_layout\": \"ragged token-major [T, H] f32, int32 token offsets, multiplier H\",\n",
+                "    \"uids\": {{\"lse\": {lse}, \"lse_offsets\": {lse_off}, \"do\": {d_o}, ",
+                "\"dq\": {dq}, \"dk\": {dk}, \"dv\": {dv}}}}}"
+            ),
+            name = self.name,
+            top_left = if self.causal {
+                format!("\"{}_bwd_tl\"", self.name)
+            } else {
+                "null".into()
+            },
+            flops = self.backward_flops(),
+            lse = LSE,
+            lse_off = LSE_OFFSETS,
+            d_o = DO,
+            dq = DQ,
+            dk = DK,
+            dv = DV,
+        )
     }
 
     /// Hand-written JSON (the crate has no JSON serializer for free-form metadata); every value
@@ -177,6 +301,7 @@ impl Problem {
                 "  \"pairs\": {pairs},\n",
                 "  \"flops\": {flops},\n",
                 "  \"lse\": null,\n",
+                "  \"backward\": {backward},\n",
                 "  \"uids\": {{\"q\": {q}, \"k\": {k}, \"v\": {v}, \"o\": {o}, ",
                 "\"qo_offsets\": {qo}, \"kv_offsets\": {kv}}}\n",
                 "}}\n"
@@ -206,6 +331,7 @@ impl Problem {
             o = O,
             qo = QO_OFFSETS,
             kv = KV_OFFSETS,
+            backward = self.backward_metadata(),
         )
     }
 }
@@ -293,6 +419,26 @@ fn emit(dir: &Path, problems: &[Problem]) -> Result<(), String> {
             &dir.join(format!("{}.json", problem.name)),
             problem.metadata().as_bytes(),
         )?;
+        if problem.has_backward() {
+            let mut graphs = vec![problem.forward_lse_graph()];
+            for top_left in [false, true]
+                .into_iter()
+                .take(1 + usize::from(problem.causal))
+            {
+                graphs.push(problem.backward_graph(top_left).ok_or_else(|| {
+                    format!("{}: the forward node has no stats output", problem.name)
+                })?);
+            }
+            for graph in graphs {
+                graph
+                    .validate()
+                    .map_err(|e| format!("{}: invalid graph: {e}", graph.name))?;
+                write(
+                    &dir.join(format!("{}.bin", graph.name)),
+                    &encode_graph(&graph),
+                )?;
+            }
+        }
     }
     for engine in ENGINES {
         let config = EngineConfig::new(engine_name_to_id(engine));
@@ -347,6 +493,65 @@ fn main() -> ExitCode {
         Err(message) => {
             eprintln!("emit_bench_graphs: {message}");
             ExitCode::FAILURE
+        }
+    }
+}
+
+/// The training pairs plan on the CUDA engine from their wire bytes, as the device benchmark
+/// needs (the plans are device-free; this machine lists no CUDA engine, so the self-check of
+/// `plugin_bench_bwd.py` reaches only the host engine). Run with
+/// `cargo test -p ragged-plugin --example emit_bench_graphs`.
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hipdnn_provider_ragged_sdpa::applicability::{Accepted, accept, decode};
+    use hipdnn_provider_ragged_sdpa::engines::cuda;
+
+    fn decoded(graph: &Graph) -> Graph {
+        decode(&encode_graph(graph))
+            .expect("decodes")
+            .expect("accepted by the decoder")
+    }
+
+    #[test]
+    fn training_pairs_plan_on_the_cuda_engine() {
+        let problems: Vec<Problem> = bench_problems()
+            .into_iter()
+            .chain(tiny_problems())
+            .collect();
+        let mut pairs = 0;
+        for p in problems.iter().filter(|p| p.has_backward()) {
+            let forward = match accept(&decoded(&p.forward_lse_graph())) {
+                Ok(Accepted::Sdpa(problem)) => problem,
+                other => panic!(
+                    "{}: forward with LSE not a single SDPA problem: {other:?}",
+                    p.name
+                ),
+            };
+            let plan = cuda::plan(&forward)
+                .unwrap_or_else(|d| panic!("{}: CUDA forward declines: {d}", p.name));
+            assert!(
+                plan.lse.is_some(),
+                "{}: the forward plan writes no LSE",
+                p.name
+            );
+            for top_left in [false, true] {
+                let backward = p.backward_graph(top_left).expect("a stats output");
+                match accept(&decoded(&backward)) {
+                    Ok(Accepted::Backward(problem)) => {
+                        cuda::plan_backward(&problem).unwrap_or_else(|d| {
+                            panic!("{}: CUDA backward declines: {d}", backward.name)
+                        });
+                    }
+                    other => panic!("{}: backward graph not accepted: {other:?}", backward.name),
+                }
+            }
+            pairs += 1;
+        }
+        // 2 head dims x 3 families x 2 masks, and the tiny set's 2 head dims x 2 masks.
+        assert_eq!(pairs, 16);
+        for p in problems.iter().filter(|p| !p.has_backward()) {
+            assert!(p.head_dim != p.value_dim || !BACKWARD_HEAD_DIMS.contains(&p.head_dim));
         }
     }
 }
