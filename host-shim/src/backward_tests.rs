@@ -3,6 +3,7 @@ use ragged_schema::model::DataType;
 
 use super::*;
 use crate::case_inputs::pre_supplied;
+use crate::harness::Entry;
 use crate::graphs::{Mask, RaggedSdpaSpec};
 use crate::oracle_backward;
 
