@@ -36,8 +36,16 @@ pub fn run(plugin: &LoadedPlugin, options: &NumericOptions) -> Report {
         |handle, engine, case| {
             let on_host = options.host_engines.contains(&engine.name);
             let device = if on_host { None } else { options.device };
-            run_case(handle, engine.id, &engine.name, case, options, on_host, device)
-                .unwrap_or_else(|e| (Outcome::Fail(e.to_string()), vec![]))
+            run_case(
+                handle,
+                engine.id,
+                &engine.name,
+                case,
+                options,
+                on_host,
+                device,
+            )
+            .unwrap_or_else(|e| (Outcome::Fail(e.to_string()), vec![]))
         },
     )
 }
@@ -110,8 +118,7 @@ mod tests {
             let pre = pre_supplied(&case.spec).unwrap_or_else(|e| panic!("{name}: {e}"));
             let mut h =
                 BackwardHarness::new(graph, &pre, 1).unwrap_or_else(|e| panic!("{name}: {e}"));
-            h.run_reference()
-                .unwrap_or_else(|e| panic!("{name}: {e}"));
+            h.run_reference().unwrap_or_else(|e| panic!("{name}: {e}"));
         }
     }
 

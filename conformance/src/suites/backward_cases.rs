@@ -89,12 +89,17 @@ pub fn cases() -> Vec<BackwardCase> {
     );
     // Several 64-row tiles on both sides, a one-row batch and S_q != S_kv, bottom-right.
     cases.push(
-        spec("bf16_d128_gqa_causal_bottom_right_tiles", &[70, 130, 1], &[150, 64, 33], &|s| {
-            s.head_dim = 128;
-            s.heads_q = 4;
-            s.heads_kv = 2;
-            s.mask = Mask::CausalBottomRight;
-        })
+        spec(
+            "bf16_d128_gqa_causal_bottom_right_tiles",
+            &[70, 130, 1],
+            &[150, 64, 33],
+            &|s| {
+                s.head_dim = 128;
+                s.heads_q = 4;
+                s.heads_kv = 2;
+                s.mask = Mask::CausalBottomRight;
+            },
+        )
         .into(),
     );
     cases.push(
@@ -120,20 +125,30 @@ pub fn cases() -> Vec<BackwardCase> {
     // Batch 0 has no queries and batch 2 no keys; batch 1 spans two tiles each way.
     cases.push(BackwardCase {
         window: window(16, 4, DiagonalAlignment::BottomRight),
-        ..spec("f16_d64_gqa_window_bottom_right_zero_lengths", &[0, 70, 3, 5], &[4, 90, 0, 2], &|s| {
-            s.io_type = DataType::Half;
-            s.heads_q = 4;
-            s.heads_kv = 2;
-        })
+        ..spec(
+            "f16_d64_gqa_window_bottom_right_zero_lengths",
+            &[0, 70, 3, 5],
+            &[4, 90, 0, 2],
+            &|s| {
+                s.io_type = DataType::Half;
+                s.heads_q = 4;
+                s.heads_kv = 2;
+            },
+        )
         .into()
     });
     cases.push(BackwardCase {
         window: window(3, 1, DiagonalAlignment::TopLeft),
-        ..spec("bf16_d64_padded_window_top_left_bhsd_dims", &[6, 4], &[5, 8], &|s| {
-            s.seq_len_q = Some(vec![6, 2]);
-            s.seq_len_kv = Some(vec![3, 8]);
-            s.bhsd_dims = true;
-        })
+        ..spec(
+            "bf16_d64_padded_window_top_left_bhsd_dims",
+            &[6, 4],
+            &[5, 8],
+            &|s| {
+                s.seq_len_q = Some(vec![6, 2]);
+                s.seq_len_kv = Some(vec![3, 8]);
+                s.bhsd_dims = true;
+            },
+        )
         .into()
     });
     cases
@@ -161,11 +176,14 @@ mod tests {
         assert!(any(&|c| c.spec.mask == Mask::CausalTopLeft));
         assert!(any(&|c| c.spec.mask == Mask::CausalBottomRight));
         for alignment in [DiagonalAlignment::TopLeft, DiagonalAlignment::BottomRight] {
-            assert!(any(&|c| c.window.is_some_and(|w| w.alignment == alignment
-                && w.left > 0)));
+            assert!(any(&|c| c
+                .window
+                .is_some_and(|w| w.alignment == alignment && w.left > 0)));
         }
         assert!(any(&|c| c.spec.heads_q > c.spec.heads_kv));
-        assert!(any(&|c| c.spec.seq_len_q.is_some() && c.spec.seq_len_kv.is_some()));
+        assert!(any(
+            &|c| c.spec.seq_len_q.is_some() && c.spec.seq_len_kv.is_some()
+        ));
         let lengths = |c: &BackwardCase| {
             let s = &c.spec;
             let q = s.seq_len_q.clone().unwrap_or_else(|| s.extents_q.clone());
@@ -174,8 +192,9 @@ mod tests {
         };
         assert!(any(&|c| lengths(c).iter().any(|&(q, kv)| q == 0 && kv > 0)));
         assert!(any(&|c| lengths(c).iter().any(|&(q, kv)| q > 0 && kv == 0)));
-        assert!(any(&|c| c.window.is_some()
-            && lengths(c).iter().any(|&(q, kv)| q > 64 && kv > 64)));
+        assert!(any(
+            &|c| c.window.is_some() && lengths(c).iter().any(|&(q, kv)| q > 64 && kv > 64)
+        ));
     }
 
     #[test]

@@ -12,6 +12,7 @@ use hipdnn_shim::harness::{
 };
 use hipdnn_shim::log::Log;
 use hipdnn_shim::manager::PluginManager;
+use ragged_kernels::runtime::cuda::runtime::CudaRuntime;
 use ragged_kernels::tensor::{Tensor, packed_strides};
 use ragged_schema::model::Graph;
 
@@ -131,6 +132,19 @@ pub(crate) fn choose_engine(
     Ok((manager, candidate))
 }
 
+/// The CUDA device `candidate` runs on: with `--cuda`, for an engine that is not a
+/// `--host-engine`; `None` runs it on host buffers.
+pub(crate) fn device_for(
+    args: &GraphRun,
+    candidate: &Candidate,
+) -> Result<Option<&'static CudaRuntime>, ShimError> {
+    if args.cuda && !args.host_engines.contains(&candidate.engine_name) {
+        Ok(Some(hipdnn_shim::harness::cuda_device()?))
+    } else {
+        Ok(None)
+    }
+}
+
 /// A spinner on stderr while `work` runs, only when stderr is a terminal.
 pub(crate) fn with_spinner<T>(message: String, work: impl FnOnce() -> T) -> T {
     if !std::io::stderr().is_terminal() {
@@ -188,11 +202,7 @@ pub fn run(
     let mut p = prepare(args)?;
     let plugin = &p.manager.plugins[p.candidate.plugin_index];
     let handle = plugin.plugin.create_handle()?;
-    let device = if args.cuda && !args.host_engines.contains(&p.candidate.engine_name) {
-        Some(hipdnn_shim::harness::cuda_device()?)
-    } else {
-        None
-    };
+    let device = device_for(args, &p.candidate)?;
     let overridden = !args.overrides.is_empty();
     if overridden && device.is_some() {
         return Err(ShimError::Usage(

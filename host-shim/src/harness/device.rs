@@ -28,9 +28,8 @@ impl Bundle {
         engine_id: i64,
         cuda: &CudaRuntime,
     ) -> Result<(), HostError> {
-        let gpu = |e: GpuError| {
-            HostError::Harness(format!("CUDA (driver {}): {e}", cuda.driver_version))
-        };
+        let gpu =
+            |e: GpuError| HostError::Harness(format!("CUDA (driver {}): {e}", cuda.driver_version));
         let graph_bytes = ragged_schema::wire::encode_graph(graph);
         let config = ragged_schema::wire::encode_engine_config(&EngineConfig::new(engine_id));
         let context = handle.create_execution_context(&config, &graph_bytes)?;
