@@ -27,7 +27,6 @@ use crate::harness::validate::{self, Comparison, Tolerance, ValidationMode};
 use crate::harness::{Bundle, PreSuppliedInputs, SdpaRoles, check_alignment};
 use crate::host_error::HostError;
 use crate::plugin::PluginHandle;
-use ragged_kernels::runtime::cuda::runtime::CudaRuntime;
 
 /// The graph's single backward node, if it is one.
 pub fn backward_node(graph: &Graph) -> Option<&SdpaBackwardAttributes> {
@@ -218,19 +217,6 @@ impl BackwardHarness {
         // graph's own tensor attributes (ragged ones sized `ragged_offset[B]`), alive and not
         // otherwise borrowed while `pack` is used.
         unsafe { self.execute_pack(handle, engine_id, &pack) }
-    }
-
-    /// Runs a GPU engine (`cuda` is the process's CUDA verdict, see
-    /// [`crate::harness::cuda_device`]) on device copies of the engine bundle, the forward's
-    /// device path ([`Bundle::run_on_device`]), downloading dQ, dK and dV.
-    pub fn run_engine_on_device(
-        &mut self,
-        handle: &PluginHandle<'_>,
-        engine_id: i64,
-        cuda: &CudaRuntime,
-    ) -> Result<(), HostError> {
-        self.engine
-            .run_on_device(&self.graph, &self.outputs, handle, engine_id, cuda)
     }
 
     /// The variant pack of the engine bundle: every uid's host pointer, valid while the bundle

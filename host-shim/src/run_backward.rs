@@ -10,13 +10,13 @@ use std::path::Path;
 use std::time::Instant;
 
 use hipdnn_shim::backward::{BackwardHarness, backward_node};
-use hipdnn_shim::harness::ValidationMode;
+use hipdnn_shim::harness::{DeviceRun, ValidationMode};
 use hipdnn_shim::oracle_backward;
 use ragged_schema::model::Graph;
 
 use crate::commands::run::{
-    GraphRun, choose_engine, device_for, flush_and_write_outputs, report_verification,
-    supplied_inputs,
+    GraphRun, choose_engine, device_for, flush_and_write_outputs, report_execute_time,
+    report_verification, supplied_inputs,
 };
 use crate::error::ShimError;
 use crate::graph_file;
@@ -62,15 +62,7 @@ fn run(
         Some(cuda) => harness.run_engine_on_device(&handle, candidate.engine_id, cuda)?,
         None => harness.run_engine(&handle, candidate.engine_id)?,
     }
-    eprintln!(
-        "executed in {:.3} ms{}",
-        start.elapsed().as_secs_f64() * 1e3,
-        if device.is_some() {
-            " (including device copies)"
-        } else {
-            ""
-        }
-    );
+    report_execute_time(start, device.is_some());
     flush_and_write_outputs(
         &mut manager.log,
         args,

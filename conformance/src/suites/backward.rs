@@ -12,6 +12,7 @@
 use hipdnn_shim::HostError;
 use hipdnn_shim::backward::BackwardHarness;
 use hipdnn_shim::case_inputs::pre_supplied;
+use hipdnn_shim::harness::DeviceRun;
 use hipdnn_shim::manager::LoadedPlugin;
 use hipdnn_shim::plugin::PluginHandle;
 use ragged_kernels::runtime::cuda::runtime::CudaRuntime;

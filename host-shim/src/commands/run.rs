@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 use std::collections::BTreeSet;
 
 use hipdnn_shim::harness::{
-    Bundle, Comparison, Harness, PreSuppliedInputs, SdpaRoles, ValidationMode, is_multi_node,
+    Bundle, Comparison, DeviceRun, Harness, PreSuppliedInputs, SdpaRoles, ValidationMode,
+    is_multi_node,
 };
 use hipdnn_shim::log::Log;
 use hipdnn_shim::manager::PluginManager;
@@ -145,6 +146,19 @@ pub(crate) fn device_for(
     }
 }
 
+/// The execute's wall time since `start` on stderr; on a device it includes the copies.
+pub(crate) fn report_execute_time(start: Instant, on_device: bool) {
+    eprintln!(
+        "executed in {:.3} ms{}",
+        start.elapsed().as_secs_f64() * 1e3,
+        if on_device {
+            " (including device copies)"
+        } else {
+            ""
+        }
+    );
+}
+
 /// A spinner on stderr while `work` runs, only when stderr is a terminal.
 pub(crate) fn with_spinner<T>(message: String, work: impl FnOnce() -> T) -> T {
     if !std::io::stderr().is_terminal() {
@@ -237,15 +251,7 @@ pub fn run(
             Ok(())
         },
     )?;
-    eprintln!(
-        "executed in {:.3} ms{}",
-        start.elapsed().as_secs_f64() * 1e3,
-        if device.is_some() {
-            " (including device copies)"
-        } else {
-            ""
-        }
-    );
+    report_execute_time(start, device.is_some());
     flush_and_write_outputs(
         &mut p.manager.log,
         args,

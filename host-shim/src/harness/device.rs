@@ -14,6 +14,37 @@ use crate::abi::DeviceBuffer;
 use crate::host_error::HostError;
 use crate::plugin::PluginHandle;
 
+/// A harness whose engine bundle a GPU engine can run on: the graph the bundle describes, the
+/// outputs to copy back, and the bundle.
+pub trait DeviceRun {
+    fn device_parts(&mut self) -> (&Graph, &BTreeSet<i64>, &mut Bundle);
+
+    /// Runs a GPU engine on device copies of the engine bundle ([`Bundle::run_on_device`]),
+    /// copying the harness's outputs back for validation.
+    fn run_engine_on_device(
+        &mut self,
+        handle: &PluginHandle<'_>,
+        engine_id: i64,
+        cuda: &CudaRuntime,
+    ) -> Result<(), HostError> {
+        let (graph, outputs, bundle) = self.device_parts();
+        bundle.run_on_device(graph, outputs, handle, engine_id, cuda)
+    }
+}
+
+impl DeviceRun for super::Harness {
+    fn device_parts(&mut self) -> (&Graph, &BTreeSet<i64>, &mut Bundle) {
+        (&self.graph, &self.roles.outputs, &mut self.engine)
+    }
+}
+
+impl DeviceRun for crate::backward::BackwardHarness {
+    /// dQ, dK and dV come back.
+    fn device_parts(&mut self) -> (&Graph, &BTreeSet<i64>, &mut Bundle) {
+        (&self.graph, &self.outputs, &mut self.engine)
+    }
+}
+
 impl Bundle {
     /// Runs `engine_id` (a GPU engine; `cuda` is the process's CUDA verdict, see
     /// [`super::cuda_device`]) once over device copies of every tensor of this bundle — outputs

@@ -28,6 +28,7 @@ use crate::plugin::{ExecutionContext, PluginHandle};
 use ragged_kernels::runtime::cuda::runtime::CudaRuntime;
 
 pub use bundle::{Bundle, Entry, PreSuppliedInputs, create_tensor_from_attribute};
+pub use device::DeviceRun;
 pub use graph::{GraphHarness, is_multi_node, outputs_of};
 pub use sdpa_op::SdpaRoles;
 pub use validate::{Comparison, Expectation, Tolerance, ValidationMode};
@@ -157,18 +158,6 @@ impl Harness {
             times.push(t);
         }
         Ok(times)
-    }
-
-    /// Runs a GPU engine on device copies of the engine bundle ([`Bundle::run_on_device`]),
-    /// downloading this graph's outputs for validation.
-    pub fn run_engine_on_device(
-        &mut self,
-        handle: &PluginHandle<'_>,
-        engine_id: i64,
-        cuda: &CudaRuntime,
-    ) -> Result<(), HostError> {
-        self.engine
-            .run_on_device(&self.graph, &self.roles.outputs, handle, engine_id, cuda)
     }
 
     /// Compares every output of the engine bundle with the reference bundle.
