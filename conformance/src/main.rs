@@ -20,7 +20,8 @@ enum Suite {
     /// Multi-node graphs (SDPA → pointwise on virtual intermediates) against the CPU graph
     /// executor; a plugin that declines them gets "declined" skips.
     MultiNode,
-    /// The backward of the numeric cases (SdpaBackward graphs) against kernels' CPU backward.
+    /// SdpaBackward graphs (the numeric cases and the GPU backward's shapes) against kernels'
+    /// CPU backward; engines that are not --host-engine on device buffers with --cuda.
     Backward,
 }
 
