@@ -155,4 +155,40 @@ mod tests {
             .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(bad.iter().map(|c| c.failure_count).sum::<usize>(), 1);
     }
+
+    /// For every case, the positions the suite compares and requires to be exactly 0 are the
+    /// independent float64 oracle's (windows included), and the reference backward agrees with
+    /// the oracle's values there; every window case has exact zeros in each gradient.
+    #[test]
+    fn every_cases_positions_and_reference_agree_with_the_float64_oracle() {
+        use hipdnn_shim::oracle_backward;
+        for case in cases() {
+            let name = case.name();
+            let graph = case.backward().unwrap_or_else(|| panic!("{name}"));
+            let pre = pre_supplied(&case.spec).unwrap_or_else(|e| panic!("{name}: {e}"));
+            let mut h =
+                BackwardHarness::new(graph, &pre, 9).unwrap_or_else(|e| panic!("{name}: {e}"));
+            let expected = oracle_backward::evaluate(&h).unwrap_or_else(|e| panic!("{name}: {e}"));
+            for e in &expected {
+                let (written, exact) = h.positions(e.uid).unwrap_or_else(|x| panic!("{x}"));
+                let oracle_written = e.values.iter().enumerate().filter(|(_, v)| !v.is_nan());
+                assert!(
+                    written.iter().copied().eq(oracle_written.map(|(i, _)| i)),
+                    "{name}: uid {} written positions",
+                    e.uid
+                );
+                assert_eq!(exact, e.exact_zero, "{name}: uid {} exact zeros", e.uid);
+                if case.window.is_some() {
+                    assert!(!exact.is_empty(), "{name}: uid {} has no exact zero", e.uid);
+                }
+            }
+            h.run_reference().unwrap_or_else(|e| panic!("{name}: {e}"));
+            std::mem::swap(&mut h.reference, &mut h.engine);
+            let result = oracle_backward::compare(&h, &expected, ValidationMode::Coverage)
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
+            for c in &result {
+                assert!(c.passed() && c.compared > 0, "{name}: {c} {:?}", c.failures);
+            }
+        }
+    }
 }
