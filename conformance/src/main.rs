@@ -20,7 +20,8 @@ enum Suite {
     /// Multi-node graphs (SDPA → pointwise on virtual intermediates) against the CPU graph
     /// executor; a plugin that declines them gets "declined" skips.
     MultiNode,
-    /// The backward of the numeric cases (SdpaBackward graphs) against kernels' CPU backward.
+    /// SdpaBackward graphs (the numeric cases and the GPU backward's shapes) against kernels'
+    /// CPU backward; engines that are not --host-engine on device buffers with --cuda.
     Backward,
 }
 
@@ -36,8 +37,9 @@ enum Validation {
 ///
 /// The gating suite loads fixture plugins declaring every API version of versioning.md §7 (found
 /// under --fixture-dir, default: this executable's directory, as cargo lays out target/<profile>)
-/// and also checks each PLUGIN's own row. The numeric suite runs the engines named by
-/// --host-engine on host buffers and reports other engines as skipped.
+/// and also checks each PLUGIN's own row. The numeric and backward suites run the engines named
+/// by --host-engine on host buffers, the others on CUDA device buffers with --cuda, and report
+/// them as skipped without it.
 #[derive(Debug, Parser)]
 #[command(name = "ragged-conformance", version)]
 struct Args {
@@ -58,7 +60,7 @@ struct Args {
     #[arg(long, default_value_t = 0x5eed)]
     seed: u64,
     /// Run engines that are not --host-engine on CUDA device 0 (device buffers through the
-    /// driver API); without it they are skipped.
+    /// driver API) in the numeric and backward suites; without it they are skipped.
     #[arg(long)]
     cuda: bool,
     /// Engine names that take host buffers (repeatable).
@@ -162,23 +164,23 @@ fn main() -> ExitCode {
         Validation::Coverage => ValidationMode::Coverage,
         Validation::SentinelSkip => ValidationMode::SentinelSkip,
     };
-    if suites.contains(&Suite::Numeric) {
-        let options = numeric::NumericOptions {
-            mode,
-            seed: args.seed,
-            host_engines: args.host_engines.clone(),
-            device: None,
-        };
-        let mut options = options;
-        if args.cuda {
-            match hipdnn_shim::harness::cuda_device() {
-                Ok(d) => options.device = Some(d),
-                Err(e) => {
-                    eprintln!("ragged-conformance: --cuda: {e}");
-                    return ExitCode::from(2);
-                }
+    // One CUDA verdict for the numeric and backward suites: with --cuda, no device is an error.
+    let mut options = numeric::NumericOptions {
+        mode,
+        seed: args.seed,
+        host_engines: args.host_engines.clone(),
+        device: None,
+    };
+    if args.cuda && (suites.contains(&Suite::Numeric) || suites.contains(&Suite::Backward)) {
+        match hipdnn_shim::harness::cuda_device() {
+            Ok(d) => options.device = Some(d),
+            Err(e) => {
+                eprintln!("ragged-conformance: --cuda: {e}");
+                return ExitCode::from(2);
             }
         }
+    }
+    if suites.contains(&Suite::Numeric) {
         for_each_loaded(&args.plugins, "numeric", &mut report, &|loaded| {
             numeric::run(loaded, &options)
         });
@@ -190,27 +192,9 @@ fn main() -> ExitCode {
     }
 
     if suites.contains(&Suite::Backward) {
-        let options = numeric::NumericOptions {
-            mode: match args.validation {
-                Validation::Coverage => ValidationMode::Coverage,
-                Validation::SentinelSkip => ValidationMode::SentinelSkip,
-            },
-            seed: args.seed,
-            host_engines: args.host_engines.clone(),
-            device: None,
-        };
-        for plugin in &args.plugins {
-            let mut manager = PluginManager::new();
-            manager.load_file(plugin);
-            match manager.plugins.first() {
-                Some(loaded) => report.extend(backward::run(loaded, &options)),
-                None => report.push(failed_case(
-                    "backward",
-                    &format!("{}::load", plugin.display()),
-                    "not loaded".to_owned(),
-                )),
-            }
-        }
+        for_each_loaded(&args.plugins, "backward", &mut report, &|loaded| {
+            backward::run(loaded, &options)
+        });
     }
 
     print!("{}", report.text());

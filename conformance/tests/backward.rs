@@ -1,6 +1,7 @@
 //! The backward suite through the `ragged-conformance` binary: the project plugin's host engine
 //! runs (and passes) every backward case; the fixture plugin, which has no backward, reports each
-//! case declined and the run still succeeds.
+//! case declined and the run still succeeds; an engine that is not a host engine is skipped with
+//! the reason without `--cuda`, and with it runs on the device (where there is one).
 
 mod common;
 
@@ -12,8 +13,15 @@ use ragged_conformance::suites::backward;
 use ragged_conformance::suites::gating::{FIXTURE_BUILD_COMMAND, FIXTURE_MAIN_FILE};
 
 fn backward_suite(plugin: &Path) -> (bool, String) {
+    let (status, out) = backward_suite_with(plugin, &[]);
+    (status == Some(0), out)
+}
+
+/// The suite with `extra` arguments: the exit code and stdout + stderr.
+fn backward_suite_with(plugin: &Path, extra: &[&str]) -> (Option<i32>, String) {
     let output = Command::new(env!("CARGO_BIN_EXE_ragged-conformance"))
         .args(["--suite", "backward"])
+        .args(extra)
         .arg(plugin)
         .env("HIPDNN_RAGGED_SDPA_HOST_ENGINE", "1")
         .output()
@@ -23,7 +31,7 @@ fn backward_suite(plugin: &Path) -> (bool, String) {
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr)
     );
-    (output.status.success(), out)
+    (output.status.code(), out)
 }
 
 #[test]
@@ -48,4 +56,52 @@ fn a_plugin_without_a_backward_reports_declined_not_failed() {
     assert!(!skips.is_empty(), "{out}");
     assert!(!out.contains("FAIL "), "{out}");
     assert!(out.contains("declined"), "{out}");
+}
+
+/// Without `--cuda` an engine that is not a `--host-engine` must not be handed host buffers: with
+/// the host reference named out of the host engines, each of its cases is a skip saying why.
+#[test]
+fn a_non_host_engine_without_cuda_is_skipped_with_the_reason() {
+    let plugin = shared_object(PLUGIN_FILE, "cargo build -p ragged-plugin");
+    let (code, out) = backward_suite_with(&plugin, &["--host-engine", "NO_SUCH_ENGINE"]);
+    assert_eq!(code, Some(0), "{out}");
+    let count = |f: &dyn Fn(&str) -> bool| out.lines().filter(|l| f(l)).count();
+    let skips =
+        count(&|l| l.starts_with("SKIP hipdnn_provider_ragged_sdpa::RAGGED_SDPA_HOST_REFERENCE::"));
+    let reasons = count(&|l| l.contains("is not a --host-engine and no --cuda device was given"));
+    assert_eq!(skips, backward::cases().len(), "{out}");
+    assert_eq!(reasons, skips, "each skip says why:\n{out}");
+    assert_eq!(host_reference_passes(&out), 0, "{out}");
+}
+
+/// `--cuda`: on a CUDA machine the CUDA engine runs every case it accepts on device buffers and
+/// none fails; without a device the run stops with the reason (exit status 2), as the numeric
+/// suite's `--cuda` does, and the device half is reported skipped.
+#[test]
+fn with_cuda_the_cuda_engine_runs_the_backward_on_device_buffers() {
+    let plugin = shared_object(PLUGIN_FILE, "cargo build -p ragged-plugin");
+    let (code, out) = backward_suite_with(&plugin, &["--cuda"]);
+    match hipdnn_shim::harness::cuda_device() {
+        Ok(_) => {
+            assert_eq!(code, Some(0), "{out}");
+            let cuda_passes = out
+                .lines()
+                .filter(|l| {
+                    l.starts_with("PASS hipdnn_provider_ragged_sdpa::RAGGED_SDPA_CUDA_FMHA::")
+                })
+                .count();
+            assert!(cuda_passes > 0, "{out}");
+            assert!(!out.contains("FAIL "), "{out}");
+        }
+        Err(reason) => {
+            assert_eq!(code, Some(2), "{out}");
+            assert!(out.contains("--cuda: "), "{out}");
+            use std::io::Write;
+            let _ = writeln!(
+                std::io::stderr(),
+                "test with_cuda_the_cuda_engine_runs_the_backward_on_device_buffers: the device \
+                 half skipped: {reason}"
+            );
+        }
+    }
 }

@@ -24,7 +24,7 @@ use ragged_schema::model::{
 
 use crate::abi::DeviceBuffer;
 use crate::harness::validate::{self, Comparison, Tolerance, ValidationMode};
-use crate::harness::{Bundle, Entry, PreSuppliedInputs, SdpaRoles, check_alignment};
+use crate::harness::{Bundle, PreSuppliedInputs, SdpaRoles, check_alignment};
 use crate::host_error::HostError;
 use crate::plugin::PluginHandle;
 
@@ -222,18 +222,7 @@ impl BackwardHarness {
     /// The variant pack of the engine bundle: every uid's host pointer, valid while the bundle
     /// is neither dropped nor otherwise borrowed.
     pub fn engine_pack(&mut self) -> Vec<DeviceBuffer> {
-        self.engine
-            .entries
-            .iter_mut()
-            .map(|(uid, entry)| DeviceBuffer {
-                uid: *uid,
-                ptr: match entry {
-                    // The plugin only reads inputs; the C ABI has no const variant-pack pointer.
-                    Entry::Shared(t) => host_ptr(t.host_data()).cast_mut(),
-                    Entry::Owned(t) => host_ptr_mut(t.host_data_mut()),
-                },
-            })
-            .collect()
+        self.engine.host_pack()
     }
 
     /// One execute of `engine_id` over `pack` (an [`Self::engine_pack`], possibly edited), with a
@@ -348,26 +337,6 @@ fn copy(from: HostData<'_>, to: HostDataMut<'_>) -> Result<(), String> {
         }
     }
     Ok(())
-}
-
-fn host_ptr(data: HostData<'_>) -> *const c_void {
-    match data {
-        HostData::F32(s) => s.as_ptr().cast(),
-        HostData::F16(s) => s.as_ptr().cast(),
-        HostData::BF16(s) => s.as_ptr().cast(),
-        HostData::I32(s) => s.as_ptr().cast(),
-        HostData::I64(s) => s.as_ptr().cast(),
-    }
-}
-
-fn host_ptr_mut(data: HostDataMut<'_>) -> *mut c_void {
-    match data {
-        HostDataMut::F32(s) => s.as_mut_ptr().cast(),
-        HostDataMut::F16(s) => s.as_mut_ptr().cast(),
-        HostDataMut::BF16(s) => s.as_mut_ptr().cast(),
-        HostDataMut::I32(s) => s.as_mut_ptr().cast(),
-        HostDataMut::I64(s) => s.as_mut_ptr().cast(),
-    }
 }
 
 /// Reads an element of any float buffer as f64 (for the oracle and reports).

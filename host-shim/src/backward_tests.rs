@@ -4,6 +4,7 @@ use ragged_schema::model::DataType;
 use super::*;
 use crate::case_inputs::pre_supplied;
 use crate::graphs::{Mask, RaggedSdpaSpec};
+use crate::harness::Entry;
 use crate::oracle_backward;
 
 /// GQA 4:2, zero-length batches on each side, padded lengths, bottom-right causal (rows with no

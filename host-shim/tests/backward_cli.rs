@@ -36,6 +36,11 @@ fn scratch(name: &str) -> PathBuf {
 /// `hipdnn-shim run` of the example backward graph with `extra` arguments, `--verify` and
 /// `--out out`, which must succeed; its stdout.
 fn verify_example(extra: &[&str], out: &Path) -> String {
+    verify_example_output(extra, out).0
+}
+
+/// [`verify_example`]'s stdout and stderr.
+fn verify_example_output(extra: &[&str], out: &Path) -> (String, String) {
     let graph = examples("ragged_sdpa_backward_bf16.json");
     let output = Command::new(env!("CARGO_BIN_EXE_hipdnn-shim"))
         .arg("run")
@@ -51,12 +56,9 @@ fn verify_example(extra: &[&str], out: &Path) -> String {
         .output()
         .unwrap_or_else(|e| panic!("running hipdnn-shim: {e}"));
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-    assert!(
-        output.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    stdout
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(output.status.success(), "{stdout}\n{stderr}");
+    (stdout, stderr)
 }
 
 fn read_bf16(path: &Path) -> Vec<f32> {
@@ -131,4 +133,35 @@ fn a_zero_do_from_npy_gives_zero_gradients() {
         );
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `run --cuda` on a backward graph: with a CUDA device the CUDA engine runs on device copies
+/// and passes the float64 oracle; without one that engine is not listed, the host engine runs,
+/// and the device half is reported skipped.
+#[test]
+fn run_cuda_runs_the_backward_on_the_device_when_there_is_one() {
+    let out = scratch("cuda");
+    let (stdout, stderr) = verify_example_output(&["--cuda"], &out);
+    assert!(stdout.trim_end().ends_with("PASS"), "{stdout}");
+    match hipdnn_shim::harness::cuda_device() {
+        Ok(_) => {
+            assert!(stderr.contains("engine RAGGED_SDPA_CUDA_FMHA"), "{stderr}");
+            assert!(stderr.contains("(including device copies)"), "{stderr}");
+        }
+        Err(reason) => {
+            // Past the test harness's capture, as the plugin's device tests print their skips.
+            use std::io::Write;
+            let _ = writeln!(
+                std::io::stderr(),
+                "test run_cuda_runs_the_backward_on_the_device_when_there_is_one: the device \
+                 half skipped: {reason}"
+            );
+            assert!(
+                stderr.contains("engine RAGGED_SDPA_HOST_REFERENCE"),
+                "{stderr}"
+            );
+            assert!(!stderr.contains("device copies"), "{stderr}");
+        }
+    }
+    let _ = std::fs::remove_dir_all(&out);
 }

@@ -1,53 +1,52 @@
 //! Suite (d): SDPA backward numerics (issue 15 item 4). Every engine of a plugin is given the
-//! backward of each numeric-suite case (the same shapes that break kernels: zero-length batches,
-//! padded lengths, both causal alignments, GQA, both dims orders, every element type) and its dQ,
-//! dK and dV are compared with the CPU reference `ragged_kernels::sdpa_backward` over identical
-//! inputs: tolerance where a value is written, the sentinel where nothing may be (coverage
-//! validation), and exactly 0 for the rows of zero-length batches and of rows or keys the band
-//! leaves without a partner.
+//! backward of each case of [`backward_cases`] and its dQ, dK and dV are compared with the CPU
+//! reference `ragged_kernels::sdpa_backward` over identical inputs: tolerance where a value is
+//! written, the sentinel where nothing may be (coverage validation), and exactly 0 for the rows
+//! of zero-length batches and of rows or keys the band leaves without a partner.
 //!
-//! The backward is optional for a plugin: an engine that declines a backward graph is reported
-//! `declined` (a skip), not a failure.
+//! Host engines get host buffers; other engines run on CUDA device copies of the same bundle
+//! (the forward numeric suite's device path) when a device was given, and are skipped with the
+//! reason otherwise. The backward is optional for a plugin: an engine that declines a backward
+//! graph is reported `declined` (a skip), not a failure.
 
 use hipdnn_shim::HostError;
-use hipdnn_shim::backward::{BackwardHarness, backward_of};
+use hipdnn_shim::backward::BackwardHarness;
 use hipdnn_shim::case_inputs::pre_supplied;
-use hipdnn_shim::graphs::RaggedSdpaSpec;
+use hipdnn_shim::harness::DeviceRun;
 use hipdnn_shim::manager::LoadedPlugin;
 use hipdnn_shim::plugin::PluginHandle;
+use ragged_kernels::runtime::cuda::runtime::CudaRuntime;
 
+use super::backward_cases::BackwardCase;
 use super::engine_cases::{CaseRun, run_cases, verdict};
-use super::numeric::{self, NumericOptions};
+use super::numeric::NumericOptions;
 use crate::report::{Outcome, Report};
+
+pub use super::backward_cases::cases;
 
 const SUITE: &str = "backward";
 
-/// The numeric suite's cases plus an MQA one, each as the forward whose backward is tested. The
-/// forward's `unshared_aux` case is left out: a backward's O, dO and dQ must name Q's offsets
-/// (schema validation of `SdpaBackwardAttributes`), which separate aux tensors do not.
-pub fn cases() -> Vec<RaggedSdpaSpec> {
-    let mut cases: Vec<RaggedSdpaSpec> = numeric::cases()
-        .into_iter()
-        .filter(|s| s.shared_aux)
-        .collect();
-    let mut mqa = RaggedSdpaSpec::packed("mqa_4q_1kv", &[3, 0, 4], &[2, 5, 0]);
-    mqa.heads_q = 4;
-    mqa.heads_kv = 1;
-    cases.push(mqa);
-    cases
-}
-
-/// Runs every case on every admitted engine of `plugin`.
+/// Runs every case on every admitted engine of `plugin`: host engines on host buffers, the
+/// others on `options.device`.
 pub fn run(plugin: &LoadedPlugin, options: &NumericOptions) -> Report {
     run_cases(
         plugin,
         SUITE,
         &cases(),
-        |s| s.name.as_str(),
-        |handle, engine, spec| {
+        |c| c.name(),
+        |handle, engine, case| {
             let on_host = options.host_engines.contains(&engine.name);
-            run_case(handle, engine.id, spec, options, on_host)
-                .unwrap_or_else(|e| (Outcome::Fail(e.to_string()), vec![]))
+            let device = if on_host { None } else { options.device };
+            run_case(
+                handle,
+                engine.id,
+                &engine.name,
+                case,
+                options,
+                on_host,
+                device,
+            )
+            .unwrap_or_else(|e| (Outcome::Fail(e.to_string()), vec![]))
         },
     )
 }
@@ -55,14 +54,16 @@ pub fn run(plugin: &LoadedPlugin, options: &NumericOptions) -> Report {
 fn run_case(
     handle: &PluginHandle<'_>,
     engine_id: i64,
-    spec: &RaggedSdpaSpec,
+    engine_name: &str,
+    case: &BackwardCase,
     options: &NumericOptions,
     on_host: bool,
+    device: Option<&CudaRuntime>,
 ) -> Result<CaseRun, HostError> {
-    let Some(graph) = backward_of(&spec.graph()) else {
+    let Some(graph) = case.backward() else {
         return Err(HostError::Harness(format!(
             "case '{}' has no stats output, so it has no backward",
-            spec.name
+            case.name()
         )));
     };
     let bytes = ragged_schema::wire::encode_graph(&graph);
@@ -72,25 +73,27 @@ fn run_case(
         return Ok((
             Outcome::Skip(format!(
                 "declined: engine {id} does not apply to the backward of case '{}'",
-                spec.name
+                case.name()
             )),
             vec![],
         ));
     }
-    if !on_host {
-        // The harness binds host buffers; an engine that would dereference them on a device
-        // must not be handed them.
+    if !on_host && device.is_none() {
+        // Its buffers must be device memory: handing it the harness's host buffers could fault.
         return Ok((
             Outcome::Skip(format!(
-                "engine {id} accepts backward graphs but is not a --host-engine; the backward \
-                 suite binds host buffers only"
+                "engine {engine_name} ({id}) accepts this backward graph but is not a \
+                 --host-engine and no --cuda device was given"
             )),
             vec![],
         ));
     }
-    let mut harness = BackwardHarness::new(graph, &pre_supplied(spec)?, options.seed)?;
+    let mut harness = BackwardHarness::new(graph, &pre_supplied(&case.spec)?, options.seed)?;
     harness.run_reference()?;
-    harness.run_engine(handle, engine_id)?;
+    match device {
+        Some(cuda) => harness.run_engine_on_device(handle, engine_id, cuda)?,
+        None => harness.run_engine(handle, engine_id)?,
+    }
     let comparisons = harness.validate(options.mode)?;
     Ok(verdict(
         &comparisons,
@@ -107,16 +110,16 @@ mod tests {
 
     #[test]
     fn every_case_has_a_valid_backward_the_reference_runs_on() {
-        for spec in cases() {
-            let graph = backward_of(&spec.graph()).unwrap_or_else(|| panic!("{}", spec.name));
+        for case in cases() {
+            let name = case.name();
+            let graph = case.backward().unwrap_or_else(|| panic!("{name}"));
             if let Err(e) = graph.validate() {
-                panic!("case {}: {e}", spec.name);
+                panic!("case {name}: {e}");
             }
-            let pre = pre_supplied(&spec).unwrap_or_else(|e| panic!("{}: {e}", spec.name));
-            let mut h = BackwardHarness::new(graph, &pre, 1)
-                .unwrap_or_else(|e| panic!("{}: {e}", spec.name));
-            h.run_reference()
-                .unwrap_or_else(|e| panic!("{}: {e}", spec.name));
+            let pre = pre_supplied(&case.spec).unwrap_or_else(|e| panic!("{name}: {e}"));
+            let mut h =
+                BackwardHarness::new(graph, &pre, 1).unwrap_or_else(|e| panic!("{name}: {e}"));
+            h.run_reference().unwrap_or_else(|e| panic!("{name}: {e}"));
         }
     }
 
@@ -124,10 +127,11 @@ mod tests {
     /// fails although bf16's tolerance would accept it.
     #[test]
     fn zero_length_batches_must_give_exact_zeros() {
-        let spec = cases().remove(2);
-        assert_eq!(spec.name, "zero_length_batches");
-        let graph = backward_of(&spec.graph()).unwrap_or_else(|| panic!("no backward"));
-        let pre = pre_supplied(&spec).unwrap_or_else(|e| panic!("{e}"));
+        let case = cases().remove(2);
+        assert_eq!(case.name(), "zero_length_batches");
+        let spec = &case.spec;
+        let graph = case.backward().unwrap_or_else(|| panic!("no backward"));
+        let pre = pre_supplied(spec).unwrap_or_else(|e| panic!("{e}"));
         let mut h = BackwardHarness::new(graph, &pre, 5).unwrap_or_else(|e| panic!("{e}"));
         h.run_reference().unwrap_or_else(|e| panic!("{e}"));
         std::mem::swap(&mut h.reference, &mut h.engine);
@@ -150,5 +154,41 @@ mod tests {
             .validate(ValidationMode::Coverage)
             .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(bad.iter().map(|c| c.failure_count).sum::<usize>(), 1);
+    }
+
+    /// For every case, the positions the suite compares and requires to be exactly 0 are the
+    /// independent float64 oracle's (windows included), and the reference backward agrees with
+    /// the oracle's values there; every window case has exact zeros in each gradient.
+    #[test]
+    fn every_cases_positions_and_reference_agree_with_the_float64_oracle() {
+        use hipdnn_shim::oracle_backward;
+        for case in cases() {
+            let name = case.name();
+            let graph = case.backward().unwrap_or_else(|| panic!("{name}"));
+            let pre = pre_supplied(&case.spec).unwrap_or_else(|e| panic!("{name}: {e}"));
+            let mut h =
+                BackwardHarness::new(graph, &pre, 9).unwrap_or_else(|e| panic!("{name}: {e}"));
+            let expected = oracle_backward::evaluate(&h).unwrap_or_else(|e| panic!("{name}: {e}"));
+            for e in &expected {
+                let (written, exact) = h.positions(e.uid).unwrap_or_else(|x| panic!("{x}"));
+                let oracle_written = e.values.iter().enumerate().filter(|(_, v)| !v.is_nan());
+                assert!(
+                    written.iter().copied().eq(oracle_written.map(|(i, _)| i)),
+                    "{name}: uid {} written positions",
+                    e.uid
+                );
+                assert_eq!(exact, e.exact_zero, "{name}: uid {} exact zeros", e.uid);
+                if case.window.is_some() {
+                    assert!(!exact.is_empty(), "{name}: uid {} has no exact zero", e.uid);
+                }
+            }
+            h.run_reference().unwrap_or_else(|e| panic!("{name}: {e}"));
+            std::mem::swap(&mut h.reference, &mut h.engine);
+            let result = oracle_backward::compare(&h, &expected, ValidationMode::Coverage)
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
+            for c in &result {
+                assert!(c.passed() && c.compared > 0, "{name}: {c} {:?}", c.failures);
+            }
+        }
     }
 }

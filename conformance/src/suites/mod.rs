@@ -2,6 +2,7 @@
 
 pub mod abi;
 pub mod backward;
+pub mod backward_cases;
 pub mod engine_cases;
 pub mod gating;
 pub mod multi_node;

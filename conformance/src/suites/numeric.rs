@@ -8,7 +8,7 @@ use crate::report::{Outcome, Report};
 use hipdnn_shim::HostError;
 use hipdnn_shim::case_inputs::pre_supplied;
 use hipdnn_shim::graphs::{Mask, RaggedSdpaSpec};
-use hipdnn_shim::harness::{Harness, ValidationMode};
+use hipdnn_shim::harness::{DeviceRun, Harness, ValidationMode};
 use hipdnn_shim::manager::LoadedPlugin;
 
 /// The fixed case list.

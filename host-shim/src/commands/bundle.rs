@@ -15,7 +15,7 @@
 
 use std::path::PathBuf;
 
-use hipdnn_shim::harness::{Harness, ValidationMode};
+use hipdnn_shim::harness::{DeviceRun, Harness, ValidationMode};
 use hipdnn_shim::log::{Log, Source};
 use hipdnn_shim::manager::PluginManager;
 use ragged_kernels::runtime::cuda::runtime::CudaRuntime;

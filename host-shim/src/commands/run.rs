@@ -8,10 +8,12 @@ use std::time::{Duration, Instant};
 use std::collections::BTreeSet;
 
 use hipdnn_shim::harness::{
-    Bundle, Comparison, Harness, PreSuppliedInputs, SdpaRoles, ValidationMode, is_multi_node,
+    Bundle, Comparison, DeviceRun, Harness, PreSuppliedInputs, SdpaRoles, ValidationMode,
+    is_multi_node,
 };
 use hipdnn_shim::log::Log;
 use hipdnn_shim::manager::PluginManager;
+use ragged_kernels::runtime::cuda::runtime::CudaRuntime;
 use ragged_kernels::tensor::{Tensor, packed_strides};
 use ragged_schema::model::Graph;
 
@@ -131,6 +133,32 @@ pub(crate) fn choose_engine(
     Ok((manager, candidate))
 }
 
+/// The CUDA device `candidate` runs on: with `--cuda`, for an engine that is not a
+/// `--host-engine`; `None` runs it on host buffers.
+pub(crate) fn device_for(
+    args: &GraphRun,
+    candidate: &Candidate,
+) -> Result<Option<&'static CudaRuntime>, ShimError> {
+    if args.cuda && !args.host_engines.contains(&candidate.engine_name) {
+        Ok(Some(hipdnn_shim::harness::cuda_device()?))
+    } else {
+        Ok(None)
+    }
+}
+
+/// The execute's wall time since `start` on stderr; on a device it includes the copies.
+pub(crate) fn report_execute_time(start: Instant, on_device: bool) {
+    eprintln!(
+        "executed in {:.3} ms{}",
+        start.elapsed().as_secs_f64() * 1e3,
+        if on_device {
+            " (including device copies)"
+        } else {
+            ""
+        }
+    );
+}
+
 /// A spinner on stderr while `work` runs, only when stderr is a terminal.
 pub(crate) fn with_spinner<T>(message: String, work: impl FnOnce() -> T) -> T {
     if !std::io::stderr().is_terminal() {
@@ -188,11 +216,7 @@ pub fn run(
     let mut p = prepare(args)?;
     let plugin = &p.manager.plugins[p.candidate.plugin_index];
     let handle = plugin.plugin.create_handle()?;
-    let device = if args.cuda && !args.host_engines.contains(&p.candidate.engine_name) {
-        Some(hipdnn_shim::harness::cuda_device()?)
-    } else {
-        None
-    };
+    let device = device_for(args, &p.candidate)?;
     let overridden = !args.overrides.is_empty();
     if overridden && device.is_some() {
         return Err(ShimError::Usage(
@@ -227,15 +251,7 @@ pub fn run(
             Ok(())
         },
     )?;
-    eprintln!(
-        "executed in {:.3} ms{}",
-        start.elapsed().as_secs_f64() * 1e3,
-        if device.is_some() {
-            " (including device copies)"
-        } else {
-            ""
-        }
-    );
+    report_execute_time(start, device.is_some());
     flush_and_write_outputs(
         &mut p.manager.log,
         args,

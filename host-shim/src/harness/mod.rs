@@ -2,11 +2,13 @@
 //! from one graph and one pre-supplied input bundle, initialised identically, run through the CPU
 //! reference and through a plugin engine, then validated output by output.
 //!
-//! Engine buffers are host memory, so the harness runs engines that accept host pointers (the
-//! host reference engine); a GPU engine needs device buffers, which this crate does not allocate.
+//! Engine buffers are host memory for engines that accept host pointers (the host reference
+//! engine); a GPU engine gets device copies of them ([`device`], through
+//! `ragged_kernels::runtime::cuda`).
 
 pub mod bundle;
 pub mod coverage;
+pub mod device;
 pub mod exec_graph;
 pub mod graph;
 pub mod overrides;
@@ -23,10 +25,10 @@ use ragged_schema::model::{EngineConfig, Graph};
 use crate::abi::DeviceBuffer;
 use crate::host_error::HostError;
 use crate::plugin::{ExecutionContext, PluginHandle};
-use ragged_kernels::runtime::cuda::memory::DeviceAllocation;
 use ragged_kernels::runtime::cuda::runtime::CudaRuntime;
 
 pub use bundle::{Bundle, Entry, PreSuppliedInputs, create_tensor_from_attribute};
+pub use device::DeviceRun;
 pub use graph::{GraphHarness, is_multi_node, outputs_of};
 pub use sdpa_op::SdpaRoles;
 pub use validate::{Comparison, Expectation, Tolerance, ValidationMode};
@@ -156,63 +158,6 @@ impl Harness {
             times.push(t);
         }
         Ok(times)
-    }
-
-    /// Runs a GPU engine (`cuda` is the process's CUDA verdict, see [`cuda_device`]): every tensor of the engine bundle is copied to the device (outputs
-    /// too, so their sentinel survives where the engine writes nothing), the engine executes on
-    /// device pointers, and the outputs are copied back for validation. Runtime pass-by-value
-    /// scalars stay on the host: the variant pack carries them as host pointers
-    /// (plugin-abi.md §5.7).
-    pub fn run_engine_on_device(
-        &mut self,
-        handle: &PluginHandle<'_>,
-        engine_id: i64,
-        cuda: &CudaRuntime,
-    ) -> Result<(), HostError> {
-        let gpu = |e: ragged_kernels::runtime::cuda::GpuError| {
-            HostError::Harness(format!("CUDA (driver {}): {e}", cuda.driver_version))
-        };
-        let graph_bytes = ragged_schema::wire::encode_graph(&self.graph);
-        let config = ragged_schema::wire::encode_engine_config(&EngineConfig::new(engine_id));
-        let context = handle.create_execution_context(&config, &graph_bytes)?;
-        let workspace = DeviceAllocation::new(context.workspace_size()?).map_err(gpu)?;
-        let mut buffers = Vec::new();
-        let mut pack = Vec::new();
-        for (uid, entry) in &self.engine.entries {
-            if self
-                .graph
-                .tensor(*uid)
-                .is_some_and(|t| t.is_runtime_pass_by_value)
-            {
-                // The plugin only reads it; the C ABI has no const variant-pack pointer.
-                let ptr = host_ptr(entry.tensor()).cast_mut();
-                pack.push(DeviceBuffer { uid: *uid, ptr });
-                continue;
-            }
-            let buffer = DeviceAllocation::from_host(host_bytes(entry.tensor())).map_err(gpu)?;
-            pack.push(DeviceBuffer {
-                uid: *uid,
-                ptr: buffer.as_ptr(),
-            });
-            buffers.push((*uid, buffer));
-        }
-        check_alignment(&self.graph, &pack)?;
-        // SAFETY: every pointer is a live device allocation holding a copy of the tensor's
-        // whole buffer (sized from the graph, ragged ones `ragged_offset[B]`), or, for a
-        // pass-by-value scalar, the engine bundle's host buffer, alive and unborrowed during the
-        // call; the workspace has the size the context reported.
-        unsafe { context.execute(workspace.as_ptr(), &pack) }?;
-        // Each download waits for the null stream, where the engine ran.
-        for (uid, buffer) in &buffers {
-            if self.roles.outputs.contains(uid)
-                && let Some(Entry::Owned(t)) = self.engine.entries.get_mut(uid)
-            {
-                buffer
-                    .download_into(host_bytes_mut(t.as_mut()))
-                    .map_err(gpu)?;
-            }
-        }
-        Ok(())
     }
 
     /// Compares every output of the engine bundle with the reference bundle.
