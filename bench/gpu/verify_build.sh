@@ -55,6 +55,7 @@ step plugin-gpu-validate env HIPDNN_RAGGED_SDPA_VALIDATE=1 "$carry/gpu" --test-t
 step plugin-gpu-backward "$carry/gpu_backward" --test-threads=1
 step plugin-gpu-backward-validate env HIPDNN_RAGGED_SDPA_VALIDATE=1 "$carry/gpu_backward" --test-threads=1
 step conformance-cuda "$carry/ragged-conformance" --suite numeric --cuda --junit "$out/junit.xml" "$carry/libhipdnn_provider_ragged_sdpa.so"
+step conformance-backward-cuda "$carry/ragged-conformance" --suite backward --cuda "$carry/libhipdnn_provider_ragged_sdpa.so"
 step conformance-host "$carry/ragged-conformance" --fixture-dir "$carry" "$carry/libhipdnn_provider_ragged_sdpa.so"
 step shim-cuda env HIPDNN_PLUGIN_DIR="$PWD/$carry/libhipdnn_provider_ragged_sdpa.so" \
   "$carry/hipdnn-shim" run examples/ragged_sdpa_bf16.json --engine RAGGED_SDPA_CUDA_FMHA --cuda --verify --out "$out/shim-out"
