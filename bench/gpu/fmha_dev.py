@@ -18,7 +18,6 @@ build) is fmha_ws.py; the sanitizer case is fmha_sanitize.py; TMA tensor maps ar
 import argparse
 import math
 import os
-import statistics
 import sys
 import time
 
@@ -27,6 +26,7 @@ import cupy as cp
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from packing import packed_layout  # noqa: E402
+from event_timing import time_ms  # noqa: E402
 from fmha_tma import cu_function, launch_forward_tma, takes_tensor_maps, tma_dtype  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -391,25 +391,6 @@ def validation_flags(torch, eng):
 # ----------------------------------------------------------------------------------------------
 # Benchmark
 # ----------------------------------------------------------------------------------------------
-
-
-def time_ms(torch, fn, warm=3, reps=15, inner=10):
-    """Median per-call device time. `inner` back-to-back calls per event pair keep the queue full,
-    so host launch overhead (cupy argument packing is ~20 us) does not count as device time."""
-    for _ in range(warm):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        a = torch.cuda.Event(enable_timing=True)
-        b = torch.cuda.Event(enable_timing=True)
-        a.record()
-        for _ in range(inner):
-            fn()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b) / inner)
-    return statistics.median(times), (max(times) - min(times))
 
 
 def ragged_mix(seed, total=16384, lo=64, hi=4096):

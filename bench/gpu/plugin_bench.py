@@ -37,6 +37,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from event_timing import time_ms  # noqa: E402
 from plugin_bench_abi import (  # noqa: E402  (the C ABI binding both benchmarks share)
     CUDA_ENGINE,
     HOST_ENGINE,
@@ -48,7 +49,6 @@ from plugin_bench_abi import (  # noqa: E402  (the C ABI binding both benchmarks
     from_bf16_bits,
     host_call_us,
     load_problems,
-    time_ms,
     to_bf16_bits,
     token_starts,
     variant_pack,

@@ -9,7 +9,6 @@ CUDA-event timing rule. No GPU import at module level: the self-checks run witho
 import ctypes
 import json
 import os
-import statistics
 import time
 
 import numpy as np
@@ -172,25 +171,6 @@ def to_bf16_bits(x):
 
 def from_bf16_bits(bits):
     return (bits.astype(np.uint32) << 16).view(np.float32)
-
-
-def time_ms(torch, fn, warm=3, reps=15, inner=10):
-    """Median per-call device time; `inner` back-to-back calls per event pair keep the queue full so
-    host-side call overhead does not count as device time (NOTES.md, version 5)."""
-    for _ in range(warm):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        a = torch.cuda.Event(enable_timing=True)
-        b = torch.cuda.Event(enable_timing=True)
-        a.record()
-        for _ in range(inner):
-            fn()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b) / inner)
-    return statistics.median(times), max(times) - min(times)
 
 
 def host_call_us(fn, n=200):
