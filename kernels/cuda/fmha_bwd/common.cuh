@@ -18,6 +18,58 @@
 
 #define RAGGED_LOG2E 1.4426950408889634f
 
+// The block prologues the mma.sync and the wgmma kernels share. Macros rather than inlined functions:
+// the forward's prologue moved into a __forceinline__ function cost causal problems 6-10 %
+// (bench/gpu/NOTES.md, session 3), while a macro expands to the same statements (the PTX of
+// ragged_fmha_bwd.cu is byte-identical to the hand-written form).
+//
+// dK/dV: this block's (batch b, kv head g, key tile j0 of BN keys, its `cols` valid keys) and the
+// query blocks [qb_first, qb_last) of BM rows the band admits for them, `items` of them over the
+// group's `rep` query heads. Returns when the block has no key.
+#define RAGGED_BWD_KEY_TILE_PROLOGUE(BM, BN)                                               \
+    const int g = blockIdx.x % h_kv;                                                       \
+    const int rank = blockIdx.x / h_kv;                                                    \
+    const int b = rank / kv_tiles;                                                         \
+    if (b >= batch) return;                                                                \
+    const RaggedBatch bt = batches[b];                                                     \
+    const int j0 = (rank - b * kv_tiles) * BN;                                             \
+    const int cols = bt.lkv - j0 < BN ? bt.lkv - j0 : BN;                                  \
+    if (cols <= 0) return;                                                                 \
+    const RaggedBand band = make_band(bt.lq, bt.lkv, mask_left, mask_right, bottom_right); \
+    int qb_first, qb_last;                                                                 \
+    query_block_range(band, bt.lq, j0, cols, BM, &qb_first, &qb_last);                     \
+    const int rep = h_q / h_kv;                                                            \
+    const int nq = qb_last - qb_first;                                                     \
+    const int items = rep * nq
+
+// dQ: this block's query tile of the pre-pass's list (rows i0 .. i0 + rows of batch tile.batch, query
+// head h of kv head g) and the key blocks [nb_first, nb_last) of BN keys the band admits for them.
+// Returns past the list's end.
+#define RAGGED_BWD_QUERY_TILE_PROLOGUE(BM, BN)                                             \
+    const int rank = blockIdx.x / h_q;                                                     \
+    const int h = blockIdx.x - rank * h_q;                                                 \
+    if (rank >= *tile_count) return;                                                       \
+    const RaggedTile tile = tiles[rank];                                                   \
+    const RaggedBatch bt = batches[tile.batch];                                            \
+    const int i0 = tile.tile * BM;                                                         \
+    const int rows = bt.lq - i0 < BM ? bt.lq - i0 : BM;                                    \
+    const int g = h / (h_q / h_kv);                                                        \
+    const RaggedBand band = make_band(bt.lq, bt.lkv, mask_left, mask_right, bottom_right); \
+    int nb_first, nb_last;                                                                 \
+    key_block_range(band, i0, rows, BN, &nb_first, &nb_last)
+
+// dQ: this thread's two rows (warp * 16 + lg and + 8) — LSE in base 2 and Di; rows past Lq are
+// masked by the caller and their values never read from memory.
+#define RAGGED_BWD_ROW_STATS(lse2, dir)                                                                   \
+    float lse2[2], dir[2];                                                                                \
+    _Pragma("unroll") for (int hr = 0; hr < 2; ++hr) {                                                    \
+        const int rl = warp * 16 + lg + hr * 8;                                                           \
+        const i64 i = i0 + rl;                                                                            \
+        const bool live = rl < rows;                                                                      \
+        lse2[hr] = live ? lse[bt.lse_elem + i * lse_seq + (i64)h * lse_head] * RAGGED_LOG2E : 0.f;        \
+        dir[hr] = live ? di[((i64)tile.batch * h_q + h) * di_rows + i] : 0.f;                             \
+    }
+
 // One 16-bit element to f32.
 template <bool BF16>
 __device__ __forceinline__ float ragged_to_f32(u32 bits) {

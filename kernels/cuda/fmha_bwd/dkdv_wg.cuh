@@ -37,20 +37,7 @@ __device__ __forceinline__ void bwd_dkdv_wg_body(RAGGED_BWD_PARAMS) {
     float* s_lse = (float*)(smem_raw + (s_do + NBUF * BM * P * 2 - base));  // NBUF buffers of BM
     float* s_di = s_lse + NBUF * BM;
 
-    const int g = blockIdx.x % h_kv;
-    const int rank = blockIdx.x / h_kv;
-    const int b = rank / kv_tiles;
-    if (b >= batch) return;
-    const RaggedBatch bt = batches[b];
-    const int j0 = (rank - b * kv_tiles) * BN;
-    const int cols = bt.lkv - j0 < BN ? bt.lkv - j0 : BN;
-    if (cols <= 0) return;
-    const RaggedBand band = make_band(bt.lq, bt.lkv, mask_left, mask_right, bottom_right);
-    int qb_first, qb_last;
-    query_block_range(band, bt.lq, j0, cols, BM, &qb_first, &qb_last);
-    const int rep = h_q / h_kv;
-    const int nq = qb_last - qb_first;
-    const int items = rep * nq;
+    RAGGED_BWD_KEY_TILE_PROLOGUE(BM, BN);
 
     const int tid = threadIdx.x;
     const int wg = tid >> 7;

@@ -30,17 +30,7 @@ __device__ __forceinline__ void bwd_dq_wg_body(RAGGED_BWD_PARAMS) {
     const u32 s_k = s_do + BM * P * 2;        // NBUF buffers of BN rows
     const u32 s_v = s_k + NBUF * BN * P * 2;  // NBUF buffers of BN rows
 
-    const int rank = blockIdx.x / h_q;
-    const int h = blockIdx.x - rank * h_q;
-    if (rank >= *tile_count) return;
-    const RaggedTile tile = tiles[rank];
-    const RaggedBatch bt = batches[tile.batch];
-    const int i0 = tile.tile * BM;
-    const int rows = bt.lq - i0 < BM ? bt.lq - i0 : BM;
-    const int g = h / (h_q / h_kv);
-    const RaggedBand band = make_band(bt.lq, bt.lkv, mask_left, mask_right, bottom_right);
-    int nb_first, nb_last;
-    key_block_range(band, i0, rows, BN, &nb_first, &nb_last);
+    RAGGED_BWD_QUERY_TILE_PROLOGUE(BM, BN);
 
     const int tid = threadIdx.x;
     const int wg = tid >> 7;
@@ -58,17 +48,7 @@ __device__ __forceinline__ void bwd_dq_wg_body(RAGGED_BWD_PARAMS) {
     u32 pa[BN / 16][4];  // dS as the A operand (with PIPE live into the next block)
 
     if (nb_first < nb_last) {
-        // This thread's two rows (warp * 16 + lg and + 8): LSE in base 2 and Di; rows past Lq are
-        // masked below and their values never read from memory.
-        float lse2[2], dir[2];
-#pragma unroll
-        for (int hr = 0; hr < 2; ++hr) {
-            const int rl = warp * 16 + lg + hr * 8;
-            const i64 i = i0 + rl;
-            const bool live = rl < rows;
-            lse2[hr] = live ? lse[bt.lse_elem + i * lse_seq + (i64)h * lse_head] * RAGGED_LOG2E : 0.f;
-            dir[hr] = live ? di[((i64)tile.batch * h_q + h) * di_rows + i] : 0.f;
-        }
+        RAGGED_BWD_ROW_STATS(lse2, dir);
         const i64 tok = bt.q_tok + i0;
         load_tile_sw128<D, P, BM, NT>(s_q, q + tok * q_seq + (i64)h * q_head, q_seq, rows, q);
         load_tile_sw128<D, P, BM, NT>(s_do, d_o + tok * do_seq + (i64)h * do_head, do_seq, rows, d_o);
