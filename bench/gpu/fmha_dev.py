@@ -27,7 +27,14 @@ import cupy as cp
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from packing import packed_layout  # noqa: E402
 from event_timing import time_ms  # noqa: E402
-from fmha_tma import cu_function, launch_forward_tma, takes_tensor_maps, tma_dtype  # noqa: E402
+from fmha_tma import (  # noqa: E402
+    cu_function,
+    forward_args,
+    forward_grid,
+    launch_forward_tma,
+    takes_tensor_maps,
+    tma_dtype,
+)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.path.normpath(os.path.join(HERE, "..", "..", "kernels", "cuda", "ragged_fmha_fwd.cu"))
@@ -124,19 +131,10 @@ class Engine:
         if self.cu_fwd is not None:
             launch_forward_tma(self, p, ws, tma_dtype(self.name))
             return
-        max_tiles = (p["s_q_max"] + self.bm - 1) // self.bm
-        grid = p["batch"] * max_tiles * p["h_q"]
         self.fwd(
-            (grid,),
+            (forward_grid(p, self.bm),),
             (self.threads,),
-            (
-                u64(p["q"]), u64(p["k"]), u64(p["v"]), u64(p["o"]), u64(p.get("lse", 0)),
-                u64(ws["batches"].data.ptr), u64(ws["tiles"].data.ptr), u64(ws["count"].data.ptr),
-                i64(p["q_seq"]), i64(p["q_head"]), i64(p["k_seq"]), i64(p["k_head"]),
-                i64(p["v_seq"]), i64(p["v_head"]), i64(p["o_seq"]), i64(p["o_head"]),
-                i64(p.get("lse_seq", 0)), i64(p.get("lse_head", 0)),
-                i32(p["h_q"]), i32(p["h_kv"]), f32(p["scale"]), i32(p["left"]), i32(p["right"]), i32(p["br"]),
-            ),
+            tuple(forward_args(p, ws, u64, i32, i64, f32)),
             shared_mem=self.smem,
         )
 

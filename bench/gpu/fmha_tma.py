@@ -52,6 +52,25 @@ def cu_function(raw_kernel):
     return ctypes.c_void_p(int(fn.ptr))
 
 
+def forward_args(p, ws, u64, i32, i64, f32):
+    """The forward entry points' common parameters, in the kernels' order (kernels/cuda/README.md),
+    each wrapped in the caller's scalar types (numpy for cupy launches, ctypes for cuLaunchKernel)."""
+    return [
+        u64(p["q"]), u64(p["k"]), u64(p["v"]), u64(p["o"]), u64(p.get("lse", 0)),
+        u64(ws["batches"].data.ptr), u64(ws["tiles"].data.ptr), u64(ws["count"].data.ptr),
+        i64(p["q_seq"]), i64(p["q_head"]), i64(p["k_seq"]), i64(p["k_head"]),
+        i64(p["v_seq"]), i64(p["v_head"]), i64(p["o_seq"]), i64(p["o_head"]),
+        i64(p.get("lse_seq", 0)), i64(p.get("lse_head", 0)),
+        i32(p["h_q"]), i32(p["h_kv"]), f32(p["scale"]), i32(p["left"]), i32(p["right"]), i32(p["br"]),
+    ]
+
+
+def forward_grid(p, bm):
+    """One block per (query tile of the longest batch, batch, query head); the pre-pass's tile list
+    tells the surplus blocks to leave."""
+    return p["batch"] * ((p["s_q_max"] + bm - 1) // bm) * p["h_q"]
+
+
 def launch_forward_tma(eng, p, ws, dtype):
     """Same parameters as Engine.launch's forward launch, plus the Q, K and V maps."""
     u64, i32, i64, f32 = ctypes.c_uint64, ctypes.c_int32, ctypes.c_int64, ctypes.c_float
@@ -60,18 +79,9 @@ def launch_forward_tma(eng, p, ws, dtype):
     tm_q = encode_map(p["q"], dtype, d, p["h_q"], p["q_head"], p["q_seq"], eng.bm)
     tm_k = encode_map(p["k"], dtype, d, kv_heads, p["k_head"], p["k_seq"], eng.bn)
     tm_v = encode_map(p["v"], dtype, dv, kv_heads, p["v_head"], p["v_seq"], eng.bn)
-    args = [
-        u64(p["q"]), u64(p["k"]), u64(p["v"]), u64(p["o"]), u64(p.get("lse", 0)),
-        u64(ws["batches"].data.ptr), u64(ws["tiles"].data.ptr), u64(ws["count"].data.ptr),
-        i64(p["q_seq"]), i64(p["q_head"]), i64(p["k_seq"]), i64(p["k_head"]),
-        i64(p["v_seq"]), i64(p["v_head"]), i64(p["o_seq"]), i64(p["o_head"]),
-        i64(p.get("lse_seq", 0)), i64(p.get("lse_head", 0)),
-        i32(p["h_q"]), i32(p["h_kv"]), f32(p["scale"]), i32(p["left"]), i32(p["right"]), i32(p["br"]),
-        tm_q, tm_k, tm_v,
-    ]
+    args = forward_args(p, ws, u64, i32, i64, f32) + [tm_q, tm_k, tm_v]
     params = (ctypes.c_void_p * len(args))(*[ctypes.addressof(a) for a in args])
-    max_tiles = (p["s_q_max"] + eng.bm - 1) // eng.bm
-    grid = p["batch"] * max_tiles * p["h_q"]
+    grid = forward_grid(p, eng.bm)
     stream = ctypes.c_void_p(cp.cuda.get_current_stream().ptr)
     rc = libcuda().cuLaunchKernel(eng.cu_fwd, ctypes.c_uint(grid), ctypes.c_uint(1), ctypes.c_uint(1),
                                   ctypes.c_uint(eng.threads), ctypes.c_uint(1), ctypes.c_uint(1),
