@@ -40,9 +40,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from event_timing import time_ms  # noqa: E402
 from plugin_bench_abi import (  # noqa: E402  (the C ABI binding both benchmarks share)
     CUDA_ENGINE,
+    Execution,
     HOST_ENGINE,
     SELF_CHECK_MAX_TOKENS,
-    SUCCESS,
     PluginError,
     Plugin,
     engine_config,
@@ -131,37 +131,20 @@ def self_check(plugin, graphs):
 # ------------------------------------------------------------------------------------------------
 
 
-class Ours:
-    """One execution context per problem through the C ABI, on torch's current stream."""
+def ours_execution(torch, plugin, graphs, handle, meta, bufs):
+    """Our CUDA engine on one problem's buffers through the C ABI: one ExecuteOpGraph per call, on
+    torch's current stream, workspace in a torch CUDA tensor."""
+    u = meta["uids"]
+    pointers = {u["q"]: bufs["q"].data_ptr(), u["k"]: bufs["k"].data_ptr(),
+                u["v"]: bufs["v"].data_ptr(), u["o"]: bufs["o"].data_ptr(),
+                u["qo_offsets"]: bufs["offsets"].data_ptr(),
+                u["kv_offsets"]: bufs["offsets"].data_ptr()}
 
-    def __init__(self, torch, plugin, graphs, handle, meta, bufs):
-        self.plugin, self.handle = plugin, handle
-        ids = plugin.applicable(handle, meta["graph"])
-        names = [plugin.engine_name(i) for i in ids]
-        if CUDA_ENGINE not in names:
-            raise PluginError(f"{CUDA_ENGINE} not applicable (applicable: {names}); plugin log: "
-                              f"{plugin.log_lines[-4:]}")
-        t0 = time.perf_counter()
-        self.ctx, ws_bytes = plugin.context(handle, engine_config(graphs, CUDA_ENGINE), meta["graph"])
-        self.create_s = time.perf_counter() - t0
-        self.workspace = torch.empty(max(ws_bytes, 1), dtype=torch.uint8, device="cuda")
-        self.ws_ptr = ctypes.c_void_p(self.workspace.data_ptr() if ws_bytes else None)
-        self.ws_bytes = ws_bytes
-        u = meta["uids"]
-        self.pack = variant_pack({u["q"]: bufs["q"].data_ptr(), u["k"]: bufs["k"].data_ptr(),
-                                  u["v"]: bufs["v"].data_ptr(), u["o"]: bufs["o"].data_ptr(),
-                                  u["qo_offsets"]: bufs["offsets"].data_ptr(),
-                                  u["kv_offsets"]: bufs["offsets"].data_ptr()})
-        self.n = len(self.pack)
-        self.execute = plugin.ExecuteOpGraph
+    def alloc(n):
+        ws = torch.empty(n, dtype=torch.uint8, device="cuda")
+        return ws, ws.data_ptr()
 
-    def __call__(self):
-        status = self.execute(self.handle, self.ctx, self.ws_ptr, self.pack, self.n)
-        if status != SUCCESS:
-            self.plugin.check(status, "ExecuteOpGraph")
-
-    def close(self):
-        self.plugin.check(self.plugin.DestroyExecutionContext(self.handle, self.ctx), "DestroyExecutionContext")
+    return Execution(plugin, handle, graphs, CUDA_ENGINE, meta["graph"], pointers, alloc)
 
 
 def element_offsets(meta, d):
@@ -315,7 +298,7 @@ def benchmark(torch, plugin, graphs, problems, only_ours=False):
         # Ours, through the C ABI.
         ours = None
         try:
-            ours = Ours(torch, plugin, graphs, handle, meta, bufs)
+            ours = ours_execution(torch, plugin, graphs, handle, meta, bufs)
             ours()
             torch.cuda.synchronize()
             if torch.isnan(bufs["o"].float()).any():
