@@ -26,6 +26,7 @@
 #include "fmha/warp_ops.cuh"
 #include "fmha/block.cuh"
 #include "fmha/wgmma_ops.cuh"
+#include "fmha/async_ops.cuh"
 #include "fmha_bwd/common.cuh"
 #include "fmha_bwd/tile_ops.cuh"
 #include "fmha_bwd/dot.cuh"
