@@ -97,16 +97,6 @@ impl Planned for BackwardPlan {
         self.plan.workspace.size
     }
 
-    fn execute(
-        &self,
-        _problem: &RaggedSdpaProblem,
-        _pack: &VariantPack<'_>,
-    ) -> Result<(), PluginError> {
-        Err(PluginError::Engine(
-            "this plan runs an SDPA backward, not a forward".to_owned(),
-        ))
-    }
-
     fn execute_backward(&self, pack: &VariantPack<'_>) -> Result<(), PluginError> {
         let p = &self.problem;
         let forward = problem_for_execute(&p.forward, &self.aiter.forward, pack)?;

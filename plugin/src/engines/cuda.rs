@@ -80,16 +80,6 @@ impl Planned for CudaBackwardPlan {
         Ok(())
     }
 
-    fn execute(
-        &self,
-        _problem: &RaggedSdpaProblem,
-        _pack: &VariantPack<'_>,
-    ) -> Result<(), PluginError> {
-        Err(PluginError::Engine(
-            "a CUDA backward plan was asked to run a forward problem".to_owned(),
-        ))
-    }
-
     fn execute_backward(&self, pack: &VariantPack<'_>) -> Result<(), PluginError> {
         let p = &*self.problem;
         // SAFETY: the pack's contract: a pass-by-value scale's pointer is a host pointer to one

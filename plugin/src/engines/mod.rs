@@ -98,12 +98,19 @@ pub trait Planned: fmt::Debug + Send + Sync {
     }
 
     /// Runs the plan over one call's variant pack (whose creation carried the caller's
-    /// promises about every pointer, the workspace and the stream).
+    /// promises about every pointer, the workspace and the stream). Forward plans implement
+    /// it; a backward plan holds its own problem and refuses a forward one here, in one place
+    /// for every engine.
     fn execute(
         &self,
         problem: &RaggedSdpaProblem,
         pack: &VariantPack<'_>,
-    ) -> Result<(), PluginError>;
+    ) -> Result<(), PluginError> {
+        let _ = (problem, pack);
+        Err(PluginError::Engine(
+            "this plan runs an SDPA backward, not a forward".to_owned(),
+        ))
+    }
 
     /// Runs a multi-node graph plan over one call's variant pack; only plans from
     /// [`Planner::plan_graph`] implement it.

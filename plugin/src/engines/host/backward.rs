@@ -11,7 +11,7 @@
 
 use std::sync::Arc;
 
-use ragged_kernels::problem::{OFFSETS_ROLE, Operand, RaggedSdpaProblem, ScalePlan};
+use ragged_kernels::problem::{OFFSETS_ROLE, Operand, ScalePlan};
 use ragged_kernels::{
     BackwardInputs, BackwardOutputs, KernelError, SdpaBackwardParams, Tensor, TensorMut,
     sdpa_backward,
@@ -37,16 +37,6 @@ impl Planned for HostBackwardPlan {
     /// scratch.
     fn workspace_size(&self) -> usize {
         0
-    }
-
-    fn execute(
-        &self,
-        _problem: &RaggedSdpaProblem,
-        _pack: &VariantPack<'_>,
-    ) -> Result<(), PluginError> {
-        Err(internal(
-            "a backward plan was asked to run a forward problem",
-        ))
     }
 
     fn execute_backward(&self, pack: &VariantPack<'_>) -> Result<(), PluginError> {
