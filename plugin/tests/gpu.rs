@@ -60,6 +60,29 @@ struct Case {
 }
 
 impl Case {
+    /// A case with V's head dim equal to Q's, no mask band, no LSE, the graph's own scale and
+    /// `[B, S, H, D]` dims: each test names only what it changes.
+    fn new(
+        dtype: DataType,
+        d: i64,
+        heads: (i64, i64),
+        q_tokens: &[i64],
+        kv_tokens: &[i64],
+    ) -> Case {
+        Case {
+            dtype,
+            d,
+            dv: d,
+            hq: heads.0,
+            hkv: heads.1,
+            q_tokens: q_tokens.to_vec(),
+            kv_tokens: kv_tokens.to_vec(),
+            band: (None, None, DiagonalAlignment::TopLeft),
+            lse: Lse::None,
+            runtime_scale: None,
+            bhsd_dims: false,
+        }
+    }
     fn batch(&self) -> i64 {
         self.q_tokens.len() as i64
     }
@@ -427,17 +450,10 @@ fn both_dims_orders_gqa_unequal_lengths_dense_token_major_lse() {
         (DataType::Half, Lse::Ragged),
     ] {
         both_dims_orders("both_dims_orders_gqa_unequal_lengths", |bhsd_dims| Case {
-            dtype,
-            d: 64,
-            dv: 64,
-            hq: 4,
-            hkv: 2,
-            q_tokens: vec![9, 0, 21],
-            kv_tokens: vec![14, 3, 30],
             band: (None, Some(0), DiagonalAlignment::BottomRight),
             lse,
-            runtime_scale: None,
             bhsd_dims,
+            ..Case::new(dtype, 64, (4, 2), &[9, 0, 21], &[14, 3, 30])
         });
     }
 }
@@ -447,18 +463,15 @@ fn zero_length_batches_bf16_d128_gqa_dense_lse() {
     check(
         "zero_length_batches_bf16_d128_gqa_dense_lse",
         Case {
-            dtype: DataType::BFloat16,
-            d: 128,
-            dv: 128,
-            hq: 8,
-            hkv: 2,
-            // Batch 1 is empty; batch 3 has queries but no keys (O = 0, LSE = -inf).
-            q_tokens: vec![37, 0, 130, 5],
-            kv_tokens: vec![50, 0, 200, 0],
-            band: (None, None, DiagonalAlignment::TopLeft),
             lse: Lse::Dense,
-            runtime_scale: None,
-            bhsd_dims: false,
+            // Batch 1 is empty; batch 3 has queries but no keys (O = 0, LSE = -inf).
+            ..Case::new(
+                DataType::BFloat16,
+                128,
+                (8, 2),
+                &[37, 0, 130, 5],
+                &[50, 0, 200, 0],
+            )
         },
     );
 }
@@ -468,17 +481,15 @@ fn causal_top_left_f16_d64_ragged_lse() {
     check(
         "causal_top_left_f16_d64_ragged_lse",
         Case {
-            dtype: DataType::Half,
-            d: 64,
-            dv: 64,
-            hq: 4,
-            hkv: 4,
-            q_tokens: vec![64, 1, 200, 17],
-            kv_tokens: vec![64, 300, 17, 90],
             band: (None, Some(0), DiagonalAlignment::TopLeft),
             lse: Lse::Ragged,
-            runtime_scale: None,
-            bhsd_dims: false,
+            ..Case::new(
+                DataType::Half,
+                64,
+                (4, 4),
+                &[64, 1, 200, 17],
+                &[64, 300, 17, 90],
+            )
         },
     );
 }
@@ -488,18 +499,10 @@ fn causal_bottom_right_bf16_d64_mqa() {
     check(
         "causal_bottom_right_bf16_d64_mqa",
         Case {
-            dtype: DataType::BFloat16,
-            d: 64,
-            dv: 64,
-            hq: 6,
-            hkv: 1,
-            // Batch 1 has fewer keys than queries: its top rows admit no key.
-            q_tokens: vec![40, 70, 9],
-            kv_tokens: vec![90, 20, 9],
             band: (None, Some(0), DiagonalAlignment::BottomRight),
             lse: Lse::Dense,
-            runtime_scale: None,
-            bhsd_dims: false,
+            // Batch 1 has fewer keys than queries: its top rows admit no key.
+            ..Case::new(DataType::BFloat16, 64, (6, 1), &[40, 70, 9], &[90, 20, 9])
         },
     );
 }
@@ -509,17 +512,14 @@ fn sliding_window_f16_d128_no_lse() {
     check(
         "sliding_window_f16_d128_no_lse",
         Case {
-            dtype: DataType::Half,
-            d: 128,
-            dv: 128,
-            hq: 2,
-            hkv: 1,
-            q_tokens: vec![300, 129, 128],
-            kv_tokens: vec![260, 129, 1],
             band: (Some(16), Some(4), DiagonalAlignment::BottomRight),
-            lse: Lse::None,
-            runtime_scale: None,
-            bhsd_dims: false,
+            ..Case::new(
+                DataType::Half,
+                128,
+                (2, 1),
+                &[300, 129, 128],
+                &[260, 129, 1],
+            )
         },
     );
 }
@@ -532,17 +532,9 @@ fn runtime_pass_by_value_scale_bf16_d64() {
     check(
         "runtime_pass_by_value_scale_bf16_d64",
         Case {
-            dtype: DataType::BFloat16,
-            d: 64,
-            dv: 64,
-            hq: 4,
-            hkv: 2,
-            q_tokens: vec![33, 0, 70],
-            kv_tokens: vec![40, 12, 70],
-            band: (None, None, DiagonalAlignment::TopLeft),
             lse: Lse::Dense,
             runtime_scale: Some(0.7),
-            bhsd_dims: false,
+            ..Case::new(DataType::BFloat16, 64, (4, 2), &[33, 0, 70], &[40, 12, 70])
         },
     );
 }
@@ -561,17 +553,7 @@ fn decreasing_offsets_are_invalid_value_in_validating_mode() {
         return;
     }
     let case = Case {
-        dtype: DataType::BFloat16,
-        d: 64,
-        dv: 64,
-        hq: 2,
-        hkv: 2,
-        q_tokens: vec![8, 8, 8],
-        kv_tokens: vec![8, 8, 8],
-        band: (None, None, DiagonalAlignment::TopLeft),
-        lse: Lse::None,
-        runtime_scale: None,
-        bhsd_dims: false,
+        ..Case::new(DataType::BFloat16, 64, (2, 2), &[8, 8, 8], &[8, 8, 8])
     };
     let mut inputs = device_inputs(&case);
     let bad: Vec<i32> = vec![0, 16, 8, 24];
@@ -595,17 +577,16 @@ fn decreasing_offsets_are_invalid_value_in_validating_mode() {
 #[test]
 fn head_dim_96_bf16_gqa_causal_ragged_lse() {
     both_dims_orders("head_dim_96_bf16_gqa_causal_ragged_lse", |bhsd_dims| Case {
-        dtype: DataType::BFloat16,
-        d: 96,
-        dv: 96,
-        hq: 6,
-        hkv: 2,
-        q_tokens: vec![150, 0, 77, 1],
-        kv_tokens: vec![160, 9, 77, 300],
         band: (None, Some(0), DiagonalAlignment::BottomRight),
         lse: Lse::Ragged,
-        runtime_scale: None,
         bhsd_dims,
+        ..Case::new(
+            DataType::BFloat16,
+            96,
+            (6, 2),
+            &[150, 0, 77, 1],
+            &[160, 9, 77, 300],
+        )
     });
 }
 
@@ -616,17 +597,15 @@ fn head_dim_256_f16_zero_lengths_window_dense_lse() {
     check(
         "head_dim_256_f16_zero_lengths_window_dense_lse",
         Case {
-            dtype: DataType::Half,
-            d: 256,
-            dv: 256,
-            hq: 4,
-            hkv: 4,
-            q_tokens: vec![200, 0, 65, 31],
-            kv_tokens: vec![190, 40, 0, 31],
             band: (Some(40), Some(3), DiagonalAlignment::TopLeft),
             lse: Lse::Dense,
-            runtime_scale: None,
-            bhsd_dims: false,
+            ..Case::new(
+                DataType::Half,
+                256,
+                (4, 4),
+                &[200, 0, 65, 31],
+                &[190, 40, 0, 31],
+            )
         },
     );
 }
@@ -638,17 +617,16 @@ fn head_dims_192_128_bf16_gqa_causal() {
     check(
         "head_dims_192_128_bf16_gqa_causal",
         Case {
-            dtype: DataType::BFloat16,
-            d: 192,
             dv: 128,
-            hq: 8,
-            hkv: 2,
-            q_tokens: vec![129, 64, 0, 250],
-            kv_tokens: vec![129, 80, 17, 250],
             band: (None, Some(0), DiagonalAlignment::TopLeft),
             lse: Lse::DenseTokenMajor,
-            runtime_scale: None,
-            bhsd_dims: false,
+            ..Case::new(
+                DataType::BFloat16,
+                192,
+                (8, 2),
+                &[129, 64, 0, 250],
+                &[129, 80, 17, 250],
+            )
         },
     );
 }
