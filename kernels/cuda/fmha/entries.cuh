@@ -67,6 +67,19 @@
     }                                                                                                        \
     }
 
+// The persistent variant with the TMA producer: the shared memory of the persistent form, the three
+// tensor maps of the wst entries.
+#define RAGGED_FMHA_SM90_WSPT_ENTRY(NAME, BF16, D, BN, STAGES, NC, PREG, CREG)                                 \
+    extern "C" {                                                                                             \
+    __constant__ int NAME##_config[4] = {64 * NC, BN, 128 * (NC + 1), RAGGED_FMHA_WS_SMEM(D, BN, STAGES, NC) + 16}; \
+    __constant__ int NAME##_tma[1] = {1};                                                                    \
+    __global__ void __launch_bounds__(128 * (NC + 1), 1)                                                     \
+        NAME(RAGGED_FMHA_PARAMS, const __grid_constant__ RaggedTmaMap tm_q, const __grid_constant__ RaggedTmaMap tm_k, \
+             const __grid_constant__ RaggedTmaMap tm_v) {                                                    \
+        fmha_fwd_wsp_body<BF16, D, BN, STAGES, NC, PREG, CREG, true>(RAGGED_FMHA_ARGS, &tm_q, &tm_k, &tm_v);   \
+    }                                                                                                        \
+    }
+
 // The portable path (any sm_80+ target), always compiled: on sm_90a these entry points are what
 // the device tests run to keep the portable path checked.
 #define RAGGED_FMHA_SM80_ALL(PREFIX)                                                   \
@@ -89,7 +102,26 @@
 #define RAGGED_FMHA_SM90_WS_D64 3
 #define RAGGED_FMHA_SM90_WS_D128 3
 
-#if defined(RAGGED_FMHA_WS_STUDY)
+#if defined(RAGGED_FMHA_WS_STUDY) && defined(RAGGED_FMHA_WST_STUDY)
+// The TMA-producer study of session 7 (fmha_ws.py --wst): the plugin's wst shapes under study names
+// beside the candidates (wider key blocks, the 24 / 240 register split, 3 stages, the persistent
+// form with TMA), bf16 and fp16; the wgmma body as the fixed reference.
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_sm90_bf16_d64, true, 64, 64, 64, 2, 2)
+RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_sm90_bf16_d128, true, 128, 128, 64, 3, 1)
+RAGGED_FMHA_SM90_WST_ENTRY(ragged_fmha_fwd_wst_bf16_d128, true, 128, 128, 2, 2, true, 40, 232, false)
+RAGGED_FMHA_SM90_WST_ENTRY(ragged_fmha_fwd_wst_bf16_d128_r240, true, 128, 128, 2, 2, true, 24, 240, false)
+RAGGED_FMHA_SM90_WST_ENTRY(ragged_fmha_fwd_wst_bf16_d128_n176, true, 128, 176, 2, 2, true, 24, 240, false)
+RAGGED_FMHA_SM90_WST_ENTRY(ragged_fmha_fwd_wst_bf16_d128_n192, true, 128, 192, 2, 2, true, 24, 240, false)
+RAGGED_FMHA_SM90_WST_ENTRY(ragged_fmha_fwd_wst_bf16_d128_s3, true, 128, 128, 3, 2, true, 40, 232, false)
+RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d128, true, 128, 128, 2, 2, 24, 240)
+RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d128_n176, true, 128, 176, 2, 2, 24, 240)
+RAGGED_FMHA_SM90_WST_ENTRY(ragged_fmha_fwd_wst_bf16_d64_c3, true, 64, 128, 2, 3, true, 24, 160, false)
+RAGGED_FMHA_SM90_WST_ENTRY(ragged_fmha_fwd_wst_bf16_d64_c3s3, true, 64, 128, 3, 3, true, 24, 160, false)
+RAGGED_FMHA_SM90_WST_ENTRY(ragged_fmha_fwd_wst_bf16_d64_n176, true, 64, 176, 2, 2, true, 24, 240, false)
+RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d64_c3, true, 64, 128, 2, 3, 24, 160)
+#endif
+#elif defined(RAGGED_FMHA_WS_STUDY)
 // Only what the benchmark's warp-specialization study needs (a quick compile on the device): the
 // wgmma body and the ws bodies of d64 / d128 under their own names, and the ws variants; with
 // -DRAGGED_FMHA_WS_SANITIZE only the fp16 entries of the sanitizer case (fmha_ws.py --sanitize).

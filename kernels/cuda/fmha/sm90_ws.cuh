@@ -97,7 +97,8 @@ __device__ __forceinline__ void fmha_fwd_ws_body(RAGGED_FMHA_PARAMS, const Ragge
     constexpr int DT = D / 8;
     constexpr u32 Q_BYTES = BM * D * 2;
     constexpr u32 KV_BYTES = BN * D * 2;
-    static_assert((D == 64 || D == 128) && (BN == 64 || BN == 128) && STAGES >= 2, "ws tile shapes");
+    static_assert((D == 64 || D == 128) && (BN == 64 || BN == 128 || (TMA && (BN == 176 || BN == 192))) && STAGES >= 2,
+                  "ws tile shapes");
 
     extern __shared__ __align__(128) unsigned char smem_raw[];
     const u32 s_q = (smem_addr(smem_raw) + 1023u) & ~1023u;
@@ -204,7 +205,7 @@ __device__ __forceinline__ void fmha_fwd_ws_body(RAGGED_FMHA_PARAMS, const Ragge
         for (int ks = 0; ks < KS; ++ks) {
             u64 da = sw128_desc(s_q + (ks >> 2) * (BM * 128) + c * (64 * 128) + (ks & 3) * 32, 16, 1024);
             u64 db = sw128_desc(s_k + (ks >> 2) * (BN * 128) + (ks & 3) * 32, 16, 1024);
-            wgmma_ss<BF16, BN>(s, da, db, ks > 0);
+            wgmma_ss_any<BF16, BN>(s, da, db, ks > 0);
         }
         wgmma_commit();
         ws_turn_pass<PINGPONG, NC>(c);
@@ -233,7 +234,7 @@ __device__ __forceinline__ void fmha_fwd_ws_body(RAGGED_FMHA_PARAMS, const Ragge
             for (int ks = 0; ks < KS; ++ks) {
                 u64 da = sw128_desc(s_q + (ks >> 2) * (BM * 128) + c * (64 * 128) + (ks & 3) * 32, 16, 1024);
                 u64 db = sw128_desc(kb + (ks >> 2) * (BN * 128) + (ks & 3) * 32, 16, 1024);
-                wgmma_ss<BF16, BN>(s, da, db, ks > 0);
+                wgmma_ss_any<BF16, BN>(s, da, db, ks > 0);
             }
             wgmma_commit();
 #pragma unroll

@@ -34,8 +34,12 @@ __device__ __forceinline__ WsItem ws_item(int w, const RaggedBatch* __restrict__
     return it;
 }
 
-template <bool BF16, int D, int BN, int STAGES, int NC, int PREG, int CREG>
-__device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS) {
+// TMA: the producer is one warp filling tiles through the tensor maps (ws_fill, as in the ws body);
+// the other three warps of its warpgroup leave after setmaxnreg.
+template <bool BF16, int D, int BN, int STAGES, int NC, int PREG, int CREG, bool TMA = false>
+__device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const RaggedTmaMap* tm_q = nullptr,
+                                                  const RaggedTmaMap* tm_k = nullptr,
+                                                  const RaggedTmaMap* tm_v = nullptr) {
     constexpr int BM = 64 * NC;
     constexpr int KS = D / 16;
     constexpr int NS = BN / 8;
@@ -46,7 +50,10 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS) {
     constexpr int BAR_SLOT_FULL = RAGGED_WS_BAR_TURN + NC + 1;
     constexpr int BAR_SLOT_EMPTY = BAR_SLOT_FULL + 1;
     constexpr int SLOT_THREADS = 32 + 128 * NC;
-    static_assert((D == 64 || D == 128) && (BN == 64 || BN == 128) && STAGES >= 2, "ws tile shapes");
+    constexpr u32 FILL_ARRIVALS = TMA ? 1 : 128;
+    constexpr int PRODUCERS = TMA ? 32 : 128;  // producer threads that take part in the item hand-over
+    static_assert((D == 64 || D == 128) && (BN == 64 || BN == 128 || (TMA && (BN == 176 || BN == 192))) && STAGES >= 2,
+                  "ws tile shapes");
 
     extern __shared__ __align__(128) unsigned char smem_raw[];
     const u32 s_q = (smem_addr(smem_raw) + 1023u) & ~1023u;
@@ -74,14 +81,15 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS) {
     const int wg = tid >> 7;
 
     if (tid == 0) {
-        // q_full: per item, 128 asynchronous arrivals (the Q copies; plain arrivals when the item
-        // has no Q to load) + one plain arrival of the thread that published the item index.
-        mbar_init(q_full, 129);
+        // q_full: per item, the Q fill's arrivals (128 asynchronous ones, or one TMA / tracked-copy
+        // arrival; plain arrivals when the item has no Q to load) + one plain arrival of the thread
+        // that published the item index.
+        mbar_init(q_full, FILL_ARRIVALS + 1);
         mbar_init(q_empty, 4 * NC);
 #pragma unroll
         for (int s = 0; s < STAGES; ++s) {
-            mbar_init(k_full + 8 * s, 128);
-            mbar_init(v_full + 8 * s, 128);
+            mbar_init(k_full + 8 * s, FILL_ARRIVALS);
+            mbar_init(v_full + 8 * s, FILL_ARRIVALS);
             mbar_init(k_empty + 8 * s, 4 * NC);
             mbar_init(v_empty + 8 * s, 4 * NC);
         }
@@ -93,6 +101,7 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS) {
         // ---------------- producer ----------------
         setmaxnreg_dec<PREG>();
         const int t = tid;
+        if (TMA && t >= 32) return;
         int kv = 0;  // K/V blocks loaded so far (ring position)
 #pragma unroll 1
         for (int qn = 0;; ++qn) {
@@ -109,39 +118,57 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS) {
                 }
                 named_bar_arrive(BAR_SLOT_FULL, SLOT_THREADS);
             }
-            named_bar_sync(RAGGED_WS_BAR_TURN + NC, 128);
+            named_bar_sync(RAGGED_WS_BAR_TURN + NC, PRODUCERS);
             int w;
             asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(w) : "r"(item_slot) : "memory");
             // Every producer thread has read the slot before thread 0 may overwrite it for the next
             // item (otherwise only ordered through the asynchronous cp.async arrivals on q_full).
-            named_bar_sync(RAGGED_WS_BAR_TURN + NC, 128);
+            named_bar_sync(RAGGED_WS_BAR_TURN + NC, PRODUCERS);
             if (t == 0) mbar_arrive(q_full);
             if (w >= total) {
-                mbar_arrive(q_full);
+                if (!TMA || t == 0) mbar_arrive(q_full);
                 break;
             }
             const WsItem it = ws_item(w, batches, tiles, h_q, mask_left, mask_right, bottom_right, BM, BN);
             if (it.nb_first >= it.nb_last) {
-                mbar_arrive(q_full);
+                if (!TMA || t == 0) mbar_arrive(q_full);
                 continue;
             }
             const int g = it.h / (h_q / h_kv);
             const u16* qp = q + (it.bt.q_tok + it.i0) * q_seq + (i64)it.h * q_head;
             const u16* kp = k + it.bt.kv_tok * k_seq + (i64)g * k_head;
             const u16* vp = v + it.bt.kv_tok * v_seq + (i64)g * v_head;
-            ws_load_tile<D, BM>(s_q, qp, q_seq, it.rows, q, t);
-            cp_async_mbar_arrive(q_full);
+            if (TMA) {
+                ws_fill<D, BM>(q_full, s_q, tm_q, it.h, (int)(it.bt.q_tok + it.i0), it.rows, qp, q_seq, q, t);
+            }
+            else {
+                ws_load_tile<D, BM>(s_q, qp, q_seq, it.rows, q, t);
+                cp_async_mbar_arrive(q_full);
+            }
 #pragma unroll 1
             for (int nb = it.nb_first; nb < it.nb_last; ++nb, ++kv) {
                 const int st = kv % STAGES;
                 const u32 ph = (u32)((kv / STAGES) & 1);
                 const int j0 = nb * BN;
+                const int row = (int)(it.bt.kv_tok + j0);
                 mbar_wait(k_empty + 8 * st, ph ^ 1u);
-                ws_load_tile<D, BN>(s_k + st * KV_BYTES, kp + (i64)j0 * k_seq, k_seq, it.bt.lkv - j0, k, t);
-                cp_async_mbar_arrive(k_full + 8 * st);
+                if (TMA) {
+                    ws_fill<D, BN>(k_full + 8 * st, s_k + st * KV_BYTES, tm_k, g, row, it.bt.lkv - j0,
+                                   kp + (i64)j0 * k_seq, k_seq, k, t);
+                }
+                else {
+                    ws_load_tile<D, BN>(s_k + st * KV_BYTES, kp + (i64)j0 * k_seq, k_seq, it.bt.lkv - j0, k, t);
+                    cp_async_mbar_arrive(k_full + 8 * st);
+                }
                 mbar_wait(v_empty + 8 * st, ph ^ 1u);
-                ws_load_tile<D, BN>(s_v + st * KV_BYTES, vp + (i64)j0 * v_seq, v_seq, it.bt.lkv - j0, v, t);
-                cp_async_mbar_arrive(v_full + 8 * st);
+                if (TMA) {
+                    ws_fill<D, BN>(v_full + 8 * st, s_v + st * KV_BYTES, tm_v, g, row, it.bt.lkv - j0,
+                                   vp + (i64)j0 * v_seq, v_seq, v, t);
+                }
+                else {
+                    ws_load_tile<D, BN>(s_v + st * KV_BYTES, vp + (i64)j0 * v_seq, v_seq, it.bt.lkv - j0, v, t);
+                    cp_async_mbar_arrive(v_full + 8 * st);
+                }
             }
         }
         asm volatile("cp.async.wait_all;\n" ::: "memory");
@@ -195,7 +222,7 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS) {
                 for (int ks = 0; ks < KS; ++ks) {
                     u64 da = sw128_desc(s_q + (ks >> 2) * (BM * 128) + c * (64 * 128) + (ks & 3) * 32, 16, 1024);
                     u64 db = sw128_desc(s_k + st * KV_BYTES + (ks >> 2) * (BN * 128) + (ks & 3) * 32, 16, 1024);
-                    wgmma_ss<BF16, BN>(s, da, db, ks > 0);
+                    wgmma_ss_any<BF16, BN>(s, da, db, ks > 0);
                 }
                 wgmma_commit();
                 ws_turn_pass<true, NC>(c);
@@ -216,7 +243,8 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS) {
                 const int sp = kv % STAGES;
                 mbar_wait(k_full + 8 * st, (u32)(((kv + 1) / STAGES) & 1));
                 mbar_wait(v_full + 8 * sp, (u32)((kv / STAGES) & 1));
-                fence_proxy_async();
+                // With TMA only a tail block (cp.async, generic proxy) needs the fence: the last K.
+                if (!TMA || nb + 1 == nb_last) fence_proxy_async();
                 const u32 kb = s_k + st * KV_BYTES;
                 const u32 vb_prev = s_v + sp * KV_BYTES;
                 ws_turn_wait<true, NC>(c);
@@ -225,7 +253,7 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS) {
                 for (int ks = 0; ks < KS; ++ks) {
                     u64 da = sw128_desc(s_q + (ks >> 2) * (BM * 128) + c * (64 * 128) + (ks & 3) * 32, 16, 1024);
                     u64 db = sw128_desc(kb + (ks >> 2) * (BN * 128) + (ks & 3) * 32, 16, 1024);
-                    wgmma_ss<BF16, BN>(s, da, db, ks > 0);
+                    wgmma_ss_any<BF16, BN>(s, da, db, ks > 0);
                 }
                 wgmma_commit();
 #pragma unroll
