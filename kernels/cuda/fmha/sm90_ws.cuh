@@ -85,8 +85,9 @@ __device__ __forceinline__ void ws_turn_pass(int c) {
 // cp.async and the maps are not used (null).
 // LAZY: skip the O rescale of a block when no row of the warp changed its running max (every corr
 // factor exactly 1, so the product would be the identity).
+// POLY: how many of every 4 score n-tiles are exponentiated on the FMA pipe (poly_exp2).
 template <bool BF16, int D, int BN, int STAGES, int NC, bool PINGPONG, int PREG, int CREG, bool TMA = false,
-          bool LAZY = false>
+          bool LAZY = false, int POLY = 0>
 __device__ __forceinline__ void fmha_fwd_ws_body(RAGGED_FMHA_PARAMS, const RaggedTmaMap* tm_q = nullptr,
                                                  const RaggedTmaMap* tm_k = nullptr,
                                                  const RaggedTmaMap* tm_v = nullptr) {
@@ -212,7 +213,7 @@ __device__ __forceinline__ void fmha_fwd_ws_body(RAGGED_FMHA_PARAMS, const Ragge
         wgmma_wait<0>();
         fence_regs<NS * 4>(s);
         if (lane == 0) mbar_arrive(k_empty);
-        wgmma_softmax_step<NS>(s, m_i, l_i, corr, band, nb_first * BN, BN, i0, i_last, row_in_tile, lt, sl2);
+        wgmma_softmax_step<NS, POLY>(s, m_i, l_i, corr, band, nb_first * BN, BN, i0, i_last, row_in_tile, lt, sl2);
         wgmma_pack_p<BF16, BN>(s, pa);
 
 #pragma unroll 1
@@ -244,7 +245,7 @@ __device__ __forceinline__ void fmha_fwd_ws_body(RAGGED_FMHA_PARAMS, const Ragge
             wgmma_wait<1>();
             fence_regs<NS * 4>(s);
             if (lane == 0) mbar_arrive(k_empty + 8 * st);
-            wgmma_softmax_step<NS>(s, m_i, l_i, corr, band, nb * BN, BN, i0, i_last, row_in_tile, lt, sl2);
+            wgmma_softmax_step<NS, POLY>(s, m_i, l_i, corr, band, nb * BN, BN, i0, i_last, row_in_tile, lt, sl2);
             wgmma_wait<0>();
             fence_regs<DT * 4>(acc);
             fence_regs_u32<BN / 4>(&pa[0][0]);
