@@ -82,14 +82,14 @@
 
 // The persistent variant with the TMA producer: the shared memory of the persistent form, the three
 // tensor maps of the wst entries.
-#define RAGGED_FMHA_SM90_WSPT_ENTRY(NAME, BF16, D, BN, STAGES, NC, PREG, CREG)                                 \
+#define RAGGED_FMHA_SM90_WSPT_ENTRY(NAME, BF16, D, BN, STAGES, NC, PREG, CREG, POLY)                           \
     extern "C" {                                                                                             \
     __constant__ int NAME##_config[4] = {64 * NC, BN, 128 * (NC + 1), RAGGED_FMHA_WS_SMEM(D, BN, STAGES, NC) + 16}; \
     __constant__ int NAME##_tma[1] = {1};                                                                    \
     __global__ void __launch_bounds__(128 * (NC + 1), 1)                                                     \
         NAME(RAGGED_FMHA_PARAMS, const __grid_constant__ RaggedTmaMap tm_q, const __grid_constant__ RaggedTmaMap tm_k, \
              const __grid_constant__ RaggedTmaMap tm_v) {                                                    \
-        fmha_fwd_wsp_body<BF16, D, BN, STAGES, NC, PREG, CREG, true>(RAGGED_FMHA_ARGS, &tm_q, &tm_k, &tm_v);   \
+        fmha_fwd_wsp_body<BF16, D, BN, STAGES, NC, PREG, CREG, true, POLY>(RAGGED_FMHA_ARGS, &tm_q, &tm_k, &tm_v); \
     }                                                                                                        \
     }
 
@@ -109,11 +109,14 @@
 
 // Which body the plugin's d64 and d128 names get on sm_90a: 0 = the wgmma body of sm90.cuh, 1 = the
 // warp-specialized body of sm90_ws.cuh, 2 = its persistent form (sm90_wsp.cuh), 3 = the ws body with
-// the TMA producer (d64: 3 consumer warpgroups, d128: 2), which takes three tensor maps more;
-// bench/gpu/NOTES.md, sessions 5 and 6, has the measurements behind the choice. The other head dims
-// always use the wgmma body.
+// the TMA producer (d64: 3 consumer warpgroups, d128: 2), which takes three tensor maps more, 4 = the
+// persistent form with the TMA producer (same shapes, same maps); bench/gpu/NOTES.md, sessions 5 to 7,
+// has the measurements behind the choice. The other head dims always use the wgmma body. _POLY_: how
+// many of every 4 score n-tiles the bodies 3 and 4 exponentiate on the FMA pipe (poly_exp2).
 #define RAGGED_FMHA_SM90_WS_D64 3
 #define RAGGED_FMHA_SM90_WS_D128 3
+#define RAGGED_FMHA_SM90_POLY_D64 0
+#define RAGGED_FMHA_SM90_POLY_D128 0
 
 #if defined(RAGGED_FMHA_WS_STUDY) && defined(RAGGED_FMHA_WST_STUDY)
 // The TMA-producer study of session 7 (fmha_ws.py --wst): the plugin's wst shapes under study names
@@ -127,12 +130,12 @@ RAGGED_FMHA_SM90_WST_ENTRY(ragged_fmha_fwd_wst_bf16_d128_r240, true, 128, 128, 2
 RAGGED_FMHA_SM90_WST_ENTRY(ragged_fmha_fwd_wst_bf16_d128_n176, true, 128, 176, 2, 2, true, 24, 240, false)
 RAGGED_FMHA_SM90_WST_ENTRY(ragged_fmha_fwd_wst_bf16_d128_n192, true, 128, 192, 2, 2, true, 24, 240, false)
 RAGGED_FMHA_SM90_WST_ENTRY(ragged_fmha_fwd_wst_bf16_d128_s3, true, 128, 128, 3, 2, true, 40, 232, false)
-RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d128, true, 128, 128, 2, 2, 24, 240)
-RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d128_n176, true, 128, 176, 2, 2, 24, 240)
+RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d128, true, 128, 128, 2, 2, 24, 240, 0)
+RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d128_n176, true, 128, 176, 2, 2, 24, 240, 0)
 RAGGED_FMHA_SM90_WST_ENTRY(ragged_fmha_fwd_wst_bf16_d64_c3, true, 64, 128, 2, 3, true, 24, 160, false)
 RAGGED_FMHA_SM90_WST_ENTRY(ragged_fmha_fwd_wst_bf16_d64_c3s3, true, 64, 128, 3, 3, true, 24, 160, false)
 RAGGED_FMHA_SM90_WST_ENTRY(ragged_fmha_fwd_wst_bf16_d64_n176, true, 64, 176, 2, 2, true, 24, 240, false)
-RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d64_c3, true, 64, 128, 2, 3, 24, 160)
+RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d64_c3, true, 64, 128, 2, 3, 24, 160, 0)
 RAGGED_FMHA_SM90_WSTX_ENTRY(ragged_fmha_fwd_wst_bf16_d64_c3_p1, true, 64, 128, 2, 3, 24, 160, 1)
 RAGGED_FMHA_SM90_WSTX_ENTRY(ragged_fmha_fwd_wst_bf16_d64_c3_p2, true, 64, 128, 2, 3, 24, 160, 2)
 RAGGED_FMHA_SM90_WSTX_ENTRY(ragged_fmha_fwd_wst_bf16_d128_p1, true, 128, 128, 2, 2, 40, 232, 1)
@@ -174,9 +177,12 @@ RAGGED_FMHA_SM80_ALL(ragged_fmha_fwd_sm80_)
 
 // The names the plugin launches: the fastest path the compile target allows.
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#if RAGGED_FMHA_SM90_WS_D64 == 3
-RAGGED_FMHA_SM90_WST_ENTRY(ragged_fmha_fwd_bf16_d64, true, 64, 128, 2, 3, true, 24, 160, false)
-RAGGED_FMHA_SM90_WST_ENTRY(ragged_fmha_fwd_f16_d64, false, 64, 128, 2, 3, true, 24, 160, false)
+#if RAGGED_FMHA_SM90_WS_D64 == 4
+RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_bf16_d64, true, 64, 128, 2, 3, 24, 160, RAGGED_FMHA_SM90_POLY_D64)
+RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_f16_d64, false, 64, 128, 2, 3, 24, 160, RAGGED_FMHA_SM90_POLY_D64)
+#elif RAGGED_FMHA_SM90_WS_D64 == 3
+RAGGED_FMHA_SM90_WSTX_ENTRY(ragged_fmha_fwd_bf16_d64, true, 64, 128, 2, 3, 24, 160, RAGGED_FMHA_SM90_POLY_D64)
+RAGGED_FMHA_SM90_WSTX_ENTRY(ragged_fmha_fwd_f16_d64, false, 64, 128, 2, 3, 24, 160, RAGGED_FMHA_SM90_POLY_D64)
 #elif RAGGED_FMHA_SM90_WS_D64 == 2
 RAGGED_FMHA_SM90_WSP_ENTRY(ragged_fmha_fwd_bf16_d64, true, 64, 128, 2, 2, 40, 232)
 RAGGED_FMHA_SM90_WSP_ENTRY(ragged_fmha_fwd_f16_d64, false, 64, 128, 2, 2, 40, 232)
@@ -189,9 +195,12 @@ RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_f16_d64, false, 64, 64, 64, 2, 2)
 #endif
 RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_bf16_d96, true, 96, 96, 64, 3, 1)
 RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_f16_d96, false, 96, 96, 64, 3, 1)
-#if RAGGED_FMHA_SM90_WS_D128 == 3
-RAGGED_FMHA_SM90_WST_ENTRY(ragged_fmha_fwd_bf16_d128, true, 128, 128, 2, 2, true, 40, 232, false)
-RAGGED_FMHA_SM90_WST_ENTRY(ragged_fmha_fwd_f16_d128, false, 128, 128, 2, 2, true, 40, 232, false)
+#if RAGGED_FMHA_SM90_WS_D128 == 4
+RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_bf16_d128, true, 128, 128, 2, 2, 24, 240, RAGGED_FMHA_SM90_POLY_D128)
+RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_f16_d128, false, 128, 128, 2, 2, 24, 240, RAGGED_FMHA_SM90_POLY_D128)
+#elif RAGGED_FMHA_SM90_WS_D128 == 3
+RAGGED_FMHA_SM90_WSTX_ENTRY(ragged_fmha_fwd_bf16_d128, true, 128, 128, 2, 2, 40, 232, RAGGED_FMHA_SM90_POLY_D128)
+RAGGED_FMHA_SM90_WSTX_ENTRY(ragged_fmha_fwd_f16_d128, false, 128, 128, 2, 2, 40, 232, RAGGED_FMHA_SM90_POLY_D128)
 #elif RAGGED_FMHA_SM90_WS_D128 == 2
 RAGGED_FMHA_SM90_WSP_ENTRY(ragged_fmha_fwd_bf16_d128, true, 128, 128, 2, 2, 40, 232)
 RAGGED_FMHA_SM90_WSP_ENTRY(ragged_fmha_fwd_f16_d128, false, 128, 128, 2, 2, 40, 232)

@@ -60,11 +60,11 @@ __device__ __forceinline__ void wgmma_softmax_step(float* s, float* m_i, float* 
         float sum = 0.f;
 #pragma unroll
         for (int nt = 0; nt < NS; ++nt) {
-            const float x0 = fmaf(s[nt * 4 + 2 * hr], f, neg_mu_f);
-            const float x1 = fmaf(s[nt * 4 + 2 * hr + 1], f, neg_mu_f);
             const bool poly = (nt & 3) >= 4 - POLY;
-            float p0 = poly ? poly_exp2(x0) : fast_exp2(x0);
-            float p1 = poly ? poly_exp2(x1) : fast_exp2(x1);
+            float p0 = fmaf(s[nt * 4 + 2 * hr], f, neg_mu_f);
+            p0 = poly ? poly_exp2(p0) : fast_exp2(p0);
+            float p1 = fmaf(s[nt * 4 + 2 * hr + 1], f, neg_mu_f);
+            p1 = poly ? poly_exp2(p1) : fast_exp2(p1);
             s[nt * 4 + 2 * hr] = p0;
             s[nt * 4 + 2 * hr + 1] = p1;
             sum += p0 + p1;
