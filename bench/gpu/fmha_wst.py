@@ -33,8 +33,8 @@ from fmha_dev import Engine, compile_module, correctness, ragged_mix, run_case  
 
 # First of each head dim: the plugin's shape (the baseline every ratio is taken against).
 ENGINES = {
-    128: ["wst_bf16_d128", "wst_bf16_d128_r240", "wst_bf16_d128_n176", "wst_bf16_d128_n192", "wst_bf16_d128_s3",
-          "wspt_bf16_d128", "wspt_bf16_d128_n176", "wst_bf16_d128_p1", "sm90_bf16_d128"],
+    128: ["wst_bf16_d128", "wst_bf16_d128_r240", "wst_bf16_d128_n176", "wst_bf16_d128_s3",
+          "wspt_bf16_d128", "wspt_bf16_d128_n176", "wst_bf16_d128_p1", "wst_bf16_d128_qr", "sm90_bf16_d128"],
     64: ["wst_bf16_d64_c3", "wst_bf16_d64_c3s3", "wst_bf16_d64_n176", "wspt_bf16_d64_c3", "wst_bf16_d64_c3_p1",
          "wst_bf16_d64_c3_p2", "sm90_bf16_d64"],
 }

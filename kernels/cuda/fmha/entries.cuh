@@ -58,15 +58,18 @@
     }
 
 // A wst entry with POLY of every 4 score n-tiles exponentiated on the FMA pipe (study build).
-#define RAGGED_FMHA_SM90_WSTX_ENTRY(NAME, BF16, D, BN, STAGES, NC, PREG, CREG, POLY)                               \
+#define RAGGED_FMHA_SM90_WSTX_ENTRY(NAME, BF16, D, BN, STAGES, NC, PREG, CREG, POLY) \
+    RAGGED_FMHA_SM90_WSTQ_ENTRY(NAME, BF16, D, BN, STAGES, NC, PREG, CREG, POLY, false)
+// ... and QREG (Q in registers for S = Q K^T).
+#define RAGGED_FMHA_SM90_WSTQ_ENTRY(NAME, BF16, D, BN, STAGES, NC, PREG, CREG, POLY, QREG)                         \
     extern "C" {                                                                                             \
     __constant__ int NAME##_config[4] = {64 * NC, BN, 128 * (NC + 1), RAGGED_FMHA_WS_SMEM(D, BN, STAGES, NC)};    \
     __constant__ int NAME##_tma[1] = {1};                                                                    \
     __global__ void __launch_bounds__(128 * (NC + 1), 1)                                                     \
         NAME(RAGGED_FMHA_PARAMS, const __grid_constant__ RaggedTmaMap tm_q, const __grid_constant__ RaggedTmaMap tm_k, \
              const __grid_constant__ RaggedTmaMap tm_v) {                                                    \
-        fmha_fwd_ws_body<BF16, D, BN, STAGES, NC, true, PREG, CREG, true, false, POLY>(RAGGED_FMHA_ARGS, &tm_q, &tm_k, \
-                                                                                    &tm_v);                  \
+        fmha_fwd_ws_body<BF16, D, BN, STAGES, NC, true, PREG, CREG, true, false, POLY, QREG>(RAGGED_FMHA_ARGS, &tm_q, \
+                                                                                          &tm_k, &tm_v);     \
     }                                                                                                        \
     }
 
@@ -128,7 +131,6 @@ RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_sm90_bf16_d128, true, 128, 128, 64, 3, 1)
 RAGGED_FMHA_SM90_WST_ENTRY(ragged_fmha_fwd_wst_bf16_d128, true, 128, 128, 2, 2, true, 40, 232, false)
 RAGGED_FMHA_SM90_WST_ENTRY(ragged_fmha_fwd_wst_bf16_d128_r240, true, 128, 128, 2, 2, true, 24, 240, false)
 RAGGED_FMHA_SM90_WST_ENTRY(ragged_fmha_fwd_wst_bf16_d128_n176, true, 128, 176, 2, 2, true, 24, 240, false)
-RAGGED_FMHA_SM90_WST_ENTRY(ragged_fmha_fwd_wst_bf16_d128_n192, true, 128, 192, 2, 2, true, 24, 240, false)
 RAGGED_FMHA_SM90_WST_ENTRY(ragged_fmha_fwd_wst_bf16_d128_s3, true, 128, 128, 3, 2, true, 40, 232, false)
 RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d128, true, 128, 128, 2, 2, 24, 240, 0)
 RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d128_n176, true, 128, 176, 2, 2, 24, 240, 0)
@@ -139,6 +141,7 @@ RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d64_c3, true, 64, 128, 2, 
 RAGGED_FMHA_SM90_WSTX_ENTRY(ragged_fmha_fwd_wst_bf16_d64_c3_p1, true, 64, 128, 2, 3, 24, 160, 1)
 RAGGED_FMHA_SM90_WSTX_ENTRY(ragged_fmha_fwd_wst_bf16_d64_c3_p2, true, 64, 128, 2, 3, 24, 160, 2)
 RAGGED_FMHA_SM90_WSTX_ENTRY(ragged_fmha_fwd_wst_bf16_d128_p1, true, 128, 128, 2, 2, 40, 232, 1)
+RAGGED_FMHA_SM90_WSTQ_ENTRY(ragged_fmha_fwd_wst_bf16_d128_qr, true, 128, 128, 2, 2, 24, 240, 0, true)
 #endif
 #elif defined(RAGGED_FMHA_WS_STUDY)
 // Only what the benchmark's warp-specialization study needs (a quick compile on the device): the
