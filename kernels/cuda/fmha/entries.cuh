@@ -85,14 +85,17 @@
 
 // The persistent variant with the TMA producer: the shared memory of the persistent form, the three
 // tensor maps of the wst entries.
-#define RAGGED_FMHA_SM90_WSPT_ENTRY(NAME, BF16, D, BN, STAGES, NC, PREG, CREG, POLY)                           \
+#define RAGGED_FMHA_SM90_WSPT_ENTRY(NAME, BF16, D, BN, STAGES, NC, PREG, CREG, POLY) \
+    RAGGED_FMHA_SM90_WSPTQ_ENTRY(NAME, BF16, D, BN, STAGES, NC, PREG, CREG, POLY, false)
+#define RAGGED_FMHA_SM90_WSPTQ_ENTRY(NAME, BF16, D, BN, STAGES, NC, PREG, CREG, POLY, QREG)                    \
     extern "C" {                                                                                             \
     __constant__ int NAME##_config[4] = {64 * NC, BN, 128 * (NC + 1), RAGGED_FMHA_WS_SMEM(D, BN, STAGES, NC) + 16}; \
     __constant__ int NAME##_tma[1] = {1};                                                                    \
     __global__ void __launch_bounds__(128 * (NC + 1), 1)                                                     \
         NAME(RAGGED_FMHA_PARAMS, const __grid_constant__ RaggedTmaMap tm_q, const __grid_constant__ RaggedTmaMap tm_k, \
              const __grid_constant__ RaggedTmaMap tm_v) {                                                    \
-        fmha_fwd_wsp_body<BF16, D, BN, STAGES, NC, PREG, CREG, true, POLY>(RAGGED_FMHA_ARGS, &tm_q, &tm_k, &tm_v); \
+        fmha_fwd_wsp_body<BF16, D, BN, STAGES, NC, PREG, CREG, true, POLY, QREG>(RAGGED_FMHA_ARGS, &tm_q, &tm_k,  \
+                                                                                &tm_v);                      \
     }                                                                                                        \
     }
 
@@ -134,6 +137,7 @@ RAGGED_FMHA_SM90_WST_ENTRY(ragged_fmha_fwd_wst_bf16_d128_n176, true, 128, 176, 2
 RAGGED_FMHA_SM90_WST_ENTRY(ragged_fmha_fwd_wst_bf16_d128_s3, true, 128, 128, 3, 2, true, 40, 232, false)
 RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d128, true, 128, 128, 2, 2, 24, 240, 0)
 RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d128_n176, true, 128, 176, 2, 2, 24, 240, 0)
+RAGGED_FMHA_SM90_WSPTQ_ENTRY(ragged_fmha_fwd_wspt_bf16_d128_qr, true, 128, 128, 2, 2, 24, 240, 0, true)
 RAGGED_FMHA_SM90_WST_ENTRY(ragged_fmha_fwd_wst_bf16_d64_c3, true, 64, 128, 2, 3, true, 24, 160, false)
 RAGGED_FMHA_SM90_WST_ENTRY(ragged_fmha_fwd_wst_bf16_d64_c3s3, true, 64, 128, 3, 3, true, 24, 160, false)
 RAGGED_FMHA_SM90_WST_ENTRY(ragged_fmha_fwd_wst_bf16_d64_n176, true, 64, 176, 2, 2, true, 24, 240, false)

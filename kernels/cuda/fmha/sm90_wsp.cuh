@@ -35,8 +35,11 @@ __device__ __forceinline__ WsItem ws_item(int w, const RaggedBatch* __restrict__
 }
 
 // TMA: the producer is one warp filling tiles through the tensor maps (ws_fill, as in the ws body);
-// the other three warps of its warpgroup leave after setmaxnreg. POLY: as in fmha_fwd_ws_body.
-template <bool BF16, int D, int BN, int STAGES, int NC, int PREG, int CREG, bool TMA = false, int POLY = 0>
+// the other three warps of its warpgroup leave after setmaxnreg. POLY, QREG: as in fmha_fwd_ws_body;
+// with QREG a consumer warp releases Q as soon as its fragments are in registers, so the producer
+// refills Q with the next item's rows while this item's key loop runs.
+template <bool BF16, int D, int BN, int STAGES, int NC, int PREG, int CREG, bool TMA = false, int POLY = 0,
+          bool QREG = false>
 __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const RaggedTmaMap* tm_q = nullptr,
                                                   const RaggedTmaMap* tm_k = nullptr,
                                                   const RaggedTmaMap* tm_v = nullptr) {
@@ -211,6 +214,16 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
             u32 pa[BN / 16][4];
             float corr[2];
             const int nb_first = it.nb_first, nb_last = it.nb_last;
+            u32 qa[QREG ? KS : 1][4];
+            if constexpr (QREG) {
+                static_assert(BN == 64 || BN == 128, "Q in registers: S widths");
+                const int qr = c * 64 + ((tid >> 5) & 3) * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
+#pragma unroll
+                for (int ks = 0; ks < KS; ++ks)
+                    ldsm_x4(s_q + sw128<BM>(qr, 2 * ks + (lane >> 4)), qa[ks][0], qa[ks][1], qa[ks][2], qa[ks][3]);
+                __syncwarp();
+                if (lane == 0) mbar_arrive(q_empty);
+            }
 
             {
                 const int st = kv % STAGES;
@@ -220,9 +233,15 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
                 wgmma_fence();
 #pragma unroll
                 for (int ks = 0; ks < KS; ++ks) {
-                    u64 da = sw128_desc(s_q + (ks >> 2) * (BM * 128) + c * (64 * 128) + (ks & 3) * 32, 16, 1024);
-                    u64 db = sw128_desc(s_k + st * KV_BYTES + (ks >> 2) * (BN * 128) + (ks & 3) * 32, 16, 1024);
-                    wgmma_ss_any<BF16, BN>(s, da, db, ks > 0);
+                    if constexpr (QREG) {
+                        u64 db = sw128_desc(s_k + st * KV_BYTES + (ks >> 2) * (BN * 128) + (ks & 3) * 32, 16, 1024);
+                        wgmma_rs_k<BF16, (QREG ? BN : 64)>(s, qa[ks], db, ks > 0);
+                    }
+                    else {
+                        u64 da = sw128_desc(s_q + (ks >> 2) * (BM * 128) + c * (64 * 128) + (ks & 3) * 32, 16, 1024);
+                        u64 db = sw128_desc(s_k + st * KV_BYTES + (ks >> 2) * (BN * 128) + (ks & 3) * 32, 16, 1024);
+                        wgmma_ss_any<BF16, BN>(s, da, db, ks > 0);
+                    }
                 }
                 wgmma_commit();
                 ws_turn_pass<true, NC>(c);
@@ -230,7 +249,7 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
                 fence_regs<NS * 4>(s);
                 if (lane == 0) {
                     mbar_arrive(k_empty + 8 * st);
-                    if (nb_first + 1 == nb_last) mbar_arrive(q_empty);
+                    if (!QREG && nb_first + 1 == nb_last) mbar_arrive(q_empty);
                 }
                 wgmma_softmax_step<NS, POLY>(s, m_i, l_i, corr, band, nb_first * BN, BN, i0, i_last, row_in_tile, lt,
                                        sl2);
@@ -251,9 +270,15 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
                 wgmma_fence();
 #pragma unroll
                 for (int ks = 0; ks < KS; ++ks) {
-                    u64 da = sw128_desc(s_q + (ks >> 2) * (BM * 128) + c * (64 * 128) + (ks & 3) * 32, 16, 1024);
-                    u64 db = sw128_desc(kb + (ks >> 2) * (BN * 128) + (ks & 3) * 32, 16, 1024);
-                    wgmma_ss_any<BF16, BN>(s, da, db, ks > 0);
+                    if constexpr (QREG) {
+                        u64 db = sw128_desc(kb + (ks >> 2) * (BN * 128) + (ks & 3) * 32, 16, 1024);
+                        wgmma_rs_k<BF16, (QREG ? BN : 64)>(s, qa[ks], db, ks > 0);
+                    }
+                    else {
+                        u64 da = sw128_desc(s_q + (ks >> 2) * (BM * 128) + c * (64 * 128) + (ks & 3) * 32, 16, 1024);
+                        u64 db = sw128_desc(kb + (ks >> 2) * (BN * 128) + (ks & 3) * 32, 16, 1024);
+                        wgmma_ss_any<BF16, BN>(s, da, db, ks > 0);
+                    }
                 }
                 wgmma_commit();
 #pragma unroll
@@ -264,7 +289,7 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
                 fence_regs<NS * 4>(s);
                 if (lane == 0) {
                     mbar_arrive(k_empty + 8 * st);
-                    if (nb + 1 == nb_last) mbar_arrive(q_empty);
+                    if (!QREG && nb + 1 == nb_last) mbar_arrive(q_empty);
                 }
                 wgmma_softmax_step<NS, POLY>(s, m_i, l_i, corr, band, nb * BN, BN, i0, i_last, row_in_tile, lt, sl2);
                 wgmma_wait<0>();
