@@ -33,11 +33,12 @@ from fmha_dev import Engine, compile_module, correctness, ragged_mix, run_case  
 
 # First of each head dim: the plugin's shape (the baseline every ratio is taken against).
 ENGINES = {
-    128: ["wst_bf16_d128", "wst_bf16_d128_r240", "wst_bf16_d128_n176", "wst_bf16_d128_s3",
-          "wspt_bf16_d128", "wspt_bf16_d128_n176", "wst_bf16_d128_p1", "wst_bf16_d128_qr", "sm90_bf16_d128"],
-    64: ["wst_bf16_d64_c3", "wst_bf16_d64_c3s3", "wst_bf16_d64_n176", "wspt_bf16_d64_c3", "wst_bf16_d64_c3_p1",
-         "wst_bf16_d64_c3_p2", "sm90_bf16_d64"],
+    128: ["wst_bf16_d128", "wspt_bf16_d128", "wspt_bf16_d128_s3", "wspt_bf16_d128_qr", "wspt_bf16_d128_qrs3",
+          "wst_bf16_d128_s3", "wst_bf16_d128_qr"],
+    64: ["wst_bf16_d64_c3", "wspt_bf16_d64_c3", "wspt_bf16_d64_c3s3", "wspt_bf16_d64_c3s4", "wst_bf16_d64_c3s3"],
 }
+# Checked with the full suite but not timed: the fp16 forms of the candidates.
+CHECK_ONLY = ["wspt_f16_d128_s3", "wspt_f16_d128_qrs3", "wspt_f16_d64_c3s3"]
 PREFIX = "ragged_fmha_fwd_"
 
 
@@ -45,11 +46,15 @@ def head_dim(name):
     return 64 if "_d64" in name else 128
 
 
-def selected(args):
-    names = args.engines or [n for d in (128, 64) for n in ENGINES[d]]
+def selected(args, check_only=False):
+    names = args.engines or [n for d in (128, 64) for n in ENGINES[d]] + (CHECK_ONLY if check_only else [])
     names = [n if n.startswith(PREFIX) else PREFIX + n for n in names]
     skip = {s if s.startswith(PREFIX) else PREFIX + s for s in (args.skip or [])}
     return [n for n in names if n not in skip]
+
+
+def dtype_of(name):
+    return "f16" if "_f16_" in name else "bf16"
 
 
 def build(names):
@@ -62,13 +67,13 @@ def smoke(args):
     START / PASS / FAIL printed around each, so a hang names its engine."""
     import torch
 
-    _, engines = build(selected(args))
+    _, engines = build(selected(args, check_only=True))
     rng = np.random.default_rng(args.seed)
     bad = 0
     for eng in engines:
         print(f"START {eng.name}", flush=True)
-        ok, msg = run_case(torch, eng, "bf16", rng, lq=[300, 0, 190], lkv=[411, 5, 190], h_q=4, h_kv=2, right=0,
-                           br=1, label=f"{eng.name} smoke causal-br")
+        ok, msg = run_case(torch, eng, dtype_of(eng.name), rng, lq=[300, 0, 190], lkv=[411, 5, 190], h_q=4, h_kv=2,
+                           right=0, br=1, label=f"{eng.name} smoke causal-br")
         print(("PASS " if ok else "FAIL ") + msg, flush=True)
         bad += 0 if ok else 1
     return 1 if bad else 0
@@ -136,12 +141,12 @@ def time_all(args):
 
     fmha_dev.PROGRESS = False
     t0 = time.time()
-    names = selected(args)
+    names = selected(args, check_only=True)
     mod, engines = build(names)
     lens = ragged_mix(7)
     print("ragged mix lengths:", lens, flush=True)
     for d in (128, 64):
-        engs = [e for e in engines if e.d == d]
+        engs = [e for e in engines if e.d == d and dtype_of(e.name) == "bf16"]
         if not engs:
             continue
         for causal in (False, True):
@@ -154,12 +159,12 @@ def time_all(args):
     for eng in engines:
         if args.check == "short":
             rng = np.random.default_rng(args.seed)
-            results = [run_case(torch, eng, "bf16", rng, lq=[700, 0, 333, 129], lkv=[650, 7, 333, 500], h_q=4,
-                                h_kv=2, left=left, right=right, br=br, label=f"{eng.name} {m}")
+            results = [run_case(torch, eng, dtype_of(eng.name), rng, lq=[700, 0, 333, 129], lkv=[650, 7, 333, 500],
+                                h_q=4, h_kv=2, left=left, right=right, br=br, label=f"{eng.name} {m}")
                        for m, left, right, br in [("none", -1, -1, 0), ("causal-br", -1, 0, 1),
                                                   ("window-tl", 50, 3, 0)]]
         else:
-            results = correctness(torch, {("bf16", eng.d, eng.d, eng.name): eng}, args.seed)
+            results = correctness(torch, {(dtype_of(eng.name), eng.d, eng.d, eng.name): eng}, args.seed)
         bad = [msg for ok, msg in results if not ok]
         total += len(results)
         n_bad += len(bad)

@@ -119,33 +119,32 @@
 // persistent form with the TMA producer (same shapes, same maps); bench/gpu/NOTES.md, sessions 5 to 7,
 // has the measurements behind the choice. The other head dims always use the wgmma body. _POLY_: how
 // many of every 4 score n-tiles the bodies 3 and 4 exponentiate on the FMA pipe (poly_exp2).
-#define RAGGED_FMHA_SM90_WS_D64 3
-#define RAGGED_FMHA_SM90_WS_D128 3
+#define RAGGED_FMHA_SM90_WS_D64 4
+#define RAGGED_FMHA_SM90_WS_D128 4
 #define RAGGED_FMHA_SM90_POLY_D64 0
 #define RAGGED_FMHA_SM90_POLY_D128 0
 
 #if defined(RAGGED_FMHA_WS_STUDY) && defined(RAGGED_FMHA_WST_STUDY)
-// The TMA-producer study of session 7 (fmha_ws.py --wst): the plugin's wst shapes under study names
-// beside the candidates (wider key blocks, the 24 / 240 register split, 3 stages, the persistent
-// form with TMA), bf16 and fp16; the wgmma body as the fixed reference.
+// The TMA-producer study of session 7 (fmha_ws.py --wst): the non-persistent wst shapes the plugin had
+// before, the persistent form with TMA (wspt) and its variants (3 / 4 stages, Q in registers), bf16
+// and the fp16 of the candidates. Measured and dropped in round 1 (bench/gpu/NOTES.md): BN 176 / 192,
+// the 24 / 240 split on the non-persistent body, poly_exp2 (POLY 1, 2).
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_sm90_bf16_d64, true, 64, 64, 64, 2, 2)
-RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_sm90_bf16_d128, true, 128, 128, 64, 3, 1)
 RAGGED_FMHA_SM90_WST_ENTRY(ragged_fmha_fwd_wst_bf16_d128, true, 128, 128, 2, 2, true, 40, 232, false)
-RAGGED_FMHA_SM90_WST_ENTRY(ragged_fmha_fwd_wst_bf16_d128_r240, true, 128, 128, 2, 2, true, 24, 240, false)
-RAGGED_FMHA_SM90_WST_ENTRY(ragged_fmha_fwd_wst_bf16_d128_n176, true, 128, 176, 2, 2, true, 24, 240, false)
 RAGGED_FMHA_SM90_WST_ENTRY(ragged_fmha_fwd_wst_bf16_d128_s3, true, 128, 128, 3, 2, true, 40, 232, false)
+RAGGED_FMHA_SM90_WSTQ_ENTRY(ragged_fmha_fwd_wst_bf16_d128_qr, true, 128, 128, 2, 2, 24, 240, 0, true)
 RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d128, true, 128, 128, 2, 2, 24, 240, 0)
-RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d128_n176, true, 128, 176, 2, 2, 24, 240, 0)
+RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d128_s3, true, 128, 128, 3, 2, 24, 240, 0)
 RAGGED_FMHA_SM90_WSPTQ_ENTRY(ragged_fmha_fwd_wspt_bf16_d128_qr, true, 128, 128, 2, 2, 24, 240, 0, true)
+RAGGED_FMHA_SM90_WSPTQ_ENTRY(ragged_fmha_fwd_wspt_bf16_d128_qrs3, true, 128, 128, 3, 2, 24, 240, 0, true)
 RAGGED_FMHA_SM90_WST_ENTRY(ragged_fmha_fwd_wst_bf16_d64_c3, true, 64, 128, 2, 3, true, 24, 160, false)
 RAGGED_FMHA_SM90_WST_ENTRY(ragged_fmha_fwd_wst_bf16_d64_c3s3, true, 64, 128, 3, 3, true, 24, 160, false)
-RAGGED_FMHA_SM90_WST_ENTRY(ragged_fmha_fwd_wst_bf16_d64_n176, true, 64, 176, 2, 2, true, 24, 240, false)
 RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d64_c3, true, 64, 128, 2, 3, 24, 160, 0)
-RAGGED_FMHA_SM90_WSTX_ENTRY(ragged_fmha_fwd_wst_bf16_d64_c3_p1, true, 64, 128, 2, 3, 24, 160, 1)
-RAGGED_FMHA_SM90_WSTX_ENTRY(ragged_fmha_fwd_wst_bf16_d64_c3_p2, true, 64, 128, 2, 3, 24, 160, 2)
-RAGGED_FMHA_SM90_WSTX_ENTRY(ragged_fmha_fwd_wst_bf16_d128_p1, true, 128, 128, 2, 2, 40, 232, 1)
-RAGGED_FMHA_SM90_WSTQ_ENTRY(ragged_fmha_fwd_wst_bf16_d128_qr, true, 128, 128, 2, 2, 24, 240, 0, true)
+RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d64_c3s3, true, 64, 128, 3, 3, 24, 160, 0)
+RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d64_c3s4, true, 64, 128, 4, 3, 24, 160, 0)
+RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_f16_d128_s3, false, 128, 128, 3, 2, 24, 240, 0)
+RAGGED_FMHA_SM90_WSPTQ_ENTRY(ragged_fmha_fwd_wspt_f16_d128_qrs3, false, 128, 128, 3, 2, 24, 240, 0, true)
+RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_f16_d64_c3s3, false, 64, 128, 3, 3, 24, 160, 0)
 #endif
 #elif defined(RAGGED_FMHA_WS_STUDY)
 // Only what the benchmark's warp-specialization study needs (a quick compile on the device): the
