@@ -118,11 +118,14 @@
 // the TMA producer (d64: 3 consumer warpgroups, d128: 2), which takes three tensor maps more, 4 = the
 // persistent form with the TMA producer (same shapes, same maps); bench/gpu/NOTES.md, sessions 5 to 7,
 // has the measurements behind the choice. The other head dims always use the wgmma body. _POLY_: how
-// many of every 4 score n-tiles the bodies 3 and 4 exponentiate on the FMA pipe (poly_exp2).
+// many of every 4 score n-tiles the bodies 3 and 4 exponentiate on the FMA pipe (poly_exp2); _STAGES_:
+// the K/V ring depth of body 4.
 #define RAGGED_FMHA_SM90_WS_D64 4
 #define RAGGED_FMHA_SM90_WS_D128 4
 #define RAGGED_FMHA_SM90_POLY_D64 0
 #define RAGGED_FMHA_SM90_POLY_D128 0
+#define RAGGED_FMHA_SM90_STAGES_D64 2
+#define RAGGED_FMHA_SM90_STAGES_D128 2
 
 #if defined(RAGGED_FMHA_WS_STUDY) && defined(RAGGED_FMHA_WST_STUDY)
 // The TMA-producer study of session 7 (fmha_ws.py --wst): the non-persistent wst shapes the plugin had
@@ -184,8 +187,10 @@ RAGGED_FMHA_SM80_ALL(ragged_fmha_fwd_sm80_)
 // The names the plugin launches: the fastest path the compile target allows.
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #if RAGGED_FMHA_SM90_WS_D64 == 4
-RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_bf16_d64, true, 64, 128, 2, 3, 24, 160, RAGGED_FMHA_SM90_POLY_D64)
-RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_f16_d64, false, 64, 128, 2, 3, 24, 160, RAGGED_FMHA_SM90_POLY_D64)
+RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_bf16_d64, true, 64, 128, RAGGED_FMHA_SM90_STAGES_D64, 3, 24, 160,
+                            RAGGED_FMHA_SM90_POLY_D64)
+RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_f16_d64, false, 64, 128, RAGGED_FMHA_SM90_STAGES_D64, 3, 24, 160,
+                            RAGGED_FMHA_SM90_POLY_D64)
 #elif RAGGED_FMHA_SM90_WS_D64 == 3
 RAGGED_FMHA_SM90_WSTX_ENTRY(ragged_fmha_fwd_bf16_d64, true, 64, 128, 2, 3, 24, 160, RAGGED_FMHA_SM90_POLY_D64)
 RAGGED_FMHA_SM90_WSTX_ENTRY(ragged_fmha_fwd_f16_d64, false, 64, 128, 2, 3, 24, 160, RAGGED_FMHA_SM90_POLY_D64)
@@ -202,8 +207,10 @@ RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_f16_d64, false, 64, 64, 64, 2, 2)
 RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_bf16_d96, true, 96, 96, 64, 3, 1)
 RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_f16_d96, false, 96, 96, 64, 3, 1)
 #if RAGGED_FMHA_SM90_WS_D128 == 4
-RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_bf16_d128, true, 128, 128, 2, 2, 24, 240, RAGGED_FMHA_SM90_POLY_D128)
-RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_f16_d128, false, 128, 128, 2, 2, 24, 240, RAGGED_FMHA_SM90_POLY_D128)
+RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_bf16_d128, true, 128, 128, RAGGED_FMHA_SM90_STAGES_D128, 2, 24, 240,
+                            RAGGED_FMHA_SM90_POLY_D128)
+RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_f16_d128, false, 128, 128, RAGGED_FMHA_SM90_STAGES_D128, 2, 24, 240,
+                            RAGGED_FMHA_SM90_POLY_D128)
 #elif RAGGED_FMHA_SM90_WS_D128 == 3
 RAGGED_FMHA_SM90_WSTX_ENTRY(ragged_fmha_fwd_bf16_d128, true, 128, 128, 2, 2, 40, 232, RAGGED_FMHA_SM90_POLY_D128)
 RAGGED_FMHA_SM90_WSTX_ENTRY(ragged_fmha_fwd_f16_d128, false, 128, 128, 2, 2, 40, 232, RAGGED_FMHA_SM90_POLY_D128)
