@@ -87,15 +87,17 @@
 // tensor maps of the wst entries.
 #define RAGGED_FMHA_SM90_WSPT_ENTRY(NAME, BF16, D, BN, STAGES, NC, PREG, CREG, POLY) \
     RAGGED_FMHA_SM90_WSPTQ_ENTRY(NAME, BF16, D, BN, STAGES, NC, PREG, CREG, POLY, false)
-#define RAGGED_FMHA_SM90_WSPTQ_ENTRY(NAME, BF16, D, BN, STAGES, NC, PREG, CREG, POLY, QREG)                    \
+#define RAGGED_FMHA_SM90_WSPTQ_ENTRY(NAME, BF16, D, BN, STAGES, NC, PREG, CREG, POLY, QREG) \
+    RAGGED_FMHA_SM90_WSPTX_ENTRY(NAME, BF16, D, BN, STAGES, NC, PREG, CREG, POLY, QREG, false)
+#define RAGGED_FMHA_SM90_WSPTX_ENTRY(NAME, BF16, D, BN, STAGES, NC, PREG, CREG, POLY, QREG, TREE)              \
     extern "C" {                                                                                             \
     __constant__ int NAME##_config[4] = {64 * NC, BN, 128 * (NC + 1), RAGGED_FMHA_WS_SMEM(D, BN, STAGES, NC) + 16}; \
     __constant__ int NAME##_tma[1] = {1};                                                                    \
     __global__ void __launch_bounds__(128 * (NC + 1), 1)                                                     \
         NAME(RAGGED_FMHA_PARAMS, const __grid_constant__ RaggedTmaMap tm_q, const __grid_constant__ RaggedTmaMap tm_k, \
              const __grid_constant__ RaggedTmaMap tm_v) {                                                    \
-        fmha_fwd_wsp_body<BF16, D, BN, STAGES, NC, PREG, CREG, true, POLY, QREG>(RAGGED_FMHA_ARGS, &tm_q, &tm_k,  \
-                                                                                &tm_v);                      \
+        fmha_fwd_wsp_body<BF16, D, BN, STAGES, NC, PREG, CREG, true, POLY, QREG, TREE>(RAGGED_FMHA_ARGS, &tm_q,   \
+                                                                                      &tm_k, &tm_v);         \
     }                                                                                                        \
     }
 

@@ -22,11 +22,14 @@ __device__ __forceinline__ float poly_exp2(float x) {
 // factor by which the running O rows must be rescaled. The running max m_i is kept on unscaled
 // scores so that scaling and max subtraction fuse into one FFMA per score; a non-positive scale
 // (which reverses the order of the scores) is applied up front instead.
-// POLY of every 4 n-tiles exponentiate with poly_exp2 (0: all on the MUFU unit).
-template <int NS, int POLY = 0>
+// POLY of every 4 n-tiles exponentiate with poly_exp2 (0: all on the MUFU unit). TREE: the row max
+// and row sum as pairwise trees (depth log2(2 NS)) instead of one running value (depth 2 NS), so the
+// exponentials, which wait for the max, start sooner.
+template <int NS, int POLY = 0, bool TREE = false>
 __device__ __forceinline__ void wgmma_softmax_step(float* s, float* m_i, float* l_i, float* corr,
                                                    const RaggedBand& band, int j0, int bn, int i0, int i_last,
                                                    int row_in_tile, int lt, float sl2) {
+    static_assert(!TREE || (NS & (NS - 1)) == 0, "tree reductions over a power of two");
     const float f = sl2 > 0.f ? sl2 : 1.f;
     if (!(sl2 > 0.f)) {
 #pragma unroll
@@ -48,8 +51,20 @@ __device__ __forceinline__ void wgmma_softmax_step(float* s, float* m_i, float* 
 #pragma unroll
     for (int hr = 0; hr < 2; ++hr) {
         float mx = m_i[hr];
+        if constexpr (TREE) {
+            float t[NS];
 #pragma unroll
-        for (int nt = 0; nt < NS; ++nt) mx = fmaxf(mx, fmaxf(s[nt * 4 + 2 * hr], s[nt * 4 + 2 * hr + 1]));
+            for (int nt = 0; nt < NS; ++nt) t[nt] = fmaxf(s[nt * 4 + 2 * hr], s[nt * 4 + 2 * hr + 1]);
+#pragma unroll
+            for (int w = NS / 2; w >= 1; w /= 2)
+#pragma unroll
+                for (int i = 0; i < w; ++i) t[i] = fmaxf(t[i], t[i + w]);
+            mx = fmaxf(mx, t[0]);
+        }
+        else {
+#pragma unroll
+            for (int nt = 0; nt < NS; ++nt) mx = fmaxf(mx, fmaxf(s[nt * 4 + 2 * hr], s[nt * 4 + 2 * hr + 1]));
+        }
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
         // Nothing admitted yet: exponentiate against 0 so every p is exp2(-inf) = 0, never NaN.
@@ -58,6 +73,7 @@ __device__ __forceinline__ void wgmma_softmax_step(float* s, float* m_i, float* 
         corr[hr] = fast_exp2((m_i[hr] - mu) * f);
         m_i[hr] = mx;
         float sum = 0.f;
+        float ts[TREE ? NS : 1];
 #pragma unroll
         for (int nt = 0; nt < NS; ++nt) {
             const bool poly = (nt & 3) >= 4 - POLY;
@@ -67,7 +83,17 @@ __device__ __forceinline__ void wgmma_softmax_step(float* s, float* m_i, float* 
             p1 = poly ? poly_exp2(p1) : fast_exp2(p1);
             s[nt * 4 + 2 * hr] = p0;
             s[nt * 4 + 2 * hr + 1] = p1;
-            sum += p0 + p1;
+            if constexpr (TREE)
+                ts[nt] = p0 + p1;
+            else
+                sum += p0 + p1;
+        }
+        if constexpr (TREE) {
+#pragma unroll
+            for (int w = NS / 2; w >= 1; w /= 2)
+#pragma unroll
+                for (int i = 0; i < w; ++i) ts[i] += ts[i + w];
+            sum = ts[0];
         }
         l_i[hr] = l_i[hr] * corr[hr] + sum;
     }

@@ -40,11 +40,12 @@ __device__ __forceinline__ WsItem ws_item(int w, const RaggedBatch* __restrict__
 __device__ __forceinline__ int ws_static_item(int r, int p, int b) { return r * p + ((r & 1) ? p - 1 - b : b); }
 
 // TMA: the producer is one warp filling tiles through the tensor maps (ws_fill, as in the ws body);
-// the other three warps of its warpgroup leave after setmaxnreg. POLY, QREG: as in fmha_fwd_ws_body;
+// the other three warps of its warpgroup leave after setmaxnreg. POLY, QREG: as in fmha_fwd_ws_body,
+// TREE: as in wgmma_softmax_step;
 // with QREG a consumer warp releases Q as soon as its fragments are in registers, so the producer
 // refills Q with the next item's rows while this item's key loop runs.
 template <bool BF16, int D, int BN, int STAGES, int NC, int PREG, int CREG, bool TMA = false, int POLY = 0,
-          bool QREG = false>
+          bool QREG = false, bool TREE = false>
 __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const RaggedTmaMap* tm_q = nullptr,
                                                   const RaggedTmaMap* tm_k = nullptr,
                                                   const RaggedTmaMap* tm_v = nullptr) {
@@ -228,7 +229,7 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
                     mbar_arrive(k_empty + 8 * st);
                     if (!QREG && nb_first + 1 == nb_last) mbar_arrive(q_empty);
                 }
-                wgmma_softmax_step<NS, POLY>(s, m_i, l_i, corr, band, nb_first * BN, BN, i0, i_last, row_in_tile, lt,
+                wgmma_softmax_step<NS, POLY, TREE>(s, m_i, l_i, corr, band, nb_first * BN, BN, i0, i_last, row_in_tile, lt,
                                        sl2);
                 wgmma_pack_p<BF16, BN>(s, pa);
             }
@@ -268,7 +269,7 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
                     mbar_arrive(k_empty + 8 * st);
                     if (!QREG && nb + 1 == nb_last) mbar_arrive(q_empty);
                 }
-                wgmma_softmax_step<NS, POLY>(s, m_i, l_i, corr, band, nb * BN, BN, i0, i_last, row_in_tile, lt, sl2);
+                wgmma_softmax_step<NS, POLY, TREE>(s, m_i, l_i, corr, band, nb * BN, BN, i0, i_last, row_in_tile, lt, sl2);
                 wgmma_wait<0>();
                 fence_regs<DT * 4>(acc);
                 fence_regs_u32<BN / 4>(&pa[0][0]);
