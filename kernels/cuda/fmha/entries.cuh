@@ -121,35 +121,34 @@
 // persistent form with the TMA producer (same shapes, same maps); bench/gpu/NOTES.md, sessions 5 to 7,
 // has the measurements behind the choice. The other head dims always use the wgmma body. _POLY_: how
 // many of every 4 score n-tiles the bodies 3 and 4 exponentiate on the FMA pipe (poly_exp2); _STAGES_:
-// the K/V ring depth of body 4.
+// the K/V ring depth of body 4; _QREG_: whether body 4 holds Q in registers (S from the register-A
+// wgmma, Q released to the producer once loaded).
 #define RAGGED_FMHA_SM90_WS_D64 4
 #define RAGGED_FMHA_SM90_WS_D128 4
 #define RAGGED_FMHA_SM90_POLY_D64 0
 #define RAGGED_FMHA_SM90_POLY_D128 0
-#define RAGGED_FMHA_SM90_STAGES_D64 2
+#define RAGGED_FMHA_SM90_STAGES_D64 4
 #define RAGGED_FMHA_SM90_STAGES_D128 2
+#define RAGGED_FMHA_SM90_QREG_D64 false
+#define RAGGED_FMHA_SM90_QREG_D128 true
 
 #if defined(RAGGED_FMHA_WS_STUDY) && defined(RAGGED_FMHA_WST_STUDY)
-// The TMA-producer study of session 7 (fmha_ws.py --wst): the non-persistent wst shapes the plugin had
-// before, the persistent form with TMA (wspt) and its variants (3 / 4 stages, Q in registers), bf16
-// and the fp16 of the candidates. Measured and dropped in round 1 (bench/gpu/NOTES.md): BN 176 / 192,
-// the 24 / 240 split on the non-persistent body, poly_exp2 (POLY 1, 2).
+// The TMA-producer study of session 7 (bench/gpu/fmha_wst.py): the non-persistent wst shapes the plugin
+// had before, the persistent form with TMA (wspt, the plugin's since round 2) and its variants (4
+// stages at d64, Q in registers, tree reductions in the softmax). Measured and dropped in rounds 1 and
+// 2 (bench/gpu/NOTES.md): BN 176 / 192, the 24 / 240 split on the non-persistent body, poly_exp2, 3
+// stages at d128.
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 RAGGED_FMHA_SM90_WST_ENTRY(ragged_fmha_fwd_wst_bf16_d128, true, 128, 128, 2, 2, true, 40, 232, false)
-RAGGED_FMHA_SM90_WST_ENTRY(ragged_fmha_fwd_wst_bf16_d128_s3, true, 128, 128, 3, 2, true, 40, 232, false)
-RAGGED_FMHA_SM90_WSTQ_ENTRY(ragged_fmha_fwd_wst_bf16_d128_qr, true, 128, 128, 2, 2, 24, 240, 0, true)
 RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d128, true, 128, 128, 2, 2, 24, 240, 0)
-RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d128_s3, true, 128, 128, 3, 2, 24, 240, 0)
 RAGGED_FMHA_SM90_WSPTQ_ENTRY(ragged_fmha_fwd_wspt_bf16_d128_qr, true, 128, 128, 2, 2, 24, 240, 0, true)
-RAGGED_FMHA_SM90_WSPTQ_ENTRY(ragged_fmha_fwd_wspt_bf16_d128_qrs3, true, 128, 128, 3, 2, 24, 240, 0, true)
+RAGGED_FMHA_SM90_WSPTX_ENTRY(ragged_fmha_fwd_wspt_bf16_d128_tr, true, 128, 128, 2, 2, 24, 240, 0, false, true)
+RAGGED_FMHA_SM90_WSPTX_ENTRY(ragged_fmha_fwd_wspt_bf16_d128_qrtr, true, 128, 128, 2, 2, 24, 240, 0, true, true)
 RAGGED_FMHA_SM90_WST_ENTRY(ragged_fmha_fwd_wst_bf16_d64_c3, true, 64, 128, 2, 3, true, 24, 160, false)
-RAGGED_FMHA_SM90_WST_ENTRY(ragged_fmha_fwd_wst_bf16_d64_c3s3, true, 64, 128, 3, 3, true, 24, 160, false)
 RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d64_c3, true, 64, 128, 2, 3, 24, 160, 0)
-RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d64_c3s3, true, 64, 128, 3, 3, 24, 160, 0)
 RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d64_c3s4, true, 64, 128, 4, 3, 24, 160, 0)
-RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_f16_d128_s3, false, 128, 128, 3, 2, 24, 240, 0)
-RAGGED_FMHA_SM90_WSPTQ_ENTRY(ragged_fmha_fwd_wspt_f16_d128_qrs3, false, 128, 128, 3, 2, 24, 240, 0, true)
-RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_f16_d64_c3s3, false, 64, 128, 3, 3, 24, 160, 0)
+RAGGED_FMHA_SM90_WSPTX_ENTRY(ragged_fmha_fwd_wspt_bf16_d64_c3tr, true, 64, 128, 2, 3, 24, 160, 0, false, true)
+RAGGED_FMHA_SM90_WSPTX_ENTRY(ragged_fmha_fwd_wspt_bf16_d64_c3s4tr, true, 64, 128, 4, 3, 24, 160, 0, false, true)
 #endif
 #elif defined(RAGGED_FMHA_WS_STUDY)
 // Only what the benchmark's warp-specialization study needs (a quick compile on the device): the
@@ -189,10 +188,10 @@ RAGGED_FMHA_SM80_ALL(ragged_fmha_fwd_sm80_)
 // The names the plugin launches: the fastest path the compile target allows.
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #if RAGGED_FMHA_SM90_WS_D64 == 4
-RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_bf16_d64, true, 64, 128, RAGGED_FMHA_SM90_STAGES_D64, 3, 24, 160,
-                            RAGGED_FMHA_SM90_POLY_D64)
-RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_f16_d64, false, 64, 128, RAGGED_FMHA_SM90_STAGES_D64, 3, 24, 160,
-                            RAGGED_FMHA_SM90_POLY_D64)
+RAGGED_FMHA_SM90_WSPTQ_ENTRY(ragged_fmha_fwd_bf16_d64, true, 64, 128, RAGGED_FMHA_SM90_STAGES_D64, 3, 24, 160,
+                             RAGGED_FMHA_SM90_POLY_D64, RAGGED_FMHA_SM90_QREG_D64)
+RAGGED_FMHA_SM90_WSPTQ_ENTRY(ragged_fmha_fwd_f16_d64, false, 64, 128, RAGGED_FMHA_SM90_STAGES_D64, 3, 24, 160,
+                             RAGGED_FMHA_SM90_POLY_D64, RAGGED_FMHA_SM90_QREG_D64)
 #elif RAGGED_FMHA_SM90_WS_D64 == 3
 RAGGED_FMHA_SM90_WSTX_ENTRY(ragged_fmha_fwd_bf16_d64, true, 64, 128, 2, 3, 24, 160, RAGGED_FMHA_SM90_POLY_D64)
 RAGGED_FMHA_SM90_WSTX_ENTRY(ragged_fmha_fwd_f16_d64, false, 64, 128, 2, 3, 24, 160, RAGGED_FMHA_SM90_POLY_D64)
@@ -209,10 +208,10 @@ RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_f16_d64, false, 64, 64, 64, 2, 2)
 RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_bf16_d96, true, 96, 96, 64, 3, 1)
 RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_f16_d96, false, 96, 96, 64, 3, 1)
 #if RAGGED_FMHA_SM90_WS_D128 == 4
-RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_bf16_d128, true, 128, 128, RAGGED_FMHA_SM90_STAGES_D128, 2, 24, 240,
-                            RAGGED_FMHA_SM90_POLY_D128)
-RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_f16_d128, false, 128, 128, RAGGED_FMHA_SM90_STAGES_D128, 2, 24, 240,
-                            RAGGED_FMHA_SM90_POLY_D128)
+RAGGED_FMHA_SM90_WSPTQ_ENTRY(ragged_fmha_fwd_bf16_d128, true, 128, 128, RAGGED_FMHA_SM90_STAGES_D128, 2, 24, 240,
+                             RAGGED_FMHA_SM90_POLY_D128, RAGGED_FMHA_SM90_QREG_D128)
+RAGGED_FMHA_SM90_WSPTQ_ENTRY(ragged_fmha_fwd_f16_d128, false, 128, 128, RAGGED_FMHA_SM90_STAGES_D128, 2, 24, 240,
+                             RAGGED_FMHA_SM90_POLY_D128, RAGGED_FMHA_SM90_QREG_D128)
 #elif RAGGED_FMHA_SM90_WS_D128 == 3
 RAGGED_FMHA_SM90_WSTX_ENTRY(ragged_fmha_fwd_bf16_d128, true, 128, 128, 2, 2, 40, 232, RAGGED_FMHA_SM90_POLY_D128)
 RAGGED_FMHA_SM90_WSTX_ENTRY(ragged_fmha_fwd_f16_d128, false, 128, 128, 2, 2, 40, 232, RAGGED_FMHA_SM90_POLY_D128)
