@@ -17,6 +17,17 @@ __device__ __forceinline__ float poly_exp2(float x) {
     return x < -126.f ? 0.f : __int_as_float((int)bits);
 }
 
+// t[0] = op over t[0 .. 2 W): one pairwise level per W, unrolled at compile time (a loop halving a
+// runtime width left the array in local memory).
+template <int W, bool MAX>
+__device__ __forceinline__ void tree_reduce(float* t) {
+    if constexpr (W >= 1) {
+#pragma unroll
+        for (int i = 0; i < W; ++i) t[i] = MAX ? fmaxf(t[i], t[i + W]) : t[i] + t[i + W];
+        tree_reduce<W / 2, MAX>(t);
+    }
+}
+
 // Mask, online-softmax update and exponentiation of one S block held in wgmma accumulator layout
 // (rows row_in_tile and row_in_tile + 8, columns nt * 8 + 2 * lt + {0, 1}). corr[] receives the
 // factor by which the running O rows must be rescaled. The running max m_i is kept on unscaled
@@ -55,10 +66,7 @@ __device__ __forceinline__ void wgmma_softmax_step(float* s, float* m_i, float* 
             float t[NS];
 #pragma unroll
             for (int nt = 0; nt < NS; ++nt) t[nt] = fmaxf(s[nt * 4 + 2 * hr], s[nt * 4 + 2 * hr + 1]);
-#pragma unroll
-            for (int w = NS / 2; w >= 1; w /= 2)
-#pragma unroll
-                for (int i = 0; i < w; ++i) t[i] = fmaxf(t[i], t[i + w]);
+            tree_reduce<NS / 2, true>(t);
             mx = fmaxf(mx, t[0]);
         }
         else {
@@ -89,10 +97,7 @@ __device__ __forceinline__ void wgmma_softmax_step(float* s, float* m_i, float* 
                 sum += p0 + p1;
         }
         if constexpr (TREE) {
-#pragma unroll
-            for (int w = NS / 2; w >= 1; w /= 2)
-#pragma unroll
-                for (int i = 0; i < w; ++i) ts[i] += ts[i + w];
+            tree_reduce<NS / 2, false>(ts);
             sum = ts[0];
         }
         l_i[hr] = l_i[hr] * corr[hr] + sum;
