@@ -101,7 +101,7 @@ class Engine:
         return {
             "batches": cp.zeros(batch * BATCH_INFO_BYTES // 8, dtype=cp.int64),
             "tiles": cp.zeros(max(1, batch * max_tiles) * 2, dtype=cp.int32),
-            # [0] tile count, [2] the persistent body's work-item counter (both written by the pre-pass)
+            # [0] the tile count (written by the pre-pass); the rest spare, as in the plugin's layout
             "count": cp.zeros(4, dtype=cp.int32),
             "err": cp.zeros(1, dtype=cp.uint32),
         }

@@ -30,7 +30,7 @@ WS_EXTRA = {
     64: ["ragged_fmha_fwd_ws_bf16_d64_c3"],
     128: ["ragged_fmha_fwd_ws_bf16_d128_nopp", "ragged_fmha_fwd_ws_bf16_d128_c3"],
 }
-# The persistent variant (work items drawn from a counter).
+# The persistent variant (a static snake order over the longest-first item list).
 WSP = {("bf16", d, d): f"ragged_fmha_fwd_wsp_bf16_d{d}" for d in (64, 128)}
 WSP_F16 = {("f16", d, d): f"ragged_fmha_fwd_wsp_f16_d{d}" for d in (64, 128)}  # sanitizer case only
 # The wgmma body of sm90.cuh under its own name in the study build (the plugin's body before session 5).

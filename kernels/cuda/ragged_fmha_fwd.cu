@@ -29,6 +29,7 @@
 #include "fmha/sm80.cuh"
 #include "fmha/wgmma_ops.cuh"
 #include "fmha/async_ops.cuh"
+#include "fmha/wgmma_wide.cuh"
 #include "fmha/sm90.cuh"
 #include "fmha/sm90_ws.cuh"
 #include "fmha/sm90_wsp.cuh"

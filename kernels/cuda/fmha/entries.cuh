@@ -57,6 +57,22 @@
     }                                                                                                        \
     }
 
+// A wst entry with POLY of every 4 score n-tiles exponentiated on the FMA pipe (study build).
+#define RAGGED_FMHA_SM90_WSTX_ENTRY(NAME, BF16, D, BN, STAGES, NC, PREG, CREG, POLY) \
+    RAGGED_FMHA_SM90_WSTQ_ENTRY(NAME, BF16, D, BN, STAGES, NC, PREG, CREG, POLY, false)
+// ... and QREG (Q in registers for S = Q K^T).
+#define RAGGED_FMHA_SM90_WSTQ_ENTRY(NAME, BF16, D, BN, STAGES, NC, PREG, CREG, POLY, QREG)                         \
+    extern "C" {                                                                                             \
+    __constant__ int NAME##_config[4] = {64 * NC, BN, 128 * (NC + 1), RAGGED_FMHA_WS_SMEM(D, BN, STAGES, NC)};    \
+    __constant__ int NAME##_tma[1] = {1};                                                                    \
+    __global__ void __launch_bounds__(128 * (NC + 1), 1)                                                     \
+        NAME(RAGGED_FMHA_PARAMS, const __grid_constant__ RaggedTmaMap tm_q, const __grid_constant__ RaggedTmaMap tm_k, \
+             const __grid_constant__ RaggedTmaMap tm_v) {                                                    \
+        fmha_fwd_ws_body<BF16, D, BN, STAGES, NC, true, PREG, CREG, true, false, POLY, QREG>(RAGGED_FMHA_ARGS, &tm_q, \
+                                                                                          &tm_k, &tm_v);     \
+    }                                                                                                        \
+    }
+
 // The persistent variant (sm90_wsp.cuh): same shared memory plus the item slot.
 #define RAGGED_FMHA_SM90_WSP_ENTRY(NAME, BF16, D, BN, STAGES, NC, PREG, CREG)                                  \
     extern "C" {                                                                                             \
@@ -64,6 +80,24 @@
     __constant__ int NAME##_tma[1] = {0};                                                                    \
     __global__ void __launch_bounds__(128 * (NC + 1), 1) NAME(RAGGED_FMHA_PARAMS) {                         \
         fmha_fwd_wsp_body<BF16, D, BN, STAGES, NC, PREG, CREG>(RAGGED_FMHA_ARGS);                            \
+    }                                                                                                        \
+    }
+
+// The persistent variant with the TMA producer: the shared memory of the persistent form, the three
+// tensor maps of the wst entries.
+#define RAGGED_FMHA_SM90_WSPT_ENTRY(NAME, BF16, D, BN, STAGES, NC, PREG, CREG, POLY) \
+    RAGGED_FMHA_SM90_WSPTQ_ENTRY(NAME, BF16, D, BN, STAGES, NC, PREG, CREG, POLY, false)
+#define RAGGED_FMHA_SM90_WSPTQ_ENTRY(NAME, BF16, D, BN, STAGES, NC, PREG, CREG, POLY, QREG) \
+    RAGGED_FMHA_SM90_WSPTX_ENTRY(NAME, BF16, D, BN, STAGES, NC, PREG, CREG, POLY, QREG, false)
+#define RAGGED_FMHA_SM90_WSPTX_ENTRY(NAME, BF16, D, BN, STAGES, NC, PREG, CREG, POLY, QREG, TREE)              \
+    extern "C" {                                                                                             \
+    __constant__ int NAME##_config[4] = {64 * NC, BN, 128 * (NC + 1), RAGGED_FMHA_WS_SMEM(D, BN, STAGES, NC) + 16}; \
+    __constant__ int NAME##_tma[1] = {1};                                                                    \
+    __global__ void __launch_bounds__(128 * (NC + 1), 1)                                                     \
+        NAME(RAGGED_FMHA_PARAMS, const __grid_constant__ RaggedTmaMap tm_q, const __grid_constant__ RaggedTmaMap tm_k, \
+             const __grid_constant__ RaggedTmaMap tm_v) {                                                    \
+        fmha_fwd_wsp_body<BF16, D, BN, STAGES, NC, PREG, CREG, true, POLY, QREG, TREE>(RAGGED_FMHA_ARGS, &tm_q,   \
+                                                                                      &tm_k, &tm_v);         \
     }                                                                                                        \
     }
 
@@ -83,13 +117,40 @@
 
 // Which body the plugin's d64 and d128 names get on sm_90a: 0 = the wgmma body of sm90.cuh, 1 = the
 // warp-specialized body of sm90_ws.cuh, 2 = its persistent form (sm90_wsp.cuh), 3 = the ws body with
-// the TMA producer (d64: 3 consumer warpgroups, d128: 2), which takes three tensor maps more;
-// bench/gpu/NOTES.md, sessions 5 and 6, has the measurements behind the choice. The other head dims
-// always use the wgmma body.
-#define RAGGED_FMHA_SM90_WS_D64 3
-#define RAGGED_FMHA_SM90_WS_D128 3
+// the TMA producer (d64: 3 consumer warpgroups, d128: 2), which takes three tensor maps more, 4 = the
+// persistent form with the TMA producer (same shapes, same maps); bench/gpu/NOTES.md, sessions 5 to 7,
+// has the measurements behind the choice. The other head dims always use the wgmma body. _POLY_: how
+// many of every 4 score n-tiles the bodies 3 and 4 exponentiate on the FMA pipe (poly_exp2); _STAGES_:
+// the K/V ring depth of body 4; _QREG_: whether body 4 holds Q in registers (S from the register-A
+// wgmma, Q released to the producer once loaded).
+#define RAGGED_FMHA_SM90_WS_D64 4
+#define RAGGED_FMHA_SM90_WS_D128 4
+#define RAGGED_FMHA_SM90_POLY_D64 0
+#define RAGGED_FMHA_SM90_POLY_D128 0
+#define RAGGED_FMHA_SM90_STAGES_D64 4
+#define RAGGED_FMHA_SM90_STAGES_D128 2
+#define RAGGED_FMHA_SM90_QREG_D64 false
+#define RAGGED_FMHA_SM90_QREG_D128 true
 
-#if defined(RAGGED_FMHA_WS_STUDY)
+#if defined(RAGGED_FMHA_WS_STUDY) && defined(RAGGED_FMHA_WST_STUDY)
+// The TMA-producer study of session 7 (bench/gpu/fmha_wst.py): the non-persistent wst shapes the plugin
+// had before, the persistent form with TMA (wspt, the plugin's since round 2) and its variants (4
+// stages at d64, Q in registers, tree reductions in the softmax). Measured and dropped in rounds 1 and
+// 2 (bench/gpu/NOTES.md): BN 176 / 192, the 24 / 240 split on the non-persistent body, poly_exp2, 3
+// stages at d128.
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+RAGGED_FMHA_SM90_WST_ENTRY(ragged_fmha_fwd_wst_bf16_d128, true, 128, 128, 2, 2, true, 40, 232, false)
+RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d128, true, 128, 128, 2, 2, 24, 240, 0)
+RAGGED_FMHA_SM90_WSPTQ_ENTRY(ragged_fmha_fwd_wspt_bf16_d128_qr, true, 128, 128, 2, 2, 24, 240, 0, true)
+RAGGED_FMHA_SM90_WSPTX_ENTRY(ragged_fmha_fwd_wspt_bf16_d128_tr, true, 128, 128, 2, 2, 24, 240, 0, false, true)
+RAGGED_FMHA_SM90_WSPTX_ENTRY(ragged_fmha_fwd_wspt_bf16_d128_qrtr, true, 128, 128, 2, 2, 24, 240, 0, true, true)
+RAGGED_FMHA_SM90_WST_ENTRY(ragged_fmha_fwd_wst_bf16_d64_c3, true, 64, 128, 2, 3, true, 24, 160, false)
+RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d64_c3, true, 64, 128, 2, 3, 24, 160, 0)
+RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d64_c3s4, true, 64, 128, 4, 3, 24, 160, 0)
+RAGGED_FMHA_SM90_WSPTX_ENTRY(ragged_fmha_fwd_wspt_bf16_d64_c3tr, true, 64, 128, 2, 3, 24, 160, 0, false, true)
+RAGGED_FMHA_SM90_WSPTX_ENTRY(ragged_fmha_fwd_wspt_bf16_d64_c3s4tr, true, 64, 128, 4, 3, 24, 160, 0, false, true)
+#endif
+#elif defined(RAGGED_FMHA_WS_STUDY)
 // Only what the benchmark's warp-specialization study needs (a quick compile on the device): the
 // wgmma body and the ws bodies of d64 / d128 under their own names, and the ws variants; with
 // -DRAGGED_FMHA_WS_SANITIZE only the fp16 entries of the sanitizer case (fmha_ws.py --sanitize).
@@ -126,9 +187,14 @@ RAGGED_FMHA_SM80_ALL(ragged_fmha_fwd_sm80_)
 
 // The names the plugin launches: the fastest path the compile target allows.
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#if RAGGED_FMHA_SM90_WS_D64 == 3
-RAGGED_FMHA_SM90_WST_ENTRY(ragged_fmha_fwd_bf16_d64, true, 64, 128, 2, 3, true, 24, 160, false)
-RAGGED_FMHA_SM90_WST_ENTRY(ragged_fmha_fwd_f16_d64, false, 64, 128, 2, 3, true, 24, 160, false)
+#if RAGGED_FMHA_SM90_WS_D64 == 4
+RAGGED_FMHA_SM90_WSPTQ_ENTRY(ragged_fmha_fwd_bf16_d64, true, 64, 128, RAGGED_FMHA_SM90_STAGES_D64, 3, 24, 160,
+                             RAGGED_FMHA_SM90_POLY_D64, RAGGED_FMHA_SM90_QREG_D64)
+RAGGED_FMHA_SM90_WSPTQ_ENTRY(ragged_fmha_fwd_f16_d64, false, 64, 128, RAGGED_FMHA_SM90_STAGES_D64, 3, 24, 160,
+                             RAGGED_FMHA_SM90_POLY_D64, RAGGED_FMHA_SM90_QREG_D64)
+#elif RAGGED_FMHA_SM90_WS_D64 == 3
+RAGGED_FMHA_SM90_WSTX_ENTRY(ragged_fmha_fwd_bf16_d64, true, 64, 128, 2, 3, 24, 160, RAGGED_FMHA_SM90_POLY_D64)
+RAGGED_FMHA_SM90_WSTX_ENTRY(ragged_fmha_fwd_f16_d64, false, 64, 128, 2, 3, 24, 160, RAGGED_FMHA_SM90_POLY_D64)
 #elif RAGGED_FMHA_SM90_WS_D64 == 2
 RAGGED_FMHA_SM90_WSP_ENTRY(ragged_fmha_fwd_bf16_d64, true, 64, 128, 2, 2, 40, 232)
 RAGGED_FMHA_SM90_WSP_ENTRY(ragged_fmha_fwd_f16_d64, false, 64, 128, 2, 2, 40, 232)
@@ -141,9 +207,14 @@ RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_f16_d64, false, 64, 64, 64, 2, 2)
 #endif
 RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_bf16_d96, true, 96, 96, 64, 3, 1)
 RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_f16_d96, false, 96, 96, 64, 3, 1)
-#if RAGGED_FMHA_SM90_WS_D128 == 3
-RAGGED_FMHA_SM90_WST_ENTRY(ragged_fmha_fwd_bf16_d128, true, 128, 128, 2, 2, true, 40, 232, false)
-RAGGED_FMHA_SM90_WST_ENTRY(ragged_fmha_fwd_f16_d128, false, 128, 128, 2, 2, true, 40, 232, false)
+#if RAGGED_FMHA_SM90_WS_D128 == 4
+RAGGED_FMHA_SM90_WSPTQ_ENTRY(ragged_fmha_fwd_bf16_d128, true, 128, 128, RAGGED_FMHA_SM90_STAGES_D128, 2, 24, 240,
+                             RAGGED_FMHA_SM90_POLY_D128, RAGGED_FMHA_SM90_QREG_D128)
+RAGGED_FMHA_SM90_WSPTQ_ENTRY(ragged_fmha_fwd_f16_d128, false, 128, 128, RAGGED_FMHA_SM90_STAGES_D128, 2, 24, 240,
+                             RAGGED_FMHA_SM90_POLY_D128, RAGGED_FMHA_SM90_QREG_D128)
+#elif RAGGED_FMHA_SM90_WS_D128 == 3
+RAGGED_FMHA_SM90_WSTX_ENTRY(ragged_fmha_fwd_bf16_d128, true, 128, 128, 2, 2, 40, 232, RAGGED_FMHA_SM90_POLY_D128)
+RAGGED_FMHA_SM90_WSTX_ENTRY(ragged_fmha_fwd_f16_d128, false, 128, 128, 2, 2, 40, 232, RAGGED_FMHA_SM90_POLY_D128)
 #elif RAGGED_FMHA_SM90_WS_D128 == 2
 RAGGED_FMHA_SM90_WSP_ENTRY(ragged_fmha_fwd_bf16_d128, true, 128, 128, 2, 2, 40, 232)
 RAGGED_FMHA_SM90_WSP_ENTRY(ragged_fmha_fwd_f16_d128, false, 128, 128, 2, 2, 40, 232)

@@ -147,10 +147,7 @@ ragged_fmha_prepass(const void* q_off, int q_off_bytes, i64 q_mult, i64 q_seq_st
     const int excl = warp_total[warp] + incl - (v0 + v1);
     base[hi_bucket] = excl;
     base[hi_bucket - 1] = excl + v0;
-    if (tid == RAGGED_PREPASS_THREADS - 1) {
-        *tile_count = excl + v0 + v1;
-        tile_count[2] = 0;  // the persistent forward body's work-item counter (kernels/cuda/README.md)
-    }
+    if (tid == RAGGED_PREPASS_THREADS - 1) *tile_count = excl + v0 + v1;
     __syncthreads();
 
     for (i64 idx = tid; idx < flat; idx += RAGGED_PREPASS_THREADS) {

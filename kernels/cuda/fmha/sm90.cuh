@@ -2,15 +2,45 @@
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 
+// 2^x for x <= 0 (or -inf) on the FMA pipe instead of the MUFU unit, whose ex2 rate (16 per clock
+// per SM) is the tensor cores' score rate at D 64: the nearest integer n of x goes to the exponent
+// bits, 2^(x - n) on [-1/2, 1/2] is a cubic (relative error 7.7e-5, far below the bf16 / fp16
+// rounding of P); x < -126 (masked scores included) gives exactly 0, as ex2.approx.ftz does.
+__device__ __forceinline__ float poly_exp2(float x) {
+    const float xc = fmaxf(x, -126.f);
+    const float t = xc + 12582912.f;  // 1.5 * 2^23: the sum's low mantissa bits hold round(xc)
+    const float f = xc - (t - 12582912.f);
+    float p = fmaf(0.0550886838f, f, 0.242604051f);
+    p = fmaf(p, f, 0.693276242f);
+    p = fmaf(p, f, 0.99992894f);
+    const u32 bits = (u32)__float_as_int(p) + (((u32)__float_as_int(t) - 0x4B400000u) << 23);
+    return x < -126.f ? 0.f : __int_as_float((int)bits);
+}
+
+// t[0] = op over t[0 .. 2 W): one pairwise level per W, unrolled at compile time (a loop halving a
+// runtime width left the array in local memory).
+template <int W, bool MAX>
+__device__ __forceinline__ void tree_reduce(float* t) {
+    if constexpr (W >= 1) {
+#pragma unroll
+        for (int i = 0; i < W; ++i) t[i] = MAX ? fmaxf(t[i], t[i + W]) : t[i] + t[i + W];
+        tree_reduce<W / 2, MAX>(t);
+    }
+}
+
 // Mask, online-softmax update and exponentiation of one S block held in wgmma accumulator layout
 // (rows row_in_tile and row_in_tile + 8, columns nt * 8 + 2 * lt + {0, 1}). corr[] receives the
 // factor by which the running O rows must be rescaled. The running max m_i is kept on unscaled
 // scores so that scaling and max subtraction fuse into one FFMA per score; a non-positive scale
 // (which reverses the order of the scores) is applied up front instead.
-template <int NS>
+// POLY of every 4 n-tiles exponentiate with poly_exp2 (0: all on the MUFU unit). TREE: the row max
+// and row sum as pairwise trees (depth log2(2 NS)) instead of one running value (depth 2 NS), so the
+// exponentials, which wait for the max, start sooner.
+template <int NS, int POLY = 0, bool TREE = false>
 __device__ __forceinline__ void wgmma_softmax_step(float* s, float* m_i, float* l_i, float* corr,
                                                    const RaggedBand& band, int j0, int bn, int i0, int i_last,
                                                    int row_in_tile, int lt, float sl2) {
+    static_assert(!TREE || (NS & (NS - 1)) == 0, "tree reductions over a power of two");
     const float f = sl2 > 0.f ? sl2 : 1.f;
     if (!(sl2 > 0.f)) {
 #pragma unroll
@@ -32,8 +62,17 @@ __device__ __forceinline__ void wgmma_softmax_step(float* s, float* m_i, float* 
 #pragma unroll
     for (int hr = 0; hr < 2; ++hr) {
         float mx = m_i[hr];
+        if constexpr (TREE) {
+            float t[NS];
 #pragma unroll
-        for (int nt = 0; nt < NS; ++nt) mx = fmaxf(mx, fmaxf(s[nt * 4 + 2 * hr], s[nt * 4 + 2 * hr + 1]));
+            for (int nt = 0; nt < NS; ++nt) t[nt] = fmaxf(s[nt * 4 + 2 * hr], s[nt * 4 + 2 * hr + 1]);
+            tree_reduce<NS / 2, true>(t);
+            mx = fmaxf(mx, t[0]);
+        }
+        else {
+#pragma unroll
+            for (int nt = 0; nt < NS; ++nt) mx = fmaxf(mx, fmaxf(s[nt * 4 + 2 * hr], s[nt * 4 + 2 * hr + 1]));
+        }
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
         // Nothing admitted yet: exponentiate against 0 so every p is exp2(-inf) = 0, never NaN.
@@ -42,13 +81,24 @@ __device__ __forceinline__ void wgmma_softmax_step(float* s, float* m_i, float* 
         corr[hr] = fast_exp2((m_i[hr] - mu) * f);
         m_i[hr] = mx;
         float sum = 0.f;
+        float ts[TREE ? NS : 1];
 #pragma unroll
         for (int nt = 0; nt < NS; ++nt) {
-            float p0 = fast_exp2(fmaf(s[nt * 4 + 2 * hr], f, neg_mu_f));
-            float p1 = fast_exp2(fmaf(s[nt * 4 + 2 * hr + 1], f, neg_mu_f));
+            const bool poly = (nt & 3) >= 4 - POLY;
+            float p0 = fmaf(s[nt * 4 + 2 * hr], f, neg_mu_f);
+            p0 = poly ? poly_exp2(p0) : fast_exp2(p0);
+            float p1 = fmaf(s[nt * 4 + 2 * hr + 1], f, neg_mu_f);
+            p1 = poly ? poly_exp2(p1) : fast_exp2(p1);
             s[nt * 4 + 2 * hr] = p0;
             s[nt * 4 + 2 * hr + 1] = p1;
-            sum += p0 + p1;
+            if constexpr (TREE)
+                ts[nt] = p0 + p1;
+            else
+                sum += p0 + p1;
+        }
+        if constexpr (TREE) {
+            tree_reduce<NS / 2, false>(ts);
+            sum = ts[0];
         }
         l_i[hr] = l_i[hr] * corr[hr] + sum;
     }

@@ -85,8 +85,12 @@ __device__ __forceinline__ void ws_turn_pass(int c) {
 // cp.async and the maps are not used (null).
 // LAZY: skip the O rescale of a block when no row of the warp changed its running max (every corr
 // factor exactly 1, so the product would be the identity).
+// POLY: how many of every 4 score n-tiles are exponentiated on the FMA pipe (poly_exp2).
+// QREG: each consumer loads its 64 Q rows into registers once (ldmatrix, the A-fragment layout) and
+// S = Q K^T reads only K from shared memory, which removes the A operand's shared-memory reads
+// (a third of S's operand traffic at BN 128) for D / 2 registers per thread.
 template <bool BF16, int D, int BN, int STAGES, int NC, bool PINGPONG, int PREG, int CREG, bool TMA = false,
-          bool LAZY = false>
+          bool LAZY = false, int POLY = 0, bool QREG = false>
 __device__ __forceinline__ void fmha_fwd_ws_body(RAGGED_FMHA_PARAMS, const RaggedTmaMap* tm_q = nullptr,
                                                  const RaggedTmaMap* tm_k = nullptr,
                                                  const RaggedTmaMap* tm_v = nullptr) {
@@ -97,7 +101,8 @@ __device__ __forceinline__ void fmha_fwd_ws_body(RAGGED_FMHA_PARAMS, const Ragge
     constexpr int DT = D / 8;
     constexpr u32 Q_BYTES = BM * D * 2;
     constexpr u32 KV_BYTES = BN * D * 2;
-    static_assert((D == 64 || D == 128) && (BN == 64 || BN == 128) && STAGES >= 2, "ws tile shapes");
+    static_assert((D == 64 || D == 128) && (BN == 64 || BN == 128 || (TMA && (BN == 176 || BN == 192))) && STAGES >= 2,
+                  "ws tile shapes");
 
     extern __shared__ __align__(128) unsigned char smem_raw[];
     const u32 s_q = (smem_addr(smem_raw) + 1023u) & ~1023u;
@@ -196,22 +201,38 @@ __device__ __forceinline__ void fmha_fwd_ws_body(RAGGED_FMHA_PARAMS, const Ragge
         float corr[2];
 
         mbar_wait(q_full, 0);
+        u32 qa[QREG ? KS : 1][4];
+        if constexpr (QREG) {
+            static_assert(BN == 64 || BN == 128, "Q in registers: S widths");
+            // ldmatrix x4: lanes 0-7 / 8-15 address rows 0-7 / 8-15 of the warp's 16 at chunk 2 ks,
+            // lanes 16-31 the same rows at chunk 2 ks + 1: registers a0..a3 of the k16 fragment.
+            const int qr = c * 64 + ((tid >> 5) & 3) * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
+#pragma unroll
+            for (int ks = 0; ks < KS; ++ks)
+                ldsm_x4(s_q + sw128<BM>(qr, 2 * ks + (lane >> 4)), qa[ks][0], qa[ks][1], qa[ks][2], qa[ks][3]);
+        }
         mbar_wait(k_full, 0);
         fence_proxy_async();
         ws_turn_wait<PINGPONG, NC>(c);
         wgmma_fence();
 #pragma unroll
         for (int ks = 0; ks < KS; ++ks) {
-            u64 da = sw128_desc(s_q + (ks >> 2) * (BM * 128) + c * (64 * 128) + (ks & 3) * 32, 16, 1024);
-            u64 db = sw128_desc(s_k + (ks >> 2) * (BN * 128) + (ks & 3) * 32, 16, 1024);
-            wgmma_ss<BF16, BN>(s, da, db, ks > 0);
+            if constexpr (QREG) {
+                u64 db = sw128_desc(s_k + (ks >> 2) * (BN * 128) + (ks & 3) * 32, 16, 1024);
+                wgmma_rs_k<BF16, (QREG ? BN : 64)>(s, qa[ks], db, ks > 0);
+            }
+            else {
+                u64 da = sw128_desc(s_q + (ks >> 2) * (BM * 128) + c * (64 * 128) + (ks & 3) * 32, 16, 1024);
+                u64 db = sw128_desc(s_k + (ks >> 2) * (BN * 128) + (ks & 3) * 32, 16, 1024);
+                wgmma_ss_any<BF16, BN>(s, da, db, ks > 0);
+            }
         }
         wgmma_commit();
         ws_turn_pass<PINGPONG, NC>(c);
         wgmma_wait<0>();
         fence_regs<NS * 4>(s);
         if (lane == 0) mbar_arrive(k_empty);
-        wgmma_softmax_step<NS>(s, m_i, l_i, corr, band, nb_first * BN, BN, i0, i_last, row_in_tile, lt, sl2);
+        wgmma_softmax_step<NS, POLY>(s, m_i, l_i, corr, band, nb_first * BN, BN, i0, i_last, row_in_tile, lt, sl2);
         wgmma_pack_p<BF16, BN>(s, pa);
 
 #pragma unroll 1
@@ -231,9 +252,15 @@ __device__ __forceinline__ void fmha_fwd_ws_body(RAGGED_FMHA_PARAMS, const Ragge
             wgmma_fence();
 #pragma unroll
             for (int ks = 0; ks < KS; ++ks) {
-                u64 da = sw128_desc(s_q + (ks >> 2) * (BM * 128) + c * (64 * 128) + (ks & 3) * 32, 16, 1024);
-                u64 db = sw128_desc(kb + (ks >> 2) * (BN * 128) + (ks & 3) * 32, 16, 1024);
-                wgmma_ss<BF16, BN>(s, da, db, ks > 0);
+                if constexpr (QREG) {
+                    u64 db = sw128_desc(kb + (ks >> 2) * (BN * 128) + (ks & 3) * 32, 16, 1024);
+                    wgmma_rs_k<BF16, (QREG ? BN : 64)>(s, qa[ks], db, ks > 0);
+                }
+                else {
+                    u64 da = sw128_desc(s_q + (ks >> 2) * (BM * 128) + c * (64 * 128) + (ks & 3) * 32, 16, 1024);
+                    u64 db = sw128_desc(kb + (ks >> 2) * (BN * 128) + (ks & 3) * 32, 16, 1024);
+                    wgmma_ss_any<BF16, BN>(s, da, db, ks > 0);
+                }
             }
             wgmma_commit();
 #pragma unroll
@@ -243,7 +270,7 @@ __device__ __forceinline__ void fmha_fwd_ws_body(RAGGED_FMHA_PARAMS, const Ragge
             wgmma_wait<1>();
             fence_regs<NS * 4>(s);
             if (lane == 0) mbar_arrive(k_empty + 8 * st);
-            wgmma_softmax_step<NS>(s, m_i, l_i, corr, band, nb * BN, BN, i0, i_last, row_in_tile, lt, sl2);
+            wgmma_softmax_step<NS, POLY>(s, m_i, l_i, corr, band, nb * BN, BN, i0, i_last, row_in_tile, lt, sl2);
             wgmma_wait<0>();
             fence_regs<DT * 4>(acc);
             fence_regs_u32<BN / 4>(&pa[0][0]);

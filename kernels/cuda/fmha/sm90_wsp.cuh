@@ -1,15 +1,17 @@
 // Part of kernels/cuda/ragged_fmha_fwd.cu (the persistent warp-specialized Hopper body); included in that file's order, not on its own.
 
 // ---------------------------------------------------------------------------------------------
-// Persistent variant of the warp-specialized body (sm90_ws.cuh): a block takes work items (query
-// tile, head) one after another, in the pre-pass's longest-first order, from a counter in the
-// workspace (tile_count[2], zeroed by the pre-pass of the same execute) until the list is
-// exhausted; the producer's thread 0 draws and publishes each index to the consumers through a
-// shared slot guarded by the Q barriers. The producer runs ahead into the next item while the
-// consumers finish the current one: Q has its own full / empty barrier pair (the consumers release
-// Q after their last S = Q K^T), the K/V ring's phases run on across items, and O goes from
-// registers straight to global memory (no staging through Q's shared memory, which the producer
-// may already be refilling).
+// Persistent variant of the warp-specialized body (sm90_ws.cuh): P = min(SM count, grid) blocks stay
+// resident and walk the pre-pass's longest-first list of work items (query tile, head) in a static
+// snake order: in round r block b takes item r P + b (r even) or r P + P - 1 - b (r odd), so every
+// round hands out P items of nearly equal cost and the alternation evens out what is left. The
+// producer and the consumers compute the same sequence, so no item index is handed over (an earlier
+// form drew items from an atomic counter and published them through a shared slot, which
+// compute-sanitizer's racecheck reported although it was ordered by barriers: NOTES.md, sessions 5
+// and 6). The producer runs ahead into the next item while the consumers finish the current one: Q
+// has its own full / empty barrier pair (the consumers release Q after their last S = Q K^T), the
+// K/V ring's phases run on across items, and O goes from registers straight to global memory (no
+// staging through Q's shared memory, which the producer may already be refilling).
 // ---------------------------------------------------------------------------------------------
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 
@@ -34,26 +36,34 @@ __device__ __forceinline__ WsItem ws_item(int w, const RaggedBatch* __restrict__
     return it;
 }
 
-template <bool BF16, int D, int BN, int STAGES, int NC, int PREG, int CREG>
-__device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS) {
+// Item of round r for block b of P (the snake order above).
+__device__ __forceinline__ int ws_static_item(int r, int p, int b) { return r * p + ((r & 1) ? p - 1 - b : b); }
+
+// TMA: the producer is one warp filling tiles through the tensor maps (ws_fill, as in the ws body);
+// the other three warps of its warpgroup leave after setmaxnreg. POLY, QREG: as in fmha_fwd_ws_body,
+// TREE: as in wgmma_softmax_step;
+// with QREG a consumer warp releases Q as soon as its fragments are in registers, so the producer
+// refills Q with the next item's rows while this item's key loop runs.
+template <bool BF16, int D, int BN, int STAGES, int NC, int PREG, int CREG, bool TMA = false, int POLY = 0,
+          bool QREG = false, bool TREE = false>
+__device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const RaggedTmaMap* tm_q = nullptr,
+                                                  const RaggedTmaMap* tm_k = nullptr,
+                                                  const RaggedTmaMap* tm_v = nullptr) {
     constexpr int BM = 64 * NC;
     constexpr int KS = D / 16;
     constexpr int NS = BN / 8;
     constexpr int DT = D / 8;
     constexpr u32 Q_BYTES = BM * D * 2;
     constexpr u32 KV_BYTES = BN * D * 2;
-    // Named barriers of the item slot: the producer's first warp and the consumers.
-    constexpr int BAR_SLOT_FULL = RAGGED_WS_BAR_TURN + NC + 1;
-    constexpr int BAR_SLOT_EMPTY = BAR_SLOT_FULL + 1;
-    constexpr int SLOT_THREADS = 32 + 128 * NC;
-    static_assert((D == 64 || D == 128) && (BN == 64 || BN == 128) && STAGES >= 2, "ws tile shapes");
+    constexpr u32 FILL_ARRIVALS = TMA ? 1 : 128;
+    static_assert((D == 64 || D == 128) && (BN == 64 || BN == 128 || (TMA && (BN == 176 || BN == 192))) && STAGES >= 2,
+                  "ws tile shapes");
 
     extern __shared__ __align__(128) unsigned char smem_raw[];
     const u32 s_q = (smem_addr(smem_raw) + 1023u) & ~1023u;
     const u32 s_k = s_q + Q_BYTES;
     const u32 s_v = s_k + STAGES * KV_BYTES;
-    // mbarriers: q_full, q_empty, k_full[S], k_empty[S], v_full[S], v_empty[S]; then the slot
-    // through which the producer tells the consumers which work item comes next.
+    // mbarriers: q_full, q_empty, k_full[S], k_empty[S], v_full[S], v_empty[S].
     const u32 bars = s_v + STAGES * KV_BYTES;
     const u32 q_full = bars;
     const u32 q_empty = bars + 8;
@@ -61,27 +71,27 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS) {
     const u32 k_empty = k_full + 8 * STAGES;
     const u32 v_full = k_empty + 8 * STAGES;
     const u32 v_empty = v_full + 8 * STAGES;
-    const u32 item_slot = v_empty + 8 * STAGES;
 
-    // One block per SM is resident (shared memory): blocks past the SM count would only find the
-    // list exhausted, so they leave before touching anything (the host's grid is the item count).
+    // One block per SM is resident (shared memory, registers): P = min(SM count, grid) blocks work,
+    // the others leave before touching anything. If the grid is smaller than the SM count it is still
+    // at least the item count (the host's grid bounds the tile list), so round 0 covers every item.
     u32 nsm;
     asm("mov.u32 %0, %%nsmid;\n" : "=r"(nsm));
-    if (blockIdx.x >= nsm) return;
+    const int P = (int)(nsm < gridDim.x ? nsm : gridDim.x);
+    if ((int)blockIdx.x >= P) return;
     const int total = *tile_count * h_q;
-    int* next_item = const_cast<int*>(tile_count) + 2;
     const int tid = threadIdx.x;
     const int wg = tid >> 7;
 
     if (tid == 0) {
-        // q_full: per item, 128 asynchronous arrivals (the Q copies; plain arrivals when the item
-        // has no Q to load) + one plain arrival of the thread that published the item index.
-        mbar_init(q_full, 129);
+        // q_full: per item with keys, the Q fill's arrivals (128 asynchronous ones, or one TMA /
+        // tracked-copy arrival).
+        mbar_init(q_full, FILL_ARRIVALS);
         mbar_init(q_empty, 4 * NC);
 #pragma unroll
         for (int s = 0; s < STAGES; ++s) {
-            mbar_init(k_full + 8 * s, 128);
-            mbar_init(v_full + 8 * s, 128);
+            mbar_init(k_full + 8 * s, FILL_ARRIVALS);
+            mbar_init(v_full + 8 * s, FILL_ARRIVALS);
             mbar_init(k_empty + 8 * s, 4 * NC);
             mbar_init(v_empty + 8 * s, 4 * NC);
         }
@@ -93,55 +103,53 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS) {
         // ---------------- producer ----------------
         setmaxnreg_dec<PREG>();
         const int t = tid;
+        if (TMA && t >= 32) return;
         int kv = 0;  // K/V blocks loaded so far (ring position)
+        int qi = 0;  // items with key blocks so far (fills of the Q buffer)
 #pragma unroll 1
-        for (int qn = 0;; ++qn) {
-            // The item slot and Q are free again once every consumer warp released the last Q.
-            mbar_wait(q_empty, (u32)((qn & 1) ^ 1));
-            if (t < 32) {
-                // The slot itself is handed over with named barriers (not only through q_full), so that
-                // its reuse is ordered by what compute-sanitizer's racecheck models: the consumers have
-                // read the previous index (SLOT_EMPTY) before thread 0 writes the next (SLOT_FULL).
-                if (qn > 0) named_bar_sync(BAR_SLOT_EMPTY, SLOT_THREADS);
-                if (t == 0) {
-                    const int w = atomicAdd(next_item, 1);
-                    asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(item_slot), "r"(w) : "memory");
-                }
-                named_bar_arrive(BAR_SLOT_FULL, SLOT_THREADS);
-            }
-            named_bar_sync(RAGGED_WS_BAR_TURN + NC, 128);
-            int w;
-            asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(w) : "r"(item_slot) : "memory");
-            // Every producer thread has read the slot before thread 0 may overwrite it for the next
-            // item (otherwise only ordered through the asynchronous cp.async arrivals on q_full).
-            named_bar_sync(RAGGED_WS_BAR_TURN + NC, 128);
-            if (t == 0) mbar_arrive(q_full);
-            if (w >= total) {
-                mbar_arrive(q_full);
-                break;
-            }
+        for (int r = 0;; ++r) {
+            const int w = ws_static_item(r, P, (int)blockIdx.x);
+            if (w >= total) break;
             const WsItem it = ws_item(w, batches, tiles, h_q, mask_left, mask_right, bottom_right, BM, BN);
-            if (it.nb_first >= it.nb_last) {
-                mbar_arrive(q_full);
-                continue;
-            }
+            if (it.nb_first >= it.nb_last) continue;  // no Q, no keys: the consumers only store O = 0
+            // Q is free again once every consumer warp released the previous item's Q.
+            mbar_wait(q_empty, (u32)((qi & 1) ^ 1));
+            ++qi;
             const int g = it.h / (h_q / h_kv);
             const u16* qp = q + (it.bt.q_tok + it.i0) * q_seq + (i64)it.h * q_head;
             const u16* kp = k + it.bt.kv_tok * k_seq + (i64)g * k_head;
             const u16* vp = v + it.bt.kv_tok * v_seq + (i64)g * v_head;
-            ws_load_tile<D, BM>(s_q, qp, q_seq, it.rows, q, t);
-            cp_async_mbar_arrive(q_full);
+            if (TMA) {
+                ws_fill<D, BM>(q_full, s_q, tm_q, it.h, (int)(it.bt.q_tok + it.i0), it.rows, qp, q_seq, q, t);
+            }
+            else {
+                ws_load_tile<D, BM>(s_q, qp, q_seq, it.rows, q, t);
+                cp_async_mbar_arrive(q_full);
+            }
 #pragma unroll 1
             for (int nb = it.nb_first; nb < it.nb_last; ++nb, ++kv) {
                 const int st = kv % STAGES;
                 const u32 ph = (u32)((kv / STAGES) & 1);
                 const int j0 = nb * BN;
+                const int row = (int)(it.bt.kv_tok + j0);
                 mbar_wait(k_empty + 8 * st, ph ^ 1u);
-                ws_load_tile<D, BN>(s_k + st * KV_BYTES, kp + (i64)j0 * k_seq, k_seq, it.bt.lkv - j0, k, t);
-                cp_async_mbar_arrive(k_full + 8 * st);
+                if (TMA) {
+                    ws_fill<D, BN>(k_full + 8 * st, s_k + st * KV_BYTES, tm_k, g, row, it.bt.lkv - j0,
+                                   kp + (i64)j0 * k_seq, k_seq, k, t);
+                }
+                else {
+                    ws_load_tile<D, BN>(s_k + st * KV_BYTES, kp + (i64)j0 * k_seq, k_seq, it.bt.lkv - j0, k, t);
+                    cp_async_mbar_arrive(k_full + 8 * st);
+                }
                 mbar_wait(v_empty + 8 * st, ph ^ 1u);
-                ws_load_tile<D, BN>(s_v + st * KV_BYTES, vp + (i64)j0 * v_seq, v_seq, it.bt.lkv - j0, v, t);
-                cp_async_mbar_arrive(v_full + 8 * st);
+                if (TMA) {
+                    ws_fill<D, BN>(v_full + 8 * st, s_v + st * KV_BYTES, tm_v, g, row, it.bt.lkv - j0,
+                                   vp + (i64)j0 * v_seq, v_seq, v, t);
+                }
+                else {
+                    ws_load_tile<D, BN>(s_v + st * KV_BYTES, vp + (i64)j0 * v_seq, v_seq, it.bt.lkv - j0, v, t);
+                    cp_async_mbar_arrive(v_full + 8 * st);
+                }
             }
         }
         asm volatile("cp.async.wait_all;\n" ::: "memory");
@@ -156,20 +164,20 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS) {
     const int lt = lane & 3;
     const float sl2 = scale * 1.4426950408889634f;
     int kv = 0;
+    int qi = 0;
 
     if (c == NC - 1) named_bar_arrive(RAGGED_WS_BAR_TURN + 0, 256);
 
 #pragma unroll 1
-    for (int qn = 0;; ++qn) {
-        mbar_wait(q_full, (u32)(qn & 1));
-        named_bar_sync(BAR_SLOT_FULL, SLOT_THREADS);
-        int w;
-        asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(w) : "r"(item_slot) : "memory");
-        if (w >= total) break;  // the producer has stopped: no hand-back
-        named_bar_arrive(BAR_SLOT_EMPTY, SLOT_THREADS);
+    for (int r = 0;; ++r) {
+        const int w = ws_static_item(r, P, (int)blockIdx.x);
+        if (w >= total) break;
         const WsItem it = ws_item(w, batches, tiles, h_q, mask_left, mask_right, bottom_right, BM, BN);
-        // An item without key blocks has no Q in flight: release the slot at once.
-        if (it.nb_first >= it.nb_last && lane == 0) mbar_arrive(q_empty);
+        // Only an item with key blocks has a Q in flight.
+        if (it.nb_first < it.nb_last) {
+            mbar_wait(q_full, (u32)(qi & 1));
+            ++qi;
+        }
         const RaggedBand band = make_band(it.bt.lq, it.bt.lkv, mask_left, mask_right, bottom_right);
         const int i0 = it.i0;
         float acc[DT * 4];
@@ -184,6 +192,16 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS) {
             u32 pa[BN / 16][4];
             float corr[2];
             const int nb_first = it.nb_first, nb_last = it.nb_last;
+            u32 qa[QREG ? KS : 1][4];
+            if constexpr (QREG) {
+                static_assert(BN == 64 || BN == 128, "Q in registers: S widths");
+                const int qr = c * 64 + ((tid >> 5) & 3) * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
+#pragma unroll
+                for (int ks = 0; ks < KS; ++ks)
+                    ldsm_x4(s_q + sw128<BM>(qr, 2 * ks + (lane >> 4)), qa[ks][0], qa[ks][1], qa[ks][2], qa[ks][3]);
+                __syncwarp();
+                if (lane == 0) mbar_arrive(q_empty);
+            }
 
             {
                 const int st = kv % STAGES;
@@ -193,9 +211,15 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS) {
                 wgmma_fence();
 #pragma unroll
                 for (int ks = 0; ks < KS; ++ks) {
-                    u64 da = sw128_desc(s_q + (ks >> 2) * (BM * 128) + c * (64 * 128) + (ks & 3) * 32, 16, 1024);
-                    u64 db = sw128_desc(s_k + st * KV_BYTES + (ks >> 2) * (BN * 128) + (ks & 3) * 32, 16, 1024);
-                    wgmma_ss<BF16, BN>(s, da, db, ks > 0);
+                    if constexpr (QREG) {
+                        u64 db = sw128_desc(s_k + st * KV_BYTES + (ks >> 2) * (BN * 128) + (ks & 3) * 32, 16, 1024);
+                        wgmma_rs_k<BF16, (QREG ? BN : 64)>(s, qa[ks], db, ks > 0);
+                    }
+                    else {
+                        u64 da = sw128_desc(s_q + (ks >> 2) * (BM * 128) + c * (64 * 128) + (ks & 3) * 32, 16, 1024);
+                        u64 db = sw128_desc(s_k + st * KV_BYTES + (ks >> 2) * (BN * 128) + (ks & 3) * 32, 16, 1024);
+                        wgmma_ss_any<BF16, BN>(s, da, db, ks > 0);
+                    }
                 }
                 wgmma_commit();
                 ws_turn_pass<true, NC>(c);
@@ -203,9 +227,9 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS) {
                 fence_regs<NS * 4>(s);
                 if (lane == 0) {
                     mbar_arrive(k_empty + 8 * st);
-                    if (nb_first + 1 == nb_last) mbar_arrive(q_empty);
+                    if (!QREG && nb_first + 1 == nb_last) mbar_arrive(q_empty);
                 }
-                wgmma_softmax_step<NS>(s, m_i, l_i, corr, band, nb_first * BN, BN, i0, i_last, row_in_tile, lt,
+                wgmma_softmax_step<NS, POLY, TREE>(s, m_i, l_i, corr, band, nb_first * BN, BN, i0, i_last, row_in_tile, lt,
                                        sl2);
                 wgmma_pack_p<BF16, BN>(s, pa);
             }
@@ -216,16 +240,23 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS) {
                 const int sp = kv % STAGES;
                 mbar_wait(k_full + 8 * st, (u32)(((kv + 1) / STAGES) & 1));
                 mbar_wait(v_full + 8 * sp, (u32)((kv / STAGES) & 1));
-                fence_proxy_async();
+                // With TMA only a tail block (cp.async, generic proxy) needs the fence: the last K.
+                if (!TMA || nb + 1 == nb_last) fence_proxy_async();
                 const u32 kb = s_k + st * KV_BYTES;
                 const u32 vb_prev = s_v + sp * KV_BYTES;
                 ws_turn_wait<true, NC>(c);
                 wgmma_fence();
 #pragma unroll
                 for (int ks = 0; ks < KS; ++ks) {
-                    u64 da = sw128_desc(s_q + (ks >> 2) * (BM * 128) + c * (64 * 128) + (ks & 3) * 32, 16, 1024);
-                    u64 db = sw128_desc(kb + (ks >> 2) * (BN * 128) + (ks & 3) * 32, 16, 1024);
-                    wgmma_ss<BF16, BN>(s, da, db, ks > 0);
+                    if constexpr (QREG) {
+                        u64 db = sw128_desc(kb + (ks >> 2) * (BN * 128) + (ks & 3) * 32, 16, 1024);
+                        wgmma_rs_k<BF16, (QREG ? BN : 64)>(s, qa[ks], db, ks > 0);
+                    }
+                    else {
+                        u64 da = sw128_desc(s_q + (ks >> 2) * (BM * 128) + c * (64 * 128) + (ks & 3) * 32, 16, 1024);
+                        u64 db = sw128_desc(kb + (ks >> 2) * (BN * 128) + (ks & 3) * 32, 16, 1024);
+                        wgmma_ss_any<BF16, BN>(s, da, db, ks > 0);
+                    }
                 }
                 wgmma_commit();
 #pragma unroll
@@ -236,9 +267,9 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS) {
                 fence_regs<NS * 4>(s);
                 if (lane == 0) {
                     mbar_arrive(k_empty + 8 * st);
-                    if (nb + 1 == nb_last) mbar_arrive(q_empty);
+                    if (!QREG && nb + 1 == nb_last) mbar_arrive(q_empty);
                 }
-                wgmma_softmax_step<NS>(s, m_i, l_i, corr, band, nb * BN, BN, i0, i_last, row_in_tile, lt, sl2);
+                wgmma_softmax_step<NS, POLY, TREE>(s, m_i, l_i, corr, band, nb * BN, BN, i0, i_last, row_in_tile, lt, sl2);
                 wgmma_wait<0>();
                 fence_regs<DT * 4>(acc);
                 fence_regs_u32<BN / 4>(&pa[0][0]);

@@ -1,0 +1,197 @@
+#!/usr/bin/env python3
+"""The TMA-producer study of issue 14 (bench/gpu/NOTES.md, session 7), on the device.
+
+Builds the -DRAGGED_FMHA_WS_STUDY -DRAGGED_FMHA_WST_STUDY set (fmha/entries.cuh: the plugin's wst
+shapes under study names and the candidates) once per process; NVRTC's output is cached on disk by
+cupy, so a second process on the same machine starts in seconds.
+
+  python3 bench/gpu/fmha_wst.py --smoke [--engines ...]      # one small case per entry, printed as it goes
+  python3 bench/gpu/fmha_wst.py --time [--engines ...] [--skip ...] [--check full|short|none]
+
+--time measures every engine of one head dim interleaved: each of the `reps` rounds takes one event
+pair of 10 back-to-back calls per engine in turn, so clock and temperature drift hit every engine
+alike; the median and the spread (max - min) per engine are reported with FA2 varlen on the same
+buffers as an anchor. The correctness suite (fmha_dev.correctness: every mask band, GQA / MQA,
+seq_len padding, zero-length batches, LSE, negative and zero scales) runs after the timing so a
+round that runs out of time still has its numbers; a FAIL line marks an engine whose timing does not
+count.
+"""
+
+import argparse
+import math
+import os
+import statistics
+import sys
+import time
+
+import numpy as np
+import cupy as cp
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import fmha_dev  # noqa: E402
+from fmha_dev import Engine, compile_module, correctness, ragged_mix, run_case  # noqa: E402
+
+# First of each head dim: the plugin's shape (the baseline every ratio is taken against).
+ENGINES = {
+    128: ["wspt_bf16_d128", "wspt_bf16_d128_qr", "wspt_bf16_d128_tr", "wspt_bf16_d128_qrtr", "wst_bf16_d128"],
+    64: ["wspt_bf16_d64_c3", "wspt_bf16_d64_c3s4", "wspt_bf16_d64_c3tr", "wspt_bf16_d64_c3s4tr", "wst_bf16_d64_c3"],
+}
+# Checked with the full suite but not timed (fp16 forms; the plugin set's check covers its own).
+CHECK_ONLY = []
+PREFIX = "ragged_fmha_fwd_"
+
+
+def head_dim(name):
+    return 64 if "_d64" in name else 128
+
+
+def selected(args, check_only=False):
+    names = args.engines or [n for d in (128, 64) for n in ENGINES[d]] + (CHECK_ONLY if check_only else [])
+    names = [n if n.startswith(PREFIX) else PREFIX + n for n in names]
+    skip = {s if s.startswith(PREFIX) else PREFIX + s for s in (args.skip or [])}
+    return [n for n in names if n not in skip]
+
+
+def dtype_of(name):
+    return "f16" if "_f16_" in name else "bf16"
+
+
+def build(names):
+    mod = compile_module(False, study=True, defines=("-DRAGGED_FMHA_WST_STUDY",))
+    return mod, [Engine(mod, n, head_dim(n)) for n in names]
+
+
+def smoke(args):
+    """One small GQA case with a tail key block and an empty batch per engine, causal bottom-right:
+    START / PASS / FAIL printed around each, so a hang names its engine."""
+    import torch
+
+    _, engines = build(selected(args, check_only=True))
+    rng = np.random.default_rng(args.seed)
+    bad = 0
+    for eng in engines:
+        print(f"START {eng.name}", flush=True)
+        ok, msg = run_case(torch, eng, dtype_of(eng.name), rng, lq=[300, 0, 190], lkv=[411, 5, 190], h_q=4, h_kv=2,
+                           right=0, br=1, label=f"{eng.name} smoke causal-br")
+        print(("PASS " if ok else "FAIL ") + msg, flush=True)
+        bad += 0 if ok else 1
+    return 1 if bad else 0
+
+
+def interleaved_ms(torch, fns, warm=2, reps=15, inner=10):
+    """Median and spread (ms per call) of each callable, the reps taken round-robin over them."""
+    for fn in fns:
+        for _ in range(warm):
+            fn()
+    torch.cuda.synchronize()
+    times = [[] for _ in fns]
+    for _ in range(reps):
+        for i, fn in enumerate(fns):
+            a = torch.cuda.Event(enable_timing=True)
+            b = torch.cuda.Event(enable_timing=True)
+            a.record()
+            for _ in range(inner):
+                fn()
+            b.record()
+            b.synchronize()
+            times[i].append(a.elapsed_time(b) / inner)
+    return [(statistics.median(t), max(t) - min(t)) for t in times]
+
+
+def time_problem(torch, engines, d, lens, causal, h=16, reps=15):
+    B, T = len(lens), sum(lens)
+    tok = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
+    q, k, v = ((torch.rand((T, h, d), device="cuda") * 2 - 1).to(torch.bfloat16) for _ in range(3))
+    o = torch.empty_like(q)
+    lse = torch.empty((B, h, max(lens)), dtype=torch.float32, device="cuda")
+    scale = 1.0 / math.sqrt(d)
+    flops = 4.0 * sum(L * (L + 1) // 2 if causal else L * L for L in lens) * d * h
+    off = cp.asarray((tok * h * d).astype(np.int32))
+    cu = torch.tensor(tok, dtype=torch.int32, device="cuda")
+    p = dict(q=q.data_ptr(), k=k.data_ptr(), v=v.data_ptr(), o=o.data_ptr(), lse=lse.data_ptr(),
+             q_off=off.data.ptr, q_off_bytes=4, q_mult=1, kv_off=off.data.ptr, kv_off_bytes=4, kv_mult=1,
+             q_seq=h * d, q_head=d, k_seq=h * d, k_head=d, v_seq=h * d, v_head=d, o_seq=h * d, o_head=d,
+             s_q_max=max(lens), s_kv_max=max(lens), batch=B, h_q=h, h_kv=h, scale=scale, left=-1,
+             right=0 if causal else -1, br=1, lse_bstride=h * max(lens), lse_seq=1, lse_head=max(lens))
+    wss = [eng.workspace(B, max(lens)) for eng in engines]
+    outs = []
+    for eng, ws in zip(engines, wss):
+        eng.launch(p, ws)
+        outs.append(o.clone())
+    fns = [(lambda e=eng, w=ws: e.launch(p, w)) for eng, ws in zip(engines, wss)]
+
+    def fa2():
+        return torch.ops.aten._flash_attention_forward(q, k, v, cu, cu, max(lens), max(lens), 0.0, causal, False,
+                                                       scale=scale)
+    ref = fa2()[0]
+    res = interleaved_ms(torch, fns + [fa2], reps=reps)
+    base = flops / res[0][0] / 1e9
+    for i, name in enumerate([e.name for e in engines] + ["FA2 varlen"]):
+        ms, spread = res[i]
+        tf = flops / ms / 1e9
+        diff = (outs[i].float() - ref.float()).abs().max().item() if i < len(engines) else 0.0
+        print(f"  d{d} causal={int(causal)} {name.replace(PREFIX, ''):<22} {ms:.3f} ms {tf:6.1f} TFLOP/s "
+              f"x{tf / base:5.3f} spread {spread:.3f} ms  max|O-FA2| {diff:.1e}", flush=True)
+    del q, k, v, o
+
+
+def time_all(args):
+    import torch
+
+    fmha_dev.PROGRESS = False
+    t0 = time.time()
+    names = selected(args, check_only=True)
+    mod, engines = build(names)
+    lens = ragged_mix(7)
+    print("ragged mix lengths:", lens, flush=True)
+    for d in (128, 64):
+        engs = [e for e in engines if e.d == d and dtype_of(e.name) == "bf16"]
+        if not engs:
+            continue
+        for causal in (False, True):
+            time_problem(torch, engs, d, lens, causal, reps=args.reps)
+    print(f"timing done at {time.time() - t0:.0f} s", flush=True)
+    if args.check == "none":
+        return 0
+    n_bad = 0
+    total = 0
+    for eng in engines:
+        if args.check == "short":
+            rng = np.random.default_rng(args.seed)
+            results = [run_case(torch, eng, dtype_of(eng.name), rng, lq=[700, 0, 333, 129], lkv=[650, 7, 333, 500],
+                                h_q=4, h_kv=2, left=left, right=right, br=br, label=f"{eng.name} {m}")
+                       for m, left, right, br in [("none", -1, -1, 0), ("causal-br", -1, 0, 1),
+                                                  ("window-tl", 50, 3, 0)]]
+        else:
+            results = correctness(torch, {(dtype_of(eng.name), eng.d, eng.d, eng.name): eng}, args.seed)
+        bad = [msg for ok, msg in results if not ok]
+        total += len(results)
+        n_bad += len(bad)
+        print(f"correctness {eng.name.replace(PREFIX, '')}: {len(results) - len(bad)}/{len(results)} "
+              f"at {time.time() - t0:.0f} s", flush=True)
+        for msg in bad:
+            print("FAIL " + msg, flush=True)
+    print(f"correctness (wst study): {total - n_bad}/{total} passed", flush=True)
+    return 1 if n_bad else 0
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--smoke", action="store_true")
+    ap.add_argument("--time", action="store_true")
+    ap.add_argument("--engines", nargs="+")
+    ap.add_argument("--skip", nargs="*")
+    ap.add_argument("--check", choices=("full", "short", "none"), default="full")
+    ap.add_argument("--reps", type=int, default=15)
+    ap.add_argument("--seed", type=int, default=int(time.time()))
+    args = ap.parse_args()
+    if args.smoke:
+        return smoke(args)
+    if args.time:
+        return time_all(args)
+    ap.print_help()
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
