@@ -3,15 +3,17 @@
 // ---------------------------------------------------------------------------------------------
 // Warp-specialized wgmma body (sm_90a, D_qk = D_v in {64, 128}): 1 + NC warpgroups. Warpgroup 0 is the
 // producer: it drops to a few registers (setmaxnreg) and streams Q once and K, V block by block
-// through a STAGES-deep shared-memory ring with cp.async, each fill completing on a "full"
-// mbarrier through cp.async.mbarrier.arrive.noinc (so rows past Lkv are still zero-filled with
-// src-size 0, never read). Warpgroups 1 .. NC are consumers of 64 query rows each, with the
-// registers the producer gave up: per block they wait on K's full barrier, issue S(n) = Q K(n)^T
-// together with O += P(n-1) V(n-1), release K(n) once S(n) is in registers and V(n-1) once the
-// P V product has finished (one arrive per warp on the "empty" barriers). Ping-pong: the
+// through a STAGES-deep shared-memory ring, each fill completing on a "full" mbarrier: with TMA = true
+// one warp issues a tensor-map copy per whole tile and copies tail tiles (rows past Lq / Lkv) with
+// zero-filling cp.async (`ws_fill`), with TMA = false the whole warpgroup copies with cp.async. Either
+// way no row outside the batch is ever read. Warpgroups 1 .. NC are consumers of 64 query rows each,
+// with the registers the producer gave up: per block they wait on K's full barrier, issue
+// S(n) = Q K(n)^T together with O += P(n-1) V(n-1), release K(n) once S(n) is in registers and V(n-1)
+// once the P V product has finished (one arrive per warp on the "empty" barriers). Ping-pong: the
 // consumers take turns issuing their MMAs through named barriers, so that one warpgroup's softmax
-// runs while another's GEMMs hold the tensor cores. Measured slower than the wgmma body of
-// sm90.cuh on the H200 (bench/gpu/NOTES.md, session 5), so compiled only in the study build.
+// runs while another's GEMMs hold the tensor cores. The plugin runs the persistent form of this body
+// (sm90_wsp.cuh, with TMA); this one-block-per-tile form and the cp.async producer are study entries
+// (bench/gpu/NOTES.md, sessions 5 to 7).
 // ---------------------------------------------------------------------------------------------
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 
