@@ -83,13 +83,14 @@ RAGGED_BWD_ALL(f16, false)
 // The same bodies with the TMA / mbarrier fill (NBUF buffers, NBUF - 2 ahead, NBUF full and NBUF empty
 // mbarriers after the tiles) and two tensor maps after the common parameters: Q and dO (box rows
 // 64) for dK/dV, K and V (box rows BN) for dQ. NAME_tma = {1} tells the host to pass them.
-#define RAGGED_BWD_DKDV_TMA_ENTRY(NAME, BF16, D, NBUF)                                                       \
+#define RAGGED_BWD_DKDV_TMA_ENTRY(NAME, BF16, D, NBUF) RAGGED_BWD_DKDV_TMA_ENTRY_F(NAME, BF16, D, NBUF, 0)
+#define RAGGED_BWD_DKDV_TMA_ENTRY_F(NAME, BF16, D, NBUF, FUSE)                                               \
     extern "C" {                                                                                           \
     __constant__ int NAME##_config[4] = {64, 128, 256, RAGGED_BWD_DKDV_WG_SMEM(D, NBUF) + 16 * (NBUF)};     \
     __constant__ int NAME##_tma[1] = {1};                                                                  \
     __global__ void __launch_bounds__(256, 1)                                                              \
         NAME(RAGGED_BWD_PARAMS, const __grid_constant__ RaggedTmaMap tm_q, const __grid_constant__ RaggedTmaMap tm_do) { \
-        bwd_dkdv_wg_body<BF16, D, true, NBUF>(RAGGED_BWD_ARGS, &tm_q, &tm_do);                             \
+        bwd_dkdv_wg_body<BF16, D, true, NBUF, FUSE>(RAGGED_BWD_ARGS, &tm_q, &tm_do);                       \
     }                                                                                                      \
     }
 #define RAGGED_BWD_DQ_TMA_ENTRY(NAME, BF16, D, BN, NWG, NBUF)                                                \
@@ -124,6 +125,11 @@ RAGGED_BWD_DQ_WG_ENTRY(ragged_fmha_bwd_dq_wg_bf16_d64_n128, true, 64, 128, 2, tr
 // The TMA fill four buffers deep (two steps ahead).
 RAGGED_BWD_DKDV_TMA_ENTRY(ragged_fmha_bwd_dkdv_tma_bf16_d128_b4, true, 128, 4)
 RAGGED_BWD_DKDV_TMA_ENTRY(ragged_fmha_bwd_dkdv_tma_bf16_d64_b4, true, 64, 4)
+// dV and dK issued together, one wait per step (FUSE 1: running into the next step; 2: waited for).
+RAGGED_BWD_DKDV_TMA_ENTRY_F(ragged_fmha_bwd_dkdv_tma_bf16_d128_fuse, true, 128, 3, 1)
+RAGGED_BWD_DKDV_TMA_ENTRY_F(ragged_fmha_bwd_dkdv_tma_bf16_d64_fuse, true, 64, 3, 1)
+RAGGED_BWD_DKDV_TMA_ENTRY_F(ragged_fmha_bwd_dkdv_tma_bf16_d128_fuse2, true, 128, 3, 2)
+RAGGED_BWD_DKDV_TMA_ENTRY_F(ragged_fmha_bwd_dkdv_tma_bf16_d64_fuse2, true, 64, 3, 2)
 RAGGED_BWD_DQ_TMA_ENTRY(ragged_fmha_bwd_dq_tma_bf16_d128_b4, true, 128, 64, 2, 4)
 RAGGED_BWD_DQ_TMA_ENTRY(ragged_fmha_bwd_dq_tma_bf16_d64_b4, true, 64, 64, 2, 4)
 #endif
