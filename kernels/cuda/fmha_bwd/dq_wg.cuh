@@ -17,7 +17,10 @@
 // TMA through the maps tm_k, tm_v (box rows BN; a tail block by zero-filling cp.async,
 // bwd_fill_pair) completing on the buffer's full mbarrier, released by each warp on its empty
 // mbarrier once the dQ product that read it has retired; no block-wide barrier inside the loop.
-template <bool BF16, int D, int BN, int NWG, bool PIPE, int NBUF_TMA = 0>
+// RS (with NBUF_TMA, BN 64): S = Q K^T (RS >= 1) and dP = dO V^T (RS 2) take Q / dO from registers,
+// loaded once per block (32 registers each at D 128), instead of reading them from shared memory
+// in every product.
+template <bool BF16, int D, int BN, int NWG, bool PIPE, int NBUF_TMA = 0, int RS = 0>
 __device__ __forceinline__ void bwd_dq_wg_body(RAGGED_BWD_PARAMS, const RaggedTmaMap* tm_k = nullptr,
                                                const RaggedTmaMap* tm_v = nullptr) {
     constexpr int BM = 64 * NWG;
@@ -31,6 +34,7 @@ __device__ __forceinline__ void bwd_dq_wg_body(RAGGED_BWD_PARAMS, const RaggedTm
     constexpr int LA = TMA ? NBUF - 2 : 1;  // blocks filled ahead
     static_assert(D == P && (D == 64 || D == 128) && (BN == 64 || BN == 128), "wgmma dQ tile shapes");
     static_assert(!TMA || (PIPE && NBUF >= 3), "the TMA fill needs the pipelined body and three buffers");
+    static_assert(RS == 0 || (TMA && BN == 64), "RS is a variant of the TMA body with BN 64");
 
     extern __shared__ __align__(128) unsigned char smem_raw[];
     const u32 s_q = (smem_addr(smem_raw) + 1023u) & ~1023u;  // the swizzle pattern repeats every 1024 bytes
@@ -99,6 +103,9 @@ __device__ __forceinline__ void bwd_dq_wg_body(RAGGED_BWD_PARAMS, const RaggedTm
             fence_proxy_async();
             __syncthreads();
         }
+        u32 qa[RS >= 1 ? KS : 1][4], doa[RS >= 2 ? KS : 1][4];
+        if constexpr (RS >= 1) load_a_frags_sw128<D, BM>(qa, s_q, warp, lane);
+        if constexpr (RS >= 2) load_a_frags_sw128<D, BM>(doa, s_do, warp, lane);
 #pragma unroll 1
         for (int nb = nb_first; nb < nb_last; ++nb) {
             const int it = nb - nb_first;
@@ -134,14 +141,20 @@ __device__ __forceinline__ void bwd_dq_wg_body(RAGGED_BWD_PARAMS, const RaggedTm
             for (int ks = 0; ks < KS; ++ks) {
                 const u64 da = sw128_desc(s_q + (ks >> 2) * (BM * 128) + wg * (64 * 128) + (ks & 3) * 32, 16, 1024);
                 const u64 db = sw128_desc(kb + (ks >> 2) * (BN * 128) + (ks & 3) * 32, 16, 1024);
-                wgmma_ss<BF16, BN>(s, da, db, ks > 0);
+                if constexpr (RS >= 1)
+                    wgmma_rs_kmajor_n64<BF16>(s, qa[ks], db, ks > 0);
+                else
+                    wgmma_ss<BF16, BN>(s, da, db, ks > 0);
             }
             wgmma_commit();
 #pragma unroll
             for (int ks = 0; ks < KS; ++ks) {
                 const u64 da = sw128_desc(s_do + (ks >> 2) * (BM * 128) + wg * (64 * 128) + (ks & 3) * 32, 16, 1024);
                 const u64 db = sw128_desc(vb + (ks >> 2) * (BN * 128) + (ks & 3) * 32, 16, 1024);
-                wgmma_ss<BF16, BN>(dp, da, db, ks > 0);
+                if constexpr (RS >= 2)
+                    wgmma_rs_kmajor_n64<BF16>(dp, doa[ks], db, ks > 0);
+                else
+                    wgmma_ss<BF16, BN>(dp, da, db, ks > 0);
             }
             wgmma_commit();
 

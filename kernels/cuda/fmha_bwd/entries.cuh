@@ -93,14 +93,15 @@ RAGGED_BWD_ALL(f16, false)
         bwd_dkdv_wg_body<BF16, D, true, NBUF, FUSE>(RAGGED_BWD_ARGS, &tm_q, &tm_do);                       \
     }                                                                                                      \
     }
-#define RAGGED_BWD_DQ_TMA_ENTRY(NAME, BF16, D, BN, NWG, NBUF)                                                \
+#define RAGGED_BWD_DQ_TMA_ENTRY(NAME, BF16, D, BN, NWG, NBUF) RAGGED_BWD_DQ_TMA_ENTRY_R(NAME, BF16, D, BN, NWG, NBUF, 0)
+#define RAGGED_BWD_DQ_TMA_ENTRY_R(NAME, BF16, D, BN, NWG, NBUF, RS)                                          \
     extern "C" {                                                                                           \
     __constant__ int NAME##_config[4] = {64 * NWG, BN, 128 * NWG,                                          \
                                          RAGGED_BWD_DQ_WG_SMEM(D, BN, NWG, NBUF) + 16 * (NBUF)};           \
     __constant__ int NAME##_tma[1] = {1};                                                                  \
     __global__ void __launch_bounds__(128 * NWG, 1)                                                        \
         NAME(RAGGED_BWD_PARAMS, const __grid_constant__ RaggedTmaMap tm_k, const __grid_constant__ RaggedTmaMap tm_v) { \
-        bwd_dq_wg_body<BF16, D, BN, NWG, true, NBUF>(RAGGED_BWD_ARGS, &tm_k, &tm_v);                       \
+        bwd_dq_wg_body<BF16, D, BN, NWG, true, NBUF, RS>(RAGGED_BWD_ARGS, &tm_k, &tm_v);                   \
     }                                                                                                      \
     }
 #define RAGGED_BWD_WG_ALL(DT, BF16)                                                        \
@@ -130,6 +131,10 @@ RAGGED_BWD_DKDV_TMA_ENTRY_F(ragged_fmha_bwd_dkdv_tma_bf16_d128_fuse, true, 128, 
 RAGGED_BWD_DKDV_TMA_ENTRY_F(ragged_fmha_bwd_dkdv_tma_bf16_d64_fuse, true, 64, 3, 1)
 RAGGED_BWD_DKDV_TMA_ENTRY_F(ragged_fmha_bwd_dkdv_tma_bf16_d128_fuse2, true, 128, 3, 2)
 RAGGED_BWD_DKDV_TMA_ENTRY_F(ragged_fmha_bwd_dkdv_tma_bf16_d64_fuse2, true, 64, 3, 2)
+// dQ with Q (rsq) or Q and dO (rs2) in registers.
+RAGGED_BWD_DQ_TMA_ENTRY_R(ragged_fmha_bwd_dq_tma_bf16_d128_rsq, true, 128, 64, 2, 3, 1)
+RAGGED_BWD_DQ_TMA_ENTRY_R(ragged_fmha_bwd_dq_tma_bf16_d128_rs2, true, 128, 64, 2, 3, 2)
+RAGGED_BWD_DQ_TMA_ENTRY_R(ragged_fmha_bwd_dq_tma_bf16_d64_rs2, true, 64, 64, 2, 3, 2)
 RAGGED_BWD_DQ_TMA_ENTRY(ragged_fmha_bwd_dq_tma_bf16_d128_b4, true, 128, 64, 2, 4)
 RAGGED_BWD_DQ_TMA_ENTRY(ragged_fmha_bwd_dq_tma_bf16_d64_b4, true, 64, 64, 2, 4)
 #endif
