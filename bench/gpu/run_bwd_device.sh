@@ -6,7 +6,8 @@
 # with the harness's options (--tuning), so they load cupy's cached module instead of compiling.
 # Every log goes into one tar, "$OUT/bwd-logs.tar.gz".
 # Usage (on the GPU machine, from a directory holding kernels/cuda, bench/gpu and bin/):
-#   OUT=dir [BWD_ARGS="--hopper-only --wg-tuning"] [T_DEV=95] bash bench/gpu/run_bwd_device.sh
+#   OUT=dir [BWD_ARGS="--hopper-only --wg-tuning"] [T_DEV=95 T_ABI=30 T_VAL=20 T_MEM=28 T_RACE=35] \
+#     bash bench/gpu/run_bwd_device.sh      (T_VAL=0: no validating-mode run)
 set -o pipefail
 OUT=${OUT:-/tmp/bwd_out}
 logs=$(mktemp -d)
@@ -24,10 +25,12 @@ step bwd_dev "${T_DEV:-95}" python3 bench/gpu/bwd_dev.py ${BWD_ARGS:-} --seed "$
 grep -E "NVRTC|^FAIL|correctness:|^d(64|128) causal|interleaved|Error|Traceback" "$logs/bwd_dev.log" | cut -c1-400 | head -36
 if [ -x bin/gpu_backward ]; then
   export HIPDNN_RAGGED_SDPA_HOST_ENGINE=1
-  step gpu_backward 30 ./bin/gpu_backward --test-threads=1
+  step gpu_backward "${T_ABI:-30}" ./bin/gpu_backward --test-threads=1
   grep -E "^test |panicked|test result" "$logs/gpu_backward.log" | head -12
-  step gpu_backward_validate 20 env HIPDNN_RAGGED_SDPA_VALIDATE=1 ./bin/gpu_backward --test-threads=1
-  grep -E "panicked|test result" "$logs/gpu_backward_validate.log" | head -6
+  if [ "${T_VAL:-20}" != 0 ]; then
+    step gpu_backward_validate "${T_VAL:-20}" env HIPDNN_RAGGED_SDPA_VALIDATE=1 ./bin/gpu_backward --test-threads=1
+    grep -E "panicked|test result" "$logs/gpu_backward_validate.log" | head -6
+  fi
   unset HIPDNN_RAGGED_SDPA_HOST_ENGINE
 fi
 san="python3 bench/gpu/bwd_dev.py --tiny --wg-only --tuning"
