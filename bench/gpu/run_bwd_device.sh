@@ -20,6 +20,8 @@ step() { # name, timeout, command...
   local t0=$SECONDS
   timeout "$limit" "$@" > "$logs/$name.log" 2>&1
   echo "rc=$? ($((SECONDS - t0)) s)"
+  # Re-packed after every step, so a round cut short still returns the logs it has.
+  mkdir -p "$OUT" && tar -czf "$OUT/bwd-logs.tar.gz" -C "$logs" .
 }
 step bwd_dev "${T_DEV:-95}" python3 bench/gpu/bwd_dev.py ${BWD_ARGS:-} --seed "${SEED:-21}"
 grep -E "NVRTC|^FAIL|correctness:|^d(64|128) causal|interleaved|Error|Traceback" "$logs/bwd_dev.log" | cut -c1-400 | head -36
