@@ -514,8 +514,8 @@ def main():
         pairs.append((wg_dkdv + "_nopipe", wg_dq + "_nopipe"))
         tma_dkdv, tma_dq = tma_name("bf16", d), tma_name("bf16", d, "dq")
         pairs += [(tma_dkdv + "_b4", tma_dq + "_b4"), (tma_dkdv + "_fuse", tma_dq), (tma_dkdv + "_fuse2", tma_dq)]
-        pairs += [(tma_dkdv, tma_dq + v) for v in (("_rsq", "_rs2") if d == 128 else ("_rs2",))]
-        pairs.append((tma_dkdv + "_fuse2", tma_dq + "_rs2"))
+        if d == 128:  # the default TMA dQ holds Q and dO in registers at D 128
+            pairs += [(tma_dkdv, tma_dq + "_rs0"), (tma_dkdv, tma_dq + "_rsq")]
         if d == 64:
             pairs.append((wg_dkdv, wg_dq + "_n128"))
         for a, b in pairs:
@@ -536,7 +536,7 @@ def main():
     by_d = {d: [e for e in engines + wg + tma + mixed if e.dt == "bf16" and e.d == d] + tuned[d] for d in (128, 64)}
     ab = [(wg[i].name, tma[i].name) for i in range(len(wg))]
     ab += [(tma[i].name, e.name) for i in range(len(tma)) for e in tuned[tma[i].d]
-           if "_fuse2" in e.name or "_rs2" in e.name]
+           if "_fuse2" in e.name or "_rs0" in e.name]
     rows = benchmark(torch, by_d, ab=ab, parts_of={e.name for e in wg + tma})
     print("\n=== backward TFLOP/s (bf16, H=16, ragged mix, FLOPs = 2.5 x forward) ===")
     for r in rows:

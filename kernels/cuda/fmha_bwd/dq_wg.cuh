@@ -197,6 +197,10 @@ __device__ __forceinline__ void bwd_dq_wg_body(RAGGED_BWD_PARAMS, const RaggedTm
                 fence_regs<DT * 4>(acc);
                 fence_regs_u32<BN / 4>(&pa[0][0]);
             }
+            // The register operands stay live across the back-edge: ptxas 12.9 gave the dS
+            // operand dO's registers at D 64 without these (wrong dQ on the H200, round 1).
+            if constexpr (RS >= 1) fence_regs_u32<KS * 4>(&qa[0][0]);
+            if constexpr (RS >= 2) fence_regs_u32<KS * 4>(&doa[0][0]);
         }
         if constexpr (PIPE) {
             wgmma_wait<0>();

@@ -112,7 +112,7 @@ RAGGED_BWD_ALL(f16, false)
     RAGGED_BWD_DKDV_TMA_ENTRY(ragged_fmha_bwd_dkdv_tma_##DT##_d64, BF16, 64, 3)              \
     RAGGED_BWD_DKDV_TMA_ENTRY(ragged_fmha_bwd_dkdv_tma_##DT##_d128, BF16, 128, 3)            \
     RAGGED_BWD_DQ_TMA_ENTRY(ragged_fmha_bwd_dq_tma_##DT##_d64, BF16, 64, 64, 2, 3)           \
-    RAGGED_BWD_DQ_TMA_ENTRY(ragged_fmha_bwd_dq_tma_##DT##_d128, BF16, 128, 64, 2, 3)
+    RAGGED_BWD_DQ_TMA_ENTRY_R(ragged_fmha_bwd_dq_tma_##DT##_d128, BF16, 128, 64, 2, 3, 2)
 RAGGED_BWD_WG_ALL(bf16, true)
 RAGGED_BWD_WG_ALL(f16, false)
 #ifdef RAGGED_FMHA_TUNING
@@ -131,10 +131,10 @@ RAGGED_BWD_DKDV_TMA_ENTRY_F(ragged_fmha_bwd_dkdv_tma_bf16_d128_fuse, true, 128, 
 RAGGED_BWD_DKDV_TMA_ENTRY_F(ragged_fmha_bwd_dkdv_tma_bf16_d64_fuse, true, 64, 3, 1)
 RAGGED_BWD_DKDV_TMA_ENTRY_F(ragged_fmha_bwd_dkdv_tma_bf16_d128_fuse2, true, 128, 3, 2)
 RAGGED_BWD_DKDV_TMA_ENTRY_F(ragged_fmha_bwd_dkdv_tma_bf16_d64_fuse2, true, 64, 3, 2)
-// dQ with Q (rsq) or Q and dO (rs2) in registers.
+// dQ at D 128 with only Q (rsq) or neither (rs0) in registers; the default holds Q and dO (RS 2).
+// D 64 has no RS entry: ptxas gave the dS operand dO's registers there (NOTES-backward.md, round 1).
 RAGGED_BWD_DQ_TMA_ENTRY_R(ragged_fmha_bwd_dq_tma_bf16_d128_rsq, true, 128, 64, 2, 3, 1)
-RAGGED_BWD_DQ_TMA_ENTRY_R(ragged_fmha_bwd_dq_tma_bf16_d128_rs2, true, 128, 64, 2, 3, 2)
-RAGGED_BWD_DQ_TMA_ENTRY_R(ragged_fmha_bwd_dq_tma_bf16_d64_rs2, true, 64, 64, 2, 3, 2)
+RAGGED_BWD_DQ_TMA_ENTRY_R(ragged_fmha_bwd_dq_tma_bf16_d128_rs0, true, 128, 64, 2, 3, 0)
 RAGGED_BWD_DQ_TMA_ENTRY(ragged_fmha_bwd_dq_tma_bf16_d128_b4, true, 128, 64, 2, 4)
 RAGGED_BWD_DQ_TMA_ENTRY(ragged_fmha_bwd_dq_tma_bf16_d64_b4, true, 64, 64, 2, 4)
 #endif

@@ -158,17 +158,20 @@ pub struct HopperSelection {
     pub dkdv: bool,
     /// Run `HopperKernels::dq` instead of `BackwardKernels::dq`.
     pub dq: bool,
-    /// Take the selected wgmma kernels from [`HOPPER_TMA_ALL`] instead of [`HOPPER_ALL`].
-    pub tma: bool,
+    /// Head dims at which the selected wgmma kernels are taken from [`HOPPER_TMA_ALL`] instead
+    /// of [`HOPPER_ALL`].
+    pub tma_head_dims: &'static [i64],
 }
 
 /// The selection the launcher uses: both, from the H200 round of 2026-12-01 20:00 UTC (every harness
 /// case passed; bf16 ragged mix, D 128: 287.5 TFLOP/s = 1.01 × FA2 varlen non-causal, 0.98 × causal,
 /// against 0.69 / 0.72 × with the mma.sync kernels; D 64: 0.84 / 0.78 × against 0.68 / 0.69 ×).
+/// The TMA twins run at no head dim until they are measured twice (`bench/gpu/NOTES-backward.md`,
+/// session 7).
 pub const HOPPER_SELECTED: HopperSelection = HopperSelection {
     dkdv: true,
     dq: true,
-    tma: false,
+    tma_head_dims: &[],
 };
 
 /// The kernels to launch for `set` (one of [`ALL`]) on a module compiled for `arch`.
@@ -179,7 +182,7 @@ pub fn for_target(set: BackwardKernels, arch: &str, selection: HopperSelection) 
     if arch != HOPPER_ARCH {
         return set;
     }
-    let hopper = if selection.tma {
+    let hopper = if selection.tma_head_dims.contains(&HEAD_DIMS[index / 2]) {
         HOPPER_TMA_ALL[index]
     } else {
         HOPPER_ALL[index]
@@ -286,7 +289,7 @@ mod tests {
         let both = HopperSelection {
             dkdv: true,
             dq: true,
-            tma: false,
+            tma_head_dims: &[],
         };
         let set = kernels(DataType::BF16, 128).expect("compiled");
         assert_eq!(for_target(set, "sm_80", both), set);
@@ -298,14 +301,14 @@ mod tests {
         let dkdv_only = HopperSelection {
             dkdv: true,
             dq: false,
-            tma: false,
+            tma_head_dims: &[],
         };
         let mixed = for_target(set, "sm_90a", dkdv_only);
         assert_eq!((mixed.dkdv, mixed.dq), (hopper.dkdv, set.dq));
         let none = HopperSelection {
             dkdv: false,
             dq: false,
-            tma: true,
+            tma_head_dims: &[64, 128],
         };
         assert_eq!(for_target(set, "sm_90a", none), set);
         for (default, wg) in ALL.iter().zip(HOPPER_ALL) {
@@ -320,9 +323,21 @@ mod tests {
         let tma = HopperSelection {
             dkdv: true,
             dq: true,
-            tma: true,
+            tma_head_dims: &[64, 128],
         };
         let picked = for_target(set, "sm_90a", tma);
+        let d128_only = HopperSelection {
+            tma_head_dims: &[128],
+            ..tma
+        };
+        assert_eq!(
+            for_target(set, "sm_90a", d128_only).dq,
+            "ragged_fmha_bwd_dq_wg_f16_d64"
+        );
+        assert_eq!(
+            for_target(ALL[3], "sm_90a", d128_only).dq,
+            "ragged_fmha_bwd_dq_tma_f16_d128"
+        );
         assert_eq!(picked.dkdv, "ragged_fmha_bwd_dkdv_tma_f16_d64");
         assert_eq!(picked.dq, "ragged_fmha_bwd_dq_tma_f16_d64");
         assert_eq!(for_target(set, "sm_80", tma), set);
