@@ -460,13 +460,14 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--check-only", action="store_true")
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--tiny", action="store_true", help="two small cases, bf16 D 64 (racecheck)")
+    ap.add_argument("--tiny", action="store_true", help="two small cases per pair, bf16 (sanitizers)")
     ap.add_argument("--no-tuning", action="store_true", help="skip the -DRAGGED_FMHA_TUNING shapes")
     ap.add_argument("--tuning", action="store_true",
                     help="compile with the tuning shapes even with --tiny / --quick (cupy's cache of the main run)")
     ap.add_argument("--wg-tuning", action="store_true", help="of the tuning shapes only the Hopper ones")
     ap.add_argument("--wg-only", action="store_true", help="with --tiny: only the wgmma and TMA kernels")
     ap.add_argument("--hopper-only", action="store_true", help="leave the mma.sync defaults out")
+    ap.add_argument("--tiny-dims", default="64", help="with --tiny: head dims, comma-separated (64,128)")
     ap.add_argument("--seed", type=int, default=int(time.time()))
     args = ap.parse_args()
     import torch
@@ -480,7 +481,7 @@ def main():
         return Backward(mod, dt, d, dkdv=name(dt, d), dq=name(dt, d, "dq"))
 
     if args.tiny or args.quick:
-        dims = (64,) if args.tiny else (64, 128)
+        dims = tuple(int(x) for x in args.tiny_dims.split(",")) if args.tiny else (64, 128)
         engs = [] if args.wg_only else [Backward(mod, "bf16", d) for d in dims]
         engs += [hopper("bf16", d, name) for d in dims for name in (wg_name, tma_name)]
         rng = np.random.default_rng(args.seed)
