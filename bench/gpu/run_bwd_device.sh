@@ -35,7 +35,7 @@ if [ -x bin/gpu_backward ]; then
   fi
   unset HIPDNN_RAGGED_SDPA_HOST_ENGINE
 fi
-san="python3 bench/gpu/bwd_dev.py --tiny --wg-only --tuning --tiny-dims ${TINY_DIMS:-64}"
+san="python3 bench/gpu/bwd_dev.py --tiny --wg-only ${SAN_TUNING---tuning} --tiny-dims ${TINY_DIMS:-64}"
 step memcheck "${T_MEM:-28}" compute-sanitizer --tool memcheck --error-exitcode 9 $san --seed 5
 grep -E "^PASS|^FAIL|ERROR SUMMARY|correctness" "$logs/memcheck.log" | tail -n 6
 step racecheck "${T_RACE:-35}" compute-sanitizer --tool racecheck --error-exitcode 9 $san --seed 6
