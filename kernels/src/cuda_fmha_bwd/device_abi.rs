@@ -166,12 +166,14 @@ pub struct HopperSelection {
 /// The selection the launcher uses: both, from the H200 round of 2026-12-01 20:00 UTC (every harness
 /// case passed; bf16 ragged mix, D 128: 287.5 TFLOP/s = 1.01 × FA2 varlen non-causal, 0.98 × causal,
 /// against 0.69 / 0.72 × with the mma.sync kernels; D 64: 0.84 / 0.78 × against 0.68 / 0.69 ×).
-/// The TMA twins run at no head dim until they are measured twice (`bench/gpu/NOTES-backward.md`,
-/// session 7).
+/// At D 128 the TMA twins run instead, from two H200 rounds of 2026-12-01 (session 7, every harness
+/// case passed, `gpu_backward` 5/5 through the C ABI; bf16 ragged mix, interleaved with the wgmma
+/// kernels: 1.16 × / 1.11 × faster non-causal / causal, 330.5 / 273.5 TFLOP/s = 1.16 / 1.09 × FA2
+/// varlen); at D 64 they were 2 % slower, so the wgmma kernels stay there.
 pub const HOPPER_SELECTED: HopperSelection = HopperSelection {
     dkdv: true,
     dq: true,
-    tma_head_dims: &[],
+    tma_head_dims: &[128],
 };
 
 /// The kernels to launch for `set` (one of [`ALL`]) on a module compiled for `arch`.
