@@ -17,6 +17,7 @@ Usage:
   python3 bench/gpu/bwd_dev.py --tiny          # two small cases (racecheck)
   python3 bench/gpu/bwd_dev.py --no-tuning     # without the -DRAGGED_FMHA_TUNING shapes (shorter rounds)
   python3 bench/gpu/bwd_dev.py --wg-tuning     # of the tuning shapes only the wgmma ones
+  python3 bench/gpu/bwd_dev.py --hopper-only   # only the wgmma and TMA kernels (checked and timed)
 The Hopper wgmma entry points (ragged_fmha_bwd_dkdv_wg_<dt>_d<D>, ragged_fmha_bwd_dq_wg_<dt>_d<D>)
 get the full correctness suite beside the defaults and are timed next to them.
 """
@@ -33,6 +34,7 @@ import cupy as cp
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from packing import packed_layout  # noqa: E402
 from event_timing import time_ms as event_time_ms  # noqa: E402
+from bwd_tma import grad_maps, launch_grad_tma  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.path.normpath(os.path.join(HERE, "..", "..", "kernels", "cuda", "ragged_fmha_bwd.cu"))
@@ -71,6 +73,18 @@ def wg_name(dt, d, part="dkdv"):
     return f"ragged_fmha_bwd_{part}_wg_{dt}_d{d}"
 
 
+def tma_name(dt, d, part="dkdv"):
+    """The TMA-fill variants of the wgmma kernels: they take two tensor maps (bwd_tma.py)."""
+    return f"ragged_fmha_bwd_{part}_tma_{dt}_d{d}"
+
+
+def takes_maps(mod, name):
+    """Only names with `_tma_` are asked for NAME_tma: a failed lookup is an error under compute-sanitizer."""
+    if "_tma_" not in name:
+        return False
+    return int(cp.ndarray((1,), cp.int32, mod.get_global(name + "_tma")).get()[0]) != 0
+
+
 def function(mod, name):
     fn = mod.get_function(name)
     cfg = [int(x) for x in cp.ndarray((4,), cp.int32, mod.get_global(name + "_config")).get()]
@@ -92,6 +106,8 @@ class Backward:
         self.dq_name = dq or f"ragged_fmha_bwd_dq_{dt}_d{d}"
         self.dkdv, self.dkdv_cfg = function(mod, self.dkdv_name)
         self.dq, self.dq_cfg = function(mod, self.dq_name)
+        self.tma = {"dkdv": takes_maps(mod, self.dkdv_name), "dq": takes_maps(mod, self.dq_name)}
+        self.maps = {}
         self.name = f"{self.dkdv_name.replace('ragged_fmha_bwd_', '')}+{self.dq_name.replace('ragged_fmha_bwd_', '')}"
 
     def workspace(self, batch, h_q, s_q_max):
@@ -136,11 +152,15 @@ class Backward:
             i64(p["dk_head"]), i64(p["dv_seq"]), i64(p["dv_head"]), i64(p["lse_seq"]), i64(p["lse_head"]),
             i32(p["s_q_max"]), i32(B), i32(kv_tiles), i32(p["h_q"]), i32(p["h_kv"]), f32(p["scale"]),
             i32(p["left"]), i32(p["right"]), i32(p["br"]))
-        if "dkdv" in parts:
-            self.dkdv((B * kv_tiles * p["h_kv"],), (self.dkdv_cfg[2],), args, shared_mem=self.dkdv_cfg[3])
-        if "dq" in parts:
-            q_tiles = (p["s_q_max"] + bm - 1) // bm
-            self.dq((B * q_tiles * p["h_q"],), (self.dq_cfg[2],), args, shared_mem=self.dq_cfg[3])
+        q_tiles = (p["s_q_max"] + bm - 1) // bm
+        for part, fn, cfg, grid in (("dkdv", self.dkdv, self.dkdv_cfg, B * kv_tiles * p["h_kv"]),
+                                    ("dq", self.dq, self.dq_cfg, B * q_tiles * p["h_q"])):
+            if part not in parts:
+                continue
+            if self.tma[part]:
+                launch_grad_tma(fn, grid, cfg, args, grad_maps(part, p, self.dt, self.d, cfg, self.maps))
+            else:
+                fn((grid,), (cfg[2],), args, shared_mem=cfg[3])
 
 
 # ----------------------------------------------------------------------------------------------
@@ -355,7 +375,7 @@ def time_ms(torch, fn):
     return event_time_ms(torch, fn, warm=2, reps=7, inner=5)
 
 
-def benchmark(torch, engines_by_d, h=16, lens=MIX):
+def benchmark(torch, engines_by_d, h=16, lens=MIX, ab=(), parts_of=None):
     print("FA2 bwd schema:", torch.ops.aten._flash_attention_backward.default._schema, flush=True)
     print("ragged mix lengths:", lens, flush=True)
     rows = []
@@ -411,7 +431,7 @@ def benchmark(torch, engines_by_d, h=16, lens=MIX):
                 diffs = [(a.float() - r.float()).abs().max().item() for a, r in zip((dq, dk, dv), rr)]
                 mags = [r.float().abs().max().item() for r in rr]
                 parts = []
-                if eng is engs[0] or "_wg_" in eng.name:
+                if eng is engs[0] or (parts_of is not None and eng.name in parts_of):
                     for part in ("pre", "dot", "dkdv", "dq"):
                         pm, _ = time_ms(torch, lambda: eng.launch(p, ws, parts=(part,)))
                         parts.append(f"{part} {pm:.3f}")
@@ -420,6 +440,18 @@ def benchmark(torch, engines_by_d, h=16, lens=MIX):
                       f"ours/FA2 {tf / res['fa2']:.2f}; max|ours-FA2| dq {diffs[0]:.2e}/{mags[0]:.2e} "
                       f"dk {diffs[1]:.2e}/{mags[1]:.2e} dv {diffs[2]:.2e}/{mags[2]:.2e}"
                       + (f"; parts ms: {', '.join(parts)}" if parts else ""), flush=True)
+            # Old and new kernels timed alternately in the same process (the order effects cancel).
+            by_name = {e.name: e for e in engs}
+            for a, b in [(a, b) for a, b in ab if a in by_name and b in by_name]:
+                ta, tb = [], []
+                for _ in range(3):
+                    for eng, acc in ((by_name[a], ta), (by_name[b], tb)):
+                        ws = eng.workspace(B, h, S)
+                        acc.append(time_ms(torch, lambda: eng.launch(p, ws))[0])
+                ma, mb = float(np.median(ta)), float(np.median(tb))
+                print(f"  d{d} causal={causal} interleaved {a} {ma:.3f} ms vs {b} {mb:.3f} ms: "
+                      f"{a}/{b} time {ma / mb:.3f}; {b} {flops / mb / 1e9:.1f} TFLOP/s "
+                      f"({flops / mb / 1e9 / res['fa2']:.2f}x FA2)", flush=True)
             rows.append(res)
     return rows
 
@@ -428,53 +460,63 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--check-only", action="store_true")
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--tiny", action="store_true", help="two small cases, bf16 D 64 (racecheck)")
+    ap.add_argument("--tiny", action="store_true", help="two small cases per pair, bf16 (sanitizers)")
     ap.add_argument("--no-tuning", action="store_true", help="skip the -DRAGGED_FMHA_TUNING shapes")
-    ap.add_argument("--wg-tuning", action="store_true", help="of the tuning shapes only the wgmma ones")
-    ap.add_argument("--wg-only", action="store_true", help="with --tiny: only the wgmma kernels")
+    ap.add_argument("--tuning", action="store_true",
+                    help="compile with the tuning shapes even with --tiny / --quick (cupy's cache of the main run)")
+    ap.add_argument("--wg-tuning", action="store_true", help="of the tuning shapes only the Hopper ones")
+    ap.add_argument("--wg-only", action="store_true", help="with --tiny: only the wgmma and TMA kernels")
+    ap.add_argument("--hopper-only", action="store_true", help="leave the mma.sync defaults out")
+    ap.add_argument("--tiny-dims", default="64", help="with --tiny: head dims, comma-separated (64,128)")
     ap.add_argument("--seed", type=int, default=int(time.time()))
     args = ap.parse_args()
     import torch
 
     print("device:", torch.cuda.get_device_name(), "torch", torch.__version__, "cupy", cp.__version__,
           "seed", args.seed, flush=True)
-    tuning = not (args.quick or args.tiny or args.no_tuning)
+    tuning = args.tuning or not (args.quick or args.tiny or args.no_tuning)
     mod = compile_module(tuning=tuning)
-    if args.tiny:
+
+    def hopper(dt, d, name):
+        return Backward(mod, dt, d, dkdv=name(dt, d), dq=name(dt, d, "dq"))
+
+    if args.tiny or args.quick:
+        dims = tuple(int(x) for x in args.tiny_dims.split(",")) if args.tiny else (64, 128)
+        engs = [] if args.wg_only else [Backward(mod, "bf16", d) for d in dims]
+        engs += [hopper("bf16", d, name) for d in dims for name in (wg_name, tma_name)]
         rng = np.random.default_rng(args.seed)
         results = []
-        engs = [] if args.wg_only else [Backward(mod, "bf16", 64)]
-        engs.append(Backward(mod, "bf16", 64, dkdv=wg_name("bf16", 64), dq=wg_name("bf16", 64, "dq")))
-        for eng in engs:
+        for eng in engs if args.tiny else ():
             results += [run_case(torch, eng, rng, lq=[40, 0, 70], lkv=[50, 30, 0], h_q=2, h_kv=1, right=0, br=1,
                                  label=f"tiny {eng.name} causal-br gqa"),
                         run_case(torch, eng, rng, lq=[65, 3], lkv=[20, 130], h_q=2, h_kv=2, left=9, right=2,
                                  pad_q=[2, 1], pad_kv=[0, 4], lse_mode="ragged",
                                  label=f"tiny {eng.name} window seq_lens")]
-        for ok, msg in results:
-            print(("PASS " if ok else "FAIL ") + msg, flush=True)
-        return 0 if all(ok for ok, _ in results) else 1
-    if args.quick:
-        engs = [Backward(mod, "bf16", d, dkdv=dkdv, dq=dq) for d in (64, 128)
-                for dkdv, dq in ((None, None), (wg_name("bf16", d), wg_name("bf16", d, "dq")))]
-        results = correctness(torch, engs, args.seed, quick=True)
+        if args.quick:
+            results = correctness(torch, engs, args.seed, quick=True)
         for ok, msg in results:
             print(("PASS " if ok else "FAIL ") + msg, flush=True)
         n_bad = sum(0 if ok else 1 for ok, _ in results)
-        print(f"quick correctness: {len(results) - n_bad}/{len(results)} passed", flush=True)
+        print(f"{'tiny' if args.tiny else 'quick'} correctness: {len(results) - n_bad}/{len(results)} passed",
+              flush=True)
         return 1 if n_bad else 0
-    engines = [Backward(mod, dt, d) for d in (64, 128) for dt in ("bf16", "f16")]
-    wg = [Backward(mod, dt, d, dkdv=wg_name(dt, d), dq=wg_name(dt, d, "dq")) for d in (64, 128)
-          for dt in ("bf16", "f16")]
-    # Timed only: the wgmma dK/dV with the default dQ (both kernels are checked above).
-    wg += [Backward(mod, "bf16", d, dkdv=wg_name("bf16", d)) for d in (64, 128)]
+    engines = [] if args.hopper_only else [Backward(mod, dt, d) for d in (64, 128) for dt in ("bf16", "f16")]
+    wg = [hopper(dt, d, wg_name) for d in (64, 128) for dt in ("bf16", "f16")]
+    tma = [hopper(dt, d, tma_name) for d in (64, 128) for dt in ("bf16", "f16")]
+    # Timed only (each kernel is checked in a full pair): one kernel of a pair swapped for another's.
+    mixed = [] if args.hopper_only else [Backward(mod, "bf16", d, dkdv=wg_name("bf16", d)) for d in (64, 128)]
+    mixed += [Backward(mod, "bf16", d, dkdv=tma_name("bf16", d), dq=wg_name("bf16", d, "dq")) for d in (64, 128)]
     t0 = time.time()
-    results = correctness(torch, engines + wg[:4], args.seed)
+    results = correctness(torch, engines + wg + tma, args.seed)
     tuned = {64: [], 128: []}
     for d in (64, 128) if tuning else ():
         pairs = [] if args.wg_tuning else list(zip(TUNING[d]["dkdv"], TUNING[d]["dq"]))
         wg_dkdv, wg_dq = wg_name("bf16", d), wg_name("bf16", d, "dq")
         pairs.append((wg_dkdv + "_nopipe", wg_dq + "_nopipe"))
+        tma_dkdv, tma_dq = tma_name("bf16", d), tma_name("bf16", d, "dq")
+        pairs += [(tma_dkdv + "_b4", tma_dq + "_b4"), (tma_dkdv + "_fuse", tma_dq), (tma_dkdv + "_fuse2", tma_dq)]
+        if d == 128:  # the default TMA dQ holds Q and dO in registers at D 128
+            pairs += [(tma_dkdv, tma_dq + "_rs0"), (tma_dkdv, tma_dq + "_rsq")]
         if d == 64:
             pairs.append((wg_dkdv, wg_dq + "_n128"))
         for a, b in pairs:
@@ -492,8 +534,11 @@ def main():
         return 1 if n_bad else 0
     if n_bad:
         print("WARNING: correctness failures above; timings below are of a wrong kernel", flush=True)
-    by_d = {d: [e for e in engines + wg if e.dt == "bf16" and e.d == d] + tuned[d] for d in (128, 64)}
-    rows = benchmark(torch, by_d)
+    by_d = {d: [e for e in engines + wg + tma + mixed if e.dt == "bf16" and e.d == d] + tuned[d] for d in (128, 64)}
+    ab = [(wg[i].name, tma[i].name) for i in range(len(wg))]
+    ab += [(tma[i].name, e.name) for i in range(len(tma)) for e in tuned[tma[i].d]
+           if "_fuse2" in e.name or "_rs0" in e.name]
+    rows = benchmark(torch, by_d, ab=ab, parts_of={e.name for e in wg + tma})
     print("\n=== backward TFLOP/s (bf16, H=16, ragged mix, FLOPs = 2.5 x forward) ===")
     for r in rows:
         names = [e.name for e in by_d[r["d"]]]

@@ -32,6 +32,7 @@
 #include "fmha_bwd/dot.cuh"
 #include "fmha_bwd/dkdv.cuh"
 #include "fmha_bwd/dq.cuh"
+#include "fmha_bwd/tma_fill.cuh"
 #include "fmha_bwd/dkdv_wg.cuh"
 #include "fmha_bwd/dq_wg.cuh"
 #include "fmha_bwd/entries.cuh"

@@ -16,8 +16,18 @@
 // PIPE: three buffers instead of two, and dK += dS^T Q of step n is left running on the tensor
 // cores while step n + 1 issues S^T and dP^T (its wait for S^T also retires that dK product): the
 // buffers step n read are refilled only at step n + 3.
-template <bool BF16, int D, bool PIPE>
-__device__ __forceinline__ void bwd_dkdv_wg_body(RAGGED_BWD_PARAMS) {
+// NBUF_TMA > 0 (with PIPE): NBUF_TMA buffers filled by warp 0 alone, NBUF_TMA - 2 steps ahead: Q and
+// dO by TMA through the maps tm_q, tm_do (box rows BM; a tail tile by zero-filling cp.async,
+// bwd_fill_pair), the LSE and Di rows by 4-byte cp.async, all completing on the buffer's full
+// mbarrier; each warp releases a buffer on its empty mbarrier once the dK product of its step has
+// retired. No block-wide barrier inside the loop: the warpgroups drift apart by up to a step.
+// FUSE (with NBUF_TMA): dS^T is formed from the f32 P^T as soon as dP^T lands, and dV += P^T dO and
+// dK += dS^T Q are issued together (two packed operands): no wait for the dV product before dS^T.
+// FUSE 1 leaves both running into the next step (its S^T, dP^T accumulators then live beside the two
+// operands: more registers); FUSE 2 waits for them at the end of the step.
+template <bool BF16, int D, bool PIPE, int NBUF_TMA = 0, int FUSE = 0>
+__device__ __forceinline__ void bwd_dkdv_wg_body(RAGGED_BWD_PARAMS, const RaggedTmaMap* tm_q = nullptr,
+                                                 const RaggedTmaMap* tm_do = nullptr) {
     constexpr int BM = 64;
     constexpr int BN = 128;
     constexpr int NT = 256;
@@ -25,8 +35,12 @@ __device__ __forceinline__ void bwd_dkdv_wg_body(RAGGED_BWD_PARAMS) {
     constexpr int KS = D / 16;
     constexpr int NS = BM / 8;
     constexpr int DT = P / 8;
-    constexpr int NBUF = PIPE ? 3 : 2;
+    constexpr bool TMA = NBUF_TMA > 0;
+    constexpr int NBUF = TMA ? NBUF_TMA : PIPE ? 3 : 2;
+    constexpr int LA = TMA ? NBUF - 2 : 1;  // steps filled ahead
     static_assert(D == P && (D == 64 || D == 128), "wgmma dK/dV head dims");
+    static_assert(!TMA || (PIPE && NBUF >= 3), "the TMA fill needs the pipelined body and three buffers");
+    static_assert(!FUSE || TMA, "FUSE is a variant of the TMA body");
 
     extern __shared__ __align__(128) unsigned char smem_raw[];
     const u32 base = smem_addr(smem_raw);
@@ -36,6 +50,8 @@ __device__ __forceinline__ void bwd_dkdv_wg_body(RAGGED_BWD_PARAMS) {
     const u32 s_do = s_q + NBUF * BM * P * 2;  // NBUF buffers of BM rows
     float* s_lse = (float*)(smem_raw + (s_do + NBUF * BM * P * 2 - base));  // NBUF buffers of BM
     float* s_di = s_lse + NBUF * BM;
+    const u32 bar_full = smem_addr(s_di + NBUF * BM);  // NBUF full, then NBUF empty mbarriers
+    const u32 bar_empty = bar_full + 8 * NBUF;
 
     RAGGED_BWD_KEY_TILE_PROLOGUE(BM, BN);
 
@@ -53,6 +69,7 @@ __device__ __forceinline__ void bwd_dkdv_wg_body(RAGGED_BWD_PARAMS) {
     for (int i = 0; i < DT * 4; ++i) acc_dk[i] = acc_dv[i] = 0.f;
 
     u32 pa[BM / 16][4];  // P^T, then dS^T, as the A operand (with PIPE live into the next step)
+    u32 pb[BM / 16][4];  // FUSE: dS^T (pa keeps P^T)
 
     auto issue = [&](int it, int buf) {
         const int h = g * rep + it / nq;
@@ -70,20 +87,72 @@ __device__ __forceinline__ void bwd_dkdv_wg_body(RAGGED_BWD_PARAMS) {
         }
     };
 
+    // TMA: warp 0 fills step f into buffer f % NBUF once every warp released that buffer's last use.
+    auto fill = [&](int f) {
+        const int fb = f % NBUF;
+        const int h = g * rep + f / nq;
+        const int i0 = (qb_first + f % nq) * BM;
+        const int rows = bt.lq - i0 < BM ? bt.lq - i0 : BM;
+        const i64 tok = bt.q_tok + i0;
+        const u32 full = bar_full + 8 * fb;
+        if (f >= NBUF) mbar_wait(bar_empty + 8 * fb, (u32)((f / NBUF) & 1) ^ 1u);
+        for (int t = lane; t < BM; t += 32) {
+            const bool live = t < rows;
+            const i64 i = i0 + t;
+            cp_async4(smem_addr(s_lse + fb * BM + t), live ? lse + bt.lse_elem + i * lse_seq + (i64)h * lse_head : lse,
+                      live);
+            cp_async4(smem_addr(s_di + fb * BM + t), live ? di + ((i64)b * h_q + h) * di_rows + i : di, live);
+        }
+        cp_async_mbar_track(full);
+        __syncwarp();
+        bwd_fill_pair<D, BM>(full, s_q + fb * (BM * P * 2), s_do + fb * (BM * P * 2), tm_q, tm_do, h, (int)tok, rows,
+                             q + tok * q_seq + (i64)h * q_head, q_seq, d_o + tok * do_seq + (i64)h * do_head, do_seq,
+                             q, lane);
+    };
+
+    if constexpr (TMA) {
+        if (tid == 0) {
+#pragma unroll
+            for (int s = 0; s < NBUF; ++s) {
+                mbar_init(bar_full + 8 * s, 1);
+                mbar_init(bar_empty + 8 * s, NT / 32);  // one arrival per warp
+            }
+            asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+        }
+        __syncthreads();
+    }
+
     if (items > 0) {
+        if constexpr (TMA) {
+            if (warp == 0)
+                for (int f = 0; f < LA && f < items; ++f) fill(f);
+        }
         load_tile_sw128<D, P, BN, NT>(s_k, k + (bt.kv_tok + j0) * k_seq + (i64)g * k_head, k_seq, cols, k);
         load_tile_sw128<D, P, BN, NT>(s_v, v + (bt.kv_tok + j0) * v_seq + (i64)g * v_head, v_seq, cols, v);
-        issue(0, 0);
+        if constexpr (!TMA) issue(0, 0);
         cp_async_commit();
-#pragma unroll 1
-        for (int it = 0; it < items; ++it) {
-            const int buf = it % NBUF;
-            // Pair `it` has landed, and both warpgroups are done with the buffers `it + 1` reuses.
+        if constexpr (TMA) {
             cp_async_wait<0>();
             fence_proxy_async();
             __syncthreads();
-            if (it + 1 < items) issue(it + 1, buf + 1 == NBUF ? 0 : buf + 1);
-            cp_async_commit();
+        }
+#pragma unroll 1
+        for (int it = 0; it < items; ++it) {
+            const int buf = it % NBUF;
+            if constexpr (TMA) {
+                if (warp == 0 && it + LA < items) fill(it + LA);
+                mbar_wait(bar_full + 8 * buf, (u32)((it / NBUF) & 1));
+                // cp.async (generic proxy) writes of a tail tile, read by wgmma (async proxy).
+                if (bt.lq - (qb_first + it % nq) * BM < BM) fence_proxy_async();
+            }
+            else {
+                // Pair `it` has landed, and both warpgroups are done with the buffers `it + 1` reuses.
+                cp_async_wait<0>();
+                fence_proxy_async();
+                __syncthreads();
+                if (it + 1 < items) issue(it + 1, buf + 1 == NBUF ? 0 : buf + 1);
+                cp_async_commit();
+            }
             const int i0 = (qb_first + it % nq) * BM;
             const u32 qb = s_q + buf * (BM * P * 2);
             const u32 dob = s_do + buf * (BM * P * 2);
@@ -115,13 +184,23 @@ __device__ __forceinline__ void bwd_dkdv_wg_body(RAGGED_BWD_PARAMS) {
                 fence_regs<DT * 4>(acc_dk);
                 fence_regs_u32<BM / 4>(&pa[0][0]);
             }
+            if constexpr (FUSE == 1) {
+                fence_regs<DT * 4>(acc_dv);
+                fence_regs_u32<BM / 4>(&pb[0][0]);
+            }
+            // The previous step's buffers are free: its dK product retired with S^T just now.
+            if constexpr (TMA) {
+                if (it > 0 && lane == 0) mbar_arrive(bar_empty + 8 * ((it + NBUF - 1) % NBUF));
+            }
             const bool full = ragged_tile_full(band, bt.lq, i0, BM, j0, BN);
 #pragma unroll
             for (int nt = 0; nt < NS; ++nt)
 #pragma unroll
                 for (int e = 0; e < 4; ++e) {
                     const int il = nt * 8 + 2 * lt + (e & 1);
-                    float p = fast_exp2(st[nt * 4 + e] * sl2 - lse_t[il]);
+                    // The TMA fill copies the LSE as stored (natural log); the cp.async one scaled it.
+                    const float l2 = TMA ? lse_t[il] * RAGGED_LOG2E : lse_t[il];
+                    float p = fast_exp2(st[nt * 4 + e] * sl2 - l2);
                     if (!full) {
                         const int i = i0 + il;
                         const int j = j0 + key_row + ((e >> 1) << 3);
@@ -129,6 +208,31 @@ __device__ __forceinline__ void bwd_dkdv_wg_body(RAGGED_BWD_PARAMS) {
                     }
                     st[nt * 4 + e] = p;
                 }
+            if constexpr (FUSE) {
+                wgmma_wait<0>();
+                fence_regs<NS * 4>(dpt);
+#pragma unroll
+                for (int nt = 0; nt < NS; ++nt)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e)
+                        dpt[nt * 4 + e] = st[nt * 4 + e] * (dpt[nt * 4 + e] - di_t[nt * 8 + 2 * lt + (e & 1)]);
+                pack_a<BF16, BM / 16>(pa, (const float(*)[4])st);
+                pack_a<BF16, BM / 16>(pb, (const float(*)[4])dpt);
+                wgmma_fence();
+#pragma unroll
+                for (int kc = 0; kc < BM / 16; ++kc) wgmma_pv<BF16, P, BM>(acc_dv, pa[kc], dob, kc);
+#pragma unroll
+                for (int kc = 0; kc < BM / 16; ++kc) wgmma_pv<BF16, P, BM>(acc_dk, pb[kc], qb, kc);
+                wgmma_commit();
+                if constexpr (FUSE == 2) {
+                    wgmma_wait<0>();
+                    fence_regs<DT * 4>(acc_dk);
+                    fence_regs<DT * 4>(acc_dv);
+                    fence_regs_u32<BM / 4>(&pa[0][0]);
+                    fence_regs_u32<BM / 4>(&pb[0][0]);
+                }
+                continue;
+            }
             pack_a<BF16, BM / 16>(pa, (const float(*)[4])st);
             wgmma_fence();
 #pragma unroll
@@ -161,7 +265,11 @@ __device__ __forceinline__ void bwd_dkdv_wg_body(RAGGED_BWD_PARAMS) {
             fence_regs<DT * 4>(acc_dk);
             fence_regs_u32<BM / 4>(&pa[0][0]);
         }
-        cp_async_wait<0>();
+        if constexpr (FUSE) {
+            fence_regs<DT * 4>(acc_dv);
+            fence_regs_u32<BM / 4>(&pb[0][0]);
+        }
+        if constexpr (!TMA) cp_async_wait<0>();
     }
 
     // dK (times scale) and dV staged through the K and V tiles' space (the mma.sync layout of

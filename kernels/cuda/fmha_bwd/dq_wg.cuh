@@ -13,22 +13,36 @@
 // PIPE: three K/V buffers instead of two, and dQ += dS K of block n is left running while block
 // n + 1 issues S and dP (its wait for S also retires that product): the buffers block n read are
 // refilled only at block n + 3.
-template <bool BF16, int D, int BN, int NWG, bool PIPE>
-__device__ __forceinline__ void bwd_dq_wg_body(RAGGED_BWD_PARAMS) {
+// NBUF_TMA > 0 (with PIPE): NBUF_TMA K/V buffers filled by warp 0 alone, NBUF_TMA - 2 blocks ahead, by
+// TMA through the maps tm_k, tm_v (box rows BN; a tail block by zero-filling cp.async,
+// bwd_fill_pair) completing on the buffer's full mbarrier, released by each warp on its empty
+// mbarrier once the dQ product that read it has retired; no block-wide barrier inside the loop.
+// RS (with NBUF_TMA, BN 64): S = Q K^T (RS >= 1) and dP = dO V^T (RS 2) take Q / dO from registers,
+// loaded once per block (32 registers each at D 128), instead of reading them from shared memory
+// in every product.
+template <bool BF16, int D, int BN, int NWG, bool PIPE, int NBUF_TMA = 0, int RS = 0>
+__device__ __forceinline__ void bwd_dq_wg_body(RAGGED_BWD_PARAMS, const RaggedTmaMap* tm_k = nullptr,
+                                               const RaggedTmaMap* tm_v = nullptr) {
     constexpr int BM = 64 * NWG;
     constexpr int NT = 128 * NWG;
     constexpr int P = ragged_row_width(D);
     constexpr int KS = D / 16;
     constexpr int NS = BN / 8;
     constexpr int DT = P / 8;
-    constexpr int NBUF = PIPE ? 3 : 2;
+    constexpr bool TMA = NBUF_TMA > 0;
+    constexpr int NBUF = TMA ? NBUF_TMA : PIPE ? 3 : 2;
+    constexpr int LA = TMA ? NBUF - 2 : 1;  // blocks filled ahead
     static_assert(D == P && (D == 64 || D == 128) && (BN == 64 || BN == 128), "wgmma dQ tile shapes");
+    static_assert(!TMA || (PIPE && NBUF >= 3), "the TMA fill needs the pipelined body and three buffers");
+    static_assert(RS == 0 || (TMA && BN == 64), "RS is a variant of the TMA body with BN 64");
 
     extern __shared__ __align__(128) unsigned char smem_raw[];
     const u32 s_q = (smem_addr(smem_raw) + 1023u) & ~1023u;  // the swizzle pattern repeats every 1024 bytes
     const u32 s_do = s_q + BM * P * 2;
     const u32 s_k = s_do + BM * P * 2;        // NBUF buffers of BN rows
     const u32 s_v = s_k + NBUF * BN * P * 2;  // NBUF buffers of BN rows
+    const u32 bar_full = s_v + NBUF * BN * P * 2;  // NBUF full, then NBUF empty mbarriers
+    const u32 bar_empty = bar_full + 8 * NBUF;
 
     RAGGED_BWD_QUERY_TILE_PROLOGUE(BM, BN);
 
@@ -47,33 +61,76 @@ __device__ __forceinline__ void bwd_dq_wg_body(RAGGED_BWD_PARAMS) {
     for (int i = 0; i < DT * 4; ++i) acc[i] = 0.f;
     u32 pa[BN / 16][4];  // dS as the A operand (with PIPE live into the next block)
 
+    // TMA: warp 0 fills block nb_first + f into buffer f % NBUF once every warp released its last use.
+    auto fill = [&](int f) {
+        const int fb = f % NBUF;
+        const int j0 = (nb_first + f) * BN;
+        if (f >= NBUF) mbar_wait(bar_empty + 8 * fb, (u32)((f / NBUF) & 1) ^ 1u);
+        bwd_fill_pair<D, BN>(bar_full + 8 * fb, s_k + fb * (BN * P * 2), s_v + fb * (BN * P * 2), tm_k, tm_v, g,
+                             (int)(bt.kv_tok + j0), bt.lkv - j0, kp + (i64)j0 * k_seq, k_seq, vp + (i64)j0 * v_seq,
+                             v_seq, k, lane);
+    };
+    if constexpr (TMA) {
+        if (tid == 0) {
+#pragma unroll
+            for (int s = 0; s < NBUF; ++s) {
+                mbar_init(bar_full + 8 * s, 1);
+                mbar_init(bar_empty + 8 * s, NT / 32);  // one arrival per warp
+            }
+            asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+        }
+        __syncthreads();
+    }
+
     if (nb_first < nb_last) {
         RAGGED_BWD_ROW_STATS(lse2, dir);
+        const int blocks = nb_last - nb_first;
+        if constexpr (TMA) {
+            if (warp == 0)
+                for (int f = 0; f < LA && f < blocks; ++f) fill(f);
+        }
         const i64 tok = bt.q_tok + i0;
         load_tile_sw128<D, P, BM, NT>(s_q, q + tok * q_seq + (i64)h * q_head, q_seq, rows, q);
         load_tile_sw128<D, P, BM, NT>(s_do, d_o + tok * do_seq + (i64)h * do_head, do_seq, rows, d_o);
-        {
+        if constexpr (!TMA) {
             const int j0 = nb_first * BN;
             load_tile_sw128<D, P, BN, NT>(s_k, kp + (i64)j0 * k_seq, k_seq, bt.lkv - j0, k);
             load_tile_sw128<D, P, BN, NT>(s_v, vp + (i64)j0 * v_seq, v_seq, bt.lkv - j0, v);
         }
         cp_async_commit();
-#pragma unroll 1
-        for (int nb = nb_first; nb < nb_last; ++nb) {
-            const int buf = (nb - nb_first) % NBUF;
-            const int next = buf + 1 == NBUF ? 0 : buf + 1;
-            // Block nb has landed, and both warpgroups are done with the buffers nb + 1 reuses.
+        if constexpr (TMA) {
             cp_async_wait<0>();
             fence_proxy_async();
             __syncthreads();
-            if (nb + 1 < nb_last) {
+        }
+        u32 qa[RS >= 1 ? KS : 1][4], doa[RS >= 2 ? KS : 1][4];
+        if constexpr (RS >= 1) load_a_frags_sw128<D, BM>(qa, s_q, warp, lane);
+        if constexpr (RS >= 2) load_a_frags_sw128<D, BM>(doa, s_do, warp, lane);
+#pragma unroll 1
+        for (int nb = nb_first; nb < nb_last; ++nb) {
+            const int it = nb - nb_first;
+            const int buf = it % NBUF;
+            const int next = buf + 1 == NBUF ? 0 : buf + 1;
+            if constexpr (TMA) {
+                if (warp == 0 && it + LA < blocks) fill(it + LA);
+                mbar_wait(bar_full + 8 * buf, (u32)((it / NBUF) & 1));
+                // cp.async (generic proxy) writes of a tail block, read by wgmma (async proxy).
+                if (bt.lkv - nb * BN < BN) fence_proxy_async();
+            }
+            else {
+                // Block nb has landed, and both warpgroups are done with the buffers nb + 1 reuses.
+                cp_async_wait<0>();
+                fence_proxy_async();
+                __syncthreads();
+            }
+            if (!TMA && nb + 1 < nb_last) {
                 const int j1 = (nb + 1) * BN;
                 load_tile_sw128<D, P, BN, NT>(s_k + next * (BN * P * 2), kp + (i64)j1 * k_seq, k_seq, bt.lkv - j1,
                                               k);
                 load_tile_sw128<D, P, BN, NT>(s_v + next * (BN * P * 2), vp + (i64)j1 * v_seq, v_seq, bt.lkv - j1,
                                               v);
             }
-            cp_async_commit();
+            if constexpr (!TMA) cp_async_commit();
             const u32 kb = s_k + buf * (BN * P * 2);
             const u32 vb = s_v + buf * (BN * P * 2);
             const int j0 = nb * BN;
@@ -84,14 +141,20 @@ __device__ __forceinline__ void bwd_dq_wg_body(RAGGED_BWD_PARAMS) {
             for (int ks = 0; ks < KS; ++ks) {
                 const u64 da = sw128_desc(s_q + (ks >> 2) * (BM * 128) + wg * (64 * 128) + (ks & 3) * 32, 16, 1024);
                 const u64 db = sw128_desc(kb + (ks >> 2) * (BN * 128) + (ks & 3) * 32, 16, 1024);
-                wgmma_ss<BF16, BN>(s, da, db, ks > 0);
+                if constexpr (RS >= 1)
+                    wgmma_rs_kmajor_n64<BF16>(s, qa[ks], db, ks > 0);
+                else
+                    wgmma_ss<BF16, BN>(s, da, db, ks > 0);
             }
             wgmma_commit();
 #pragma unroll
             for (int ks = 0; ks < KS; ++ks) {
                 const u64 da = sw128_desc(s_do + (ks >> 2) * (BM * 128) + wg * (64 * 128) + (ks & 3) * 32, 16, 1024);
                 const u64 db = sw128_desc(vb + (ks >> 2) * (BN * 128) + (ks & 3) * 32, 16, 1024);
-                wgmma_ss<BF16, BN>(dp, da, db, ks > 0);
+                if constexpr (RS >= 2)
+                    wgmma_rs_kmajor_n64<BF16>(dp, doa[ks], db, ks > 0);
+                else
+                    wgmma_ss<BF16, BN>(dp, da, db, ks > 0);
             }
             wgmma_commit();
 
@@ -101,6 +164,10 @@ __device__ __forceinline__ void bwd_dq_wg_body(RAGGED_BWD_PARAMS) {
             if constexpr (PIPE) {
                 fence_regs<DT * 4>(acc);
                 fence_regs_u32<BN / 4>(&pa[0][0]);
+            }
+            // The previous block's buffers are free: its dQ product retired with S just now.
+            if constexpr (TMA) {
+                if (it > 0 && lane == 0) mbar_arrive(bar_empty + 8 * ((it + NBUF - 1) % NBUF));
             }
             const bool full = ragged_tile_full(band, bt.lq, i0, BM, j0, BN);
 #pragma unroll
@@ -130,13 +197,17 @@ __device__ __forceinline__ void bwd_dq_wg_body(RAGGED_BWD_PARAMS) {
                 fence_regs<DT * 4>(acc);
                 fence_regs_u32<BN / 4>(&pa[0][0]);
             }
+            // The register operands stay live across the back-edge: ptxas 12.9 gave the dS
+            // operand dO's registers at D 64 without these (wrong dQ on the H200, round 1).
+            if constexpr (RS >= 1) fence_regs_u32<KS * 4>(&qa[0][0]);
+            if constexpr (RS >= 2) fence_regs_u32<KS * 4>(&doa[0][0]);
         }
         if constexpr (PIPE) {
             wgmma_wait<0>();
             fence_regs<DT * 4>(acc);
             fence_regs_u32<BN / 4>(&pa[0][0]);
         }
-        cp_async_wait<0>();
+        if constexpr (!TMA) cp_async_wait<0>();
     }
 
     __syncthreads();

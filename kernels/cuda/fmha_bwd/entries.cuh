@@ -80,11 +80,39 @@ RAGGED_BWD_ALL(f16, false)
         bwd_dq_wg_body<BF16, D, BN, NWG, PIPE>(RAGGED_BWD_ARGS);                                           \
     }                                                                                                      \
     }
+// The same bodies with the TMA / mbarrier fill (NBUF buffers, NBUF - 2 ahead, NBUF full and NBUF empty
+// mbarriers after the tiles) and two tensor maps after the common parameters: Q and dO (box rows
+// 64) for dK/dV, K and V (box rows BN) for dQ. NAME_tma = {1} tells the host to pass them.
+#define RAGGED_BWD_DKDV_TMA_ENTRY(NAME, BF16, D, NBUF) RAGGED_BWD_DKDV_TMA_ENTRY_F(NAME, BF16, D, NBUF, 0)
+#define RAGGED_BWD_DKDV_TMA_ENTRY_F(NAME, BF16, D, NBUF, FUSE)                                               \
+    extern "C" {                                                                                           \
+    __constant__ int NAME##_config[4] = {64, 128, 256, RAGGED_BWD_DKDV_WG_SMEM(D, NBUF) + 16 * (NBUF)};     \
+    __constant__ int NAME##_tma[1] = {1};                                                                  \
+    __global__ void __launch_bounds__(256, 1)                                                              \
+        NAME(RAGGED_BWD_PARAMS, const __grid_constant__ RaggedTmaMap tm_q, const __grid_constant__ RaggedTmaMap tm_do) { \
+        bwd_dkdv_wg_body<BF16, D, true, NBUF, FUSE>(RAGGED_BWD_ARGS, &tm_q, &tm_do);                       \
+    }                                                                                                      \
+    }
+#define RAGGED_BWD_DQ_TMA_ENTRY(NAME, BF16, D, BN, NWG, NBUF) RAGGED_BWD_DQ_TMA_ENTRY_R(NAME, BF16, D, BN, NWG, NBUF, 0)
+#define RAGGED_BWD_DQ_TMA_ENTRY_R(NAME, BF16, D, BN, NWG, NBUF, RS)                                          \
+    extern "C" {                                                                                           \
+    __constant__ int NAME##_config[4] = {64 * NWG, BN, 128 * NWG,                                          \
+                                         RAGGED_BWD_DQ_WG_SMEM(D, BN, NWG, NBUF) + 16 * (NBUF)};           \
+    __constant__ int NAME##_tma[1] = {1};                                                                  \
+    __global__ void __launch_bounds__(128 * NWG, 1)                                                        \
+        NAME(RAGGED_BWD_PARAMS, const __grid_constant__ RaggedTmaMap tm_k, const __grid_constant__ RaggedTmaMap tm_v) { \
+        bwd_dq_wg_body<BF16, D, BN, NWG, true, NBUF, RS>(RAGGED_BWD_ARGS, &tm_k, &tm_v);                   \
+    }                                                                                                      \
+    }
 #define RAGGED_BWD_WG_ALL(DT, BF16)                                                        \
     RAGGED_BWD_DKDV_WG_ENTRY(ragged_fmha_bwd_dkdv_wg_##DT##_d64, BF16, 64, true)           \
     RAGGED_BWD_DKDV_WG_ENTRY(ragged_fmha_bwd_dkdv_wg_##DT##_d128, BF16, 128, true)         \
     RAGGED_BWD_DQ_WG_ENTRY(ragged_fmha_bwd_dq_wg_##DT##_d64, BF16, 64, 64, 2, true)        \
-    RAGGED_BWD_DQ_WG_ENTRY(ragged_fmha_bwd_dq_wg_##DT##_d128, BF16, 128, 64, 2, true)
+    RAGGED_BWD_DQ_WG_ENTRY(ragged_fmha_bwd_dq_wg_##DT##_d128, BF16, 128, 64, 2, true)         \
+    RAGGED_BWD_DKDV_TMA_ENTRY(ragged_fmha_bwd_dkdv_tma_##DT##_d64, BF16, 64, 3)              \
+    RAGGED_BWD_DKDV_TMA_ENTRY(ragged_fmha_bwd_dkdv_tma_##DT##_d128, BF16, 128, 3)            \
+    RAGGED_BWD_DQ_TMA_ENTRY(ragged_fmha_bwd_dq_tma_##DT##_d64, BF16, 64, 64, 2, 3)           \
+    RAGGED_BWD_DQ_TMA_ENTRY_R(ragged_fmha_bwd_dq_tma_##DT##_d128, BF16, 128, 64, 2, 3, 2)
 RAGGED_BWD_WG_ALL(bf16, true)
 RAGGED_BWD_WG_ALL(f16, false)
 #ifdef RAGGED_FMHA_TUNING
@@ -95,6 +123,20 @@ RAGGED_BWD_DKDV_WG_ENTRY(ragged_fmha_bwd_dkdv_wg_bf16_d128_nopipe, true, 128, fa
 RAGGED_BWD_DQ_WG_ENTRY(ragged_fmha_bwd_dq_wg_bf16_d64_nopipe, true, 64, 64, 2, false)
 RAGGED_BWD_DQ_WG_ENTRY(ragged_fmha_bwd_dq_wg_bf16_d128_nopipe, true, 128, 64, 2, false)
 RAGGED_BWD_DQ_WG_ENTRY(ragged_fmha_bwd_dq_wg_bf16_d64_n128, true, 64, 128, 2, true)
+// The TMA fill four buffers deep (two steps ahead).
+RAGGED_BWD_DKDV_TMA_ENTRY(ragged_fmha_bwd_dkdv_tma_bf16_d128_b4, true, 128, 4)
+RAGGED_BWD_DKDV_TMA_ENTRY(ragged_fmha_bwd_dkdv_tma_bf16_d64_b4, true, 64, 4)
+// dV and dK issued together, one wait per step (FUSE 1: running into the next step; 2: waited for).
+RAGGED_BWD_DKDV_TMA_ENTRY_F(ragged_fmha_bwd_dkdv_tma_bf16_d128_fuse, true, 128, 3, 1)
+RAGGED_BWD_DKDV_TMA_ENTRY_F(ragged_fmha_bwd_dkdv_tma_bf16_d64_fuse, true, 64, 3, 1)
+RAGGED_BWD_DKDV_TMA_ENTRY_F(ragged_fmha_bwd_dkdv_tma_bf16_d128_fuse2, true, 128, 3, 2)
+RAGGED_BWD_DKDV_TMA_ENTRY_F(ragged_fmha_bwd_dkdv_tma_bf16_d64_fuse2, true, 64, 3, 2)
+// dQ at D 128 with only Q (rsq) or neither (rs0) in registers; the default holds Q and dO (RS 2).
+// D 64 has no RS entry: ptxas gave the dS operand dO's registers there (NOTES-backward.md, round 1).
+RAGGED_BWD_DQ_TMA_ENTRY_R(ragged_fmha_bwd_dq_tma_bf16_d128_rsq, true, 128, 64, 2, 3, 1)
+RAGGED_BWD_DQ_TMA_ENTRY_R(ragged_fmha_bwd_dq_tma_bf16_d128_rs0, true, 128, 64, 2, 3, 0)
+RAGGED_BWD_DQ_TMA_ENTRY(ragged_fmha_bwd_dq_tma_bf16_d128_b4, true, 128, 64, 2, 4)
+RAGGED_BWD_DQ_TMA_ENTRY(ragged_fmha_bwd_dq_tma_bf16_d64_b4, true, 64, 64, 2, 4)
 #endif
 #endif
 

@@ -44,8 +44,9 @@ pub(crate) fn tensor_map_args(
     ])
 }
 
-/// One map over a [tokens, heads, d] buffer at `base` (strides in elements).
-fn encode(
+/// One map over a [tokens, heads, d] buffer at `base` (strides in elements); also used by the
+/// backward's TMA gradient kernels (`crate::cuda_fmha_bwd::launcher`).
+pub(crate) fn encode(
     kernel: &str,
     base: u64,
     d: i64,

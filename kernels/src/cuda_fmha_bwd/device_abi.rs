@@ -97,6 +97,58 @@ pub const HOPPER_ALL: [HopperKernels; 4] = [
     },
 ];
 
+/// Per set of [`ALL`], in its order: the wgmma kernels with the TMA / mbarrier fill
+/// (`NBUF_TMA` in `fmha_bwd/dkdv_wg.cuh`, `fmha_bwd/dq_wg.cuh`). They publish `NAME_tma = {1}` and
+/// take two tensor maps after the common parameters ([`takes_tensor_maps`]).
+pub const HOPPER_TMA_ALL: [HopperKernels; 4] = [
+    HopperKernels {
+        dkdv: "ragged_fmha_bwd_dkdv_tma_bf16_d64",
+        dq: "ragged_fmha_bwd_dq_tma_bf16_d64",
+    },
+    HopperKernels {
+        dkdv: "ragged_fmha_bwd_dkdv_tma_f16_d64",
+        dq: "ragged_fmha_bwd_dq_tma_f16_d64",
+    },
+    HopperKernels {
+        dkdv: "ragged_fmha_bwd_dkdv_tma_bf16_d128",
+        dq: "ragged_fmha_bwd_dq_tma_bf16_d128",
+    },
+    HopperKernels {
+        dkdv: "ragged_fmha_bwd_dkdv_tma_f16_d128",
+        dq: "ragged_fmha_bwd_dq_tma_f16_d128",
+    },
+];
+
+/// Whether `kernel` is one of [`HOPPER_TMA_ALL`]: it takes, after RAGGED_BWD_PARAMS, the tensor
+/// maps of the two tiles it streams — dK/dV: Q and dO (box rows = its BM); dQ: K and V (box rows
+/// = its BN).
+pub fn takes_tensor_maps(kernel: &str) -> bool {
+    HOPPER_TMA_ALL
+        .iter()
+        .any(|k| k.dkdv == kernel || k.dq == kernel)
+}
+
+/// The kernel without tensor maps that computes the same as `kernel` (the wgmma kernel a TMA one
+/// was derived from), for a layout the driver cannot describe with a tensor map; `kernel` itself
+/// for every other name.
+pub fn without_tensor_maps(kernel: &'static str) -> &'static str {
+    for (tma, wg) in HOPPER_TMA_ALL.iter().zip(HOPPER_ALL) {
+        if tma.dkdv == kernel {
+            return wg.dkdv;
+        }
+        if tma.dq == kernel {
+            return wg.dq;
+        }
+    }
+    kernel
+}
+
+/// The head dim (Q/K and V/O) of a set of [`ALL`].
+pub fn head_dim(set: BackwardKernels) -> Option<i64> {
+    let index = ALL.iter().position(|k| *k == set)?;
+    Some(HEAD_DIMS[index / 2])
+}
+
 /// Which wgmma kernels replace the set's mma.sync kernels on [`HOPPER_ARCH`]: the single switch,
 /// set from the H200 measurements in `bench/gpu/NOTES-backward.md` (a kernel is selected only
 /// where it passed the device harness and was faster there).
@@ -106,14 +158,22 @@ pub struct HopperSelection {
     pub dkdv: bool,
     /// Run `HopperKernels::dq` instead of `BackwardKernels::dq`.
     pub dq: bool,
+    /// Head dims at which the selected wgmma kernels are taken from [`HOPPER_TMA_ALL`] instead
+    /// of [`HOPPER_ALL`].
+    pub tma_head_dims: &'static [i64],
 }
 
 /// The selection the launcher uses: both, from the H200 round of 2026-12-01 20:00 UTC (every harness
 /// case passed; bf16 ragged mix, D 128: 287.5 TFLOP/s = 1.01 × FA2 varlen non-causal, 0.98 × causal,
 /// against 0.69 / 0.72 × with the mma.sync kernels; D 64: 0.84 / 0.78 × against 0.68 / 0.69 ×).
+/// At D 128 the TMA twins run instead, from two H200 rounds of 2026-12-01 (session 7, every harness
+/// case passed, `gpu_backward` 5/5 through the C ABI; bf16 ragged mix, interleaved with the wgmma
+/// kernels: 1.16 × / 1.11 × faster non-causal / causal, 330.5 / 273.5 TFLOP/s = 1.16 / 1.09 × FA2
+/// varlen); at D 64 they were 2 % slower, so the wgmma kernels stay there.
 pub const HOPPER_SELECTED: HopperSelection = HopperSelection {
     dkdv: true,
     dq: true,
+    tma_head_dims: &[128],
 };
 
 /// The kernels to launch for `set` (one of [`ALL`]) on a module compiled for `arch`.
@@ -124,7 +184,11 @@ pub fn for_target(set: BackwardKernels, arch: &str, selection: HopperSelection) 
     if arch != HOPPER_ARCH {
         return set;
     }
-    let hopper = HOPPER_ALL[index];
+    let hopper = if selection.tma_head_dims.contains(&HEAD_DIMS[index / 2]) {
+        HOPPER_TMA_ALL[index]
+    } else {
+        HOPPER_ALL[index]
+    };
     BackwardKernels {
         dot: set.dot,
         dkdv: if selection.dkdv {
@@ -227,6 +291,7 @@ mod tests {
         let both = HopperSelection {
             dkdv: true,
             dq: true,
+            tma_head_dims: &[],
         };
         let set = kernels(DataType::BF16, 128).expect("compiled");
         assert_eq!(for_target(set, "sm_80", both), set);
@@ -238,12 +303,14 @@ mod tests {
         let dkdv_only = HopperSelection {
             dkdv: true,
             dq: false,
+            tma_head_dims: &[],
         };
         let mixed = for_target(set, "sm_90a", dkdv_only);
         assert_eq!((mixed.dkdv, mixed.dq), (hopper.dkdv, set.dq));
         let none = HopperSelection {
             dkdv: false,
             dq: false,
+            tma_head_dims: &[64, 128],
         };
         assert_eq!(for_target(set, "sm_90a", none), set);
         for (default, wg) in ALL.iter().zip(HOPPER_ALL) {
@@ -253,9 +320,54 @@ mod tests {
     }
 
     #[test]
+    fn tma_kernels_take_maps_and_fall_back_to_their_wgmma_kernels() {
+        let set = kernels(DataType::F16, 64).expect("compiled");
+        let tma = HopperSelection {
+            dkdv: true,
+            dq: true,
+            tma_head_dims: &[64, 128],
+        };
+        let picked = for_target(set, "sm_90a", tma);
+        let d128_only = HopperSelection {
+            tma_head_dims: &[128],
+            ..tma
+        };
+        assert_eq!(
+            for_target(set, "sm_90a", d128_only).dq,
+            "ragged_fmha_bwd_dq_wg_f16_d64"
+        );
+        assert_eq!(
+            for_target(ALL[3], "sm_90a", d128_only).dq,
+            "ragged_fmha_bwd_dq_tma_f16_d128"
+        );
+        assert_eq!(picked.dkdv, "ragged_fmha_bwd_dkdv_tma_f16_d64");
+        assert_eq!(picked.dq, "ragged_fmha_bwd_dq_tma_f16_d64");
+        assert_eq!(for_target(set, "sm_80", tma), set);
+        assert!(takes_tensor_maps(picked.dkdv) && takes_tensor_maps(picked.dq));
+        assert_eq!(
+            without_tensor_maps(picked.dkdv),
+            "ragged_fmha_bwd_dkdv_wg_f16_d64"
+        );
+        assert_eq!(
+            without_tensor_maps(picked.dq),
+            "ragged_fmha_bwd_dq_wg_f16_d64"
+        );
+        for name in [set.dkdv, set.dq, HOPPER_ALL[1].dkdv, HOPPER_ALL[1].dq] {
+            assert!(!takes_tensor_maps(name), "{name}");
+            assert_eq!(without_tensor_maps(name), name);
+        }
+        for (tma, wg) in HOPPER_TMA_ALL.iter().zip(HOPPER_ALL) {
+            assert_eq!(tma.dkdv, wg.dkdv.replace("_wg_", "_tma_"));
+            assert_eq!(tma.dq, wg.dq.replace("_wg_", "_tma_"));
+        }
+        assert_eq!(head_dim(set), Some(64));
+        assert_eq!(head_dim(ALL[3]), Some(128));
+    }
+
+    #[test]
     fn every_hopper_entry_point_is_defined_in_the_kernel_file() {
         let text = include_str!("../../cuda/fmha_bwd/entries.cuh");
-        for k in HOPPER_ALL {
+        for k in HOPPER_ALL.iter().chain(HOPPER_TMA_ALL.iter()) {
             for name in [k.dkdv, k.dq] {
                 let pattern = name
                     .replace("_bf16_", "_##DT##_")
@@ -274,6 +386,8 @@ mod tests {
         // at D 128.
         check_config("k", Part::DkDv, [64, 128, 256, 166_400]).expect("wgmma dK/dV fits");
         check_config("k", Part::Dq, [128, 64, 256, 164_864]).expect("wgmma dQ fits");
+        check_config("k", Part::DkDv, [64, 128, 256, 166_448]).expect("TMA dK/dV fits");
+        check_config("k", Part::Dq, [128, 64, 256, 164_912]).expect("TMA dQ fits");
     }
 
     #[test]

@@ -16,6 +16,7 @@ use crate::cuda_fmha::device_abi::TileConfig;
 use crate::cuda_fmha::geometry::WORKSPACE_ALIGNMENT;
 use crate::cuda_fmha::launcher::{self, FmhaBuffers};
 use crate::cuda_fmha::loading::{LoadedKernels, ModuleCache};
+use crate::cuda_fmha::tensor_maps;
 use crate::runtime::cuda::context::{CurrentContext, StreamContext, context_of_stream};
 use crate::runtime::cuda::error::{GpuError, TensorRole};
 use crate::runtime::cuda::module::{KernelArg, LaunchConfig, launch};
@@ -92,6 +93,7 @@ impl BackwardEngine {
         });
         let wgmma = device_abi::HOPPER_ALL
             .iter()
+            .chain(device_abi::HOPPER_TMA_ALL.iter())
             .filter(|_| hopper)
             .flat_map(|set| [(set.dkdv, Part::DkDv), (set.dq, Part::Dq)]);
         let load = self
@@ -118,7 +120,9 @@ impl BackwardEngine {
         // SAFETY: `stream` is null or live (this function's contract).
         let ctx = unsafe { context_of_stream(stream) }?;
         let (loaded, arch) = self.loaded(&ctx)?;
-        let kernels = device_abi::for_target(plan.kernels, &arch, device_abi::HOPPER_SELECTED);
+        let mut kernels = device_abi::for_target(plan.kernels, &arch, device_abi::HOPPER_SELECTED);
+        let dkdv_maps = stream_maps(&loaded, &mut kernels.dkdv, Part::DkDv, plan, buffers)?;
+        let dq_maps = stream_maps(&loaded, &mut kernels.dq, Part::Dq, plan, buffers)?;
         let (dot, dkdv, dq) = (
             loaded.config(kernels.dot)?,
             loaded.config(kernels.dkdv)?,
@@ -194,20 +198,72 @@ impl BackwardEngine {
         unsafe { launch(function, config, stream, &dot_args) }?;
 
         let args = gradient_args(plan, buffers, base, kv_tiles);
-        for (kernel, tiles, blocks) in [(kernels.dkdv, dkdv, dkdv_grid), (kernels.dq, dq, dq_grid)]
-        {
+        for (kernel, tiles, blocks, maps) in [
+            (kernels.dkdv, dkdv, dkdv_grid, dkdv_maps),
+            (kernels.dq, dq, dq_grid, dq_maps),
+        ] {
+            let mut args = args.clone();
+            args.extend(maps.into_iter().flatten());
             let function = loaded.module.function(kernel, tiles.shared_mem_bytes)?;
             let config = LaunchConfig {
                 grid: (blocks, 1, 1),
                 block: (tiles.threads, 1, 1),
                 shared_mem_bytes: tiles.shared_mem_bytes,
             };
-            // SAFETY: mirrors RAGGED_BWD_PARAMS; the pre-pass and Di pass enqueued before on the
-            // same stream filled the workspace; block and shared memory are the entry point's
-            // own published values; the caller guarantees the buffers (see `# Safety`).
+            // SAFETY: mirrors RAGGED_BWD_PARAMS (then, for a TMA kernel, its two tensor maps over
+            // the plan's buffers); the pre-pass and Di pass enqueued before on the same stream
+            // filled the workspace; block and shared memory are the entry point's own published
+            // values; the caller guarantees the buffers (see `# Safety`).
             unsafe { launch(function, config, stream, &args) }?;
         }
         Ok(())
+    }
+}
+
+/// The two tensor maps a TMA gradient kernel streams (dK/dV: Q and dO, boxes of its BM rows; dQ:
+/// K and V, boxes of its BN rows), `None` for a kernel without maps. A layout the driver cannot
+/// describe as a tensor map (a stride that is not a multiple of 16 bytes, say) switches `kernel`
+/// to the wgmma kernel it was derived from, which copies the same tiles with cp.async, so such a
+/// problem still runs, with the same results.
+fn stream_maps(
+    loaded: &LoadedKernels,
+    kernel: &mut &'static str,
+    part: Part,
+    plan: &BackwardPlan,
+    b: &BackwardBuffers,
+) -> Result<Option<[KernelArg; 2]>, GpuError> {
+    if !device_abi::takes_tensor_maps(kernel) {
+        return Ok(None);
+    }
+    let tiles = loaded.config(kernel)?;
+    let d = device_abi::head_dim(plan.kernels).ok_or_else(|| GpuError::KernelContract {
+        kernel: (*kernel).to_owned(),
+        detail: "takes tensor maps but its set has no head dim in the host's table".to_owned(),
+    })?;
+    let f = &plan.forward;
+    let rows = |v: i32| u32::try_from(v).unwrap_or(0);
+    let (first, second) = match part {
+        Part::DkDv => {
+            let bm = rows(tiles.block_m);
+            (
+                tensor_maps::encode(kernel, b.forward.q, d, f.heads_q, f.q, bm),
+                tensor_maps::encode(kernel, b.d_o, d, f.heads_q, plan.d_o, bm),
+            )
+        }
+        _ => {
+            let bn = rows(tiles.block_n);
+            (
+                tensor_maps::encode(kernel, b.forward.k, d, f.heads_kv, f.k, bn),
+                tensor_maps::encode(kernel, b.forward.v, d, f.heads_kv, f.v, bn),
+            )
+        }
+    };
+    match (first, second) {
+        (Ok(a), Ok(c)) => Ok(Some([KernelArg::TensorMap(a), KernelArg::TensorMap(c)])),
+        _ => {
+            *kernel = device_abi::without_tensor_maps(kernel);
+            Ok(None)
+        }
     }
 }
 
