@@ -20,7 +20,6 @@ count.
 import argparse
 import math
 import os
-import statistics
 import sys
 import time
 
@@ -30,6 +29,7 @@ import cupy as cp
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import fmha_dev  # noqa: E402
 from fmha_dev import Engine, compile_module, correctness, ragged_mix, run_case  # noqa: E402
+from event_timing import interleaved_ms  # noqa: E402
 
 # First of each head dim: the plugin's shape (the baseline every ratio is taken against).
 ENGINES = {
@@ -76,26 +76,6 @@ def smoke(args):
         print(("PASS " if ok else "FAIL ") + msg, flush=True)
         bad += 0 if ok else 1
     return 1 if bad else 0
-
-
-def interleaved_ms(torch, fns, warm=2, reps=15, inner=10):
-    """Median and spread (ms per call) of each callable, the reps taken round-robin over them."""
-    for fn in fns:
-        for _ in range(warm):
-            fn()
-    torch.cuda.synchronize()
-    times = [[] for _ in fns]
-    for _ in range(reps):
-        for i, fn in enumerate(fns):
-            a = torch.cuda.Event(enable_timing=True)
-            b = torch.cuda.Event(enable_timing=True)
-            a.record()
-            for _ in range(inner):
-                fn()
-            b.record()
-            b.synchronize()
-            times[i].append(a.elapsed_time(b) / inner)
-    return [(statistics.median(t), max(t) - min(t)) for t in times]
 
 
 def time_problem(torch, engines, d, lens, causal, h=16, reps=15):
