@@ -131,7 +131,7 @@ __device__ __forceinline__ void fmha_fwd_ws_body(RAGGED_FMHA_PARAMS, const Ragge
             mbar_init(k_empty + 8 * s, 4 * NC);  // one arrive per consumer warp
             mbar_init(v_empty + 8 * s, 4 * NC);
         }
-        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+        mbar_init_fence();
     }
     __syncthreads();
 

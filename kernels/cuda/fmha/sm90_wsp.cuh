@@ -95,7 +95,7 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
             mbar_init(k_empty + 8 * s, 4 * NC);
             mbar_init(v_empty + 8 * s, 4 * NC);
         }
-        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+        mbar_init_fence();
     }
     __syncthreads();
 

@@ -110,17 +110,7 @@ __device__ __forceinline__ void bwd_dkdv_wg_body(RAGGED_BWD_PARAMS, const Ragged
                              q, lane);
     };
 
-    if constexpr (TMA) {
-        if (tid == 0) {
-#pragma unroll
-            for (int s = 0; s < NBUF; ++s) {
-                mbar_init(bar_full + 8 * s, 1);
-                mbar_init(bar_empty + 8 * s, NT / 32);  // one arrival per warp
-            }
-            asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-        }
-        __syncthreads();
-    }
+    if constexpr (TMA) bwd_ring_init<NBUF, NT>(bar_full, bar_empty, tid);
 
     if (items > 0) {
         if constexpr (TMA) {

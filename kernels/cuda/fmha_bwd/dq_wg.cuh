@@ -70,17 +70,7 @@ __device__ __forceinline__ void bwd_dq_wg_body(RAGGED_BWD_PARAMS, const RaggedTm
                              (int)(bt.kv_tok + j0), bt.lkv - j0, kp + (i64)j0 * k_seq, k_seq, vp + (i64)j0 * v_seq,
                              v_seq, k, lane);
     };
-    if constexpr (TMA) {
-        if (tid == 0) {
-#pragma unroll
-            for (int s = 0; s < NBUF; ++s) {
-                mbar_init(bar_full + 8 * s, 1);
-                mbar_init(bar_empty + 8 * s, NT / 32);  // one arrival per warp
-            }
-            asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-        }
-        __syncthreads();
-    }
+    if constexpr (TMA) bwd_ring_init<NBUF, NT>(bar_full, bar_empty, tid);
 
     if (nb_first < nb_last) {
         RAGGED_BWD_ROW_STATS(lse2, dir);

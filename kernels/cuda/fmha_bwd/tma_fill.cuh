@@ -2,6 +2,21 @@
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 
+// The NBUF-deep ring of a gradient kernel's TMA fill: full barriers take the filling warp's one
+// arrival, empty ones one arrival per warp of the NT-thread block; the block waits for thread 0.
+template <int NBUF, int NT>
+__device__ __forceinline__ void bwd_ring_init(u32 bar_full, u32 bar_empty, int tid) {
+    if (tid == 0) {
+#pragma unroll
+        for (int s = 0; s < NBUF; ++s) {
+            mbar_init(bar_full + 8 * s, 1);
+            mbar_init(bar_empty + 8 * s, NT / 32);
+        }
+        mbar_init_fence();
+    }
+    __syncthreads();
+}
+
 // 4-byte async copy (one f32 row statistic); when !pred nothing is read and the word is zero-filled.
 __device__ __forceinline__ void cp_async4(u32 dst, const void* src, bool pred) {
     int n = pred ? 4 : 0;
