@@ -5,6 +5,8 @@
 //! unit-stride f32 tiles whatever the input type and strides; only logical rows are gathered,
 //! so padding rows are never read.
 
+use std::ops::Range;
+
 use crate::dtype::FloatElement;
 use crate::error::{KernelError, Role};
 
@@ -145,19 +147,6 @@ impl Staged {
         })
     }
 
-    /// Zero-filled blocks, for outputs that accumulate (the backward's gradients). A recycled
-    /// buffer costs one memset instead of a page fault per 4 KiB.
-    pub fn zeros(
-        role: Role,
-        heads: usize,
-        width: usize,
-        lens: &[usize],
-    ) -> Result<Self, KernelError> {
-        let mut staged = Staged::for_overwrite(role, heads, width, lens)?;
-        staged.data.fill(0.0);
-        Ok(staged)
-    }
-
     /// Columns per row.
     pub fn width(&self) -> usize {
         self.width
@@ -274,23 +263,79 @@ impl Staged {
         &self.data[start..start + self.lens[b] * self.width]
     }
 
-    /// Writes every staged row to `dst` at `layout`, converting to `T`.
+    /// Writes every staged row to `dst` at `layout`, converting to `T`; batches in parallel
+    /// when their rows occupy disjoint ranges of `dst` (every layout the graph side builds), so
+    /// that the conversion does not run on one thread after a parallel kernel.
     pub fn scatter<T: FloatElement>(&self, dst: &mut [T], layout: &AttnLayout) {
-        let mut rows = self.data.chunks_exact(self.width.max(1));
-        for (b, &len) in self.lens.iter().enumerate() {
-            for h in 0..self.heads {
-                for s in 0..len {
-                    let Some(row) = rows.next() else { return };
-                    let start = layout.position(b, s, h, 0);
-                    if layout.stride_d == 1 {
-                        for (y, &x) in dst[start..start + row.len()].iter_mut().zip(row) {
-                            *y = T::from_f32(x);
-                        }
-                    } else {
-                        for (d, &x) in row.iter().enumerate() {
-                            dst[start + d * layout.stride_d] = T::from_f32(x);
-                        }
-                    }
+        let Some(ranges) = self.batch_ranges(layout) else {
+            for b in 0..self.lens.len() {
+                self.scatter_batch(b, dst, 0, layout);
+            }
+            return;
+        };
+        let mut parts = Vec::with_capacity(ranges.len());
+        let mut rest = dst;
+        let mut consumed = 0;
+        for (b, range) in ranges {
+            let (_, tail) = std::mem::take(&mut rest).split_at_mut(range.start - consumed);
+            let (part, tail) = tail.split_at_mut(range.len());
+            rest = tail;
+            consumed = range.end;
+            parts.push((b, range.start, part));
+        }
+        // Largest batches first: the schedule's tail is made of small ones.
+        parts.sort_by_key(|&(b, _, _)| std::cmp::Reverse(self.lens[b]));
+        super::threads::for_each_init(
+            parts,
+            || (),
+            |_, (b, origin, part)| {
+                self.scatter_batch(b, part, origin, layout);
+            },
+        );
+    }
+
+    /// The element range of `dst` each non-empty batch writes, in increasing order, or `None`
+    /// when two of them overlap.
+    fn batch_ranges(&self, layout: &AttnLayout) -> Option<Vec<(usize, Range<usize>)>> {
+        if self.width == 0 || self.heads == 0 {
+            return Some(Vec::new());
+        }
+        let mut ranges: Vec<(usize, Range<usize>)> = (0..self.lens.len())
+            .filter(|&b| self.lens[b] > 0)
+            .map(|b| {
+                let last = layout.position(b, self.lens[b] - 1, self.heads - 1, self.width - 1);
+                (b, layout.base[b]..last + 1)
+            })
+            .collect();
+        ranges.sort_by_key(|(_, range)| range.start);
+        let disjoint = ranges.windows(2).all(|w| w[0].1.end <= w[1].1.start);
+        disjoint.then_some(ranges)
+    }
+
+    /// Writes batch `b`'s rows into `dst`, which holds `layout`'s elements from `origin` on.
+    fn scatter_batch<T: FloatElement>(
+        &self,
+        b: usize,
+        dst: &mut [T],
+        origin: usize,
+        layout: &AttnLayout,
+    ) {
+        let (len, width) = (self.lens[b], self.width);
+        if len == 0 || width == 0 || self.heads == 0 {
+            return;
+        }
+        let start = self.starts[b * self.heads];
+        let rows = self.data[start..start + self.heads * len * width].chunks_exact(width);
+        for (i, row) in rows.enumerate() {
+            let (h, s) = (i / len, i % len);
+            let first = layout.position(b, s, h, 0) - origin;
+            if layout.stride_d == 1 {
+                for (y, &x) in dst[first..first + width].iter_mut().zip(row) {
+                    *y = T::from_f32(x);
+                }
+            } else {
+                for (d, &x) in row.iter().enumerate() {
+                    dst[first + d * layout.stride_d] = T::from_f32(x);
                 }
             }
         }
@@ -301,4 +346,91 @@ impl Staged {
 /// destroyed, so that unloading the library leaves none of this heap behind (issue 13).
 pub fn release_caches() {
     pool::release();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Token-major ragged `[T, H, D]` (batches at row offsets) or dense `[B, H, S, D]`.
+    fn layout(ragged: bool, offsets: &[usize], heads: usize, dim: usize, seq: usize) -> AttnLayout {
+        let batch = offsets.len() - 1;
+        let (base, stride_s, stride_h) = if ragged {
+            let base = offsets[..batch].iter().map(|&o| o * heads * dim).collect();
+            (base, heads * dim, dim)
+        } else {
+            (
+                (0..batch).map(|b| b * heads * seq * dim).collect(),
+                dim,
+                seq * dim,
+            )
+        };
+        AttnLayout {
+            ragged,
+            batch,
+            heads,
+            head_dim: dim,
+            base,
+            extent: offsets.windows(2).map(|w| w[1] - w[0]).collect(),
+            stride_s,
+            stride_h,
+            stride_d: 1,
+        }
+    }
+
+    /// Staged rows numbered so that every (b, h, s, d) has its own value.
+    fn numbered(heads: usize, dim: usize, lens: &[usize]) -> Staged {
+        let mut staged = Staged::for_overwrite(Role::O, heads, dim, lens).unwrap();
+        for (i, x) in staged.data.iter_mut().enumerate() {
+            *x = i as f32 + 1.0;
+        }
+        staged
+    }
+
+    fn check_scatter(ragged: bool) {
+        let (heads, dim, seq) = (3, 5, 7);
+        let lens = [4, 0, 7, 1];
+        let offsets = [0, 4, 4, 11, 12];
+        let layout = layout(ragged, &offsets, heads, dim, seq);
+        let staged = numbered(heads, dim, &lens);
+        let size = if ragged { 12 } else { 4 * seq } * heads * dim;
+        let mut dst = vec![-1.0f32; size];
+        staged.scatter(&mut dst, &layout);
+        let mut expected = vec![-1.0f32; size];
+        let mut value = 1.0;
+        for (b, &len) in lens.iter().enumerate() {
+            for h in 0..heads {
+                for s in 0..len {
+                    for d in 0..dim {
+                        expected[layout.position(b, s, h, d)] = value;
+                        value += 1.0;
+                    }
+                }
+            }
+        }
+        assert_eq!(dst, expected, "ragged {ragged}");
+    }
+
+    #[test]
+    fn scatter_writes_every_logical_row_and_nothing_else() {
+        check_scatter(true);
+        check_scatter(false);
+    }
+
+    #[test]
+    fn overlapping_batches_are_scattered_serially_in_batch_order() {
+        // Two batches based at the same element: the later one's rows win, as in a serial loop.
+        let mut layout = layout(true, &[0, 2, 4], 1, 2, 0);
+        layout.base = vec![0, 0];
+        let staged = numbered(1, 2, &[2, 2]);
+        assert!(staged.batch_ranges(&layout).is_none());
+        let mut dst = vec![0.0f32; 4];
+        staged.scatter(&mut dst, &layout);
+        assert_eq!(dst, [5.0, 6.0, 7.0, 8.0]);
+        let disjoint = super::tests::layout(true, &[0, 2, 4], 1, 2, 0);
+        assert_eq!(
+            staged.batch_ranges(&disjoint),
+            Some(vec![(0, 0..4), (1, 4..8)])
+        );
+    }
 }

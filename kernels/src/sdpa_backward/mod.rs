@@ -234,9 +234,9 @@ fn run<T: FloatElement>(
         delta,
     };
     let mut grads = Gradients {
-        dq: Staged::zeros(Role::DQ, f.heads_q, f.dim_qk, &f.len_q)?,
-        dk: Staged::zeros(Role::DK, f.heads_kv, f.dim_qk, &f.len_kv)?,
-        dv: Staged::zeros(Role::DV, f.heads_kv, f.dim_v, &f.len_kv)?,
+        dq: Staged::for_overwrite(Role::DQ, f.heads_q, f.dim_qk, &f.len_q)?,
+        dk: Staged::for_overwrite(Role::DK, f.heads_kv, f.dim_qk, &f.len_kv)?,
+        dv: Staged::for_overwrite(Role::DV, f.heads_kv, f.dim_v, &f.len_kv)?,
     };
     let cfg = Config {
         scale: params.scale,

@@ -51,7 +51,9 @@ pub(super) struct Operands {
     pub delta: Staged,
 }
 
-/// The gradients, zero-filled and staged row-major like their primals.
+/// The gradients, staged row-major like their primals; [`backward`] writes every element (each
+/// work item zeroes its own rows before accumulating, in parallel and while they are in cache;
+/// the rows of batches without items are zeroed here), so they are taken unfilled.
 pub(super) struct Gradients {
     pub dq: Staged,
     pub dk: Staged,
@@ -100,7 +102,7 @@ fn tiles(range: Range<usize>, tile: usize) -> impl Iterator<Item = Range<usize>>
         .map(move |start| start..(start + tile).min(end))
 }
 
-/// A zero-filled buffer, allocated fallibly (its size follows the graph's dims).
+/// A zero-filled buffer for a partial dQ, allocated fallibly (its size follows the graph's dims).
 fn zeroed(len: usize) -> Result<Vec<f32>, KernelError> {
     let mut buffer = Vec::new();
     buffer
@@ -161,6 +163,11 @@ pub(super) fn backward(
     for (b, ((dq_b, dk_b), dv_b)) in batches.enumerate() {
         let (len_q, len_kv) = (f.len_q[b], f.len_kv[b]);
         if len_q == 0 || len_kv == 0 {
+            // No item covers them: dQ of a batch without keys, dK and dV of one without
+            // queries are exactly zero.
+            for rows in [dq_b, dk_b, dv_b] {
+                rows.fill(0.0);
+            }
             continue;
         }
         let n = chunks_of(len_kv);
@@ -254,6 +261,9 @@ fn item_body<F: MulAdd>(
     let k_lanes = panels::<MR>(&s.k_lanes, b, g);
     let v_lanes = panels::<MR>(&s.v_lanes, b, g);
     let k_cols = panels::<MR>(&s.k_cols, b, g);
+    for rows in [&mut *item.dk, &mut *item.dv, &mut *item.dq] {
+        rows.fill(0.0);
+    }
     for keys in tiles(item.keys.clone(), cfg.key_tile) {
         let nk = keys.len();
         let key_panels = nk.div_ceil(MR);
