@@ -199,10 +199,25 @@ impl Staged {
                 // `len` floats, which at power-of-two lengths thrashes one cache set.
                 const ROWS: usize = 16;
                 let mut tile = vec![0.0f32; ROWS * dim];
-                if let Arrangement::RowPanels(w) | Arrangement::ColumnPanels(w) = arrangement {
-                    assert!(w > 0 && ROWS.is_multiple_of(w), "panel width {w}");
-                    // The padding of a recycled buffer must read as zeros.
-                    block.fill(0.0);
+                // The padding of a recycled buffer must read as zeros. It lies in the last
+                // panel only, so that panel is cleared rather than the whole block (which the
+                // rows then overwrite: a second write of every operand, ≈ 1 % of a backward).
+                match arrangement {
+                    Arrangement::RowPanels(w) => {
+                        assert!(w > 0 && ROWS.is_multiple_of(w), "panel width {w}");
+                        if !len.is_multiple_of(w) {
+                            let last = len / w * dim * w;
+                            block[last..].fill(0.0);
+                        }
+                    }
+                    Arrangement::ColumnPanels(w) => {
+                        assert!(w > 0, "panel width {w}");
+                        if !dim.is_multiple_of(w) {
+                            let last = dim / w * len * w;
+                            block[last..].fill(0.0);
+                        }
+                    }
+                    Arrangement::RowMajor | Arrangement::Transposed => {}
                 }
                 for s0 in (0..len).step_by(ROWS) {
                     let rows = ROWS.min(len - s0);
@@ -432,5 +447,34 @@ mod tests {
             staged.batch_ranges(&disjoint),
             Some(vec![(0, 0..4), (1, 4..8)])
         );
+    }
+
+    #[test]
+    fn panel_padding_reads_as_zeros_in_a_recycled_buffer() {
+        // lens 5 and D 6 leave padding in both panel arrangements of width 4.
+        let (heads, dim, lens) = (1, 6, [5usize]);
+        let layout = layout(true, &[0, 5], heads, dim, 0);
+        let src: Vec<f32> = (0..5 * dim).map(|i| i as f32 + 1.0).collect();
+        for arrangement in [Arrangement::RowPanels(4), Arrangement::ColumnPanels(4)] {
+            let (rows, width) = arrangement.block_shape(lens[0], dim);
+            let mut poisoned = Staged::for_overwrite(Role::K, heads, rows * width, &[1]).unwrap();
+            poisoned.data.fill(f32::NAN);
+            drop(poisoned);
+            let staged = Staged::gather(Role::K, &src, &layout, &lens, arrangement).unwrap();
+            let mut logical = 0;
+            for (i, &x) in staged.data.iter().enumerate() {
+                let (s, d) = match arrangement {
+                    Arrangement::RowPanels(w) => (i / (dim * w) * w + i % w, i / w % dim),
+                    _ => (i / 4 % lens[0], i / (lens[0] * 4) * 4 + i % 4),
+                };
+                if s < lens[0] && d < dim {
+                    assert_eq!(x, (s * dim + d) as f32 + 1.0, "{arrangement:?} element {i}");
+                    logical += 1;
+                } else {
+                    assert_eq!(x, 0.0, "{arrangement:?} padding element {i}");
+                }
+            }
+            assert_eq!(logical, 5 * dim);
+        }
     }
 }
