@@ -13,7 +13,7 @@ use cudarc::driver::sys::{self as cu, CUstream};
 use super::device_abi;
 use super::device_abi::TileConfig;
 use super::geometry::{LaunchGeometry, WORKSPACE_ALIGNMENT, geometry};
-use super::loading::{LoadedKernels, ModuleCache};
+use super::loading::{Load, LoadedKernels, ModuleCache};
 use super::plan::FmhaPlan;
 use super::tensor_maps::tensor_map_args;
 use crate::runtime::cuda::context::{CurrentContext, StreamContext, context_of_stream};
@@ -110,7 +110,13 @@ impl FmhaEngine {
     pub unsafe fn prepare(&self, stream: CUstream) -> Result<Prepared, GpuError> {
         // SAFETY: forwarded from this function's contract.
         let ctx = unsafe { context_of_stream(stream) }?;
-        self.loaded(&ctx).map(|(_, prepared)| prepared)
+        let load = self.load(&ctx)?;
+        Ok(Prepared {
+            device: ctx.device,
+            arch: load.arch,
+            origin: load.origin,
+            configs: load.kernels.sorted_configs(),
+        })
     }
 
     /// The exact launch shape `plan` gets on `stream`'s device (its workspace is never larger
@@ -125,25 +131,24 @@ impl FmhaEngine {
     ) -> Result<LaunchGeometry, GpuError> {
         // SAFETY: forwarded from this function's contract.
         let ctx = unsafe { context_of_stream(stream) }?;
-        let (loaded, _) = self.loaded(&ctx)?;
+        let loaded = self.loaded(&ctx)?;
         geometry(plan, loaded.config(plan.kernel)?)
     }
 
-    fn loaded(&self, ctx: &StreamContext) -> Result<(Arc<LoadedKernels>, Prepared), GpuError> {
-        let load = self.modules.load(
+    /// The kernels of `ctx`. Execute needs only these: the [`Prepared`] report (a sorted copy of
+    /// the tile tables) is built by [`FmhaEngine::prepare`] alone, off the per-call path.
+    fn loaded(&self, ctx: &StreamContext) -> Result<Arc<LoadedKernels>, GpuError> {
+        self.load(ctx).map(|load| load.kernels)
+    }
+
+    fn load(&self, ctx: &StreamContext) -> Result<Load, GpuError> {
+        self.modules.load(
             ctx,
             device_abi::FORWARD_KERNELS
                 .iter()
                 .map(|kernel| (*kernel, ())),
             |kernel, (), raw| TileConfig::from_raw(kernel, raw),
-        )?;
-        let prepared = Prepared {
-            device: ctx.device,
-            arch: load.arch,
-            origin: load.origin,
-            configs: load.kernels.sorted_configs(),
-        };
-        Ok((load.kernels, prepared))
+        )
     }
 
     /// Enqueues the forward pass described by `plan` on `stream`.
@@ -164,7 +169,7 @@ impl FmhaEngine {
         check_buffers(plan, buffers)?;
         // SAFETY: `stream` is null or live (this function's contract).
         let ctx = unsafe { context_of_stream(stream) }?;
-        let (loaded, _) = self.loaded(&ctx)?;
+        let loaded = self.loaded(&ctx)?;
         let geometry = geometry(plan, loaded.config(plan.kernel)?)?;
         if geometry.workspace.total_bytes > buffers.workspace_bytes {
             return Err(GpuError::WorkspaceTooSmall {
