@@ -378,9 +378,12 @@ fn item_body<F: MulAdd>(
 
                 // dS as NR rows per key (the one transposed copy), then dQᵀ += scale·Kᵀ·dSᵀ.
                 let row_quads = nr4 / NR;
-                scratch.ds_quads.clear();
-                scratch.ds_quads.resize(row_quads * nk, [0.0; NR]);
-                for (c, quads) in scratch.ds_quads.chunks_exact_mut(nk).enumerate() {
+                // Every entry is written below, so the buffer only grows, never is cleared.
+                if scratch.ds_quads.len() < row_quads * nk {
+                    scratch.ds_quads.resize(row_quads * nk, [0.0; NR]);
+                }
+                let ds_quads = &mut scratch.ds_quads[..row_quads * nk];
+                for (c, quads) in ds_quads.chunks_exact_mut(nk).enumerate() {
                     for (kp, quads) in quads.chunks_mut(MR).enumerate() {
                         let lanes = &ds_t[kp * nr4 + c * NR..kp * nr4 + c * NR + NR];
                         for (jj, quad) in quads.iter_mut().enumerate() {
@@ -388,7 +391,7 @@ fn item_body<F: MulAdd>(
                         }
                     }
                 }
-                for (c, quads) in scratch.ds_quads.chunks_exact(nk).enumerate() {
+                for (c, quads) in ds_quads.chunks_exact(nk).enumerate() {
                     let first_row = rows.start + c * NR;
                     for (q, d0) in (0..dqk).step_by(MR).enumerate() {
                         let first = q * len_kv + keys.start;
