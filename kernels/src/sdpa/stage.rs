@@ -247,12 +247,18 @@ impl Staged {
                                 .copy_from_slice(&tile[..rows * dim]);
                         }
                         Arrangement::RowPanels(w) => {
-                            // ROWS is a multiple of w, so the tile starts a panel.
-                            for (r, row) in tile.chunks_exact(dim).take(rows).enumerate() {
-                                let (panel, lane) = ((s0 + r) / w, (s0 + r) % w);
-                                let out = &mut block[panel * dim * w..(panel + 1) * dim * w];
-                                for (d, &x) in row.iter().enumerate() {
-                                    out[d * w + lane] = x;
+                            // ROWS is a multiple of w, so the tile starts a panel. Each panel's
+                            // entries are written in storage order (w lanes of one column, then
+                            // the next column): a row-by-row walk would store at a stride of w.
+                            let (first, panels) = (s0 / w, rows.div_ceil(w));
+                            let out = &mut block[first * dim * w..(first + panels) * dim * w];
+                            for (p, panel) in out.chunks_exact_mut(dim * w).enumerate() {
+                                let lanes = w.min(rows - p * w);
+                                let source = &tile[p * w * dim..];
+                                for (d, column) in panel.chunks_exact_mut(w).enumerate() {
+                                    for (lane, x) in column[..lanes].iter_mut().enumerate() {
+                                        *x = source[lane * dim + d];
+                                    }
                                 }
                             }
                         }
