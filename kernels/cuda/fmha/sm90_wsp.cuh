@@ -44,18 +44,18 @@ __device__ __forceinline__ int ws_static_item(int r, int p, int b) { return r * 
 template <bool BF16, int D, int BN, int BM, bool QREG, bool DP>
 __device__ __forceinline__ void wsp_issue_s(float* s, const u32 (*qa)[4], u32 s_q, int c, u32 kb) {
     constexpr int KS = D / 16;
-    const u64 dk = sw128_desc(kb, 16, 1024);
-    const u64 dq = sw128_desc(s_q + c * (64 * 128), 16, 1024);
+    const u64 dk = DP ? sw128_desc(kb, 16, 1024) : 0;
+    const u64 dq = DP ? sw128_desc(s_q + c * (64 * 128), 16, 1024) : 0;
 #pragma unroll
     for (int ks = 0; ks < KS; ++ks) {
-        const u32 ko = (ks >> 2) * (BN * 128) + (ks & 3) * 32;
-        const u64 db = DP ? desc_add(dk, ko) : sw128_desc(kb + ko, 16, 1024);
+        const u64 db = DP ? desc_add(dk, (ks >> 2) * (BN * 128) + (ks & 3) * 32)
+                          : sw128_desc(kb + (ks >> 2) * (BN * 128) + (ks & 3) * 32, 16, 1024);
         if constexpr (QREG) {
             wgmma_rs_k<BF16, (QREG ? BN : 64)>(s, qa[ks], db, ks > 0);
         }
         else {
-            const u32 qo = (ks >> 2) * (BM * 128) + (ks & 3) * 32;
-            const u64 da = DP ? desc_add(dq, qo) : sw128_desc(s_q + c * (64 * 128) + qo, 16, 1024);
+            const u64 da = DP ? desc_add(dq, (ks >> 2) * (BM * 128) + (ks & 3) * 32)
+                              : sw128_desc(s_q + (ks >> 2) * (BM * 128) + c * (64 * 128) + (ks & 3) * 32, 16, 1024);
             wgmma_ss_any<BF16, BN>(s, da, db, ks > 0);
         }
     }
@@ -64,7 +64,7 @@ __device__ __forceinline__ void wsp_issue_s(float* s, const u32 (*qa)[4], u32 s_
 // O += P V over the BN keys of the V tile at vb.
 template <bool BF16, int D, int BN, bool DP>
 __device__ __forceinline__ void wsp_issue_pv(float* acc, const u32 (*pa)[4], u32 vb) {
-    const u64 dv = sw128_desc(vb, BN * 128, 1024);
+    const u64 dv = DP ? sw128_desc(vb, BN * 128, 1024) : 0;
 #pragma unroll
     for (int kc = 0; kc < BN / 16; ++kc) {
         if constexpr (DP)
@@ -95,11 +95,12 @@ __device__ __forceinline__ void wsp_rescale_pack(float* acc, const float* corr, 
 // max); DP: descriptors as base plus desc_add (wsp_issue_s); PP = false: no ping-pong turns (each
 // consumer issues as soon as its operands are ready); PL: each block's tail (P V wait, O rescale, P
 // pack) moves to the top of the next block, so that the softmax really overlaps the P V issued with
-// its S (see below);
+// its S (see below); KA: the producer fills K one block ahead of V (K (n + 1) before V (n));
 // with QREG a consumer warp releases Q as soon as its fragments are in registers, so the producer
 // refills Q with the next item's rows while this item's key loop runs.
 template <bool BF16, int D, int BN, int STAGES, int NC, int PREG, int CREG, bool TMA = false, int POLY = 0,
-          bool QREG = false, bool TREE = false, int LZ = 0, bool DP = false, bool PP = true, bool PL = false>
+          bool QREG = false, bool TREE = false, int LZ = 0, bool DP = false, bool PP = true, bool PL = false,
+          bool KA = false>
 __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const RaggedTmaMap* tm_q = nullptr,
                                                   const RaggedTmaMap* tm_k = nullptr,
                                                   const RaggedTmaMap* tm_v = nullptr) {
@@ -180,6 +181,21 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
                 ws_load_tile<D, BM>(s_q, qp, q_seq, it.rows, q, t);
                 cp_async_mbar_arrive(q_full);
             }
+            // V of key block nbv into ring position pos (KA: one block behind K, so that the next K
+            // does not wait behind the release of the V before it).
+            auto fill_v = [&](int nbv, int pos) {
+                const int st = pos % STAGES;
+                const int j0 = nbv * BN;
+                mbar_wait(v_empty + 8 * st, (u32)((pos / STAGES) & 1) ^ 1u);
+                if (TMA) {
+                    ws_fill<D, BN>(v_full + 8 * st, s_v + st * KV_BYTES, tm_v, g, (int)(it.bt.kv_tok + j0),
+                                   it.bt.lkv - j0, vp + (i64)j0 * v_seq, v_seq, v, t);
+                }
+                else {
+                    ws_load_tile<D, BN>(s_v + st * KV_BYTES, vp + (i64)j0 * v_seq, v_seq, it.bt.lkv - j0, v, t);
+                    cp_async_mbar_arrive(v_full + 8 * st);
+                }
+            };
 #pragma unroll 1
             for (int nb = it.nb_first; nb < it.nb_last; ++nb, ++kv) {
                 const int st = kv % STAGES;
@@ -195,16 +211,14 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
                     ws_load_tile<D, BN>(s_k + st * KV_BYTES, kp + (i64)j0 * k_seq, k_seq, it.bt.lkv - j0, k, t);
                     cp_async_mbar_arrive(k_full + 8 * st);
                 }
-                mbar_wait(v_empty + 8 * st, ph ^ 1u);
-                if (TMA) {
-                    ws_fill<D, BN>(v_full + 8 * st, s_v + st * KV_BYTES, tm_v, g, row, it.bt.lkv - j0,
-                                   vp + (i64)j0 * v_seq, v_seq, v, t);
+                if constexpr (KA) {
+                    if (nb > it.nb_first) fill_v(nb - 1, kv - 1);
                 }
                 else {
-                    ws_load_tile<D, BN>(s_v + st * KV_BYTES, vp + (i64)j0 * v_seq, v_seq, it.bt.lkv - j0, v, t);
-                    cp_async_mbar_arrive(v_full + 8 * st);
+                    fill_v(nb, kv);
                 }
             }
+            if constexpr (KA) fill_v(it.nb_last - 1, kv - 1);
         }
         asm volatile("cp.async.wait_all;\n" ::: "memory");
         return;
