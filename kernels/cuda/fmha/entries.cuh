@@ -133,7 +133,8 @@
 // the K/V ring depth of body 4; _QREG_: whether body 4 holds Q in registers (S from the register-A
 // wgmma, Q released to the producer once loaded); _LZ_: the lazy rescale's threshold in log2 units (0:
 // off), _DP_: wgmma descriptors as one base per tile plus a 32-bit add per k-step, _PL_: each block's
-// P V wait, O rescale and P pack at the top of the next block (the softmax overlaps P V; body 4 only).
+// P V wait, O rescale and P pack at the top of the next block (the softmax overlaps P V), _KA_: the
+// producer fills K one block ahead of V (all four: body 4 only, bench/gpu/NOTES.md session 8).
 #define RAGGED_FMHA_SM90_WS_D64 4
 #define RAGGED_FMHA_SM90_WS_D128 4
 #define RAGGED_FMHA_SM90_POLY_D64 0
@@ -148,6 +149,8 @@
 #define RAGGED_FMHA_SM90_DP_D128 true
 #define RAGGED_FMHA_SM90_PL_D64 true
 #define RAGGED_FMHA_SM90_PL_D128 true
+#define RAGGED_FMHA_SM90_KA_D64 true
+#define RAGGED_FMHA_SM90_KA_D128 true
 
 #if defined(RAGGED_FMHA_WS_STUDY) && defined(RAGGED_FMHA_WST_STUDY)
 // The persistent TMA study (bench/gpu/fmha_wst.py): the plugin's shapes first (d128 Q in registers, d64
@@ -215,12 +218,12 @@ RAGGED_FMHA_SM80_ALL(ragged_fmha_fwd_sm80_)
 // The names the plugin launches: the fastest path the compile target allows.
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #if RAGGED_FMHA_SM90_WS_D64 == 4
-RAGGED_FMHA_SM90_WSPTZ_ENTRY(ragged_fmha_fwd_bf16_d64, true, 64, 128, RAGGED_FMHA_SM90_STAGES_D64, 3, 24, 160,
+RAGGED_FMHA_SM90_WSPTK_ENTRY(ragged_fmha_fwd_bf16_d64, true, 64, 128, RAGGED_FMHA_SM90_STAGES_D64, 3, 24, 160,
                              RAGGED_FMHA_SM90_POLY_D64, RAGGED_FMHA_SM90_QREG_D64, false, RAGGED_FMHA_SM90_LZ_D64,
-                             RAGGED_FMHA_SM90_DP_D64, true, RAGGED_FMHA_SM90_PL_D64)
-RAGGED_FMHA_SM90_WSPTZ_ENTRY(ragged_fmha_fwd_f16_d64, false, 64, 128, RAGGED_FMHA_SM90_STAGES_D64, 3, 24, 160,
+                             RAGGED_FMHA_SM90_DP_D64, true, RAGGED_FMHA_SM90_PL_D64, RAGGED_FMHA_SM90_KA_D64)
+RAGGED_FMHA_SM90_WSPTK_ENTRY(ragged_fmha_fwd_f16_d64, false, 64, 128, RAGGED_FMHA_SM90_STAGES_D64, 3, 24, 160,
                              RAGGED_FMHA_SM90_POLY_D64, RAGGED_FMHA_SM90_QREG_D64, false, RAGGED_FMHA_SM90_LZ_D64,
-                             RAGGED_FMHA_SM90_DP_D64, true, RAGGED_FMHA_SM90_PL_D64)
+                             RAGGED_FMHA_SM90_DP_D64, true, RAGGED_FMHA_SM90_PL_D64, RAGGED_FMHA_SM90_KA_D64)
 #elif RAGGED_FMHA_SM90_WS_D64 == 3
 RAGGED_FMHA_SM90_WSTX_ENTRY(ragged_fmha_fwd_bf16_d64, true, 64, 128, 2, 3, 24, 160, RAGGED_FMHA_SM90_POLY_D64)
 RAGGED_FMHA_SM90_WSTX_ENTRY(ragged_fmha_fwd_f16_d64, false, 64, 128, 2, 3, 24, 160, RAGGED_FMHA_SM90_POLY_D64)
@@ -237,12 +240,12 @@ RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_f16_d64, false, 64, 64, 64, 2, 2)
 RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_bf16_d96, true, 96, 96, 64, 3, 1)
 RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_f16_d96, false, 96, 96, 64, 3, 1)
 #if RAGGED_FMHA_SM90_WS_D128 == 4
-RAGGED_FMHA_SM90_WSPTZ_ENTRY(ragged_fmha_fwd_bf16_d128, true, 128, 128, RAGGED_FMHA_SM90_STAGES_D128, 2, 24, 240,
+RAGGED_FMHA_SM90_WSPTK_ENTRY(ragged_fmha_fwd_bf16_d128, true, 128, 128, RAGGED_FMHA_SM90_STAGES_D128, 2, 24, 240,
                              RAGGED_FMHA_SM90_POLY_D128, RAGGED_FMHA_SM90_QREG_D128, false, RAGGED_FMHA_SM90_LZ_D128,
-                             RAGGED_FMHA_SM90_DP_D128, true, RAGGED_FMHA_SM90_PL_D128)
-RAGGED_FMHA_SM90_WSPTZ_ENTRY(ragged_fmha_fwd_f16_d128, false, 128, 128, RAGGED_FMHA_SM90_STAGES_D128, 2, 24, 240,
+                             RAGGED_FMHA_SM90_DP_D128, true, RAGGED_FMHA_SM90_PL_D128, RAGGED_FMHA_SM90_KA_D128)
+RAGGED_FMHA_SM90_WSPTK_ENTRY(ragged_fmha_fwd_f16_d128, false, 128, 128, RAGGED_FMHA_SM90_STAGES_D128, 2, 24, 240,
                              RAGGED_FMHA_SM90_POLY_D128, RAGGED_FMHA_SM90_QREG_D128, false, RAGGED_FMHA_SM90_LZ_D128,
-                             RAGGED_FMHA_SM90_DP_D128, true, RAGGED_FMHA_SM90_PL_D128)
+                             RAGGED_FMHA_SM90_DP_D128, true, RAGGED_FMHA_SM90_PL_D128, RAGGED_FMHA_SM90_KA_D128)
 #elif RAGGED_FMHA_SM90_WS_D128 == 3
 RAGGED_FMHA_SM90_WSTX_ENTRY(ragged_fmha_fwd_bf16_d128, true, 128, 128, 2, 2, 40, 232, RAGGED_FMHA_SM90_POLY_D128)
 RAGGED_FMHA_SM90_WSTX_ENTRY(ragged_fmha_fwd_f16_d128, false, 128, 128, 2, 2, 40, 232, RAGGED_FMHA_SM90_POLY_D128)
