@@ -5,7 +5,8 @@ page (`ncu --import R.ncu-rep --page source --csv --print-source sass`, a report
 
   * the sampled warp states summed per instruction class (HGMMA issue, wgmma wait, mbarrier try_wait,
     named barrier, MUFU, FP32, ...), as shares of all samples;
-  * the instructions with the most samples, with their address and text.
+  * the stall reasons over the whole kernel (the page's stall_* columns);
+  * the instructions with the most samples, with their address, text and two largest stall reasons.
 
   python3 bench/gpu/fmha_ncu_src.py SRC.csv [--top 25]
 """
@@ -84,11 +85,20 @@ def main():
         if s < 0.01 * total:
             continue
         print(f"  {cls:<28} {100 * s / total:6.1f} %  {100 * n / total:6.1f} %  {e:12.0f}")
+    # The source page's per-reason columns (stall_wait, stall_long_sb, ...; not the "(Not Issued)" ones).
+    reasons = [i for i, h in enumerate(head) if h.startswith("stall_") and "Not Issued" not in h]
+    if reasons:
+        tot = {i: sum(num(r[i]) for r in body) for i in reasons}
+        rt = sum(tot.values()) or 1.0
+        print("stall reasons: " + "  ".join(f"{head[i][6:]}={100 * v / rt:.1f}%"
+                                            for i, v in sorted(tot.items(), key=lambda kv: -kv[1])[:8]))
     body.sort(key=lambda r: -num(r[si]))
     print(f"top {args.top} instructions by samples:")
     for r in body[:args.top]:
         a = r[addr_i] if addr_i is not None else "?"
-        print(f"  {a:>8} {100 * num(r[si]) / total:5.1f} %  {r[src_i].strip()[:70]}")
+        why = sorted(((num(r[i]), head[i][6:]) for i in reasons), reverse=True)[:2]
+        why = " ".join(f"{k}={100 * v / total:.1f}" for v, k in why if v > 0)
+        print(f"  {a[-6:]:>6} {100 * num(r[si]) / total:5.1f} %  {' '.join(r[src_i].split())[:60]:<60} {why}")
     return 0
 
 
