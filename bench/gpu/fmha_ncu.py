@@ -69,6 +69,7 @@ def main():
     ap.add_argument("--engines", nargs="+", default=["sm90", "ws", "wst"],
                     help="sm90 (the wgmma body), ws, wst, wsp, fa2, or a full entry-point name")
     ap.add_argument("--reps", type=int, default=2, help="launches of each engine (the first is the warm-up)")
+    ap.add_argument("--wst", action="store_true", help="build the persistent TMA study set (fmha_wst.py's entries)")
     args = ap.parse_args()
     if args.summarize:
         return summarize(args.summarize)
@@ -94,7 +95,7 @@ def main():
     calls = []
     ours = [e for e in args.engines if e != "fa2"]
     if ours:
-        mod = compile_module(False, study=True)
+        mod = compile_module(False, study=True, defines=("-DRAGGED_FMHA_WST_STUDY",) if args.wst else ())
         for e in ours:
             name = e if e.startswith("ragged_") else f"ragged_fmha_fwd_{e}_bf16_d{d}"
             eng = Engine(mod, name, d)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The TMA-producer study of issue 14 (bench/gpu/NOTES.md, session 7), on the device.
+"""The persistent TMA forward study of issue 14 (bench/gpu/NOTES.md, sessions 7 and 8), on the device.
 
 Builds the -DRAGGED_FMHA_WS_STUDY -DRAGGED_FMHA_WST_STUDY set (fmha/entries.cuh: the plugin's wst
 shapes under study names and the candidates) once per process; NVRTC's output is cached on disk by
@@ -33,8 +33,8 @@ from event_timing import interleaved_ms  # noqa: E402
 
 # First of each head dim: the plugin's shape (the baseline every ratio is taken against).
 ENGINES = {
-    128: ["wspt_bf16_d128", "wspt_bf16_d128_qr", "wspt_bf16_d128_tr", "wspt_bf16_d128_qrtr", "wst_bf16_d128"],
-    64: ["wspt_bf16_d64_c3", "wspt_bf16_d64_c3s4", "wspt_bf16_d64_c3tr", "wspt_bf16_d64_c3s4tr", "wst_bf16_d64_c3"],
+    128: ["wspt_bf16_d128_qr", "wspt_bf16_d128_qrall", "wspt_bf16_d128_qrkaall"],
+    64: ["wspt_bf16_d64_c3s4", "wspt_bf16_d64_c3s4all", "wspt_bf16_d64_c3s4kaall"],
 }
 # Checked with the full suite but not timed (fp16 forms; the plugin set's check covers its own).
 CHECK_ONLY = []

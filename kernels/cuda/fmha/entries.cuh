@@ -89,15 +89,24 @@
     RAGGED_FMHA_SM90_WSPTQ_ENTRY(NAME, BF16, D, BN, STAGES, NC, PREG, CREG, POLY, false)
 #define RAGGED_FMHA_SM90_WSPTQ_ENTRY(NAME, BF16, D, BN, STAGES, NC, PREG, CREG, POLY, QREG) \
     RAGGED_FMHA_SM90_WSPTX_ENTRY(NAME, BF16, D, BN, STAGES, NC, PREG, CREG, POLY, QREG, false)
-#define RAGGED_FMHA_SM90_WSPTX_ENTRY(NAME, BF16, D, BN, STAGES, NC, PREG, CREG, POLY, QREG, TREE)              \
+#define RAGGED_FMHA_SM90_WSPTX_ENTRY(NAME, BF16, D, BN, STAGES, NC, PREG, CREG, POLY, QREG, TREE) \
+    RAGGED_FMHA_SM90_WSPTY_ENTRY(NAME, BF16, D, BN, STAGES, NC, PREG, CREG, POLY, QREG, TREE, 0, false)
+// ... and LZ (the lazy rescale's threshold, 0: off), DP (descriptors as base plus desc_add).
+#define RAGGED_FMHA_SM90_WSPTY_ENTRY(NAME, BF16, D, BN, STAGES, NC, PREG, CREG, POLY, QREG, TREE, LZ, DP) \
+    RAGGED_FMHA_SM90_WSPTZ_ENTRY(NAME, BF16, D, BN, STAGES, NC, PREG, CREG, POLY, QREG, TREE, LZ, DP, true, false)
+// ... and PP (false: no ping-pong turns between the consumers), PL (each block's P V wait, O rescale and P
+// pack at the top of the next block), KA (the producer fills K one block ahead of V).
+#define RAGGED_FMHA_SM90_WSPTZ_ENTRY(NAME, BF16, D, BN, STAGES, NC, PREG, CREG, POLY, QREG, TREE, LZ, DP, PP, PL) \
+    RAGGED_FMHA_SM90_WSPTK_ENTRY(NAME, BF16, D, BN, STAGES, NC, PREG, CREG, POLY, QREG, TREE, LZ, DP, PP, PL, false)
+#define RAGGED_FMHA_SM90_WSPTK_ENTRY(NAME, BF16, D, BN, STAGES, NC, PREG, CREG, POLY, QREG, TREE, LZ, DP, PP, PL, KA) \
     extern "C" {                                                                                             \
     __constant__ int NAME##_config[4] = {64 * NC, BN, 128 * (NC + 1), RAGGED_FMHA_WS_SMEM(D, BN, STAGES, NC) + 16}; \
     __constant__ int NAME##_tma[1] = {1};                                                                    \
     __global__ void __launch_bounds__(128 * (NC + 1), 1)                                                     \
         NAME(RAGGED_FMHA_PARAMS, const __grid_constant__ RaggedTmaMap tm_q, const __grid_constant__ RaggedTmaMap tm_k, \
              const __grid_constant__ RaggedTmaMap tm_v) {                                                    \
-        fmha_fwd_wsp_body<BF16, D, BN, STAGES, NC, PREG, CREG, true, POLY, QREG, TREE>(RAGGED_FMHA_ARGS, &tm_q,   \
-                                                                                      &tm_k, &tm_v);         \
+        fmha_fwd_wsp_body<BF16, D, BN, STAGES, NC, PREG, CREG, true, POLY, QREG, TREE, LZ, DP, PP, PL, KA>(     \
+            RAGGED_FMHA_ARGS, &tm_q, &tm_k, &tm_v);                                                          \
     }                                                                                                        \
     }
 
@@ -122,7 +131,10 @@
 // has the measurements behind the choice. The other head dims always use the wgmma body. _POLY_: how
 // many of every 4 score n-tiles the bodies 3 and 4 exponentiate on the FMA pipe (poly_exp2); _STAGES_:
 // the K/V ring depth of body 4; _QREG_: whether body 4 holds Q in registers (S from the register-A
-// wgmma, Q released to the producer once loaded).
+// wgmma, Q released to the producer once loaded); _LZ_: the lazy rescale's threshold in log2 units (0:
+// off), _DP_: wgmma descriptors as one base per tile plus a 32-bit add per k-step, _PL_: each block's
+// P V wait, O rescale and P pack at the top of the next block (the softmax overlaps P V), _KA_: the
+// producer fills K one block ahead of V (all four: body 4 only, bench/gpu/NOTES.md session 8).
 #define RAGGED_FMHA_SM90_WS_D64 4
 #define RAGGED_FMHA_SM90_WS_D128 4
 #define RAGGED_FMHA_SM90_POLY_D64 0
@@ -131,24 +143,42 @@
 #define RAGGED_FMHA_SM90_STAGES_D128 2
 #define RAGGED_FMHA_SM90_QREG_D64 false
 #define RAGGED_FMHA_SM90_QREG_D128 true
+#define RAGGED_FMHA_SM90_LZ_D64 8
+#define RAGGED_FMHA_SM90_LZ_D128 8
+#define RAGGED_FMHA_SM90_DP_D64 true
+#define RAGGED_FMHA_SM90_DP_D128 true
+#define RAGGED_FMHA_SM90_PL_D64 true
+#define RAGGED_FMHA_SM90_PL_D128 true
+#define RAGGED_FMHA_SM90_KA_D64 true
+#define RAGGED_FMHA_SM90_KA_D128 true
 
 #if defined(RAGGED_FMHA_WS_STUDY) && defined(RAGGED_FMHA_WST_STUDY)
-// The TMA-producer study of session 7 (bench/gpu/fmha_wst.py): the non-persistent wst shapes the plugin
-// had before, the persistent form with TMA (wspt, the plugin's since round 2) and its variants (4
-// stages at d64, Q in registers, tree reductions in the softmax). Measured and dropped in rounds 1 and
-// 2 (bench/gpu/NOTES.md): BN 176 / 192, the 24 / 240 split on the non-persistent body, poly_exp2, 3
-// stages at d128.
+// The persistent TMA study (bench/gpu/fmha_wst.py): the plugin's shapes first (d128 Q in registers, d64
+// 3 consumers with 4 stages), then session 8's candidates on them: dp (descriptors as base plus
+// desc_add), lz (lazy rescale, threshold 8), pl (each block's P V wait, O rescale and P pack at the
+// top of the next block, so that the softmax overlaps P V), all (pl + lz + dp), ka (the producer fills K one block ahead of V) alone and with the
+// others. Measured and dropped in sessions 7 and 8
+// (bench/gpu/NOTES.md): BN 176 / 192, the 24 / 240 split on the non-persistent body, poly_exp2, 3
+// stages at d128, tree reductions.
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-RAGGED_FMHA_SM90_WST_ENTRY(ragged_fmha_fwd_wst_bf16_d128, true, 128, 128, 2, 2, true, 40, 232, false)
-RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d128, true, 128, 128, 2, 2, 24, 240, 0)
 RAGGED_FMHA_SM90_WSPTQ_ENTRY(ragged_fmha_fwd_wspt_bf16_d128_qr, true, 128, 128, 2, 2, 24, 240, 0, true)
-RAGGED_FMHA_SM90_WSPTX_ENTRY(ragged_fmha_fwd_wspt_bf16_d128_tr, true, 128, 128, 2, 2, 24, 240, 0, false, true)
-RAGGED_FMHA_SM90_WSPTX_ENTRY(ragged_fmha_fwd_wspt_bf16_d128_qrtr, true, 128, 128, 2, 2, 24, 240, 0, true, true)
-RAGGED_FMHA_SM90_WST_ENTRY(ragged_fmha_fwd_wst_bf16_d64_c3, true, 64, 128, 2, 3, true, 24, 160, false)
-RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d64_c3, true, 64, 128, 2, 3, 24, 160, 0)
+RAGGED_FMHA_SM90_WSPTY_ENTRY(ragged_fmha_fwd_wspt_bf16_d128_qrdp, true, 128, 128, 2, 2, 24, 240, 0, true, false, 0, true)
+RAGGED_FMHA_SM90_WSPTZ_ENTRY(ragged_fmha_fwd_wspt_bf16_d128_qrall, true, 128, 128, 2, 2, 24, 240, 0, true, false, 8, true,
+                             true, true)
+RAGGED_FMHA_SM90_WSPTK_ENTRY(ragged_fmha_fwd_wspt_bf16_d128_qrka, true, 128, 128, 2, 2, 24, 240, 0, true, false, 0, false,
+                             true, false, true)
+RAGGED_FMHA_SM90_WSPTK_ENTRY(ragged_fmha_fwd_wspt_bf16_d128_qrkadp, true, 128, 128, 2, 2, 24, 240, 0, true, false, 0, true,
+                             true, false, true)
+RAGGED_FMHA_SM90_WSPTK_ENTRY(ragged_fmha_fwd_wspt_bf16_d128_qrkaall, true, 128, 128, 2, 2, 24, 240, 0, true, false, 8, true,
+                             true, true, true)
 RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d64_c3s4, true, 64, 128, 4, 3, 24, 160, 0)
-RAGGED_FMHA_SM90_WSPTX_ENTRY(ragged_fmha_fwd_wspt_bf16_d64_c3tr, true, 64, 128, 2, 3, 24, 160, 0, false, true)
-RAGGED_FMHA_SM90_WSPTX_ENTRY(ragged_fmha_fwd_wspt_bf16_d64_c3s4tr, true, 64, 128, 4, 3, 24, 160, 0, false, true)
+RAGGED_FMHA_SM90_WSPTY_ENTRY(ragged_fmha_fwd_wspt_bf16_d64_c3s4dp, true, 64, 128, 4, 3, 24, 160, 0, false, false, 0, true)
+RAGGED_FMHA_SM90_WSPTZ_ENTRY(ragged_fmha_fwd_wspt_bf16_d64_c3s4all, true, 64, 128, 4, 3, 24, 160, 0, false, false, 8, true,
+                             true, true)
+RAGGED_FMHA_SM90_WSPTK_ENTRY(ragged_fmha_fwd_wspt_bf16_d64_c3s4ka, true, 64, 128, 4, 3, 24, 160, 0, false, false, 0, false,
+                             true, false, true)
+RAGGED_FMHA_SM90_WSPTK_ENTRY(ragged_fmha_fwd_wspt_bf16_d64_c3s4kaall, true, 64, 128, 4, 3, 24, 160, 0, false, false, 8, true,
+                             true, true, true)
 #endif
 #elif defined(RAGGED_FMHA_WS_STUDY)
 // Only what the benchmark's warp-specialization study needs (a quick compile on the device): the
@@ -188,10 +218,12 @@ RAGGED_FMHA_SM80_ALL(ragged_fmha_fwd_sm80_)
 // The names the plugin launches: the fastest path the compile target allows.
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #if RAGGED_FMHA_SM90_WS_D64 == 4
-RAGGED_FMHA_SM90_WSPTQ_ENTRY(ragged_fmha_fwd_bf16_d64, true, 64, 128, RAGGED_FMHA_SM90_STAGES_D64, 3, 24, 160,
-                             RAGGED_FMHA_SM90_POLY_D64, RAGGED_FMHA_SM90_QREG_D64)
-RAGGED_FMHA_SM90_WSPTQ_ENTRY(ragged_fmha_fwd_f16_d64, false, 64, 128, RAGGED_FMHA_SM90_STAGES_D64, 3, 24, 160,
-                             RAGGED_FMHA_SM90_POLY_D64, RAGGED_FMHA_SM90_QREG_D64)
+RAGGED_FMHA_SM90_WSPTK_ENTRY(ragged_fmha_fwd_bf16_d64, true, 64, 128, RAGGED_FMHA_SM90_STAGES_D64, 3, 24, 160,
+                             RAGGED_FMHA_SM90_POLY_D64, RAGGED_FMHA_SM90_QREG_D64, false, RAGGED_FMHA_SM90_LZ_D64,
+                             RAGGED_FMHA_SM90_DP_D64, true, RAGGED_FMHA_SM90_PL_D64, RAGGED_FMHA_SM90_KA_D64)
+RAGGED_FMHA_SM90_WSPTK_ENTRY(ragged_fmha_fwd_f16_d64, false, 64, 128, RAGGED_FMHA_SM90_STAGES_D64, 3, 24, 160,
+                             RAGGED_FMHA_SM90_POLY_D64, RAGGED_FMHA_SM90_QREG_D64, false, RAGGED_FMHA_SM90_LZ_D64,
+                             RAGGED_FMHA_SM90_DP_D64, true, RAGGED_FMHA_SM90_PL_D64, RAGGED_FMHA_SM90_KA_D64)
 #elif RAGGED_FMHA_SM90_WS_D64 == 3
 RAGGED_FMHA_SM90_WSTX_ENTRY(ragged_fmha_fwd_bf16_d64, true, 64, 128, 2, 3, 24, 160, RAGGED_FMHA_SM90_POLY_D64)
 RAGGED_FMHA_SM90_WSTX_ENTRY(ragged_fmha_fwd_f16_d64, false, 64, 128, 2, 3, 24, 160, RAGGED_FMHA_SM90_POLY_D64)
@@ -208,10 +240,12 @@ RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_f16_d64, false, 64, 64, 64, 2, 2)
 RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_bf16_d96, true, 96, 96, 64, 3, 1)
 RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_f16_d96, false, 96, 96, 64, 3, 1)
 #if RAGGED_FMHA_SM90_WS_D128 == 4
-RAGGED_FMHA_SM90_WSPTQ_ENTRY(ragged_fmha_fwd_bf16_d128, true, 128, 128, RAGGED_FMHA_SM90_STAGES_D128, 2, 24, 240,
-                             RAGGED_FMHA_SM90_POLY_D128, RAGGED_FMHA_SM90_QREG_D128)
-RAGGED_FMHA_SM90_WSPTQ_ENTRY(ragged_fmha_fwd_f16_d128, false, 128, 128, RAGGED_FMHA_SM90_STAGES_D128, 2, 24, 240,
-                             RAGGED_FMHA_SM90_POLY_D128, RAGGED_FMHA_SM90_QREG_D128)
+RAGGED_FMHA_SM90_WSPTK_ENTRY(ragged_fmha_fwd_bf16_d128, true, 128, 128, RAGGED_FMHA_SM90_STAGES_D128, 2, 24, 240,
+                             RAGGED_FMHA_SM90_POLY_D128, RAGGED_FMHA_SM90_QREG_D128, false, RAGGED_FMHA_SM90_LZ_D128,
+                             RAGGED_FMHA_SM90_DP_D128, true, RAGGED_FMHA_SM90_PL_D128, RAGGED_FMHA_SM90_KA_D128)
+RAGGED_FMHA_SM90_WSPTK_ENTRY(ragged_fmha_fwd_f16_d128, false, 128, 128, RAGGED_FMHA_SM90_STAGES_D128, 2, 24, 240,
+                             RAGGED_FMHA_SM90_POLY_D128, RAGGED_FMHA_SM90_QREG_D128, false, RAGGED_FMHA_SM90_LZ_D128,
+                             RAGGED_FMHA_SM90_DP_D128, true, RAGGED_FMHA_SM90_PL_D128, RAGGED_FMHA_SM90_KA_D128)
 #elif RAGGED_FMHA_SM90_WS_D128 == 3
 RAGGED_FMHA_SM90_WSTX_ENTRY(ragged_fmha_fwd_bf16_d128, true, 128, 128, 2, 2, 40, 232, RAGGED_FMHA_SM90_POLY_D128)
 RAGGED_FMHA_SM90_WSTX_ENTRY(ragged_fmha_fwd_f16_d128, false, 128, 128, 2, 2, 40, 232, RAGGED_FMHA_SM90_POLY_D128)

@@ -35,8 +35,11 @@ __device__ __forceinline__ void tree_reduce(float* t) {
 // (which reverses the order of the scores) is applied up front instead.
 // POLY of every 4 n-tiles exponentiate with poly_exp2 (0: all on the MUFU unit). TREE: the row max
 // and row sum as pairwise trees (depth log2(2 NS)) instead of one running value (depth 2 NS), so the
-// exponentials, which wait for the max, start sooner.
-template <int NS, int POLY = 0, bool TREE = false>
+// exponentials, which wait for the max, start sooner. LZ > 0: the running max moves only when the
+// block's max exceeds it by more than LZ (log2 units, after the scale), so corr is exactly 1 for most
+// blocks and the caller may skip the O rescale; every p stays <= 2^LZ (NOTES.md, session 8, has the
+// bound) and O / l and the LSE are unchanged, since both use the same m_i.
+template <int NS, int POLY = 0, bool TREE = false, int LZ = 0>
 __device__ __forceinline__ void wgmma_softmax_step(float* s, float* m_i, float* l_i, float* corr,
                                                    const RaggedBand& band, int j0, int bn, int i0, int i_last,
                                                    int row_in_tile, int lt, float sl2) {
@@ -76,9 +79,12 @@ __device__ __forceinline__ void wgmma_softmax_step(float* s, float* m_i, float* 
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
         // Nothing admitted yet: exponentiate against 0 so every p is exp2(-inf) = 0, never NaN.
+        // LZ: keep the old max (mx >= m_i[hr]; a NaN difference, both -inf, keeps -inf either way).
+        const bool keep = LZ > 0 && (mx - m_i[hr]) * f <= (float)LZ;
+        if (keep) mx = m_i[hr];
         const float mu = mx == RAGGED_NEG_INF ? 0.f : mx;
         const float neg_mu_f = -mu * f;
-        corr[hr] = fast_exp2((m_i[hr] - mu) * f);
+        corr[hr] = keep ? 1.f : fast_exp2((m_i[hr] - mu) * f);
         m_i[hr] = mx;
         float sum = 0.f;
         float ts[TREE ? NS : 1];

@@ -39,13 +39,68 @@ __device__ __forceinline__ WsItem ws_item(int w, const RaggedBatch* __restrict__
 // Item of round r for block b of P (the snake order above).
 __device__ __forceinline__ int ws_static_item(int r, int p, int b) { return r * p + ((r & 1) ? p - 1 - b : b); }
 
+// S = Q K^T for one consumer (64 rows) from the K tile at kb: Q from shared memory (s_q, rows 64 c) or,
+// with QREG, from the registers qa. DP: the descriptors are one base each plus desc_add per k-step.
+template <bool BF16, int D, int BN, int BM, bool QREG, bool DP>
+__device__ __forceinline__ void wsp_issue_s(float* s, const u32 (*qa)[4], u32 s_q, int c, u32 kb) {
+    constexpr int KS = D / 16;
+    const u64 dk = DP ? sw128_desc(kb, 16, 1024) : 0;
+    const u64 dq = DP ? sw128_desc(s_q + c * (64 * 128), 16, 1024) : 0;
+#pragma unroll
+    for (int ks = 0; ks < KS; ++ks) {
+        const u64 db = DP ? desc_add(dk, (ks >> 2) * (BN * 128) + (ks & 3) * 32)
+                          : sw128_desc(kb + (ks >> 2) * (BN * 128) + (ks & 3) * 32, 16, 1024);
+        if constexpr (QREG) {
+            wgmma_rs_k<BF16, (QREG ? BN : 64)>(s, qa[ks], db, ks > 0);
+        }
+        else {
+            const u64 da = DP ? desc_add(dq, (ks >> 2) * (BM * 128) + (ks & 3) * 32)
+                              : sw128_desc(s_q + (ks >> 2) * (BM * 128) + c * (64 * 128) + (ks & 3) * 32, 16, 1024);
+            wgmma_ss_any<BF16, BN>(s, da, db, ks > 0);
+        }
+    }
+}
+
+// O += P V over the BN keys of the V tile at vb.
+template <bool BF16, int D, int BN, bool DP>
+__device__ __forceinline__ void wsp_issue_pv(float* acc, const u32 (*pa)[4], u32 vb) {
+    const u64 dv = DP ? sw128_desc(vb, BN * 128, 1024) : 0;
+#pragma unroll
+    for (int kc = 0; kc < BN / 16; ++kc) {
+        if constexpr (DP)
+            wgmma_pv_desc<BF16, D, BN>(acc, pa[kc], dv, kc);
+        else
+            wgmma_pv<BF16, D, BN>(acc, pa[kc], vb, kc);
+    }
+}
+
+// O *= corr per row (LZ: only if some row of the warp moved its max), then P from the scores.
+template <bool BF16, int D, int BN, int LZ>
+__device__ __forceinline__ void wsp_rescale_pack(float* acc, const float* corr, const float* s, u32 (*pa)[4]) {
+    if (LZ == 0 || __any_sync(0xffffffffu, corr[0] != 1.f || corr[1] != 1.f)) {
+#pragma unroll
+        for (int dt = 0; dt < D / 8; ++dt) {
+            acc[dt * 4 + 0] *= corr[0];
+            acc[dt * 4 + 1] *= corr[0];
+            acc[dt * 4 + 2] *= corr[1];
+            acc[dt * 4 + 3] *= corr[1];
+        }
+    }
+    wgmma_pack_p<BF16, BN>(s, pa);
+}
+
 // TMA: the producer is one warp filling tiles through the tensor maps (ws_fill, as in the ws body);
 // the other three warps of its warpgroup leave after setmaxnreg. POLY, QREG: as in fmha_fwd_ws_body,
-// TREE: as in wgmma_softmax_step;
+// TREE, LZ: as in wgmma_softmax_step (LZ > 0: a warp skips the O rescale when no row of it moved its
+// max); DP: descriptors as base plus desc_add (wsp_issue_s); PP = false: no ping-pong turns (each
+// consumer issues as soon as its operands are ready); PL: each block's tail (P V wait, O rescale, P
+// pack) moves to the top of the next block, so that the softmax really overlaps the P V issued with
+// its S (see below); KA: the producer fills K one block ahead of V (K (n + 1) before V (n));
 // with QREG a consumer warp releases Q as soon as its fragments are in registers, so the producer
 // refills Q with the next item's rows while this item's key loop runs.
 template <bool BF16, int D, int BN, int STAGES, int NC, int PREG, int CREG, bool TMA = false, int POLY = 0,
-          bool QREG = false, bool TREE = false>
+          bool QREG = false, bool TREE = false, int LZ = 0, bool DP = false, bool PP = true, bool PL = false,
+          bool KA = false>
 __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const RaggedTmaMap* tm_q = nullptr,
                                                   const RaggedTmaMap* tm_k = nullptr,
                                                   const RaggedTmaMap* tm_v = nullptr) {
@@ -126,6 +181,21 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
                 ws_load_tile<D, BM>(s_q, qp, q_seq, it.rows, q, t);
                 cp_async_mbar_arrive(q_full);
             }
+            // V of key block nbv into ring position pos (KA: one block behind K, so that the next K
+            // does not wait behind the release of the V before it).
+            auto fill_v = [&](int nbv, int pos) {
+                const int st = pos % STAGES;
+                const int j0 = nbv * BN;
+                mbar_wait(v_empty + 8 * st, (u32)((pos / STAGES) & 1) ^ 1u);
+                if (TMA) {
+                    ws_fill<D, BN>(v_full + 8 * st, s_v + st * KV_BYTES, tm_v, g, (int)(it.bt.kv_tok + j0),
+                                   it.bt.lkv - j0, vp + (i64)j0 * v_seq, v_seq, v, t);
+                }
+                else {
+                    ws_load_tile<D, BN>(s_v + st * KV_BYTES, vp + (i64)j0 * v_seq, v_seq, it.bt.lkv - j0, v, t);
+                    cp_async_mbar_arrive(v_full + 8 * st);
+                }
+            };
 #pragma unroll 1
             for (int nb = it.nb_first; nb < it.nb_last; ++nb, ++kv) {
                 const int st = kv % STAGES;
@@ -141,16 +211,14 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
                     ws_load_tile<D, BN>(s_k + st * KV_BYTES, kp + (i64)j0 * k_seq, k_seq, it.bt.lkv - j0, k, t);
                     cp_async_mbar_arrive(k_full + 8 * st);
                 }
-                mbar_wait(v_empty + 8 * st, ph ^ 1u);
-                if (TMA) {
-                    ws_fill<D, BN>(v_full + 8 * st, s_v + st * KV_BYTES, tm_v, g, row, it.bt.lkv - j0,
-                                   vp + (i64)j0 * v_seq, v_seq, v, t);
+                if constexpr (KA) {
+                    if (nb > it.nb_first) fill_v(nb - 1, kv - 1);
                 }
                 else {
-                    ws_load_tile<D, BN>(s_v + st * KV_BYTES, vp + (i64)j0 * v_seq, v_seq, it.bt.lkv - j0, v, t);
-                    cp_async_mbar_arrive(v_full + 8 * st);
+                    fill_v(nb, kv);
                 }
             }
+            if constexpr (KA) fill_v(it.nb_last - 1, kv - 1);
         }
         asm volatile("cp.async.wait_all;\n" ::: "memory");
         return;
@@ -166,7 +234,7 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
     int kv = 0;
     int qi = 0;
 
-    if (c == NC - 1) named_bar_arrive(RAGGED_WS_BAR_TURN + 0, 256);
+    if (PP && c == NC - 1) named_bar_arrive(RAGGED_WS_BAR_TURN + 0, 256);
 
 #pragma unroll 1
     for (int r = 0;; ++r) {
@@ -207,32 +275,38 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
                 const int st = kv % STAGES;
                 mbar_wait(k_full + 8 * st, (u32)((kv / STAGES) & 1));
                 fence_proxy_async();
-                ws_turn_wait<true, NC>(c);
+                ws_turn_wait<PP, NC>(c);
                 wgmma_fence();
-#pragma unroll
-                for (int ks = 0; ks < KS; ++ks) {
-                    if constexpr (QREG) {
-                        u64 db = sw128_desc(s_k + st * KV_BYTES + (ks >> 2) * (BN * 128) + (ks & 3) * 32, 16, 1024);
-                        wgmma_rs_k<BF16, (QREG ? BN : 64)>(s, qa[ks], db, ks > 0);
-                    }
-                    else {
-                        u64 da = sw128_desc(s_q + (ks >> 2) * (BM * 128) + c * (64 * 128) + (ks & 3) * 32, 16, 1024);
-                        u64 db = sw128_desc(s_k + st * KV_BYTES + (ks >> 2) * (BN * 128) + (ks & 3) * 32, 16, 1024);
-                        wgmma_ss_any<BF16, BN>(s, da, db, ks > 0);
-                    }
-                }
+                wsp_issue_s<BF16, D, BN, BM, QREG, DP>(s, qa, s_q, c, s_k + st * KV_BYTES);
                 wgmma_commit();
-                ws_turn_pass<true, NC>(c);
+                ws_turn_pass<PP, NC>(c);
                 wgmma_wait<0>();
                 fence_regs<NS * 4>(s);
                 if (lane == 0) {
                     mbar_arrive(k_empty + 8 * st);
                     if (!QREG && nb_first + 1 == nb_last) mbar_arrive(q_empty);
                 }
-                wgmma_softmax_step<NS, POLY, TREE>(s, m_i, l_i, corr, band, nb_first * BN, BN, i0, i_last, row_in_tile, lt,
+                wgmma_softmax_step<NS, POLY, TREE, LZ>(s, m_i, l_i, corr, band, nb_first * BN, BN, i0, i_last, row_in_tile, lt,
                                        sl2);
-                wgmma_pack_p<BF16, BN>(s, pa);
+                if constexpr (!PL) wgmma_pack_p<BF16, BN>(s, pa);
             }
+            // PL: the previous block's tail runs at the top of the next block, after its mbarrier waits
+            // (loops, so basic blocks of their own). In one basic block with softmax (n), ptxas
+            // schedules the wait for P V (n - 1) at the softmax's start (the SASS of every ws / wsp body
+            // until session 8: NOTES.md), which serialises softmax and P V.
+            // The tail: P V (n - 2) done (none in flight for the first block), its V released, O
+            // rescaled by corr (n - 1) (acc is 0 after the first block), P (n - 1) packed.
+            const int nb_first_kv = kv;
+            auto wsp_pending_tail = [&]() {
+                wgmma_wait<0>();
+                fence_regs<DT * 4>(acc);
+                fence_regs_u32<BN / 4>(&pa[0][0]);
+                if (kv > nb_first_kv && lane == 0) mbar_arrive(v_empty + 8 * ((kv - 1) % STAGES));
+                wsp_rescale_pack<BF16, D, BN, LZ>(acc, corr, s, pa);
+                // The next wgmma reads both: keep the compiler from sinking these writes past its fence.
+                fence_regs<DT * 4>(acc);
+                fence_regs_u32<BN / 4>(&pa[0][0]);
+            };
 
 #pragma unroll 1
             for (int nb = nb_first + 1; nb < nb_last; ++nb) {
@@ -242,46 +316,30 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
                 mbar_wait(v_full + 8 * sp, (u32)((kv / STAGES) & 1));
                 // With TMA only a tail block (cp.async, generic proxy) needs the fence: the last K.
                 if (!TMA || nb + 1 == nb_last) fence_proxy_async();
+                if constexpr (PL) wsp_pending_tail();
                 const u32 kb = s_k + st * KV_BYTES;
                 const u32 vb_prev = s_v + sp * KV_BYTES;
-                ws_turn_wait<true, NC>(c);
+                ws_turn_wait<PP, NC>(c);
                 wgmma_fence();
-#pragma unroll
-                for (int ks = 0; ks < KS; ++ks) {
-                    if constexpr (QREG) {
-                        u64 db = sw128_desc(kb + (ks >> 2) * (BN * 128) + (ks & 3) * 32, 16, 1024);
-                        wgmma_rs_k<BF16, (QREG ? BN : 64)>(s, qa[ks], db, ks > 0);
-                    }
-                    else {
-                        u64 da = sw128_desc(s_q + (ks >> 2) * (BM * 128) + c * (64 * 128) + (ks & 3) * 32, 16, 1024);
-                        u64 db = sw128_desc(kb + (ks >> 2) * (BN * 128) + (ks & 3) * 32, 16, 1024);
-                        wgmma_ss_any<BF16, BN>(s, da, db, ks > 0);
-                    }
-                }
+                wsp_issue_s<BF16, D, BN, BM, QREG, DP>(s, qa, s_q, c, kb);
                 wgmma_commit();
-#pragma unroll
-                for (int kc = 0; kc < BN / 16; ++kc) wgmma_pv<BF16, D, BN>(acc, pa[kc], vb_prev, kc);
+                wsp_issue_pv<BF16, D, BN, DP>(acc, pa, vb_prev);
                 wgmma_commit();
-                ws_turn_pass<true, NC>(c);
+                ws_turn_pass<PP, NC>(c);
                 wgmma_wait<1>();
                 fence_regs<NS * 4>(s);
                 if (lane == 0) {
                     mbar_arrive(k_empty + 8 * st);
                     if (!QREG && nb + 1 == nb_last) mbar_arrive(q_empty);
                 }
-                wgmma_softmax_step<NS, POLY, TREE>(s, m_i, l_i, corr, band, nb * BN, BN, i0, i_last, row_in_tile, lt, sl2);
-                wgmma_wait<0>();
-                fence_regs<DT * 4>(acc);
-                fence_regs_u32<BN / 4>(&pa[0][0]);
-                if (lane == 0) mbar_arrive(v_empty + 8 * sp);
-#pragma unroll
-                for (int dt = 0; dt < DT; ++dt) {
-                    acc[dt * 4 + 0] *= corr[0];
-                    acc[dt * 4 + 1] *= corr[0];
-                    acc[dt * 4 + 2] *= corr[1];
-                    acc[dt * 4 + 3] *= corr[1];
+                wgmma_softmax_step<NS, POLY, TREE, LZ>(s, m_i, l_i, corr, band, nb * BN, BN, i0, i_last, row_in_tile, lt, sl2);
+                if constexpr (!PL) {
+                    wgmma_wait<0>();
+                    fence_regs<DT * 4>(acc);
+                    fence_regs_u32<BN / 4>(&pa[0][0]);
+                    if (lane == 0) mbar_arrive(v_empty + 8 * sp);
+                    wsp_rescale_pack<BF16, D, BN, LZ>(acc, corr, s, pa);
                 }
-                wgmma_pack_p<BF16, BN>(s, pa);
                 ++kv;
             }
 
@@ -290,12 +348,12 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
                 const int sp = kv % STAGES;
                 mbar_wait(v_full + 8 * sp, (u32)((kv / STAGES) & 1));
                 fence_proxy_async();
-                ws_turn_wait<true, NC>(c);
+                if constexpr (PL) wsp_pending_tail();
+                ws_turn_wait<PP, NC>(c);
                 wgmma_fence();
-#pragma unroll
-                for (int kc = 0; kc < BN / 16; ++kc) wgmma_pv<BF16, D, BN>(acc, pa[kc], s_v + sp * KV_BYTES, kc);
+                wsp_issue_pv<BF16, D, BN, DP>(acc, pa, s_v + sp * KV_BYTES);
                 wgmma_commit();
-                ws_turn_pass<true, NC>(c);
+                ws_turn_pass<PP, NC>(c);
                 wgmma_wait<0>();
                 fence_regs<DT * 4>(acc);
                 fence_regs_u32<BN / 4>(&pa[0][0]);
@@ -328,7 +386,7 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
             }
         }
     }
-    if (c == 0) named_bar_sync(RAGGED_WS_BAR_TURN + 0, 256);
+    if (PP && c == 0) named_bar_sync(RAGGED_WS_BAR_TURN + 0, 256);
 }
 
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL

@@ -188,6 +188,14 @@ __device__ __forceinline__ u64 sw128_desc(u32 addr, u32 lbo, u32 sbo) {
     return d;
 }
 
+// sw128_desc(addr + off, lbo, sbo) from d = sw128_desc(addr, lbo, sbo) (off a multiple of 16): the
+// start-address field is addr >> 4 in the low 14 bits and every tile ends below 256 KiB of shared
+// memory, so adding off >> 4 to the low word never carries into the stride fields. One 32-bit add per
+// k-step instead of sw128_desc's mask, shift and or (bench/gpu/NOTES.md, session 8).
+__device__ __forceinline__ u64 desc_add(u64 d, u32 off) {
+    return (d & 0xFFFFFFFF00000000ull) | (u64)((u32)d + (off >> 4));
+}
+
 template <int ROWS>
 __device__ __forceinline__ u32 sw128(int r, int c) {
     return (u32)((((c >> 3) * ROWS + r) << 7) + (((c & 7) ^ (r & 7)) << 4));
@@ -230,6 +238,21 @@ __device__ __forceinline__ void wgmma_pv(float* acc, const u32* a, u32 vb, int k
 #pragma unroll
     for (int half = 0; half < P / N; ++half) {
         u64 db = sw128_desc(vb + half * (2 * BN * 128) + kc * (16 * 128), BN * 128, 1024);
+        if constexpr (N == 64)
+            wgmma_rs_n64<BF16>(acc + half * 32, a, db);
+        else
+            wgmma_rs_n128<BF16>(acc + half * 64, a, db);
+    }
+}
+
+// wgmma_pv from the V tile's base descriptor dv = sw128_desc(vb, BN * 128, 1024) (desc_add per chunk).
+template <bool BF16, int P, int BN>
+__device__ __forceinline__ void wgmma_pv_desc(float* acc, const u32* a, u64 dv, int kc) {
+    static_assert(P == 64 || P == 128 || P == 256, "wgmma P V widths");
+    constexpr int N = P == 64 ? 64 : 128;
+#pragma unroll
+    for (int half = 0; half < P / N; ++half) {
+        u64 db = desc_add(dv, half * (2 * BN * 128) + kc * (16 * 128));
         if constexpr (N == 64)
             wgmma_rs_n64<BF16>(acc + half * 32, a, db);
         else
