@@ -229,15 +229,16 @@ __device__ __forceinline__ void wgmma_ss(float* d, u64 da, u64 db, int accumulat
 }
 
 // O[64 x P] += P_chunk[64 x 16] (registers) * V[16 x P] for one k16 chunk kc of the BN keys of the
-// V tile at vb (sw128, BN rows, P columns). P = 256 is two n128 products over the two halves: the
-// accumulator of the upper half follows the lower one's 64 registers, as the epilogue reads them.
-template <bool BF16, int P, int BN>
-__device__ __forceinline__ void wgmma_pv(float* acc, const u32* a, u32 vb, int kc) {
+// V tile (sw128, BN rows, P columns), whose descriptor at byte offset off is desc_at(off). P = 256 is
+// two n128 products over the two halves: the accumulator of the upper half follows the lower one's 64
+// registers, as the epilogue reads them.
+template <bool BF16, int P, int BN, class DescAt>
+__device__ __forceinline__ void wgmma_pv_at(float* acc, const u32* a, DescAt desc_at, int kc) {
     static_assert(P == 64 || P == 128 || P == 256, "wgmma P V widths");
     constexpr int N = P == 64 ? 64 : 128;
 #pragma unroll
     for (int half = 0; half < P / N; ++half) {
-        u64 db = sw128_desc(vb + half * (2 * BN * 128) + kc * (16 * 128), BN * 128, 1024);
+        u64 db = desc_at(half * (2 * BN * 128) + kc * (16 * 128));
         if constexpr (N == 64)
             wgmma_rs_n64<BF16>(acc + half * 32, a, db);
         else
@@ -245,19 +246,16 @@ __device__ __forceinline__ void wgmma_pv(float* acc, const u32* a, u32 vb, int k
     }
 }
 
+// wgmma_pv_at from the V tile's address vb, each descriptor computed afresh.
+template <bool BF16, int P, int BN>
+__device__ __forceinline__ void wgmma_pv(float* acc, const u32* a, u32 vb, int kc) {
+    wgmma_pv_at<BF16, P, BN>(acc, a, [vb](u32 off) { return sw128_desc(vb + off, BN * 128, 1024); }, kc);
+}
+
 // wgmma_pv from the V tile's base descriptor dv = sw128_desc(vb, BN * 128, 1024) (desc_add per chunk).
 template <bool BF16, int P, int BN>
 __device__ __forceinline__ void wgmma_pv_desc(float* acc, const u32* a, u64 dv, int kc) {
-    static_assert(P == 64 || P == 128 || P == 256, "wgmma P V widths");
-    constexpr int N = P == 64 ? 64 : 128;
-#pragma unroll
-    for (int half = 0; half < P / N; ++half) {
-        u64 db = desc_add(dv, half * (2 * BN * 128) + kc * (16 * 128));
-        if constexpr (N == 64)
-            wgmma_rs_n64<BF16>(acc + half * 32, a, db);
-        else
-            wgmma_rs_n128<BF16>(acc + half * 64, a, db);
-    }
+    wgmma_pv_at<BF16, P, BN>(acc, a, [dv](u32 off) { return desc_add(dv, off); }, kc);
 }
 
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
