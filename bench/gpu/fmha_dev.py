@@ -181,8 +181,11 @@ LSE_POISON = 0x7FC00123
 
 
 def run_case(torch, eng, dtype, rng, *, lq, lkv, pad_q=None, pad_kv=None, h_q=4, h_kv=4, left=-1, right=-1,
-             br=0, off_bytes=4, token_units=False, lse_mode="dense", slack=0, scale=None, label=""):
-    """Builds one ragged problem, runs the engine, compares with float64. Returns (ok, message)."""
+             br=0, off_bytes=4, token_units=False, lse_mode="dense", slack=0, scale=None, k_gain=None, label=""):
+    """Builds one ragged problem, runs the engine, compares with float64. Returns (ok, message).
+
+    k_gain = (j0, j1, g) multiplies the keys j0 <= j < j1 of every batch by g, so that a later key
+    block's scores jump far past the running max of the earlier ones."""
     if PROGRESS:
         print(f"  case {label}", flush=True)
     d, dv = eng.d, eng.dv
@@ -204,6 +207,9 @@ def run_case(torch, eng, dtype, rng, *, lq, lkv, pad_q=None, pad_kv=None, h_q=4,
         q[tok_q[b] + lq[b]: tok_q[b + 1]] = float("nan")
         k[tok_kv[b] + lkv[b]: tok_kv[b + 1]] = float("nan")
         v[tok_kv[b] + lkv[b]: tok_kv[b + 1]] = float("nan")
+        if k_gain is not None:
+            lo, hi = tok_kv[b] + min(k_gain[0], lkv[b]), tok_kv[b] + min(k_gain[1], lkv[b])
+            k[lo:hi] = (k[lo:hi].float() * k_gain[2]).to(tdt)
     o = torch.full((max(tq, 1), h_q, dv), POISON[dtype], dtype=torch.int16, device=dev).view(tdt)
     o_before = o.view(torch.int16).clone()
 
@@ -341,6 +347,13 @@ def correctness(torch, engines, seed):
                                 scale=-0.4, label=f"{dtype} d{d} negative scale causal-tl"))
         results.append(run_case(torch, eng, dtype, rng, lq=[33, 250], lkv=[300, 17], h_q=2, h_kv=1, scale=0.0,
                                 label=f"{dtype} d{d} zero scale"))
+        # keys whose scores jump past the running max in a later block: by about 30 log2 units (the
+        # lazy softmax moves its max; the speculative one rescales its block) and by hundreds (the
+        # speculative softmax computes S again)
+        results.append(run_case(torch, eng, dtype, rng, lq=[300, 200], lkv=[700, 520], h_q=2, h_kv=1,
+                                k_gain=(260, 520, 16.0), label=f"{dtype} d{d} max jump"))
+        results.append(run_case(torch, eng, dtype, rng, lq=[300, 200], lkv=[700, 520], h_q=2, h_kv=1,
+                                k_gain=(260, 520, 16.0), scale=2.0, label=f"{dtype} d{d} huge max jump"))
         # long single sequence with a non-default scale
         results.append(run_case(torch, eng, dtype, rng, lq=[1500], lkv=[2100], h_q=2, h_kv=1, right=0, br=1,
                                 scale=0.3, label=f"{dtype} d{d} long causal-br scale0.3"))

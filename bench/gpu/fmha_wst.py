@@ -33,8 +33,9 @@ from event_timing import interleaved_ms  # noqa: E402
 
 # First of each head dim: the plugin's shape (the baseline every ratio is taken against).
 ENGINES = {
-    128: ["wspt_bf16_d128_qr", "wspt_bf16_d128_qrall", "wspt_bf16_d128_qrkaall"],
-    64: ["wspt_bf16_d64_c3s4", "wspt_bf16_d64_c3s4all", "wspt_bf16_d64_c3s4kaall"],
+    128: ["wspt_bf16_d128_qrkaalls3", "wspt_bf16_d128_qrkaall", "wspt_bf16_d128_kaall", "wspt_bf16_d128_n176kaall",
+          "wspt_bf16_d128_n192kaall"],
+    64: ["wspt_bf16_d64_c3s4kaall"],
 }
 # Checked with the full suite but not timed (fp16 forms; the plugin set's check covers its own).
 CHECK_ONLY = []

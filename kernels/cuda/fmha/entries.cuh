@@ -140,7 +140,7 @@
 #define RAGGED_FMHA_SM90_POLY_D64 0
 #define RAGGED_FMHA_SM90_POLY_D128 0
 #define RAGGED_FMHA_SM90_STAGES_D64 4
-#define RAGGED_FMHA_SM90_STAGES_D128 2
+#define RAGGED_FMHA_SM90_STAGES_D128 3
 #define RAGGED_FMHA_SM90_QREG_D64 false
 #define RAGGED_FMHA_SM90_QREG_D128 true
 #define RAGGED_FMHA_SM90_LZ_D64 8
@@ -153,30 +153,24 @@
 #define RAGGED_FMHA_SM90_KA_D128 true
 
 #if defined(RAGGED_FMHA_WS_STUDY) && defined(RAGGED_FMHA_WST_STUDY)
-// The persistent TMA study (bench/gpu/fmha_wst.py): the plugin's shapes first (d128 Q in registers, d64
-// 3 consumers with 4 stages), then session 8's candidates on them: dp (descriptors as base plus
-// desc_add), lz (lazy rescale, threshold 8), pl (each block's P V wait, O rescale and P pack at the
-// top of the next block, so that the softmax overlaps P V), all (pl + lz + dp), ka (the producer fills K one block ahead of V) alone and with the
-// others. Measured and dropped in sessions 7 and 8
-// (bench/gpu/NOTES.md): BN 176 / 192, the 24 / 240 split on the non-persistent body, poly_exp2, 3
-// stages at d128, tree reductions.
+// The persistent TMA study (bench/gpu/fmha_wst.py): the plugin's shapes first (d128: Q in registers,
+// 3 K / V stages; d64: 3 consumers, 4 stages; both with KA, PL, LZ 8 and DP), then the shapes they
+// replaced or were measured against in session 9: d128 with 2 stages (the plugin's until then), Q in
+// shared memory, and BN 176 / 192 with Q in shared memory (no spills at 240 registers). Measured and
+// dropped in sessions 7 to 9 (bench/gpu/NOTES.md): BN 176 / 192 (again in session 9, with every
+// session-8 change), the 24 / 240 split on the non-persistent body, poly_exp2, tree reductions, pl
+// without lz / dp, a speculative softmax (exponentials against the running max before the row max).
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-RAGGED_FMHA_SM90_WSPTQ_ENTRY(ragged_fmha_fwd_wspt_bf16_d128_qr, true, 128, 128, 2, 2, 24, 240, 0, true)
-RAGGED_FMHA_SM90_WSPTY_ENTRY(ragged_fmha_fwd_wspt_bf16_d128_qrdp, true, 128, 128, 2, 2, 24, 240, 0, true, false, 0, true)
-RAGGED_FMHA_SM90_WSPTZ_ENTRY(ragged_fmha_fwd_wspt_bf16_d128_qrall, true, 128, 128, 2, 2, 24, 240, 0, true, false, 8, true,
-                             true, true)
-RAGGED_FMHA_SM90_WSPTK_ENTRY(ragged_fmha_fwd_wspt_bf16_d128_qrka, true, 128, 128, 2, 2, 24, 240, 0, true, false, 0, false,
-                             true, false, true)
-RAGGED_FMHA_SM90_WSPTK_ENTRY(ragged_fmha_fwd_wspt_bf16_d128_qrkadp, true, 128, 128, 2, 2, 24, 240, 0, true, false, 0, true,
-                             true, false, true)
+RAGGED_FMHA_SM90_WSPTK_ENTRY(ragged_fmha_fwd_wspt_bf16_d128_qrkaalls3, true, 128, 128, 3, 2, 24, 240, 0, true, false, 8,
+                             true, true, true, true)
 RAGGED_FMHA_SM90_WSPTK_ENTRY(ragged_fmha_fwd_wspt_bf16_d128_qrkaall, true, 128, 128, 2, 2, 24, 240, 0, true, false, 8, true,
                              true, true, true)
-RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d64_c3s4, true, 64, 128, 4, 3, 24, 160, 0)
-RAGGED_FMHA_SM90_WSPTY_ENTRY(ragged_fmha_fwd_wspt_bf16_d64_c3s4dp, true, 64, 128, 4, 3, 24, 160, 0, false, false, 0, true)
-RAGGED_FMHA_SM90_WSPTZ_ENTRY(ragged_fmha_fwd_wspt_bf16_d64_c3s4all, true, 64, 128, 4, 3, 24, 160, 0, false, false, 8, true,
-                             true, true)
-RAGGED_FMHA_SM90_WSPTK_ENTRY(ragged_fmha_fwd_wspt_bf16_d64_c3s4ka, true, 64, 128, 4, 3, 24, 160, 0, false, false, 0, false,
-                             true, false, true)
+RAGGED_FMHA_SM90_WSPTK_ENTRY(ragged_fmha_fwd_wspt_bf16_d128_kaall, true, 128, 128, 2, 2, 24, 240, 0, false, false, 8, true,
+                             true, true, true)
+RAGGED_FMHA_SM90_WSPTK_ENTRY(ragged_fmha_fwd_wspt_bf16_d128_n176kaall, true, 128, 176, 2, 2, 24, 240, 0, false, false, 8,
+                             true, true, true, true)
+RAGGED_FMHA_SM90_WSPTK_ENTRY(ragged_fmha_fwd_wspt_bf16_d128_n192kaall, true, 128, 192, 2, 2, 24, 240, 0, false, false, 8,
+                             true, true, true, true)
 RAGGED_FMHA_SM90_WSPTK_ENTRY(ragged_fmha_fwd_wspt_bf16_d64_c3s4kaall, true, 64, 128, 4, 3, 24, 160, 0, false, false, 8, true,
                              true, true, true)
 #endif
