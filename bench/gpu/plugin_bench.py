@@ -16,8 +16,10 @@ wrote. The peers run on the same packed buffers in the same process:
   `[B, H, S, D]` view (fixed-length problems only).
 
 Method as bench/gpu/fmha_dev.py: FLOPs = 2 * (D_qk + D_v) * H * sum of admitted (i, j) pairs; time =
-median over 15 CUDA-event pairs, each around 10 back-to-back calls, after 3 warm-up calls; the table
-prints the median and the spread (max - min of the 15) of ours. No engine writes
+median over 15 CUDA-event pairs, each around 10 back-to-back calls, after 3 warm-up calls, taken
+interleaved: each of the 15 rounds times one pair of every engine in turn, so the clock drift of the
+power-capped GPU falls on all of them alike; the table prints the median and the spread (max - min
+of the 15) of ours. No engine writes
 LSE except FA2, whose op always does (H * T floats, about 1 MB: negligible next to O).
 
 Usage:
@@ -37,7 +39,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from event_timing import time_ms  # noqa: E402
+from event_timing import interleaved_ms  # noqa: E402
 from plugin_bench_abi import (  # noqa: E402  (the C ABI binding both benchmarks share)
     CUDA_ENGINE,
     Execution,
@@ -295,89 +297,84 @@ def benchmark(torch, plugin, graphs, problems, only_ours=False):
         print(f"== {name}: B={b} lens={lens if len(lens) <= 8 else str(lens[:8]) + '...'} "
               f"{flops / 1e9:.1f} GFLOP", flush=True)
 
-        # Ours, through the C ABI.
+        # Every engine is set up and checked against ours first, then all of them are timed in one
+        # interleaved run (each of the reps takes one event pair per engine in turn): at D = 128 the
+        # GPU sits at its power cap and its clock drifts by up to 15 % within a run (NOTES.md,
+        # session 9), which an engine timed alone after another would take into its ratio.
+        timed = []  # (row key, label, callable, what to print after the timing)
+        keep = []  # what the callables need alive until the timing is done
         ours = None
         try:
-            ours = ours_execution(torch, plugin, graphs, handle, meta, bufs)
-            ours()
-            torch.cuda.synchronize()
-            if torch.isnan(bufs["o"].float()).any():
-                raise PluginError("O still holds NaN after execute (rows left unwritten)")
-            ms, spread = time_ms(torch, ours)
-            row["ours"] = tflops(ms)
-            row["ours_spread"] = tflops(ms) - flops / (ms + spread) / 1e9
-            row["ours_host_us"] = host_call_us(ours)
-            torch.cuda.synchronize()
-            print(f"  ours (C ABI): {ms:.3f} ms {row['ours']:.1f} TFLOP/s (spread {spread:.3f} ms); "
-                  f"CreateExecutionContext {ours.create_s:.2f} s, workspace {ours.ws_bytes} B, "
-                  f"host per ExecuteOpGraph {row['ours_host_us']:.1f} us", flush=True)
-            # float64 check of the last sequence's first 256 query rows, head 0 and head H-1.
-            s0, s1 = starts[-2], starts[-1]
-            n = min(256, s1 - s0)
-            worst = 0.0
-            for hh in (0, h - 1):
-                qs = q[s0:s0 + n, hh].double()
-                ks, vs = k[s0:s1, hh].double(), v[s0:s1, hh].double()
-                sc = qs @ ks.T * meta["scale"]
-                if causal:
-                    i = torch.arange(n, device="cuda")[:, None]
-                    j = torch.arange(s1 - s0, device="cuda")[None, :]
-                    sc = sc.masked_fill(j > i, -math.inf)
-                ref = torch.softmax(sc, -1) @ vs
-                worst = max(worst, (bufs["o"][s0:s0 + n, hh].double() - ref).abs().max().item())
-            row["ours_err"] = worst
-            print(f"  ours vs float64 (last sequence, 256 rows, 2 heads): max abs err {worst:.2e}"
-                  f"{'' if worst <= 2e-2 else '  <-- ABOVE bf16 TOLERANCE'}", flush=True)
-        except Exception as e:  # noqa: BLE001
-            print(f"  ours FAILED: {type(e).__name__}: {str(e)[:600]}", flush=True)
-        finally:
-            if ours is not None:
-                ours.close()
-        ours_o = bufs["o"]
-
-        # FlashInfer's module for this head-dim pair is compiled the first time the pair comes up,
-        # before anything of this problem is timed; past FLASHINFER_BUDGET_S of compiling, pairs
-        # not yet compiled are reported as skipped (device time is budgeted).
-        if flashinfer is not None and (d, dv) not in fi_ready:
-            spent = sum(x for x in fi_ready.values() if isinstance(x, float))
-            if spent > float(os.environ.get("FLASHINFER_BUDGET_S", "420")):
-                fi_ready[(d, dv)] = f"skipped: {spent:.0f} s of JIT compiling already spent"
-                print(f"FlashInfer fa3 for D_qk={d} D_v={dv}: {fi_ready[(d, dv)]}", flush=True)
-            else:
-                fi_ready.update(flashinfer_warmup(torch, flashinfer, [meta]))
-        if not only_ours and isinstance(fi_ready.get((d, dv)), float):
+            # Ours, through the C ABI.
             try:
-                runner = FlashInferRunner(torch, flashinfer, meta, starts)
-
-                def fi():
-                    return runner(q, k, v)
-                diff = (fi().float() - ours_o.float()).abs().max().item()
-                ms, spread = time_ms(torch, fi)
-                row["flashinfer"] = tflops(ms)
-                print(f"  FlashInfer fa3: {ms:.3f} ms {row['flashinfer']:.1f} TFLOP/s (spread {spread:.3f} ms); "
-                      f"max |ours - FlashInfer| = {diff:.2e}; plan {runner.plan_s:.2f} s", flush=True)
-                del runner
+                ours = ours_execution(torch, plugin, graphs, handle, meta, bufs)
+                ours()
+                torch.cuda.synchronize()
+                if torch.isnan(bufs["o"].float()).any():
+                    raise PluginError("O still holds NaN after execute (rows left unwritten)")
+                # float64 check of the last sequence's first 256 query rows, head 0 and head H-1.
+                s0, s1 = starts[-2], starts[-1]
+                n = min(256, s1 - s0)
+                worst = 0.0
+                for hh in (0, h - 1):
+                    qs = q[s0:s0 + n, hh].double()
+                    ks, vs = k[s0:s1, hh].double(), v[s0:s1, hh].double()
+                    sc = qs @ ks.T * meta["scale"]
+                    if causal:
+                        i = torch.arange(n, device="cuda")[:, None]
+                        j = torch.arange(s1 - s0, device="cuda")[None, :]
+                        sc = sc.masked_fill(j > i, -math.inf)
+                    ref = torch.softmax(sc, -1) @ vs
+                    worst = max(worst, (bufs["o"][s0:s0 + n, hh].double() - ref).abs().max().item())
+                row["ours_err"] = worst
+                row["ours_host_us"] = host_call_us(ours)
+                torch.cuda.synchronize()
+                timed.append(("ours", "ours (C ABI)", ours,
+                              f"CreateExecutionContext {ours.create_s:.2f} s, workspace {ours.ws_bytes} B, "
+                              f"host per ExecuteOpGraph {row['ours_host_us']:.1f} us; vs float64 (last sequence, "
+                              f"256 rows, 2 heads): max abs err {worst:.2e}"
+                              f"{'' if worst <= 2e-2 else '  <-- ABOVE bf16 TOLERANCE'}"))
             except Exception as e:  # noqa: BLE001
-                print(f"  FlashInfer fa3 FAILED: {type(e).__name__}: {str(e)[:600]}", flush=True)
+                print(f"  ours FAILED: {type(e).__name__}: {str(e)[:600]}", flush=True)
+            ours_o = bufs["o"]
 
-        if not only_ours and d == dv:
-            # FlashAttention-2 varlen (writes LSE too; its op has no switch for it). It has no
-            # D_v != D_qk form.
-            try:
-                def fa2():
-                    return torch.ops.aten._flash_attention_forward(q, k, v, cu, cu, s, s, 0.0, causal, False,
-                                                                   scale=meta["scale"])
-                diff = (fa2()[0].float() - ours_o.float()).abs().max().item()
-                ms, spread = time_ms(torch, fa2)
-                row["fa2"] = tflops(ms)
-                print(f"  FA2 varlen: {ms:.3f} ms {row['fa2']:.1f} TFLOP/s (spread {spread:.3f} ms); "
-                      f"max |ours - FA2| = {diff:.2e}", flush=True)
-            except Exception as e:  # noqa: BLE001
-                print(f"  FA2 varlen FAILED: {type(e).__name__}: {str(e)[:400]}", flush=True)
+            # FlashInfer's module for this head-dim pair is compiled the first time the pair comes up,
+            # before anything of this problem is timed; past FLASHINFER_BUDGET_S of compiling, pairs
+            # not yet compiled are reported as skipped (device time is budgeted).
+            if flashinfer is not None and (d, dv) not in fi_ready:
+                spent = sum(x for x in fi_ready.values() if isinstance(x, float))
+                if spent > float(os.environ.get("FLASHINFER_BUDGET_S", "420")):
+                    fi_ready[(d, dv)] = f"skipped: {spent:.0f} s of JIT compiling already spent"
+                    print(f"FlashInfer fa3 for D_qk={d} D_v={dv}: {fi_ready[(d, dv)]}", flush=True)
+                else:
+                    fi_ready.update(flashinfer_warmup(torch, flashinfer, [meta]))
+            if not only_ours and isinstance(fi_ready.get((d, dv)), float):
+                try:
+                    runner = FlashInferRunner(torch, flashinfer, meta, starts)
+                    keep.append(runner)
 
-        if not only_ours:
+                    def fi(runner=runner, q=q, k=k, v=v):
+                        return runner(q, k, v)
+                    diff = (fi().float() - ours_o.float()).abs().max().item()
+                    timed.append(("flashinfer", "FlashInfer fa3", fi,
+                                  f"max |ours - FlashInfer| = {diff:.2e}; plan {runner.plan_s:.2f} s"))
+                except Exception as e:  # noqa: BLE001
+                    print(f"  FlashInfer fa3 FAILED: {type(e).__name__}: {str(e)[:600]}", flush=True)
+
+            if not only_ours and d == dv:
+                # FlashAttention-2 varlen (writes LSE too; its op has no switch for it). It has no
+                # D_v != D_qk form.
+                try:
+                    def fa2(q=q, k=k, v=v):
+                        return torch.ops.aten._flash_attention_forward(q, k, v, cu, cu, s, s, 0.0, causal, False,
+                                                                       scale=meta["scale"])
+                    diff = (fa2()[0].float() - ours_o.float()).abs().max().item()
+                    timed.append(("fa2", "FA2 varlen", fa2, f"max |ours - FA2| = {diff:.2e}"))
+                except Exception as e:  # noqa: BLE001
+                    print(f"  FA2 varlen FAILED: {type(e).__name__}: {str(e)[:400]}", flush=True)
+
             # cuDNN ragged through the frontend graph API (D_v != D_qk included).
-            if cudnn is not None:
+            if not only_ours and cudnn is not None:
                 try:
                     t0 = time.perf_counter()
                     g = cudnn_ragged_graph(cudnn, cudnn_handle, meta)
@@ -388,27 +385,25 @@ def benchmark(torch, plugin, graphs, problems, only_ours=False):
                     ragged_vo = torch.tensor(element_offsets(meta, dv), dtype=torch.int64, device="cuda")
                     seq = torch.tensor(lens, dtype=torch.int32, device="cuda").view(b, 1, 1, 1)
                     pack = {1: q, 2: k, 3: v, 4: o_c, 10: ragged_qk, 11: ragged_vo, 20: seq, 21: seq}
+                    keep += [g, ws, pack]
 
-                    def cudnn_r():
+                    def cudnn_r(g=g, pack=pack, ws=ws):
                         g.execute(pack, ws, handle=cudnn_handle)
                     cudnn_r()
                     torch.cuda.synchronize()
                     diff = (o_c.float() - ours_o.float()).abs().max().item()
-                    ms, spread = time_ms(torch, cudnn_r)
-                    row["cudnn_ragged"] = tflops(ms)
                     plan = ""
                     try:
                         plan = g.get_plan_name_at_index(0)
                     except Exception:  # noqa: BLE001 - the plan name is informative only
                         pass
-                    print(f"  cuDNN ragged: {ms:.3f} ms {row['cudnn_ragged']:.1f} TFLOP/s (spread {spread:.3f} ms); "
-                          f"max |ours - cuDNN| = {diff:.2e}; graph build {build_s:.1f} s; plan {plan}", flush=True)
-                    del g, ws, o_c
+                    timed.append(("cudnn_ragged", "cuDNN ragged", cudnn_r,
+                                  f"max |ours - cuDNN| = {diff:.2e}; graph build {build_s:.1f} s; plan {plan}"))
                 except Exception as e:  # noqa: BLE001
                     print(f"  cuDNN ragged FAILED: {type(e).__name__}: {str(e)[:600]}", flush=True)
 
             # cuDNN dense on the [B, H, S, D] view of the same buffers (fixed lengths only).
-            if sdpa_kernel is not None and len(set(lens)) == 1 and d == dv:
+            if not only_ours and sdpa_kernel is not None and len(set(lens)) == 1 and d == dv:
                 try:
                     qd, kd, vd = (x.view(b, s, h, d).transpose(1, 2) for x in (q, k, v))
 
@@ -417,12 +412,22 @@ def benchmark(torch, plugin, graphs, problems, only_ours=False):
                             return F.scaled_dot_product_attention(qd, kd, vd, is_causal=causal, scale=meta["scale"])
                     out = cudnn_d().transpose(1, 2).reshape(t, h, d)
                     diff = (out.float() - ours_o.float()).abs().max().item()
-                    ms, spread = time_ms(torch, cudnn_d)
-                    row["cudnn_dense"] = tflops(ms)
-                    print(f"  cuDNN dense: {ms:.3f} ms {row['cudnn_dense']:.1f} TFLOP/s (spread {spread:.3f} ms); "
-                          f"max |ours - dense| = {diff:.2e}", flush=True)
+                    timed.append(("cudnn_dense", "cuDNN dense", cudnn_d, f"max |ours - dense| = {diff:.2e}"))
                 except Exception as e:  # noqa: BLE001
                     print(f"  cuDNN dense FAILED: {type(e).__name__}: {str(e)[:400]}", flush=True)
+
+            if timed:
+                results = interleaved_ms(torch, [fn for _, _, fn, _ in timed], warm=3)
+                for (key, label, _, note), (ms, spread) in zip(timed, results):
+                    row[key] = tflops(ms)
+                    if key == "ours":
+                        row["ours_spread"] = tflops(ms) - flops / (ms + spread) / 1e9
+                    print(f"  {label}: {ms:.3f} ms {tflops(ms):.1f} TFLOP/s (spread {spread:.3f} ms); {note}",
+                          flush=True)
+        finally:
+            if ours is not None:
+                ours.close()
+            del timed, keep
         rows.append(row)
         del bufs, q, k, v, ours_o
         torch.cuda.empty_cache()
