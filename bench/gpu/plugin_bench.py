@@ -239,7 +239,7 @@ def flashinfer_warmup(torch, flashinfer, problems):
     return out
 
 
-def benchmark(torch, plugin, graphs, problems, only_ours=False):
+def benchmark(torch, plugin, graphs, problems, only_ours=False, calls_only=0):
     import torch.nn.functional as F
 
     try:
@@ -327,7 +327,8 @@ def benchmark(torch, plugin, graphs, problems, only_ours=False):
                     ref = torch.softmax(sc, -1) @ vs
                     worst = max(worst, (bufs["o"][s0:s0 + n, hh].double() - ref).abs().max().item())
                 row["ours_err"] = worst
-                row["ours_host_us"] = host_call_us(ours)
+                # (200 calls: not under a profiler)
+                row["ours_host_us"] = float("nan") if calls_only else host_call_us(ours)
                 torch.cuda.synchronize()
                 timed.append(("ours", "ours (C ABI)", ours,
                               f"CreateExecutionContext {ours.create_s:.2f} s, workspace {ours.ws_bytes} B, "
@@ -416,7 +417,14 @@ def benchmark(torch, plugin, graphs, problems, only_ours=False):
                 except Exception as e:  # noqa: BLE001
                     print(f"  cuDNN dense FAILED: {type(e).__name__}: {str(e)[:400]}", flush=True)
 
-            if timed:
+            if timed and calls_only:
+                # For a profiler: each engine called a fixed number of times, one after another.
+                for key, label, fn, note in timed:
+                    for _ in range(calls_only):
+                        fn()
+                    torch.cuda.synchronize()
+                    print(f"  {label}: {calls_only} calls; {note}", flush=True)
+            elif timed:
                 results = interleaved_ms(torch, [fn for _, _, fn, _ in timed], warm=3)
                 for (key, label, _, note), (ms, spread) in zip(timed, results):
                     row[key] = tflops(ms)
@@ -476,6 +484,9 @@ def main():
     ap.add_argument("--graphs", required=True, help="directory written by emit_bench_graphs")
     ap.add_argument("--self-check", action="store_true", help="host engine on numpy buffers, no GPU")
     ap.add_argument("--only-ours", action="store_true", help="skip the peers")
+    ap.add_argument("--problems", nargs="+", metavar="NAME", help="only these problems (problems.json names)")
+    ap.add_argument("--calls-only", type=int, default=0, metavar="N",
+                    help="no timing: call each engine N times (for ncu: bench/gpu/run_peer_ncu.sh)")
     args = ap.parse_args()
 
     plugin = Plugin(args.plugin)
@@ -488,7 +499,11 @@ def main():
           torch.backends.cudnn.version(), flush=True)
     print("plugin:", plugin.string(plugin.GetName), plugin.string(plugin.GetVersion), "API",
           plugin.string(plugin.GetApiVersion), flush=True)
-    rows = benchmark(torch, plugin, args.graphs, load_problems(args.graphs), only_ours=args.only_ours)
+    problems = [m for m in load_problems(args.graphs) if not args.problems or m["name"] in args.problems]
+    rows = benchmark(torch, plugin, args.graphs, problems, only_ours=args.only_ours,
+                     calls_only=args.calls_only)
+    if args.calls_only:
+        return 0
     print_table(rows)
     return 0 if rows and all("ours" in r for r in rows) else 1
 

@@ -49,18 +49,9 @@ export PYTHONUNBUFFERED=1
 date -u | tee "$OUT/smi.txt"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv \
     | tee -a "$OUT/smi.txt"
-# The peers' wheels (cuDNN frontend; FlashInfer 0.6.0 with apache-tvm-ffi and torch-c-dlpack-ext):
-# the device has no network, and its image has the rest of what they need.
-if ls .whl/*.whl >/dev/null 2>&1; then
-    if python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
-        .whl/*.whl; then
-        export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
-    else
-        echo "the wheels under .whl/ did not install: peers from them will be reported as unavailable"
-    fi
-else
-    echo "no wheels under .whl/: cuDNN ragged and FlashInfer will be reported as unavailable"
-fi
+# shellcheck source=bench/gpu/wheels.sh
+. bench/gpu/wheels.sh
+install_wheels
 MODE=forward
 case "${1:-}" in
     --backward) MODE=both; shift ;;

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Nsight Compute on our CUDA engine's forward kernel and the peers' kernels side by side, on the same
+# packed buffers: plugin_bench.py --calls-only 2 calls every engine twice (nothing timed) and ncu
+# profiles the attention kernels of those calls (ours: ragged_fmha_fwd_*; FlashInfer fa3, FA2 and
+# cuDNN: the names matching flash / sdpa), with ncu_metrics.sh's metrics and the warp-state section.
+#
+#   here:            bash bench/gpu/run_plugin_bench.sh --prepare
+#   GPU machine:     OUT=DIR bash bench/gpu/run_peer_ncu.sh [PROBLEM...]   (carry .carry/bench, .whl)
+# writes DIR/peer_ncu.csv (ncu --page raw --csv) and prints fmha_ncu.py's summary of it.
+# PROBLEM defaults to ragged-mix_d128_full ragged-mix_d128_causal; NCU_TIMEOUT (default 300 s).
+set -o pipefail
+CARRY=.carry/bench
+SO=libhipdnn_provider_ragged_sdpa.so
+OUT=${OUT:-/tmp/peer_ncu}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1
+# shellcheck source=bench/gpu/wheels.sh
+. bench/gpu/wheels.sh
+install_wheels
+# shellcheck source=bench/gpu/ncu_metrics.sh
+. bench/gpu/ncu_metrics.sh
+metrics=$(ncu_metrics "$OUT/ncu_query_metrics.txt")
+problems=("$@")
+[ ${#problems[@]} -gt 0 ] || problems=(ragged-mix_d128_full ragged-mix_d128_causal)
+timeout "${NCU_TIMEOUT:-300}" ncu --clock-control none --metrics "$metrics" --section WarpStateStats \
+    -k 'regex:ragged_fmha_fwd|flash|sdpa' --page raw --csv \
+    python3 bench/gpu/plugin_bench.py --plugin "$CARRY/$SO" --graphs "$CARRY/graphs" --calls-only 2 \
+    --problems "${problems[@]}" > "$OUT/peer_ncu.csv" 2> "$OUT/peer_ncu.err"
+rc=$?
+echo "ncu rc=$rc"
+grep -v '^"' "$OUT/peer_ncu.csv" | grep -v '^==PROF==' | tail -n 30
+python3 bench/gpu/fmha_ncu.py --summarize "$OUT/peer_ncu.csv"
+exit $rc
