@@ -82,10 +82,10 @@ def compile_module(tuning, study=False, defines=()):
 class Engine:
     """One forward entry point plus the pre-pass, launched with raw device pointers (the plugin ABI)."""
 
-    def __init__(self, mod, name, d, dv=None):
-        self.name, self.d = name, d
+    def __init__(self, mod, name, d, dv=None, prepass="ragged_fmha_prepass", label=None):
+        self.name, self.d = label or name, d
         self.dv = d if dv is None else dv
-        self.pre = mod.get_function("ragged_fmha_prepass")
+        self.pre = mod.get_function(prepass)
         self.fwd = mod.get_function(name)
         cfg = cp.ndarray((4,), cp.int32, mod.get_global(name + "_config")).get()
         self.bm, self.bn, self.threads, self.smem = (int(x) for x in cfg)

@@ -7,6 +7,9 @@ cupy, so a second process on the same machine starts in seconds.
 
   python3 bench/gpu/fmha_wst.py --smoke [--engines ...]      # one small case per entry, printed as it goes
   python3 bench/gpu/fmha_wst.py --time [--engines ...] [--skip ...] [--check full|short|none]
+  compute-sanitizer --tool racecheck python3 bench/gpu/fmha_wst.py --sanitize NAME[:bm]
+      # fmha_sanitize.py's case (zero-length batches, padding, GQA, causal and a window) on one
+      # fp16 study entry
 
 --time measures every engine of one head dim interleaved: each of the `reps` rounds takes one event
 pair of 10 back-to-back calls per engine in turn, so clock and temperature drift hit every engine
@@ -33,12 +36,12 @@ from event_timing import interleaved_ms  # noqa: E402
 
 # First of each head dim: the plugin's shape (the baseline every ratio is taken against).
 ENGINES = {
-    128: ["wspt_bf16_d128_qrkaalls3", "wspt_bf16_d128_qrkaall", "wspt_bf16_d128_kaall", "wspt_bf16_d128_n176kaall",
-          "wspt_bf16_d128_n192kaall"],
-    64: ["wspt_bf16_d64_c3s4kaall"],
+    128: ["wspt_bf16_d128_qrkaalls3", "wspt_bf16_d128_qrkaalls3dyn", "wspt_bf16_d128_qrkaalls3dyn:bm",
+          "wspt_bf16_d128_qrkaalls3:bm"],
+    64: ["wspt_bf16_d64_c3s4kaall", "wspt_bf16_d64_c3s4kaalldyn", "wspt_bf16_d64_c3s4kaalldyn:bm"],
 }
 # Checked with the full suite but not timed (fp16 forms; the plugin set's check covers its own).
-CHECK_ONLY = []
+CHECK_ONLY = ["wspt_f16_d128_qrkaalls3dyn:bm"]
 PREFIX = "ragged_fmha_fwd_"
 
 
@@ -57,9 +60,16 @@ def dtype_of(name):
     return "f16" if "_f16_" in name else "bf16"
 
 
+def engine(mod, name):
+    """NAME, or NAME:bm for that entry point after the batch-major pre-pass (ragged_fmha_prepass_bm)."""
+    kernel, _, order = name.partition(":")
+    prepass = "ragged_fmha_prepass_bm" if order == "bm" else "ragged_fmha_prepass"
+    return Engine(mod, kernel, head_dim(kernel), prepass=prepass, label=name)
+
+
 def build(names):
     mod = compile_module(False, study=True, defines=("-DRAGGED_FMHA_WST_STUDY",))
-    return mod, [Engine(mod, n, head_dim(n)) for n in names]
+    return mod, [engine(mod, n) for n in names]
 
 
 def smoke(args):
@@ -160,6 +170,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--time", action="store_true")
+    ap.add_argument("--sanitize", metavar="NAME")
     ap.add_argument("--engines", nargs="+")
     ap.add_argument("--skip", nargs="*")
     ap.add_argument("--check", choices=("full", "short", "none"), default="full")
@@ -168,6 +179,14 @@ def main():
     args = ap.parse_args()
     if args.smoke:
         return smoke(args)
+    if args.sanitize:
+        from fmha_sanitize import sanitize_one
+
+        kernel, _, order = (args.sanitize if args.sanitize.startswith(PREFIX) else PREFIX + args.sanitize).partition(":")
+        prepass = "ragged_fmha_prepass_bm" if order == "bm" else "ragged_fmha_prepass"
+        mod, _ = build([])
+        d = head_dim(kernel)
+        return max(sanitize_one(mod, d, d, left, right, name=kernel, prepass=prepass) for left, right in [(-1, 0), (16, 4)])
     if args.time:
         return time_all(args)
     ap.print_help()

@@ -2,7 +2,8 @@
 # Nsight Compute on our CUDA engine's forward kernel and the peers' kernels side by side, on the same
 # packed buffers: plugin_bench.py --calls-only 2 calls every engine twice (nothing timed) and ncu
 # profiles the attention kernels of those calls (ours: ragged_fmha_fwd_*; FlashInfer fa3, FA2 and
-# cuDNN: the names matching flash / sdpa), with ncu_metrics.sh's metrics and the warp-state section.
+# cuDNN: the names matching flash, sdpa, Prefill or device_kernel: in session 9 the first three did not
+# catch FlashInfer's), with ncu_metrics.sh's metrics and the warp-state section.
 #
 #   here:            bash bench/gpu/run_plugin_bench.sh --prepare
 #   GPU machine:     OUT=DIR bash bench/gpu/run_peer_ncu.sh [PROBLEM...]   (carry .carry/bench, .whl)
@@ -23,7 +24,7 @@ metrics=$(ncu_metrics "$OUT/ncu_query_metrics.txt")
 problems=("$@")
 [ ${#problems[@]} -gt 0 ] || problems=(ragged-mix_d128_full ragged-mix_d128_causal)
 timeout "${NCU_TIMEOUT:-300}" ncu --clock-control none --metrics "$metrics" --section WarpStateStats \
-    -k 'regex:ragged_fmha_fwd|flash|sdpa' --page raw --csv \
+    -k 'regex:ragged_fmha_fwd|flash|sdpa|Prefill|prefill|device_kernel' --page raw --csv \
     python3 bench/gpu/plugin_bench.py --plugin "$CARRY/$SO" --graphs "$CARRY/graphs" --calls-only 2 \
     --problems "${problems[@]}" > "$OUT/peer_ncu.csv" 2> "$OUT/peer_ncu.err"
 rc=$?

@@ -99,13 +99,17 @@
 #define RAGGED_FMHA_SM90_WSPTZ_ENTRY(NAME, BF16, D, BN, STAGES, NC, PREG, CREG, POLY, QREG, TREE, LZ, DP, PP, PL) \
     RAGGED_FMHA_SM90_WSPTK_ENTRY(NAME, BF16, D, BN, STAGES, NC, PREG, CREG, POLY, QREG, TREE, LZ, DP, PP, PL, false)
 #define RAGGED_FMHA_SM90_WSPTK_ENTRY(NAME, BF16, D, BN, STAGES, NC, PREG, CREG, POLY, QREG, TREE, LZ, DP, PP, PL, KA) \
+    RAGGED_FMHA_SM90_WSPTD_ENTRY(NAME, BF16, D, BN, STAGES, NC, PREG, CREG, POLY, QREG, TREE, LZ, DP, PP, PL, KA, false)
+// ... and DYN (items drawn from a work counter; 48 bytes more shared memory for its slots).
+#define RAGGED_FMHA_SM90_WSPTD_ENTRY(NAME, BF16, D, BN, STAGES, NC, PREG, CREG, POLY, QREG, TREE, LZ, DP, PP, PL, KA, DYN) \
     extern "C" {                                                                                             \
-    __constant__ int NAME##_config[4] = {64 * NC, BN, 128 * (NC + 1), RAGGED_FMHA_WS_SMEM(D, BN, STAGES, NC) + 16}; \
+    __constant__ int NAME##_config[4] = {64 * NC, BN, 128 * (NC + 1),                                        \
+                                         RAGGED_FMHA_WS_SMEM(D, BN, STAGES, NC) + 16 + ((DYN) ? 48 : 0)};     \
     __constant__ int NAME##_tma[1] = {1};                                                                    \
     __global__ void __launch_bounds__(128 * (NC + 1), 1)                                                     \
         NAME(RAGGED_FMHA_PARAMS, const __grid_constant__ RaggedTmaMap tm_q, const __grid_constant__ RaggedTmaMap tm_k, \
              const __grid_constant__ RaggedTmaMap tm_v) {                                                    \
-        fmha_fwd_wsp_body<BF16, D, BN, STAGES, NC, PREG, CREG, true, POLY, QREG, TREE, LZ, DP, PP, PL, KA>(     \
+        fmha_fwd_wsp_body<BF16, D, BN, STAGES, NC, PREG, CREG, true, POLY, QREG, TREE, LZ, DP, PP, PL, KA, DYN>( \
             RAGGED_FMHA_ARGS, &tm_q, &tm_k, &tm_v);                                                          \
     }                                                                                                        \
     }
@@ -156,7 +160,8 @@
 // The persistent TMA study (bench/gpu/fmha_wst.py): the plugin's shapes first (d128: Q in registers,
 // 3 K / V stages; d64: 3 consumers, 4 stages; both with KA, PL, LZ 8 and DP), then the shapes they
 // replaced or were measured against in session 9: d128 with 2 stages (the plugin's until then), Q in
-// shared memory, and BN 176 / 192 with Q in shared memory (no spills at 240 registers). Measured and
+// shared memory, BN 176 / 192 with Q in shared memory (no spills at 240 registers), and dyn (items
+// drawn from a work counter, the lead of session 9 with the batch-major pre-pass). Measured and
 // dropped in sessions 7 to 9 (bench/gpu/NOTES.md): BN 176 / 192 (again in session 9, with every
 // session-8 change), the 24 / 240 split on the non-persistent body, poly_exp2, tree reductions, pl
 // without lz / dp, a speculative softmax (exponentials against the running max before the row max).
@@ -165,6 +170,12 @@ RAGGED_FMHA_SM90_WSPTK_ENTRY(ragged_fmha_fwd_wspt_bf16_d128_qrkaalls3, true, 128
                              true, true, true, true)
 RAGGED_FMHA_SM90_WSPTK_ENTRY(ragged_fmha_fwd_wspt_bf16_d128_qrkaall, true, 128, 128, 2, 2, 24, 240, 0, true, false, 8, true,
                              true, true, true)
+RAGGED_FMHA_SM90_WSPTD_ENTRY(ragged_fmha_fwd_wspt_bf16_d128_qrkaalls3dyn, true, 128, 128, 3, 2, 24, 240, 0, true, false, 8,
+                             true, true, true, true, true)
+RAGGED_FMHA_SM90_WSPTD_ENTRY(ragged_fmha_fwd_wspt_bf16_d64_c3s4kaalldyn, true, 64, 128, 4, 3, 24, 160, 0, false, false, 8,
+                             true, true, true, true, true)
+RAGGED_FMHA_SM90_WSPTD_ENTRY(ragged_fmha_fwd_wspt_f16_d128_qrkaalls3dyn, false, 128, 128, 3, 2, 24, 240, 0, true, false, 8,
+                             true, true, true, true, true)
 RAGGED_FMHA_SM90_WSPTK_ENTRY(ragged_fmha_fwd_wspt_bf16_d128_kaall, true, 128, 128, 2, 2, 24, 240, 0, false, false, 8, true,
                              true, true, true)
 RAGGED_FMHA_SM90_WSPTK_ENTRY(ragged_fmha_fwd_wspt_bf16_d128_n176kaall, true, 128, 176, 2, 2, 24, 240, 0, false, false, 8,

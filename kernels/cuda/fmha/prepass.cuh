@@ -67,15 +67,62 @@ __device__ __forceinline__ int ragged_tile_cost(const RaggedBatch& bt, int t, in
     return cost < RAGGED_COST_BUCKETS - 1 ? cost : RAGGED_COST_BUCKETS - 1;
 }
 
-extern "C" __global__ void __launch_bounds__(RAGGED_PREPASS_THREADS)
-ragged_fmha_prepass(const void* q_off, int q_off_bytes, i64 q_mult, i64 q_seq_stride, int s_q_max,
-                    const void* kv_off, int kv_off_bytes, i64 kv_mult, i64 kv_seq_stride, int s_kv_max,
-                    const void* seq_len_q, int seq_len_q_bytes, const void* seq_len_kv, int seq_len_kv_bytes,
-                    const void* lse_off, int lse_off_bytes, i64 lse_mult, i64 lse_batch_stride, int batch,
-                    int block_m, int block_n, int mask_left, int mask_right, int bottom_right,
-                    RaggedBatch* batches, RaggedTile* tiles, int* tile_count, u32* err_flag) {
+// Exclusive prefix sum of v over the block's threads (one value each); *total gets the sum.
+__device__ __forceinline__ int ragged_block_exclusive_scan(int v, int* warp_total, int* total) {
+    const int tid = threadIdx.x;
+    const int lane = tid & 31;
+    const int warp = tid >> 5;
+    int incl = v;
+    for (int d = 1; d < 32; d <<= 1) {
+        int n = __shfl_up_sync(0xffffffffu, incl, d);
+        if (lane >= d) incl += n;
+    }
+    if (lane == 31) warp_total[warp] = incl;
+    __syncthreads();
+    if (warp == 0) {
+        int w = warp_total[lane];
+        int wi = w;
+        for (int d = 1; d < 32; d <<= 1) {
+            int n = __shfl_up_sync(0xffffffffu, wi, d);
+            if (lane >= d) wi += n;
+        }
+        warp_total[lane] = wi - w;  // exclusive prefix over warps
+        if (lane == 31) warp_total[32] = wi;
+    }
+    __syncthreads();
+    *total = warp_total[32];
+    return warp_total[warp] + incl - v;
+}
+
+// The error flag; in the persistent study build also the work counter of the bodies that draw their
+// items (tile_count[2], the spare word after the error flag in the plugin's layout).
+__device__ __forceinline__ void ragged_prepass_finish(int* tile_count, u32* err_flag, u32 err) {
+    if (threadIdx.x == 0) {
+        *err_flag = err;
+#if defined(RAGGED_FMHA_WST_STUDY)
+        tile_count[2] = 0;
+#endif
+    }
+}
+
+// BATCH_MAJOR (batch <= RAGGED_PREPASS_THREADS): the tile list holds each batch's tiles together,
+// last tile first (the costliest under a causal band), the batches in descending order of their
+// total cost (ties by index), so that the blocks of a persistent grid working at the same time read
+// the K / V of one or two batches rather than of every batch that has a tile of the current cost,
+// and the list still ends with the cheapest batch's cheapest tiles. Otherwise (and for larger
+// batch counts): a counting sort by cost, longest tiles first.
+template <bool BATCH_MAJOR>
+__device__ __forceinline__ void ragged_prepass_body(const void* q_off, int q_off_bytes, i64 q_mult, i64 q_seq_stride,
+                                                    int s_q_max, const void* kv_off, int kv_off_bytes, i64 kv_mult,
+                                                    i64 kv_seq_stride, int s_kv_max, const void* seq_len_q,
+                                                    int seq_len_q_bytes, const void* seq_len_kv, int seq_len_kv_bytes,
+                                                    const void* lse_off, int lse_off_bytes, i64 lse_mult,
+                                                    i64 lse_batch_stride, int batch, int block_m, int block_n,
+                                                    int mask_left, int mask_right, int bottom_right,
+                                                    RaggedBatch* batches, RaggedTile* tiles, int* tile_count,
+                                                    u32* err_flag) {
     __shared__ int base[RAGGED_COST_BUCKETS];
-    __shared__ int warp_total[RAGGED_PREPASS_THREADS / 32];
+    __shared__ int warp_total[RAGGED_PREPASS_THREADS / 32 + 1];
     __shared__ u32 s_err;
     const int tid = threadIdx.x;
     if (tid == 0) s_err = 0;
@@ -108,10 +155,55 @@ ragged_fmha_prepass(const void* q_off, int q_off_bytes, i64 q_mult, i64 q_seq_st
     __syncthreads();
     if (err) atomicOr(&s_err, err);
 
-    // Histogram of tile costs (number of key blocks), then a descending scan gives each cost
-    // bucket its first slot in the tile list: a counting sort, longest tiles first.
     const int max_tiles = (s_q_max + block_m - 1) / block_m;
     const i64 flat = (i64)batch * max_tiles;
+    if (BATCH_MAJOR && batch <= RAGGED_PREPASS_THREADS) {
+        __shared__ i64 s_key[RAGGED_PREPASS_THREADS];
+        __shared__ int s_first[RAGGED_PREPASS_THREADS];  // batch -> its first slot in the list
+        int nt = 0, rank = 0;
+        i64 key = -1;
+        if (tid < batch) {
+            const RaggedBatch bt = batches[tid];
+            nt = bt.lq > 0 ? (bt.lq + block_m - 1) / block_m : 0;
+            key = 0;
+            for (int tt = 0; tt < nt; ++tt)
+                key += ragged_tile_cost(bt, tt, block_m, block_n, mask_left, mask_right, bottom_right);
+            s_key[tid] = key;
+        }
+        __syncthreads();
+        if (tid < batch) {
+            for (int o = 0; o < batch; ++o) rank += s_key[o] > key || (s_key[o] == key && o < tid);
+        }
+        // base[rank] = that batch's tile count, then its exclusive scan is each rank's first slot.
+        base[tid] = 0;
+        __syncthreads();
+        if (tid < batch) base[rank] = nt;
+        __syncthreads();
+        int total;
+        const int first = ragged_block_exclusive_scan(base[tid], warp_total, &total);
+        __syncthreads();
+        base[tid] = first;
+        __syncthreads();
+        if (tid < batch) s_first[tid] = base[rank];
+        if (tid == 0) *tile_count = total;
+        __syncthreads();
+        for (i64 idx = tid; idx < flat; idx += RAGGED_PREPASS_THREADS) {
+            int b = (int)(idx / max_tiles);
+            int tt = (int)(idx - (i64)b * max_tiles);
+            RaggedBatch bt = batches[b];
+            if (tt * block_m < bt.lq) {
+                const int nb = (bt.lq + block_m - 1) / block_m;
+                RaggedTile entry;
+                entry.batch = b;
+                entry.tile = tt;
+                tiles[s_first[b] + (nb - 1 - tt)] = entry;
+            }
+        }
+        ragged_prepass_finish(tile_count, err_flag, s_err);
+        return;
+    }
+    // Histogram of tile costs (number of key blocks), then a descending scan gives each cost
+    // bucket its first slot in the tile list: a counting sort, longest tiles first.
     for (i64 idx = tid; idx < flat; idx += RAGGED_PREPASS_THREADS) {
         int b = (int)(idx / max_tiles);
         int t = (int)(idx - (i64)b * max_tiles);
@@ -125,31 +217,12 @@ ragged_fmha_prepass(const void* q_off, int q_off_bytes, i64 q_mult, i64 q_seq_st
     const int hi_bucket = RAGGED_COST_BUCKETS - 1 - 2 * tid;
     const int v0 = base[hi_bucket];
     const int v1 = base[hi_bucket - 1];
-    int incl = v0 + v1;
-    const int lane = tid & 31;
-    const int warp = tid >> 5;
-    for (int d = 1; d < 32; d <<= 1) {
-        int n = __shfl_up_sync(0xffffffffu, incl, d);
-        if (lane >= d) incl += n;
-    }
-    if (lane == 31) warp_total[warp] = incl;
-    __syncthreads();
-    if (warp == 0) {
-        int w = warp_total[lane];
-        int wi = w;
-        for (int d = 1; d < 32; d <<= 1) {
-            int n = __shfl_up_sync(0xffffffffu, wi, d);
-            if (lane >= d) wi += n;
-        }
-        warp_total[lane] = wi - w;  // exclusive prefix over warps
-    }
-    __syncthreads();
-    const int excl = warp_total[warp] + incl - (v0 + v1);
+    int total;
+    const int excl = ragged_block_exclusive_scan(v0 + v1, warp_total, &total);
     base[hi_bucket] = excl;
     base[hi_bucket - 1] = excl + v0;
-    if (tid == RAGGED_PREPASS_THREADS - 1) *tile_count = excl + v0 + v1;
+    if (tid == RAGGED_PREPASS_THREADS - 1) *tile_count = total;
     __syncthreads();
-
     for (i64 idx = tid; idx < flat; idx += RAGGED_PREPASS_THREADS) {
         int b = (int)(idx / max_tiles);
         int t = (int)(idx - (i64)b * max_tiles);
@@ -163,5 +236,34 @@ ragged_fmha_prepass(const void* q_off, int q_off_bytes, i64 q_mult, i64 q_seq_st
             tiles[pos] = entry;
         }
     }
-    if (tid == 0) *err_flag = s_err;
+    ragged_prepass_finish(tile_count, err_flag, s_err);
 }
+
+extern "C" __global__ void __launch_bounds__(RAGGED_PREPASS_THREADS)
+ragged_fmha_prepass(const void* q_off, int q_off_bytes, i64 q_mult, i64 q_seq_stride, int s_q_max,
+                    const void* kv_off, int kv_off_bytes, i64 kv_mult, i64 kv_seq_stride, int s_kv_max,
+                    const void* seq_len_q, int seq_len_q_bytes, const void* seq_len_kv, int seq_len_kv_bytes,
+                    const void* lse_off, int lse_off_bytes, i64 lse_mult, i64 lse_batch_stride, int batch,
+                    int block_m, int block_n, int mask_left, int mask_right, int bottom_right,
+                    RaggedBatch* batches, RaggedTile* tiles, int* tile_count, u32* err_flag) {
+    ragged_prepass_body<false>(q_off, q_off_bytes, q_mult, q_seq_stride, s_q_max, kv_off, kv_off_bytes, kv_mult,
+                               kv_seq_stride, s_kv_max, seq_len_q, seq_len_q_bytes, seq_len_kv, seq_len_kv_bytes,
+                               lse_off, lse_off_bytes, lse_mult, lse_batch_stride, batch, block_m, block_n,
+                               mask_left, mask_right, bottom_right, batches, tiles, tile_count, err_flag);
+}
+
+#if defined(RAGGED_FMHA_WST_STUDY)
+// The batch-major tile list under its own name, for the persistent study (bench/gpu/fmha_wst.py).
+extern "C" __global__ void __launch_bounds__(RAGGED_PREPASS_THREADS)
+ragged_fmha_prepass_bm(const void* q_off, int q_off_bytes, i64 q_mult, i64 q_seq_stride, int s_q_max,
+                       const void* kv_off, int kv_off_bytes, i64 kv_mult, i64 kv_seq_stride, int s_kv_max,
+                       const void* seq_len_q, int seq_len_q_bytes, const void* seq_len_kv, int seq_len_kv_bytes,
+                       const void* lse_off, int lse_off_bytes, i64 lse_mult, i64 lse_batch_stride, int batch,
+                       int block_m, int block_n, int mask_left, int mask_right, int bottom_right,
+                       RaggedBatch* batches, RaggedTile* tiles, int* tile_count, u32* err_flag) {
+    ragged_prepass_body<true>(q_off, q_off_bytes, q_mult, q_seq_stride, s_q_max, kv_off, kv_off_bytes, kv_mult,
+                              kv_seq_stride, s_kv_max, seq_len_q, seq_len_q_bytes, seq_len_kv, seq_len_kv_bytes,
+                              lse_off, lse_off_bytes, lse_mult, lse_batch_stride, batch, block_m, block_n,
+                              mask_left, mask_right, bottom_right, batches, tiles, tile_count, err_flag);
+}
+#endif

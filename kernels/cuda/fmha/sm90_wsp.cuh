@@ -97,10 +97,14 @@ __device__ __forceinline__ void wsp_rescale_pack(float* acc, const float* corr, 
 // pack) moves to the top of the next block, so that the softmax really overlaps the P V issued with
 // its S (see below); KA: the producer fills K one block ahead of V (K (n + 1) before V (n));
 // with QREG a consumer warp releases Q as soon as its fragments are in registers, so the producer
-// refills Q with the next item's rows while this item's key loop runs.
+// refills Q with the next item's rows while this item's key loop runs. DYN (TMA only): instead of
+// the static snake, a block's first item is its index and every further one is drawn from a
+// work counter (tile_count[2], zeroed by the pre-pass) by the producer, which hands it to the
+// consumers through a two-slot ring in shared memory ordered by mbarriers (slot full / empty), so
+// the balance no longer depends on the list's order (which can then serve locality instead).
 template <bool BF16, int D, int BN, int STAGES, int NC, int PREG, int CREG, bool TMA = false, int POLY = 0,
           bool QREG = false, bool TREE = false, int LZ = 0, bool DP = false, bool PP = true, bool PL = false,
-          bool KA = false>
+          bool KA = false, bool DYN = false>
 __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const RaggedTmaMap* tm_q = nullptr,
                                                   const RaggedTmaMap* tm_k = nullptr,
                                                   const RaggedTmaMap* tm_v = nullptr) {
@@ -113,6 +117,7 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
     constexpr u32 FILL_ARRIVALS = TMA ? 1 : 128;
     static_assert((D == 64 || D == 128) && (BN == 64 || BN == 128 || (TMA && (BN == 176 || BN == 192))) && STAGES >= 2,
                   "ws tile shapes");
+    static_assert(!DYN || TMA, "the work counter is drawn by the one-warp TMA producer");
 
     extern __shared__ __align__(128) unsigned char smem_raw[];
     const u32 s_q = (smem_addr(smem_raw) + 1023u) & ~1023u;
@@ -126,6 +131,10 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
     const u32 k_empty = k_full + 8 * STAGES;
     const u32 v_full = k_empty + 8 * STAGES;
     const u32 v_empty = v_full + 8 * STAGES;
+    // DYN: slot_full[2], slot_empty[2], then the two slots (int).
+    const u32 slot_full = v_empty + 8 * STAGES;
+    const u32 slot_empty = slot_full + 16;
+    int* const s_slot = reinterpret_cast<int*>(smem_raw + (slot_empty + 16 - smem_addr(smem_raw)));
 
     // One block per SM is resident (shared memory, registers): P = min(SM count, grid) blocks work,
     // the others leave before touching anything. If the grid is smaller than the SM count it is still
@@ -150,6 +159,12 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
             mbar_init(k_empty + 8 * s, 4 * NC);
             mbar_init(v_empty + 8 * s, 4 * NC);
         }
+        if (DYN) {
+            for (int s = 0; s < 2; ++s) {
+                mbar_init(slot_full + 8 * s, 1);
+                mbar_init(slot_empty + 8 * s, 4 * NC);
+            }
+        }
         mbar_init_fence();
     }
     __syncthreads();
@@ -163,7 +178,21 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
         int qi = 0;  // items with key blocks so far (fills of the Q buffer)
 #pragma unroll 1
         for (int r = 0;; ++r) {
-            const int w = ws_static_item(r, P, (int)blockIdx.x);
+            int w;
+            if constexpr (DYN) {
+                int drawn = (int)blockIdx.x;
+                if (r > 0 && t == 0) drawn = atomicAdd(const_cast<int*>(tile_count) + 2, 1) + P;
+                w = __shfl_sync(0xffffffffu, drawn, 0);
+                const int sl = r & 1;
+                mbar_wait(slot_empty + 8 * sl, (u32)(((r >> 1) & 1) ^ 1));
+                if (t == 0) {
+                    s_slot[sl] = w;
+                    mbar_arrive(slot_full + 8 * sl);
+                }
+            }
+            else {
+                w = ws_static_item(r, P, (int)blockIdx.x);
+            }
             if (w >= total) break;
             const WsItem it = ws_item(w, batches, tiles, h_q, mask_left, mask_right, bottom_right, BM, BN);
             if (it.nb_first >= it.nb_last) continue;  // no Q, no keys: the consumers only store O = 0
@@ -238,7 +267,17 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
 
 #pragma unroll 1
     for (int r = 0;; ++r) {
-        const int w = ws_static_item(r, P, (int)blockIdx.x);
+        int w;
+        if constexpr (DYN) {
+            const int sl = r & 1;
+            mbar_wait(slot_full + 8 * sl, (u32)((r >> 1) & 1));
+            w = s_slot[sl];
+            __syncwarp();
+            if (lane == 0) mbar_arrive(slot_empty + 8 * sl);
+        }
+        else {
+            w = ws_static_item(r, P, (int)blockIdx.x);
+        }
         if (w >= total) break;
         const WsItem it = ws_item(w, batches, tiles, h_q, mask_left, mask_right, bottom_right, BM, BN);
         // Only an item with key blocks has a Q in flight.

@@ -21,8 +21,9 @@ pub struct WorkspaceLayout {
     pub tiles: u64,
     /// `int tile_count`.
     pub tile_count: u64,
-    /// `u32 err_flag`. The four bytes after it stay free and the four after those are the
-    /// persistent forward body's work-item counter (`tile_count[2]`, zeroed by the pre-pass).
+    /// `u32 err_flag`. The eight bytes after it are spare: the study build's persistent bodies
+    /// that draw their items (`DYN`, `bench/gpu/NOTES.md` session 9) count in `tile_count[2]`,
+    /// which its pre-pass zeroes; the plugin's kernels do not touch them.
     pub error_flag: u64,
     /// Bytes to request from the caller, including slack for aligning the base pointer.
     pub total_bytes: u64,
