@@ -239,31 +239,24 @@ __device__ __forceinline__ void ragged_prepass_body(const void* q_off, int q_off
     ragged_prepass_finish(tile_count, err_flag, s_err);
 }
 
-extern "C" __global__ void __launch_bounds__(RAGGED_PREPASS_THREADS)
-ragged_fmha_prepass(const void* q_off, int q_off_bytes, i64 q_mult, i64 q_seq_stride, int s_q_max,
-                    const void* kv_off, int kv_off_bytes, i64 kv_mult, i64 kv_seq_stride, int s_kv_max,
-                    const void* seq_len_q, int seq_len_q_bytes, const void* seq_len_kv, int seq_len_kv_bytes,
-                    const void* lse_off, int lse_off_bytes, i64 lse_mult, i64 lse_batch_stride, int batch,
-                    int block_m, int block_n, int mask_left, int mask_right, int bottom_right,
-                    RaggedBatch* batches, RaggedTile* tiles, int* tile_count, u32* err_flag) {
-    ragged_prepass_body<false>(q_off, q_off_bytes, q_mult, q_seq_stride, s_q_max, kv_off, kv_off_bytes, kv_mult,
-                               kv_seq_stride, s_kv_max, seq_len_q, seq_len_q_bytes, seq_len_kv, seq_len_kv_bytes,
-                               lse_off, lse_off_bytes, lse_mult, lse_batch_stride, batch, block_m, block_n,
-                               mask_left, mask_right, bottom_right, batches, tiles, tile_count, err_flag);
-}
+// The entry point under NAME, with the tile list in the order BATCH_MAJOR selects.
+#define RAGGED_PREPASS_ENTRY(NAME, BATCH_MAJOR)                                                                        \
+    extern "C" __global__ void __launch_bounds__(RAGGED_PREPASS_THREADS)                                             \
+        NAME(const void* q_off, int q_off_bytes, i64 q_mult, i64 q_seq_stride, int s_q_max, const void* kv_off,     \
+             int kv_off_bytes, i64 kv_mult, i64 kv_seq_stride, int s_kv_max, const void* seq_len_q,                 \
+             int seq_len_q_bytes, const void* seq_len_kv, int seq_len_kv_bytes, const void* lse_off,                \
+             int lse_off_bytes, i64 lse_mult, i64 lse_batch_stride, int batch, int block_m, int block_n,            \
+             int mask_left, int mask_right, int bottom_right, RaggedBatch* batches, RaggedTile* tiles,              \
+             int* tile_count, u32* err_flag) {                                                                      \
+        ragged_prepass_body<BATCH_MAJOR>(q_off, q_off_bytes, q_mult, q_seq_stride, s_q_max, kv_off, kv_off_bytes,   \
+                                         kv_mult, kv_seq_stride, s_kv_max, seq_len_q, seq_len_q_bytes, seq_len_kv,  \
+                                         seq_len_kv_bytes, lse_off, lse_off_bytes, lse_mult, lse_batch_stride,      \
+                                         batch, block_m, block_n, mask_left, mask_right, bottom_right, batches,     \
+                                         tiles, tile_count, err_flag);                                              \
+    }
 
+RAGGED_PREPASS_ENTRY(ragged_fmha_prepass, false)
 #if defined(RAGGED_FMHA_WST_STUDY)
 // The batch-major tile list under its own name, for the persistent study (bench/gpu/fmha_wst.py).
-extern "C" __global__ void __launch_bounds__(RAGGED_PREPASS_THREADS)
-ragged_fmha_prepass_bm(const void* q_off, int q_off_bytes, i64 q_mult, i64 q_seq_stride, int s_q_max,
-                       const void* kv_off, int kv_off_bytes, i64 kv_mult, i64 kv_seq_stride, int s_kv_max,
-                       const void* seq_len_q, int seq_len_q_bytes, const void* seq_len_kv, int seq_len_kv_bytes,
-                       const void* lse_off, int lse_off_bytes, i64 lse_mult, i64 lse_batch_stride, int batch,
-                       int block_m, int block_n, int mask_left, int mask_right, int bottom_right,
-                       RaggedBatch* batches, RaggedTile* tiles, int* tile_count, u32* err_flag) {
-    ragged_prepass_body<true>(q_off, q_off_bytes, q_mult, q_seq_stride, s_q_max, kv_off, kv_off_bytes, kv_mult,
-                              kv_seq_stride, s_kv_max, seq_len_q, seq_len_q_bytes, seq_len_kv, seq_len_kv_bytes,
-                              lse_off, lse_off_bytes, lse_mult, lse_batch_stride, batch, block_m, block_n,
-                              mask_left, mask_right, bottom_right, batches, tiles, tile_count, err_flag);
-}
+RAGGED_PREPASS_ENTRY(ragged_fmha_prepass_bm, true)
 #endif
