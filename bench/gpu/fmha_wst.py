@@ -60,10 +60,14 @@ def dtype_of(name):
     return "f16" if "_f16_" in name else "bf16"
 
 
-def engine(mod, name):
+def kernel_and_prepass(name):
     """NAME, or NAME:bm for that entry point after the batch-major pre-pass (ragged_fmha_prepass_bm)."""
     kernel, _, order = name.partition(":")
-    prepass = "ragged_fmha_prepass_bm" if order == "bm" else "ragged_fmha_prepass"
+    return kernel, "ragged_fmha_prepass_bm" if order == "bm" else "ragged_fmha_prepass"
+
+
+def engine(mod, name):
+    kernel, prepass = kernel_and_prepass(name)
     return Engine(mod, kernel, head_dim(kernel), prepass=prepass, label=name)
 
 
@@ -182,8 +186,7 @@ def main():
     if args.sanitize:
         from fmha_sanitize import sanitize_one
 
-        kernel, _, order = (args.sanitize if args.sanitize.startswith(PREFIX) else PREFIX + args.sanitize).partition(":")
-        prepass = "ragged_fmha_prepass_bm" if order == "bm" else "ragged_fmha_prepass"
+        kernel, prepass = kernel_and_prepass(args.sanitize if args.sanitize.startswith(PREFIX) else PREFIX + args.sanitize)
         mod, _ = build([])
         d = head_dim(kernel)
         return max(sanitize_one(mod, d, d, left, right, name=kernel, prepass=prepass) for left, right in [(-1, 0), (16, 4)])
