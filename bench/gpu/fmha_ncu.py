@@ -20,6 +20,7 @@ import cupy as cp
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from fmha_dev import Engine, compile_module, ragged_mix  # noqa: E402
+from fmha_wst import kernel_and_prepass  # noqa: E402
 
 
 KEYS = ("gpu__time_duration", "gmma", "issue_active", "warps_active", "bank_conflicts", "wavefronts_mem_shared",
@@ -67,7 +68,8 @@ def main():
     ap.add_argument("--d", type=int, default=128)
     ap.add_argument("--causal", action="store_true")
     ap.add_argument("--engines", nargs="+", default=["sm90", "ws", "wst"],
-                    help="sm90 (the wgmma body), ws, wst, wsp, fa2, or a full entry-point name")
+                    help="sm90 (the wgmma body), ws, wst, wsp, fa2, or a full entry-point name; NAME:bm after the "
+                         "batch-major pre-pass (--wst)")
     ap.add_argument("--reps", type=int, default=2, help="launches of each engine (the first is the warm-up)")
     ap.add_argument("--wst", action="store_true", help="build the persistent TMA study set (fmha_wst.py's entries)")
     args = ap.parse_args()
@@ -97,10 +99,12 @@ def main():
     if ours:
         mod = compile_module(False, study=True, defines=("-DRAGGED_FMHA_WST_STUDY",) if args.wst else ())
         for e in ours:
-            name = e if e.startswith("ragged_") else f"ragged_fmha_fwd_{e}_bf16_d{d}"
-            eng = Engine(mod, name, d)
+            # NAME[:bm] as in fmha_wst.py: a full entry-point name, or a short one completed here.
+            kernel, prepass = kernel_and_prepass(e)
+            name = kernel if kernel.startswith("ragged_") else f"ragged_fmha_fwd_{kernel}_bf16_d{d}"
+            eng = Engine(mod, name, d, prepass=prepass, label=e)
             ws = eng.workspace(B, max(lens))
-            calls.append((name, lambda eng=eng, ws=ws: eng.launch(p, ws)))
+            calls.append((e, lambda eng=eng, ws=ws: eng.launch(p, ws)))
     if "fa2" in args.engines:
         calls.append(("fa2", lambda: torch.ops.aten._flash_attention_forward(
             q, k, v, cu, cu, max(lens), max(lens), 0.0, args.causal, False, scale=scale)))

@@ -36,12 +36,16 @@ from event_timing import interleaved_ms  # noqa: E402
 
 # First of each head dim: the plugin's shape (the baseline every ratio is taken against).
 ENGINES = {
-    128: ["wspt_bf16_d128_qrkaalls3", "wspt_bf16_d128_qrkaalls3dyn", "wspt_bf16_d128_qrkaalls3dyn:bm",
-          "wspt_bf16_d128_qrkaalls3:bm"],
-    64: ["wspt_bf16_d64_c3s4kaall", "wspt_bf16_d64_c3s4kaalldyn", "wspt_bf16_d64_c3s4kaalldyn:bm"],
+    128: ["wspt_bf16_d128_qrkaalls3dyn", "wspt_bf16_d128_qrkaalls3dynts", "wspt_bf16_d128_qrkaalls3dynh4ts",
+          "wspt_bf16_d128_qrkaalls3dynh4", "wspt_bf16_d128_qrkaalls3dynnosm", "wspt_bf16_d128_qrkaalls3dynnosmts",
+          "wspt_bf16_d128_qrkaalls3dynnosml2"],
+    64: ["wspt_bf16_d64_c3s4kaalldyn", "wspt_bf16_d64_c3s4kaalldynts", "wspt_bf16_d64_c3s4kaalldynh4",
+         "wspt_bf16_d64_c3s4kaalldynnosm"],
 }
+# Timed but never checked: bounds, not attention (nosm*: the body without its softmax, O is wrong).
+TIME_ONLY = ("nosm", "nosml2", "nosmnopp", "nosmts")
 # Checked with the full suite but not timed (fp16 forms; the plugin set's check covers its own).
-CHECK_ONLY = ["wspt_f16_d128_qrkaalls3dyn:bm"]
+CHECK_ONLY = ["wspt_f16_d128_qrkaalls3dynts", "wspt_f16_d64_c3s4kaalldynts"]
 PREFIX = "ragged_fmha_fwd_"
 
 
@@ -151,6 +155,9 @@ def time_all(args):
     n_bad = 0
     total = 0
     for eng in engines:
+        if any(eng.name.endswith(t) for t in TIME_ONLY):
+            print(f"correctness {eng.name.replace(PREFIX, '')}: not checked (a timing bound, its O is wrong)", flush=True)
+            continue
         if args.check == "short":
             rng = np.random.default_rng(args.seed)
             results = [run_case(torch, eng, dtype_of(eng.name), rng, lq=[700, 0, 333, 129], lkv=[650, 7, 333, 500],

@@ -22,6 +22,10 @@
 // the Rust build (kernels/build.rs) splices them into one source, because the plugin hands NVRTC
 // a single string and ships no files.
 
+// The forward's pre-pass also zeroes the work counter (tile_count[2]) from which the persistent
+// Hopper bodies draw their items (sm90_wsp.cuh, DYN); the backward's pre-pass leaves that word alone.
+#define RAGGED_PREPASS_WORK_COUNTER 1
+
 #include "fmha/common.cuh"
 #include "fmha/prepass.cuh"
 #include "fmha/warp_ops.cuh"

@@ -102,6 +102,18 @@
     RAGGED_FMHA_SM90_WSPTD_ENTRY(NAME, BF16, D, BN, STAGES, NC, PREG, CREG, POLY, QREG, TREE, LZ, DP, PP, PL, KA, false)
 // ... and DYN (items drawn from a work counter; 48 bytes more shared memory for its slots).
 #define RAGGED_FMHA_SM90_WSPTD_ENTRY(NAME, BF16, D, BN, STAGES, NC, PREG, CREG, POLY, QREG, TREE, LZ, DP, PP, PL, KA, DYN) \
+    RAGGED_FMHA_SM90_WSPTH_ENTRY(NAME, BF16, D, BN, STAGES, NC, PREG, CREG, POLY, QREG, TREE, LZ, DP, PP, PL, KA, DYN, 0)
+// ... and HC (the item order by chunks of HC heads, ws_item; 0: all heads of a tile side by side).
+#define RAGGED_FMHA_SM90_WSPTH_ENTRY(NAME, BF16, D, BN, STAGES, NC, PREG, CREG, POLY, QREG, TREE, LZ, DP, PP, PL, KA, DYN, HC) \
+    RAGGED_FMHA_SM90_WSPTN_ENTRY(NAME, BF16, D, BN, STAGES, NC, PREG, CREG, POLY, QREG, TREE, LZ, DP, PP, PL, KA, DYN, HC, 0)
+// ... and NOSM (study, timing only: 1 no softmax, the raw scores packed as P; 2 also every K / V tile
+// from the item's first key block; the output is wrong).
+#define RAGGED_FMHA_SM90_WSPTN_ENTRY(NAME, BF16, D, BN, STAGES, NC, PREG, CREG, POLY, QREG, TREE, LZ, DP, PP, PL, KA, DYN, HC, NOSM) \
+    RAGGED_FMHA_SM90_WSPTS_ENTRY(NAME, BF16, D, BN, STAGES, NC, PREG, CREG, POLY, QREG, TREE, LZ, DP, PP, PL, KA, DYN, HC, NOSM, \
+                                 false)
+// ... and TS (a batch's partial last key block loaded by TMA as the batch's last BN keys, ws_key_base).
+#define RAGGED_FMHA_SM90_WSPTS_ENTRY(NAME, BF16, D, BN, STAGES, NC, PREG, CREG, POLY, QREG, TREE, LZ, DP, PP, PL, KA, DYN, HC, NOSM, \
+                                     TS)                                                                              \
     extern "C" {                                                                                             \
     __constant__ int NAME##_config[4] = {64 * NC, BN, 128 * (NC + 1),                                        \
                                          RAGGED_FMHA_WS_SMEM(D, BN, STAGES, NC) + 16 + ((DYN) ? 48 : 0)};     \
@@ -109,7 +121,7 @@
     __global__ void __launch_bounds__(128 * (NC + 1), 1)                                                     \
         NAME(RAGGED_FMHA_PARAMS, const __grid_constant__ RaggedTmaMap tm_q, const __grid_constant__ RaggedTmaMap tm_k, \
              const __grid_constant__ RaggedTmaMap tm_v) {                                                    \
-        fmha_fwd_wsp_body<BF16, D, BN, STAGES, NC, PREG, CREG, true, POLY, QREG, TREE, LZ, DP, PP, PL, KA, DYN>( \
+        fmha_fwd_wsp_body<BF16, D, BN, STAGES, NC, PREG, CREG, true, POLY, QREG, TREE, LZ, DP, PP, PL, KA, DYN, HC, NOSM, TS>( \
             RAGGED_FMHA_ARGS, &tm_q, &tm_k, &tm_v);                                                          \
     }                                                                                                        \
     }
@@ -155,6 +167,8 @@
 #define RAGGED_FMHA_SM90_PL_D128 true
 #define RAGGED_FMHA_SM90_KA_D64 true
 #define RAGGED_FMHA_SM90_KA_D128 true
+#define RAGGED_FMHA_SM90_DYN_D64 true
+#define RAGGED_FMHA_SM90_DYN_D128 true
 
 #if defined(RAGGED_FMHA_WS_STUDY) && defined(RAGGED_FMHA_WST_STUDY)
 // The persistent TMA study (bench/gpu/fmha_wst.py): the plugin's shapes first (d128: Q in registers,
@@ -174,6 +188,36 @@ RAGGED_FMHA_SM90_WSPTD_ENTRY(ragged_fmha_fwd_wspt_bf16_d128_qrkaalls3dyn, true, 
                              true, true, true, true, true)
 RAGGED_FMHA_SM90_WSPTD_ENTRY(ragged_fmha_fwd_wspt_bf16_d64_c3s4kaalldyn, true, 64, 128, 4, 3, 24, 160, 0, false, false, 8,
                              true, true, true, true, true)
+RAGGED_FMHA_SM90_WSPTH_ENTRY(ragged_fmha_fwd_wspt_bf16_d128_qrkaalls3dynh4, true, 128, 128, 3, 2, 24, 240, 0, true, false,
+                             8, true, true, true, true, true, 4)
+RAGGED_FMHA_SM90_WSPTH_ENTRY(ragged_fmha_fwd_wspt_bf16_d128_qrkaalls3dynh8, true, 128, 128, 3, 2, 24, 240, 0, true, false,
+                             8, true, true, true, true, true, 8)
+RAGGED_FMHA_SM90_WSPTN_ENTRY(ragged_fmha_fwd_wspt_bf16_d128_qrkaalls3dynnosm, true, 128, 128, 3, 2, 24, 240, 0, true, false,
+                             8, true, true, true, true, true, 0, 1)
+RAGGED_FMHA_SM90_WSPTN_ENTRY(ragged_fmha_fwd_wspt_bf16_d128_qrkaalls3dynnosml2, true, 128, 128, 3, 2, 24, 240, 0, true, false,
+                             8, true, true, true, true, true, 0, 2)
+RAGGED_FMHA_SM90_WSPTN_ENTRY(ragged_fmha_fwd_wspt_bf16_d128_qrkaalls3dynnosmnopp, true, 128, 128, 3, 2, 24, 240, 0, true,
+                             false, 8, true, false, true, true, true, 0, 1)
+RAGGED_FMHA_SM90_WSPTN_ENTRY(ragged_fmha_fwd_wspt_bf16_d128_kaalls3dynnosm, true, 128, 128, 3, 2, 24, 240, 0, false, false,
+                             8, true, true, true, true, true, 0, 1)
+RAGGED_FMHA_SM90_WSPTN_ENTRY(ragged_fmha_fwd_wspt_bf16_d128_n176kaalldynnosm, true, 128, 176, 2, 2, 24, 240, 0, false, false,
+                             8, true, true, true, true, true, 0, 1)
+RAGGED_FMHA_SM90_WSPTN_ENTRY(ragged_fmha_fwd_wspt_bf16_d64_c3s4kaalldynnosm, true, 64, 128, 4, 3, 24, 160, 0, false, false,
+                             8, true, true, true, true, true, 0, 1)
+RAGGED_FMHA_SM90_WSPTS_ENTRY(ragged_fmha_fwd_wspt_bf16_d128_qrkaalls3dynts, true, 128, 128, 3, 2, 24, 240, 0, true, false,
+                             8, true, true, true, true, true, 0, 0, true)
+RAGGED_FMHA_SM90_WSPTS_ENTRY(ragged_fmha_fwd_wspt_f16_d128_qrkaalls3dynts, false, 128, 128, 3, 2, 24, 240, 0, true, false,
+                             8, true, true, true, true, true, 0, 0, true)
+RAGGED_FMHA_SM90_WSPTS_ENTRY(ragged_fmha_fwd_wspt_bf16_d128_qrkaalls3dynh4ts, true, 128, 128, 3, 2, 24, 240, 0, true, false,
+                             8, true, true, true, true, true, 4, 0, true)
+RAGGED_FMHA_SM90_WSPTS_ENTRY(ragged_fmha_fwd_wspt_bf16_d128_qrkaalls3dynnosmts, true, 128, 128, 3, 2, 24, 240, 0, true,
+                             false, 8, true, true, true, true, true, 0, 1, true)
+RAGGED_FMHA_SM90_WSPTS_ENTRY(ragged_fmha_fwd_wspt_bf16_d64_c3s4kaalldynts, true, 64, 128, 4, 3, 24, 160, 0, false, false,
+                             8, true, true, true, true, true, 0, 0, true)
+RAGGED_FMHA_SM90_WSPTS_ENTRY(ragged_fmha_fwd_wspt_f16_d64_c3s4kaalldynts, false, 64, 128, 4, 3, 24, 160, 0, false, false,
+                             8, true, true, true, true, true, 0, 0, true)
+RAGGED_FMHA_SM90_WSPTH_ENTRY(ragged_fmha_fwd_wspt_bf16_d64_c3s4kaalldynh4, true, 64, 128, 4, 3, 24, 160, 0, false, false,
+                             8, true, true, true, true, true, 4)
 RAGGED_FMHA_SM90_WSPTD_ENTRY(ragged_fmha_fwd_wspt_f16_d128_qrkaalls3dyn, false, 128, 128, 3, 2, 24, 240, 0, true, false, 8,
                              true, true, true, true, true)
 RAGGED_FMHA_SM90_WSPTK_ENTRY(ragged_fmha_fwd_wspt_bf16_d128_kaall, true, 128, 128, 2, 2, 24, 240, 0, false, false, 8, true,
@@ -223,12 +267,14 @@ RAGGED_FMHA_SM80_ALL(ragged_fmha_fwd_sm80_)
 // The names the plugin launches: the fastest path the compile target allows.
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #if RAGGED_FMHA_SM90_WS_D64 == 4
-RAGGED_FMHA_SM90_WSPTK_ENTRY(ragged_fmha_fwd_bf16_d64, true, 64, 128, RAGGED_FMHA_SM90_STAGES_D64, 3, 24, 160,
+RAGGED_FMHA_SM90_WSPTD_ENTRY(ragged_fmha_fwd_bf16_d64, true, 64, 128, RAGGED_FMHA_SM90_STAGES_D64, 3, 24, 160,
                              RAGGED_FMHA_SM90_POLY_D64, RAGGED_FMHA_SM90_QREG_D64, false, RAGGED_FMHA_SM90_LZ_D64,
-                             RAGGED_FMHA_SM90_DP_D64, true, RAGGED_FMHA_SM90_PL_D64, RAGGED_FMHA_SM90_KA_D64)
-RAGGED_FMHA_SM90_WSPTK_ENTRY(ragged_fmha_fwd_f16_d64, false, 64, 128, RAGGED_FMHA_SM90_STAGES_D64, 3, 24, 160,
+                             RAGGED_FMHA_SM90_DP_D64, true, RAGGED_FMHA_SM90_PL_D64, RAGGED_FMHA_SM90_KA_D64,
+                             RAGGED_FMHA_SM90_DYN_D64)
+RAGGED_FMHA_SM90_WSPTD_ENTRY(ragged_fmha_fwd_f16_d64, false, 64, 128, RAGGED_FMHA_SM90_STAGES_D64, 3, 24, 160,
                              RAGGED_FMHA_SM90_POLY_D64, RAGGED_FMHA_SM90_QREG_D64, false, RAGGED_FMHA_SM90_LZ_D64,
-                             RAGGED_FMHA_SM90_DP_D64, true, RAGGED_FMHA_SM90_PL_D64, RAGGED_FMHA_SM90_KA_D64)
+                             RAGGED_FMHA_SM90_DP_D64, true, RAGGED_FMHA_SM90_PL_D64, RAGGED_FMHA_SM90_KA_D64,
+                             RAGGED_FMHA_SM90_DYN_D64)
 #elif RAGGED_FMHA_SM90_WS_D64 == 3
 RAGGED_FMHA_SM90_WSTX_ENTRY(ragged_fmha_fwd_bf16_d64, true, 64, 128, 2, 3, 24, 160, RAGGED_FMHA_SM90_POLY_D64)
 RAGGED_FMHA_SM90_WSTX_ENTRY(ragged_fmha_fwd_f16_d64, false, 64, 128, 2, 3, 24, 160, RAGGED_FMHA_SM90_POLY_D64)
@@ -245,12 +291,14 @@ RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_f16_d64, false, 64, 64, 64, 2, 2)
 RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_bf16_d96, true, 96, 96, 64, 3, 1)
 RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_f16_d96, false, 96, 96, 64, 3, 1)
 #if RAGGED_FMHA_SM90_WS_D128 == 4
-RAGGED_FMHA_SM90_WSPTK_ENTRY(ragged_fmha_fwd_bf16_d128, true, 128, 128, RAGGED_FMHA_SM90_STAGES_D128, 2, 24, 240,
+RAGGED_FMHA_SM90_WSPTD_ENTRY(ragged_fmha_fwd_bf16_d128, true, 128, 128, RAGGED_FMHA_SM90_STAGES_D128, 2, 24, 240,
                              RAGGED_FMHA_SM90_POLY_D128, RAGGED_FMHA_SM90_QREG_D128, false, RAGGED_FMHA_SM90_LZ_D128,
-                             RAGGED_FMHA_SM90_DP_D128, true, RAGGED_FMHA_SM90_PL_D128, RAGGED_FMHA_SM90_KA_D128)
-RAGGED_FMHA_SM90_WSPTK_ENTRY(ragged_fmha_fwd_f16_d128, false, 128, 128, RAGGED_FMHA_SM90_STAGES_D128, 2, 24, 240,
+                             RAGGED_FMHA_SM90_DP_D128, true, RAGGED_FMHA_SM90_PL_D128, RAGGED_FMHA_SM90_KA_D128,
+                             RAGGED_FMHA_SM90_DYN_D128)
+RAGGED_FMHA_SM90_WSPTD_ENTRY(ragged_fmha_fwd_f16_d128, false, 128, 128, RAGGED_FMHA_SM90_STAGES_D128, 2, 24, 240,
                              RAGGED_FMHA_SM90_POLY_D128, RAGGED_FMHA_SM90_QREG_D128, false, RAGGED_FMHA_SM90_LZ_D128,
-                             RAGGED_FMHA_SM90_DP_D128, true, RAGGED_FMHA_SM90_PL_D128, RAGGED_FMHA_SM90_KA_D128)
+                             RAGGED_FMHA_SM90_DP_D128, true, RAGGED_FMHA_SM90_PL_D128, RAGGED_FMHA_SM90_KA_D128,
+                             RAGGED_FMHA_SM90_DYN_D128)
 #elif RAGGED_FMHA_SM90_WS_D128 == 3
 RAGGED_FMHA_SM90_WSTX_ENTRY(ragged_fmha_fwd_bf16_d128, true, 128, 128, 2, 2, 40, 232, RAGGED_FMHA_SM90_POLY_D128)
 RAGGED_FMHA_SM90_WSTX_ENTRY(ragged_fmha_fwd_f16_d128, false, 128, 128, 2, 2, 40, 232, RAGGED_FMHA_SM90_POLY_D128)

@@ -94,12 +94,12 @@ __device__ __forceinline__ int ragged_block_exclusive_scan(int v, int* warp_tota
     return warp_total[warp] + incl - v;
 }
 
-// The error flag; in the persistent study build also the work counter of the bodies that draw their
-// items (tile_count[2], the spare word after the error flag in the plugin's layout).
+// The error flag; in the forward program also the work counter of the persistent bodies that draw
+// their items (tile_count[2], the word after the error flag).
 __device__ __forceinline__ void ragged_prepass_finish(int* tile_count, u32* err_flag, u32 err) {
     if (threadIdx.x == 0) {
         *err_flag = err;
-#if defined(RAGGED_FMHA_WST_STUDY)
+#if defined(RAGGED_PREPASS_WORK_COUNTER)
         tile_count[2] = 0;
 #endif
     }

@@ -38,11 +38,13 @@ __device__ __forceinline__ void tree_reduce(float* t) {
 // exponentials, which wait for the max, start sooner. LZ > 0: the running max moves only when the
 // block's max exceeds it by more than LZ (log2 units, after the scale), so corr is exactly 1 for most
 // blocks and the caller may skip the O rescale; every p stays <= 2^LZ (NOTES.md, session 8, has the
-// bound) and O / l and the LSE are unchanged, since both use the same m_i.
-template <int NS, int POLY = 0, bool TREE = false, int LZ = 0>
+// bound) and O / l and the LSE are unchanged, since both use the same m_i. KFLOOR: keys below k_min
+// are masked too (a tail block loaded from the batch's last BN keys starts before the block's own
+// first key; sm90_wsp.cuh).
+template <int NS, int POLY = 0, bool TREE = false, int LZ = 0, bool KFLOOR = false>
 __device__ __forceinline__ void wgmma_softmax_step(float* s, float* m_i, float* l_i, float* corr,
                                                    const RaggedBand& band, int j0, int bn, int i0, int i_last,
-                                                   int row_in_tile, int lt, float sl2) {
+                                                   int row_in_tile, int lt, float sl2, int k_min = 0) {
     static_assert(!TREE || (NS & (NS - 1)) == 0, "tree reductions over a power of two");
     const float f = sl2 > 0.f ? sl2 : 1.f;
     if (!(sl2 > 0.f)) {
@@ -51,7 +53,7 @@ __device__ __forceinline__ void wgmma_softmax_step(float* s, float* m_i, float* 
     }
     const bool full = j0 + bn - 1 < band.lkv &&
                       (band.right < 0 || (i64)j0 + bn - 1 <= (i64)i0 + band.off + band.right) &&
-                      (band.left < 0 || (i64)j0 >= (i64)i_last + band.off - band.left);
+                      (band.left < 0 || (i64)j0 >= (i64)i_last + band.off - band.left) && (!KFLOOR || j0 >= k_min);
     if (!full) {
 #pragma unroll
         for (int nt = 0; nt < NS; ++nt)
@@ -59,7 +61,7 @@ __device__ __forceinline__ void wgmma_softmax_step(float* s, float* m_i, float* 
             for (int e = 0; e < 4; ++e) {
                 int i = i0 + row_in_tile + ((e >> 1) << 3);
                 int j = j0 + nt * 8 + 2 * lt + (e & 1);
-                if (!band.admits(i, j)) s[nt * 4 + e] = RAGGED_NEG_INF;
+                if (!band.admits(i, j) || (KFLOOR && j < k_min)) s[nt * 4 + e] = RAGGED_NEG_INF;
             }
     }
 #pragma unroll

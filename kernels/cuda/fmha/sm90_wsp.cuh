@@ -21,12 +21,28 @@ struct WsItem {
     int h, i0, rows, nb_first, nb_last;
 };
 
+// HC = 0: item w is head w % h_q of tile w / h_q (all heads of a tile side by side). HC > 0 (study):
+// the list is walked once per chunk of HC heads (the last chunk takes the h_q % HC left over), tiles
+// fastest within a chunk, so that the blocks working at one time share the K / V of HC heads.
+template <int HC>
 __device__ __forceinline__ WsItem ws_item(int w, const RaggedBatch* __restrict__ batches,
-                                          const RaggedTile* __restrict__ tiles, int h_q, int mask_left,
+                                          const RaggedTile* __restrict__ tiles, int n_tiles, int h_q, int mask_left,
                                           int mask_right, int bottom_right, int bm, int bn) {
     WsItem it;
-    const int rank = w / h_q;
-    it.h = w - rank * h_q;
+    int rank;
+    if constexpr (HC == 0) {
+        rank = w / h_q;
+        it.h = w - rank * h_q;
+    }
+    else {
+        const int full = h_q - h_q % HC;
+        const int in_full = n_tiles * full;
+        const int hc = w < in_full ? HC : h_q - full;
+        const int w2 = w < in_full ? w % (n_tiles * HC) : w - in_full;
+        const int h0 = w < in_full ? w / (n_tiles * HC) * HC : full;
+        rank = w2 / hc;
+        it.h = h0 + (w2 - rank * hc);
+    }
     const RaggedTile tile = tiles[rank];
     it.bt = batches[tile.batch];
     it.i0 = tile.tile * bm;
@@ -74,6 +90,39 @@ __device__ __forceinline__ void wsp_issue_pv(float* acc, const u32 (*pa)[4], u32
     }
 }
 
+// The softmax step of one key block; NOSM > 0 (study, timing only: its O is wrong) skips it and packs
+// the raw scores as P, so that a timing of the body without its softmax bounds what the GEMMs and the
+// pipeline around them allow; NOSM = 2 also fills every K / V tile from the item's first key block
+// (always in L2), which takes the memory system out of that bound as well.
+// TS: j0 is the first key the tile holds (ws_key_base) and keys below k_min, the block's own first
+// key, are masked.
+template <int NS, int POLY, bool TREE, int LZ, int NOSM, bool TS>
+__device__ __forceinline__ void wsp_softmax(float* s, float* m_i, float* l_i, float* corr, const RaggedBand& band,
+                                            int j0, int bn, int i0, int i_last, int row_in_tile, int lt, float sl2,
+                                            int k_min) {
+    if constexpr (NOSM) {
+        corr[0] = 1.f;
+        corr[1] = 1.f;
+        l_i[0] = 1.f;
+        l_i[1] = 1.f;
+    }
+    else {
+        wgmma_softmax_step<NS, POLY, TREE, LZ, TS>(s, m_i, l_i, corr, band, j0, bn, i0, i_last, row_in_tile, lt, sl2,
+                                                   k_min);
+    }
+}
+
+// The first key of the K / V tile of key block nb. TS (tail shift): a batch's last, partial block
+// (lkv - nb BN < BN keys) of a batch with at least BN keys is loaded as the batch's last BN keys, a
+// whole box inside the batch, so the TMA path serves it (no row past the batch is read); its keys
+// before nb BN are masked (wsp_softmax). Otherwise, and for shorter batches (a zero-filling cp.async
+// tail in ws_fill), the block's own first key.
+template <bool TS, int BN>
+__device__ __forceinline__ int ws_key_base(int nb, int lkv) {
+    const int j0 = nb * BN;
+    return TS && lkv >= BN && lkv - j0 < BN ? lkv - BN : j0;
+}
+
 // O *= corr per row (LZ: only if some row of the warp moved its max), then P from the scores.
 template <bool BF16, int D, int BN, int LZ>
 __device__ __forceinline__ void wsp_rescale_pack(float* acc, const float* corr, const float* s, u32 (*pa)[4]) {
@@ -104,7 +153,7 @@ __device__ __forceinline__ void wsp_rescale_pack(float* acc, const float* corr, 
 // the balance no longer depends on the list's order (which can then serve locality instead).
 template <bool BF16, int D, int BN, int STAGES, int NC, int PREG, int CREG, bool TMA = false, int POLY = 0,
           bool QREG = false, bool TREE = false, int LZ = 0, bool DP = false, bool PP = true, bool PL = false,
-          bool KA = false, bool DYN = false>
+          bool KA = false, bool DYN = false, int HC = 0, int NOSM = 0, bool TS = false>
 __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const RaggedTmaMap* tm_q = nullptr,
                                                   const RaggedTmaMap* tm_k = nullptr,
                                                   const RaggedTmaMap* tm_v = nullptr) {
@@ -143,7 +192,8 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
     asm("mov.u32 %0, %%nsmid;\n" : "=r"(nsm));
     const int P = (int)(nsm < gridDim.x ? nsm : gridDim.x);
     if ((int)blockIdx.x >= P) return;
-    const int total = *tile_count * h_q;
+    const int n_tiles = *tile_count;
+    const int total = n_tiles * h_q;
     const int tid = threadIdx.x;
     const int wg = tid >> 7;
 
@@ -194,7 +244,7 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
                 w = ws_static_item(r, P, (int)blockIdx.x);
             }
             if (w >= total) break;
-            const WsItem it = ws_item(w, batches, tiles, h_q, mask_left, mask_right, bottom_right, BM, BN);
+            const WsItem it = ws_item<HC>(w, batches, tiles, n_tiles, h_q, mask_left, mask_right, bottom_right, BM, BN);
             if (it.nb_first >= it.nb_last) continue;  // no Q, no keys: the consumers only store O = 0
             // Q is free again once every consumer warp released the previous item's Q.
             mbar_wait(q_empty, (u32)((qi & 1) ^ 1));
@@ -214,7 +264,7 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
             // does not wait behind the release of the V before it).
             auto fill_v = [&](int nbv, int pos) {
                 const int st = pos % STAGES;
-                const int j0 = nbv * BN;
+                const int j0 = NOSM == 2 ? 0 : ws_key_base<TS, BN>(nbv, it.bt.lkv);
                 mbar_wait(v_empty + 8 * st, (u32)((pos / STAGES) & 1) ^ 1u);
                 if (TMA) {
                     ws_fill<D, BN>(v_full + 8 * st, s_v + st * KV_BYTES, tm_v, g, (int)(it.bt.kv_tok + j0),
@@ -229,7 +279,7 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
             for (int nb = it.nb_first; nb < it.nb_last; ++nb, ++kv) {
                 const int st = kv % STAGES;
                 const u32 ph = (u32)((kv / STAGES) & 1);
-                const int j0 = nb * BN;
+                const int j0 = NOSM == 2 ? 0 : ws_key_base<TS, BN>(nb, it.bt.lkv);
                 const int row = (int)(it.bt.kv_tok + j0);
                 mbar_wait(k_empty + 8 * st, ph ^ 1u);
                 if (TMA) {
@@ -279,7 +329,7 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
             w = ws_static_item(r, P, (int)blockIdx.x);
         }
         if (w >= total) break;
-        const WsItem it = ws_item(w, batches, tiles, h_q, mask_left, mask_right, bottom_right, BM, BN);
+        const WsItem it = ws_item<HC>(w, batches, tiles, n_tiles, h_q, mask_left, mask_right, bottom_right, BM, BN);
         // Only an item with key blocks has a Q in flight.
         if (it.nb_first < it.nb_last) {
             mbar_wait(q_full, (u32)(qi & 1));
@@ -325,8 +375,8 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
                     mbar_arrive(k_empty + 8 * st);
                     if (!QREG && nb_first + 1 == nb_last) mbar_arrive(q_empty);
                 }
-                wgmma_softmax_step<NS, POLY, TREE, LZ>(s, m_i, l_i, corr, band, nb_first * BN, BN, i0, i_last, row_in_tile, lt,
-                                       sl2);
+                wsp_softmax<NS, POLY, TREE, LZ, NOSM, TS>(s, m_i, l_i, corr, band, ws_key_base<TS, BN>(nb_first, band.lkv),
+                                                          BN, i0, i_last, row_in_tile, lt, sl2, nb_first * BN);
                 if constexpr (!PL) wgmma_pack_p<BF16, BN>(s, pa);
             }
             // PL: the previous block's tail runs at the top of the next block, after its mbarrier waits
@@ -371,7 +421,8 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
                     mbar_arrive(k_empty + 8 * st);
                     if (!QREG && nb + 1 == nb_last) mbar_arrive(q_empty);
                 }
-                wgmma_softmax_step<NS, POLY, TREE, LZ>(s, m_i, l_i, corr, band, nb * BN, BN, i0, i_last, row_in_tile, lt, sl2);
+                wsp_softmax<NS, POLY, TREE, LZ, NOSM, TS>(s, m_i, l_i, corr, band, ws_key_base<TS, BN>(nb, band.lkv), BN, i0,
+                                                          i_last, row_in_tile, lt, sl2, nb * BN);
                 if constexpr (!PL) {
                     wgmma_wait<0>();
                     fence_regs<DT * 4>(acc);
