@@ -169,6 +169,10 @@
 #define RAGGED_FMHA_SM90_KA_D128 true
 #define RAGGED_FMHA_SM90_DYN_D64 true
 #define RAGGED_FMHA_SM90_DYN_D128 true
+#define RAGGED_FMHA_SM90_HC_D64 4
+#define RAGGED_FMHA_SM90_HC_D128 4
+#define RAGGED_FMHA_SM90_TS_D64 false
+#define RAGGED_FMHA_SM90_TS_D128 true
 
 #if defined(RAGGED_FMHA_WS_STUDY) && defined(RAGGED_FMHA_WST_STUDY)
 // The persistent TMA study (bench/gpu/fmha_wst.py): the plugin's shapes first (d128: Q in registers,
@@ -216,6 +220,12 @@ RAGGED_FMHA_SM90_WSPTS_ENTRY(ragged_fmha_fwd_wspt_bf16_d64_c3s4kaalldynts, true,
                              8, true, true, true, true, true, 0, 0, true)
 RAGGED_FMHA_SM90_WSPTS_ENTRY(ragged_fmha_fwd_wspt_f16_d64_c3s4kaalldynts, false, 64, 128, 4, 3, 24, 160, 0, false, false,
                              8, true, true, true, true, true, 0, 0, true)
+RAGGED_FMHA_SM90_WSPTS_ENTRY(ragged_fmha_fwd_wspt_bf16_d64_c3s4kaalldynh4ts, true, 64, 128, 4, 3, 24, 160, 0, false, false,
+                             8, true, true, true, true, true, 4, 0, true)
+RAGGED_FMHA_SM90_WSPTS_ENTRY(ragged_fmha_fwd_wspt_f16_d128_qrkaalls3dynh4ts, false, 128, 128, 3, 2, 24, 240, 0, true, false,
+                             8, true, true, true, true, true, 4, 0, true)
+RAGGED_FMHA_SM90_WSPTS_ENTRY(ragged_fmha_fwd_wspt_f16_d64_c3s4kaalldynh4ts, false, 64, 128, 4, 3, 24, 160, 0, false, false,
+                             8, true, true, true, true, true, 4, 0, true)
 RAGGED_FMHA_SM90_WSPTH_ENTRY(ragged_fmha_fwd_wspt_bf16_d64_c3s4kaalldynh4, true, 64, 128, 4, 3, 24, 160, 0, false, false,
                              8, true, true, true, true, true, 4)
 RAGGED_FMHA_SM90_WSPTD_ENTRY(ragged_fmha_fwd_wspt_f16_d128_qrkaalls3dyn, false, 128, 128, 3, 2, 24, 240, 0, true, false, 8,
@@ -267,14 +277,16 @@ RAGGED_FMHA_SM80_ALL(ragged_fmha_fwd_sm80_)
 // The names the plugin launches: the fastest path the compile target allows.
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #if RAGGED_FMHA_SM90_WS_D64 == 4
-RAGGED_FMHA_SM90_WSPTD_ENTRY(ragged_fmha_fwd_bf16_d64, true, 64, 128, RAGGED_FMHA_SM90_STAGES_D64, 3, 24, 160,
+RAGGED_FMHA_SM90_WSPTS_ENTRY(ragged_fmha_fwd_bf16_d64, true, 64, 128, RAGGED_FMHA_SM90_STAGES_D64, 3, 24, 160,
                              RAGGED_FMHA_SM90_POLY_D64, RAGGED_FMHA_SM90_QREG_D64, false, RAGGED_FMHA_SM90_LZ_D64,
                              RAGGED_FMHA_SM90_DP_D64, true, RAGGED_FMHA_SM90_PL_D64, RAGGED_FMHA_SM90_KA_D64,
-                             RAGGED_FMHA_SM90_DYN_D64)
-RAGGED_FMHA_SM90_WSPTD_ENTRY(ragged_fmha_fwd_f16_d64, false, 64, 128, RAGGED_FMHA_SM90_STAGES_D64, 3, 24, 160,
+                             RAGGED_FMHA_SM90_DYN_D64,
+                             RAGGED_FMHA_SM90_HC_D64, 0, RAGGED_FMHA_SM90_TS_D64)
+RAGGED_FMHA_SM90_WSPTS_ENTRY(ragged_fmha_fwd_f16_d64, false, 64, 128, RAGGED_FMHA_SM90_STAGES_D64, 3, 24, 160,
                              RAGGED_FMHA_SM90_POLY_D64, RAGGED_FMHA_SM90_QREG_D64, false, RAGGED_FMHA_SM90_LZ_D64,
                              RAGGED_FMHA_SM90_DP_D64, true, RAGGED_FMHA_SM90_PL_D64, RAGGED_FMHA_SM90_KA_D64,
-                             RAGGED_FMHA_SM90_DYN_D64)
+                             RAGGED_FMHA_SM90_DYN_D64,
+                             RAGGED_FMHA_SM90_HC_D64, 0, RAGGED_FMHA_SM90_TS_D64)
 #elif RAGGED_FMHA_SM90_WS_D64 == 3
 RAGGED_FMHA_SM90_WSTX_ENTRY(ragged_fmha_fwd_bf16_d64, true, 64, 128, 2, 3, 24, 160, RAGGED_FMHA_SM90_POLY_D64)
 RAGGED_FMHA_SM90_WSTX_ENTRY(ragged_fmha_fwd_f16_d64, false, 64, 128, 2, 3, 24, 160, RAGGED_FMHA_SM90_POLY_D64)
@@ -291,14 +303,16 @@ RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_f16_d64, false, 64, 64, 64, 2, 2)
 RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_bf16_d96, true, 96, 96, 64, 3, 1)
 RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_f16_d96, false, 96, 96, 64, 3, 1)
 #if RAGGED_FMHA_SM90_WS_D128 == 4
-RAGGED_FMHA_SM90_WSPTD_ENTRY(ragged_fmha_fwd_bf16_d128, true, 128, 128, RAGGED_FMHA_SM90_STAGES_D128, 2, 24, 240,
+RAGGED_FMHA_SM90_WSPTS_ENTRY(ragged_fmha_fwd_bf16_d128, true, 128, 128, RAGGED_FMHA_SM90_STAGES_D128, 2, 24, 240,
                              RAGGED_FMHA_SM90_POLY_D128, RAGGED_FMHA_SM90_QREG_D128, false, RAGGED_FMHA_SM90_LZ_D128,
                              RAGGED_FMHA_SM90_DP_D128, true, RAGGED_FMHA_SM90_PL_D128, RAGGED_FMHA_SM90_KA_D128,
-                             RAGGED_FMHA_SM90_DYN_D128)
-RAGGED_FMHA_SM90_WSPTD_ENTRY(ragged_fmha_fwd_f16_d128, false, 128, 128, RAGGED_FMHA_SM90_STAGES_D128, 2, 24, 240,
+                             RAGGED_FMHA_SM90_DYN_D128,
+                             RAGGED_FMHA_SM90_HC_D128, 0, RAGGED_FMHA_SM90_TS_D128)
+RAGGED_FMHA_SM90_WSPTS_ENTRY(ragged_fmha_fwd_f16_d128, false, 128, 128, RAGGED_FMHA_SM90_STAGES_D128, 2, 24, 240,
                              RAGGED_FMHA_SM90_POLY_D128, RAGGED_FMHA_SM90_QREG_D128, false, RAGGED_FMHA_SM90_LZ_D128,
                              RAGGED_FMHA_SM90_DP_D128, true, RAGGED_FMHA_SM90_PL_D128, RAGGED_FMHA_SM90_KA_D128,
-                             RAGGED_FMHA_SM90_DYN_D128)
+                             RAGGED_FMHA_SM90_DYN_D128,
+                             RAGGED_FMHA_SM90_HC_D128, 0, RAGGED_FMHA_SM90_TS_D128)
 #elif RAGGED_FMHA_SM90_WS_D128 == 3
 RAGGED_FMHA_SM90_WSTX_ENTRY(ragged_fmha_fwd_bf16_d128, true, 128, 128, 2, 2, 40, 232, RAGGED_FMHA_SM90_POLY_D128)
 RAGGED_FMHA_SM90_WSTX_ENTRY(ragged_fmha_fwd_f16_d128, false, 128, 128, 2, 2, 40, 232, RAGGED_FMHA_SM90_POLY_D128)

@@ -55,14 +55,28 @@ __device__ __forceinline__ void wgmma_softmax_step(float* s, float* m_i, float* 
                       (band.right < 0 || (i64)j0 + bn - 1 <= (i64)i0 + band.off + band.right) &&
                       (band.left < 0 || (i64)j0 >= (i64)i_last + band.off - band.left) && (!KFLOOR || j0 >= k_min);
     if (!full) {
+        // The floor only in a block that starts below it (a shifted tail block), so the other masked
+        // blocks (a causal diagonal, say) run the loop without its compare.
+        if (KFLOOR && j0 < k_min) {
 #pragma unroll
-        for (int nt = 0; nt < NS; ++nt)
+            for (int nt = 0; nt < NS; ++nt)
 #pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                int i = i0 + row_in_tile + ((e >> 1) << 3);
-                int j = j0 + nt * 8 + 2 * lt + (e & 1);
-                if (!band.admits(i, j) || (KFLOOR && j < k_min)) s[nt * 4 + e] = RAGGED_NEG_INF;
-            }
+                for (int e = 0; e < 4; ++e) {
+                    int i = i0 + row_in_tile + ((e >> 1) << 3);
+                    int j = j0 + nt * 8 + 2 * lt + (e & 1);
+                    if (!band.admits(i, j) || j < k_min) s[nt * 4 + e] = RAGGED_NEG_INF;
+                }
+        }
+        else {
+#pragma unroll
+            for (int nt = 0; nt < NS; ++nt)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    int i = i0 + row_in_tile + ((e >> 1) << 3);
+                    int j = j0 + nt * 8 + 2 * lt + (e & 1);
+                    if (!band.admits(i, j)) s[nt * 4 + e] = RAGGED_NEG_INF;
+                }
+        }
     }
 #pragma unroll
     for (int hr = 0; hr < 2; ++hr) {

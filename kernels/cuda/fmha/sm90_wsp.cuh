@@ -2,16 +2,18 @@
 
 // ---------------------------------------------------------------------------------------------
 // Persistent variant of the warp-specialized body (sm90_ws.cuh): P = min(SM count, grid) blocks stay
-// resident and walk the pre-pass's longest-first list of work items (query tile, head) in a static
-// snake order: in round r block b takes item r P + b (r even) or r P + P - 1 - b (r odd), so every
-// round hands out P items of nearly equal cost and the alternation evens out what is left. The
-// producer and the consumers compute the same sequence, so no item index is handed over (an earlier
-// form drew items from an atomic counter and published them through a shared slot, which
-// compute-sanitizer's racecheck reported although it was ordered by barriers: NOTES.md, sessions 5
-// and 6). The producer runs ahead into the next item while the consumers finish the current one: Q
-// has its own full / empty barrier pair (the consumers release Q after their last S = Q K^T), the
-// K/V ring's phases run on across items, and O goes from registers straight to global memory (no
-// staging through Q's shared memory, which the producer may already be refilling).
+// resident and walk the pre-pass's longest-first list of work items (query tile, head). With DYN (the
+// plugin's d64 and d128) a block's first item is its index and the producer draws every further one
+// from a work counter, handing it to the consumers through two mbarrier-ordered shared-memory slots,
+// so the balance never depends on the list's order; HC then orders the items by chunks of HC heads,
+// so that the blocks working at one time share the K / V of fewer heads (bench/gpu/NOTES.md, session
+// 10). Without DYN, a static snake order that producer and consumers compute alike (in round r block
+// b takes item r P + b, r even, or r P + P - 1 - b, r odd). The producer runs ahead into the next item
+// while the consumers finish the current one: Q has its own full / empty barrier pair (the consumers
+// release Q after their last S = Q K^T, or once it is in registers), the K/V ring's phases run on
+// across items, and O goes from registers straight to global memory (no staging through Q's shared
+// memory, which the producer may already be refilling). TS (the plugin's d128): a batch's partial
+// last key block comes by TMA as the batch's last BN keys instead of by cp.async (ws_key_base).
 // ---------------------------------------------------------------------------------------------
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 

@@ -9,7 +9,7 @@ use crate::runtime::cuda::error::GpuError;
 /// Regions inside the workspace start on this boundary (the caller's pointer is aligned up).
 pub const WORKSPACE_ALIGNMENT: u64 = 256;
 
-/// The counters region: tile count, error flag, a free word, the persistent body's item counter.
+/// The counters region: tile count, error flag, the persistent bodies' work counter, a free word.
 const COUNTER_BYTES: u64 = 16;
 
 /// Byte offsets of the pre-pass's scratch inside the (aligned-up) workspace.
@@ -21,9 +21,9 @@ pub struct WorkspaceLayout {
     pub tiles: u64,
     /// `int tile_count`.
     pub tile_count: u64,
-    /// `u32 err_flag`. The eight bytes after it are spare: the study build's persistent bodies
-    /// that draw their items (`DYN`, `bench/gpu/NOTES.md` session 9) count in `tile_count[2]`,
-    /// which its pre-pass zeroes; the plugin's kernels do not touch them.
+    /// `u32 err_flag`. The word after it (`tile_count[2]`) is the work counter from which the
+    /// persistent Hopper bodies draw their items (`DYN`, `bench/gpu/NOTES.md` session 10); the
+    /// forward pre-pass zeroes it every launch, so it needs no memset either.
     pub error_flag: u64,
     /// Bytes to request from the caller, including slack for aligning the base pointer.
     pub total_bytes: u64,
