@@ -28,6 +28,21 @@ __device__ __forceinline__ void tree_reduce(float* t) {
     }
 }
 
+// -inf for the scores of one S block (wgmma accumulator layout, as below) that the band does not
+// admit, and with FLOOR for those of keys below k_min.
+template <int NS, bool FLOOR>
+__device__ __forceinline__ void wgmma_mask_block(float* s, const RaggedBand& band, int j0, int i0, int row_in_tile,
+                                                 int lt, int k_min) {
+#pragma unroll
+    for (int nt = 0; nt < NS; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            int i = i0 + row_in_tile + ((e >> 1) << 3);
+            int j = j0 + nt * 8 + 2 * lt + (e & 1);
+            if (!band.admits(i, j) || (FLOOR && j < k_min)) s[nt * 4 + e] = RAGGED_NEG_INF;
+        }
+}
+
 // Mask, online-softmax update and exponentiation of one S block held in wgmma accumulator layout
 // (rows row_in_tile and row_in_tile + 8, columns nt * 8 + 2 * lt + {0, 1}). corr[] receives the
 // factor by which the running O rows must be rescaled. The running max m_i is kept on unscaled
@@ -57,26 +72,10 @@ __device__ __forceinline__ void wgmma_softmax_step(float* s, float* m_i, float* 
     if (!full) {
         // The floor only in a block that starts below it (a shifted tail block), so the other masked
         // blocks (a causal diagonal, say) run the loop without its compare.
-        if (KFLOOR && j0 < k_min) {
-#pragma unroll
-            for (int nt = 0; nt < NS; ++nt)
-#pragma unroll
-                for (int e = 0; e < 4; ++e) {
-                    int i = i0 + row_in_tile + ((e >> 1) << 3);
-                    int j = j0 + nt * 8 + 2 * lt + (e & 1);
-                    if (!band.admits(i, j) || j < k_min) s[nt * 4 + e] = RAGGED_NEG_INF;
-                }
-        }
-        else {
-#pragma unroll
-            for (int nt = 0; nt < NS; ++nt)
-#pragma unroll
-                for (int e = 0; e < 4; ++e) {
-                    int i = i0 + row_in_tile + ((e >> 1) << 3);
-                    int j = j0 + nt * 8 + 2 * lt + (e & 1);
-                    if (!band.admits(i, j)) s[nt * 4 + e] = RAGGED_NEG_INF;
-                }
-        }
+        if (KFLOOR && j0 < k_min)
+            wgmma_mask_block<NS, true>(s, band, j0, i0, row_in_tile, lt, k_min);
+        else
+            wgmma_mask_block<NS, false>(s, band, j0, i0, row_in_tile, lt, k_min);
     }
 #pragma unroll
     for (int hr = 0; hr < 2; ++hr) {

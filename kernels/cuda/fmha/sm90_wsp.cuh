@@ -17,16 +17,21 @@
 // ---------------------------------------------------------------------------------------------
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 
-// One work item: what RAGGED_FMHA_BLOCK_PROLOGUE derives from blockIdx.x, for item w.
+// One work item: what RAGGED_FMHA_BLOCK_PROLOGUE derives from blockIdx.x, for item w; q0 is the first
+// query row its Q tile holds (ws_item).
 struct WsItem {
     RaggedBatch bt;
-    int h, i0, rows, nb_first, nb_last;
+    int h, i0, rows, q0, nb_first, nb_last;
 };
 
 // HC = 0: item w is head w % h_q of tile w / h_q (all heads of a tile side by side). HC > 0 (study):
 // the list is walked once per chunk of HC heads (the last chunk takes the h_q % HC left over), tiles
 // fastest within a chunk, so that the blocks working at one time share the K / V of HC heads.
-template <int HC>
+// TSQ (tail shift of Q): a batch's partial last query tile (rows < bm) of a batch with at least bm
+// query rows holds the batch's last bm rows (q0 = lq - bm, a whole TMA box inside the batch, no
+// cp.async tail); the rows before i0 are computed with the item's keys and never stored. Otherwise
+// q0 = i0 and rows past the tile's end are zero-filled (ws_fill).
+template <int HC, bool TSQ>
 __device__ __forceinline__ WsItem ws_item(int w, const RaggedBatch* __restrict__ batches,
                                           const RaggedTile* __restrict__ tiles, int n_tiles, int h_q, int mask_left,
                                           int mask_right, int bottom_right, int bm, int bn) {
@@ -49,6 +54,7 @@ __device__ __forceinline__ WsItem ws_item(int w, const RaggedBatch* __restrict__
     it.bt = batches[tile.batch];
     it.i0 = tile.tile * bm;
     it.rows = it.bt.lq - it.i0 < bm ? it.bt.lq - it.i0 : bm;
+    it.q0 = TSQ && it.rows < bm && it.bt.lq >= bm ? it.bt.lq - bm : it.i0;
     const RaggedBand band = make_band(it.bt.lq, it.bt.lkv, mask_left, mask_right, bottom_right);
     key_block_range(band, it.i0, it.rows, bn, &it.nb_first, &it.nb_last);
     return it;
@@ -140,25 +146,42 @@ __device__ __forceinline__ void wsp_rescale_pack(float* acc, const float* corr, 
     wgmma_pack_p<BF16, BN>(s, pa);
 }
 
+// The compile-time form of one persistent entry, as named fields rather than a positional template
+// list: a configuration derives from WspShape and sets the switches it uses, a study variant derives
+// from the configuration it varies and overrides one field (fmha/entries.cuh). Every switch is off by
+// default.
 // TMA: the producer is one warp filling tiles through the tensor maps (ws_fill, as in the ws body);
-// the other three warps of its warpgroup leave after setmaxnreg. POLY, QREG: as in fmha_fwd_ws_body,
-// TREE, LZ: as in wgmma_softmax_step (LZ > 0: a warp skips the O rescale when no row of it moved its
-// max); DP: descriptors as base plus desc_add (wsp_issue_s); PP = false: no ping-pong turns (each
-// consumer issues as soon as its operands are ready); PL: each block's tail (P V wait, O rescale, P
-// pack) moves to the top of the next block, so that the softmax really overlaps the P V issued with
-// its S (see below); KA: the producer fills K one block ahead of V (K (n + 1) before V (n));
-// with QREG a consumer warp releases Q as soon as its fragments are in registers, so the producer
-// refills Q with the next item's rows while this item's key loop runs. DYN (TMA only): instead of
-// the static snake, a block's first item is its index and every further one is drawn from a
-// work counter (tile_count[2], zeroed by the pre-pass) by the producer, which hands it to the
-// consumers through a two-slot ring in shared memory ordered by mbarriers (slot full / empty), so
-// the balance no longer depends on the list's order (which can then serve locality instead).
-template <bool BF16, int D, int BN, int STAGES, int NC, int PREG, int CREG, bool TMA = false, int POLY = 0,
-          bool QREG = false, bool TREE = false, int LZ = 0, bool DP = false, bool PP = true, bool PL = false,
-          bool KA = false, bool DYN = false, int HC = 0, int NOSM = 0, bool TS = false>
+// the other three warps of its warpgroup leave after setmaxnreg (false: the whole warpgroup copies
+// with cp.async). POLY, QREG: as in fmha_fwd_ws_body; TREE, LZ: as in wgmma_softmax_step (LZ > 0: a
+// warp skips the O rescale when no row of it moved its max); DP: descriptors as base plus desc_add
+// (wsp_issue_s); PP = false: no ping-pong turns (each consumer issues as soon as its operands are
+// ready); PL: each block's tail (P V wait, O rescale, P pack) moves to the top of the next block, so
+// that the softmax really overlaps the P V issued with its S (see below); KA: the producer fills K one
+// block ahead of V (K (n + 1) before V (n)); with QREG a consumer warp releases Q as soon as its
+// fragments are in registers, so the producer refills Q with the next item's rows while this item's
+// key loop runs. DYN (TMA only): instead of the static snake, a block's first item is its index and
+// every further one is drawn from a work counter (tile_count[2], zeroed by the pre-pass) by the
+// producer, which hands it to the consumers through a two-slot ring in shared memory ordered by
+// mbarriers (slot full / empty), so the balance no longer depends on the list's order (which can then
+// serve locality instead). HC: ws_item. NOSM: wsp_softmax. TS: ws_key_base. TSQ: ws_item's q0 (a
+// batch's partial last query tile loaded by TMA as the batch's last BM rows).
+template <bool BF16_, int D_, int BN_, int STAGES_, int NC_, int PREG_, int CREG_>
+struct WspShape {
+    enum : bool { BF16 = BF16_ };
+    enum : int { D = D_, BN = BN_, STAGES = STAGES_, NC = NC_, PREG = PREG_, CREG = CREG_ };
+    enum : bool { TMA = true, QREG = false, TREE = false, DP = false, PP = true, PL = false, KA = false,
+                          DYN = false, TS = false, TSQ = false };
+    enum : int { POLY = 0, LZ = 0, HC = 0, NOSM = 0 };
+};
+
+template <class C>
 __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const RaggedTmaMap* tm_q = nullptr,
                                                   const RaggedTmaMap* tm_k = nullptr,
                                                   const RaggedTmaMap* tm_v = nullptr) {
+    constexpr bool BF16 = C::BF16, TMA = C::TMA, QREG = C::QREG, TREE = C::TREE, DP = C::DP, PP = C::PP, PL = C::PL,
+                   KA = C::KA, DYN = C::DYN, TS = C::TS, TSQ = C::TSQ;
+    constexpr int D = C::D, BN = C::BN, STAGES = C::STAGES, NC = C::NC, PREG = C::PREG, CREG = C::CREG,
+                  POLY = C::POLY, LZ = C::LZ, HC = C::HC, NOSM = C::NOSM;
     constexpr int BM = 64 * NC;
     constexpr int KS = D / 16;
     constexpr int NS = BN / 8;
@@ -246,20 +269,21 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
                 w = ws_static_item(r, P, (int)blockIdx.x);
             }
             if (w >= total) break;
-            const WsItem it = ws_item<HC>(w, batches, tiles, n_tiles, h_q, mask_left, mask_right, bottom_right, BM, BN);
+            const WsItem it = ws_item<HC, TSQ>(w, batches, tiles, n_tiles, h_q, mask_left, mask_right, bottom_right, BM, BN);
             if (it.nb_first >= it.nb_last) continue;  // no Q, no keys: the consumers only store O = 0
             // Q is free again once every consumer warp released the previous item's Q.
             mbar_wait(q_empty, (u32)((qi & 1) ^ 1));
             ++qi;
             const int g = it.h / (h_q / h_kv);
-            const u16* qp = q + (it.bt.q_tok + it.i0) * q_seq + (i64)it.h * q_head;
+            const u16* qp = q + (it.bt.q_tok + it.q0) * q_seq + (i64)it.h * q_head;
             const u16* kp = k + it.bt.kv_tok * k_seq + (i64)g * k_head;
             const u16* vp = v + it.bt.kv_tok * v_seq + (i64)g * v_head;
             if (TMA) {
-                ws_fill<D, BM>(q_full, s_q, tm_q, it.h, (int)(it.bt.q_tok + it.i0), it.rows, qp, q_seq, q, t);
+                ws_fill<D, BM>(q_full, s_q, tm_q, it.h, (int)(it.bt.q_tok + it.q0), it.i0 - it.q0 + it.rows, qp, q_seq, q,
+                               t);
             }
             else {
-                ws_load_tile<D, BM>(s_q, qp, q_seq, it.rows, q, t);
+                ws_load_tile<D, BM>(s_q, qp, q_seq, it.i0 - it.q0 + it.rows, q, t);
                 cp_async_mbar_arrive(q_full);
             }
             // V of key block nbv into ring position pos (KA: one block behind K, so that the next K
@@ -331,14 +355,17 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
             w = ws_static_item(r, P, (int)blockIdx.x);
         }
         if (w >= total) break;
-        const WsItem it = ws_item<HC>(w, batches, tiles, n_tiles, h_q, mask_left, mask_right, bottom_right, BM, BN);
+        const WsItem it = ws_item<HC, TSQ>(w, batches, tiles, n_tiles, h_q, mask_left, mask_right, bottom_right, BM, BN);
         // Only an item with key blocks has a Q in flight.
         if (it.nb_first < it.nb_last) {
             mbar_wait(q_full, (u32)(qi & 1));
             ++qi;
         }
         const RaggedBand band = make_band(it.bt.lq, it.bt.lkv, mask_left, mask_right, bottom_right);
-        const int i0 = it.i0;
+        // i0: the query row of the Q tile's first row (it.q0, before the item's own under TSQ); the
+        // item's rows are r_lo .. r_lo + it.rows - 1 of the tile.
+        const int i0 = it.q0;
+        const int r_lo = it.i0 - it.q0;
         float acc[DT * 4];
         float m_i[2] = {RAGGED_NEG_INF, RAGGED_NEG_INF};
         float l_i[2] = {0.f, 0.f};
@@ -346,7 +373,7 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
         for (int i = 0; i < DT * 4; ++i) acc[i] = 0.f;
 
         if (it.nb_first < it.nb_last) {
-            const int i_last = i0 + it.rows - 1;
+            const int i_last = it.i0 + it.rows - 1;
             float s[NS * 4];
             u32 pa[BN / 16][4];
             float corr[2];
@@ -463,7 +490,7 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
             l += __shfl_xor_sync(0xffffffffu, l, 2);
             const float inv = l > 0.f ? 1.f / l : 0.f;
             const int r = row_in_tile + hr * 8;
-            if (r < it.rows) {
+            if (r < r_lo + it.rows && (!TSQ || r >= r_lo)) {
                 if (lse != 0 && lt == 0) {
                     const float f = sl2 > 0.f ? sl2 : 1.f;
                     float val = l > 0.f ? (m_i[hr] * f + log2f(l)) * 0.6931471805599453f : RAGGED_NEG_INF;
