@@ -6,7 +6,7 @@ shapes under study names and the candidates) once per process; NVRTC's output is
 cupy, so a second process on the same machine starts in seconds.
 
   python3 bench/gpu/fmha_wst.py --smoke [--engines ...]      # one small case per entry, printed as it goes
-  python3 bench/gpu/fmha_wst.py --time [--engines ...] [--skip ...] [--check full|short|none]
+  python3 bench/gpu/fmha_wst.py --time [--engines ...] [--skip ...] [--check full|short|none] [--ab DEFINE]
   compute-sanitizer --tool racecheck python3 bench/gpu/fmha_wst.py --sanitize NAME[:bm]
       # fmha_sanitize.py's case (zero-length batches, padding, GQA, causal and a window) on one
       # fp16 study entry
@@ -37,9 +37,8 @@ from event_timing import interleaved_ms  # noqa: E402
 # First of each head dim: the plugin's configuration (WspD128 / WspD64 in fmha/entries.cuh, the
 # baseline every ratio is taken against), then the variants of it that the study set compiles.
 ENGINES = {
-    128: ["wspt_bf16_d128", "wspt_bf16_d128_tsq", "wspt_bf16_d128_nots", "wspt_bf16_d128_nosm",
-          "wspt_bf16_d128_tsqnosm", "wspt_bf16_d128_nosml2"],
-    64: ["wspt_bf16_d64", "wspt_bf16_d64_tsq", "wspt_bf16_d64_ts", "wspt_bf16_d64_nosm"],
+    128: ["wspt_bf16_d128", "wspt_bf16_d128_tsq", "wspt_bf16_d128_nots", "wspt_bf16_d128_nosm"],
+    64: ["wspt_bf16_d64", "wspt_bf16_d64_tsq", "wspt_bf16_d64_nots", "wspt_bf16_d64_nosm"],
 }
 # Timed but never checked: bounds, not attention (nosm*: the body without its softmax, O is wrong).
 TIME_ONLY = ("nosm", "nosml2")
@@ -56,7 +55,11 @@ def selected(args, check_only=False):
     names = args.engines or [n for d in (128, 64) for n in ENGINES[d]] + (CHECK_ONLY if check_only else [])
     names = [n if n.startswith(PREFIX) else PREFIX + n for n in names]
     skip = {s if s.startswith(PREFIX) else PREFIX + s for s in (args.skip or [])}
-    return [n for n in names if n not in skip]
+    names = [n for n in names if n not in skip]
+    if not args.ab:
+        return names
+    # --ab DEFINE: each timed entry once more from the module compiled with -DDEFINE, right after it.
+    return [m for n in names for m in ([n] if n.endswith(TIME_ONLY) or "_f16_" in n else [n, f"{n}@{args.ab}"])]
 
 
 def dtype_of(name):
@@ -75,8 +78,18 @@ def engine(mod, name):
 
 
 def build(names):
-    mod = compile_module(False, study=True, defines=("-DRAGGED_FMHA_WST_STUDY",))
-    return mod, [engine(mod, n) for n in names]
+    """The study module, and for names NAME@DEFINE (--ab) a second one compiled with -DDEFINE, so that
+    an A/B of a compile-time switch is timed interleaved in one process."""
+    mods = {"": compile_module(False, study=True, defines=("-DRAGGED_FMHA_WST_STUDY",))}
+    engines = []
+    for n in names:
+        kernel, _, define = n.partition("@")
+        if define not in mods:
+            mods[define] = compile_module(False, study=True, defines=("-DRAGGED_FMHA_WST_STUDY", "-D" + define))
+        eng = engine(mods[define], kernel)
+        eng.name = n
+        engines.append(eng)
+    return mods[""], engines
 
 
 def smoke(args):
@@ -128,7 +141,7 @@ def time_problem(torch, engines, d, lens, causal, h=16, reps=15):
         ms, spread = res[i]
         tf = flops / ms / 1e9
         diff = (outs[i].float() - ref.float()).abs().max().item() if i < len(engines) else 0.0
-        print(f"  d{d} causal={int(causal)} {name.replace(PREFIX, ''):<22} {ms:.3f} ms {tf:6.1f} TFLOP/s "
+        print(f"  d{d} causal={int(causal)} {name.replace(PREFIX, ''):<44} {ms:.3f} ms {tf:6.1f} TFLOP/s "
               f"x{tf / base:5.3f} spread {spread:.3f} ms  max|O-FA2| {diff:.1e}", flush=True)
     del q, k, v, o
 
@@ -185,6 +198,7 @@ def main():
     ap.add_argument("--skip", nargs="*")
     ap.add_argument("--check", choices=("full", "short", "none"), default="full")
     ap.add_argument("--reps", type=int, default=15)
+    ap.add_argument("--ab", metavar="DEFINE", help="also time each entry compiled with -DDEFINE, interleaved")
     ap.add_argument("--seed", type=int, default=int(time.time()))
     args = ap.parse_args()
     if args.smoke:

@@ -55,6 +55,24 @@ struct RaggedBand {
         if (left >= 0 && (i64)j < (i64)i + off - left) return false;
         return true;
     }
+
+    // The keys row i admits, as the range [*lo, *hi) within [0, lkv] (empty when *lo >= *hi): the
+    // same set as admits(i, .), computed once per row so that a masked block costs two integer
+    // compares per score instead of admits' 64-bit arithmetic.
+    __device__ __forceinline__ void key_range(int i, int* lo, int* hi) const {
+        i64 h = lkv;
+        if (right >= 0) {
+            const i64 r = (i64)i + off + right + 1;
+            h = r < h ? r : h;
+        }
+        i64 l = 0;
+        if (left >= 0) {
+            const i64 r = (i64)i + off - left;
+            l = r > 0 ? r : 0;
+        }
+        *lo = (int)(l < lkv ? l : lkv);
+        *hi = (int)(h > 0 ? h : 0);
+    }
 };
 
 __device__ __forceinline__ RaggedBand make_band(int lq, int lkv, int left, int right, int bottom_right) {

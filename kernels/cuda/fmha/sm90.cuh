@@ -28,19 +28,52 @@ __device__ __forceinline__ void tree_reduce(float* t) {
     }
 }
 
-// -inf for the scores of one S block (wgmma accumulator layout, as below) that the band does not
-// admit, and with FLOOR for those of keys below k_min.
+// -inf for the scores of one S block (wgmma accumulator layout, as below) whose keys the band does not
+// admit or lie below k_min (0 unless FLOOR): per row the admitted range, shifted to the thread's first
+// column, so that each score is two compares against constants (its column in the block) and a select.
 template <int NS, bool FLOOR>
 __device__ __forceinline__ void wgmma_mask_block(float* s, const RaggedBand& band, int j0, int i0, int row_in_tile,
                                                  int lt, int k_min) {
+#if defined(RAGGED_FMHA_MASK_ADMITS)
+    // Study A/B only (fmha_wst.py --ab RAGGED_FMHA_MASK_ADMITS): the form before session 11, each score
+    // through admits' 64-bit arithmetic, the floor in a loop of its own.
+    if (FLOOR && j0 < k_min) {
 #pragma unroll
-    for (int nt = 0; nt < NS; ++nt)
+        for (int nt = 0; nt < NS; ++nt)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-            int i = i0 + row_in_tile + ((e >> 1) << 3);
-            int j = j0 + nt * 8 + 2 * lt + (e & 1);
-            if (!band.admits(i, j) || (FLOOR && j < k_min)) s[nt * 4 + e] = RAGGED_NEG_INF;
-        }
+            for (int e = 0; e < 4; ++e) {
+                int i = i0 + row_in_tile + ((e >> 1) << 3);
+                int j = j0 + nt * 8 + 2 * lt + (e & 1);
+                if (!band.admits(i, j) || j < k_min) s[nt * 4 + e] = RAGGED_NEG_INF;
+            }
+    }
+    else {
+#pragma unroll
+        for (int nt = 0; nt < NS; ++nt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                int i = i0 + row_in_tile + ((e >> 1) << 3);
+                int j = j0 + nt * 8 + 2 * lt + (e & 1);
+                if (!band.admits(i, j)) s[nt * 4 + e] = RAGGED_NEG_INF;
+            }
+    }
+    return;
+#endif
+    const int jb = j0 + 2 * lt;
+#pragma unroll
+    for (int hr = 0; hr < 2; ++hr) {
+        int lo, hi;
+        band.key_range(i0 + row_in_tile + hr * 8, &lo, &hi);
+        lo = lo > k_min ? lo : k_min;
+        const int a = lo - jb, b = hi - jb;
+#pragma unroll
+        for (int nt = 0; nt < NS; ++nt)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                const int c = nt * 8 + e;
+                if (c < a || c >= b) s[nt * 4 + 2 * hr + e] = RAGGED_NEG_INF;
+            }
+    }
 }
 
 // Mask, online-softmax update and exponentiation of one S block held in wgmma accumulator layout
@@ -69,14 +102,7 @@ __device__ __forceinline__ void wgmma_softmax_step(float* s, float* m_i, float* 
     const bool full = j0 + bn - 1 < band.lkv &&
                       (band.right < 0 || (i64)j0 + bn - 1 <= (i64)i0 + band.off + band.right) &&
                       (band.left < 0 || (i64)j0 >= (i64)i_last + band.off - band.left) && (!KFLOOR || j0 >= k_min);
-    if (!full) {
-        // The floor only in a block that starts below it (a shifted tail block), so the other masked
-        // blocks (a causal diagonal, say) run the loop without its compare.
-        if (KFLOOR && j0 < k_min)
-            wgmma_mask_block<NS, true>(s, band, j0, i0, row_in_tile, lt, k_min);
-        else
-            wgmma_mask_block<NS, false>(s, band, j0, i0, row_in_tile, lt, k_min);
-    }
+    if (!full) wgmma_mask_block<NS, KFLOOR>(s, band, j0, i0, row_in_tile, lt, KFLOOR ? k_min : 0);
 #pragma unroll
     for (int hr = 0; hr < 2; ++hr) {
         float mx = m_i[hr];
