@@ -155,7 +155,8 @@ struct WspCpAsync : WspShape<B, D, 128, 2, 2, 40, 232> {
 // then variants of them, each overriding one field. Measured and dropped in sessions 7 to 10
 // (bench/gpu/NOTES.md; the switches are still in the body): BN 176 / 192, the 24 / 240 split on the
 // non-persistent body, poly_exp2, tree reductions, pl without lz / dp, a speculative softmax, the
-// static snake and the batch-major list, Q in shared memory at d128, 2 stages at d128.
+// static snake and the batch-major list, Q in shared memory at d128, 2 stages at d128; in session 11
+// chunks of 8 heads (HC 8: +0.6 / +0.1 % at d128, -0.3 / +1.5 % at d64, one run).
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 template <class C>
 struct WspNoTs : C {

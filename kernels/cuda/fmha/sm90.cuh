@@ -29,36 +29,12 @@ __device__ __forceinline__ void tree_reduce(float* t) {
 }
 
 // -inf for the scores of one S block (wgmma accumulator layout, as below) whose keys the band does not
-// admit or lie below k_min (0 unless FLOOR): per row the admitted range, shifted to the thread's first
-// column, so that each score is two compares against constants (its column in the block) and a select.
-template <int NS, bool FLOOR>
+// admit or lie below k_min: per row the admitted range, shifted to the thread's first column, so that
+// each score is two compares against constants (its column in the block) and a select. admits per
+// score, with its 64-bit arithmetic, cost 4-5 % at d128 and d64 causal (bench/gpu/NOTES.md, session 11).
+template <int NS>
 __device__ __forceinline__ void wgmma_mask_block(float* s, const RaggedBand& band, int j0, int i0, int row_in_tile,
                                                  int lt, int k_min) {
-#if defined(RAGGED_FMHA_MASK_ADMITS)
-    // Study A/B only (fmha_wst.py --ab RAGGED_FMHA_MASK_ADMITS): the form before session 11, each score
-    // through admits' 64-bit arithmetic, the floor in a loop of its own.
-    if (FLOOR && j0 < k_min) {
-#pragma unroll
-        for (int nt = 0; nt < NS; ++nt)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                int i = i0 + row_in_tile + ((e >> 1) << 3);
-                int j = j0 + nt * 8 + 2 * lt + (e & 1);
-                if (!band.admits(i, j) || j < k_min) s[nt * 4 + e] = RAGGED_NEG_INF;
-            }
-    }
-    else {
-#pragma unroll
-        for (int nt = 0; nt < NS; ++nt)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                int i = i0 + row_in_tile + ((e >> 1) << 3);
-                int j = j0 + nt * 8 + 2 * lt + (e & 1);
-                if (!band.admits(i, j)) s[nt * 4 + e] = RAGGED_NEG_INF;
-            }
-    }
-    return;
-#endif
     const int jb = j0 + 2 * lt;
 #pragma unroll
     for (int hr = 0; hr < 2; ++hr) {
@@ -102,7 +78,7 @@ __device__ __forceinline__ void wgmma_softmax_step(float* s, float* m_i, float* 
     const bool full = j0 + bn - 1 < band.lkv &&
                       (band.right < 0 || (i64)j0 + bn - 1 <= (i64)i0 + band.off + band.right) &&
                       (band.left < 0 || (i64)j0 >= (i64)i_last + band.off - band.left) && (!KFLOOR || j0 >= k_min);
-    if (!full) wgmma_mask_block<NS, KFLOOR>(s, band, j0, i0, row_in_tile, lt, KFLOOR ? k_min : 0);
+    if (!full) wgmma_mask_block<NS>(s, band, j0, i0, row_in_tile, lt, KFLOOR ? k_min : 0);
 #pragma unroll
     for (int hr = 0; hr < 2; ++hr) {
         float mx = m_i[hr];
