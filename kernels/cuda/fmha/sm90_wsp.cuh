@@ -169,8 +169,8 @@ template <bool BF16_, int D_, int BN_, int STAGES_, int NC_, int PREG_, int CREG
 struct WspShape {
     enum : bool { BF16 = BF16_ };
     enum : int { D = D_, BN = BN_, STAGES = STAGES_, NC = NC_, PREG = PREG_, CREG = CREG_ };
-    enum : bool { TMA = true, QREG = false, TREE = false, DP = false, PP = true, PL = false, KA = false,
-                          DYN = false, TS = false, TSQ = false };
+    enum : bool { TMA = true, QREG = false, TREE = false, DP = false, PP = true, PL = false, KA = false };
+    enum : bool { DYN = false, TS = false, TSQ = false };
     enum : int { POLY = 0, LZ = 0, HC = 0, NOSM = 0 };
 };
 
