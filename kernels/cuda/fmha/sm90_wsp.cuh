@@ -12,8 +12,9 @@
 // while the consumers finish the current one: Q has its own full / empty barrier pair (the consumers
 // release Q after their last S = Q K^T, or once it is in registers), the K/V ring's phases run on
 // across items, and O goes from registers straight to global memory (no staging through Q's shared
-// memory, which the producer may already be refilling). TS (the plugin's d128): a batch's partial
-// last key block comes by TMA as the batch's last BN keys instead of by cp.async (ws_key_base).
+// memory, which the producer may already be refilling). TS (the plugin's d64 and d128): a batch's
+// partial last key block comes by TMA as the batch's last BN keys instead of by cp.async
+// (ws_key_base).
 // ---------------------------------------------------------------------------------------------
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 
@@ -276,14 +277,14 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
             ++qi;
             const int g = it.h / (h_q / h_kv);
             const u16* qp = q + (it.bt.q_tok + it.q0) * q_seq + (i64)it.h * q_head;
+            const int q_rows = it.i0 - it.q0 + it.rows;  // valid rows of the Q tile (BM under TSQ's shift)
             const u16* kp = k + it.bt.kv_tok * k_seq + (i64)g * k_head;
             const u16* vp = v + it.bt.kv_tok * v_seq + (i64)g * v_head;
             if (TMA) {
-                ws_fill<D, BM>(q_full, s_q, tm_q, it.h, (int)(it.bt.q_tok + it.q0), it.i0 - it.q0 + it.rows, qp, q_seq, q,
-                               t);
+                ws_fill<D, BM>(q_full, s_q, tm_q, it.h, (int)(it.bt.q_tok + it.q0), q_rows, qp, q_seq, q, t);
             }
             else {
-                ws_load_tile<D, BM>(s_q, qp, q_seq, it.i0 - it.q0 + it.rows, q, t);
+                ws_load_tile<D, BM>(s_q, qp, q_seq, q_rows, q, t);
                 cp_async_mbar_arrive(q_full);
             }
             // V of key block nbv into ring position pos (KA: one block behind K, so that the next K

@@ -5,10 +5,10 @@
 //! variant pack's head and sequence strides, boxes of {64 columns, 1 head, tile rows} and the
 //! 128-byte swizzle the kernels' wgmma descriptors expect (kernels/cuda/README.md). The kernels
 //! request only whole boxes inside a batch's valid rows (tail tiles are copied with zero-filling
-//! cp.async, or at D 128 a K / V tail is loaded as the batch's last whole box), so the token extent
-//! has to cover the coordinates, not the buffer, whose size the plugin does not know. Coordinates
-//! are token indices below 2^31 for any buffer that fits a device: 2^31 tokens of at least 64
-//! two-byte elements would be 256 GiB.
+//! cp.async, or a K / V tail of a batch with at least a tile of keys is loaded as the batch's last
+//! whole box), so the token extent has to cover the coordinates, not the buffer, whose size the
+//! plugin does not know. Coordinates are token indices below 2^31 for any buffer that fits a
+//! device: 2^31 tokens of at least 64 two-byte elements would be 256 GiB.
 
 use std::ffi::c_void;
 
