@@ -18,7 +18,7 @@ use super::plan::FmhaPlan;
 use super::tensor_maps::tensor_map_args;
 use crate::runtime::cuda::context::{CurrentContext, StreamContext, context_of_stream};
 use crate::runtime::cuda::error::{DriverCall, GpuError, TensorRole};
-use crate::runtime::cuda::module::{KernelArg, KernelModule, LaunchConfig, launch};
+use crate::runtime::cuda::module::{KernelArg, KernelModule, LaunchConfig, launch, launch_parts};
 use crate::runtime::cuda::nvrtc_cache::{ImageOrigin, KernelSource, NvrtcCache};
 #[cfg(test)]
 use crate::runtime::cuda::runtime;
@@ -138,7 +138,10 @@ impl FmhaEngine {
     /// The kernels of `ctx`. Execute needs only these: the [`Prepared`] report (a sorted copy of
     /// the tile tables) is built by [`FmhaEngine::prepare`] alone, off the per-call path.
     fn loaded(&self, ctx: &StreamContext) -> Result<Arc<LoadedKernels>, GpuError> {
-        self.load(ctx).map(|load| load.kernels)
+        match self.modules.loaded(ctx) {
+            Some(kernels) => Ok(kernels),
+            None => self.load(ctx).map(|load| load.kernels),
+        }
     }
 
     fn load(&self, ctx: &StreamContext) -> Result<Load, GpuError> {
@@ -199,15 +202,18 @@ impl FmhaEngine {
             block: (tiles.threads, 1, 1),
             shared_mem_bytes: tiles.shared_mem_bytes,
         };
-        let mut args = forward_args(plan, &geometry, buffers, base);
-        if loaded.takes_tensor_maps(plan.kernel) {
-            args.extend(tensor_map_args(plan, &tiles, buffers)?);
-        }
+        let args = forward_args(plan, &geometry, buffers, base);
+        let maps = if loaded.takes_tensor_maps(plan.kernel) {
+            Some(tensor_map_args(plan, &tiles, buffers)?)
+        } else {
+            None
+        };
+        let parts: [&[KernelArg]; 2] = [&args, maps.as_ref().map_or(&[], |m| &m[..])];
         // SAFETY: the argument list mirrors RAGGED_FMHA_PARAMS (kernels/cuda/README.md), plus the
         // Q, K and V tensor maps for an entry point that publishes NAME_tma; the pre-pass enqueued
         // above on the same stream fills the workspace first; block size and shared memory are
         // the entry point's own published values.
-        unsafe { launch(forward, forward_config, stream, &args) }
+        unsafe { launch_parts(forward, forward_config, stream, &parts) }
     }
 }
 
@@ -267,7 +273,7 @@ fn prepass_args(
     geometry: &LaunchGeometry,
     b: &FmhaBuffers,
     workspace: u64,
-) -> Vec<KernelArg> {
+) -> [KernelArg; PREPASS_PARAMETERS] {
     let layout = geometry.workspace;
     let records = [
         layout.batches,
@@ -287,7 +293,7 @@ pub(crate) fn prepass_args_for(
     b: &FmhaBuffers,
     workspace: u64,
     records: [u64; 4],
-) -> Vec<KernelArg> {
+) -> [KernelArg; PREPASS_PARAMETERS] {
     use KernelArg::{I32, I64, Ptr};
     let [batches, tile_list, tile_count, error_flag] = records;
     let (lse_off, lse_bytes, lse_mult, lse_batch_stride) = match plan.lse {
@@ -297,7 +303,7 @@ pub(crate) fn prepass_args_for(
         },
         None => (0, 0, 1, 0),
     };
-    vec![
+    [
         Ptr(b.q_offsets),
         I32(plan.q_offsets.bytes),
         I64(plan.q_offsets.multiplier),
@@ -329,20 +335,26 @@ pub(crate) fn prepass_args_for(
     ]
 }
 
+/// Parameters of `ragged_fmha_prepass`.
+pub(crate) const PREPASS_PARAMETERS: usize = 28;
+
+/// Parameters of every forward entry point before its tensor maps (RAGGED_FMHA_PARAMS).
+const FORWARD_PARAMETERS: usize = 24;
+
 /// Parameters of `ragged_fmha_fwd_*` (RAGGED_FMHA_PARAMS), in signature order.
 fn forward_args(
     plan: &FmhaPlan,
     geometry: &LaunchGeometry,
     b: &FmhaBuffers,
     workspace: u64,
-) -> Vec<KernelArg> {
+) -> [KernelArg; FORWARD_PARAMETERS] {
     use KernelArg::{F32, I32, I64, Ptr};
     let layout = geometry.workspace;
     let (lse, lse_seq, lse_head) = match plan.lse {
         Some(l) => (b.lse, l.seq_stride, l.head_stride),
         None => (0, 0, 0),
     };
-    vec![
+    [
         Ptr(b.q),
         Ptr(b.k),
         Ptr(b.v),

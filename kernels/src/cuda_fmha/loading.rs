@@ -79,6 +79,12 @@ impl ModuleCache {
         }
     }
 
+    /// The source's kernels already loaded in `ctx`: the per-execute path, which needs neither the
+    /// device's target (an allocation) nor the entry list.
+    pub(crate) fn loaded(&self, ctx: &StreamContext) -> Option<Arc<LoadedKernels>> {
+        self.modules.lock().get(&ctx.id).map(Arc::clone)
+    }
+
     /// The source's kernels in `ctx`, compiled and loaded on first use. `entries` are the entry
     /// points whose tile tables `parse` checks (with the entry's tag).
     pub(crate) fn load<P>(

@@ -278,7 +278,7 @@ fn prepass_args(
     dq: TileConfig,
     b: &BackwardBuffers,
     base: u64,
-) -> Vec<KernelArg> {
+) -> [KernelArg; launcher::PREPASS_PARAMETERS] {
     let w = plan.workspace;
     let records = [w.batches, w.tiles, w.tile_count, w.error_flag];
     launcher::prepass_args_for(&plan.forward, dq, &b.forward, base, records)

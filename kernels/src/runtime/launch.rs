@@ -76,9 +76,56 @@ impl LaunchConfig {
     }
 }
 
+/// Parameters a launch marshals without a heap allocation (every kernel of this crate has fewer).
+const INLINE_PARAMETERS: usize = 32;
+
+/// The `void**` array of one launch: on the stack up to [`INLINE_PARAMETERS`] entries, since
+/// it is built on every execute's path; on the heap beyond (an empty `Vec` allocates nothing).
+pub(crate) struct ParameterArray {
+    inline: [*mut c_void; INLINE_PARAMETERS],
+    len: usize,
+    heap: Vec<*mut c_void>,
+}
+
+impl ParameterArray {
+    /// One entry per parameter, in signature order.
+    pub(crate) fn as_mut_slice(&mut self) -> &mut [*mut c_void] {
+        if self.heap.is_empty() {
+            &mut self.inline[..self.len]
+        } else {
+            &mut self.heap
+        }
+    }
+
+    /// The array's first element, as the launch APIs take it.
+    pub(crate) fn as_mut_ptr(&mut self) -> *mut *mut c_void {
+        self.as_mut_slice().as_mut_ptr()
+    }
+}
+
 /// The parameter array for `args`; it borrows `args`, which must outlive the launch call.
-pub(crate) fn parameter_array(args: &[KernelArg]) -> Vec<*mut c_void> {
-    args.iter().map(KernelArg::address).collect()
+pub(crate) fn parameter_array(args: &[KernelArg]) -> ParameterArray {
+    parameter_array_of_parts(&[args])
+}
+
+/// The parameter array of `parts` in order (a kernel's common parameters, then its tensor maps,
+/// without copying them into one list); it borrows `parts`, which must outlive the launch call.
+pub(crate) fn parameter_array_of_parts(parts: &[&[KernelArg]]) -> ParameterArray {
+    let len = parts.iter().map(|part| part.len()).sum();
+    let mut params = ParameterArray {
+        inline: [std::ptr::null_mut(); INLINE_PARAMETERS],
+        len,
+        heap: Vec::new(),
+    };
+    let args = parts.iter().flat_map(|part| part.iter());
+    if len <= INLINE_PARAMETERS {
+        for (slot, arg) in params.inline.iter_mut().zip(args) {
+            *slot = arg.address();
+        }
+    } else {
+        params.heap = args.map(KernelArg::address).collect();
+    }
+    params
 }
 
 #[cfg(test)]
@@ -94,7 +141,9 @@ mod tests {
             KernelArg::F32(0.5),
             KernelArg::TensorMap(std::array::from_fn(|i| 100 + i as u64)),
         ];
-        let params = parameter_array(&args);
+        let mut params = parameter_array(&args);
+        let params = params.as_mut_slice();
+        assert_eq!(params.len(), args.len());
         // SAFETY: each pointer addresses the payload of the matching `args` element, alive here.
         unsafe {
             assert_eq!(*params[0].cast::<u64>(), 0x1122_3344_5566_7788);
@@ -109,5 +158,28 @@ mod tests {
             args.map(|a| a.c_type()),
             ["ptr", "int", "long long", "float", "CUtensorMap"]
         );
+    }
+
+    #[test]
+    fn parts_are_concatenated_in_order() {
+        let head = [KernelArg::I32(1), KernelArg::I64(2)];
+        let tail = [KernelArg::F32(3.0)];
+        let mut joined = parameter_array_of_parts(&[&head, &tail]);
+        let expected: Vec<_> = head.iter().chain(&tail).map(KernelArg::address).collect();
+        assert_eq!(joined.as_mut_slice(), &expected[..]);
+    }
+
+    #[test]
+    fn long_lists_fall_back_to_the_heap_in_order() {
+        let args: Vec<KernelArg> = (0..INLINE_PARAMETERS as i32 + 3)
+            .map(KernelArg::I32)
+            .collect();
+        let mut heap = parameter_array(&args);
+        assert_eq!(heap.heap.len(), args.len());
+        let mut inline = parameter_array(&args[..INLINE_PARAMETERS]);
+        assert!(inline.heap.is_empty());
+        let expected: Vec<_> = args.iter().map(KernelArg::address).collect();
+        assert_eq!(heap.as_mut_slice(), &expected[..]);
+        assert_eq!(inline.as_mut_slice(), &expected[..INLINE_PARAMETERS]);
     }
 }

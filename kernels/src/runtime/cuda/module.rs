@@ -8,7 +8,7 @@ use cudarc::driver::sys::{self as cu, CUfunction, CUfunction_attribute, CUmodule
 use parking_lot::Mutex;
 
 use super::error::{DriverCall, GpuError};
-use crate::runtime::launch::parameter_array;
+use crate::runtime::launch::parameter_array_of_parts;
 pub use crate::runtime::launch::{KernelArg, LaunchConfig};
 
 /// Shared memory a block gets without opting in (all architectures since sm_20).
@@ -54,51 +54,62 @@ impl KernelModule {
         })
     }
 
-    /// The kernel `name`, allowed to use `shared_mem_bytes` of dynamic shared memory.
+    /// The kernel `name`, allowed to use `shared_mem_bytes` of dynamic shared memory. Every
+    /// execute asks for its kernels here, so a known function with a large enough limit is
+    /// returned without allocating.
     pub fn function(&self, name: &str, shared_mem_bytes: u32) -> Result<CUfunction, GpuError> {
         let mut functions = self.functions.lock();
-        let handle = match functions.get(name) {
-            Some(handle) => *handle,
-            None => {
-                let c_name = CString::new(name).map_err(|e| GpuError::MissingKernel {
-                    kernel: format!("{name} (NUL at {})", e.nul_position()),
-                    source_name: self.source_name.clone(),
-                })?;
-                let mut function: CUfunction = std::ptr::null_mut();
-                // SAFETY: `self.module` is loaded; `c_name` is NUL-terminated.
-                let status =
-                    unsafe { cu::cuModuleGetFunction(&mut function, self.module, c_name.as_ptr()) };
-                if status == cu::CUresult::CUDA_ERROR_NOT_FOUND {
-                    return Err(GpuError::MissingKernel {
-                        kernel: name.to_owned(),
-                        source_name: self.source_name.clone(),
-                    });
-                }
-                status.result().call("cuModuleGetFunction")?;
-                FunctionHandle {
-                    function,
-                    shared_limit: DEFAULT_DYNAMIC_SHARED_LIMIT,
-                }
+        if let Some(handle) = functions.get_mut(name) {
+            if shared_mem_bytes > handle.shared_limit {
+                raise_shared_limit(handle.function, shared_mem_bytes)?;
+                handle.shared_limit = shared_mem_bytes;
             }
-        };
-        let mut handle = handle;
-        if shared_mem_bytes > handle.shared_limit {
-            // SAFETY: valid function handle; the value was checked against the device's opt-in
-            // limit by the caller's plan, and the driver rejects anything larger anyway.
-            unsafe {
-                cu::cuFuncSetAttribute(
-                    handle.function,
-                    CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                    i32::try_from(shared_mem_bytes).unwrap_or(i32::MAX),
-                )
-            }
-            .result()
-            .call("cuFuncSetAttribute")?;
-            handle.shared_limit = shared_mem_bytes;
+            return Ok(handle.function);
         }
-        functions.insert(name.to_owned(), handle);
-        Ok(handle.function)
+        let c_name = CString::new(name).map_err(|e| GpuError::MissingKernel {
+            kernel: format!("{name} (NUL at {})", e.nul_position()),
+            source_name: self.source_name.clone(),
+        })?;
+        let mut function: CUfunction = std::ptr::null_mut();
+        // SAFETY: `self.module` is loaded; `c_name` is NUL-terminated.
+        let status =
+            unsafe { cu::cuModuleGetFunction(&mut function, self.module, c_name.as_ptr()) };
+        if status == cu::CUresult::CUDA_ERROR_NOT_FOUND {
+            return Err(GpuError::MissingKernel {
+                kernel: name.to_owned(),
+                source_name: self.source_name.clone(),
+            });
+        }
+        status.result().call("cuModuleGetFunction")?;
+        let mut shared_limit = DEFAULT_DYNAMIC_SHARED_LIMIT;
+        if shared_mem_bytes > shared_limit {
+            raise_shared_limit(function, shared_mem_bytes)?;
+            shared_limit = shared_mem_bytes;
+        }
+        functions.insert(
+            name.to_owned(),
+            FunctionHandle {
+                function,
+                shared_limit,
+            },
+        );
+        Ok(function)
     }
+}
+
+/// Allows `function` `bytes` of dynamic shared memory.
+fn raise_shared_limit(function: CUfunction, bytes: u32) -> Result<(), GpuError> {
+    // SAFETY: a function handle of a loaded module; the value was checked against the device's
+    // opt-in limit by the caller's plan, and the driver rejects anything larger anyway.
+    unsafe {
+        cu::cuFuncSetAttribute(
+            function,
+            CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+            i32::try_from(bytes).unwrap_or(i32::MAX),
+        )
+    }
+    .result()
+    .call("cuFuncSetAttribute")
 }
 
 impl KernelModule {
@@ -154,10 +165,25 @@ pub unsafe fn launch(
     stream: CUstream,
     args: &[KernelArg],
 ) -> Result<(), GpuError> {
-    let mut params = parameter_array(args);
+    // SAFETY: forwarded from this function's contract.
+    unsafe { launch_parts(function, config, stream, &[args]) }
+}
+
+/// [`launch`] with the parameter list given in consecutive parts (common parameters, then tensor
+/// maps), so that no per-execute list has to be assembled on the heap.
+///
+/// # Safety
+/// As [`launch`], for the concatenation of `parts`.
+pub unsafe fn launch_parts(
+    function: CUfunction,
+    config: LaunchConfig,
+    stream: CUstream,
+    parts: &[&[KernelArg]],
+) -> Result<(), GpuError> {
+    let mut params = parameter_array_of_parts(parts);
     let (gx, gy, gz) = config.grid;
     let (bx, by, bz) = config.block;
-    // SAFETY: `params` points into `args`, alive until the call returns (the driver copies the
+    // SAFETY: `params` points into `parts`, alive until the call returns (the driver copies the
     // values at launch); the caller guarantees the rest (see `# Safety`).
     unsafe {
         cu::cuLaunchKernel(

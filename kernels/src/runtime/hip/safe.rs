@@ -223,7 +223,7 @@ impl HipRuntime {
                 function.name,
                 config,
                 stream as *mut c_void,
-                &mut params,
+                params.as_mut_slice(),
             )
         }
     }
