@@ -39,6 +39,7 @@ for l in sys.stdin:
 fi
 
 out="${OUT:-/tmp}"
+mkdir -p "$out"
 export HIPDNN_RAGGED_SDPA_HOST_ENGINE=1
 pass=0; fail=0
 run_step() { # name, command...
