@@ -77,7 +77,9 @@
 // commas and all; NAME_cfg names it): the shared memory of the ws body plus the item slot (and, with
 // DYN, the two-slot item ring). RAGGED_FMHA_SM90_WSPT_ENTRY: the TMA producer, with the three tensor
 // maps of the wst entries after the common parameters.
-#define RAGGED_FMHA_WSP_SMEM(C) (RAGGED_FMHA_WS_SMEM(C::D, C::BN, C::STAGES, C::NC) + 16 + (C::DYN ? 48 : 0))
+#define RAGGED_FMHA_WSP_SMEM(C)                                                              \
+    (RAGGED_FMHA_WS_SMEM(C::D, C::BN, C::STAGES, C::NC) + 16 + (C::DYN ? 48 : 0) + \
+     (C::Q2 ? 64 * C::NC * C::D * 2 + 16 : 0))
 #define RAGGED_FMHA_SM90_WSP_ENTRY(NAME, ...)                                                                      \
     using NAME##_cfg = __VA_ARGS__;                                                                               \
     static_assert(!NAME##_cfg::TMA, "a TMA configuration takes the maps: RAGGED_FMHA_SM90_WSPT_ENTRY");           \
@@ -130,17 +132,21 @@
 // The plugin's persistent bodies (bench/gpu/NOTES.md: sessions 7 and 8 for the shapes, POLY 0, LZ 8,
 // DP, PL and KA; 9 for the d128 ring of 3; 10 for DYN, HC 4 and TS; 11 for TS at d64 too, once the
 // masked blocks compare key ranges: the floor's cost in causal was admits' arithmetic; TSQ measured
-// -1.5 to +1.9 % in two runs, not taken). d64: 3 consumer warpgroups (BM 192), a 4-stage ring;
+// -1.5 to +1.9 % in two runs, not taken; 12 for EO at d128, +2.3 / +2.9 % and -0.2 / +2.5 % in two
+// runs, and not at d64, where Q waits in shared memory until the item's last S, so the next item's
+// Q is not there yet when its first S would be issued: -1.6 / -1.6 and -2.1 / -1.8 %; and TSQ at
+// d128 with EO, +2.6 / +0.1 %: the next item's Q is waited for at once, so how fast a partial last
+// Q tile arrives now shows). d64: 3 consumer warpgroups (BM 192), a 4-stage ring;
 // d128: 2 (BM 128), 3 stages, Q held in registers (S from the register-A wgmma, Q released to the
 // producer once loaded).
 template <bool B>
 struct WspD64 : WspShape<B, 64, 128, 4, 3, 24, 160> {
-    enum : bool { DP = true, PL = true, KA = true, DYN = true, TS = true };
+    enum : bool { DP = true, PL = true, KA = true, DYN = true, TS = true, EO = true, Q2 = true };
     enum : int { LZ = 8, HC = 4 };
 };
 template <bool B>
 struct WspD128 : WspShape<B, 128, 128, 3, 2, 24, 240> {
-    enum : bool { QREG = true, DP = true, PL = true, KA = true, DYN = true, TS = true };
+    enum : bool { QREG = true, DP = true, PL = true, KA = true, DYN = true, TS = true, TSQ = true, EO = true };
     enum : int { LZ = 8, HC = 4 };
 };
 // The persistent body with the cp.async producer (body 2 above; the ws study's wsp entries).
@@ -156,12 +162,10 @@ struct WspCpAsync : WspShape<B, D, 128, 2, 2, 40, 232> {
 // (bench/gpu/NOTES.md; the switches are still in the body): BN 176 / 192, the 24 / 240 split on the
 // non-persistent body, poly_exp2, tree reductions, pl without lz / dp, a speculative softmax, the
 // static snake and the batch-major list, Q in shared memory at d128, 2 stages at d128; in session 11
-// chunks of 8 heads (HC 8: +0.6 / +0.1 % at d128, -0.3 / +1.5 % at d64, one run).
+// chunks of 8 heads (HC 8: +0.6 / +0.1 % at d128, -0.3 / +1.5 % at d64, one run); in session 12 tree
+// reductions again (-1 to -3 % at both dims), TS off (no longer timed: 0.88 at d128) and the decoded
+// item handed through the slot (SI: -2 to -4 %, the one-warp producer's 24 registers spilled).
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-template <class C>
-struct WspNoTs : C {
-    enum : bool { TS = false };
-};
 template <class C, int N>
 struct WspNosm : C {
     enum : int { NOSM = N };
@@ -170,18 +174,25 @@ template <class C>
 struct WspTsq : C {
     enum : bool { TSQ = true };
 };
+template <class C>
+struct WspNoTsq : C {
+    enum : bool { TSQ = false };
+};
+template <class C>
+struct WspSession11 : C {
+    enum : bool { EO = false, TSQ = false, Q2 = false };
+};
 RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d128, WspD128<true>)
 RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_f16_d128, WspD128<false>)
-RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d128_nots, WspNoTs<WspD128<true>>)
 RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d128_nosm, WspNosm<WspD128<true>, 1>)
-RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d128_tsq, WspTsq<WspD128<true>>)
-RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_f16_d128_tsq, WspTsq<WspD128<false>>)
+RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d128_notsq, WspNoTsq<WspD128<true>>)
+RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d128_s11, WspSession11<WspD128<true>>)
 RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d64, WspD64<true>)
 RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_f16_d64, WspD64<false>)
-RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d64_nots, WspNoTs<WspD64<true>>)
 RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d64_nosm, WspNosm<WspD64<true>, 1>)
 RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d64_tsq, WspTsq<WspD64<true>>)
 RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_f16_d64_tsq, WspTsq<WspD64<false>>)
+RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d64_s11, WspSession11<WspD64<true>>)
 #endif
 #elif defined(RAGGED_FMHA_WS_STUDY)
 // Only what the benchmark's warp-specialization study needs (a quick compile on the device): the

@@ -147,6 +147,52 @@ __device__ __forceinline__ void wsp_rescale_pack(float* acc, const float* corr, 
     wgmma_pack_p<BF16, BN>(s, pa);
 }
 
+// Where one item's O (and LSE) rows go: op and lp address the Q tile's first row (lp null without an
+// LSE); the item's own rows are r_lo .. r_hi - 1 of the tile (r_lo > 0 only under TSQ).
+struct WspOut {
+    u16* op;
+    float* lp;
+    int r_lo, r_hi;
+};
+
+__device__ __forceinline__ WspOut wsp_out(const WsItem& it, u16* o, float* lse, i64 o_seq, i64 o_head, i64 lse_seq,
+                                          i64 lse_head) {
+    WspOut out;
+    out.op = o + (it.bt.q_tok + it.q0) * o_seq + (i64)it.h * o_head;
+    out.lp = lse != nullptr ? lse + it.bt.lse_elem + (i64)it.q0 * lse_seq + (i64)it.h * lse_head : nullptr;
+    out.r_lo = it.i0 - it.q0;
+    out.r_hi = out.r_lo + it.rows;
+    return out;
+}
+
+// The epilogue straight from registers: O = acc / l (4-byte stores, 4 lanes cover 16 contiguous bytes
+// of a row) and the LSE, for this thread's two rows of the tile.
+template <bool BF16, int DT, bool TSQ>
+__device__ __forceinline__ void wsp_store_o(const float* acc, const float* m_i, const float* l_i, const WspOut& out,
+                                            int row_in_tile, int lt, float sl2, i64 o_seq, i64 lse_seq) {
+#pragma unroll
+    for (int hr = 0; hr < 2; ++hr) {
+        float l = l_i[hr];
+        l += __shfl_xor_sync(0xffffffffu, l, 1);
+        l += __shfl_xor_sync(0xffffffffu, l, 2);
+        const float inv = l > 0.f ? 1.f / l : 0.f;
+        const int r = row_in_tile + hr * 8;
+        if (r < out.r_hi && (!TSQ || r >= out.r_lo)) {
+            if (out.lp != nullptr && lt == 0) {
+                const float f = sl2 > 0.f ? sl2 : 1.f;
+                float val = l > 0.f ? (m_i[hr] * f + log2f(l)) * 0.6931471805599453f : RAGGED_NEG_INF;
+                out.lp[(i64)r * lse_seq] = val;
+            }
+            u16* orow = out.op + (i64)r * o_seq + lt * 2;
+#pragma unroll
+            for (int dt = 0; dt < DT; ++dt) {
+                u32 packed = pack2<BF16>(acc[dt * 4 + 2 * hr] * inv, acc[dt * 4 + 2 * hr + 1] * inv);
+                asm volatile("st.global.b32 [%0], %1;\n" ::"l"(orow + dt * 8), "r"(packed) : "memory");
+            }
+        }
+    }
+}
+
 // The compile-time form of one persistent entry, as named fields rather than a positional template
 // list: a configuration derives from WspShape and sets the switches it uses, a study variant derives
 // from the configuration it varies and overrides one field (fmha/entries.cuh). Every switch is off by
@@ -165,13 +211,21 @@ __device__ __forceinline__ void wsp_rescale_pack(float* acc, const float* corr, 
 // producer, which hands it to the consumers through a two-slot ring in shared memory ordered by
 // mbarriers (slot full / empty), so the balance no longer depends on the list's order (which can then
 // serve locality instead). HC: ws_item. NOSM: wsp_softmax. TS: ws_key_base. TSQ: ws_item's q0 (a
-// batch's partial last query tile loaded by TMA as the batch's last BM rows).
+// batch's partial last query tile loaded by TMA as the batch's last BM rows). EO: a consumer
+// moves on to the next item right after issuing an item's last P V: the next item's slot, Q and K
+// waits, its Q fragments and the issue of its first S = Q K^T overlap that P V, and only then does
+// it wait (for both) and store the item's O (kept in acc, m_i and l_i until then). The wait covers
+// the new S too: with a wait that leaves the S in flight, ptxas cannot match the commit groups
+// across the item loop and serializes every wgmma of the body (C7514). Q2: two Q buffers, items
+// alternating, each with its own full / empty barrier pair, so that without QREG (Q read from shared
+// memory by every S, released only after an item's last S) the next item's Q can be filled while
+// this item still computes.
 template <bool BF16_, int D_, int BN_, int STAGES_, int NC_, int PREG_, int CREG_>
 struct WspShape {
     enum : bool { BF16 = BF16_ };
     enum : int { D = D_, BN = BN_, STAGES = STAGES_, NC = NC_, PREG = PREG_, CREG = CREG_ };
     enum : bool { TMA = true, QREG = false, TREE = false, DP = false, PP = true, PL = false, KA = false };
-    enum : bool { DYN = false, TS = false, TSQ = false };
+    enum : bool { DYN = false, TS = false, TSQ = false, EO = false, Q2 = false };
     enum : int { POLY = 0, LZ = 0, HC = 0, NOSM = 0 };
 };
 
@@ -180,7 +234,7 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
                                                   const RaggedTmaMap* tm_k = nullptr,
                                                   const RaggedTmaMap* tm_v = nullptr) {
     constexpr bool BF16 = C::BF16, TMA = C::TMA, QREG = C::QREG, TREE = C::TREE, DP = C::DP, PP = C::PP, PL = C::PL,
-                   KA = C::KA, DYN = C::DYN, TS = C::TS, TSQ = C::TSQ;
+                   KA = C::KA, DYN = C::DYN, TS = C::TS, TSQ = C::TSQ, EO = C::EO, Q2 = C::Q2;
     constexpr int D = C::D, BN = C::BN, STAGES = C::STAGES, NC = C::NC, PREG = C::PREG, CREG = C::CREG,
                   POLY = C::POLY, LZ = C::LZ, HC = C::HC, NOSM = C::NOSM;
     constexpr int BM = 64 * NC;
@@ -196,7 +250,7 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
 
     extern __shared__ __align__(128) unsigned char smem_raw[];
     const u32 s_q = (smem_addr(smem_raw) + 1023u) & ~1023u;
-    const u32 s_k = s_q + Q_BYTES;
+    const u32 s_k = s_q + (Q2 ? 2 : 1) * Q_BYTES;
     const u32 s_v = s_k + STAGES * KV_BYTES;
     // mbarriers: q_full, q_empty, k_full[S], k_empty[S], v_full[S], v_empty[S].
     const u32 bars = s_v + STAGES * KV_BYTES;
@@ -210,6 +264,15 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
     const u32 slot_full = v_empty + 8 * STAGES;
     const u32 slot_empty = slot_full + 16;
     int* const s_slot = reinterpret_cast<int*>(smem_raw + (slot_empty + 16 - smem_addr(smem_raw)));
+    // Q2: the second Q buffer's full / empty pair, after the DYN area.
+    const u32 q2_full = v_empty + 8 * STAGES + (DYN ? 48 : 0);
+    const u32 q2_empty = q2_full + 8;
+    // Fill qi (items with keys, counted alike by producer and consumers): its buffer, its barriers'
+    // phase.
+    auto q_buf = [&](int qi) { return s_q + (Q2 ? (u32)(qi & 1) * Q_BYTES : 0u); };
+    auto q_full_of = [&](int qi) { return Q2 && (qi & 1) ? q2_full : q_full; };
+    auto q_empty_of = [&](int qi) { return Q2 && (qi & 1) ? q2_empty : q_empty; };
+    auto q_phase = [&](int qi) { return (u32)((Q2 ? qi >> 1 : qi) & 1); };
 
     // One block per SM is resident (shared memory, registers): P = min(SM count, grid) blocks work,
     // the others leave before touching anything. If the grid is smaller than the SM count it is still
@@ -228,6 +291,10 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
         // tracked-copy arrival).
         mbar_init(q_full, FILL_ARRIVALS);
         mbar_init(q_empty, 4 * NC);
+        if (Q2) {
+            mbar_init(q2_full, FILL_ARRIVALS);
+            mbar_init(q2_empty, 4 * NC);
+        }
 #pragma unroll
         for (int s = 0; s < STAGES; ++s) {
             mbar_init(k_full + 8 * s, FILL_ARRIVALS);
@@ -273,7 +340,8 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
             const WsItem it = ws_item<HC, TSQ>(w, batches, tiles, n_tiles, h_q, mask_left, mask_right, bottom_right, BM, BN);
             if (it.nb_first >= it.nb_last) continue;  // no Q, no keys: the consumers only store O = 0
             // Q is free again once every consumer warp released the previous item's Q.
-            mbar_wait(q_empty, (u32)((qi & 1) ^ 1));
+            const u32 qb = q_buf(qi), qf = q_full_of(qi);
+            mbar_wait(q_empty_of(qi), q_phase(qi) ^ 1u);
             ++qi;
             const int g = it.h / (h_q / h_kv);
             const u16* qp = q + (it.bt.q_tok + it.q0) * q_seq + (i64)it.h * q_head;
@@ -281,11 +349,11 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
             const u16* kp = k + it.bt.kv_tok * k_seq + (i64)g * k_head;
             const u16* vp = v + it.bt.kv_tok * v_seq + (i64)g * v_head;
             if (TMA) {
-                ws_fill<D, BM>(q_full, s_q, tm_q, it.h, (int)(it.bt.q_tok + it.q0), q_rows, qp, q_seq, q, t);
+                ws_fill<D, BM>(qf, qb, tm_q, it.h, (int)(it.bt.q_tok + it.q0), q_rows, qp, q_seq, q, t);
             }
             else {
-                ws_load_tile<D, BM>(s_q, qp, q_seq, q_rows, q, t);
-                cp_async_mbar_arrive(q_full);
+                ws_load_tile<D, BM>(qb, qp, q_seq, q_rows, q, t);
+                cp_async_mbar_arrive(qf);
             }
             // V of key block nbv into ring position pos (KA: one block behind K, so that the next K
             // does not wait behind the release of the V before it).
@@ -339,6 +407,26 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
     const float sl2 = scale * 1.4426950408889634f;
     int kv = 0;
     int qi = 0;
+    float acc[DT * 4];
+    float m_i[2];
+    float l_i[2];
+    auto reset = [&]() {
+        m_i[0] = m_i[1] = RAGGED_NEG_INF;
+        l_i[0] = l_i[1] = 0.f;
+#pragma unroll
+        for (int i = 0; i < DT * 4; ++i) acc[i] = 0.f;
+    };
+    // EO: the item whose O is still in acc (its last P V possibly in flight, its V stage not yet
+    // released), stored by flush.
+    bool pending = false;
+    WspOut pend{};
+    int pend_stage = 0;
+    auto flush = [&]() {
+        fence_regs<DT * 4>(acc);
+        if (lane == 0) mbar_arrive(v_empty + 8 * pend_stage);
+        wsp_store_o<BF16, DT, TSQ>(acc, m_i, l_i, pend, row_in_tile, lt, sl2, o_seq, lse_seq);
+        pending = false;
+    };
 
     if (PP && c == NC - 1) named_bar_arrive(RAGGED_WS_BAR_TURN + 0, 256);
 
@@ -358,20 +446,17 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
         if (w >= total) break;
         const WsItem it = ws_item<HC, TSQ>(w, batches, tiles, n_tiles, h_q, mask_left, mask_right, bottom_right, BM, BN);
         // Only an item with key blocks has a Q in flight.
+        const u32 sq = q_buf(qi), qe = q_empty_of(qi);
         if (it.nb_first < it.nb_last) {
-            mbar_wait(q_full, (u32)(qi & 1));
+            mbar_wait(q_full_of(qi), q_phase(qi));
             ++qi;
         }
         const RaggedBand band = make_band(it.bt.lq, it.bt.lkv, mask_left, mask_right, bottom_right);
         // i0: the query row of the Q tile's first row (it.q0, before the item's own under TSQ); the
         // item's rows are r_lo .. r_lo + it.rows - 1 of the tile.
         const int i0 = it.q0;
-        const int r_lo = it.i0 - it.q0;
-        float acc[DT * 4];
-        float m_i[2] = {RAGGED_NEG_INF, RAGGED_NEG_INF};
-        float l_i[2] = {0.f, 0.f};
-#pragma unroll
-        for (int i = 0; i < DT * 4; ++i) acc[i] = 0.f;
+        const WspOut out = wsp_out(it, o, lse, o_seq, o_head, lse_seq, lse_head);
+        if (!EO) reset();
 
         if (it.nb_first < it.nb_last) {
             const int i_last = it.i0 + it.rows - 1;
@@ -385,9 +470,9 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
                 const int qr = c * 64 + ((tid >> 5) & 3) * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
 #pragma unroll
                 for (int ks = 0; ks < KS; ++ks)
-                    ldsm_x4(s_q + sw128<BM>(qr, 2 * ks + (lane >> 4)), qa[ks][0], qa[ks][1], qa[ks][2], qa[ks][3]);
+                    ldsm_x4(sq + sw128<BM>(qr, 2 * ks + (lane >> 4)), qa[ks][0], qa[ks][1], qa[ks][2], qa[ks][3]);
                 __syncwarp();
-                if (lane == 0) mbar_arrive(q_empty);
+                if (lane == 0) mbar_arrive(qe);
             }
 
             {
@@ -396,14 +481,21 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
                 fence_proxy_async();
                 ws_turn_wait<PP, NC>(c);
                 wgmma_fence();
-                wsp_issue_s<BF16, D, BN, BM, QREG, DP>(s, qa, s_q, c, s_k + st * KV_BYTES);
+                wsp_issue_s<BF16, D, BN, BM, QREG, DP>(s, qa, sq, c, s_k + st * KV_BYTES);
                 wgmma_commit();
                 ws_turn_pass<PP, NC>(c);
+                if constexpr (EO) {
+                    // The previous item's last P V (if any) and this S are done; unconditional, so
+                    // that ptxas sees no path that touches acc under an unfinished P V.
+                    wgmma_wait<0>();
+                    if (pending) flush();
+                    reset();
+                }
                 wgmma_wait<0>();
                 fence_regs<NS * 4>(s);
                 if (lane == 0) {
                     mbar_arrive(k_empty + 8 * st);
-                    if (!QREG && nb_first + 1 == nb_last) mbar_arrive(q_empty);
+                    if (!QREG && nb_first + 1 == nb_last) mbar_arrive(qe);
                 }
                 wsp_softmax<NS, POLY, TREE, LZ, NOSM, TS>(s, m_i, l_i, corr, band, ws_key_base<TS, BN>(nb_first, band.lkv),
                                                           BN, i0, i_last, row_in_tile, lt, sl2, nb_first * BN);
@@ -440,7 +532,7 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
                 const u32 vb_prev = s_v + sp * KV_BYTES;
                 ws_turn_wait<PP, NC>(c);
                 wgmma_fence();
-                wsp_issue_s<BF16, D, BN, BM, QREG, DP>(s, qa, s_q, c, kb);
+                wsp_issue_s<BF16, D, BN, BM, QREG, DP>(s, qa, sq, c, kb);
                 wgmma_commit();
                 wsp_issue_pv<BF16, D, BN, DP>(acc, pa, vb_prev);
                 wgmma_commit();
@@ -449,7 +541,7 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
                 fence_regs<NS * 4>(s);
                 if (lane == 0) {
                     mbar_arrive(k_empty + 8 * st);
-                    if (!QREG && nb + 1 == nb_last) mbar_arrive(q_empty);
+                    if (!QREG && nb + 1 == nb_last) mbar_arrive(qe);
                 }
                 wsp_softmax<NS, POLY, TREE, LZ, NOSM, TS>(s, m_i, l_i, corr, band, ws_key_base<TS, BN>(nb, band.lkv), BN, i0,
                                                           i_last, row_in_tile, lt, sl2, nb * BN);
@@ -463,7 +555,8 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
                 ++kv;
             }
 
-            // Last P V; its V stage is released for the producer's next item.
+            // Last P V; its V stage is released for the producer's next item (EO: once it is done,
+            // in flush).
             {
                 const int sp = kv % STAGES;
                 mbar_wait(v_full + 8 * sp, (u32)((kv / STAGES) & 1));
@@ -474,37 +567,32 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
                 wsp_issue_pv<BF16, D, BN, DP>(acc, pa, s_v + sp * KV_BYTES);
                 wgmma_commit();
                 ws_turn_pass<PP, NC>(c);
-                wgmma_wait<0>();
-                fence_regs<DT * 4>(acc);
-                fence_regs_u32<BN / 4>(&pa[0][0]);
-                if (lane == 0) mbar_arrive(v_empty + 8 * sp);
+                if constexpr (EO) {
+                    pending = true;
+                    pend = out;
+                    pend_stage = sp;
+                }
+                else {
+                    wgmma_wait<0>();
+                    fence_regs<DT * 4>(acc);
+                    fence_regs_u32<BN / 4>(&pa[0][0]);
+                    if (lane == 0) mbar_arrive(v_empty + 8 * sp);
+                }
                 ++kv;
             }
+            if (EO) continue;
         }
-
-        // Epilogue straight from registers: 4-byte stores, 4 lanes cover 16 contiguous bytes of a row.
-        u16* op = o + (it.bt.q_tok + i0) * o_seq + (i64)it.h * o_head;
-#pragma unroll
-        for (int hr = 0; hr < 2; ++hr) {
-            float l = l_i[hr];
-            l += __shfl_xor_sync(0xffffffffu, l, 1);
-            l += __shfl_xor_sync(0xffffffffu, l, 2);
-            const float inv = l > 0.f ? 1.f / l : 0.f;
-            const int r = row_in_tile + hr * 8;
-            if (r < r_lo + it.rows && (!TSQ || r >= r_lo)) {
-                if (lse != 0 && lt == 0) {
-                    const float f = sl2 > 0.f ? sl2 : 1.f;
-                    float val = l > 0.f ? (m_i[hr] * f + log2f(l)) * 0.6931471805599453f : RAGGED_NEG_INF;
-                    lse[it.bt.lse_elem + (i64)(i0 + r) * lse_seq + (i64)it.h * lse_head] = val;
-                }
-                u16* orow = op + (i64)r * o_seq + lt * 2;
-#pragma unroll
-                for (int dt = 0; dt < DT; ++dt) {
-                    u32 packed = pack2<BF16>(acc[dt * 4 + 2 * hr] * inv, acc[dt * 4 + 2 * hr + 1] * inv);
-                    asm volatile("st.global.b32 [%0], %1;\n" ::"l"(orow + dt * 8), "r"(packed) : "memory");
-                }
-            }
+        else if (EO) {
+            // An item without keys stores O = 0 at once, after any O still pending.
+            wgmma_wait<0>();
+            if (pending) flush();
+            reset();
         }
+        wsp_store_o<BF16, DT, TSQ>(acc, m_i, l_i, out, row_in_tile, lt, sl2, o_seq, lse_seq);
+    }
+    if (EO) {
+        wgmma_wait<0>();
+        if (pending) flush();
     }
     if (PP && c == 0) named_bar_sync(RAGGED_WS_BAR_TURN + 0, 256);
 }
