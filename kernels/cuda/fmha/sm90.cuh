@@ -282,15 +282,12 @@ __device__ __forceinline__ void fmha_fwd_wgmma_body(RAGGED_FMHA_PARAMS) {
     __syncthreads();
 #pragma unroll
     for (int hr = 0; hr < 2; ++hr) {
-        float l = l_i[hr];
-        l += __shfl_xor_sync(0xffffffffu, l, 1);
-        l += __shfl_xor_sync(0xffffffffu, l, 2);
+        const float l = quad_row_sum(l_i[hr]);
         const float inv = l > 0.f ? 1.f / l : 0.f;
         const int r = row_in_tile + hr * 8;
         if (lse != 0 && lt == 0 && r < rows) {
             const float f = sl2 > 0.f ? sl2 : 1.f;
-            float val = l > 0.f ? (m_i[hr] * f + log2f(l)) * 0.6931471805599453f : RAGGED_NEG_INF;
-            lse[bt.lse_elem + (i64)(i0 + r) * lse_seq + (i64)h * lse_head] = val;
+            lse[bt.lse_elem + (i64)(i0 + r) * lse_seq + (i64)h * lse_head] = row_lse(m_i[hr], f, l);
         }
 #pragma unroll
         for (int dt = 0; dt < DT; ++dt) {

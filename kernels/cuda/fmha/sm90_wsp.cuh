@@ -172,16 +172,13 @@ __device__ __forceinline__ void wsp_store_o(const float* acc, const float* m_i, 
                                             int row_in_tile, int lt, float sl2, i64 o_seq, i64 lse_seq) {
 #pragma unroll
     for (int hr = 0; hr < 2; ++hr) {
-        float l = l_i[hr];
-        l += __shfl_xor_sync(0xffffffffu, l, 1);
-        l += __shfl_xor_sync(0xffffffffu, l, 2);
+        const float l = quad_row_sum(l_i[hr]);
         const float inv = l > 0.f ? 1.f / l : 0.f;
         const int r = row_in_tile + hr * 8;
         if (r < out.r_hi && (!TSQ || r >= out.r_lo)) {
             if (out.lp != nullptr && lt == 0) {
                 const float f = sl2 > 0.f ? sl2 : 1.f;
-                float val = l > 0.f ? (m_i[hr] * f + log2f(l)) * 0.6931471805599453f : RAGGED_NEG_INF;
-                out.lp[(i64)r * lse_seq] = val;
+                out.lp[(i64)r * lse_seq] = row_lse(m_i[hr], f, l);
             }
             u16* orow = out.op + (i64)r * o_seq + lt * 2;
 #pragma unroll

@@ -10,6 +10,19 @@ __device__ __forceinline__ u32 smem_addr(const void* p) {
     return r;
 }
 
+// A row's sum over the quad of lanes that holds its columns (the mma.sync / wgmma accumulator layout).
+__device__ __forceinline__ float quad_row_sum(float x) {
+    x += __shfl_xor_sync(0xffffffffu, x, 1);
+    x += __shfl_xor_sync(0xffffffffu, x, 2);
+    return x;
+}
+
+// A row's natural-log LSE from its running max m (times f: in log2 units) and its quad-summed l;
+// -inf for a row that admitted no key.
+__device__ __forceinline__ float row_lse(float m, float f, float l) {
+    return l > 0.f ? (m * f + log2f(l)) * 0.6931471805599453f : RAGGED_NEG_INF;
+}
+
 // 16-byte async copy; when !pred nothing is read and the destination is zero-filled.
 __device__ __forceinline__ void cp_async16(u32 dst, const void* src, bool pred) {
     int n = pred ? 16 : 0;
