@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# One device call that checks and measures a plugin build: what every round of sessions 11 and 12 ran
+# by hand, in one place so that a round cannot skip a step or lose its logs.
+#
+#   here:   bash bench/gpu/verify_build.sh --prepare && bash bench/gpu/run_plugin_bench.sh --prepare
+#           (then trim .carry/bench/graphs/problems.json to the problems to time)
+#   device: OUT=... bash bench/gpu/plugin_round.sh        with carry [".carry/verify", ".carry/bench", ".whl"]
+#
+# STEPS (default all, in this order) picks from:
+#   check     fmha_dev.py --check-only --no-tuning: the plugin's kernel set on the full case suite
+#   sanitize  the sanitizer case (zero-length batches, padding, GQA, causal, a window) under
+#             compute-sanitizer memcheck and racecheck
+#   verify    verify_build.sh: plugin GPU tests, conformance, the shim, memcheck (10 steps)
+#   study     fmha_wst.py --time --check full --reps 21: the study set's same-process A/B
+#   bench     run_plugin_bench.sh: the C-ABI benchmark against the peers, host_time HOST_TIME_RUNS times
+#   profile   host_time --profile: where ExecuteOpGraph's host time goes
+# BENCH_TIMEOUT, FLASHINFER_BUDGET_S and HOST_TIME_RUNS pass through to run_plugin_bench.sh: within one
+# 600 s device call, all six steps on the four ragged-mix problems took ≈ 270 s in session 12 with
+# BENCH_TIMEOUT=300 FLASHINFER_BUDGET_S=230 HOST_TIME_RUNS=3.
+# Logs land in $OUT/<step>.log (the bench's and verify's own files in $OUT/bench, $OUT/verify); each
+# step's summary lines are printed, with the seconds it took. The exit status is that of the first
+# step that failed.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+OUT=${OUT:-/tmp/plugin_round}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1
+STEPS=${STEPS:-check sanitize verify study bench profile}
+start=$(date +%s)
+status=0
+note() { echo "[$(($(date +%s) - start)) s] $*"; }
+record() { # step name, exit status of its command
+    [ "$2" -eq 0 ] || { echo "  $1 exited with status $2"; [ "$status" -ne 0 ] || status=$2; }
+}
+
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,power.draw,power.limit --format=csv | tee "$OUT/smi.txt"
+for step in $STEPS; do
+    note "$step"
+    case "$step" in
+    check)
+        timeout 240 python3 bench/gpu/fmha_dev.py --check-only --no-tuning >"$OUT/check.log" 2>&1
+        record check $?
+        grep -E "^correctness:|FAIL" "$OUT/check.log" | tail -5 ;;
+    sanitize)
+        for tool in memcheck racecheck; do
+            timeout 180 compute-sanitizer --tool "$tool" --error-exitcode 9 python3 bench/gpu/fmha_dev.py \
+                --sanitize-case >"$OUT/$tool.log" 2>&1
+            record "$tool" $?
+            grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$OUT/$tool.log" | tail -1
+        done ;;
+    verify)
+        OUT="$OUT/verify" timeout 300 bash bench/gpu/verify_build.sh >"$OUT/verify.log" 2>&1
+        record verify $?
+        grep -E "^(PASS|FAIL) |passed, .* failed$" "$OUT/verify.log" | tail -12 ;;
+    study)
+        timeout 240 python3 bench/gpu/fmha_wst.py --time --check full --reps 21 >"$OUT/study.log" 2>&1
+        record study $?
+        grep -E "TFLOP|correctness \(" "$OUT/study.log" | grep -v "FA2 varlen" ;;
+    bench)
+        OUT="$OUT/bench" bash bench/gpu/run_plugin_bench.sh >"$OUT/bench.log" 2>&1
+        record bench $?
+        grep "above its own" "$OUT/bench/host_time.txt"
+        grep -E "^\| ragged|^target" "$OUT/bench/log.txt" ;;
+    profile)
+        gcc -O2 -std=c11 -Iplugin/include -Iplugin/tests/c bench/gpu/host_time.c -o /tmp/host_time -ldl &&
+            /tmp/host_time .carry/bench/libhipdnn_provider_ragged_sdpa.so .carry/bench/tiny tiny_d64_full \
+                --profile "$OUT/samples.txt" >"$OUT/profile.log" 2>&1
+        record profile $?
+        tail -6 "$OUT/profile.log"; head -12 "$OUT/samples.txt" 2>/dev/null ;;
+    *)
+        echo "unknown step $step (known: check sanitize verify study bench profile)"; record "$step" 2 ;;
+    esac
+done
+note "done (status $status)"
+exit "$status"
