@@ -133,12 +133,13 @@
 // DP, PL and KA; 9 for the d128 ring of 3; 10 for DYN, HC 4 and TS; 11 for TS at d64 too, once the
 // masked blocks compare key ranges: the floor's cost in causal was admits' arithmetic; TSQ measured
 // -1.5 to +1.9 % in two runs, not taken; 12 for EO at d128, +2.3 / +2.9 % and -0.2 / +2.5 % in two
-// runs, and not at d64, where Q waits in shared memory until the item's last S, so the next item's
-// Q is not there yet when its first S would be issued: -1.6 / -1.6 and -2.1 / -1.8 %; and TSQ at
-// d128 with EO, +2.6 / +0.1 %: the next item's Q is waited for at once, so how fast a partial last
-// Q tile arrives now shows). d64: 3 consumer warpgroups (BM 192), a 4-stage ring;
-// d128: 2 (BM 128), 3 stages, Q held in registers (S from the register-A wgmma, Q released to the
-// producer once loaded).
+// runs; at d64 EO alone lost -1.6 / -1.6 and -2.1 / -1.8 %, since Q waits in shared memory until an
+// item's last S and the next item's Q was not there yet when its first S would be issued, so d64
+// takes EO with a second Q buffer (Q2): +0.8 / +1.0 and +0.3 / +0.2 % over session 11's form; and
+// TSQ at d128 with EO, +2.6 / +0.1 %: the next item's Q is waited for at once, so how fast a partial
+// last Q tile arrives now shows). d64: 3 consumer warpgroups (BM 192), a 4-stage ring; d128: 2 (BM
+// 128), 3 stages, Q held in registers (S from the register-A wgmma, Q released to the producer once
+// loaded).
 template <bool B>
 struct WspD64 : WspShape<B, 64, 128, 4, 3, 24, 160> {
     enum : bool { DP = true, PL = true, KA = true, DYN = true, TS = true, EO = true, Q2 = true };
