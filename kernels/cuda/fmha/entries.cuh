@@ -165,19 +165,25 @@ struct WspCpAsync : WspShape<B, D, 128, 2, 2, 40, 232> {
 // static snake and the batch-major list, Q in shared memory at d128, 2 stages at d128; in session 11
 // chunks of 8 heads (HC 8: +0.6 / +0.1 % at d128, -0.3 / +1.5 % at d64, one run); in session 12 tree
 // reductions again (-1 to -3 % at both dims), TS off (no longer timed: 0.88 at d128) and the decoded
-// item handed through the slot (SI: -2 to -4 %, the one-warp producer's 24 registers spilled).
+// item handed through the slot (SI: -2 to -4 %, the one-warp producer's 24 registers spilled); in
+// session 13 TSQ at d64 and without it at d128 (no longer timed: within +-1 % in six runs).
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 template <class C, int N>
 struct WspNosm : C {
     enum : int { NOSM = N };
 };
 template <class C>
-struct WspTsq : C {
-    enum : bool { TSQ = true };
+struct WspHs : C {
+    enum : bool { HS = true };
 };
 template <class C>
-struct WspNoTsq : C {
-    enum : bool { TSQ = false };
+struct WspSmemQ2 : C {
+    enum : bool { QREG = false, Q2 = true };
+    enum : int { STAGES = 2 };
+};
+template <class C>
+struct WspHsSmemQ2 : WspSmemQ2<C> {
+    enum : bool { HS = true };
 };
 template <class C>
 struct WspSession11 : C {
@@ -186,14 +192,16 @@ struct WspSession11 : C {
 RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d128, WspD128<true>)
 RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_f16_d128, WspD128<false>)
 RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d128_nosm, WspNosm<WspD128<true>, 1>)
-RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d128_notsq, WspNoTsq<WspD128<true>>)
 RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d128_s11, WspSession11<WspD128<true>>)
+RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d128_hs, WspHs<WspD128<true>>)
+RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_f16_d128_hs, WspHs<WspD128<false>>)
+RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d128_hsq, WspHsSmemQ2<WspD128<true>>)
+RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d128_q2s2, WspSmemQ2<WspD128<true>>)
 RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d64, WspD64<true>)
 RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_f16_d64, WspD64<false>)
 RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d64_nosm, WspNosm<WspD64<true>, 1>)
-RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d64_tsq, WspTsq<WspD64<true>>)
-RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_f16_d64_tsq, WspTsq<WspD64<false>>)
 RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d64_s11, WspSession11<WspD64<true>>)
+RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d64_hs, WspHs<WspD64<true>>)
 #endif
 #elif defined(RAGGED_FMHA_WS_STUDY)
 // Only what the benchmark's warp-specialization study needs (a quick compile on the device): the

@@ -66,7 +66,10 @@ __device__ __forceinline__ int ws_static_item(int r, int p, int b) { return r * 
 
 // S = Q K^T for one consumer (64 rows) from the K tile at kb: Q from shared memory (s_q, rows 64 c) or,
 // with QREG, from the registers qa. DP: the descriptors are one base each plus desc_add per k-step.
-template <bool BF16, int D, int BN, int BM, bool QREG, bool DP>
+// N < BN (HS): the product over N keys of the tile only, kb then addressing the first of them (a
+// multiple of 8 rows: the swizzle repeats every 8 rows of 128 bytes); the tile's 64-column chunks stay
+// BN rows apart.
+template <bool BF16, int D, int BN, int BM, bool QREG, bool DP, int N = BN>
 __device__ __forceinline__ void wsp_issue_s(float* s, const u32 (*qa)[4], u32 s_q, int c, u32 kb) {
     constexpr int KS = D / 16;
     const u64 dk = DP ? sw128_desc(kb, 16, 1024) : 0;
@@ -76,12 +79,12 @@ __device__ __forceinline__ void wsp_issue_s(float* s, const u32 (*qa)[4], u32 s_
         const u64 db = DP ? desc_add(dk, (ks >> 2) * (BN * 128) + (ks & 3) * 32)
                           : sw128_desc(kb + (ks >> 2) * (BN * 128) + (ks & 3) * 32, 16, 1024);
         if constexpr (QREG) {
-            wgmma_rs_k<BF16, (QREG ? BN : 64)>(s, qa[ks], db, ks > 0);
+            wgmma_rs_k<BF16, (QREG ? N : 64)>(s, qa[ks], db, ks > 0);
         }
         else {
             const u64 da = DP ? desc_add(dq, (ks >> 2) * (BM * 128) + (ks & 3) * 32)
                               : sw128_desc(s_q + (ks >> 2) * (BM * 128) + c * (64 * 128) + (ks & 3) * 32, 16, 1024);
-            wgmma_ss_any<BF16, BN>(s, da, db, ks > 0);
+            wgmma_ss_any<BF16, N>(s, da, db, ks > 0);
         }
     }
 }
@@ -130,6 +133,22 @@ template <bool TS, int BN>
 __device__ __forceinline__ int ws_key_base(int nb, int lkv) {
     const int j0 = nb * BN;
     return TS && lkv >= BN && lkv - j0 < BN ? lkv - BN : j0;
+}
+
+// HS: the first half's P (NH n-tiles) was exponentiated against the max before the second half moved
+// it; corr2 per row brings it to the new max (the block sum already did: l was multiplied by corr2).
+// Only a warp with a row whose max moved does the multiplies.
+template <int NH>
+__device__ __forceinline__ void wsp_rescale_half(float* s, const float* corr2) {
+    if (__any_sync(0xffffffffu, corr2[0] != 1.f || corr2[1] != 1.f)) {
+#pragma unroll
+        for (int nt = 0; nt < NH; ++nt) {
+            s[nt * 4 + 0] *= corr2[0];
+            s[nt * 4 + 1] *= corr2[0];
+            s[nt * 4 + 2] *= corr2[1];
+            s[nt * 4 + 3] *= corr2[1];
+        }
+    }
 }
 
 // O *= corr per row (LZ: only if some row of the warp moved its max), then P from the scores.
@@ -222,7 +241,7 @@ struct WspShape {
     enum : bool { BF16 = BF16_ };
     enum : int { D = D_, BN = BN_, STAGES = STAGES_, NC = NC_, PREG = PREG_, CREG = CREG_ };
     enum : bool { TMA = true, QREG = false, TREE = false, DP = false, PP = true, PL = false, KA = false };
-    enum : bool { DYN = false, TS = false, TSQ = false, EO = false, Q2 = false };
+    enum : bool { DYN = false, TS = false, TSQ = false, EO = false, Q2 = false, HS = false };
     enum : int { POLY = 0, LZ = 0, HC = 0, NOSM = 0 };
 };
 
@@ -231,7 +250,7 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
                                                   const RaggedTmaMap* tm_k = nullptr,
                                                   const RaggedTmaMap* tm_v = nullptr) {
     constexpr bool BF16 = C::BF16, TMA = C::TMA, QREG = C::QREG, TREE = C::TREE, DP = C::DP, PP = C::PP, PL = C::PL,
-                   KA = C::KA, DYN = C::DYN, TS = C::TS, TSQ = C::TSQ, EO = C::EO, Q2 = C::Q2;
+                   KA = C::KA, DYN = C::DYN, TS = C::TS, TSQ = C::TSQ, EO = C::EO, Q2 = C::Q2, HS = C::HS;
     constexpr int D = C::D, BN = C::BN, STAGES = C::STAGES, NC = C::NC, PREG = C::PREG, CREG = C::CREG,
                   POLY = C::POLY, LZ = C::LZ, HC = C::HC, NOSM = C::NOSM;
     constexpr int BM = 64 * NC;
@@ -244,6 +263,7 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
     static_assert((D == 64 || D == 128) && (BN == 64 || BN == 128 || (TMA && (BN == 176 || BN == 192))) && STAGES >= 2,
                   "ws tile shapes");
     static_assert(!DYN || TMA, "the work counter is drawn by the one-warp TMA producer");
+    static_assert(!HS || (BN == 128 && PL), "S in halves: two n64 products, the tail at the top of the block");
 
     extern __shared__ __align__(128) unsigned char smem_raw[];
     const u32 s_q = (smem_addr(smem_raw) + 1023u) & ~1023u;
@@ -478,7 +498,16 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
                 fence_proxy_async();
                 ws_turn_wait<PP, NC>(c);
                 wgmma_fence();
-                wsp_issue_s<BF16, D, BN, BM, QREG, DP>(s, qa, sq, c, s_k + st * KV_BYTES);
+                if constexpr (HS) {
+                    // The same two n64 products as in the key loop (one n128 here and two n64 there
+                    // made ptxas serialize the wgmmas: C7511).
+                    wsp_issue_s<BF16, D, BN, BM, QREG, DP, BN / 2>(s, qa, sq, c, s_k + st * KV_BYTES);
+                    wsp_issue_s<BF16, D, BN, BM, QREG, DP, BN / 2>(s + NS * 2, qa, sq, c,
+                                                                   s_k + st * KV_BYTES + (BN / 2) * 128);
+                }
+                else {
+                    wsp_issue_s<BF16, D, BN, BM, QREG, DP>(s, qa, sq, c, s_k + st * KV_BYTES);
+                }
                 wgmma_commit();
                 ws_turn_pass<PP, NC>(c);
                 if constexpr (EO) {
@@ -527,21 +556,51 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
                 if constexpr (PL) wsp_pending_tail();
                 const u32 kb = s_k + st * KV_BYTES;
                 const u32 vb_prev = s_v + sp * KV_BYTES;
+                const int j0 = ws_key_base<TS, BN>(nb, band.lkv);
                 ws_turn_wait<PP, NC>(c);
                 wgmma_fence();
-                wsp_issue_s<BF16, D, BN, BM, QREG, DP>(s, qa, sq, c, kb);
+                if constexpr (HS) {
+                    wsp_issue_s<BF16, D, BN, BM, QREG, DP, BN / 2>(s, qa, sq, c, kb);
+                    wgmma_commit();
+                    wsp_issue_s<BF16, D, BN, BM, QREG, DP, BN / 2>(s + NS * 2, qa, sq, c, kb + (BN / 2) * 128);
+                }
+                else {
+                    wsp_issue_s<BF16, D, BN, BM, QREG, DP>(s, qa, sq, c, kb);
+                }
                 wgmma_commit();
                 wsp_issue_pv<BF16, D, BN, DP>(acc, pa, vb_prev);
                 wgmma_commit();
                 ws_turn_pass<PP, NC>(c);
-                wgmma_wait<1>();
-                fence_regs<NS * 4>(s);
+                if constexpr (HS) {
+                    // The first half's softmax runs while the second half is computed; then the
+                    // second half's, and the first half's P follows a max that moved (rare under LZ).
+                    wgmma_wait<2>();
+                    fence_regs<NS * 2>(s);
+                    wsp_softmax<NS / 2, POLY, TREE, LZ, NOSM, TS>(s, m_i, l_i, corr, band, j0, BN / 2, i0, i_last,
+                                                                  row_in_tile, lt, sl2, nb * BN);
+                    wgmma_wait<1>();
+                    fence_regs<NS * 2>(s + NS * 2);
+                }
+                else {
+                    wgmma_wait<1>();
+                    fence_regs<NS * 4>(s);
+                }
                 if (lane == 0) {
                     mbar_arrive(k_empty + 8 * st);
                     if (!QREG && nb + 1 == nb_last) mbar_arrive(qe);
                 }
-                wsp_softmax<NS, POLY, TREE, LZ, NOSM, TS>(s, m_i, l_i, corr, band, ws_key_base<TS, BN>(nb, band.lkv), BN, i0,
-                                                          i_last, row_in_tile, lt, sl2, nb * BN);
+                if constexpr (HS) {
+                    float corr2[2];
+                    wsp_softmax<NS / 2, POLY, TREE, LZ, NOSM, TS>(s + NS * 2, m_i, l_i, corr2, band, j0 + BN / 2, BN / 2,
+                                                                  i0, i_last, row_in_tile, lt, sl2, nb * BN);
+                    wsp_rescale_half<NS / 2>(s, corr2);
+                    corr[0] *= corr2[0];
+                    corr[1] *= corr2[1];
+                }
+                else {
+                    wsp_softmax<NS, POLY, TREE, LZ, NOSM, TS>(s, m_i, l_i, corr, band, j0, BN, i0, i_last, row_in_tile,
+                                                              lt, sl2, nb * BN);
+                }
                 if constexpr (!PL) {
                     wgmma_wait<0>();
                     fence_regs<DT * 4>(acc);
