@@ -142,12 +142,16 @@
 // loaded).
 template <bool B>
 struct WspD64 : WspShape<B, 64, 128, 4, 3, 24, 160> {
-    enum : bool { DP = true, PL = true, KA = true, DYN = true, TS = true, EO = true, Q2 = true };
+    enum : bool { DP = true, PL = true, KA = true, DYN = true, TS = true, EO = true, Q2 = true, RING = true, FR = true,
+                  PF = true };
     enum : int { LZ = 8, HC = 4 };
 };
 template <bool B>
 struct WspD128 : WspShape<B, 128, 128, 3, 2, 24, 240> {
-    enum : bool { QREG = true, DP = true, PL = true, KA = true, DYN = true, TS = true, TSQ = true, EO = true };
+    enum : bool {
+        QREG = true, DP = true, PL = true, KA = true, DYN = true, TS = true, TSQ = true, EO = true, RING = true, FR = true,
+        PF = true
+    };
     enum : int { LZ = 8, HC = 4 };
 };
 // The persistent body with the cp.async producer (body 2 above; the ws study's wsp entries).
@@ -173,35 +177,29 @@ struct WspNosm : C {
     enum : int { NOSM = N };
 };
 template <class C>
-struct WspHs : C {
-    enum : bool { HS = true };
+struct WspNoPf : C {
+    enum : bool { PF = false };
 };
 template <class C>
-struct WspSmemQ2 : C {
-    enum : bool { QREG = false, Q2 = true };
-    enum : int { STAGES = 2 };
+struct WspSession12 : C {
+    enum : bool { RING = false, FR = false, PF = false };
 };
 template <class C>
-struct WspHsSmemQ2 : WspSmemQ2<C> {
-    enum : bool { HS = true };
-};
-template <class C>
-struct WspSession11 : C {
+struct WspSession11 : WspSession12<C> {
     enum : bool { EO = false, TSQ = false, Q2 = false };
 };
 RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d128, WspD128<true>)
 RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_f16_d128, WspD128<false>)
 RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d128_nosm, WspNosm<WspD128<true>, 1>)
 RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d128_s11, WspSession11<WspD128<true>>)
-RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d128_hs, WspHs<WspD128<true>>)
-RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_f16_d128_hs, WspHs<WspD128<false>>)
-RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d128_hsq, WspHsSmemQ2<WspD128<true>>)
-RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d128_q2s2, WspSmemQ2<WspD128<true>>)
+RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d128_s12, WspSession12<WspD128<true>>)
+RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d128_nopf, WspNoPf<WspD128<true>>)
 RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d64, WspD64<true>)
 RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_f16_d64, WspD64<false>)
 RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d64_nosm, WspNosm<WspD64<true>, 1>)
 RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d64_s11, WspSession11<WspD64<true>>)
-RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d64_hs, WspHs<WspD64<true>>)
+RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d64_s12, WspSession12<WspD64<true>>)
+RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d64_nopf, WspNoPf<WspD64<true>>)
 #endif
 #elif defined(RAGGED_FMHA_WS_STUDY)
 // Only what the benchmark's warp-specialization study needs (a quick compile on the device): the

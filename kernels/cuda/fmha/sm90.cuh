@@ -52,6 +52,16 @@ __device__ __forceinline__ void wgmma_mask_block(float* s, const RaggedBand& ban
     }
 }
 
+// The keys [x, y) that every query row i0 .. i_last admits: key_range's bounds are nondecreasing in
+// the row, so the last row's low bound and the first row's high bound. A key block [j0, j0 + bn)
+// inside it needs no mask.
+__device__ __forceinline__ int2 ragged_full_keys(const RaggedBand& band, int i0, int i_last) {
+    int lo, hi, unused;
+    band.key_range(i_last, &lo, &unused);
+    band.key_range(i0, &unused, &hi);
+    return make_int2(lo, hi);
+}
+
 // Mask, online-softmax update and exponentiation of one S block held in wgmma accumulator layout
 // (rows row_in_tile and row_in_tile + 8, columns nt * 8 + 2 * lt + {0, 1}). corr[] receives the
 // factor by which the running O rows must be rescaled. The running max m_i is kept on unscaled
@@ -64,20 +74,24 @@ __device__ __forceinline__ void wgmma_mask_block(float* s, const RaggedBand& ban
 // blocks and the caller may skip the O rescale; every p stays <= 2^LZ (NOTES.md, session 8, has the
 // bound) and O / l and the LSE are unchanged, since both use the same m_i. KFLOOR: keys below k_min
 // are masked too (a tail block loaded from the batch's last BN keys starts before the block's own
-// first key; sm90_wsp.cuh).
-template <int NS, int POLY = 0, bool TREE = false, int LZ = 0, bool KFLOOR = false>
+// first key; sm90_wsp.cuh). FR: whether the block needs no mask is decided from fr, the keys every
+// row of the tile admits (ragged_full_keys, once per tile), instead of from the band per block.
+template <int NS, int POLY = 0, bool TREE = false, int LZ = 0, bool KFLOOR = false, bool FR = false>
 __device__ __forceinline__ void wgmma_softmax_step(float* s, float* m_i, float* l_i, float* corr,
                                                    const RaggedBand& band, int j0, int bn, int i0, int i_last,
-                                                   int row_in_tile, int lt, float sl2, int k_min = 0) {
+                                                   int row_in_tile, int lt, float sl2, int k_min = 0,
+                                                   int2 fr = int2{}) {
     static_assert(!TREE || (NS & (NS - 1)) == 0, "tree reductions over a power of two");
     const float f = sl2 > 0.f ? sl2 : 1.f;
     if (!(sl2 > 0.f)) {
 #pragma unroll
         for (int i = 0; i < NS * 4; ++i) s[i] *= sl2;
     }
-    const bool full = j0 + bn - 1 < band.lkv &&
-                      (band.right < 0 || (i64)j0 + bn - 1 <= (i64)i0 + band.off + band.right) &&
-                      (band.left < 0 || (i64)j0 >= (i64)i_last + band.off - band.left) && (!KFLOOR || j0 >= k_min);
+    const bool full = FR ? j0 >= fr.x && j0 + bn <= fr.y && (!KFLOOR || j0 >= k_min)
+                         : j0 + bn - 1 < band.lkv &&
+                               (band.right < 0 || (i64)j0 + bn - 1 <= (i64)i0 + band.off + band.right) &&
+                               (band.left < 0 || (i64)j0 >= (i64)i_last + band.off - band.left) &&
+                               (!KFLOOR || j0 >= k_min);
     if (!full) wgmma_mask_block<NS>(s, band, j0, i0, row_in_tile, lt, KFLOOR ? k_min : 0);
 #pragma unroll
     for (int hr = 0; hr < 2; ++hr) {

@@ -66,10 +66,7 @@ __device__ __forceinline__ int ws_static_item(int r, int p, int b) { return r * 
 
 // S = Q K^T for one consumer (64 rows) from the K tile at kb: Q from shared memory (s_q, rows 64 c) or,
 // with QREG, from the registers qa. DP: the descriptors are one base each plus desc_add per k-step.
-// N < BN (HS): the product over N keys of the tile only, kb then addressing the first of them (a
-// multiple of 8 rows: the swizzle repeats every 8 rows of 128 bytes); the tile's 64-column chunks stay
-// BN rows apart.
-template <bool BF16, int D, int BN, int BM, bool QREG, bool DP, int N = BN>
+template <bool BF16, int D, int BN, int BM, bool QREG, bool DP>
 __device__ __forceinline__ void wsp_issue_s(float* s, const u32 (*qa)[4], u32 s_q, int c, u32 kb) {
     constexpr int KS = D / 16;
     const u64 dk = DP ? sw128_desc(kb, 16, 1024) : 0;
@@ -79,12 +76,12 @@ __device__ __forceinline__ void wsp_issue_s(float* s, const u32 (*qa)[4], u32 s_
         const u64 db = DP ? desc_add(dk, (ks >> 2) * (BN * 128) + (ks & 3) * 32)
                           : sw128_desc(kb + (ks >> 2) * (BN * 128) + (ks & 3) * 32, 16, 1024);
         if constexpr (QREG) {
-            wgmma_rs_k<BF16, (QREG ? N : 64)>(s, qa[ks], db, ks > 0);
+            wgmma_rs_k<BF16, (QREG ? BN : 64)>(s, qa[ks], db, ks > 0);
         }
         else {
             const u64 da = DP ? desc_add(dq, (ks >> 2) * (BM * 128) + (ks & 3) * 32)
                               : sw128_desc(s_q + (ks >> 2) * (BM * 128) + c * (64 * 128) + (ks & 3) * 32, 16, 1024);
-            wgmma_ss_any<BF16, N>(s, da, db, ks > 0);
+            wgmma_ss_any<BF16, BN>(s, da, db, ks > 0);
         }
     }
 }
@@ -108,10 +105,11 @@ __device__ __forceinline__ void wsp_issue_pv(float* acc, const u32 (*pa)[4], u32
 // (always in L2), which takes the memory system out of that bound as well.
 // TS: j0 is the first key the tile holds (ws_key_base) and keys below k_min, the block's own first
 // key, are masked.
-template <int NS, int POLY, bool TREE, int LZ, int NOSM, bool TS>
+// FR: wgmma_softmax_step's, with fr the tile's ragged_full_keys.
+template <int NS, int POLY, bool TREE, int LZ, int NOSM, bool TS, bool FR>
 __device__ __forceinline__ void wsp_softmax(float* s, float* m_i, float* l_i, float* corr, const RaggedBand& band,
                                             int j0, int bn, int i0, int i_last, int row_in_tile, int lt, float sl2,
-                                            int k_min) {
+                                            int k_min, int2 fr) {
     if constexpr (NOSM) {
         corr[0] = 1.f;
         corr[1] = 1.f;
@@ -119,8 +117,8 @@ __device__ __forceinline__ void wsp_softmax(float* s, float* m_i, float* l_i, fl
         l_i[1] = 1.f;
     }
     else {
-        wgmma_softmax_step<NS, POLY, TREE, LZ, TS>(s, m_i, l_i, corr, band, j0, bn, i0, i_last, row_in_tile, lt, sl2,
-                                                   k_min);
+        wgmma_softmax_step<NS, POLY, TREE, LZ, TS, FR>(s, m_i, l_i, corr, band, j0, bn, i0, i_last, row_in_tile, lt,
+                                                       sl2, k_min, fr);
     }
 }
 
@@ -135,20 +133,35 @@ __device__ __forceinline__ int ws_key_base(int nb, int lkv) {
     return TS && lkv >= BN && lkv - j0 < BN ? lkv - BN : j0;
 }
 
-// HS: the first half's P (NH n-tiles) was exponentiated against the max before the second half moved
-// it; corr2 per row brings it to the new max (the block sum already did: l was multiplied by corr2).
-// Only a warp with a row whose max moved does the multiplies.
-template <int NH>
-__device__ __forceinline__ void wsp_rescale_half(float* s, const float* corr2) {
-    if (__any_sync(0xffffffffu, corr2[0] != 1.f || corr2[1] != 1.f)) {
-#pragma unroll
-        for (int nt = 0; nt < NH; ++nt) {
-            s[nt * 4 + 0] *= corr2[0];
-            s[nt * 4 + 1] *= corr2[0];
-            s[nt * 4 + 2] *= corr2[1];
-            s[nt * 4 + 3] *= corr2[1];
+// A position in the K / V ring, for the n-th block filled or consumed: its stage n % STAGES and the
+// parity n / STAGES & 1 of its round (the mbarrier phase). INC: both kept and advanced with a compare
+// instead of computed from n at each use (at STAGES 3, the d128 ring, each is a wide multiply).
+template <int STAGES, bool INC>
+struct WsRing {
+    int n = 0, st = 0;
+    u32 ph = 0;
+    __device__ __forceinline__ int stage() const { return INC ? st : n % STAGES; }
+    __device__ __forceinline__ u32 phase() const { return INC ? ph : (u32)((n / STAGES) & 1); }
+    __device__ __forceinline__ int next_stage() const { return INC ? (st + 1 == STAGES ? 0 : st + 1) : (n + 1) % STAGES; }
+    __device__ __forceinline__ u32 next_phase() const {
+        return INC ? (st + 1 == STAGES ? ph ^ 1u : ph) : (u32)(((n + 1) / STAGES) & 1);
+    }
+    __device__ __forceinline__ int prev_stage() const { return INC ? (st == 0 ? STAGES - 1 : st - 1) : (n - 1) % STAGES; }
+    __device__ __forceinline__ void advance() {
+        ++n;
+        if (INC && ++st == STAGES) {
+            st = 0;
+            ph ^= 1u;
         }
     }
+};
+
+// Whether the producer's ws_fill copied the K / V tile of key block nb with cp.async (a tail of fewer
+// than BN rows: generic-proxy writes, which the consumer's wgmma may read only after a proxy fence)
+// rather than by TMA; the Q tile likewise when it holds fewer than BM rows.
+template <bool TS, int BN>
+__device__ __forceinline__ bool ws_cp_async_tile(int nb, int lkv) {
+    return lkv - ws_key_base<TS, BN>(nb, lkv) < BN;
 }
 
 // O *= corr per row (LZ: only if some row of the warp moved its max), then P from the scores.
@@ -235,13 +248,16 @@ __device__ __forceinline__ void wsp_store_o(const float* acc, const float* m_i, 
 // across the item loop and serializes every wgmma of the body (C7514). Q2: two Q buffers, items
 // alternating, each with its own full / empty barrier pair, so that without QREG (Q read from shared
 // memory by every S, released only after an item's last S) the next item's Q can be filled while
-// this item still computes.
+// this item still computes. RING: WsRing's INC, for producer and consumers. FR: wgmma_softmax_step's,
+// the tile's unmasked keys computed once per item. PF: the consumers' proxy fence (a full memory
+// barrier of the thread in SASS, three per item) only where a tile came by cp.async
+// (ws_cp_async_tile), not after every item's first K, last K and last V.
 template <bool BF16_, int D_, int BN_, int STAGES_, int NC_, int PREG_, int CREG_>
 struct WspShape {
     enum : bool { BF16 = BF16_ };
     enum : int { D = D_, BN = BN_, STAGES = STAGES_, NC = NC_, PREG = PREG_, CREG = CREG_ };
     enum : bool { TMA = true, QREG = false, TREE = false, DP = false, PP = true, PL = false, KA = false };
-    enum : bool { DYN = false, TS = false, TSQ = false, EO = false, Q2 = false, HS = false };
+    enum : bool { DYN = false, TS = false, TSQ = false, EO = false, Q2 = false, RING = false, FR = false, PF = false };
     enum : int { POLY = 0, LZ = 0, HC = 0, NOSM = 0 };
 };
 
@@ -250,7 +266,8 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
                                                   const RaggedTmaMap* tm_k = nullptr,
                                                   const RaggedTmaMap* tm_v = nullptr) {
     constexpr bool BF16 = C::BF16, TMA = C::TMA, QREG = C::QREG, TREE = C::TREE, DP = C::DP, PP = C::PP, PL = C::PL,
-                   KA = C::KA, DYN = C::DYN, TS = C::TS, TSQ = C::TSQ, EO = C::EO, Q2 = C::Q2, HS = C::HS;
+                   KA = C::KA, DYN = C::DYN, TS = C::TS, TSQ = C::TSQ, EO = C::EO, Q2 = C::Q2, RING = C::RING,
+                   FR = C::FR, PF = C::PF;
     constexpr int D = C::D, BN = C::BN, STAGES = C::STAGES, NC = C::NC, PREG = C::PREG, CREG = C::CREG,
                   POLY = C::POLY, LZ = C::LZ, HC = C::HC, NOSM = C::NOSM;
     constexpr int BM = 64 * NC;
@@ -263,7 +280,7 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
     static_assert((D == 64 || D == 128) && (BN == 64 || BN == 128 || (TMA && (BN == 176 || BN == 192))) && STAGES >= 2,
                   "ws tile shapes");
     static_assert(!DYN || TMA, "the work counter is drawn by the one-warp TMA producer");
-    static_assert(!HS || (BN == 128 && PL), "S in halves: two n64 products, the tail at the top of the block");
+    static_assert(!PF || NOSM != 2, "PF follows the producer's fills, which NOSM 2 moves to the first key block");
 
     extern __shared__ __align__(128) unsigned char smem_raw[];
     const u32 s_q = (smem_addr(smem_raw) + 1023u) & ~1023u;
@@ -334,7 +351,7 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
         setmaxnreg_dec<PREG>();
         const int t = tid;
         if (TMA && t >= 32) return;
-        int kv = 0;  // K/V blocks loaded so far (ring position)
+        WsRing<STAGES, RING> kr, vr;  // K and V blocks filled so far (KA: V one behind K)
         int qi = 0;  // items with key blocks so far (fills of the Q buffer)
 #pragma unroll 1
         for (int r = 0;; ++r) {
@@ -372,12 +389,12 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
                 ws_load_tile<D, BM>(qb, qp, q_seq, q_rows, q, t);
                 cp_async_mbar_arrive(qf);
             }
-            // V of key block nbv into ring position pos (KA: one block behind K, so that the next K
-            // does not wait behind the release of the V before it).
-            auto fill_v = [&](int nbv, int pos) {
-                const int st = pos % STAGES;
+            // V of key block nbv into the V ring's next position (KA: one block behind K, so that the
+            // next K does not wait behind the release of the V before it).
+            auto fill_v = [&](int nbv) {
+                const int st = vr.stage();
                 const int j0 = NOSM == 2 ? 0 : ws_key_base<TS, BN>(nbv, it.bt.lkv);
-                mbar_wait(v_empty + 8 * st, (u32)((pos / STAGES) & 1) ^ 1u);
+                mbar_wait(v_empty + 8 * st, vr.phase() ^ 1u);
                 if (TMA) {
                     ws_fill<D, BN>(v_full + 8 * st, s_v + st * KV_BYTES, tm_v, g, (int)(it.bt.kv_tok + j0),
                                    it.bt.lkv - j0, vp + (i64)j0 * v_seq, v_seq, v, t);
@@ -386,11 +403,12 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
                     ws_load_tile<D, BN>(s_v + st * KV_BYTES, vp + (i64)j0 * v_seq, v_seq, it.bt.lkv - j0, v, t);
                     cp_async_mbar_arrive(v_full + 8 * st);
                 }
+                vr.advance();
             };
 #pragma unroll 1
-            for (int nb = it.nb_first; nb < it.nb_last; ++nb, ++kv) {
-                const int st = kv % STAGES;
-                const u32 ph = (u32)((kv / STAGES) & 1);
+            for (int nb = it.nb_first; nb < it.nb_last; ++nb, kr.advance()) {
+                const int st = kr.stage();
+                const u32 ph = kr.phase();
                 const int j0 = NOSM == 2 ? 0 : ws_key_base<TS, BN>(nb, it.bt.lkv);
                 const int row = (int)(it.bt.kv_tok + j0);
                 mbar_wait(k_empty + 8 * st, ph ^ 1u);
@@ -403,13 +421,13 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
                     cp_async_mbar_arrive(k_full + 8 * st);
                 }
                 if constexpr (KA) {
-                    if (nb > it.nb_first) fill_v(nb - 1, kv - 1);
+                    if (nb > it.nb_first) fill_v(nb - 1);
                 }
                 else {
-                    fill_v(nb, kv);
+                    fill_v(nb);
                 }
             }
-            if constexpr (KA) fill_v(it.nb_last - 1, kv - 1);
+            if constexpr (KA) fill_v(it.nb_last - 1);
         }
         asm volatile("cp.async.wait_all;\n" ::: "memory");
         return;
@@ -422,7 +440,7 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
     const int row_in_tile = c * 64 + ((tid >> 5) & 3) * 16 + (lane >> 2);  // and + 8
     const int lt = lane & 3;
     const float sl2 = scale * 1.4426950408889634f;
-    int kv = 0;
+    WsRing<STAGES, RING> kv;  // K / V blocks consumed so far
     int qi = 0;
     float acc[DT * 4];
     float m_i[2];
@@ -477,6 +495,7 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
 
         if (it.nb_first < it.nb_last) {
             const int i_last = it.i0 + it.rows - 1;
+            const int2 fr = FR ? ragged_full_keys(band, i0, i_last) : int2{};
             float s[NS * 4];
             u32 pa[BN / 16][4];
             float corr[2];
@@ -493,21 +512,13 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
             }
 
             {
-                const int st = kv % STAGES;
-                mbar_wait(k_full + 8 * st, (u32)((kv / STAGES) & 1));
-                fence_proxy_async();
+                const int st = kv.stage();
+                mbar_wait(k_full + 8 * st, kv.phase());
+                if (!PF || !TMA || it.i0 - it.q0 + it.rows < BM || ws_cp_async_tile<TS, BN>(nb_first, band.lkv))
+                    fence_proxy_async();
                 ws_turn_wait<PP, NC>(c);
                 wgmma_fence();
-                if constexpr (HS) {
-                    // The same two n64 products as in the key loop (one n128 here and two n64 there
-                    // made ptxas serialize the wgmmas: C7511).
-                    wsp_issue_s<BF16, D, BN, BM, QREG, DP, BN / 2>(s, qa, sq, c, s_k + st * KV_BYTES);
-                    wsp_issue_s<BF16, D, BN, BM, QREG, DP, BN / 2>(s + NS * 2, qa, sq, c,
-                                                                   s_k + st * KV_BYTES + (BN / 2) * 128);
-                }
-                else {
-                    wsp_issue_s<BF16, D, BN, BM, QREG, DP>(s, qa, sq, c, s_k + st * KV_BYTES);
-                }
+                wsp_issue_s<BF16, D, BN, BM, QREG, DP>(s, qa, sq, c, s_k + st * KV_BYTES);
                 wgmma_commit();
                 ws_turn_pass<PP, NC>(c);
                 if constexpr (EO) {
@@ -517,14 +528,17 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
                     if (pending) flush();
                     reset();
                 }
-                wgmma_wait<0>();
+                else {
+                    wgmma_wait<0>();
+                }
                 fence_regs<NS * 4>(s);
                 if (lane == 0) {
                     mbar_arrive(k_empty + 8 * st);
                     if (!QREG && nb_first + 1 == nb_last) mbar_arrive(qe);
                 }
-                wsp_softmax<NS, POLY, TREE, LZ, NOSM, TS>(s, m_i, l_i, corr, band, ws_key_base<TS, BN>(nb_first, band.lkv),
-                                                          BN, i0, i_last, row_in_tile, lt, sl2, nb_first * BN);
+                wsp_softmax<NS, POLY, TREE, LZ, NOSM, TS, FR>(s, m_i, l_i, corr, band,
+                                                              ws_key_base<TS, BN>(nb_first, band.lkv), BN, i0, i_last,
+                                                              row_in_tile, lt, sl2, nb_first * BN, fr);
                 if constexpr (!PL) wgmma_pack_p<BF16, BN>(s, pa);
             }
             // PL: the previous block's tail runs at the top of the next block, after its mbarrier waits
@@ -533,12 +547,12 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
             // until session 8: NOTES.md), which serialises softmax and P V.
             // The tail: P V (n - 2) done (none in flight for the first block), its V released, O
             // rescaled by corr (n - 1) (acc is 0 after the first block), P (n - 1) packed.
-            const int nb_first_kv = kv;
+            const int nb_first_kv = kv.n;
             auto wsp_pending_tail = [&]() {
                 wgmma_wait<0>();
                 fence_regs<DT * 4>(acc);
                 fence_regs_u32<BN / 4>(&pa[0][0]);
-                if (kv > nb_first_kv && lane == 0) mbar_arrive(v_empty + 8 * ((kv - 1) % STAGES));
+                if (kv.n > nb_first_kv && lane == 0) mbar_arrive(v_empty + 8 * kv.prev_stage());
                 wsp_rescale_pack<BF16, D, BN, LZ>(acc, corr, s, pa);
                 // The next wgmma reads both: keep the compiler from sinking these writes past its fence.
                 fence_regs<DT * 4>(acc);
@@ -547,60 +561,31 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
 
 #pragma unroll 1
             for (int nb = nb_first + 1; nb < nb_last; ++nb) {
-                const int st = (kv + 1) % STAGES;
-                const int sp = kv % STAGES;
-                mbar_wait(k_full + 8 * st, (u32)(((kv + 1) / STAGES) & 1));
-                mbar_wait(v_full + 8 * sp, (u32)((kv / STAGES) & 1));
-                // With TMA only a tail block (cp.async, generic proxy) needs the fence: the last K.
-                if (!TMA || nb + 1 == nb_last) fence_proxy_async();
+                const int st = kv.next_stage();
+                const int sp = kv.stage();
+                mbar_wait(k_full + 8 * st, kv.next_phase());
+                mbar_wait(v_full + 8 * sp, kv.phase());
+                // With TMA only a tail block (cp.async, generic proxy) needs the fence: the last K (PF:
+                // only if it did come by cp.async).
+                if (!TMA || (nb + 1 == nb_last && (!PF || ws_cp_async_tile<TS, BN>(nb, band.lkv)))) fence_proxy_async();
                 if constexpr (PL) wsp_pending_tail();
                 const u32 kb = s_k + st * KV_BYTES;
                 const u32 vb_prev = s_v + sp * KV_BYTES;
-                const int j0 = ws_key_base<TS, BN>(nb, band.lkv);
                 ws_turn_wait<PP, NC>(c);
                 wgmma_fence();
-                if constexpr (HS) {
-                    wsp_issue_s<BF16, D, BN, BM, QREG, DP, BN / 2>(s, qa, sq, c, kb);
-                    wgmma_commit();
-                    wsp_issue_s<BF16, D, BN, BM, QREG, DP, BN / 2>(s + NS * 2, qa, sq, c, kb + (BN / 2) * 128);
-                }
-                else {
-                    wsp_issue_s<BF16, D, BN, BM, QREG, DP>(s, qa, sq, c, kb);
-                }
+                wsp_issue_s<BF16, D, BN, BM, QREG, DP>(s, qa, sq, c, kb);
                 wgmma_commit();
                 wsp_issue_pv<BF16, D, BN, DP>(acc, pa, vb_prev);
                 wgmma_commit();
                 ws_turn_pass<PP, NC>(c);
-                if constexpr (HS) {
-                    // The first half's softmax runs while the second half is computed; then the
-                    // second half's, and the first half's P follows a max that moved (rare under LZ).
-                    wgmma_wait<2>();
-                    fence_regs<NS * 2>(s);
-                    wsp_softmax<NS / 2, POLY, TREE, LZ, NOSM, TS>(s, m_i, l_i, corr, band, j0, BN / 2, i0, i_last,
-                                                                  row_in_tile, lt, sl2, nb * BN);
-                    wgmma_wait<1>();
-                    fence_regs<NS * 2>(s + NS * 2);
-                }
-                else {
-                    wgmma_wait<1>();
-                    fence_regs<NS * 4>(s);
-                }
+                wgmma_wait<1>();
+                fence_regs<NS * 4>(s);
                 if (lane == 0) {
                     mbar_arrive(k_empty + 8 * st);
                     if (!QREG && nb + 1 == nb_last) mbar_arrive(qe);
                 }
-                if constexpr (HS) {
-                    float corr2[2];
-                    wsp_softmax<NS / 2, POLY, TREE, LZ, NOSM, TS>(s + NS * 2, m_i, l_i, corr2, band, j0 + BN / 2, BN / 2,
-                                                                  i0, i_last, row_in_tile, lt, sl2, nb * BN);
-                    wsp_rescale_half<NS / 2>(s, corr2);
-                    corr[0] *= corr2[0];
-                    corr[1] *= corr2[1];
-                }
-                else {
-                    wsp_softmax<NS, POLY, TREE, LZ, NOSM, TS>(s, m_i, l_i, corr, band, j0, BN, i0, i_last, row_in_tile,
-                                                              lt, sl2, nb * BN);
-                }
+                wsp_softmax<NS, POLY, TREE, LZ, NOSM, TS, FR>(s, m_i, l_i, corr, band, ws_key_base<TS, BN>(nb, band.lkv), BN,
+                                                              i0, i_last, row_in_tile, lt, sl2, nb * BN, fr);
                 if constexpr (!PL) {
                     wgmma_wait<0>();
                     fence_regs<DT * 4>(acc);
@@ -608,15 +593,15 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
                     if (lane == 0) mbar_arrive(v_empty + 8 * sp);
                     wsp_rescale_pack<BF16, D, BN, LZ>(acc, corr, s, pa);
                 }
-                ++kv;
+                kv.advance();
             }
 
             // Last P V; its V stage is released for the producer's next item (EO: once it is done,
             // in flush).
             {
-                const int sp = kv % STAGES;
-                mbar_wait(v_full + 8 * sp, (u32)((kv / STAGES) & 1));
-                fence_proxy_async();
+                const int sp = kv.stage();
+                mbar_wait(v_full + 8 * sp, kv.phase());
+                if (!PF || !TMA || ws_cp_async_tile<TS, BN>(nb_last - 1, band.lkv)) fence_proxy_async();
                 if constexpr (PL) wsp_pending_tail();
                 ws_turn_wait<PP, NC>(c);
                 wgmma_fence();
@@ -634,7 +619,7 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
                     fence_regs_u32<BN / 4>(&pa[0][0]);
                     if (lane == 0) mbar_arrive(v_empty + 8 * sp);
                 }
-                ++kv;
+                kv.advance();
             }
             if (EO) continue;
         }
