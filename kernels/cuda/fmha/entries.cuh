@@ -142,15 +142,13 @@
 // loaded).
 template <bool B>
 struct WspD64 : WspShape<B, 64, 128, 4, 3, 24, 160> {
-    enum : bool { DP = true, PL = true, KA = true, DYN = true, TS = true, EO = true, Q2 = true, RING = true, FR = true,
-                  PF = true };
+    enum : bool { DP = true, PL = true, KA = true, DYN = true, TS = true, EO = true, Q2 = true, RING = true, FR = true };
     enum : int { LZ = 8, HC = 4 };
 };
 template <bool B>
 struct WspD128 : WspShape<B, 128, 128, 3, 2, 24, 240> {
     enum : bool {
-        QREG = true, DP = true, PL = true, KA = true, DYN = true, TS = true, TSQ = true, EO = true, RING = true, FR = true,
-        PF = true
+        QREG = true, DP = true, PL = true, KA = true, DYN = true, TS = true, TSQ = true, EO = true, RING = true, FR = true
     };
     enum : int { LZ = 8, HC = 4 };
 };
@@ -177,8 +175,8 @@ struct WspNosm : C {
     enum : int { NOSM = N };
 };
 template <class C>
-struct WspNoPf : C {
-    enum : bool { PF = false };
+struct WspPf : C {
+    enum : bool { PF = true };
 };
 template <class C>
 struct WspSession12 : C {
@@ -193,13 +191,13 @@ RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_f16_d128, WspD128<false>)
 RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d128_nosm, WspNosm<WspD128<true>, 1>)
 RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d128_s11, WspSession11<WspD128<true>>)
 RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d128_s12, WspSession12<WspD128<true>>)
-RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d128_nopf, WspNoPf<WspD128<true>>)
+RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d128_pf, WspPf<WspD128<true>>)
 RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d64, WspD64<true>)
 RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_f16_d64, WspD64<false>)
 RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d64_nosm, WspNosm<WspD64<true>, 1>)
 RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d64_s11, WspSession11<WspD64<true>>)
 RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d64_s12, WspSession12<WspD64<true>>)
-RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d64_nopf, WspNoPf<WspD64<true>>)
+RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d64_pf, WspPf<WspD64<true>>)
 #endif
 #elif defined(RAGGED_FMHA_WS_STUDY)
 // Only what the benchmark's warp-specialization study needs (a quick compile on the device): the
