@@ -137,9 +137,10 @@
 // item's last S and the next item's Q was not there yet when its first S would be issued, so d64
 // takes EO with a second Q buffer (Q2): +0.8 / +1.0 and +0.3 / +0.2 % over session 11's form; and
 // TSQ at d128 with EO, +2.6 / +0.1 %: the next item's Q is waited for at once, so how fast a partial
-// last Q tile arrives now shows). d64: 3 consumer warpgroups (BM 192), a 4-stage ring; d128: 2 (BM
-// 128), 3 stages, Q held in registers (S from the register-A wgmma, Q released to the producer once
-// loaded).
+// last Q tile arrives now shows; 13 for RING and FR, fewer key-loop instructions, within +-1 % of
+// session 12's form in two runs, PF not taken). d64: 3 consumer warpgroups (BM 192), a 4-stage
+// ring; d128: 2 (BM 128), 3 stages, Q held in registers (S from the register-A wgmma, Q released to
+// the producer once loaded).
 template <bool B>
 struct WspD64 : WspShape<B, 64, 128, 4, 3, 24, 160> {
     enum : bool { DP = true, PL = true, KA = true, DYN = true, TS = true, EO = true, Q2 = true, RING = true, FR = true };
