@@ -61,6 +61,10 @@ __device__ __forceinline__ WsItem ws_item(int w, const RaggedBatch* __restrict__
     return it;
 }
 
+// The rows of the item's Q tile that lie inside the batch (BM under TSQ's shift, else the item's own):
+// what the producer fills, the rest zero, and so whether the tile came by TMA (ws_fill).
+__device__ __forceinline__ int ws_q_rows(const WsItem& it) { return it.i0 - it.q0 + it.rows; }
+
 // Item of round r for block b of P (the snake order above).
 __device__ __forceinline__ int ws_static_item(int r, int p, int b) { return r * p + ((r & 1) ? p - 1 - b : b); }
 
@@ -379,7 +383,7 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
             ++qi;
             const int g = it.h / (h_q / h_kv);
             const u16* qp = q + (it.bt.q_tok + it.q0) * q_seq + (i64)it.h * q_head;
-            const int q_rows = it.i0 - it.q0 + it.rows;  // valid rows of the Q tile (BM under TSQ's shift)
+            const int q_rows = ws_q_rows(it);
             const u16* kp = k + it.bt.kv_tok * k_seq + (i64)g * k_head;
             const u16* vp = v + it.bt.kv_tok * v_seq + (i64)g * v_head;
             if (TMA) {
@@ -514,7 +518,7 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
             {
                 const int st = kv.stage();
                 mbar_wait(k_full + 8 * st, kv.phase());
-                if (!PF || !TMA || it.i0 - it.q0 + it.rows < BM || ws_cp_async_tile<TS, BN>(nb_first, band.lkv))
+                if (!PF || !TMA || ws_q_rows(it) < BM || ws_cp_async_tile<TS, BN>(nb_first, band.lkv))
                     fence_proxy_async();
                 ws_turn_wait<PP, NC>(c);
                 wgmma_fence();
