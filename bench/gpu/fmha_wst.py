@@ -12,7 +12,8 @@ cupy, so a second process on the same machine starts in seconds.
       # fp16 study entry
 
 --time measures every engine of one head dim interleaved: each of the `reps` rounds takes one event
-pair of 10 back-to-back calls per engine in turn, so clock and temperature drift hit every engine
+pair of 10 back-to-back calls per engine in turn, the order rotated by one each round
+(event_timing.py), so clock and temperature drift and the position within a round hit every engine
 alike; the median and the spread (max - min) per engine are reported with FA2 varlen on the same
 buffers as an anchor. The correctness suite (fmha_dev.correctness: every mask band, GQA / MQA,
 seq_len padding, zero-length batches, LSE, negative and zero scales) runs after the timing so a
@@ -32,7 +33,7 @@ import cupy as cp
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import fmha_dev  # noqa: E402
 from fmha_dev import Engine, compile_module, correctness, ragged_mix, run_case  # noqa: E402
-from event_timing import interleaved_ms  # noqa: E402
+from event_timing import interleaved_detail  # noqa: E402
 
 # First of each head dim: the plugin's configuration (WspD128 / WspD64 in fmha/entries.cuh, the
 # baseline every ratio is taken against), then the variants of it that the study set compiles.
@@ -135,7 +136,9 @@ def time_problem(torch, engines, d, lens, causal, h=16, reps=15):
         return torch.ops.aten._flash_attention_forward(q, k, v, cu, cu, max(lens), max(lens), 0.0, causal, False,
                                                        scale=scale)
     ref = fa2()[0]
-    res = interleaved_ms(torch, fns + [fa2], reps=reps)
+    res, by_pos = interleaved_detail(torch, fns + [fa2], reps=reps)
+    print(f"  d{d} causal={int(causal)} position cost (median time at position / overall, rotated order): "
+          + " ".join(f"{x:.3f}" for x in by_pos), flush=True)
     base = flops / res[0][0] / 1e9
     for i, name in enumerate([e.name for e in engines] + ["FA2 varlen"]):
         ms, spread = res[i]

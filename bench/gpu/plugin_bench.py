@@ -17,8 +17,9 @@ wrote. The peers run on the same packed buffers in the same process:
 
 Method as bench/gpu/fmha_dev.py: FLOPs = 2 * (D_qk + D_v) * H * sum of admitted (i, j) pairs; time =
 median over 15 CUDA-event pairs, each around 10 back-to-back calls, after 3 warm-up calls, taken
-interleaved: each of the 15 rounds times one pair of every engine in turn, so the clock drift of the
-power-capped GPU falls on all of them alike; the table prints the median and the spread (max - min
+interleaved: each of the 15 rounds times one pair of every engine in turn, the order rotated by one
+each round (event_timing.py), so the clock drift of the power-capped GPU and the position within a
+round fall on all of them alike; the table prints the median and the spread (max - min
 of the 15) of ours. No engine writes
 LSE except FA2, whose op always does (H * T floats, about 1 MB: negligible next to O).
 
@@ -39,7 +40,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from event_timing import interleaved_ms  # noqa: E402
+from event_timing import interleaved_detail  # noqa: E402
 from plugin_bench_abi import (  # noqa: E402  (the C ABI binding both benchmarks share)
     CUDA_ENGINE,
     Execution,
@@ -425,7 +426,9 @@ def benchmark(torch, plugin, graphs, problems, only_ours=False, calls_only=0):
                     torch.cuda.synchronize()
                     print(f"  {label}: {calls_only} calls; {note}", flush=True)
             elif timed:
-                results = interleaved_ms(torch, [fn for _, _, fn, _ in timed], warm=3)
+                results, by_pos = interleaved_detail(torch, [fn for _, _, fn, _ in timed], warm=3)
+                print("  position cost (median time at position / overall, rotated order): "
+                      + " ".join(f"{x:.3f}" for x in by_pos), flush=True)
                 for (key, label, _, note), (ms, spread) in zip(timed, results):
                     row[key] = tflops(ms)
                     if key == "ours":
