@@ -59,3 +59,74 @@ def interleaved_ms(torch, fns, warm=2, reps=15, inner=10):
     so that clock and thermal drift during a run, and the position within a round, fall on every
     engine alike."""
     return interleaved_detail(torch, fns, warm, reps, inner)[0]
+
+
+def power_profile(torch, fn, seconds=1.5, interval_ms=50):
+    """SM clock (MHz) and board power (W) while `fn` runs back to back for `seconds`, sampled by
+    nvidia-smi, and the energy per call (mJ) from them. At d128 the board sits at its power cap
+    (NOTES.md, session 9), so an engine's clock follows its energy per FLOP: these figures say
+    whether one engine loses to another on energy or on the clock cycles it needs.
+    Returns a dict (clock_mhz, power_w, ms_per_call, mj_per_call, samples), or None without
+    nvidia-smi."""
+    import subprocess
+    import time
+    from datetime import datetime
+
+    fields = ["power.draw.instant", "power.draw"]
+    for power_field in fields:
+        try:
+            proc = subprocess.Popen(
+                ["nvidia-smi", f"--query-gpu=timestamp,clocks.sm,{power_field}", "--format=csv,noheader,nounits",
+                 "-lms", str(interval_ms)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        except OSError:
+            return None
+        time.sleep(0.6)  # nvidia-smi's start-up, before the first sample
+        if proc.poll() is None:
+            break
+        proc.communicate()
+    else:
+        return None
+    fn()
+    torch.cuda.synchronize()
+    t_start = time.time()
+    a = torch.cuda.Event(enable_timing=True)
+    b = torch.cuda.Event(enable_timing=True)
+    calls = 0
+    prev = None
+    a.record()
+    while time.time() - t_start < seconds:
+        for _ in range(10):
+            fn()
+        calls += 10
+        mark = torch.cuda.Event()
+        mark.record()
+        # At most 20 calls in flight (the queue never drains, and the loop's end is the work's end).
+        if prev is not None:
+            while not prev.query():
+                time.sleep(0.0002)
+        prev = mark
+    b.record()
+    b.synchronize()
+    t_end = time.time()
+    proc.terminate()
+    out = proc.communicate()[0]
+    clocks, powers = [], []
+    for line in out.splitlines():
+        parts = [x.strip() for x in line.split(",")]
+        if len(parts) != 3:
+            continue
+        try:
+            ts = datetime.strptime(parts[0], "%Y/%m/%d %H:%M:%S.%f").timestamp()
+            clock, power = float(parts[1]), float(parts[2])
+        except ValueError:
+            continue
+        # The middle of the load: the first 0.3 s ramps, the last sample may be after the end.
+        if t_start + 0.3 <= ts <= t_end - 0.05:
+            clocks.append(clock)
+            powers.append(power)
+    if not clocks:
+        return None
+    ms = a.elapsed_time(b) / calls
+    power = statistics.median(powers)
+    return dict(clock_mhz=statistics.median(clocks), power_w=power, ms_per_call=ms, mj_per_call=power * ms,
+                samples=len(clocks))

@@ -33,7 +33,7 @@ import cupy as cp
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import fmha_dev  # noqa: E402
 from fmha_dev import Engine, compile_module, correctness, ragged_mix, run_case  # noqa: E402
-from event_timing import interleaved_detail  # noqa: E402
+from event_timing import interleaved_detail, power_profile  # noqa: E402
 
 # First of each head dim: the plugin's configuration (WspD128 / WspD64 in fmha/entries.cuh, the
 # baseline every ratio is taken against), then the variants of it that the study set compiles.
@@ -110,7 +110,7 @@ def smoke(args):
     return 1 if bad else 0
 
 
-def time_problem(torch, engines, d, lens, causal, h=16, reps=15):
+def time_problem(torch, engines, d, lens, causal, h=16, reps=15, power_s=0.0):
     B, T = len(lens), sum(lens)
     tok = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
     q, k, v = ((torch.rand((T, h, d), device="cuda") * 2 - 1).to(torch.bfloat16) for _ in range(3))
@@ -146,6 +146,12 @@ def time_problem(torch, engines, d, lens, causal, h=16, reps=15):
         diff = (outs[i].float() - ref.float()).abs().max().item() if i < len(engines) else 0.0
         print(f"  d{d} causal={int(causal)} {name.replace(PREFIX, ''):<44} {ms:.3f} ms {tf:6.1f} TFLOP/s "
               f"x{tf / base:5.3f} spread {spread:.3f} ms  max|O-FA2| {diff:.1e}", flush=True)
+    for name, fn in zip([e.name for e in engines] + ["FA2 varlen"], fns + [fa2]) if power_s > 0 else ():
+        pw = power_profile(torch, fn, seconds=power_s)
+        if pw is not None:
+            print(f"  d{d} causal={int(causal)} {name.replace(PREFIX, ''):<44} power {pw['power_w']:.0f} W "
+                  f"clock {pw['clock_mhz']:.0f} MHz {pw['mj_per_call']:.1f} mJ/call "
+                  f"{flops / pw['ms_per_call'] / 1e9:6.1f} TFLOP/s alone", flush=True)
     del q, k, v, o
 
 
@@ -163,7 +169,7 @@ def time_all(args):
         if not engs:
             continue
         for causal in (False, True):
-            time_problem(torch, engs, d, lens, causal, reps=args.reps)
+            time_problem(torch, engs, d, lens, causal, reps=args.reps, power_s=args.power)
     print(f"timing done at {time.time() - t0:.0f} s", flush=True)
     if args.check == "none":
         return 0
@@ -201,6 +207,8 @@ def main():
     ap.add_argument("--skip", nargs="*")
     ap.add_argument("--check", choices=("full", "short", "none"), default="full")
     ap.add_argument("--reps", type=int, default=15)
+    ap.add_argument("--power", type=float, default=0.0, metavar="SECONDS",
+                    help="after the timing, run each engine alone this long while nvidia-smi samples clock and power")
     ap.add_argument("--ab", metavar="DEFINE", help="also time each entry compiled with -DDEFINE, interleaved")
     ap.add_argument("--seed", type=int, default=int(time.time()))
     args = ap.parse_args()

@@ -40,7 +40,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from event_timing import interleaved_detail  # noqa: E402
+from event_timing import interleaved_detail, power_profile  # noqa: E402
 from plugin_bench_abi import (  # noqa: E402  (the C ABI binding both benchmarks share)
     CUDA_ENGINE,
     Execution,
@@ -240,7 +240,7 @@ def flashinfer_warmup(torch, flashinfer, problems):
     return out
 
 
-def benchmark(torch, plugin, graphs, problems, only_ours=False, calls_only=0):
+def benchmark(torch, plugin, graphs, problems, only_ours=False, calls_only=0, power_s=0.0):
     import torch.nn.functional as F
 
     try:
@@ -429,6 +429,14 @@ def benchmark(torch, plugin, graphs, problems, only_ours=False, calls_only=0):
                 results, by_pos = interleaved_detail(torch, [fn for _, _, fn, _ in timed], warm=3)
                 print("  position cost (median time at position / overall, rotated order): "
                       + " ".join(f"{x:.3f}" for x in by_pos), flush=True)
+                for key, label, fn, _ in timed if power_s > 0 else ():
+                    pw = power_profile(torch, fn, seconds=power_s)
+                    if pw is None:
+                        print(f"  {label}: power not sampled (no nvidia-smi output)", flush=True)
+                        continue
+                    print(f"  {label}: power {pw['power_w']:.0f} W, SM clock {pw['clock_mhz']:.0f} MHz, "
+                          f"{pw['ms_per_call']:.3f} ms / call, {pw['mj_per_call']:.1f} mJ / call, "
+                          f"{flops / pw['ms_per_call'] / 1e9:.1f} TFLOP/s ({pw['samples']} samples)", flush=True)
                 for (key, label, _, note), (ms, spread) in zip(timed, results):
                     row[key] = tflops(ms)
                     if key == "ours":
@@ -490,6 +498,9 @@ def main():
     ap.add_argument("--problems", nargs="+", metavar="NAME", help="only these problems (problems.json names)")
     ap.add_argument("--calls-only", type=int, default=0, metavar="N",
                     help="no timing: call each engine N times (for ncu: bench/gpu/run_peer_ncu.sh)")
+    ap.add_argument("--power", type=float, default=0.0, metavar="SECONDS",
+                    help="after the timing, run each engine alone this long while nvidia-smi samples "
+                         "the SM clock and board power (energy per call)")
     args = ap.parse_args()
 
     plugin = Plugin(args.plugin)
@@ -504,7 +515,7 @@ def main():
           plugin.string(plugin.GetApiVersion), flush=True)
     problems = [m for m in load_problems(args.graphs) if not args.problems or m["name"] in args.problems]
     rows = benchmark(torch, plugin, args.graphs, problems, only_ours=args.only_ours,
-                     calls_only=args.calls_only)
+                     calls_only=args.calls_only, power_s=args.power)
     if args.calls_only:
         return 0
     print_table(rows)
