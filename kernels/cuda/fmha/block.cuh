@@ -28,6 +28,7 @@
 #define RAGGED_FMHA_BLOCK_PROLOGUE(BM, BN)                                                       \
     const int rank = blockIdx.x / h_q;                                                           \
     const int h = blockIdx.x - rank * h_q;                                                       \
+    ragged_grid_dependency_wait();                                                               \
     if (rank >= *tile_count) return;                                                             \
     const RaggedTile tile = tiles[rank];                                                         \
     const RaggedBatch bt = batches[tile.batch];                                                  \

@@ -108,3 +108,22 @@ __device__ __forceinline__ void key_block_range(const RaggedBand& band, int i0, 
     *first = (int)(j_begin / block_n);
     *last = (int)((j_end + block_n - 1) / block_n);
 }
+
+// Programmatic dependent launch (sm_90 and later). The host launches the forward with programmatic
+// stream serialization when its module publishes ragged_fmha_grid_dependency = 1 (fmha/entries.cuh),
+// so the forward's blocks are scheduled and set up while the pre-pass still runs, instead of after
+// the launch gap that follows its completion; every forward body therefore waits here before its
+// first read of the pre-pass's workspace, until the pre-pass grid has completed and its writes are
+// visible. Launched without the attribute, the wait returns at once. The pre-pass signals at its
+// start that its dependents may launch: that only lets them be scheduled, the wait still covers all
+// of its writes.
+__device__ __forceinline__ void ragged_grid_dependency_wait() {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void ragged_grid_launch_dependents() {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}

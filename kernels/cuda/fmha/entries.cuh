@@ -6,6 +6,17 @@
 // (block_m, block_n), the grid (B * ceil(S_q_max / BM) * H_q), the block and the shared memory.
 // ---------------------------------------------------------------------------------------------
 
+// 1 when every forward entry point of this module waits for its pre-pass grid before reading the
+// workspace (ragged_grid_dependency_wait, sm_90 and later): the host may then launch the forward
+// with programmatic stream serialization. Read once per module, at load.
+extern "C" __constant__ int ragged_fmha_grid_dependency[1] = {
+#if __CUDA_ARCH__ >= 900
+    1
+#else
+    0
+#endif
+};
+
 // Shared memory of a block: Q (BM rows), two K and two V buffers (BN rows each), at the padded
 // row widths of ragged_row_width.
 #define RAGGED_FMHA_SMEM(DQK, DV, BM, BN) \

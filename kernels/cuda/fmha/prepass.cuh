@@ -124,6 +124,7 @@ __device__ __forceinline__ void ragged_prepass_body(const void* q_off, int q_off
     __shared__ int base[RAGGED_COST_BUCKETS];
     __shared__ int warp_total[RAGGED_PREPASS_THREADS / 32 + 1];
     __shared__ u32 s_err;
+    ragged_grid_launch_dependents();
     const int tid = threadIdx.x;
     if (tid == 0) s_err = 0;
     for (int i = tid; i < RAGGED_COST_BUCKETS; i += RAGGED_PREPASS_THREADS) base[i] = 0;

@@ -319,6 +319,7 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
     asm("mov.u32 %0, %%nsmid;\n" : "=r"(nsm));
     const int P = (int)(nsm < gridDim.x ? nsm : gridDim.x);
     if ((int)blockIdx.x >= P) return;
+    ragged_grid_dependency_wait();
     const int n_tiles = *tile_count;
     const int total = n_tiles * h_q;
     const int tid = threadIdx.x;

@@ -81,6 +81,26 @@ pub fn tensor_map_symbol(kernel: &str) -> String {
     format!("{kernel}_tma")
 }
 
+/// `__constant__ int ragged_fmha_grid_dependency[1]` (`fmha/entries.cuh`): 1 when every forward
+/// entry point of the module executes `griddepcontrol.wait` before its first read of the
+/// pre-pass's workspace (modules compiled for sm_90 and later), so that the forward may be
+/// launched with programmatic stream serialization after the pre-pass.
+pub const GRID_DEPENDENCY_SYMBOL: &str = "ragged_fmha_grid_dependency";
+
+/// Set to `0` to launch the forward after its pre-pass in plain stream order even where the
+/// module allows the programmatic launch: for A/B measurements and for ruling the overlap out
+/// when a problem is being chased. Read once per module load.
+pub const PDL_ENV: &str = "RAGGED_SDPA_CUDA_PDL";
+
+/// Whether [`PDL_ENV`] leaves programmatic launches on (unset, empty, or anything but `0`).
+pub fn programmatic_launch_allowed() -> bool {
+    pdl_setting_allows(std::env::var_os(PDL_ENV).as_deref())
+}
+
+fn pdl_setting_allows(value: Option<&std::ffi::OsStr>) -> bool {
+    value.is_none_or(|value| value != "0")
+}
+
 /// (D_qk, D_v) of an entry point of [`FORWARD_KERNELS`].
 pub fn head_dims(kernel: &str) -> Option<(i64, i64)> {
     let index = FORWARD_KERNELS.iter().position(|&k| k == kernel)?;
@@ -209,6 +229,15 @@ pub fn decode_error_flag(flag: u32, uids: &FlagUids) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_an_explicit_zero_turns_programmatic_launches_off() {
+        use std::ffi::OsStr;
+        assert!(pdl_setting_allows(None));
+        assert!(pdl_setting_allows(Some(OsStr::new(""))));
+        assert!(pdl_setting_allows(Some(OsStr::new("1"))));
+        assert!(!pdl_setting_allows(Some(OsStr::new("0"))));
+    }
 
     const UIDS: FlagUids = FlagUids {
         q_offsets: 10,

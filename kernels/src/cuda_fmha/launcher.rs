@@ -18,7 +18,9 @@ use super::plan::FmhaPlan;
 use super::tensor_maps::tensor_map_args;
 use crate::runtime::cuda::context::{CurrentContext, StreamContext, context_of_stream};
 use crate::runtime::cuda::error::{DriverCall, GpuError, TensorRole};
-use crate::runtime::cuda::module::{KernelArg, KernelModule, LaunchConfig, launch, launch_parts};
+use crate::runtime::cuda::module::{
+    KernelArg, KernelModule, LaunchConfig, launch, launch_parts, launch_parts_programmatic,
+};
 use crate::runtime::cuda::nvrtc_cache::{ImageOrigin, KernelSource, NvrtcCache};
 #[cfg(test)]
 use crate::runtime::cuda::runtime;
@@ -211,9 +213,16 @@ impl FmhaEngine {
         let parts: [&[KernelArg]; 2] = [&args, maps.as_ref().map_or(&[], |m| &m[..])];
         // SAFETY: the argument list mirrors RAGGED_FMHA_PARAMS (kernels/cuda/README.md), plus the
         // Q, K and V tensor maps for an entry point that publishes NAME_tma; the pre-pass enqueued
-        // above on the same stream fills the workspace first; block size and shared memory are
-        // the entry point's own published values.
-        unsafe { launch_parts(forward, forward_config, stream, &parts) }
+        // above on the same stream fills the workspace first (a programmatic launch only where the
+        // module states that every forward body waits for it: `grid_dependency`); block size and
+        // shared memory are the entry point's own published values.
+        unsafe {
+            if loaded.grid_dependency() {
+                launch_parts_programmatic(forward, forward_config, stream, &parts)
+            } else {
+                launch_parts(forward, forward_config, stream, &parts)
+            }
+        }
     }
 }
 

@@ -23,6 +23,10 @@ pub(crate) struct LoadedKernels {
     oversized: HashMap<&'static str, GpuError>,
     /// Entry points that publish `NAME_tma`: they take the Q, K and V tensor maps as well.
     tensor_maps: HashSet<&'static str>,
+    /// The forward source's entry points all wait for the pre-pass grid before reading its
+    /// workspace (`ragged_fmha_grid_dependency` = 1), and [`device_abi::PDL_ENV`] does not turn
+    /// programmatic launches off: the forward may then start while its pre-pass still runs.
+    grid_dependency: bool,
     source_name: &'static str,
 }
 
@@ -44,6 +48,12 @@ impl LoadedKernels {
     /// Whether `kernel` takes the three TMA tensor maps after its common parameters.
     pub(crate) fn takes_tensor_maps(&self, kernel: &str) -> bool {
         self.tensor_maps.contains(kernel)
+    }
+
+    /// Whether the forward may be launched with programmatic stream serialization after its
+    /// pre-pass (see the field).
+    pub(crate) fn grid_dependency(&self) -> bool {
+        self.grid_dependency
     }
 
     /// The loaded entry points' configurations, sorted by name.
@@ -122,6 +132,7 @@ impl ModuleCache {
         let mut configs = HashMap::new();
         let mut oversized = HashMap::new();
         let mut tensor_maps = HashSet::new();
+        let mut forward_source = false;
         let available = u32::try_from(device.max_shared_per_block_optin).unwrap_or(0);
         for (kernel, tag) in entries {
             let raw = module.read_i32_global::<4>(&device_abi::config_symbol(kernel))?;
@@ -146,17 +157,22 @@ impl ModuleCache {
             // Every forward entry point publishes NAME_tma (0 or 1); other sources' kernels are
             // not asked, so no lookup fails (compute-sanitizer reports failed API calls).
             if device_abi::FORWARD_KERNELS.contains(&kernel) {
+                forward_source = true;
                 let [flag] = module.read_i32_global::<1>(&device_abi::tensor_map_symbol(kernel))?;
                 if flag != 0 {
                     tensor_maps.insert(kernel);
                 }
             }
         }
+        let grid_dependency = forward_source
+            && device_abi::programmatic_launch_allowed()
+            && module.read_i32_global::<1>(device_abi::GRID_DEPENDENCY_SYMBOL)?[0] != 0;
         let loaded = Arc::new(LoadedKernels {
             module,
             configs,
             oversized,
             tensor_maps,
+            grid_dependency,
             source_name: self.source.name,
         });
         modules.insert(ctx.id, Arc::clone(&loaded));

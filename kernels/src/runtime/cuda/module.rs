@@ -203,3 +203,58 @@ pub unsafe fn launch_parts(
     .result()
     .call("cuLaunchKernel")
 }
+
+/// [`launch_parts`] with programmatic stream serialization: the kernel may start before the
+/// kernel enqueued just before it on `stream` has completed (once that one's blocks have all
+/// executed `griddepcontrol.launch_dependents`, or exited), so its blocks are scheduled and set up
+/// during the predecessor's run instead of after the launch gap that follows it. Work enqueued
+/// before the predecessor is still complete when the kernel starts.
+///
+/// # Safety
+/// As [`launch_parts`]; in addition the kernel must execute `griddepcontrol.wait` before it
+/// reads anything the predecessor writes, or writes anything the predecessor reads (the
+/// forward's `ragged_grid_dependency_wait`), and the device must be sm_90 or later.
+pub unsafe fn launch_parts_programmatic(
+    function: CUfunction,
+    config: LaunchConfig,
+    stream: CUstream,
+    parts: &[&[KernelArg]],
+) -> Result<(), GpuError> {
+    let mut params = parameter_array_of_parts(parts);
+    let (gx, gy, gz) = config.grid;
+    let (bx, by, bz) = config.block;
+    // SAFETY: a plain-old-data union of C integers: all zeroes is a valid value, and the one field
+    // the driver reads for this attribute id is set right after.
+    let mut value: cu::CUlaunchAttributeValue = unsafe { std::mem::zeroed() };
+    value.programmaticStreamSerializationAllowed = 1;
+    let mut attribute = cu::CUlaunchAttribute {
+        id: cu::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
+        pad: [0; 4],
+        value,
+    };
+    let launch_config = cu::CUlaunchConfig {
+        gridDimX: gx,
+        gridDimY: gy,
+        gridDimZ: gz,
+        blockDimX: bx,
+        blockDimY: by,
+        blockDimZ: bz,
+        sharedMemBytes: config.shared_mem_bytes,
+        hStream: stream,
+        attrs: &mut attribute,
+        numAttrs: 1,
+    };
+    // SAFETY: `launch_config` and the attribute it points to are live locals, `params` points into
+    // `parts`, alive until the call returns (the driver copies the values at launch); the caller
+    // guarantees the rest (see `# Safety`).
+    unsafe {
+        cu::cuLaunchKernelEx(
+            &launch_config,
+            function,
+            params.as_mut_ptr(),
+            std::ptr::null_mut(),
+        )
+    }
+    .result()
+    .call("cuLaunchKernelEx")
+}
