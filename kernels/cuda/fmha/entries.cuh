@@ -190,6 +190,12 @@ template <class C>
 struct WspPf : C {
     enum : bool { PF = true };
 };
+// Q read from shared memory by every S (the SS wgmma, as FlashAttention-3 does) instead of from
+// registers, with two Q buffers so that EO's next item still finds its Q loaded (session 14).
+template <class C>
+struct WspQSmem : C {
+    enum : bool { QREG = false, Q2 = true };
+};
 template <class C>
 struct WspSession12 : C {
     enum : bool { RING = false, FR = false, PF = false };
@@ -204,6 +210,8 @@ RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d128_nosm, WspNosm<WspD128
 RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d128_s11, WspSession11<WspD128<true>>)
 RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d128_s12, WspSession12<WspD128<true>>)
 RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d128_pf, WspPf<WspD128<true>>)
+RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d128_sq2, WspQSmem<WspD128<true>>)
+RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_f16_d128_sq2, WspQSmem<WspD128<false>>)
 RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d64, WspD64<true>)
 RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_f16_d64, WspD64<false>)
 RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d64_nosm, WspNosm<WspD64<true>, 1>)
