@@ -17,9 +17,9 @@
 # BENCH_TIMEOUT, FLASHINFER_BUDGET_S and HOST_TIME_RUNS pass through to run_plugin_bench.sh: within one
 # 600 s device call, all six steps on the four ragged-mix problems took ≈ 270 s in session 12 with
 # BENCH_TIMEOUT=300 FLASHINFER_BUDGET_S=230 HOST_TIME_RUNS=3.
-# Logs land in $OUT/<step>.log (the bench's and verify's own files in $OUT/bench, $OUT/verify); each
-# step's summary lines are printed, with the seconds it took. The exit status is that of the first
-# step that failed.
+# Logs land in $OUT/<step>.log (the bench's and verify's own files in $OUT/bench, $OUT/verify), packed
+# at the end into $OUT/logs.tar.gz; each step's summary lines are printed, with the seconds it took.
+# The exit status is that of the first step that failed.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/plugin_round}
@@ -72,4 +72,8 @@ for step in $STEPS; do
     esac
 done
 note "done (status $status)"
+# The device returns at most 8 files from $OUT: the logs travel as one archive, FlashInfer's
+# compiled modules (run_plugin_bench.sh) beside it.
+(cd "$OUT" && find . -type f ! -name flashinfer_aot.tar.xz ! -name logs.tar.gz -print0 |
+    tar -czf logs.tar.gz --null -T - --remove-files) && find "$OUT" -mindepth 1 -type d -empty -delete
 exit "$status"

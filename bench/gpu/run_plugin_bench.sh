@@ -71,6 +71,7 @@ if [ "$MODE" != backward ]; then
     # shellcheck disable=SC2086  # FWD_ARGS is a list of words
     timeout "${BENCH_TIMEOUT:-540}" python3 bench/gpu/plugin_bench.py --plugin "$CARRY/$SO" --graphs "$CARRY/graphs" \
         ${FWD_ARGS:-} "$@" 2>&1 | tee "$OUT/log.txt" || status=$?
+    save_flashinfer_modules "$OUT"
 fi
 if [ "$MODE" != forward ]; then
     # shellcheck disable=SC2086  # BWD_ARGS is a list of words
