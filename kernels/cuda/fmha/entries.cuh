@@ -149,18 +149,23 @@ extern "C" __constant__ int ragged_fmha_grid_dependency[1] = {
 // takes EO with a second Q buffer (Q2): +0.8 / +1.0 and +0.3 / +0.2 % over session 11's form; and
 // TSQ at d128 with EO, +2.6 / +0.1 %: the next item's Q is waited for at once, so how fast a partial
 // last Q tile arrives now shows; 13 for RING and FR, fewer key-loop instructions, within +-1 % of
-// session 12's form in two runs, PF not taken). d64: 3 consumer warpgroups (BM 192), a 4-stage
-// ring; d128: 2 (BM 128), 3 stages, Q held in registers (S from the register-A wgmma, Q released to
-// the producer once loaded).
+// session 12's form in two runs, PF not taken; 15 for VW and RA, FlashAttention-3's order around
+// the two issues of a key block: +1.7 to +4.2 % at d128 and +2.5 to +4.8 % at d64 in two rotated
+// runs). d64: 3 consumer warpgroups (BM 192), a 4-stage ring; d128: 2 (BM 128), 3 stages, Q held
+// in registers (S from the register-A wgmma, Q released to the producer once loaded).
 template <bool B>
 struct WspD64 : WspShape<B, 64, 128, 4, 3, 24, 160> {
-    enum : bool { DP = true, PL = true, KA = true, DYN = true, TS = true, EO = true, Q2 = true, RING = true, FR = true };
+    enum : bool {
+        DP = true, PL = true, KA = true, DYN = true, TS = true, EO = true, Q2 = true, RING = true, FR = true, VW = true,
+        RA = true
+    };
     enum : int { LZ = 8, HC = 4 };
 };
 template <bool B>
 struct WspD128 : WspShape<B, 128, 128, 3, 2, 24, 240> {
     enum : bool {
-        QREG = true, DP = true, PL = true, KA = true, DYN = true, TS = true, TSQ = true, EO = true, RING = true, FR = true
+        QREG = true, DP = true, PL = true, KA = true, DYN = true, TS = true, TSQ = true, EO = true, RING = true, FR = true,
+        VW = true, RA = true
     };
     enum : int { LZ = 8, HC = 4 };
 };
@@ -180,44 +185,31 @@ struct WspCpAsync : WspShape<B, D, 128, 2, 2, 40, 232> {
 // chunks of 8 heads (HC 8: +0.6 / +0.1 % at d128, -0.3 / +1.5 % at d64, one run); in session 12 tree
 // reductions again (-1 to -3 % at both dims), TS off (no longer timed: 0.88 at d128) and the decoded
 // item handed through the slot (SI: -2 to -4 %, the one-warp producer's 24 registers spilled); in
-// session 13 TSQ at d64 and without it at d128 (no longer timed: within +-1 % in six runs).
+// session 13 TSQ at d64 and without it at d128 (no longer timed: within +-1 % in six runs); in
+// session 15, with the rotated order, session 11's to 13's forms (RING, FR and PF within +-0.6 % at
+// d64) and key blocks of 160 (two Q buffers), 176 and 192 with Q read from shared memory and 2
+// stages (FlashInfer fa3's d128 non-causal shape is 128 x 192): -1.2 to -4 % non-causal and -4 to
+// -7 % causal at d128 in two runs (at BN 160 with Q in registers ptxas serializes every wgmma, C7512);
+// KW, the previous block's tail (P V wait, V release, P pack) before the wait for the next K instead
+// of after it: 0.998 / 1.009 at d128, 0.997 / 1.008 at d64, one run.
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 template <class C, int N>
 struct WspNosm : C {
     enum : int { NOSM = N };
 };
+// The plugin's form before session 15 (the V wait before both issues, the O rescale before the turn).
 template <class C>
-struct WspPf : C {
-    enum : bool { PF = true };
-};
-// Q read from shared memory by every S (the SS wgmma, as FlashAttention-3 does) instead of from
-// registers, with two Q buffers so that EO's next item still finds its Q loaded (session 14).
-template <class C>
-struct WspQSmem : C {
-    enum : bool { QREG = false, Q2 = true };
-};
-template <class C>
-struct WspSession12 : C {
-    enum : bool { RING = false, FR = false, PF = false };
-};
-template <class C>
-struct WspSession11 : WspSession12<C> {
-    enum : bool { EO = false, TSQ = false, Q2 = false };
+struct WspSession14 : C {
+    enum : bool { VW = false, RA = false };
 };
 RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d128, WspD128<true>)
 RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_f16_d128, WspD128<false>)
 RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d128_nosm, WspNosm<WspD128<true>, 1>)
-RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d128_s11, WspSession11<WspD128<true>>)
-RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d128_s12, WspSession12<WspD128<true>>)
-RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d128_pf, WspPf<WspD128<true>>)
-RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d128_sq2, WspQSmem<WspD128<true>>)
-RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_f16_d128_sq2, WspQSmem<WspD128<false>>)
+RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d128_s14, WspSession14<WspD128<true>>)
 RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d64, WspD64<true>)
 RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_f16_d64, WspD64<false>)
 RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d64_nosm, WspNosm<WspD64<true>, 1>)
-RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d64_s11, WspSession11<WspD64<true>>)
-RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d64_s12, WspSession12<WspD64<true>>)
-RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d64_pf, WspPf<WspD64<true>>)
+RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d64_s14, WspSession14<WspD64<true>>)
 #endif
 #elif defined(RAGGED_FMHA_WS_STUDY)
 // Only what the benchmark's warp-specialization study needs (a quick compile on the device): the

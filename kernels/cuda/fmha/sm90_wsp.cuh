@@ -168,9 +168,9 @@ __device__ __forceinline__ bool ws_cp_async_tile(int nb, int lkv) {
     return lkv - ws_key_base<TS, BN>(nb, lkv) < BN;
 }
 
-// O *= corr per row (LZ: only if some row of the warp moved its max), then P from the scores.
-template <bool BF16, int D, int BN, int LZ>
-__device__ __forceinline__ void wsp_rescale_pack(float* acc, const float* corr, const float* s, u32 (*pa)[4]) {
+// O *= corr per row (LZ: only if some row of the warp moved its max).
+template <int D, int LZ>
+__device__ __forceinline__ void wsp_rescale(float* acc, const float* corr) {
     if (LZ == 0 || __any_sync(0xffffffffu, corr[0] != 1.f || corr[1] != 1.f)) {
 #pragma unroll
         for (int dt = 0; dt < D / 8; ++dt) {
@@ -180,6 +180,12 @@ __device__ __forceinline__ void wsp_rescale_pack(float* acc, const float* corr, 
             acc[dt * 4 + 3] *= corr[1];
         }
     }
+}
+
+// wsp_rescale, then P from the scores.
+template <bool BF16, int D, int BN, int LZ>
+__device__ __forceinline__ void wsp_rescale_pack(float* acc, const float* corr, const float* s, u32 (*pa)[4]) {
+    wsp_rescale<D, LZ>(acc, corr);
     wgmma_pack_p<BF16, BN>(s, pa);
 }
 
@@ -255,13 +261,22 @@ __device__ __forceinline__ void wsp_store_o(const float* acc, const float* m_i, 
 // this item still computes. RING: WsRing's INC, for producer and consumers. FR: wgmma_softmax_step's,
 // the tile's unmasked keys computed once per item. PF: the consumers' proxy fence (a full memory
 // barrier of the thread in SASS, three per item) only where a tile came by cp.async
-// (ws_cp_async_tile), not after every item's first K, last K and last V.
+// (ws_cp_async_tile), not after every item's first K, last K and last V. VW: in the key loop a
+// consumer waits for V (n - 1) between the issue of S (n) and that of P V (n - 1), as FlashAttention-3
+// does, instead of for K (n) and V (n - 1) together before either: under KA the producer fills V
+// (n - 1) after K (n), so the S issue no longer waits behind the later of the two loads. RA (PL
+// only): in the key loop the O rescale by corr (n - 1) runs after the issue of S (n), under that
+// product, instead of before the turn (FlashAttention-3's order); the P pack stays before it, since
+// S (n) overwrites the scores it packs.
 template <bool BF16_, int D_, int BN_, int STAGES_, int NC_, int PREG_, int CREG_>
 struct WspShape {
     enum : bool { BF16 = BF16_ };
     enum : int { D = D_, BN = BN_, STAGES = STAGES_, NC = NC_, PREG = PREG_, CREG = CREG_ };
     enum : bool { TMA = true, QREG = false, TREE = false, DP = false, PP = true, PL = false, KA = false };
-    enum : bool { DYN = false, TS = false, TSQ = false, EO = false, Q2 = false, RING = false, FR = false, PF = false };
+    enum : bool {
+        DYN = false, TS = false, TSQ = false, EO = false, Q2 = false, RING = false, FR = false, PF = false, VW = false,
+        RA = false
+    };
     enum : int { POLY = 0, LZ = 0, HC = 0, NOSM = 0 };
 };
 
@@ -271,7 +286,7 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
                                                   const RaggedTmaMap* tm_v = nullptr) {
     constexpr bool BF16 = C::BF16, TMA = C::TMA, QREG = C::QREG, TREE = C::TREE, DP = C::DP, PP = C::PP, PL = C::PL,
                    KA = C::KA, DYN = C::DYN, TS = C::TS, TSQ = C::TSQ, EO = C::EO, Q2 = C::Q2, RING = C::RING,
-                   FR = C::FR, PF = C::PF;
+                   FR = C::FR, PF = C::PF, VW = C::VW, RA = C::RA;
     constexpr int D = C::D, BN = C::BN, STAGES = C::STAGES, NC = C::NC, PREG = C::PREG, CREG = C::CREG,
                   POLY = C::POLY, LZ = C::LZ, HC = C::HC, NOSM = C::NOSM;
     constexpr int BM = 64 * NC;
@@ -281,7 +296,8 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
     constexpr u32 Q_BYTES = BM * D * 2;
     constexpr u32 KV_BYTES = BN * D * 2;
     constexpr u32 FILL_ARRIVALS = TMA ? 1 : 128;
-    static_assert((D == 64 || D == 128) && (BN == 64 || BN == 128 || (TMA && (BN == 176 || BN == 192))) && STAGES >= 2,
+    static_assert((D == 64 || D == 128) && (BN == 64 || BN == 128 || (TMA && (BN == 160 || BN == 176 || BN == 192))) &&
+                      STAGES >= 2,
                   "ws tile shapes");
     static_assert(!DYN || TMA, "the work counter is drawn by the one-warp TMA producer");
     static_assert(!PF || NOSM != 2, "PF follows the producer's fills, which NOSM 2 moves to the first key block");
@@ -507,7 +523,7 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
             const int nb_first = it.nb_first, nb_last = it.nb_last;
             u32 qa[QREG ? KS : 1][4];
             if constexpr (QREG) {
-                static_assert(BN == 64 || BN == 128, "Q in registers: S widths");
+                static_assert(BN == 64 || BN == 128, "Q in registers: S widths (wider ones leave too few registers, C7512)");
                 const int qr = c * 64 + ((tid >> 5) & 3) * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
 #pragma unroll
                 for (int ks = 0; ks < KS; ++ks)
@@ -553,12 +569,14 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
             // The tail: P V (n - 2) done (none in flight for the first block), its V released, O
             // rescaled by corr (n - 1) (acc is 0 after the first block), P (n - 1) packed.
             const int nb_first_kv = kv.n;
-            auto wsp_pending_tail = [&]() {
+            // RA (in the key loop only): the rescale waits until S (n) is issued (wsp_late_rescale).
+            auto wsp_pending_tail = [&](bool rescale) {
                 wgmma_wait<0>();
                 fence_regs<DT * 4>(acc);
                 fence_regs_u32<BN / 4>(&pa[0][0]);
                 if (kv.n > nb_first_kv && lane == 0) mbar_arrive(v_empty + 8 * kv.prev_stage());
-                wsp_rescale_pack<BF16, D, BN, LZ>(acc, corr, s, pa);
+                if (rescale) wsp_rescale<D, LZ>(acc, corr);
+                wgmma_pack_p<BF16, BN>(s, pa);
                 // The next wgmma reads both: keep the compiler from sinking these writes past its fence.
                 fence_regs<DT * 4>(acc);
                 fence_regs_u32<BN / 4>(&pa[0][0]);
@@ -569,17 +587,23 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
                 const int st = kv.next_stage();
                 const int sp = kv.stage();
                 mbar_wait(k_full + 8 * st, kv.next_phase());
-                mbar_wait(v_full + 8 * sp, kv.phase());
+                if constexpr (!VW) mbar_wait(v_full + 8 * sp, kv.phase());
                 // With TMA only a tail block (cp.async, generic proxy) needs the fence: the last K (PF:
                 // only if it did come by cp.async).
                 if (!TMA || (nb + 1 == nb_last && (!PF || ws_cp_async_tile<TS, BN>(nb, band.lkv)))) fence_proxy_async();
-                if constexpr (PL) wsp_pending_tail();
+                if constexpr (PL) wsp_pending_tail(!RA);
                 const u32 kb = s_k + st * KV_BYTES;
                 const u32 vb_prev = s_v + sp * KV_BYTES;
                 ws_turn_wait<PP, NC>(c);
                 wgmma_fence();
                 wsp_issue_s<BF16, D, BN, BM, QREG, DP>(s, qa, sq, c, kb);
                 wgmma_commit();
+                if constexpr (VW) mbar_wait(v_full + 8 * sp, kv.phase());
+                if constexpr (RA) {
+                    wsp_rescale<D, LZ>(acc, corr);
+                    fence_regs<DT * 4>(acc);
+                    wgmma_fence();
+                }
                 wsp_issue_pv<BF16, D, BN, DP>(acc, pa, vb_prev);
                 wgmma_commit();
                 ws_turn_pass<PP, NC>(c);
@@ -607,7 +631,7 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
                 const int sp = kv.stage();
                 mbar_wait(v_full + 8 * sp, kv.phase());
                 if (!PF || !TMA || ws_cp_async_tile<TS, BN>(nb_last - 1, band.lkv)) fence_proxy_async();
-                if constexpr (PL) wsp_pending_tail();
+                if constexpr (PL) wsp_pending_tail(true);
                 ws_turn_wait<PP, NC>(c);
                 wgmma_fence();
                 wsp_issue_pv<BF16, D, BN, DP>(acc, pa, s_v + sp * KV_BYTES);
