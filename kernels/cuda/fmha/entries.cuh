@@ -88,12 +88,17 @@ extern "C" __constant__ int ragged_fmha_grid_dependency[1] = {
 // commas and all; NAME_cfg names it): the shared memory of the ws body plus the item slot (and, with
 // DYN, the two-slot item ring). RAGGED_FMHA_SM90_WSPT_ENTRY: the TMA producer, with the three tensor
 // maps of the wst entries after the common parameters.
+// Every sm_90 part's opt-in shared memory per block (227 KB): a persistent configuration above it
+// would compile and then be refused at load (session 15 lost a study round to one), so the
+// compiler refuses it instead.
+#define RAGGED_SM90_SMEM_OPTIN (227 * 1024)
 #define RAGGED_FMHA_WSP_SMEM(C)                                                              \
     (RAGGED_FMHA_WS_SMEM(C::D, C::BN, C::STAGES, C::NC) + 16 + (C::DYN ? 48 : 0) + \
      (C::Q2 ? 64 * C::NC * C::D * 2 + 16 : 0))
 #define RAGGED_FMHA_SM90_WSP_ENTRY(NAME, ...)                                                                      \
     using NAME##_cfg = __VA_ARGS__;                                                                               \
     static_assert(!NAME##_cfg::TMA, "a TMA configuration takes the maps: RAGGED_FMHA_SM90_WSPT_ENTRY");           \
+    static_assert(RAGGED_FMHA_WSP_SMEM(NAME##_cfg) <= RAGGED_SM90_SMEM_OPTIN, "over sm_90's shared memory");     \
     extern "C" {                                                                                                  \
     __constant__ int NAME##_config[4] = {64 * NAME##_cfg::NC, NAME##_cfg::BN, 128 * (NAME##_cfg::NC + 1),          \
                                          RAGGED_FMHA_WSP_SMEM(NAME##_cfg)};                                        \
@@ -105,6 +110,7 @@ extern "C" __constant__ int ragged_fmha_grid_dependency[1] = {
 #define RAGGED_FMHA_SM90_WSPT_ENTRY(NAME, ...)                                                                     \
     using NAME##_cfg = __VA_ARGS__;                                                                               \
     static_assert(NAME##_cfg::TMA, "a cp.async configuration takes no maps: RAGGED_FMHA_SM90_WSP_ENTRY");         \
+    static_assert(RAGGED_FMHA_WSP_SMEM(NAME##_cfg) <= RAGGED_SM90_SMEM_OPTIN, "over sm_90's shared memory");     \
     extern "C" {                                                                                                  \
     __constant__ int NAME##_config[4] = {64 * NAME##_cfg::NC, NAME##_cfg::BN, 128 * (NAME##_cfg::NC + 1),          \
                                          RAGGED_FMHA_WSP_SMEM(NAME##_cfg)};                                        \
