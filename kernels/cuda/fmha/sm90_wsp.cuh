@@ -301,6 +301,7 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
                   "ws tile shapes");
     static_assert(!DYN || TMA, "the work counter is drawn by the one-warp TMA producer");
     static_assert(!PF || NOSM != 2, "PF follows the producer's fills, which NOSM 2 moves to the first key block");
+    static_assert(!RA || PL, "RA moves the O rescale out of PL's tail; without PL it would be applied twice");
 
     extern __shared__ __align__(128) unsigned char smem_raw[];
     const u32 s_q = (smem_addr(smem_raw) + 1023u) & ~1023u;
@@ -569,7 +570,7 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
             // The tail: P V (n - 2) done (none in flight for the first block), its V released, O
             // rescaled by corr (n - 1) (acc is 0 after the first block), P (n - 1) packed.
             const int nb_first_kv = kv.n;
-            // RA (in the key loop only): the rescale waits until S (n) is issued (wsp_late_rescale).
+            // RA (in the key loop only): the tail leaves the O rescale for after the issue of S (n).
             auto wsp_pending_tail = [&](bool rescale) {
                 wgmma_wait<0>();
                 fence_regs<DT * 4>(acc);
