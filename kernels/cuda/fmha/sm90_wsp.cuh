@@ -296,8 +296,7 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
     constexpr u32 Q_BYTES = BM * D * 2;
     constexpr u32 KV_BYTES = BN * D * 2;
     constexpr u32 FILL_ARRIVALS = TMA ? 1 : 128;
-    static_assert((D == 64 || D == 128) && (BN == 64 || BN == 128 || (TMA && (BN == 160 || BN == 176 || BN == 192))) &&
-                      STAGES >= 2,
+    static_assert((D == 64 || D == 128) && (BN == 64 || BN == 128 || (TMA && (BN == 176 || BN == 192))) && STAGES >= 2,
                   "ws tile shapes");
     static_assert(!DYN || TMA, "the work counter is drawn by the one-warp TMA producer");
     static_assert(!PF || NOSM != 2, "PF follows the producer's fills, which NOSM 2 moves to the first key block");
