@@ -24,6 +24,7 @@ count.
 import argparse
 import math
 import os
+import re
 import sys
 import time
 
@@ -32,28 +33,35 @@ import cupy as cp
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import fmha_dev  # noqa: E402
-from fmha_dev import Engine, compile_module, correctness, ragged_mix, run_case  # noqa: E402
+from fmha_dev import Engine, compile_module, correctness, dims_name, ragged_mix, run_case  # noqa: E402
 from event_timing import interleaved_detail, power_profile  # noqa: E402
 
-# First of each head dim: the plugin's configuration (WspD128 / WspD64 in fmha/entries.cuh, the
-# baseline every ratio is taken against), then the variants of it that the study set compiles.
+# First of each head dim: the plugin's configuration (WspD128 / WspD64 / ... in fmha/entries.cuh, the
+# baseline every ratio is taken against), then the variants of it that the study set compiles; keyed
+# by (Q/K head dim, V head dim).
 ENGINES = {
-    128: ["wspt_bf16_d128", "wspt_bf16_d128_s14", "wspt_bf16_d128_nosm"],
-    64: ["wspt_bf16_d64", "wspt_bf16_d64_s14", "wspt_bf16_d64_nosm"],
+    (128, 128): ["wspt_bf16_d128", "wspt_bf16_d128_s14", "wspt_bf16_d128_nosm"],
+    (64, 64): ["wspt_bf16_d64", "wspt_bf16_d64_s14", "wspt_bf16_d64_nosm"],
+    (96, 96): ["wspt_bf16_d96", "wspt_bf16_d96_n96", "sm90_bf16_d96"],
+    (256, 256): ["wspt_bf16_d256", "sm90_bf16_d256"],
+    (192, 128): ["wspt_bf16_d192v128", "wspt_bf16_d192v128_qreg", "wspt_bf16_d192v128_qregn64", "sm90_bf16_d192v128"],
 }
 # Timed but never checked: bounds, not attention (nosm*: the body without its softmax, O is wrong).
 TIME_ONLY = ("nosm", "nosml2")
 # Checked with the full suite but not timed (fp16 forms; the plugin set's check covers its own).
-CHECK_ONLY = ["wspt_f16_d128", "wspt_f16_d64"]
+CHECK_ONLY = ["wspt_f16_d128", "wspt_f16_d64", "wspt_f16_d96", "wspt_f16_d96_n96", "wspt_f16_d256", "wspt_f16_d192v128"]
 PREFIX = "ragged_fmha_fwd_"
 
 
-def head_dim(name):
-    return 64 if "_d64" in name else 128
+def head_dims(name):
+    """(Q/K, V) head dims from an entry point's name: ..._d96..., ..._d192v128..."""
+    m = re.search(r"_d(\d+)(?:v(\d+))?", name)
+    d = int(m.group(1))
+    return d, int(m.group(2) or d)
 
 
 def selected(args, check_only=False):
-    names = args.engines or [n for d in (128, 64) for n in ENGINES[d]] + (CHECK_ONLY if check_only else [])
+    names = args.engines or [n for dims in ENGINES for n in ENGINES[dims]] + (CHECK_ONLY if check_only else [])
     names = [n if n.startswith(PREFIX) else PREFIX + n for n in names]
     skip = {s if s.startswith(PREFIX) else PREFIX + s for s in (args.skip or [])}
     names = [n for n in names if n not in skip]
@@ -75,7 +83,8 @@ def kernel_and_prepass(name):
 
 def engine(mod, name):
     kernel, prepass = kernel_and_prepass(name)
-    return Engine(mod, kernel, head_dim(kernel), prepass=prepass, label=name)
+    d, dv = head_dims(kernel)
+    return Engine(mod, kernel, d, dv, prepass=prepass, label=name)
 
 
 def build(names):
@@ -110,19 +119,22 @@ def smoke(args):
     return 1 if bad else 0
 
 
-def time_problem(torch, engines, d, lens, causal, h=16, reps=15, power_s=0.0):
+def time_problem(torch, engines, d, dv, lens, causal, h=16, reps=15, power_s=0.0):
+    """One problem timed on every engine; FA2 varlen as the anchor where it takes the dims (d = dv)."""
     B, T = len(lens), sum(lens)
     tok = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
-    q, k, v = ((torch.rand((T, h, d), device="cuda") * 2 - 1).to(torch.bfloat16) for _ in range(3))
-    o = torch.empty_like(q)
+    q, k = ((torch.rand((T, h, d), device="cuda") * 2 - 1).to(torch.bfloat16) for _ in range(2))
+    v = (torch.rand((T, h, dv), device="cuda") * 2 - 1).to(torch.bfloat16)
+    o = torch.empty_like(v)
     lse = torch.empty((B, h, max(lens)), dtype=torch.float32, device="cuda")
     scale = 1.0 / math.sqrt(d)
-    flops = 4.0 * sum(L * (L + 1) // 2 if causal else L * L for L in lens) * d * h
+    flops = 2.0 * sum(L * (L + 1) // 2 if causal else L * L for L in lens) * (d + dv) * h
+    # Element offsets of Q / K rows (h d per token); V and O rows follow by token.
     off = cp.asarray((tok * h * d).astype(np.int32))
     cu = torch.tensor(tok, dtype=torch.int32, device="cuda")
     p = dict(q=q.data_ptr(), k=k.data_ptr(), v=v.data_ptr(), o=o.data_ptr(), lse=lse.data_ptr(),
              q_off=off.data.ptr, q_off_bytes=4, q_mult=1, kv_off=off.data.ptr, kv_off_bytes=4, kv_mult=1,
-             q_seq=h * d, q_head=d, k_seq=h * d, k_head=d, v_seq=h * d, v_head=d, o_seq=h * d, o_head=d,
+             q_seq=h * d, q_head=d, k_seq=h * d, k_head=d, v_seq=h * dv, v_head=dv, o_seq=h * dv, o_head=dv,
              s_q_max=max(lens), s_kv_max=max(lens), batch=B, h_q=h, h_kv=h, scale=scale, left=-1,
              right=0 if causal else -1, br=1, lse_bstride=h * max(lens), lse_seq=1, lse_head=max(lens))
     wss = [eng.workspace(B, max(lens)) for eng in engines]
@@ -135,21 +147,26 @@ def time_problem(torch, engines, d, lens, causal, h=16, reps=15, power_s=0.0):
     def fa2():
         return torch.ops.aten._flash_attention_forward(q, k, v, cu, cu, max(lens), max(lens), 0.0, causal, False,
                                                        scale=scale)
-    ref = fa2()[0]
-    res, by_pos = interleaved_detail(torch, fns + [fa2], reps=reps)
-    print(f"  d{d} causal={int(causal)} position cost (median time at position / overall, rotated order): "
+    anchors = [fa2] if d == dv else []
+    names = [e.name for e in engines] + ["FA2 varlen"] * len(anchors)
+    # Without FA2 the first engine is the reference of max|O - ref|.
+    ref = fa2()[0] if anchors else outs[0]
+    ref_name = "FA2" if anchors else "first"
+    res, by_pos = interleaved_detail(torch, fns + anchors, reps=reps)
+    dims = dims_name(d, dv)
+    print(f"  {dims} causal={int(causal)} position cost (median time at position / overall, rotated order): "
           + " ".join(f"{x:.3f}" for x in by_pos), flush=True)
     base = flops / res[0][0] / 1e9
-    for i, name in enumerate([e.name for e in engines] + ["FA2 varlen"]):
+    for i, name in enumerate(names):
         ms, spread = res[i]
         tf = flops / ms / 1e9
         diff = (outs[i].float() - ref.float()).abs().max().item() if i < len(engines) else 0.0
-        print(f"  d{d} causal={int(causal)} {name.replace(PREFIX, ''):<44} {ms:.3f} ms {tf:6.1f} TFLOP/s "
-              f"x{tf / base:5.3f} spread {spread:.3f} ms  max|O-FA2| {diff:.1e}", flush=True)
-    for name, fn in zip([e.name for e in engines] + ["FA2 varlen"], fns + [fa2]) if power_s > 0 else ():
+        print(f"  {dims} causal={int(causal)} {name.replace(PREFIX, ''):<44} {ms:.3f} ms {tf:6.1f} TFLOP/s "
+              f"x{tf / base:5.3f} spread {spread:.3f} ms  max|O-{ref_name}| {diff:.1e}", flush=True)
+    for name, fn in zip(names, fns + anchors) if power_s > 0 else ():
         pw = power_profile(torch, fn, seconds=power_s)
         if pw is not None:
-            print(f"  d{d} causal={int(causal)} {name.replace(PREFIX, ''):<44} power {pw['power_w']:.0f} W "
+            print(f"  {dims} causal={int(causal)} {name.replace(PREFIX, ''):<44} power {pw['power_w']:.0f} W "
                   f"clock {pw['clock_mhz']:.0f} MHz {pw['mj_per_call']:.1f} mJ/call "
                   f"{flops / pw['ms_per_call'] / 1e9:6.1f} TFLOP/s alone", flush=True)
     del q, k, v, o
@@ -164,12 +181,12 @@ def time_all(args):
     mod, engines = build(names)
     lens = ragged_mix(7)
     print("ragged mix lengths:", lens, flush=True)
-    for d in (128, 64):
-        engs = [e for e in engines if e.d == d and dtype_of(e.name) == "bf16"]
+    for d, dv in ENGINES:
+        engs = [e for e in engines if (e.d, e.dv) == (d, dv) and dtype_of(e.name) == "bf16"]
         if not engs:
             continue
         for causal in (False, True):
-            time_problem(torch, engs, d, lens, causal, reps=args.reps, power_s=args.power)
+            time_problem(torch, engs, d, dv, lens, causal, reps=args.reps, power_s=args.power)
     print(f"timing done at {time.time() - t0:.0f} s", flush=True)
     if args.check == "none":
         return 0
@@ -186,7 +203,7 @@ def time_all(args):
                        for m, left, right, br in [("none", -1, -1, 0), ("causal-br", -1, 0, 1),
                                                   ("window-tl", 50, 3, 0)]]
         else:
-            results = correctness(torch, {(dtype_of(eng.name), eng.d, eng.d, eng.name): eng}, args.seed)
+            results = correctness(torch, {(dtype_of(eng.name), eng.d, eng.dv, eng.name): eng}, args.seed)
         bad = [msg for ok, msg in results if not ok]
         total += len(results)
         n_bad += len(bad)
@@ -219,8 +236,8 @@ def main():
 
         kernel, prepass = kernel_and_prepass(args.sanitize if args.sanitize.startswith(PREFIX) else PREFIX + args.sanitize)
         mod, _ = build([])
-        d = head_dim(kernel)
-        return max(sanitize_one(mod, d, d, left, right, name=kernel, prepass=prepass) for left, right in [(-1, 0), (16, 4)])
+        d, dv = head_dims(kernel)
+        return max(sanitize_one(mod, d, dv, left, right, name=kernel, prepass=prepass) for left, right in [(-1, 0), (16, 4)])
     if args.time:
         return time_all(args)
     ap.print_help()

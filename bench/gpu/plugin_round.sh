@@ -11,7 +11,8 @@
 #   sanitize  the sanitizer case (zero-length batches, padding, GQA, causal, a window) under
 #             compute-sanitizer memcheck and racecheck
 #   verify    verify_build.sh: plugin GPU tests, conformance, the shim, memcheck (10 steps)
-#   study     fmha_wst.py --time --check full --reps 21: the study set's same-process A/B
+#   study     fmha_wst.py --time --check full --reps 21 $STUDY_ARGS: the study set's same-process A/B
+#             (STUDY_ARGS, e.g. "--engines wspt_bf16_d96 sm90_bf16_d96", picks what it builds and times)
 #   bench     run_plugin_bench.sh: the C-ABI benchmark against the peers, host_time HOST_TIME_RUNS times
 #   profile   host_time --profile: where ExecuteOpGraph's host time goes
 # BENCH_TIMEOUT, FLASHINFER_BUDGET_S and HOST_TIME_RUNS pass through to run_plugin_bench.sh: within one
@@ -53,7 +54,7 @@ for step in $STEPS; do
         record verify $?
         grep -E "^(PASS|FAIL) |passed, .* failed$" "$OUT/verify.log" | tail -12 ;;
     study)
-        timeout 240 python3 bench/gpu/fmha_wst.py --time --check full --reps 21 >"$OUT/study.log" 2>&1
+        timeout 240 python3 bench/gpu/fmha_wst.py --time --check full --reps 21 ${STUDY_ARGS:-} >"$OUT/study.log" 2>&1
         record study $?
         grep -E "TFLOP|correctness \(" "$OUT/study.log" | grep -v "FA2 varlen" ;;
     bench)

@@ -40,7 +40,7 @@ PROGRAMS = [
     (FWD, "sm_90a", ["-DRAGGED_FMHA_TUNING"], "forward, tuning shapes", False),
     (FWD, "sm_90a", ["-DRAGGED_FMHA_WS_STUDY"], "forward, ws study", False),
 ]
-NO_SPILL = re.compile(r"^ragged_fmha_fwd_(bf16|f16)_d(64|128)$")
+NO_SPILL = re.compile(r"^ragged_fmha_fwd_(bf16|f16)_d(64|96|128|256|192v128)$")
 
 
 def nvrtc_ptx(lib, source, arch, defines):

@@ -92,9 +92,12 @@ extern "C" __constant__ int ragged_fmha_grid_dependency[1] = {
 // would compile and then be refused at load (session 15 lost a study round to one), so the
 // compiler refuses it instead.
 #define RAGGED_SM90_SMEM_OPTIN (227 * 1024)
-#define RAGGED_FMHA_WSP_SMEM(C)                                                              \
-    (RAGGED_FMHA_WS_SMEM(C::D, C::BN, C::STAGES, C::NC) + 16 + (C::DYN ? 48 : 0) + \
-     (C::Q2 ? 64 * C::NC * C::D * 2 + 16 : 0))
+// The ws body's layout at the padded row widths (Q and K rows ragged_row_width(D), V rows
+// ragged_row_width(DV)), then the item slot, the DYN ring and Q2's second buffer.
+#define RAGGED_FMHA_WSP_SMEM(C)                                                                             \
+    (1024 + 64 * C::NC * ragged_row_width(C::D) * 2 * (C::Q2 ? 2 : 1) +                                  \
+     C::STAGES * C::BN * (ragged_row_width(C::D) + ragged_row_width(C::DV)) * 2 + 8 * (1 + 4 * C::STAGES) + 16 + \
+     (C::DYN ? 48 : 0) + (C::Q2 ? 16 : 0))
 #define RAGGED_FMHA_SM90_WSP_ENTRY(NAME, ...)                                                                      \
     using NAME##_cfg = __VA_ARGS__;                                                                               \
     static_assert(!NAME##_cfg::TMA, "a TMA configuration takes the maps: RAGGED_FMHA_SM90_WSPT_ENTRY");           \
@@ -144,6 +147,9 @@ extern "C" __constant__ int ragged_fmha_grid_dependency[1] = {
 // always use the wgmma body.
 #define RAGGED_FMHA_SM90_WS_D64 4
 #define RAGGED_FMHA_SM90_WS_D128 4
+// 1: d96, d256 and d192 / 128 on the persistent TMA body too (WspD96, WspD256, WspD192V128); 0: the
+// wgmma body of sm90.cuh.
+#define RAGGED_FMHA_SM90_WSP_OTHER_DIMS 1
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 // The plugin's persistent bodies (bench/gpu/NOTES.md: sessions 7 and 8 for the shapes, POLY 0, LZ 8,
@@ -173,6 +179,26 @@ struct WspD128 : WspShape<B, 128, 128, 3, 2, 24, 240> {
         QREG = true, DP = true, PL = true, KA = true, DYN = true, TS = true, TSQ = true, EO = true, RING = true, FR = true,
         VW = true, RA = true
     };
+    enum : int { LZ = 8, HC = 4 };
+};
+// The other head dims on the same body (session 16; bench/gpu/NOTES.md). d96: d128's configuration
+// over rows padded to 128 columns (the same shared memory; S over the 96 real columns, P V over
+// all 128, the padding zero). d256 and d192 / 128: Q read from shared memory (in registers it would
+// leave too few for the 128 / 64 accumulator registers per thread), so without EO, which at d64
+// lost until Q had a second buffer (session 12) and there is no room for one; d256 blocks of 64 keys
+// in a ring of 2 (192 KB), d192 / 128 blocks of 128 in a ring of 2 (209 KB).
+template <bool B>
+struct WspD96 : WspD128<B> {
+    enum : int { D = 96, DV = 96 };
+};
+template <bool B>
+struct WspD256 : WspShape<B, 256, 64, 2, 2, 24, 240> {
+    enum : bool { DP = true, PL = true, KA = true, DYN = true, TS = true, RING = true, FR = true, VW = true, RA = true };
+    enum : int { LZ = 8, HC = 4 };
+};
+template <bool B>
+struct WspD192V128 : WspShape<B, 192, 128, 2, 2, 24, 240, 128> {
+    enum : bool { DP = true, PL = true, KA = true, DYN = true, TS = true, RING = true, FR = true, VW = true, RA = true };
     enum : int { LZ = 8, HC = 4 };
 };
 // The persistent body with the cp.async producer (body 2 above; the ws study's wsp entries).
@@ -216,6 +242,38 @@ RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d64, WspD64<true>)
 RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_f16_d64, WspD64<false>)
 RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d64_nosm, WspNosm<WspD64<true>, 1>)
 RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d64_s14, WspSession14<WspD64<true>>)
+// Session 16: the other head dims on the persistent body (WspD96, WspD256, WspD192V128), against the
+// wgmma body they ran on before (sm90_*). Measured and dropped in round 1: EO without a second Q
+// buffer at d256 (0.968 / 0.942) and d192 / 128 (0.985 / 0.990), and d192 / 128 in blocks of 64
+// keys, a ring of 3, two Q buffers and EO (0.866 / 0.888).
+// Q in registers at d192 / 128 (d128's arrangement, 48 registers more per thread), with blocks of
+// 128 keys (ring of 2) and of 64 (ring of 4).
+template <bool B>
+struct WspD192V128Qreg : WspD192V128<B> {
+    enum : bool { QREG = true, TSQ = true, EO = true };
+};
+template <bool B>
+struct WspD192V128QregN64 : WspD192V128Qreg<B> {
+    enum : int { BN = 64, STAGES = 4 };
+};
+RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d192v128_qreg, WspD192V128Qreg<true>)
+RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d192v128_qregn64, WspD192V128QregN64<true>)
+// d96 with P V over the 96 real columns (one n96 product instead of n128 over the padding).
+template <bool B>
+struct WspD96N96 : WspD96<B> {
+    enum : int { PVN = 96 };
+};
+RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d96, WspD96<true>)
+RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_f16_d96, WspD96<false>)
+RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d96_n96, WspD96N96<true>)
+RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_f16_d96_n96, WspD96N96<false>)
+RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d256, WspD256<true>)
+RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_f16_d256, WspD256<false>)
+RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d192v128, WspD192V128<true>)
+RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_f16_d192v128, WspD192V128<false>)
+RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_sm90_bf16_d96, true, 96, 96, 64, 3, 1)
+RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_sm90_bf16_d256, true, 256, 256, 64, 2, 1)
+RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_sm90_bf16_d192v128, true, 192, 128, 64, 3, 1)
 #endif
 #elif defined(RAGGED_FMHA_WS_STUDY)
 // Only what the benchmark's warp-specialization study needs (a quick compile on the device): the
@@ -270,8 +328,13 @@ RAGGED_FMHA_SM90_WS_ENTRY(ragged_fmha_fwd_f16_d64, false, 64, 128, 2, 2, true, 1
 RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_bf16_d64, true, 64, 64, 64, 2, 2)
 RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_f16_d64, false, 64, 64, 64, 2, 2)
 #endif
+#if RAGGED_FMHA_SM90_WSP_OTHER_DIMS
+RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_bf16_d96, WspD96<true>)
+RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_f16_d96, WspD96<false>)
+#else
 RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_bf16_d96, true, 96, 96, 64, 3, 1)
 RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_f16_d96, false, 96, 96, 64, 3, 1)
+#endif
 #if RAGGED_FMHA_SM90_WS_D128 == 4
 RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_bf16_d128, WspD128<true>)
 RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_f16_d128, WspD128<false>)
@@ -288,10 +351,17 @@ RAGGED_FMHA_SM90_WS_ENTRY(ragged_fmha_fwd_f16_d128, false, 128, 128, 2, 2, true,
 RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_bf16_d128, true, 128, 128, 64, 3, 1)
 RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_f16_d128, false, 128, 128, 64, 3, 1)
 #endif
+#if RAGGED_FMHA_SM90_WSP_OTHER_DIMS
+RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_bf16_d256, WspD256<true>)
+RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_f16_d256, WspD256<false>)
+RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_bf16_d192v128, WspD192V128<true>)
+RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_f16_d192v128, WspD192V128<false>)
+#else
 RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_bf16_d256, true, 256, 256, 64, 2, 1)
 RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_f16_d256, false, 256, 256, 64, 2, 1)
 RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_bf16_d192v128, true, 192, 128, 64, 3, 1)
 RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_f16_d192v128, false, 192, 128, 64, 3, 1)
+#endif
 #else
 RAGGED_FMHA_SM80_ALL(ragged_fmha_fwd_)
 #endif

@@ -33,29 +33,33 @@ __device__ __forceinline__ void ws_load_tile(u32 s_base, const u16* g, i64 strid
     }
 }
 
-// One producer warp fills a ROWS-row tile (D columns) and completes it on `bar` (initialised with
-// count 1). A whole tile (valid >= ROWS) is D / 64 TMA boxes issued by lane 0; a tail tile is
-// copied with cp.async by the 32 lanes so that rows >= valid are zero-filled without being read
-// (never another batch's rows, never past the buffer), each lane's copies tracked by the barrier
-// and lane 0's plain arrival counted once every lane has registered its copies.
-template <int D, int ROWS>
+// One producer warp fills a ROWS-row tile (D columns, stored P columns wide: P = D rounded up to a
+// whole 64-column swizzle block) and completes it on `bar` (initialised with count 1). A whole tile
+// (valid >= ROWS) is P / 64 TMA boxes issued by lane 0: columns from D to P lie past the map's head
+// dim and arrive as the tensor-map fill's zeros (counted in the transaction bytes like the rest of
+// the box); a tail tile is copied with cp.async by the 32 lanes so that rows >= valid and the
+// padding columns are zero-filled without being read (never another batch's rows or another head's
+// columns, never past the buffer), each lane's copies tracked by the barrier and lane 0's plain
+// arrival counted once every lane has registered its copies.
+template <int D, int ROWS, int P = D>
 __device__ __forceinline__ void ws_fill(u32 bar, u32 s_dst, const RaggedTmaMap* map, int head, int row, int valid,
                                         const u16* g, i64 stride, const u16* safe, int lane) {
+    static_assert(P % 64 == 0 && P >= D && P - D < 64, "a padded row is D rounded up to whole swizzle blocks");
     if (valid >= ROWS) {
         if (lane == 0) {
-            mbar_arrive_expect_tx(bar, ROWS * D * 2);
+            mbar_arrive_expect_tx(bar, ROWS * P * 2);
 #pragma unroll
-            for (int cb = 0; cb < D / 64; ++cb) tma_load_3d(s_dst + cb * (ROWS * 128), map, cb * 64, head, row, bar);
+            for (int cb = 0; cb < P / 64; ++cb) tma_load_3d(s_dst + cb * (ROWS * 128), map, cb * 64, head, row, bar);
         }
     }
     else {
-        constexpr int CH = D / 8;
+        constexpr int CH = P / 8;
 #pragma unroll 4
         for (int it = 0; it < ROWS * CH / 32; ++it) {
             int idx = it * 32 + lane;
             int r = idx / CH;
             int c = idx % CH;
-            bool p = r < valid;
+            bool p = r < valid && c < D / 8;
             cp_async16(s_dst + sw128<ROWS>(r, c), p ? g + (i64)r * stride + c * 8 : safe, p);
         }
         cp_async_mbar_track(bar);

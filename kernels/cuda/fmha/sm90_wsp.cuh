@@ -90,16 +90,19 @@ __device__ __forceinline__ void wsp_issue_s(float* s, const u32 (*qa)[4], u32 s_
     }
 }
 
-// O += P V over the BN keys of the V tile at vb.
-template <bool BF16, int D, int BN, bool DP>
+// O += P V over the BN keys of the V tile at vb, PV columns: V's padded row width, or 96 (one n96
+// product over the real columns of a tile padded to 128).
+template <bool BF16, int PV, int BN, bool DP>
 __device__ __forceinline__ void wsp_issue_pv(float* acc, const u32 (*pa)[4], u32 vb) {
     const u64 dv = DP ? sw128_desc(vb, BN * 128, 1024) : 0;
 #pragma unroll
     for (int kc = 0; kc < BN / 16; ++kc) {
-        if constexpr (DP)
-            wgmma_pv_desc<BF16, D, BN>(acc, pa[kc], dv, kc);
+        if constexpr (PV == 96)
+            wgmma_rs_n96<BF16>(acc, pa[kc], DP ? desc_add(dv, kc * (16 * 128)) : sw128_desc(vb + kc * (16 * 128), BN * 128, 1024));
+        else if constexpr (DP)
+            wgmma_pv_desc<BF16, PV, BN>(acc, pa[kc], dv, kc);
         else
-            wgmma_pv<BF16, D, BN>(acc, pa[kc], vb, kc);
+            wgmma_pv<BF16, PV, BN>(acc, pa[kc], vb, kc);
     }
 }
 
@@ -268,16 +271,16 @@ __device__ __forceinline__ void wsp_store_o(const float* acc, const float* m_i, 
 // only): in the key loop the O rescale by corr (n - 1) runs after the issue of S (n), under that
 // product, instead of before the turn (FlashAttention-3's order); the P pack stays before it, since
 // S (n) overwrites the scores it packs.
-template <bool BF16_, int D_, int BN_, int STAGES_, int NC_, int PREG_, int CREG_>
+template <bool BF16_, int D_, int BN_, int STAGES_, int NC_, int PREG_, int CREG_, int DV_ = D_>
 struct WspShape {
     enum : bool { BF16 = BF16_ };
-    enum : int { D = D_, BN = BN_, STAGES = STAGES_, NC = NC_, PREG = PREG_, CREG = CREG_ };
+    enum : int { D = D_, DV = DV_, BN = BN_, STAGES = STAGES_, NC = NC_, PREG = PREG_, CREG = CREG_ };
     enum : bool { TMA = true, QREG = false, TREE = false, DP = false, PP = true, PL = false, KA = false };
     enum : bool {
         DYN = false, TS = false, TSQ = false, EO = false, Q2 = false, RING = false, FR = false, PF = false, VW = false,
         RA = false
     };
-    enum : int { POLY = 0, LZ = 0, HC = 0, NOSM = 0 };
+    enum : int { POLY = 0, LZ = 0, HC = 0, NOSM = 0, PVN = 0 };
 };
 
 template <class C>
@@ -287,17 +290,27 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
     constexpr bool BF16 = C::BF16, TMA = C::TMA, QREG = C::QREG, TREE = C::TREE, DP = C::DP, PP = C::PP, PL = C::PL,
                    KA = C::KA, DYN = C::DYN, TS = C::TS, TSQ = C::TSQ, EO = C::EO, Q2 = C::Q2, RING = C::RING,
                    FR = C::FR, PF = C::PF, VW = C::VW, RA = C::RA;
-    constexpr int D = C::D, BN = C::BN, STAGES = C::STAGES, NC = C::NC, PREG = C::PREG, CREG = C::CREG,
-                  POLY = C::POLY, LZ = C::LZ, HC = C::HC, NOSM = C::NOSM;
+    constexpr int D = C::D, DV = C::DV, BN = C::BN, STAGES = C::STAGES, NC = C::NC, PREG = C::PREG, CREG = C::CREG,
+                  POLY = C::POLY, LZ = C::LZ, HC = C::HC, NOSM = C::NOSM, PVN = C::PVN;
     constexpr int BM = 64 * NC;
+    // Rows of Q / K are PQ columns wide in shared memory and rows of V PVS: the head dims rounded up to
+    // whole 64-column swizzle blocks (d96: 128, the padding zero). S runs over the D real columns
+    // only; P V over PV columns, all PVS unless PVN says 96, so O's padding columns are computed (as
+    // zeros) and never stored.
+    constexpr int PQ = ragged_row_width(D), PVS = ragged_row_width(DV), PV = PVN ? PVN : PVS;
+    static_assert(PV == PVS || (PV == 96 && DV == 96), "PVN: P V over d96's real columns only");
     constexpr int KS = D / 16;
     constexpr int NS = BN / 8;
-    constexpr int DT = D / 8;
-    constexpr u32 Q_BYTES = BM * D * 2;
-    constexpr u32 KV_BYTES = BN * D * 2;
+    constexpr int DT = PV / 8;   // accumulator n-tiles
+    constexpr int DTO = DV / 8;  // ... of them stored
+    constexpr u32 Q_BYTES = BM * PQ * 2;
+    constexpr u32 K_BYTES = BN * PQ * 2;
+    constexpr u32 V_BYTES = BN * PVS * 2;
     constexpr u32 FILL_ARRIVALS = TMA ? 1 : 128;
-    static_assert((D == 64 || D == 128) && (BN == 64 || BN == 128 || (TMA && (BN == 176 || BN == 192))) && STAGES >= 2,
-                  "ws tile shapes");
+    static_assert(D % 32 == 0 && D >= 64 && D <= 256 && (DV == 64 || DV == 96 || DV == 128 || DV == 256),
+                  "head dims the P V widths cover");
+    static_assert(TMA || (D == DV && (D == 64 || D == 128)), "the cp.async producer copies unpadded, equal dims");
+    static_assert((BN == 64 || BN == 128 || (TMA && (BN == 176 || BN == 192))) && STAGES >= 2, "ws tile shapes");
     static_assert(!DYN || TMA, "the work counter is drawn by the one-warp TMA producer");
     static_assert(!PF || NOSM != 2, "PF follows the producer's fills, which NOSM 2 moves to the first key block");
     static_assert(!RA || PL, "RA moves the O rescale out of PL's tail; without PL it would be applied twice");
@@ -305,9 +318,9 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
     extern __shared__ __align__(128) unsigned char smem_raw[];
     const u32 s_q = (smem_addr(smem_raw) + 1023u) & ~1023u;
     const u32 s_k = s_q + (Q2 ? 2 : 1) * Q_BYTES;
-    const u32 s_v = s_k + STAGES * KV_BYTES;
+    const u32 s_v = s_k + STAGES * K_BYTES;
     // mbarriers: q_full, q_empty, k_full[S], k_empty[S], v_full[S], v_empty[S].
-    const u32 bars = s_v + STAGES * KV_BYTES;
+    const u32 bars = s_v + STAGES * V_BYTES;
     const u32 q_full = bars;
     const u32 q_empty = bars + 8;
     const u32 k_full = bars + 16;
@@ -404,7 +417,7 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
             const u16* kp = k + it.bt.kv_tok * k_seq + (i64)g * k_head;
             const u16* vp = v + it.bt.kv_tok * v_seq + (i64)g * v_head;
             if (TMA) {
-                ws_fill<D, BM>(qf, qb, tm_q, it.h, (int)(it.bt.q_tok + it.q0), q_rows, qp, q_seq, q, t);
+                ws_fill<D, BM, PQ>(qf, qb, tm_q, it.h, (int)(it.bt.q_tok + it.q0), q_rows, qp, q_seq, q, t);
             }
             else {
                 ws_load_tile<D, BM>(qb, qp, q_seq, q_rows, q, t);
@@ -417,11 +430,11 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
                 const int j0 = NOSM == 2 ? 0 : ws_key_base<TS, BN>(nbv, it.bt.lkv);
                 mbar_wait(v_empty + 8 * st, vr.phase() ^ 1u);
                 if (TMA) {
-                    ws_fill<D, BN>(v_full + 8 * st, s_v + st * KV_BYTES, tm_v, g, (int)(it.bt.kv_tok + j0),
+                    ws_fill<DV, BN, PVS>(v_full + 8 * st, s_v + st * V_BYTES, tm_v, g, (int)(it.bt.kv_tok + j0),
                                    it.bt.lkv - j0, vp + (i64)j0 * v_seq, v_seq, v, t);
                 }
                 else {
-                    ws_load_tile<D, BN>(s_v + st * KV_BYTES, vp + (i64)j0 * v_seq, v_seq, it.bt.lkv - j0, v, t);
+                    ws_load_tile<D, BN>(s_v + st * V_BYTES, vp + (i64)j0 * v_seq, v_seq, it.bt.lkv - j0, v, t);
                     cp_async_mbar_arrive(v_full + 8 * st);
                 }
                 vr.advance();
@@ -434,11 +447,11 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
                 const int row = (int)(it.bt.kv_tok + j0);
                 mbar_wait(k_empty + 8 * st, ph ^ 1u);
                 if (TMA) {
-                    ws_fill<D, BN>(k_full + 8 * st, s_k + st * KV_BYTES, tm_k, g, row, it.bt.lkv - j0,
+                    ws_fill<D, BN, PQ>(k_full + 8 * st, s_k + st * K_BYTES, tm_k, g, row, it.bt.lkv - j0,
                                    kp + (i64)j0 * k_seq, k_seq, k, t);
                 }
                 else {
-                    ws_load_tile<D, BN>(s_k + st * KV_BYTES, kp + (i64)j0 * k_seq, k_seq, it.bt.lkv - j0, k, t);
+                    ws_load_tile<D, BN>(s_k + st * K_BYTES, kp + (i64)j0 * k_seq, k_seq, it.bt.lkv - j0, k, t);
                     cp_async_mbar_arrive(k_full + 8 * st);
                 }
                 if constexpr (KA) {
@@ -480,7 +493,7 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
     auto flush = [&]() {
         fence_regs<DT * 4>(acc);
         if (lane == 0) mbar_arrive(v_empty + 8 * pend_stage);
-        wsp_store_o<BF16, DT, TSQ>(acc, m_i, l_i, pend, row_in_tile, lt, sl2, o_seq, lse_seq);
+        wsp_store_o<BF16, DTO, TSQ>(acc, m_i, l_i, pend, row_in_tile, lt, sl2, o_seq, lse_seq);
         pending = false;
     };
 
@@ -539,7 +552,7 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
                     fence_proxy_async();
                 ws_turn_wait<PP, NC>(c);
                 wgmma_fence();
-                wsp_issue_s<BF16, D, BN, BM, QREG, DP>(s, qa, sq, c, s_k + st * KV_BYTES);
+                wsp_issue_s<BF16, D, BN, BM, QREG, DP>(s, qa, sq, c, s_k + st * K_BYTES);
                 wgmma_commit();
                 ws_turn_pass<PP, NC>(c);
                 if constexpr (EO) {
@@ -575,7 +588,7 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
                 fence_regs<DT * 4>(acc);
                 fence_regs_u32<BN / 4>(&pa[0][0]);
                 if (kv.n > nb_first_kv && lane == 0) mbar_arrive(v_empty + 8 * kv.prev_stage());
-                if (rescale) wsp_rescale<D, LZ>(acc, corr);
+                if (rescale) wsp_rescale<DV, LZ>(acc, corr);
                 wgmma_pack_p<BF16, BN>(s, pa);
                 // The next wgmma reads both: keep the compiler from sinking these writes past its fence.
                 fence_regs<DT * 4>(acc);
@@ -592,19 +605,19 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
                 // only if it did come by cp.async).
                 if (!TMA || (nb + 1 == nb_last && (!PF || ws_cp_async_tile<TS, BN>(nb, band.lkv)))) fence_proxy_async();
                 if constexpr (PL) wsp_pending_tail(!RA);
-                const u32 kb = s_k + st * KV_BYTES;
-                const u32 vb_prev = s_v + sp * KV_BYTES;
+                const u32 kb = s_k + st * K_BYTES;
+                const u32 vb_prev = s_v + sp * V_BYTES;
                 ws_turn_wait<PP, NC>(c);
                 wgmma_fence();
                 wsp_issue_s<BF16, D, BN, BM, QREG, DP>(s, qa, sq, c, kb);
                 wgmma_commit();
                 if constexpr (VW) mbar_wait(v_full + 8 * sp, kv.phase());
                 if constexpr (RA) {
-                    wsp_rescale<D, LZ>(acc, corr);
+                    wsp_rescale<DV, LZ>(acc, corr);
                     fence_regs<DT * 4>(acc);
                     wgmma_fence();
                 }
-                wsp_issue_pv<BF16, D, BN, DP>(acc, pa, vb_prev);
+                wsp_issue_pv<BF16, PV, BN, DP>(acc, pa, vb_prev);
                 wgmma_commit();
                 ws_turn_pass<PP, NC>(c);
                 wgmma_wait<1>();
@@ -620,7 +633,7 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
                     fence_regs<DT * 4>(acc);
                     fence_regs_u32<BN / 4>(&pa[0][0]);
                     if (lane == 0) mbar_arrive(v_empty + 8 * sp);
-                    wsp_rescale_pack<BF16, D, BN, LZ>(acc, corr, s, pa);
+                    wsp_rescale_pack<BF16, DV, BN, LZ>(acc, corr, s, pa);
                 }
                 kv.advance();
             }
@@ -634,7 +647,7 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
                 if constexpr (PL) wsp_pending_tail(true);
                 ws_turn_wait<PP, NC>(c);
                 wgmma_fence();
-                wsp_issue_pv<BF16, D, BN, DP>(acc, pa, s_v + sp * KV_BYTES);
+                wsp_issue_pv<BF16, PV, BN, DP>(acc, pa, s_v + sp * V_BYTES);
                 wgmma_commit();
                 ws_turn_pass<PP, NC>(c);
                 if constexpr (EO) {
@@ -658,7 +671,7 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
             if (pending) flush();
             reset();
         }
-        wsp_store_o<BF16, DT, TSQ>(acc, m_i, l_i, out, row_in_tile, lt, sl2, o_seq, lse_seq);
+        wsp_store_o<BF16, DTO, TSQ>(acc, m_i, l_i, out, row_in_tile, lt, sl2, o_seq, lse_seq);
     }
     if (EO) {
         wgmma_wait<0>();
