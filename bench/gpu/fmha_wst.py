@@ -42,14 +42,14 @@ from event_timing import interleaved_detail, power_profile  # noqa: E402
 ENGINES = {
     (128, 128): ["wspt_bf16_d128", "wspt_bf16_d128_s14", "wspt_bf16_d128_nosm"],
     (64, 64): ["wspt_bf16_d64", "wspt_bf16_d64_s14", "wspt_bf16_d64_nosm"],
-    (96, 96): ["wspt_bf16_d96", "wspt_bf16_d96_n96", "sm90_bf16_d96"],
+    (96, 96): ["wspt_bf16_d96", "sm90_bf16_d96"],
     (256, 256): ["wspt_bf16_d256", "sm90_bf16_d256"],
-    (192, 128): ["wspt_bf16_d192v128", "wspt_bf16_d192v128_qreg", "wspt_bf16_d192v128_qregn64", "sm90_bf16_d192v128"],
+    (192, 128): ["wspt_bf16_d192v128", "sm90_bf16_d192v128"],
 }
 # Timed but never checked: bounds, not attention (nosm*: the body without its softmax, O is wrong).
 TIME_ONLY = ("nosm", "nosml2")
 # Checked with the full suite but not timed (fp16 forms; the plugin set's check covers its own).
-CHECK_ONLY = ["wspt_f16_d128", "wspt_f16_d64", "wspt_f16_d96", "wspt_f16_d96_n96", "wspt_f16_d256", "wspt_f16_d192v128"]
+CHECK_ONLY = ["wspt_f16_d128", "wspt_f16_d64", "wspt_f16_d96", "wspt_f16_d256", "wspt_f16_d192v128"]
 PREFIX = "ragged_fmha_fwd_"
 
 

@@ -345,7 +345,10 @@ def benchmark(torch, plugin, graphs, problems, only_ours=False, calls_only=0, po
             # not yet compiled are reported as skipped (device time is budgeted).
             if flashinfer is not None and (d, dv) not in fi_ready:
                 spent = sum(x for x in fi_ready.values() if isinstance(x, float))
-                if spent > float(os.environ.get("FLASHINFER_BUDGET_S", "420")):
+                if (d, dv) in FLASHINFER_FA3_UNBUILDABLE:
+                    fi_ready[(d, dv)] = f"not built: {FLASHINFER_FA3_UNBUILDABLE[(d, dv)]}"
+                    print(f"FlashInfer fa3 for D_qk={d} D_v={dv}: {fi_ready[(d, dv)]}", flush=True)
+                elif spent > float(os.environ.get("FLASHINFER_BUDGET_S", "420")):
                     fi_ready[(d, dv)] = f"skipped: {spent:.0f} s of JIT compiling already spent"
                     print(f"FlashInfer fa3 for D_qk={d} D_v={dv}: {fi_ready[(d, dv)]}", flush=True)
                 else:
@@ -456,6 +459,11 @@ def benchmark(torch, plugin, graphs, problems, only_ours=False, calls_only=0, po
             print(f"plugin log [{sev}]: {line}", flush=True)
     return rows
 
+
+# Head-dim pairs FlashInfer 0.6.0's fa3 (sm90) backend does not compile: its JIT build fails with
+# a ninja error (sessions 4 and 16, bench/gpu/NOTES.md), after about a minute of device time per
+# attempt; these rows are reported without it.
+FLASHINFER_FA3_UNBUILDABLE = {(96, 96): "FlashInfer 0.6.0's fa3 JIT build of D = 96 fails (NOTES.md, sessions 4 and 16)"}
 
 PEERS = ("flashinfer", "cudnn_ragged", "fa2", "cudnn_dense")
 

@@ -182,14 +182,16 @@ struct WspD128 : WspShape<B, 128, 128, 3, 2, 24, 240> {
     enum : int { LZ = 8, HC = 4 };
 };
 // The other head dims on the same body (session 16; bench/gpu/NOTES.md). d96: d128's configuration
-// over rows padded to 128 columns (the same shared memory; S over the 96 real columns, P V over
-// all 128, the padding zero). d256 and d192 / 128: Q read from shared memory (in registers it would
-// leave too few for the 128 / 64 accumulator registers per thread), so without EO, which at d64
-// lost until Q had a second buffer (session 12) and there is no room for one; d256 blocks of 64 keys
-// in a ring of 2 (192 KB), d192 / 128 blocks of 128 in a ring of 2 (209 KB).
+// over rows padded to 128 columns (the same shared memory; S over the 96 real columns) with P V over
+// the 96 real columns too (PVN: +4.2 / +2.9 % over P V across the padding). d256: Q read from shared
+// memory (in registers it would leave too few for the 128 accumulator registers per thread), so
+// without EO, which lost there (0.968 / 0.942) as it did at d64 until Q had a second buffer (session
+// 12), and there is no room for one; blocks of 64 keys in a ring of 2 (193 KB). d192 / 128: d128's
+// arrangement (Q in registers, TSQ, EO; +2.4 / +0.0 % over Q from shared memory) with blocks of 128
+// keys in a ring of 2 (209 KB).
 template <bool B>
 struct WspD96 : WspD128<B> {
-    enum : int { D = 96, DV = 96 };
+    enum : int { D = 96, DV = 96, PVN = 96 };
 };
 template <bool B>
 struct WspD256 : WspShape<B, 256, 64, 2, 2, 24, 240> {
@@ -198,7 +200,10 @@ struct WspD256 : WspShape<B, 256, 64, 2, 2, 24, 240> {
 };
 template <bool B>
 struct WspD192V128 : WspShape<B, 192, 128, 2, 2, 24, 240, 128> {
-    enum : bool { DP = true, PL = true, KA = true, DYN = true, TS = true, RING = true, FR = true, VW = true, RA = true };
+    enum : bool {
+        QREG = true, DP = true, PL = true, KA = true, DYN = true, TS = true, TSQ = true, EO = true, RING = true, FR = true,
+        VW = true, RA = true
+    };
     enum : int { LZ = 8, HC = 4 };
 };
 // The persistent body with the cp.async producer (body 2 above; the ws study's wsp entries).
@@ -243,30 +248,12 @@ RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_f16_d64, WspD64<false>)
 RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d64_nosm, WspNosm<WspD64<true>, 1>)
 RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d64_s14, WspSession14<WspD64<true>>)
 // Session 16: the other head dims on the persistent body (WspD96, WspD256, WspD192V128), against the
-// wgmma body they ran on before (sm90_*). Measured and dropped in round 1: EO without a second Q
-// buffer at d256 (0.968 / 0.942) and d192 / 128 (0.985 / 0.990), and d192 / 128 in blocks of 64
-// keys, a ring of 3, two Q buffers and EO (0.866 / 0.888).
-// Q in registers at d192 / 128 (d128's arrangement, 48 registers more per thread), with blocks of
-// 128 keys (ring of 2) and of 64 (ring of 4).
-template <bool B>
-struct WspD192V128Qreg : WspD192V128<B> {
-    enum : bool { QREG = true, TSQ = true, EO = true };
-};
-template <bool B>
-struct WspD192V128QregN64 : WspD192V128Qreg<B> {
-    enum : int { BN = 64, STAGES = 4 };
-};
-RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d192v128_qreg, WspD192V128Qreg<true>)
-RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d192v128_qregn64, WspD192V128QregN64<true>)
-// d96 with P V over the 96 real columns (one n96 product instead of n128 over the padding).
-template <bool B>
-struct WspD96N96 : WspD96<B> {
-    enum : int { PVN = 96 };
-};
+// wgmma body they ran on before (sm90_*). Measured and dropped (NOTES.md session 16): EO without a
+// second Q buffer at d256 (0.968 / 0.942) and at d192 / 128 with Q from shared memory (0.985 /
+// 0.990); d192 / 128 in blocks of 64 keys, with a ring of 3, two Q buffers and EO (0.866 / 0.888)
+// and with Q in registers and a ring of 4 (0.968 / 0.953 of Q in registers at 128 keys).
 RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d96, WspD96<true>)
 RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_f16_d96, WspD96<false>)
-RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d96_n96, WspD96N96<true>)
-RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_f16_d96_n96, WspD96N96<false>)
 RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d256, WspD256<true>)
 RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_f16_d256, WspD256<false>)
 RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d192v128, WspD192V128<true>)

@@ -271,6 +271,8 @@ __device__ __forceinline__ void wsp_store_o(const float* acc, const float* m_i, 
 // only): in the key loop the O rescale by corr (n - 1) runs after the issue of S (n), under that
 // product, instead of before the turn (FlashAttention-3's order); the P pack stays before it, since
 // S (n) overwrites the scores it packs.
+// DV: V's head dim (default D; d192 / 128), PVN: the width of the P V product (0: V's padded row
+// width; 96 at d96, one n96 product that skips the padding's columns).
 template <bool BF16_, int D_, int BN_, int STAGES_, int NC_, int PREG_, int CREG_, int DV_ = D_>
 struct WspShape {
     enum : bool { BF16 = BF16_ };
