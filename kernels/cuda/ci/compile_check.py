@@ -9,7 +9,7 @@ runs NVRTC to PTX and ptxas to SASS, prints registers and spills per entry point
   - any "Potential Performance Loss" (C75xx) report on an sm_90a program: ptxas serialized the
     warpgroup MMAs of that entry (too few registers, or commit groups it could not match), which
     costs far more than any change it came with (bench/gpu/NOTES.md, sessions 8 to 15);
-  - a spill in the plugin's persistent forward bodies (ragged_fmha_fwd_{bf16,f16}_d{64,128} on
+  - a spill in the plugin's persistent forward bodies (ragged_fmha_fwd_{bf16,f16}_d{64,96,128,256,192v128} on
     sm_90a), whose measured configurations have none.
 
   python3 kernels/cuda/ci/compile_check.py --nvrtc LIBNVRTC.so --ptxas PTXAS [--jobs N]
