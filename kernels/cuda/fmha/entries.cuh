@@ -252,7 +252,8 @@ RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d64_s14, WspSession14<WspD
 // second Q buffer at d256 (0.968 / 0.942) and at d192 / 128 with Q from shared memory (0.985 /
 // 0.990); d192 / 128 in blocks of 64 keys, with a ring of 3, two Q buffers and EO (0.866 / 0.888)
 // and with Q in registers and a ring of 4 (0.968 / 0.953 of Q in registers at 128 keys); KA off
-// with the ring of 2 (d256 0.902 / 0.929, d192 / 128 0.989 / 0.989).
+// with the ring of 2 (d256 0.902 / 0.929, d192 / 128 0.989 / 0.989); chunks of 2 heads (d256 0.998 /
+// 1.013, d192 / 128 1.007 / 1.005: noise) and of 8 (0.978 / 0.966, 0.996 / 0.982) instead of 4.
 RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d96, WspD96<true>)
 RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_f16_d96, WspD96<false>)
 RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d256, WspD256<true>)
