@@ -1,18 +1,22 @@
 #!/usr/bin/env python3
-"""Compile check of the CUDA programs without a GPU: NVRTC (as the plugin compiles them) and ptxas.
+"""Compile check of the CUDA programs without a GPU, as the plugin compiles them: NVRTC to CUBIN.
 
 The plugin compiles kernels/cuda/*.cu with NVRTC at run time on the user's machine, so without this
-check a change to the CUDA sources is first compiled on the device. For each program and target it
-runs NVRTC to PTX and ptxas to SASS, prints registers and spills per entry point, and fails on:
+check a change to the CUDA sources is first compiled on the device. It compiles the programs the
+kernels crate itself hands NVRTC: the spliced sources and the plugin's option list per architecture,
+written by `cargo run -p ragged-kernels --example cuda_programs -- DIR sm_90a sm_80` (so there is no
+second copy of either here), plus `--ptxas-options=-v` for NVRTC's built-in ptxas to report
+registers, spills and serialization, plus the benchmark builds' defines. It prints registers and
+spills per entry point and fails on:
   - any NVRTC or ptxas error (a static_assert of a configuration included: e.g. a persistent entry
     over sm_90's 227 KB of shared memory, which would otherwise be refused only at load);
   - any "Potential Performance Loss" (C75xx) report on an sm_90a program: ptxas serialized the
     warpgroup MMAs of that entry (too few registers, or commit groups it could not match), which
     costs far more than any change it came with (bench/gpu/NOTES.md, sessions 8 to 15);
-  - a spill in the plugin's persistent forward bodies (ragged_fmha_fwd_{bf16,f16}_d{64,96,128,256,192v128} on
-    sm_90a), whose measured configurations have none.
+  - a spill in the plugin's persistent forward bodies (ragged_fmha_fwd_{bf16,f16}_d{64,96,128,256,192v128}
+    on sm_90a), whose measured configurations have none.
 
-  python3 kernels/cuda/ci/compile_check.py --nvrtc LIBNVRTC.so --ptxas PTXAS [--jobs N]
+  python3 kernels/cuda/ci/compile_check.py --nvrtc LIBNVRTC.so --programs DIR [--jobs N]
 """
 
 import argparse
@@ -20,11 +24,8 @@ import concurrent.futures
 import ctypes
 import os
 import re
-import subprocess
 import sys
-import tempfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FWD = "ragged_fmha_fwd.cu"
 BWD = "ragged_fmha_bwd.cu"
 # (source, target, extra defines, label, strict): the plugin's sets, then the benchmark's builds.
@@ -43,41 +44,38 @@ PROGRAMS = [
 NO_SPILL = re.compile(r"^ragged_fmha_fwd_(bf16|f16)_d(64|96|128|256|192v128)$")
 
 
-def nvrtc_ptx(lib, source, arch, defines):
-    """PTX of one program, or raises with NVRTC's log."""
-    text = open(os.path.join(ROOT, source), encoding="utf-8").read()
+def plugin_options(programs, arch):
+    """The plugin's NVRTC options for a CUBIN of arch, as the cuda_programs example wrote them."""
+    path = os.path.join(programs, f"nvrtc-options-{arch}.txt")
+    with open(path, encoding="utf-8") as f:
+        return [line.strip() for line in f if line.strip()]
+
+
+def nvrtc_compile(lib, programs, source, arch, defines):
+    """NVRTC's log of one program compiled to CUBIN with ptxas's -v report, or raises with it."""
+    with open(os.path.join(programs, source), encoding="utf-8") as f:
+        text = f.read()
+    opts = plugin_options(programs, arch) + ["--ptxas-options=-v"] + defines
     prog = ctypes.c_void_p()
     if lib.nvrtcCreateProgram(ctypes.byref(prog), text.encode(), source.encode(), 0, None, None) != 0:
         raise RuntimeError("nvrtcCreateProgram failed")
     try:
-        opts = [f"--gpu-architecture=compute_{arch[3:]}", "--std=c++17", f"-I{ROOT}"] + defines
         arr = (ctypes.c_char_p * len(opts))(*[o.encode() for o in opts])
         rc = lib.nvrtcCompileProgram(prog, len(opts), arr)
         size = ctypes.c_size_t()
         lib.nvrtcGetProgramLogSize(prog, ctypes.byref(size))
         log = ctypes.create_string_buffer(size.value)
         lib.nvrtcGetProgramLog(prog, log)
+        out = log.value.decode(errors="replace")
         if rc != 0:
-            raise RuntimeError(f"NVRTC failed ({' '.join(opts)}):\n{log.value.decode(errors='replace')}")
-        lib.nvrtcGetPTXSize(prog, ctypes.byref(size))
-        ptx = ctypes.create_string_buffer(size.value)
-        lib.nvrtcGetPTX(prog, ptx)
-        return ptx.value
+            raise RuntimeError(f"NVRTC failed ({' '.join(opts)}):\n{out[-4000:]}")
+        return out
     finally:
         lib.nvrtcDestroyProgram(ctypes.byref(prog))
 
 
-def ptxas_report(ptxas, ptx, arch):
-    """{entry: {"regs", "spill", "loss"}} from ptxas -v, or raises with its output."""
-    with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "p.ptx")
-        with open(path, "wb") as f:
-            f.write(ptx)
-        r = subprocess.run([ptxas, f"-arch={arch}", "-v", path, "-o", os.path.join(tmp, "p.cubin")],
-                           capture_output=True, text=True, check=False)
-    out = r.stdout + r.stderr
-    if r.returncode != 0:
-        raise RuntimeError(f"ptxas failed:\n{out[-4000:]}")
+def ptxas_report(out):
+    """{entry: {"regs", "spill", "loss"}} from the ptxas -v lines of an NVRTC log."""
     entries, cur = {}, None
     for line in out.splitlines():
         m = re.search(r"Compiling entry function '([^']+)'", line)
@@ -99,10 +97,10 @@ def ptxas_report(ptxas, ptx, arch):
     return entries
 
 
-def check(lib_path, ptxas, program):
+def check(lib_path, programs, program):
     source, arch, defines, label, strict = program
     lib = ctypes.CDLL(lib_path)
-    entries = ptxas_report(ptxas, nvrtc_ptx(lib, source, arch, defines), arch)
+    entries = ptxas_report(nvrtc_compile(lib, programs, source, arch, defines))
     problems, notes = [], []
     for name, e in sorted(entries.items()):
         if e["loss"] and arch == "sm_90a":
@@ -120,12 +118,13 @@ def check(lib_path, ptxas, program):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--nvrtc", required=True, help="path to libnvrtc.so")
-    ap.add_argument("--ptxas", required=True, help="path to ptxas")
+    ap.add_argument("--programs", required=True,
+                    help="directory written by `cargo run -p ragged-kernels --example cuda_programs -- DIR sm_90a sm_80`")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     args = ap.parse_args()
     failed = False
     with concurrent.futures.ProcessPoolExecutor(max_workers=args.jobs) as pool:
-        futures = [pool.submit(check, args.nvrtc, args.ptxas, p) for p in PROGRAMS]
+        futures = [pool.submit(check, args.nvrtc, args.programs, p) for p in PROGRAMS]
         for program, fut in zip(PROGRAMS, futures):
             try:
                 summary, problems, notes = fut.result()
