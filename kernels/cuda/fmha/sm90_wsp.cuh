@@ -98,7 +98,8 @@ __device__ __forceinline__ void wsp_issue_pv(float* acc, const u32 (*pa)[4], u32
 #pragma unroll
     for (int kc = 0; kc < BN / 16; ++kc) {
         if constexpr (PV == 96)
-            wgmma_rs_n96<BF16>(acc, pa[kc], DP ? desc_add(dv, kc * (16 * 128)) : sw128_desc(vb + kc * (16 * 128), BN * 128, 1024));
+            wgmma_rs_n96<BF16>(acc, pa[kc],
+                               DP ? desc_add(dv, kc * (16 * 128)) : sw128_desc(vb + kc * (16 * 128), BN * 128, 1024));
         else if constexpr (DP)
             wgmma_pv_desc<BF16, PV, BN>(acc, pa[kc], dv, kc);
         else
@@ -433,7 +434,7 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
                 mbar_wait(v_empty + 8 * st, vr.phase() ^ 1u);
                 if (TMA) {
                     ws_fill<DV, BN, PVS>(v_full + 8 * st, s_v + st * V_BYTES, tm_v, g, (int)(it.bt.kv_tok + j0),
-                                   it.bt.lkv - j0, vp + (i64)j0 * v_seq, v_seq, v, t);
+                                         it.bt.lkv - j0, vp + (i64)j0 * v_seq, v_seq, v, t);
                 }
                 else {
                     ws_load_tile<D, BN>(s_v + st * V_BYTES, vp + (i64)j0 * v_seq, v_seq, it.bt.lkv - j0, v, t);
@@ -450,7 +451,7 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
                 mbar_wait(k_empty + 8 * st, ph ^ 1u);
                 if (TMA) {
                     ws_fill<D, BN, PQ>(k_full + 8 * st, s_k + st * K_BYTES, tm_k, g, row, it.bt.lkv - j0,
-                                   kp + (i64)j0 * k_seq, k_seq, k, t);
+                                       kp + (i64)j0 * k_seq, k_seq, k, t);
                 }
                 else {
                     ws_load_tile<D, BN>(s_k + st * K_BYTES, kp + (i64)j0 * k_seq, k_seq, it.bt.lkv - j0, k, t);
