@@ -43,8 +43,10 @@ extern "C" __constant__ int ragged_fmha_grid_dependency[1] = {
 
 // The warp-specialized body: 1 producer + NC consumer warpgroups (BM 64 NC), a STAGES-deep K/V ring
 // and its mbarriers after the tiles; MINB blocks per SM, PREG / CREG registers after setmaxnreg.
-#define RAGGED_FMHA_WS_SMEM(D, BN, STAGES, NC) \
-    (1024 + 64 * (NC) * (D) * 2 + 2 * (STAGES) * (BN) * (D) * 2 + 8 * (1 + 4 * (STAGES)))
+// RAGGED_FMHA_WS_SMEM_W: the same at row widths PQ for Q and K and PV for V.
+#define RAGGED_FMHA_WS_SMEM_W(PQ, PV, BN, STAGES, NC) \
+    (1024 + 64 * (NC) * (PQ) * 2 + (STAGES) * (BN) * ((PQ) + (PV)) * 2 + 8 * (1 + 4 * (STAGES)))
+#define RAGGED_FMHA_WS_SMEM(D, BN, STAGES, NC) RAGGED_FMHA_WS_SMEM_W(D, D, BN, STAGES, NC)
 #define RAGGED_FMHA_SM90_WS_ENTRY(NAME, BF16, D, BN, STAGES, NC, PP, MINB, PREG, CREG)                      \
     extern "C" {                                                                                        \
     __constant__ int NAME##_config[4] = {64 * NC, BN, 128 * (NC + 1), RAGGED_FMHA_WS_SMEM(D, BN, STAGES, NC)}; \
@@ -94,10 +96,9 @@ extern "C" __constant__ int ragged_fmha_grid_dependency[1] = {
 #define RAGGED_SM90_SMEM_OPTIN (227 * 1024)
 // The ws body's layout at the padded row widths (Q and K rows ragged_row_width(D), V rows
 // ragged_row_width(DV)), then the item slot, the DYN ring and Q2's second buffer.
-#define RAGGED_FMHA_WSP_SMEM(C)                                                                             \
-    (1024 + 64 * C::NC * ragged_row_width(C::D) * 2 * (C::Q2 ? 2 : 1) +                                  \
-     C::STAGES * C::BN * (ragged_row_width(C::D) + ragged_row_width(C::DV)) * 2 + 8 * (1 + 4 * C::STAGES) + 16 + \
-     (C::DYN ? 48 : 0) + (C::Q2 ? 16 : 0))
+#define RAGGED_FMHA_WSP_SMEM(C)                                                                                \
+    (RAGGED_FMHA_WS_SMEM_W(ragged_row_width(C::D), ragged_row_width(C::DV), C::BN, C::STAGES, C::NC) + 16 +    \
+     (C::DYN ? 48 : 0) + (C::Q2 ? 64 * C::NC * ragged_row_width(C::D) * 2 + 16 : 0))
 #define RAGGED_FMHA_SM90_WSP_ENTRY(NAME, ...)                                                                      \
     using NAME##_cfg = __VA_ARGS__;                                                                               \
     static_assert(!NAME##_cfg::TMA, "a TMA configuration takes the maps: RAGGED_FMHA_SM90_WSPT_ENTRY");           \

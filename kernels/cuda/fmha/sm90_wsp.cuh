@@ -90,17 +90,13 @@ __device__ __forceinline__ void wsp_issue_s(float* s, const u32 (*qa)[4], u32 s_
     }
 }
 
-// O += P V over the BN keys of the V tile at vb, PV columns: V's padded row width, or 96 (one n96
-// product over the real columns of a tile padded to 128).
+// O += P V over the BN keys of the V tile at vb, PV columns (wgmma_pv_at's widths).
 template <bool BF16, int PV, int BN, bool DP>
 __device__ __forceinline__ void wsp_issue_pv(float* acc, const u32 (*pa)[4], u32 vb) {
     const u64 dv = DP ? sw128_desc(vb, BN * 128, 1024) : 0;
 #pragma unroll
     for (int kc = 0; kc < BN / 16; ++kc) {
-        if constexpr (PV == 96)
-            wgmma_rs_n96<BF16>(acc, pa[kc],
-                               DP ? desc_add(dv, kc * (16 * 128)) : sw128_desc(vb + kc * (16 * 128), BN * 128, 1024));
-        else if constexpr (DP)
+        if constexpr (DP)
             wgmma_pv_desc<BF16, PV, BN>(acc, pa[kc], dv, kc);
         else
             wgmma_pv<BF16, PV, BN>(acc, pa[kc], vb, kc);

@@ -158,6 +158,34 @@ __device__ __forceinline__ void wgmma_rs_n128(float* d, const u32* a, u64 db) {
     }
 }
 
+// D[64 x 96] += A[64 x 16] (registers) * B[16 x 96] (shared, MN-major: transposed): O += P V at d96
+// over the real columns only. V's rows are padded to two 64-column swizzle blocks; the 96 columns
+// are the first block and half of the second (the descriptor's LBO), so the padding's 32 columns are
+// never multiplied (the persistent body's PVN, bench/gpu/NOTES.md session 16).
+#define RAGGED_WGMMA_RS_N96(TY)                                                                        \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %53, 0;\n"                                          \
+                 "wgmma.mma_async.sync.aligned.m64n96k16.f32." TY "." TY " {"                          \
+                 "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"                              \
+                 "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,"                    \
+                 "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47"                     \
+                 "}, {%48,%49,%50,%51}, %52, p, 1, 1, 1;\n}\n"                                          \
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),   \
+                   "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), \
+                   "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]),          \
+                   "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]),          \
+                   "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),          \
+                   "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]),          \
+                   "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]),          \
+                   "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47])                                    \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1))
+template <bool BF16>
+__device__ __forceinline__ void wgmma_rs_n96(float* d, const u32* a, u64 db) {
+    if (BF16)
+        RAGGED_WGMMA_RS_N96("bf16");
+    else
+        RAGGED_WGMMA_RS_N96("f16");
+}
+#undef RAGGED_WGMMA_RS_N96
 
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
@@ -231,16 +259,19 @@ __device__ __forceinline__ void wgmma_ss(float* d, u64 da, u64 db, int accumulat
 // O[64 x P] += P_chunk[64 x 16] (registers) * V[16 x P] for one k16 chunk kc of the BN keys of the
 // V tile (sw128, BN rows, P columns), whose descriptor at byte offset off is desc_at(off). P = 256 is
 // two n128 products over the two halves: the accumulator of the upper half follows the lower one's 64
-// registers, as the epilogue reads them.
+// registers, as the epilogue reads them. P = 96: one n96 product over the first 96 columns of a tile
+// padded to 128 (wgmma_rs_n96).
 template <bool BF16, int P, int BN, class DescAt>
 __device__ __forceinline__ void wgmma_pv_at(float* acc, const u32* a, DescAt desc_at, int kc) {
-    static_assert(P == 64 || P == 128 || P == 256, "wgmma P V widths");
-    constexpr int N = P == 64 ? 64 : 128;
+    static_assert(P == 64 || P == 96 || P == 128 || P == 256, "wgmma P V widths");
+    constexpr int N = P == 256 ? 128 : P;
 #pragma unroll
     for (int half = 0; half < P / N; ++half) {
         u64 db = desc_at(half * (2 * BN * 128) + kc * (16 * 128));
         if constexpr (N == 64)
             wgmma_rs_n64<BF16>(acc + half * 32, a, db);
+        else if constexpr (N == 96)
+            wgmma_rs_n96<BF16>(acc, a, db);
         else
             wgmma_rs_n128<BF16>(acc + half * 64, a, db);
     }

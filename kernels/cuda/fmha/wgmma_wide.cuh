@@ -1,4 +1,4 @@
-// Part of kernels/cuda/ragged_fmha_fwd.cu (the wide S = Q K^T warpgroup MMAs, N = 176 and 192, S with Q in registers, P V at N = 96); included in that file's order, not on its own.
+// Part of kernels/cuda/ragged_fmha_fwd.cu (the wide S = Q K^T warpgroup MMAs, N = 176 and 192, and S with Q in registers); included in that file's order, not on its own.
 
 // ---------------------------------------------------------------------------------------------
 // Key blocks wider than 128 (FlashAttention-3 runs D 128 non-causal as BM 128 x BN 176): fewer,
@@ -69,28 +69,6 @@ __device__ __forceinline__ void wgmma_ss_n192(float* d, u64 da, u64 db, int accu
                  : RAGGED_W64(0)                                                                     \
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(accumulate))
 
-// D[64 x 96] += A[64 x 16] (registers) * B[16 x 96] (shared, MN-major: transposed): O += P V at
-// d96 over the real columns only. V's rows are padded to two 64-column swizzle blocks; the 96
-// columns are the first block and half of the second (the descriptor's LBO), so the padding's 32
-// columns are never multiplied (the persistent body's PVN, bench/gpu/NOTES.md session 16).
-#define RAGGED_WGMMA_RS_N96(TY)                                                                      \
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %53, 0;\n"                                        \
-                 "wgmma.mma_async.sync.aligned.m64n96k16.f32." TY "." TY " {"                        \
-                 "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"                            \
-                 "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,"                  \
-                 "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47"                   \
-                 "}, {%48,%49,%50,%51}, %52, p, 1, 1, 1;\n}\n"                                        \
-                 : RAGGED_W16(0), RAGGED_W16(16), RAGGED_W16(32)                                     \
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1))
-
-template <bool BF16>
-__device__ __forceinline__ void wgmma_rs_n96(float* d, const u32* a, u64 db) {
-    if (BF16)
-        RAGGED_WGMMA_RS_N96("bf16");
-    else
-        RAGGED_WGMMA_RS_N96("f16");
-}
-
 template <bool BF16, int N>
 __device__ __forceinline__ void wgmma_rs_k(float* d, const u32* a, u64 db, int accumulate) {
     static_assert(N == 64 || N == 128, "S widths with Q in registers");
@@ -108,7 +86,6 @@ __device__ __forceinline__ void wgmma_rs_k(float* d, const u32* a, u64 db, int a
     }
 }
 
-#undef RAGGED_WGMMA_RS_N96
 #undef RAGGED_WGMMA_RS_K_N64
 #undef RAGGED_WGMMA_RS_K_N128
 #undef RAGGED_WGMMA_SS_N176
