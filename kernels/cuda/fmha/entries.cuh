@@ -264,6 +264,26 @@ RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_f16_d192v128, WspD192V128<false
 RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_sm90_bf16_d96, true, 96, 96, 64, 3, 1)
 RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_sm90_bf16_d256, true, 256, 256, 64, 2, 1)
 RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_sm90_bf16_d192v128, true, 192, 128, 64, 3, 1)
+// Session 17: the key loop's K / V waits tested early (TW) and the next item's Q filled during this
+// item's key loop (QA), from ncu's source view of d128 and d192 / 128 (sm90_wsp.cuh, NOTES.md).
+template <class C, bool TW_, bool QA_>
+struct WspEarly : C {
+    enum : bool { TW = TW_, QA = QA_ };
+};
+RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d128_tw, WspEarly<WspD128<true>, true, false>)
+RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d128_qa, WspEarly<WspD128<true>, false, true>)
+RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d128_twqa, WspEarly<WspD128<true>, true, true>)
+RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_f16_d128_twqa, WspEarly<WspD128<false>, true, true>)
+RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d64_tw, WspEarly<WspD64<true>, true, false>)
+RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d64_qa, WspEarly<WspD64<true>, false, true>)
+RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d64_twqa, WspEarly<WspD64<true>, true, true>)
+RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_f16_d64_twqa, WspEarly<WspD64<false>, true, true>)
+RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d192v128_tw, WspEarly<WspD192V128<true>, true, false>)
+RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d192v128_qa, WspEarly<WspD192V128<true>, false, true>)
+RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d192v128_twqa, WspEarly<WspD192V128<true>, true, true>)
+RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_f16_d192v128_twqa, WspEarly<WspD192V128<false>, true, true>)
+RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d96_twqa, WspEarly<WspD96<true>, true, true>)
+RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d256_tw, WspEarly<WspD256<true>, true, false>)
 #endif
 #elif defined(RAGGED_FMHA_WS_STUDY)
 // Only what the benchmark's warp-specialization study needs (a quick compile on the device): the
