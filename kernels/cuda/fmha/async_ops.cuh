@@ -24,21 +24,6 @@ __device__ __forceinline__ void mbar_wait(u32 bar, u32 parity) {
         "r"(parity)
         : "memory");
 }
-// Whether the phase of the given parity has completed, without waiting (test_wait never suspends the
-// thread, where try_wait may). The answer takes as long to come back as a try_wait's, so a consumer
-// that asks early and reads the answer later (mbar_wait only if it was no) takes that latency off
-// its critical path, as CUTLASS's consumer_try_wait token does.
-__device__ __forceinline__ bool mbar_test(u32 bar, u32 parity) {
-    u32 done;
-    asm volatile(
-        "{\n.reg .pred p;\n"
-        "mbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-        "selp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(done)
-        : "r"(bar), "r"(parity)
-        : "memory");
-    return done != 0;
-}
 __device__ __forceinline__ void mbar_arrive(u32 bar) {
     asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.shared::cta.b64 st, [%0];\n}\n" ::"r"(bar) : "memory");
 }

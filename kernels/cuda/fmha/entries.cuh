@@ -255,6 +255,12 @@ RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d64_s14, WspSession14<WspD
 // and with Q in registers and a ring of 4 (0.968 / 0.953 of Q in registers at 128 keys); KA off
 // with the ring of 2 (d256 0.902 / 0.929, d192 / 128 0.989 / 0.989); chunks of 2 heads (d256 0.998 /
 // 1.013, d192 / 128 1.007 / 1.005: noise) and of 8 (0.978 / 0.966, 0.996 / 0.982) instead of 4.
+// Session 17 (NOTES.md; the code is in commit 17d6a2c): TW, the key loop's K / V waits tested at the
+// top of a block (mbarrier.test_wait) and waited for only where needed: +0.4 / +1.7 % at d128 and
+// +1.8 / +1.0 % at d64 in one run, -0.6 / -1.3 % and -0.1 / +0.4 % in the next (noise), d256 0.950 /
+// 0.997; QA, the producer filling the next item's Q during this item's key loop (0.978 to 1.009,
+// its producer spilled at 24 registers); LS, the quad sum of l right after an item's last softmax
+// (d128 0.966 / 0.991, d64 0.980 / 0.988).
 RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d96, WspD96<true>)
 RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_f16_d96, WspD96<false>)
 RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d256, WspD256<true>)
@@ -264,26 +270,6 @@ RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_f16_d192v128, WspD192V128<false
 RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_sm90_bf16_d96, true, 96, 96, 64, 3, 1)
 RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_sm90_bf16_d256, true, 256, 256, 64, 2, 1)
 RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_sm90_bf16_d192v128, true, 192, 128, 64, 3, 1)
-// Session 17: the key loop's K / V waits tested early (TW) and the next item's Q filled during this
-// item's key loop (QA), from ncu's source view of d128 and d192 / 128 (sm90_wsp.cuh, NOTES.md).
-template <class C, bool TW_, bool QA_>
-struct WspEarly : C {
-    enum : bool { TW = TW_, QA = QA_ };
-};
-RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d128_tw, WspEarly<WspD128<true>, true, false>)
-RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d128_qa, WspEarly<WspD128<true>, false, true>)
-RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d128_twqa, WspEarly<WspD128<true>, true, true>)
-RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_f16_d128_twqa, WspEarly<WspD128<false>, true, true>)
-RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d64_tw, WspEarly<WspD64<true>, true, false>)
-RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d64_qa, WspEarly<WspD64<true>, false, true>)
-RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d64_twqa, WspEarly<WspD64<true>, true, true>)
-RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_f16_d64_twqa, WspEarly<WspD64<false>, true, true>)
-RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d192v128_tw, WspEarly<WspD192V128<true>, true, false>)
-RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d192v128_qa, WspEarly<WspD192V128<true>, false, true>)
-RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d192v128_twqa, WspEarly<WspD192V128<true>, true, true>)
-RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_f16_d192v128_twqa, WspEarly<WspD192V128<false>, true, true>)
-RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d96_twqa, WspEarly<WspD96<true>, true, true>)
-RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d256_tw, WspEarly<WspD256<true>, true, false>)
 #endif
 #elif defined(RAGGED_FMHA_WS_STUDY)
 // Only what the benchmark's warp-specialization study needs (a quick compile on the device): the

@@ -270,18 +270,6 @@ __device__ __forceinline__ void wsp_store_o(const float* acc, const float* m_i, 
 // S (n) overwrites the scores it packs.
 // DV: V's head dim (default D; d192 / 128), PVN: the width of the P V product (0: V's padded row
 // width; 96 at d96, one n96 product that skips the padding's columns).
-// TW (PL, VW): in the key loop a consumer tests K (n) and V (n - 1) at the top of the block
-// (mbar_test, which never suspends) and waits only where it needs them, for K after the tail and
-// for V after the issue of S (n), and only if the test said no: ncu's source view (NOTES.md,
-// session 17) put 2.7 % of d128's warp samples on the branches right after those two waits'
-// try_wait, whose answer takes the length of a long-scoreboard dependency to come back although the
-// tiles had landed (their retry loops ran no iteration). QA (DYN or static; QREG or Q2): the
-// producer draws the next item and fills its Q during the current item's key loop, once it has
-// filled the ring's worth of this item's blocks (min(nb_first + STAGES - 1, nb_last - 1)), instead of
-// after the item's last fill: at d192 / 128 (a ring of 2) the consumers waited for the next item's
-// Q on 1.9 % of the samples. Only where the Q buffer is free by then (QREG: released once in
-// registers; Q2: the other buffer, released at the previous item's last S); with one buffer read
-// until the item's last S the producer would wait for a release that needs its own later fills.
 template <bool BF16_, int D_, int BN_, int STAGES_, int NC_, int PREG_, int CREG_, int DV_ = D_>
 struct WspShape {
     enum : bool { BF16 = BF16_ };
@@ -289,7 +277,7 @@ struct WspShape {
     enum : bool { TMA = true, QREG = false, TREE = false, DP = false, PP = true, PL = false, KA = false };
     enum : bool {
         DYN = false, TS = false, TSQ = false, EO = false, Q2 = false, RING = false, FR = false, PF = false, VW = false,
-        RA = false, TW = false, QA = false
+        RA = false
     };
     enum : int { POLY = 0, LZ = 0, HC = 0, NOSM = 0, PVN = 0 };
 };
@@ -300,7 +288,7 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
                                                   const RaggedTmaMap* tm_v = nullptr) {
     constexpr bool BF16 = C::BF16, TMA = C::TMA, QREG = C::QREG, TREE = C::TREE, DP = C::DP, PP = C::PP, PL = C::PL,
                    KA = C::KA, DYN = C::DYN, TS = C::TS, TSQ = C::TSQ, EO = C::EO, Q2 = C::Q2, RING = C::RING,
-                   FR = C::FR, PF = C::PF, VW = C::VW, RA = C::RA, TW = C::TW, QA = C::QA;
+                   FR = C::FR, PF = C::PF, VW = C::VW, RA = C::RA;
     constexpr int D = C::D, DV = C::DV, BN = C::BN, STAGES = C::STAGES, NC = C::NC, PREG = C::PREG, CREG = C::CREG,
                   POLY = C::POLY, LZ = C::LZ, HC = C::HC, NOSM = C::NOSM, PVN = C::PVN;
     constexpr int BM = 64 * NC;
@@ -325,8 +313,6 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
     static_assert(!DYN || TMA, "the work counter is drawn by the one-warp TMA producer");
     static_assert(!PF || NOSM != 2, "PF follows the producer's fills, which NOSM 2 moves to the first key block");
     static_assert(!RA || PL, "RA moves the O rescale out of PL's tail; without PL it would be applied twice");
-    static_assert(!TW || (PL && VW), "TW reads its tests after PL's tail and VW's S issue");
-    static_assert(!QA || QREG || Q2, "QA fills the next Q while this item's is still read without QREG or Q2");
 
     extern __shared__ __align__(128) unsigned char smem_raw[];
     const u32 s_q = (smem_addr(smem_raw) + 1023u) & ~1023u;
@@ -400,9 +386,8 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
         if (TMA && t >= 32) return;
         WsRing<STAGES, RING> kr, vr;  // K and V blocks filled so far (KA: V one behind K)
         int qi = 0;  // items with key blocks so far (fills of the Q buffer)
-        // The item of round r: DYN draws it (block b's first is b) and hands it to the consumers
-        // through slot r % 2; otherwise the static snake.
-        auto draw = [&](int r) {
+#pragma unroll 1
+        for (int r = 0;; ++r) {
             int w;
             if constexpr (DYN) {
                 int drawn = (int)blockIdx.x;
@@ -418,39 +403,25 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
             else {
                 w = ws_static_item(r, P, (int)blockIdx.x);
             }
-            return w;
-        };
-        // Q of item x into the next Q buffer, once every consumer warp released that buffer's
-        // previous fill.
-        auto fill_q = [&](const WsItem& x) {
+            if (w >= total) break;
+            const WsItem it = ws_item<HC, TSQ>(w, batches, tiles, n_tiles, h_q, mask_left, mask_right, bottom_right, BM, BN);
+            if (it.nb_first >= it.nb_last) continue;  // no Q, no keys: the consumers only store O = 0
+            // Q is free again once every consumer warp released the previous item's Q.
             const u32 qb = q_buf(qi), qf = q_full_of(qi);
             mbar_wait(q_empty_of(qi), q_phase(qi) ^ 1u);
             ++qi;
-            const u16* qp = q + (x.bt.q_tok + x.q0) * q_seq + (i64)x.h * q_head;
-            const int q_rows = ws_q_rows(x);
+            const int g = it.h / (h_q / h_kv);
+            const u16* qp = q + (it.bt.q_tok + it.q0) * q_seq + (i64)it.h * q_head;
+            const int q_rows = ws_q_rows(it);
+            const u16* kp = k + it.bt.kv_tok * k_seq + (i64)g * k_head;
+            const u16* vp = v + it.bt.kv_tok * v_seq + (i64)g * v_head;
             if (TMA) {
-                ws_fill<D, BM, PQ>(qf, qb, tm_q, x.h, (int)(x.bt.q_tok + x.q0), q_rows, qp, q_seq, q, t);
+                ws_fill<D, BM, PQ>(qf, qb, tm_q, it.h, (int)(it.bt.q_tok + it.q0), q_rows, qp, q_seq, q, t);
             }
             else {
                 ws_load_tile<D, BM>(qb, qp, q_seq, q_rows, q, t);
                 cp_async_mbar_arrive(qf);
             }
-        };
-        // QA: the next round's item, drawn during this round's key loop, and whether its Q is filled.
-        int w_ahead = 0;
-        bool drawn_ahead = false, q_ahead = false;
-#pragma unroll 1
-        for (int r = 0;; ++r) {
-            const int w = QA && drawn_ahead ? w_ahead : draw(r);
-            drawn_ahead = false;
-            if (w >= total) break;
-            const WsItem it = ws_item<HC, TSQ>(w, batches, tiles, n_tiles, h_q, mask_left, mask_right, bottom_right, BM, BN);
-            if (it.nb_first >= it.nb_last) continue;  // no Q, no keys: the consumers only store O = 0
-            if (!(QA && q_ahead)) fill_q(it);
-            q_ahead = false;
-            const int g = it.h / (h_q / h_kv);
-            const u16* kp = k + it.bt.kv_tok * k_seq + (i64)g * k_head;
-            const u16* vp = v + it.bt.kv_tok * v_seq + (i64)g * v_head;
             // V of key block nbv into the V ring's next position (KA: one block behind K, so that the
             // next K does not wait behind the release of the V before it).
             auto fill_v = [&](int nbv) {
@@ -467,7 +438,6 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
                 }
                 vr.advance();
             };
-            const int qa_at = it.nb_first + STAGES - 1 < it.nb_last - 1 ? it.nb_first + STAGES - 1 : it.nb_last - 1;
 #pragma unroll 1
             for (int nb = it.nb_first; nb < it.nb_last; ++nb, kr.advance()) {
                 const int st = kr.stage();
@@ -488,20 +458,6 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
                 }
                 else {
                     fill_v(nb);
-                }
-                if constexpr (QA) {
-                    if (nb == qa_at) {
-                        w_ahead = draw(r + 1);
-                        drawn_ahead = true;
-                        if (w_ahead < total) {
-                            const WsItem nx = ws_item<HC, TSQ>(w_ahead, batches, tiles, n_tiles, h_q, mask_left,
-                                                               mask_right, bottom_right, BM, BN);
-                            if (nx.nb_first < nx.nb_last) {
-                                fill_q(nx);
-                                q_ahead = true;
-                            }
-                        }
-                    }
                 }
             }
             if constexpr (KA) fill_v(it.nb_last - 1);
@@ -642,37 +598,19 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
             for (int nb = nb_first + 1; nb < nb_last; ++nb) {
                 const int st = kv.next_stage();
                 const int sp = kv.stage();
-                // TW: whether K (n) and V (n - 1) had landed when tested here.
-                bool k_in = true, v_in = true;
-                if constexpr (TW) {
-                    k_in = mbar_test(k_full + 8 * st, kv.next_phase());
-                    v_in = mbar_test(v_full + 8 * sp, kv.phase());
-                }
-                else {
-                    mbar_wait(k_full + 8 * st, kv.next_phase());
-                }
+                mbar_wait(k_full + 8 * st, kv.next_phase());
                 if constexpr (!VW) mbar_wait(v_full + 8 * sp, kv.phase());
                 // With TMA only a tail block (cp.async, generic proxy) needs the fence: the last K (PF:
                 // only if it did come by cp.async).
-                auto k_fence = [&]() {
-                    if (!TMA || (nb + 1 == nb_last && (!PF || ws_cp_async_tile<TS, BN>(nb, band.lkv))))
-                        fence_proxy_async();
-                };
-                if constexpr (!TW) k_fence();
+                if (!TMA || (nb + 1 == nb_last && (!PF || ws_cp_async_tile<TS, BN>(nb, band.lkv)))) fence_proxy_async();
                 if constexpr (PL) wsp_pending_tail(!RA);
-                if constexpr (TW) {
-                    if (!k_in) mbar_wait(k_full + 8 * st, kv.next_phase());
-                    k_fence();
-                }
                 const u32 kb = s_k + st * K_BYTES;
                 const u32 vb_prev = s_v + sp * V_BYTES;
                 ws_turn_wait<PP, NC>(c);
                 wgmma_fence();
                 wsp_issue_s<BF16, D, BN, BM, QREG, DP>(s, qa, sq, c, kb);
                 wgmma_commit();
-                if constexpr (VW) {
-                    if (!TW || !v_in) mbar_wait(v_full + 8 * sp, kv.phase());
-                }
+                if constexpr (VW) mbar_wait(v_full + 8 * sp, kv.phase());
                 if constexpr (RA) {
                     wsp_rescale<DV, LZ>(acc, corr);
                     fence_regs<DT * 4>(acc);
