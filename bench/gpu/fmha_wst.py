@@ -51,6 +51,8 @@ TIME_ONLY = ("nosm", "nosml2")
 # Checked with the full suite but not timed (fp16 forms; the plugin set's check covers its own).
 CHECK_ONLY = ["wspt_f16_d128", "wspt_f16_d64", "wspt_f16_d96", "wspt_f16_d256", "wspt_f16_d192v128"]
 PREFIX = "ragged_fmha_fwd_"
+# Timed engines whose output on the timing problem departed from the reference (time_problem).
+DIVERGED = []
 
 
 def head_dims(name):
@@ -161,8 +163,15 @@ def time_problem(torch, engines, d, dv, lens, causal, h=16, reps=15, power_s=0.0
         ms, spread = res[i]
         tf = flops / ms / 1e9
         diff = (outs[i].float() - ref.float()).abs().max().item() if i < len(engines) else 0.0
+        # Every engine here computes the same attention; past bf16's tolerance one of them has a wrong
+        # row (the suite's small cases missed a race that this problem's scale shows, NOTES.md session
+        # 17), and its timing does not count.
+        wrong = diff > 2e-2 and not name.endswith(TIME_ONLY)
+        if wrong:
+            DIVERGED.append(f"{name.replace(PREFIX, '')} {dims} causal={int(causal)}: max|O-{ref_name}| {diff:.1e}")
         print(f"  {dims} causal={int(causal)} {name.replace(PREFIX, ''):<44} {ms:.3f} ms {tf:6.1f} TFLOP/s "
-              f"x{tf / base:5.3f} spread {spread:.3f} ms  max|O-{ref_name}| {diff:.1e}", flush=True)
+              f"x{tf / base:5.3f} spread {spread:.3f} ms  max|O-{ref_name}| {diff:.1e}"
+              f"{'  <-- FAIL: output departs from ' + ref_name if wrong else ''}", flush=True)
     for name, fn in zip(names, fns + anchors) if power_s > 0 else ():
         pw = power_profile(torch, fn, seconds=power_s)
         if pw is not None:
@@ -188,8 +197,10 @@ def time_all(args):
         for causal in (False, True):
             time_problem(torch, engs, d, dv, lens, causal, reps=args.reps, power_s=args.power)
     print(f"timing done at {time.time() - t0:.0f} s", flush=True)
+    for line in DIVERGED:
+        print("FAIL " + line, flush=True)
     if args.check == "none":
-        return 0
+        return 1 if DIVERGED else 0
     n_bad = 0
     total = 0
     for eng in engines:
@@ -211,8 +222,9 @@ def time_all(args):
               f"at {time.time() - t0:.0f} s", flush=True)
         for msg in bad:
             print("FAIL " + msg, flush=True)
-    print(f"correctness (wst study): {total - n_bad}/{total} passed", flush=True)
-    return 1 if n_bad else 0
+    print(f"correctness (wst study): {total - n_bad}/{total} passed"
+          f"{f', {len(DIVERGED)} timed outputs departed from the reference' if DIVERGED else ''}", flush=True)
+    return 1 if n_bad or DIVERGED else 0
 
 
 def main():

@@ -362,7 +362,7 @@ def benchmark(torch, plugin, graphs, problems, only_ours=False, calls_only=0, po
                         return runner(q, k, v)
                     diff = (fi().float() - ours_o.float()).abs().max().item()
                     timed.append(("flashinfer", "FlashInfer fa3", fi,
-                                  f"max |ours - FlashInfer| = {diff:.2e}; plan {runner.plan_s:.2f} s"))
+                                  f"max |ours - FlashInfer| = {diff:.2e}{disagree(diff)}; plan {runner.plan_s:.2f} s"))
                 except Exception as e:  # noqa: BLE001
                     print(f"  FlashInfer fa3 FAILED: {type(e).__name__}: {str(e)[:600]}", flush=True)
 
@@ -374,7 +374,7 @@ def benchmark(torch, plugin, graphs, problems, only_ours=False, calls_only=0, po
                         return torch.ops.aten._flash_attention_forward(q, k, v, cu, cu, s, s, 0.0, causal, False,
                                                                        scale=meta["scale"])
                     diff = (fa2()[0].float() - ours_o.float()).abs().max().item()
-                    timed.append(("fa2", "FA2 varlen", fa2, f"max |ours - FA2| = {diff:.2e}"))
+                    timed.append(("fa2", "FA2 varlen", fa2, f"max |ours - FA2| = {diff:.2e}{disagree(diff)}"))
                 except Exception as e:  # noqa: BLE001
                     print(f"  FA2 varlen FAILED: {type(e).__name__}: {str(e)[:400]}", flush=True)
 
@@ -403,7 +403,7 @@ def benchmark(torch, plugin, graphs, problems, only_ours=False, calls_only=0, po
                     except Exception:  # noqa: BLE001 - the plan name is informative only
                         pass
                     timed.append(("cudnn_ragged", "cuDNN ragged", cudnn_r,
-                                  f"max |ours - cuDNN| = {diff:.2e}; graph build {build_s:.1f} s; plan {plan}"))
+                                  f"max |ours - cuDNN| = {diff:.2e}{disagree(diff)}; graph build {build_s:.1f} s; plan {plan}"))
                 except Exception as e:  # noqa: BLE001
                     print(f"  cuDNN ragged FAILED: {type(e).__name__}: {str(e)[:600]}", flush=True)
 
@@ -417,7 +417,7 @@ def benchmark(torch, plugin, graphs, problems, only_ours=False, calls_only=0, po
                             return F.scaled_dot_product_attention(qd, kd, vd, is_causal=causal, scale=meta["scale"])
                     out = cudnn_d().transpose(1, 2).reshape(t, h, d)
                     diff = (out.float() - ours_o.float()).abs().max().item()
-                    timed.append(("cudnn_dense", "cuDNN dense", cudnn_d, f"max |ours - dense| = {diff:.2e}"))
+                    timed.append(("cudnn_dense", "cuDNN dense", cudnn_d, f"max |ours - dense| = {diff:.2e}{disagree(diff)}"))
                 except Exception as e:  # noqa: BLE001
                     print(f"  cuDNN dense FAILED: {type(e).__name__}: {str(e)[:400]}", flush=True)
 
@@ -466,6 +466,13 @@ def benchmark(torch, plugin, graphs, problems, only_ours=False, calls_only=0, po
 FLASHINFER_FA3_UNBUILDABLE = {(96, 96): "FlashInfer 0.6.0's fa3 JIT build of D = 96 fails (NOTES.md, sessions 4 and 16)"}
 
 PEERS = ("flashinfer", "cudnn_ragged", "fa2", "cudnn_dense")
+
+
+def disagree(diff):
+    """A marker for a whole-output difference from a peer past bf16's tolerance: the float64 check
+    covers one sequence's first rows, so a wrong row elsewhere (a race shows in a few rows of a few
+    items, NOTES.md session 17) is seen only here."""
+    return "" if diff <= 2e-2 else "  <-- ours and this peer DISAGREE beyond bf16 tolerance"
 
 
 def print_table(rows):

@@ -260,7 +260,11 @@ RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d64_s14, WspSession14<WspD
 // +1.8 / +1.0 % at d64 in one run, -0.6 / -1.3 % and -0.1 / +0.4 % in the next (noise), d256 0.950 /
 // 0.997; QA, the producer filling the next item's Q during this item's key loop (0.978 to 1.009,
 // its producer spilled at 24 registers); LS, the quad sum of l right after an item's last softmax
-// (d128 0.966 / 0.991, d64 0.980 / 0.988).
+// (d128 0.966 / 0.991, d64 0.980 / 0.988); NW, a narrow last key block (S and P V over 64 keys where
+// a batch's last block holds at most 64): ptxas serialized every wgmma of the body (C7511 / C7512),
+// so never timed; at the two dims with a ring of 2, session 14's key-loop order (VW and RA off):
+// d256 0.936 / 0.980, d192 / 128 0.973 / 0.988; d192 / 128 without EO: 0.999 / 1.013, and wrong (see
+// fmha_fwd_wsp_body's assertion).
 RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d96, WspD96<true>)
 RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_f16_d96, WspD96<false>)
 RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d256, WspD256<true>)
