@@ -10,13 +10,16 @@
 #   check     fmha_dev.py --check-only --no-tuning: the plugin's kernel set on the full case suite
 #   sanitize  the sanitizer case (zero-length batches, padding, GQA, causal, a window) under
 #             compute-sanitizer memcheck and racecheck
+#   repeat    fmha_repeat.py: every plugin bf16 forward 10 times on the ragged mix (causal both
+#             ways, non-causal), each output bit-identical to the first call's or the step fails (a
+#             race the sanitizer and the small cases pass shows here: NOTES.md session 17)
 #   verify    verify_build.sh: plugin GPU tests, conformance, the shim, memcheck (10 steps)
 #   study     fmha_wst.py --time --check full --reps 21 $STUDY_ARGS: the study set's same-process A/B
 #             (STUDY_ARGS, e.g. "--engines wspt_bf16_d96 sm90_bf16_d96", picks what it builds and times)
 #   bench     run_plugin_bench.sh: the C-ABI benchmark against the peers, host_time HOST_TIME_RUNS times
 #   profile   host_time --profile: where ExecuteOpGraph's host time goes
 # BENCH_TIMEOUT, FLASHINFER_BUDGET_S and HOST_TIME_RUNS pass through to run_plugin_bench.sh: within one
-# 600 s device call, all six steps on the four ragged-mix problems took ≈ 270 s in session 12 with
+# 600 s device call, the six steps of then on the four ragged-mix problems took ≈ 270 s in session 12 with
 # BENCH_TIMEOUT=300 FLASHINFER_BUDGET_S=230 HOST_TIME_RUNS=3.
 # Logs land in $OUT/<step>.log (the bench's and verify's own files in $OUT/bench, $OUT/verify), packed
 # at the end into $OUT/logs.tar.gz; each step's summary lines are printed, with the seconds it took.
@@ -26,7 +29,7 @@ cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/plugin_round}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
-STEPS=${STEPS:-check sanitize verify study bench profile}
+STEPS=${STEPS:-check sanitize repeat verify study bench profile}
 start=$(date +%s)
 status=0
 note() { echo "[$(($(date +%s) - start)) s] $*"; }
@@ -49,6 +52,10 @@ for step in $STEPS; do
             record "$tool" $?
             grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$OUT/$tool.log" | tail -1
         done ;;
+    repeat)
+        timeout 240 python3 bench/gpu/fmha_repeat.py >"$OUT/repeat.log" 2>&1
+        record repeat $?
+        grep -E "differ|^repeatability" "$OUT/repeat.log" | tail -6 ;;
     verify)
         OUT="$OUT/verify" timeout 300 bash bench/gpu/verify_build.sh >"$OUT/verify.log" 2>&1
         record verify $?
@@ -69,7 +76,7 @@ for step in $STEPS; do
         record profile $?
         tail -6 "$OUT/profile.log"; head -12 "$OUT/samples.txt" 2>/dev/null ;;
     *)
-        echo "unknown step $step (known: check sanitize verify study bench profile)"; record "$step" 2 ;;
+        echo "unknown step $step (known: check sanitize repeat verify study bench profile)"; record "$step" 2 ;;
     esac
 done
 note "done (status $status)"

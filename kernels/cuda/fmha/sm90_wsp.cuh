@@ -315,8 +315,9 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
     static_assert(!RA || PL, "RA moves the O rescale out of PL's tail; without PL it would be applied twice");
     // Without EO the d192 / 128 form (Q in registers, a ring of 2) wrote wrong values into a few rows
     // of the second consumer's half of short causal items, different rows each call, on the causal
-    // ragged mix, while passing the case suite (NOTES.md, session 17; also without TSQ or VW / RA).
-    // The cause was not found; d128's form without EO (a ring of 3) was exact in the same test.
+    // ragged mix, while passing the case suite (NOTES.md, session 17). Still wrong without TSQ, VW /
+    // RA, KA, ping-pong, the work counter, FR or PL; exact with Q in shared memory or with LZ 0, and
+    // d128's form without EO was exact with a ring of 3 and of 2. The cause was not found.
     static_assert(EO || !QREG || STAGES > 2, "Q in registers with a ring of 2 is correct only under EO (see above)");
 
     extern __shared__ __align__(128) unsigned char smem_raw[];
