@@ -318,7 +318,8 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
     // ragged mix, while passing the case suite (NOTES.md, session 17). Still wrong without TSQ, VW /
     // RA, KA, ping-pong, the work counter, FR or PL; exact with Q in shared memory or with LZ 0, and
     // d128's form without EO was exact with a ring of 3 and of 2. The cause was not found.
-    static_assert(EO || !QREG || STAGES > 2, "Q in registers with a ring of 2 is correct only under EO (see above)");
+    static_assert(EO || !QREG || STAGES > 2,
+                  "Q in registers with a ring of 2 needs EO: without it d192 / 128 wrote wrong rows (see above)");
 
     extern __shared__ __align__(128) unsigned char smem_raw[];
     const u32 s_q = (smem_addr(smem_raw) + 1023u) & ~1023u;
