@@ -17,38 +17,17 @@ H 16, bf16) causal bottom-right, causal top-left and non-causal. Exit status 1 i
 """
 
 import argparse
-import math
 import os
 import sys
-
-import numpy as np
-import cupy as cp
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import fmha_dev  # noqa: E402
 from fmha_dev import Engine, ragged_mix  # noqa: E402
-from fmha_wst import head_dims  # noqa: E402
+from fmha_wst import head_dims, ragged_problem  # noqa: E402
 
 PLUGIN = ["ragged_fmha_fwd_bf16_d64", "ragged_fmha_fwd_bf16_d96", "ragged_fmha_fwd_bf16_d128",
           "ragged_fmha_fwd_bf16_d256", "ragged_fmha_fwd_bf16_d192v128"]
 STUDY_PREFIX = "ragged_fmha_fwd_"
-
-
-def problem(torch, d, dv, lens, causal, br, h=16):
-    """Buffers and the launch parameters of one ragged-mix problem (fmha_wst.time_problem's layout)."""
-    B, T = len(lens), sum(lens)
-    tok = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
-    q, k = ((torch.rand((T, h, d), device="cuda") * 2 - 1).to(torch.bfloat16) for _ in range(2))
-    v = (torch.rand((T, h, dv), device="cuda") * 2 - 1).to(torch.bfloat16)
-    o = torch.empty_like(v)
-    lse = torch.empty((B, h, max(lens)), dtype=torch.float32, device="cuda")
-    off = cp.asarray((tok * h * d).astype(np.int32))
-    p = dict(q=q.data_ptr(), k=k.data_ptr(), v=v.data_ptr(), o=o.data_ptr(), lse=lse.data_ptr(),
-             q_off=off.data.ptr, q_off_bytes=4, q_mult=1, kv_off=off.data.ptr, kv_off_bytes=4, kv_mult=1,
-             q_seq=h * d, q_head=d, k_seq=h * d, k_head=d, v_seq=h * dv, v_head=dv, o_seq=h * dv, o_head=dv,
-             s_q_max=max(lens), s_kv_max=max(lens), batch=B, h_q=h, h_kv=h, scale=1 / math.sqrt(d), left=-1,
-             right=0 if causal else -1, br=br, lse_bstride=h * max(lens), lse_seq=1, lse_head=max(lens))
-    return p, (q, k, v, o, lse, off)
 
 
 def main():
@@ -74,8 +53,8 @@ def main():
         d, dv = head_dims(name)
         eng = Engine(mod, name, d, dv)
         for causal, br in ((1, 1), (1, 0), (0, 0)):
-            p, bufs = problem(torch, d, dv, lens, causal, br)
-            o = bufs[3]
+            p, bufs, _ = ragged_problem(torch, d, dv, lens, causal, br)
+            o = bufs["o"]
             ws = eng.workspace(len(lens), max(lens))
             first, results = None, []
             for _ in range(args.reps):

@@ -121,24 +121,33 @@ def smoke(args):
     return 1 if bad else 0
 
 
-def time_problem(torch, engines, d, dv, lens, causal, h=16, reps=15, power_s=0.0):
-    """One problem timed on every engine; FA2 varlen as the anchor where it takes the dims (d = dv)."""
+def ragged_problem(torch, d, dv, lens, causal, br=1, h=16):
+    """One ragged-mix problem on the device: random bf16 Q, K (d) and V (dv) in [-1, 1), packed by token
+    ([T, h, d]), an O and an LSE to write, and the engines' launch parameters (causal: the band's
+    right edge at 0, aligned bottom-right with br = 1). Returns (params, buffers by name, token starts)."""
     B, T = len(lens), sum(lens)
     tok = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
     q, k = ((torch.rand((T, h, d), device="cuda") * 2 - 1).to(torch.bfloat16) for _ in range(2))
     v = (torch.rand((T, h, dv), device="cuda") * 2 - 1).to(torch.bfloat16)
     o = torch.empty_like(v)
     lse = torch.empty((B, h, max(lens)), dtype=torch.float32, device="cuda")
-    scale = 1.0 / math.sqrt(d)
-    flops = 2.0 * sum(L * (L + 1) // 2 if causal else L * L for L in lens) * (d + dv) * h
     # Element offsets of Q / K rows (h d per token); V and O rows follow by token.
     off = cp.asarray((tok * h * d).astype(np.int32))
-    cu = torch.tensor(tok, dtype=torch.int32, device="cuda")
     p = dict(q=q.data_ptr(), k=k.data_ptr(), v=v.data_ptr(), o=o.data_ptr(), lse=lse.data_ptr(),
              q_off=off.data.ptr, q_off_bytes=4, q_mult=1, kv_off=off.data.ptr, kv_off_bytes=4, kv_mult=1,
              q_seq=h * d, q_head=d, k_seq=h * d, k_head=d, v_seq=h * dv, v_head=dv, o_seq=h * dv, o_head=dv,
-             s_q_max=max(lens), s_kv_max=max(lens), batch=B, h_q=h, h_kv=h, scale=scale, left=-1,
-             right=0 if causal else -1, br=1, lse_bstride=h * max(lens), lse_seq=1, lse_head=max(lens))
+             s_q_max=max(lens), s_kv_max=max(lens), batch=B, h_q=h, h_kv=h, scale=1.0 / math.sqrt(d), left=-1,
+             right=0 if causal else -1, br=br, lse_bstride=h * max(lens), lse_seq=1, lse_head=max(lens))
+    return p, dict(q=q, k=k, v=v, o=o, lse=lse, off=off), tok
+
+
+def time_problem(torch, engines, d, dv, lens, causal, h=16, reps=15, power_s=0.0):
+    """One problem timed on every engine; FA2 varlen as the anchor where it takes the dims (d = dv)."""
+    p, bufs, tok = ragged_problem(torch, d, dv, lens, causal, h=h)
+    q, k, v, o = bufs["q"], bufs["k"], bufs["v"], bufs["o"]
+    B, scale = len(lens), p["scale"]
+    flops = 2.0 * sum(L * (L + 1) // 2 if causal else L * L for L in lens) * (d + dv) * h
+    cu = torch.tensor(tok, dtype=torch.int32, device="cuda")
     wss = [eng.workspace(B, max(lens)) for eng in engines]
     outs = []
     for eng, ws in zip(engines, wss):
@@ -178,7 +187,7 @@ def time_problem(torch, engines, d, dv, lens, causal, h=16, reps=15, power_s=0.0
             print(f"  {dims} causal={int(causal)} {name.replace(PREFIX, ''):<44} power {pw['power_w']:.0f} W "
                   f"clock {pw['clock_mhz']:.0f} MHz {pw['mj_per_call']:.1f} mJ/call "
                   f"{flops / pw['ms_per_call'] / 1e9:6.1f} TFLOP/s alone", flush=True)
-    del q, k, v, o
+    del q, k, v, o, bufs
 
 
 def time_all(args):
