@@ -29,6 +29,7 @@
     const int rank = blockIdx.x / h_q;                                                           \
     const int h = blockIdx.x - rank * h_q;                                                       \
     ragged_grid_dependency_wait();                                                               \
+    ragged_grid_launch_dependents();                                                             \
     if (rank >= *tile_count) return;                                                             \
     const RaggedTile tile = tiles[rank];                                                         \
     const RaggedBatch bt = batches[tile.batch];                                                  \

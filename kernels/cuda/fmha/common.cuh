@@ -86,7 +86,12 @@ __device__ __forceinline__ RaggedBand make_band(int lq, int lkv, int left, int r
 
 // Key blocks [*first, *last) that hold at least one admitted key for some row of
 // [i0, i0 + rows). Shared by the pre-pass (tile cost) and the forward kernel (loop bounds), so the
-// schedule and the work can never disagree.
+// schedule and the work can never disagree. U32_DIV (the pre-pass): the two quotients in 32-bit
+// unsigned arithmetic, the same values (0 <= j_begin < j_end <= lkv there) without the 64-bit
+// division subroutine, whose latency the pre-pass pays between two forwards; the kernels keep the
+// 64-bit form, with which their register allocation was measured (inlining the 32-bit division
+// made the backward's d128 dQ kernels spill).
+template <bool U32_DIV = false>
 __device__ __forceinline__ void key_block_range(const RaggedBand& band, int i0, int rows, int block_n,
                                                 int* first, int* last) {
     i64 i_last = (i64)i0 + rows - 1;
@@ -105,8 +110,13 @@ __device__ __forceinline__ void key_block_range(const RaggedBand& band, int i0, 
         *last = 0;
         return;
     }
-    *first = (int)(j_begin / block_n);
-    *last = (int)((j_end + block_n - 1) / block_n);
+    if (U32_DIV) {
+        *first = (int)((u32)j_begin / (u32)block_n);
+        *last = (int)(((u32)j_end + (u32)block_n - 1) / (u32)block_n);
+    } else {
+        *first = (int)(j_begin / block_n);
+        *last = (int)((j_end + block_n - 1) / block_n);
+    }
 }
 
 // Programmatic dependent launch (sm_90 and later). The host launches the forward with programmatic
@@ -115,8 +125,10 @@ __device__ __forceinline__ void key_block_range(const RaggedBand& band, int i0, 
 // the launch gap that follows its completion; every forward body therefore waits here before its
 // first read of the pre-pass's workspace, until the pre-pass grid has completed and its writes are
 // visible. Launched without the attribute, the wait returns at once. The pre-pass signals at its
-// start that its dependents may launch: that only lets them be scheduled, the wait still covers all
-// of its writes.
+// start that its dependents may launch, and the forward right after its wait (the next execute's
+// pre-pass, launched the same way where the module publishes ragged_fmha_prepass_grid_dependency,
+// writes nothing before its own wait): a signal only lets the dependents be scheduled, their waits
+// still cover every write of this grid.
 __device__ __forceinline__ void ragged_grid_dependency_wait() {
 #if __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.wait;\n" ::: "memory");

@@ -355,6 +355,9 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
     const int P = (int)(nsm < gridDim.x ? nsm : gridDim.x);
     if ((int)blockIdx.x >= P) return;
     ragged_grid_dependency_wait();
+    // The next execute's pre-pass may be scheduled now: it writes nothing before its own wait for
+    // this grid's completion (fmha/prepass.cuh), so it only uses this grid's tail to get ready.
+    ragged_grid_launch_dependents();
     const int n_tiles = *tile_count;
     const int total = n_tiles * h_q;
     const int tid = threadIdx.x;

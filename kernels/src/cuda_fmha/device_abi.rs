@@ -87,18 +87,47 @@ pub fn tensor_map_symbol(kernel: &str) -> String {
 /// launched with programmatic stream serialization after the pre-pass.
 pub const GRID_DEPENDENCY_SYMBOL: &str = "ragged_fmha_grid_dependency";
 
-/// Set to `0` to launch the forward after its pre-pass in plain stream order even where the
-/// module allows the programmatic launch: for A/B measurements and for ruling the overlap out
-/// when a problem is being chased. Read once per module load.
+/// `__constant__ int ragged_fmha_prepass_grid_dependency[1]` (`fmha/prepass.cuh`): 1 when the
+/// module's pre-pass writes nothing before `griddepcontrol.wait` and checks every input word it
+/// read before the wait against a read after it (sm_90 and later), so that the pre-pass may be
+/// launched with programmatic stream serialization after whatever precedes it on the stream.
+pub const PREPASS_DEPENDENCY_SYMBOL: &str = "ragged_fmha_prepass_grid_dependency";
+
+/// Which of an execute's launches may be programmatic where the module allows it: unset (or any
+/// other value) both, `forward` only the forward after its pre-pass (the order of sessions 15–17,
+/// `bench/gpu/NOTES.md`), `0` neither. For A/B measurements and for ruling the overlap out when a
+/// problem is being chased. Read once per module load.
 pub const PDL_ENV: &str = "RAGGED_SDPA_CUDA_PDL";
 
-/// Whether [`PDL_ENV`] leaves programmatic launches on (unset, empty, or anything but `0`).
-pub fn programmatic_launch_allowed() -> bool {
-    pdl_setting_allows(std::env::var_os(PDL_ENV).as_deref())
+/// The launches [`PDL_ENV`] leaves programmatic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProgrammaticLaunches {
+    /// The forward after its pre-pass.
+    pub forward: bool,
+    /// The pre-pass after the stream's previous kernel (the previous execute's forward, usually).
+    pub prepass: bool,
 }
 
-fn pdl_setting_allows(value: Option<&std::ffi::OsStr>) -> bool {
-    value.is_none_or(|value| value != "0")
+/// The launches the environment's [`PDL_ENV`] leaves programmatic.
+pub fn programmatic_launches() -> ProgrammaticLaunches {
+    pdl_setting(std::env::var_os(PDL_ENV).as_deref())
+}
+
+fn pdl_setting(value: Option<&std::ffi::OsStr>) -> ProgrammaticLaunches {
+    match value.and_then(std::ffi::OsStr::to_str) {
+        Some("0") => ProgrammaticLaunches {
+            forward: false,
+            prepass: false,
+        },
+        Some("forward") => ProgrammaticLaunches {
+            forward: true,
+            prepass: false,
+        },
+        _ => ProgrammaticLaunches {
+            forward: true,
+            prepass: true,
+        },
+    }
 }
 
 /// (D_qk, D_v) of an entry point of [`FORWARD_KERNELS`].
@@ -231,12 +260,29 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_an_explicit_zero_turns_programmatic_launches_off() {
+    fn the_pdl_setting_picks_the_programmatic_launches() {
         use std::ffi::OsStr;
-        assert!(pdl_setting_allows(None));
-        assert!(pdl_setting_allows(Some(OsStr::new(""))));
-        assert!(pdl_setting_allows(Some(OsStr::new("1"))));
-        assert!(!pdl_setting_allows(Some(OsStr::new("0"))));
+        let both = ProgrammaticLaunches {
+            forward: true,
+            prepass: true,
+        };
+        assert_eq!(pdl_setting(None), both);
+        assert_eq!(pdl_setting(Some(OsStr::new(""))), both);
+        assert_eq!(pdl_setting(Some(OsStr::new("1"))), both);
+        assert_eq!(
+            pdl_setting(Some(OsStr::new("forward"))),
+            ProgrammaticLaunches {
+                forward: true,
+                prepass: false,
+            }
+        );
+        assert_eq!(
+            pdl_setting(Some(OsStr::new("0"))),
+            ProgrammaticLaunches {
+                forward: false,
+                prepass: false,
+            }
+        );
     }
 
     const UIDS: FlagUids = FlagUids {

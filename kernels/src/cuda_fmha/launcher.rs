@@ -188,8 +188,10 @@ impl FmhaEngine {
         let args = prepass_args(plan, &geometry, buffers, base);
         // SAFETY: the argument list mirrors `ragged_fmha_prepass` (kernels/cuda/README.md);
         // pointers were checked non-null where required, the workspace holds the geometry's
-        // layout, and the caller guarantees the rest (see `# Safety`). The context is current.
-        unsafe { launch_prepass(&loaded.module, stream, &args) }?;
+        // layout, and the caller guarantees the rest (see `# Safety`). The context is current; a
+        // programmatic launch only where the module states that its pre-pass writes nothing
+        // before waiting for the previous grid (`prepass_dependency`).
+        unsafe { launch_prepass(&loaded.module, stream, &args, loaded.prepass_dependency()) }?;
 
         if mode == ExecuteMode::Validate {
             check_flag(stream, base + geometry.workspace.error_flag, plan)?;
@@ -227,16 +229,19 @@ impl FmhaEngine {
 }
 
 /// Enqueues `ragged_fmha_prepass` (one block of `PREPASS_THREADS`, no dynamic shared memory)
-/// from `module` on `stream`.
+/// from `module` on `stream`; `programmatic`: with programmatic stream serialization, so that it
+/// may start in the tail of the stream's previous kernel.
 ///
 /// # Safety
 /// `args` must mirror the pre-pass's parameters, with every pointer valid for what the pre-pass
 /// reads and writes until it completes; `stream` must be live (or null) and `module`'s context
-/// current.
+/// current; `programmatic` only where the module publishes
+/// [`device_abi::PREPASS_DEPENDENCY_SYMBOL`] = 1.
 pub(crate) unsafe fn launch_prepass(
     module: &KernelModule,
     stream: CUstream,
     args: &[KernelArg],
+    programmatic: bool,
 ) -> Result<(), GpuError> {
     let prepass = module.function(device_abi::PREPASS_KERNEL, 0)?;
     let config = LaunchConfig {
@@ -245,7 +250,13 @@ pub(crate) unsafe fn launch_prepass(
         shared_mem_bytes: 0,
     };
     // SAFETY: forwarded from this function's contract.
-    unsafe { launch(prepass, config, stream, args) }
+    unsafe {
+        if programmatic {
+            launch_parts_programmatic(prepass, config, stream, &[args])
+        } else {
+            launch(prepass, config, stream, args)
+        }
+    }
 }
 
 /// Fails with [`GpuError::InvalidOffsets`] when the pre-pass's error flag at `address` is set

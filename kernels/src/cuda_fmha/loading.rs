@@ -27,6 +27,11 @@ pub(crate) struct LoadedKernels {
     /// workspace (`ragged_fmha_grid_dependency` = 1), and [`device_abi::PDL_ENV`] does not turn
     /// programmatic launches off: the forward may then start while its pre-pass still runs.
     grid_dependency: bool,
+    /// The forward source's pre-pass writes nothing before its wait for the preceding grid and
+    /// checks what it read before it (`ragged_fmha_prepass_grid_dependency` = 1), and
+    /// [`device_abi::PDL_ENV`] leaves its programmatic launch on: it may then start in the tail
+    /// of the stream's previous kernel.
+    prepass_dependency: bool,
     source_name: &'static str,
 }
 
@@ -54,6 +59,12 @@ impl LoadedKernels {
     /// pre-pass (see the field).
     pub(crate) fn grid_dependency(&self) -> bool {
         self.grid_dependency
+    }
+
+    /// Whether the pre-pass may be launched with programmatic stream serialization after the
+    /// stream's previous kernel (see the field).
+    pub(crate) fn prepass_dependency(&self) -> bool {
+        self.prepass_dependency
     }
 
     /// The loaded entry points' configurations, sorted by name.
@@ -164,15 +175,20 @@ impl ModuleCache {
                 }
             }
         }
+        let launches = device_abi::programmatic_launches();
         let grid_dependency = forward_source
-            && device_abi::programmatic_launch_allowed()
+            && launches.forward
             && module.read_i32_global::<1>(device_abi::GRID_DEPENDENCY_SYMBOL)?[0] != 0;
+        let prepass_dependency = forward_source
+            && launches.prepass
+            && module.read_i32_global::<1>(device_abi::PREPASS_DEPENDENCY_SYMBOL)?[0] != 0;
         let loaded = Arc::new(LoadedKernels {
             module,
             configs,
             oversized,
             tensor_maps,
             grid_dependency,
+            prepass_dependency,
             source_name: self.source.name,
         });
         modules.insert(ctx.id, Arc::clone(&loaded));
