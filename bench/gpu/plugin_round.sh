@@ -18,6 +18,10 @@
 #             (STUDY_ARGS, e.g. "--engines wspt_bf16_d96 sm90_bf16_d96", picks what it builds and times)
 #   bench     run_plugin_bench.sh: the C-ABI benchmark against the peers, host_time HOST_TIME_RUNS times
 #   profile   host_time --profile: where ExecuteOpGraph's host time goes
+#   timeline  plugin_timeline.py: the kernels of back-to-back executes on the device's clock (the
+#             pre-pass, the gap before each forward's work, FlashInfer's gap between calls), once
+#             per RAGGED_SDPA_CUDA_PDL setting (unset, forward, 0), twice in turn; every call's O
+#             bit-identical to a call made alone, or the step fails
 # BENCH_TIMEOUT, FLASHINFER_BUDGET_S and HOST_TIME_RUNS pass through to run_plugin_bench.sh: within one
 # 600 s device call, the six steps of then on the four ragged-mix problems took ≈ 270 s in session 12 with
 # BENCH_TIMEOUT=300 FLASHINFER_BUDGET_S=230 HOST_TIME_RUNS=3.
@@ -75,8 +79,23 @@ for step in $STEPS; do
                 --profile "$OUT/samples.txt" >"$OUT/profile.log" 2>&1
         record profile $?
         tail -6 "$OUT/profile.log"; head -12 "$OUT/samples.txt" 2>/dev/null ;;
+    timeline)
+        # shellcheck source=bench/gpu/wheels.sh
+        . bench/gpu/wheels.sh
+        install_wheels >/dev/null
+        for setting in all forward 0 all forward 0; do
+            # "all" leaves the variable unset: the plugin's default.
+            if [ "$setting" = all ]; then pdl=(); else pdl=("RAGGED_SDPA_CUDA_PDL=$setting"); fi
+            fi_arg=$([ "$setting" = all ] && echo --flashinfer)
+            env "${pdl[@]}" timeout 180 python3 bench/gpu/plugin_timeline.py \
+                --plugin .carry/bench/libhipdnn_provider_ragged_sdpa.so --graphs .carry/bench/graphs \
+                ${fi_arg} >>"$OUT/timeline.log" 2>&1
+            record timeline $?
+        done
+        grep -E "^RAGGED|ours:|FlashInfer|DIFFER|Error" "$OUT/timeline.log" ;;
     *)
-        echo "unknown step $step (known: check sanitize repeat verify study bench profile)"; record "$step" 2 ;;
+        echo "unknown step $step (known: check sanitize repeat verify study bench profile timeline)"
+        record "$step" 2 ;;
     esac
 done
 note "done (status $status)"
