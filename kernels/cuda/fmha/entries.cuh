@@ -240,6 +240,16 @@ template <class C>
 struct WspSession14 : C {
     enum : bool { VW = false, RA = false };
 };
+// Without ping-pong (PP off): not a candidate, a race amplifier. Session 18's race (Q released
+// before a late warp's ldmatrix had read it; bench/gpu/NOTES.md) showed in 4 to 16 of 1 000
+// back-to-back causal calls of this form and in at most 2 of 200 of the plugin's d128, and in none
+// of either once Q was released after the first S: fmha_repeat.py --study --alternate
+// --back-to-back 50 --engines wspt_bf16_d128_nopp (plugin_round.sh's repeat step) keeps it that way.
+template <class C>
+struct WspNoPp : C {
+    enum : bool { PP = false };
+};
+RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d128_nopp, WspNoPp<WspD128<true>>)
 RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d128, WspD128<true>)
 RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_f16_d128, WspD128<false>)
 RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d128_nosm, WspNosm<WspD128<true>, 1>)
