@@ -9,7 +9,12 @@ few rows per call, different rows each time, on the causal ragged mix only (the 
 scale: 1 000+ items on every SM). The one-off script of that session ran this procedure with the
 study set's names; this is its kept form, not yet run on a device in this form.
 
-  python3 bench/gpu/fmha_repeat.py [--reps 10] [--study] [--engines NAME ...]
+  python3 bench/gpu/fmha_repeat.py [--reps 10] [--study] [--engines NAME ...] [--alternate] [--modes ...]
+
+--alternate: the calls alternate between two offsets tensors (the mix's lengths and the same lengths
+reversed), each output compared with the first call of its own offsets: every call then works from
+a different tile list than the call before it, which is how session 18 (NOTES.md) met a rare race in
+the d128 form that ten calls of one offsets tensor had passed.
 
 Default engines: the plugin set's bf16 forward for every head dim. --study builds the persistent
 study set instead (fmha_wst.py's names, e.g. wspt_bf16_d192v128). Problems: the ragged mix (seed 7,
@@ -21,6 +26,9 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import cupy as cp  # noqa: E402
+import numpy as np  # noqa: E402
+
 import fmha_dev  # noqa: E402
 from fmha_dev import Engine, ragged_mix  # noqa: E402
 from fmha_wst import head_dims, ragged_problem  # noqa: E402
@@ -30,11 +38,61 @@ PLUGIN = ["ragged_fmha_fwd_bf16_d64", "ragged_fmha_fwd_bf16_d96", "ragged_fmha_f
 STUDY_PREFIX = "ragged_fmha_fwd_"
 
 
+def describe(torch, i, out, ref):
+    """'same', or where call i's output departs from the reference."""
+    if torch.equal(out.view(torch.int16), ref.view(torch.int16)):
+        return "same"
+    diff = (out.float() - ref.float()).abs()
+    bad = (out.view(torch.int16) != ref.view(torch.int16)).any(dim=2)  # [T, H]
+    toks, heads = bad.nonzero(as_tuple=True)
+    nan = " NaN" if torch.isnan(out).any().item() else ""
+    return (f"call {i} DIFFERS in {int(bad.sum())} rows (max {diff.nan_to_num(float('inf')).max().item():.1e}{nan}; "
+            f"tokens {toks.min().item()}..{toks.max().item()}, heads {sorted(set(heads.tolist()))[:6]})")
+
+
+def back_to_back(torch, eng, p, ws, o, offsets, reps, batch):
+    """Calls enqueued `batch` at a time into their own O buffers, offsets alternating; each compared
+    with a call made alone with the same offsets."""
+    refs = []
+    for off in offsets:
+        p["q_off"] = p["kv_off"] = off
+        p["o"] = o.data_ptr()
+        o.fill_(float("nan"))
+        torch.cuda.synchronize()
+        eng.launch(p, ws)
+        torch.cuda.synchronize()
+        refs.append(o.clone())
+    outs = [torch.empty_like(o) for _ in range(batch)]
+    results = []
+    for start in range(0, reps, batch):
+        n = min(batch, reps - start)
+        for j in range(n):
+            outs[j].fill_(float("nan"))
+        torch.cuda.synchronize()
+        for j in range(n):
+            i = start + j
+            p["q_off"] = p["kv_off"] = offsets[i % len(offsets)]
+            p["o"] = outs[j].data_ptr()
+            eng.launch(p, ws)
+        torch.cuda.synchronize()
+        for j in range(n):
+            i = start + j
+            results.append(describe(torch, i, outs[j], refs[i % len(offsets)]))
+    p["o"] = o.data_ptr()
+    return results, sum(1 for r in results if r != "same")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--study", action="store_true", help="the persistent study set and its names")
     ap.add_argument("--engines", nargs="+")
+    ap.add_argument("--alternate", action="store_true", help="alternate two offsets tensors (see above)")
+    ap.add_argument("--back-to-back", type=int, default=0, metavar="N",
+                    help="enqueue the calls N at a time, each into its own O, without synchronising in "
+                         "between (as an application's stream would); the references are calls made alone")
+    ap.add_argument("--modes", nargs="+", default=["causal-br", "causal-tl", "non-causal"],
+                    choices=["causal-br", "causal-tl", "non-causal"])
     args = ap.parse_args()
     import torch
 
@@ -52,26 +110,47 @@ def main():
     for name in names:
         d, dv = head_dims(name)
         eng = Engine(mod, name, d, dv)
-        for causal, br in ((1, 1), (1, 0), (0, 0)):
+        for mode, causal, br in (("causal-br", 1, 1), ("causal-tl", 1, 0), ("non-causal", 0, 0)):
+            if mode not in args.modes:
+                continue
             p, bufs, _ = ragged_problem(torch, d, dv, lens, causal, br)
             o = bufs["o"]
             ws = eng.workspace(len(lens), max(lens))
-            first, results = None, []
-            for _ in range(args.reps):
+            offsets = [p["q_off"]]
+            if args.alternate:
+                tok = np.concatenate([[0], np.cumsum(lens[::-1])]).astype(np.int64)
+                rev = cp.asarray((tok * p["q_seq"]).astype(np.int32))
+                offsets.append(rev.data.ptr)
+            first, results = {}, []
+            if args.back_to_back:
+                results, n_diff = back_to_back(torch, eng, p, ws, o, offsets, args.reps, args.back_to_back)
+                differing += n_diff
+                bad = [r for r in results if r != "same"]
+                print(f"{name:<40} {mode:<10} {args.reps} calls, {args.back_to_back} back to back: "
+                      + ("all identical" if not bad else f"{len(bad)} differ: " + "; ".join(bad[:6])), flush=True)
+                continue
+            for i in range(args.reps):
+                which = i % len(offsets)
+                p["q_off"] = p["kv_off"] = offsets[which]
                 o.fill_(float("nan"))
                 eng.launch(p, ws)
                 torch.cuda.synchronize()
-                if first is None:
-                    first = o.clone()
+                if which not in first:
+                    first[which] = o.clone()
                     results.append("first" + (" (NaN in output)" if torch.isnan(o).any().item() else ""))
                     continue
-                diff = (o.float() - first.float()).abs()
-                rows = int((diff.amax(dim=(1, 2)) > 0).sum())
+                diff = (o.float() - first[which].float()).abs()
+                bad = diff.amax(dim=2) > 0  # [T, H]
+                rows = int(bad.sum())
                 same = rows == 0 and not torch.isnan(o).any().item()
                 differing += 0 if same else 1
-                results.append("same" if same else f"DIFFERS in {rows} rows (max {diff.max().item():.1e})")
-            mode = "non-causal" if not causal else ("causal-br" if br else "causal-tl")
-            bad = [r for r in results[1:] if r != "same"]
+                if same:
+                    results.append("same")
+                else:
+                    toks, heads = bad.nonzero(as_tuple=True)
+                    results.append(f"call {i} DIFFERS in {rows} rows (max {diff.max().item():.1e}; tokens "
+                                   f"{toks.min().item()}..{toks.max().item()}, heads {sorted(set(heads.tolist()))[:6]})")
+            bad = [r for r in results if r not in ("same", "first")]
             print(f"{name:<40} {mode:<10} {args.reps} calls: "
                   + ("all identical" if not bad else f"{len(bad)} differ: " + "; ".join(bad[:4])), flush=True)
     print(f"repeatability: {'ok' if differing == 0 else f'{differing} calls differ from their first'}", flush=True)

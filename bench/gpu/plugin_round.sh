@@ -12,7 +12,9 @@
 #             compute-sanitizer memcheck and racecheck
 #   repeat    fmha_repeat.py: every plugin bf16 forward 10 times on the ragged mix (causal both
 #             ways, non-causal), each output bit-identical to the first call's or the step fails (a
-#             race the sanitizer and the small cases pass shows here: NOTES.md session 17)
+#             race the sanitizer and the small cases pass shows here: NOTES.md session 17); then
+#             400 calls each enqueued 50 at a time with alternating offsets, and 1 000 of the d128
+#             study form without ping-pong, which showed session 18's race ten times as often
 #   verify    verify_build.sh: plugin GPU tests, conformance, the shim, memcheck (10 steps)
 #   study     fmha_wst.py --time --check full --reps 21 $STUDY_ARGS: the study set's same-process A/B
 #             (STUDY_ARGS, e.g. "--engines wspt_bf16_d96 sm90_bf16_d96", picks what it builds and times)
@@ -59,7 +61,13 @@ for step in $STEPS; do
     repeat)
         timeout 240 python3 bench/gpu/fmha_repeat.py >"$OUT/repeat.log" 2>&1
         record repeat $?
-        grep -E "differ|^repeatability" "$OUT/repeat.log" | tail -6 ;;
+        timeout 240 python3 bench/gpu/fmha_repeat.py --alternate --back-to-back 50 --reps 400 \
+            >>"$OUT/repeat.log" 2>&1
+        record repeat $?
+        timeout 240 python3 bench/gpu/fmha_repeat.py --study --alternate --back-to-back 50 --reps 1000 \
+            --modes causal-br --engines wspt_bf16_d128_nopp wspt_bf16_d128 >>"$OUT/repeat.log" 2>&1
+        record repeat $?
+        grep -E "differ|^repeatability" "$OUT/repeat.log" | tail -12 ;;
     verify)
         OUT="$OUT/verify" timeout 300 bash bench/gpu/verify_build.sh >"$OUT/verify.log" 2>&1
         record verify $?
@@ -89,7 +97,7 @@ for step in $STEPS; do
             fi_arg=$([ "$setting" = all ] && echo --flashinfer)
             env "${pdl[@]}" timeout 180 python3 bench/gpu/plugin_timeline.py \
                 --plugin .carry/bench/libhipdnn_provider_ragged_sdpa.so --graphs .carry/bench/graphs \
-                ${fi_arg} >>"$OUT/timeline.log" 2>&1
+                --handover-calls 100 ${fi_arg} >>"$OUT/timeline.log" 2>&1
             record timeline $?
         done
         grep -E "^RAGGED|ours:|FlashInfer|DIFFER|Error" "$OUT/timeline.log" ;;
