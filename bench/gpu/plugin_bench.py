@@ -150,6 +150,21 @@ def ours_execution(torch, plugin, graphs, handle, meta, bufs):
     return Execution(plugin, handle, graphs, CUDA_ENGINE, meta["graph"], pointers, alloc)
 
 
+def problem_buffers(torch, meta):
+    """One problem's packed device buffers: Q, K ([T, H, D]) and V ([T, H, D_v]) uniform in [-1, 1)
+    from a fixed seed (so every script times and checks the same data), O filled with NaN (rows an
+    engine leaves unwritten stay visible) and the graph's offsets as int32."""
+    t, h, d = meta["tokens"], meta["heads"], meta["head_dim"]
+    dv = meta.get("value_dim", d)
+    gen = torch.Generator(device="cuda")
+    gen.manual_seed(1234)
+    bufs = {x: (torch.rand((t, h, d if x != "v" else dv), generator=gen, device="cuda") * 2 - 1)
+            .to(torch.bfloat16) for x in ("q", "k", "v")}
+    bufs["o"] = torch.full((t, h, dv), float("nan"), dtype=torch.bfloat16, device="cuda")
+    bufs["offsets"] = torch.tensor(meta["offsets"], dtype=torch.int32, device="cuda")
+    return bufs
+
+
 def element_offsets(meta, d):
     """Offsets in elements of a [T, H, d] packed tensor, from the graph's offsets in either unit."""
     if meta.get("offsets_unit") == "tokens":
@@ -286,12 +301,7 @@ def benchmark(torch, plugin, graphs, problems, only_ours=False, calls_only=0, po
         flops = float(meta["flops"])
         starts = token_starts(meta)
         tflops = lambda ms: flops / ms / 1e9  # noqa: E731
-        gen = torch.Generator(device="cuda")
-        gen.manual_seed(1234)
-        bufs = {x: (torch.rand((t, h, d if x != "v" else dv), generator=gen, device="cuda") * 2 - 1)
-                .to(torch.bfloat16) for x in ("q", "k", "v")}
-        bufs["o"] = torch.full((t, h, dv), float("nan"), dtype=torch.bfloat16, device="cuda")
-        bufs["offsets"] = torch.tensor(meta["offsets"], dtype=torch.int32, device="cuda")
+        bufs = problem_buffers(torch, meta)
         q, k, v = bufs["q"], bufs["k"], bufs["v"]
         cu = torch.tensor(starts, dtype=torch.int32, device="cuda")
         row = {"name": name, "problem": meta["problem"], "d": d if d == dv else f"{d}/{dv}", "causal": causal}

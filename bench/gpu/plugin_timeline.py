@@ -43,7 +43,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from plugin_bench import FlashInferRunner, ours_execution  # noqa: E402
+from plugin_bench import FlashInferRunner, ours_execution, problem_buffers  # noqa: E402
 from plugin_bench_abi import Plugin, load_problems, token_starts, variant_pack  # noqa: E402
 
 DEFAULT_PROBLEMS = ["ragged-mix_d64_full", "ragged-mix_d64_causal", "ragged-mix_d128_full",
@@ -248,14 +248,7 @@ def main():
     for meta in load_problems(args.graphs):
         if meta["name"] not in args.problems:
             continue
-        t, h, d = meta["tokens"], meta["heads"], meta["head_dim"]
-        dv = meta.get("value_dim", d)
-        gen = torch.Generator(device="cuda")
-        gen.manual_seed(1234)
-        bufs = {x: (torch.rand((t, h, d if x != "v" else dv), generator=gen, device="cuda") * 2 - 1)
-                .to(torch.bfloat16) for x in ("q", "k", "v")}
-        bufs["o"] = torch.full((t, h, dv), float("nan"), dtype=torch.bfloat16, device="cuda")
-        bufs["offsets"] = torch.tensor(meta["offsets"], dtype=torch.int32, device="cuda")
+        bufs = problem_buffers(torch, meta)
         r = ours_timeline(torch, plugin, args.graphs, handle, meta, bufs, args.calls)
         same = ("all calls identical to the call alone" if r["differing"] == 0
                 else f"{r['differing']} CALLS DIFFER from the call alone")
