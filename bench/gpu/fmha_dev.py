@@ -357,6 +357,12 @@ def correctness(torch, engines, seed):
         # long single sequence with a non-default scale
         results.append(run_case(torch, eng, dtype, rng, lq=[1500], lkv=[2100], h_q=2, h_kv=1, right=0, br=1,
                                 scale=0.3, label=f"{dtype} d{d} long causal-br scale0.3"))
+        # more batches than the pre-pass has threads (1 024): its records go through the workspace and
+        # it waits before reading anything (prepass.cuh, ragged_prepass_in_order), not speculatively
+        lq = [int(x) for x in rng.integers(0, 24, 1030)]
+        lkv = [int(x) for x in rng.integers(0, 24, 1030)]
+        results.append(run_case(torch, eng, dtype, rng, lq=lq, lkv=lkv, h_q=2, h_kv=1, right=0, br=1,
+                                label=f"{dtype} d{d} 1030 batches causal-br"))
     return results
 
 
