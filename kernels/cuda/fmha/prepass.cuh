@@ -5,14 +5,15 @@
 //
 // On sm_90 the host may launch it with programmatic stream serialization after whatever precedes
 // it on the stream (ragged_fmha_prepass_grid_dependency below), typically the previous execute's
-// forward, which signals its dependents as soon as it has read the workspace it needs
-// (ragged_grid_launch_dependents). The pre-pass then runs in that forward's tail: it reads the
-// offsets and seq_lens and builds the cost histogram and its scan in shared memory before
+// forward, which signals its dependents right after its own wait (ragged_grid_launch_dependents).
+// The pre-pass then starts as soon as an SM is wholly free (its 1 024 threads take one): in the
+// forward's tail where its blocks finish unevenly, else at its end, without the launch gap. It reads
+// the offsets and seq_lens and builds the cost histogram and its scan in shared memory before
 // griddepcontrol.wait, reads the same inputs again after it, and recomputes only if any value
 // differs (a predecessor wrote them after its signal). Every global write comes after the wait, so
 // a predecessor that still reads the workspace, or any memory the caller lent it, sees nothing
 // change. Launched without the attribute the wait returns at once and the second read costs one
-// load per input word.
+// load per input word (≈ 1 µs on the H200: bench/gpu/NOTES.md, session 18).
 // ---------------------------------------------------------------------------------------------
 
 #define RAGGED_PREPASS_THREADS 1024
