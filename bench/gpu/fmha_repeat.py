@@ -32,22 +32,11 @@ import numpy as np  # noqa: E402
 import fmha_dev  # noqa: E402
 from fmha_dev import Engine, ragged_mix  # noqa: E402
 from fmha_wst import head_dims, ragged_problem  # noqa: E402
+from output_diff import describe  # noqa: E402
 
 PLUGIN = ["ragged_fmha_fwd_bf16_d64", "ragged_fmha_fwd_bf16_d96", "ragged_fmha_fwd_bf16_d128",
           "ragged_fmha_fwd_bf16_d256", "ragged_fmha_fwd_bf16_d192v128"]
 STUDY_PREFIX = "ragged_fmha_fwd_"
-
-
-def describe(torch, i, out, ref):
-    """'same', or where call i's output departs from the reference."""
-    if torch.equal(out.view(torch.int16), ref.view(torch.int16)):
-        return "same"
-    diff = (out.float() - ref.float()).abs()
-    bad = (out.view(torch.int16) != ref.view(torch.int16)).any(dim=2)  # [T, H]
-    toks, heads = bad.nonzero(as_tuple=True)
-    nan = " NaN" if torch.isnan(out).any().item() else ""
-    return (f"call {i} DIFFERS in {int(bad.sum())} rows (max {diff.nan_to_num(float('inf')).max().item():.1e}{nan}; "
-            f"tokens {toks.min().item()}..{toks.max().item()}, heads {sorted(set(heads.tolist()))[:6]})")
 
 
 def back_to_back(torch, eng, p, ws, o, offsets, reps, batch):
@@ -139,17 +128,9 @@ def main():
                     first[which] = o.clone()
                     results.append("first" + (" (NaN in output)" if torch.isnan(o).any().item() else ""))
                     continue
-                diff = (o.float() - first[which].float()).abs()
-                bad = diff.amax(dim=2) > 0  # [T, H]
-                rows = int(bad.sum())
-                same = rows == 0 and not torch.isnan(o).any().item()
-                differing += 0 if same else 1
-                if same:
-                    results.append("same")
-                else:
-                    toks, heads = bad.nonzero(as_tuple=True)
-                    results.append(f"call {i} DIFFERS in {rows} rows (max {diff.max().item():.1e}; tokens "
-                                   f"{toks.min().item()}..{toks.max().item()}, heads {sorted(set(heads.tolist()))[:6]})")
+                result = describe(torch, i, o, first[which])
+                differing += 0 if result == "same" else 1
+                results.append(result)
             bad = [r for r in results if r not in ("same", "first")]
             print(f"{name:<40} {mode:<10} {args.reps} calls: "
                   + ("all identical" if not bad else f"{len(bad)} differ: " + "; ".join(bad[:4])), flush=True)

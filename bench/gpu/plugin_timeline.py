@@ -44,6 +44,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from plugin_bench import FlashInferRunner, ours_execution, problem_buffers  # noqa: E402
+from output_diff import describe  # noqa: E402
 from plugin_bench_abi import Plugin, load_problems, token_starts, variant_pack  # noqa: E402
 
 DEFAULT_PROBLEMS = ["ragged-mix_d64_full", "ragged-mix_d64_causal", "ragged-mix_d128_full",
@@ -92,7 +93,7 @@ def ours_timeline(torch, plugin, graphs, handle, meta, bufs, calls):
         for pack in packs:
             call(pack)
         torch.cuda.synchronize()
-    differing = sum(1 for o in outs if not torch.equal(o.view(torch.int16), alone.view(torch.int16)))
+    differing = sum(1 for i, o in enumerate(outs) if describe(torch, i, o, alone) != "same")
     ex.close()
     ks = kernels_of(prof)
     pre = [k for k in ks if k[0].startswith("ragged_fmha_prepass")]
@@ -127,7 +128,7 @@ extern "C" __global__ void late_writer(int* dst, const int* src, int n, long lon
 
 
 def handover_checks(torch, plugin, graphs, handle, meta, bufs, calls):
-    """(alternate, late writer): how many calls differ from the call alone with the same offsets."""
+    """(alternate, late writer): a line per call that differs from the call alone with the same offsets."""
     import cupy as cp
     import numpy as np
 
@@ -180,22 +181,9 @@ def handover_checks(torch, plugin, graphs, handle, meta, bufs, calls):
 
 
 def differences(torch, outs, alone):
-    """One line per call whose O differs from the call alone with its offsets (call i used set i % 2):
-    the call, how many (token, head) rows differ, the largest difference, NaN (rows left unwritten),
-    the token range and the heads."""
-    out = []
-    for i, o in enumerate(outs):
-        ref = alone[i % 2]
-        if torch.equal(o.view(torch.int16), ref.view(torch.int16)):
-            continue
-        bad = (o.view(torch.int16) != ref.view(torch.int16)).any(dim=-1)  # [T, H]
-        toks, heads = bad.nonzero(as_tuple=True)
-        diff = (o.float() - ref.float()).abs()
-        nan = bool(torch.isnan(o).any().item())
-        out.append(f"call {i}: {int(bad.sum())} rows differ (max {diff.nan_to_num(float('inf')).max().item():.2e}"
-                   f"{', NaN' if nan else ''}), tokens {toks.min().item()}..{toks.max().item()}, heads "
-                   f"{sorted(set(heads.tolist()))[:8]}")
-    return out
+    """One line per call whose O differs from the call alone with its offsets (call i used set i % 2)."""
+    lines = (describe(torch, i, o, alone[i % 2]) for i, o in enumerate(outs))
+    return [line for line in lines if line != "same"]
 
 
 def flashinfer_timeline(torch, flashinfer, meta, bufs, calls):
