@@ -125,8 +125,9 @@ __device__ __forceinline__ u32 ragged_batch_range(i64 a, i64 c, i64 mult, int b,
     return err;
 }
 
-// x / d and x % d for x >= 0, d > 0, in 32 bits when both fit (the usual case: one instruction
-// sequence instead of the 64-bit division subroutine).
+// x / d and x % d for d > 0 (C's truncating division): in 32 bits when x and d both lie in
+// [0, 2^32), the usual case, instead of the 64-bit division subroutine; any other x (a negative
+// one too) takes the 64-bit path.
 __device__ __forceinline__ i64 ragged_div(i64 x, i64 d, i64* rem) {
     if (((u64)x | (u64)d) <= 0xffffffffull) {
         const u32 q = (u32)x / (u32)d;
@@ -145,7 +146,6 @@ __device__ __forceinline__ u32 ragged_tokens(i64 a, i64 c, i64 mult, i64 seq_str
     *tok = 0;
     *extent = 0;
     if (err) return err;
-    // lo >= 0 here: offset 0 is 0 (else FIRST_NONZERO) and they do not decrease (else DECREASING).
     i64 lo_rem, delta_rem;
     const i64 first = ragged_div(lo, seq_stride, &lo_rem);
     const i64 rows = ragged_div(hi - lo, seq_stride, &delta_rem);

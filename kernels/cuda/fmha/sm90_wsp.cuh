@@ -245,10 +245,10 @@ __device__ __forceinline__ void wsp_store_o(const float* acc, const float* m_i, 
 // that the softmax really overlaps the P V issued with its S (see below); KA: the producer fills K one
 // block ahead of V (K (n + 1) before V (n)); with QREG a consumer warp releases Q once the item's
 // first S, which reads its fragments from registers, is done, so the producer refills Q with the next
-// item's rows while this item's key loop runs. DYN (TMA only): instead of the static snake, a block's first item is its index and
-// every further one is drawn from a work counter (tile_count[2], zeroed by the pre-pass) by the
-// producer, which hands it to the consumers through a two-slot ring in shared memory ordered by
-// mbarriers (slot full / empty), so the balance no longer depends on the list's order (which can then
+// item's rows while this item's key loop runs. DYN (TMA only): instead of the static snake, a block's
+// first item is its index and every further one is drawn from a work counter (tile_count[2], zeroed
+// by the pre-pass) by the producer, which hands it to the consumers through a two-slot ring in shared
+// memory ordered by mbarriers (slot full / empty), so the balance no longer depends on the list's order (which can then
 // serve locality instead). HC: ws_item. NOSM: wsp_softmax. TS: ws_key_base. TSQ: ws_item's q0 (a
 // batch's partial last query tile loaded by TMA as the batch's last BM rows). EO: a consumer
 // moves on to the next item right after issuing an item's last P V: the next item's slot, Q and K
