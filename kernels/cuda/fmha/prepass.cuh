@@ -366,6 +366,143 @@ __device__ __forceinline__ void ragged_prepass_in_order(const RaggedPrepassArgs&
     ragged_prepass_finish(a, s, total);
 }
 
+// ---------------------------------------------------------------------------------------------
+// The warp pre-pass: the same records, tile list, count, flag and work counter from one warp, for
+// small problems (at most RAGGED_PREPASS_WARP_BATCHES batches and RAGGED_PREPASS_WARP_SLOTS query
+// tiles of the longest batch summed over batches: ragged_fmha_prepass_warp_limits).
+//
+// Why a second form: launched programmatically after a forward, the 1 024-thread block needs an SM
+// to itself and so starts only when the forward's last blocks leave (at d128 within 0.2 µs of each
+// other), then spends ≈ 6.5 µs on the critical path between two forwards (bench/gpu/NOTES.md,
+// session 18). One warp of at most 32 registers and 516 bytes of static shared memory fits beside a
+// persistent d96 / d128 / d192 / d256 forward block (168 registers × 384 threads leave 1 024 of the
+// SM's 65 536; 225 KB of shared memory leave ≈ 1.8 KB), so it starts when the forward signals, builds
+// everything before griddepcontrol.wait, and after it only re-reads its inputs and writes ≈ 1 KB.
+// The cost buckets are fewer (RAGGED_PREPASS_WARP_BUCKETS, costs above clamped into the last): the
+// order among tiles of more than 127 key blocks is then index order, which the work counter
+// balances as it does any order.
+// ---------------------------------------------------------------------------------------------
+
+#define RAGGED_PREPASS_WARP_BATCHES 32
+#define RAGGED_PREPASS_WARP_PER_LANE 8
+#define RAGGED_PREPASS_WARP_SLOTS (32 * RAGGED_PREPASS_WARP_PER_LANE)
+#define RAGGED_PREPASS_WARP_BUCKETS 128
+#define RAGGED_PREPASS_WARP_NONE 0xffffu
+
+// {batches, (batch, query tile) slots}: the host launches ragged_fmha_prepass_warp only when
+// batch <= [0] and batch * ceil(S_q_max / BM) <= [1]. Read once per module, at load.
+extern "C" __constant__ int ragged_fmha_prepass_warp_limits[2] = {RAGGED_PREPASS_WARP_BATCHES,
+                                                                  RAGGED_PREPASS_WARP_SLOTS};
+
+// Error bit of a warp pre-pass launched outside its limits (a host bug, never the caller's data):
+// it then writes an empty tile list and this flag, so the forward writes nothing and a validating
+// execute names the cause instead of returning a partial output.
+#define RAGGED_ERR_PREPASS_LIMITS 0x80000000u
+
+// Exclusive prefix sum over the warp, in descending bucket order: lane l owns buckets 127 - 4 l down
+// to 124 - 4 l; each bucket's count becomes its first slot. Returns the total.
+__device__ __forceinline__ int ragged_warp_bucket_scan(int* base) {
+    const int lane = threadIdx.x;
+    const int top = RAGGED_PREPASS_WARP_BUCKETS - 1 - 4 * lane;
+    const int v0 = base[top], v1 = base[top - 1], v2 = base[top - 2], v3 = base[top - 3];
+    const int own = v0 + v1 + v2 + v3;
+    int incl = own;
+    for (int d = 1; d < 32; d <<= 1) {
+        const int n = __shfl_up_sync(0xffffffffu, incl, d);
+        if (lane >= d) incl += n;
+    }
+    const int excl = incl - own;
+    base[top] = excl;
+    base[top - 1] = excl + v0;
+    base[top - 2] = excl + v0 + v1;
+    base[top - 3] = excl + v0 + v1 + v2;
+    return __shfl_sync(0xffffffffu, incl, 31);
+}
+
+__device__ __forceinline__ void ragged_prepass_warp_body(const RaggedPrepassArgs& a) {
+    static_assert(RAGGED_PREPASS_WARP_BUCKETS == 4 * 32, "ragged_warp_bucket_scan: four buckets per lane");
+    static_assert(RAGGED_PREPASS_WARP_SLOTS <= 256, "a bucket rank fits 8 bits");
+    __shared__ int s_base[RAGGED_PREPASS_WARP_BUCKETS];
+    ragged_grid_launch_dependents();
+    const int lane = threadIdx.x;
+    const int max_tiles = ragged_max_tiles(a);
+    const int flat = a.batch * max_tiles;
+    if (a.batch > RAGGED_PREPASS_WARP_BATCHES || (i64)a.batch * max_tiles > RAGGED_PREPASS_WARP_SLOTS) {
+        ragged_grid_dependency_wait();
+        if (lane == 0) {
+            *a.tile_count = 0;
+            *a.err_flag = RAGGED_ERR_PREPASS_LIMITS;
+#if defined(RAGGED_PREPASS_WORK_COUNTER)
+            a.tile_count[2] = 0;
+#endif
+        }
+        return;
+    }
+    const bool mine = lane < a.batch;
+    RaggedBatchInputs in;
+    RaggedBatch bt;
+    bt.lq = 0;
+    bt.lkv = 0;
+    u32 err = 0;
+    // Per slot lane + 32 k: its bucket and rank in it (bucket << 8 | rank), or NONE for no tile.
+    u32 code[RAGGED_PREPASS_WARP_PER_LANE / 2];
+    int total = 0;
+    for (bool waited = false;; waited = true) {
+        if (mine) {
+            in = ragged_read_inputs(a, lane);
+            err = ragged_decode_batch(a, in, lane, &bt);
+        }
+        for (int i = lane; i < RAGGED_PREPASS_WARP_BUCKETS; i += 32) s_base[i] = 0;
+        __syncwarp();
+#pragma unroll
+        for (int k = 0; k < RAGGED_PREPASS_WARP_PER_LANE; ++k) {
+            const int idx = lane + 32 * k;
+            const int b = idx < flat ? (int)((u32)idx / (u32)max_tiles) : 0;
+            const int t = idx - b * max_tiles;
+            const int lq = __shfl_sync(0xffffffffu, bt.lq, b);
+            const int lkv = __shfl_sync(0xffffffffu, bt.lkv, b);
+            u32 c = RAGGED_PREPASS_WARP_NONE;
+            if (idx < flat && t * a.block_m < lq) {
+                int bucket = ragged_tile_cost(a, lq, lkv, t);
+                bucket = bucket < RAGGED_PREPASS_WARP_BUCKETS - 1 ? bucket : RAGGED_PREPASS_WARP_BUCKETS - 1;
+                c = ((u32)bucket << 8) | (u32)atomicAdd(&s_base[bucket], 1);
+            }
+            if (k % 2 == 0)
+                code[k / 2] = c;
+            else
+                code[k / 2] |= c << 16;
+        }
+        __syncwarp();
+        total = ragged_warp_bucket_scan(s_base);
+        __syncwarp();
+        if (waited) break;  // built from inputs read after the wait
+        ragged_grid_dependency_wait();
+        const bool changed = mine && !ragged_same_inputs(in, ragged_read_inputs(a, lane));
+        if (!__any_sync(0xffffffffu, changed)) break;
+    }
+    if (mine) a.batches[lane] = bt;
+#pragma unroll
+    for (int k = 0; k < RAGGED_PREPASS_WARP_PER_LANE; ++k) {
+        const u32 c = (code[k / 2] >> (16 * (k % 2))) & 0xffffu;
+        if (c != RAGGED_PREPASS_WARP_NONE) {
+            const int idx = lane + 32 * k;
+            const int b = (int)((u32)idx / (u32)max_tiles);
+            RaggedTile entry;
+            entry.batch = b;
+            entry.tile = idx - b * max_tiles;
+            a.tiles[s_base[c >> 8] + (int)(c & 0xffu)] = entry;
+        }
+    }
+    err = __reduce_or_sync(0xffffffffu, err);
+    if (lane == 0) {
+        *a.tile_count = total;
+        *a.err_flag = err;
+#if defined(RAGGED_PREPASS_WORK_COUNTER)
+        a.tile_count[2] = 0;
+#endif
+    }
+}
+
 #if defined(RAGGED_FMHA_WST_STUDY)
 // The batch-major list (study only, batch <= RAGGED_PREPASS_THREADS, else the cost order): each
 // batch's tiles together, last tile first (the costliest under a causal band), the batches in
@@ -458,6 +595,25 @@ __device__ __forceinline__ void ragged_prepass_body(const RaggedPrepassArgs& a) 
     }
 
 RAGGED_PREPASS_ENTRY(ragged_fmha_prepass, false)
+
+// The warp form (one block of 32 threads, at most 32 registers each: what a d128 forward block
+// leaves free on its SM), under the same signature.
+extern "C" __global__ void __maxnreg__(32)
+    ragged_fmha_prepass_warp(const void* q_off, int q_off_bytes, i64 q_mult, i64 q_seq_stride, int s_q_max,
+                             const void* kv_off, int kv_off_bytes, i64 kv_mult, i64 kv_seq_stride, int s_kv_max,
+                             const void* seq_len_q, int seq_len_q_bytes, const void* seq_len_kv,
+                             int seq_len_kv_bytes, const void* lse_off, int lse_off_bytes, i64 lse_mult,
+                             i64 lse_batch_stride, int batch, int block_m, int block_n, int mask_left,
+                             int mask_right, int bottom_right, RaggedBatch* batches, RaggedTile* tiles,
+                             int* tile_count, u32* err_flag) {
+    const RaggedPrepassArgs a = {q_off,        q_off_bytes,      q_mult,          q_seq_stride,  s_q_max,
+                                 kv_off,       kv_off_bytes,     kv_mult,         kv_seq_stride, s_kv_max,
+                                 seq_len_q,    seq_len_q_bytes,  seq_len_kv,      seq_len_kv_bytes,
+                                 lse_off,      lse_off_bytes,    lse_mult,        lse_batch_stride,
+                                 batch,        block_m,          block_n,         mask_left,     mask_right,
+                                 bottom_right, batches,          tiles,           tile_count,    err_flag};
+    ragged_prepass_warp_body(a);
+}
 #if defined(RAGGED_FMHA_WST_STUDY)
 // The batch-major tile list under its own name, for the persistent study (bench/gpu/fmha_wst.py).
 RAGGED_PREPASS_ENTRY(ragged_fmha_prepass_bm, true)
