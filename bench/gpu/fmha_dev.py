@@ -62,10 +62,6 @@ EXTRA = {
 }
 NVRTC_OPTIONS = ("-arch=sm_90a", "-std=c++17")
 PREPASS_THREADS = 1024
-# The pre-pass's warp form (prepass.cuh): one warp, for problems within the limits its module
-# publishes (ragged_fmha_prepass_warp_limits: batches, batch x query tiles of the longest batch).
-PREPASS_WARP = "ragged_fmha_prepass_warp"
-PREPASS_WARP_THREADS = 32
 BATCH_INFO_BYTES = 32
 
 
@@ -90,11 +86,6 @@ class Engine:
         self.name, self.d = label or name, d
         self.dv = d if dv is None else dv
         self.pre = mod.get_function(prepass)
-        self.pre_threads, self.pre_limits = PREPASS_THREADS, None
-        if prepass == PREPASS_WARP:
-            self.pre_threads = PREPASS_WARP_THREADS
-            limits = cp.ndarray((2,), cp.int32, mod.get_global("ragged_fmha_prepass_warp_limits")).get()
-            self.pre_limits = (int(limits[0]), int(limits[1]))
         self.fwd = mod.get_function(name)
         cfg = cp.ndarray((4,), cp.int32, mod.get_global(name + "_config")).get()
         self.bm, self.bn, self.threads, self.smem = (int(x) for x in cfg)
@@ -104,12 +95,6 @@ class Engine:
         self.cu_fwd = cu_function(self.fwd) if takes_tensor_maps(mod, name) else None
         print(f"{name}: BM={self.bm} BN={self.bn} threads={self.threads} smem={self.smem} "
               f"regs={getattr(self.fwd, 'num_regs', '?')} local={getattr(self.fwd, 'local_size_bytes', '?')}", flush=True)
-
-    def serves(self, batch, s_q_max):
-        """Whether this engine's pre-pass serves the problem (the warp form has limits)."""
-        if self.pre_limits is None:
-            return True
-        return batch <= self.pre_limits[0] and batch * ((s_q_max + self.bm - 1) // self.bm) <= self.pre_limits[1]
 
     def workspace(self, batch, s_q_max):
         max_tiles = (s_q_max + self.bm - 1) // self.bm
@@ -129,7 +114,7 @@ class Engine:
         u64, i32, i64, f32 = np.uint64, np.int32, np.int64, np.float32
         self.pre(
             (1,),
-            (self.pre_threads,),
+            (PREPASS_THREADS,),
             (
                 u64(p["q_off"]), i32(p["q_off_bytes"]), i64(p["q_mult"]), i64(p["q_seq"]), i32(p["s_q_max"]),
                 u64(p["kv_off"]), i32(p["kv_off_bytes"]), i64(p["kv_mult"]), i64(p["k_seq"]), i32(p["s_kv_max"]),
@@ -210,8 +195,6 @@ def run_case(torch, eng, dtype, rng, *, lq, lkv, pad_q=None, pad_kv=None, h_q=4,
     (use_sl, pad_q, pad_kv, ext_q, ext_kv, s_q_max, s_kv_max, tok_q, tok_kv, tq, tkv) = packed_layout(
         lq, lkv, pad_q, pad_kv, slack
     )
-    if not eng.serves(B, s_q_max):
-        return None  # outside the warp pre-pass's limits: the host launches the block form there
     scale = 1.0 / math.sqrt(d) if scale is None else scale
 
     gen = torch.Generator(device=dev)
@@ -338,7 +321,7 @@ def correctness(torch, engines, seed):
     results = []
     for key, eng in engines.items():
         dtype, d, dv = key[:3]  # a fourth key element may tell entry points of one (dtype, dims) apart
-        d = dims_name(d, dv)[1:] + "".join(f" {tag}" for tag in key[3:])
+        d = dims_name(d, dv)[1:]
         for mname, left, right, br in masks:
             lq = [int(x) for x in rng.integers(0, 300, 6)]
             lkv = [int(x) for x in rng.integers(0, 300, 6)]
@@ -380,7 +363,7 @@ def correctness(torch, engines, seed):
         lkv = [int(x) for x in rng.integers(0, 24, 1030)]
         results.append(run_case(torch, eng, dtype, rng, lq=lq, lkv=lkv, h_q=2, h_kv=1, right=0, br=1,
                                 label=f"{dtype} d{d} 1030 batches causal-br"))
-    return [r for r in results if r is not None]
+    return results
 
 
 def validation_flags(torch, eng):
@@ -420,27 +403,6 @@ def validation_flags(torch, eng):
         got = flag(qt, kt, smax, slq)
         out.append((got == want, f"{eng.name} flags {name}: got {got:#x}, want {want:#x}"))
     return out
-
-
-def warp_prepass_limits(torch, eng):
-    """The warp pre-pass launched past its batch limit must list no tile and raise its own bit
-    (RAGGED_ERR_PREPASS_LIMITS), so a host bug cannot pass as a partial output."""
-    d, h = eng.d, 2
-    batch = eng.pre_limits[0] + 1
-    tok = np.arange(batch + 1, dtype=np.int64)
-    off = cp.asarray(tok * h * d)
-    buf = torch.zeros((batch + 4, h, d), dtype=torch.bfloat16, device="cuda")
-    p = dict(q=buf.data_ptr(), k=buf.data_ptr(), v=buf.data_ptr(), o=buf.data_ptr(),
-             q_off=off.data.ptr, q_off_bytes=8, q_mult=1, kv_off=off.data.ptr, kv_off_bytes=8, kv_mult=1,
-             q_seq=h * d, q_head=d, k_seq=h * d, k_head=d, v_seq=h * d, v_head=d, o_seq=h * d, o_head=d,
-             s_q_max=1, s_kv_max=1, batch=batch, h_q=h, h_kv=h, scale=1.0, left=-1, right=-1, br=0)
-    ws = eng.workspace(batch, 1)
-    ws["count"].fill(-1)
-    eng.launch_prepass(p, ws)
-    cp.cuda.runtime.deviceSynchronize()
-    err, count = int(ws["err"].get()[0]), int(ws["count"].get()[0])
-    ok = err == 0x80000000 and count == 0
-    return [(ok, f"{eng.name} past its limits ({batch} batches): flag {err:#x}, tile count {count}")]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -603,13 +565,6 @@ def main():
     engines = {key: Engine(mod, name, key[1], key[2]) for key, name in DEFAULTS.items()}
     results = correctness(torch, engines, args.seed)
     results += validation_flags(torch, engines[("bf16", 128, 128)])
-    # The warp pre-pass (what the plugin launches for small problems) under every sm_90 entry
-    # point, on the cases within its limits.
-    warp = {key + ("warp-prepass",): Engine(mod, name, key[1], key[2], prepass=PREPASS_WARP,
-                                            label=f"{name} +warp pre-pass")
-            for key, name in DEFAULTS.items()}
-    results += correctness(torch, warp, args.seed + 3)
-    results += warp_prepass_limits(torch, warp[("bf16", 128, 128, "warp-prepass")])
     portable = {dims: Engine(mod, name, *dims) for dims, name in PORTABLE.items()}
     results += correctness(torch, {("bf16",) + dims: eng for dims, eng in portable.items()}, args.seed + 2)
     extra = {d: [Engine(mod, n, d) for n in names] for d, names in EXTRA.items()} if not args.no_tuning else {}

@@ -22,9 +22,10 @@
 #   profile   host_time --profile: where ExecuteOpGraph's host time goes
 #   timeline  plugin_timeline.py: the kernels of back-to-back executes on the device's clock (the
 #             pre-pass, the gap before each forward's work, FlashInfer's gap between calls), once
-#             per setting of TIMELINE_SETTINGS (default: the plugin's default, the block pre-pass,
-#             RAGGED_SDPA_CUDA_PDL=forward, twice in turn); every call's O bit-identical to a call
-#             made alone, or the step fails
+#             per RAGGED_SDPA_CUDA_PDL setting in TIMELINE_SETTINGS ("all" for unset; default all,
+#             forward and 0, twice in turn); every call's O
+#             bit-identical to a call made alone, or the step fails
+# CHECK_TIMEOUT (default 240 s) bounds the check step.
 # BENCH_TIMEOUT, FLASHINFER_BUDGET_S and HOST_TIME_RUNS pass through to run_plugin_bench.sh: within one
 # 600 s device call, the six steps of then on the four ragged-mix problems took ≈ 270 s in session 12 with
 # BENCH_TIMEOUT=300 FLASHINFER_BUDGET_S=230 HOST_TIME_RUNS=3.
@@ -92,15 +93,9 @@ for step in $STEPS; do
         # shellcheck source=bench/gpu/wheels.sh
         . bench/gpu/wheels.sh
         install_wheels >/dev/null
-        for setting in ${TIMELINE_SETTINGS:-all block forward all block forward}; do
-            # "all" leaves both variables unset (the plugin's default: programmatic launches, the
-            # warp pre-pass where it serves); "block" the 1 024-thread pre-pass, launched
-            # programmatically; "forward" / "0" RAGGED_SDPA_CUDA_PDL's settings.
-            case "$setting" in
-            all) pdl=() ;;
-            block) pdl=("RAGGED_SDPA_CUDA_PREPASS=block") ;;
-            *) pdl=("RAGGED_SDPA_CUDA_PDL=$setting") ;;
-            esac
+        for setting in ${TIMELINE_SETTINGS:-all forward 0 all forward 0}; do
+            # "all" leaves the variable unset: the plugin's default.
+            if [ "$setting" = all ]; then pdl=(); else pdl=("RAGGED_SDPA_CUDA_PDL=$setting"); fi
             fi_arg=$([ "$setting" = all ] && echo --flashinfer)
             env "${pdl[@]}" timeout 180 python3 bench/gpu/plugin_timeline.py \
                 --plugin .carry/bench/libhipdnn_provider_ragged_sdpa.so --graphs .carry/bench/graphs \

@@ -230,9 +230,7 @@ def main():
         except Exception as e:  # noqa: BLE001 - report and carry on without this peer
             print(f"FlashInfer unavailable: {type(e).__name__}: {str(e)[:300]}", flush=True)
     setting = os.environ.get("RAGGED_SDPA_CUDA_PDL")
-    form = os.environ.get("RAGGED_SDPA_CUDA_PREPASS")
-    print(f"RAGGED_SDPA_CUDA_PDL={setting if setting is not None else '(unset)'} "
-          f"RAGGED_SDPA_CUDA_PREPASS={form if form is not None else '(unset)'}, {args.calls} calls per "
+    print(f"RAGGED_SDPA_CUDA_PDL={setting if setting is not None else '(unset)'}, {args.calls} calls per "
           f"problem, µs (median over calls 2..{args.calls})", flush=True)
     status = 0
     for meta in load_problems(args.graphs):

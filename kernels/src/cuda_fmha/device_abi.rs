@@ -15,42 +15,6 @@ pub const TILE_ENTRY_BYTES: u64 = 8;
 pub const PREPASS_THREADS: u32 = 1024;
 /// Name of the pre-pass kernel.
 pub const PREPASS_KERNEL: &str = "ragged_fmha_prepass";
-/// The pre-pass's warp form (`fmha/prepass.cuh`, same parameters): one block of
-/// [`PREPASS_WARP_THREADS`] with at most 32 registers per thread and 512 bytes of shared memory,
-/// small enough to run beside a persistent forward block, so that launched programmatically it
-/// builds the next execute's tile list while the previous forward still runs.
-pub const PREPASS_WARP_KERNEL: &str = "ragged_fmha_prepass_warp";
-/// Threads of [`PREPASS_WARP_KERNEL`]'s one block.
-pub const PREPASS_WARP_THREADS: u32 = 32;
-/// `__constant__ int ragged_fmha_prepass_warp_limits[2]`: the batches and the (batch, query tile)
-/// slots, `batch × ceil(S_q_max / BM)`, that [`PREPASS_WARP_KERNEL`] serves at most.
-pub const PREPASS_WARP_LIMITS_SYMBOL: &str = "ragged_fmha_prepass_warp_limits";
-/// Which pre-pass form an execute may use: `block` always the 1 024-thread one (for A/B
-/// measurements); unset (or any other value) the warp form wherever it serves the problem and the
-/// pre-pass is launched programmatically. Read once per module load.
-pub const PREPASS_FORM_ENV: &str = "RAGGED_SDPA_CUDA_PREPASS";
-
-/// What [`PREPASS_WARP_KERNEL`] serves, as its module publishes it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct WarpPrepassLimits {
-    /// Batches at most.
-    pub batches: i64,
-    /// `batch × ceil(S_q_max / BM)` at most.
-    pub slots: i64,
-}
-
-impl WarpPrepassLimits {
-    /// Whether a problem of `batch` batches and `max_tiles` query tiles in its longest batch is
-    /// within the limits (the kernel flags [`ERR_PREPASS_LIMITS`] and lists no tile otherwise).
-    pub fn serve(&self, batch: i64, max_tiles: i64) -> bool {
-        batch <= self.batches && batch.saturating_mul(max_tiles) <= self.slots
-    }
-}
-
-/// Whether [`PREPASS_FORM_ENV`]'s value leaves the warp form allowed.
-pub fn warp_prepass_allowed(value: Option<&std::ffi::OsStr>) -> bool {
-    value.and_then(std::ffi::OsStr::to_str) != Some("block")
-}
 
 /// `RAGGED_ERR_*` bits, per offsets tensor (shifted by the `*_SHIFT` below).
 pub const ERR_FIRST_NONZERO: u32 = 1;
@@ -72,8 +36,6 @@ pub const ERR_LSE_SHIFT: u32 = 24;
 pub const ERR_SEQ_LEN_Q: u32 = 0x1_0000;
 /// `seq_len_kv[b]` outside `[0, extent_kv(b)]`.
 pub const ERR_SEQ_LEN_KV: u32 = 0x2_0000;
-/// `RAGGED_ERR_PREPASS_LIMITS`: the warp pre-pass was launched outside its limits (a host bug).
-pub const ERR_PREPASS_LIMITS: u32 = 0x8000_0000;
 
 /// Head dims with a compiled forward entry point, as (Q/K head dim, V/O head dim).
 pub const HEAD_DIMS: [(i64, i64); 5] = [(64, 64), (96, 96), (128, 128), (256, 256), (192, 128)];
@@ -244,13 +206,7 @@ pub struct FlagUids {
 /// One sentence per rule the pre-pass found violated, each naming the tensor uid.
 pub fn decode_error_flag(flag: u32, uids: &FlagUids) -> Vec<String> {
     let mut problems = Vec::new();
-    let mut known = ERR_SEQ_LEN_Q | ERR_SEQ_LEN_KV | ERR_PREPASS_LIMITS;
-    if flag & ERR_PREPASS_LIMITS != 0 {
-        problems.push(
-            "internal: the warp pre-pass was launched outside its limits (no tile was listed)"
-                .to_owned(),
-        );
-    }
+    let mut known = ERR_SEQ_LEN_Q | ERR_SEQ_LEN_KV;
     let groups = [
         (ERR_Q_SHIFT, "Q/O", Some(uids.q_offsets), uids.s_max.0),
         (ERR_KV_SHIFT, "K/V", Some(uids.kv_offsets), uids.s_max.1),
@@ -329,27 +285,6 @@ mod tests {
         );
     }
 
-    #[test]
-    fn only_block_turns_the_warp_prepass_off() {
-        use std::ffi::OsStr;
-        assert!(warp_prepass_allowed(None));
-        assert!(warp_prepass_allowed(Some(OsStr::new("warp"))));
-        assert!(!warp_prepass_allowed(Some(OsStr::new("block"))));
-    }
-
-    #[test]
-    fn warp_prepass_limits_bound_batches_and_slots() {
-        let limits = WarpPrepassLimits {
-            batches: 32,
-            slots: 256,
-        };
-        assert!(limits.serve(6, 31));
-        assert!(limits.serve(32, 8));
-        assert!(!limits.serve(33, 1));
-        assert!(!limits.serve(8, 33));
-        assert!(!limits.serve(2, i64::MAX));
-    }
-
     const UIDS: FlagUids = FlagUids {
         q_offsets: 10,
         kv_offsets: 11,
@@ -404,15 +339,8 @@ mod tests {
 
     #[test]
     fn unknown_bits_are_reported() {
-        let problems = decode_error_flag(0x4000_0000, &UIDS);
-        assert_eq!(problems, ["unknown error bits 0x40000000"]);
-    }
-
-    #[test]
-    fn a_warp_prepass_outside_its_limits_is_an_internal_error() {
-        let problems = decode_error_flag(ERR_PREPASS_LIMITS, &UIDS);
-        assert_eq!(problems.len(), 1);
-        assert!(problems[0].starts_with("internal: the warp pre-pass"));
+        let problems = decode_error_flag(0x8000_0000, &UIDS);
+        assert_eq!(problems, ["unknown error bits 0x80000000"]);
     }
 
     #[test]

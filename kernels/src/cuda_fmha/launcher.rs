@@ -186,22 +186,12 @@ impl FmhaEngine {
         let base = buffers.workspace.div_ceil(WORKSPACE_ALIGNMENT) * WORKSPACE_ALIGNMENT;
 
         let args = prepass_args(plan, &geometry, buffers, base);
-        let form = prepass_form(loaded.warp_prepass(), plan.batch, geometry.max_tiles);
-        // SAFETY: the argument list mirrors `ragged_fmha_prepass` and its warp form, which share
-        // a signature (kernels/cuda/README.md); pointers were checked non-null where required,
-        // the workspace holds the geometry's layout, and the caller guarantees the rest (see
-        // `# Safety`). The context is current; a programmatic launch only where the module states
-        // that its pre-pass writes nothing before waiting for the previous grid
-        // (`prepass_dependency`).
-        unsafe {
-            launch_prepass(
-                &loaded.module,
-                stream,
-                &args,
-                loaded.prepass_dependency(),
-                form,
-            )
-        }?;
+        // SAFETY: the argument list mirrors `ragged_fmha_prepass` (kernels/cuda/README.md);
+        // pointers were checked non-null where required, the workspace holds the geometry's
+        // layout, and the caller guarantees the rest (see `# Safety`). The context is current; a
+        // programmatic launch only where the module states that its pre-pass writes nothing
+        // before waiting for the previous grid (`prepass_dependency`).
+        unsafe { launch_prepass(&loaded.module, stream, &args, loaded.prepass_dependency()) }?;
 
         if mode == ExecuteMode::Validate {
             check_flag(stream, base + geometry.workspace.error_flag, plan)?;
@@ -238,49 +228,9 @@ impl FmhaEngine {
     }
 }
 
-/// The pre-pass kernel an execute launches: both build the same records and tile list.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum PrepassForm {
-    /// `ragged_fmha_prepass`: one block of 1 024 threads, any problem.
-    Block,
-    /// `ragged_fmha_prepass_warp`: one warp, small problems only, and small enough to start beside
-    /// the previous forward's blocks (see [`device_abi::PREPASS_WARP_KERNEL`]).
-    Warp,
-}
-
-impl PrepassForm {
-    fn kernel(self) -> &'static str {
-        match self {
-            Self::Block => device_abi::PREPASS_KERNEL,
-            Self::Warp => device_abi::PREPASS_WARP_KERNEL,
-        }
-    }
-
-    fn threads(self) -> u32 {
-        match self {
-            Self::Block => device_abi::PREPASS_THREADS,
-            Self::Warp => device_abi::PREPASS_WARP_THREADS,
-        }
-    }
-}
-
-/// The warp form where the module offers it for this execute (`warp`, see
-/// [`LoadedKernels::warp_prepass`]) and it serves `batch` batches of at most `max_tiles` query
-/// tiles; the block form otherwise.
-pub(crate) fn prepass_form(
-    warp: Option<device_abi::WarpPrepassLimits>,
-    batch: i32,
-    max_tiles: i32,
-) -> PrepassForm {
-    match warp {
-        Some(limits) if limits.serve(i64::from(batch), i64::from(max_tiles)) => PrepassForm::Warp,
-        _ => PrepassForm::Block,
-    }
-}
-
-/// Enqueues the pre-pass of `form` (one block, no dynamic shared memory) from `module` on
-/// `stream`; `programmatic`: with programmatic stream serialization, so that it may start in the
-/// tail of the stream's previous kernel (the warp form: beside its blocks).
+/// Enqueues `ragged_fmha_prepass` (one block of `PREPASS_THREADS`, no dynamic shared memory)
+/// from `module` on `stream`; `programmatic`: with programmatic stream serialization, so that it
+/// may start in the tail of the stream's previous kernel.
 ///
 /// # Safety
 /// `args` must mirror the pre-pass's parameters, with every pointer valid for what the pre-pass
@@ -292,12 +242,11 @@ pub(crate) unsafe fn launch_prepass(
     stream: CUstream,
     args: &[KernelArg],
     programmatic: bool,
-    form: PrepassForm,
 ) -> Result<(), GpuError> {
-    let prepass = module.function(form.kernel(), 0)?;
+    let prepass = module.function(device_abi::PREPASS_KERNEL, 0)?;
     let config = LaunchConfig {
         grid: (1, 1, 1),
-        block: (form.threads(), 1, 1),
+        block: (device_abi::PREPASS_THREADS, 1, 1),
         shared_mem_bytes: 0,
     };
     // SAFETY: forwarded from this function's contract.

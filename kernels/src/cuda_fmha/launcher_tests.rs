@@ -213,18 +213,3 @@ fn the_kernel_file_compiles_loads_and_publishes_its_configs() {
     assert_eq!(again.origin, None);
     drop(ctx);
 }
-
-#[test]
-fn the_warp_prepass_serves_small_problems_where_offered() {
-    let limits = device_abi::WarpPrepassLimits {
-        batches: 32,
-        slots: 256,
-    };
-    // The ragged mix at BM 128: 6 batches, 31 query tiles in the longest.
-    assert_eq!(prepass_form(Some(limits), 6, 31), PrepassForm::Warp);
-    assert_eq!(prepass_form(Some(limits), 32, 8), PrepassForm::Warp);
-    assert_eq!(prepass_form(Some(limits), 33, 1), PrepassForm::Block);
-    assert_eq!(prepass_form(Some(limits), 9, 29), PrepassForm::Block);
-    // Not offered (plain-order launches, RAGGED_SDPA_CUDA_PREPASS=block): always the block.
-    assert_eq!(prepass_form(None, 1, 1), PrepassForm::Block);
-}

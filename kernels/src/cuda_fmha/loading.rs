@@ -32,10 +32,6 @@ pub(crate) struct LoadedKernels {
     /// [`device_abi::PDL_ENV`] leaves its programmatic launch on: it may then start in the tail
     /// of the stream's previous kernel.
     prepass_dependency: bool,
-    /// What the forward source's warp pre-pass serves, where an execute may use it: the pre-pass
-    /// is launched programmatically and [`device_abi::PREPASS_FORM_ENV`] does not ask for the
-    /// block form (launched in plain order the 1 024-thread block is the faster one).
-    warp_prepass: Option<device_abi::WarpPrepassLimits>,
     source_name: &'static str,
 }
 
@@ -69,11 +65,6 @@ impl LoadedKernels {
     /// stream's previous kernel (see the field).
     pub(crate) fn prepass_dependency(&self) -> bool {
         self.prepass_dependency
-    }
-
-    /// The warp pre-pass's limits where an execute may use it (see the field).
-    pub(crate) fn warp_prepass(&self) -> Option<device_abi::WarpPrepassLimits> {
-        self.warp_prepass
     }
 
     /// The loaded entry points' configurations, sorted by name.
@@ -191,19 +182,6 @@ impl ModuleCache {
         let prepass_dependency = forward_source
             && launches.prepass
             && module.read_i32_global::<1>(device_abi::PREPASS_DEPENDENCY_SYMBOL)?[0] != 0;
-        let warp_prepass = if prepass_dependency
-            && device_abi::warp_prepass_allowed(
-                std::env::var_os(device_abi::PREPASS_FORM_ENV).as_deref(),
-            ) {
-            let [batches, slots] =
-                module.read_i32_global::<2>(device_abi::PREPASS_WARP_LIMITS_SYMBOL)?;
-            Some(device_abi::WarpPrepassLimits {
-                batches: i64::from(batches),
-                slots: i64::from(slots),
-            })
-        } else {
-            None
-        };
         let loaded = Arc::new(LoadedKernels {
             module,
             configs,
@@ -211,7 +189,6 @@ impl ModuleCache {
             tensor_maps,
             grid_dependency,
             prepass_dependency,
-            warp_prepass,
             source_name: self.source.name,
         });
         modules.insert(ctx.id, Arc::clone(&loaded));

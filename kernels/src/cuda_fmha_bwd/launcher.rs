@@ -169,15 +169,7 @@ impl BackwardEngine {
         // workspace holds the plan's layout, sized for this dQ tile (BM ≥ MIN_DQ_BLOCK_M); the
         // caller guarantees the rest. The context is current.
         // Plain stream order: the backward has not been measured with a programmatic pre-pass.
-        unsafe {
-            launcher::launch_prepass(
-                &loaded.module,
-                stream,
-                &args,
-                false,
-                launcher::PrepassForm::Block,
-            )
-        }?;
+        unsafe { launcher::launch_prepass(&loaded.module, stream, &args, false) }?;
         if mode == ExecuteMode::Validate {
             launcher::check_flag(stream, base + w.error_flag, f)?;
         }
