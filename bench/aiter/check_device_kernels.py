@@ -221,7 +221,7 @@ def run_and_check_fixup(cp, fn, rng, case, pre):
         sb = hq * sh + pad
         lse_size = b * sb
         lse_args = (np.int64(sb), np.int64(sh), np.int64(ss))
-        lse_offsets, lse_w, lse_mult, lse_seq, lse_head = np.uint64(0), 0, 1, 0, 0
+        lse_w, lse_mult, lse_seq, lse_head = 0, 1, 0, 0
     elif layout == 2:
         # ragged token-major [B, S, H, 1], own aux in elements (or tokens with mult = H)
         ext = np.diff(seqstart_q)
@@ -235,7 +235,7 @@ def run_and_check_fixup(cp, fn, rng, case, pre):
     else:
         lse_size = 0
         lse_args = (np.int64(0), np.int64(0), np.int64(0))
-        lse_offsets, lse_w, lse_mult, lse_seq, lse_head = np.uint64(0), 0, 1, 0, 0
+        lse_w, lse_mult, lse_seq, lse_head = 0, 1, 0, 0
 
     lse_init = np.full(max(lse_size, 1), nan, dtype=np.float32)
 

@@ -522,7 +522,9 @@ def benchmark(torch, mod, engines_by_d, h=16, problems_only=None, cudnn=True):
                         print(f"  cuDNN dense failed: {type(e).__name__}: {str(e)[:300]}", flush=True)
                 res.pop("ours_out", None)
                 rows.append(res)
-                del q, k, v, o
+                # Dropped (not del: the timed closures above refer to these names) so the
+                # buffers are freed before the next problem allocates its own.
+                q = k = v = o = None
     return rows
 
 

@@ -187,7 +187,6 @@ def time_problem(torch, engines, d, dv, lens, causal, h=16, reps=15, power_s=0.0
             print(f"  {dims} causal={int(causal)} {name.replace(PREFIX, ''):<44} power {pw['power_w']:.0f} W "
                   f"clock {pw['clock_mhz']:.0f} MHz {pw['mj_per_call']:.1f} mJ/call "
                   f"{flops / pw['ms_per_call'] / 1e9:6.1f} TFLOP/s alone", flush=True)
-    del q, k, v, o, bufs
 
 
 def time_all(args):
