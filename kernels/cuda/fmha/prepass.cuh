@@ -259,48 +259,15 @@ __device__ __forceinline__ void ragged_flat_tile(i64 idx, int max_tiles, int* b,
     *t = (int)rem;
 }
 
-// Each thread's first RAGGED_PREPASS_KEPT (batch, tile) slots as the histogram saw them, so that
-// while every slot of the problem is kept (batch * max_tiles <= RAGGED_PREPASS_KEPT * threads) the
-// scatter neither computes a cost again nor runs code the histogram did not: between two forwards
-// the pre-pass starts with a cold instruction cache, and the scatter's own copy of the cost code cost
-// ≈ 1 µs there (bench/gpu/NOTES.md, session 19). where: bucket << 16 | rank in it (both < 2^16 while
-// kept), or -1 for a slot past the batch's tiles; what: batch << 16 | tile.
-#define RAGGED_PREPASS_KEPT 2
-struct RaggedKeptSlots {
-    int where[RAGGED_PREPASS_KEPT];
-    int what[RAGGED_PREPASS_KEPT];
-};
-
-__device__ __forceinline__ bool ragged_all_kept(i64 flat) {
-    return flat <= (i64)RAGGED_PREPASS_KEPT * RAGGED_PREPASS_THREADS;
-}
-
 // Counting sort by cost, longest tiles first, step 1: each bucket's first slot in the tile list
 // (descending cost), into s.base; returns the tile count.
-__device__ __forceinline__ int ragged_cost_buckets(const RaggedPrepassArgs& a, RaggedPrepassShared& s,
-                                                   RaggedKeptSlots& kept) {
+__device__ __forceinline__ int ragged_cost_buckets(const RaggedPrepassArgs& a, RaggedPrepassShared& s) {
     const int tid = threadIdx.x;
     for (int i = tid; i < RAGGED_COST_BUCKETS; i += RAGGED_PREPASS_THREADS) s.base[i] = 0;
     __syncthreads();
     const int max_tiles = ragged_max_tiles(a);
     const i64 flat = (i64)a.batch * max_tiles;
-#pragma unroll
-    for (int k = 0; k < RAGGED_PREPASS_KEPT; ++k) {
-        kept.where[k] = -1;
-        const i64 idx = tid + (i64)k * RAGGED_PREPASS_THREADS;
-        if (idx < flat) {
-            int b, t;
-            ragged_flat_tile(idx, max_tiles, &b, &t);
-            const int2 l = ragged_batch_lens(a, s, b);
-            if (t * a.block_m < l.x) {
-                const int c = ragged_tile_cost(a, l.x, l.y, t);
-                kept.where[k] = (c << 16) | atomicAdd(&s.base[c], 1);
-                kept.what[k] = (b << 16) | t;
-            }
-        }
-    }
-    for (i64 idx = tid + (i64)RAGGED_PREPASS_KEPT * RAGGED_PREPASS_THREADS; idx < flat;
-         idx += RAGGED_PREPASS_THREADS) {
+    for (i64 idx = tid; idx < flat; idx += RAGGED_PREPASS_THREADS) {
         int b, t;
         ragged_flat_tile(idx, max_tiles, &b, &t);
         int2 l = ragged_batch_lens(a, s, b);
@@ -319,24 +286,10 @@ __device__ __forceinline__ int ragged_cost_buckets(const RaggedPrepassArgs& a, R
     return total;
 }
 
-// Step 2: every tile into its slot: from the kept slots (its bucket's first slot plus its rank)
-// when all are kept, else each bucket's next slot, its cost computed again.
-__device__ __forceinline__ void ragged_scatter_tiles(const RaggedPrepassArgs& a, RaggedPrepassShared& s,
-                                                     const RaggedKeptSlots& kept) {
+// Step 2: every tile into its bucket's next slot.
+__device__ __forceinline__ void ragged_scatter_tiles(const RaggedPrepassArgs& a, RaggedPrepassShared& s) {
     const int max_tiles = ragged_max_tiles(a);
     const i64 flat = (i64)a.batch * max_tiles;
-    if (ragged_all_kept(flat)) {
-#pragma unroll
-        for (int k = 0; k < RAGGED_PREPASS_KEPT; ++k) {
-            if (kept.where[k] >= 0) {
-                RaggedTile entry;
-                entry.batch = kept.what[k] >> 16;
-                entry.tile = kept.what[k] & 0xffff;
-                a.tiles[s.base[kept.where[k] >> 16] + (kept.where[k] & 0xffff)] = entry;
-            }
-        }
-        return;
-    }
     for (i64 idx = threadIdx.x; idx < flat; idx += RAGGED_PREPASS_THREADS) {
         int b, t;
         ragged_flat_tile(idx, max_tiles, &b, &t);
@@ -368,7 +321,7 @@ __device__ __forceinline__ void ragged_prepass_finish(const RaggedPrepassArgs& a
 // Study only (bench/gpu/prepass_phases.py): %globaltimer at the speculative path's phase boundaries,
 // as thread 0 sees them, stored when it leaves: entry, its first read decoded, the buckets built, the
 // wait returned, the inputs checked, the list scattered, the count and flag stored.
-extern "C" __device__ u64 ragged_prepass_stamps[7];
+extern "C" __device__ u64 ragged_prepass_stamps[7] = {};
 #define RAGGED_PREPASS_STAMP(I)                                                      \
     do {                                                                             \
         if (threadIdx.x == 0) asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(stamp[I])::"memory"); \
@@ -392,7 +345,6 @@ __device__ __forceinline__ void ragged_prepass_speculative(const RaggedPrepassAr
     RaggedBatch bt;
     u32 err = 0;
     int total = 0;
-    RaggedKeptSlots kept;
     for (bool waited = false;; waited = true) {
         if (mine) {
             in = ragged_read_inputs(a, tid);
@@ -400,7 +352,7 @@ __device__ __forceinline__ void ragged_prepass_speculative(const RaggedPrepassAr
             s.len[tid] = make_int2(bt.lq, bt.lkv);
         }
         if (!waited) RAGGED_PREPASS_STAMP(1);
-        total = ragged_cost_buckets(a, s, kept);  // starts with a barrier: s.len is complete
+        total = ragged_cost_buckets(a, s);  // starts with a barrier: s.len is complete
         if (waited) break;                  // built from inputs read after the wait
         RAGGED_PREPASS_STAMP(2);
         ragged_grid_dependency_wait();
@@ -413,7 +365,7 @@ __device__ __forceinline__ void ragged_prepass_speculative(const RaggedPrepassAr
     __syncthreads();
     if (err) atomicOr(&s.err, err);
     if (mine) a.batches[tid] = bt;
-    ragged_scatter_tiles(a, s, kept);
+    ragged_scatter_tiles(a, s);
     RAGGED_PREPASS_STAMP(5);
     ragged_prepass_finish(a, s, total);
 #if defined(RAGGED_PREPASS_STAMPS)
@@ -438,9 +390,8 @@ __device__ __forceinline__ void ragged_prepass_in_order(const RaggedPrepassArgs&
     }
     if (err) atomicOr(&s.err, err);
     // The block's own writes of the records are visible to it after the barrier.
-    RaggedKeptSlots kept;
-    const int total = ragged_cost_buckets(a, s, kept);
-    ragged_scatter_tiles(a, s, kept);
+    const int total = ragged_cost_buckets(a, s);
+    ragged_scatter_tiles(a, s);
     ragged_prepass_finish(a, s, total);
 }
 
