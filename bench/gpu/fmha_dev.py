@@ -65,11 +65,12 @@ PREPASS_THREADS = 1024
 BATCH_INFO_BYTES = 32
 
 
-def compile_module(tuning, study=False, defines=()):
-    with open(SRC) as f:
+def compile_module(tuning, study=False, defines=(), source=SRC):
+    """source: the forward's .cu file (default this tree's; prepass_phases.py --ab passes another's)."""
+    with open(source) as f:
         src = f.read()
     # The file's parts are #include "fmha/…" lines, found through the include path.
-    opts = NVRTC_OPTIONS + ("-I" + os.path.dirname(SRC),) + (("-DRAGGED_FMHA_TUNING",) if tuning else ())
+    opts = NVRTC_OPTIONS + ("-I" + os.path.dirname(source),) + (("-DRAGGED_FMHA_TUNING",) if tuning else ())
     opts += ("-DRAGGED_FMHA_WS_STUDY",) if study else ()
     opts += tuple(defines)
     t0 = time.time()

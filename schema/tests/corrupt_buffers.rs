@@ -11,17 +11,21 @@ const UPSTREAM: &[u8] = include_bytes!("golden/graph_upstream.bin");
 const HDGP: &[u8] = include_bytes!("golden/graph_hdgp.bin");
 const ENGINE_CONFIG: &[u8] = include_bytes!("golden/engine_config.bin");
 
-/// The fixture graph plus a tensor with a baked value, so the hand-verified union is covered.
-fn own_graph_bytes() -> Vec<u8> {
-    let g = common::ragged_sdpa_graph().add_tensor(
+/// The fixture graph plus tensor uid 30 with the baked value `scale`.
+fn graph_with_scale(scale: f64) -> Graph {
+    common::ragged_sdpa_graph().add_tensor(
         TensorAttributes::new()
             .set_uid(30)
             .set_name("scale")
             .set_dims(vec![1])
             .set_strides(vec![1])
-            .set_value(TensorValue::Float64(0.125)),
-    );
-    wire::encode_graph(&g)
+            .set_value(TensorValue::Float64(scale)),
+    )
+}
+
+/// The fixture graph plus a tensor with a baked value, so the hand-verified union is covered.
+fn own_graph_bytes() -> Vec<u8> {
+    wire::encode_graph(&graph_with_scale(0.125))
 }
 
 fn graph_buffers() -> Vec<Vec<u8>> {
@@ -128,14 +132,7 @@ fn a_nan_scalar_round_trips_bit_for_bit() {
         0x7ff0_0000_0000_0001,
         0xfff8_dead_beef_0000,
     ] {
-        let g = common::ragged_sdpa_graph().add_tensor(
-            TensorAttributes::new()
-                .set_uid(30)
-                .set_name("scale")
-                .set_dims(vec![1])
-                .set_strides(vec![1])
-                .set_value(TensorValue::Float64(f64::from_bits(bits))),
-        );
+        let g = graph_with_scale(f64::from_bits(bits));
         assert!(round_trips_bit_for_bit(&g), "NaN {bits:#x}");
         let again = wire::decode_graph(&wire::encode_graph_exact(&g)).expect("decodes");
         let value = again
