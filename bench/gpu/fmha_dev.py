@@ -83,7 +83,7 @@ def compile_module(tuning, study=False, defines=(), source=SRC):
 class Engine:
     """One forward entry point plus the pre-pass, launched with raw device pointers (the plugin ABI)."""
 
-    def __init__(self, mod, name, d, dv=None, prepass="ragged_fmha_prepass", label=None):
+    def __init__(self, mod, name, d, dv=None, prepass="ragged_fmha_prepass", label=None, fused=None):
         self.name, self.d = label or name, d
         self.dv = d if dv is None else dv
         self.pre = mod.get_function(prepass)
@@ -94,6 +94,12 @@ class Engine:
         # Entry points publishing NAME_tma take three tensor maps more; they are launched through
         # the driver (fmha_tma.py).
         self.cu_fwd = cu_function(self.fwd) if takes_tensor_maps(mod, name) else None
+        # Those entry points may also build the tile list themselves (fmha/fused_list.cuh): then no
+        # pre-pass is launched and the forward gets a nonce. FMHA_FUSED_LIST=0 keeps the pre-pass,
+        # as the plugin's RAGGED_SDPA_CUDA_FUSED_LIST=0 does.
+        if fused is None:
+            fused = os.environ.get("FMHA_FUSED_LIST", "1") != "0" and prepass == "ragged_fmha_prepass"
+        self.fused = bool(fused) and self.cu_fwd is not None
         print(f"{name}: BM={self.bm} BN={self.bn} threads={self.threads} smem={self.smem} "
               f"regs={getattr(self.fwd, 'num_regs', '?')} local={getattr(self.fwd, 'local_size_bytes', '?')}", flush=True)
 
@@ -102,35 +108,39 @@ class Engine:
         return {
             "batches": cp.zeros(batch * BATCH_INFO_BYTES // 8, dtype=cp.int64),
             "tiles": cp.zeros(max(1, batch * max_tiles) * 2, dtype=cp.int32),
-            # [0] the tile count (written by the pre-pass); the rest spare, as in the plugin's layout
-            "count": cp.zeros(4, dtype=cp.int32),
+            # [0] the tile count, [1] the error flag, [2] the work counter, [3] free, then the fused
+            # list's claim and publication words (u64) and its count of blocks that left: the
+            # plugin's layout (kernels/src/cuda_fmha/geometry.rs). Filled with garbage, not zeros:
+            # the plugin's workspace is the caller's and uninitialized.
+            "count": cp.full(12, 0x5a5a5a5a, dtype=cp.int32),
             "err": cp.zeros(1, dtype=cp.uint32),
         }
 
     def launch_prepass(self, p, ws):
         self.launch(p, ws, forward=False)
 
+    def prepass_args(self, p, ws, u64, i32, i64):
+        """The pre-pass's parameters (also the fused list's, after a TMA forward's maps)."""
+        return [
+            u64(p["q_off"]), i32(p["q_off_bytes"]), i64(p["q_mult"]), i64(p["q_seq"]), i32(p["s_q_max"]),
+            u64(p["kv_off"]), i32(p["kv_off_bytes"]), i64(p["kv_mult"]), i64(p["k_seq"]), i32(p["s_kv_max"]),
+            u64(p.get("slq", 0)), i32(p.get("slq_bytes", 4)), u64(p.get("slkv", 0)), i32(p.get("slkv_bytes", 4)),
+            u64(p.get("lse_off", 0)), i32(p.get("lse_off_bytes", 4)), i64(p.get("lse_mult", 1)),
+            i64(p.get("lse_bstride", 0)),
+            i32(p["batch"]), i32(self.bm), i32(self.bn), i32(p["left"]), i32(p["right"]), i32(p["br"]),
+            u64(ws["batches"].data.ptr), u64(ws["tiles"].data.ptr), u64(ws["count"].data.ptr),
+            u64(ws["err"].data.ptr),
+        ]
+
     def launch(self, p, ws, forward=True):
         """p: dict of pointers (ints) and scalars; see kernels/cuda/README.md for the meaning."""
         u64, i32, i64, f32 = np.uint64, np.int32, np.int64, np.float32
-        self.pre(
-            (1,),
-            (PREPASS_THREADS,),
-            (
-                u64(p["q_off"]), i32(p["q_off_bytes"]), i64(p["q_mult"]), i64(p["q_seq"]), i32(p["s_q_max"]),
-                u64(p["kv_off"]), i32(p["kv_off_bytes"]), i64(p["kv_mult"]), i64(p["k_seq"]), i32(p["s_kv_max"]),
-                u64(p.get("slq", 0)), i32(p.get("slq_bytes", 4)), u64(p.get("slkv", 0)), i32(p.get("slkv_bytes", 4)),
-                u64(p.get("lse_off", 0)), i32(p.get("lse_off_bytes", 4)), i64(p.get("lse_mult", 1)),
-                i64(p.get("lse_bstride", 0)),
-                i32(p["batch"]), i32(self.bm), i32(self.bn), i32(p["left"]), i32(p["right"]), i32(p["br"]),
-                u64(ws["batches"].data.ptr), u64(ws["tiles"].data.ptr), u64(ws["count"].data.ptr),
-                u64(ws["err"].data.ptr),
-            ),
-        )
+        if not (forward and self.fused):
+            self.pre((1,), (PREPASS_THREADS,), tuple(self.prepass_args(p, ws, u64, i32, i64)))
         if not forward:
             return
         if self.cu_fwd is not None:
-            launch_forward_tma(self, p, ws, tma_dtype(self.name))
+            launch_forward_tma(self, p, ws, tma_dtype(self.name), fused=self.fused)
             return
         self.fwd(
             (forward_grid(p, self.bm),),

@@ -71,8 +71,18 @@ def forward_grid(p, bm):
     return p["batch"] * ((p["s_q_max"] + bm - 1) // bm) * p["h_q"]
 
 
-def launch_forward_tma(eng, p, ws, dtype):
-    """Same parameters as Engine.launch's forward launch, plus the Q, K and V maps."""
+_NONCE = [0x9E3779B97F4A7C15]
+
+
+def next_nonce():
+    """A new nonzero 64-bit nonce per fused launch (the plugin's kernels/src/cuda_fmha/fused_list.rs)."""
+    _NONCE[0] = (_NONCE[0] * 6364136223846793005 + 1442695040888963407) % (1 << 64)
+    return _NONCE[0] or 1
+
+
+def launch_forward_tma(eng, p, ws, dtype, fused=False):
+    """Same parameters as Engine.launch's forward launch, plus the Q, K and V maps, the pre-pass's
+    parameters and the fused list's nonce (0: the pre-pass ran; fmha/fused_list.cuh)."""
     u64, i32, i64, f32 = ctypes.c_uint64, ctypes.c_int32, ctypes.c_int64, ctypes.c_float
     d, dv = eng.d, eng.dv
     kv_heads = p["h_kv"]
@@ -80,6 +90,7 @@ def launch_forward_tma(eng, p, ws, dtype):
     tm_k = encode_map(p["k"], dtype, d, kv_heads, p["k_head"], p["k_seq"], eng.bn)
     tm_v = encode_map(p["v"], dtype, dv, kv_heads, p["v_head"], p["v_seq"], eng.bn)
     args = forward_args(p, ws, u64, i32, i64, f32) + [tm_q, tm_k, tm_v]
+    args += eng.prepass_args(p, ws, u64, i32, i64) + [ctypes.c_uint64(next_nonce() if fused else 0)]
     params = (ctypes.c_void_p * len(args))(*[ctypes.addressof(a) for a in args])
     grid = forward_grid(p, eng.bm)
     stream = ctypes.c_void_p(cp.cuda.get_current_stream().ptr)

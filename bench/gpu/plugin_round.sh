@@ -22,8 +22,9 @@
 #   profile   host_time --profile: where ExecuteOpGraph's host time goes
 #   timeline  plugin_timeline.py: the kernels of back-to-back executes on the device's clock (the
 #             pre-pass, the gap before each forward's work, FlashInfer's gap between calls), once
-#             per RAGGED_SDPA_CUDA_PDL setting in TIMELINE_SETTINGS ("all" for unset; default all,
-#             forward and 0, twice in turn); every call's O
+#             per setting in TIMELINE_SETTINGS: "all" (the plugin's defaults), "prepass"
+#             (RAGGED_SDPA_CUDA_FUSED_LIST=0), or a RAGGED_SDPA_CUDA_PDL value ("forward", "0");
+#             default all, prepass, forward and 0, twice in turn; every call's O
 #             bit-identical to a call made alone, or the step fails
 # CHECK_TIMEOUT (default 240 s) bounds the check step.
 # BENCH_TIMEOUT, FLASHINFER_BUDGET_S and HOST_TIME_RUNS pass through to run_plugin_bench.sh: within one
@@ -93,16 +94,21 @@ for step in $STEPS; do
         # shellcheck source=bench/gpu/wheels.sh
         . bench/gpu/wheels.sh
         install_wheels >/dev/null
-        for setting in ${TIMELINE_SETTINGS:-all forward 0 all forward 0}; do
-            # "all" leaves the variable unset: the plugin's default.
-            if [ "$setting" = all ]; then pdl=(); else pdl=("RAGGED_SDPA_CUDA_PDL=$setting"); fi
-            fi_arg=$([ "$setting" = all ] && echo --flashinfer)
+        for setting in ${TIMELINE_SETTINGS:-all prepass forward 0 all prepass forward 0}; do
+            # "all" leaves the variables unset: the plugin's default; "prepass" keeps the pre-pass
+            # launch (RAGGED_SDPA_CUDA_FUSED_LIST=0), the others set RAGGED_SDPA_CUDA_PDL.
+            case "$setting" in
+            all) pdl=() ;;
+            prepass) pdl=("RAGGED_SDPA_CUDA_FUSED_LIST=0") ;;
+            *) pdl=("RAGGED_SDPA_CUDA_PDL=$setting") ;;
+            esac
+            fi_arg=$([ "$setting" = all ] || [ "$setting" = prepass ] && echo --flashinfer)
             env "${pdl[@]}" timeout 180 python3 bench/gpu/plugin_timeline.py \
                 --plugin .carry/bench/libhipdnn_provider_ragged_sdpa.so --graphs .carry/bench/graphs \
                 --handover-calls 100 ${fi_arg} >>"$OUT/timeline.log" 2>&1
             record timeline $?
         done
-        grep -E "^RAGGED|ours:|FlashInfer|DIFFER|Error" "$OUT/timeline.log" ;;
+        grep -E "^RAGGED|ours|FlashInfer|DIFFER|Error" "$OUT/timeline.log" ;;
     *)
         echo "unknown step $step (known: check sanitize repeat verify study bench profile timeline)"
         record "$step" 2 ;;

@@ -17,7 +17,9 @@ also the plugin's through the driver API, with its start and end; per call i:
 and for FlashInfer fa3 (--flashinfer; one kernel per call, its plan made once beforehand) the gap
 between the end of one call's kernel and the start of the next. The programmatic launches are
 set by RAGGED_SDPA_CUDA_PDL, read when the plugin loads its module, so each setting is one process:
-plugin_round.sh's `timeline` step runs the three (unset: pre-pass and forward; `forward`; `0`).
+plugin_round.sh's `timeline` step runs the settings in TIMELINE_SETTINGS. RAGGED_SDPA_CUDA_FUSED_LIST=0
+keeps the pre-pass launch (kernels/src/cuda_fmha/fused_list.rs); unset, the persistent forward
+builds its tile list itself and no pre-pass appears in the profile (pre-pass and lead print nan).
 
 Every call writes its own O; all of them must equal, bit for bit, the O of one call made alone
 beforehand (with the stream idle), or the exit status is 1: a pre-pass that starts in the previous
@@ -98,13 +100,18 @@ def ours_timeline(torch, plugin, graphs, handle, meta, bufs, calls):
     ks = kernels_of(prof)
     pre = [k for k in ks if k[0].startswith("ragged_fmha_prepass")]
     fwd = [k for k in ks if k[0].startswith("ragged_fmha_fwd")]
-    if len(pre) != calls or len(fwd) != calls:
-        raise RuntimeError(f"expected {calls} pre-passes and forwards, the profile has {len(pre)} and "
-                           f"{len(fwd)} ({sorted({k[0] for k in ks})})")
-    work_start = [max(f[1], p[2]) for p, f in zip(pre, fwd)]
+    # With the fused list (the plugin's default for the persistent entry points) no pre-pass runs:
+    # the forward builds its list after its start, so "work" includes that and "overhead" is the
+    # gap between two forwards; the period compares the two forms.
+    if len(pre) not in (0, calls) or len(fwd) != calls:
+        raise RuntimeError(f"expected {calls} forwards and as many pre-passes or none, the profile has "
+                           f"{len(pre)} and {len(fwd)} ({sorted({k[0] for k in ks})})")
+    fused = not pre
+    work_start = [f[1] for f in fwd] if fused else [max(f[1], p[2]) for p, f in zip(pre, fwd)]
     return {
-        "prepass": med([p[2] - p[1] for p in pre]),
-        "lead": med([pre[i][1] - fwd[i - 1][2] for i in range(1, calls)]),
+        "prepass": float("nan") if fused else med([p[2] - p[1] for p in pre]),
+        "lead": float("nan") if fused else med([pre[i][1] - fwd[i - 1][2] for i in range(1, calls)]),
+        "fused": fused,
         "overhead": med([work_start[i] - fwd[i - 1][2] for i in range(1, calls)]),
         "overhead_max": max(work_start[i] - fwd[i - 1][2] for i in range(1, calls)),
         "work": med([f[2] - w for f, w in zip(fwd, work_start)]),
@@ -230,7 +237,9 @@ def main():
         except Exception as e:  # noqa: BLE001 - report and carry on without this peer
             print(f"FlashInfer unavailable: {type(e).__name__}: {str(e)[:300]}", flush=True)
     setting = os.environ.get("RAGGED_SDPA_CUDA_PDL")
-    print(f"RAGGED_SDPA_CUDA_PDL={setting if setting is not None else '(unset)'}, {args.calls} calls per "
+    fused_setting = os.environ.get("RAGGED_SDPA_CUDA_FUSED_LIST")
+    print(f"RAGGED_SDPA_CUDA_PDL={setting if setting is not None else '(unset)'}, RAGGED_SDPA_CUDA_FUSED_LIST="
+          f"{fused_setting if fused_setting is not None else '(unset)'}, {args.calls} calls per "
           f"problem, µs (median over calls 2..{args.calls})", flush=True)
     status = 0
     for meta in load_problems(args.graphs):
@@ -248,7 +257,8 @@ def main():
         for what, lines in (("alternate", alternate), ("late writer", late)):
             for line in lines[:6]:
                 print(f"    {meta['name']} {what}: {line}", flush=True)
-        print(f"{meta['name']:<26} ours: pre-pass {r['prepass']:6.2f}  lead {r['lead']:7.2f}  overhead "
+        form = "fused list" if r["fused"] else "pre-pass"
+        print(f"{meta['name']:<26} ours ({form}): pre-pass {r['prepass']:6.2f}  lead {r['lead']:7.2f}  overhead "
               f"{r['overhead']:6.2f} (max {r['overhead_max']:6.2f})  work {r['work']:8.1f}  period "
               f"{r['period']:8.1f}  [{same}]", flush=True)
         if flashinfer is not None:

@@ -121,8 +121,9 @@ extern "C" __constant__ int ragged_fmha_grid_dependency[1] = {
     __constant__ int NAME##_tma[1] = {1};                                                                         \
     __global__ void __launch_bounds__(128 * (NAME##_cfg::NC + 1), 1)                                              \
         NAME(RAGGED_FMHA_PARAMS, const __grid_constant__ RaggedTmaMap tm_q, const __grid_constant__ RaggedTmaMap tm_k, \
-             const __grid_constant__ RaggedTmaMap tm_v) {                                                         \
-        fmha_fwd_wsp_body<NAME##_cfg>(RAGGED_FMHA_ARGS, &tm_q, &tm_k, &tm_v);                                     \
+             const __grid_constant__ RaggedTmaMap tm_v, RAGGED_PREPASS_PARAMS(fl_), u64 fl_nonce) {               \
+        const RaggedFusedList fl = {RAGGED_PREPASS_ARGS(fl_), fl_nonce};                                          \
+        fmha_fwd_wsp_body<NAME##_cfg>(RAGGED_FMHA_ARGS, &tm_q, &tm_k, &tm_v, &fl);                                \
     }                                                                                                             \
     }
 

@@ -205,8 +205,12 @@ __device__ __forceinline__ int ragged_tile_cost(const RaggedPrepassArgs& a, int 
     return cost < RAGGED_COST_BUCKETS - 1 ? cost : RAGGED_COST_BUCKETS - 1;
 }
 
-// Exclusive prefix sum of v over the block's threads (one value each); *total gets the sum.
+// Exclusive prefix sum of v over the block's NT threads (one value each, NT a multiple of 32);
+// *total gets the sum. warp_total holds NT / 32 + 1 ints.
+template <int NT = RAGGED_PREPASS_THREADS>
 __device__ __forceinline__ int ragged_block_exclusive_scan(int v, int* warp_total, int* total) {
+    constexpr int WARPS = NT / 32;
+    static_assert(NT % 32 == 0 && WARPS <= 32, "one warp scans the warp totals");
     const int tid = threadIdx.x;
     const int lane = tid & 31;
     const int warp = tid >> 5;
@@ -218,33 +222,40 @@ __device__ __forceinline__ int ragged_block_exclusive_scan(int v, int* warp_tota
     if (lane == 31) warp_total[warp] = incl;
     __syncthreads();
     if (warp == 0) {
-        int w = warp_total[lane];
+        int w = lane < WARPS ? warp_total[lane] : 0;
         int wi = w;
         for (int d = 1; d < 32; d <<= 1) {
             int n = __shfl_up_sync(0xffffffffu, wi, d);
             if (lane >= d) wi += n;
         }
-        warp_total[lane] = wi - w;  // exclusive prefix over warps
-        if (lane == 31) warp_total[32] = wi;
+        if (lane < WARPS) warp_total[lane] = wi - w;  // exclusive prefix over warps
+        if (lane == 31) warp_total[WARPS] = wi;
     }
     __syncthreads();
-    *total = warp_total[32];
+    *total = warp_total[WARPS];
     return warp_total[warp] + incl - v;
 }
 
-// The block's shared state: cost buckets (counts, then each bucket's next slot), the scan's warp
-// totals, the error bits, and the (lq, lkv) of every batch while the batch count fits the block.
-struct RaggedPrepassShared {
-    int base[RAGGED_COST_BUCKETS];
-    int warp_total[RAGGED_PREPASS_THREADS / 32 + 1];
-    int2 len[RAGGED_PREPASS_THREADS];
+// The block's shared state for NT threads: cost buckets (counts, then each bucket's next slot;
+// NT * BPT >= RAGGED_COST_BUCKETS of them, BPT per thread), the scan's warp totals, the error bits,
+// and the (lq, lkv) of every batch while the batch count fits the block. The pre-pass has
+// RAGGED_PREPASS_THREADS threads; a forward block that builds the list itself (fmha/fused_list.cuh)
+// has its own count and puts this in shared memory its ring does not use yet.
+template <int NT>
+struct RaggedListShared {
+    enum : int { BPT = (RAGGED_COST_BUCKETS + NT - 1) / NT };
+    int base[NT * BPT];
+    int warp_total[NT / 32 + 1];
+    int2 len[NT];
     u32 err;
 };
+using RaggedPrepassShared = RaggedListShared<RAGGED_PREPASS_THREADS>;
 
 // (lq, lkv) of batch b: from shared memory when every batch has a thread, else from the records
 // already written to the workspace (after the wait).
-__device__ __forceinline__ int2 ragged_batch_lens(const RaggedPrepassArgs& a, const RaggedPrepassShared& s, int b) {
-    if (a.batch <= RAGGED_PREPASS_THREADS) return s.len[b];
+template <int NT>
+__device__ __forceinline__ int2 ragged_batch_lens(const RaggedPrepassArgs& a, const RaggedListShared<NT>& s, int b) {
+    if (a.batch <= NT) return s.len[b];
     return make_int2(a.batches[b].lq, a.batches[b].lkv);
 }
 
@@ -261,36 +272,48 @@ __device__ __forceinline__ void ragged_flat_tile(i64 idx, int max_tiles, int* b,
 
 // Counting sort by cost, longest tiles first, step 1: each bucket's first slot in the tile list
 // (descending cost), into s.base; returns the tile count.
-__device__ __forceinline__ int ragged_cost_buckets(const RaggedPrepassArgs& a, RaggedPrepassShared& s) {
+template <int NT>
+__device__ __forceinline__ int ragged_cost_buckets(const RaggedPrepassArgs& a, RaggedListShared<NT>& s) {
+    constexpr int BPT = RaggedListShared<NT>::BPT;
     const int tid = threadIdx.x;
-    for (int i = tid; i < RAGGED_COST_BUCKETS; i += RAGGED_PREPASS_THREADS) s.base[i] = 0;
+    for (int i = tid; i < NT * BPT; i += NT) s.base[i] = 0;
     __syncthreads();
     const int max_tiles = ragged_max_tiles(a);
     const i64 flat = (i64)a.batch * max_tiles;
-    for (i64 idx = tid; idx < flat; idx += RAGGED_PREPASS_THREADS) {
+    for (i64 idx = tid; idx < flat; idx += NT) {
         int b, t;
         ragged_flat_tile(idx, max_tiles, &b, &t);
         int2 l = ragged_batch_lens(a, s, b);
         if (t * a.block_m < l.x) atomicAdd(&s.base[ragged_tile_cost(a, l.x, l.y, t)], 1);
     }
     __syncthreads();
-    // Each thread owns two buckets in descending order: 2*tid and 2*tid+1 counted from the top.
-    const int hi_bucket = RAGGED_COST_BUCKETS - 1 - 2 * tid;
-    const int v0 = s.base[hi_bucket];
-    const int v1 = s.base[hi_bucket - 1];
+    // Each thread owns BPT buckets in descending order: BPT * tid .. BPT * tid + BPT - 1 counted
+    // from the top.
+    const int hi_bucket = NT * BPT - 1 - BPT * tid;
+    int v[BPT];
+    int sum = 0;
+#pragma unroll
+    for (int j = 0; j < BPT; ++j) {
+        v[j] = s.base[hi_bucket - j];
+        sum += v[j];
+    }
     int total;
-    const int excl = ragged_block_exclusive_scan(v0 + v1, s.warp_total, &total);
-    s.base[hi_bucket] = excl;
-    s.base[hi_bucket - 1] = excl + v0;
+    int excl = ragged_block_exclusive_scan<NT>(sum, s.warp_total, &total);
+#pragma unroll
+    for (int j = 0; j < BPT; ++j) {
+        s.base[hi_bucket - j] = excl;
+        excl += v[j];
+    }
     __syncthreads();
     return total;
 }
 
 // Step 2: every tile into its bucket's next slot.
-__device__ __forceinline__ void ragged_scatter_tiles(const RaggedPrepassArgs& a, RaggedPrepassShared& s) {
+template <int NT>
+__device__ __forceinline__ void ragged_scatter_tiles(const RaggedPrepassArgs& a, RaggedListShared<NT>& s) {
     const int max_tiles = ragged_max_tiles(a);
     const i64 flat = (i64)a.batch * max_tiles;
-    for (i64 idx = threadIdx.x; idx < flat; idx += RAGGED_PREPASS_THREADS) {
+    for (i64 idx = threadIdx.x; idx < flat; idx += NT) {
         int b, t;
         ragged_flat_tile(idx, max_tiles, &b, &t);
         int2 l = ragged_batch_lens(a, s, b);
@@ -306,7 +329,8 @@ __device__ __forceinline__ void ragged_scatter_tiles(const RaggedPrepassArgs& a,
 
 // The tile count, the error flag and, in the forward program, the work counter of the persistent
 // bodies that draw their items (tile_count[2], the word after the error flag).
-__device__ __forceinline__ void ragged_prepass_finish(const RaggedPrepassArgs& a, RaggedPrepassShared& s, int total) {
+template <int NT>
+__device__ __forceinline__ void ragged_prepass_finish(const RaggedPrepassArgs& a, RaggedListShared<NT>& s, int total) {
     __syncthreads();
     if (threadIdx.x == 0) {
         *a.tile_count = total;
@@ -468,22 +492,29 @@ __device__ __forceinline__ void ragged_prepass_body(const RaggedPrepassArgs& a) 
         ragged_prepass_in_order(a, s);
 }
 
+// The pre-pass's parameter list, each name prefixed with P (empty for the pre-pass itself; the
+// forward entry points that can build the list themselves take the same list after their own
+// parameters, prefixed, fmha/fused_list.cuh), and the RaggedPrepassArgs it initializes.
+#define RAGGED_PREPASS_PARAMS(P)                                                                                  \
+    const void *P##q_off, int P##q_off_bytes, i64 P##q_mult, i64 P##q_seq_stride, int P##s_q_max,                \
+        const void *P##kv_off, int P##kv_off_bytes, i64 P##kv_mult, i64 P##kv_seq_stride, int P##s_kv_max,      \
+        const void *P##seq_len_q, int P##seq_len_q_bytes, const void *P##seq_len_kv, int P##seq_len_kv_bytes,     \
+        const void *P##lse_off, int P##lse_off_bytes, i64 P##lse_mult, i64 P##lse_batch_stride, int P##batch,     \
+        int P##block_m, int P##block_n, int P##mask_left, int P##mask_right, int P##bottom_right,                 \
+        RaggedBatch *P##batches, RaggedTile *P##tiles, int *P##tile_count, u32 *P##err_flag
+#define RAGGED_PREPASS_ARGS(P)                                                                                    \
+    {P##q_off,        P##q_off_bytes,      P##q_mult,           P##q_seq_stride,  P##s_q_max,                    \
+     P##kv_off,       P##kv_off_bytes,     P##kv_mult,          P##kv_seq_stride, P##s_kv_max,                   \
+     P##seq_len_q,    P##seq_len_q_bytes,  P##seq_len_kv,       P##seq_len_kv_bytes,                             \
+     P##lse_off,      P##lse_off_bytes,    P##lse_mult,         P##lse_batch_stride,                             \
+     P##batch,        P##block_m,          P##block_n,          P##mask_left,     P##mask_right,                 \
+     P##bottom_right, P##batches,          P##tiles,            P##tile_count,    P##err_flag}
+
 // The entry point under NAME, with the tile list in the order BATCH_MAJOR selects.
-#define RAGGED_PREPASS_ENTRY(NAME, BATCH_MAJOR)                                                                        \
-    extern "C" __global__ void __launch_bounds__(RAGGED_PREPASS_THREADS)                                             \
-        NAME(const void* q_off, int q_off_bytes, i64 q_mult, i64 q_seq_stride, int s_q_max, const void* kv_off,     \
-             int kv_off_bytes, i64 kv_mult, i64 kv_seq_stride, int s_kv_max, const void* seq_len_q,                 \
-             int seq_len_q_bytes, const void* seq_len_kv, int seq_len_kv_bytes, const void* lse_off,                \
-             int lse_off_bytes, i64 lse_mult, i64 lse_batch_stride, int batch, int block_m, int block_n,            \
-             int mask_left, int mask_right, int bottom_right, RaggedBatch* batches, RaggedTile* tiles,              \
-             int* tile_count, u32* err_flag) {                                                                      \
-        const RaggedPrepassArgs a = {q_off,        q_off_bytes,      q_mult,          q_seq_stride,  s_q_max,       \
-                                     kv_off,       kv_off_bytes,     kv_mult,         kv_seq_stride, s_kv_max,      \
-                                     seq_len_q,    seq_len_q_bytes,  seq_len_kv,      seq_len_kv_bytes,             \
-                                     lse_off,      lse_off_bytes,    lse_mult,        lse_batch_stride,             \
-                                     batch,        block_m,          block_n,         mask_left,     mask_right,    \
-                                     bottom_right, batches,          tiles,           tile_count,    err_flag};     \
-        ragged_prepass_body<BATCH_MAJOR>(a);                                                                         \
+#define RAGGED_PREPASS_ENTRY(NAME, BATCH_MAJOR)                                                                     \
+    extern "C" __global__ void __launch_bounds__(RAGGED_PREPASS_THREADS) NAME(RAGGED_PREPASS_PARAMS()) {         \
+        const RaggedPrepassArgs a = RAGGED_PREPASS_ARGS();                                                        \
+        ragged_prepass_body<BATCH_MAJOR>(a);                                                                      \
     }
 
 RAGGED_PREPASS_ENTRY(ragged_fmha_prepass, false)

@@ -25,6 +25,28 @@ struct WsItem {
     int h, i0, rows, q0, nb_first, nb_last;
 };
 
+// A tile-list entry and a batch record, read past L1 (fmha/fused_list.cuh: under FL they were
+// written during this grid, by another block).
+__device__ __forceinline__ RaggedTile ragged_ldcg_tile(const RaggedTile* p) {
+    const int2 v = __ldcg(reinterpret_cast<const int2*>(p));
+    RaggedTile t;
+    t.batch = v.x;
+    t.tile = v.y;
+    return t;
+}
+__device__ __forceinline__ RaggedBatch ragged_ldcg_batch(const RaggedBatch* p) {
+    static_assert(sizeof(RaggedBatch) == 32, "the record as two 16-byte loads");
+    const longlong2 lo = __ldcg(reinterpret_cast<const longlong2*>(p));
+    const longlong2 hi = __ldcg(reinterpret_cast<const longlong2*>(p) + 1);
+    RaggedBatch b;
+    b.q_tok = lo.x;
+    b.kv_tok = lo.y;
+    b.lse_elem = hi.x;
+    b.lq = (int)(hi.y & 0xffffffffll);
+    b.lkv = (int)(hi.y >> 32);
+    return b;
+}
+
 // HC = 0: item w is head w % h_q of tile w / h_q (all heads of a tile side by side). HC > 0 (study):
 // the list is walked once per chunk of HC heads (the last chunk takes the h_q % HC left over), tiles
 // fastest within a chunk, so that the blocks working at one time share the K / V of HC heads.
@@ -51,8 +73,8 @@ __device__ __forceinline__ WsItem ws_item(int w, const RaggedBatch* __restrict__
         rank = w2 / hc;
         it.h = h0 + (w2 - rank * hc);
     }
-    const RaggedTile tile = tiles[rank];
-    it.bt = batches[tile.batch];
+    const RaggedTile tile = ragged_ldcg_tile(tiles + rank);
+    it.bt = ragged_ldcg_batch(batches + tile.batch);
     it.i0 = tile.tile * bm;
     it.rows = it.bt.lq - it.i0 < bm ? it.bt.lq - it.i0 : bm;
     it.q0 = TSQ && it.rows < bm && it.bt.lq >= bm ? it.bt.lq - bm : it.i0;
@@ -285,7 +307,8 @@ struct WspShape {
 template <class C>
 __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const RaggedTmaMap* tm_q = nullptr,
                                                   const RaggedTmaMap* tm_k = nullptr,
-                                                  const RaggedTmaMap* tm_v = nullptr) {
+                                                  const RaggedTmaMap* tm_v = nullptr,
+                                                  const RaggedFusedList* fl = nullptr) {
     constexpr bool BF16 = C::BF16, TMA = C::TMA, QREG = C::QREG, TREE = C::TREE, DP = C::DP, PP = C::PP, PL = C::PL,
                    KA = C::KA, DYN = C::DYN, TS = C::TS, TSQ = C::TSQ, EO = C::EO, Q2 = C::Q2, RING = C::RING,
                    FR = C::FR, PF = C::PF, VW = C::VW, RA = C::RA;
@@ -362,7 +385,16 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
     // The next execute's pre-pass may be scheduled now: it writes nothing before its own wait for
     // this grid's completion (fmha/prepass.cuh), so it only uses this grid's tail to get ready.
     ragged_grid_launch_dependents();
-    const int n_tiles = *tile_count;
+    // FL (fmha/fused_list.cuh): with a nonce the host launched no pre-pass and one block of this
+    // grid builds its list now; the claim flag lives in the DYN slot, scratch in the K ring.
+    const bool fused = DYN && fl != nullptr && fl->nonce != 0;
+    if constexpr (DYN) {
+        static_assert(sizeof(RaggedListShared<128 * (NC + 1)>) <= STAGES * K_BYTES, "FL's scratch fits the K ring");
+        if (fused) ragged_fl_obtain<128 * (NC + 1)>(*fl, smem_raw + (s_k - smem_addr(smem_raw)), s_slot);
+    }
+    // The count and (ws_item) the list are read past L1: under FL another block wrote them during
+    // this grid.
+    const int n_tiles = __ldcg(tile_count);
     const int total = n_tiles * h_q;
     const int tid = threadIdx.x;
     const int wg = tid >> 7;
@@ -476,6 +508,7 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
             }
             if constexpr (KA) fill_v(it.nb_last - 1);
         }
+        if (fused && t == 0) ragged_fl_leave(*fl, P);
         asm volatile("cp.async.wait_all;\n" ::: "memory");
         return;
     }

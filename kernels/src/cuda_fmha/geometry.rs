@@ -9,8 +9,10 @@ use crate::runtime::cuda::error::GpuError;
 /// Regions inside the workspace start on this boundary (the caller's pointer is aligned up).
 pub const WORKSPACE_ALIGNMENT: u64 = 256;
 
-/// The counters region: tile count, error flag, the persistent bodies' work counter, a free word.
-const COUNTER_BYTES: u64 = 16;
+/// The counters region: tile count, error flag, the persistent bodies' work counter, a free word;
+/// then the fused list's claim and publication words (u64 at bytes 16 and 24) and its count of
+/// blocks that left (u32 at 32), `kernels/cuda/fmha/fused_list.cuh`.
+const COUNTER_BYTES: u64 = 48;
 
 /// Byte offsets of the pre-pass's scratch inside the (aligned-up) workspace.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -2,7 +2,8 @@
 //!
 //! Per execute: the pre-pass turns the offsets (read on the device) into per-batch token starts
 //! and a longest-first tile list in the workspace, then the forward kernel runs over an upper-bound
-//! grid. There is no host synchronisation unless the caller asks for [`ExecuteMode::Validate`],
+//! grid; the persistent Hopper entry points build that list themselves instead, with no pre-pass
+//! launch ([`super::fused_list`]). There is no host synchronisation unless the caller asks for [`ExecuteMode::Validate`],
 //! which reads the pre-pass's error flag back before the forward kernel is launched, so that
 //! invalid offsets give an error naming the tensor instead of silently skipped batches.
 
@@ -12,6 +13,7 @@ use cudarc::driver::sys::{self as cu, CUstream};
 
 use super::device_abi;
 use super::device_abi::TileConfig;
+use super::fused_list;
 use super::geometry::{LaunchGeometry, WORKSPACE_ALIGNMENT, geometry};
 use super::loading::{Load, LoadedKernels, ModuleCache};
 use super::plan::FmhaPlan;
@@ -185,16 +187,33 @@ impl FmhaEngine {
         let _current = CurrentContext::push(ctx.handle)?;
         let base = buffers.workspace.div_ceil(WORKSPACE_ALIGNMENT) * WORKSPACE_ALIGNMENT;
 
-        let args = prepass_args(plan, &geometry, buffers, base);
-        // SAFETY: the argument list mirrors `ragged_fmha_prepass` (kernels/cuda/README.md);
-        // pointers were checked non-null where required, the workspace holds the geometry's
-        // layout, and the caller guarantees the rest (see `# Safety`). The context is current; a
-        // programmatic launch only where the module states that its pre-pass writes nothing
-        // before waiting for the previous grid (`prepass_dependency`).
-        unsafe { launch_prepass(&loaded.module, stream, &args, loaded.prepass_dependency()) }?;
-
-        if mode == ExecuteMode::Validate {
-            check_flag(stream, base + geometry.workspace.error_flag, plan)?;
+        let prepass = prepass_args(plan, &geometry, buffers, base);
+        // The fused list: a TMA entry point builds the pre-pass's list itself when handed a nonce
+        // (kernels/cuda/fmha/fused_list.cuh). Validation reads the error flag between the two
+        // launches, so it keeps the pre-pass.
+        let takes_maps = loaded.takes_tensor_maps(plan.kernel);
+        let nonce = if takes_maps && mode == ExecuteMode::Enqueue && fused_list::enabled() {
+            fused_list::next_nonce()
+        } else {
+            0
+        };
+        if nonce == 0 {
+            // SAFETY: the argument list mirrors `ragged_fmha_prepass` (kernels/cuda/README.md);
+            // pointers were checked non-null where required, the workspace holds the geometry's
+            // layout, and the caller guarantees the rest (see `# Safety`). The context is
+            // current; a programmatic launch only where the module states that its pre-pass
+            // writes nothing before waiting for the previous grid (`prepass_dependency`).
+            unsafe {
+                launch_prepass(
+                    &loaded.module,
+                    stream,
+                    &prepass,
+                    loaded.prepass_dependency(),
+                )
+            }?;
+            if mode == ExecuteMode::Validate {
+                check_flag(stream, base + geometry.workspace.error_flag, plan)?;
+            }
         }
 
         let tiles = geometry.tiles;
@@ -207,17 +226,29 @@ impl FmhaEngine {
             shared_mem_bytes: tiles.shared_mem_bytes,
         };
         let args = forward_args(plan, &geometry, buffers, base);
-        let maps = if loaded.takes_tensor_maps(plan.kernel) {
+        let maps = if takes_maps {
             Some(tensor_map_args(plan, &tiles, buffers)?)
         } else {
             None
         };
-        let parts: [&[KernelArg]; 2] = [&args, maps.as_ref().map_or(&[], |m| &m[..])];
-        // SAFETY: the argument list mirrors RAGGED_FMHA_PARAMS (kernels/cuda/README.md), plus the
-        // Q, K and V tensor maps for an entry point that publishes NAME_tma; the pre-pass enqueued
-        // above on the same stream fills the workspace first (a programmatic launch only where the
-        // module states that every forward body waits for it: `grid_dependency`); block size and
-        // shared memory are the entry point's own published values.
+        let fused = [KernelArg::I64(nonce as i64)];
+        let parts: [&[KernelArg]; 4] = if takes_maps {
+            [
+                &args,
+                maps.as_ref().map_or(&[], |m| &m[..]),
+                &prepass,
+                &fused,
+            ]
+        } else {
+            [&args, &[], &[], &[]]
+        };
+        // SAFETY: the argument list mirrors RAGGED_FMHA_PARAMS (kernels/cuda/README.md), plus, for
+        // an entry point that publishes NAME_tma, the Q, K and V tensor maps, the pre-pass's
+        // parameters and the nonce; either the pre-pass enqueued above on the same stream fills
+        // the workspace first or (nonce != 0) one block of the forward does; the forward is a
+        // programmatic launch only where the module states that every forward body waits for the
+        // previous grid before touching the workspace (`grid_dependency`); block size and shared
+        // memory are the entry point's own published values.
         unsafe {
             if loaded.grid_dependency() {
                 launch_parts_programmatic(forward, forward_config, stream, &parts)

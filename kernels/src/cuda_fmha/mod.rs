@@ -3,6 +3,7 @@
 //! the launcher ([`launcher`]).
 
 pub mod device_abi;
+pub mod fused_list;
 pub mod geometry;
 pub mod launcher;
 pub(crate) mod loading;

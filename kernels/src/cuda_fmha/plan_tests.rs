@@ -50,7 +50,8 @@ fn a_supported_graph_gets_its_geometry() {
     );
     assert_eq!(plan.scale, 0.125);
     // Sized for BM = 64: 3 RaggedBatch (96 B) -> tiles at 256; 3 · ceil(200 / 64) = 12 tiles
-    // (96 B) -> counters at 512.
+    // (96 B) -> counters at 512: four i32 counters, the fused list's two u64 words and a u32
+    // (48 B), then 256 B of slack for aligning the caller's pointer.
     assert_eq!(
         plan.workspace,
         WorkspaceLayout {
@@ -58,10 +59,10 @@ fn a_supported_graph_gets_its_geometry() {
             tiles: 256,
             tile_count: 512,
             error_flag: 516,
-            total_bytes: 528 + 256
+            total_bytes: 560 + 256
         }
     );
-    assert_eq!(plan.workspace_bytes(), 784);
+    assert_eq!(plan.workspace_bytes(), 816);
 }
 
 #[test]
