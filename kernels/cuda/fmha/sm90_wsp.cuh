@@ -25,25 +25,29 @@ struct WsItem {
     int h, i0, rows, q0, nb_first, nb_last;
 };
 
-// A tile-list entry and a batch record, read past L1 (fmha/fused_list.cuh: under FL they were
-// written during this grid, by another block).
-__device__ __forceinline__ RaggedTile ragged_ldcg_tile(const RaggedTile* p) {
-    const int2 v = __ldcg(reinterpret_cast<const int2*>(p));
+// The count, a tile-list entry and a batch record as plain (weak, L1-cached) loads, not through the
+// read-only path the compiler picks for const __restrict__ pointers: under FL the block itself
+// wrote them during this grid (fmha/fused_list.cuh), which the read-only path does not allow for.
+__device__ __forceinline__ int ragged_ld_weak(const int* p) {
+    int v;
+    asm volatile("ld.global.s32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+// The entry and the record depend on the item index, which each thread reads after an mbarrier
+// wait, so these two need no memory clobber to stay after it.
+__device__ __forceinline__ RaggedTile ragged_ld_weak(const RaggedTile* p) {
     RaggedTile t;
-    t.batch = v.x;
-    t.tile = v.y;
+    asm volatile("ld.global.v2.s32 {%0, %1}, [%2];" : "=r"(t.batch), "=r"(t.tile) : "l"(p));
     return t;
 }
-__device__ __forceinline__ RaggedBatch ragged_ldcg_batch(const RaggedBatch* p) {
+__device__ __forceinline__ RaggedBatch ragged_ld_weak(const RaggedBatch* p) {
     static_assert(sizeof(RaggedBatch) == 32, "the record as two 16-byte loads");
-    const longlong2 lo = __ldcg(reinterpret_cast<const longlong2*>(p));
-    const longlong2 hi = __ldcg(reinterpret_cast<const longlong2*>(p) + 1);
     RaggedBatch b;
-    b.q_tok = lo.x;
-    b.kv_tok = lo.y;
-    b.lse_elem = hi.x;
-    b.lq = (int)(hi.y & 0xffffffffll);
-    b.lkv = (int)(hi.y >> 32);
+    i64 lens;
+    asm volatile("ld.global.v2.s64 {%0, %1}, [%2];" : "=l"(b.q_tok), "=l"(b.kv_tok) : "l"(p));
+    asm volatile("ld.global.v2.s64 {%0, %1}, [%2+16];" : "=l"(b.lse_elem), "=l"(lens) : "l"(p));
+    b.lq = (int)(lens & 0xffffffffll);
+    b.lkv = (int)(lens >> 32);
     return b;
 }
 
@@ -73,8 +77,8 @@ __device__ __forceinline__ WsItem ws_item(int w, const RaggedBatch* __restrict__
         rank = w2 / hc;
         it.h = h0 + (w2 - rank * hc);
     }
-    const RaggedTile tile = ragged_ldcg_tile(tiles + rank);
-    it.bt = ragged_ldcg_batch(batches + tile.batch);
+    const RaggedTile tile = ragged_ld_weak(tiles + rank);
+    it.bt = ragged_ld_weak(batches + tile.batch);
     it.i0 = tile.tile * bm;
     it.rows = it.bt.lq - it.i0 < bm ? it.bt.lq - it.i0 : bm;
     it.q0 = TSQ && it.rows < bm && it.bt.lq >= bm ? it.bt.lq - bm : it.i0;
@@ -385,16 +389,21 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
     // The next execute's pre-pass may be scheduled now: it writes nothing before its own wait for
     // this grid's completion (fmha/prepass.cuh), so it only uses this grid's tail to get ready.
     ragged_grid_launch_dependents();
-    // FL (fmha/fused_list.cuh): with a nonce the host launched no pre-pass and one block of this
-    // grid builds its list now; the claim flag lives in the DYN slot, scratch in the K ring.
+    // FL (fmha/fused_list.cuh): with a nonce the host launched no pre-pass and every block builds
+    // the list itself, scratch in its K ring; the work counter is made ready before the first draw.
     const bool fused = DYN && fl != nullptr && fl->nonce != 0;
+    int n_tiles;
     if constexpr (DYN) {
         static_assert(sizeof(RaggedListShared<128 * (NC + 1)>) <= STAGES * K_BYTES, "FL's scratch fits the K ring");
-        if (fused) ragged_fl_obtain<128 * (NC + 1)>(*fl, smem_raw + (s_k - smem_addr(smem_raw)), s_slot);
+        if (fused)
+            n_tiles = ragged_fl_build<128 * (NC + 1)>(
+                fl->a, *reinterpret_cast<RaggedListShared<128 * (NC + 1)>*>(smem_raw + (s_k - smem_addr(smem_raw))));
+        else
+            n_tiles = ragged_ld_weak(tile_count);
     }
-    // The count and (ws_item) the list are read past L1: under FL another block wrote them during
-    // this grid.
-    const int n_tiles = __ldcg(tile_count);
+    else {
+        n_tiles = ragged_ld_weak(tile_count);
+    }
     const int total = n_tiles * h_q;
     const int tid = threadIdx.x;
     const int wg = tid >> 7;
@@ -437,7 +446,10 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
             int w;
             if constexpr (DYN) {
                 int drawn = (int)blockIdx.x;
-                if (r > 0 && t == 0) drawn = atomicAdd(const_cast<int*>(tile_count) + 2, 1) + P;
+                if (r > 0 && t == 0) {
+                    if (fused && r == 1) ragged_fl_counter_ready(*fl);
+                    drawn = atomicAdd(const_cast<int*>(tile_count) + 2, 1) + P;
+                }
                 w = __shfl_sync(0xffffffffu, drawn, 0);
                 const int sl = r & 1;
                 mbar_wait(slot_empty + 8 * sl, (u32)(((r >> 1) & 1) ^ 1));
