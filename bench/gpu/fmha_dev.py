@@ -80,6 +80,15 @@ def compile_module(tuning, study=False, defines=(), source=SRC):
     return mod
 
 
+def published_flag(mod, symbol):
+    """A module's `__constant__ int SYMBOL[1]`, False when the module does not publish it."""
+    try:
+        ptr = mod.get_global(symbol)
+    except Exception:  # noqa: BLE001 - cupy raises a driver error for a missing symbol
+        return False
+    return int(cp.ndarray((1,), cp.int32, ptr).get()[0]) != 0
+
+
 class Engine:
     """One forward entry point plus the pre-pass, launched with raw device pointers (the plugin ABI)."""
 
@@ -99,7 +108,7 @@ class Engine:
         # as the plugin's RAGGED_SDPA_CUDA_FUSED_LIST=0 does.
         if fused is None:
             fused = os.environ.get("FMHA_FUSED_LIST", "1") != "0" and prepass == "ragged_fmha_prepass"
-        self.fused = bool(fused) and self.cu_fwd is not None
+        self.fused = bool(fused) and self.cu_fwd is not None and published_flag(mod, name + "_fl")
         print(f"{name}: BM={self.bm} BN={self.bn} threads={self.threads} smem={self.smem} "
               f"regs={getattr(self.fwd, 'num_regs', '?')} local={getattr(self.fwd, 'local_size_bytes', '?')}", flush=True)
 
@@ -132,15 +141,22 @@ class Engine:
             u64(ws["err"].data.ptr),
         ]
 
+    def fits_fused_list(self, p):
+        """The plugin's rule (kernels/src/cuda_fmha/fused_list.rs): every batch has a thread and at most
+        RAGGED_FL_MAX_TILES = 768 tiles."""
+        max_tiles = (p["s_q_max"] + self.bm - 1) // self.bm
+        return p["batch"] <= self.threads and p["batch"] * max_tiles <= 768
+
     def launch(self, p, ws, forward=True):
         """p: dict of pointers (ints) and scalars; see kernels/cuda/README.md for the meaning."""
         u64, i32, i64, f32 = np.uint64, np.int32, np.int64, np.float32
-        if not (forward and self.fused):
+        fused = forward and self.fused and self.fits_fused_list(p)
+        if not fused:
             self.pre((1,), (PREPASS_THREADS,), tuple(self.prepass_args(p, ws, u64, i32, i64)))
         if not forward:
             return
         if self.cu_fwd is not None:
-            launch_forward_tma(self, p, ws, tma_dtype(self.name), fused=self.fused)
+            launch_forward_tma(self, p, ws, tma_dtype(self.name), fused=fused)
             return
         self.fwd(
             (forward_grid(p, self.bm),),

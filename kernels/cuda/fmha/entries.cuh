@@ -119,6 +119,7 @@ extern "C" __constant__ int ragged_fmha_grid_dependency[1] = {
     __constant__ int NAME##_config[4] = {64 * NAME##_cfg::NC, NAME##_cfg::BN, 128 * (NAME##_cfg::NC + 1),          \
                                          RAGGED_FMHA_WSP_SMEM(NAME##_cfg)};                                        \
     __constant__ int NAME##_tma[1] = {1};                                                                         \
+    __constant__ int NAME##_fl[1] = {NAME##_cfg::FL && NAME##_cfg::DYN};                                           \
     __global__ void __launch_bounds__(128 * (NAME##_cfg::NC + 1), 1)                                              \
         NAME(RAGGED_FMHA_PARAMS, const __grid_constant__ RaggedTmaMap tm_q, const __grid_constant__ RaggedTmaMap tm_k, \
              const __grid_constant__ RaggedTmaMap tm_v, RAGGED_PREPASS_PARAMS(fl_), u64 fl_nonce) {               \
@@ -181,6 +182,7 @@ struct WspD128 : WspShape<B, 128, 128, 3, 2, 24, 240> {
         QREG = true, DP = true, PL = true, KA = true, DYN = true, TS = true, TSQ = true, EO = true, RING = true, FR = true,
         VW = true, RA = true
     };
+    enum : bool { FL = true };
     enum : int { LZ = 8, HC = 4 };
 };
 // The other head dims on the same body (session 16; bench/gpu/NOTES.md). d96: d128's configuration
@@ -198,6 +200,7 @@ struct WspD96 : WspD128<B> {
 template <bool B>
 struct WspD256 : WspShape<B, 256, 64, 2, 2, 24, 240> {
     enum : bool { DP = true, PL = true, KA = true, DYN = true, TS = true, RING = true, FR = true, VW = true, RA = true };
+    enum : bool { FL = true };
     enum : int { LZ = 8, HC = 4 };
 };
 template <bool B>
@@ -206,6 +209,7 @@ struct WspD192V128 : WspShape<B, 192, 128, 2, 2, 24, 240, 128> {
         QREG = true, DP = true, PL = true, KA = true, DYN = true, TS = true, TSQ = true, EO = true, RING = true, FR = true,
         VW = true, RA = true
     };
+    enum : bool { FL = true };
     enum : int { LZ = 8, HC = 4 };
 };
 // The persistent body with the cp.async producer (body 2 above; the ws study's wsp entries).

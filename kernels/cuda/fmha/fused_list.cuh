@@ -7,10 +7,12 @@
 // and the forward's blocks then read the count, a list entry and a record, three more round trips.
 // With FL the persistent forward (DYN bodies) has no pre-pass before it: after its grid-dependency
 // wait every block decodes the offsets and sorts the tiles itself, with all its threads (the
-// pre-pass's own functions, scratch in its K ring, which no fill has touched yet), and writes the
-// records and the list to the workspace exactly as the pre-pass would. Every block writes the same
-// bytes to the same addresses and reads back only after its own barrier, so no block waits for
-// another: the list costs one round trip for the inputs plus the sort, on every block at once.
+// pre-pass's decode and cost, scratch in its K ring, which no fill has touched yet), and writes
+// the records and the list to the workspace as the pre-pass would. Ties in cost are ordered by
+// (batch, tile), so every block writes the same bytes to the same addresses and reads back only
+// after its own barrier: no block waits for another, and the list costs one round trip for the
+// inputs plus the sort, on every block at once. The host uses it where every batch has a thread of
+// the block and B * ceil(S_q_max / BM) <= RAGGED_FL_MAX_TILES; larger problems keep the pre-pass.
 //
 // What the blocks must agree on is the work counter, which has to be zero before any block draws
 // from it (at its second item) and which nobody may zero once drawing has begun. The workspace is
@@ -44,41 +46,107 @@ __device__ __forceinline__ u32* ragged_fl_left_word(const RaggedPrepassArgs& a) 
     return reinterpret_cast<u32*>(a.tile_count + 8);
 }
 
-// Every thread of a forward block, right after the grid-dependency wait, when the nonce is not 0:
-// the pre-pass's list with NT threads and no wait, into the workspace; returns the tile count (to
-// every thread). The work counter is not touched (other blocks may already draw from it). Ends
-// with a barrier: the block's records and list are then visible to all its threads, and its scratch
-// writes (generic proxy) are ordered before the TMA fills that will land on the same bytes.
-// Not inlined: inlined, the build's registers made the d64 and d192 / 128 bodies spill.
-template <int NT>
-__device__ __noinline__ int ragged_fl_build(const RaggedPrepassArgs& a, RaggedListShared<NT>& s) {
-    const int tid = threadIdx.x;
-    if (tid == 0) s.err = 0;
-    u32 err = 0;
-    for (int b = tid; b < a.batch; b += NT) {
-        RaggedBatch bt;
-        err |= ragged_decode_batch(a, ragged_read_inputs(a, b), b, &bt);
-        a.batches[b] = bt;
-        if (a.batch <= NT) s.len[b] = make_int2(bt.lq, bt.lkv);
-    }
-    // Starts with a barrier: s.len, s.err = 0 and the records are complete.
-    const int total = ragged_cost_buckets(a, s);
-    if (err) atomicOr(&s.err, err);
-    ragged_scatter_tiles(a, s);
-    __syncthreads();
-    if (tid == 0) {
-        *a.tile_count = total;
-        *a.err_flag = s.err;
-    }
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-    __syncthreads();
-    return total;
-}
-
 __device__ __forceinline__ u64 ragged_ld_acquire_u64(const u64* p) {
     u64 v;
     asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
     return v;
+}
+
+// Tiles the per-block build sorts at most (its stable ranks cost O(T^2 / NT) comparisons); more go
+// to the one-builder form.
+#define RAGGED_FL_MAX_TILES 768
+
+// A forward block's scratch for the fused list (in its K ring, which no fill has touched yet).
+template <int NT>
+struct RaggedFlShared {
+    RaggedListShared<NT> list;
+    int start[NT];                    // each batch's first index among the tiles in (batch, tile) order
+    int cost[RAGGED_FL_MAX_TILES];    // each tile's cost, in that order
+};
+
+// The batch of tile i in (batch, tile) order: the last b with start[b] <= i (a batch with no tile
+// shares its start with the next one, so the last such b has tiles).
+template <int NT>
+__device__ __forceinline__ int ragged_fl_batch_of(const RaggedFlShared<NT>& s, int batch, int i) {
+    int lo = 0, hi = batch;  // start[lo] <= i < start[hi] (start[batch] = total)
+    while (hi - lo > 1) {
+        const int mid = (lo + hi) >> 1;
+        if (s.start[mid] <= i) lo = mid;
+        else hi = mid;
+    }
+    return lo;
+}
+
+// The per-block form: while every batch has a thread and the tiles fit RAGGED_FL_MAX_TILES, the
+// list sorted by cost with ties in (batch, tile) order, so that every block writes the same bytes to
+// the same addresses (a scatter by shared-memory atomics would order ties differently per block,
+// and the blocks would overwrite one another's lists: tiles lost, others done twice). Returns the
+// tile count, or -1 (the same in every block) for the one-builder form.
+template <int NT>
+__device__ __forceinline__ int ragged_fl_build_stable(const RaggedPrepassArgs& a, RaggedFlShared<NT>& s) {
+    constexpr int BPT = RaggedListShared<NT>::BPT;
+    const int tid = threadIdx.x;
+    if (a.batch > NT) return -1;
+    if (tid == 0) s.list.err = 0;
+    for (int i = tid; i < NT * BPT; i += NT) s.list.base[i] = 0;
+    u32 err = 0;
+    int tiles = 0;
+    if (tid < a.batch) {
+        RaggedBatch bt;
+        err = ragged_decode_batch(a, ragged_read_inputs(a, tid), tid, &bt);
+        a.batches[tid] = bt;
+        s.list.len[tid] = make_int2(bt.lq, bt.lkv);
+        tiles = bt.lq > 0 ? (int)(((u32)bt.lq + (u32)a.block_m - 1) / (u32)a.block_m) : 0;
+    }
+    int total;
+    const int first = ragged_block_exclusive_scan<NT>(tiles, s.list.warp_total, &total);
+    if (total > RAGGED_FL_MAX_TILES) return -1;  // total is the same for every thread
+    if (tid < a.batch) s.start[tid] = first;
+    __syncthreads();
+    for (int i = tid; i < total; i += NT) {
+        const int b = ragged_fl_batch_of(s, a.batch, i);
+        const int2 l = s.list.len[b];
+        const int c = ragged_tile_cost(a, l.x, l.y, i - s.start[b]);
+        s.cost[i] = c;
+        atomicAdd(&s.list.base[c], 1);
+    }
+    __syncthreads();
+    ragged_bucket_slots(s.list);
+    for (int i = tid; i < total; i += NT) {
+        const int c = s.cost[i];
+        int rank = 0;
+        for (int j = 0; j < i; ++j) rank += s.cost[j] == c;
+        const int b = ragged_fl_batch_of(s, a.batch, i);
+        RaggedTile entry;
+        entry.batch = b;
+        entry.tile = i - s.start[b];
+        a.tiles[s.list.base[c] + rank] = entry;
+    }
+    if (err) atomicOr(&s.list.err, err);
+    __syncthreads();
+    if (tid == 0) {
+        *a.tile_count = total;
+        *a.err_flag = s.list.err;
+    }
+    return total;
+}
+
+// Every thread of a forward block, right after the grid-dependency wait, when the nonce is not 0:
+// the list in the workspace, its tile count returned to every thread. Ends with a barrier: the
+// list is then visible to all the block's threads, and its scratch writes (generic proxy) are
+// ordered before the TMA fills that will land on the same bytes. (A fallback in which one block
+// builds any size of list with the pre-pass's functions and publishes it made ptxas spill 104–284
+// bytes in the persistent bodies' consumer code; larger problems keep the pre-pass launch.)
+template <int NT>
+__device__ __forceinline__ int ragged_fl_build(const RaggedFusedList& fl, RaggedFlShared<NT>& s) {
+    const int total = ragged_fl_build_stable(fl.a, s);
+    // The host hands a nonce only where B <= NT and B * ceil(S_q_max / BM) <= RAGGED_FL_MAX_TILES
+    // (kernels/src/cuda_fmha/fused_list.rs), so the per-block form always applies; anything else is
+    // a host bug, which must not pass as a forward that silently wrote nothing.
+    if (total < 0) __trap();
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    __syncthreads();
+    return total;
 }
 
 // One thread per block, before the block's first draw from the work counter and before it leaves:

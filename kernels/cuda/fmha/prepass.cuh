@@ -270,6 +270,9 @@ __device__ __forceinline__ void ragged_flat_tile(i64 idx, int max_tiles, int* b,
     *t = (int)rem;
 }
 
+template <int NT>
+__device__ __forceinline__ int ragged_bucket_slots(RaggedListShared<NT>& s);
+
 // Counting sort by cost, longest tiles first, step 1: each bucket's first slot in the tile list
 // (descending cost), into s.base; returns the tile count.
 template <int NT>
@@ -287,6 +290,15 @@ __device__ __forceinline__ int ragged_cost_buckets(const RaggedPrepassArgs& a, R
         if (t * a.block_m < l.x) atomicAdd(&s.base[ragged_tile_cost(a, l.x, l.y, t)], 1);
     }
     __syncthreads();
+    return ragged_bucket_slots(s);
+}
+
+// Step 1's second half: the counts in s.base (complete, after a barrier) become each bucket's
+// first slot, in descending order of cost; returns the tile count.
+template <int NT>
+__device__ __forceinline__ int ragged_bucket_slots(RaggedListShared<NT>& s) {
+    constexpr int BPT = RaggedListShared<NT>::BPT;
+    const int tid = threadIdx.x;
     // Each thread owns BPT buckets in descending order: BPT * tid .. BPT * tid + BPT - 1 counted
     // from the top.
     const int hi_bucket = NT * BPT - 1 - BPT * tid;

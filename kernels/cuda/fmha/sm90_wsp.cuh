@@ -51,6 +51,7 @@ __device__ __forceinline__ RaggedBatch ragged_ld_weak(const RaggedBatch* p) {
     return b;
 }
 
+// WEAK (FL configurations): the entry and the record through plain loads (ragged_ld_weak).
 // HC = 0: item w is head w % h_q of tile w / h_q (all heads of a tile side by side). HC > 0 (study):
 // the list is walked once per chunk of HC heads (the last chunk takes the h_q % HC left over), tiles
 // fastest within a chunk, so that the blocks working at one time share the K / V of HC heads.
@@ -58,7 +59,7 @@ __device__ __forceinline__ RaggedBatch ragged_ld_weak(const RaggedBatch* p) {
 // query rows holds the batch's last bm rows (q0 = lq - bm, a whole TMA box inside the batch, no
 // cp.async tail); the rows before i0 are computed with the item's keys and never stored. Otherwise
 // q0 = i0 and rows past the tile's end are zero-filled (ws_fill).
-template <int HC, bool TSQ>
+template <int HC, bool TSQ, bool WEAK = false>
 __device__ __forceinline__ WsItem ws_item(int w, const RaggedBatch* __restrict__ batches,
                                           const RaggedTile* __restrict__ tiles, int n_tiles, int h_q, int mask_left,
                                           int mask_right, int bottom_right, int bm, int bn) {
@@ -77,8 +78,15 @@ __device__ __forceinline__ WsItem ws_item(int w, const RaggedBatch* __restrict__
         rank = w2 / hc;
         it.h = h0 + (w2 - rank * hc);
     }
-    const RaggedTile tile = ragged_ld_weak(tiles + rank);
-    it.bt = ragged_ld_weak(batches + tile.batch);
+    RaggedTile tile;
+    if constexpr (WEAK) {
+        tile = ragged_ld_weak(tiles + rank);
+        it.bt = ragged_ld_weak(batches + tile.batch);
+    }
+    else {
+        tile = tiles[rank];
+        it.bt = batches[tile.batch];
+    }
     it.i0 = tile.tile * bm;
     it.rows = it.bt.lq - it.i0 < bm ? it.bt.lq - it.i0 : bm;
     it.q0 = TSQ && it.rows < bm && it.bt.lq >= bm ? it.bt.lq - bm : it.i0;
@@ -294,6 +302,8 @@ __device__ __forceinline__ void wsp_store_o(const float* acc, const float* m_i, 
 // only): in the key loop the O rescale by corr (n - 1) runs after the issue of S (n), under that
 // product, instead of before the turn (FlashAttention-3's order); the P pack stays before it, since
 // S (n) overwrites the scores it packs.
+// FL (DYN only): the block builds the tile list itself when the host hands a nonce instead of
+// launching the pre-pass (fmha/fused_list.cuh); d64 leaves it off (its body then spilled 4 bytes).
 // DV: V's head dim (default D; d192 / 128), PVN: the width of the P V product (0: V's padded row
 // width; 96 at d96, one n96 product that skips the padding's columns).
 template <bool BF16_, int D_, int BN_, int STAGES_, int NC_, int PREG_, int CREG_, int DV_ = D_>
@@ -306,6 +316,7 @@ struct WspShape {
         RA = false
     };
     enum : int { POLY = 0, LZ = 0, HC = 0, NOSM = 0, PVN = 0 };
+    enum : bool { FL = false };
 };
 
 template <class C>
@@ -391,18 +402,18 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
     ragged_grid_launch_dependents();
     // FL (fmha/fused_list.cuh): with a nonce the host launched no pre-pass and every block builds
     // the list itself, scratch in its K ring; the work counter is made ready before the first draw.
-    const bool fused = DYN && fl != nullptr && fl->nonce != 0;
+    const bool fused = C::FL && DYN && fl != nullptr && fl->nonce != 0;
     int n_tiles;
     if constexpr (DYN) {
-        static_assert(sizeof(RaggedListShared<128 * (NC + 1)>) <= STAGES * K_BYTES, "FL's scratch fits the K ring");
-        if (fused)
+        static_assert(!C::FL || sizeof(RaggedFlShared<128 * (NC + 1)>) <= STAGES * K_BYTES, "FL's scratch fits the K ring");
+        if (C::FL && fused)
             n_tiles = ragged_fl_build<128 * (NC + 1)>(
-                fl->a, *reinterpret_cast<RaggedListShared<128 * (NC + 1)>*>(smem_raw + (s_k - smem_addr(smem_raw))));
+                *fl, *reinterpret_cast<RaggedFlShared<128 * (NC + 1)>*>(smem_raw + (s_k - smem_addr(smem_raw))));
         else
-            n_tiles = ragged_ld_weak(tile_count);
+            n_tiles = C::FL ? ragged_ld_weak(tile_count) : *tile_count;
     }
     else {
-        n_tiles = ragged_ld_weak(tile_count);
+        n_tiles = *tile_count;
     }
     const int total = n_tiles * h_q;
     const int tid = threadIdx.x;
@@ -462,7 +473,7 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
                 w = ws_static_item(r, P, (int)blockIdx.x);
             }
             if (w >= total) break;
-            const WsItem it = ws_item<HC, TSQ>(w, batches, tiles, n_tiles, h_q, mask_left, mask_right, bottom_right, BM, BN);
+            const WsItem it = ws_item<HC, TSQ, C::FL>(w, batches, tiles, n_tiles, h_q, mask_left, mask_right, bottom_right, BM, BN);
             if (it.nb_first >= it.nb_last) continue;  // no Q, no keys: the consumers only store O = 0
             // Q is free again once every consumer warp released the previous item's Q.
             const u32 qb = q_buf(qi), qf = q_full_of(qi);
@@ -571,7 +582,7 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
             w = ws_static_item(r, P, (int)blockIdx.x);
         }
         if (w >= total) break;
-        const WsItem it = ws_item<HC, TSQ>(w, batches, tiles, n_tiles, h_q, mask_left, mask_right, bottom_right, BM, BN);
+        const WsItem it = ws_item<HC, TSQ, C::FL>(w, batches, tiles, n_tiles, h_q, mask_left, mask_right, bottom_right, BM, BN);
         // Only an item with key blocks has a Q in flight.
         const u32 sq = q_buf(qi), qe = q_empty_of(qi);
         if (it.nb_first < it.nb_last) {

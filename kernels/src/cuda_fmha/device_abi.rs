@@ -81,6 +81,16 @@ pub fn tensor_map_symbol(kernel: &str) -> String {
     format!("{kernel}_tma")
 }
 
+/// The `__constant__ int NAME_fl[1]` every entry point with tensor maps publishes: 1 when, handed a
+/// nonzero nonce, it builds the tile list itself instead of reading the pre-pass's
+/// (`fmha/fused_list.cuh`; [`super::fused_list`]).
+pub fn fused_list_symbol(kernel: &str) -> String {
+    format!("{kernel}_fl")
+}
+
+/// `RAGGED_FL_MAX_TILES` (`fmha/fused_list.cuh`): the most tiles a forward block sorts itself.
+pub const FL_MAX_TILES: i64 = 768;
+
 /// `__constant__ int ragged_fmha_grid_dependency[1]` (`fmha/entries.cuh`): 1 when every forward
 /// entry point of the module executes `griddepcontrol.wait` before its first read of the
 /// pre-pass's workspace (modules compiled for sm_90 and later), so that the forward may be

@@ -14,6 +14,8 @@ use std::hash::{BuildHasher, Hasher};
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use super::device_abi;
+
 /// Environment variable: `0` keeps the pre-pass launch for every execute (the order of sessions
 /// 15–19, for A/B measurements); any other value, or none, lets the forward build the list. Read
 /// once per process.
@@ -27,6 +29,14 @@ pub fn enabled() -> bool {
 
 fn setting(value: Option<&OsStr>) -> bool {
     value.and_then(OsStr::to_str) != Some("0")
+}
+
+/// Whether a forward block can sort this problem's tiles itself: every batch needs a thread of the
+/// block (`threads`), and the tiles, at most B · ceil(S_q_max / BM), must fit the block's sort
+/// ([`device_abi::FL_MAX_TILES`]); larger problems keep the pre-pass.
+pub fn fits(batch: i32, max_tiles: i32, threads: u32) -> bool {
+    i64::from(batch) <= i64::from(threads)
+        && i64::from(batch) * i64::from(max_tiles) <= device_abi::FL_MAX_TILES
 }
 
 /// A nonce for one execute: never 0 (0 tells the forward that the pre-pass ran), distinct from
@@ -67,6 +77,18 @@ mod tests {
         assert!(setting(Some(OsStr::new("1"))));
         assert!(setting(Some(OsStr::new("off-by-typo"))));
         assert!(!setting(Some(OsStr::new("0"))));
+    }
+
+    #[test]
+    fn a_problem_fits_the_block_sort_only_within_both_limits() {
+        // The ragged mix at d128: 6 batches, 16 384 rows at most, BM 128, 384 threads.
+        assert!(fits(6, 128, 384));
+        // Exactly the limit: 768 tiles.
+        assert!(fits(6, 128, 384) && fits(768, 1, 1024) && fits(1, 768, 384));
+        assert!(!fits(7, 128, 384));
+        assert!(!fits(385, 1, 384));
+        // No overflow on large values.
+        assert!(!fits(i32::MAX, i32::MAX, u32::MAX));
     }
 
     #[test]

@@ -188,15 +188,15 @@ impl FmhaEngine {
         let base = buffers.workspace.div_ceil(WORKSPACE_ALIGNMENT) * WORKSPACE_ALIGNMENT;
 
         let prepass = prepass_args(plan, &geometry, buffers, base);
-        // The fused list: a TMA entry point builds the pre-pass's list itself when handed a nonce
-        // (kernels/cuda/fmha/fused_list.cuh). Validation reads the error flag between the two
-        // launches, so it keeps the pre-pass.
+        // The fused list: an entry point that publishes NAME_fl builds the pre-pass's list itself
+        // when handed a nonce (kernels/cuda/fmha/fused_list.cuh), for problems its blocks can sort.
+        // Validation reads the error flag between the two launches, so it keeps the pre-pass.
         let takes_maps = loaded.takes_tensor_maps(plan.kernel);
-        let nonce = if takes_maps && mode == ExecuteMode::Enqueue && fused_list::enabled() {
-            fused_list::next_nonce()
-        } else {
-            0
-        };
+        let fused = mode == ExecuteMode::Enqueue
+            && loaded.builds_fused_list(plan.kernel)
+            && fused_list::fits(plan.batch, geometry.max_tiles, geometry.tiles.threads)
+            && fused_list::enabled();
+        let nonce = if fused { fused_list::next_nonce() } else { 0 };
         if nonce == 0 {
             // SAFETY: the argument list mirrors `ragged_fmha_prepass` (kernels/cuda/README.md);
             // pointers were checked non-null where required, the workspace holds the geometry's

@@ -23,6 +23,8 @@ pub(crate) struct LoadedKernels {
     oversized: HashMap<&'static str, GpuError>,
     /// Entry points that publish `NAME_tma`: they take the Q, K and V tensor maps as well.
     tensor_maps: HashSet<&'static str>,
+    /// Entry points that publish `NAME_fl` = 1: handed a nonce they build the tile list themselves.
+    fused_list: HashSet<&'static str>,
     /// The forward source's entry points all wait for the pre-pass grid before reading its
     /// workspace (`ragged_fmha_grid_dependency` = 1), and [`device_abi::PDL_ENV`] does not turn
     /// programmatic launches off: the forward may then start while its pre-pass still runs.
@@ -53,6 +55,11 @@ impl LoadedKernels {
     /// Whether `kernel` takes the three TMA tensor maps after its common parameters.
     pub(crate) fn takes_tensor_maps(&self, kernel: &str) -> bool {
         self.tensor_maps.contains(kernel)
+    }
+
+    /// Whether `kernel` can build its tile list itself ([`super::fused_list`]).
+    pub(crate) fn builds_fused_list(&self, kernel: &str) -> bool {
+        self.fused_list.contains(kernel)
     }
 
     /// Whether the forward may be launched with programmatic stream serialization after its
@@ -143,6 +150,7 @@ impl ModuleCache {
         let mut configs = HashMap::new();
         let mut oversized = HashMap::new();
         let mut tensor_maps = HashSet::new();
+        let mut fused_list = HashSet::new();
         let mut forward_source = false;
         let available = u32::try_from(device.max_shared_per_block_optin).unwrap_or(0);
         for (kernel, tag) in entries {
@@ -172,6 +180,12 @@ impl ModuleCache {
                 let [flag] = module.read_i32_global::<1>(&device_abi::tensor_map_symbol(kernel))?;
                 if flag != 0 {
                     tensor_maps.insert(kernel);
+                    // Published by every entry point with tensor maps (and only by those).
+                    let [fl] =
+                        module.read_i32_global::<1>(&device_abi::fused_list_symbol(kernel))?;
+                    if fl != 0 {
+                        fused_list.insert(kernel);
+                    }
                 }
             }
         }
@@ -187,6 +201,7 @@ impl ModuleCache {
             configs,
             oversized,
             tensor_maps,
+            fused_list,
             grid_dependency,
             prepass_dependency,
             source_name: self.source.name,
