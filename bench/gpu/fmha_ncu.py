@@ -101,7 +101,7 @@ def main():
         mod = compile_module(False, study=True, defines=("-DRAGGED_FMHA_WST_STUDY",) if args.wst else ())
         for e in ours:
             # NAME[:bm] as in fmha_wst.py: a full entry-point name, or a short one completed here.
-            kernel, prepass = kernel_and_prepass(e)
+            kernel, prepass, _ = kernel_and_prepass(e)
             name = kernel if kernel.startswith("ragged_") else f"ragged_fmha_fwd_{kernel}_bf16_d{d}"
             eng = Engine(mod, name, d, prepass=prepass, label=e)
             ws = eng.workspace(B, max(lens))

@@ -78,15 +78,19 @@ def dtype_of(name):
 
 
 def kernel_and_prepass(name):
-    """NAME, or NAME:bm for that entry point after the batch-major pre-pass (ragged_fmha_prepass_bm)."""
+    """NAME; NAME:bm for that entry point after the batch-major pre-pass (ragged_fmha_prepass_bm);
+    NAME:pp after the plugin's pre-pass even where the entry point can build its list itself
+    (fmha/fused_list.cuh), for a same-process A/B of the fused list. Returns (kernel, pre-pass,
+    fused: None for the entry point's default)."""
     kernel, _, order = name.partition(":")
-    return kernel, "ragged_fmha_prepass_bm" if order == "bm" else "ragged_fmha_prepass"
+    prepass = "ragged_fmha_prepass_bm" if order == "bm" else "ragged_fmha_prepass"
+    return kernel, prepass, (False if order in ("bm", "pp") else None)
 
 
 def engine(mod, name):
-    kernel, prepass = kernel_and_prepass(name)
+    kernel, prepass, fused = kernel_and_prepass(name)
     d, dv = head_dims(kernel)
-    return Engine(mod, kernel, d, dv, prepass=prepass, label=name)
+    return Engine(mod, kernel, d, dv, prepass=prepass, label=name, fused=fused)
 
 
 def build(names):
@@ -254,7 +258,7 @@ def main():
     if args.sanitize:
         from fmha_sanitize import sanitize_one
 
-        kernel, prepass = kernel_and_prepass(args.sanitize if args.sanitize.startswith(PREFIX) else PREFIX + args.sanitize)
+        kernel, prepass, _ = kernel_and_prepass(args.sanitize if args.sanitize.startswith(PREFIX) else PREFIX + args.sanitize)
         mod, _ = build([])
         d, dv = head_dims(kernel)
         return max(sanitize_one(mod, d, dv, left, right, name=kernel, prepass=prepass) for left, right in [(-1, 0), (16, 4)])
