@@ -15,8 +15,10 @@ use common::device::*;
 use common::*;
 use ragged_kernels::runtime::cuda::memory::{DeviceAllocation, download, upload};
 use ragged_kernels::runtime::cuda::runtime;
-use ragged_schema::wire::encode_graph;
-use ragged_schema::{DataType, DiagonalAlignment, Graph, Node, SdpaAttributes, TensorAttributes};
+use ragged_schema::wire::{encode_engine_config, encode_graph};
+use ragged_schema::{
+    DataType, DiagonalAlignment, EngineConfig, Graph, Node, SdpaAttributes, TensorAttributes,
+};
 
 const Q: i64 = 1;
 const K: i64 = 2;
@@ -628,5 +630,164 @@ fn head_dims_192_128_bf16_gqa_causal() {
                 &[129, 80, 17, 250],
             )
         },
+    );
+}
+
+/// The fused list (the CUDA engine's forward building its own tile list, no pre-pass launch)
+/// keeps state in the caller's workspace between its blocks: a claim word, a publication word and
+/// a count, which must work from whatever the workspace holds and must be clean again for a CUDA
+/// graph that replays the nonce it captured. The execute is captured once on a stream of its own
+/// with a workspace full of garbage, replayed three times (O reset before each), then run eagerly
+/// on the same workspace: every O must equal, bit for bit, an eager execute's on the null stream.
+#[test]
+fn fused_list_from_a_garbage_workspace_and_across_graph_replays() {
+    use cudarc::driver::sys as cu;
+    let name = "fused_list_from_a_garbage_workspace_and_across_graph_replays";
+    if let Err(reason) = runtime::probe() {
+        skip(name, &reason.to_string());
+        return;
+    }
+    // d128 bf16, causal: an entry point that builds its list itself. 19 query tiles × 16 heads =
+    // 304 items, more than an H200's 132 blocks take first, so blocks draw from the work counter:
+    // a replay that found the previous replay's words would skip the claim, draw from a counter
+    // left past the end and leave items undone.
+    let case = Case {
+        band: (None, Some(0), DiagonalAlignment::TopLeft),
+        ..Case::new(
+            DataType::BFloat16,
+            128,
+            (16, 4),
+            &[1000, 0, 1333],
+            &[1100, 7, 1333],
+        )
+    };
+    let inputs = device_inputs(&case);
+    let (reference, _) = run(CUDA_FMHA_ID, &case, &inputs);
+
+    let p = plugin();
+    let graph = encode_graph(&graph(&case));
+    let config = encode_engine_config(&EngineConfig::new(CUDA_FMHA_ID));
+    let (gd, cd) = (ConstData::of(&graph), ConstData::of(&config));
+    let o = device_with(&vec![0u8; inputs.o_bytes]);
+    let mut pack: Vec<DeviceBuffer> = inputs
+        .buffers
+        .iter()
+        .map(|(uid, b)| DeviceBuffer {
+            uid: *uid,
+            ptr: b.address() as *mut _,
+        })
+        .collect();
+    pack.push(DeviceBuffer {
+        uid: O,
+        ptr: o.address() as *mut _,
+    });
+    let handle = OwnedHandle::new();
+    let mut stream: cu::CUstream = null_mut();
+    let mut captured: cu::CUgraph = null_mut();
+    let mut exec: cu::CUgraphExec = null_mut();
+    let mut workspace_size = 0usize;
+    let mut context: Context = null_mut();
+    let o_words = inputs.o_bytes / 2;
+    let mut primary: cu::CUcontext = null_mut();
+    // SAFETY: driver calls with live out-pointers, in device 0's primary context (where the
+    // allocations above live: the null stream's context); the pack's buffers, the workspace and O
+    // outlive every launch (each replay is synchronised).
+    unsafe {
+        assert_eq!(
+            cu::cuDevicePrimaryCtxRetain(&mut primary, 0),
+            cu::CUresult::CUDA_SUCCESS
+        );
+        assert_eq!(cu::cuCtxSetCurrent(primary), cu::CUresult::CUDA_SUCCESS);
+        assert_eq!(
+            cu::cuStreamCreate(
+                &mut stream,
+                cu::CUstream_flags::CU_STREAM_NON_BLOCKING as u32
+            ),
+            cu::CUresult::CUDA_SUCCESS
+        );
+        assert_eq!((p.SetStream)(handle.0, stream.cast()), SUCCESS);
+        assert_eq!(
+            (p.GetWorkspaceSize)(handle.0, &cd, &gd, &mut workspace_size),
+            SUCCESS,
+            "{}",
+            last_error()
+        );
+        assert_eq!(
+            (p.CreateExecutionContext)(handle.0, &cd, &gd, &mut context),
+            SUCCESS,
+            "{}",
+            last_error()
+        );
+        // Every byte 0xA5: the claim and publication words hold a value no execute's nonce has
+        // (but with probability 2^-64), as a reused workspace would.
+        let workspace = device_with(&vec![0xA5u8; workspace_size]);
+        assert_eq!(
+            cu::cuStreamBeginCapture_v2(
+                stream,
+                cu::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
+            ),
+            cu::CUresult::CUDA_SUCCESS
+        );
+        let status = (p.ExecuteOpGraph)(
+            handle.0,
+            context,
+            workspace.address() as *mut _,
+            pack.as_ptr(),
+            pack.len() as u32,
+        );
+        assert_eq!(
+            cu::cuStreamEndCapture(stream, &mut captured),
+            cu::CUresult::CUDA_SUCCESS
+        );
+        assert_eq!(status, SUCCESS, "captured execute: {}", last_error());
+        assert_eq!(
+            cu::cuGraphInstantiateWithFlags(&mut exec, captured, 0),
+            cu::CUresult::CUDA_SUCCESS
+        );
+        for replay in 0..4 {
+            assert_eq!(
+                cu::cuMemsetD16Async(o.address(), case.o_sentinel(), o_words, stream),
+                cu::CUresult::CUDA_SUCCESS
+            );
+            if replay < 3 {
+                assert_eq!(cu::cuGraphLaunch(exec, stream), cu::CUresult::CUDA_SUCCESS);
+            } else {
+                let status = (p.ExecuteOpGraph)(
+                    handle.0,
+                    context,
+                    workspace.address() as *mut _,
+                    pack.as_ptr(),
+                    pack.len() as u32,
+                );
+                assert_eq!(status, SUCCESS, "eager execute: {}", last_error());
+            }
+            assert_eq!(cu::cuStreamSynchronize(stream), cu::CUresult::CUDA_SUCCESS);
+            let bits: Vec<u16> = read_back(&o)
+                .chunks_exact(2)
+                .map(|c| u16::from_le_bytes([c[0], c[1]]))
+                .collect();
+            let what = if replay < 3 {
+                "graph replay"
+            } else {
+                "eager execute after the replays"
+            };
+            let differing = bits.iter().zip(&reference).filter(|(a, b)| a != b).count();
+            assert_eq!(
+                differing, 0,
+                "{name}: {what} {replay}: {differing} of {o_words} O elements differ from the eager execute"
+            );
+        }
+        assert_eq!((p.DestroyExecutionContext)(handle.0, context), SUCCESS);
+        assert_eq!(cu::cuGraphExecDestroy(exec), cu::CUresult::CUDA_SUCCESS);
+        assert_eq!(cu::cuGraphDestroy(captured), cu::CUresult::CUDA_SUCCESS);
+        assert_eq!(cu::cuStreamDestroy_v2(stream), cu::CUresult::CUDA_SUCCESS);
+        assert_eq!(
+            cu::cuDevicePrimaryCtxRelease_v2(0),
+            cu::CUresult::CUDA_SUCCESS
+        );
+    }
+    eprintln!(
+        "test {name}: three graph replays from a garbage workspace and an eager execute after them \
+         equal an eager execute bit for bit"
     );
 }
