@@ -384,6 +384,16 @@ def correctness(torch, engines, seed):
         # long single sequence with a non-default scale
         results.append(run_case(torch, eng, dtype, rng, lq=[1500], lkv=[2100], h_q=2, h_kv=1, right=0, br=1,
                                 scale=0.3, label=f"{dtype} d{d} long causal-br scale0.3"))
+        # 300 batches of five lengths: hundreds of tiles of equal cost, where the fused list's blocks
+        # must all order ties alike (fused_list.cuh; a scatter by shared-memory atomics orders them
+        # per block, and the blocks then overwrite one another's lists); 600 tiles x 2 heads, so the
+        # work counter is drawn from
+        lq = [int(x) for x in rng.choice([0, 64, 128, 200, 256], 300)]
+        lkv = [int(x) for x in rng.choice([0, 64, 128, 200, 256], 300)]
+        results.append(run_case(torch, eng, dtype, rng, lq=lq, lkv=lkv, h_q=2, h_kv=1,
+                                label=f"{dtype} d{d} 300 batches of 5 lengths"))
+        results.append(run_case(torch, eng, dtype, rng, lq=lq, lkv=lkv, h_q=2, h_kv=1, right=0,
+                                label=f"{dtype} d{d} 300 batches of 5 lengths causal-tl"))
         # more batches than the pre-pass has threads (1 024): its records go through the workspace and
         # it waits before reading anything (prepass.cuh, ragged_prepass_in_order), not speculatively
         lq = [int(x) for x in rng.integers(0, 24, 1030)]
