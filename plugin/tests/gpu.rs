@@ -297,6 +297,23 @@ fn run(engine: i64, case: &Case, inputs: &DeviceInputs) -> (Vec<u16>, Vec<u32>) 
     (o, lse)
 }
 
+/// The variant pack of a case's device inputs plus its O.
+fn pack_with_o(inputs: &DeviceInputs, o: &DeviceAllocation) -> Vec<DeviceBuffer> {
+    let mut pack: Vec<DeviceBuffer> = inputs
+        .buffers
+        .iter()
+        .map(|(uid, b)| DeviceBuffer {
+            uid: *uid,
+            ptr: b.address() as *mut _,
+        })
+        .collect();
+    pack.push(DeviceBuffer {
+        uid: O,
+        ptr: o.address() as *mut _,
+    });
+    pack
+}
+
 /// Runs `engine` through the C ABI on device buffers; returns the execute's status and last
 /// error text, and O and LSE as bits afterwards.
 fn execute(
@@ -314,18 +331,7 @@ fn execute(
         &vec![LSE_SENTINEL; inputs.lse_bytes / 4],
         u32::to_le_bytes,
     ));
-    let mut pack: Vec<DeviceBuffer> = inputs
-        .buffers
-        .iter()
-        .map(|(uid, b)| DeviceBuffer {
-            uid: *uid,
-            ptr: b.address() as *mut _,
-        })
-        .collect();
-    pack.push(DeviceBuffer {
-        uid: O,
-        ptr: o.address() as *mut _,
-    });
+    let mut pack = pack_with_o(inputs, &o);
     if case.lse != Lse::None {
         pack.push(DeviceBuffer {
             uid: LSE,
@@ -669,18 +675,7 @@ fn fused_list_from_a_garbage_workspace_and_across_graph_replays() {
     let config = encode_engine_config(&EngineConfig::new(CUDA_FMHA_ID));
     let (gd, cd) = (ConstData::of(&graph), ConstData::of(&config));
     let o = device_with(&vec![0u8; inputs.o_bytes]);
-    let mut pack: Vec<DeviceBuffer> = inputs
-        .buffers
-        .iter()
-        .map(|(uid, b)| DeviceBuffer {
-            uid: *uid,
-            ptr: b.address() as *mut _,
-        })
-        .collect();
-    pack.push(DeviceBuffer {
-        uid: O,
-        ptr: o.address() as *mut _,
-    });
+    let pack = pack_with_o(&inputs, &o);
     let handle = OwnedHandle::new();
     let mut stream: cu::CUstream = null_mut();
     let mut captured: cu::CUgraph = null_mut();
