@@ -4,9 +4,10 @@
 //!
 //! The pre-pass costs ≈ 7 µs between two forwards on the H200 (`bench/gpu/NOTES.md`, sessions
 //! 18–19), most of it a kernel's cold start after the forward; building the same list inside the
-//! forward removes that kernel from the stream. The forward's blocks agree on which of them builds
-//! through two words of the workspace, which is the caller's and uninitialized: a nonce that no
-//! earlier execute carried makes whatever those words hold read as "not this execute".
+//! forward removes that kernel from the stream. Every block builds the same list; they agree on
+//! which of them zeroes the work counter through two words of the workspace, which is the caller's
+//! and uninitialized: a nonce that no earlier execute carried makes whatever those words hold read
+//! as "not this execute".
 
 use std::collections::hash_map::RandomState;
 use std::ffi::OsStr;

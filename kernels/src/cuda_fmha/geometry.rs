@@ -25,7 +25,8 @@ pub struct WorkspaceLayout {
     pub tile_count: u64,
     /// `u32 err_flag`. The word after it (`tile_count[2]`) is the work counter from which the
     /// persistent Hopper bodies draw their items (`DYN`, `bench/gpu/NOTES.md` session 10); the
-    /// forward pre-pass zeroes it every launch, so it needs no memset either.
+    /// forward pre-pass zeroes it every launch (with the fused list, the block whose claim of the
+    /// execute's nonce wins), so it needs no memset either.
     pub error_flag: u64,
     /// Bytes to request from the caller, including slack for aligning the base pointer.
     pub total_bytes: u64,
