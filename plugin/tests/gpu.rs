@@ -369,11 +369,21 @@ unsafe extern "C" fn print_line(severity: i32, message: *const std::ffi::c_char)
     eprintln!("plugin log (severity {severity}): {line}");
 }
 
+/// Whether a CUDA device is usable; if not, prints test `name`'s skip line with the reason.
+fn device_present(name: &str) -> bool {
+    match runtime::probe() {
+        Ok(_) => true,
+        Err(reason) => {
+            skip(name, &reason.to_string());
+            false
+        }
+    }
+}
+
 /// CUDA FMHA against the host reference (both on device buffers), ragged-sdpa.md §8; CUDA's O
 /// and LSE bits, `None` when skipped.
 fn check(name: &str, case: Case) -> Option<(Vec<u16>, Vec<u32>)> {
-    if let Err(reason) = runtime::probe() {
-        skip(name, &reason.to_string());
+    if !device_present(name) {
         return None;
     }
     // SAFETY: a valid callback that outlives the plugin.
@@ -552,8 +562,7 @@ fn runtime_pass_by_value_scale_bf16_d64() {
 #[test]
 fn decreasing_offsets_are_invalid_value_in_validating_mode() {
     let name = "decreasing_offsets_are_invalid_value_in_validating_mode";
-    if let Err(reason) = runtime::probe() {
-        skip(name, &reason.to_string());
+    if !device_present(name) {
         return;
     }
     if std::env::var_os("HIPDNN_RAGGED_SDPA_VALIDATE").as_deref() != Some("1".as_ref()) {
@@ -649,8 +658,7 @@ fn head_dims_192_128_bf16_gqa_causal() {
 fn fused_list_from_a_garbage_workspace_and_across_graph_replays() {
     use cudarc::driver::sys as cu;
     let name = "fused_list_from_a_garbage_workspace_and_across_graph_replays";
-    if let Err(reason) = runtime::probe() {
-        skip(name, &reason.to_string());
+    if !device_present(name) {
         return;
     }
     // d128 bf16, causal: an entry point that builds its list itself. 19 query tiles × 16 heads =

@@ -52,8 +52,8 @@ __device__ __forceinline__ u64 ragged_ld_acquire_u64(const u64* p) {
     return v;
 }
 
-// Tiles the per-block build sorts at most (its stable ranks cost O(T^2 / NT) comparisons); more go
-// to the one-builder form.
+// Tiles the per-block build sorts at most (its stable ranks cost O(T^2 / NT) comparisons); the host
+// keeps the pre-pass for larger problems.
 #define RAGGED_FL_MAX_TILES 768
 
 // A forward block's scratch for the fused list (in its K ring, which no fill has touched yet).
@@ -81,7 +81,7 @@ __device__ __forceinline__ int ragged_fl_batch_of(const RaggedFlShared<NT>& s, i
 // list sorted by cost with ties in (batch, tile) order, so that every block writes the same bytes to
 // the same addresses (a scatter by shared-memory atomics would order ties differently per block,
 // and the blocks would overwrite one another's lists: tiles lost, others done twice). Returns the
-// tile count, or -1 (the same in every block) for the one-builder form.
+// tile count, or -1 (the same in every block) where the problem is outside those limits.
 template <int NT>
 __device__ __forceinline__ int ragged_fl_build_stable(const RaggedPrepassArgs& a, RaggedFlShared<NT>& s) {
     constexpr int BPT = RaggedListShared<NT>::BPT;
