@@ -231,13 +231,13 @@ impl FmhaEngine {
         } else {
             None
         };
-        let fused = [KernelArg::I64(nonce as i64)];
+        let nonce_arg = [KernelArg::I64(nonce as i64)];
         let parts: [&[KernelArg]; 4] = if takes_maps {
             [
                 &args,
                 maps.as_ref().map_or(&[], |m| &m[..]),
                 &prepass,
-                &fused,
+                &nonce_arg,
             ]
         } else {
             [&args, &[], &[], &[]]
