@@ -656,20 +656,27 @@ fn head_dims_192_128_bf16_gqa_causal() {
 /// on the same workspace: every O must equal, bit for bit, an eager execute's on the null stream.
 #[test]
 fn fused_list_from_a_garbage_workspace_and_across_graph_replays() {
-    use cudarc::driver::sys as cu;
     let name = "fused_list_from_a_garbage_workspace_and_across_graph_replays";
     if !device_present(name) {
         return;
     }
-    // d128 bf16, causal: an entry point that builds its list itself. 19 query tiles × 16 heads =
-    // 304 items, more than an H200's 132 blocks take first, so blocks draw from the work counter:
-    // a replay that found the previous replay's words would skip the claim, draw from a counter
-    // left past the end and leave items undone.
+    // bf16, causal, at both of the plugin's arrangements: d128 (two consumer warpgroups, query
+    // tiles of 128 rows: 19 tiles × 16 heads = 304 items) and d64 (three, tiles of 192 rows: 13 × 16
+    // = 208). Either is more than an H200's 132 blocks take first, so blocks draw from the work
+    // counter: a replay that found the previous replay's words would skip the claim, draw from a
+    // counter left past the end and leave items undone.
+    for d in [128, 64] {
+        graph_replays_equal_eager(name, d);
+    }
+}
+
+fn graph_replays_equal_eager(name: &str, d: i64) {
+    use cudarc::driver::sys as cu;
     let case = Case {
         band: (None, Some(0), DiagonalAlignment::TopLeft),
         ..Case::new(
             DataType::BFloat16,
-            128,
+            d,
             (16, 4),
             &[1000, 0, 1333],
             &[1100, 7, 1333],
@@ -777,7 +784,7 @@ fn fused_list_from_a_garbage_workspace_and_across_graph_replays() {
             let differing = bits.iter().zip(&reference).filter(|(a, b)| a != b).count();
             assert_eq!(
                 differing, 0,
-                "{name}: {what} {replay}: {differing} of {o_words} O elements differ from the eager execute"
+                "{name} (d{d}): {what} {replay}: {differing} of {o_words} O elements differ from the eager execute"
             );
         }
         assert_eq!((p.DestroyExecutionContext)(handle.0, context), SUCCESS);
@@ -790,7 +797,7 @@ fn fused_list_from_a_garbage_workspace_and_across_graph_replays() {
         );
     }
     eprintln!(
-        "test {name}: three graph replays from a garbage workspace and an eager execute after them \
-         equal an eager execute bit for bit"
+        "test {name} (d{d}): three graph replays from a garbage workspace and an eager execute after \
+         them equal an eager execute bit for bit"
     );
 }

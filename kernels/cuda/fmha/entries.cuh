@@ -166,7 +166,8 @@ extern "C" __constant__ int ragged_fmha_grid_dependency[1] = {
 // last Q tile arrives now shows; 13 for RING and FR, fewer key-loop instructions, within +-1 % of
 // session 12's form in two runs, PF not taken; 15 for VW and RA, FlashAttention-3's order around
 // the two issues of a key block: +1.7 to +4.2 % at d128 and +2.5 to +4.8 % at d64 in two rotated
-// runs). d64: 3 consumer warpgroups (BM 192), a 4-stage ring; d128: 2 (BM 128), 3 stages, Q held
+// runs; 20 for FL at d128 and the other dims, 21 for FL at d64, once the item slots were addressed
+// from slot_full instead of through a pointer of their own, which ptxas had spilled). d64: 3 consumer warpgroups (BM 192), a 4-stage ring; d128: 2 (BM 128), 3 stages, Q held
 // in registers (S from the register-A wgmma, Q released to the producer once loaded).
 template <bool B>
 struct WspD64 : WspShape<B, 64, 128, 4, 3, 24, 160> {
@@ -174,6 +175,7 @@ struct WspD64 : WspShape<B, 64, 128, 4, 3, 24, 160> {
         DP = true, PL = true, KA = true, DYN = true, TS = true, EO = true, Q2 = true, RING = true, FR = true, VW = true,
         RA = true
     };
+    enum : bool { FL = true };
     enum : int { LZ = 8, HC = 4 };
 };
 template <bool B>

@@ -303,7 +303,7 @@ __device__ __forceinline__ void wsp_store_o(const float* acc, const float* m_i, 
 // product, instead of before the turn (FlashAttention-3's order); the P pack stays before it, since
 // S (n) overwrites the scores it packs.
 // FL (DYN only): the block builds the tile list itself when the host hands a nonce instead of
-// launching the pre-pass (fmha/fused_list.cuh); d64 leaves it off (its body then spilled 4 bytes).
+// launching the pre-pass (fmha/fused_list.cuh).
 // DV: V's head dim (default D; d192 / 128), PVN: the width of the P V product (0: V's padded row
 // width; 96 at d96, one n96 product that skips the padding's columns).
 template <bool BF16_, int D_, int BN_, int STAGES_, int NC_, int PREG_, int CREG_, int DV_ = D_>
@@ -378,7 +378,10 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
     // DYN: slot_full[2], slot_empty[2], then the two slots (int).
     const u32 slot_full = v_empty + 8 * STAGES;
     const u32 slot_empty = slot_full + 16;
-    int* const s_slot = reinterpret_cast<int*>(smem_raw + (slot_empty + 16 - smem_addr(smem_raw)));
+    // The slots are read and written at shared-memory addresses derived from slot_full, which both
+    // roles keep anyway: a generic pointer to them was one more uniform value live through both
+    // loops, and with FL's build before them d64 spilled it (STL once, LDL per item in each role).
+    const u32 s_slot = slot_full + 32;
     // Q2: the second Q buffer's full / empty pair, after the DYN area.
     const u32 q2_full = v_empty + 8 * STAGES + (DYN ? 48 : 0);
     const u32 q2_empty = q2_full + 8;
@@ -465,7 +468,7 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
                 const int sl = r & 1;
                 mbar_wait(slot_empty + 8 * sl, (u32)(((r >> 1) & 1) ^ 1));
                 if (t == 0) {
-                    s_slot[sl] = w;
+                    asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(s_slot + 4 * sl), "r"(w) : "memory");
                     mbar_arrive(slot_full + 8 * sl);
                 }
             }
@@ -574,7 +577,7 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
         if constexpr (DYN) {
             const int sl = r & 1;
             mbar_wait(slot_full + 8 * sl, (u32)((r >> 1) & 1));
-            w = s_slot[sl];
+            asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(w) : "r"(s_slot + 4 * sl) : "memory");
             __syncwarp();
             if (lane == 0) mbar_arrive(slot_empty + 8 * sl);
         }
