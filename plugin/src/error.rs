@@ -103,15 +103,16 @@ impl PluginError {
 }
 
 /// CUDA engine errors: offsets the device pre-pass rejected (validating mode) are the caller's
-/// values; unusable pointers or a short workspace are bad parameters; driver, compiler and
-/// contract failures are ours.
+/// values; unusable pointers, a short workspace or a stream under capture in validating mode are
+/// bad parameters; driver, compiler and contract failures are ours.
 fn cuda_status(error: &ragged_kernels::runtime::cuda::GpuError) -> Status {
     use ragged_kernels::runtime::cuda::GpuError as G;
     match error {
         G::InvalidOffsets { .. } => Status::INVALID_VALUE,
-        G::BadPointer { .. } | G::WorkspaceTooSmall { .. } | G::Unsupported { .. } => {
-            Status::BAD_PARAM
-        }
+        G::BadPointer { .. }
+        | G::WorkspaceTooSmall { .. }
+        | G::Unsupported { .. }
+        | G::ValidatingUnderCapture { .. } => Status::BAD_PARAM,
         _ => Status::INTERNAL_ERROR,
     }
 }

@@ -654,6 +654,9 @@ fn head_dims_192_128_bf16_gqa_causal() {
 /// graph that replays the nonce it captured. The execute is captured once on a stream of its own
 /// with a workspace full of garbage, replayed three times (O reset before each), then run eagerly
 /// on the same workspace: every O must equal, bit for bit, an eager execute's on the null stream.
+/// In validating mode (`HIPDNN_RAGGED_SDPA_VALIDATE=1`, which synchronises after the pre-pass) the
+/// captured execute must instead be refused with BAD_PARAM before it enqueues anything, leaving the
+/// caller's capture valid.
 #[test]
 fn fused_list_from_a_garbage_workspace_and_across_graph_replays() {
     let name = "fused_list_from_a_garbage_workspace_and_across_graph_replays";
@@ -672,6 +675,8 @@ fn fused_list_from_a_garbage_workspace_and_across_graph_replays() {
 
 fn graph_replays_equal_eager(name: &str, d: i64) {
     use cudarc::driver::sys as cu;
+    let validating =
+        std::env::var_os("HIPDNN_RAGGED_SDPA_VALIDATE").as_deref() == Some("1".as_ref());
     let case = Case {
         band: (None, Some(0), DiagonalAlignment::TopLeft),
         ..Case::new(
@@ -745,16 +750,28 @@ fn graph_replays_equal_eager(name: &str, d: i64) {
             pack.as_ptr(),
             pack.len() as u32,
         );
+        let message = last_error();
         assert_eq!(
             cu::cuStreamEndCapture(stream, &mut captured),
-            cu::CUresult::CUDA_SUCCESS
+            cu::CUresult::CUDA_SUCCESS,
+            "{name} (d{d}): the capture must survive the execute ({message})"
         );
-        assert_eq!(status, SUCCESS, "captured execute: {}", last_error());
+        if validating {
+            // Validating mode synchronises after its pre-pass, which capture forbids: the
+            // execute must refuse before enqueuing anything, leaving the capture valid.
+            assert_eq!(status, BAD_PARAM, "captured validating execute: {message}");
+            assert!(
+                message.contains("HIPDNN_RAGGED_SDPA_VALIDATE") && message.contains("capture"),
+                "the refusal names the mode and the capture: {message}"
+            );
+        } else {
+            assert_eq!(status, SUCCESS, "captured execute: {message}");
+        }
         assert_eq!(
             cu::cuGraphInstantiateWithFlags(&mut exec, captured, 0),
             cu::CUresult::CUDA_SUCCESS
         );
-        for replay in 0..4 {
+        for replay in (0..4).filter(|_| !validating) {
             assert_eq!(
                 cu::cuMemsetD16Async(o.address(), case.o_sentinel(), o_words, stream),
                 cu::CUresult::CUDA_SUCCESS
@@ -796,8 +813,15 @@ fn graph_replays_equal_eager(name: &str, d: i64) {
             cu::CUresult::CUDA_SUCCESS
         );
     }
-    eprintln!(
-        "test {name} (d{d}): three graph replays from a garbage workspace and an eager execute after \
-         them equal an eager execute bit for bit"
-    );
+    if validating {
+        eprintln!(
+            "test {name} (d{d}): validating mode refused the captured execute with BAD_PARAM and \
+             left the capture valid (the replays need the enqueue mode)"
+        );
+    } else {
+        eprintln!(
+            "test {name} (d{d}): three graph replays from a garbage workspace and an eager execute \
+             after them equal an eager execute bit for bit"
+        );
+    }
 }

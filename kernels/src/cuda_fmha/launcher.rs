@@ -185,6 +185,9 @@ impl FmhaEngine {
             });
         }
         let _current = CurrentContext::push(ctx.handle)?;
+        if mode == ExecuteMode::Validate {
+            refuse_capture(stream)?;
+        }
         let base = buffers.workspace.div_ceil(WORKSPACE_ALIGNMENT) * WORKSPACE_ALIGNMENT;
 
         let prepass = prepass_args(plan, &geometry, buffers, base);
@@ -287,6 +290,27 @@ pub(crate) unsafe fn launch_prepass(
         } else {
             launch(prepass, config, stream, args)
         }
+    }
+}
+
+/// Fails with [`GpuError::ValidatingUnderCapture`] when `stream` is being captured into a CUDA
+/// graph: validating mode must synchronise the stream after its pre-pass, which capture forbids
+/// (the synchronisation would fail and invalidate the caller's capture), so the check comes before
+/// anything is enqueued.
+pub(crate) fn refuse_capture(stream: CUstream) -> Result<(), GpuError> {
+    let mut status = cu::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
+    // SAFETY: `stream` is null or live (caller contract); `status` is a live out-pointer.
+    unsafe { cu::cuStreamIsCapturing(stream, &mut status) }
+        .result()
+        .call("cuStreamIsCapturing")?;
+    match status {
+        cu::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE => Ok(()),
+        cu::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_ACTIVE => {
+            Err(GpuError::ValidatingUnderCapture { status: "active" })
+        }
+        _ => Err(GpuError::ValidatingUnderCapture {
+            status: "invalidated",
+        }),
     }
 }
 

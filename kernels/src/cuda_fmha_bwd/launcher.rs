@@ -161,6 +161,9 @@ impl BackwardEngine {
         )?;
         let kv_tiles = ceil_div(i64::from(f.s_kv_max), i64::from(dkdv.block_n)) as i32;
         let _current = CurrentContext::push(ctx.handle)?;
+        if mode == ExecuteMode::Validate {
+            launcher::refuse_capture(stream)?;
+        }
         let base = buffers.forward.workspace.div_ceil(WORKSPACE_ALIGNMENT) * WORKSPACE_ALIGNMENT;
         let w = plan.workspace;
 

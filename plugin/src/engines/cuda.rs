@@ -5,7 +5,9 @@
 //! so `SetStream`'s value is the stream the kernels are enqueued on; NULL is the legacy default
 //! stream. Nothing here synchronizes: offsets are read on the device by the pre-pass, unless
 //! `HIPDNN_RAGGED_SDPA_VALIDATE=1` asks for the validating mode (one synchronization after the
-//! pre-pass, and invalid offsets become an INVALID_VALUE naming the tensor).
+//! pre-pass, and invalid offsets become an INVALID_VALUE naming the tensor; on a stream being
+//! captured into a CUDA graph, where that synchronisation is forbidden, the execute is refused with
+//! BAD_PARAM before anything is enqueued, so the caller's capture stays valid).
 
 use std::ffi::c_void;
 use std::sync::{Arc, OnceLock};

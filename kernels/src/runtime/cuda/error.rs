@@ -229,6 +229,20 @@ pub enum GpuError {
         /// One sentence per violated rule, each naming the tensor uid.
         problems: Vec<String>,
     },
+
+    /// Validating mode on a stream that is being captured into a CUDA graph: reading the
+    /// offsets' check back needs a stream synchronisation, which capture forbids (and which
+    /// would invalidate the caller's capture), so nothing was enqueued.
+    #[error(
+        "validating mode (the plugin's HIPDNN_RAGGED_SDPA_VALIDATE=1) reads the device's offsets check back with a stream synchronisation, which \
+         a stream under CUDA graph capture ({status}) does not allow; nothing was enqueued and the \
+         capture is intact: capture this execute without validating mode (offsets are then checked \
+         on the device, and invalid batches are skipped)"
+    )]
+    ValidatingUnderCapture {
+        /// The stream's capture status, as the driver names it.
+        status: &'static str,
+    },
 }
 
 fn driver_error_text(error: &DriverError) -> String {
