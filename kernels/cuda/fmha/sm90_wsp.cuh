@@ -59,10 +59,13 @@ __device__ __forceinline__ RaggedBatch ragged_ld_weak(const RaggedBatch* p) {
 // query rows holds the batch's last bm rows (q0 = lq - bm, a whole TMA box inside the batch, no
 // cp.async tail); the rows before i0 are computed with the item's keys and never stored. Otherwise
 // q0 = i0 and rows past the tile's end are zero-filled (ws_fill).
-template <int HC, bool TSQ, bool WEAK = false>
+// TAIL > 0 (HC > 0, study): the list's last ceil(TAIL * p / h_q) tiles (about TAIL items per working
+// block, the cheapest) are walked after the chunks, all heads of a tile side by side, so that the
+// grid ends on one longest-first ramp over every head instead of the last chunk's own ramp.
+template <int HC, bool TSQ, bool WEAK = false, int TAIL = 0>
 __device__ __forceinline__ WsItem ws_item(int w, const RaggedBatch* __restrict__ batches,
                                           const RaggedTile* __restrict__ tiles, int n_tiles, int h_q, int mask_left,
-                                          int mask_right, int bottom_right, int bm, int bn) {
+                                          int mask_right, int bottom_right, int bm, int bn, int p = 0) {
     WsItem it;
     int rank;
     if constexpr (HC == 0) {
@@ -70,13 +73,26 @@ __device__ __forceinline__ WsItem ws_item(int w, const RaggedBatch* __restrict__
         it.h = w - rank * h_q;
     }
     else {
+        int nh = n_tiles;  // tiles walked in chunks
+        if constexpr (TAIL > 0) {
+            const int tail = (TAIL * p + h_q - 1) / h_q;
+            nh = tail < n_tiles ? n_tiles - tail : 0;
+        }
         const int full = h_q - h_q % HC;
-        const int in_full = n_tiles * full;
-        const int hc = w < in_full ? HC : h_q - full;
-        const int w2 = w < in_full ? w % (n_tiles * HC) : w - in_full;
-        const int h0 = w < in_full ? w / (n_tiles * HC) * HC : full;
-        rank = w2 / hc;
-        it.h = h0 + (w2 - rank * hc);
+        const int in_full = nh * full;
+        if (TAIL > 0 && w >= nh * h_q) {
+            const int w3 = w - nh * h_q;
+            const int k = w3 / h_q;
+            rank = nh + k;
+            it.h = w3 - k * h_q;
+        }
+        else {
+            const int hc = w < in_full ? HC : h_q - full;
+            const int w2 = w < in_full ? w % (nh * HC) : w - in_full;
+            const int h0 = w < in_full ? w / (nh * HC) * HC : full;
+            rank = w2 / hc;
+            it.h = h0 + (w2 - rank * hc);
+        }
     }
     RaggedTile tile;
     if constexpr (WEAK) {
@@ -315,7 +331,7 @@ struct WspShape {
         DYN = false, TS = false, TSQ = false, EO = false, Q2 = false, RING = false, FR = false, PF = false, VW = false,
         RA = false
     };
-    enum : int { POLY = 0, LZ = 0, HC = 0, NOSM = 0, PVN = 0 };
+    enum : int { POLY = 0, LZ = 0, HC = 0, NOSM = 0, PVN = 0, TAIL = 0 };
     enum : bool { FL = false };
 };
 
@@ -476,7 +492,7 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
                 w = ws_static_item(r, P, (int)blockIdx.x);
             }
             if (w >= total) break;
-            const WsItem it = ws_item<HC, TSQ, C::FL>(w, batches, tiles, n_tiles, h_q, mask_left, mask_right, bottom_right, BM, BN);
+            const WsItem it = ws_item<HC, TSQ, C::FL, C::TAIL>(w, batches, tiles, n_tiles, h_q, mask_left, mask_right, bottom_right, BM, BN, P);
             if (it.nb_first >= it.nb_last) continue;  // no Q, no keys: the consumers only store O = 0
             // Q is free again once every consumer warp released the previous item's Q.
             const u32 qb = q_buf(qi), qf = q_full_of(qi);
@@ -585,7 +601,7 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
             w = ws_static_item(r, P, (int)blockIdx.x);
         }
         if (w >= total) break;
-        const WsItem it = ws_item<HC, TSQ, C::FL>(w, batches, tiles, n_tiles, h_q, mask_left, mask_right, bottom_right, BM, BN);
+        const WsItem it = ws_item<HC, TSQ, C::FL, C::TAIL>(w, batches, tiles, n_tiles, h_q, mask_left, mask_right, bottom_right, BM, BN, P);
         // Only an item with key blocks has a Q in flight.
         const u32 sq = q_buf(qi), qe = q_empty_of(qi);
         if (it.nb_first < it.nb_last) {
