@@ -167,7 +167,8 @@ extern "C" __constant__ int ragged_fmha_grid_dependency[1] = {
 // session 12's form in two runs, PF not taken; 15 for VW and RA, FlashAttention-3's order around
 // the two issues of a key block: +1.7 to +4.2 % at d128 and +2.5 to +4.8 % at d64 in two rotated
 // runs; 20 for FL at d128 and the other dims, 21 for FL at d64, once the item slots were addressed
-// from slot_full instead of through a pointer of their own, which ptxas had spilled). d64: 3 consumer warpgroups (BM 192), a 4-stage ring; d128: 2 (BM 128), 3 stages, Q held
+// from slot_full instead of through a pointer of their own, which ptxas had spilled, and 21 for TAIL
+// 4: +2.7 / +1.8 % at d128 and +3.7 / +1.3 % at d64 over the chunks of 4 heads to the end). d64: 3 consumer warpgroups (BM 192), a 4-stage ring; d128: 2 (BM 128), 3 stages, Q held
 // in registers (S from the register-A wgmma, Q released to the producer once loaded).
 template <bool B>
 struct WspD64 : WspShape<B, 64, 128, 4, 3, 24, 160> {
@@ -176,7 +177,7 @@ struct WspD64 : WspShape<B, 64, 128, 4, 3, 24, 160> {
         RA = true
     };
     enum : bool { FL = true };
-    enum : int { LZ = 8, HC = 4 };
+    enum : int { LZ = 8, HC = 4, TAIL = 4 };
 };
 template <bool B>
 struct WspD128 : WspShape<B, 128, 128, 3, 2, 24, 240> {
@@ -185,7 +186,7 @@ struct WspD128 : WspShape<B, 128, 128, 3, 2, 24, 240> {
         VW = true, RA = true
     };
     enum : bool { FL = true };
-    enum : int { LZ = 8, HC = 4 };
+    enum : int { LZ = 8, HC = 4, TAIL = 4 };
 };
 // The other head dims on the same body (session 16; bench/gpu/NOTES.md). d96: d128's configuration
 // over rows padded to 128 columns (the same shared memory; S over the 96 real columns) with P V over
@@ -268,10 +269,13 @@ template <class C>
 struct WspHc0 : C {
     enum : int { HC = 0 };
 };
-RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d128_t4, WspTail<WspD128<true>, 4>)
-RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d128_t2, WspTail<WspD128<true>, 2>)
+RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d128_t0, WspTail<WspD128<true>, 0>)
+RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d128_t8, WspTail<WspD128<true>, 8>)
 RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d128_h0, WspHc0<WspD128<true>>)
-RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d64_t4, WspTail<WspD64<true>, 4>)
+RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d64_t0, WspTail<WspD64<true>, 0>)
+RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d64_t8, WspTail<WspD64<true>, 8>)
+RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d256_t4, WspTail<WspD256<true>, 4>)
+RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d192v128_t4, WspTail<WspD192V128<true>, 4>)
 RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d128_nopp, WspNoPp<WspD128<true>>)
 RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d128, WspD128<true>)
 RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_f16_d128, WspD128<false>)
