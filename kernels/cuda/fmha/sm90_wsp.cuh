@@ -59,7 +59,7 @@ __device__ __forceinline__ RaggedBatch ragged_ld_weak(const RaggedBatch* p) {
 // query rows holds the batch's last bm rows (q0 = lq - bm, a whole TMA box inside the batch, no
 // cp.async tail); the rows before i0 are computed with the item's keys and never stored. Otherwise
 // q0 = i0 and rows past the tile's end are zero-filled (ws_fill).
-// TAIL > 0 (HC > 0, study): the list's last ceil(TAIL * p / h_q) tiles (about TAIL items per working
+// TAIL > 0 (with HC > 0; d64, d96, d128): the list's last ceil(TAIL * p / h_q) tiles (about TAIL items per working
 // block, the cheapest) are walked after the chunks, all heads of a tile side by side, so that the
 // grid ends on one longest-first ramp over every head instead of the last chunk's own ramp.
 template <int HC, bool TSQ, bool WEAK = false, int TAIL = 0>

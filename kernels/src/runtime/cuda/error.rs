@@ -234,10 +234,11 @@ pub enum GpuError {
     /// offsets' check back needs a stream synchronisation, which capture forbids (and which
     /// would invalidate the caller's capture), so nothing was enqueued.
     #[error(
-        "validating mode (the plugin's HIPDNN_RAGGED_SDPA_VALIDATE=1) reads the device's offsets check back with a stream synchronisation, which \
-         a stream under CUDA graph capture ({status}) does not allow; nothing was enqueued and the \
-         capture is intact: capture this execute without validating mode (offsets are then checked \
-         on the device, and invalid batches are skipped)"
+        "validating mode (the plugin's HIPDNN_RAGGED_SDPA_VALIDATE=1) reads the device's offsets \
+         check back with a stream synchronisation, which a stream under CUDA graph capture \
+         (capture status: {status}) does not allow; nothing was enqueued and the capture was left \
+         as it was: capture this execute without validating mode (offsets are then checked on the \
+         device, and invalid batches are skipped)"
     )]
     ValidatingUnderCapture {
         /// The stream's capture status, as the driver names it.
