@@ -40,7 +40,7 @@ from event_timing import interleaved_detail, power_profile  # noqa: E402
 # baseline every ratio is taken against), then the variants of it that the study set compiles; keyed
 # by (Q/K head dim, V head dim).
 ENGINES = {
-    (128, 128): ["wspt_bf16_d128", "wspt_bf16_d128_t0", "wspt_bf16_d128_s14", "wspt_bf16_d128_nosm"],
+    (128, 128): ["wspt_bf16_d128", "wspt_bf16_d128_o4", "wspt_bf16_d128_t0", "wspt_bf16_d128_s14", "wspt_bf16_d128_nosm"],
     (64, 64): ["wspt_bf16_d64", "wspt_bf16_d64_t0", "wspt_bf16_d64_s14", "wspt_bf16_d64_nosm"],
     (96, 96): ["wspt_bf16_d96", "wspt_bf16_d96_t0", "sm90_bf16_d96"],
     (256, 256): ["wspt_bf16_d256", "sm90_bf16_d256"],

@@ -185,7 +185,7 @@ struct WspD128 : WspShape<B, 128, 128, 3, 2, 24, 240> {
         QREG = true, DP = true, PL = true, KA = true, DYN = true, TS = true, TSQ = true, EO = true, RING = true, FR = true,
         VW = true, RA = true
     };
-    enum : bool { FL = true };
+    enum : bool { FL = true, WO = true };
     enum : int { LZ = 8, HC = 4, TAIL = 4 };
 };
 // The other head dims on the same body (session 16; bench/gpu/NOTES.md). d96: d128's configuration
@@ -199,6 +199,7 @@ struct WspD128 : WspShape<B, 128, 128, 3, 2, 24, 240> {
 template <bool B>
 struct WspD96 : WspD128<B> {
     enum : int { D = 96, DV = 96, PVN = 96 };
+    enum : bool { WO = false };  // not measured at d96 (session 22)
 };
 template <bool B>
 struct WspD256 : WspShape<B, 256, 64, 2, 2, 24, 240> {
@@ -270,6 +271,18 @@ struct WspTail : C {
 // and TAIL 4 at d256 (0.939 / 0.974: its blocks of 64 keys over 256 columns are twice the K / V
 // per head, which the tail's 16 heads side by side no longer share in L2) and d192 / 128 (1.004 /
 // 0.996: noise). _t0 is the plugin's form without the tail, for the A/B.
+// Session 22 (NOTES.md): WO, O stored in 16-byte pieces (wsp_store_o), in the plugin's d128 since:
+// +2.2 / +4.6 % in the study; _o4 is d128 with the 4-byte stores, for the A/B. Measured and dropped:
+// WO at d64 (0.930 / 0.944: its body spilled 40 bytes), and ST, each consumer storing the previous
+// item's O before the item's first S instead of after it (d128 0.994-0.996 / 1.005-1.006, d64 0.995 /
+// 0.998); storing first in all consumers but one serialized every wgmma (C7514, C7515) or spilled
+// 0.7-1.1 KB. ST's switch was removed after the measurement (NOTES.md describes it).
+template <class C, bool W>
+struct WspWideO : C {
+    enum : bool { WO = W };
+};
+RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d128_o4, WspWideO<WspD128<true>, false>)
+RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d64_wo, WspWideO<WspD64<true>, true>)
 RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d128_t0, WspTail<WspD128<true>, 0>)
 RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d64_t0, WspTail<WspD64<true>, 0>)
 RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d96_t0, WspTail<WspD96<true>, 0>)

@@ -259,19 +259,63 @@ __device__ __forceinline__ WspOut wsp_out(const WsItem& it, u16* o, float* lse, 
 
 // The epilogue straight from registers: O = acc / l (4-byte stores, 4 lanes cover 16 contiguous bytes
 // of a row) and the LSE, for this thread's two rows of the tile.
-template <bool BF16, int DT, bool TSQ>
+// The 4 x 4 transpose of a quad's 32-bit words: lane l holds x[0..3] = M[l][0..3] and gets M[0..3][l],
+// in two exchange stages (the 2 x 2 blocks off the diagonal, then the words within each block), two
+// shuffles each, selects on the lane's bits instead of a dynamic index (which would go to local memory).
+__device__ __forceinline__ void quad_transpose4(u32 (&x)[4], int lt) {
+    const bool b1 = (lt & 2) != 0, b0 = (lt & 1) != 0;
+    u32 a = __shfl_xor_sync(0xffffffffu, b1 ? x[0] : x[2], 2);
+    u32 b = __shfl_xor_sync(0xffffffffu, b1 ? x[1] : x[3], 2);
+    x[0] = b1 ? a : x[0];
+    x[1] = b1 ? b : x[1];
+    x[2] = b1 ? x[2] : a;
+    x[3] = b1 ? x[3] : b;
+    a = __shfl_xor_sync(0xffffffffu, b0 ? x[0] : x[1], 1);
+    b = __shfl_xor_sync(0xffffffffu, b0 ? x[2] : x[3], 1);
+    x[0] = b0 ? a : x[0];
+    x[2] = b0 ? b : x[2];
+    x[1] = b0 ? x[1] : a;
+    x[3] = b0 ? x[3] : b;
+}
+
+// O normalized by l and stored from the accumulator, and the LSE.
+// WO: where O's base and strides are 16-byte aligned (wide, uniform over the grid), 16-byte stores,
+// the quad's words of four n-tiles transposed so that each lane holds eight consecutive columns of its
+// row: a warp's store writes 64 bytes of each of 8 rows instead of 16, a quarter of the store
+// instructions (session 22: the 4-byte stores took ~1.5 us per item at d128, beside the first
+// softmax, which they slowed as much).
+template <bool BF16, int DT, bool TSQ, bool WO = false>
 __device__ __forceinline__ void wsp_store_o(const float* acc, const float* m_i, const float* l_i, const WspOut& out,
-                                            int row_in_tile, int lt, float sl2, i64 o_seq, i64 lse_seq) {
+                                            int row_in_tile, int lt, float sl2, i64 o_seq, i64 lse_seq,
+                                            bool wide = false) {
 #pragma unroll
     for (int hr = 0; hr < 2; ++hr) {
         const float l = quad_row_sum(l_i[hr]);
         const float inv = l > 0.f ? 1.f / l : 0.f;
         const int r = row_in_tile + hr * 8;
-        if (r < out.r_hi && (!TSQ || r >= out.r_lo)) {
-            if (out.lp != nullptr && lt == 0) {
-                const float f = sl2 > 0.f ? sl2 : 1.f;
-                out.lp[(i64)r * lse_seq] = row_lse(m_i[hr], f, l);
+        const bool row_ok = r < out.r_hi && (!TSQ || r >= out.r_lo);
+        if (row_ok && out.lp != nullptr && lt == 0) {
+            const float f = sl2 > 0.f ? sl2 : 1.f;
+            out.lp[(i64)r * lse_seq] = row_lse(m_i[hr], f, l);
+        }
+        if (WO && wide) {
+            static_assert(!WO || DT % 4 == 0, "whole groups of four n-tiles");
+            u16* orow = out.op + (i64)r * o_seq;
+#pragma unroll
+            for (int g = 0; g < DT / 4; ++g) {
+                u32 x[4];
+#pragma unroll
+                for (int j = 0; j < 4; ++j)
+                    x[j] = pack2<BF16>(acc[(4 * g + j) * 4 + 2 * hr] * inv, acc[(4 * g + j) * 4 + 2 * hr + 1] * inv);
+                // Every lane takes part in the shuffles; only rows of the item store.
+                quad_transpose4(x, lt);
+                if (row_ok)
+                    asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"l"(orow + (4 * g + lt) * 8), "r"(x[0]),
+                                 "r"(x[1]), "r"(x[2]), "r"(x[3])
+                                 : "memory");
             }
+        }
+        else if (row_ok) {
             u16* orow = out.op + (i64)r * o_seq + lt * 2;
 #pragma unroll
             for (int dt = 0; dt < DT; ++dt) {
@@ -320,8 +364,51 @@ __device__ __forceinline__ void wsp_store_o(const float* acc, const float* m_i, 
 // S (n) overwrites the scores it packs.
 // FL (DYN only): the block builds the tile list itself when the host hands a nonce instead of
 // launching the pre-pass (fmha/fused_list.cuh).
+// WO: O stored in 16-byte pieces where its layout allows (wsp_store_o).
 // DV: V's head dim (default D; d192 / 128), PVN: the width of the P V product (0: V's padded row
 // width; 96 at d96, one n96 product that skips the padding's columns).
+#if defined(RAGGED_FMHA_TRACE)
+// Study instrumentation, compiled only into bench/gpu/fmha_trace.py's module (never the plugin's set):
+// the SM's clock at an item's hand-over points, per block and item, from the first thread of the
+// first consumer warpgroup (events 0 to 7) and the producer's thread 0 (10 to 14), beside the
+// item's key blocks (8), index (9) and the global timer (ns) at event 0 (15), which converts clocks
+// to time. Warps issue in order, so a stamp after a branch on a loaded
+// value (or after an mbarrier wait's loop) is taken once that value arrived, not when its load issued.
+#define RAGGED_TRACE_BLOCKS 160
+#define RAGGED_TRACE_ITEMS 128
+#define RAGGED_TRACE_EVENTS 16
+__device__ u64 ragged_fmha_trace[RAGGED_TRACE_BLOCKS * RAGGED_TRACE_ITEMS * RAGGED_TRACE_EVENTS];
+__device__ __forceinline__ void ragged_trace_put(int r, int e, u64 v) {
+    if (r < RAGGED_TRACE_ITEMS && blockIdx.x < RAGGED_TRACE_BLOCKS)
+        ragged_fmha_trace[((u64)blockIdx.x * RAGGED_TRACE_ITEMS + r) * RAGGED_TRACE_EVENTS + e] = v;
+}
+__device__ __forceinline__ u64 ragged_trace_clock() {
+    u64 t;
+    asm volatile("mov.u64 %0, %%clock64;\n" : "=l"(t)::"memory");
+    return t;
+}
+__device__ __forceinline__ u64 ragged_trace_ns() {
+    u64 t;
+    asm volatile("mov.u64 %0, %%globaltimer;\n" : "=l"(t)::"memory");
+    return t;
+}
+#define RAGGED_TRACE(cond, r, e) \
+    do {                         \
+        if (cond) ragged_trace_put(r, e, ragged_trace_clock()); \
+    } while (0)
+#define RAGGED_TRACE_VALUE(cond, r, e, v) \
+    do {                                  \
+        if (cond) ragged_trace_put(r, e, (u64)(v)); \
+    } while (0)
+#else
+#define RAGGED_TRACE(cond, r, e) \
+    do {                         \
+    } while (0)
+#define RAGGED_TRACE_VALUE(cond, r, e, v) \
+    do {                                  \
+    } while (0)
+#endif
+
 template <bool BF16_, int D_, int BN_, int STAGES_, int NC_, int PREG_, int CREG_, int DV_ = D_>
 struct WspShape {
     enum : bool { BF16 = BF16_ };
@@ -332,7 +419,7 @@ struct WspShape {
         RA = false
     };
     enum : int { POLY = 0, LZ = 0, HC = 0, NOSM = 0, PVN = 0, TAIL = 0 };
-    enum : bool { FL = false };
+    enum : bool { FL = false, WO = false };
 };
 
 template <class C>
@@ -474,6 +561,7 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
 #pragma unroll 1
         for (int r = 0;; ++r) {
             int w;
+            RAGGED_TRACE(t == 0, r, 10);
             if constexpr (DYN) {
                 int drawn = (int)blockIdx.x;
                 if (r > 0 && t == 0) {
@@ -481,6 +569,7 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
                     drawn = atomicAdd(const_cast<int*>(tile_count) + 2, 1) + P;
                 }
                 w = __shfl_sync(0xffffffffu, drawn, 0);
+                RAGGED_TRACE(t == 0 && w >= 0, r, 11);
                 const int sl = r & 1;
                 mbar_wait(slot_empty + 8 * sl, (u32)(((r >> 1) & 1) ^ 1));
                 if (t == 0) {
@@ -494,6 +583,7 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
             if (w >= total) break;
             const WsItem it = ws_item<HC, TSQ, C::FL, C::TAIL>(w, batches, tiles, n_tiles, h_q, mask_left, mask_right, bottom_right, BM, BN, P);
             if (it.nb_first >= it.nb_last) continue;  // no Q, no keys: the consumers only store O = 0
+            RAGGED_TRACE(t == 0, r, 12);
             // Q is free again once every consumer warp released the previous item's Q.
             const u32 qb = q_buf(qi), qf = q_full_of(qi);
             mbar_wait(q_empty_of(qi), q_phase(qi) ^ 1u);
@@ -510,6 +600,7 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
                 ws_load_tile<D, BM>(qb, qp, q_seq, q_rows, q, t);
                 cp_async_mbar_arrive(qf);
             }
+            RAGGED_TRACE(t == 0, r, 13);
             // V of key block nbv into the V ring's next position (KA: one block behind K, so that the
             // next K does not wait behind the release of the V before it).
             auto fill_v = [&](int nbv) {
@@ -549,6 +640,7 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
                 }
             }
             if constexpr (KA) fill_v(it.nb_last - 1);
+            RAGGED_TRACE(t == 0, r, 14);
         }
         if (fused && t == 0) ragged_fl_leave(*fl, P);
         asm volatile("cp.async.wait_all;\n" ::: "memory");
@@ -578,10 +670,13 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
     bool pending = false;
     WspOut pend{};
     int pend_stage = 0;
+    // WO's 16-byte stores: every row of O starts at a 16-byte boundary (rows are o_seq apart, heads
+    // o_head, batches whole rows).
+    const bool o_wide = C::WO && (((u64)o | (u64)(o_seq * 2) | (u64)(o_head * 2)) & 15) == 0;
     auto flush = [&]() {
         fence_regs<DT * 4>(acc);
         if (lane == 0) mbar_arrive(v_empty + 8 * pend_stage);
-        wsp_store_o<BF16, DTO, TSQ>(acc, m_i, l_i, pend, row_in_tile, lt, sl2, o_seq, lse_seq);
+        wsp_store_o<BF16, DTO, TSQ, C::WO>(acc, m_i, l_i, pend, row_in_tile, lt, sl2, o_seq, lse_seq, o_wide);
         pending = false;
     };
 
@@ -601,11 +696,15 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
             w = ws_static_item(r, P, (int)blockIdx.x);
         }
         if (w >= total) break;
+        RAGGED_TRACE(tid == 128, r, 0);
+        RAGGED_TRACE_VALUE(tid == 128, r, 15, ragged_trace_ns());
         const WsItem it = ws_item<HC, TSQ, C::FL, C::TAIL>(w, batches, tiles, n_tiles, h_q, mask_left, mask_right, bottom_right, BM, BN, P);
         // Only an item with key blocks has a Q in flight.
         const u32 sq = q_buf(qi), qe = q_empty_of(qi);
         if (it.nb_first < it.nb_last) {
+            RAGGED_TRACE(tid == 128, r, 1);
             mbar_wait(q_full_of(qi), q_phase(qi));
+            RAGGED_TRACE(tid == 128, r, 2);
             ++qi;
         }
         const RaggedBand band = make_band(it.bt.lq, it.bt.lkv, mask_left, mask_right, bottom_right);
@@ -639,6 +738,7 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
             {
                 const int st = kv.stage();
                 mbar_wait(k_full + 8 * st, kv.phase());
+                RAGGED_TRACE(tid == 128, r, 3);
                 if (!PF || !TMA || ws_q_rows(it) < BM || ws_cp_async_tile<TS, BN>(nb_first, band.lkv))
                     fence_proxy_async();
                 ws_turn_wait<PP, NC>(c);
@@ -646,6 +746,7 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
                 wsp_issue_s<BF16, D, BN, BM, QREG, DP>(s, qa, sq, c, s_k + st * K_BYTES);
                 wgmma_commit();
                 ws_turn_pass<PP, NC>(c);
+                RAGGED_TRACE(tid == 128, r, 4);
                 if constexpr (EO) {
                     // The previous item's last P V (if any) and this S are done; unconditional, so
                     // that ptxas sees no path that touches acc under an unfinished P V.
@@ -656,6 +757,7 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
                 else {
                     wgmma_wait<0>();
                 }
+                RAGGED_TRACE(tid == 128, r, 5);
                 fence_regs<NS * 4>(s);
                 if (lane == 0) {
                     mbar_arrive(k_empty + 8 * st);
@@ -668,6 +770,7 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
                                                               ws_key_base<TS, BN>(nb_first, band.lkv), BN, i0, i_last,
                                                               row_in_tile, lt, sl2, nb_first * BN, fr);
                 if constexpr (!PL) wgmma_pack_p<BF16, BN>(s, pa);
+                RAGGED_TRACE(tid == 128, r, 6);
             }
             // PL: the previous block's tail runs at the top of the next block, after its mbarrier waits
             // (loops, so basic blocks of their own). In one basic block with softmax (n), ptxas
@@ -744,6 +847,9 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
                 wsp_issue_pv<BF16, PV, BN, DP>(acc, pa, s_v + sp * V_BYTES);
                 wgmma_commit();
                 ws_turn_pass<PP, NC>(c);
+                RAGGED_TRACE(tid == 128, r, 7);
+                RAGGED_TRACE_VALUE(tid == 128, r, 8, nb_last - nb_first);
+                RAGGED_TRACE_VALUE(tid == 128, r, 9, w);
                 if constexpr (EO) {
                     pending = true;
                     pend = out;
@@ -765,7 +871,7 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
             if (pending) flush();
             reset();
         }
-        wsp_store_o<BF16, DTO, TSQ>(acc, m_i, l_i, out, row_in_tile, lt, sl2, o_seq, lse_seq);
+        wsp_store_o<BF16, DTO, TSQ, C::WO>(acc, m_i, l_i, out, row_in_tile, lt, sl2, o_seq, lse_seq, o_wide);
     }
     if (EO) {
         wgmma_wait<0>();
