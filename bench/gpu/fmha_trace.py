@@ -86,6 +86,10 @@ def analyse(tr, label, call_ms):
     us = lambda cycles: cycles / ghz / 1e3  # noqa: E731
     x = np.array([i[0] for i in items], dtype=np.float64)
     y = np.array([i[1] for i in items], dtype=np.float64)
+    if len(np.unique(x)) < 2:
+        print(f"{label}: every item has {int(x[0])} key blocks, so a and b cannot be separated; median item "
+              f"{np.median(y) / ghz / 1e3 if rates else float('nan'):.2f} us")
+        return
     a, b0 = np.linalg.lstsq(np.stack([x, np.ones_like(x)], 1), y, rcond=None)[0]
     resid = y - (a * x + b0)
     n_items = len(items)
