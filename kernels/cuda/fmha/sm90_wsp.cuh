@@ -257,28 +257,8 @@ __device__ __forceinline__ WspOut wsp_out(const WsItem& it, u16* o, float* lse, 
     return out;
 }
 
-// The epilogue straight from registers: O = acc / l (4-byte stores, 4 lanes cover 16 contiguous bytes
-// of a row) and the LSE, for this thread's two rows of the tile.
-// The 4 x 4 transpose of a quad's 32-bit words: lane l holds x[0..3] = M[l][0..3] and gets M[0..3][l],
-// in two exchange stages (the 2 x 2 blocks off the diagonal, then the words within each block), two
-// shuffles each, selects on the lane's bits instead of a dynamic index (which would go to local memory).
-__device__ __forceinline__ void quad_transpose4(u32 (&x)[4], int lt) {
-    const bool b1 = (lt & 2) != 0, b0 = (lt & 1) != 0;
-    u32 a = __shfl_xor_sync(0xffffffffu, b1 ? x[0] : x[2], 2);
-    u32 b = __shfl_xor_sync(0xffffffffu, b1 ? x[1] : x[3], 2);
-    x[0] = b1 ? a : x[0];
-    x[1] = b1 ? b : x[1];
-    x[2] = b1 ? x[2] : a;
-    x[3] = b1 ? x[3] : b;
-    a = __shfl_xor_sync(0xffffffffu, b0 ? x[0] : x[1], 1);
-    b = __shfl_xor_sync(0xffffffffu, b0 ? x[2] : x[3], 1);
-    x[0] = b0 ? a : x[0];
-    x[2] = b0 ? b : x[2];
-    x[1] = b0 ? x[1] : a;
-    x[3] = b0 ? x[3] : b;
-}
-
-// O normalized by l and stored from the accumulator, and the LSE.
+// The epilogue straight from registers: O = acc / l and the LSE, for this thread's two rows of the
+// tile; 4-byte stores, 4 lanes covering 16 contiguous bytes of a row, unless WO and wide.
 // WO: where O's base and strides are 16-byte aligned (wide, uniform over the grid), 16-byte stores,
 // the quad's words of four n-tiles transposed so that each lane holds eight consecutive columns of its
 // row: a warp's store writes 64 bytes of each of 8 rows instead of 16, a quarter of the store
@@ -288,6 +268,7 @@ template <bool BF16, int DT, bool TSQ, bool WO = false>
 __device__ __forceinline__ void wsp_store_o(const float* acc, const float* m_i, const float* l_i, const WspOut& out,
                                             int row_in_tile, int lt, float sl2, i64 o_seq, i64 lse_seq,
                                             bool wide = false) {
+    static_assert(!WO || DT % 4 == 0, "WO stores whole groups of four n-tiles");
 #pragma unroll
     for (int hr = 0; hr < 2; ++hr) {
         const float l = quad_row_sum(l_i[hr]);
@@ -299,7 +280,6 @@ __device__ __forceinline__ void wsp_store_o(const float* acc, const float* m_i, 
             out.lp[(i64)r * lse_seq] = row_lse(m_i[hr], f, l);
         }
         if (WO && wide) {
-            static_assert(!WO || DT % 4 == 0, "whole groups of four n-tiles");
             u16* orow = out.op + (i64)r * o_seq;
 #pragma unroll
             for (int g = 0; g < DT / 4; ++g) {

@@ -17,6 +17,25 @@ __device__ __forceinline__ float quad_row_sum(float x) {
     return x;
 }
 
+// The 4 x 4 transpose of a quad's 32-bit words: lane l holds x[0..3] = M[l][0..3] and gets M[0..3][l],
+// in two exchange stages (the 2 x 2 blocks off the diagonal, then the words within each block), two
+// shuffles each, selects on the lane's bits instead of a dynamic index (which would go to local memory).
+__device__ __forceinline__ void quad_transpose4(u32 (&x)[4], int lt) {
+    const bool b1 = (lt & 2) != 0, b0 = (lt & 1) != 0;
+    u32 a = __shfl_xor_sync(0xffffffffu, b1 ? x[0] : x[2], 2);
+    u32 b = __shfl_xor_sync(0xffffffffu, b1 ? x[1] : x[3], 2);
+    x[0] = b1 ? a : x[0];
+    x[1] = b1 ? b : x[1];
+    x[2] = b1 ? x[2] : a;
+    x[3] = b1 ? x[3] : b;
+    a = __shfl_xor_sync(0xffffffffu, b0 ? x[0] : x[1], 1);
+    b = __shfl_xor_sync(0xffffffffu, b0 ? x[2] : x[3], 1);
+    x[0] = b0 ? a : x[0];
+    x[2] = b0 ? b : x[2];
+    x[1] = b0 ? x[1] : a;
+    x[3] = b0 ? x[3] : b;
+}
+
 // A row's natural-log LSE from its running max m (times f: in log2 units) and its quad-summed l;
 // -inf for a row that admitted no key.
 __device__ __forceinline__ float row_lse(float m, float f, float l) {
