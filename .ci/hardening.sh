@@ -53,6 +53,19 @@ for args in \
   # shellcheck disable=SC2086 # word splitting of the argument list is intended
   ASAN_OPTIONS="detect_leaks=0:halt_on_error=1" "$asan_host" $args | tail -n 2
 done
+# Issue 38 (tests/c/lifecycle.c): re-entrant logging callbacks, dlclose with a live handle after a
+# worker-pool execute, serialized bytes outliving their handle, handles across reloads.
+asan_lifecycle="target/asan/lifecycle_asan"
+gcc -std=c11 -O1 -g -fsanitize=address -fno-omit-frame-pointer -Iplugin/include -Iplugin/tests/c \
+  -o "$asan_lifecycle" plugin/tests/c/lifecycle.c -ldl -lpthread -lm
+for args in \
+  "reentrant $asan_plugin $inputs/graph_flagged.bin $inputs/engine_config.bin $inputs" \
+  "unload-live $asan_plugin $inputs/large/graph.bin $inputs/engine_config.bin $inputs/large 5" \
+  "serialized $asan_plugin $inputs/graph_flagged.bin $inputs/engine_config.bin 5" \
+  "reload $asan_plugin 300"; do
+  # shellcheck disable=SC2086 # word splitting of the argument list is intended
+  ASAN_OPTIONS="detect_leaks=0:halt_on_error=1" "$asan_lifecycle" $args | tail -n 2
+done
 elapsed
 
 echo "== hardening: ThreadSanitizer (threads mode: calling-thread and worker-pool executes on one context)"
@@ -84,6 +97,23 @@ tsan_threads() { # graph dir threads executes
 tsan_threads "$inputs/graph_flagged.bin" "$inputs" 8 200
 tsan_threads "$inputs/graph_flagged.bin" "$inputs" 8 200
 tsan_threads "$inputs/large/graph.bin" "$inputs/large" 8 50
+# The lifecycle modes: the callback's calls back into the plugin, and the pool stopped at unload.
+tsan_lifecycle="target/tsan/lifecycle_tsan"
+gcc -std=c11 -O1 -g -fsanitize=thread -Iplugin/include -Iplugin/tests/c -c -o "$tsan_lifecycle.o" \
+  plugin/tests/c/lifecycle.c
+gcc -o "$tsan_lifecycle" "$tsan_lifecycle.o" -Wl,--whole-archive "$tsan_rt" -Wl,--no-whole-archive \
+  -rdynamic -ldl -lpthread -lm -lrt
+for args in \
+  "reentrant $tsan_plugin $inputs/graph_flagged.bin $inputs/engine_config.bin $inputs" \
+  "unload-live $tsan_plugin $inputs/large/graph.bin $inputs/engine_config.bin $inputs/large 3" \
+  "serialized $tsan_plugin $inputs/graph_flagged.bin $inputs/engine_config.bin 3" \
+  "reload $tsan_plugin 50"; do
+  # shellcheck disable=SC2086 # word splitting of the argument list is intended
+  HIPDNN_RAGGED_SDPA_HOST_ENGINE=1 TSAN_OPTIONS="halt_on_error=1:exitcode=66" \
+    "$tsan_lifecycle" $args >target/tsan/lifecycle.log 2>&1 ||
+    { tail -n 80 target/tsan/lifecycle.log; echo "ThreadSanitizer: lifecycle ${args%% *} failed"; exit 1; }
+  tail -n 2 target/tsan/lifecycle.log
+done
 elapsed
 
 echo "== hardening: valgrind (load/execute/unload loop, inline and worker-pool executes: 0 memory errors, growth per loop)"
@@ -117,6 +147,23 @@ echo "valgrind: 0 errors; in use at exit: $few bytes after 2 loops, $many after 
 # and after 8 loops, 0 B per loop (before: 1 309 B per loop named in a suppression file, and
 # about 11.5 KB more, rayon's crossbeam-epoch collector, whenever the pool had run).
 [ "$growth" -eq 0 ] || { echo "memory per load/execute/unload loop grew by $growth bytes"; exit 1; }
+# Serialized bytes outliving their handle (issue 38: 1 775 B lost per loop when they could no
+# longer be returned once the handle was destroyed).
+lifecycle="target/tmp/hardening_build/lifecycle"
+serialized_in_use() { # loops -> bytes in use at exit; fails on any memory error
+  local log; log="$(mktemp)"
+  HIPDNN_RAGGED_SDPA_HOST_ENGINE=1 valgrind --error-exitcode=99 --leak-check=full \
+    --errors-for-leak-kinds=none --keep-debuginfo=yes --log-file="$log" \
+    "$lifecycle" serialized "$plugin" "$inputs/graph_flagged.bin" "$inputs/engine_config.bin" \
+    "$1" >/dev/null || { cat "$log" >&2; echo "valgrind: errors with $1 serialize loops" >&2; exit 1; }
+  sed -n 's/.*in use at exit: \([0-9,]*\) bytes.*/\1/p' "$log" | tr -d ,
+  rm -f "$log"
+}
+few="$(serialized_in_use 2)"
+many="$(serialized_in_use 8)"
+growth=$(( (many - few) / 6 ))
+echo "valgrind: serialize/destroy/return loops: $few bytes after 2 loops, $many after 8 ($growth per loop)"
+[ "$growth" -eq 0 ] || { echo "memory per serialize/destroy/return loop grew by $growth bytes"; exit 1; }
 elapsed
 
 echo "== hardening: fuzzing, ${fuzz_seconds} s per target"

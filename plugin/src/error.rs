@@ -29,9 +29,13 @@ pub enum PluginError {
     NoEngineName { engine_id: i64 },
 
     #[error(
-        "engine details buffer {address:#x} was not handed out by this handle, or was already destroyed"
+        "{what} buffer {address:#x} of {size} bytes was not lent through this handle, or was already returned"
     )]
-    UnknownEngineDetails { address: usize },
+    UnknownLentBuffer {
+        what: &'static str,
+        address: usize,
+        size: usize,
+    },
 
     #[error("malformed {what}: {detail}")]
     Malformed { what: &'static str, detail: String },
@@ -82,7 +86,7 @@ impl PluginError {
             | PluginError::EmptyBuffer { .. }
             | PluginError::NullIdBuffer { .. }
             | PluginError::UnknownObject { .. }
-            | PluginError::UnknownEngineDetails { .. }
+            | PluginError::UnknownLentBuffer { .. }
             | PluginError::Malformed { .. }
             | PluginError::NotApplicable { .. }
             | PluginError::MissingBuffer { .. }

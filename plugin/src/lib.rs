@@ -41,6 +41,7 @@ pub mod execution_context;
 pub mod exports;
 pub mod graph_plan;
 pub mod handle;
+pub mod lent;
 pub mod logging;
 pub mod overlap;
 pub mod overrides;

@@ -1,10 +1,13 @@
 //! Issue 13's regressions, each reproduced from C through the built `.so` (tests/c/hardening.c):
 //! oversized extents, GetEngineDetails racing Destroy, stale handles after address reuse,
 //! non-finite runtime scales, offsets inside an output, and load/unload loops with a logging
-//! callback from a library that is unloaded too.
+//! callback from a library that is unloaded too. Issue 38's, from tests/c/lifecycle.c: a logging
+//! callback calling back into the plugin, dlclose with a live handle after a worker-pool execute,
+//! serialized bytes returned after their handle is gone, and handles of earlier loads.
 //!
-//! `.ci/hardening.sh` runs the same C program against an AddressSanitizer build; the inputs it
-//! needs are the files [`inputs`] writes (`HARDENING_INPUTS` names the folder to keep them in).
+//! `.ci/hardening.sh` runs the same C programs against AddressSanitizer and ThreadSanitizer
+//! builds; the inputs they need are the files [`inputs`] writes (`HARDENING_INPUTS` names the
+//! folder to keep them in).
 
 mod common;
 
@@ -58,6 +61,7 @@ fn compile(source: &str, output: &str, extra: &[&str]) -> PathBuf {
 struct Built {
     host: PathBuf,
     sink: PathBuf,
+    lifecycle: PathBuf,
 }
 
 fn built() -> &'static Built {
@@ -65,6 +69,11 @@ fn built() -> &'static Built {
     BUILT.get_or_init(|| Built {
         host: compile("hardening.c", "hardening", &[]),
         sink: compile("log_sink.c", "liblog_sink.so", &["-shared", "-fPIC"]),
+        lifecycle: compile(
+            "lifecycle.c",
+            "lifecycle",
+            &[concat!("-I", env!("CARGO_MANIFEST_DIR"), "/include")],
+        ),
     })
 }
 
@@ -437,6 +446,85 @@ fn bad_input_is_refused_with_a_message_and_writes_nothing() {
     let stdout = assert_passed("bad-input", &out);
     assert!(
         stdout.contains("bad inputs refused with a message, no output written"),
+        "{stdout}"
+    );
+}
+
+fn run_lifecycle(args: &[&dyn AsRef<std::ffi::OsStr>]) -> String {
+    let mut command = Command::new(&built().lifecycle);
+    for arg in args {
+        command.arg(arg);
+    }
+    let out = command
+        .env("HIPDNN_RAGGED_SDPA_HOST_ENGINE", "1")
+        .env("LIFECYCLE_WATCHDOG_S", "120")
+        .output()
+        .expect("C host runs");
+    let mode = args
+        .first()
+        .map(|m| m.as_ref().to_string_lossy().into_owned());
+    assert_passed(mode.as_deref().unwrap_or("lifecycle"), &out)
+}
+
+/// Issue 38: a logging callback calls back into the plugin from every line — the first engine
+/// listing's (written inside its one-time initialisation, which deadlocked), every failing entry
+/// point's, and lines of calls whose handle and context the callback destroys (which waited for
+/// the call's own lease). Each call returns its own status and keeps its own last-error text.
+#[test]
+fn a_logging_callback_may_call_back_into_the_plugin() {
+    let dir = inputs();
+    let stdout = run_lifecycle(&[
+        &"reentrant",
+        &plugin_path(),
+        &dir.join("graph_flagged.bin"),
+        &dir.join("engine_config.bin"),
+        &dir,
+    ]);
+    assert!(
+        stdout.contains("23 entry points and 2 victim calls returned"),
+        "{stdout}"
+    );
+}
+
+/// Issue 38: dlclose with a handle still live after a worker-pool execute (a host that leaks a
+/// handle and unloads at exit) joins the pool's threads first; two spinning threads beside it
+/// make a thread left behind run, and crash, within the loop.
+#[test]
+fn unloading_with_a_live_handle_stops_the_worker_pool_first() {
+    let dir = inputs();
+    let stdout = run_lifecycle(&[
+        &"unload-live",
+        &plugin_path(),
+        &dir.join("large/graph.bin"),
+        &dir.join("engine_config.bin"),
+        &dir.join("large"),
+        &"10",
+    ]);
+    assert!(stdout.contains("10 loops unloaded the plugin"), "{stdout}");
+}
+
+/// Issue 38: serialized context bytes outlive the handle they were lent through, and come back
+/// through that handle value only, once.
+#[test]
+fn serialized_bytes_are_returned_after_their_handle_is_destroyed() {
+    let dir = inputs();
+    let stdout = run_lifecycle(&[
+        &"serialized",
+        &plugin_path(),
+        &dir.join("graph_flagged.bin"),
+        &dir.join("engine_config.bin"),
+        &"5",
+    ]);
+    assert!(stdout.contains("5 loops returned the bytes"), "{stdout}");
+}
+
+/// Issue 38: across 2 000 unload/reload cycles no handle of an earlier load is accepted by a later
+/// one (a 16-bit per-load tag had let 32 through).
+#[test]
+fn handles_of_earlier_loads_are_never_accepted() {
+    let stdout = run_lifecycle(&[&"reload", &plugin_path(), &"2000"]);
+    assert!(
+        stdout.contains("2000 loads, 0 stale handles accepted"),
         "{stdout}"
     );
 }

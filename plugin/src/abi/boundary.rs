@@ -53,11 +53,17 @@ impl BoundaryOutcome for () {
 /// `AssertUnwindSafe` is sound here because no state a body can leave half-updated survives a
 /// panic: registries and handles sit behind `parking_lot` locks whose guards release on unwind,
 /// and outputs are written only as the body's last step.
+///
+/// Log lines the call writes, its own failure report included, reach the host's callback after
+/// the body has ended (see `logging.rs`), so a callback may call any export, this one included.
 pub fn ffi_boundary<R: BoundaryOutcome>(function: &'static str, body: impl FnOnce() -> R) -> R::C {
-    match catch_unwind(AssertUnwindSafe(body)) {
+    logging::enter();
+    let c = match catch_unwind(AssertUnwindSafe(body)) {
         Ok(outcome) => outcome.into_c(function),
         Err(payload) => R::on_panic(function, &panic_message(payload.as_ref())),
-    }
+    };
+    logging::leave();
+    c
 }
 
 /// Records the failure for this thread and logs it; returns its status.

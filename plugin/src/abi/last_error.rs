@@ -32,6 +32,17 @@ pub fn set(message: &str) {
     });
 }
 
+/// This thread's message as it stands, to be put back with [`restore`].
+pub fn snapshot() -> Box<[u8; MAX_LEN]> {
+    LAST_ERROR.with(|cell| Box::new(*cell.borrow()))
+}
+
+/// Puts back a message taken with [`snapshot`] (log delivery uses it: a callback's calls into the
+/// plugin must not replace the error of the export that logged).
+pub fn restore(kept: &[u8; MAX_LEN]) {
+    LAST_ERROR.with(|cell| *cell.borrow_mut() = *kept);
+}
+
 /// The C string for this thread; valid for the thread's lifetime.
 pub fn as_c_ptr() -> *const c_char {
     LAST_ERROR.with(|cell| cell.as_ptr().cast::<c_char>().cast_const())

@@ -15,6 +15,7 @@ use crate::abi::types::{
 use crate::error::PluginError;
 use crate::execution_context::{CONTEXTS, ExecutionContext};
 use crate::handle::{EngineHandle, HANDLES};
+use crate::lent::{self, Kind};
 use crate::registry::Lease;
 use crate::{applicability, engine_config, engine_details, engines};
 use ragged_kernels::tensor::extent::check_workspace;
@@ -141,7 +142,11 @@ pub unsafe extern "C" fn hipdnnEnginePluginGetEngineDetails(
         let out = unsafe { Out::new(engine_details, "engine_details") }?;
         let engine = engines::find(engine_id).ok_or(PluginError::UnknownEngine { engine_id })?;
         applicability::require(engine, graph)?;
-        let (ptr, size) = crate::handle::lend_details(handle_key, engine_details::encode(engine));
+        let (ptr, size) = lent::lend(
+            Kind::EngineDetails,
+            handle_key,
+            engine_details::encode(engine),
+        );
         out.write(ConstData {
             ptr: ptr.cast::<c_void>(),
             size,
@@ -161,12 +166,17 @@ pub unsafe extern "C" fn hipdnnEnginePluginDestroyEngineDetails(
 ) -> Status {
     ffi_boundary("hipdnnEnginePluginDestroyEngineDetails", || {
         // The lending handle may be destroyed already: its buffers stay the caller's until
-        // returned here (see handle.rs), so only the buffer is looked up.
+        // returned here (see lent.rs), so only the buffer is looked up.
         non_null(handle, "handle")?;
         // SAFETY: forwarded caller contract.
         let slot = unsafe { InOut::new(engine_details, "engine_details") }?;
-        let lent = *slot.get();
-        crate::handle::return_details(handle as usize, lent.ptr as usize, lent.size)?;
+        let buffer = *slot.get();
+        lent::give_back(
+            Kind::EngineDetails,
+            handle as usize,
+            buffer.ptr as usize,
+            buffer.size,
+        )?;
         slot.write(ConstData {
             ptr: std::ptr::null(),
             size: 0,

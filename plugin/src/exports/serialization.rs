@@ -2,11 +2,7 @@
 //! `DestroySerializedExecutionContext` and `CreateExecutionContextFromSerialized`. hipDNN counts
 //! them only together; the byte format is [`crate::serialized_context`]'s.
 
-use std::collections::HashMap;
 use std::ffi::c_void;
-use std::sync::LazyLock;
-
-use parking_lot::Mutex;
 
 use crate::abi::boundary::ffi_boundary;
 use crate::abi::pointers::{InOut, Out, const_data};
@@ -15,16 +11,10 @@ use crate::engines;
 use crate::error::PluginError;
 use crate::execution_context::{CONTEXTS, ExecutionContext};
 use crate::exports::base::PLUGIN_VERSION;
+use crate::lent::{self, Kind};
 use crate::serialized_context::{self, SerializedContext};
 
-use super::engine::{lookup_context, lookup_handle};
-
-/// The handle a buffer was lent through, and its bytes.
-type Lent = (usize, Box<[u8]>);
-
-/// Serialized buffers lent to C until `DestroySerializedExecutionContext`, keyed by address,
-/// with the handle they were lent through (another handle may not free them).
-static LENT: LazyLock<Mutex<HashMap<usize, Lent>>> = LazyLock::new(|| Mutex::new(HashMap::new()));
+use super::engine::{lookup_context, lookup_handle, non_null};
 
 fn plugin_version() -> &'static str {
     PLUGIN_VERSION.to_str().unwrap_or("<non-utf8 version>")
@@ -50,10 +40,8 @@ pub unsafe extern "C" fn hipdnnEnginePluginSerializeExecutionContext(
             plugin_version: plugin_version(),
             engine_id: context.engine().id,
             graph: context.graph_bytes(),
-        })
-        .into_boxed_slice();
-        let (ptr, size) = (bytes.as_ptr(), bytes.len());
-        LENT.lock().insert(ptr as usize, (handle as usize, bytes));
+        });
+        let (ptr, size) = lent::lend(Kind::SerializedContext, handle as usize, bytes);
         out.write(ConstData {
             ptr: ptr.cast::<c_void>(),
             size,
@@ -62,7 +50,8 @@ pub unsafe extern "C" fn hipdnnEnginePluginSerializeExecutionContext(
     })
 }
 
-/// Frees bytes from `SerializeExecutionContext` and zeroes the struct.
+/// Frees bytes from `SerializeExecutionContext` and zeroes the struct; the handle they were lent
+/// through may have been destroyed since.
 ///
 /// # Safety
 /// `serialized_context` is NULL or valid for reads and writes of one `ConstData`.
@@ -74,31 +63,18 @@ pub unsafe extern "C" fn hipdnnEnginePluginDestroySerializedExecutionContext(
     ffi_boundary(
         "hipdnnEnginePluginDestroySerializedExecutionContext",
         || {
-            lookup_handle(handle)?;
+            // The lending handle may be destroyed already: the bytes stay the caller's until
+            // returned here (see lent.rs), so only the buffer is looked up.
+            non_null(handle, "handle")?;
             // SAFETY: forwarded caller contract.
             let slot = unsafe { InOut::new(serialized_context, "serialized_context") }?;
-            let lent = *slot.get();
-            let address = lent.ptr as usize;
-            {
-                let mut map = LENT.lock();
-                match map.get(&address) {
-                    Some((owner, bytes))
-                        if *owner == handle as usize && bytes.len() == lent.size =>
-                    {
-                        map.remove(&address);
-                    }
-                    _ => {
-                        return Err(PluginError::Malformed {
-                            what: "serialized_context",
-                            detail: format!(
-                                "buffer {address:#x} of {} bytes was not handed out by this handle, \
-                             or was already destroyed",
-                                lent.size
-                            ),
-                        });
-                    }
-                }
-            }
+            let buffer = *slot.get();
+            lent::give_back(
+                Kind::SerializedContext,
+                handle as usize,
+                buffer.ptr as usize,
+                buffer.size,
+            )?;
             slot.write(ConstData {
                 ptr: std::ptr::null(),
                 size: 0,
