@@ -5,9 +5,10 @@
  *
  *   reentrant PLUGIN GRAPH CONFIG DIR
  *       A logging callback that calls back into the plugin from every log line, for every entry
- *       point that logs (the first engine listing included), and one that destroys the handle
- *       and context of the call that is logging. Every call must return, with its own status and
- *       its own last-error text.
+ *       point that logs (the first engine listing, a declined graph, and each failing entry point
+ *       included), and one that destroys the handle and context of the call that is logging. Every
+ *       call must return, with its own status and its own last-error text. DIR holds the golden
+ *       variant pack and extent_2p60.bin (a graph the plugin declines).
  *   unload-live PLUGIN POOL_GRAPH CONFIG POOL_DIR LOOPS
  *       Each loop runs a graph on the worker pool, leaks its handle and context, and dlcloses the
  *       plugin while two threads spin beside it: no pool thread may outlive the library.
@@ -265,6 +266,18 @@ static void mode_reentrant(const char *path, const char *graph_path, const char 
     atomic_store(&stage, "a successful ExecuteOpGraph");
     CHECK(plugin.execute(h, ctx, NULL, pack, PACK) == SUCCESS, "ExecuteOpGraph: %s",
           last_error(&plugin));
+
+    /* A declined graph is logged at INFO with the reason, and the call still succeeds. */
+    snprintf(file, sizeof file, "%s/extent_2p60.bin", dir);
+    const_data_t declined = file_data(file);
+    atomic_store(&stage, "GetApplicableEngineIds declining a graph");
+    long before_decline = atomic_load(&lines);
+    int64_t none[4];
+    n = 99;
+    CHECK(plugin.applicable(h, &declined, none, 4, &n) == SUCCESS && n == 0,
+          "GetApplicableEngineIds on a declined graph: %u engines: %s", n, last_error(&plugin));
+    CHECK(atomic_load(&lines) > before_decline, "the decline wrote no log line");
+    free((void *)declined.ptr);
 
     /* Every entry point that logs, made to fail (each failure is logged at ERROR). */
     const_data_t empty = {NULL, 0};
