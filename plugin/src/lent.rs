@@ -37,8 +37,7 @@ struct Loan {
     bytes: Box<[u8]>,
 }
 
-/// Buffer address → its loan. A `BTreeMap` holds no table once empty, so nothing stays
-/// allocated behind this static when the last buffer comes back and the library is unloaded.
+/// Buffer address → its loan. A `BTreeMap`, because its empty value is `const` and holds no heap.
 static LENT: Mutex<BTreeMap<usize, Loan>> = Mutex::new(BTreeMap::new());
 
 /// Keeps `bytes` alive until [`give_back`] and returns where C may read them; `owner` is the key
@@ -58,6 +57,11 @@ pub fn give_back(kind: Kind, owner: usize, address: usize, size: usize) -> Resul
     match lent.get(&address) {
         Some(loan) if loan.kind == kind && loan.owner == owner && loan.bytes.len() == size => {
             lent.remove(&address);
+            if lent.is_empty() {
+                // An emptied map keeps its root node; a fresh one holds no heap, so nothing stays
+                // allocated behind this static when the library is unloaded.
+                *lent = BTreeMap::new();
+            }
             Ok(())
         }
         _ => Err(PluginError::UnknownLentBuffer {
