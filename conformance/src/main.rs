@@ -36,19 +36,23 @@ enum Validation {
 /// Conformance suites for hipDNN engine plugins.
 ///
 /// The gating suite loads fixture plugins declaring every API version of versioning.md §7 (found
-/// under --fixture-dir, default: this executable's directory, as cargo lays out target/<profile>)
-/// and also checks each PLUGIN's own row. The numeric and backward suites run the engines named
-/// by --host-engine on host buffers, the others on CUDA device buffers with --cuda, and report
-/// them as skipped without it.
+/// under --fixture-dir, default: this executable's directory, as cargo lays out target/<profile>;
+/// build them into target/release with `cargo build --release -p fixture-plugin --lib
+/// --examples`, into target/debug without --release) and also checks each PLUGIN's own row. The
+/// numeric and backward suites run the engines named by --host-engine on host buffers, the others
+/// on CUDA device buffers with --cuda, and report them as skipped without it.
 #[derive(Debug, Parser)]
 #[command(name = "ragged-conformance", version)]
 struct Args {
-    /// Plugin shared objects to test.
+    /// Plugin shared objects to test (at least one: a run that tests no plugin certifies
+    /// nothing).
+    #[arg(required = true)]
     plugins: Vec<PathBuf>,
     /// Suites to run (default: all).
     #[arg(long = "suite", value_enum)]
     suites: Vec<Suite>,
-    /// cargo profile directory holding the fixture plugin builds.
+    /// cargo profile directory holding the fixture plugin builds (default: this executable's
+    /// directory).
     #[arg(long)]
     fixture_dir: Option<PathBuf>,
     /// Where to write JUnit XML.

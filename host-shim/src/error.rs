@@ -29,12 +29,28 @@ pub enum ShimError {
     #[error("companion file '{path}': {message}")]
     Companion { path: PathBuf, message: String },
 
-    #[error("input '{path}' for tensor uid {uid}: {message}")]
+    #[error("input '{path}' for tensor uid {uid} '{name}': {message}")]
     Npy {
         path: PathBuf,
         uid: i64,
+        name: String,
         message: String,
     },
+
+    #[error("--inputs '{path}': {reason}")]
+    InputsDir { path: PathBuf, reason: String },
+
+    /// A file given as a graph that holds none: said in words before any decoder's detail.
+    #[error("'{path}' is not a graph file: {reason}")]
+    NotAGraph { path: PathBuf, reason: String },
+
+    /// No plugin loaded; `report` lists every place searched and what each held.
+    #[error("no engine plugin loaded\n{report}")]
+    NoPlugin { report: String },
+
+    /// `--cuda` without a usable CUDA device: nothing runs in its place.
+    #[error("--cuda: no usable CUDA device: {reason}")]
+    NoDevice { reason: String },
 
     #[error("no engine applicable to graph '{graph}' among the loaded plugins{hint}")]
     NoEngine { graph: String, hint: String },

@@ -143,13 +143,33 @@ fn npy_path(dir: &Path, attrs: &TensorAttributes) -> Option<PathBuf> {
 }
 
 /// Loads every non-virtual, non-output tensor found in `dir` (dense ones first, so that ragged
-/// primaries find their offsets already supplied).
+/// primaries find their offsets already supplied). A `dir` that is not a directory is an error:
+/// a mistyped path must not turn into a run on random data.
 pub fn load_npy_dir(
     graph: &Graph,
     dir: &Path,
     outputs: &std::collections::BTreeSet<i64>,
     pre: &mut PreSuppliedInputs,
 ) -> Result<Vec<i64>, ShimError> {
+    match std::fs::metadata(dir) {
+        Ok(meta) if meta.is_dir() => {}
+        Ok(_) => {
+            return Err(ShimError::InputsDir {
+                path: dir.to_path_buf(),
+                reason: "not a directory".to_owned(),
+            });
+        }
+        Err(e) => {
+            return Err(ShimError::InputsDir {
+                path: dir.to_path_buf(),
+                reason: if e.kind() == std::io::ErrorKind::NotFound {
+                    "no such directory".to_owned()
+                } else {
+                    e.to_string()
+                },
+            });
+        }
+    }
     let mut loaded = Vec::new();
     let candidates = graph
         .tensors
@@ -163,11 +183,13 @@ pub fn load_npy_dir(
         let fail = |message: String| ShimError::Npy {
             path: path.clone(),
             uid: attrs.uid,
+            name: attrs.name.clone(),
             message,
         };
-        let values = npy::read(&path).map_err(fail)?;
+        let array = npy::read(&path).map_err(fail)?;
         let mut tensor = allocate(attrs, pre).map_err(fail)?;
-        npy::fill(&values, tensor.host_data_mut()).map_err(fail)?;
+        npy::check_input_shape(&array.shape, &*tensor).map_err(fail)?;
+        npy::fill(&array.values, tensor.host_data_mut()).map_err(fail)?;
         let shared: Arc<dyn TensorMut> = Arc::from(tensor);
         pre.insert(attrs.uid, shared as Arc<dyn Tensor>);
         loaded.push(attrs.uid);

@@ -22,16 +22,38 @@ use hipdnn_shim::harness::ValidationMode;
 
 use commands::run::GraphRun;
 
+/// `hipdnn-shim --help`: where plugins come from and how paths resolve, which a user cannot
+/// guess (relative paths follow hipDNN, not the shell), and the environment the shim sets.
+const LONG_ABOUT: &str = "\
+Loads hipDNN engine plugins as hipDNN does and runs graphs through them.
+
+Where plugins come from (`hipdnn-shim plugins` prints each place and what it held; a command
+that finds none lists every place it searched):
+  1. --plugin-dir PATH, else HIPDNN_PLUGIN_DIR=PATH, and nothing else (as in hipDNN, it
+     replaces the default): a directory is scanned non-recursively for *.so, anything else
+     is loaded as one file. A relative PATH resolves against the folder of this executable,
+     not the current directory, as hipDNN resolves it against its backend library's folder:
+     from the checkout, write \"$PWD/PATH\".
+  2. With neither, the first of these (relative to this executable's folder) that holds a
+     plugin; only that one is loaded:
+       hipdnn_plugins/engines/              hipDNN's default
+       libhipdnn_provider_ragged_sdpa.so    the plugin cargo built beside this executable
+                                            (cargo xtask demo; cargo build --release -p
+                                            ragged-plugin)
+       ../../lib/hipdnn_plugins/engines/    the layout `cargo xtask dist` writes, seen from
+                                            the checkout's target/<profile>/
+
+HIPDNN_RAGGED_SDPA_HOST_ENGINE is set to 1 unless the environment sets it: the shim binds
+host buffers, so it asks the project plugin to list its CPU host engine next to a GPU runtime
+too. Log lines at HIPDNN_LOG_LEVEL (default info here, so hipDNN's skip lines show) go to
+stderr, or are appended to the file HIPDNN_LOG_FILE names.";
+
 /// Loads hipDNN engine plugins as hipDNN does and runs graphs through them.
-///
-/// Plugins come from HIPDNN_PLUGIN_DIR (a directory scanned non-recursively for *.so, or one
-/// file), replacing the default hipdnn_plugins/engines/ beside this executable. Log lines at
-/// HIPDNN_LOG_LEVEL (default info here, so hipDNN's skip lines show) go to stderr, or are
-/// appended to the file HIPDNN_LOG_FILE names.
 #[derive(Debug, Parser)]
-#[command(name = "hipdnn-shim", version)]
+#[command(name = "hipdnn-shim", version, long_about = LONG_ABOUT)]
 struct Cli {
-    /// Use this plugin directory or file instead of HIPDNN_PLUGIN_DIR.
+    /// Load plugins from this directory or file only (instead of HIPDNN_PLUGIN_DIR and the
+    /// default places); relative: against this executable's folder, as HIPDNN_PLUGIN_DIR.
     #[arg(long, global = true)]
     plugin_dir: Option<PathBuf>,
     #[command(subcommand)]
@@ -61,8 +83,10 @@ struct GraphArgs {
     #[arg(long)]
     engine: Option<String>,
     /// Directory of .npy inputs named <uid>.npy or <tensor name>.npy (physical buffers; bf16 and
-    /// fp16 as uint16 bit patterns, or any float dtype to be converted). Missing inputs are
-    /// seeded random.
+    /// fp16 as uint16 bit patterns, or any float dtype to be converted). Each array's shape is
+    /// the one run writes for the tensor ([tokens, H, D] for ragged buffers, the dims for
+    /// row-major dense ones) or the flat buffer; inputs without a file are seeded random. The
+    /// directory must exist.
     #[arg(long)]
     inputs: Option<PathBuf>,
     /// Companion file with ragged offsets and seq_lens (default: <graph stem>.offsets.json beside
@@ -77,8 +101,10 @@ struct GraphArgs {
     /// no other engine.
     #[arg(long = "host-engine", default_values_t = ["RAGGED_SDPA_HOST_REFERENCE".to_string()])]
     host_engines: Vec<String>,
-    /// Run engines that are not --host-engine on CUDA device 0 (inputs copied to device buffers,
-    /// outputs copied back).
+    /// Run an engine that is not a --host-engine on CUDA device 0 (inputs copied to device
+    /// buffers, outputs copied back). Without a usable CUDA device, or without an applicable
+    /// device engine, the command fails saying why; it runs a host engine only where --engine
+    /// names one, and says so.
     #[arg(long)]
     cuda: bool,
     #[command(flatten)]
@@ -140,7 +166,8 @@ enum Command {
     /// against the float64 oracle: one line per case, then "N passed, M failed, K declined";
     /// exit 1 if any failed.
     Bundle {
-        /// Root of the bundle tree.
+        /// Root of the bundle tree, or a corpus folder holding one as bundles/ beside
+        /// expectations.json (host-shim/tests/corpus).
         dir: PathBuf,
         /// Engine name or 0x-hex id (default: the first applicable host engine).
         #[arg(long)]
@@ -187,6 +214,11 @@ fn graph_run(args: GraphArgs, plugin_dir: Option<PathBuf>) -> GraphRun {
 }
 
 fn main() -> ExitCode {
+    if std::env::var_os(host::HOST_ENGINE_ENV).is_none() {
+        // SAFETY: the first statement of main: the process has no other thread yet, so nothing
+        // reads or writes the environment concurrently.
+        unsafe { std::env::set_var(host::HOST_ENGINE_ENV, "1") };
+    }
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Plugins => {

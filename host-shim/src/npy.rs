@@ -5,7 +5,14 @@ use std::io::Read;
 use std::path::Path;
 
 use half::{bf16, f16};
+use ragged_kernels::tensor::{Tensor, packed_strides};
 use ragged_kernels::{HostData, HostDataMut};
+
+/// An array read from a file: its header's shape and its values in C order.
+pub struct NpyArray {
+    pub shape: Vec<u64>,
+    pub values: NpyValues,
+}
 
 /// Values read from a file, before conversion to a tensor's element type.
 pub enum NpyValues {
@@ -29,7 +36,7 @@ impl NpyValues {
 }
 
 /// Reads a little-endian, C-order array of any shape.
-pub fn read(path: &Path) -> Result<NpyValues, String> {
+pub fn read(path: &Path) -> Result<NpyArray, String> {
     let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
     let npy = npyz::NpyFile::new(std::io::BufReader::new(file)).map_err(|e| e.to_string())?;
     if npy.order() != npyz::Order::C {
@@ -49,6 +56,7 @@ pub fn read(path: &Path) -> Result<NpyValues, String> {
             ));
         }
     };
+    let shape = npy.shape().to_vec();
     // The shape is the file's claim: a size that cannot exist is an error, not an overflow.
     let count = npy.len();
     let promised = usize::try_from(count)
@@ -76,7 +84,7 @@ pub fn read(path: &Path) -> Result<NpyValues, String> {
         a[..c.len()].copy_from_slice(c);
         a
     };
-    Ok(match descr.as_str() {
+    let values = match descr.as_str() {
         "<f8" => NpyValues::Float(chunks.map(|c| f64::from_le_bytes(arr(c))).collect()),
         "<f4" => NpyValues::Float(
             chunks
@@ -95,7 +103,84 @@ pub fn read(path: &Path) -> Result<NpyValues, String> {
                 .map(|c| f16::from_bits(u16::from_le_bytes([c[0], c[1]])))
                 .collect(),
         ),
-    })
+    };
+    Ok(NpyArray { shape, values })
+}
+
+/// The shape an output is written with: `[tokens, H, D]` for ragged buffers (as the golden files
+/// store them), the dims for row-major packed dense ones, flat otherwise.
+///
+/// `.npy` stores C order, so the dims are only true of a buffer whose strides are row-major: a
+/// gap-free but permuted buffer (a dense `[B, H, S, D]` O in BSHD memory order, the common case)
+/// labelled with its dims would read back transposed.
+pub fn shape_of(t: &dyn Tensor) -> Vec<u64> {
+    let len = t.host_data().len() as u64;
+    let dims: Vec<u64> = t.dims().iter().map(|d| *d as u64).collect();
+    if let Some(info) = t.ragged_iteration_info()
+        && dims.len() == 4
+        && matches!(info.seq_axis, 1 | 2)
+    {
+        // The head axis is the middle axis that is not the sequence (either dims order).
+        let heads = dims[3 - info.seq_axis];
+        let row = heads * dims[3];
+        if row > 0 && len.is_multiple_of(row) {
+            return vec![len / row, heads, dims[3]];
+        }
+    }
+    if t.ragged_iteration_info().is_none()
+        && t.strides() == packed_strides(t.dims())
+        && dims.iter().try_fold(1u64, |n, d| n.checked_mul(*d)) == Some(len)
+    {
+        return dims;
+    }
+    vec![len]
+}
+
+/// Checks that an input array of `shape` describes `t`'s buffer: the shape [`shape_of`] writes
+/// for it, the flat buffer, or a 0-d array for a one-element buffer. An array of the right element
+/// count in any other shape is refused: its C order would put other elements where the buffer
+/// expects these (a `[B, S, H, D]` array for a ragged `[tokens, H, D]` buffer, a transposed dense
+/// one), and the run would compute on silently permuted data.
+pub fn check_input_shape(shape: &[u64], t: &dyn Tensor) -> Result<(), String> {
+    let len = t.host_data().len() as u64;
+    let written = shape_of(t);
+    if shape == written.as_slice() || shape == [len] || (shape.is_empty() && len == 1) {
+        return Ok(());
+    }
+    let accepted = if written.len() == 1 {
+        format!("the flat buffer {}", shape_text(&written))
+    } else {
+        let what = if t.ragged_iteration_info().is_some() {
+            "[tokens, H, D]"
+        } else {
+            "its dims"
+        };
+        format!(
+            "{} ({what}) or the flat buffer {}",
+            shape_text(&written),
+            shape_text(&[len])
+        )
+    };
+    Err(format!(
+        "array shape {} does not match the tensor, which takes {accepted}",
+        shape_text(shape)
+    ))
+}
+
+/// A shape as NumPy prints it: `(5, 2, 16)`, `(160,)`, `()`.
+fn shape_text(shape: &[u64]) -> String {
+    match shape {
+        [] => "()".to_owned(),
+        [one] => format!("({one},)"),
+        _ => format!(
+            "({})",
+            shape
+                .iter()
+                .map(u64::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }
 }
 
 /// Copies `values` into a tensor buffer of the same length, converting to its element type.
@@ -172,6 +257,8 @@ pub fn write(path: &Path, data: HostData<'_>, shape: &[u64]) -> std::io::Result<
 
 #[cfg(test)]
 mod tests {
+    use ragged_kernels::DenseTensor;
+
     use super::*;
 
     /// A version-1.0 `.npy` file with the given header dict and data bytes.
@@ -217,14 +304,54 @@ mod tests {
     }
 
     #[test]
+    fn only_row_major_dense_buffers_are_labelled_with_their_dims() {
+        let row_major = DenseTensor::<f32>::packed(vec![2, 3, 4, 5]);
+        // [B, H, S, D] dims over BSHD memory: gap-free, but not C order.
+        let bshd = DenseTensor::<f32>::new(vec![2, 3, 4, 5], vec![60, 5, 15, 1]);
+        match (row_major, bshd) {
+            (Ok(row_major), Ok(bshd)) => {
+                assert_eq!(shape_of(&row_major), vec![2, 3, 4, 5]);
+                assert_eq!(shape_of(&bshd), vec![120]);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn an_input_takes_the_written_shape_or_the_flat_buffer_and_nothing_else() {
+        let dense = DenseTensor::<f32>::packed(vec![2, 3, 4]).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(check_input_shape(&[2, 3, 4], &dense), Ok(()));
+        assert_eq!(check_input_shape(&[24], &dense), Ok(()));
+        assert_eq!(
+            check_input_shape(&[4, 3, 2], &dense),
+            Err(
+                "array shape (4, 3, 2) does not match the tensor, which takes (2, 3, 4) (its dims) \
+                 or the flat buffer (24,)"
+                    .to_owned()
+            )
+        );
+        let permuted = DenseTensor::<f32>::new(vec![2, 3, 4, 5], vec![60, 5, 15, 1])
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            check_input_shape(&[2, 3, 4, 5], &permuted),
+            Err("array shape (2, 3, 4, 5) does not match the tensor, which takes the flat buffer (120,)".to_owned()),
+            "dims over a permuted buffer would read back transposed"
+        );
+        let one = DenseTensor::<f32>::packed(vec![1, 1, 1, 1]).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(check_input_shape(&[], &one), Ok(()));
+    }
+
+    #[test]
     fn reads_little_endian_int32() {
         let path = npy_file(
             "ok.npy",
             "{'descr': '<i4', 'fortran_order': False, 'shape': (2,), }",
             &[7, 0, 0, 0, 0xff, 0xff, 0xff, 0xff],
         );
-        let values = read(&path);
+        let array = read(&path);
         std::fs::remove_file(&path).unwrap();
-        assert!(matches!(values, Ok(NpyValues::Int(v)) if v == [7, -1]));
+        assert!(
+            matches!(array, Ok(NpyArray { shape, values: NpyValues::Int(v) }) if v == [7, -1] && shape == [2])
+        );
     }
 }

@@ -58,7 +58,16 @@ fn the_corpus_runs_with_the_recorded_outcomes() {
         .map(|(k, v)| (k.clone(), v["expect"].as_str().unwrap_or("?").to_owned()))
         .collect();
 
-    let (out, stdout, stderr) = bundle(&corpus().join("bundles"));
+    // The corpus folder as README.md names it: the shim walks its bundles/ tree.
+    let (out, stdout, stderr) = bundle(&corpus());
+    assert!(
+        stderr.contains(&format!(
+            "bundle tree: {} ('{}' is a corpus folder: its bundles/ beside expectations.json)",
+            corpus().join("bundles").display(),
+            corpus().display()
+        )),
+        "{stderr}"
+    );
     let got = outcomes(&stdout);
     let mut problems = Vec::new();
     for (name, want) in &expected {

@@ -1,5 +1,6 @@
 //! `cargo xtask demo`: the main job. Builds `hipdnn-shim` and the plugin (release), points
-//! `HIPDNN_PLUGIN_DIR` at the built plugin, enables the CPU host engine, and runs the example
+//! `HIPDNN_PLUGIN_DIR` at the built plugin (the shim itself lists the CPU host engine: it sets
+//! `HIPDNN_RAGGED_SDPA_HOST_ENGINE=1` when the environment leaves it unset), and runs the example
 //! ragged SDPA graph with `--verify`, so the exit status says whether the plugin's output agrees
 //! with the shim's float64 oracle — an evaluation of the SDPA formula that shares no code with the
 //! host engine (which is kernels' CPU reference), so a wrong host engine fails the demo. Then it
@@ -63,13 +64,12 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), String> {
     }
     let out_dir = target_dir(root).join("demo-outputs");
     eprintln!(
-        "xtask demo: HIPDNN_PLUGIN_DIR={} HIPDNN_RAGGED_SDPA_HOST_ENGINE=1 hipdnn-shim run {EXAMPLE_GRAPH} --engine {HOST_ENGINE} --verify",
+        "xtask demo: HIPDNN_PLUGIN_DIR={} hipdnn-shim run {EXAMPLE_GRAPH} --engine {HOST_ENGINE} --verify",
         plugin.display()
     );
     let status = Command::new(&shim)
         .current_dir(root)
         .env("HIPDNN_PLUGIN_DIR", &plugin)
-        .env("HIPDNN_RAGGED_SDPA_HOST_ENGINE", "1")
         .args([
             "run",
             EXAMPLE_GRAPH,
@@ -90,7 +90,6 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), String> {
     let status = Command::new(&shim)
         .current_dir(root)
         .env("HIPDNN_PLUGIN_DIR", &plugin)
-        .env("HIPDNN_RAGGED_SDPA_HOST_ENGINE", "1")
         .args(["bundle", CORPUS, "--engine", HOST_ENGINE])
         .status()
         .map_err(|e| format!("running {}: {e}", shim.display()))?;

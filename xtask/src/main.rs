@@ -18,27 +18,34 @@ fn workspace_root() -> PathBuf {
         .to_path_buf()
 }
 
-fn usage() -> ExitCode {
-    eprintln!(
-        "usage: cargo xtask <command>\n\n\
-         commands:\n  \
-         codegen [--check]   regenerate schema/src/generated from schema/fbs with flatc 25.12.19\n  \
-         dist [--release]    lay out lib/hipdnn_plugins/engines/ with the plugin\n  \
-         demo                the main job: a ragged SDPA graph through hipdnn-shim on the host engine"
-    );
-    ExitCode::from(2)
-}
+/// The commands, for `--help` and for a call that names none or an unknown one.
+const USAGE: &str = "usage: cargo xtask <command>\n\n\
+     commands:\n  \
+     codegen [--check]   regenerate schema/src/generated from schema/fbs with flatc 25.12.19\n  \
+     dist [--release]    lay out lib/hipdnn_plugins/engines/ with the plugin\n  \
+     demo                the main job: a ragged SDPA graph through hipdnn-shim on the host engine\n  \
+     help, --help, -h    print this text";
 
+/// Asked-for usage goes to stdout with success; usage after a wrong call goes to stderr with
+/// status 2, so a script can tell the two apart.
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let Some((cmd, rest)) = args.split_first() else {
-        return usage();
+        eprintln!("{USAGE}");
+        return ExitCode::from(2);
     };
     let result = match cmd.as_str() {
+        "help" | "--help" | "-h" => {
+            println!("{USAGE}");
+            return ExitCode::SUCCESS;
+        }
         "codegen" => codegen::run(&workspace_root(), rest),
         "dist" => dist::run(&workspace_root(), rest),
         "demo" => demo::run(&workspace_root(), rest),
-        _ => return usage(),
+        other => {
+            eprintln!("xtask: unknown command '{other}'\n\n{USAGE}");
+            return ExitCode::from(2);
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -28,37 +28,75 @@ pub const FIXTURE_MAIN_FILE: &str = "libhipdnn_fixture_plugin.so";
 pub const FIXTURE_NO_API_VERSION_FILE: &str = "libhipdnn_fixture_no_api_version.so";
 pub const FIXTURE_WITH_OVERRIDES_FILE: &str = "libhipdnn_fixture_with_overrides.so";
 
-/// The command that builds all three fixture artefacts.
+/// The command that builds all three fixture artefacts in the dev profile (`target/debug`).
 pub const FIXTURE_BUILD_COMMAND: &str = "cargo build -p fixture-plugin --lib --examples";
+
+/// The command that builds the fixture artefacts into `profile_dir`, a cargo profile directory
+/// `<target>/<profile>`: `--release` for `release`, `--profile NAME` for a custom profile, nothing
+/// for `debug` (the dev profile's directory). The directory's name is the profile's, so a tool
+/// run from `target/release` names the command that fills `target/release`, not `target/debug`.
+pub fn fixture_build_command(profile_dir: &Path) -> String {
+    match profile_dir.file_name().and_then(|n| n.to_str()) {
+        None | Some("debug") => FIXTURE_BUILD_COMMAND.to_owned(),
+        Some("release") => "cargo build --release -p fixture-plugin --lib --examples".to_owned(),
+        Some(profile) => {
+            format!("cargo build --profile {profile} -p fixture-plugin --lib --examples")
+        }
+    }
+}
 
 impl FixtureArtifacts {
     /// Finds the artefacts under a cargo profile directory (`<target>/debug`): the library in the
     /// profile directory or `deps/` (where `cargo test` leaves it), the variants in `examples/`.
+    /// When any is missing the error names every path looked at for each missing one and the
+    /// command that builds them into this directory.
     pub fn locate(profile_dir: &Path) -> Result<FixtureArtifacts, HostError> {
-        let find = |candidates: &[PathBuf]| -> Result<PathBuf, HostError> {
-            newest_existing(candidates).ok_or_else(|| {
-                HostError::Harness(format!(
-                    "fixture plugin not found (looked for {}); build it with `{FIXTURE_BUILD_COMMAND}`",
+        let main = [
+            profile_dir.join("deps").join(FIXTURE_MAIN_FILE),
+            profile_dir.join(FIXTURE_MAIN_FILE),
+        ];
+        let no_api_version = [profile_dir
+            .join("examples")
+            .join(FIXTURE_NO_API_VERSION_FILE)];
+        let with_overrides = [profile_dir
+            .join("examples")
+            .join(FIXTURE_WITH_OVERRIDES_FILE)];
+        match (
+            newest_existing(&main),
+            newest_existing(&no_api_version),
+            newest_existing(&with_overrides),
+        ) {
+            (Some(main), Some(no_api_version), Some(with_overrides)) => Ok(FixtureArtifacts {
+                main,
+                no_api_version,
+                with_overrides,
+            }),
+            (main_found, no_api_found, with_found) => {
+                let missing: Vec<String> = [
+                    (main_found.is_none(), &main[..]),
+                    (no_api_found.is_none(), &no_api_version[..]),
+                    (with_found.is_none(), &with_overrides[..]),
+                ]
+                .into_iter()
+                .filter(|(missing, _)| *missing)
+                .map(|(_, candidates)| {
                     candidates
                         .iter()
                         .map(|p| p.display().to_string())
                         .collect::<Vec<_>>()
-                        .join(", ")
-                ))
-            })
-        };
-        Ok(FixtureArtifacts {
-            main: find(&[
-                profile_dir.join("deps").join(FIXTURE_MAIN_FILE),
-                profile_dir.join(FIXTURE_MAIN_FILE),
-            ])?,
-            no_api_version: find(&[profile_dir
-                .join("examples")
-                .join(FIXTURE_NO_API_VERSION_FILE)])?,
-            with_overrides: find(&[profile_dir
-                .join("examples")
-                .join(FIXTURE_WITH_OVERRIDES_FILE)])?,
-        })
+                        .join(" or ")
+                })
+                .collect();
+                Err(HostError::Harness(format!(
+                    "the gating suite's fixture plugins are not built in {}: missing {}; build \
+                     them with `{}`, or pass --fixture-dir with the cargo profile directory that \
+                     holds them",
+                    profile_dir.display(),
+                    missing.join(", "),
+                    fixture_build_command(profile_dir)
+                )))
+            }
+        }
     }
 }
 
@@ -367,4 +405,25 @@ fn run_row(
         })
         .collect();
     Ok(RowResult { row, cells, log })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_fixture_build_command_fills_the_profile_directory_it_is_for() {
+        assert_eq!(
+            fixture_build_command(Path::new("/ws/target/debug")),
+            "cargo build -p fixture-plugin --lib --examples"
+        );
+        assert_eq!(
+            fixture_build_command(Path::new("/ws/target/release")),
+            "cargo build --release -p fixture-plugin --lib --examples"
+        );
+        assert_eq!(
+            fixture_build_command(Path::new("/ws/target/bench")),
+            "cargo build --profile bench -p fixture-plugin --lib --examples"
+        );
+    }
 }

@@ -13,7 +13,7 @@
 //! without a usable CUDA device nothing runs: the command prints `skipped: --cuda: REASON` and
 //! exits with status [`SKIPPED_EXIT`], so a script never mistakes it for a pass.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use hipdnn_shim::harness::{DeviceRun, Harness, ValidationMode};
 use hipdnn_shim::log::{Log, Source};
@@ -69,11 +69,19 @@ pub fn run(args: &BundleRun) -> Result<Verdict, ShimError> {
         Some(Ok(d)) => Some(d),
         None => None,
     };
-    let cases = integration_bundle::discover(&args.dir).map_err(|message| ShimError::Bundle {
-        path: args.dir.clone(),
+    let root = tree_root(&args.dir);
+    if root != args.dir {
+        eprintln!(
+            "bundle tree: {} ('{}' is a corpus folder: its bundles/ beside expectations.json)",
+            root.display(),
+            args.dir.display()
+        );
+    }
+    let cases = integration_bundle::discover(&root).map_err(|message| ShimError::Bundle {
+        path: root.clone(),
         message,
     })?;
-    let (_, mut manager) = host::load_plugins(args.plugin_dir.clone());
+    let mut manager = host::require_plugins(args.plugin_dir.clone())?;
     host::flush_log(&mut manager.log);
     let (mut passed, mut failed, mut declined) = (0, 0, 0);
     for case in &cases {
@@ -107,6 +115,18 @@ pub fn run(args: &BundleRun) -> Result<Verdict, ShimError> {
     } else {
         Verdict::Failed
     })
+}
+
+/// The bundle tree to walk: `dir`, or `dir/bundles` when `dir` is a corpus folder laid out as
+/// `host-shim/tests/corpus/` is (the tree in `bundles/`, `expectations.json` beside it). Walking
+/// the corpus folder itself would take `expectations.json` for a graph bundle without metadata.
+fn tree_root(dir: &Path) -> PathBuf {
+    let bundles = dir.join("bundles");
+    if bundles.is_dir() && dir.join("expectations.json").is_file() {
+        bundles
+    } else {
+        dir.to_path_buf()
+    }
 }
 
 /// The plugins' decline lines logged since the last call, joined.
@@ -210,5 +230,23 @@ fn run_case(
             problems.join("; ")
         )),
         Err(e) => Outcome::Failed(e.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_corpus_folder_is_walked_from_its_bundles_and_any_other_folder_as_it_is() {
+        let dir =
+            std::env::temp_dir().join(format!("hipdnn-shim-bundle-root-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("bundles")).unwrap_or_else(|e| panic!("{e}"));
+        // A bundles/ folder alone is an ordinary subtree of a bundle tree.
+        assert_eq!(tree_root(&dir), dir);
+        std::fs::write(dir.join("expectations.json"), "{}").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(tree_root(&dir), dir.join("bundles"));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -7,9 +7,14 @@ use hipdnn_shim::engine_id::hex_id;
 
 use crate::host;
 
+/// Prints where the shim looked and what it loaded; `false` when no plugin loaded, after the
+/// report of every place searched and what to do.
 pub fn run(plugin_dir: Option<PathBuf>) -> bool {
-    let (path, mut manager) = host::load_plugins(plugin_dir);
-    println!("search path: {}", path.display());
+    let (search, mut manager) = host::load_plugins(plugin_dir);
+    println!("{}", search.listing());
+    if let Some(place) = search.chosen.map(|c| &search.places[c]) {
+        println!("search path: {}", place.path.display());
+    }
     for p in &manager.plugins {
         println!("plugin {} ({})", p.name, p.plugin.path().display());
         println!("  version: {}", p.version);
@@ -49,9 +54,11 @@ pub fn run(plugin_dir: Option<PathBuf>) -> bool {
             r.reason.replace('\n', "\n  ")
         );
     }
-    if manager.plugins.is_empty() && manager.rejected.is_empty() {
-        println!("no plugin files found");
-    }
     host::flush_log(&mut manager.log);
-    !manager.plugins.is_empty()
+    if manager.plugins.is_empty() {
+        // The places and rejections are printed above; the error adds what to do.
+        eprintln!("hipdnn-shim: no engine plugin loaded{}", search.advice());
+        return false;
+    }
+    true
 }

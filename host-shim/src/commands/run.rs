@@ -14,7 +14,6 @@ use hipdnn_shim::harness::{
 use hipdnn_shim::log::Log;
 use hipdnn_shim::manager::PluginManager;
 use ragged_kernels::runtime::cuda::runtime::CudaRuntime;
-use ragged_kernels::tensor::{Tensor, packed_strides};
 use ragged_schema::model::Graph;
 
 use crate::error::ShimError;
@@ -107,23 +106,62 @@ pub(crate) fn supplied_inputs(
     Ok(pre)
 }
 
-/// Loads the plugins, dispatches the graph as the backend does and picks the engine; `cuda`
-/// allows one that is not a `--host-engine`.
+/// Loads the plugins, dispatches the graph as the backend does and picks the engine.
+///
+/// `cuda` asks for an engine that is not a `--host-engine`, on a device: without a usable CUDA
+/// device that is an error before anything loads, and without `--engine` the first applicable
+/// device engine is chosen, never a host engine in its place (a `--cuda` run that printed PASS
+/// from the CPU engine would claim a device result that never existed).
 pub(crate) fn choose_engine(
     args: &GraphRun,
     graph: &Graph,
     cuda: bool,
 ) -> Result<(PluginManager, Candidate), ShimError> {
-    let (_, mut manager) = host::load_plugins(args.plugin_dir.clone());
+    if cuda {
+        hipdnn_shim::harness::cuda_device().map_err(|e| ShimError::NoDevice {
+            reason: e.to_string(),
+        })?;
+    }
+    let mut manager = host::require_plugins(args.plugin_dir.clone())?;
     let candidates = host::applicable_engines(&mut manager, graph);
     host::flush_log(&mut manager.log);
-    let candidate = host::choose(
-        &candidates?,
-        args.engine.as_deref(),
-        &args.host_engines,
-        cuda,
-        graph,
-    )?;
+    let candidates = candidates?;
+    let candidate = if cuda && args.engine.is_none() {
+        let on_device: Vec<Candidate> = candidates
+            .iter()
+            .filter(|c| !args.host_engines.contains(&c.engine_name))
+            .cloned()
+            .collect();
+        if on_device.is_empty() {
+            return Err(ShimError::NoEngine {
+                graph: graph.name.clone(),
+                hint: format!(
+                    " that runs on the CUDA device (--cuda): applicable: [{}], all --host-engine \
+                     (the device engines' reasons are in the log lines above)",
+                    candidates
+                        .iter()
+                        .map(|c| c.engine_name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            });
+        }
+        host::choose(&on_device, None, &args.host_engines, true, graph)?
+    } else {
+        host::choose(
+            &candidates,
+            args.engine.as_deref(),
+            &args.host_engines,
+            cuda,
+            graph,
+        )?
+    };
+    if cuda && args.host_engines.contains(&candidate.engine_name) {
+        eprintln!(
+            "--cuda: engine {} is a --host-engine named by --engine: it runs on host buffers",
+            candidate.engine_name
+        );
+    }
     eprintln!(
         "engine {} ({}) of plugin '{}'",
         candidate.engine_name,
@@ -169,35 +207,6 @@ pub(crate) fn with_spinner<T>(message: String, work: impl FnOnce() -> T) -> T {
     let out = work();
     spinner.finish_and_clear();
     out
-}
-
-/// The shape an output is written with: `[tokens, H, D]` for ragged buffers (as the golden files
-/// store them), the dims for row-major packed dense ones, flat otherwise.
-///
-/// `.npy` stores C order, so the dims are only true of a buffer whose strides are row-major: a
-/// gap-free but permuted buffer (a dense `[B, H, S, D]` O in BSHD memory order, the common case)
-/// labelled with its dims would read back transposed.
-pub(crate) fn npy_shape(t: &dyn Tensor) -> Vec<u64> {
-    let len = t.host_data().len() as u64;
-    let dims: Vec<u64> = t.dims().iter().map(|d| *d as u64).collect();
-    if let Some(info) = t.ragged_iteration_info()
-        && dims.len() == 4
-        && matches!(info.seq_axis, 1 | 2)
-    {
-        // The head axis is the middle axis that is not the sequence (either dims order).
-        let heads = dims[3 - info.seq_axis];
-        let row = heads * dims[3];
-        if row > 0 && len.is_multiple_of(row) {
-            return vec![len / row, heads, dims[3]];
-        }
-    }
-    if t.ragged_iteration_info().is_none()
-        && t.strides() == packed_strides(t.dims())
-        && dims.iter().try_fold(1u64, |n, d| n.checked_mul(*d)) == Some(len)
-    {
-        return dims;
-    }
-    vec![len]
 }
 
 pub fn run(
@@ -309,7 +318,7 @@ fn write_outputs(
     for &uid in outputs {
         let t = bundle.get(uid)?;
         let path = out_dir.join(format!("{uid}.npy"));
-        npy::write(&path, t.host_data(), &npy_shape(t)).map_err(|source| ShimError::Write {
+        npy::write(&path, t.host_data(), &npy::shape_of(t)).map_err(|source| ShimError::Write {
             path: path.clone(),
             source,
         })?;
@@ -364,25 +373,4 @@ pub(crate) fn report_verification(
     }
     println!("PASS");
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use ragged_kernels::DenseTensor;
-
-    use super::*;
-
-    #[test]
-    fn only_row_major_dense_buffers_are_labelled_with_their_dims() {
-        let row_major = DenseTensor::<f32>::packed(vec![2, 3, 4, 5]);
-        // [B, H, S, D] dims over BSHD memory: gap-free, but not C order.
-        let bshd = DenseTensor::<f32>::new(vec![2, 3, 4, 5], vec![60, 5, 15, 1]);
-        match (row_major, bshd) {
-            (Ok(row_major), Ok(bshd)) => {
-                assert_eq!(npy_shape(&row_major), vec![2, 3, 4, 5]);
-                assert_eq!(npy_shape(&bshd), vec![120]);
-            }
-            other => panic!("{other:?}"),
-        }
-    }
 }
