@@ -5,4 +5,3 @@ pub mod bundle;
 pub mod inspect;
 pub mod plugins;
 pub mod run;
-pub mod run_graph;

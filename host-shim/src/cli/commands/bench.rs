@@ -4,7 +4,8 @@
 use std::io::IsTerminal;
 use std::time::Duration;
 
-use crate::commands::run::{GraphRun, prepare};
+use crate::commands::run::GraphRun;
+use crate::commands::run::forward::prepare;
 use crate::error::ShimError;
 
 /// Runs below this many iterations finish too fast for a progress bar to help.

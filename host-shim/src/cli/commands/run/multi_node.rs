@@ -9,7 +9,7 @@ use std::time::Instant;
 use hipdnn_shim::harness::{GraphHarness, ValidationMode, outputs_of};
 use ragged_schema::model::Graph;
 
-use super::run::{
+use super::shared::{
     GraphRun, choose_engine, flush_and_write_outputs, forward_oracle_heading, report_verification,
     supplied_inputs, with_spinner,
 };

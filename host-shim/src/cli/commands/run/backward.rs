@@ -14,27 +14,13 @@ use hipdnn_shim::harness::{DeviceRun, ValidationMode};
 use hipdnn_shim::oracle_backward;
 use ragged_schema::model::Graph;
 
-use crate::commands::run::{
+use super::shared::{
     GraphRun, choose_engine, device_for, flush_and_write_outputs, report_execute_time,
     report_verification, supplied_inputs,
 };
 use crate::error::ShimError;
-use crate::graph_file;
 
-/// Runs `args.graph` if it is a single backward node; `None` leaves it to the forward path
-/// (which also reports a graph file that cannot be read).
-pub fn maybe_run(
-    args: &GraphRun,
-    out_dir: Option<&Path>,
-    verify: bool,
-    mode: ValidationMode,
-) -> Option<Result<(), ShimError>> {
-    let graph = graph_file::load(&args.graph).ok()?;
-    backward_node(&graph)?;
-    Some(run(args, graph, out_dir, verify, mode))
-}
-
-fn run(
+pub fn run(
     args: &GraphRun,
     graph: Graph,
     out_dir: Option<&Path>,

@@ -10,7 +10,6 @@ mod inputs;
 mod integration_bundle;
 mod npy;
 mod oracle;
-mod run_backward;
 mod shape_overrides;
 mod verify;
 

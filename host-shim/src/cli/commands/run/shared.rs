@@ -1,5 +1,6 @@
-//! `hipdnn-shim run GRAPH`: dispatch as hipDNN would, execute one engine on host buffers, write
-//! the outputs as `.npy`, and with `--verify` compare them with the float64 oracle.
+//! What the three kinds of `run` share: the arguments, the inputs supplied from the companion
+//! file and `--inputs`, the engine chosen as hipDNN's dispatch would, the outputs written as
+//! `.npy`, and the verification report.
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -7,10 +8,7 @@ use std::time::{Duration, Instant};
 
 use std::collections::BTreeSet;
 
-use hipdnn_shim::harness::{
-    Bundle, Comparison, DeviceRun, Harness, PreSuppliedInputs, SdpaRoles, ValidationMode,
-    is_multi_node,
-};
+use hipdnn_shim::harness::{Bundle, Comparison, PreSuppliedInputs, ValidationMode};
 use hipdnn_shim::log::Log;
 use hipdnn_shim::manager::PluginManager;
 use ragged_kernels::runtime::cuda::runtime::CudaRuntime;
@@ -21,7 +19,7 @@ use crate::host::{self, Candidate};
 use crate::shape_overrides::OverrideArgs;
 use crate::{graph_file, inputs, npy};
 
-/// What `run` and `bench` share.
+/// The arguments of `run` and `bench`.
 #[derive(Debug, Clone)]
 pub struct GraphRun {
     pub graph: PathBuf,
@@ -36,40 +34,6 @@ pub struct GraphRun {
     pub cuda: bool,
     /// Shapes of an ExecuteOpGraphWithOverrides call; empty: plain ExecuteOpGraph.
     pub overrides: OverrideArgs,
-}
-
-/// Graph loaded, inputs supplied, engine chosen.
-pub struct Prepared {
-    /// The graph the plan is compiled for (the file's).
-    pub compiled: Graph,
-    /// The graph the buffers describe: `compiled` with the call's shape overrides applied.
-    pub graph: Graph,
-    pub manager: PluginManager,
-    pub candidate: Candidate,
-    pub harness: Harness,
-}
-
-pub fn prepare(args: &GraphRun) -> Result<Prepared, ShimError> {
-    let compiled = load_valid(args)?;
-    let graph = args.overrides.target(&compiled)?;
-    if graph != compiled {
-        graph.validate().map_err(|e| {
-            ShimError::Override(format!(
-                "the graph with the overridden shapes is invalid: {e}"
-            ))
-        })?;
-    }
-    let roles = SdpaRoles::of(&graph)?;
-    let pre = supplied_inputs(args, &graph, &roles.outputs)?;
-    let (manager, candidate) = choose_engine(args, &compiled, args.cuda)?;
-    let harness = Harness::new(graph.clone(), &pre, args.seed)?;
-    Ok(Prepared {
-        compiled,
-        graph,
-        manager,
-        candidate,
-        harness,
-    })
 }
 
 /// The graph file, validated.
@@ -207,74 +171,6 @@ pub(crate) fn with_spinner<T>(message: String, work: impl FnOnce() -> T) -> T {
     let out = work();
     spinner.finish_and_clear();
     out
-}
-
-pub fn run(
-    args: &GraphRun,
-    out_dir: Option<&Path>,
-    verify: bool,
-    mode: ValidationMode,
-) -> Result<(), ShimError> {
-    if let Some(result) = crate::run_backward::maybe_run(args, out_dir, verify, mode) {
-        return result;
-    }
-    let graph = graph_file::load(&args.graph)?;
-    if is_multi_node(&graph) {
-        return super::run_graph::run(args, graph, out_dir, verify, mode);
-    }
-    let mut p = prepare(args)?;
-    let plugin = &p.manager.plugins[p.candidate.plugin_index];
-    let handle = plugin.plugin.create_handle()?;
-    let device = device_for(args, &p.candidate)?;
-    let overridden = !args.overrides.is_empty();
-    if overridden && device.is_some() {
-        return Err(ShimError::Usage(
-            "--override-* runs on host engines only (the device path has no override route)",
-        ));
-    }
-    let start = Instant::now();
-    with_spinner(
-        format!("executing {}", p.candidate.engine_name),
-        || -> Result<(), ShimError> {
-            match device {
-                Some(d) => p
-                    .harness
-                    .run_engine_on_device(&handle, p.candidate.engine_id, d)?,
-                None if overridden => {
-                    let config = ragged_schema::wire::encode_engine_config(
-                        &ragged_schema::model::EngineConfig::new(p.candidate.engine_id),
-                    );
-                    let bytes = ragged_schema::wire::encode_graph(&p.compiled);
-                    let context = handle.create_execution_context(&config, &bytes)?;
-                    let applied = p
-                        .harness
-                        .execute_overridden(plugin, &p.compiled, &context)?;
-                    let uids: Vec<i64> = applied.iter().map(|o| o.uid).collect();
-                    eprintln!(
-                        "executed through ExecuteOpGraphWithOverrides: {} override(s), uids {uids:?}",
-                        applied.len()
-                    );
-                }
-                None => p.harness.run_engine(&handle, p.candidate.engine_id)?,
-            }
-            Ok(())
-        },
-    )?;
-    report_execute_time(start, device.is_some());
-    flush_and_write_outputs(
-        &mut p.manager.log,
-        args,
-        out_dir,
-        &p.harness.engine,
-        &p.harness.roles.outputs,
-    )?;
-    if !verify {
-        return Ok(());
-    }
-    let comparisons = with_spinner("evaluating the float64 oracle".into(), || {
-        crate::verify::against_oracle(&mut p.harness, mode)
-    })?;
-    report_verification(&p.graph, &comparisons, mode, &forward_oracle_heading(mode))
 }
 
 /// After an execute: the plugin's log lines flushed, then each output of `bundle` written as
