@@ -7,7 +7,39 @@
 use std::fmt;
 
 use crate::dtype::DataType;
-use crate::sdpa_backward::BackwardFeature;
+
+/// A backward feature the graph asks for and the CPU reference does not compute. It lives with
+/// the error type that carries it, so the error module depends on no algorithm.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum BackwardFeature {
+    /// Dropout with this probability (any value above 0, or NaN).
+    Dropout {
+        /// The requested probability.
+        probability: f32,
+    },
+    /// An additive attention bias (`attn_mask_tensor_uid`).
+    AttnBias,
+    /// ALiBi positional bias.
+    Alibi,
+    /// The bias gradient output.
+    DBias,
+    /// FP8 operands, which the tensor SDK cannot hold.
+    Fp8,
+}
+
+impl fmt::Display for BackwardFeature {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BackwardFeature::Dropout { probability } => {
+                write!(f, "dropout (probability {probability})")
+            }
+            BackwardFeature::AttnBias => f.write_str("an additive attention bias"),
+            BackwardFeature::Alibi => f.write_str("an ALiBi mask"),
+            BackwardFeature::DBias => f.write_str("the bias gradient dBias"),
+            BackwardFeature::Fp8 => f.write_str("FP8 operands"),
+        }
+    }
+}
 
 /// The role a tensor plays in the SDPA forward operation; used to say which input is wrong.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -9,11 +9,10 @@
 mod passes;
 mod problem;
 
-use std::fmt;
-
 use half::{bf16, f16};
 
 use crate::dtype::{DataType, FloatElement};
+pub use crate::error::BackwardFeature;
 use crate::error::{KernelError, Role};
 use crate::gemm::{MR, NR};
 use crate::sdpa::MaskBand;
@@ -53,38 +52,6 @@ pub struct BackwardOutputs<'a> {
     pub dk: &'a mut dyn TensorMut,
     /// Gradient of V (summed likewise).
     pub dv: &'a mut dyn TensorMut,
-}
-
-/// A backward feature the graph asks for and this reference does not compute.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum BackwardFeature {
-    /// Dropout with this probability (any value above 0, or NaN).
-    Dropout {
-        /// The requested probability.
-        probability: f32,
-    },
-    /// An additive attention bias (`attn_mask_tensor_uid`).
-    AttnBias,
-    /// ALiBi positional bias.
-    Alibi,
-    /// The bias gradient output.
-    DBias,
-    /// FP8 operands, which the tensor SDK cannot hold.
-    Fp8,
-}
-
-impl fmt::Display for BackwardFeature {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            BackwardFeature::Dropout { probability } => {
-                write!(f, "dropout (probability {probability})")
-            }
-            BackwardFeature::AttnBias => f.write_str("an additive attention bias"),
-            BackwardFeature::Alibi => f.write_str("an ALiBi mask"),
-            BackwardFeature::DBias => f.write_str("the bias gradient dBias"),
-            BackwardFeature::Fp8 => f.write_str("FP8 operands"),
-        }
-    }
 }
 
 /// Resolved backward parameters. The plugin resolves scale and band from the graph exactly as
