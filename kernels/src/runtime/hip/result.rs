@@ -6,6 +6,7 @@ use std::ffi::{CStr, c_void};
 use std::path::PathBuf;
 
 use super::sys::{self, Entry, HipStatus, HipStream, HipSys};
+use crate::runtime::library::NotFound;
 
 const HIP_SUCCESS: HipStatus = 0;
 /// `hipErrorInvalidValue`: what HIP 5 answers for memory it never allocated.
@@ -80,6 +81,18 @@ pub enum HipError {
         /// The compiler log.
         log: String,
     },
+}
+
+impl HipError {
+    /// The raw layer's "no candidate opened" for `library` (`sys::HIP_LIBRARY` or
+    /// `sys::HIPRTC_LIBRARY`), as the checked error that names it.
+    pub fn not_found(library: &'static str, not_found: NotFound) -> Self {
+        HipError::LibraryNotFound {
+            library,
+            tried: not_found.tried,
+            last_error: not_found.last_error,
+        }
+    }
 }
 
 /// The function of `entry`, or the error naming it.

@@ -44,7 +44,7 @@ pub struct HipAllocation {
 impl HipRuntime {
     /// Loads the first loadable candidate and reads its version.
     pub fn load_from(candidates: &[PathBuf]) -> Result<Self, HipError> {
-        let sys = HipSys::load(candidates)?;
+        let sys = HipSys::load(candidates).map_err(|e| HipError::not_found(sys::HIP_LIBRARY, e))?;
         let version = hip::runtime_version(&sys)?;
         Ok(Self { sys, version })
     }
@@ -331,7 +331,8 @@ impl Hiprtc {
     /// Loads hipRTC from the first loadable candidate; every function the compile path calls
     /// must be present.
     pub fn load_from(candidates: &[PathBuf]) -> Result<Self, HipError> {
-        let sys = HiprtcSys::load(candidates)?;
+        let sys =
+            HiprtcSys::load(candidates).map_err(|e| HipError::not_found(sys::HIPRTC_LIBRARY, e))?;
         let lib = sys::HIPRTC_LIBRARY;
         hip::need(lib, &sys.path, sys.create_program)?;
         hip::need(lib, &sys.path, sys.compile_program)?;

@@ -12,8 +12,7 @@ use std::path::{Path, PathBuf};
 
 use libloading::Library;
 
-use super::result::HipError;
-use crate::runtime::library::{self, open_first};
+use crate::runtime::library::{self, NotFound, open_first};
 
 /// `hipError_t`.
 pub type HipStatus = i32;
@@ -117,13 +116,8 @@ pub struct HipSys {
 
 impl HipSys {
     /// Opens the first loadable candidate and resolves every symbol it has.
-    pub fn load(candidates: &[PathBuf]) -> Result<Self, HipError> {
-        let (lib, path) =
-            library::open_first_resident(candidates).map_err(|e| HipError::LibraryNotFound {
-                library: HIP_LIBRARY,
-                tried: e.tried,
-                last_error: e.last_error,
-            })?;
+    pub fn load(candidates: &[PathBuf]) -> Result<Self, NotFound> {
+        let (lib, path) = library::open_first_resident(candidates)?;
         // SAFETY: each type alias above transcribes the prototype in hip_runtime_api.h (ROCm
         // 5, 6 and 7 agree on all of them) for the symbol it is resolved for.
         unsafe {
@@ -171,12 +165,8 @@ pub struct HiprtcSys {
 
 impl HiprtcSys {
     /// Opens the first loadable candidate and resolves every symbol it has.
-    pub fn load(candidates: &[PathBuf]) -> Result<Self, HipError> {
-        let (lib, path) = open_first(candidates).map_err(|e| HipError::LibraryNotFound {
-            library: HIPRTC_LIBRARY,
-            tried: e.tried,
-            last_error: e.last_error,
-        })?;
+    pub fn load(candidates: &[PathBuf]) -> Result<Self, NotFound> {
+        let (lib, path) = open_first(candidates)?;
         // SAFETY: each type alias transcribes the prototype in hiprtc.h for its symbol.
         unsafe {
             Ok(Self {
