@@ -140,10 +140,48 @@ fn pdl_setting(value: Option<&std::ffi::OsStr>) -> ProgrammaticLaunches {
     }
 }
 
-/// (D_qk, D_v) of an entry point of [`FORWARD_KERNELS`].
-pub fn head_dims(kernel: &str) -> Option<(i64, i64)> {
-    let index = FORWARD_KERNELS.iter().position(|&k| k == kernel)?;
-    HEAD_DIMS.get(index / 2).copied()
+/// A compiled forward entry point, keyed by what selects it: element type and (D_qk, D_v). Built
+/// only by [`ForwardKernel::select`] from a pair the kernel file compiles, so its name and its head
+/// dims cannot disagree, and nothing recovers the dims from the name later.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ForwardKernel {
+    dtype: DataType,
+    d_qk: i64,
+    d_v: i64,
+    name: &'static str,
+}
+
+impl ForwardKernel {
+    /// The entry point for `dtype` with Q/K head dim `d_qk` and V/O head dim `d_v`, if compiled.
+    pub fn select(dtype: DataType, d_qk: i64, d_v: i64) -> Option<Self> {
+        let name = forward_kernel(dtype, d_qk, d_v)?;
+        Some(Self {
+            dtype,
+            d_qk,
+            d_v,
+            name,
+        })
+    }
+
+    /// The entry point's symbol in the module.
+    pub fn name(self) -> &'static str {
+        self.name
+    }
+
+    /// Element type of Q, K, V and O.
+    pub fn dtype(self) -> DataType {
+        self.dtype
+    }
+
+    /// Q/K head dim.
+    pub fn d_qk(self) -> i64 {
+        self.d_qk
+    }
+
+    /// V/O head dim.
+    pub fn d_v(self) -> i64 {
+        self.d_v
+    }
 }
 
 /// Tile shape and launch shape of one forward entry point, as the compiled module states it
@@ -305,15 +343,19 @@ mod tests {
     };
 
     #[test]
-    fn head_dims_invert_forward_kernel() {
+    fn a_selected_kernel_keeps_its_key() {
         for dims in HEAD_DIMS {
             for dtype in [DataType::BF16, DataType::F16] {
-                let kernel = forward_kernel(dtype, dims.0, dims.1).expect("compiled dims");
-                assert_eq!(head_dims(kernel), Some(dims), "{kernel}");
+                let kernel = ForwardKernel::select(dtype, dims.0, dims.1).expect("compiled dims");
+                assert_eq!((kernel.d_qk(), kernel.d_v()), dims, "{}", kernel.name());
+                assert_eq!(kernel.dtype(), dtype);
+                assert_eq!(Some(kernel.name()), forward_kernel(dtype, dims.0, dims.1));
             }
         }
-        assert_eq!(head_dims("ragged_fmha_fwd_f16_d192v128"), Some((192, 128)));
-        assert_eq!(head_dims("ragged_fmha_prepass"), None);
+        let d192 = ForwardKernel::select(DataType::F16, 192, 128).map(ForwardKernel::name);
+        assert_eq!(d192, Some("ragged_fmha_fwd_f16_d192v128"));
+        assert_eq!(ForwardKernel::select(DataType::F32, 64, 64), None);
+        assert_eq!(ForwardKernel::select(DataType::BF16, 192, 192), None);
         assert_eq!(
             tensor_map_symbol("ragged_fmha_fwd_bf16_d128"),
             "ragged_fmha_fwd_bf16_d128_tma"

@@ -3,7 +3,6 @@
 //! module may publish) and again per execute for the tile the loaded module does publish.
 
 use super::device_abi::{self, TileConfig};
-use super::plan::FmhaPlan;
 use crate::runtime::cuda::error::GpuError;
 
 /// Regions inside the workspace start on this boundary (the caller's pointer is aligned up).
@@ -43,22 +42,6 @@ pub struct LaunchGeometry {
     pub grid_blocks: u32,
     /// Scratch layout for this BM (never larger than the plan's).
     pub workspace: WorkspaceLayout,
-}
-
-/// The geometry of `plan` under `tiles`.
-pub fn geometry(plan: &FmhaPlan, tiles: TileConfig) -> Result<LaunchGeometry, GpuError> {
-    let (max_tiles, grid_blocks, workspace) = grid_and_workspace(
-        i64::from(plan.batch),
-        i64::from(plan.s_q_max),
-        i64::from(plan.heads_q),
-        i64::from(tiles.block_m),
-    )?;
-    Ok(LaunchGeometry {
-        tiles,
-        max_tiles,
-        grid_blocks,
-        workspace,
-    })
 }
 
 /// (tiles per batch, grid blocks, workspace) for query tiles of `block_m` rows.

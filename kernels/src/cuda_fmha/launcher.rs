@@ -14,7 +14,7 @@ use cudarc::driver::sys::{self as cu, CUstream};
 use super::device_abi;
 use super::device_abi::TileConfig;
 use super::fused_list;
-use super::geometry::{LaunchGeometry, WORKSPACE_ALIGNMENT, geometry};
+use super::geometry::{LaunchGeometry, WORKSPACE_ALIGNMENT};
 use super::loading::{Load, LoadedKernels, ModuleCache};
 use super::plan::FmhaPlan;
 use super::tensor_maps::tensor_map_args;
@@ -136,7 +136,7 @@ impl FmhaEngine {
         // SAFETY: forwarded from this function's contract.
         let ctx = unsafe { context_of_stream(stream) }?;
         let loaded = self.loaded(&ctx)?;
-        geometry(plan, loaded.config(plan.kernel)?)
+        plan.geometry(loaded.config(plan.kernel.name())?)
     }
 
     /// The kernels of `ctx`. Execute needs only these: the [`Prepared`] report (a sorted copy of
@@ -177,7 +177,7 @@ impl FmhaEngine {
         // SAFETY: `stream` is null or live (this function's contract).
         let ctx = unsafe { context_of_stream(stream) }?;
         let loaded = self.loaded(&ctx)?;
-        let geometry = geometry(plan, loaded.config(plan.kernel)?)?;
+        let geometry = plan.geometry(loaded.config(plan.kernel.name())?)?;
         if geometry.workspace.total_bytes > buffers.workspace_bytes {
             return Err(GpuError::WorkspaceTooSmall {
                 required: geometry.workspace.total_bytes,
@@ -194,9 +194,9 @@ impl FmhaEngine {
         // The fused list: an entry point that publishes NAME_fl builds the pre-pass's list itself
         // when handed a nonce (kernels/cuda/fmha/fused_list.cuh), for problems its blocks can sort.
         // Validation reads the error flag between the two launches, so it keeps the pre-pass.
-        let takes_maps = loaded.takes_tensor_maps(plan.kernel);
+        let takes_maps = loaded.takes_tensor_maps(plan.kernel.name());
         let fused = mode == ExecuteMode::Enqueue
-            && loaded.builds_fused_list(plan.kernel)
+            && loaded.builds_fused_list(plan.kernel.name())
             && fused_list::fits(plan.batch, geometry.max_tiles, geometry.tiles.threads)
             && fused_list::enabled();
         let nonce = if fused { fused_list::next_nonce() } else { 0 };
@@ -222,7 +222,7 @@ impl FmhaEngine {
         let tiles = geometry.tiles;
         let forward = loaded
             .module
-            .function(plan.kernel, tiles.shared_mem_bytes)?;
+            .function(plan.kernel.name(), tiles.shared_mem_bytes)?;
         let forward_config = LaunchConfig {
             grid: (geometry.grid_blocks, 1, 1),
             block: (tiles.threads, 1, 1),
@@ -230,7 +230,11 @@ impl FmhaEngine {
         };
         let args = forward_args(plan, &geometry, buffers, base);
         let maps = if takes_maps {
-            Some(tensor_map_args(plan, &tiles, buffers)?)
+            Some(tensor_map_args(
+                plan,
+                &tiles,
+                [buffers.q, buffers.k, buffers.v],
+            )?)
         } else {
             None
         };

@@ -41,11 +41,8 @@ fn test_plan(with_lse: bool) -> FmhaPlan {
 }
 
 fn test_geometry(plan: &FmhaPlan) -> LaunchGeometry {
-    geometry(
-        plan,
-        TileConfig::from_raw(plan.kernel, [192, 64, 384, 115_712]).unwrap(),
-    )
-    .unwrap()
+    plan.geometry(TileConfig::from_raw(plan.kernel.name(), [192, 64, 384, 115_712]).unwrap())
+        .unwrap()
 }
 
 fn buffers(plan: &FmhaPlan) -> FmhaBuffers {

@@ -7,8 +7,8 @@
 //! monotonicity) is left to the device pre-pass, because reading offsets on the host would
 //! synchronise the stream on every execute.
 
-use super::device_abi::{self, FlagUids, MIN_BLOCK_M};
-use super::geometry::{WorkspaceLayout, grid_and_workspace};
+use super::device_abi::{self, FlagUids, ForwardKernel, MIN_BLOCK_M, TileConfig};
+use super::geometry::{LaunchGeometry, WorkspaceLayout, grid_and_workspace};
 use crate::contract::{self, Decline};
 use crate::problem::{IndexInput, Offsets, Operand, RaggedSdpaProblem};
 use crate::runtime::cuda::error::GpuError;
@@ -53,7 +53,7 @@ pub struct RowStrides {
 #[derive(Debug, Clone, PartialEq)]
 pub struct FmhaPlan {
     /// The forward entry point.
-    pub kernel: &'static str,
+    pub kernel: ForwardKernel,
     /// B.
     pub batch: i32,
     /// S_q_max.
@@ -101,6 +101,22 @@ impl FmhaPlan {
     /// Bytes of workspace the caller must provide.
     pub fn workspace_bytes(&self) -> u64 {
         self.workspace.total_bytes
+    }
+
+    /// The launch shape under the tile configuration the loaded module publishes.
+    pub fn geometry(&self, tiles: TileConfig) -> Result<LaunchGeometry, GpuError> {
+        let (max_tiles, grid_blocks, workspace) = grid_and_workspace(
+            i64::from(self.batch),
+            i64::from(self.s_q_max),
+            i64::from(self.heads_q),
+            i64::from(tiles.block_m),
+        )?;
+        Ok(LaunchGeometry {
+            tiles,
+            max_tiles,
+            grid_blocks,
+            workspace,
+        })
     }
 
     /// The uids named by device validation errors.
@@ -201,7 +217,7 @@ pub fn plan(problem: &RaggedSdpaProblem) -> Result<FmhaPlan, Decline> {
         _ => -1,
     };
 
-    let kernel = device_abi::forward_kernel(dtype, d, d_v).ok_or_else(|| {
+    let kernel = ForwardKernel::select(dtype, d, d_v).ok_or_else(|| {
         Decline::new(
             q.uid,
             format!("{} data type/head dim", q.role),

@@ -1,7 +1,6 @@
 use super::*;
 use crate::MaskBand;
 use crate::cuda_fmha::device_abi::TileConfig;
-use crate::cuda_fmha::geometry::geometry;
 use crate::problem::tests::{dense_stats, in_bhsd_order, problem, ragged};
 use crate::problem::{IndexInput, IndexWidth};
 
@@ -27,7 +26,7 @@ fn with_head_dim(p: &mut RaggedSdpaProblem, d: i64, dtype: DataType) {
 #[test]
 fn a_supported_graph_gets_its_geometry() {
     let plan = plan(&problem()).unwrap();
-    assert_eq!(plan.kernel, "ragged_fmha_fwd_bf16_d128");
+    assert_eq!(plan.kernel.name(), "ragged_fmha_fwd_bf16_d128");
     assert_eq!((plan.batch, plan.s_q_max, plan.s_kv_max), (3, 200, 300));
     assert_eq!((plan.heads_q, plan.heads_kv), (8, 2));
     assert_eq!(
@@ -69,8 +68,8 @@ fn a_supported_graph_gets_its_geometry() {
 fn geometry_follows_the_published_tile_config() {
     let plan = plan(&problem()).unwrap();
     // The sm_90a d128 configuration: BM = 192, 384 threads.
-    let tiles = TileConfig::from_raw(plan.kernel, [192, 64, 384, 115_712]).unwrap();
-    let g = geometry(&plan, tiles).unwrap();
+    let tiles = TileConfig::from_raw(plan.kernel.name(), [192, 64, 384, 115_712]).unwrap();
+    let g = plan.geometry(tiles).unwrap();
     // ceil(200 / 192) = 2 tiles per batch, times 3 batches, times 8 heads.
     assert_eq!((g.max_tiles, g.grid_blocks), (2, 48));
     assert_eq!(g.workspace.tiles, 256);
@@ -78,8 +77,8 @@ fn geometry_follows_the_published_tile_config() {
     assert_eq!(g.workspace.tile_count, 512);
     assert!(g.workspace.total_bytes <= plan.workspace_bytes());
 
-    let tiles = TileConfig::from_raw(plan.kernel, [64, 64, 128, 81_920]).unwrap();
-    let g = geometry(&plan, tiles).unwrap();
+    let tiles = TileConfig::from_raw(plan.kernel.name(), [64, 64, 128, 81_920]).unwrap();
+    let g = plan.geometry(tiles).unwrap();
     assert_eq!((g.max_tiles, g.grid_blocks), (4, 96));
     assert_eq!(g.workspace, plan.workspace);
 }
@@ -95,7 +94,7 @@ fn fp16_d64_with_causal_bottom_right_and_seq_lens() {
         width: IndexWidth::I64,
     });
     let plan = plan(&p).unwrap();
-    assert_eq!(plan.kernel, "ragged_fmha_fwd_f16_d64");
+    assert_eq!(plan.kernel.name(), "ragged_fmha_fwd_f16_d64");
     assert_eq!(
         (plan.mask_left, plan.mask_right, plan.bottom_right),
         (-1, 0, 1)
@@ -136,7 +135,7 @@ fn each_compiled_head_dim_selects_its_kernel() {
     ] {
         let mut p = problem();
         with_head_dim(&mut p, d, dtype);
-        assert_eq!(plan(&p).unwrap().kernel, kernel, "D = {d}");
+        assert_eq!(plan(&p).unwrap().kernel.name(), kernel, "D = {d}");
     }
 }
 
@@ -168,7 +167,7 @@ fn value_head_dim_must_be_a_compiled_pair() {
 #[test]
 fn deepseek_style_192_128_is_planned() {
     let plan = plan(&with_value_head_dim(192, 128)).unwrap();
-    assert_eq!(plan.kernel, "ragged_fmha_fwd_bf16_d192v128");
+    assert_eq!(plan.kernel.name(), "ragged_fmha_fwd_bf16_d192v128");
     assert_eq!((plan.v.seq, plan.o.seq), (2 * 128, 8 * 128));
 }
 

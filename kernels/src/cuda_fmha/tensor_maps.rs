@@ -14,8 +14,7 @@ use std::ffi::c_void;
 
 use cudarc::driver::sys as cu;
 
-use super::device_abi::{self, TileConfig};
-use super::launcher::FmhaBuffers;
+use super::device_abi::TileConfig;
 use super::plan::{FmhaPlan, RowStrides};
 use crate::runtime::cuda::error::{DriverCall, GpuError};
 use crate::runtime::cuda::module::KernelArg;
@@ -25,23 +24,22 @@ const TOKEN_EXTENT: u64 = (1 << 31) - 1;
 /// Columns per box: one 128-byte swizzle atom of two-byte elements.
 const BOX_COLUMNS: u32 = 64;
 
-/// The three map arguments (Q, K, V) that follow the common ones for `plan` with `tiles`.
+/// The three map arguments (Q, K, V) that follow the common ones for `plan` with `tiles`, over
+/// the device buffers at `bases` (Q, K, V).
 pub(crate) fn tensor_map_args(
     plan: &FmhaPlan,
     tiles: &TileConfig,
-    b: &FmhaBuffers,
+    bases: [u64; 3],
 ) -> Result<[KernelArg; 3], GpuError> {
-    let (d_qk, d_v) =
-        device_abi::head_dims(plan.kernel).ok_or_else(|| GpuError::KernelContract {
-            kernel: plan.kernel.to_owned(),
-            detail: "publishes NAME_tma but has no head dims in the host's table".to_owned(),
-        })?;
+    let kernel = plan.kernel;
+    let (name, d_qk, d_v) = (kernel.name(), kernel.d_qk(), kernel.d_v());
     let rows = |v: i32| u32::try_from(v).unwrap_or(0);
     let (bm, bn) = (rows(tiles.block_m), rows(tiles.block_n));
+    let [q, k, v] = bases;
     Ok([
-        KernelArg::TensorMap(encode(plan.kernel, b.q, d_qk, plan.heads_q, plan.q, bm)?),
-        KernelArg::TensorMap(encode(plan.kernel, b.k, d_qk, plan.heads_kv, plan.k, bn)?),
-        KernelArg::TensorMap(encode(plan.kernel, b.v, d_v, plan.heads_kv, plan.v, bn)?),
+        KernelArg::TensorMap(encode(name, q, d_qk, plan.heads_q, plan.q, bm)?),
+        KernelArg::TensorMap(encode(name, k, d_qk, plan.heads_kv, plan.k, bn)?),
+        KernelArg::TensorMap(encode(name, v, d_v, plan.heads_kv, plan.v, bn)?),
     ])
 }
 

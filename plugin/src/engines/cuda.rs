@@ -307,7 +307,7 @@ mod tests {
         let g = golden_d64();
         let fmha = plan(&sdpa_plan(&g)).expect("bf16 D = 64 is compiled");
         assert!(fmha.workspace_bytes() > 0);
-        assert_eq!(fmha.kernel, "ragged_fmha_fwd_bf16_d64");
+        assert_eq!(fmha.kernel.name(), "ragged_fmha_fwd_bf16_d64");
     }
 
     #[test]
