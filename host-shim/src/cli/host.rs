@@ -346,6 +346,17 @@ pub struct Candidate {
     pub engine_name: String,
 }
 
+/// The candidates that run on a device: those that are not `--host-engine`s. What `--cuda` may
+/// choose from when no `--engine` names one, so that a host engine never runs in a device
+/// engine's place (its result would be reported as a `--cuda` one).
+pub fn device_engines(candidates: &[Candidate], host_engines: &[String]) -> Vec<Candidate> {
+    candidates
+        .iter()
+        .filter(|c| !host_engines.contains(&c.engine_name))
+        .cloned()
+        .collect()
+}
+
 /// Dispatches the graph to every loaded plugin (gate, then `GetApplicableEngineIds`).
 pub fn applicable_engines(
     manager: &mut PluginManager,
@@ -448,6 +459,22 @@ fn no_host_engine_hint(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn device_engines_leave_out_the_host_engines() {
+        let candidate = |name: &str| Candidate {
+            plugin_index: 0,
+            engine_id: 1,
+            engine_name: name.to_owned(),
+        };
+        let candidates = [candidate("HOST"), candidate("CUDA"), candidate("AITER")];
+        let names: Vec<String> = device_engines(&candidates, &["HOST".to_owned()])
+            .into_iter()
+            .map(|c| c.engine_name)
+            .collect();
+        assert_eq!(names, ["CUDA", "AITER"]);
+        assert!(device_engines(&candidates[..1], &["HOST".to_owned()]).is_empty());
+    }
 
     #[test]
     fn without_flag_or_variable_the_default_places_come_in_order() {

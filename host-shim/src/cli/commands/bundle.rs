@@ -9,7 +9,9 @@
 //!   inputs), the engine failed, or its outputs disagree with the oracle.
 //!
 //! Exits nonzero when any case failed. With `--cuda`, engines that are not host engines run on
-//! CUDA device 0 with device buffers (inputs copied in, outputs copied back, as `run --cuda`);
+//! CUDA device 0 with device buffers (inputs copied in, outputs copied back, as `run --cuda`), and
+//! a case no device engine takes is declined, never run on a host engine instead (unless
+//! `--engine` names one);
 //! without a usable CUDA device nothing runs: the command prints `skipped: --cuda: REASON` and
 //! exits with status [`SKIPPED_EXIT`], so a script never mistakes it for a pass.
 
@@ -175,6 +177,21 @@ fn run_case(
     if candidates.is_empty() {
         return Outcome::Declined(reasons);
     }
+    // `--cuda` without `--engine` runs device engines only: a case none of them takes is declined,
+    // not run on a host engine and counted as a `--cuda` pass.
+    let candidates = if device.is_some() && args.engine.is_none() {
+        let on_device = host::device_engines(&candidates, &args.host_engines);
+        if on_device.is_empty() {
+            let names: Vec<&str> = candidates.iter().map(|c| c.engine_name.as_str()).collect();
+            return Outcome::Declined(format!(
+                "no device engine applies (--cuda); applicable: [{}], all --host-engine; {reasons}",
+                names.join(", ")
+            ));
+        }
+        on_device
+    } else {
+        candidates
+    };
     let candidate = match host::choose(
         &candidates,
         args.engine.as_deref(),

@@ -91,11 +91,7 @@ pub(crate) fn choose_engine(
     host::flush_log(&mut manager.log);
     let candidates = candidates?;
     let candidate = if cuda && args.engine.is_none() {
-        let on_device: Vec<Candidate> = candidates
-            .iter()
-            .filter(|c| !args.host_engines.contains(&c.engine_name))
-            .cloned()
-            .collect();
+        let on_device = host::device_engines(&candidates, &args.host_engines);
         if on_device.is_empty() {
             return Err(ShimError::NoEngine {
                 graph: graph.name.clone(),
