@@ -91,8 +91,7 @@ extern "C" __constant__ int ragged_fmha_grid_dependency[1] = {
 // DYN, the two-slot item ring). RAGGED_FMHA_SM90_WSPT_ENTRY: the TMA producer, with the three tensor
 // maps of the wst entries after the common parameters.
 // Every sm_90 part's opt-in shared memory per block (227 KB): a persistent configuration above it
-// would compile and then be refused at load (session 15 lost a study round to one), so the
-// compiler refuses it instead.
+// would compile and then be refused at load, so the compiler refuses it instead.
 #define RAGGED_SM90_SMEM_OPTIN (227 * 1024)
 // The ws body's layout at the padded row widths (Q and K rows ragged_row_width(D), V rows
 // ragged_row_width(DV)), then the item slot, the DYN ring and Q2's second buffer.
@@ -146,7 +145,7 @@ extern "C" __constant__ int ragged_fmha_grid_dependency[1] = {
 // warp-specialized body of sm90_ws.cuh, 2 = its persistent form (sm90_wsp.cuh), 3 = the ws body with
 // the TMA producer (d64: 3 consumer warpgroups, d128: 2), which takes three tensor maps more, 4 = the
 // persistent form with the TMA producer (same maps), configured by WspD64 / WspD128 below;
-// bench/gpu/NOTES.md, sessions 5 to 10, has the measurements behind the choice. The other head dims
+// bench/gpu/NOTES.md has the measurements behind the choice. The other head dims
 // always use the wgmma body.
 #define RAGGED_FMHA_SM90_WS_D64 4
 #define RAGGED_FMHA_SM90_WS_D128 4
@@ -155,21 +154,10 @@ extern "C" __constant__ int ragged_fmha_grid_dependency[1] = {
 #define RAGGED_FMHA_SM90_WSP_OTHER_DIMS 1
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-// The plugin's persistent bodies (bench/gpu/NOTES.md: sessions 7 and 8 for the shapes, POLY 0, LZ 8,
-// DP, PL and KA; 9 for the d128 ring of 3; 10 for DYN, HC 4 and TS; 11 for TS at d64 too, once the
-// masked blocks compare key ranges: the floor's cost in causal was admits' arithmetic; TSQ measured
-// -1.5 to +1.9 % in two runs, not taken; 12 for EO at d128, +2.3 / +2.9 % and -0.2 / +2.5 % in two
-// runs; at d64 EO alone lost -1.6 / -1.6 and -2.1 / -1.8 %, since Q waits in shared memory until an
-// item's last S and the next item's Q was not there yet when its first S would be issued, so d64
-// takes EO with a second Q buffer (Q2): +0.8 / +1.0 and +0.3 / +0.2 % over session 11's form; and
-// TSQ at d128 with EO, +2.6 / +0.1 %: the next item's Q is waited for at once, so how fast a partial
-// last Q tile arrives now shows; 13 for RING and FR, fewer key-loop instructions, within +-1 % of
-// session 12's form in two runs, PF not taken; 15 for VW and RA, FlashAttention-3's order around
-// the two issues of a key block: +1.7 to +4.2 % at d128 and +2.5 to +4.8 % at d64 in two rotated
-// runs; 20 for FL at d128 and the other dims, 21 for FL at d64, once the item slots were addressed
-// from slot_full instead of through a pointer of their own, which ptxas had spilled, and 21 for TAIL
-// 4: +2.7 / +1.8 % at d128 and +3.7 / +1.3 % at d64 over the chunks of 4 heads to the end). d64: 3 consumer warpgroups (BM 192), a 4-stage ring; d128: 2 (BM 128), 3 stages, Q held
-// in registers (S from the register-A wgmma, Q released to the producer once loaded).
+// The plugin's persistent bodies; bench/gpu/NOTES.md records the measurements behind each switch
+// (its A/B against the form without it, on the ragged mix). d64: 3 consumer warpgroups (BM 192),
+// a 4-stage ring; d128: 2 (BM 128), 3 stages, Q held in registers (S from the register-A wgmma,
+// Q released to the producer once loaded).
 template <bool B>
 struct WspD64 : WspShape<B, 64, 128, 4, 3, 24, 160> {
     enum : bool {
@@ -188,18 +176,18 @@ struct WspD128 : WspShape<B, 128, 128, 3, 2, 24, 240> {
     enum : bool { FL = true, WO = true };
     enum : int { LZ = 8, HC = 4, TAIL = 4 };
 };
-// The other head dims on the same body (session 16; bench/gpu/NOTES.md). d96: d128's configuration
+// The other head dims on the same body (bench/gpu/NOTES.md). d96: d128's configuration
 // over rows padded to 128 columns (the same shared memory; S over the 96 real columns) with P V over
 // the 96 real columns too (PVN: +4.2 / +2.9 % over P V across the padding). d256: Q read from shared
 // memory (in registers it would leave too few for the 128 accumulator registers per thread), so
-// without EO, which lost there (0.968 / 0.942) as it did at d64 until Q had a second buffer (session
-// 12), and there is no room for one; blocks of 64 keys in a ring of 2 (193 KB). d192 / 128: d128's
+// without EO, which lost there (0.968 / 0.942) as it did at d64 until Q had a second buffer, and
+// there is no room for one; blocks of 64 keys in a ring of 2 (193 KB). d192 / 128: d128's
 // arrangement (Q in registers, TSQ, EO; +2.4 / +0.0 % over Q from shared memory) with blocks of 128
 // keys in a ring of 2 (209 KB).
 template <bool B>
 struct WspD96 : WspD128<B> {
     enum : int { D = 96, DV = 96, PVN = 96 };
-    enum : bool { WO = false };  // not measured at d96 (session 22)
+    enum : bool { WO = false };  // not measured at d96
 };
 template <bool B>
 struct WspD256 : WspShape<B, 256, 64, 2, 2, 24, 240> {

@@ -3,7 +3,7 @@
 // ---------------------------------------------------------------------------------------------
 // The fused list (FL). Between two executes the pre-pass kernel costs ≈ 7 µs on the H200: it can
 // only start once the previous forward has left an SM (no forward block leaves room for another
-// kernel's warp, bench/gpu/NOTES.md session 19), ≈ 2–3 µs of it is the cold start of a new kernel,
+// kernel's warp; bench/gpu/NOTES.md), ≈ 2–3 µs of it is the cold start of a new kernel,
 // and the forward's blocks then read the count, a list entry and a record, three more round trips.
 // With FL the persistent forward (DYN bodies) has no pre-pass before it: after its grid-dependency
 // wait every block decodes the offsets and sorts the tiles itself, with all its threads (the

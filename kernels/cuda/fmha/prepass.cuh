@@ -13,7 +13,7 @@
 // differs (a predecessor wrote them after its signal). Every global write comes after the wait, so
 // a predecessor that still reads the workspace, or any memory the caller lent it, sees nothing
 // change. Launched without the attribute the wait returns at once and the second read costs one
-// load per input word (≈ 1 µs on the H200: bench/gpu/NOTES.md, session 18).
+// load per input word (≈ 1 µs on the H200; bench/gpu/NOTES.md).
 // ---------------------------------------------------------------------------------------------
 
 #define RAGGED_PREPASS_THREADS 1024

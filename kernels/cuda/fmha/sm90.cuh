@@ -31,7 +31,7 @@ __device__ __forceinline__ void tree_reduce(float* t) {
 // -inf for the scores of one S block (wgmma accumulator layout, as below) whose keys the band does not
 // admit or lie below k_min: per row the admitted range, shifted to the thread's first column, so that
 // each score is two compares against constants (its column in the block) and a select. admits per
-// score, with its 64-bit arithmetic, cost 4-5 % at d128 and d64 causal (bench/gpu/NOTES.md, session 11).
+// score, with its 64-bit arithmetic, cost 4-5 % at d128 and d64 causal (bench/gpu/NOTES.md).
 template <int NS>
 __device__ __forceinline__ void wgmma_mask_block(float* s, const RaggedBand& band, int j0, int i0, int row_in_tile,
                                                  int lt, int k_min) {
@@ -71,7 +71,7 @@ __device__ __forceinline__ int2 ragged_full_keys(const RaggedBand& band, int i0,
 // and row sum as pairwise trees (depth log2(2 NS)) instead of one running value (depth 2 NS), so the
 // exponentials, which wait for the max, start sooner. LZ > 0: the running max moves only when the
 // block's max exceeds it by more than LZ (log2 units, after the scale), so corr is exactly 1 for most
-// blocks and the caller may skip the O rescale; every p stays <= 2^LZ (NOTES.md, session 8, has the
+// blocks and the caller may skip the O rescale; every p stays <= 2^LZ (bench/gpu/NOTES.md has the
 // bound) and O / l and the LSE are unchanged, since both use the same m_i. KFLOOR: keys below k_min
 // are masked too (a tail block loaded from the batch's last BN keys starts before the block's own
 // first key; sm90_wsp.cuh). FR: whether the block needs no mask is decided from fr, the keys every

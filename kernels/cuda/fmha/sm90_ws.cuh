@@ -13,7 +13,7 @@
 // consumers take turns issuing their MMAs through named barriers, so that one warpgroup's softmax
 // runs while another's GEMMs hold the tensor cores. The plugin runs the persistent form of this body
 // (sm90_wsp.cuh, with TMA); this one-block-per-tile form and the cp.async producer are study entries
-// (bench/gpu/NOTES.md, sessions 5 to 7).
+// (bench/gpu/NOTES.md).
 // ---------------------------------------------------------------------------------------------
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 
@@ -316,8 +316,8 @@ __device__ __forceinline__ void fmha_fwd_ws_body(RAGGED_FMHA_PARAMS, const Ragge
     // Epilogue: O goes from the accumulators straight to global memory, four bytes per store (a
     // quad of threads writes 16 contiguous bytes of a row). Staging it through Q's shared memory
     // would coalesce the stores but needs block-wide barriers that compute-sanitizer's racecheck
-    // did not accept as ordering the staging (bench/gpu/NOTES.md, session 6); the direct form has
-    // no shared memory access left to order. Its cost is measured in NOTES.md (session 6, round 3).
+    // did not accept as ordering the staging; the direct form has no shared memory access left to
+    // order (bench/gpu/NOTES.md has the racecheck report and the cost of the direct form).
     u16* op = o + (bt.q_tok + i0) * o_seq + (i64)h * o_head;
 #pragma unroll
     for (int hr = 0; hr < 2; ++hr) {

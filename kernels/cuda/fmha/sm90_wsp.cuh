@@ -262,8 +262,8 @@ __device__ __forceinline__ WspOut wsp_out(const WsItem& it, u16* o, float* lse, 
 // WO: where O's base and strides are 16-byte aligned (wide, uniform over the grid), 16-byte stores,
 // the quad's words of four n-tiles transposed so that each lane holds eight consecutive columns of its
 // row: a warp's store writes 64 bytes of each of 8 rows instead of 16, a quarter of the store
-// instructions (session 22: the 4-byte stores took ~1.5 us per item at d128, beside the first
-// softmax, which they slowed as much).
+// instructions (the 4-byte stores took ~1.5 us per item at d128, beside the first softmax, which
+// they slowed as much).
 template <bool BF16, int DT, bool TSQ, bool WO = false>
 __device__ __forceinline__ void wsp_store_o(const float* acc, const float* m_i, const float* l_i, const WspOut& out,
                                             int row_in_tile, int lt, float sl2, i64 o_seq, i64 lse_seq,
@@ -436,13 +436,13 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
     static_assert(!RA || PL, "RA moves the O rescale out of PL's tail; without PL it would be applied twice");
     // Without EO the d192 / 128 form (Q in registers, a ring of 2) wrote wrong values into a few rows
     // of the second consumer's half of short causal items, different rows each call, on the causal
-    // ragged mix, while passing the case suite (NOTES.md, session 17). Still wrong without TSQ, VW /
+    // ragged mix, while passing the case suite (bench/gpu/NOTES.md). Still wrong without TSQ, VW /
     // RA, KA, ping-pong, the work counter, FR or PL; exact with Q in shared memory or with LZ 0, and
-    // d128's form without EO was exact with a ring of 3 and of 2. Session 18 found a race with the
-    // same signature (short causal items, rows of one consumer warp, Q in registers) in the plugin's
-    // d128 form with EO: Q released right after the ldmatrix, before a late warp had read it; Q is
-    // now released after the first S. That this was session 17's cause too is likely, not shown (no
-    // device time was left to rerun that form), so the assertion stays.
+    // d128's form without EO was exact with a ring of 3 and of 2. A race with the same signature
+    // (short causal items, rows of one consumer warp, Q in registers) was found in d128's form with
+    // EO: Q released right after the ldmatrix, before a late warp had read it; Q is now released
+    // after the first S. That it caused this failure too is likely but not shown, so the assertion
+    // stays.
     static_assert(EO || !QREG || STAGES > 2,
                   "Q in registers with a ring of 2 needs EO: without it d192 / 128 wrote wrong rows (see above)");
 
@@ -711,8 +711,8 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
                 // Q is released after the first S, not here: an mbarrier arrive right after the
                 // ldmatrix does not wait for its shared-memory reads, and when the producer is idle
                 // (short items) the next item's Q landed over rows a late warp had not read yet
-                // (session 18, bench/gpu/NOTES.md: 1 % of causal calls, in the first warp of a
-                // consumer warpgroup, which shares its scheduler with the producer warp).
+                // (1 % of causal calls, in the first warp of a consumer warpgroup, which shares its
+                // scheduler with the producer warp).
             }
 
             {
@@ -754,8 +754,8 @@ __device__ __forceinline__ void fmha_fwd_wsp_body(RAGGED_FMHA_PARAMS, const Ragg
             }
             // PL: the previous block's tail runs at the top of the next block, after its mbarrier waits
             // (loops, so basic blocks of their own). In one basic block with softmax (n), ptxas
-            // schedules the wait for P V (n - 1) at the softmax's start (the SASS of every ws / wsp body
-            // until session 8: NOTES.md), which serialises softmax and P V.
+            // schedules the wait for P V (n - 1) at the softmax's start, which serialises softmax and
+            // P V.
             // The tail: P V (n - 2) done (none in flight for the first block), its V released, O
             // rescaled by corr (n - 1) (acc is 0 after the first block), P (n - 1) packed.
             const int nb_first_kv = kv.n;

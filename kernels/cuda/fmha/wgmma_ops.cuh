@@ -161,7 +161,7 @@ __device__ __forceinline__ void wgmma_rs_n128(float* d, const u32* a, u64 db) {
 // D[64 x 96] += A[64 x 16] (registers) * B[16 x 96] (shared, MN-major: transposed): O += P V at d96
 // over the real columns only. V's rows are padded to two 64-column swizzle blocks; the 96 columns
 // are the first block and half of the second (the descriptor's LBO), so the padding's 32 columns are
-// never multiplied (the persistent body's PVN, bench/gpu/NOTES.md session 16).
+// never multiplied (the persistent body's PVN).
 #define RAGGED_WGMMA_RS_N96(TY)                                                                        \
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %53, 0;\n"                                          \
                  "wgmma.mma_async.sync.aligned.m64n96k16.f32." TY "." TY " {"                          \
@@ -219,7 +219,7 @@ __device__ __forceinline__ u64 sw128_desc(u32 addr, u32 lbo, u32 sbo) {
 // sw128_desc(addr + off, lbo, sbo) from d = sw128_desc(addr, lbo, sbo) (off a multiple of 16): the
 // start-address field is addr >> 4 in the low 14 bits and every tile ends below 256 KiB of shared
 // memory, so adding off >> 4 to the low word never carries into the stride fields. One 32-bit add per
-// k-step instead of sw128_desc's mask, shift and or (bench/gpu/NOTES.md, session 8).
+// k-step instead of sw128_desc's mask, shift and or.
 __device__ __forceinline__ u64 desc_add(u64 d, u32 off) {
     return (d & 0xFFFFFFFF00000000ull) | (u64)((u32)d + (off >> 4));
 }

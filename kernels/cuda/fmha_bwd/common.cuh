@@ -20,7 +20,7 @@
 
 // The block prologues the mma.sync and the wgmma kernels share. Macros rather than inlined functions:
 // the forward's prologue moved into a __forceinline__ function cost causal problems 6-10 %
-// (bench/gpu/NOTES.md, session 3), while a macro expands to the same statements (the PTX of
+// (bench/gpu/NOTES.md), while a macro expands to the same statements (the PTX of
 // ragged_fmha_bwd.cu is byte-identical to the hand-written form).
 //
 // dK/dV: this block's (batch b, kv head g, key tile j0 of BN keys, its `cols` valid keys) and the
