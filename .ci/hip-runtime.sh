@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # CI stage: the README's commands on a ROCm machine without a GPU. Installs Debian's
-# `libamdhip64-5` (HIP 5.2) and runs the demo, the plugin's tests and the conformance suites with
-# the HIP runtime present, so a green CI means they work for a user who has ROCm installed.
+# `libamdhip64-5` (HIP 5.2) and runs every command README.md and examples/README.md show (the demo
+# among them), the whole test suite and the certification command with the HIP runtime present, so
+# a green CI means they work for a user who has ROCm installed. (.ci/run's own pass runs them
+# without one.)
 #
 # Without root (a developer's machine, or to leave the system untouched) set
 # HIP_RUNTIME_PREFIX=DIR: the package and the dependencies this system lacks are unpacked there
@@ -32,14 +34,11 @@ fi
 python3 -c 'import ctypes; ctypes.CDLL("libamdhip64.so.5")' \
   || { echo "libamdhip64.so.5 does not load"; exit 1; }
 
-echo "== demo (README: cargo xtask demo) with the HIP runtime present"
-cargo xtask demo
+echo "== every README command with the HIP runtime present (the demo first)"
+READMECMD_HIP=present .ci/readme-commands.sh
 
-echo "== plugin tests with the HIP runtime present"
-cargo test -p ragged-plugin
-
-echo "== conformance suites with the HIP runtime present"
-cargo test -p ragged-conformance -p hipdnn-shim
+echo "== README: cargo test --workspace, with the HIP runtime present"
+cargo test --workspace
 # README's certification command, on the test profile the main pass already built (the fixture
 # plugins of the gating suite are built alongside).
 cargo build -p ragged-plugin -p fixture-plugin -p ragged-conformance --lib --bins --examples

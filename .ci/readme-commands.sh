@@ -21,9 +21,26 @@
 # issue 38 removed and fails this stage.
 #
 # The environment a reader starts from: none of the plugin or log variables set.
+#
+# HIP runtime: the commands must work on a machine without ROCm and on one with Debian's
+# libamdhip64-5 (HIP 5, no GPU). READMECMD_HIP=absent (the default, .ci/run) points the plugin's HIP
+# search at a file that does not exist (RAGGED_SDPA_HIP_RUNTIME), so the run is the no-ROCm case even
+# where a runtime is installed; READMECMD_HIP=present (.ci/hip-runtime.sh) requires libamdhip64.so.5
+# to load and leaves the plugin's own search alone.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 unset HIPDNN_PLUGIN_DIR HIPDNN_RAGGED_SDPA_HOST_ENGINE HIPDNN_LOG_LEVEL HIPDNN_LOG_FILE
+case "${READMECMD_HIP:-absent}" in
+  absent)
+    export RAGGED_SDPA_HIP_RUNTIME=/nonexistent/readme-commands/libamdhip64.so.5
+    echo "readme-commands: without a HIP runtime (the plugin's HIP search sees none)" ;;
+  present)
+    unset RAGGED_SDPA_HIP_RUNTIME
+    python3 -c 'import ctypes; ctypes.CDLL("libamdhip64.so.5")' ||
+      { echo "readme-commands: READMECMD_HIP=present, but libamdhip64.so.5 does not load"; exit 1; }
+    echo "readme-commands: with the HIP runtime libamdhip64.so.5 installed" ;;
+  *) echo "READMECMD_HIP must be absent or present, not '${READMECMD_HIP}'"; exit 2 ;;
+esac
 start=$(date +%s)
 
 # NUL-separated entries "FILE:LINE<TAB>COMMAND", or "FILE:LINE<TAB>#skip REASON<TAB>COMMAND" for a
@@ -102,7 +119,7 @@ fi
 
 skip_elsewhere=()
 # .ci/run's test step runs the README's test command itself.
-if grep -Eq '^cargo test --workspace( |$)' .ci/run; then
+if grep -Eq '^([A-Z_]+=[^ ]+ )*cargo test --workspace( |$)' .ci/run; then
   skip_elsewhere+=("cargo test --workspace")
 fi
 
