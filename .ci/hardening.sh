@@ -123,20 +123,26 @@ HARDENING_INPUTS="$inputs" cargo test --quiet -p ragged-plugin --test hardening 
 host="target/tmp/hardening_build/hardening"
 sink="target/tmp/hardening_build/liblog_sink.so"
 plugin="$(ls target/debug/deps/libhipdnn_provider_ragged_sdpa.so)"
-in_use() { # loops -> bytes in use at exit; fails on any memory error
-  local log; log="$(mktemp)"
+in_use() { # loops command... -> bytes in use at exit; the argument LOOPS becomes the loop count
+  local loops="$1" log arg args=(); shift
+  for arg in "$@"; do [ "$arg" = LOOPS ] && args+=("$loops") || args+=("$arg"); done
+  log="$(mktemp)"
   HIPDNN_RAGGED_SDPA_HOST_ENGINE=1 valgrind --error-exitcode=99 --leak-check=full \
-    --errors-for-leak-kinds=none --keep-debuginfo=yes --log-file="$log" \
-    "$host" unload "$plugin" "$sink" "$inputs/graph_flagged.bin" "$inputs/engine_config.bin" \
-    "$inputs" "$1" "$inputs/large/graph.bin" "$inputs/large" >/dev/null ||
-    { cat "$log" >&2; echo "valgrind: errors with $1 loops" >&2; exit 1; }
+    --errors-for-leak-kinds=none --keep-debuginfo=yes --log-file="$log" "${args[@]}" >/dev/null ||
+    { cat "$log" >&2; echo "valgrind: errors with $loops loops of $*" >&2; exit 1; }
   sed -n 's/.*in use at exit: \([0-9,]*\) bytes.*/\1/p' "$log" | tr -d ,
   rm -f "$log"
 }
-few="$(in_use 2)"
-many="$(in_use 8)"
-growth=$(( (many - few) / 6 ))
-echo "valgrind: 0 errors; in use at exit: $few bytes after 2 loops, $many after 8 ($growth per loop)"
+no_growth() { # label command... : in use after 2 and after 8 loops must be the same
+  local label="$1" few many growth; shift
+  few="$(in_use 2 "$@")"
+  many="$(in_use 8 "$@")"
+  growth=$(( (many - few) / 6 ))
+  echo "valgrind: $label: 0 errors; in use at exit: $few bytes after 2 loops, $many after 8 ($growth per loop)"
+  [ "$growth" -eq 0 ] || { echo "memory per $label loop grew by $growth bytes"; exit 1; }
+}
+no_growth "load/execute/unload" "$host" unload "$plugin" "$sink" "$inputs/graph_flagged.bin" \
+  "$inputs/engine_config.bin" "$inputs" LOOPS "$inputs/large/graph.bin" "$inputs/large"
 # No suppressions. Each loop executes the golden graph (calling thread) and a large one (worker
 # pool: its threads start and are joined), then destroys the last handle, which frees the pool,
 # staging buffers, registries and the GPU-runtime probes' verdicts, and dlcloses the plugin.
@@ -146,24 +152,10 @@ echo "valgrind: 0 errors; in use at exit: $few bytes after 2 loops, $many after 
 # same after 2 and 8 loops. Measured 2026-12-01 with libamdhip64-5 installed: 98 305 B after 2
 # and after 8 loops, 0 B per loop (before: 1 309 B per loop named in a suppression file, and
 # about 11.5 KB more, rayon's crossbeam-epoch collector, whenever the pool had run).
-[ "$growth" -eq 0 ] || { echo "memory per load/execute/unload loop grew by $growth bytes"; exit 1; }
 # Serialized bytes outliving their handle (issue 38: 1 775 B lost per loop when they could no
 # longer be returned once the handle was destroyed).
-lifecycle="target/tmp/hardening_build/lifecycle"
-serialized_in_use() { # loops -> bytes in use at exit; fails on any memory error
-  local log; log="$(mktemp)"
-  HIPDNN_RAGGED_SDPA_HOST_ENGINE=1 valgrind --error-exitcode=99 --leak-check=full \
-    --errors-for-leak-kinds=none --keep-debuginfo=yes --log-file="$log" \
-    "$lifecycle" serialized "$plugin" "$inputs/graph_flagged.bin" "$inputs/engine_config.bin" \
-    "$1" >/dev/null || { cat "$log" >&2; echo "valgrind: errors with $1 serialize loops" >&2; exit 1; }
-  sed -n 's/.*in use at exit: \([0-9,]*\) bytes.*/\1/p' "$log" | tr -d ,
-  rm -f "$log"
-}
-few="$(serialized_in_use 2)"
-many="$(serialized_in_use 8)"
-growth=$(( (many - few) / 6 ))
-echo "valgrind: serialize/destroy/return loops: $few bytes after 2 loops, $many after 8 ($growth per loop)"
-[ "$growth" -eq 0 ] || { echo "memory per serialize/destroy/return loop grew by $growth bytes"; exit 1; }
+no_growth "serialize/destroy/return" target/tmp/hardening_build/lifecycle serialized "$plugin" \
+  "$inputs/graph_flagged.bin" "$inputs/engine_config.bin" LOOPS
 elapsed
 
 echo "== hardening: fuzzing, ${fuzz_seconds} s per target"
