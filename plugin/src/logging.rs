@@ -17,8 +17,8 @@
 //!
 //! The queue is one process-wide list tagged by a per-thread number, not a thread-local `Vec`: a
 //! thread-local with a destructor, registered on a host thread, would keep glibc from unmapping the
-//! library at `dlclose` (see `worker_pool.rs`). The two thread-locals here are plain `Cell`s of
-//! integers, which register no destructor.
+//! library at `dlclose` (see `worker_pool.rs`). The thread-locals here are plain `Cell`s of integers
+//! and a flag, which register no destructor.
 
 use std::cell::Cell;
 use std::ffi::CString;
@@ -46,6 +46,9 @@ thread_local! {
     static DEPTH: Cell<u32> = const { Cell::new(0) };
     /// This thread's number in [`QUEUED`]; 0 until the thread first queues a line.
     static THREAD: Cell<u64> = const { Cell::new(0) };
+    /// Whether this thread queued a line since its outermost export began, so that an export
+    /// that logged nothing returns without touching the shared list.
+    static PENDING: Cell<bool> = const { Cell::new(false) };
 }
 
 pub fn set_callback(callback: LogCallback) {
@@ -75,6 +78,7 @@ pub fn log(severity: Severity, make: impl FnOnce() -> String) {
         deliver(severity, &line);
     } else {
         QUEUED.lock().push((thread_number(), severity, line));
+        PENDING.set(true);
     }
 }
 
@@ -91,15 +95,12 @@ pub fn leave() {
     if depth > 0 {
         return;
     }
-    let thread = THREAD.get();
-    if thread == 0 {
+    if !PENDING.replace(false) {
         return;
     }
+    let thread = THREAD.get();
     let mine: Vec<Queued> = {
         let mut queued = QUEUED.lock();
-        if queued.is_empty() {
-            return;
-        }
         let (mine, others) = std::mem::take(&mut *queued)
             .into_iter()
             .partition(|(t, _, _)| *t == thread);
