@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# CI stage: compiles the CUDA programs (kernels/cuda) as the plugin does, with NVRTC to CUBIN for
-# sm_90a and sm_80, on a machine without a GPU (kernels/cuda/ci/compile_check.py says what fails).
+# CI stage: compiles the CUDA programs (kernels/cuda-fmha/cuda) as the plugin does, with NVRTC to CUBIN for
+# sm_90a and sm_80, on a machine without a GPU (kernels/cuda-fmha/cuda/ci/compile_check.py says what fails).
 # The sources and NVRTC options are the kernels crate's own (its cuda_programs example writes them);
 # NVRTC comes from NVIDIA's PyPI wheel, installed into a directory of its own.
 set -euo pipefail
@@ -13,5 +13,5 @@ if [ ! -f "$nvrtc" ]; then
     'nvidia-cuda-nvrtc-cu12==12.9.86'
 fi
 programs="$dir/programs"
-cargo run --quiet -p ragged-kernels --example cuda_programs -- "$programs" sm_90a sm_80
-python3 kernels/cuda/ci/compile_check.py --nvrtc "$nvrtc" --programs "$programs" --jobs "$(nproc)"
+cargo run --quiet -p ragged-engine-cuda --example cuda_programs -- "$programs" sm_90a sm_80
+python3 kernels/cuda-fmha/cuda/ci/compile_check.py --nvrtc "$nvrtc" --programs "$programs" --jobs "$(nproc)"

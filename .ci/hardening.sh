@@ -148,7 +148,7 @@ no_growth "load/execute/unload" "$host" unload "$plugin" "$sink" "$inputs/graph_
 # staging buffers, registries and the GPU-runtime probes' verdicts, and dlcloses the plugin.
 # --keep-debuginfo keeps the unloaded plugin's symbols, so that every block is attributed to the
 # code that allocated it. What stays in use is libc's, ld.so's and the HIP runtime's when one is
-# installed (it is kept mapped, RTLD_NODELETE: kernels/src/runtime/library.rs says why), the
+# installed (it is kept mapped, RTLD_NODELETE: kernels/gpu-runtime/src/library.rs says why), the
 # same after 2 and 8 loops. Measured 2026-12-01 with libamdhip64-5 installed: 98 305 B after 2
 # and after 8 loops, 0 B per loop (before: 1 309 B per loop named in a suppression file, and
 # about 11.5 KB more, rayon's crossbeam-epoch collector, whenever the pool had run).

@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """Check the AITER backward's device kernels against a NumPy model of their contract.
 
-kernels/hip/ragged_aiter_bwd_lse.cu (hipDNN stats -> AITER's (H_q, B*S_q_max) LSE scratch,
--inf rows sent as +inf) and kernels/hip/ragged_aiter_bwd_fixup.cu (dQ = 0 for batches with
+kernels/aiter-fmha/hip/ragged_aiter_bwd_lse.cu (hipDNN stats -> AITER's (H_q, B*S_q_max) LSE scratch,
+-inf rows sent as +inf) and kernels/aiter-fmha/hip/ragged_aiter_bwd_fixup.cu (dQ = 0 for batches with
 Lkv = 0, dK = dV = 0 for batches with Lq = 0) are run on many random cases and every output
 buffer is compared bit for bit, guard tails included, with a model written from their documented
-contract and from how kernels/src/aiter/backward_mapping.rs launches them (scratch head stride
+contract and from how kernels/aiter-fmha/src/backward_mapping.rs launches them (scratch head stride
 B*S_q_max, token rows seqstart_q[b] + i, dense strides in [B, H_q, S_q, 1] order, the stats'
 own offsets x multiplier, block 256, grids of ceil(items / 256) capped at 65 535).
 The token starts and lengths fed in are the forward pre-pass's, from check_device_kernels'

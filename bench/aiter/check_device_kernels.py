@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Check the AITER engine's device kernels (kernels/hip/*.cu) against a NumPy model.
+"""Check the AITER engine's device kernels (kernels/aiter-fmha/hip/*.cu) against a NumPy model.
 
 The pre-pass and fix-up kernels are written in the subset HIP and CUDA share, so NVRTC
 compiles the very source that hipRTC compiles on AMD. This script compiles them with

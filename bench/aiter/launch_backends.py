@@ -1,9 +1,9 @@
-"""Two ways to launch a kernel of kernels/hip/ on host NumPy arrays, with one call shape.
+"""Two ways to launch a kernel of kernels/aiter-fmha/hip/ on host NumPy arrays, with one call shape.
 
 `launch(kernel, grid, block, args)` takes `args` as `(kind, value)` pairs in the kernel's
 parameter order, kind one of "ptr" (a NumPy array, updated in place after the launch, or None
 for a null pointer), "i32", "i64". The lists mirror the Rust launch builders
-(kernels/src/aiter/backward_mapping.rs), so a list that disagrees with a kernel's signature
+(kernels/aiter-fmha/src/backward_mapping.rs), so a list that disagrees with a kernel's signature
 fails here too.
 
 - `CupyBackend`: NVRTC through CuPy on an NVIDIA GPU (the check that counts).

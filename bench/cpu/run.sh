@@ -26,7 +26,7 @@ threads_list=${THREADS:-0 1}
 rounds=${ROUNDS:-3}
 
 # The bench binary itself, so that every measurement skips cargo's freshness check.
-ours_bin=$(cargo bench -p ragged-kernels --bench cpu_sdpa --no-run 2>&1 |
+ours_bin=$(cargo bench -p ragged-reference --bench cpu_sdpa --no-run 2>&1 |
   sed -n 's/.*Executable .*(\(.*\)).*/\1/p' | tail -1)
 field() { sed -n "s/.* $1=\([0-9.]*\).*/\1/p"; }
 max() { awk -v a="$1" -v b="$2" 'BEGIN { print (b > a ? b : a) }'; }

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Device-side development harness for kernels/cuda/ragged_fmha_bwd.cu (SDPA backward).
+"""Device-side development harness for kernels/cuda-fmha/cuda/ragged_fmha_bwd.cu (SDPA backward).
 
 Runs on the GPU machine only (cupy + torch with CUDA). In one process it
   1. compiles the kernel file with NVRTC (through cupy) as the Rust runtime layer does;

@@ -1,6 +1,6 @@
 """Host side of the backward's TMA gradient kernels (ragged_fmha_bwd_{dkdv,dq}_tma_*, which publish
 `NAME_tma = {1}`): their two tensor maps and a launch through cuLaunchKernel that appends them to the
-common parameters (RAGGED_BWD_PARAMS, kernels/cuda/fmha_bwd/README.md).
+common parameters (RAGGED_BWD_PARAMS, kernels/cuda-fmha/cuda/fmha_bwd/README.md).
 
 dK/dV streams Q and dO (maps over the Q-layout buffers, box rows = the kernel's BM); dQ streams K
 and V (maps over the K-layout buffers, box rows = its BN). Maps are encoded as fmha_tma.encode_map

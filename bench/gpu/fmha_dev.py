@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Device-side development harness for kernels/cuda/ragged_fmha_fwd.cu.
+"""Device-side development harness for kernels/cuda-fmha/cuda/ragged_fmha_fwd.cu.
 
 Runs on the GPU machine only (needs cupy + torch with CUDA). In one process it
   1. compiles the kernel file with NVRTC (through cupy), exactly as the Rust runtime layer will;
@@ -39,7 +39,7 @@ from fmha_tma import (  # noqa: E402
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.path.normpath(os.path.join(HERE, "..", "..", "kernels", "cuda", "ragged_fmha_fwd.cu"))
 
-# (Q/K head dim, V/O head dim) pairs with compiled kernels (kernels/src/cuda_fmha/device_abi.rs).
+# (Q/K head dim, V/O head dim) pairs with compiled kernels (kernels/cuda-fmha/src/forward/device_abi.rs).
 HEAD_DIMS = [(64, 64), (96, 96), (128, 128), (256, 256), (192, 128)]
 
 
@@ -119,7 +119,7 @@ class Engine:
             "tiles": cp.zeros(max(1, batch * max_tiles) * 2, dtype=cp.int32),
             # [0] the tile count, [1] the error flag, [2] the work counter, [3] free, then the fused
             # list's claim and publication words (u64) and its count of blocks that left: the
-            # plugin's layout (kernels/src/cuda_fmha/geometry.rs). Filled with garbage, not zeros:
+            # plugin's layout (kernels/cuda-fmha/src/forward/geometry.rs). Filled with garbage, not zeros:
             # the plugin's workspace is the caller's and uninitialized.
             "count": cp.full(12, 0x5a5a5a5a, dtype=cp.int32),
             "err": cp.zeros(1, dtype=cp.uint32),
@@ -142,13 +142,13 @@ class Engine:
         ]
 
     def fits_fused_list(self, p):
-        """The plugin's rule (kernels/src/cuda_fmha/fused_list.rs): every batch has a thread and at most
+        """The plugin's rule (kernels/cuda-fmha/src/forward/fused_list.rs): every batch has a thread and at most
         RAGGED_FL_MAX_TILES = 768 tiles."""
         max_tiles = (p["s_q_max"] + self.bm - 1) // self.bm
         return p["batch"] <= self.threads and p["batch"] * max_tiles <= 768
 
     def launch(self, p, ws, forward=True):
-        """p: dict of pointers (ints) and scalars; see kernels/cuda/README.md for the meaning."""
+        """p: dict of pointers (ints) and scalars; see kernels/cuda-fmha/cuda/README.md for the meaning."""
         u64, i32, i64, f32 = np.uint64, np.int32, np.int64, np.float32
         fused = forward and self.fused and self.fits_fused_list(p)
         if not fused:

@@ -1,4 +1,4 @@
-"""Host side of the TMA producer (kernels/cuda/fmha/sm90_ws.cuh, `ragged_fmha_fwd_wst_*`): tensor maps
+"""Host side of the TMA producer (kernels/cuda-fmha/cuda/fmha/sm90_ws.cuh, `ragged_fmha_fwd_wst_*`): tensor maps
 encoded with the driver's cuTensorMapEncodeTiled through ctypes, and a forward launch through
 cuLaunchKernel that appends the three 128-byte maps (Q, K, V) to the common parameters.
 
@@ -53,7 +53,7 @@ def cu_function(raw_kernel):
 
 
 def forward_args(p, ws, u64, i32, i64, f32):
-    """The forward entry points' common parameters, in the kernels' order (kernels/cuda/README.md),
+    """The forward entry points' common parameters, in the kernels' order (kernels/cuda-fmha/cuda/README.md),
     each wrapped in the caller's scalar types (numpy for cupy launches, ctypes for cuLaunchKernel)."""
     return [
         u64(p["q"]), u64(p["k"]), u64(p["v"]), u64(p["o"]), u64(p.get("lse", 0)),
@@ -75,7 +75,7 @@ _NONCE = [0x9E3779B97F4A7C15]
 
 
 def next_nonce():
-    """A new nonzero 64-bit nonce per fused launch (the plugin's kernels/src/cuda_fmha/fused_list.rs)."""
+    """A new nonzero 64-bit nonce per fused launch (the plugin's kernels/cuda-fmha/src/forward/fused_list.rs)."""
     _NONCE[0] = (_NONCE[0] * 6364136223846793005 + 1442695040888963407) % (1 << 64)
     return _NONCE[0] or 1
 

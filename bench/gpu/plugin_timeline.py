@@ -18,7 +18,7 @@ and for FlashInfer fa3 (--flashinfer; one kernel per call, its plan made once be
 between the end of one call's kernel and the start of the next. The programmatic launches are
 set by RAGGED_SDPA_CUDA_PDL, read when the plugin loads its module, so each setting is one process:
 plugin_round.sh's `timeline` step runs the settings in TIMELINE_SETTINGS. RAGGED_SDPA_CUDA_FUSED_LIST=0
-keeps the pre-pass launch (kernels/src/cuda_fmha/fused_list.rs); unset, the persistent forward
+keeps the pre-pass launch (kernels/cuda-fmha/src/forward/fused_list.rs); unset, the persistent forward
 builds its tile list itself and no pre-pass appears in the profile (pre-pass and lead print nan).
 
 Every call writes its own O; all of them must equal, bit for bit, the O of one call made alone

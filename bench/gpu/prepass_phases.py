@@ -10,7 +10,7 @@ Launched through cupy, in plain stream order (the wait returns at once): two set
                  the forward's stream of K / V, as between two executes)
   back to back   the pre-pass right after another pre-pass (its inputs in L2)
 
-With --ab DIR (a copy of another tree's kernels/cuda), that tree's pre-pass is measured in the same
+With --ab DIR (a copy of another tree's kernels/cuda-fmha/cuda), that tree's pre-pass is measured in the same
 process, its calls alternating with this tree's, so that a change to the pre-pass is compared on one
 machine and one GPU state (the cold-start phases moved by up to 2 µs between machines in session 19).
 
@@ -68,7 +68,7 @@ def one_setting(torch, forms, p, calls, after_forward):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--calls", type=int, default=20)
-    ap.add_argument("--ab", metavar="DIR", help="another tree's kernels/cuda, measured alternately")
+    ap.add_argument("--ab", metavar="DIR", help="another tree's kernels/cuda-fmha/cuda, measured alternately")
     args = ap.parse_args()
     import torch
 

@@ -5,7 +5,7 @@
 # modes; then compute-sanitizer memcheck and racecheck on the tiny cases. The sanitizer runs compile
 # with the harness's options (--tuning), so they load cupy's cached module instead of compiling.
 # Every log goes into one tar, "$OUT/bwd-logs.tar.gz".
-# Usage (on the GPU machine, from a directory holding kernels/cuda, bench/gpu and bin/):
+# Usage (on the GPU machine, from a directory holding kernels/cuda-fmha/cuda, bench/gpu and bin/):
 #   OUT=dir [BWD_ARGS="--hopper-only --wg-tuning"] [T_DEV=95 T_ABI=30 T_VAL=20 T_MEM=28 T_RACE=35] \
 #     bash bench/gpu/run_bwd_device.sh      (T_VAL=0: no validating-mode run)
 set -o pipefail

@@ -8,7 +8,7 @@ export PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv | tee "$OUT/smi.txt"
 echo "== ptxas resource report (nvcc, sm_90a) =="
 nvcc -cubin -gencode=arch=compute_90a,code=sm_90a -std=c++17 -DRAGGED_FMHA_TUNING -Xptxas -v \
-    -o "$OUT/ragged_fmha_fwd.cubin" kernels/cuda/ragged_fmha_fwd.cu 2>&1 \
+    -o "$OUT/ragged_fmha_fwd.cubin" kernels/cuda-fmha/cuda/ragged_fmha_fwd.cu 2>&1 \
     | grep -E "error|warning|Compiling entry|registers|spill" | sed 's/ptxas info    : //' | tee "$OUT/ptxas.txt"
 cuobjdump --dump-sass "$OUT/ragged_fmha_fwd.cubin" > /tmp/sass.txt 2>&1 && \
     echo "SASS: HGMMA $(grep -c HGMMA /tmp/sass.txt) HMMA $(grep -c HMMA /tmp/sass.txt) LDL $(grep -c LDL /tmp/sass.txt) STL $(grep -c STL /tmp/sass.txt)"

@@ -3,7 +3,7 @@
 //! forward (so the backward differentiates a real forward, as training does), dQ, dK and dV run
 //! through the CPU reference backward and through a plugin engine, then compared with the
 //! written/unwritten split and the exact zeros of the backward's definition
-//! (kernels/src/sdpa_backward/README.md §2).
+//! (kernels/reference/src/sdpa_backward/README.md §2).
 //!
 //! Lengths, scale and band come from the forward the backward implies, through the forward
 //! harness's own [`SdpaRoles`]: one rule for both directions. The positions of dK and dV are those
@@ -13,9 +13,9 @@
 use std::collections::BTreeSet;
 use std::ffi::c_void;
 
-use ragged_kernels::{
-    BackwardInputs, BackwardOutputs, HostData, HostDataMut, SdpaBackwardParams, sdpa_backward,
-    sdpa_forward,
+use ragged_core::{HostData, HostDataMut};
+use ragged_reference::{
+    BackwardInputs, BackwardOutputs, SdpaBackwardParams, sdpa_backward, sdpa_forward,
 };
 use ragged_schema::model::{
     EngineConfig, Graph, Node, NodeAttributes, SdpaAttributes, SdpaBackwardAttributes,

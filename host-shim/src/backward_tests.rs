@@ -1,4 +1,4 @@
-use ragged_kernels::HostDataMut;
+use ragged_core::HostDataMut;
 use ragged_schema::model::DataType;
 
 use super::*;

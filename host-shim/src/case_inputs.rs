@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use ragged_kernels::tensor::{DenseTensor, Tensor};
+use ragged_core::tensor::{DenseTensor, Tensor};
 use ragged_schema::model::DataType;
 
 use crate::HostError;
@@ -15,7 +15,7 @@ fn index_tensor(values: &[i64], index_type: DataType) -> Result<Arc<dyn Tensor>,
     let n = values.len() as i64;
     let dims = vec![n, 1, 1, 1];
     let strides = vec![1, 1, 1, 1];
-    let wrap = |e: ragged_kernels::KernelError| HostError::Harness(format!("index tensor: {e}"));
+    let wrap = |e: ragged_core::KernelError| HostError::Harness(format!("index tensor: {e}"));
     Ok(match index_type {
         DataType::Int64 => {
             Arc::new(DenseTensor::from_vec(values.to_vec(), dims, strides).map_err(wrap)?)

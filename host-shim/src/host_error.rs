@@ -88,7 +88,7 @@ pub enum HostError {
         uid: i64,
         name: String,
         #[source]
-        source: ragged_kernels::KernelError,
+        source: ragged_core::KernelError,
     },
 
     #[error("{0}")]

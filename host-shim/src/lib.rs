@@ -8,11 +8,11 @@
 //! |---|---|
 //! | C ABI as the host sees it | [`abi`], [`plugin`] (dlopen, typed symbols, `Failed to …` errors), [`elf_symbols`] |
 //! | hipDNN's backend | [`discovery`] (search path), [`manager`] (load sequence, engine admission), [`dispatch`] (version/override gates, offer), [`api_version`], [`engine_id`], [`log`] |
-//! | RFC §4.11 harness | [`harness`] (pre-supplied bundle, allocation, init, reference and engine runs, validation) (GPU engines' buffers through `ragged_kernels::runtime::cuda`), [`graphs`] (ragged SDPA graphs from token counts, versioning.md's G0–G7), [`multi_node_graphs`] (SDPA → pointwise chains on virtual intermediates) |
+//! | RFC §4.11 harness | [`harness`] (pre-supplied bundle, allocation, init, reference and engine runs, validation) (GPU engines' buffers through `ragged_gpu_runtime::cuda`), [`graphs`] (ragged SDPA graphs from token counts, versioning.md's G0–G7), [`multi_node_graphs`] (SDPA → pointwise chains on virtual intermediates) |
 //!
 //! The CLI's own modules (commands, companion files, `.npy`) live in the binary (`main.rs`).
 //!
-//! **Architecture invariant:** numerics come from `ragged_kernels::sdpa_forward` (multi-node graphs: `ragged_kernels::executor`), version rules
+//! **Architecture invariant:** numerics come from `ragged_reference::sdpa_forward` (multi-node graphs: `ragged_reference::executor`), version rules
 //! from `ragged_schema::version`, wire bytes from `ragged_schema::wire`; this crate re-implements
 //! none of them. The one deliberate copy is FNV-1a ([`engine_id`]): the host must verify the
 //! plugin's hashes independently.

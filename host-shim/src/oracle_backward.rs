@@ -1,5 +1,5 @@
 //! The float64 oracle of the SDPA backward, written from its definition
-//! (kernels/src/sdpa_backward/README.md §2) with plain loops over the bundle's element buffers:
+//! (kernels/reference/src/sdpa_backward/README.md §2) with plain loops over the bundle's element buffers:
 //! it shares no code with the kernels' backward, so `hipdnn-shim run BWD.json --verify` checks an
 //! engine (the host reference engine included) against something other than itself.
 //!
@@ -9,9 +9,9 @@
 
 use std::collections::BTreeSet;
 
-use ragged_kernels::HostData;
-use ragged_kernels::problem::dense_stats_axes;
-use ragged_kernels::tensor::{Tensor, TensorExt};
+use ragged_core::HostData;
+use ragged_core::problem::dense_stats_axes;
+use ragged_core::tensor::{Tensor, TensorExt};
 use ragged_schema::model::DiagonalAlignment;
 
 use crate::backward::{BackwardHarness, element};

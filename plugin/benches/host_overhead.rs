@@ -24,10 +24,8 @@ use std::time::Instant;
 
 use common::problem::{self, B, D, HKV, HQ, Inputs, PACKING_A, SKV, SQ};
 use common::*;
-use ragged_kernels::{
-    DenseTensor, SdpaParams, ShallowRaggedTensor, ShallowRaggedTensorMut, ShallowTensorMut,
-    sdpa_forward,
-};
+use ragged_core::{DenseTensor, ShallowRaggedTensor, ShallowRaggedTensorMut, ShallowTensorMut};
+use ragged_reference::{SdpaParams, sdpa_forward};
 
 #[global_allocator]
 static ALLOCATOR: allocations::Counting = allocations::Counting;
@@ -259,7 +257,7 @@ impl KernelOnly {
     /// On the calling thread, as the host engine runs a problem this small (`INLINE_WORK` in
     /// plugin/src/engines/host): the engine's own work, without a pool hand-off.
     fn run(&mut self) {
-        ragged_kernels::sdpa::on_calling_thread(|| self.forward());
+        ragged_reference::sdpa::on_calling_thread(|| self.forward());
     }
 
     fn forward(&mut self) {

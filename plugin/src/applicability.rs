@@ -10,7 +10,7 @@
 //! - a supported single-node SDPA forward ⇒ a [`RaggedSdpaProblem`] holding copies of all it
 //!   needs ([`crate::problem`] builds it), which each listed engine plans for itself.
 
-use ragged_kernels::problem::RaggedSdpaProblem;
+use ragged_core::problem::RaggedSdpaProblem;
 use ragged_schema::version::{
     PROJECT_PLUGIN_API_VERSION, compute_minimum_plugin_api_version, graph_stamp,
     plugin_meets_requirement, stamp_exceeds_ceiling,
@@ -27,7 +27,7 @@ use std::sync::Arc;
 
 /// Why a well-formed graph is not ours (the project's one decline type, from the kernels crate):
 /// shown in INFO logs and in errors of the calls that require an applicable graph.
-pub use ragged_kernels::Decline;
+pub use ragged_core::Decline;
 
 fn refuse<T>(
     field: impl Into<String>,

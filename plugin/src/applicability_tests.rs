@@ -1,6 +1,6 @@
 use super::*;
-use ragged_kernels::problem::{IndexWidth, Offsets, ScalarType, ScalePlan};
-use ragged_kernels::{DataType, MaskBand};
+use ragged_core::problem::{IndexWidth, Offsets, ScalarType, ScalePlan};
+use ragged_core::{DataType, MaskBand};
 use ragged_schema::{EngineApiVersion, TensorAttributes, TensorValue};
 
 use crate::test_graphs::{golden, sdpa};

@@ -8,8 +8,8 @@
 //! dO and the three gradients (each the type, dims and layout rules of its primal) and the
 //! features the CPU reference does not compute, each declined naming uid, field, value and need.
 
-use ragged_kernels::Decline;
-use ragged_kernels::problem::{Operand, RaggedSdpaProblem, ScalePlan};
+use ragged_core::Decline;
+use ragged_core::problem::{Operand, RaggedSdpaProblem, ScalePlan};
 use ragged_schema::{DataType, Graph, SdpaBackwardAttributes};
 
 use crate::{byte_extents, problem};
@@ -61,8 +61,8 @@ impl BackwardProblem {
     }
 
     /// The uid bound for a kernel role, for naming the tensor of an execute-time error.
-    pub fn uid_of(&self, role: ragged_kernels::Role) -> Option<i64> {
-        use ragged_kernels::Role;
+    pub fn uid_of(&self, role: ragged_core::Role) -> Option<i64> {
+        use ragged_core::Role;
         let f = &self.forward;
         match role {
             Role::Q => Some(f.q.uid),
@@ -109,7 +109,7 @@ pub fn build(graph: &Graph, node: &SdpaBackwardAttributes) -> Result<BackwardPro
 }
 
 /// Dropout, an additive bias, ALiBi and dBias: the CPU reference computes none of them
-/// (kernels/src/sdpa_backward/README.md §3), and computing the gradient of a different forward
+/// (kernels/reference/src/sdpa_backward/README.md §3), and computing the gradient of a different forward
 /// silently would be worse than declining.
 pub fn check_unsupported_features(node: &SdpaBackwardAttributes) -> Result<(), Decline> {
     let uids = [

@@ -1,6 +1,6 @@
 use std::sync::Arc;
 
-use ragged_kernels::{DiagonalAlignment as Alignment, MaskBand};
+use ragged_core::{DiagonalAlignment as Alignment, MaskBand};
 use ragged_schema::{
     DataType, DiagonalAlignment, Graph, Node, NodeAttributes, SdpaBackwardAttributes,
     TensorAttributes,
@@ -117,7 +117,7 @@ fn a_ragged_gqa_backward_keeps_every_role_and_the_forwards_band_and_scale() {
     );
     assert_eq!(p.dk.bshd(), [B, SKV, HKV, D]);
     assert_eq!(p.dq.ragged.map(|r| r.uid), Some(AUX_Q));
-    assert_eq!(p.uid_of(ragged_kernels::Role::DV), Some(9));
+    assert_eq!(p.uid_of(ragged_core::Role::DV), Some(9));
 }
 
 #[test]

@@ -2,9 +2,9 @@
 //! (issue 13 item 1), so an oversized graph is declined at planning with its uid, dims and bytes
 //! instead of reaching an execute whose slices would be undefined behaviour.
 
-use ragged_kernels::Decline;
-use ragged_kernels::problem::{IndexWidth, OFFSETS_ROLE, Operand, RaggedSdpaProblem};
-use ragged_kernels::tensor::extent::{Addressing, DeclaredExtent, ExtentTooLarge, check_extents};
+use ragged_core::Decline;
+use ragged_core::problem::{IndexWidth, OFFSETS_ROLE, Operand, RaggedSdpaProblem};
+use ragged_core::tensor::extent::{Addressing, DeclaredExtent, ExtentTooLarge, check_extents};
 
 /// The decline for the first buffer of `problem` beyond `isize::MAX` bytes: Q, K, V, O and LSE
 /// (their strided extent, and for ragged ones the largest extent valid offsets give), every

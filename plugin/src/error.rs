@@ -56,20 +56,20 @@ pub enum PluginError {
     InvalidValue(String),
 
     #[error("{0}")]
-    Kernel(#[from] ragged_kernels::KernelError),
+    Kernel(#[from] ragged_core::KernelError),
 
     #[error("RAGGED_SDPA_CUDA_FMHA: {0}")]
-    Cuda(#[from] ragged_kernels::runtime::cuda::GpuError),
+    Cuda(#[from] ragged_gpu_runtime::cuda::GpuError),
 
     #[error("RAGGED_SDPA_AITER_FMHA: {0}")]
-    Aiter(#[from] ragged_kernels::aiter::AiterError),
+    Aiter(#[from] ragged_engine_aiter::AiterError),
 
     /// A HIP call of the host engine's copy path (the runtime's failure, not the caller's).
     #[error("HIP runtime: {0}")]
-    Hip(#[from] ragged_kernels::runtime::hip::HipError),
+    Hip(#[from] ragged_gpu_runtime::hip::HipError),
 
     #[error("RAGGED_SDPA_HOST_REFERENCE graph executor: {0}")]
-    Executor(#[from] ragged_kernels::executor::ExecutorError),
+    Executor(#[from] ragged_reference::executor::ExecutorError),
 
     #[error("engine failure: {0}")]
     Engine(String),
@@ -109,8 +109,8 @@ impl PluginError {
 /// CUDA engine errors: offsets the device pre-pass rejected (validating mode) are the caller's
 /// values; unusable pointers, a short workspace or a stream under capture in validating mode are
 /// bad parameters; driver, compiler and contract failures are ours.
-fn cuda_status(error: &ragged_kernels::runtime::cuda::GpuError) -> Status {
-    use ragged_kernels::runtime::cuda::GpuError as G;
+fn cuda_status(error: &ragged_gpu_runtime::cuda::GpuError) -> Status {
+    use ragged_gpu_runtime::cuda::GpuError as G;
     match error {
         G::InvalidOffsets { .. } => Status::INVALID_VALUE,
         G::BadPointer { .. }
@@ -122,8 +122,8 @@ fn cuda_status(error: &ragged_kernels::runtime::cuda::GpuError) -> Status {
 }
 
 /// AITER engine errors, by the same rule as [`cuda_status`].
-fn aiter_status(error: &ragged_kernels::aiter::AiterError) -> Status {
-    use ragged_kernels::aiter::AiterError as A;
+fn aiter_status(error: &ragged_engine_aiter::AiterError) -> Status {
+    use ragged_engine_aiter::AiterError as A;
     match error {
         A::NullPointer { .. } | A::WorkspaceTooSmall { .. } => Status::BAD_PARAM,
         _ => Status::INTERNAL_ERROR,
@@ -136,8 +136,8 @@ fn aiter_status(error: &ragged_kernels::aiter::AiterError) -> Status {
 /// Graph executor errors: a kernel error inside keeps its kernel status; a tensor the caller
 /// did not bind or whose aux is unusable is a bad parameter; anything else is ours (the graph
 /// was checked when the context was built).
-fn executor_status(error: &ragged_kernels::executor::ExecutorError) -> Status {
-    use ragged_kernels::executor::ExecutorError as X;
+fn executor_status(error: &ragged_reference::executor::ExecutorError) -> Status {
+    use ragged_reference::executor::ExecutorError as X;
     match error {
         X::Tensor { source, .. } | X::Node { source, .. } => kernel_status(source),
         X::Unbound { .. } | X::AuxUnavailable { .. } => Status::BAD_PARAM,
@@ -145,8 +145,8 @@ fn executor_status(error: &ragged_kernels::executor::ExecutorError) -> Status {
     }
 }
 
-fn kernel_status(error: &ragged_kernels::KernelError) -> Status {
-    use ragged_kernels::KernelError as K;
+fn kernel_status(error: &ragged_core::KernelError) -> Status {
+    use ragged_core::KernelError as K;
     match error {
         K::InTensor { source, .. } => kernel_status(source),
         K::OffsetOverflow { .. }
@@ -174,12 +174,12 @@ fn kernel_status(error: &ragged_kernels::KernelError) -> Status {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ragged_kernels::aiter::AiterError;
-    use ragged_kernels::runtime::cuda::{GpuError, TensorRole};
+    use ragged_engine_aiter::AiterError;
+    use ragged_gpu_runtime::cuda::{GpuError, TensorRole};
 
     #[test]
     fn a_staging_copy_that_cannot_be_allocated_is_alloc_failed() {
-        use ragged_kernels::{KernelError, Role};
+        use ragged_core::{KernelError, Role};
         let error = PluginError::from(
             KernelError::StagingTooLarge {
                 role: Role::K,
@@ -195,7 +195,7 @@ mod tests {
     /// a separate aux) is the caller's offset values, like every other offset-content error.
     #[test]
     fn rows_beyond_an_outputs_extent_are_the_callers_values() {
-        use ragged_kernels::{KernelError, Role};
+        use ragged_core::{KernelError, Role};
         let error = PluginError::from(
             KernelError::RowsBeyondExtent {
                 role: Role::Lse,

@@ -4,9 +4,9 @@
 //! ([`crate::engines::host::graph`]); GPU engines decline it by the default of
 //! [`crate::engines::Planner::plan_graph`].
 
-use ragged_kernels::Decline;
-use ragged_kernels::SdpaParams;
-use ragged_kernels::executor::{
+use ragged_core::Decline;
+use ragged_reference::SdpaParams;
+use ragged_reference::executor::{
     ExecGraph, ExecNode, NodeOp, PointwiseNode, PointwiseOp, RaggedDesc, SdpaNode, TensorDesc,
 };
 use ragged_schema::{Graph, NodeAttributes, PointwiseAttributes, SdpaAttributes, TensorAttributes};

@@ -24,8 +24,8 @@ pub struct EngineHandle {
 /// statics knew about (issue 13 items 1 and 7); the next call that needs either builds it anew.
 pub fn last_handle_destroyed() {
     crate::worker_pool::shut_down();
-    ragged_kernels::sdpa::release_caches();
-    ragged_kernels::runtime::probe::release();
+    ragged_reference::sdpa::release_caches();
+    ragged_gpu_runtime::probe::release();
     crate::engines::aiter::release_probe();
 }
 
@@ -39,7 +39,7 @@ extern "C" fn library_unloading() {
     // Nothing may unwind into the loader.
     let _ = std::panic::catch_unwind(|| {
         crate::worker_pool::shut_down();
-        ragged_kernels::sdpa::release_caches();
+        ragged_reference::sdpa::release_caches();
     });
 }
 

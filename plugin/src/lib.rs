@@ -6,7 +6,7 @@
 //!   that checks pointers, calls one module, and writes its outputs only on success;
 //! - [`abi`]: C types, the panic boundary, NULL-checking pointer helpers, per-thread last error;
 //! - [`applicability`] → [`problem`]: graph bytes to a decision and an owned
-//!   `ragged_kernels::RaggedSdpaProblem`; a single SDPA backward node becomes a
+//!   `ragged_core::RaggedSdpaProblem`; a single SDPA backward node becomes a
 //!   [`backward_problem::BackwardProblem`], which only the host engine plans;
 //! - [`engines`]: which engines this process lists, GPU engines first, and the `Planner` /
 //!   `Planned` traits each engine implements in its own module: [`engines::cuda`]

@@ -3,18 +3,18 @@
 //! Everything kept is a copy (RFC §4.10), which is what lets the backend free the graph right
 //! after `CreateExecutionContext`; nothing points into the serialized buffer. This is the one
 //! place graph data types become the kernels' types, and the problem's tensors are read through
-//! their resolved axes ([`ragged_kernels::problem::resolve_axes`]), never `dims[1]`/`dims[2]`.
+//! their resolved axes ([`ragged_core::problem::resolve_axes`]), never `dims[1]`/`dims[2]`.
 
-use ragged_kernels::problem::{
+use ragged_core::problem::{
     IndexInput, IndexWidth, OFFSETS_ROLE, Offsets, Operand, RaggedSdpaProblem, ScalarType,
     ScalePlan, dense_stats_axes,
 };
-use ragged_kernels::{DataType as KernelType, DiagonalAlignment as Alignment, MaskBand};
+use ragged_core::{DataType as KernelType, DiagonalAlignment as Alignment, MaskBand};
 use ragged_schema::{
     DataType, DiagonalAlignment, Graph, SdpaAttributes, TensorAttributes, TensorValue,
 };
 
-use ragged_kernels::contract::{self, Decline};
+use ragged_core::contract::{self, Decline};
 
 /// A decline of `field` of tensor `uid`.
 fn refuse<T>(

@@ -10,9 +10,9 @@
 //! so it is INVALID_VALUE naming the uid and the value, and nothing is written (issue 13 item 5;
 //! a non-finite scale baked into the graph is already declined at planning).
 
-use ragged_kernels::problem::{ScalarType as DataType, ScalePlan};
-use ragged_kernels::tensor::BorrowedStorage;
-use ragged_kernels::{HostData, ShallowTensor, read_scalar_f32};
+use ragged_core::problem::{ScalarType as DataType, ScalePlan};
+use ragged_core::tensor::BorrowedStorage;
+use ragged_core::{HostData, ShallowTensor, read_scalar_f32};
 
 use crate::error::PluginError;
 use crate::variant_pack::VariantPack;

@@ -10,7 +10,7 @@
 use std::ffi::c_void;
 use std::ptr::NonNull;
 
-use ragged_kernels::problem::{
+use ragged_core::problem::{
     IndexInput, IndexWidth, OFFSETS_ROLE, Operand, RaggedSdpaProblem, ScalePlan,
 };
 
@@ -184,8 +184,8 @@ mod tests {
 
     #[test]
     fn device_addresses_are_zero_only_for_what_the_graph_lacks() {
-        use ragged_kernels::DataType;
-        use ragged_kernels::problem::{IndexWidth, Offsets};
+        use ragged_core::DataType;
+        use ragged_core::problem::{IndexWidth, Offsets};
 
         let (mut q, mut offsets) = (0u8, 0u8);
         let entries = [

@@ -4,11 +4,11 @@
 //! destructors point into this library, so glibc never unmaps it on `dlclose` (issue 13 item 7:
 //! with rayon's global pool 100 of 100 unload loops left it resident, and its statics — a
 //! logging callback among them — survived into the next `dlopen`). Instead the plugin owns a
-//! [`ragged_kernels::parallel::Pool`], started on the first execute that needs it and shut down,
+//! [`ragged_reference::parallel::Pool`], started on the first execute that needs it and shut down,
 //! threads joined, when the last engine handle is destroyed: after that no thread runs our code
 //! and `dlclose` unmaps the library.
 //!
-//! The tile products are the kernels' own single-threaded micro-kernel (`kernels/src/gemm.rs`), so
+//! The tile products are the kernels' own single-threaded micro-kernel (`kernels/reference/src/gemm.rs`), so
 //! no library underneath starts threads of its own.
 //!
 //! The threads are started with `pthread_create`, not `std::thread::spawn`: std's spawn gives the
@@ -20,7 +20,7 @@ use std::ffi::{c_int, c_void};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
-use ragged_kernels::parallel::{self, Joiner, Pool, ThreadMain};
+use ragged_reference::parallel::{self, Joiner, Pool, ThreadMain};
 
 use crate::error::PluginError;
 

@@ -209,7 +209,7 @@ impl Data {
     }
 }
 
-/// dQ, dK, dV in float64 from the definition (kernels/src/sdpa_backward/README.md §2), over the
+/// dQ, dK, dV in float64 from the definition (kernels/reference/src/sdpa_backward/README.md §2), over the
 /// f32 inputs the plugin is given; NaN marks a padding position, which must stay unwritten.
 fn oracle(c: &Case, x: &Data) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
     let (tq, tkv) = (c.tokens_q(), c.tokens_kv());

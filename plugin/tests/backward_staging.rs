@@ -1,5 +1,5 @@
 //! The host engine's SDPA backward next to a usable HIP runtime, through the built plugin's C
-//! ABI: the project's fake `libamdhip64` (kernels/src/runtime/hip/fake_amdhip64.c, compiled here)
+//! ABI: the project's fake `libamdhip64` (kernels/gpu-runtime/src/hip/fake_amdhip64.c, compiled here)
 //! keeps "device" memory the CPU cannot dereference, so a device tensor the backward failed to
 //! stage would fault. The staged run must give the bits of the same backward on host buffers,
 //! copy every device tensor to the host once and only dQ, dK, dV back, and leave the gradients'

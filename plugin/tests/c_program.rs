@@ -89,12 +89,12 @@ fn a_c_host_runs_the_golden_graph_through_dlopen() {
 }
 
 /// The project's fake `libamdhip64` (one device, device memory in a side table), built from
-/// `kernels/src/runtime/hip/fake_amdhip64.c` into a folder of its own.
+/// `kernels/gpu-runtime/src/hip/fake_amdhip64.c` into a folder of its own.
 fn fake_hip(output_name: &str, extra: &[&str]) -> PathBuf {
     let mut flags = vec!["-shared", "-fPIC", "-D_GNU_SOURCE"];
     flags.extend_from_slice(extra);
     compile(
-        "../../../kernels/src/runtime/hip/fake_amdhip64.c",
+        "../../../kernels/gpu-runtime/src/hip/fake_amdhip64.c",
         output_name,
         &flags,
     )

@@ -14,8 +14,8 @@ use std::ptr::null_mut;
 
 use common::device::*;
 use common::*;
-use ragged_kernels::runtime::cuda::memory::{DeviceAllocation, download, upload};
-use ragged_kernels::runtime::cuda::runtime;
+use ragged_gpu_runtime::cuda::memory::{DeviceAllocation, download, upload};
+use ragged_gpu_runtime::cuda::runtime;
 use ragged_schema::wire::encode_graph;
 use ragged_schema::{
     DataType, DiagonalAlignment, Graph, Node, SdpaBackwardAttributes, TensorAttributes,

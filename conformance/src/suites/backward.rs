@@ -1,6 +1,6 @@
 //! Suite (d): SDPA backward numerics (issue 15 item 4). Every engine of a plugin is given the
 //! backward of each case of [`backward_cases`] and its dQ, dK and dV are compared with the CPU
-//! reference `ragged_kernels::sdpa_backward` over identical inputs: tolerance where a value is
+//! reference `ragged_reference::sdpa_backward` over identical inputs: tolerance where a value is
 //! written, the sentinel where nothing may be (coverage validation), and exactly 0 for the rows
 //! of zero-length batches and of rows or keys the band leaves without a partner.
 //!
@@ -15,7 +15,7 @@ use hipdnn_shim::case_inputs::pre_supplied;
 use hipdnn_shim::harness::DeviceRun;
 use hipdnn_shim::manager::LoadedPlugin;
 use hipdnn_shim::plugin::PluginHandle;
-use ragged_kernels::runtime::cuda::runtime::CudaRuntime;
+use ragged_gpu_runtime::cuda::runtime::CudaRuntime;
 
 use super::backward_cases::BackwardCase;
 use super::engine_cases::{CaseRun, run_cases, verdict};
@@ -146,7 +146,7 @@ mod tests {
         assert_eq!(exact.len(), (3 * spec.heads_q * spec.head_dim) as usize);
         let at = exact.iter().next().copied().unwrap_or_default();
         if let Some(Entry::Owned(t)) = h.engine.entries.get_mut(&dq)
-            && let ragged_kernels::HostDataMut::BF16(s) = t.host_data_mut()
+            && let ragged_core::HostDataMut::BF16(s) = t.host_data_mut()
         {
             s[at] = half::bf16::from_f32(1e-3);
         }

@@ -79,7 +79,7 @@ pub struct NumericOptions {
     /// Engines whose buffers may be host memory; others need device buffers.
     pub host_engines: Vec<String>,
     /// Where other engines run; without it they are skipped.
-    pub device: Option<&'static ragged_kernels::runtime::cuda::runtime::CudaRuntime>,
+    pub device: Option<&'static ragged_gpu_runtime::cuda::runtime::CudaRuntime>,
 }
 
 impl Default for NumericOptions {
@@ -124,7 +124,7 @@ fn run_case(
     engine_id: i64,
     spec: &RaggedSdpaSpec,
     options: &NumericOptions,
-    device: Option<&ragged_kernels::runtime::cuda::runtime::CudaRuntime>,
+    device: Option<&ragged_gpu_runtime::cuda::runtime::CudaRuntime>,
 ) -> Result<(Outcome, Vec<String>), HostError> {
     let graph = spec.graph();
     let bytes = ragged_schema::wire::encode_graph(&graph);
@@ -202,7 +202,7 @@ mod tests {
         if let Some(hipdnn_shim::harness::Entry::Owned(o)) =
             h.engine.entries.get_mut(&hipdnn_shim::graphs::uid::O)
         {
-            use ragged_kernels::tensor::TensorMutExt;
+            use ragged_core::tensor::TensorMutExt;
             o.set(&[0, 3, 0, 0], half::bf16::from_f32(0.0))
                 .unwrap_or_else(|e| panic!("{e}"));
         }
@@ -233,7 +233,7 @@ mod tests {
         if let Some(hipdnn_shim::harness::Entry::Owned(o)) =
             h.engine.entries.get_mut(&hipdnn_shim::graphs::uid::O)
         {
-            use ragged_kernels::tensor::TensorMutExt;
+            use ragged_core::tensor::TensorMutExt;
             o.set(&[2, 1, 0, 0], half::bf16::from_f32(1e-3))
                 .unwrap_or_else(|e| panic!("{e}"));
         }

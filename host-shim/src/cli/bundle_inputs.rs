@@ -9,8 +9,8 @@ use std::sync::Arc;
 
 use half::{bf16, f16};
 use hipdnn_shim::harness::PreSuppliedInputs;
-use ragged_kernels::DenseTensor;
-use ragged_kernels::tensor::Tensor;
+use ragged_core::DenseTensor;
+use ragged_core::tensor::Tensor;
 use ragged_schema::model::{DataType, Graph, TensorAttributes};
 use serde_json::{Map, Value};
 
@@ -81,7 +81,7 @@ fn tensor_from_values(
             .collect::<Result<Vec<f64>, String>>()
     };
     let (dims, strides) = (attrs.dims.clone(), attrs.strides.clone());
-    let wrap = |e: ragged_kernels::KernelError| format!("metadata inputs.{uid}: {e}");
+    let wrap = |e: ragged_core::KernelError| format!("metadata inputs.{uid}: {e}");
     Ok(match attrs.data_type {
         DataType::Int64 => {
             Arc::new(DenseTensor::from_vec(integers()?, dims, strides).map_err(wrap)?)
@@ -139,7 +139,7 @@ mod tests {
             "an entry without values is upstream's fill recipe"
         );
         let aux = pre.get(&5).unwrap_or_else(|| panic!("uid 5 pinned"));
-        assert_eq!(aux.data_type(), ragged_kernels::DataType::I32);
+        assert_eq!(aux.data_type(), ragged_core::DataType::I32);
     }
 
     #[test]

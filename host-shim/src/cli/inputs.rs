@@ -20,8 +20,8 @@ use std::sync::Arc;
 use hipdnn_shim::HostError;
 use hipdnn_shim::harness::bundle::kernel_type;
 use hipdnn_shim::harness::{PreSuppliedInputs, create_tensor_from_attribute};
-use ragged_kernels::DataType as KernelType;
-use ragged_kernels::tensor::{DenseTensor, Tensor, TensorMut};
+use ragged_core::DataType as KernelType;
+use ragged_core::tensor::{DenseTensor, Tensor, TensorMut};
 use ragged_schema::model::{Graph, TensorAttributes};
 
 use crate::error::ShimError;
@@ -60,7 +60,7 @@ fn index_tensor(attrs: &TensorAttributes, values: &[i64]) -> Result<Arc<dyn Tens
         ));
     }
     let (dims, strides) = (attrs.dims.clone(), attrs.strides.clone());
-    let wrap = |e: ragged_kernels::KernelError| format!("tensor uid {}: {e}", attrs.uid);
+    let wrap = |e: ragged_core::KernelError| format!("tensor uid {}: {e}", attrs.uid);
     match kernel_type(attrs).map_err(|e| e.to_string())? {
         KernelType::I64 => Ok(Arc::new(
             DenseTensor::from_vec(values.to_vec(), dims, strides).map_err(wrap)?,

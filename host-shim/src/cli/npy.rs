@@ -5,8 +5,8 @@ use std::io::Read;
 use std::path::Path;
 
 use half::{bf16, f16};
-use ragged_kernels::tensor::{Tensor, packed_strides};
-use ragged_kernels::{HostData, HostDataMut};
+use ragged_core::tensor::{Tensor, packed_strides};
+use ragged_core::{HostData, HostDataMut};
 
 /// An array read from a file: its header's shape and its values in C order.
 pub struct NpyArray {
@@ -257,7 +257,7 @@ pub fn write(path: &Path, data: HostData<'_>, shape: &[u64]) -> std::io::Result<
 
 #[cfg(test)]
 mod tests {
-    use ragged_kernels::DenseTensor;
+    use ragged_core::DenseTensor;
 
     use super::*;
 

@@ -34,7 +34,7 @@ mod tests {
     use hipdnn_shim::case_inputs::pre_supplied;
     use hipdnn_shim::graphs::{Mask, RaggedSdpaSpec, uid};
     use hipdnn_shim::harness::Entry;
-    use ragged_kernels::{HostData, HostDataMut};
+    use ragged_core::{HostData, HostDataMut};
     use ragged_schema::model::DataType;
 
     use super::*;

@@ -5,8 +5,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use half::{bf16, f16};
-use ragged_kernels::tensor::{DenseTensor, RaggedTensor, Tensor, TensorMut, TensorMutExt};
-use ragged_kernels::{DataType as KernelType, Element, KernelError};
+use ragged_core::tensor::{DenseTensor, RaggedTensor, Tensor, TensorMut, TensorMutExt};
+use ragged_core::{DataType as KernelType, Element, KernelError};
 use ragged_schema::model::{DataType, Graph, TensorAttributes};
 
 use crate::host_error::HostError;

@@ -9,7 +9,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use ragged_kernels::tensor::{Tensor, TensorExt};
+use ragged_core::tensor::{Tensor, TensorExt};
 use ragged_schema::model::{Graph, NodeAttributes};
 
 use super::bundle::Bundle;

@@ -4,9 +4,9 @@
 
 use std::collections::BTreeSet;
 
-use ragged_kernels::runtime::cuda::GpuError;
-use ragged_kernels::runtime::cuda::memory::DeviceAllocation;
-use ragged_kernels::runtime::cuda::runtime::CudaRuntime;
+use ragged_gpu_runtime::cuda::GpuError;
+use ragged_gpu_runtime::cuda::memory::DeviceAllocation;
+use ragged_gpu_runtime::cuda::runtime::CudaRuntime;
 use ragged_schema::model::{EngineConfig, Graph};
 
 use super::{Bundle, Entry, check_alignment, host_bytes, host_bytes_mut, host_ptr};

@@ -4,7 +4,7 @@
 //! The harness writes this mapping itself rather than borrowing the plugin's, so the plugin's
 //! reading of a graph is checked against a second reading, not against itself.
 
-use ragged_kernels::executor::{
+use ragged_reference::executor::{
     ExecGraph, ExecNode, NodeOp, PointwiseNode, PointwiseOp, RaggedDesc, SdpaNode, TensorDesc,
 };
 use ragged_schema::model::{Graph, NodeAttributes, PointwiseAttributes, TensorValue};

@@ -11,8 +11,8 @@
 use std::collections::BTreeSet;
 use std::time::Instant;
 
-use ragged_kernels::executor::{self, ExecutionReport, VariantPack};
-use ragged_kernels::tensor::TensorMut;
+use ragged_core::tensor::TensorMut;
+use ragged_reference::executor::{self, ExecutionReport, VariantPack};
 use ragged_schema::model::{EngineConfig, Graph, NodeAttributes};
 
 use super::bundle::{Bundle, Entry, PreSuppliedInputs};
@@ -183,7 +183,7 @@ mod tests {
     use super::*;
     use crate::graphs::uid as sdpa_uid;
     use crate::multi_node_graphs::{cases, uid};
-    use ragged_kernels::HostDataMut;
+    use ragged_core::HostDataMut;
 
     fn harness(index: usize) -> GraphHarness {
         let case = cases().remove(index);

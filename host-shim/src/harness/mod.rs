@@ -4,7 +4,7 @@
 //!
 //! Engine buffers are host memory for engines that accept host pointers (the host reference
 //! engine); a GPU engine gets device copies of them ([`device`], through
-//! `ragged_kernels::runtime::cuda`).
+//! `ragged_gpu_runtime::cuda`).
 
 pub mod bundle;
 pub mod coverage;
@@ -18,14 +18,15 @@ pub mod validate;
 use std::ffi::c_void;
 use std::time::{Duration, Instant};
 
-use ragged_kernels::tensor::{Tensor, TensorMut};
-use ragged_kernels::{HostDataMut, sdpa_forward};
+use ragged_core::HostDataMut;
+use ragged_core::tensor::{Tensor, TensorMut};
+use ragged_reference::sdpa_forward;
 use ragged_schema::model::{EngineConfig, Graph};
 
 use crate::abi::DeviceBuffer;
 use crate::host_error::HostError;
 use crate::plugin::{ExecutionContext, PluginHandle};
-use ragged_kernels::runtime::cuda::runtime::CudaRuntime;
+use ragged_gpu_runtime::cuda::runtime::CudaRuntime;
 
 pub use bundle::{Bundle, Entry, PreSuppliedInputs, create_tensor_from_attribute};
 pub use device::DeviceRun;
@@ -235,7 +236,7 @@ impl HostWorkspace {
 /// The process's CUDA verdict (`runtime::probe`), for `--cuda`: the devices a GPU engine's
 /// buffers are allocated on, or why there are none.
 pub fn cuda_device() -> Result<&'static CudaRuntime, HostError> {
-    ragged_kernels::runtime::probe::cuda().map_err(|e| HostError::Harness(e.to_string()))
+    ragged_gpu_runtime::probe::cuda().map_err(|e| HostError::Harness(e.to_string()))
 }
 
 /// The backend's check before every execute (plugin-abi.md §5.7): a non-NULL pointer whose
@@ -260,7 +261,7 @@ pub fn check_alignment(graph: &Graph, pack: &[DeviceBuffer]) -> Result<(), HostE
 
 /// The tensor's host buffer as bytes (all element types are plain old data).
 fn host_bytes(t: &dyn Tensor) -> &[u8] {
-    use ragged_kernels::HostData;
+    use ragged_core::HostData;
     let (ptr, bytes) = match t.host_data() {
         HostData::F32(s) => (s.as_ptr().cast::<u8>(), std::mem::size_of_val(s)),
         HostData::F16(s) => (s.as_ptr().cast::<u8>(), std::mem::size_of_val(s)),
@@ -287,7 +288,7 @@ fn host_bytes_mut(t: &mut dyn TensorMut) -> &mut [u8] {
 }
 
 fn host_ptr(t: &dyn Tensor) -> *const c_void {
-    use ragged_kernels::HostData;
+    use ragged_core::HostData;
     match t.host_data() {
         HostData::F32(s) => s.as_ptr().cast(),
         HostData::F16(s) => s.as_ptr().cast(),

@@ -4,9 +4,9 @@
 
 use std::collections::BTreeSet;
 
-use ragged_kernels::problem::dense_stats_axes;
-use ragged_kernels::sdpa::{DiagonalAlignment as KernelAlignment, MaskBand, SdpaParams};
-use ragged_kernels::tensor::{Tensor, TensorExt};
+use ragged_core::problem::dense_stats_axes;
+use ragged_core::tensor::{Tensor, TensorExt};
+use ragged_reference::sdpa::{DiagonalAlignment as KernelAlignment, MaskBand, SdpaParams};
 use ragged_schema::model::{DiagonalAlignment, Graph, SdpaAttributes};
 
 use crate::host_error::HostError;
@@ -54,7 +54,7 @@ impl SdpaRoles {
         let scale = match self.attrs.scale_tensor_uid {
             Some(uid) => match graph.tensor(uid).and_then(|t| t.value) {
                 Some(value) => value.as_f64() as f32,
-                None => ragged_kernels::read_scalar_f32(bundle.get(uid)?).map_err(|e| {
+                None => ragged_core::read_scalar_f32(bundle.get(uid)?).map_err(|e| {
                     HostError::Harness(format!("reading scale tensor uid {uid}: {e}"))
                 })?,
             },
@@ -247,8 +247,8 @@ fn read_index(t: &dyn Tensor, uid: i64, b: usize) -> Result<i64, HostError> {
     let mut index = vec![0; t.dims().len().max(1)];
     index[0] = b as i64;
     let value = match t.host_data() {
-        ragged_kernels::HostData::I32(_) => t.get::<i32>(&index).map(i64::from),
-        ragged_kernels::HostData::I64(_) => t.get::<i64>(&index),
+        ragged_core::HostData::I32(_) => t.get::<i32>(&index).map(i64::from),
+        ragged_core::HostData::I64(_) => t.get::<i64>(&index),
         other => {
             return Err(HostError::Harness(format!(
                 "seq_lens tensor uid {uid} has element type {}, expected i32 or i64",

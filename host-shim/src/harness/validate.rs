@@ -12,7 +12,7 @@
 use std::collections::BTreeSet;
 use std::fmt;
 
-use ragged_kernels::{DataType as KernelType, HostData};
+use ragged_core::{DataType as KernelType, HostData};
 
 use crate::host_error::HostError;
 
@@ -111,7 +111,7 @@ fn element(data: HostData<'_>, i: usize) -> (f64, u64) {
 
 /// The sentinel's bit pattern for an element type (what `fill_sentinel` writes).
 pub fn sentinel_bits(dtype: KernelType) -> u64 {
-    use ragged_kernels::Element;
+    use ragged_core::Element;
     match dtype {
         KernelType::F32 => u64::from(f32::sentinel().to_bits()),
         KernelType::F16 => u64::from(half::f16::sentinel().to_bits()),
@@ -241,7 +241,7 @@ pub fn compare(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ragged_kernels::Element;
+    use ragged_core::Element;
 
     const TOL: Tolerance = Tolerance {
         atol: 1e-3,

@@ -3,11 +3,11 @@
 
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
-use ragged_kernels::aiter::{
+use ragged_core::problem::RaggedSdpaProblem;
+use ragged_engine_aiter::{
     self as kernels_aiter, AiterBackwardPlan, AiterBackwardProblem, AiterEngine, AiterPlan,
     AiterProblem, Availability, BackwardBuffers, DeviceBuffers, ProbeConfig,
 };
-use ragged_kernels::problem::RaggedSdpaProblem;
 
 use super::{AITER_FMHA, Listing, Planned, Planner};
 use crate::backward_problem::BackwardProblem;
@@ -15,7 +15,7 @@ use crate::error::PluginError;
 use crate::plugin_dir;
 use crate::scale;
 use crate::variant_pack::VariantPack;
-use ragged_kernels::Decline;
+use ragged_core::Decline;
 
 /// The engine; its runtime state is probed once per process ([`engine`]).
 pub struct AiterFmha;
@@ -104,7 +104,7 @@ impl Planned for BackwardPlan {
             forward,
             ..self.aiter
         };
-        let address = |t: &ragged_kernels::problem::Operand| pack.address(t.uid, t.role);
+        let address = |t: &ragged_core::problem::Operand| pack.address(t.uid, t.role);
         let buffers = BackwardBuffers {
             forward: buffers(&p.forward, pack)?,
             d_o: address(&p.d_o)?,
@@ -256,7 +256,7 @@ fn buffers(
         ),
         None => (0, 0),
     };
-    let address = |t: &ragged_kernels::problem::Operand| pack.address(t.uid, t.role);
+    let address = |t: &ragged_core::problem::Operand| pack.address(t.uid, t.role);
     Ok(DeviceBuffers {
         q: address(&problem.q)?,
         k: address(&problem.k)?,
@@ -276,11 +276,11 @@ fn buffers(
 mod tests {
     use super::*;
     use crate::applicability;
-    use ragged_kernels::aiter::{
+    use ragged_core::{DataType as K, MaskBand};
+    use ragged_engine_aiter::{
         GpuArch, IndexWidth, LseLayout, RaggedAux, RaggedOperand, check_applicability,
         plan as aiter_plan,
     };
-    use ragged_kernels::{DataType as K, MaskBand};
     use ragged_schema::Graph;
     use std::ptr::null_mut;
 

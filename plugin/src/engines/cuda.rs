@@ -12,17 +12,17 @@
 use std::ffi::c_void;
 use std::sync::{Arc, OnceLock};
 
-use ragged_kernels::cuda_fmha::{self as fmha, ExecuteMode, FmhaBuffers, FmhaEngine, FmhaPlan};
-use ragged_kernels::cuda_fmha_bwd::{self as bwd, BackwardBuffers, BackwardEngine, BackwardPlan};
-use ragged_kernels::problem::RaggedSdpaProblem;
-use ragged_kernels::runtime::cuda::{GpuError, TensorRole, runtime};
+use ragged_core::problem::RaggedSdpaProblem;
+use ragged_engine_cuda::backward::{self as bwd, BackwardBuffers, BackwardEngine, BackwardPlan};
+use ragged_engine_cuda::forward::{self as fmha, ExecuteMode, FmhaBuffers, FmhaEngine, FmhaPlan};
+use ragged_gpu_runtime::cuda::{GpuError, TensorRole, runtime};
 
 use super::{CUDA_FMHA, Listing, Planned, Planner};
 use crate::backward_problem::BackwardProblem;
 use crate::error::PluginError;
 use crate::scale;
 use crate::variant_pack::VariantPack;
-use ragged_kernels::Decline;
+use ragged_core::Decline;
 
 /// Environment variable selecting [`ExecuteMode::Validate`].
 pub const VALIDATE_ENV: &str = "HIPDNN_RAGGED_SDPA_VALIDATE";
@@ -104,7 +104,7 @@ pub fn backward_buffers(
     plan: &BackwardPlan,
     pack: &VariantPack<'_>,
 ) -> Result<BackwardBuffers, PluginError> {
-    let address = |t: &ragged_kernels::problem::Operand| {
+    let address = |t: &ragged_core::problem::Operand| {
         Ok::<_, PluginError>(pack.address(t.uid, t.role)? as u64)
     };
     // The workspace is the backward plan's (it holds the forward's records and more), checked
@@ -214,11 +214,10 @@ pub fn buffers(
     pack: &VariantPack<'_>,
 ) -> Result<FmhaBuffers, PluginError> {
     // The launcher takes u64 device addresses; usize → u64 is lossless on every 64-bit target.
-    let address = |t: &ragged_kernels::problem::Operand| {
+    let address = |t: &ragged_core::problem::Operand| {
         Ok::<_, PluginError>(pack.address(t.uid, t.role)? as u64)
     };
-    let aux =
-        |t: &ragged_kernels::problem::Operand| Ok::<_, PluginError>(pack.aux_address(t)? as u64);
+    let aux = |t: &ragged_core::problem::Operand| Ok::<_, PluginError>(pack.aux_address(t)? as u64);
     let optional = |index| Ok::<_, PluginError>(pack.optional_address(index)? as u64);
     let (lse, lse_offsets) = match &problem.stats {
         Some(stats) => (address(stats)?, aux(stats)?),
@@ -276,7 +275,7 @@ pub fn plan_for_execute(
 mod tests {
     use super::*;
     use crate::applicability;
-    use ragged_kernels::DiagonalAlignment;
+    use ragged_core::DiagonalAlignment;
     use ragged_schema::Graph;
     use std::ffi::OsStr;
     use std::ptr::null_mut;

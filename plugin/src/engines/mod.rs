@@ -6,9 +6,9 @@
 //!
 //! Order is preference: hipDNN tries engines in the order it receives them, so the GPU engines
 //! come first and the host reference last.
-//! - `RAGGED_SDPA_CUDA_FMHA`: listed when [`ragged_kernels::runtime::cuda::runtime::probe`] finds a usable
+//! - `RAGGED_SDPA_CUDA_FMHA`: listed when [`ragged_gpu_runtime::cuda::runtime::probe`] finds a usable
 //!   CUDA device, driver and NVRTC;
-//! - `RAGGED_SDPA_AITER_FMHA`: listed when [`ragged_kernels::aiter::probe`] finds HIP, a device,
+//! - `RAGGED_SDPA_AITER_FMHA`: listed when [`ragged_engine_aiter::probe`] finds HIP, a device,
 //!   hipRTC and the AITER shim (next to this library or at `$RAGGED_SDPA_AITER_SHIM`);
 //! - `RAGGED_SDPA_HOST_REFERENCE`: listed when the process has no GPU runtime (every pointer is
 //!   then host memory) or when `HIPDNN_RAGGED_SDPA_HOST_ENGINE=1` asks for it; next to CUDA it
@@ -29,9 +29,9 @@ use std::ffi::{CStr, c_void};
 use std::fmt;
 use std::sync::{Arc, OnceLock};
 
-use ragged_kernels::Decline;
-use ragged_kernels::aiter as kernels_aiter;
-use ragged_kernels::problem::RaggedSdpaProblem;
+use ragged_core::Decline;
+use ragged_core::problem::RaggedSdpaProblem;
+use ragged_engine_aiter as kernels_aiter;
 
 use crate::abi::types::Severity;
 use crate::backward_problem::BackwardProblem;

@@ -18,7 +18,7 @@ use crate::handle::{EngineHandle, HANDLES};
 use crate::lent::{self, Kind};
 use crate::registry::Lease;
 use crate::{applicability, engine_config, engine_details, engines};
-use ragged_kernels::tensor::extent::check_workspace;
+use ragged_core::tensor::extent::check_workspace;
 
 /// Two-call protocol: `(NULL, 0, &n)` reports the count; `(buf, n, &m)` writes up to `n` ids.
 ///

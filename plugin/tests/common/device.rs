@@ -4,7 +4,7 @@
 use std::ptr::null_mut;
 
 use half::{bf16, f16};
-use ragged_kernels::runtime::cuda::memory::DeviceAllocation;
+use ragged_gpu_runtime::cuda::memory::DeviceAllocation;
 use ragged_schema::EngineConfig;
 use ragged_schema::wire::encode_engine_config;
 

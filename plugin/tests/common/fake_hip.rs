@@ -1,4 +1,4 @@
-//! The project's fake `libamdhip64` (kernels/src/runtime/hip/fake_amdhip64.c), compiled with the
+//! The project's fake `libamdhip64` (kernels/gpu-runtime/src/hip/fake_amdhip64.c), compiled with the
 //! system C compiler and loaded into the test process: one gfx942 device, HIP 6.2, and "device"
 //! memory kept in a side table behind addresses the CPU cannot dereference. `dlopen` of the same
 //! path gives the plugin the same instance, so memory allocated here is device memory to the
@@ -8,7 +8,7 @@ use std::ffi::c_void;
 use std::ptr::null_mut;
 use std::sync::OnceLock;
 
-use ragged_kernels::runtime::hip::{FAKE_HIP_SOURCE, compile_fake_library};
+use ragged_gpu_runtime::hip::{FAKE_HIP_SOURCE, compile_fake_library};
 
 type Malloc = unsafe extern "C" fn(*mut *mut c_void, usize) -> i32;
 type MemcpyAsync = unsafe extern "C" fn(*mut c_void, *const c_void, usize, i32, *mut c_void) -> i32;

@@ -8,11 +8,12 @@
 use std::ffi::c_void;
 use std::sync::Arc;
 
-use ragged_kernels::tensor::BSHD_SEQ_AXIS;
-use ragged_kernels::{
-    DenseTensor, DiagonalAlignment, HostData, HostDataMut, MaskBand, SdpaParams,
-    ShallowRaggedTensor, ShallowRaggedTensorMut, ShallowTensorMut, Tensor, sdpa_forward,
+use ragged_core::tensor::BSHD_SEQ_AXIS;
+use ragged_core::{
+    DenseTensor, DiagonalAlignment, HostData, HostDataMut, MaskBand, ShallowRaggedTensor,
+    ShallowRaggedTensorMut, ShallowTensorMut, Tensor,
 };
+use ragged_reference::{SdpaParams, sdpa_forward};
 use ragged_schema::wire::{encode_engine_config, encode_graph};
 use ragged_schema::{DataType, EngineConfig, Graph, Node, SdpaAttributes, TensorAttributes};
 

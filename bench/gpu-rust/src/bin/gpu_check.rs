@@ -1,4 +1,4 @@
-//! Device check for `kernels/src/runtime/cuda and kernels/src/cuda_fmha`: compiles `kernels/cuda/ragged_fmha_fwd.cu` through the
+//! Device check for `kernels/gpu-runtime/src/cuda and kernels/cuda-fmha/src/forward`: compiles `kernels/cuda-fmha/cuda/ragged_fmha_fwd.cu` through the
 //! NVRTC cache, runs the ragged FMHA forward through `FmhaEngine` exactly as the plugin will (a
 //! caller-owned stream, raw device pointers, a workspace), and compares every written output with
 //! a naive f64 attention loop written here, and every unwritten position with its sentinel.
@@ -12,13 +12,13 @@ use std::time::Instant;
 use cudarc::driver::result as cur;
 use cudarc::driver::sys::{CUdeviceptr, CUstream};
 use half::{bf16, f16};
-use ragged_kernels::cuda_fmha::{ExecuteMode, FmhaBuffers, FmhaEngine, FmhaPlan, plan};
-use ragged_kernels::problem::{
+use ragged_engine_cuda::forward::{ExecuteMode, FmhaBuffers, FmhaEngine, FmhaPlan, plan};
+use ragged_core::problem::{
     IndexInput, IndexWidth, Offsets, Operand, RaggedSdpaProblem, ScalePlan,
 };
-use ragged_kernels::runtime::cuda::nvrtc_cache::{ImageOrigin, NvrtcCache};
-use ragged_kernels::runtime::cuda::{GpuError, runtime};
-use ragged_kernels::{DataType, DiagonalAlignment, MaskBand};
+use ragged_gpu_runtime::cuda::nvrtc_cache::{ImageOrigin, NvrtcCache};
+use ragged_gpu_runtime::cuda::{GpuError, runtime};
+use ragged_core::{DataType, DiagonalAlignment, MaskBand};
 
 /// Sentinels for positions the kernels must not write (ragged-sdpa.md §8: quiet NaN with a fixed
 /// payload, compared bit for bit).
@@ -75,7 +75,7 @@ fn run(bench: bool) -> Res<usize> {
     let _ = std::fs::remove_dir_all(&dir);
     let cache: &'static NvrtcCache = Box::leak(Box::new(NvrtcCache::new(Some(dir.clone()))));
     let t = Instant::now();
-    let fmha = ragged_kernels::cuda_fmha::FMHA_SOURCE;
+    let fmha = ragged_engine_cuda::forward::FMHA_SOURCE;
     let cold = cache.get_or_compile(&fmha, target, &[], runtime.nvrtc_version)?;
     let cold_s = t.elapsed().as_secs_f64();
     let t = Instant::now();

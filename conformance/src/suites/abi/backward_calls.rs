@@ -8,7 +8,7 @@ use hipdnn_shim::engine_id::hex_id;
 use hipdnn_shim::graphs::RaggedSdpaSpec;
 use hipdnn_shim::harness::validate::sentinel_bits;
 use hipdnn_shim::manager::LoadedPlugin;
-use ragged_kernels::HostData;
+use ragged_core::HostData;
 use ragged_schema::model::NodeAttributes;
 
 use super::Check;

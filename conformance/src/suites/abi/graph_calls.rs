@@ -273,7 +273,7 @@ pub(super) fn pass_by_value_scale(p: &LoadedPlugin, host_engines: &[String]) -> 
     )?;
     let mut pre = hipdnn_shim::case_inputs::pre_supplied(&spec).map_err(|e| e.to_string())?;
     let dims = vec![1, 1, 1, 1];
-    let scalar = ragged_kernels::DenseTensor::from_vec(vec![SCALE], dims.clone(), dims)
+    let scalar = ragged_core::DenseTensor::from_vec(vec![SCALE], dims.clone(), dims)
         .map_err(|e| e.to_string())?;
     pre.insert(hipdnn_shim::graphs::uid::SCALE, std::sync::Arc::new(scalar));
     let detail = run_against_reference(&handle, id, graph, &pre)?;

@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use hipdnn_shim::harness::{DeviceRun, Harness, ValidationMode};
 use hipdnn_shim::log::{Log, Source};
 use hipdnn_shim::manager::PluginManager;
-use ragged_kernels::runtime::cuda::runtime::CudaRuntime;
+use ragged_gpu_runtime::cuda::runtime::CudaRuntime;
 use ragged_schema::SchemaError;
 use ragged_schema::model::Graph;
 

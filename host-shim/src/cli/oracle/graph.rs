@@ -43,7 +43,7 @@ pub fn evaluate_graph(graph: &Graph, bundle: &mut Bundle) -> Result<Vec<Writes>,
 mod tests {
     use hipdnn_shim::harness::GraphHarness;
     use hipdnn_shim::multi_node_graphs::{FACTOR, cases, uid};
-    use ragged_kernels::HostData;
+    use ragged_core::HostData;
 
     use super::*;
 

@@ -21,8 +21,8 @@ pub use graph::evaluate_graph;
 
 use half::{bf16, f16};
 use hipdnn_shim::harness::Bundle;
-use ragged_kernels::tensor::Tensor;
-use ragged_kernels::{HostData, HostDataMut};
+use ragged_core::tensor::Tensor;
+use ragged_core::{HostData, HostDataMut};
 use ragged_schema::model::{DiagonalAlignment, Graph, SdpaAttributes, TensorValue};
 
 /// The values one output must hold: `(buffer position, value)`.

@@ -5,12 +5,12 @@ use std::sync::Arc;
 use hipdnn_shim::case_inputs::pre_supplied;
 use hipdnn_shim::graphs::{Mask, RaggedSdpaSpec};
 use hipdnn_shim::harness::{Harness, PreSuppliedInputs};
-use ragged_kernels::DenseTensor;
+use ragged_core::DenseTensor;
 
 use super::*;
 
 fn dense(values: Vec<f32>, dims: Vec<i64>) -> Arc<dyn Tensor> {
-    let strides = ragged_kernels::tensor::packed_strides(&dims);
+    let strides = ragged_core::tensor::packed_strides(&dims);
     Arc::new(DenseTensor::from_vec(values, dims, strides).unwrap_or_else(|e| panic!("{e}")))
 }
 

@@ -1,5 +1,5 @@
 //! The host engine's SDPA backward: binds the variant pack of one call to the CPU reference
-//! `ragged_kernels::sdpa_backward` (issue 15 item 3).
+//! `ragged_reference::sdpa_backward` (issue 15 item 3).
 //!
 //! The order is the forward's, for the same soundness reasons ([`super`]): offsets and seq_lens
 //! are copied first (they fix every extent), then dQ, dK and dV are checked to overlap none of
@@ -11,11 +11,9 @@
 
 use std::sync::Arc;
 
-use ragged_kernels::problem::{OFFSETS_ROLE, Operand, ScalePlan};
-use ragged_kernels::{
-    BackwardInputs, BackwardOutputs, KernelError, SdpaBackwardParams, Tensor, TensorMut,
-    sdpa_backward,
-};
+use ragged_core::problem::{OFFSETS_ROLE, Operand, ScalePlan};
+use ragged_core::{KernelError, Tensor, TensorMut};
+use ragged_reference::{BackwardInputs, BackwardOutputs, SdpaBackwardParams, sdpa_backward};
 
 use super::staging::{self, Access, DeviceMemory, Staging};
 use super::{Bound, index_tensor_bytes, internal, name_role, owned_index_copy};
@@ -168,7 +166,7 @@ fn name_tensor(error: KernelError, p: &BackwardProblem) -> PluginError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ragged_kernels::Role;
+    use ragged_core::Role;
 
     #[test]
     fn backward_errors_about_a_gradient_name_its_uid() {

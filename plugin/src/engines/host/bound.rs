@@ -10,9 +10,9 @@ use std::ffi::c_void;
 use std::ptr::NonNull;
 use std::sync::Arc;
 
-use ragged_kernels::problem::{IndexInput, IndexWidth, OFFSETS_ROLE, Operand};
-use ragged_kernels::tensor::{BorrowedStorage, Dense, Ragged, RaggedLayout, Storage, StorageMut};
-use ragged_kernels::{
+use ragged_core::problem::{IndexInput, IndexWidth, OFFSETS_ROLE, Operand};
+use ragged_core::tensor::{BorrowedStorage, Dense, Ragged, RaggedLayout, Storage, StorageMut};
+use ragged_core::{
     DataType as KernelType, DenseTensor, Element, HostData, HostDataMut, KernelError, Tensor,
     TensorMut,
 };

@@ -1,7 +1,7 @@
 //! How the host reference engine reaches variant-pack memory in this process: which GPU
 //! runtimes can hold tensors here, where each pointer lives, and copies on the handle's stream.
 //!
-//! The rule (decided once, from the process verdicts of [`ragged_kernels::runtime::probe`]):
+//! The rule (decided once, from the process verdicts of [`ragged_gpu_runtime::probe`]):
 //! no usable GPU runtime means no device pointer can exist, so every pointer is host memory and
 //! is used in place — this is also the answer next to a HIP runtime without a device, or one
 //! too old to be used. A usable runtime means each pointer is asked about: host memory stays in
@@ -10,10 +10,10 @@
 use std::ffi::c_void;
 use std::sync::Arc;
 
-use ragged_kernels::runtime::Location;
-use ragged_kernels::runtime::cuda::memory as cuda_memory;
-use ragged_kernels::runtime::hip::HipRuntime;
-use ragged_kernels::runtime::probe::{self, HipVerdict};
+use ragged_gpu_runtime::Location;
+use ragged_gpu_runtime::cuda::memory as cuda_memory;
+use ragged_gpu_runtime::hip::HipRuntime;
+use ragged_gpu_runtime::probe::{self, HipVerdict};
 
 use crate::error::PluginError;
 

@@ -1,26 +1,26 @@
 //! The host engine's multi-node path: wraps each bound pointer of one call as a typed host
-//! slice and hands the graph to [`ragged_kernels::executor::execute`], which allocates the
+//! slice and hands the graph to [`ragged_reference::executor::execute`], which allocates the
 //! virtual intermediates from the real auxes (RFC §4.10.1).
 //!
 //! As on the single-SDPA path, the offset auxes are read first (they fix every ragged extent),
 //! outputs are checked to overlap nothing else, and only then are slices created. Multi-node
 //! graphs run in place only: staging device memory is the single-SDPA path's.
 
-use ragged_kernels::runtime::Location;
+use ragged_gpu_runtime::Location;
 use std::ffi::c_void;
 use std::ptr::NonNull;
 use std::sync::Arc;
 
 use half::{bf16, f16};
-use ragged_kernels::executor::{self, TensorDesc, VariantPack as ExecPack};
-use ragged_kernels::tensor::RaggedLayout;
-use ragged_kernels::{DataType, DenseTensor, HostData, HostDataMut, Tensor};
+use ragged_core::tensor::RaggedLayout;
+use ragged_core::{DataType, DenseTensor, HostData, HostDataMut, Tensor};
+use ragged_reference::executor::{self, TensorDesc, VariantPack as ExecPack};
 
 use super::{HOST_REFERENCE, Planned, staging};
 use crate::error::PluginError;
 use crate::graph_plan::GraphPlan;
 use crate::variant_pack::VariantPack;
-use ragged_kernels::problem::RaggedSdpaProblem;
+use ragged_core::problem::RaggedSdpaProblem;
 
 /// The host engine's plan for a multi-node graph.
 #[derive(Debug)]

@@ -16,8 +16,9 @@ use std::ffi::OsStr;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
-use ragged_kernels::problem::{IndexInput, RaggedSdpaProblem};
-use ragged_kernels::{KernelError, Role, SdpaParams, sdpa_forward};
+use ragged_core::problem::{IndexInput, RaggedSdpaProblem};
+use ragged_core::{KernelError, Role};
+use ragged_reference::{SdpaParams, sdpa_forward};
 
 use super::{HOST_REFERENCE, Listing, Planned, Planner};
 use crate::error::PluginError;
@@ -26,7 +27,7 @@ use crate::scale;
 use crate::variant_pack::{self, VariantPack};
 pub use bound::index_tensor_bytes;
 use bound::{Bound, Scratch, View, index_copy, owned_index_copy};
-use ragged_kernels::Decline;
+use ragged_core::Decline;
 
 /// Environment variable that lists the host reference engine even next to a GPU runtime.
 pub const HOST_ENGINE_ENV: &str = "HIPDNN_RAGGED_SDPA_HOST_ENGINE";
@@ -61,7 +62,7 @@ pub fn listing_for(gpu_runtime_present: bool, env_value: Option<&OsStr>) -> List
 impl Planner for HostReference {
     fn listing(&self) -> Listing {
         listing_for(
-            ragged_kernels::runtime::probe::gpu_runtime_present(),
+            ragged_gpu_runtime::probe::gpu_runtime_present(),
             std::env::var_os(HOST_ENGINE_ENV).as_deref(),
         )
     }
@@ -199,7 +200,7 @@ fn forward(
     // on the plugin's own pool (crate::worker_pool), and only this CPU-only step: staging and
     // GPU calls stay on the caller's thread, whose context they use.
     let result = if forward_work(problem) <= INLINE_WORK {
-        ragged_kernels::sdpa::on_calling_thread(forward)
+        ragged_reference::sdpa::on_calling_thread(forward)
     } else {
         crate::worker_pool::install(forward)?
     };

@@ -14,9 +14,9 @@
 use std::ffi::c_void;
 use std::sync::OnceLock;
 
-use ragged_kernels::problem::{OFFSETS_ROLE, RaggedSdpaProblem, ScalePlan};
-use ragged_kernels::runtime::Location;
-use ragged_kernels::runtime::probe;
+use ragged_core::problem::{OFFSETS_ROLE, RaggedSdpaProblem, ScalePlan};
+use ragged_gpu_runtime::Location;
+use ragged_gpu_runtime::probe;
 
 pub use super::device_memory::{Access, DeviceMemory, decide as decide_access};
 use crate::abi::types::{DeviceBuffer, Severity};
@@ -24,7 +24,7 @@ use crate::engines::host;
 use crate::error::PluginError;
 use crate::logging;
 use crate::variant_pack::VariantPack;
-use ragged_kernels::Decline;
+use ragged_core::Decline;
 
 /// Decided once per process, like the engine list, and logged once.
 pub fn access() -> &'static Access {

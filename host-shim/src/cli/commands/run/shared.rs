@@ -11,7 +11,7 @@ use std::collections::BTreeSet;
 use hipdnn_shim::harness::{Bundle, Comparison, PreSuppliedInputs, ValidationMode};
 use hipdnn_shim::log::Log;
 use hipdnn_shim::manager::PluginManager;
-use ragged_kernels::runtime::cuda::runtime::CudaRuntime;
+use ragged_gpu_runtime::cuda::runtime::CudaRuntime;
 use ragged_schema::model::Graph;
 
 use crate::error::ShimError;

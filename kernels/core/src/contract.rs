@@ -1,0 +1,616 @@
+//! The rules every GPU engine shares (ragged-sdpa.md §1, §4), written once.
+//!
+//! A GPU engine reads hipDNN's packed memory directly and computes one token start per batch for
+//! a pair of tensors, so before any engine-specific limit (head dims, data types, architecture,
+//! index width) the graph must satisfy the same layout contract: ragged packed-BSHD Q, K, V, O;
+//! pointers aligned to 16 bytes; multipliers ≥ 1; Q and O (K and V) yielding identical token
+//! starts; a stats tensor the fix-up can write; a host-readable scale; a band that fits int32.
+//! Each engine's `plan()` calls [`check_gpu`] first and adds only its own limits.
+//!
+//! Shared token starts follow ragged-sdpa.md §4: the same aux uid **and** equal
+//! `multiplier / seqStride` (compared by cross-multiplication). That settles an old difference
+//! between the engines: CUDA asked for equal multipliers, AITER for proportional ones. The §4 rule
+//! is AITER's; for CUDA, whose O has Q's dims and V K's, the two rules agree.
+//!
+//! Every failure is one [`Decline`] naming the tensor uid, the field, its value and what is
+//! needed; its text is what the plugin logs at INFO and reports as NOT_APPLICABLE.
+
+use std::fmt;
+
+use crate::DataType;
+use crate::problem::{Offsets, Operand, RaggedSdpaProblem, ScalePlan};
+
+/// Byte alignment GPU engines require of every tensor (16-byte vector loads and stores).
+pub const GPU_ALIGNMENT: i64 = 16;
+
+/// Why a graph is not run: one tensor (or the graph itself), one field, its value, and the
+/// need. The one decline type of the project: the plugin's graph checks, this contract and every
+/// engine's own limits all answer with it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Decline {
+    /// The offending tensor's uid; `None` when the field belongs to the graph, its node or the
+    /// process (versions, node count, an engine that is not available).
+    pub uid: Option<i64>,
+    /// The field (with the SDPA role where it helps): `q_tensor_uid head stride (strides[2])`.
+    pub field: String,
+    /// Its value, as written in the graph.
+    pub value: String,
+    /// What would be accepted.
+    pub need: String,
+}
+
+impl Decline {
+    /// A decline of `field` of tensor `uid`.
+    pub fn new(
+        uid: i64,
+        field: impl Into<String>,
+        value: impl fmt::Display,
+        need: impl Into<String>,
+    ) -> Self {
+        Self {
+            uid: Some(uid),
+            field: field.into(),
+            value: value.to_string(),
+            need: need.into(),
+        }
+    }
+
+    /// A decline of a field of the graph, its node or the process, which no tensor owns.
+    pub fn graph(
+        field: impl Into<String>,
+        value: impl fmt::Display,
+        need: impl Into<String>,
+    ) -> Self {
+        Self {
+            uid: None,
+            ..Self::new(0, field, value, need)
+        }
+    }
+}
+
+impl fmt::Display for Decline {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(uid) = self.uid {
+            write!(f, "tensor uid {uid}: ")?;
+        }
+        write!(f, "{} = {}, need {}", self.field, self.value, self.need)
+    }
+}
+
+impl std::error::Error for Decline {}
+
+/// Checks the shared GPU contract (module docs).
+pub fn check_gpu(p: &RaggedSdpaProblem) -> Result<(), Decline> {
+    check_scale(&p.scale)?;
+    for t in p.primaries() {
+        let offsets = ragged(t)?;
+        check_multiplier(t, offsets)?;
+        check_alignment(t)?;
+    }
+    check_shapes(&p.q, &p.k, &p.v, &p.o)?;
+    for t in p.primaries() {
+        check_packed(t)?;
+    }
+    check_shared_token_starts(&p.q, &p.o)?;
+    check_shared_token_starts(&p.k, &p.v)?;
+    if let Some(stats) = &p.stats {
+        check_stats(stats, &p.q)?;
+    }
+    check_band(p)?;
+    Ok(())
+}
+
+fn check_scale(scale: &ScalePlan) -> Result<(), Decline> {
+    match *scale {
+        ScalePlan::DeviceTensor { uid, .. } => Err(Decline::new(
+            uid,
+            "scale_tensor_uid residency",
+            "a device-resident tensor (no baked value, not runtime pass-by-value)",
+            "a baked value or a runtime pass-by-value host scalar: GPU engines take the scale \
+             as a host float",
+        )),
+        ScalePlan::Fixed(_) | ScalePlan::RuntimeHostScalar { .. } => Ok(()),
+    }
+}
+
+fn ragged(t: &Operand) -> Result<&Offsets, Decline> {
+    t.ragged.as_ref().ok_or_else(|| {
+        Decline::new(
+            t.uid,
+            format!("{} layout", t.role),
+            format!("dense (dims {:?})", t.dims),
+            "ragged Q, K, V, O (GPU engines read hipDNN's packed ragged memory)",
+        )
+    })
+}
+
+fn check_multiplier(t: &Operand, offsets: &Offsets) -> Result<(), Decline> {
+    if offsets.multiplier < 1 {
+        return Err(Decline::new(
+            t.uid,
+            format!("{} ragged_offset_multiplier", t.role),
+            offsets.multiplier,
+            "at least 1",
+        ));
+    }
+    check_whole_tokens(t, offsets)
+}
+
+/// Offsets count elements (multiplier 1) or whole tokens (multiplier a multiple of the sequence
+/// stride, upstream's token-unit "AITER form"). Any other multiplier scales stored values to
+/// element offsets that fall between rows: upstream sometimes writes `strides[1]`, which in the
+/// `[B, H, S, D]` dims order is D, not the token stride H·D (ragged-sdpa.md §1, Units). A rule
+/// of every engine, checked without reading the offsets.
+pub fn check_whole_tokens(t: &Operand, offsets: &Offsets) -> Result<(), Decline> {
+    let seq_stride = t.seq_stride();
+    if offsets.multiplier == 1 || (seq_stride > 0 && offsets.multiplier % seq_stride == 0) {
+        return Ok(());
+    }
+    Err(Decline::new(
+        t.uid,
+        format!(
+            "{} ragged_offset_multiplier (sequence stride {seq_stride}, dims {:?}, strides {:?})",
+            t.role, t.dims, t.strides
+        ),
+        offsets.multiplier,
+        format!(
+            "1 (element offsets) or a multiple of the sequence stride {seq_stride} (token \
+             offsets); other multipliers do not make whole tokens"
+        ),
+    ))
+}
+
+fn check_alignment(t: &Operand) -> Result<(), Decline> {
+    if t.alignment < GPU_ALIGNMENT || t.alignment % GPU_ALIGNMENT != 0 {
+        return Err(Decline::new(
+            t.uid,
+            format!("{} alignment", t.role),
+            t.alignment,
+            format!("a positive multiple of {GPU_ALIGNMENT}"),
+        ));
+    }
+    Ok(())
+}
+
+/// Shape agreement of Q, K, V, O (ragged-sdpa.md §4: GQA, batch), a rule of every engine: the
+/// plugin checks it when it builds the problem, and the GPU contract again for problems built by
+/// hand.
+pub fn check_shapes(q: &Operand, k: &Operand, v: &Operand, o: &Operand) -> Result<(), Decline> {
+    let [b, s_q, h_q, d_qk] = q.bshd();
+    let [_, s_kv, h_kv, _] = k.bshd();
+    let d_v = v.head_dim();
+    for (t, value, field) in [
+        (q, b, "batch B"),
+        (q, s_q, "S_max"),
+        (k, s_kv, "S_max"),
+        (q, h_q, "heads"),
+        (k, h_kv, "heads"),
+        (q, d_qk, "head dim"),
+        (v, d_v, "head dim"),
+    ] {
+        if value < 1 {
+            return Err(Decline::new(
+                t.uid,
+                format!("{} {field}", t.role),
+                value,
+                "at least 1",
+            ));
+        }
+    }
+    let expected = [
+        (k, [b, s_kv, h_kv, d_qk], "Q's B and head dim"),
+        (v, [b, s_kv, h_kv, d_v], "K's B, S_max and heads"),
+        (
+            o,
+            [b, s_q, h_q, d_v],
+            "Q's B, S_max, heads and V's head dim",
+        ),
+    ];
+    for (t, want, why) in expected {
+        if t.bshd() != want {
+            return Err(Decline::new(
+                t.uid,
+                format!("{} [B, S, H, D]", t.role),
+                format!("{:?}", t.bshd()),
+                format!("{want:?} ({why})"),
+            ));
+        }
+    }
+    if h_q % h_kv != 0 {
+        return Err(Decline::new(
+            k.uid,
+            format!("{} heads", k.role),
+            h_kv,
+            format!("a divisor of Q's {h_q} heads (GQA)"),
+        ));
+    }
+    for t in [k, v, o] {
+        if t.dtype != q.dtype {
+            return Err(Decline::new(
+                t.uid,
+                format!("{} data type", t.role),
+                format!("{:?}", t.dtype),
+                format!("Q's {:?}", q.dtype),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Packed BSHD: head-dim stride 1, head stride D, seqStride H·D (the batch stride is ignored).
+fn check_packed(t: &Operand) -> Result<(), Decline> {
+    let packed = [
+        ("head-dim stride", t.dim_stride(), 1),
+        ("head stride", t.head_stride(), t.head_dim()),
+        (
+            "seqStride",
+            t.seq_stride(),
+            t.heads().saturating_mul(t.head_dim()),
+        ),
+    ];
+    for (field, value, want) in packed {
+        if value != want {
+            return Err(Decline::new(
+                t.uid,
+                format!(
+                    "{} {field} (dims {:?}, strides {:?})",
+                    t.role, t.dims, t.strides
+                ),
+                value,
+                format!(
+                    "{want}: BSHD-packed memory (tokens outermost within a batch, then heads, \
+                     then the head dim), in either dims order [B, S, H, D] or [B, H, S, D]"
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Q and O (K and V) are addressed through one token-start array, so their offsets must describe
+/// the same token boundaries: the same aux tensor and the same `multiplier / seqStride`.
+fn check_shared_token_starts(a: &Operand, b: &Operand) -> Result<(), Decline> {
+    let (Some(oa), Some(ob)) = (a.ragged, b.ragged) else {
+        return Ok(());
+    };
+    if oa.uid != ob.uid {
+        return Err(Decline::new(
+            b.uid,
+            format!("{} ragged_offset_tensor_uid", b.role),
+            ob.uid,
+            format!(
+                "{}'s offsets uid {} (one token-start array per pair)",
+                a.role, oa.uid
+            ),
+        ));
+    }
+    if i128::from(oa.multiplier) * i128::from(b.seq_stride())
+        != i128::from(ob.multiplier) * i128::from(a.seq_stride())
+    {
+        return Err(Decline::new(
+            b.uid,
+            format!("{} multiplier/seqStride", b.role),
+            format!("{}/{}", ob.multiplier, b.seq_stride()),
+            format!(
+                "{}'s {}/{} (identical token starts)",
+                a.role,
+                oa.multiplier,
+                a.seq_stride()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The stats tensor: FLOAT, `[B, S_q_max, H_q, 1]` in its own order; dense with non-negative
+/// strides, or ragged token-major packed (seqStride H_q, head stride 1) with its own offsets.
+fn check_stats(stats: &Operand, q: &Operand) -> Result<(), Decline> {
+    let field = |name: &str| format!("{} {name}", stats.role);
+    if stats.dtype != DataType::F32 {
+        return Err(Decline::new(
+            stats.uid,
+            field("data type"),
+            format!("{:?}", stats.dtype),
+            "FLOAT",
+        ));
+    }
+    let want = [q.batch(), q.seq_max(), q.heads(), 1];
+    if stats.bshd() != want {
+        return Err(Decline::new(
+            stats.uid,
+            field("[B, S, H, 1]"),
+            format!("{:?}", stats.bshd()),
+            format!("{want:?} (Q's B, S_max and heads)"),
+        ));
+    }
+    check_alignment(stats)?;
+    match &stats.ragged {
+        None => {
+            if let Some(s) = stats.strides.iter().find(|s| **s < 0) {
+                return Err(Decline::new(
+                    stats.uid,
+                    field(&format!("stride (strides {:?})", stats.strides)),
+                    s,
+                    "non-negative",
+                ));
+            }
+        }
+        Some(offsets) => {
+            check_multiplier(stats, offsets)?;
+            for (name, value, want) in [
+                ("head stride", stats.head_stride(), 1),
+                ("seqStride", stats.seq_stride(), q.heads()),
+            ] {
+                if value != want {
+                    return Err(Decline::new(
+                        stats.uid,
+                        field(name),
+                        value,
+                        format!("{want} (packed token-major ragged stats)"),
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Band bounds go to the kernels as int32; a non-negative bound must fit.
+fn check_band(p: &RaggedSdpaProblem) -> Result<(), Decline> {
+    for (name, bound) in [("left", p.mask.left), ("right", p.mask.right)] {
+        if let Some(value) = bound.filter(|v| *v > i64::from(i32::MAX)) {
+            return Err(Decline::new(
+                p.q.uid,
+                format!("mask {name} bound"),
+                value,
+                "at most 2^31 - 1 (the kernels take int32 bounds)",
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::problem::IndexWidth;
+    use crate::problem::test_support::{dense_stats, problem, ragged};
+
+    fn declined(p: &RaggedSdpaProblem, uid: i64, field: &str) -> String {
+        let text = check_gpu(p).expect_err("declined").to_string();
+        assert!(text.starts_with(&format!("tensor uid {uid}: ")), "{text}");
+        assert!(text.contains(field), "{text}");
+        text
+    }
+
+    #[test]
+    fn a_packed_problem_meets_the_contract() {
+        assert_eq!(check_gpu(&problem()), Ok(()));
+    }
+
+    #[test]
+    fn the_text_names_uid_field_value_and_need() {
+        let d = Decline::new(7, "q_tensor_uid alignment", 8, "a positive multiple of 16");
+        assert_eq!(
+            d.to_string(),
+            "tensor uid 7: q_tensor_uid alignment = 8, need a positive multiple of 16"
+        );
+        let d = Decline::graph("nodes", 2, "exactly one SdpaAttributes node");
+        assert_eq!(
+            d.to_string(),
+            "nodes = 2, need exactly one SdpaAttributes node"
+        );
+    }
+
+    #[test]
+    fn dense_primaries_and_device_scales_are_declined() {
+        let mut p = problem();
+        p.k.ragged = None;
+        declined(&p, 2, "k_tensor_uid layout");
+        let mut p = problem();
+        p.scale = ScalePlan::DeviceTensor {
+            uid: 30,
+            data_type: crate::problem::ScalarType::Float,
+        };
+        let text = declined(&p, 30, "scale_tensor_uid residency");
+        assert!(text.contains("device-resident"), "{text}");
+    }
+
+    #[test]
+    fn alignment_must_be_a_positive_multiple_of_16() {
+        for a in [0, 8, 24, -16] {
+            let mut p = problem();
+            p.k.alignment = a;
+            let text = declined(&p, 2, "alignment");
+            assert!(text.contains(&format!("= {a},")), "{text}");
+        }
+        let mut p = problem();
+        p.k.alignment = 256;
+        assert_eq!(check_gpu(&p), Ok(()));
+    }
+
+    #[test]
+    fn non_packed_layouts_are_declined_with_the_stride() {
+        // A head stride wider than packed: tokens are still outermost, but rows have gaps.
+        let mut p = problem();
+        p.q.strides = [200 * 8 * 256, 8 * 256, 256, 1];
+        let text = declined(&p, 1, "head stride");
+        assert!(
+            text.contains("= 256, need 128: BSHD-packed memory"),
+            "{text}"
+        );
+        assert!(text.contains("dims [3, 200, 8, 128]"), "{text}");
+        assert!(text.contains("strides [409600, 2048, 256, 1]"), "{text}");
+        let mut p = problem();
+        p.o.strides[1] = 2048;
+        let text = declined(&p, 4, "seqStride");
+        assert!(text.contains("= 2048, need 1024"), "{text}");
+    }
+
+    #[test]
+    fn cudnns_bhsd_dims_order_over_bshd_memory_meets_the_contract() {
+        let mut p = problem();
+        for t in [&mut p.q, &mut p.k, &mut p.v, &mut p.o] {
+            let [b, s, h, d] = t.dims;
+            t.dims = [b, h, s, d];
+            t.strides = [s * h * d, d, h * d, 1];
+        }
+        assert_eq!(check_gpu(&p), Ok(()));
+        assert_eq!(p.q.bshd(), [3, 200, 8, 128]);
+        assert_eq!(p.k.bshd(), [3, 300, 2, 128]);
+    }
+
+    #[test]
+    fn token_offsets_must_be_whole_tokens() {
+        // Upstream's `strides[1]` as multiplier: D = 128 in the [B, H, S, D] order, not H·D.
+        let mut p = problem();
+        let [b, s, h, d] = p.q.dims;
+        p.q.dims = [b, h, s, d];
+        p.q.strides = [s * h * d, d, h * d, 1];
+        if let Some(o) = p.q.ragged.as_mut() {
+            o.multiplier = p.q.strides[1];
+        }
+        let text = declined(&p, 1, "ragged_offset_multiplier");
+        assert!(
+            text.contains("(sequence stride 1024, dims [3, 8, 200, 128]"),
+            "{text}"
+        );
+        assert!(text.contains("= 128, need 1 (element offsets)"), "{text}");
+        if let Some(o) = p.q.ragged.as_mut() {
+            o.multiplier = 2048;
+        }
+        assert_ne!(
+            check_gpu(&p).map_err(|d| d.field),
+            Err("q_tensor_uid ragged_offset_multiplier".into())
+        );
+    }
+
+    #[test]
+    fn multipliers_must_be_positive() {
+        let mut p = problem();
+        if let Some(o) = p.q.ragged.as_mut() {
+            o.multiplier = 0;
+        }
+        declined(&p, 1, "ragged_offset_multiplier");
+    }
+
+    #[test]
+    fn o_and_v_share_the_offsets_of_q_and_k() {
+        let mut p = problem();
+        if let Some(o) = p.o.ragged.as_mut() {
+            o.uid = 12;
+        }
+        let text = declined(&p, 4, "ragged_offset_tensor_uid");
+        assert!(
+            text.contains("= 12, need q_tensor_uid's offsets uid 10"),
+            "{text}"
+        );
+        let mut p = problem();
+        if let Some(o) = p.v.ragged.as_mut() {
+            o.multiplier = 256;
+        }
+        let text = declined(&p, 3, "multiplier/seqStride");
+        assert!(
+            text.contains("= 256/256, need k_tensor_uid's 1/256"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn proportional_multipliers_share_token_starts() {
+        // Token-unit offsets (upstream's "AITER form"): multiplier = seqStride for Q and O.
+        let mut p = problem();
+        let tokens = |t: &mut Operand| {
+            let stride = t.seq_stride();
+            if let Some(o) = t.ragged.as_mut() {
+                o.multiplier = stride;
+            }
+        };
+        tokens(&mut p.q);
+        tokens(&mut p.o);
+        assert_eq!(check_gpu(&p), Ok(()));
+        if let Some(o) = p.o.ragged.as_mut() {
+            o.multiplier = 1;
+        }
+        declined(&p, 4, "multiplier/seqStride");
+    }
+
+    #[test]
+    fn shapes_must_agree() {
+        let mut p = problem();
+        p.v.dims = [3, 300, 1, 128];
+        p.v.strides = [300 * 128, 128, 128, 1];
+        declined(&p, 3, "[B, S, H, D]");
+        let mut p = problem();
+        for t in [&mut p.k, &mut p.v] {
+            *t = ragged(t.role, t.uid, [3, 300, 3, 128], 11);
+        }
+        let text = declined(&p, 2, "heads");
+        assert!(text.contains("GQA"), "{text}");
+        let mut p = problem();
+        p.k.dims[1] = 0;
+        p.v.dims[1] = 0;
+        declined(&p, 2, "S_max");
+        let mut p = problem();
+        p.v.dtype = DataType::F16;
+        declined(&p, 3, "data type");
+    }
+
+    fn stats(ragged_stats: bool) -> Operand {
+        if ragged_stats {
+            let mut t = ragged("stats_tensor_uid", 9, [3, 200, 8, 1], 13);
+            t.dtype = DataType::F32;
+            if let Some(o) = t.ragged.as_mut() {
+                o.width = IndexWidth::I64;
+                o.multiplier = 8;
+            }
+            t
+        } else {
+            dense_stats(9, [3, 8, 200, 1], [1600, 200, 1, 1])
+        }
+    }
+
+    #[test]
+    fn stats_layouts() {
+        for r in [false, true] {
+            let mut p = problem();
+            p.stats = Some(stats(r));
+            assert_eq!(check_gpu(&p), Ok(()));
+        }
+        let mut p = problem();
+        p.stats = Some(Operand {
+            dtype: DataType::BF16,
+            ..stats(true)
+        });
+        declined(&p, 9, "data type");
+        let mut p = problem();
+        p.stats = Some(Operand {
+            dims: [3, 200, 8, 1],
+            ..stats(false)
+        });
+        declined(&p, 9, "[B, S, H, 1]");
+        let mut p = problem();
+        p.stats = Some(Operand {
+            strides: [1600, -200, 1, 1],
+            ..stats(false)
+        });
+        declined(&p, 9, "stride");
+        let mut p = problem();
+        let mut s = stats(true);
+        s.strides = [1600, 64, 8, 1];
+        if let Some(o) = s.ragged.as_mut() {
+            o.multiplier = 64;
+        }
+        p.stats = Some(s);
+        declined(&p, 9, "head stride");
+    }
+
+    #[test]
+    fn band_bounds_must_fit_int32() {
+        let mut p = problem();
+        p.mask.right = Some(i64::from(i32::MAX) + 1);
+        declined(&p, 1, "mask right bound");
+        p.mask.right = Some(i64::from(i32::MAX));
+        assert_eq!(check_gpu(&p), Ok(()));
+    }
+}

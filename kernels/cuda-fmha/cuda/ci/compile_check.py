@@ -1,0 +1,155 @@
+#!/usr/bin/env python3
+"""Compile check of the CUDA programs without a GPU, as the plugin compiles them: NVRTC to CUBIN.
+
+The plugin compiles kernels/cuda-fmha/cuda/*.cu with NVRTC at run time on the user's machine, so without this
+check a change to the CUDA sources is first compiled on the device. It compiles the programs the
+kernels crate itself hands NVRTC: the spliced sources and the plugin's option list per architecture,
+written by `cargo run -p ragged-kernels --example cuda_programs -- DIR sm_90a sm_80` (so there is no
+second copy of either here), plus `--ptxas-options=-v` for NVRTC's built-in ptxas to report
+registers, spills and serialization, plus the benchmark builds' defines. It prints registers and
+spills per entry point and fails on:
+  - any NVRTC or ptxas error (a static_assert of a configuration included: e.g. a persistent entry
+    over sm_90's 227 KB of shared memory, which would otherwise be refused only at load);
+  - any "Potential Performance Loss" (C75xx) report on an sm_90a program: ptxas serialized the
+    warpgroup MMAs of that entry (too few registers, or commit groups it could not match), which
+    costs far more than any change it came with (bench/gpu/NOTES.md, sessions 8 to 15);
+  - a spill in the plugin's persistent forward bodies (ragged_fmha_fwd_{bf16,f16}_d{64,96,128,256,192v128}
+    on sm_90a), whose measured configurations have none.
+
+  python3 kernels/cuda-fmha/cuda/ci/compile_check.py --nvrtc LIBNVRTC.so --programs DIR [--jobs N]
+"""
+
+import argparse
+import concurrent.futures
+import ctypes
+import os
+import re
+import sys
+
+FWD = "ragged_fmha_fwd.cu"
+BWD = "ragged_fmha_bwd.cu"
+# (source, target, extra defines, label, strict): the plugin's sets, then the benchmark's builds.
+# strict: a serialization report fails the check. The tuning and ws-study sets keep shapes that
+# were measured and rejected (the d128 two-blocks-per-SM tuning shape serializes for lack of
+# registers, NOTES.md version 4): there it is reported only.
+PROGRAMS = [
+    (FWD, "sm_90a", [], "forward, plugin set", True),
+    (FWD, "sm_80", [], "forward, portable set", True),
+    (BWD, "sm_90a", [], "backward, plugin set", True),
+    (BWD, "sm_80", [], "backward, portable set", True),
+    (FWD, "sm_90a", ["-DRAGGED_FMHA_WS_STUDY", "-DRAGGED_FMHA_WST_STUDY"], "forward, persistent TMA study", True),
+    (FWD, "sm_90a", ["-DRAGGED_FMHA_TUNING"], "forward, tuning shapes", False),
+    (FWD, "sm_90a", ["-DRAGGED_FMHA_WS_STUDY"], "forward, ws study", False),
+]
+NO_SPILL = re.compile(r"^ragged_fmha_fwd_(bf16|f16)_d(64|96|128|256|192v128)$")
+
+
+def plugin_options(programs, arch):
+    """The plugin's NVRTC options for a CUBIN of arch, as the cuda_programs example wrote them."""
+    path = os.path.join(programs, f"nvrtc-options-{arch}.txt")
+    with open(path, encoding="utf-8") as f:
+        return [line.strip() for line in f if line.strip()]
+
+
+def nvrtc_compile(lib, programs, source, arch, defines):
+    """NVRTC's log of one program compiled to CUBIN with ptxas's -v report, or raises with it."""
+    with open(os.path.join(programs, source), encoding="utf-8") as f:
+        text = f.read()
+    opts = plugin_options(programs, arch) + ["--ptxas-options=-v"] + defines
+    prog = ctypes.c_void_p()
+    if lib.nvrtcCreateProgram(ctypes.byref(prog), text.encode(), source.encode(), 0, None, None) != 0:
+        raise RuntimeError("nvrtcCreateProgram failed")
+    try:
+        arr = (ctypes.c_char_p * len(opts))(*[o.encode() for o in opts])
+        rc = lib.nvrtcCompileProgram(prog, len(opts), arr)
+        size = ctypes.c_size_t()
+        lib.nvrtcGetProgramLogSize(prog, ctypes.byref(size))
+        log = ctypes.create_string_buffer(size.value)
+        lib.nvrtcGetProgramLog(prog, log)
+        out = log.value.decode(errors="replace")
+        if rc != 0:
+            raise RuntimeError(f"NVRTC failed ({' '.join(opts)}):\n{out[-4000:]}")
+        return out
+    finally:
+        lib.nvrtcDestroyProgram(ctypes.byref(prog))
+
+
+def ptxas_report(out):
+    """{entry: {"regs", "spill", "loss"}} from the ptxas -v lines of an NVRTC log. A spill line counts
+    for the function whose "Function properties for NAME" line precedes it: after an entry's own
+    lines ptxas lists the properties of each non-inlined function it calls, and reading those as the
+    entry's once hid an entry's 180-288 bytes of spills behind its callee's 0."""
+    entries, cur, props = {}, None, None
+    for line in out.splitlines():
+        m = re.search(r"Compiling entry function '([^']+)'", line)
+        if m:
+            cur = entries.setdefault(m.group(1), {"regs": 0, "spill": 0, "loss": []})
+            props = None
+            continue
+        m = re.search(r"Function properties for (\S+)", line)
+        if m:
+            props = m.group(1)
+            continue
+        m = re.search(r"\((C75\d\d)\) Potential Performance Loss.*function '([^']+)'", line)
+        if m:
+            entries.setdefault(m.group(2), {"regs": 0, "spill": 0, "loss": []})["loss"].append(m.group(1))
+            continue
+        if cur is None:
+            continue
+        m = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", line)
+        if m:
+            spill = int(m.group(1)) + int(m.group(2))
+            # A callee's spills run inside the entry too: they add to it, never replace it.
+            cur["spill"] = cur["spill"] + spill if props not in entries else spill
+        m = re.search(r"Used (\d+) registers", line)
+        if m:
+            cur["regs"] = int(m.group(1))
+    return entries
+
+
+def check(lib_path, programs, program):
+    source, arch, defines, label, strict = program
+    lib = ctypes.CDLL(lib_path)
+    entries = ptxas_report(nvrtc_compile(lib, programs, source, arch, defines))
+    problems, notes = [], []
+    for name, e in sorted(entries.items()):
+        if e["loss"] and arch == "sm_90a":
+            (problems if strict else notes).append(
+                f"{name}: ptxas serialized its warpgroup MMAs ({', '.join(e['loss'])})")
+        if e["spill"] and arch == "sm_90a" and not defines and NO_SPILL.match(name):
+            problems.append(f"{name}: {e['spill']} bytes of spill traffic in a persistent plugin body")
+    spilled = sum(1 for e in entries.values() if e["spill"])
+    summary = (f"{label} ({source}, {arch}{' ' + ' '.join(defines) if defines else ''}): {len(entries)} entry "
+               f"points, max {max((e['regs'] for e in entries.values()), default=0)} registers, "
+               f"{spilled} with spills")
+    return summary, problems, notes
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--nvrtc", required=True, help="path to libnvrtc.so")
+    ap.add_argument("--programs", required=True,
+                    help="directory written by `cargo run -p ragged-kernels --example cuda_programs -- DIR sm_90a sm_80`")
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    args = ap.parse_args()
+    failed = False
+    with concurrent.futures.ProcessPoolExecutor(max_workers=args.jobs) as pool:
+        futures = [pool.submit(check, args.nvrtc, args.programs, p) for p in PROGRAMS]
+        for program, fut in zip(PROGRAMS, futures):
+            try:
+                summary, problems, notes = fut.result()
+            except RuntimeError as e:
+                print(f"FAIL {program[3]}: {e}")
+                failed = True
+                continue
+            print(("FAIL " if problems else "ok   ") + summary)
+            for p in problems:
+                print(f"     {p}")
+            for n in notes:
+                print(f"     (reported, not failed) {n}")
+            failed |= bool(problems)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,132 @@
+// Part of kernels/cuda-fmha/cuda/ragged_fmha_bwd.cu (the backward's parameters, element loads, band helpers); included in that file's order, not on its own.
+
+// Parameters shared by the dK/dV and the dQ kernels. Every tensor has its own token (seq) and head
+// strides in elements; Q, O, dO and dQ share Q's token starts (batches[b].q_tok), K, V, dK and dV
+// share K's. Di is f32 workspace indexed ((b * h_q + h) * di_rows + i).
+#define RAGGED_BWD_PARAMS                                                                                       \
+    const u16 *__restrict__ q, const u16 *__restrict__ k, const u16 *__restrict__ v,                            \
+        const u16 *__restrict__ d_o, const float *__restrict__ lse, const float *__restrict__ di,               \
+        u16 *__restrict__ dq, u16 *__restrict__ dk, u16 *__restrict__ dv, const RaggedBatch *__restrict__ batches, \
+        const RaggedTile *__restrict__ tiles, const int *__restrict__ tile_count, i64 q_seq, i64 q_head,          \
+        i64 k_seq, i64 k_head, i64 v_seq, i64 v_head, i64 do_seq, i64 do_head, i64 dq_seq, i64 dq_head,           \
+        i64 dk_seq, i64 dk_head, i64 dv_seq, i64 dv_head, i64 lse_seq, i64 lse_head, int di_rows, int batch,      \
+        int kv_tiles, int h_q, int h_kv, float scale, int mask_left, int mask_right, int bottom_right
+#define RAGGED_BWD_ARGS                                                                                         \
+    q, k, v, d_o, lse, di, dq, dk, dv, batches, tiles, tile_count, q_seq, q_head, k_seq, k_head, v_seq, v_head, \
+        do_seq, do_head, dq_seq, dq_head, dk_seq, dk_head, dv_seq, dv_head, lse_seq, lse_head, di_rows, batch,   \
+        kv_tiles, h_q, h_kv, scale, mask_left, mask_right, bottom_right
+
+#define RAGGED_LOG2E 1.4426950408889634f
+
+// The block prologues the mma.sync and the wgmma kernels share. Macros rather than inlined functions:
+// the forward's prologue moved into a __forceinline__ function cost causal problems 6-10 %
+// (bench/gpu/NOTES.md), while a macro expands to the same statements (the PTX of
+// ragged_fmha_bwd.cu is byte-identical to the hand-written form).
+//
+// dK/dV: this block's (batch b, kv head g, key tile j0 of BN keys, its `cols` valid keys) and the
+// query blocks [qb_first, qb_last) of BM rows the band admits for them, `items` of them over the
+// group's `rep` query heads. Returns when the block has no key.
+#define RAGGED_BWD_KEY_TILE_PROLOGUE(BM, BN)                                               \
+    const int g = blockIdx.x % h_kv;                                                       \
+    const int rank = blockIdx.x / h_kv;                                                    \
+    const int b = rank / kv_tiles;                                                         \
+    if (b >= batch) return;                                                                \
+    const RaggedBatch bt = batches[b];                                                     \
+    const int j0 = (rank - b * kv_tiles) * BN;                                             \
+    const int cols = bt.lkv - j0 < BN ? bt.lkv - j0 : BN;                                  \
+    if (cols <= 0) return;                                                                 \
+    const RaggedBand band = make_band(bt.lq, bt.lkv, mask_left, mask_right, bottom_right); \
+    int qb_first, qb_last;                                                                 \
+    query_block_range(band, bt.lq, j0, cols, BM, &qb_first, &qb_last);                     \
+    const int rep = h_q / h_kv;                                                            \
+    const int nq = qb_last - qb_first;                                                     \
+    const int items = rep * nq
+
+// dQ: this block's query tile of the pre-pass's list (rows i0 .. i0 + rows of batch tile.batch, query
+// head h of kv head g) and the key blocks [nb_first, nb_last) of BN keys the band admits for them.
+// Returns past the list's end.
+#define RAGGED_BWD_QUERY_TILE_PROLOGUE(BM, BN)                                             \
+    const int rank = blockIdx.x / h_q;                                                     \
+    const int h = blockIdx.x - rank * h_q;                                                 \
+    if (rank >= *tile_count) return;                                                       \
+    const RaggedTile tile = tiles[rank];                                                   \
+    const RaggedBatch bt = batches[tile.batch];                                            \
+    const int i0 = tile.tile * BM;                                                         \
+    const int rows = bt.lq - i0 < BM ? bt.lq - i0 : BM;                                    \
+    const int g = h / (h_q / h_kv);                                                        \
+    const RaggedBand band = make_band(bt.lq, bt.lkv, mask_left, mask_right, bottom_right); \
+    int nb_first, nb_last;                                                                 \
+    key_block_range(band, i0, rows, BN, &nb_first, &nb_last)
+
+// dQ: this thread's two rows (warp * 16 + lg and + 8) — LSE in base 2 and Di; rows past Lq are
+// masked by the caller and their values never read from memory.
+#define RAGGED_BWD_ROW_STATS(lse2, dir)                                                                   \
+    float lse2[2], dir[2];                                                                                \
+    _Pragma("unroll") for (int hr = 0; hr < 2; ++hr) {                                                    \
+        const int rl = warp * 16 + lg + hr * 8;                                                           \
+        const i64 i = i0 + rl;                                                                            \
+        const bool live = rl < rows;                                                                      \
+        lse2[hr] = live ? lse[bt.lse_elem + i * lse_seq + (i64)h * lse_head] * RAGGED_LOG2E : 0.f;        \
+        dir[hr] = live ? di[((i64)tile.batch * h_q + h) * di_rows + i] : 0.f;                             \
+    }
+
+// One 16-bit element to f32.
+template <bool BF16>
+__device__ __forceinline__ float ragged_to_f32(u32 bits) {
+    if (BF16) return __uint_as_float(bits << 16);
+    float f;
+    unsigned short h = (unsigned short)bits;
+    asm("cvt.f32.f16 %0, %1;\n" : "=f"(f) : "h"(h));
+    return f;
+}
+
+// Query blocks [*first, *last) of size block_m that hold at least one row admitting some key of
+// [j0, j0 + cols): the transpose of key_block_range, for the dK/dV kernel's loop over queries.
+// Row i admits key j iff i < lq, j < lkv and j - off - right <= i <= j - off + left (each side only
+// when its bound is set).
+__device__ __forceinline__ void query_block_range(const RaggedBand& band, int lq, int j0, int cols, int block_m,
+                                                  int* first, int* last) {
+    i64 i_begin = 0;
+    i64 i_end = lq;
+    if (band.right >= 0) {
+        i64 bound = (i64)j0 - band.off - band.right;
+        i_begin = bound > 0 ? bound : 0;
+    }
+    if (band.left >= 0) {
+        i64 bound = (i64)j0 + cols - 1 - band.off + band.left + 1;
+        i_end = bound < i_end ? bound : i_end;
+    }
+    if (cols <= 0 || i_end <= i_begin) {
+        *first = 0;
+        *last = 0;
+        return;
+    }
+    *first = (int)(i_begin / block_m);
+    *last = (int)((i_end + block_m - 1) / block_m);
+}
+
+// Whether every (i, j) of rows [i0, i0 + rows) x keys [j0, j0 + cols) is admitted (no per-element
+// mask needed): the tile is whole on both sides and inside the band.
+__device__ __forceinline__ bool ragged_tile_full(const RaggedBand& band, int lq, int i0, int rows, int j0, int cols) {
+    const i64 i_last = (i64)i0 + rows - 1;
+    const i64 j_last = (i64)j0 + cols - 1;
+    return i_last < lq && j_last < band.lkv && (band.right < 0 || j_last <= (i64)i0 + band.off + band.right) &&
+           (band.left < 0 || (i64)j0 >= i_last + band.off - band.left);
+}
+
+// Stages one warp's 16 rows of a [rows][P] f32 accumulator tile (times `mul`) as T in shared memory
+// in the swz<P> layout, at rows warp_row0 + lg and + 8; the caller stores the tile with store_o_tile.
+template <bool BF16, int D, int P>
+__device__ __forceinline__ void stage_acc(u32 s_tile, const float (*acc)[4], int warp_row0, float mul) {
+    const int lane = threadIdx.x & 31;
+    const int lg = lane >> 2, lt = lane & 3;
+#pragma unroll
+    for (int hr = 0; hr < 2; ++hr) {
+        const int r = warp_row0 + lg + hr * 8;
+#pragma unroll
+        for (int dt = 0; dt < D / 8; ++dt) {
+            u32 packed = pack2<BF16>(acc[dt][2 * hr] * mul, acc[dt][2 * hr + 1] * mul);
+            asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(s_tile + swz<P>(r, dt) + lt * 4), "r"(packed) : "memory");
+        }
+    }
+}

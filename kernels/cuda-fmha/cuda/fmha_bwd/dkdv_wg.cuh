@@ -1,0 +1,275 @@
+// Part of kernels/cuda-fmha/cuda/ragged_fmha_bwd.cu (the Hopper wgmma dK/dV kernel); included in that file's order, not on its own.
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+
+// One block = BN = 128 keys of one batch and one KV head, two warpgroups of 64 key rows each (the M
+// of every product is keys). Per (query head, query block of BM = 64 rows) the band admits:
+//   S^T  = K Q^T   and dP^T = V dO^T   (SS: both operands D-contiguous = K-major in shared memory),
+//   P^T  = exp2(S^T scale log2e - LSE log2e), masked;  dV += P^T dO   (RS: P^T packed in registers,
+//   dO [BM][D] read as an MN-major B, like the forward's P V),
+//   dS^T = P^T (dP^T - Di);                            dK += dS^T Q   (RS, Q as MN-major B).
+// Q and dO tiles live in the forward's 128-byte-swizzled layout, which serves both as the K-major
+// B of the first two products and as the MN-major B of the last two. The next pair's cp.async runs
+// under this pair's products. dS^T reads P^T back from its packed 16-bit operand (as the mma.sync
+// body's PACK_P does), so the live registers per thread at D 128 are dK, dV (64 + 64 f32), dP^T
+// (32) and the packed P^T (16).
+// PIPE: three buffers instead of two, and dK += dS^T Q of step n is left running on the tensor
+// cores while step n + 1 issues S^T and dP^T (its wait for S^T also retires that dK product): the
+// buffers step n read are refilled only at step n + 3.
+// NBUF_TMA > 0 (with PIPE): NBUF_TMA buffers filled by warp 0 alone, NBUF_TMA - 2 steps ahead: Q and
+// dO by TMA through the maps tm_q, tm_do (box rows BM; a tail tile by zero-filling cp.async,
+// bwd_fill_pair), the LSE and Di rows by 4-byte cp.async, all completing on the buffer's full
+// mbarrier; each warp releases a buffer on its empty mbarrier once the dK product of its step has
+// retired. No block-wide barrier inside the loop: the warpgroups drift apart by up to a step.
+// FUSE (with NBUF_TMA): dS^T is formed from the f32 P^T as soon as dP^T lands, and dV += P^T dO and
+// dK += dS^T Q are issued together (two packed operands): no wait for the dV product before dS^T.
+// FUSE 1 leaves both running into the next step (its S^T, dP^T accumulators then live beside the two
+// operands: more registers); FUSE 2 waits for them at the end of the step.
+template <bool BF16, int D, bool PIPE, int NBUF_TMA = 0, int FUSE = 0>
+__device__ __forceinline__ void bwd_dkdv_wg_body(RAGGED_BWD_PARAMS, const RaggedTmaMap* tm_q = nullptr,
+                                                 const RaggedTmaMap* tm_do = nullptr) {
+    constexpr int BM = 64;
+    constexpr int BN = 128;
+    constexpr int NT = 256;
+    constexpr int P = ragged_row_width(D);
+    constexpr int KS = D / 16;
+    constexpr int NS = BM / 8;
+    constexpr int DT = P / 8;
+    constexpr bool TMA = NBUF_TMA > 0;
+    constexpr int NBUF = TMA ? NBUF_TMA : PIPE ? 3 : 2;
+    constexpr int LA = TMA ? NBUF - 2 : 1;  // steps filled ahead
+    static_assert(D == P && (D == 64 || D == 128), "wgmma dK/dV head dims");
+    static_assert(!TMA || (PIPE && NBUF >= 3), "the TMA fill needs the pipelined body and three buffers");
+    static_assert(!FUSE || TMA, "FUSE is a variant of the TMA body");
+
+    extern __shared__ __align__(128) unsigned char smem_raw[];
+    const u32 base = smem_addr(smem_raw);
+    const u32 s_k = (base + 1023u) & ~1023u;  // the swizzle pattern repeats every 1024 bytes
+    const u32 s_v = s_k + BN * P * 2;
+    const u32 s_q = s_v + BN * P * 2;          // NBUF buffers of BM rows
+    const u32 s_do = s_q + NBUF * BM * P * 2;  // NBUF buffers of BM rows
+    float* s_lse = (float*)(smem_raw + (s_do + NBUF * BM * P * 2 - base));  // NBUF buffers of BM
+    float* s_di = s_lse + NBUF * BM;
+    const u32 bar_full = smem_addr(s_di + NBUF * BM);  // NBUF full, then NBUF empty mbarriers
+    const u32 bar_empty = bar_full + 8 * NBUF;
+
+    RAGGED_BWD_KEY_TILE_PROLOGUE(BM, BN);
+
+    const int tid = threadIdx.x;
+    const int wg = tid >> 7;
+    const int warp = tid >> 5;
+    const int lane = tid & 31;
+    const int lg = lane >> 2;
+    const int lt = lane & 3;
+    const int key_row = warp * 16 + lg;  // and + 8: this thread's accumulator rows in the key tile
+    const float sl2 = scale * RAGGED_LOG2E;
+
+    float acc_dk[DT * 4], acc_dv[DT * 4];
+#pragma unroll
+    for (int i = 0; i < DT * 4; ++i) acc_dk[i] = acc_dv[i] = 0.f;
+
+    u32 pa[BM / 16][4];  // P^T, then dS^T, as the A operand (with PIPE live into the next step)
+    u32 pb[BM / 16][4];  // FUSE: dS^T (pa keeps P^T)
+
+    auto issue = [&](int it, int buf) {
+        const int h = g * rep + it / nq;
+        const int i0 = (qb_first + it % nq) * BM;
+        const int rows = bt.lq - i0 < BM ? bt.lq - i0 : BM;
+        const i64 tok = bt.q_tok + i0;
+        load_tile_sw128<D, P, BM, NT>(s_q + buf * (BM * P * 2), q + tok * q_seq + (i64)h * q_head, q_seq, rows, q);
+        load_tile_sw128<D, P, BM, NT>(s_do + buf * (BM * P * 2), d_o + tok * do_seq + (i64)h * do_head, do_seq, rows,
+                                      d_o);
+        for (int t = tid; t < BM; t += NT) {
+            const bool live = t < rows;
+            const i64 i = i0 + t;
+            s_lse[buf * BM + t] = live ? lse[bt.lse_elem + i * lse_seq + (i64)h * lse_head] * RAGGED_LOG2E : 0.f;
+            s_di[buf * BM + t] = live ? di[((i64)b * h_q + h) * di_rows + i] : 0.f;
+        }
+    };
+
+    // TMA: warp 0 fills step f into buffer f % NBUF once every warp released that buffer's last use.
+    auto fill = [&](int f) {
+        const int fb = f % NBUF;
+        const int h = g * rep + f / nq;
+        const int i0 = (qb_first + f % nq) * BM;
+        const int rows = bt.lq - i0 < BM ? bt.lq - i0 : BM;
+        const i64 tok = bt.q_tok + i0;
+        const u32 full = bar_full + 8 * fb;
+        if (f >= NBUF) mbar_wait(bar_empty + 8 * fb, (u32)((f / NBUF) & 1) ^ 1u);
+        for (int t = lane; t < BM; t += 32) {
+            const bool live = t < rows;
+            const i64 i = i0 + t;
+            cp_async4(smem_addr(s_lse + fb * BM + t), live ? lse + bt.lse_elem + i * lse_seq + (i64)h * lse_head : lse,
+                      live);
+            cp_async4(smem_addr(s_di + fb * BM + t), live ? di + ((i64)b * h_q + h) * di_rows + i : di, live);
+        }
+        cp_async_mbar_track(full);
+        __syncwarp();
+        bwd_fill_pair<D, BM>(full, s_q + fb * (BM * P * 2), s_do + fb * (BM * P * 2), tm_q, tm_do, h, (int)tok, rows,
+                             q + tok * q_seq + (i64)h * q_head, q_seq, d_o + tok * do_seq + (i64)h * do_head, do_seq,
+                             q, lane);
+    };
+
+    if constexpr (TMA) bwd_ring_init<NBUF, NT>(bar_full, bar_empty, tid);
+
+    if (items > 0) {
+        if constexpr (TMA) {
+            if (warp == 0)
+                for (int f = 0; f < LA && f < items; ++f) fill(f);
+        }
+        load_tile_sw128<D, P, BN, NT>(s_k, k + (bt.kv_tok + j0) * k_seq + (i64)g * k_head, k_seq, cols, k);
+        load_tile_sw128<D, P, BN, NT>(s_v, v + (bt.kv_tok + j0) * v_seq + (i64)g * v_head, v_seq, cols, v);
+        if constexpr (!TMA) issue(0, 0);
+        cp_async_commit();
+        if constexpr (TMA) {
+            cp_async_wait<0>();
+            fence_proxy_async();
+            __syncthreads();
+        }
+#pragma unroll 1
+        for (int it = 0; it < items; ++it) {
+            const int buf = it % NBUF;
+            if constexpr (TMA) {
+                if (warp == 0 && it + LA < items) fill(it + LA);
+                mbar_wait(bar_full + 8 * buf, (u32)((it / NBUF) & 1));
+                // cp.async (generic proxy) writes of a tail tile, read by wgmma (async proxy).
+                if (bt.lq - (qb_first + it % nq) * BM < BM) fence_proxy_async();
+            }
+            else {
+                // Pair `it` has landed, and both warpgroups are done with the buffers `it + 1` reuses.
+                cp_async_wait<0>();
+                fence_proxy_async();
+                __syncthreads();
+                if (it + 1 < items) issue(it + 1, buf + 1 == NBUF ? 0 : buf + 1);
+                cp_async_commit();
+            }
+            const int i0 = (qb_first + it % nq) * BM;
+            const u32 qb = s_q + buf * (BM * P * 2);
+            const u32 dob = s_do + buf * (BM * P * 2);
+            const float* lse_t = s_lse + buf * BM;
+            const float* di_t = s_di + buf * BM;
+
+            float st[NS * 4], dpt[NS * 4];
+            wgmma_fence();
+#pragma unroll
+            for (int ks = 0; ks < KS; ++ks) {
+                const u32 col = (ks >> 2) * (BN * 128) + wg * (64 * 128) + (ks & 3) * 32;
+                const u64 db = sw128_desc(qb + (ks >> 2) * (BM * 128) + (ks & 3) * 32, 16, 1024);
+                wgmma_ss<BF16, BM>(st, sw128_desc(s_k + col, 16, 1024), db, ks > 0);
+            }
+            wgmma_commit();
+#pragma unroll
+            for (int ks = 0; ks < KS; ++ks) {
+                const u32 col = (ks >> 2) * (BN * 128) + wg * (64 * 128) + (ks & 3) * 32;
+                const u64 db = sw128_desc(dob + (ks >> 2) * (BM * 128) + (ks & 3) * 32, 16, 1024);
+                wgmma_ss<BF16, BM>(dpt, sw128_desc(s_v + col, 16, 1024), db, ks > 0);
+            }
+            wgmma_commit();
+
+            // P^T while dP^T is still on the tensor cores; 0 outside the band and past Lq / Lkv.
+            // (With PIPE the previous step's dK product is older than S^T and retires with it.)
+            wgmma_wait<1>();
+            fence_regs<NS * 4>(st);
+            if constexpr (PIPE) {
+                fence_regs<DT * 4>(acc_dk);
+                fence_regs_u32<BM / 4>(&pa[0][0]);
+            }
+            if constexpr (FUSE == 1) {
+                fence_regs<DT * 4>(acc_dv);
+                fence_regs_u32<BM / 4>(&pb[0][0]);
+            }
+            // The previous step's buffers are free: its dK product retired with S^T just now.
+            if constexpr (TMA) {
+                if (it > 0 && lane == 0) mbar_arrive(bar_empty + 8 * ((it + NBUF - 1) % NBUF));
+            }
+            const bool full = ragged_tile_full(band, bt.lq, i0, BM, j0, BN);
+#pragma unroll
+            for (int nt = 0; nt < NS; ++nt)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    const int il = nt * 8 + 2 * lt + (e & 1);
+                    // The TMA fill copies the LSE as stored (natural log); the cp.async one scaled it.
+                    const float l2 = TMA ? lse_t[il] * RAGGED_LOG2E : lse_t[il];
+                    float p = fast_exp2(st[nt * 4 + e] * sl2 - l2);
+                    if (!full) {
+                        const int i = i0 + il;
+                        const int j = j0 + key_row + ((e >> 1) << 3);
+                        if (i >= bt.lq || !band.admits(i, j)) p = 0.f;
+                    }
+                    st[nt * 4 + e] = p;
+                }
+            if constexpr (FUSE) {
+                wgmma_wait<0>();
+                fence_regs<NS * 4>(dpt);
+#pragma unroll
+                for (int nt = 0; nt < NS; ++nt)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e)
+                        dpt[nt * 4 + e] = st[nt * 4 + e] * (dpt[nt * 4 + e] - di_t[nt * 8 + 2 * lt + (e & 1)]);
+                pack_a<BF16, BM / 16>(pa, (const float(*)[4])st);
+                pack_a<BF16, BM / 16>(pb, (const float(*)[4])dpt);
+                wgmma_fence();
+#pragma unroll
+                for (int kc = 0; kc < BM / 16; ++kc) wgmma_pv<BF16, P, BM>(acc_dv, pa[kc], dob, kc);
+#pragma unroll
+                for (int kc = 0; kc < BM / 16; ++kc) wgmma_pv<BF16, P, BM>(acc_dk, pb[kc], qb, kc);
+                wgmma_commit();
+                if constexpr (FUSE == 2) {
+                    wgmma_wait<0>();
+                    fence_regs<DT * 4>(acc_dk);
+                    fence_regs<DT * 4>(acc_dv);
+                    fence_regs_u32<BM / 4>(&pa[0][0]);
+                    fence_regs_u32<BM / 4>(&pb[0][0]);
+                }
+                continue;
+            }
+            pack_a<BF16, BM / 16>(pa, (const float(*)[4])st);
+            wgmma_fence();
+#pragma unroll
+            for (int kc = 0; kc < BM / 16; ++kc) wgmma_pv<BF16, P, BM>(acc_dv, pa[kc], dob, kc);
+            wgmma_commit();
+            wgmma_wait<0>();
+            fence_regs<NS * 4>(dpt);
+            fence_regs<DT * 4>(acc_dv);
+            fence_regs_u32<BM / 4>(&pa[0][0]);
+
+            // dS^T = P^T (dP^T - Di), P^T read back from its packed operand; then dK += dS^T Q.
+#pragma unroll
+            for (int nt = 0; nt < NS; ++nt)
+#pragma unroll
+                for (int e = 0; e < 4; ++e)
+                    dpt[nt * 4 + e] = unpack_a<BF16>(pa, nt, e) * (dpt[nt * 4 + e] - di_t[nt * 8 + 2 * lt + (e & 1)]);
+            pack_a<BF16, BM / 16>(pa, (const float(*)[4])dpt);
+            wgmma_fence();
+#pragma unroll
+            for (int kc = 0; kc < BM / 16; ++kc) wgmma_pv<BF16, P, BM>(acc_dk, pa[kc], qb, kc);
+            wgmma_commit();
+            if constexpr (!PIPE) {
+                wgmma_wait<0>();
+                fence_regs<DT * 4>(acc_dk);
+                fence_regs_u32<BM / 4>(&pa[0][0]);
+            }
+        }
+        if constexpr (PIPE) {
+            wgmma_wait<0>();
+            fence_regs<DT * 4>(acc_dk);
+            fence_regs_u32<BM / 4>(&pa[0][0]);
+        }
+        if constexpr (FUSE) {
+            fence_regs<DT * 4>(acc_dv);
+            fence_regs_u32<BM / 4>(&pb[0][0]);
+        }
+        if constexpr (!TMA) cp_async_wait<0>();
+    }
+
+    // dK (times scale) and dV staged through the K and V tiles' space (the mma.sync layout of
+    // store_o_tile: a wgmma accumulator's per-warp layout is that of 16 x 8 mma.sync tiles).
+    __syncthreads();
+    stage_acc<BF16, D, P>(s_k, (const float(*)[4])acc_dk, warp * 16, scale);
+    stage_acc<BF16, D, P>(s_v, (const float(*)[4])acc_dv, warp * 16, 1.f);
+    __syncthreads();
+    store_o_tile<D, P, BN, NT>(s_k, dk + (bt.kv_tok + j0) * dk_seq + (i64)g * dk_head, dk_seq, cols);
+    store_o_tile<D, P, BN, NT>(s_v, dv + (bt.kv_tok + j0) * dv_seq + (i64)g * dv_head, dv_seq, cols);
+}
+
+#endif  // __CUDA_ARCH_FEAT_SM90_ALL

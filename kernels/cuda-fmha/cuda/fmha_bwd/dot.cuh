@@ -1,0 +1,50 @@
+// Part of kernels/cuda-fmha/cuda/ragged_fmha_bwd.cu (the Di = rowsum(dO * O) pre-pass); included in that file's order, not on its own.
+
+// One block = 64 query rows of one batch, all heads; a group of D / 8 lanes takes one (row, head)
+// pair with one 16-byte load of O and of dO per lane, and sums in f32. Rows >= Lq(b) are neither
+// read nor written (the gradient kernels treat them as masked and never read their Di).
+#define RAGGED_BWD_DOT_ROWS 64
+#define RAGGED_BWD_DOT_THREADS 256
+
+template <bool BF16, int D>
+__device__ __forceinline__ void bwd_dot_body(const u16* __restrict__ o, const u16* __restrict__ d_o,
+                                             float* __restrict__ di, const RaggedBatch* __restrict__ batches,
+                                             i64 o_seq, i64 o_head, i64 do_seq, i64 do_head, int h_q, int di_rows,
+                                             int row_blocks) {
+    constexpr int G = D / 8;  // lanes per (row, head)
+    static_assert(G >= 1 && G <= 32 && (G & (G - 1)) == 0, "a power-of-two lane group within a warp");
+    const int b = blockIdx.x / row_blocks;
+    const int r0 = (blockIdx.x - b * row_blocks) * RAGGED_BWD_DOT_ROWS;
+    const RaggedBatch bt = batches[b];
+    const int rows = bt.lq - r0 < RAGGED_BWD_DOT_ROWS ? bt.lq - r0 : RAGGED_BWD_DOT_ROWS;
+    if (rows <= 0) return;
+    const int c = threadIdx.x % G;
+    const int pairs = rows * h_q;
+    // The trip count is the same for every lane (a block-uniform base), so the group shuffles
+    // below always run with the whole warp present.
+    for (int base = 0; base < pairs; base += RAGGED_BWD_DOT_THREADS / G) {
+        const int p = base + threadIdx.x / G;
+        const bool live = p < pairs;
+        const int r = live ? p / h_q : 0;
+        const int h = live ? p - r * h_q : 0;
+        const i64 tok = bt.q_tok + r0 + r;
+        float s = 0.f;
+        if (live) {
+            const u16* op = o + tok * o_seq + (i64)h * o_head + c * 8;
+            const u16* dp = d_o + tok * do_seq + (i64)h * do_head + c * 8;
+            u32 x[4], y[4];
+            asm volatile("ld.global.nc.v4.b32 {%0,%1,%2,%3}, [%4];\n"
+                         : "=r"(x[0]), "=r"(x[1]), "=r"(x[2]), "=r"(x[3]) : "l"(op));
+            asm volatile("ld.global.nc.v4.b32 {%0,%1,%2,%3}, [%4];\n"
+                         : "=r"(y[0]), "=r"(y[1]), "=r"(y[2]), "=r"(y[3]) : "l"(dp));
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                s += ragged_to_f32<BF16>(x[e] & 0xffffu) * ragged_to_f32<BF16>(y[e] & 0xffffu);
+                s += ragged_to_f32<BF16>(x[e] >> 16) * ragged_to_f32<BF16>(y[e] >> 16);
+            }
+        }
+#pragma unroll
+        for (int m = G / 2; m >= 1; m >>= 1) s += __shfl_xor_sync(0xffffffffu, s, m);
+        if (live && c == 0) di[((i64)b * h_q + h) * di_rows + r0 + r] = s;
+    }
+}

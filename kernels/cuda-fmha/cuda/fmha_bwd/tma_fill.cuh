@@ -1,0 +1,100 @@
+// Part of kernels/cuda-fmha/cuda/ragged_fmha_bwd.cu (the TMA / mbarrier fills of the Hopper gradient kernels); included in that file's order, not on its own.
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+
+// The NBUF-deep ring of a gradient kernel's TMA fill: full barriers take the filling warp's one
+// arrival, empty ones one arrival per warp of the NT-thread block; the block waits for thread 0.
+template <int NBUF, int NT>
+__device__ __forceinline__ void bwd_ring_init(u32 bar_full, u32 bar_empty, int tid) {
+    if (tid == 0) {
+#pragma unroll
+        for (int s = 0; s < NBUF; ++s) {
+            mbar_init(bar_full + 8 * s, 1);
+            mbar_init(bar_empty + 8 * s, NT / 32);
+        }
+        mbar_init_fence();
+    }
+    __syncthreads();
+}
+
+// 4-byte async copy (one f32 row statistic); when !pred nothing is read and the word is zero-filled.
+__device__ __forceinline__ void cp_async4(u32 dst, const void* src, bool pred) {
+    int n = pred ? 4 : 0;
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(n) : "memory");
+}
+
+// One warp fills a pair of ROWS-row tiles (D columns each, sw128 layout, 1024-byte aligned) that
+// complete together on `bar` (initialised with count 1): rows [row, row + ROWS) of head `head` of
+// the two tensors behind maps ma, mb. A whole pair (valid >= ROWS) is 2 D / 64 TMA boxes issued by
+// lane 0 after one expect-tx arrival; a tail pair is copied by the 32 lanes with cp.async, rows
+// >= valid zero-filled without being read (never another batch's rows, never past a buffer), each
+// lane's copies held on the barrier and lane 0's arrival counted once all lanes registered theirs.
+// Copies the caller issued before (and registered with cp_async_mbar_track, then __syncwarp) are
+// covered by the same phase.
+template <int D, int ROWS>
+__device__ __forceinline__ void bwd_fill_pair(u32 bar, u32 dst_a, u32 dst_b, const RaggedTmaMap* ma,
+                                              const RaggedTmaMap* mb, int head, int row, int valid, const u16* ga,
+                                              i64 stride_a, const u16* gb, i64 stride_b, const u16* safe, int lane) {
+    if (valid >= ROWS) {
+        if (lane == 0) {
+            mbar_arrive_expect_tx(bar, 2 * ROWS * D * 2);
+#pragma unroll
+            for (int cb = 0; cb < D / 64; ++cb) {
+                tma_load_3d(dst_a + cb * (ROWS * 128), ma, cb * 64, head, row, bar);
+                tma_load_3d(dst_b + cb * (ROWS * 128), mb, cb * 64, head, row, bar);
+            }
+        }
+    }
+    else {
+        constexpr int CH = D / 8;
+#pragma unroll 4
+        for (int it = 0; it < ROWS * CH / 32; ++it) {
+            const int idx = it * 32 + lane;
+            const int r = idx / CH;
+            const int c = idx % CH;
+            const bool p = r < valid;
+            cp_async16(dst_a + sw128<ROWS>(r, c), p ? ga + (i64)r * stride_a + c * 8 : safe, p);
+            cp_async16(dst_b + sw128<ROWS>(r, c), p ? gb + (i64)r * stride_b + c * 8 : safe, p);
+        }
+        cp_async_mbar_track(bar);
+        __syncwarp();
+        if (lane == 0) mbar_arrive(bar);
+    }
+}
+
+// D[64 x 64] (+)= A[64 x 16] (registers, the mma.sync A-fragment layout per warp) * B[64 x 16]^T
+// (shared, K-major): an operand that stays the same over a block's loop (dQ's Q and dO tiles) read
+// from registers instead of shared memory (RS halves the shared-memory bytes per product).
+template <bool BF16>
+__device__ __forceinline__ void wgmma_rs_kmajor_n64(float* d, const u32* a, u64 db, int accumulate) {
+    if (BF16) {
+        asm volatile(
+            "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+            "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
+            "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31"
+            "}, {%32,%33,%34,%35}, %36, p, 1, 1, 0;\n}\n"
+            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(accumulate));
+    }
+    else {
+        asm volatile(
+            "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+            "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {"
+            "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31"
+            "}, {%32,%33,%34,%35}, %36, p, 1, 1, 0;\n}\n"
+            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(accumulate));
+    }
+}
+
+// This thread's A fragments of rows [16 w, 16 w + 16) (w = warp in the block) of a sw128 tile of ROWS
+// rows and D columns: KS = D / 16 groups of four registers, by ldmatrix.
+template <int D, int ROWS>
+__device__ __forceinline__ void load_a_frags_sw128(u32 (*a)[4], u32 tile, int warp, int lane) {
+    const int r = warp * 16 + (lane & 15);
+#pragma unroll
+    for (int ks = 0; ks < D / 16; ++ks)
+        ldsm_x4(tile + sw128<ROWS>(r, ks * 2 + (lane >> 4)), a[ks][0], a[ks][1], a[ks][2], a[ks][3]);
+}
+
+#endif  // __CUDA_ARCH_FEAT_SM90_ALL

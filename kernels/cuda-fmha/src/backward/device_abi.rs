@@ -1,0 +1,412 @@
+//! The host's copy of the contract in `kernels/cuda-fmha/cuda/ragged_fmha_bwd.cu`: entry-point names and
+//! the checks on the tile table each one publishes (`NAME_config`). The pre-pass and its records
+//! are the forward's ([`crate::forward::device_abi`]).
+
+use crate::forward::device_abi::TileConfig;
+use ragged_core::DataType;
+use ragged_gpu_runtime::cuda::error::GpuError;
+
+/// Head dims with compiled backward kernels (Q/K and V/O the same).
+pub const HEAD_DIMS: [i64; 2] = [64, 128];
+
+/// `RAGGED_BWD_DOT_ROWS`: query rows per block of the Di pass.
+pub const DOT_ROWS: i32 = 64;
+/// `RAGGED_BWD_DOT_THREADS`.
+pub const DOT_THREADS: u32 = 256;
+
+/// The dQ kernel's BM is also the pre-pass's tile size; every compiled dQ kernel has at least
+/// this many rows per tile, so a tile list sized for it at plan time holds any of them.
+pub const MIN_DQ_BLOCK_M: i64 = 64;
+
+/// The three entry points of one (data type, head dim).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BackwardKernels {
+    /// `ragged_fmha_bwd_dot_<dt>_d<D>`.
+    pub dot: &'static str,
+    /// `ragged_fmha_bwd_dkdv_<dt>_d<D>`.
+    pub dkdv: &'static str,
+    /// `ragged_fmha_bwd_dq_<dt>_d<D>`.
+    pub dq: &'static str,
+}
+
+/// Every compiled set: bf16 then f16 for each entry of [`HEAD_DIMS`], in its order.
+pub const ALL: [BackwardKernels; 4] = [
+    BackwardKernels {
+        dot: "ragged_fmha_bwd_dot_bf16_d64",
+        dkdv: "ragged_fmha_bwd_dkdv_bf16_d64",
+        dq: "ragged_fmha_bwd_dq_bf16_d64",
+    },
+    BackwardKernels {
+        dot: "ragged_fmha_bwd_dot_f16_d64",
+        dkdv: "ragged_fmha_bwd_dkdv_f16_d64",
+        dq: "ragged_fmha_bwd_dq_f16_d64",
+    },
+    BackwardKernels {
+        dot: "ragged_fmha_bwd_dot_bf16_d128",
+        dkdv: "ragged_fmha_bwd_dkdv_bf16_d128",
+        dq: "ragged_fmha_bwd_dq_bf16_d128",
+    },
+    BackwardKernels {
+        dot: "ragged_fmha_bwd_dot_f16_d128",
+        dkdv: "ragged_fmha_bwd_dkdv_f16_d128",
+        dq: "ragged_fmha_bwd_dq_f16_d128",
+    },
+];
+
+/// The kernels for `dtype` and head dim `d`, if compiled.
+pub fn kernels(dtype: DataType, d: i64) -> Option<BackwardKernels> {
+    let index = HEAD_DIMS.iter().position(|&x| x == d)?;
+    match dtype {
+        DataType::BF16 => Some(ALL[2 * index]),
+        DataType::F16 => Some(ALL[2 * index + 1]),
+        _ => None,
+    }
+}
+
+/// The NVRTC target on which the Hopper wgmma entry points exist: they are compiled only under
+/// `__CUDA_ARCH_FEAT_SM90_ALL` (`kernels/cuda-fmha/cuda/fmha_bwd/entries.cuh`), so a PTX target or any
+/// other architecture has the mma.sync kernels of [`ALL`] alone.
+pub const HOPPER_ARCH: &str = "sm_90a";
+
+/// The wgmma dK/dV and dQ kernels of one set (`fmha_bwd/dkdv_wg.cuh`, `fmha_bwd/dq_wg.cuh`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HopperKernels {
+    /// `ragged_fmha_bwd_dkdv_wg_<dt>_d<D>`.
+    pub dkdv: &'static str,
+    /// `ragged_fmha_bwd_dq_wg_<dt>_d<D>`.
+    pub dq: &'static str,
+}
+
+/// Per set of [`ALL`], in its order: the wgmma kernels compiled for [`HOPPER_ARCH`].
+pub const HOPPER_ALL: [HopperKernels; 4] = [
+    HopperKernels {
+        dkdv: "ragged_fmha_bwd_dkdv_wg_bf16_d64",
+        dq: "ragged_fmha_bwd_dq_wg_bf16_d64",
+    },
+    HopperKernels {
+        dkdv: "ragged_fmha_bwd_dkdv_wg_f16_d64",
+        dq: "ragged_fmha_bwd_dq_wg_f16_d64",
+    },
+    HopperKernels {
+        dkdv: "ragged_fmha_bwd_dkdv_wg_bf16_d128",
+        dq: "ragged_fmha_bwd_dq_wg_bf16_d128",
+    },
+    HopperKernels {
+        dkdv: "ragged_fmha_bwd_dkdv_wg_f16_d128",
+        dq: "ragged_fmha_bwd_dq_wg_f16_d128",
+    },
+];
+
+/// Per set of [`ALL`], in its order: the wgmma kernels with the TMA / mbarrier fill
+/// (`NBUF_TMA` in `fmha_bwd/dkdv_wg.cuh`, `fmha_bwd/dq_wg.cuh`). They publish `NAME_tma = {1}` and
+/// take two tensor maps after the common parameters ([`takes_tensor_maps`]).
+pub const HOPPER_TMA_ALL: [HopperKernels; 4] = [
+    HopperKernels {
+        dkdv: "ragged_fmha_bwd_dkdv_tma_bf16_d64",
+        dq: "ragged_fmha_bwd_dq_tma_bf16_d64",
+    },
+    HopperKernels {
+        dkdv: "ragged_fmha_bwd_dkdv_tma_f16_d64",
+        dq: "ragged_fmha_bwd_dq_tma_f16_d64",
+    },
+    HopperKernels {
+        dkdv: "ragged_fmha_bwd_dkdv_tma_bf16_d128",
+        dq: "ragged_fmha_bwd_dq_tma_bf16_d128",
+    },
+    HopperKernels {
+        dkdv: "ragged_fmha_bwd_dkdv_tma_f16_d128",
+        dq: "ragged_fmha_bwd_dq_tma_f16_d128",
+    },
+];
+
+/// Whether `kernel` is one of [`HOPPER_TMA_ALL`]: it takes, after RAGGED_BWD_PARAMS, the tensor
+/// maps of the two tiles it streams — dK/dV: Q and dO (box rows = its BM); dQ: K and V (box rows
+/// = its BN).
+pub fn takes_tensor_maps(kernel: &str) -> bool {
+    HOPPER_TMA_ALL
+        .iter()
+        .any(|k| k.dkdv == kernel || k.dq == kernel)
+}
+
+/// The kernel without tensor maps that computes the same as `kernel` (the wgmma kernel a TMA one
+/// was derived from), for a layout the driver cannot describe with a tensor map; `kernel` itself
+/// for every other name.
+pub fn without_tensor_maps(kernel: &'static str) -> &'static str {
+    for (tma, wg) in HOPPER_TMA_ALL.iter().zip(HOPPER_ALL) {
+        if tma.dkdv == kernel {
+            return wg.dkdv;
+        }
+        if tma.dq == kernel {
+            return wg.dq;
+        }
+    }
+    kernel
+}
+
+/// The head dim (Q/K and V/O) of a set of [`ALL`].
+pub fn head_dim(set: BackwardKernels) -> Option<i64> {
+    let index = ALL.iter().position(|k| *k == set)?;
+    Some(HEAD_DIMS[index / 2])
+}
+
+/// Which wgmma kernels replace the set's mma.sync kernels on [`HOPPER_ARCH`]: the single switch,
+/// set from the H200 measurements in `bench/gpu/NOTES-backward.md` (a kernel is selected only
+/// where it passed the device harness and was faster there).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HopperSelection {
+    /// Run `HopperKernels::dkdv` instead of `BackwardKernels::dkdv`.
+    pub dkdv: bool,
+    /// Run `HopperKernels::dq` instead of `BackwardKernels::dq`.
+    pub dq: bool,
+    /// Head dims at which the selected wgmma kernels are taken from [`HOPPER_TMA_ALL`] instead
+    /// of [`HOPPER_ALL`].
+    pub tma_head_dims: &'static [i64],
+}
+
+/// The selection the launcher uses: both, from the H200 round of 2026-12-01 20:00 UTC (every harness
+/// case passed; bf16 ragged mix, D 128: 287.5 TFLOP/s = 1.01 × FA2 varlen non-causal, 0.98 × causal,
+/// against 0.69 / 0.72 × with the mma.sync kernels; D 64: 0.84 / 0.78 × against 0.68 / 0.69 ×).
+/// At D 128 the TMA twins run instead, from two H200 rounds of 2026-12-01 (session 7, every harness
+/// case passed, `gpu_backward` 5/5 through the C ABI; bf16 ragged mix, interleaved with the wgmma
+/// kernels: 1.16 × / 1.11 × faster non-causal / causal, 330.5 / 273.5 TFLOP/s = 1.16 / 1.09 × FA2
+/// varlen); at D 64 they were 2 % slower, so the wgmma kernels stay there.
+pub const HOPPER_SELECTED: HopperSelection = HopperSelection {
+    dkdv: true,
+    dq: true,
+    tma_head_dims: &[128],
+};
+
+/// The kernels to launch for `set` (one of [`ALL`]) on a module compiled for `arch`.
+pub fn for_target(set: BackwardKernels, arch: &str, selection: HopperSelection) -> BackwardKernels {
+    let Some(index) = ALL.iter().position(|k| *k == set) else {
+        return set;
+    };
+    if arch != HOPPER_ARCH {
+        return set;
+    }
+    let hopper = if selection.tma_head_dims.contains(&HEAD_DIMS[index / 2]) {
+        HOPPER_TMA_ALL[index]
+    } else {
+        HOPPER_ALL[index]
+    };
+    BackwardKernels {
+        dot: set.dot,
+        dkdv: if selection.dkdv {
+            hopper.dkdv
+        } else {
+            set.dkdv
+        },
+        dq: if selection.dq { hopper.dq } else { set.dq },
+    }
+}
+
+/// Which of the three kernels a published table belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Part {
+    /// The Di pass: `{DOT_ROWS, 0, DOT_THREADS, 0}` exactly.
+    Dot,
+    /// dK/dV: BN = 16 × warps (one warp per 16 key rows), BM a multiple of 16.
+    DkDv,
+    /// dQ: BM = 16 × warps, at least [`MIN_DQ_BLOCK_M`]; BN a multiple of 16.
+    Dq,
+}
+
+/// Checks a published `{BM, BN, threads, smem}` against what the launcher relies on.
+pub fn check_config(kernel: &str, part: Part, raw: [i32; 4]) -> Result<TileConfig, GpuError> {
+    let [block_m, block_n, threads, smem] = raw;
+    let bad = |detail: String| GpuError::KernelContract {
+        kernel: kernel.to_owned(),
+        detail,
+    };
+    let tiles = |bm: i32, bn: i32| bm >= 16 && bm % 16 == 0 && bn >= 16 && bn % 16 == 0;
+    let ok = match part {
+        Part::Dot => raw == [DOT_ROWS, 0, DOT_THREADS as i32, 0],
+        Part::DkDv => tiles(block_m, block_n) && threads == 2 * block_n,
+        Part::Dq => {
+            tiles(block_m, block_n)
+                && threads == 2 * block_m
+                && i64::from(block_m) >= MIN_DQ_BLOCK_M
+        }
+    };
+    if !ok || smem < 0 {
+        return Err(bad(format!(
+            "published {{BM, BN, threads, smem}} = {raw:?} does not fit the {part:?} launch"
+        )));
+    }
+    Ok(TileConfig {
+        block_m,
+        block_n,
+        threads: threads as u32,
+        shared_mem_bytes: smem as u32,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_follow_dtype_and_head_dim() {
+        let k = kernels(DataType::F16, 128).expect("compiled");
+        assert_eq!(k.dot, "ragged_fmha_bwd_dot_f16_d128");
+        assert_eq!(k.dkdv, "ragged_fmha_bwd_dkdv_f16_d128");
+        assert_eq!(k.dq, "ragged_fmha_bwd_dq_f16_d128");
+        assert_eq!(
+            kernels(DataType::BF16, 64).map(|k| k.dq),
+            Some("ragged_fmha_bwd_dq_bf16_d64")
+        );
+        assert_eq!(kernels(DataType::BF16, 96), None);
+        assert_eq!(kernels(DataType::F32, 64), None);
+        for (index, d) in HEAD_DIMS.iter().enumerate() {
+            for (offset, dt) in ["bf16", "f16"].iter().enumerate() {
+                let k = ALL[2 * index + offset];
+                assert_eq!(k.dkdv, format!("ragged_fmha_bwd_dkdv_{dt}_d{d}"));
+                assert_eq!(k.dot, format!("ragged_fmha_bwd_dot_{dt}_d{d}"));
+            }
+        }
+    }
+
+    #[test]
+    fn every_compiled_entry_point_is_named_in_the_kernel_file() {
+        let text = include_str!("../../cuda/fmha_bwd/entries.cuh");
+        for k in ALL {
+            for name in [k.dot, k.dkdv, k.dq] {
+                let (stem, dims) = name.rsplit_once("_d").expect("a _d<D> suffix");
+                let dt = stem.rsplit('_').next().expect("a dtype");
+                let part = stem
+                    .trim_start_matches("ragged_fmha_bwd_")
+                    .trim_end_matches(dt)
+                    .trim_end_matches('_');
+                let pattern = format!("ragged_fmha_bwd_{part}_##DT##_d{dims}");
+                assert!(
+                    text.contains(&pattern),
+                    "{name}: {pattern} not in entries.cuh"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn hopper_kernels_replace_only_on_sm90a_and_only_where_selected() {
+        let both = HopperSelection {
+            dkdv: true,
+            dq: true,
+            tma_head_dims: &[],
+        };
+        let set = kernels(DataType::BF16, 128).expect("compiled");
+        assert_eq!(for_target(set, "sm_80", both), set);
+        assert_eq!(for_target(set, "compute_90", both), set);
+        let hopper = for_target(set, "sm_90a", both);
+        assert_eq!(hopper.dot, set.dot);
+        assert_eq!(hopper.dkdv, "ragged_fmha_bwd_dkdv_wg_bf16_d128");
+        assert_eq!(hopper.dq, "ragged_fmha_bwd_dq_wg_bf16_d128");
+        let dkdv_only = HopperSelection {
+            dkdv: true,
+            dq: false,
+            tma_head_dims: &[],
+        };
+        let mixed = for_target(set, "sm_90a", dkdv_only);
+        assert_eq!((mixed.dkdv, mixed.dq), (hopper.dkdv, set.dq));
+        let none = HopperSelection {
+            dkdv: false,
+            dq: false,
+            tma_head_dims: &[64, 128],
+        };
+        assert_eq!(for_target(set, "sm_90a", none), set);
+        for (default, wg) in ALL.iter().zip(HOPPER_ALL) {
+            assert_eq!(wg.dkdv, default.dkdv.replace("dkdv_", "dkdv_wg_"));
+            assert_eq!(wg.dq, default.dq.replace("dq_", "dq_wg_"));
+        }
+    }
+
+    #[test]
+    fn tma_kernels_take_maps_and_fall_back_to_their_wgmma_kernels() {
+        let set = kernels(DataType::F16, 64).expect("compiled");
+        let tma = HopperSelection {
+            dkdv: true,
+            dq: true,
+            tma_head_dims: &[64, 128],
+        };
+        let picked = for_target(set, "sm_90a", tma);
+        let d128_only = HopperSelection {
+            tma_head_dims: &[128],
+            ..tma
+        };
+        assert_eq!(
+            for_target(set, "sm_90a", d128_only).dq,
+            "ragged_fmha_bwd_dq_wg_f16_d64"
+        );
+        assert_eq!(
+            for_target(ALL[3], "sm_90a", d128_only).dq,
+            "ragged_fmha_bwd_dq_tma_f16_d128"
+        );
+        assert_eq!(picked.dkdv, "ragged_fmha_bwd_dkdv_tma_f16_d64");
+        assert_eq!(picked.dq, "ragged_fmha_bwd_dq_tma_f16_d64");
+        assert_eq!(for_target(set, "sm_80", tma), set);
+        assert!(takes_tensor_maps(picked.dkdv) && takes_tensor_maps(picked.dq));
+        assert_eq!(
+            without_tensor_maps(picked.dkdv),
+            "ragged_fmha_bwd_dkdv_wg_f16_d64"
+        );
+        assert_eq!(
+            without_tensor_maps(picked.dq),
+            "ragged_fmha_bwd_dq_wg_f16_d64"
+        );
+        for name in [set.dkdv, set.dq, HOPPER_ALL[1].dkdv, HOPPER_ALL[1].dq] {
+            assert!(!takes_tensor_maps(name), "{name}");
+            assert_eq!(without_tensor_maps(name), name);
+        }
+        for (tma, wg) in HOPPER_TMA_ALL.iter().zip(HOPPER_ALL) {
+            assert_eq!(tma.dkdv, wg.dkdv.replace("_wg_", "_tma_"));
+            assert_eq!(tma.dq, wg.dq.replace("_wg_", "_tma_"));
+        }
+        assert_eq!(head_dim(set), Some(64));
+        assert_eq!(head_dim(ALL[3]), Some(128));
+    }
+
+    #[test]
+    fn every_hopper_entry_point_is_defined_in_the_kernel_file() {
+        let text = include_str!("../../cuda/fmha_bwd/entries.cuh");
+        for k in HOPPER_ALL.iter().chain(HOPPER_TMA_ALL.iter()) {
+            for name in [k.dkdv, k.dq] {
+                let pattern = name
+                    .replace("_bf16_", "_##DT##_")
+                    .replace("_f16_", "_##DT##_");
+                assert!(
+                    text.contains(&format!("({pattern},")),
+                    "{name}: {pattern} not in entries.cuh"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn hopper_tables_fit_the_launch_checks() {
+        // {BM, BN, threads, smem} as RAGGED_BWD_DKDV_WG_ENTRY / RAGGED_BWD_DQ_WG_ENTRY publish them
+        // at D 128.
+        check_config("k", Part::DkDv, [64, 128, 256, 166_400]).expect("wgmma dK/dV fits");
+        check_config("k", Part::Dq, [128, 64, 256, 164_864]).expect("wgmma dQ fits");
+        check_config("k", Part::DkDv, [64, 128, 256, 166_448]).expect("TMA dK/dV fits");
+        check_config("k", Part::Dq, [128, 64, 256, 164_912]).expect("TMA dQ fits");
+    }
+
+    #[test]
+    fn published_tables_are_checked() {
+        let dkdv = check_config("k", Part::DkDv, [64, 64, 128, 99_328]).expect("fits");
+        assert_eq!((dkdv.block_m, dkdv.block_n, dkdv.threads), (64, 64, 128));
+        check_config("k", Part::DkDv, [32, 64, 128, 1]).expect("BM 32 is fine for dK/dV");
+        check_config("k", Part::Dq, [64, 64, 128, 98_304]).expect("fits");
+        check_config("k", Part::Dot, [64, 0, 256, 0]).expect("fits");
+        for (part, raw) in [
+            (Part::Dq, [32, 64, 64, 0]),
+            (Part::Dq, [64, 64, 256, 0]),
+            (Part::DkDv, [64, 64, 256, 0]),
+            (Part::DkDv, [64, 8, 32, 0]),
+            (Part::Dot, [32, 0, 256, 0]),
+            (Part::Dq, [64, 64, 128, -1]),
+        ] {
+            let err = check_config("k", part, raw).unwrap_err().to_string();
+            assert!(err.contains("kernel k violates"), "{raw:?}: {err}");
+        }
+    }
+}

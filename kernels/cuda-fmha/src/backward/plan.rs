@@ -1,0 +1,236 @@
+//! Plan-time checks and launch arguments of the CUDA SDPA backward.
+//!
+//! Q, K, V, O and the LSE are planned exactly as the forward plans them ([`crate::forward::plan`]:
+//! the GPU contract, packed ragged memory in either dims order, offsets and seq_lens read on the
+//! device, the stats layouts the forward writes), so a backward reads its forward's tensors the
+//! way the forward wrote them. The gradients must be packed ragged like their primals and share
+//! their primal's token starts (one token-start array for Q, O, dO, dQ and one for K, V, dK, dV);
+//! the backward kernels exist for bf16 and fp16 at head dims 64 and 128 with D_qk = D_v.
+
+use super::device_abi::{self, BackwardKernels, MIN_DQ_BLOCK_M};
+use crate::forward::device_abi::{RAGGED_BATCH_BYTES, TILE_ENTRY_BYTES};
+use crate::forward::geometry::WORKSPACE_ALIGNMENT;
+use crate::forward::plan::{FmhaPlan, RowStrides};
+use ragged_core::contract::{self, Decline};
+#[cfg(test)]
+use ragged_core::problem::Offsets;
+use ragged_core::problem::{Operand, RaggedSdpaProblem, ScalePlan};
+
+/// The gradient operands of a backward node: dO (input) and dQ, dK, dV (outputs).
+#[derive(Debug, Clone, Copy)]
+pub struct Gradients<'a> {
+    /// The gradient flowing into O.
+    pub d_o: &'a Operand,
+    /// The gradient of Q.
+    pub dq: &'a Operand,
+    /// The gradient of K.
+    pub dk: &'a Operand,
+    /// The gradient of V.
+    pub dv: &'a Operand,
+}
+
+/// Byte offsets of the backward's scratch inside the (aligned-up) workspace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BackwardWorkspace {
+    /// `RaggedBatch[B]` (the forward pre-pass's records).
+    pub batches: u64,
+    /// The dQ kernel's tile list, `int2[B · ceil(S_q_max / BM)]`.
+    pub tiles: u64,
+    /// `int tile_count`.
+    pub tile_count: u64,
+    /// `u32 err_flag`.
+    pub error_flag: u64,
+    /// Di, `f32[B · H_q · S_q_max]`.
+    pub di: u64,
+    /// Bytes to request, including slack for aligning the base pointer.
+    pub total_bytes: u64,
+}
+
+/// Everything an execute needs, derived from the graph once.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BackwardPlan {
+    /// The forward's plan of Q, K, V, O and the LSE (offsets, seq_lens, band, scale); always
+    /// with an LSE.
+    pub forward: FmhaPlan,
+    /// The entry points.
+    pub kernels: BackwardKernels,
+    /// Row strides of dO.
+    pub d_o: RowStrides,
+    /// Row strides of dQ.
+    pub dq: RowStrides,
+    /// Row strides of dK.
+    pub dk: RowStrides,
+    /// Row strides of dV.
+    pub dv: RowStrides,
+    /// uids of dO, dQ, dK, dV for pointer errors.
+    pub gradient_uids: [i64; 4],
+    /// Scratch layout.
+    pub workspace: BackwardWorkspace,
+}
+
+impl BackwardPlan {
+    /// Bytes of workspace the caller must provide.
+    pub fn workspace_bytes(&self) -> u64 {
+        self.workspace.total_bytes
+    }
+}
+
+/// Checks a backward problem against the GPU contract and what the backward kernels support,
+/// and derives the launch arguments; every refusal names uid, field, value and need.
+pub fn plan(forward: &RaggedSdpaProblem, g: Gradients<'_>) -> Result<BackwardPlan, Decline> {
+    let fwd = crate::forward::plan(forward)?;
+    let q = &forward.q;
+    let [b, s_q, h_q, d] = q.bshd();
+    let d_v = forward.v.head_dim();
+    let kernels = device_abi::kernels(q.dtype, d)
+        .filter(|_| d_v == d)
+        .ok_or_else(|| {
+            let (uid, role, value) = if device_abi::HEAD_DIMS.contains(&d) {
+                (forward.v.uid, forward.v.role, d_v)
+            } else {
+                (q.uid, q.role, d)
+            };
+            Decline::new(
+                uid,
+                format!("{role} head dim"),
+                value,
+                "64 or 128 with Q, K, V and O alike (the compiled CUDA backward kernels)",
+            )
+        })?;
+    if fwd.lse.is_none() {
+        return Err(Decline::graph(
+            "stats_tensor_uid",
+            "unset",
+            "the forward's LSE: the backward recomputes P from it",
+        ));
+    }
+    // The gradients as a forward problem's Q, K, V, O: the same contract (ragged, packed, aligned,
+    // shapes, dO/dQ and dK/dV sharing token starts), with nothing else to check.
+    let carrier = RaggedSdpaProblem {
+        q: *g.dq,
+        k: *g.dk,
+        v: *g.dv,
+        o: *g.d_o,
+        stats: None,
+        seq_len_q: None,
+        seq_len_kv: None,
+        scale: ScalePlan::Fixed(1.0),
+        mask: forward.mask,
+    };
+    for (primal, gradient) in [
+        (q, g.dq),
+        (q, g.d_o),
+        (&forward.k, g.dk),
+        (&forward.k, g.dv),
+    ] {
+        same_token_starts(primal, gradient)?;
+    }
+    contract::check_gpu(&carrier)?;
+    for (primal, gradient) in [
+        (q, g.dq),
+        (&forward.o, g.d_o),
+        (&forward.k, g.dk),
+        (&forward.v, g.dv),
+    ] {
+        if gradient.dtype != primal.dtype || gradient.bshd() != primal.bshd() {
+            return Err(Decline::new(
+                gradient.uid,
+                format!("{} data type and [B, S, H, D]", gradient.role),
+                format!("{:?} {:?}", gradient.dtype, gradient.bshd()),
+                format!(
+                    "{:?} {:?}, as {} uid {}",
+                    primal.dtype,
+                    primal.bshd(),
+                    primal.role,
+                    primal.uid
+                ),
+            ));
+        }
+    }
+    let workspace = workspace(b, s_q, h_q).ok_or_else(|| {
+        Decline::new(
+            q.uid,
+            format!("{} backward workspace (B · H_q · S_max)", q.role),
+            format!("{b} · {h_q} · {s_q}"),
+            "a workspace size that fits in 64 bits",
+        )
+    })?;
+    let strides = |t: &Operand| RowStrides {
+        seq: t.seq_stride(),
+        head: t.head_stride(),
+    };
+    Ok(BackwardPlan {
+        forward: fwd,
+        kernels,
+        d_o: strides(g.d_o),
+        dq: strides(g.dq),
+        dk: strides(g.dk),
+        dv: strides(g.dv),
+        gradient_uids: [g.d_o.uid, g.dq.uid, g.dk.uid, g.dv.uid],
+        workspace,
+    })
+}
+
+/// A gradient is addressed through its primal's token starts: the same offsets tensor and the
+/// same `multiplier / seqStride`.
+fn same_token_starts(primal: &Operand, gradient: &Operand) -> Result<(), Decline> {
+    let (Some(p), Some(g)) = (primal.ragged, gradient.ragged) else {
+        return Ok(()); // the contract declined dense operands already
+    };
+    if p.uid != g.uid {
+        return Err(Decline::new(
+            gradient.uid,
+            format!("{} ragged_offset_tensor_uid", gradient.role),
+            g.uid,
+            format!(
+                "{}'s offsets uid {} (the backward reads a gradient through its primal's token starts)",
+                primal.role, p.uid
+            ),
+        ));
+    }
+    if i128::from(p.multiplier) * i128::from(gradient.seq_stride())
+        != i128::from(g.multiplier) * i128::from(primal.seq_stride())
+    {
+        return Err(Decline::new(
+            gradient.uid,
+            format!("{} multiplier/seqStride", gradient.role),
+            format!("{}/{}", g.multiplier, gradient.seq_stride()),
+            format!(
+                "{}'s {}/{} (identical token starts)",
+                primal.role,
+                p.multiplier,
+                primal.seq_stride()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The scratch layout for B batches of at most `s_q` query rows and `h_q` heads, with the
+/// pre-pass's tile list sized for the smallest dQ tile; `None` if it overflows.
+pub fn workspace(b: i64, s_q: i64, h_q: i64) -> Option<BackwardWorkspace> {
+    let (b, s_q, h_q) = (b.max(0) as u64, s_q.max(0) as u64, h_q.max(0) as u64);
+    let align = |x: u64| x.checked_next_multiple_of(WORKSPACE_ALIGNMENT);
+    let tiles_per_batch = s_q.div_ceil(MIN_DQ_BLOCK_M as u64);
+    let tiles = align(b.checked_mul(RAGGED_BATCH_BYTES)?)?;
+    let counters = align(
+        tiles.checked_add(
+            b.checked_mul(tiles_per_batch)?
+                .checked_mul(TILE_ENTRY_BYTES)?,
+        )?,
+    )?;
+    let di = align(counters + 8)?;
+    let di_bytes = b.checked_mul(h_q)?.checked_mul(s_q)?.checked_mul(4)?;
+    Some(BackwardWorkspace {
+        batches: 0,
+        tiles,
+        tile_count: counters,
+        error_flag: counters + 4,
+        di,
+        total_bytes: di.checked_add(di_bytes)?.checked_add(WORKSPACE_ALIGNMENT)?,
+    })
+}
+
+#[cfg(test)]
+#[path = "plan_tests.rs"]
+mod tests;

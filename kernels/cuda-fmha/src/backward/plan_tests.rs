@@ -1,0 +1,138 @@
+use super::*;
+use ragged_core::DataType;
+use ragged_core::problem::test_support::{dense_stats, in_bhsd_order, problem, ragged};
+
+/// The forward problem (bf16, B 3, Q 200 × 8 heads, K/V 300 × 2 heads, D 128) with a dense LSE
+/// [B, H, S, 1], and its gradients uids 31..=34 on the primals' offsets.
+fn backward() -> (RaggedSdpaProblem, [Operand; 4]) {
+    let mut p = problem();
+    p.stats = Some(dense_stats(5, [3, 8, 200, 1], [1600, 200, 1, 1]));
+    let grads = [
+        ragged("do_tensor_uid", 31, [3, 200, 8, 128], 10),
+        ragged("dq_tensor_uid", 32, [3, 200, 8, 128], 10),
+        ragged("dk_tensor_uid", 33, [3, 300, 2, 128], 11),
+        ragged("dv_tensor_uid", 34, [3, 300, 2, 128], 11),
+    ];
+    (p, grads)
+}
+
+fn plan_of(p: &RaggedSdpaProblem, g: &[Operand; 4]) -> Result<BackwardPlan, Decline> {
+    plan(
+        p,
+        Gradients {
+            d_o: &g[0],
+            dq: &g[1],
+            dk: &g[2],
+            dv: &g[3],
+        },
+    )
+}
+
+fn declined(p: &RaggedSdpaProblem, g: &[Operand; 4]) -> String {
+    plan_of(p, g).expect_err("declined").to_string()
+}
+
+#[test]
+fn a_gqa_problem_gets_kernels_strides_and_workspace() {
+    let (p, g) = backward();
+    let plan = plan_of(&p, &g).expect("bf16 D 128 GQA with an LSE plans");
+    assert_eq!(plan.kernels.dkdv, "ragged_fmha_bwd_dkdv_bf16_d128");
+    assert_eq!(plan.kernels.dq, "ragged_fmha_bwd_dq_bf16_d128");
+    assert_eq!(plan.gradient_uids, [31, 32, 33, 34]);
+    assert_eq!((plan.dq.seq, plan.dq.head), (1024, 128));
+    assert_eq!((plan.dk.seq, plan.dk.head), (256, 128));
+    assert_eq!(plan.forward.lse.map(|l| l.head_stride), Some(200));
+    // 3 RaggedBatch (96 B) -> tiles at 256; 3 · ceil(200 / 64) = 12 tiles (96 B) -> counters at
+    // 512; Di at 768, 3 · 8 · 200 f32 = 19 200 B, plus the alignment slack.
+    assert_eq!(
+        plan.workspace,
+        BackwardWorkspace {
+            batches: 0,
+            tiles: 256,
+            tile_count: 512,
+            error_flag: 516,
+            di: 768,
+            total_bytes: 768 + 19_200 + 256,
+        }
+    );
+}
+
+#[test]
+fn both_dims_orders_plan_to_the_same_strides() {
+    let (mut p, g) = backward();
+    let bshd = plan_of(&p, &g).expect("plans");
+    in_bhsd_order(&mut p);
+    let mut g2 = g;
+    for t in g2.iter_mut() {
+        t.dims.swap(1, 2);
+        t.strides.swap(1, 2);
+    }
+    let bhsd = plan_of(&p, &g2).expect("plans in [B, H, S, D] order too");
+    assert_eq!((bshd.dq, bshd.dk, bshd.d_o), (bhsd.dq, bhsd.dk, bhsd.d_o));
+    assert_eq!(bshd.forward.q, bhsd.forward.q);
+}
+
+#[test]
+fn head_dims_without_backward_kernels_are_declined_by_uid() {
+    let (mut p, mut g) = backward();
+    for t in [&mut p.q, &mut p.k, &mut p.v, &mut p.o]
+        .into_iter()
+        .chain(g.iter_mut())
+    {
+        let [b, s, h, _] = t.bshd();
+        let aux = t.ragged.map_or(0, |o| o.uid);
+        *t = ragged(t.role, t.uid, [b, s, h, 96], aux);
+    }
+    let why = declined(&p, &g);
+    assert_eq!(
+        why,
+        "tensor uid 1: q_tensor_uid head dim = 96, need 64 or 128 with Q, K, V and O alike (the \
+         compiled CUDA backward kernels)"
+    );
+}
+
+#[test]
+fn a_gradient_on_other_offsets_or_type_is_declined_by_uid() {
+    let (p, mut g) = backward();
+    g[1].ragged = g[1].ragged.map(|o| Offsets { uid: 77, ..o });
+    let why = declined(&p, &g);
+    assert!(
+        why.starts_with("tensor uid 32: dq_tensor_uid ragged_offset_tensor_uid = 77"),
+        "{why}"
+    );
+
+    let (p, mut g) = backward();
+    g[2].ragged = g[2].ragged.map(|o| Offsets { uid: 78, ..o });
+    g[3].ragged = g[2].ragged;
+    let why = declined(&p, &g);
+    assert!(
+        why.starts_with("tensor uid 33: dk_tensor_uid ragged_offset_tensor_uid = 78"),
+        "{why}"
+    );
+
+    let (p, mut g) = backward();
+    g[3].dtype = DataType::F16;
+    let why = declined(&p, &g);
+    assert!(why.starts_with("tensor uid 34: "), "{why}");
+
+    let (p, mut g) = backward();
+    g[0].ragged = None;
+    let why = declined(&p, &g);
+    assert!(
+        why.starts_with("tensor uid 31: do_tensor_uid layout = dense"),
+        "{why}"
+    );
+}
+
+#[test]
+fn without_an_lse_there_is_nothing_to_recompute_p_from() {
+    let (mut p, g) = backward();
+    p.stats = None;
+    assert!(declined(&p, &g).contains("stats_tensor_uid"));
+}
+
+#[test]
+fn workspace_overflow_is_none() {
+    assert_eq!(workspace(i64::MAX / 2, i64::MAX / 2, 8), None);
+    assert!(workspace(1, 1, 1).is_some());
+}

@@ -1,0 +1,97 @@
+//! The TMA tensor maps of the warp-specialized Hopper entry points (`NAME_tma` published): one
+//! `CUtensorMap` each for Q, K and V, encoded per execute because they hold the base pointers.
+//!
+//! Each map covers its whole packed buffer as a 3-D tensor {head dim, heads, tokens} with the
+//! variant pack's head and sequence strides, boxes of {64 columns, 1 head, tile rows} and the
+//! 128-byte swizzle the kernels' wgmma descriptors expect (kernels/cuda-fmha/cuda/README.md). The kernels
+//! request only whole boxes inside a batch's valid rows (tail tiles are copied with zero-filling
+//! cp.async, or a K / V tail of a batch with at least a tile of keys is loaded as the batch's last
+//! whole box), so the token extent has to cover the coordinates, not the buffer, whose size the
+//! plugin does not know. Coordinates are token indices below 2^31 for any buffer that fits a
+//! device: 2^31 tokens of at least 64 two-byte elements would be 256 GiB.
+
+use std::ffi::c_void;
+
+use cudarc::driver::sys as cu;
+
+use super::device_abi::TileConfig;
+use super::plan::{FmhaPlan, RowStrides};
+use ragged_gpu_runtime::cuda::error::{DriverCall, GpuError};
+use ragged_gpu_runtime::cuda::module::KernelArg;
+
+/// Token extent of every map: the largest coordinate a kernel can pass.
+const TOKEN_EXTENT: u64 = (1 << 31) - 1;
+/// Columns per box: one 128-byte swizzle atom of two-byte elements.
+const BOX_COLUMNS: u32 = 64;
+
+/// The three map arguments (Q, K, V) that follow the common ones for `plan` with `tiles`, over
+/// the device buffers at `bases` (Q, K, V).
+pub(crate) fn tensor_map_args(
+    plan: &FmhaPlan,
+    tiles: &TileConfig,
+    bases: [u64; 3],
+) -> Result<[KernelArg; 3], GpuError> {
+    let kernel = plan.kernel;
+    let (name, d_qk, d_v) = (kernel.name(), kernel.d_qk(), kernel.d_v());
+    let rows = |v: i32| u32::try_from(v).unwrap_or(0);
+    let (bm, bn) = (rows(tiles.block_m), rows(tiles.block_n));
+    let [q, k, v] = bases;
+    Ok([
+        KernelArg::TensorMap(encode(name, q, d_qk, plan.heads_q, plan.q, bm)?),
+        KernelArg::TensorMap(encode(name, k, d_qk, plan.heads_kv, plan.k, bn)?),
+        KernelArg::TensorMap(encode(name, v, d_v, plan.heads_kv, plan.v, bn)?),
+    ])
+}
+
+/// One map over a [tokens, heads, d] buffer at `base` (strides in elements); also used by the
+/// backward's TMA gradient kernels (`crate::backward::launcher`).
+pub(crate) fn encode(
+    kernel: &str,
+    base: u64,
+    d: i64,
+    heads: i32,
+    strides: RowStrides,
+    box_rows: u32,
+) -> Result<[u64; 16], GpuError> {
+    let bad = |detail: String| GpuError::KernelContract {
+        kernel: kernel.to_owned(),
+        detail,
+    };
+    let dim = |v: i64| u64::try_from(v).map_err(|_| bad(format!("negative tensor-map extent {v}")));
+    let bytes = |v: i64| {
+        u64::try_from(v)
+            .ok()
+            .and_then(|e| e.checked_mul(2))
+            .ok_or_else(|| bad(format!("tensor-map stride {v} elements")))
+    };
+    if box_rows == 0 || box_rows > 256 {
+        return Err(bad(format!("tensor-map box of {box_rows} rows")));
+    }
+    let global_dim = [dim(d)?, dim(i64::from(heads))?, TOKEN_EXTENT];
+    let global_strides = [bytes(strides.head)?, bytes(strides.seq)?];
+    let box_dim = [BOX_COLUMNS, 1, box_rows];
+    let element_strides = [1u32; 3];
+    let mut map = cu::CUtensorMap { opaque: [0; 16] };
+    // SAFETY: every pointer argument addresses a live local array of the rank (3) or rank - 1 (2)
+    // entries the driver reads, and `map` is a writable CUtensorMap. Encoding only reads host
+    // memory; `base` is recorded, not dereferenced (the launch's buffers checks cover it).
+    unsafe {
+        cu::cuTensorMapEncodeTiled(
+            &mut map,
+            cu::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_UINT16,
+            3,
+            base as *mut c_void,
+            global_dim.as_ptr(),
+            global_strides.as_ptr(),
+            box_dim.as_ptr(),
+            element_strides.as_ptr(),
+            cu::CUtensorMapInterleave::CU_TENSOR_MAP_INTERLEAVE_NONE,
+            cu::CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B,
+            cu::CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+            cu::CUtensorMapFloatOOBfill::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
+        )
+    }
+    .result()
+    .call("cuTensorMapEncodeTiled")?;
+    Ok(map.opaque)
+}

@@ -1,0 +1,10 @@
+//! `RAGGED_SDPA_CUDA_FMHA`: the project's ragged FMHA kernels on NVIDIA GPUs.
+//!
+//! * [`forward`]: the forward's plan (which kernel, which grid), its launcher and device ABI.
+//! * [`backward`]: the backward's plan and launcher, sharing the forward's loading and geometry.
+//!
+//! The CUDA sources live in `cuda/` beside this crate; `build.rs` splices each program into one
+//! string that NVRTC compiles at first use on the user's machine.
+
+pub mod backward;
+pub mod forward;

@@ -1,0 +1,16 @@
+//! The CPU reference: the numeric specification every GPU engine is checked against, and the
+//! engine that runs wherever no GPU engine can.
+//!
+//! * [`sdpa`]: SDPA forward over the core's dense and ragged tensors ([`sdpa_forward`]).
+//! * [`sdpa_backward`]: SDPA backward (dQ, dK, dV) over the same tensors ([`sdpa_backward()`]).
+//! * [`executor`]: runs a multi-node graph (SDPA and pointwise nodes) over host buffers.
+//! * [`parallel`]: the worker pool every kernel here runs on; `gemm`: the micro-kernels.
+
+pub mod executor;
+mod gemm;
+pub mod parallel;
+pub mod sdpa;
+pub mod sdpa_backward;
+
+pub use sdpa::{SdpaParams, sdpa_forward};
+pub use sdpa_backward::{BackwardInputs, BackwardOutputs, SdpaBackwardParams, sdpa_backward};

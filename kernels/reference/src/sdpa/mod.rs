@@ -1,0 +1,261 @@
+//! CPU reference SDPA forward over dense and ragged tensors (ragged-sdpa.md §1–§5).
+//!
+//! Flow: `problem::validate` checks every operand, `stage` gathers the logical rows of Q, K and V
+//! into f32 blocks, `crate::parallel` runs `tile::attend_tile` over (batch, head, query tile) into staged
+//! outputs, and only then are O and LSE written, so an error leaves them untouched.
+
+// layout, problem, softmax and stage are shared with the backward (`crate::sdpa_backward`).
+pub(crate) mod layout;
+
+pub(crate) mod problem;
+pub(crate) mod softmax;
+pub(crate) mod stage;
+mod threads;
+mod tile;
+
+pub use ragged_core::mask::{DiagonalAlignment, MaskBand};
+pub use stage::release_caches;
+pub use threads::on_calling_thread;
+
+use half::{bf16, f16};
+
+use ragged_core::dtype::{DataType, FloatElement};
+use ragged_core::error::{KernelError, Role};
+use ragged_core::tensor::{Tensor, TensorMut, typed_slice, typed_slice_mut};
+
+use problem::{Operands, Problem};
+use stage::{Arrangement, Staged};
+use tile::{Scratch, TileConfig, TileInput, attend_tile};
+
+/// Resolved SDPA parameters: the plugin resolves scale and mask from the graph attributes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SdpaParams {
+    /// Multiplies Q·Kᵀ before the softmax.
+    pub scale: f32,
+    /// Admitted keys per query row.
+    pub band: MaskBand,
+}
+
+impl Default for SdpaParams {
+    /// Scale 1.0 (the project default, schema.md §6.2) and no mask.
+    fn default() -> Self {
+        SdpaParams {
+            scale: 1.0,
+            band: MaskBand::none(),
+        }
+    }
+}
+
+/// Query rows per work item, before the cache cap below. 128-row items still leave hundreds of
+/// items for the worker threads on real batches.
+const QUERY_TILE: usize = 128;
+/// Keys per online-softmax step, before the cache cap. Measured with one thread on this
+/// project's 2-core AVX2 machine (CPU time per call): 128 × 128, 128 × 256, 64 × 256 and
+/// 256 × 128 within 4 % of each other at D = 64 and D = 128.
+const KEY_TILE: usize = 128;
+/// Bytes one step's operands may take: the per-core L2 of this project's machine (512 KiB).
+const L2_BYTES: usize = 512 << 10;
+
+/// Tile sizes for the given head dims, halved (keys first) until one step's Q, K and V tiles,
+/// score tile and accumulator fit in L2. The micro-kernel never threads (see [`crate::gemm`]),
+/// so only the cache bounds them.
+fn tile_sizes(dim_qk: usize, dim_v: usize) -> (usize, usize) {
+    let (mut tq, mut tk) = (QUERY_TILE, KEY_TILE);
+    let bytes =
+        |tq: usize, tk: usize| 4 * (tq * dim_qk + dim_qk * tk + tq * tk + tk * dim_v + tq * dim_v);
+    while bytes(tq, tk) > L2_BYTES && (tq > 8 || tk > 8) {
+        if tk >= tq && tk > 8 {
+            tk /= 2;
+        } else {
+            tq /= 2;
+        }
+    }
+    (tq, tk)
+}
+
+/// SDPA forward on the CPU: `O = softmax(scale·Q·Kᵀ + mask)·V`, optionally with the natural-log
+/// LSE of each row.
+///
+/// Q, K, V, O may each be ragged (`[B, S, H, D]`, sequence axis 1) or dense (`[B, H, S, D]`, any
+/// strides); LSE is `[B, S, H_q, 1]` ragged or `[B, H_q, S, 1]` dense, f32. Q, K, V and O share
+/// one element type (f32, f16 or bf16); accumulation is f32. With `seq_len_q`/`seq_len_kv`, rows
+/// at or beyond `seq_lens[b]` are neither read nor written. Rows that admit no key get O = 0 and
+/// LSE = −∞.
+///
+/// Validates everything first: on error nothing has been written.
+#[allow(clippy::too_many_arguments)] // the operation's operands, by role
+pub fn sdpa_forward(
+    q: &dyn Tensor,
+    k: &dyn Tensor,
+    v: &dyn Tensor,
+    o: &mut dyn TensorMut,
+    lse: Option<&mut dyn TensorMut>,
+    seq_len_q: Option<&dyn Tensor>,
+    seq_len_kv: Option<&dyn Tensor>,
+    params: &SdpaParams,
+) -> Result<(), KernelError> {
+    let problem = problem::validate(&Operands {
+        q,
+        k,
+        v,
+        o: &*o,
+        lse: lse.as_deref().map(|t| t as &dyn Tensor),
+        seq_len_q,
+        seq_len_kv,
+    })?;
+    match problem.dtype {
+        DataType::F32 => run::<f32>(&problem, q, k, v, o, lse, params),
+        DataType::F16 => run::<f16>(&problem, q, k, v, o, lse, params),
+        DataType::BF16 => run::<bf16>(&problem, q, k, v, o, lse, params),
+        other => Err(KernelError::SdpaDataType {
+            role: Role::Q,
+            dtype: other,
+            expected: "f32, f16 or bf16".to_owned(),
+        }),
+    }
+}
+
+/// The typed body: every typed slice is obtained before the first write.
+fn run<T: FloatElement>(
+    problem: &Problem,
+    q: &dyn Tensor,
+    k: &dyn Tensor,
+    v: &dyn Tensor,
+    o: &mut dyn TensorMut,
+    lse: Option<&mut dyn TensorMut>,
+    params: &SdpaParams,
+) -> Result<(), KernelError> {
+    // The arrangements tile.rs wants (see there).
+    let staged_q = Staged::gather(
+        Role::Q,
+        typed_slice::<T>(q.host_data())?,
+        &problem.q,
+        &problem.len_q,
+        Arrangement::Transposed,
+    )?;
+    let staged_k = Staged::gather(
+        Role::K,
+        typed_slice::<T>(k.host_data())?,
+        &problem.k,
+        &problem.len_kv,
+        Arrangement::RowPanels(crate::gemm::NR),
+    )?;
+    let staged_v = Staged::gather(
+        Role::V,
+        typed_slice::<T>(v.host_data())?,
+        &problem.v,
+        &problem.len_kv,
+        Arrangement::ColumnPanels(crate::gemm::NR),
+    )?;
+    let (out, stats) = compute(problem, &staged_q, &staged_k, &staged_v, params)?;
+
+    let o_data = typed_slice_mut::<T>(o.host_data_mut())?;
+    let lse_data = match lse {
+        Some(t) => Some(typed_slice_mut::<f32>(t.host_data_mut())?),
+        None => None,
+    };
+    out.scatter(o_data, &problem.o);
+    if let (Some(lse_data), Some(layout)) = (lse_data, &problem.lse) {
+        stats.scatter(lse_data, layout);
+    }
+    Ok(())
+}
+
+/// One unit of parallel work: a query tile of one head of one batch.
+struct WorkItem<'a> {
+    batch: usize,
+    head: usize,
+    first_row: usize,
+    out: &'a mut [f32],
+    lse: &'a mut [f32],
+}
+
+/// Runs attention for every (batch, head, query tile) in parallel into staged outputs.
+fn compute(
+    problem: &Problem,
+    q: &Staged,
+    k: &Staged,
+    v: &Staged,
+    params: &SdpaParams,
+) -> Result<(Staged, Staged), KernelError> {
+    let (dqk, dv) = (problem.dim_qk, problem.dim_v);
+    let mut out = Staged::for_overwrite(Role::O, problem.heads_q, dv, &problem.len_q)?;
+    let mut stats = Staged::for_overwrite(Role::Lse, problem.heads_q, 1, &problem.len_q)?;
+    let (query_tile, key_tile) = tile_sizes(dqk, dv);
+    let config = TileConfig {
+        scale_log2: params.scale * std::f32::consts::LOG2_E,
+        band: params.band,
+        key_tile,
+    };
+
+    // Carve the staged outputs into disjoint per-item slices, in staging order.
+    let mut items = Vec::new();
+    let (mut out_rest, mut lse_rest) = (&mut out.data[..], &mut stats.data[..]);
+    for batch in 0..problem.batch {
+        let len_q = problem.len_q[batch];
+        for head in 0..problem.heads_q {
+            let mut first_row = 0;
+            while first_row < len_q {
+                let rows = query_tile.min(len_q - first_row);
+                let (o_item, o_tail) = std::mem::take(&mut out_rest).split_at_mut(rows * dv);
+                let (l_item, l_tail) = std::mem::take(&mut lse_rest).split_at_mut(rows);
+                out_rest = o_tail;
+                lse_rest = l_tail;
+                items.push(WorkItem {
+                    batch,
+                    head,
+                    first_row,
+                    out: o_item,
+                    lse: l_item,
+                });
+                first_row += rows;
+            }
+        }
+    }
+    // Longest key ranges first, so the tail of the schedule is made of short items.
+    items.sort_by_key(|item| std::cmp::Reverse(problem.len_kv[item.batch]));
+
+    let group = problem.heads_q / problem.heads_kv;
+    threads::for_each_init(items, Scratch::default, |scratch, item| {
+        let q_block = q.block(item.batch, item.head);
+        let kv_head = item.head / group;
+        let input = TileInput {
+            q_t: &q_block[item.first_row..],
+            k: k.block(item.batch, kv_head).as_chunks().0,
+            v: v.block(item.batch, kv_head).as_chunks().0,
+            first_row: item.first_row,
+            len_q: problem.len_q[item.batch],
+            len_kv: problem.len_kv[item.batch],
+            dim_qk: dqk,
+            dim_v: dv,
+        };
+        attend_tile(&input, &config, item.out, item.lse, scratch);
+    });
+    Ok((out, stats))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tiles_fit_in_l2() {
+        for (dqk, dv) in [
+            (16, 16),
+            (64, 64),
+            (128, 128),
+            (256, 256),
+            (128, 512),
+            (1024, 64),
+        ] {
+            let (tq, tk) = tile_sizes(dqk, dv);
+            let bytes = 4 * (tq * dqk + dqk * tk + tq * tk + tk * dv + tq * dv);
+            assert!(
+                bytes <= L2_BYTES || (tq, tk) == (8, 8),
+                "{dqk}/{dv}: {tq}x{tk}"
+            );
+        }
+        assert_eq!(tile_sizes(64, 64), (QUERY_TILE, KEY_TILE));
+        assert_eq!(tile_sizes(128, 128), (QUERY_TILE, KEY_TILE));
+    }
+}

@@ -1,0 +1,486 @@
+//! Staging: operands gathered into contiguous f32 blocks, one per (batch, head), and results
+//! scattered back.
+//!
+//! Gathering once costs O(tokens·D) against the O(Lq·Lkv·D) of attention, and buys the kernel
+//! unit-stride f32 tiles whatever the input type and strides; only logical rows are gathered,
+//! so padding rows are never read.
+
+use std::ops::Range;
+
+use ragged_core::dtype::FloatElement;
+use ragged_core::error::{KernelError, Role};
+
+use super::layout::AttnLayout;
+
+/// Recycles staging buffers between calls.
+///
+/// A fresh buffer of tens of megabytes costs one page fault per 4 KiB on first touch, which
+/// measured at a fifth of a whole forward pass on real shapes; reusing the previous call's
+/// buffers avoids that. At most a few buffers of at most 256 MiB each are kept.
+mod pool {
+    use std::sync::Mutex;
+
+    static BUFFERS: Mutex<Vec<Vec<f32>>> = Mutex::new(Vec::new());
+    /// Buffers kept: a forward stages five (Q, K, V, O, LSE), a backward thirteen.
+    const KEEP: usize = 16;
+    /// Larger buffers are freed: a one-off huge problem should not pin its memory for good.
+    const MAX_KEPT_ELEMENTS: usize = 1 << 26;
+
+    /// The smallest kept buffer that holds `len` elements, else the largest one (it grows less).
+    pub(super) fn take(len: usize) -> Vec<f32> {
+        let mut buffers = BUFFERS
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let fitting = (0..buffers.len())
+            .filter(|&i| buffers[i].capacity() >= len)
+            .min_by_key(|&i| buffers[i].capacity());
+        let largest = (0..buffers.len()).max_by_key(|&i| buffers[i].capacity());
+        match fitting.or(largest) {
+            Some(i) => buffers.swap_remove(i),
+            None => Vec::new(),
+        }
+    }
+
+    /// Drops every kept buffer and the list itself, so no heap of the pool outlives the call.
+    pub(super) fn release() {
+        let mut buffers = BUFFERS
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        *buffers = Vec::new();
+    }
+
+    pub(super) fn give(buffer: Vec<f32>) {
+        let mut buffers = BUFFERS
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if buffers.len() < KEEP && buffer.capacity() <= MAX_KEPT_ELEMENTS {
+            buffers.push(buffer);
+        }
+    }
+}
+
+impl Drop for Staged {
+    fn drop(&mut self) {
+        pool::give(std::mem::take(&mut self.data));
+    }
+}
+
+/// How a gathered (batch, head) block is laid out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Arrangement {
+    /// `s·D + d`: the backward's B operands and accumulators.
+    RowMajor,
+    /// `d·len + s`.
+    Transposed,
+    /// Panels of `w` rows, `(s / w)·D·w + d·w + s % w`, the rows padded with zeros to a multiple
+    /// of w (4 or 16, `crate::gemm::NR` or `MR`): operands of the micro-kernel whose steps of k
+    /// are head-dim entries (the forward's K; the backward's Q, K, V and dO).
+    RowPanels(usize),
+    /// Panels of `w` columns, `(d / w)·len·w + s·w + d % w`, the columns padded with zeros to a
+    /// multiple of w: operands whose steps of k are rows (the forward's V, the backward's Q, K
+    /// and dO once more).
+    ColumnPanels(usize),
+}
+
+impl Arrangement {
+    /// Staged (rows, columns) of a block of `len` rows of `dim` values.
+    fn block_shape(self, len: usize, dim: usize) -> (usize, usize) {
+        match self {
+            Arrangement::RowMajor | Arrangement::Transposed => (len, dim),
+            Arrangement::RowPanels(w) => (len.next_multiple_of(w), dim),
+            Arrangement::ColumnPanels(w) => (len, dim.next_multiple_of(w)),
+        }
+    }
+}
+
+/// `[b][h][row < len(b)][d]` in f32.
+#[derive(Debug)]
+pub(crate) struct Staged {
+    pub data: Vec<f32>,
+    heads: usize,
+    width: usize,
+    starts: Vec<usize>,
+    lens: Vec<usize>,
+}
+
+impl Staged {
+    /// Blocks of `width` columns for `heads` heads and `lens[b]` rows of `role`, to be
+    /// overwritten.
+    ///
+    /// The size follows the graph's dims, not the buffer (a zero stride broadcasts one element
+    /// over any extent), so it is computed checked and reserved fallibly: a failed allocation
+    /// would abort the host process, where an error lets the caller decline.
+    pub fn for_overwrite(
+        role: Role,
+        heads: usize,
+        width: usize,
+        lens: &[usize],
+    ) -> Result<Self, KernelError> {
+        let mut starts = Vec::with_capacity(lens.len().saturating_mul(heads));
+        let mut next = Some(0usize);
+        for &len in lens {
+            let block = len.checked_mul(width);
+            for _ in 0..heads {
+                if let Some(start) = next {
+                    starts.push(start);
+                }
+                next = next.zip(block).and_then(|(n, b)| n.checked_add(b));
+            }
+        }
+        let too_large = || KernelError::StagingTooLarge {
+            role,
+            elements: next.map_or_else(|| "more than 2^64".to_owned(), |n| n.to_string()),
+        };
+        let next = next.ok_or_else(too_large)?;
+        // Every element is overwritten by the gather or the kernel, so a recycled buffer keeps its
+        // stale contents rather than paying for a memset; only growth is zero-filled.
+        let mut data = pool::take(next);
+        data.try_reserve_exact(next.saturating_sub(data.len()))
+            .map_err(|_| too_large())?;
+        data.resize(next, 0.0);
+        Ok(Staged {
+            data,
+            heads,
+            width,
+            starts,
+            lens: lens.to_vec(),
+        })
+    }
+
+    /// Columns per row.
+    pub fn width(&self) -> usize {
+        self.width
+    }
+
+    /// Every batch's rows (all heads), mutably and disjointly, in storage order.
+    pub fn batches_mut(&mut self) -> Vec<&mut [f32]> {
+        let mut out = Vec::with_capacity(self.lens.len());
+        let mut rest = &mut self.data[..];
+        for &len in &self.lens {
+            let (batch, tail) =
+                std::mem::take(&mut rest).split_at_mut(self.heads * len * self.width);
+            rest = tail;
+            out.push(batch);
+        }
+        out
+    }
+
+    /// Gathers the first `lens[b]` rows of every batch and head of `src` into blocks arranged
+    /// as `arrangement` says; blocks in parallel.
+    pub fn gather<T: FloatElement>(
+        role: Role,
+        src: &[T],
+        layout: &AttnLayout,
+        lens: &[usize],
+        arrangement: Arrangement,
+    ) -> Result<Self, KernelError> {
+        let dim = layout.head_dim;
+        let width = arrangement.block_shape(0, dim).1;
+        let staged_lens: Vec<usize> = lens
+            .iter()
+            .map(|&len| arrangement.block_shape(len, dim).0)
+            .collect();
+        let mut staged = Staged::for_overwrite(role, layout.heads, width, &staged_lens)?;
+        let mut blocks = Vec::with_capacity(lens.len() * layout.heads);
+        let mut rest = &mut staged.data[..];
+        for (b, (&len, &staged_len)) in lens.iter().zip(&staged_lens).enumerate() {
+            for h in 0..layout.heads {
+                let (block, tail) = std::mem::take(&mut rest).split_at_mut(staged_len * width);
+                rest = tail;
+                blocks.push((b, h, len, block));
+            }
+        }
+        super::threads::for_each_init(
+            blocks,
+            || (),
+            |_, (b, h, len, block)| {
+                // Rows go through a small row-major tile so that a transposed block is written
+                // ROWS contiguous values per column: writing it element by element strides by
+                // `len` floats, which at power-of-two lengths thrashes one cache set.
+                const ROWS: usize = 16;
+                let mut tile = vec![0.0f32; ROWS * dim];
+                // The padding of a recycled buffer must read as zeros. It lies in the last
+                // panel only, so that panel is cleared rather than the whole block (which the
+                // rows then overwrite: a second write of every operand, ≈ 1 % of a backward).
+                match arrangement {
+                    Arrangement::RowPanels(w) => {
+                        assert!(w > 0 && ROWS.is_multiple_of(w), "panel width {w}");
+                        if !len.is_multiple_of(w) {
+                            let last = len / w * dim * w;
+                            block[last..].fill(0.0);
+                        }
+                    }
+                    Arrangement::ColumnPanels(w) => {
+                        assert!(w > 0, "panel width {w}");
+                        if !dim.is_multiple_of(w) {
+                            let last = dim / w * len * w;
+                            block[last..].fill(0.0);
+                        }
+                    }
+                    Arrangement::RowMajor | Arrangement::Transposed => {}
+                }
+                for s0 in (0..len).step_by(ROWS) {
+                    let rows = ROWS.min(len - s0);
+                    for (r, row) in tile.chunks_exact_mut(dim).take(rows).enumerate() {
+                        let start = layout.position(b, s0 + r, h, 0);
+                        if layout.stride_d == 1 {
+                            for (dst, x) in row.iter_mut().zip(&src[start..start + dim]) {
+                                *dst = x.to_f32();
+                            }
+                        } else {
+                            for (d, dst) in row.iter_mut().enumerate() {
+                                *dst = src[start + d * layout.stride_d].to_f32();
+                            }
+                        }
+                    }
+                    match arrangement {
+                        Arrangement::Transposed => {
+                            for d in 0..dim {
+                                let column = &mut block[d * len + s0..d * len + s0 + rows];
+                                for (r, x) in column.iter_mut().enumerate() {
+                                    *x = tile[r * dim + d];
+                                }
+                            }
+                        }
+                        Arrangement::RowMajor => {
+                            block[s0 * width..(s0 + rows) * width]
+                                .copy_from_slice(&tile[..rows * dim]);
+                        }
+                        Arrangement::RowPanels(w) => {
+                            // ROWS is a multiple of w, so the tile starts a panel. Each panel's
+                            // entries are written in storage order (w lanes of one column, then
+                            // the next column): a row-by-row walk would store at a stride of w.
+                            let (first, panels) = (s0 / w, rows.div_ceil(w));
+                            let out = &mut block[first * dim * w..(first + panels) * dim * w];
+                            for (p, panel) in out.chunks_exact_mut(dim * w).enumerate() {
+                                let lanes = w.min(rows - p * w);
+                                let source = &tile[p * w * dim..];
+                                for (d, column) in panel.chunks_exact_mut(w).enumerate() {
+                                    for (lane, x) in column[..lanes].iter_mut().enumerate() {
+                                        *x = source[lane * dim + d];
+                                    }
+                                }
+                            }
+                        }
+                        Arrangement::ColumnPanels(w) => {
+                            for (q, panel) in block.chunks_exact_mut(len * w).enumerate() {
+                                let columns = q * w..(q * w + w).min(dim);
+                                let out = panel[s0 * w..(s0 + rows) * w].chunks_exact_mut(w);
+                                for (dst, row) in out.zip(tile.chunks_exact(dim)) {
+                                    dst[..columns.len()].copy_from_slice(&row[columns.clone()]);
+                                }
+                            }
+                        }
+                    }
+                }
+            },
+        );
+        Ok(staged)
+    }
+
+    /// The rows of (b, h).
+    pub fn block(&self, b: usize, h: usize) -> &[f32] {
+        let start = self.starts[b * self.heads + h];
+        &self.data[start..start + self.lens[b] * self.width]
+    }
+
+    /// Writes every staged row to `dst` at `layout`, converting to `T`; batches in parallel
+    /// when their rows occupy disjoint ranges of `dst` (every layout the graph side builds), so
+    /// that the conversion does not run on one thread after a parallel kernel.
+    pub fn scatter<T: FloatElement>(&self, dst: &mut [T], layout: &AttnLayout) {
+        let Some(ranges) = self.batch_ranges(layout) else {
+            for b in 0..self.lens.len() {
+                self.scatter_batch(b, dst, 0, layout);
+            }
+            return;
+        };
+        let mut parts = Vec::with_capacity(ranges.len());
+        let mut rest = dst;
+        let mut consumed = 0;
+        for (b, range) in ranges {
+            let (_, tail) = std::mem::take(&mut rest).split_at_mut(range.start - consumed);
+            let (part, tail) = tail.split_at_mut(range.len());
+            rest = tail;
+            consumed = range.end;
+            parts.push((b, range.start, part));
+        }
+        // Largest batches first: the schedule's tail is made of small ones.
+        parts.sort_by_key(|&(b, _, _)| std::cmp::Reverse(self.lens[b]));
+        super::threads::for_each_init(
+            parts,
+            || (),
+            |_, (b, origin, part)| {
+                self.scatter_batch(b, part, origin, layout);
+            },
+        );
+    }
+
+    /// The element range of `dst` each non-empty batch writes, in increasing order, or `None`
+    /// when two of them overlap.
+    fn batch_ranges(&self, layout: &AttnLayout) -> Option<Vec<(usize, Range<usize>)>> {
+        if self.width == 0 || self.heads == 0 {
+            return Some(Vec::new());
+        }
+        let mut ranges: Vec<(usize, Range<usize>)> = (0..self.lens.len())
+            .filter(|&b| self.lens[b] > 0)
+            .map(|b| {
+                let last = layout.position(b, self.lens[b] - 1, self.heads - 1, self.width - 1);
+                (b, layout.base[b]..last + 1)
+            })
+            .collect();
+        ranges.sort_by_key(|(_, range)| range.start);
+        let disjoint = ranges.windows(2).all(|w| w[0].1.end <= w[1].1.start);
+        disjoint.then_some(ranges)
+    }
+
+    /// Writes batch `b`'s rows into `dst`, which holds `layout`'s elements from `origin` on.
+    fn scatter_batch<T: FloatElement>(
+        &self,
+        b: usize,
+        dst: &mut [T],
+        origin: usize,
+        layout: &AttnLayout,
+    ) {
+        let (len, width) = (self.lens[b], self.width);
+        if len == 0 || width == 0 || self.heads == 0 {
+            return;
+        }
+        let start = self.starts[b * self.heads];
+        let rows = self.data[start..start + self.heads * len * width].chunks_exact(width);
+        for (i, row) in rows.enumerate() {
+            let (h, s) = (i / len, i % len);
+            let first = layout.position(b, s, h, 0) - origin;
+            if layout.stride_d == 1 {
+                for (y, &x) in dst[first..first + width].iter_mut().zip(row) {
+                    *y = T::from_f32(x);
+                }
+            } else {
+                for (d, &x) in row.iter().enumerate() {
+                    dst[first + d * layout.stride_d] = T::from_f32(x);
+                }
+            }
+        }
+    }
+}
+
+/// Frees every staging buffer the pool keeps. The plugin calls it when its last handle is
+/// destroyed, so that unloading the library leaves none of this heap behind (issue 13).
+pub fn release_caches() {
+    pool::release();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Token-major ragged `[T, H, D]` (batches at row offsets) or dense `[B, H, S, D]`.
+    fn layout(ragged: bool, offsets: &[usize], heads: usize, dim: usize, seq: usize) -> AttnLayout {
+        let batch = offsets.len() - 1;
+        let (base, stride_s, stride_h) = if ragged {
+            let base = offsets[..batch].iter().map(|&o| o * heads * dim).collect();
+            (base, heads * dim, dim)
+        } else {
+            (
+                (0..batch).map(|b| b * heads * seq * dim).collect(),
+                dim,
+                seq * dim,
+            )
+        };
+        AttnLayout {
+            ragged,
+            batch,
+            heads,
+            head_dim: dim,
+            base,
+            extent: offsets.windows(2).map(|w| w[1] - w[0]).collect(),
+            stride_s,
+            stride_h,
+            stride_d: 1,
+        }
+    }
+
+    /// Staged rows numbered so that every (b, h, s, d) has its own value.
+    fn numbered(heads: usize, dim: usize, lens: &[usize]) -> Staged {
+        let mut staged = Staged::for_overwrite(Role::O, heads, dim, lens).unwrap();
+        for (i, x) in staged.data.iter_mut().enumerate() {
+            *x = i as f32 + 1.0;
+        }
+        staged
+    }
+
+    fn check_scatter(ragged: bool) {
+        let (heads, dim, seq) = (3, 5, 7);
+        let lens = [4, 0, 7, 1];
+        let offsets = [0, 4, 4, 11, 12];
+        let layout = layout(ragged, &offsets, heads, dim, seq);
+        let staged = numbered(heads, dim, &lens);
+        let size = if ragged { 12 } else { 4 * seq } * heads * dim;
+        let mut dst = vec![-1.0f32; size];
+        staged.scatter(&mut dst, &layout);
+        let mut expected = vec![-1.0f32; size];
+        let mut value = 1.0;
+        for (b, &len) in lens.iter().enumerate() {
+            for h in 0..heads {
+                for s in 0..len {
+                    for d in 0..dim {
+                        expected[layout.position(b, s, h, d)] = value;
+                        value += 1.0;
+                    }
+                }
+            }
+        }
+        assert_eq!(dst, expected, "ragged {ragged}");
+    }
+
+    #[test]
+    fn scatter_writes_every_logical_row_and_nothing_else() {
+        check_scatter(true);
+        check_scatter(false);
+    }
+
+    #[test]
+    fn overlapping_batches_are_scattered_serially_in_batch_order() {
+        // Two batches based at the same element: the later one's rows win, as in a serial loop.
+        let mut layout = layout(true, &[0, 2, 4], 1, 2, 0);
+        layout.base = vec![0, 0];
+        let staged = numbered(1, 2, &[2, 2]);
+        assert!(staged.batch_ranges(&layout).is_none());
+        let mut dst = vec![0.0f32; 4];
+        staged.scatter(&mut dst, &layout);
+        assert_eq!(dst, [5.0, 6.0, 7.0, 8.0]);
+        let disjoint = super::tests::layout(true, &[0, 2, 4], 1, 2, 0);
+        assert_eq!(
+            staged.batch_ranges(&disjoint),
+            Some(vec![(0, 0..4), (1, 4..8)])
+        );
+    }
+
+    #[test]
+    fn panel_padding_reads_as_zeros_in_a_recycled_buffer() {
+        // lens 5 and D 6 leave padding in both panel arrangements of width 4.
+        let (heads, dim, lens) = (1, 6, [5usize]);
+        let layout = layout(true, &[0, 5], heads, dim, 0);
+        let src: Vec<f32> = (0..5 * dim).map(|i| i as f32 + 1.0).collect();
+        for arrangement in [Arrangement::RowPanels(4), Arrangement::ColumnPanels(4)] {
+            let (rows, width) = arrangement.block_shape(lens[0], dim);
+            let mut poisoned = Staged::for_overwrite(Role::K, heads, rows * width, &[1]).unwrap();
+            poisoned.data.fill(f32::NAN);
+            drop(poisoned);
+            let staged = Staged::gather(Role::K, &src, &layout, &lens, arrangement).unwrap();
+            let mut logical = 0;
+            for (i, &x) in staged.data.iter().enumerate() {
+                let (s, d) = match arrangement {
+                    Arrangement::RowPanels(w) => (i / (dim * w) * w + i % w, i / w % dim),
+                    _ => (i / 4 % lens[0], i / (lens[0] * 4) * 4 + i % 4),
+                };
+                if s < lens[0] && d < dim {
+                    assert_eq!(x, (s * dim + d) as f32 + 1.0, "{arrangement:?} element {i}");
+                    logical += 1;
+                } else {
+                    assert_eq!(x, 0.0, "{arrangement:?} padding element {i}");
+                }
+            }
+            assert_eq!(logical, 5 * dim);
+        }
+    }
+}

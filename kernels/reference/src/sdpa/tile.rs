@@ -1,0 +1,244 @@
+//! One query tile of one head: flash-attention-style online softmax over key tiles.
+//!
+//! Scores are produced in base 2 (the scale is pre-multiplied by log2 e) so the softmax needs
+//! only `exp2`; the running maximum, sum and output accumulator are rescaled whenever the maximum
+//! grows, which bounds memory to one tile whatever the sequence length.
+//!
+//! Both products run on `crate::gemm::micro_kernel` with no packing per call: the tile's Q rows
+//! are laid out once per tile as panels of MR rows ([`Lane`]s, one per head-dim entry), K and V
+//! arrive from staging as NR-wide panels (`stage::Arrangement::RowPanels` and `ColumnPanels`),
+//! and the score tile and output accumulator are kept as lanes too, so the scores a product
+//! writes are already the A operand of the next one, and every softmax statistic is an
+//! element-wise update of one lane. matrixmultiply repacked Q and K for every key tile, and its
+//! 8-column blocks spent 72 columns on the 65 of V with its column of ones; the softmax sums
+//! are now added up in the exp2 loop instead.
+//!
+//! The whole tile is compiled twice, for AVX2 + FMA (chosen at run time) and for the baseline
+//! target.
+
+use std::ops::Range;
+
+use crate::gemm::{Fused, Lane, MR, MulAdd, NR, Separate, micro_kernel};
+
+use super::softmax::exp2_nonpositive;
+use ragged_core::MaskBand;
+
+/// Reusable per-thread buffers, all in lanes of MR rows.
+#[derive(Debug, Default)]
+pub(crate) struct Scratch {
+    /// Q·scale·log2e, `panel·dim_qk + d`.
+    q: Vec<Lane>,
+    /// Scores, then probabilities, `panel·keys + j`.
+    scores: Vec<Lane>,
+    /// Output accumulator, `panel·dim_v' + d` with dim_v' = dim_v rounded up to NR.
+    acc: Vec<Lane>,
+    /// Running maximum and sum per row, one lane per panel.
+    max: Vec<Lane>,
+    sum: Vec<Lane>,
+    admitted: Vec<Range<usize>>,
+}
+
+/// Inputs of one tile.
+pub(crate) struct TileInput<'a> {
+    /// Qᵀ of the head from the tile's first row on: element (row r, d) at `d·len_q + r`.
+    pub q_t: &'a [f32],
+    /// K of the KV head in panels of NR keys: element (key j, d) at `[(j / NR)·dim_qk + d][j % NR]`.
+    pub k: &'a [[f32; NR]],
+    /// V of the KV head in panels of NR columns: element (key j, d) at `[(d / NR)·len_kv + j][d % NR]`.
+    pub v: &'a [[f32; NR]],
+    pub first_row: usize,
+    pub len_q: usize,
+    pub len_kv: usize,
+    pub dim_qk: usize,
+    pub dim_v: usize,
+}
+
+/// Kernel-wide constants.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct TileConfig {
+    /// Softmax scale times log2(e).
+    pub scale_log2: f32,
+    pub band: MaskBand,
+    /// Keys per step; a multiple of NR.
+    pub key_tile: usize,
+}
+
+fn reset<T: Clone>(buffer: &mut Vec<T>, len: usize, value: T) {
+    buffer.clear();
+    buffer.resize(len, value);
+}
+
+/// Computes the tile's output rows (row-major `rows × dim_v`) and natural-log LSE (`rows`).
+pub(crate) fn attend_tile(
+    input: &TileInput<'_>,
+    config: &TileConfig,
+    out: &mut [f32],
+    lse: &mut [f32],
+    scratch: &mut Scratch,
+) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        #[target_feature(enable = "avx2,fma")]
+        fn fused(
+            input: &TileInput<'_>,
+            config: &TileConfig,
+            out: &mut [f32],
+            lse: &mut [f32],
+            scratch: &mut Scratch,
+        ) {
+            attend::<Fused>(input, config, out, lse, scratch);
+        }
+        if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+            // SAFETY: the features `fused` is compiled for were detected just above.
+            return unsafe { fused(input, config, out, lse, scratch) };
+        }
+    }
+    attend::<Separate>(input, config, out, lse, scratch);
+}
+
+#[inline(always)]
+fn attend<F: MulAdd>(
+    input: &TileInput<'_>,
+    config: &TileConfig,
+    out: &mut [f32],
+    lse: &mut [f32],
+    scratch: &mut Scratch,
+) {
+    let rows = lse.len();
+    let panels = rows.div_ceil(MR);
+    let (dqk, dv) = (input.dim_qk, input.dim_v);
+    let dv_panels = dv.div_ceil(NR);
+    let acc_width = dv_panels * NR;
+
+    // The tile's Q as panels, scaled once; rows past the tile stay 0.
+    reset(&mut scratch.q, panels * dqk, Lane::ZERO);
+    for (p, panel) in scratch.q.chunks_exact_mut(dqk.max(1)).enumerate() {
+        let (r0, height) = (p * MR, MR.min(rows - p * MR));
+        for (d, lane) in panel.iter_mut().enumerate() {
+            let column = &input.q_t[d * input.len_q + r0..][..height];
+            for (x, &y) in lane.0.iter_mut().zip(column) {
+                *x = y * config.scale_log2;
+            }
+        }
+    }
+    reset(&mut scratch.max, panels, Lane([f32::NEG_INFINITY; MR]));
+    reset(&mut scratch.sum, panels, Lane::ZERO);
+    reset(&mut scratch.acc, panels * acc_width, Lane::ZERO);
+    scratch.admitted.clear();
+    scratch.admitted.extend((0..rows).map(|r| {
+        config
+            .band
+            .admitted(input.first_row + r, input.len_q, input.len_kv)
+    }));
+
+    // Keys any row of the tile admits; rows that admit none are left out of the bounds.
+    let nonempty = || scratch.admitted.iter().filter(|r| !r.is_empty());
+    let key_lo = nonempty().map(|r| r.start).min().unwrap_or(0);
+    let key_hi = nonempty().map(|r| r.end).max().unwrap_or(0);
+    // Whether every row admits every key of [j0, j1), so the tile needs no masking.
+    let fully_admitted = |j0: usize, j1: usize| {
+        scratch
+            .admitted
+            .iter()
+            .all(|r| r.start <= j0 && r.end >= j1)
+    };
+
+    // Steps start on a K panel; the keys before key_lo in the first one are masked.
+    let mut j0 = key_lo - key_lo % NR;
+    while j0 < key_hi {
+        let j1 = (j0 + config.key_tile).min(key_hi);
+        let width = j1 - j0;
+        let needs_mask = !fully_admitted(j0, j1);
+        // Every lane is written below, so only growth is filled.
+        if scratch.scores.len() < panels * width {
+            scratch.scores.resize(panels * width, Lane::ZERO);
+        }
+        let tile = &mut scratch.scores[..panels * width];
+
+        // S·log2e = (Q·scale·log2e)·Kᵀ, NR keys per product.
+        for (p, scores) in tile.chunks_exact_mut(width).enumerate() {
+            let a = &scratch.q[p * dqk..(p + 1) * dqk];
+            for (c, lanes) in scores.chunks_mut(NR).enumerate() {
+                let first = (j0 / NR + c) * dqk;
+                let block = micro_kernel::<F, _, _>(a, &input.k[first..first + dqk]);
+                for (lane, column) in lanes.iter_mut().zip(block) {
+                    lane.0 = column;
+                }
+            }
+        }
+        if needs_mask {
+            for (r, admitted) in scratch.admitted.iter().enumerate() {
+                let (p, i) = (r / MR, r % MR);
+                for (c, lane) in tile[p * width..(p + 1) * width].iter_mut().enumerate() {
+                    if !admitted.contains(&(j0 + c)) {
+                        lane.0[i] = f32::NEG_INFINITY;
+                    }
+                }
+            }
+        }
+
+        let per_panel = tile
+            .chunks_exact_mut(width)
+            .zip(&mut scratch.max)
+            .zip(&mut scratch.sum)
+            .enumerate();
+        for (p, ((scores, max), sum)) in per_panel {
+            let acc = &mut scratch.acc[p * acc_width..(p + 1) * acc_width];
+            // Online softmax update, element-wise over the panel's rows.
+            let mut new_max = max.0;
+            for lane in scores.iter() {
+                for (m, &x) in new_max.iter_mut().zip(&lane.0) {
+                    *m = if x > *m { x } else { *m };
+                }
+            }
+            // A row with nothing admitted yet shifts by 0, so its −∞ scores become exact zeros.
+            let shift = new_max.map(|m| if m == f32::NEG_INFINITY { 0.0 } else { m });
+            let correction: [f32; MR] =
+                std::array::from_fn(|i| exp2_nonpositive(max.0[i] - shift[i]));
+            max.0 = new_max;
+            let mut total: [f32; MR] = std::array::from_fn(|i| sum.0[i] * correction[i]);
+            for lane in scores.iter_mut() {
+                for ((x, t), &s) in lane.0.iter_mut().zip(&mut total).zip(&shift) {
+                    *x = exp2_nonpositive(*x - s);
+                    *t += *x;
+                }
+            }
+            sum.0 = total;
+            for lane in acc.iter_mut() {
+                for (x, &c) in lane.0.iter_mut().zip(&correction) {
+                    *x *= c;
+                }
+            }
+            // acc += P·V, NR output columns per product.
+            for (q, lanes) in acc.chunks_exact_mut(NR).enumerate() {
+                let first = q * input.len_kv;
+                let block = micro_kernel::<F, _, _>(scores, &input.v[first + j0..first + j1]);
+                for (lane, column) in lanes.iter_mut().zip(block) {
+                    for (x, y) in lane.0.iter_mut().zip(column) {
+                        *x += y;
+                    }
+                }
+            }
+        }
+        j0 = j1;
+    }
+
+    for (r, (row, lse)) in out.chunks_exact_mut(dv).zip(lse.iter_mut()).enumerate() {
+        let (p, i) = (r / MR, r % MR);
+        let sum = scratch.sum[p].0[i];
+        if sum > 0.0 {
+            let inv = 1.0 / sum;
+            for (x, lane) in row.iter_mut().zip(&scratch.acc[p * acc_width..]) {
+                *x = lane.0[i] * inv;
+            }
+            *lse = scratch.max[p].0[i] * std::f32::consts::LN_2 + sum.ln();
+        } else if sum.is_nan() {
+            row.fill(f32::NAN);
+            *lse = f32::NAN;
+        } else {
+            // No admitted key (empty key sequence or fully masked row): O = 0, LSE = −∞.
+            row.fill(0.0);
+            *lse = f32::NEG_INFINITY;
+        }
+    }
+}

@@ -1,0 +1,471 @@
+//! The backward in one pass over (batch, KV head, key chunk) work items, FlashAttention-2 style:
+//! for each key tile of its chunk and each query tile of every query head of the group, an item
+//! recomputes `P = 2^(scale·log2e·QKᵀ − LSE·log2e)` on the admitted keys (exactly 0 elsewhere)
+//! and `dS = P ∘ (dO·Vᵀ − Δ)`, then accumulates `dV += Pᵀ·dO` and `dK += scale·dSᵀ·Q` into its
+//! own key rows and `dQ += scale·dS·K` into its group's query rows. Each (query, key) tile pair
+//! is thus visited once, at the 2.5× forward FLOPs of the math, with no Lq × Lkv matrix held.
+//!
+//! dQ is shared by the key chunks of one (batch, KV head): the first chunk accumulates into the
+//! real dQ rows, every further chunk into a private buffer added in afterwards, so no output is
+//! ever written by two threads. Chunks beyond one per (batch, KV head) exist only when there
+//! are too few of those to keep every thread busy.
+//!
+//! Every product runs on `crate::gemm::micro_kernel` with operands staged once per (batch,
+//! head) in the panel arrangements it reads (`stage::Arrangement::RowPanels` and
+//! `ColumnPanels`), so nothing is packed per product (matrixmultiply packed both operands of all
+//! five products of every tile pair). Sᵀ and dPᵀ are computed as lanes of 16 keys, which makes
+//! them the A operands of dV and dK as they stand; dQ's A operand needs dS as lanes of 16 rows,
+//! the one transposed copy per tile pair. The item's loops are compiled for AVX2 + FMA (chosen at
+//! run time) and for the baseline target.
+
+use std::ops::Range;
+
+use crate::gemm::{Fused, Lane, MR, MulAdd, NR, Separate, micro_kernel};
+use crate::sdpa::MaskBand;
+use crate::sdpa::softmax::exp2_nonpositive;
+use crate::sdpa::stage::Staged;
+use ragged_core::error::{KernelError, Role};
+
+use super::problem::Problem;
+
+/// Staged operands of the whole call, per (batch, head) block; `w` panels as in
+/// `stage::Arrangement`.
+pub(super) struct Operands {
+    /// K in row panels of MR: Sᵀ's A operand.
+    pub k_lanes: Staged,
+    /// V in row panels of MR: dPᵀ's A operand.
+    pub v_lanes: Staged,
+    /// Q in row panels of NR: Sᵀ's B operand.
+    pub q_quads: Staged,
+    /// dO in row panels of NR: dPᵀ's B operand.
+    pub d_o_quads: Staged,
+    /// Q in column panels of MR: dKᵀ's A operand.
+    pub q_cols: Staged,
+    /// dO in column panels of MR: dVᵀ's A operand.
+    pub d_o_cols: Staged,
+    /// K in column panels of MR: dQᵀ's A operand.
+    pub k_cols: Staged,
+    /// The forward's LSE times log2 e, one per query row.
+    pub lse2: Staged,
+    /// `Δ = rowsum(dO ∘ O)`, one per query row.
+    pub delta: Staged,
+}
+
+/// The gradients, staged row-major like their primals; [`backward`] writes every element (each
+/// work item zeroes its own rows before accumulating, in parallel and while they are in cache;
+/// the rows of batches without items are zeroed here), so they are taken unfilled.
+pub(super) struct Gradients {
+    pub dq: Staged,
+    pub dk: Staged,
+    pub dv: Staged,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Config {
+    pub scale: f32,
+    pub band: MaskBand,
+    pub query_tile: usize,
+    pub key_tile: usize,
+}
+
+/// Per-thread tile buffers.
+#[derive(Debug, Default)]
+struct Scratch {
+    /// Sᵀ, then Pᵀ: `key_panel·rows' + i`, rows' = rows rounded up to NR.
+    p: Vec<Lane>,
+    /// dPᵀ, then dSᵀ, likewise.
+    ds: Vec<Lane>,
+    /// dS as NR rows per key: `row_quad·keys + j`.
+    ds_quads: Vec<[f32; NR]>,
+    /// Admitted keys of each row, relative to the key tile.
+    admitted: Vec<Range<usize>>,
+}
+
+/// One unit of parallel work.
+struct Item<'a> {
+    batch: usize,
+    kv_head: usize,
+    keys: Range<usize>,
+    /// dK rows `keys` of the KV head, row-major.
+    dk: &'a mut [f32],
+    /// dV rows `keys`.
+    dv: &'a mut [f32],
+    /// dQ of every query head of the group (`group × len_q × D_qk`), real or a partial.
+    dq: &'a mut [f32],
+}
+
+/// Splits `range` into tiles of at most `tile`.
+fn tiles(range: Range<usize>, tile: usize) -> impl Iterator<Item = Range<usize>> {
+    let end = range.end;
+    range
+        .step_by(tile.max(1))
+        .map(move |start| start..(start + tile).min(end))
+}
+
+/// A zero-filled buffer for a partial dQ, allocated fallibly (its size follows the graph's dims).
+fn zeroed(len: usize) -> Result<Vec<f32>, KernelError> {
+    let mut buffer = Vec::new();
+    buffer
+        .try_reserve_exact(len)
+        .map_err(|_| KernelError::StagingTooLarge {
+            role: Role::DQ,
+            elements: len.to_string(),
+        })?;
+    buffer.resize(len, 0.0);
+    Ok(buffer)
+}
+
+/// Computes every logical row of dQ, dK and dV into `grads`.
+pub(super) fn backward(
+    p: &Problem,
+    s: &Operands,
+    cfg: &Config,
+    grads: &mut Gradients,
+) -> Result<(), KernelError> {
+    let f = &p.fwd;
+    let (dqk, dvw) = (f.dim_qk, f.dim_v);
+    let group = f.heads_q / f.heads_kv;
+    let pairs = (0..f.batch)
+        .filter(|&b| f.len_q[b] > 0 && f.len_kv[b] > 0)
+        .count()
+        * f.heads_kv;
+    let wanted = 4 * crate::parallel::current_threads();
+    let chunks_of = |len_kv: usize| {
+        let tiles = len_kv.div_ceil(cfg.key_tile);
+        if pairs >= wanted {
+            1
+        } else {
+            wanted.div_ceil(pairs.max(1)).min(tiles).max(1)
+        }
+    };
+
+    // Private dQ buffers for every chunk after the first of each (batch, KV head).
+    let mut partials = Vec::new();
+    for b in 0..f.batch {
+        if f.len_q[b] == 0 || f.len_kv[b] == 0 {
+            continue;
+        }
+        for g in 0..f.heads_kv {
+            for _ in 1..chunks_of(f.len_kv[b]) {
+                partials.push((b, g, zeroed(group * f.len_q[b] * dqk)?));
+            }
+        }
+    }
+
+    let Gradients { dq, dk, dv } = grads;
+    let mut items = Vec::new();
+    let mut spare = partials.iter_mut();
+    let batches = dq
+        .batches_mut()
+        .into_iter()
+        .zip(dk.batches_mut())
+        .zip(dv.batches_mut());
+    for (b, ((dq_b, dk_b), dv_b)) in batches.enumerate() {
+        let (len_q, len_kv) = (f.len_q[b], f.len_kv[b]);
+        if len_q == 0 || len_kv == 0 {
+            // No item covers them: dQ of a batch without keys, dK and dV of one without
+            // queries are exactly zero.
+            for rows in [dq_b, dk_b, dv_b] {
+                rows.fill(0.0);
+            }
+            continue;
+        }
+        let n = chunks_of(len_kv);
+        let key_tiles = len_kv.div_ceil(cfg.key_tile);
+        let per_group = dq_b
+            .chunks_exact_mut(group * len_q * dqk)
+            .zip(dk_b.chunks_exact_mut(len_kv * dqk))
+            .zip(dv_b.chunks_exact_mut(len_kv * dvw));
+        for (g, ((dq_g, dk_g), dv_g)) in per_group.enumerate() {
+            let targets = std::iter::once(dq_g).chain(
+                spare
+                    .by_ref()
+                    .take(n - 1)
+                    .map(|(_, _, buffer)| &mut buffer[..]),
+            );
+            let (mut dk_rest, mut dv_rest) = (dk_g, dv_g);
+            for (c, dq_target) in targets.enumerate() {
+                let first = (c * key_tiles / n) * cfg.key_tile;
+                let last = (((c + 1) * key_tiles / n) * cfg.key_tile).min(len_kv);
+                let (dk_item, dk_tail) =
+                    std::mem::take(&mut dk_rest).split_at_mut((last - first) * dqk);
+                let (dv_item, dv_tail) =
+                    std::mem::take(&mut dv_rest).split_at_mut((last - first) * dvw);
+                dk_rest = dk_tail;
+                dv_rest = dv_tail;
+                items.push(Item {
+                    batch: b,
+                    kv_head: g,
+                    keys: first..last,
+                    dk: dk_item,
+                    dv: dv_item,
+                    dq: dq_target,
+                });
+            }
+        }
+    }
+    // Largest items first, so the tail of the schedule is made of small ones.
+    items.sort_by_key(|item| std::cmp::Reverse(f.len_q[item.batch] * item.keys.len()));
+    crate::parallel::for_each_init(items, Scratch::default, |scratch, item| {
+        run_item(p, s, cfg, item, scratch);
+    });
+
+    let mut dq_batches = dq.batches_mut();
+    for (b, g, buffer) in &partials {
+        let len = group * f.len_q[*b] * dqk;
+        for (x, y) in dq_batches[*b][g * len..(g + 1) * len]
+            .iter_mut()
+            .zip(buffer)
+        {
+            *x += y;
+        }
+    }
+    Ok(())
+}
+
+/// Every (key tile, query head, query tile) of one item.
+fn run_item(p: &Problem, s: &Operands, cfg: &Config, item: Item<'_>, scratch: &mut Scratch) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        #[target_feature(enable = "avx2,fma")]
+        fn fused(p: &Problem, s: &Operands, cfg: &Config, item: Item<'_>, scratch: &mut Scratch) {
+            item_body::<Fused>(p, s, cfg, item, scratch);
+        }
+        if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+            // SAFETY: the features `fused` is compiled for were detected just above.
+            return unsafe { fused(p, s, cfg, item, scratch) };
+        }
+    }
+    item_body::<Separate>(p, s, cfg, item, scratch);
+}
+
+/// A staged block as micro-kernel rows of `W` values.
+fn panels<const W: usize>(staged: &Staged, b: usize, h: usize) -> &[[f32; W]] {
+    staged.block(b, h).as_chunks().0
+}
+
+#[inline(always)]
+fn item_body<F: MulAdd>(
+    p: &Problem,
+    s: &Operands,
+    cfg: &Config,
+    item: Item<'_>,
+    scratch: &mut Scratch,
+) {
+    let f = &p.fwd;
+    let (b, g) = (item.batch, item.kv_head);
+    let (len_q, len_kv) = (f.len_q[b], f.len_kv[b]);
+    let (dqk, dvw) = (f.dim_qk, f.dim_v);
+    let group = f.heads_q / f.heads_kv;
+    let scale_log2 = cfg.scale * std::f32::consts::LOG2_E;
+    let k_lanes = panels::<MR>(&s.k_lanes, b, g);
+    let v_lanes = panels::<MR>(&s.v_lanes, b, g);
+    let k_cols = panels::<MR>(&s.k_cols, b, g);
+    for rows in [&mut *item.dk, &mut *item.dv, &mut *item.dq] {
+        rows.fill(0.0);
+    }
+    for keys in tiles(item.keys.clone(), cfg.key_tile) {
+        let nk = keys.len();
+        let key_panels = nk.div_ceil(MR);
+        let local = keys.start - item.keys.start;
+        let dk_c = &mut item.dk[local * dqk..(local + nk) * dqk];
+        let dv_c = &mut item.dv[local * dvw..(local + nk) * dvw];
+        for within in 0..group {
+            let h = g * group + within;
+            let q_quads = panels::<NR>(&s.q_quads, b, h);
+            let d_o_quads = panels::<NR>(&s.d_o_quads, b, h);
+            let q_cols = panels::<MR>(&s.q_cols, b, h);
+            let d_o_cols = panels::<MR>(&s.d_o_cols, b, h);
+            let (lse2, delta) = (s.lse2.block(b, h), s.delta.block(b, h));
+            let dq_h = &mut item.dq[within * len_q * dqk..(within + 1) * len_q * dqk];
+            for rows in tiles(0..len_q, cfg.query_tile) {
+                let nr = rows.len();
+                if !admit(cfg.band, &rows, &keys, len_q, len_kv, scratch) {
+                    continue;
+                }
+                // Row counts padded to NR: the B panels of Q and dO are.
+                let nr4 = nr.next_multiple_of(NR);
+                for buffer in [&mut scratch.p, &mut scratch.ds] {
+                    if buffer.len() < key_panels * nr4 {
+                        buffer.resize(key_panels * nr4, Lane::ZERO);
+                    }
+                }
+                let p_t = &mut scratch.p[..key_panels * nr4];
+                let ds_t = &mut scratch.ds[..key_panels * nr4];
+
+                // Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ, 16 keys × NR rows per product.
+                for (kp, (p_lanes, ds_lanes)) in p_t
+                    .chunks_exact_mut(nr4)
+                    .zip(ds_t.chunks_exact_mut(nr4))
+                    .enumerate()
+                {
+                    let panel = keys.start / MR + kp;
+                    let k_a = &k_lanes[panel * dqk..(panel + 1) * dqk];
+                    let v_a = &v_lanes[panel * dvw..(panel + 1) * dvw];
+                    for (c, (p4, ds4)) in p_lanes
+                        .chunks_exact_mut(NR)
+                        .zip(ds_lanes.chunks_exact_mut(NR))
+                        .enumerate()
+                    {
+                        let quad = rows.start / NR + c;
+                        let s_block =
+                            micro_kernel::<F, _, _>(k_a, &q_quads[quad * dqk..(quad + 1) * dqk]);
+                        let dp_block =
+                            micro_kernel::<F, _, _>(v_a, &d_o_quads[quad * dvw..(quad + 1) * dvw]);
+                        for (lane, column) in p4.iter_mut().zip(s_block) {
+                            lane.0 = column;
+                        }
+                        for (lane, column) in ds4.iter_mut().zip(dp_block) {
+                            lane.0 = column;
+                        }
+                    }
+                }
+
+                // P = 2^(S·scale·log2e − LSE·log2e) and dS = P ∘ (dP − Δ) on admitted keys,
+                // exactly 0 elsewhere (padding rows and keys included).
+                for (kp, (p_lanes, ds_lanes)) in p_t
+                    .chunks_exact_mut(nr4)
+                    .zip(ds_t.chunks_exact_mut(nr4))
+                    .enumerate()
+                {
+                    let rows_of_panel = p_lanes.iter_mut().zip(ds_lanes.iter_mut()).enumerate();
+                    for (i, (p_lane, ds_lane)) in rows_of_panel {
+                        let (admitted, l, d) = match scratch.admitted.get(i) {
+                            Some(a) => (a.clone(), lse2[rows.start + i], delta[rows.start + i]),
+                            None => (0..0, 0.0, 0.0),
+                        };
+                        let first = kp * MR;
+                        for (jj, (x, g)) in p_lane.0.iter_mut().zip(&mut ds_lane.0).enumerate() {
+                            let inside = admitted.start <= first + jj && first + jj < admitted.end;
+                            let prob = exp2_nonpositive(*x * scale_log2 - l);
+                            let prob = if inside { prob } else { 0.0 };
+                            *g = if inside { prob * (*g - d) } else { 0.0 };
+                            *x = prob;
+                        }
+                    }
+                }
+
+                // dVᵀ += dOᵀ·P and dKᵀ += scale·Qᵀ·dS, 16 head-dim entries × NR keys per
+                // product: the B panels are NR keys of each lane of Pᵀ and dSᵀ, and each result
+                // column is a contiguous part of one key's row of dV or dK.
+                for (kp, (p_lanes, ds_lanes)) in p_t
+                    .chunks_exact(nr4)
+                    .zip(ds_t.chunks_exact(nr4))
+                    .enumerate()
+                {
+                    for c in 0..MR / NR {
+                        let first_key = kp * MR + c * NR;
+                        if first_key >= nk {
+                            break;
+                        }
+                        let quad = |lane: &Lane| lane.0.as_chunks::<NR>().0[c];
+                        let p_quads = || p_lanes[..nr].iter().map(quad);
+                        let ds_quads = || ds_lanes[..nr].iter().map(quad);
+                        for (q, d0) in (0..dvw).step_by(MR).enumerate() {
+                            let first = q * len_q + rows.start;
+                            let block =
+                                micro_kernel::<F, _, _>(&d_o_cols[first..first + nr], p_quads());
+                            accumulate(dv_c, dvw, first_key..nk, d0, &block, 1.0);
+                        }
+                        for (q, d0) in (0..dqk).step_by(MR).enumerate() {
+                            let first = q * len_q + rows.start;
+                            let block =
+                                micro_kernel::<F, _, _>(&q_cols[first..first + nr], ds_quads());
+                            accumulate(dk_c, dqk, first_key..nk, d0, &block, cfg.scale);
+                        }
+                    }
+                }
+
+                // dS as NR rows per key (the one transposed copy), then dQᵀ += scale·Kᵀ·dSᵀ.
+                let row_quads = nr4 / NR;
+                // Every entry is written below, so the buffer only grows, never is cleared.
+                if scratch.ds_quads.len() < row_quads * nk {
+                    scratch.ds_quads.resize(row_quads * nk, [0.0; NR]);
+                }
+                let ds_quads = &mut scratch.ds_quads[..row_quads * nk];
+                for (c, quads) in ds_quads.chunks_exact_mut(nk).enumerate() {
+                    for (kp, quads) in quads.chunks_mut(MR).enumerate() {
+                        let lanes = &ds_t[kp * nr4 + c * NR..kp * nr4 + c * NR + NR];
+                        for (jj, quad) in quads.iter_mut().enumerate() {
+                            *quad = std::array::from_fn(|t| lanes[t].0[jj]);
+                        }
+                    }
+                }
+                for (c, quads) in ds_quads.chunks_exact(nk).enumerate() {
+                    let first_row = rows.start + c * NR;
+                    for (q, d0) in (0..dqk).step_by(MR).enumerate() {
+                        let first = q * len_kv + keys.start;
+                        let block = micro_kernel::<F, _, _>(&k_cols[first..first + nk], quads);
+                        accumulate(dq_h, dqk, first_row..rows.end, d0, &block, cfg.scale);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Adds `scale ·` column t of `block` (MR head-dim entries from `d0`) to row `rows.start + t` of
+/// the row-major `out` (`width` columns), for the rows of `rows` and the columns below `width`.
+#[inline(always)]
+fn accumulate(
+    out: &mut [f32],
+    width: usize,
+    rows: Range<usize>,
+    d0: usize,
+    block: &[[f32; MR]; NR],
+    scale: f32,
+) {
+    let columns = MR.min(width - d0);
+    for (row, column) in rows.zip(block) {
+        let dst = &mut out[row * width + d0..row * width + d0 + columns];
+        for (y, &x) in dst.iter_mut().zip(column) {
+            *y += scale * x;
+        }
+    }
+}
+
+/// Fills `scratch.admitted` with each row's admitted keys relative to `keys`; `false` when no
+/// row of the tile admits any of them.
+fn admit(
+    band: MaskBand,
+    rows: &Range<usize>,
+    keys: &Range<usize>,
+    len_q: usize,
+    len_kv: usize,
+    scratch: &mut Scratch,
+) -> bool {
+    scratch.admitted.clear();
+    scratch.admitted.extend(rows.clone().map(|i| {
+        let a = band.admitted(i, len_q, len_kv);
+        let (lo, hi) = (a.start.max(keys.start), a.end.min(keys.end));
+        if lo < hi {
+            lo - keys.start..hi - keys.start
+        } else {
+            0..0
+        }
+    }));
+    scratch.admitted.iter().any(|a| !a.is_empty())
+}
+
+/// `Δ = rowsum(dO ∘ O)` for every staged row; `d_o` and `o` row-major with the same rows as
+/// `delta` (one value each), in the same order.
+pub(super) fn row_dots(d_o: &Staged, o: &Staged, delta: &mut Staged) {
+    const ROWS: usize = 256;
+    let width = d_o.width().max(1);
+    let blocks: Vec<_> = delta
+        .data
+        .chunks_mut(ROWS)
+        .zip(d_o.data.chunks(ROWS * width))
+        .zip(o.data.chunks(ROWS * width))
+        .collect();
+    crate::parallel::for_each_init(
+        blocks,
+        || (),
+        |_, ((out, g), y)| {
+            let rows = g.chunks_exact(width).zip(y.chunks_exact(width));
+            for (x, (g, y)) in out.iter_mut().zip(rows) {
+                *x = g.iter().zip(y).map(|(a, c)| a * c).sum();
+            }
+        },
+    );
+}
