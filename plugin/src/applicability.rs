@@ -18,7 +18,8 @@ use ragged_schema::version::{
 use ragged_schema::{Graph, NodeAttributes, SchemaError, SdpaAttributes};
 
 use crate::abi::types::Severity;
-use crate::backward_problem::{self, BackwardProblem};
+use crate::backward_problem;
+use ragged_core::problem::BackwardProblem;
 use crate::engines::{self, Engine, Planned};
 use crate::error::PluginError;
 use crate::graph_plan::{self, GraphPlan};

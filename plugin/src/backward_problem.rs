@@ -9,77 +9,10 @@
 //! features the CPU reference does not compute, each declined naming uid, field, value and need.
 
 use ragged_core::Decline;
-use ragged_core::problem::{Operand, RaggedSdpaProblem, ScalePlan};
+use ragged_core::problem::{BackwardProblem, Operand};
 use ragged_schema::{DataType, Graph, SdpaBackwardAttributes};
 
 use crate::{byte_extents, problem};
-
-/// What an accepted backward graph binds, all copies of the graph's data.
-#[derive(Debug, Clone, PartialEq)]
-pub struct BackwardProblem {
-    /// Q, K, V, O, the LSE (always present), seq_lens, scale and band, by the forward's rules.
-    pub forward: RaggedSdpaProblem,
-    /// The forward's LSE (`stats_tensor_uid`), also `forward.stats`.
-    pub lse: Operand,
-    /// The gradient flowing into O: O's dims, type and layout.
-    pub d_o: Operand,
-    /// The gradient of Q.
-    pub dq: Operand,
-    /// The gradient of K (summed over each GQA group's query heads).
-    pub dk: Operand,
-    /// The gradient of V.
-    pub dv: Operand,
-}
-
-impl BackwardProblem {
-    /// Everything the backward reads: Q, K, V, O, dO and the LSE.
-    pub fn inputs(&self) -> [&Operand; 6] {
-        let f = &self.forward;
-        [&f.q, &f.k, &f.v, &f.o, &self.d_o, &self.lse]
-    }
-
-    /// Everything it writes: dQ, dK, dV.
-    pub fn outputs(&self) -> [&Operand; 3] {
-        [&self.dq, &self.dk, &self.dv]
-    }
-
-    /// dO, dQ, dK, dV in the forward problem's slots (O, Q, K, V), with no stats, lengths or
-    /// scale tensor: lets the per-tensor helpers written for a forward problem (byte extents,
-    /// ragged offset spans) cover the gradients too.
-    pub fn gradient_carrier(&self) -> RaggedSdpaProblem {
-        RaggedSdpaProblem {
-            q: self.dq,
-            k: self.dk,
-            v: self.dv,
-            o: self.d_o,
-            stats: None,
-            seq_len_q: None,
-            seq_len_kv: None,
-            scale: ScalePlan::Fixed(1.0),
-            mask: self.forward.mask,
-        }
-    }
-
-    /// The uid bound for a kernel role, for naming the tensor of an execute-time error.
-    pub fn uid_of(&self, role: ragged_core::Role) -> Option<i64> {
-        use ragged_core::Role;
-        let f = &self.forward;
-        match role {
-            Role::Q => Some(f.q.uid),
-            Role::K => Some(f.k.uid),
-            Role::V => Some(f.v.uid),
-            Role::O => Some(f.o.uid),
-            Role::Lse => Some(self.lse.uid),
-            Role::DO => Some(self.d_o.uid),
-            Role::DQ => Some(self.dq.uid),
-            Role::DK => Some(self.dk.uid),
-            Role::DV => Some(self.dv.uid),
-            Role::SeqLenQ => f.seq_len_q.map(|s| s.uid),
-            Role::SeqLenKv => f.seq_len_kv.map(|s| s.uid),
-            Role::Scalar => None,
-        }
-    }
-}
 
 /// The node's problem, or the first reason to decline. The graph has passed schema validation.
 pub fn build(graph: &Graph, node: &SdpaBackwardAttributes) -> Result<BackwardProblem, Decline> {

@@ -1,3 +1,4 @@
+use ragged_core::problem::ScalePlan;
 use std::sync::Arc;
 
 use ragged_core::{DiagonalAlignment as Alignment, MaskBand};

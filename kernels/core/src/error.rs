@@ -491,6 +491,14 @@ pub enum KernelError {
         /// Its sequence axis.
         seq_axis: usize,
     },
+
+    // ---- graphs -----------------------------------------------------------------------------
+    /// A pointwise mode outside the set the CPU executor runs.
+    #[error("pointwise mode {mode} is not supported by the CPU executor")]
+    UnsupportedPointwiseMode {
+        /// Upstream's mode name.
+        mode: String,
+    },
 }
 
 impl KernelError {

@@ -12,7 +12,9 @@
 pub mod contract;
 pub mod dtype;
 pub mod error;
+pub mod graph;
 pub mod mask;
+pub mod params;
 pub mod problem;
 pub mod tensor;
 
@@ -20,6 +22,7 @@ pub use contract::Decline;
 pub use dtype::{DataType, Element, FloatElement, HostData, HostDataMut};
 pub use error::{BackwardFeature, KernelError, Role};
 pub use mask::{DiagonalAlignment, MaskBand};
+pub use params::SdpaParams;
 pub use problem::{
     IndexInput, IndexWidth, Offsets, Operand, RaggedSdpaProblem, ScalarType, ScalePlan,
 };

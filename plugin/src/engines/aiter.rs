@@ -10,7 +10,7 @@ use ragged_engine_aiter::{
 };
 
 use super::{AITER_FMHA, Listing, Planned, Planner};
-use crate::backward_problem::BackwardProblem;
+use ragged_core::problem::BackwardProblem;
 use crate::error::PluginError;
 use crate::plugin_dir;
 use crate::scale;

@@ -18,7 +18,7 @@ use ragged_engine_cuda::forward::{self as fmha, ExecuteMode, FmhaBuffers, FmhaEn
 use ragged_gpu_runtime::cuda::{GpuError, TensorRole, runtime};
 
 use super::{CUDA_FMHA, Listing, Planned, Planner};
-use crate::backward_problem::BackwardProblem;
+use ragged_core::problem::BackwardProblem;
 use crate::error::PluginError;
 use crate::scale;
 use crate::variant_pack::VariantPack;

@@ -34,7 +34,7 @@ use ragged_core::problem::RaggedSdpaProblem;
 use ragged_engine_aiter as kernels_aiter;
 
 use crate::abi::types::Severity;
-use crate::backward_problem::BackwardProblem;
+use ragged_core::problem::BackwardProblem;
 use crate::engine_id::engine_name_to_id;
 use crate::error::PluginError;
 use crate::graph_plan::GraphPlan;

@@ -61,9 +61,6 @@ pub enum ExecutorError {
         expected: usize,
     },
 
-    #[error("pointwise mode {mode} is not supported by the CPU executor")]
-    UnsupportedPointwiseMode { mode: String },
-
     #[error("tensor uid {uid}: {source}")]
     Tensor {
         uid: i64,

@@ -11,13 +11,12 @@
 //! onto it, so this crate stays free of wire formats.
 
 mod error;
-mod graph;
 mod pointwise;
 mod variant_pack;
 mod views;
 
 pub use error::ExecutorError;
-pub use graph::{
+pub use ragged_core::graph::{
     ExecGraph, ExecNode, NodeOp, PointwiseNode, PointwiseOp, RaggedDesc, SdpaNode, TensorDesc,
 };
 pub use variant_pack::{

@@ -9,7 +9,7 @@
 use half::{bf16, f16};
 
 use super::ExecutorError;
-use super::graph::{PointwiseOp, TensorDesc};
+use ragged_core::graph::{PointwiseOp, TensorDesc};
 use ragged_core::dtype::{HostData, HostDataMut};
 use ragged_core::error::KernelError;
 use ragged_core::tensor::{Tensor, TensorExt, TensorMut};

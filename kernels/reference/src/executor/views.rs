@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::ExecutorError;
-use super::graph::TensorDesc;
+use ragged_core::graph::TensorDesc;
 use super::variant_pack::{Binding, Slot, VariantPack, make_shallow_aux};
 use ragged_core::dtype::{HostData, HostDataMut};
 use ragged_core::tensor::{BorrowedStorage, Dense, Ragged, RaggedLayout, Tensor, TensorMut};

@@ -14,6 +14,7 @@ mod threads;
 mod tile;
 
 pub use ragged_core::mask::{DiagonalAlignment, MaskBand};
+pub use ragged_core::params::SdpaParams;
 pub use stage::release_caches;
 pub use threads::on_calling_thread;
 
@@ -26,25 +27,6 @@ use ragged_core::tensor::{Tensor, TensorMut, typed_slice, typed_slice_mut};
 use problem::{Operands, Problem};
 use stage::{Arrangement, Staged};
 use tile::{Scratch, TileConfig, TileInput, attend_tile};
-
-/// Resolved SDPA parameters: the plugin resolves scale and mask from the graph attributes.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct SdpaParams {
-    /// Multiplies Q·Kᵀ before the softmax.
-    pub scale: f32,
-    /// Admitted keys per query row.
-    pub band: MaskBand,
-}
-
-impl Default for SdpaParams {
-    /// Scale 1.0 (the project default, schema.md §6.2) and no mask.
-    fn default() -> Self {
-        SdpaParams {
-            scale: 1.0,
-            band: MaskBand::none(),
-        }
-    }
-}
 
 /// Query rows per work item, before the cache cap below. 128-row items still leave hundreds of
 /// items for the worker threads on real batches.

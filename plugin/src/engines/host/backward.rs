@@ -17,7 +17,7 @@ use ragged_reference::{BackwardInputs, BackwardOutputs, SdpaBackwardParams, sdpa
 
 use super::staging::{self, Access, DeviceMemory, Staging};
 use super::{Bound, index_tensor_bytes, internal, name_role, owned_index_copy};
-use crate::backward_problem::BackwardProblem;
+use ragged_core::problem::BackwardProblem;
 use crate::engines::{HOST_REFERENCE, Planned};
 use crate::error::PluginError;
 use crate::overlap::{self, Span};

@@ -84,7 +84,7 @@ impl Planner for HostReference {
 
     fn plan_backward(
         &self,
-        problem: &Arc<crate::backward_problem::BackwardProblem>,
+        problem: &Arc<ragged_core::problem::BackwardProblem>,
     ) -> Result<Box<dyn Planned>, Decline> {
         staging::check_reachable()?;
         Ok(Box::new(backward::HostBackwardPlan {

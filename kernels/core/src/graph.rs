@@ -1,9 +1,10 @@
-//! The executor's own, graph-free description of a multi-node graph: what the plugin maps a
-//! hipDNN graph onto (this crate knows no wire format). Tensors carry what `TensorAttributes`
+//! The graph-free description of a multi-node graph: what the plugin maps a hipDNN graph onto
+//! and the CPU executor runs (this crate knows no wire format). Tensors carry what `TensorAttributes`
 //! carries that execution needs; nodes carry resolved parameters.
 
-use crate::sdpa::SdpaParams;
-use ragged_core::dtype::DataType;
+use crate::error::KernelError;
+use crate::params::SdpaParams;
+use crate::dtype::DataType;
 
 /// A tensor of the graph (RFC §4.9: the graph carries the aux uid; its values come at execute).
 #[derive(Debug, Clone, PartialEq)]
@@ -33,7 +34,7 @@ impl TensorDesc {
         TensorDesc {
             uid,
             data_type,
-            strides: ragged_core::tensor::packed_strides(&dims),
+            strides: crate::tensor::packed_strides(&dims),
             dims,
             is_virtual: false,
             ragged: None,
@@ -101,7 +102,7 @@ pub enum PointwiseOp {
 impl PointwiseOp {
     /// The op for an upstream `PointwiseMode` name (`"ADD"`, `"RELU_FWD"`, …); every other mode
     /// is declined by name. RELU_FWD comes back as plain ReLU; the caller applies the clips.
-    pub fn from_mode_name(name: &str) -> Result<PointwiseOp, super::ExecutorError> {
+    pub fn from_mode_name(name: &str) -> Result<PointwiseOp, KernelError> {
         Ok(match name {
             "IDENTITY" => PointwiseOp::Identity,
             "EXP" => PointwiseOp::Exp,
@@ -117,7 +118,7 @@ impl PointwiseOp {
             "MAX_OP" => PointwiseOp::Max,
             "MIN_OP" => PointwiseOp::Min,
             other => {
-                return Err(super::ExecutorError::UnsupportedPointwiseMode {
+                return Err(KernelError::UnsupportedPointwiseMode {
                     mode: other.to_string(),
                 });
             }
