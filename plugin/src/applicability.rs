@@ -7,24 +7,26 @@
 //! - a graph this plugin does not handle (other ops, unknown union tags or enum values, features
 //!   we do not implement, a newer stamp) ⇒ a [`Decline`]: SUCCESS with 0 engines, reason logged at
 //!   INFO — schema evolution must never turn into errors;
-//! - a supported single-node SDPA forward ⇒ a [`RaggedSdpaProblem`] holding copies of all it
-//!   needs ([`crate::problem`] builds it), which each listed engine plans for itself.
+//! - a supported graph ⇒ one [`Problem`] holding copies of all it needs, which each listed engine
+//!   plans for itself. Every kind goes through the same pipeline ([`accept`]): versions, the
+//!   graph's kind, schema validation, then the kind's builder — a single SDPA forward
+//!   ([`crate::problem`]), a single SDPA backward ([`crate::backward_problem`]) or a multi-node
+//!   graph ([`crate::graph_plan`]).
 
+use std::sync::Arc;
+
+use ragged_core::engine::{Planned, Problem};
 use ragged_core::problem::RaggedSdpaProblem;
 use ragged_schema::version::{
     PROJECT_PLUGIN_API_VERSION, compute_minimum_plugin_api_version, graph_stamp,
     plugin_meets_requirement, stamp_exceeds_ceiling,
 };
-use ragged_schema::{Graph, NodeAttributes, SchemaError, SdpaAttributes};
+use ragged_schema::{Graph, NodeAttributes, SchemaError, SdpaAttributes, SdpaBackwardAttributes};
 
 use crate::abi::types::Severity;
-use crate::backward_problem;
-use ragged_core::problem::BackwardProblem;
-use crate::engines::{self, Engine, Planned};
+use crate::engines::{self, Engine};
 use crate::error::PluginError;
-use crate::graph_plan::{self, GraphPlan};
-use crate::{logging, problem};
-use std::sync::Arc;
+use crate::{backward_problem, graph_plan, logging, problem};
 
 /// Why a well-formed graph is not ours (the project's one decline type, from the kernels crate):
 /// shown in INFO logs and in errors of the calls that require an applicable graph.
@@ -41,7 +43,7 @@ fn refuse<T>(
 /// The listed engines that run this graph, in listing (preference) order; empty for a declined
 /// graph. Each engine that declines a graph the plugin accepts logs its own reason.
 pub fn applicable_engines(bytes: &[u8]) -> Result<Vec<&'static Engine>, PluginError> {
-    let accepted = match decode(bytes)?.and_then(|graph| accept(&graph)) {
+    let problem = match decode(bytes)?.and_then(|graph| accept(&graph)) {
         Ok(accepted) => accepted,
         Err(reason) => {
             logging::log(Severity::INFO, || format!("declining graph: {reason}"));
@@ -51,7 +53,7 @@ pub fn applicable_engines(bytes: &[u8]) -> Result<Vec<&'static Engine>, PluginEr
     Ok(engines::listed()
         .iter()
         .copied()
-        .filter(|engine| match accepted.plan(engine) {
+        .filter(|engine| match engine.plan(&problem) {
             Ok(_) => true,
             Err(reason) => {
                 logging::log(Severity::INFO, || {
@@ -68,10 +70,10 @@ pub fn applicable_engines(bytes: &[u8]) -> Result<Vec<&'static Engine>, PluginEr
 pub fn require(
     engine: &'static Engine,
     bytes: &[u8],
-) -> Result<(Accepted, Box<dyn Planned>), PluginError> {
+) -> Result<(Problem, Box<dyn Planned>), PluginError> {
     decode(bytes)?
         .and_then(|graph| accept(&graph))
-        .and_then(|accepted| accepted.plan(engine).map(|p| (accepted, p)))
+        .and_then(|problem| engine.plan(&problem).map(|p| (problem, p)))
         .map_err(|reason| PluginError::NotApplicable {
             engine: engine.name_str(),
             reason: reason.to_string(),
@@ -83,8 +85,9 @@ pub fn require(
 pub fn plan_graph(
     engine: &'static Engine,
     graph: &Graph,
-) -> Result<(RaggedSdpaProblem, Box<dyn Planned>), Decline> {
-    problem(graph).and_then(|sdpa| engine.plan(&sdpa).map(|p| (sdpa, p)))
+) -> Result<(Problem, Box<dyn Planned>), Decline> {
+    let problem = Problem::Forward(Arc::new(self::problem(graph)?));
+    engine.plan(&problem).map(|p| (problem, p))
 }
 
 /// Bytes → graph model. Outer error: malformed bytes; inner: a decline (e.g. an unknown
@@ -109,59 +112,61 @@ pub fn decode(bytes: &[u8]) -> Result<Result<Graph, Decline>, PluginError> {
     }
 }
 
-/// What the plugin accepted: one SDPA node as a problem every engine may plan, or a multi-node
-/// graph for the CPU executor ([`graph_plan`]).
-// One per context, so the single-SDPA problem stays unboxed as it always was.
-#[allow(clippy::large_enum_variant)]
-#[derive(Debug, Clone)]
-pub enum Accepted {
-    Sdpa(RaggedSdpaProblem),
-    Graph(Arc<GraphPlan>),
-    Backward(Arc<BackwardProblem>),
-}
-
-impl Accepted {
-    fn plan(&self, engine: &Engine) -> Result<Box<dyn Planned>, Decline> {
-        match self {
-            Accepted::Sdpa(problem) => engine.plan(problem),
-            Accepted::Graph(graph) => engine.plan_graph(graph),
-            Accepted::Backward(backward) => engine.plan_backward(backward),
-        }
-    }
-}
-
-/// Graph model → what the engines plan for, or the first reason to decline.
-pub fn accept(graph: &Graph) -> Result<Accepted, Decline> {
-    if let [node] = graph.nodes.as_slice()
-        && let NodeAttributes::SdpaBackward(backward) = &node.attributes
-    {
-        check_versions(graph)?;
-        if let Err(error) = graph.validate() {
-            return refuse("validation", error, "a graph that passes schema validation");
-        }
-        return backward_problem::build(graph, backward).map(|p| Accepted::Backward(Arc::new(p)));
-    }
-    if !graph_plan::is_graph_path(graph) {
-        return problem(graph).map(Accepted::Sdpa);
-    }
+/// Graph model → the one problem every engine plans from, or the first reason to decline: the
+/// API versions the graph needs, its kind, schema validation, then the kind's builder.
+pub fn accept(graph: &Graph) -> Result<Problem, Decline> {
     check_versions(graph)?;
-    if let Err(error) = graph.validate() {
-        return refuse("validation", error, "a graph that passes schema validation");
-    }
-    graph_plan::build(graph).map(|plan| Accepted::Graph(Arc::new(plan)))
+    let kind = Kind::of(graph)?;
+    graph
+        .validate()
+        .or_else(|error| refuse("validation", error, "a graph that passes schema validation"))?;
+    Ok(match kind {
+        Kind::Forward(sdpa) => {
+            check_unsupported_features(sdpa)?;
+            let problem = problem::build(graph, sdpa)?;
+            crate::byte_extents::check(&problem)?;
+            Problem::Forward(Arc::new(problem))
+        }
+        Kind::Backward(node) => Problem::Backward(Arc::new(backward_problem::build(graph, node)?)),
+        Kind::Graph => Problem::Graph(Arc::new(graph_plan::build(graph)?)),
+    })
 }
 
-/// Graph model → problem, or the first reason to decline.
+/// Which builder a graph goes to.
+enum Kind<'g> {
+    Forward(&'g SdpaAttributes),
+    Backward(&'g SdpaBackwardAttributes),
+    Graph,
+}
+
+impl<'g> Kind<'g> {
+    fn of(graph: &'g Graph) -> Result<Self, Decline> {
+        if let [node] = graph.nodes.as_slice()
+            && let NodeAttributes::SdpaBackward(backward) = &node.attributes
+        {
+            return Ok(Kind::Backward(backward));
+        }
+        if graph_plan::is_graph_path(graph) {
+            return Ok(Kind::Graph);
+        }
+        single_sdpa_node(graph).map(Kind::Forward)
+    }
+}
+
+/// A single SDPA forward graph → its problem, or the first reason to decline (shape overrides
+/// re-plan only these).
 pub fn problem(graph: &Graph) -> Result<RaggedSdpaProblem, Decline> {
-    check_versions(graph)?;
-    let sdpa = single_sdpa_node(graph)?;
-    if let Err(error) = graph.validate() {
-        return refuse("validation", error, "a graph that passes schema validation");
+    match accept(graph)? {
+        Problem::Forward(problem) => Ok(Arc::unwrap_or_clone(problem)),
+        // A backward node or a multi-node graph: the single-node rule says which.
+        _ => single_sdpa_node(graph).and_then(|_| {
+            refuse(
+                "nodes",
+                graph.nodes.len(),
+                "exactly one SdpaAttributes node",
+            )
+        }),
     }
-    check_unsupported_features(sdpa)?;
-    let problem = problem::build(graph, sdpa)?;
-    crate::byte_extents::check(&problem)?;
-    Ok(problem)
 }
 
 fn check_versions(graph: &Graph) -> Result<(), Decline> {

@@ -8,8 +8,9 @@ use ragged_schema::{
 };
 
 use super::*;
-use crate::applicability::{self, Accepted};
+use crate::applicability;
 use crate::engines::{AITER_FMHA, CUDA_FMHA};
+use ragged_core::engine::Problem;
 
 const B: i64 = 2;
 const D: i64 = 8;
@@ -87,7 +88,7 @@ fn edit(graph: &mut Graph) -> &mut SdpaBackwardAttributes {
 
 fn accepted(graph: &Graph) -> Arc<BackwardProblem> {
     match applicability::accept(graph) {
-        Ok(Accepted::Backward(p)) => p,
+        Ok(Problem::Backward(p)) => p,
         Ok(other) => panic!("accepted as {other:?}"),
         Err(decline) => panic!("declined: {decline}"),
     }
@@ -198,22 +199,22 @@ fn the_forward_rules_apply_to_the_backwards_forward_tensors() {
 
 #[test]
 fn gpu_engines_decline_this_backward_naming_why_and_the_host_engine_plans_it() {
-    let p = accepted(&graph());
+    let p = Problem::Backward(accepted(&graph()));
     // AITER has a backward (aiter::mha_bwd); without a HIP device here it declines as unlisted.
-    let decline = AITER_FMHA.plan_backward(&p).expect_err("no HIP device");
+    let decline = AITER_FMHA.plan(&p).expect_err("no HIP device");
     assert_eq!(
         (decline.field.as_str(), decline.value.as_str()),
         ("RAGGED_SDPA_AITER_FMHA", "not available in this process"),
         "{decline}"
     );
-    // The CUDA engine has backward kernels, but not for FLOAT (engines/cuda.rs tests the rest).
-    let decline = CUDA_FMHA.plan_backward(&p).expect_err("FLOAT");
+    // The CUDA engine has backward kernels, but not for FLOAT (engines/tests.rs tests the rest).
+    let decline = CUDA_FMHA.plan(&p).expect_err("FLOAT");
     assert_eq!(
         (decline.uid, decline.field.as_str()),
         (Some(1), "q_tensor_uid data type")
     );
     let plan = crate::engines::HOST_REFERENCE
-        .plan_backward(&p)
+        .plan(&p)
         .expect("the host engine runs the backward");
     assert_eq!(plan.workspace_size(), 0);
 }

@@ -1,16 +1,20 @@
-//! Execution contexts: an engine, the problem and the engine's plan for it, owned by the plugin
-//! between `CreateExecutionContext` and `DestroyExecutionContext`, and shared by any number of
-//! threads executing at once (nothing in a context changes after creation).
+//! Execution contexts: an engine, the accepted problem, what every execute binds for it and the
+//! engine's plan, owned by the plugin between `CreateExecutionContext` and
+//! `DestroyExecutionContext`, and shared by any number of threads executing at once (nothing in
+//! a context changes after creation).
 
 use std::ffi::c_void;
 use std::sync::LazyLock;
 
+use ragged_core::binding::{Signature, Stream};
+use ragged_core::engine::{Planned, Problem};
+
 use crate::abi::types::DeviceBuffer;
-use crate::applicability::{self, Accepted};
-use crate::engines::{Engine, Planned};
+use crate::applicability;
+use crate::binder::{self, Pack, host_memory::Staged};
+use crate::engines::Engine;
 use crate::error::PluginError;
 use crate::registry::Registry;
-use crate::variant_pack::VariantPack;
 
 pub static CONTEXTS: LazyLock<Registry<ExecutionContext>> =
     LazyLock::new(|| Registry::new("execution context"));
@@ -18,11 +22,70 @@ pub static CONTEXTS: LazyLock<Registry<ExecutionContext>> =
 #[derive(Debug)]
 pub struct ExecutionContext {
     engine: &'static Engine,
-    problem: Accepted,
-    planned: Box<dyn Planned>,
+    plan: Plan,
     /// The graph bytes as received: what serialization carries and what shape overrides are
     /// applied to (see [`crate::serialized_context`], [`crate::overrides`]).
     graph: Box<[u8]>,
+}
+
+/// A problem, what an execute binds for it, and one engine's plan: everything an execute needs.
+#[derive(Debug)]
+pub struct Plan {
+    problem: Problem,
+    signature: Signature,
+    planned: Box<dyn Planned>,
+}
+
+impl Plan {
+    pub fn new(problem: Problem, planned: Box<dyn Planned>) -> Self {
+        Plan {
+            signature: problem.signature(),
+            problem,
+            planned,
+        }
+    }
+
+    pub fn problem(&self) -> &Problem {
+        &self.problem
+    }
+
+    /// Device scratch each execute needs.
+    pub fn workspace_size(&self) -> usize {
+        self.planned.workspace_size()
+    }
+
+    /// Binds one call's buffers, runs the plan over them, and copies staged outputs back.
+    ///
+    /// # Safety
+    /// As [`binder::bind`] for this plan's signature, with `workspace` holding
+    /// [`Self::workspace_size`] bytes.
+    pub unsafe fn execute(
+        &self,
+        stream: *mut c_void,
+        workspace: *mut c_void,
+        buffers: &[DeviceBuffer],
+    ) -> Result<(), PluginError> {
+        let pack = Pack {
+            entries: buffers,
+            stream,
+            workspace,
+        };
+        let mut staged = Staged::default();
+        {
+            // SAFETY: forwarded contract.
+            let mut call = unsafe {
+                binder::bind(
+                    &self.signature,
+                    self.planned.reach(),
+                    pack,
+                    self.workspace_size(),
+                    &mut staged,
+                )
+            }?;
+            self.planned.execute(&mut call)?;
+        }
+        staged.write_back()
+    }
 }
 
 impl ExecutionContext {
@@ -31,8 +94,7 @@ impl ExecutionContext {
         let (problem, planned) = applicability::require(engine, graph)?;
         Ok(ExecutionContext {
             engine,
-            problem,
-            planned,
+            plan: Plan::new(problem, planned),
             graph: graph.into(),
         })
     }
@@ -48,7 +110,7 @@ impl ExecutionContext {
 
     /// What `GetWorkspaceSize` reports for this engine and graph.
     pub fn workspace_size(&self) -> usize {
-        self.planned.workspace_size()
+        self.plan.workspace_size()
     }
 
     /// Moves one-time GPU work (kernel compilation and loading) out of the first execute.
@@ -56,16 +118,18 @@ impl ExecutionContext {
     /// # Safety
     /// `stream` is NULL or a live stream.
     pub unsafe fn prepare(&self, stream: *mut c_void) -> Result<(), PluginError> {
-        // SAFETY: forwarded contract.
-        unsafe { self.planned.prepare(stream) }
+        // SAFETY: `stream` is NULL or live (contract).
+        let stream = unsafe { Stream::new(stream) };
+        self.plan.planned.prepare(stream)?;
+        Ok(())
     }
 
     /// Runs the engine over the variant pack of one call, on `stream`.
     ///
     /// # Safety
-    /// As [`VariantPack::new`]: every pointer in `buffers` is valid for the extent this
-    /// context's problem implies, in memory its engine reaches, until `stream` completes the
-    /// work; `workspace` holds [`Self::workspace_size`] bytes; `stream` is NULL or a live stream.
+    /// As [`binder::bind`]: every pointer in `buffers` is valid for the extent this context's
+    /// problem implies, in memory its engine reaches, until `stream` completes the work;
+    /// `workspace` holds [`Self::workspace_size`] bytes; `stream` is NULL or a live stream.
     pub unsafe fn execute(
         &self,
         stream: *mut c_void,
@@ -73,11 +137,6 @@ impl ExecutionContext {
         buffers: &[DeviceBuffer],
     ) -> Result<(), PluginError> {
         // SAFETY: forwarded contract.
-        let pack = unsafe { VariantPack::new(buffers, stream, workspace) }?;
-        match &self.problem {
-            Accepted::Sdpa(problem) => self.planned.execute(problem, &pack),
-            Accepted::Graph(_) => self.planned.execute_graph(&pack),
-            Accepted::Backward(_) => self.planned.execute_backward(&pack),
-        }
+        unsafe { self.plan.execute(stream, workspace, buffers) }
     }
 }

@@ -1,41 +1,16 @@
 //! Multi-node graphs (RFC §4.9, §4.10.1): maps a validated hipDNN graph onto the CPU executor's
 //! own [`ExecGraph`], declining in the contract's four-part form (uid, field, value, need)
 //! whatever the executor cannot run. Only the host engine runs the result
-//! ([`crate::engines::host::graph`]); GPU engines decline it by the default of
-//! [`crate::engines::Planner::plan_graph`].
+//! (`ragged_engine_host::graph`); GPU engines decline it.
 
 use ragged_core::Decline;
-use ragged_reference::SdpaParams;
-use ragged_reference::executor::{
+use ragged_core::SdpaParams;
+use ragged_core::graph::{
     ExecGraph, ExecNode, NodeOp, PointwiseNode, PointwiseOp, RaggedDesc, SdpaNode, TensorDesc,
 };
 use ragged_schema::{Graph, NodeAttributes, PointwiseAttributes, SdpaAttributes, TensorAttributes};
 
 use crate::{applicability, problem};
-
-/// A graph the host engine can run: the executor's description of it, built once per context.
-#[derive(Debug, Clone, PartialEq)]
-pub struct GraphPlan {
-    pub exec: ExecGraph,
-}
-
-impl GraphPlan {
-    /// Tensors the caller binds: every non-virtual tensor without a baked-in value.
-    pub fn bound_tensors(&self) -> impl Iterator<Item = &TensorDesc> {
-        self.exec
-            .tensors
-            .iter()
-            .filter(|t| !t.is_virtual && t.value.is_none())
-    }
-
-    /// Non-virtual tensors some node writes (the caller's outputs).
-    pub fn is_output(&self, uid: i64) -> bool {
-        self.exec
-            .nodes
-            .iter()
-            .any(|n| n.op.outputs().contains(&uid))
-    }
-}
 
 /// Whether `graph` takes the multi-node path: more than one node, or a pointwise node (which
 /// the single-SDPA problem cannot describe).
@@ -49,7 +24,7 @@ pub fn is_graph_path(graph: &Graph) -> bool {
 
 /// The executor's graph for a graph that passed schema validation (order, connectivity, real
 /// auxes), or the first reason to decline.
-pub fn build(graph: &Graph) -> Result<GraphPlan, Decline> {
+pub fn build(graph: &Graph) -> Result<ExecGraph, Decline> {
     let tensors = graph
         .tensors
         .iter()
@@ -84,9 +59,7 @@ pub fn build(graph: &Graph) -> Result<GraphPlan, Decline> {
             op,
         });
     }
-    Ok(GraphPlan {
-        exec: ExecGraph { tensors, nodes },
-    })
+    Ok(ExecGraph { tensors, nodes })
 }
 
 const NEED_NODE: &str = "SdpaAttributes (forward) or PointwiseAttributes in a multi-node graph";
@@ -329,9 +302,16 @@ mod tests {
         let graph = chain();
         assert!(is_graph_path(&graph));
         let plan = build(&graph).unwrap_or_else(|d| panic!("{d}"));
-        let bound: Vec<i64> = plan.bound_tensors().map(|t| t.uid).collect();
+        let signature = ragged_core::binding::Signature::graph(&plan);
+        let bound: Vec<i64> = signature.buffers().iter().map(|d| d.uid).collect();
         assert_eq!(bound, vec![1, 2, 4]);
-        assert!(plan.is_output(4) && plan.is_output(3) && !plan.is_output(1));
+        let written: Vec<i64> = signature
+            .buffers()
+            .iter()
+            .filter(|d| d.is_output())
+            .map(|d| d.uid)
+            .collect();
+        assert_eq!(written, vec![4], "the virtual intermediate 3 is not bound");
     }
 
     #[test]
@@ -403,7 +383,7 @@ mod tests {
         p.relu_lower_clip_slope = Some(0.1);
         let plan = build(&graph).unwrap_or_else(|d| panic!("{d}"));
         assert!(matches!(
-            &plan.exec.nodes[1].op,
+            &plan.nodes[1].op,
             NodeOp::Pointwise(PointwiseNode {
                 op: PointwiseOp::Relu { lower, upper: Some(upper), slope },
                 ..
@@ -473,7 +453,7 @@ mod tests {
             t.value = Some(TensorValue::Float32(0.5));
         }
         let plan = build(&graph).unwrap_or_else(|d| panic!("{d}"));
-        assert!(matches!(&plan.exec.nodes[0].op, NodeOp::Sdpa(s) if s.params.scale == 0.5));
+        assert!(matches!(&plan.nodes[0].op, NodeOp::Sdpa(s) if s.params.scale == 0.5));
 
         sdpa.scale_tensor_uid = Some(66);
         graph.nodes[0] = Node::sdpa("sdpa", sdpa.clone());

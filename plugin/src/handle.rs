@@ -23,10 +23,10 @@ pub struct EngineHandle {
 /// this, unloading the library leaves neither a thread running its code nor heap that only its
 /// statics knew about (issue 13 items 1 and 7); the next call that needs either builds it anew.
 pub fn last_handle_destroyed() {
-    crate::worker_pool::shut_down();
+    ragged_engine_host::pool::shut_down();
     ragged_reference::sdpa::release_caches();
     ragged_gpu_runtime::probe::release();
-    crate::engines::aiter::release_probe();
+    ragged_engine_aiter::adapter::release_probe();
 }
 
 /// Runs when the library is unloaded (`dlclose`) or the process exits, handles still live or
@@ -38,7 +38,7 @@ pub fn last_handle_destroyed() {
 extern "C" fn library_unloading() {
     // Nothing may unwind into the loader.
     let _ = std::panic::catch_unwind(|| {
-        crate::worker_pool::shut_down();
+        ragged_engine_host::pool::shut_down();
         ragged_reference::sdpa::release_caches();
     });
 }

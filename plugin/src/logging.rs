@@ -17,7 +17,7 @@
 //!
 //! The queue is one process-wide list tagged by a per-thread number, not a thread-local `Vec`: a
 //! thread-local with a destructor, registered on a host thread, would keep glibc from unmapping the
-//! library at `dlclose` (see `worker_pool.rs`). The thread-locals here are plain `Cell`s of integers
+//! library at `dlclose` (see `kernels/host-engine/src/pool.rs`). The thread-locals here are plain `Cell`s of integers
 //! and a flag, which register no destructor.
 
 use std::cell::Cell;

@@ -20,8 +20,7 @@ use ragged_schema::Graph;
 use crate::abi::types::DeviceBuffer;
 use crate::applicability;
 use crate::error::PluginError;
-use crate::execution_context::ExecutionContext;
-use crate::variant_pack::VariantPack;
+use crate::execution_context::{ExecutionContext, Plan};
 
 /// One override: new dims and strides for the tensor with `uid`, copied out of the C arrays.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -117,9 +116,10 @@ pub unsafe fn execute(
             context.workspace_size()
         ));
     }
-    // SAFETY: forwarded contract: the pointers are valid for the overridden extents.
-    let pack = unsafe { VariantPack::new(buffers, stream, workspace) }?;
-    planned.execute(&problem, &pack)
+    let plan = Plan::new(problem, planned);
+    // SAFETY: forwarded contract: the pointers are valid for the overridden extents, and the
+    // workspace holds the context's size, at least the new plan's (checked above).
+    unsafe { plan.execute(stream, workspace, buffers) }
 }
 
 /// The context's own graph decoded once already; failing now is our bug, not the caller's.

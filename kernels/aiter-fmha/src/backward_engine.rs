@@ -3,6 +3,7 @@
 //! lengths), the LSE pre-pass (stats → AITER's layout), `aiter::mha_bwd` through the shim, the
 //! zero-length-batch fix-up. A child of [`super`] so that it shares the engine's loaded parts.
 
+use ragged_core::binding::Call;
 use std::sync::Arc;
 
 use super::AiterEngine;
@@ -71,6 +72,29 @@ impl AiterEngine {
                 .entry(device)
                 .or_insert(compiled),
         ))
+    }
+
+    /// [`Self::execute_backward`] on `call`'s stream and workspace.
+    pub fn execute_backward_call(
+        &self,
+        problem: &AiterBackwardProblem,
+        plan: &AiterBackwardPlan,
+        buffers: &BackwardBuffers,
+        call: &Call<'_>,
+    ) -> Result<(), AiterError> {
+        // SAFETY: every address in `buffers` is one of `call`'s device pointers (device memory
+        // of the stream's device for its declared extent until the stream completes the work;
+        // the gradients overlap no input) or 0 for a tensor the problem lacks; the workspace is
+        // the call's, of the plan's size; the stream is the call's, NULL or live.
+        unsafe {
+            self.execute_backward(
+                problem,
+                plan,
+                buffers,
+                call.workspace().bytes,
+                call.stream().raw() as usize,
+            )
+        }
     }
 
     /// Enqueues the backward on `stream` (a `hipStream_t` as an integer; 0 = null stream).

@@ -2,6 +2,7 @@
 //! `aiter::mha_fwd` through the shim, fix-up kernel — all enqueued on the caller's stream with
 //! no host synchronisation and no allocation.
 
+use ragged_core::binding::Call;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -160,6 +161,29 @@ impl AiterEngine {
         Ok(Arc::clone(
             self.kernels.lock().entry(device).or_insert(compiled),
         ))
+    }
+
+    /// [`Self::execute`] on `call`'s stream and workspace.
+    pub fn execute_call(
+        &self,
+        problem: &AiterProblem,
+        plan: &AiterPlan,
+        buffers: &DeviceBuffers,
+        call: &Call<'_>,
+    ) -> Result<(), AiterError> {
+        // SAFETY: every address in `buffers` is one of `call`'s device pointers (device memory
+        // of the stream's device for its declared extent until the stream completes the work)
+        // or 0 for a tensor the problem lacks; the workspace is the call's, of the plan's size;
+        // the stream is the call's, NULL or live.
+        unsafe {
+            self.execute(
+                problem,
+                plan,
+                buffers,
+                call.workspace().bytes,
+                call.stream().raw() as usize,
+            )
+        }
     }
 
     /// Enqueues the forward on `stream` (a `hipStream_t` as an integer; 0 = null stream).

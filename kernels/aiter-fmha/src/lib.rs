@@ -29,6 +29,7 @@
 //!   kernels, and the mirror of `ragged_aiter_shim_bwd.h`. The engine runs it only when the shim
 //!   finds AITER's `libmha_bwd.so` exporting `aiter::mha_bwd`.
 
+pub mod adapter;
 pub mod applicability;
 pub mod asm_kernels;
 pub mod backward;

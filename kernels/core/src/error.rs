@@ -492,6 +492,41 @@ pub enum KernelError {
         seq_axis: usize,
     },
 
+    // ---- one call's bindings ----------------------------------------------------------------
+    /// An engine asked a call for a buffer its problem does not declare in that form: a bug of
+    /// the engine or the binder, never of the caller.
+    #[error("tensor uid {uid} is not bound in this call in the form the engine reads it")]
+    Unbound {
+        /// The uid asked for.
+        uid: i64,
+    },
+    /// A scale read at execute is NaN or infinite (as the kernels' f32).
+    #[error(
+        "invalid value: scale_tensor_uid tensor uid {uid} holds the scale {value} at execute; a \
+         finite scale is required"
+    )]
+    NonFiniteScale {
+        /// The scale tensor's uid.
+        uid: i64,
+        /// Its value.
+        value: f32,
+    },
+    /// A device-resident scale reached a GPU engine, which declines one at planning.
+    #[error(
+        "scale_tensor_uid tensor uid {uid} is a device-resident scale, which GPU engines decline \
+         at planning; it reached execute"
+    )]
+    DeviceScale {
+        /// The scale tensor's uid.
+        uid: i64,
+    },
+    /// A GPU engine's own failure, with what it means for the caller.
+    #[error("{0}")]
+    Engine(EngineFailure),
+    /// A state the plan should have made impossible.
+    #[error("internal error: {0}")]
+    Internal(String),
+
     // ---- graphs -----------------------------------------------------------------------------
     /// A pointwise mode outside the set the CPU executor runs.
     #[error("pointwise mode {mode} is not supported by the CPU executor")]
@@ -501,7 +536,87 @@ pub enum KernelError {
     },
 }
 
+/// What a failure means for the caller, which the plugin turns into its status code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// The values in the caller's buffers (offsets, seq_lens, a scale): INVALID_VALUE.
+    CallerValues,
+    /// The caller's arguments (a pointer, a workspace): BAD_PARAM.
+    CallerArguments,
+    /// The host could not allocate what the problem needs: ALLOC_FAILED.
+    OutOfMemory,
+    /// Ours: a runtime, compiler or engine failure: INTERNAL_ERROR.
+    Internal,
+}
+
+/// An engine's error with its [`Fault`]; the source keeps its own type for whoever inspects it.
+#[derive(Debug, Clone)]
+pub struct EngineFailure {
+    /// The engine's name, which prefixes the message.
+    pub engine: &'static str,
+    pub fault: Fault,
+    pub source: std::sync::Arc<dyn std::error::Error + Send + Sync>,
+}
+
+impl fmt::Display for EngineFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.engine, self.source)
+    }
+}
+
+impl PartialEq for EngineFailure {
+    fn eq(&self, other: &Self) -> bool {
+        self.engine == other.engine
+            && self.fault == other.fault
+            && self.source.to_string() == other.source.to_string()
+    }
+}
+
 impl KernelError {
+    /// An engine's own error.
+    pub fn engine(
+        engine: &'static str,
+        fault: Fault,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        KernelError::Engine(EngineFailure {
+            engine,
+            fault,
+            source: std::sync::Arc::new(source),
+        })
+    }
+
+    /// Whose fault this is: bad offset or seq_len contents and non-finite scales are the
+    /// caller's values; unusable pointers its arguments; a staging copy too large for the host
+    /// is out of memory; anything else means the plan let through what the kernel cannot run,
+    /// which is ours.
+    pub fn fault(&self) -> Fault {
+        use KernelError as K;
+        match self {
+            K::InTensor { source, .. } => source.fault(),
+            K::Engine(failure) => failure.fault,
+            K::OffsetOverflow { .. }
+            | K::FirstOffsetNotZero { .. }
+            | K::OffsetsDecrease { .. }
+            | K::PartialRow { .. }
+            | K::ExtentAboveMax { .. }
+            | K::OffsetsBeyondBuffer { .. }
+            | K::RowsOutsideBatch { .. }
+            | K::RowsBeyondExtent { .. }
+            | K::ExtentMismatch { .. }
+            | K::SeqLenOutOfRange { .. }
+            | K::NonFiniteScale { .. }
+            // A buffer beyond isize::MAX bytes is the caller's geometry (planning declines it
+            // first).
+            | K::ExtentAboveIsizeMax { .. } => Fault::CallerValues,
+            K::NullPointer { .. } | K::Misaligned { .. } | K::ByteLengthNotWhole { .. } => {
+                Fault::CallerArguments
+            }
+            K::StagingTooLarge { .. } => Fault::OutOfMemory,
+            _ => Fault::Internal,
+        }
+    }
+
     /// Attaches the graph uid of the tensor the error is about.
     #[must_use]
     pub fn for_tensor(self, uid: i64) -> Self {

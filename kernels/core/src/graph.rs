@@ -2,9 +2,9 @@
 //! and the CPU executor runs (this crate knows no wire format). Tensors carry what `TensorAttributes`
 //! carries that execution needs; nodes carry resolved parameters.
 
+use crate::dtype::DataType;
 use crate::error::KernelError;
 use crate::params::SdpaParams;
-use crate::dtype::DataType;
 
 /// A tensor of the graph (RFC §4.9: the graph carries the aux uid; its values come at execute).
 #[derive(Debug, Clone, PartialEq)]

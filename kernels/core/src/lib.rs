@@ -9,8 +9,10 @@
 //!
 //! Nothing here knows a graph, a wire format, a GPU or a C pointer's origin.
 
+pub mod binding;
 pub mod contract;
 pub mod dtype;
+pub mod engine;
 pub mod error;
 pub mod graph;
 pub mod mask;
@@ -20,7 +22,7 @@ pub mod tensor;
 
 pub use contract::Decline;
 pub use dtype::{DataType, Element, FloatElement, HostData, HostDataMut};
-pub use error::{BackwardFeature, KernelError, Role};
+pub use error::{BackwardFeature, EngineFailure, Fault, KernelError, Role};
 pub use mask::{DiagonalAlignment, MaskBand};
 pub use params::SdpaParams;
 pub use problem::{

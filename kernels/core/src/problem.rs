@@ -436,8 +436,8 @@ impl BackwardProblem {
     }
 }
 
-/// Problem builders for unit tests, here and (feature `test-support`) in the engine crates.
-#[cfg(any(test, feature = "test-support"))]
+/// Problem builders for unit tests, here and in the crates above (the engines, the plugin).
+#[doc(hidden)]
 pub mod test_support {
     use super::*;
 

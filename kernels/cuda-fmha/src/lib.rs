@@ -2,9 +2,11 @@
 //!
 //! * [`forward`]: the forward's plan (which kernel, which grid), its launcher and device ABI.
 //! * [`backward`]: the backward's plan and launcher, sharing the forward's loading and geometry.
+//! * [`adapter`]: the engine as the plugin lists, plans and executes it.
 //!
 //! The CUDA sources live in `cuda/` beside this crate; `build.rs` splices each program into one
 //! string that NVRTC compiles at first use on the user's machine.
 
+pub mod adapter;
 pub mod backward;
 pub mod forward;

@@ -8,6 +8,7 @@ pub mod cuda;
 pub mod hip;
 pub mod launch;
 pub mod library;
+pub mod library_dir;
 pub mod probe;
 
 /// Where an address points, as far as the CPU is concerned.

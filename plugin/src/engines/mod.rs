@@ -12,124 +12,29 @@
 //!   hipRTC and the AITER shim (next to this library or at `$RAGGED_SDPA_AITER_SHIM`);
 //! - `RAGGED_SDPA_HOST_REFERENCE`: listed when the process has no GPU runtime (every pointer is
 //!   then host memory) or when `HIPDNN_RAGGED_SDPA_HOST_ENGINE=1` asks for it; next to CUDA it
-//!   then copies device tensors to the host and back (see [`crate::engines::host::staging`]).
+//!   then copies device tensors to the host and back (see [`crate::binder::host_memory`]).
 //!
 //! Every engine left out gets one INFO line naming what was missing.
 //!
-//! Each engine lives in one module and implements [`Planner`]: its own listing probe, and from the
-//! graph's [`RaggedSdpaProblem`] its own [`Planned`] (or a [`Decline`] naming uid, field, value
-//! and need), which an execution context holds and runs. Nothing here dispatches on engine ids;
-//! adding an engine is its module plus its static [`Engine`] and one entry in [`ENGINES`].
+//! Each engine lives in its own crate and implements [`Planner`]: its own listing probe, and from
+//! the accepted [`Problem`] its own [`Planned`] (or a [`Decline`] naming uid, field, value and
+//! need), which an execution context holds and runs. Nothing here dispatches on engine ids;
+//! adding an engine is its crate plus its static [`Engine`] and one entry in [`ENGINES`].
 
-pub mod aiter;
-pub mod cuda;
-pub mod host;
-
-use std::ffi::{CStr, c_void};
+use std::ffi::CStr;
 use std::fmt;
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 
 use ragged_core::Decline;
-use ragged_core::problem::RaggedSdpaProblem;
-use ragged_engine_aiter as kernels_aiter;
+use ragged_core::engine::{Listing, Planned, Planner, Problem, Reach};
+use ragged_engine_aiter::adapter::AiterFmha;
+use ragged_engine_cuda::adapter::CudaFmha;
+use ragged_engine_host::HostReference;
 
 use crate::abi::types::Severity;
-use ragged_core::problem::BackwardProblem;
+use crate::binder::host_memory;
 use crate::engine_id::engine_name_to_id;
-use crate::error::PluginError;
-use crate::graph_plan::GraphPlan;
 use crate::logging;
-use crate::variant_pack::VariantPack;
-
-pub use host::{HOST_ENGINE_ENV, host_engine_offered};
-
-/// What an engine's probe found: whether to list it, and the INFO line that says why.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Listing {
-    pub listed: bool,
-    pub line: Option<String>,
-}
-
-/// An engine's process-time and graph-time halves.
-pub trait Planner: Sync {
-    /// Whether this engine can run in this process (probed once; the list is cached).
-    fn listing(&self) -> Listing;
-
-    /// This engine's plan for `problem`, or why it cannot run it.
-    fn plan(&self, problem: &RaggedSdpaProblem) -> Result<Box<dyn Planned>, Decline>;
-
-    /// This engine's plan for a multi-node graph ([`crate::graph_plan`]); only the host engine
-    /// runs one, through the CPU executor.
-    fn plan_graph(&self, graph: &Arc<GraphPlan>) -> Result<Box<dyn Planned>, Decline> {
-        Err(Decline::graph(
-            "nodes",
-            graph.exec.nodes.len(),
-            "a single SdpaAttributes node: this engine does not run multi-node or pointwise \
-             graphs (the host reference engine does)",
-        ))
-    }
-
-    /// This engine's plan for a single SDPA backward node ([`crate::backward_problem`]); only
-    /// the host engine runs one, through the CPU reference backward.
-    fn plan_backward(&self, problem: &Arc<BackwardProblem>) -> Result<Box<dyn Planned>, Decline> {
-        let _ = problem;
-        Err(Decline::graph(
-            "node attributes",
-            "SdpaBackwardAttributes (union tag 15)",
-            "SdpaAttributes: this engine has no backward kernels (the host reference engine \
-             runs the backward)",
-        ))
-    }
-}
-
-/// One engine's plan for one graph, owned by an execution context and shared by every thread
-/// executing it (nothing in a plan changes after creation).
-pub trait Planned: fmt::Debug + Send + Sync {
-    /// Device scratch the caller allocates for each execute.
-    fn workspace_size(&self) -> usize;
-
-    /// Moves one-time GPU work (kernel compilation and loading) out of the first execute.
-    ///
-    /// # Safety
-    /// `stream` is NULL or a live stream.
-    unsafe fn prepare(&self, stream: *mut c_void) -> Result<(), PluginError> {
-        let _ = stream;
-        Ok(())
-    }
-
-    /// Runs the plan over one call's variant pack (whose creation carried the caller's
-    /// promises about every pointer, the workspace and the stream). Forward plans implement
-    /// it; a backward plan holds its own problem and refuses a forward one here, in one place
-    /// for every engine.
-    fn execute(
-        &self,
-        problem: &RaggedSdpaProblem,
-        pack: &VariantPack<'_>,
-    ) -> Result<(), PluginError> {
-        let _ = (problem, pack);
-        Err(PluginError::Engine(
-            "this plan runs an SDPA backward, not a forward".to_owned(),
-        ))
-    }
-
-    /// Runs a multi-node graph plan over one call's variant pack; only plans from
-    /// [`Planner::plan_graph`] implement it.
-    fn execute_graph(&self, pack: &VariantPack<'_>) -> Result<(), PluginError> {
-        let _ = pack;
-        Err(PluginError::Engine(
-            "this plan runs a single SDPA node, not a multi-node graph".to_owned(),
-        ))
-    }
-
-    /// Runs a backward plan (which holds its own problem) over one call's variant pack; only
-    /// plans from [`Planner::plan_backward`] implement it.
-    fn execute_backward(&self, pack: &VariantPack<'_>) -> Result<(), PluginError> {
-        let _ = pack;
-        Err(PluginError::Engine(
-            "this plan runs an SDPA forward, not a backward".to_owned(),
-        ))
-    }
-}
 
 /// One engine: its upper-snake-case name (static C storage, as `GetEngineName` hands it out),
 /// the id derived from it, and its planner.
@@ -144,22 +49,15 @@ impl Engine {
         self.name.to_str().unwrap_or("<non-utf8 engine name>")
     }
 
-    /// This engine's plan for `problem`, or why it declines.
-    pub fn plan(&self, problem: &RaggedSdpaProblem) -> Result<Box<dyn Planned>, Decline> {
-        self.planner.plan(problem)
-    }
-
-    /// This engine's plan for a multi-node graph, or why it declines.
-    pub fn plan_graph(&self, graph: &Arc<GraphPlan>) -> Result<Box<dyn Planned>, Decline> {
-        self.planner.plan_graph(graph)
-    }
-
-    /// This engine's plan for an SDPA backward node, or why it declines.
-    pub fn plan_backward(
-        &self,
-        problem: &Arc<BackwardProblem>,
-    ) -> Result<Box<dyn Planned>, Decline> {
-        self.planner.plan_backward(problem)
+    /// This engine's plan for `problem`, or why it declines. A plan that reads host memory
+    /// also needs the process to reach the caller's memory (host memory, or a GPU runtime that
+    /// can copy it).
+    pub fn plan(&self, problem: &Problem) -> Result<Box<dyn Planned>, Decline> {
+        let planned = self.planner.plan(problem)?;
+        if planned.reach() == Reach::Host {
+            host_memory::check_reachable()?;
+        }
+        Ok(planned)
     }
 }
 
@@ -184,21 +82,21 @@ impl Eq for Engine {}
 pub static HOST_REFERENCE: Engine = Engine {
     name: c"RAGGED_SDPA_HOST_REFERENCE",
     id: engine_name_to_id("RAGGED_SDPA_HOST_REFERENCE"),
-    planner: &host::HostReference,
+    planner: &HostReference,
 };
 
 /// `RAGGED_SDPA_CUDA_FMHA`: the project's ragged FMHA kernels, compiled by NVRTC at first use.
 pub static CUDA_FMHA: Engine = Engine {
     name: c"RAGGED_SDPA_CUDA_FMHA",
     id: engine_name_to_id("RAGGED_SDPA_CUDA_FMHA"),
-    planner: &cuda::CudaFmha,
+    planner: &CudaFmha,
 };
 
 /// `RAGGED_SDPA_AITER_FMHA`: AITER's FMHA through the shim, on ROCm.
 pub static AITER_FMHA: Engine = Engine {
     name: c"RAGGED_SDPA_AITER_FMHA",
-    id: engine_name_to_id(kernels_aiter::ENGINE_NAME),
-    planner: &aiter::AiterFmha,
+    id: engine_name_to_id(ragged_engine_aiter::ENGINE_NAME),
+    planner: &AiterFmha,
 };
 
 /// Every engine of this library, in preference order (GPU engines first). Adding an engine is
@@ -264,16 +162,6 @@ mod tests {
     use super::*;
     use std::ffi::OsStr;
 
-    #[test]
-    fn host_engine_rule() {
-        assert!(host_engine_offered(false, None));
-        assert!(host_engine_offered(false, Some(OsStr::new("0"))));
-        assert!(!host_engine_offered(true, None));
-        assert!(!host_engine_offered(true, Some(OsStr::new("0"))));
-        assert!(!host_engine_offered(true, Some(OsStr::new("yes"))));
-        assert!(host_engine_offered(true, Some(OsStr::new("1"))));
-    }
-
     /// The three engines' listing rules over the given probe results.
     fn probes(
         cuda: bool,
@@ -293,9 +181,18 @@ mod tests {
         };
         let env = env.map(OsStr::new);
         vec![
-            (&CUDA_FMHA, cuda::listing_for(cuda_probe)),
-            (&AITER_FMHA, aiter::listing_for(aiter_probe)),
-            (&HOST_REFERENCE, host::listing_for(gpu_runtime, env)),
+            (
+                &CUDA_FMHA,
+                ragged_engine_cuda::adapter::listing_for(cuda_probe),
+            ),
+            (
+                &AITER_FMHA,
+                ragged_engine_aiter::adapter::listing_for(aiter_probe),
+            ),
+            (
+                &HOST_REFERENCE,
+                ragged_engine_host::listing_for(gpu_runtime, env),
+            ),
         ]
     }
 
@@ -372,12 +269,19 @@ mod tests {
     fn gpu_engine_ids_are_the_hashes_of_their_names() {
         assert_eq!(CUDA_FMHA.id, -8390111541657994951);
         assert_eq!(AITER_FMHA.id, -7892907548674631411);
-        assert_eq!(AITER_FMHA.name_str(), kernels_aiter::ENGINE_NAME);
+        assert_eq!(AITER_FMHA.name_str(), ragged_engine_aiter::ENGINE_NAME);
+        assert_eq!(
+            CUDA_FMHA.name_str(),
+            ragged_engine_cuda::adapter::ENGINE_NAME
+        );
     }
 
     #[test]
     fn host_engine_id_is_the_hash_of_its_name() {
         assert_eq!(HOST_REFERENCE.id, 8202884889727546333);
-        assert_eq!(HOST_REFERENCE.name_str(), "RAGGED_SDPA_HOST_REFERENCE");
+        assert_eq!(HOST_REFERENCE.name_str(), ragged_engine_host::ENGINE_NAME);
     }
 }
+
+#[cfg(test)]
+mod plan_tests;

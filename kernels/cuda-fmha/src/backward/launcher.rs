@@ -5,6 +5,7 @@
 //! seq_lens on the device, and the dQ kernel's longest-first tile list), Di = rowsum(dO ∘ O) into
 //! the workspace, the dK/dV kernel and the dQ kernel. No atomics: each output row has one writer.
 
+use ragged_core::binding::{Call, Stream};
 use std::sync::{Arc, OnceLock};
 
 use cudarc::driver::sys::CUstream;
@@ -100,6 +101,27 @@ impl BackwardEngine {
             .modules
             .load(ctx, entries.chain(wgmma), device_abi::check_config)?;
         Ok((load.kernels, load.arch))
+    }
+
+    /// [`Self::prepare`] on a call's stream.
+    pub fn prepare_on(&self, stream: Stream<'_>) -> Result<(), GpuError> {
+        // SAFETY: a call's stream is NULL or live for the call.
+        unsafe { self.prepare(stream.raw().cast()) }
+    }
+
+    /// [`Self::execute`] on `call`'s stream, over buffers read from `call`.
+    pub fn execute_call(
+        &self,
+        plan: &BackwardPlan,
+        call: &Call<'_>,
+        buffers: &BackwardBuffers,
+        mode: ExecuteMode,
+    ) -> Result<(), GpuError> {
+        // SAFETY: every address in `buffers` is one of `call`'s device pointers (device memory
+        // of the stream's context for its declared extent until the stream completes the work;
+        // the gradients overlap no input) or 0 for a tensor the plan does not have; the workspace
+        // is the call's; the stream is the call's, NULL or live.
+        unsafe { self.execute(plan, call.stream().raw().cast(), buffers, mode) }
     }
 
     /// Enqueues the backward described by `plan` on `stream`.

@@ -7,6 +7,7 @@
 //! which reads the pre-pass's error flag back before the forward kernel is launched, so that
 //! invalid offsets give an error naming the tensor instead of silently skipped batches.
 
+use ragged_core::binding::{Call, Stream};
 use std::sync::{Arc, OnceLock};
 
 use cudarc::driver::sys::{self as cu, CUstream};
@@ -156,6 +157,27 @@ impl FmhaEngine {
                 .map(|kernel| (*kernel, ())),
             |kernel, (), raw| TileConfig::from_raw(kernel, raw),
         )
+    }
+
+    /// [`Self::prepare`] on a call's stream.
+    pub fn prepare_on(&self, stream: Stream<'_>) -> Result<Prepared, GpuError> {
+        // SAFETY: a call's stream is NULL or live for the call.
+        unsafe { self.prepare(stream.raw().cast()) }
+    }
+
+    /// [`Self::execute`] on `call`'s stream, over buffers read from `call`.
+    pub fn execute_call(
+        &self,
+        plan: &FmhaPlan,
+        call: &Call<'_>,
+        buffers: &FmhaBuffers,
+        mode: ExecuteMode,
+    ) -> Result<(), GpuError> {
+        // SAFETY: every address in `buffers` is one of `call`'s device pointers (device memory
+        // of the stream's context for its declared extent until the stream completes the work,
+        // outputs overlapping no input) or 0 for a tensor the plan does not have; the workspace
+        // is the call's; the stream is the call's, NULL or live.
+        unsafe { self.execute(plan, call.stream().raw().cast(), buffers, mode) }
     }
 
     /// Enqueues the forward pass described by `plan` on `stream`.

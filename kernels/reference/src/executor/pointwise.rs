@@ -9,9 +9,9 @@
 use half::{bf16, f16};
 
 use super::ExecutorError;
-use ragged_core::graph::{PointwiseOp, TensorDesc};
 use ragged_core::dtype::{HostData, HostDataMut};
 use ragged_core::error::KernelError;
+use ragged_core::graph::{PointwiseOp, TensorDesc};
 use ragged_core::tensor::{Tensor, TensorExt, TensorMut};
 
 /// One input: a tensor, or a constant baked into the graph.

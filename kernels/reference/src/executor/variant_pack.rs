@@ -8,8 +8,8 @@ use std::sync::Arc;
 use half::{bf16, f16};
 
 use super::ExecutorError;
-use ragged_core::graph::TensorDesc;
 use ragged_core::dtype::{DataType, HostData, HostDataMut};
+use ragged_core::graph::TensorDesc;
 use ragged_core::tensor::{DenseTensor, RaggedTensor, Tensor, TensorMut, TensorMutExt};
 
 /// One caller-bound buffer: read-only for inputs, writable for outputs.

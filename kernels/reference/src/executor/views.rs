@@ -5,9 +5,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::ExecutorError;
-use ragged_core::graph::TensorDesc;
 use super::variant_pack::{Binding, Slot, VariantPack, make_shallow_aux};
 use ragged_core::dtype::{HostData, HostDataMut};
+use ragged_core::graph::TensorDesc;
 use ragged_core::tensor::{BorrowedStorage, Dense, Ragged, RaggedLayout, Tensor, TensorMut};
 
 /// Offset auxes resolved once per execute, shared by every view of every ragged tensor.

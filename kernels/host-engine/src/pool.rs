@@ -1,12 +1,12 @@
-//! The plugin's own worker threads, for the CPU reference's parallel loops.
+//! The engine's own worker threads, for the CPU reference's parallel loops.
 //!
 //! A process-wide pool would start threads that live as long as the process; their thread-local
 //! destructors point into this library, so glibc never unmaps it on `dlclose` (issue 13 item 7:
 //! with rayon's global pool 100 of 100 unload loops left it resident, and its statics — a
-//! logging callback among them — survived into the next `dlopen`). Instead the plugin owns a
+//! logging callback among them — survived into the next `dlopen`). Instead the engine owns a
 //! [`ragged_reference::parallel::Pool`], started on the first execute that needs it and shut down,
-//! threads joined, when the last engine handle is destroyed: after that no thread runs our code
-//! and `dlclose` unmaps the library.
+//! threads joined, when the plugin's last engine handle is destroyed or the library is unloaded
+//! ([`shut_down`]): after that no thread runs our code and `dlclose` unmaps the library.
 //!
 //! The tile products are the kernels' own single-threaded micro-kernel (`kernels/reference/src/gemm.rs`), so
 //! no library underneath starts threads of its own.
@@ -22,17 +22,17 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use ragged_reference::parallel::{self, Joiner, Pool, ThreadMain};
 
-use crate::error::PluginError;
+use ragged_core::KernelError;
 
 static POOL: Mutex<Option<Arc<Pool>>> = Mutex::new(None);
 
-fn start() -> Result<Pool, PluginError> {
+fn start() -> Result<Pool, KernelError> {
     // The calling thread takes part in every loop, so one thread fewer is started.
     Pool::start(parallel::configured_threads() - 1, |main| {
         let thread = PosixThread::spawn(main)?;
         Ok(Box::new(move || thread.join()) as Joiner)
     })
-    .map_err(|e| PluginError::Engine(format!("cannot start the worker pool: {e}")))
+    .map_err(|e| KernelError::Internal(format!("cannot start the worker pool: {e}")))
 }
 
 /// `pthread_t` on Linux (glibc and musl: an unsigned long).
@@ -80,9 +80,9 @@ extern "C" fn run_worker(arg: *mut c_void) -> *mut c_void {
     std::ptr::null_mut()
 }
 
-/// Runs `work` on the calling thread with the plugin's pool running its parallel loops,
+/// Runs `work` on the calling thread with the engine's pool running its parallel loops,
 /// starting the pool if needed.
-pub fn install<R>(work: impl FnOnce() -> R) -> Result<R, PluginError> {
+pub fn install<R>(work: impl FnOnce() -> R) -> Result<R, KernelError> {
     let pool = {
         let mut slot = POOL.lock();
         match slot.as_ref() {

@@ -1,5 +1,6 @@
-//! The folder this library was loaded from: the AITER shim is looked for next to the plugin
-//! (kernels/aiter-fmha/shim/README.md), because hipDNN installs plugins as a folder of `.so` files.
+//! The folder the library holding this code was loaded from: the AITER shim is looked for next to
+//! the plugin (kernels/aiter-fmha/shim/README.md), because hipDNN installs plugins as a folder of
+//! `.so` files.
 //!
 //! `/proc/self/maps` names the file mapped at each address range, so the range holding one of
 //! this library's own functions names the plugin, with no `dladdr` (and no libc binding) needed.

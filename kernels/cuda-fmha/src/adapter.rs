@@ -1,0 +1,294 @@
+//! `RAGGED_SDPA_CUDA_FMHA` as the plugin sees it: the listing probe, the plans (the shared GPU
+//! contract, then the CUDA kernels' limits) and one execute on the call's stream.
+//!
+//! hipDNN on NVIDIA passes a `cudaStream_t` where the ABI says `hipStream_t` (ragged-sdpa.md §6),
+//! so the call's stream is the stream the kernels are enqueued on; NULL is the legacy default
+//! stream. Nothing here synchronizes: offsets are read on the device by the pre-pass, unless
+//! `HIPDNN_RAGGED_SDPA_VALIDATE=1` asks for the validating mode (one synchronization after the
+//! pre-pass, and invalid offsets become an INVALID_VALUE naming the tensor; on a stream being
+//! captured into a CUDA graph, where that synchronisation is forbidden, the execute is refused with
+//! BAD_PARAM before anything is enqueued, so the caller's capture stays valid).
+
+use std::sync::{Arc, OnceLock};
+
+use ragged_core::binding::{Call, Stream};
+use ragged_core::engine::{self, Listing, Planned, Planner, Problem, Reach};
+use ragged_core::problem::{BackwardProblem, Operand, RaggedSdpaProblem};
+use ragged_core::{Decline, Fault, KernelError};
+use ragged_gpu_runtime::cuda::{GpuError, TensorRole, runtime};
+
+use crate::backward::{self, BackwardBuffers, BackwardEngine, BackwardPlan};
+use crate::forward::{self, ExecuteMode, FmhaBuffers, FmhaEngine, FmhaPlan};
+
+/// The engine's name as `GetEngineName` reports it.
+pub const ENGINE_NAME: &str = "RAGGED_SDPA_CUDA_FMHA";
+
+/// Environment variable selecting [`ExecuteMode::Validate`].
+pub const VALIDATE_ENV: &str = "HIPDNN_RAGGED_SDPA_VALIDATE";
+
+/// The engine.
+pub struct CudaFmha;
+
+impl Planner for CudaFmha {
+    fn listing(&self) -> Listing {
+        listing_for(probe())
+    }
+
+    fn plan(&self, problem: &Problem) -> Result<Box<dyn Planned>, Decline> {
+        match problem {
+            Problem::Forward(p) => Ok(Box::new(ForwardPlan {
+                plan: forward::plan(p)?,
+                problem: Arc::clone(p),
+            })),
+            Problem::Backward(p) => Ok(Box::new(plan_backward(p)?)),
+            Problem::Graph(g) => Err(engine::multi_node_declined(g)),
+        }
+    }
+}
+
+/// The forward kernels' plan for one problem.
+#[derive(Debug)]
+pub struct ForwardPlan {
+    pub problem: Arc<RaggedSdpaProblem>,
+    pub plan: FmhaPlan,
+}
+
+impl Planned for ForwardPlan {
+    fn reach(&self) -> Reach {
+        Reach::Device
+    }
+
+    fn workspace_size(&self) -> usize {
+        usize::try_from(self.plan.workspace_bytes()).unwrap_or(usize::MAX)
+    }
+
+    /// Compiles and loads the kernels for the stream's device now, so the first execute does
+    /// not pay for NVRTC.
+    fn prepare(&self, stream: Stream<'_>) -> Result<(), KernelError> {
+        FmhaEngine::global().prepare_on(stream).map_err(failure)?;
+        Ok(())
+    }
+
+    fn execute(&self, call: &mut Call<'_>) -> Result<(), KernelError> {
+        // The plan made at CreateExecutionContext, with this call's scale (a runtime
+        // pass-by-value scalar may change from one execute to the next).
+        let plan = FmhaPlan {
+            scale: call.scale(self.problem.scale)?,
+            ..self.plan.clone()
+        };
+        let buffers = forward_buffers(&self.problem, &plan, call)?;
+        FmhaEngine::global()
+            .execute_call(&plan, call, &buffers, mode())
+            .map_err(failure)
+    }
+}
+
+/// The backward kernels' plan for one backward node.
+#[derive(Debug)]
+pub struct BackwardKernelsPlan {
+    pub problem: Arc<BackwardProblem>,
+    pub plan: BackwardPlan,
+}
+
+/// The backward kernels' plan; every refusal names uid, field, value and need.
+pub fn plan_backward(problem: &Arc<BackwardProblem>) -> Result<BackwardKernelsPlan, Decline> {
+    let p = &**problem;
+    let plan = backward::plan(
+        &p.forward,
+        backward::Gradients {
+            d_o: &p.d_o,
+            dq: &p.dq,
+            dk: &p.dk,
+            dv: &p.dv,
+        },
+    )?;
+    Ok(BackwardKernelsPlan {
+        problem: Arc::clone(problem),
+        plan,
+    })
+}
+
+impl Planned for BackwardKernelsPlan {
+    fn reach(&self) -> Reach {
+        Reach::Device
+    }
+
+    fn workspace_size(&self) -> usize {
+        usize::try_from(self.plan.workspace_bytes()).unwrap_or(usize::MAX)
+    }
+
+    /// Compiles and loads the backward kernels for the stream's device now.
+    fn prepare(&self, stream: Stream<'_>) -> Result<(), KernelError> {
+        BackwardEngine::global().prepare_on(stream).map_err(failure)
+    }
+
+    fn execute(&self, call: &mut Call<'_>) -> Result<(), KernelError> {
+        let p = &*self.problem;
+        let mut plan = self.plan.clone();
+        plan.forward.scale = call.scale(p.forward.scale)?;
+        // The workspace is the backward plan's (it holds the forward's records and more), checked
+        // before any tensor; Q, K, V, O, the LSE, offsets and seq_lens are bound as the forward
+        // binds them.
+        let workspace_bytes = plan.workspace_bytes();
+        let workspace = workspace_address(call, workspace_bytes)?;
+        let forward = FmhaBuffers {
+            workspace,
+            workspace_bytes,
+            ..forward_buffers(&p.forward, &plan.forward, call)?
+        };
+        let address = |t: &Operand| call.device(t.uid).map(|d| d.address());
+        let buffers = BackwardBuffers {
+            forward,
+            d_o: address(&p.d_o)?,
+            dq: address(&p.dq)?,
+            dk: address(&p.dk)?,
+            dv: address(&p.dv)?,
+        };
+        BackwardEngine::global()
+            .execute_call(&plan, call, &buffers, mode())
+            .map_err(failure)
+    }
+}
+
+/// The call's device addresses in the forward launcher's form (0 for absent optional tensors).
+fn forward_buffers(
+    problem: &RaggedSdpaProblem,
+    plan: &FmhaPlan,
+    call: &Call<'_>,
+) -> Result<FmhaBuffers, KernelError> {
+    let address = |t: &Operand| call.device(t.uid).map(|d| d.address());
+    let aux = |t: &Operand| call.device_address(t.ragged.map(|r| r.uid));
+    let (lse, lse_offsets) = match &problem.stats {
+        Some(stats) => (address(stats)?, aux(stats)?),
+        None => (0, 0),
+    };
+    let workspace_bytes = plan.workspace_bytes();
+    let workspace = workspace_address(call, workspace_bytes)?;
+    Ok(FmhaBuffers {
+        q: address(&problem.q)?,
+        k: address(&problem.k)?,
+        v: address(&problem.v)?,
+        o: address(&problem.o)?,
+        lse,
+        q_offsets: aux(&problem.q)?,
+        kv_offsets: aux(&problem.k)?,
+        lse_offsets,
+        seq_len_q: call.device_address(problem.seq_len_q.map(|s| s.uid))?,
+        seq_len_kv: call.device_address(problem.seq_len_kv.map(|s| s.uid))?,
+        workspace,
+        workspace_bytes,
+    })
+}
+
+/// The call's workspace address, refused when absent while the plan needs `workspace_bytes`.
+fn workspace_address(call: &Call<'_>, workspace_bytes: u64) -> Result<u64, KernelError> {
+    match call.workspace().ptr {
+        Some(ptr) => Ok(ptr.address()),
+        None if workspace_bytes == 0 => Ok(0),
+        None => Err(failure(GpuError::BadPointer {
+            uid: -1,
+            role: TensorRole::Workspace,
+            address: 0,
+            problem: "is null but the plan needs workspace",
+        })),
+    }
+}
+
+/// CUDA engine errors by cause: offsets the device pre-pass rejected (validating mode) are the
+/// caller's values; unusable pointers, a short workspace or a stream under capture in validating
+/// mode are the caller's arguments; driver, compiler and contract failures are ours.
+pub fn failure(error: GpuError) -> KernelError {
+    let fault = match &error {
+        GpuError::InvalidOffsets { .. } => Fault::CallerValues,
+        GpuError::BadPointer { .. }
+        | GpuError::WorkspaceTooSmall { .. }
+        | GpuError::Unsupported { .. }
+        | GpuError::ValidatingUnderCapture { .. } => Fault::CallerArguments,
+        _ => Fault::Internal,
+    };
+    KernelError::engine(ENGINE_NAME, fault, error)
+}
+
+/// Listed when a usable CUDA device, driver and NVRTC are found (`Ok(summary)`).
+pub fn listing_for(probe: Result<String, String>) -> Listing {
+    match probe {
+        Ok(summary) => Listing {
+            listed: true,
+            line: Some(format!("{ENGINE_NAME} listed: {summary}")),
+        },
+        Err(reason) => Listing {
+            listed: false,
+            line: Some(format!("{ENGINE_NAME} not listed: {reason}")),
+        },
+    }
+}
+
+fn probe() -> Result<String, String> {
+    match runtime::probe() {
+        Ok(cuda) => Ok(format!(
+            "CUDA driver {}, NVRTC {}.{}, devices [{}]",
+            runtime::format_cuda_version(cuda.driver_version),
+            cuda.nvrtc_version.0,
+            cuda.nvrtc_version.1,
+            cuda.devices
+                .iter()
+                .map(|d| format!("{} {} ({})", d.ordinal, d.name, d.target.arch()))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
+        Err(error) => Err(error.to_string()),
+    }
+}
+
+/// Whether executes synchronize once to check offsets (read once per process).
+pub fn mode() -> ExecuteMode {
+    static MODE: OnceLock<ExecuteMode> = OnceLock::new();
+    *MODE.get_or_init(|| mode_for(std::env::var_os(VALIDATE_ENV).as_deref()))
+}
+
+fn mode_for(value: Option<&std::ffi::OsStr>) -> ExecuteMode {
+    if value == Some(std::ffi::OsStr::new("1")) {
+        ExecuteMode::Validate
+    } else {
+        ExecuteMode::Enqueue
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::OsStr;
+
+    #[test]
+    fn only_the_value_1_selects_validation() {
+        assert_eq!(mode_for(None), ExecuteMode::Enqueue);
+        assert_eq!(mode_for(Some(OsStr::new("0"))), ExecuteMode::Enqueue);
+        assert_eq!(mode_for(Some(OsStr::new("yes"))), ExecuteMode::Enqueue);
+        assert_eq!(mode_for(Some(OsStr::new("1"))), ExecuteMode::Validate);
+    }
+
+    #[test]
+    fn gpu_errors_map_by_cause_and_name_the_engine() {
+        let invalid = failure(GpuError::InvalidOffsets {
+            flag: 2,
+            problems: vec!["Q/O ragged_offset (uid 10): offsets decrease".into()],
+        });
+        assert_eq!(invalid.fault(), Fault::CallerValues);
+        assert_eq!(
+            invalid.to_string(),
+            "RAGGED_SDPA_CUDA_FMHA: device validation of ragged offsets failed (flag \
+             0x00000002): Q/O ragged_offset (uid 10): offsets decrease"
+        );
+        let pointer = failure(GpuError::BadPointer {
+            uid: 4,
+            role: TensorRole::O,
+            address: 8,
+            problem: "is not 16-byte aligned",
+        });
+        assert_eq!(pointer.fault(), Fault::CallerArguments);
+        let driver_missing = failure(GpuError::Unavailable {
+            reason: "no device".into(),
+        });
+        assert_eq!(driver_missing.fault(), Fault::Internal);
+    }
+}

@@ -1,0 +1,136 @@
+//! The host engine's SDPA forward: the call's host slices as tensors, then the CPU reference.
+//!
+//! The binder has already read and validated every offset (each ragged tensor arrives with its
+//! layout) and checked that O and the LSE overlap nothing else; the reference validates the rest
+//! before it writes, so a failing execute writes no output byte.
+
+use std::sync::Arc;
+
+use ragged_core::binding::Call;
+use ragged_core::engine::{Planned, Reach};
+use ragged_core::problem::RaggedSdpaProblem;
+use ragged_core::{KernelError, Role, SdpaParams};
+use ragged_reference::sdpa_forward;
+
+use crate::pool;
+use crate::views::{self, View};
+
+/// The host engine's plan for one SDPA forward: the problem is all it needs.
+#[derive(Debug)]
+pub struct HostForward {
+    problem: Arc<RaggedSdpaProblem>,
+}
+
+impl HostForward {
+    pub fn new(problem: Arc<RaggedSdpaProblem>) -> Self {
+        HostForward { problem }
+    }
+}
+
+impl Planned for HostForward {
+    fn reach(&self) -> Reach {
+        Reach::Host
+    }
+
+    fn execute(&self, call: &mut Call<'_>) -> Result<(), KernelError> {
+        let p = &*self.problem;
+        let scale = call.scale(p.scale)?;
+        let (q, k, v) = (
+            views::input(call, &p.q)?,
+            views::input(call, &p.k)?,
+            views::input(call, &p.v)?,
+        );
+        let mut o = views::output(call, &p.o)?;
+        let mut lse = p
+            .stats
+            .as_ref()
+            .map(|s| views::output(call, s))
+            .transpose()?;
+        let seq_len_q = p.seq_len_q.map(|s| views::index(call, s)).transpose()?;
+        let seq_len_kv = p.seq_len_kv.map(|s| views::index(call, s)).transpose()?;
+        let params = SdpaParams {
+            scale,
+            band: p.mask,
+        };
+        let forward = || {
+            sdpa_forward(
+                q.tensor(),
+                k.tensor(),
+                v.tensor(),
+                o.tensor_mut(),
+                lse.as_mut().map(View::tensor_mut),
+                seq_len_q.as_ref().map(|t| t as _),
+                seq_len_kv.as_ref().map(|t| t as _),
+                &params,
+            )
+        };
+        // A problem whose whole work is below INLINE_WORK runs on the caller's thread: waking a
+        // pool thread and waiting for it would cost more than it saves. Otherwise the parallel
+        // loops run on the engine's own pool, and only this CPU-only step.
+        let result = if forward_work(p) <= INLINE_WORK {
+            ragged_reference::sdpa::on_calling_thread(forward)
+        } else {
+            pool::install(forward)?
+        };
+        result.map_err(|error| name_tensor(error, p))
+    }
+}
+
+/// Multiply-adds below which the forward runs on the calling thread: about 50 µs of one core's
+/// work at the reference's tile throughput, against a few µs per pool hand-off.
+const INLINE_WORK: u128 = 1 << 20;
+
+/// An upper bound of the forward's multiply-adds from the graph's dims alone (every batch at
+/// S_max, every key admitted): B · H_q · S_q · S_kv · (D_qk + D_v).
+fn forward_work(problem: &RaggedSdpaProblem) -> u128 {
+    let dim = |x: i64| u128::try_from(x).unwrap_or(u128::MAX);
+    let [b, s_q, h_q, d_qk] = problem.q.bshd();
+    let [_, s_kv, _, _] = problem.k.bshd();
+    let d_v = problem.v.head_dim();
+    [b, h_q, s_q, s_kv]
+        .into_iter()
+        .map(dim)
+        .fold(dim(d_qk).saturating_add(dim(d_v)), u128::saturating_mul)
+}
+
+/// SDPA errors name a role; the backend needs the uid.
+pub fn name_tensor(error: KernelError, plan: &RaggedSdpaProblem) -> KernelError {
+    views::name_role(error, |role| match role {
+        Role::Q => Some(plan.q.uid),
+        Role::K => Some(plan.k.uid),
+        Role::V => Some(plan.v.uid),
+        Role::O => Some(plan.o.uid),
+        Role::Lse => plan.stats.as_ref().map(|s| s.uid),
+        Role::SeqLenQ => plan.seq_len_q.map(|s| s.uid),
+        Role::SeqLenKv => plan.seq_len_kv.map(|s| s.uid),
+        _ => None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ragged_core::problem::test_support::problem;
+
+    #[test]
+    fn sdpa_errors_about_an_output_name_its_uid() {
+        let plan = problem();
+        let error = name_tensor(
+            KernelError::RowsBeyondExtent {
+                role: Role::O,
+                batch: 0,
+                extent: 1,
+                rows: 2,
+                source_role: Role::Q,
+            },
+            &plan,
+        );
+        assert_eq!(
+            error.to_string(),
+            format!(
+                "tensor uid {}: O: batch 0 has sequence extent 1, below the 2 rows Q defines",
+                plan.o.uid
+            )
+        );
+    }
+}

@@ -1,0 +1,460 @@
+//! The variant pack of one execute, bound once against the problem's [`Signature`].
+//!
+//! [`bind`] is the single `unsafe` step of an execute: it takes the caller's promise about every
+//! pointer, the stream and the workspace, checks what can be checked (every declared uid bound
+//! once and non-NULL, each pointer aligned to its element, each host extent fixed by offsets it
+//! has read and validated, no output overlapping anything else), and returns a [`Call`] of
+//! typed values. Engines, the scale and the multi-node executor read that [`Call`] in safe code.
+//!
+//! For a plan of [`Reach::Host`] every buffer becomes a host slice of exactly its extent: index
+//! tensors (offsets, seq_lens) are bound first, because a ragged tensor's extent is
+//! `offsets[B] × multiplier` elements; next to a usable GPU runtime, device-resident buffers are
+//! copied to the host first and outputs back after the execute ([`host_memory`]). For a plan of
+//! [`Reach::Device`] every buffer becomes a device address the kernels read; a pass-by-value
+//! scale is read on the host either way.
+
+pub mod device_memory;
+pub mod host_memory;
+
+use std::collections::HashMap;
+use std::ffi::c_void;
+use std::num::NonZeroU64;
+use std::sync::Arc;
+
+use ragged_core::binding::{
+    Access, Bound, Call, Declared, DevicePtr, Kind, RaggedSpec, Signature, Stream, Workspace,
+};
+use ragged_core::engine::Reach;
+use ragged_core::problem::ScalarType;
+use ragged_core::tensor::{BorrowedStorage, RaggedLayout};
+use ragged_core::{DenseTensor, HostData, HostDataMut, KernelError, Tensor};
+
+use crate::abi::types::DeviceBuffer;
+use crate::error::PluginError;
+use crate::overlap::{self, Span};
+use host_memory::{HostMemory, Staged};
+
+/// The caller's bindings of one execute, before they are bound.
+#[derive(Debug, Clone, Copy)]
+pub struct Pack<'a> {
+    pub entries: &'a [DeviceBuffer],
+    pub stream: *mut c_void,
+    pub workspace: *mut c_void,
+}
+
+impl Pack<'_> {
+    /// The pointer bound to `declared`'s uid: present, bound once (checked by [`bind`]), and
+    /// not NULL.
+    fn pointer(&self, declared: &Declared) -> Result<NonZeroU64, PluginError> {
+        let (uid, role) = (declared.uid, declared.role);
+        let entry = self
+            .entries
+            .iter()
+            .find(|e| e.uid == uid)
+            .ok_or(PluginError::MissingBuffer { uid, role })?;
+        NonZeroU64::new(entry.ptr as u64).ok_or(PluginError::NullBuffer { uid, role })
+    }
+}
+
+/// Binds `pack` for a plan of `reach` whose workspace is `workspace_bytes`; host copies of
+/// device memory live in `staged` (write them back with [`Staged::write_back`] once the execute
+/// has succeeded).
+///
+/// # Safety
+/// For the whole call and until `pack.stream` completes the work it is given: every pointer in
+/// `pack.entries` is valid for the extent its buffer in `signature` implies (for a ragged tensor
+/// `offsets[B] × multiplier` elements), in memory the plan reaches (host memory, or device
+/// memory of the stream's context where the plan is a GPU plan or the binder stages device
+/// memory); inputs are not written by anyone meanwhile; a pass-by-value scale's pointer is a
+/// host pointer to one element of its type (plugin-abi.md §5.7); `pack.workspace` is NULL or
+/// holds `workspace_bytes` bytes; `pack.stream` is NULL or a live stream.
+pub unsafe fn bind<'call>(
+    signature: &'call Signature,
+    reach: Reach,
+    pack: Pack<'call>,
+    workspace_bytes: usize,
+    staged: &'call mut Staged,
+) -> Result<Call<'call>, PluginError> {
+    for (i, entry) in pack.entries.iter().enumerate() {
+        if pack.entries[..i].iter().any(|e| e.uid == entry.uid) {
+            return Err(PluginError::InvalidValue(format!(
+                "device_buffers binds tensor uid {} more than once",
+                entry.uid
+            )));
+        }
+    }
+    // SAFETY: `pack.stream` is NULL or live for the call (this function's contract).
+    let stream = unsafe { Stream::new(pack.stream) };
+    let workspace = Workspace {
+        // SAFETY: the caller's workspace holds `workspace_bytes` device bytes (contract).
+        ptr: NonZeroU64::new(pack.workspace as u64).map(|p| unsafe { DevicePtr::new(p) }),
+        bytes: workspace_bytes,
+    };
+    let n = signature.buffers().len();
+    let (bound, layouts) = match reach {
+        // SAFETY: forwarded contract.
+        Reach::Device => (unsafe { bind_device(signature, pack) }?, empty_layouts(n)),
+        // SAFETY: forwarded contract.
+        Reach::Host => unsafe { bind_host(signature, pack, staged) }?,
+    };
+    Call::new(signature, bound, layouts, stream, workspace).map_err(PluginError::from)
+}
+
+fn empty_layouts(n: usize) -> Vec<Option<RaggedLayout>> {
+    std::iter::repeat_with(|| None).take(n).collect()
+}
+
+/// # Safety
+/// As [`bind`].
+unsafe fn bind_device<'call>(
+    signature: &'call Signature,
+    pack: Pack<'call>,
+) -> Result<Vec<Bound<'call>>, PluginError> {
+    let mut bound = Vec::with_capacity(signature.buffers().len());
+    for declared in signature.buffers() {
+        let address = pack.pointer(declared)?;
+        bound.push(match declared.kind {
+            Kind::Scale {
+                dtype,
+                host_only: true,
+            } => {
+                // SAFETY: a pass-by-value scale is a host pointer to one element (contract).
+                Bound::Scale(unsafe { read_scalar(address, dtype) })
+            }
+            _ => {
+                aligned(declared, address)?;
+                // SAFETY: device memory of the stream's context for the declared extent
+                // (contract).
+                Bound::Device(unsafe { DevicePtr::new(address) })
+            }
+        });
+    }
+    Ok(bound)
+}
+
+/// Host slices of every declared buffer, with the layouts of the ragged ones.
+type HostBinding<'call> = (Vec<Bound<'call>>, Vec<Option<RaggedLayout>>);
+
+/// # Safety
+/// As [`bind`].
+unsafe fn bind_host<'call>(
+    signature: &'call Signature,
+    pack: Pack<'call>,
+    staged: &'call mut Staged,
+) -> Result<HostBinding<'call>, PluginError> {
+    let memory = HostMemory::of_process()?;
+    let buffers = signature.buffers();
+    let mut layouts = empty_layouts(buffers.len());
+    // Pass 1: where each buffer's host bytes are (the caller's, or a host copy of device
+    // memory) and how many; offsets come before the ragged tensors whose extent they fix.
+    let mut places: Vec<Place> = Vec::with_capacity(buffers.len());
+    let mut aux_copies: HashMap<i64, Arc<dyn Tensor>> = HashMap::new();
+    for (i, declared) in buffers.iter().enumerate() {
+        let address = pack.pointer(declared)?;
+        let bytes = match &declared.kind {
+            Kind::Scale { dtype, host_only } => {
+                if *host_only {
+                    places.push(Place::Scalar(address.get(), *dtype));
+                    continue;
+                }
+                dtype.size()
+            }
+            Kind::Index { width, entries } => index_bytes(declared.uid, *width, *entries)?,
+            Kind::Tensor {
+                dtype,
+                dims,
+                strides,
+                ragged,
+                ..
+            } => {
+                let elements = match ragged {
+                    None => dense_elements(declared.uid, dims, strides)?,
+                    Some(spec) => {
+                        let aux = aux_copy(spec, buffers, &places, &mut aux_copies)?;
+                        let layout = ragged_layout(declared.uid, dims, strides, spec, aux)?;
+                        let total = usize::try_from(layout.total_elements()).map_err(|_| {
+                            KernelError::Internal(format!(
+                                "{} tensor uid {}: ragged element total {} is negative",
+                                declared.role,
+                                declared.uid,
+                                layout.total_elements()
+                            ))
+                        })?;
+                        layouts[i] = Some(layout);
+                        total
+                    }
+                };
+                elements.checked_mul(dtype.size()).ok_or_else(|| {
+                    PluginError::InvalidValue(format!(
+                        "{} tensor uid {}: {elements} elements of {dtype} overflow the address \
+                         space",
+                        declared.role, declared.uid
+                    ))
+                })?
+            }
+        };
+        // SAFETY: the caller's pointer is valid for `bytes` (contract); a device-resident one
+        // is copied to the host on the call's stream.
+        let place = unsafe { memory.reach(staged, declared, address.get(), bytes, pack.stream) }?;
+        places.push(place);
+    }
+    // Pass 2: no output may overlap anything else before any exclusive slice exists.
+    let spans = || buffers.iter().zip(&places).filter_map(|(d, p)| p.span(d));
+    let writes = spans().filter(|s| is_output(buffers, s.uid));
+    let reads = spans().filter(|s| !is_output(buffers, s.uid));
+    overlap::check_all(writes, reads)?;
+    // Pass 3: the slices.
+    let mut bound = Vec::with_capacity(buffers.len());
+    for (declared, place) in buffers.iter().zip(&places) {
+        // SAFETY: each place holds its buffer's bytes (the caller's under the contract, or a
+        // copy in `staged` that lives for 'call); outputs overlap nothing else (pass 2).
+        bound.push(unsafe { place.bind(declared) }?);
+    }
+    Ok((bound, layouts))
+}
+
+fn is_output(buffers: &[Declared], uid: i64) -> bool {
+    buffers.iter().any(|d| d.uid == uid && d.is_output())
+}
+
+/// Where one buffer's host bytes are.
+#[derive(Debug, Clone, Copy)]
+enum Place {
+    /// `bytes` bytes of host memory at `address` (the caller's, or a staged copy's).
+    Host { address: u64, bytes: usize },
+    /// A pass-by-value scale at a host address.
+    Scalar(u64, ScalarType),
+}
+
+impl Place {
+    fn span(&self, declared: &Declared) -> Option<Span> {
+        match *self {
+            Place::Host { address, bytes } => Some(Span {
+                uid: declared.uid,
+                role: declared.role,
+                start: usize::try_from(address).ok()?,
+                bytes,
+            }),
+            Place::Scalar(address, dtype) => Some(Span {
+                uid: declared.uid,
+                role: declared.role,
+                start: usize::try_from(address).ok()?,
+                bytes: dtype.size(),
+            }),
+        }
+    }
+
+    /// # Safety
+    /// The place holds its buffer's bytes for 'call, readable (and, for an output, writable
+    /// and untouched by anyone else).
+    unsafe fn bind<'call>(&self, declared: &Declared) -> Result<Bound<'call>, PluginError> {
+        let (address, bytes) = match *self {
+            Place::Scalar(address, dtype) => {
+                let address = NonZeroU64::new(address).ok_or(PluginError::NullBuffer {
+                    uid: declared.uid,
+                    role: declared.role,
+                })?;
+                // SAFETY: a host pointer to one element (contract).
+                return Ok(Bound::Scale(unsafe { read_scalar(address, dtype) }));
+            }
+            Place::Host { address, bytes } => (address as usize as *mut c_void, bytes),
+        };
+        let in_tensor = |e: KernelError| PluginError::from(e.for_tensor(declared.uid));
+        Ok(match &declared.kind {
+            Kind::Scale { dtype, .. } => {
+                let address = NonZeroU64::new(address as u64).ok_or(PluginError::NullBuffer {
+                    uid: declared.uid,
+                    role: declared.role,
+                })?;
+                // SAFETY: one element of host memory (a staged copy or the caller's).
+                Bound::Scale(unsafe { read_scalar(address, *dtype) })
+            }
+            Kind::Index { width, .. } => Bound::Host(
+                // SAFETY: forwarded contract.
+                unsafe { HostData::from_raw_parts(address.cast_const(), width.data_type(), bytes) }
+                    .map_err(in_tensor)?,
+            ),
+            Kind::Tensor {
+                dtype,
+                access: Access::Read,
+                ..
+            } => Bound::Host(
+                // SAFETY: forwarded contract.
+                unsafe { HostData::from_raw_parts(address.cast_const(), *dtype, bytes) }
+                    .map_err(in_tensor)?,
+            ),
+            Kind::Tensor {
+                dtype,
+                access: Access::Write,
+                ..
+            } => Bound::Output(Some(
+                // SAFETY: forwarded contract; no other binding overlaps it.
+                unsafe { HostDataMut::from_raw_parts(address, *dtype, bytes) }
+                    .map_err(in_tensor)?,
+            )),
+        })
+    }
+}
+
+/// An owned copy of the offsets `spec` names, bound earlier in the host pass; one per uid per
+/// call, shared by every tensor it delimits.
+fn aux_copy(
+    spec: &RaggedSpec,
+    buffers: &[Declared],
+    places: &[Place],
+    copies: &mut HashMap<i64, Arc<dyn Tensor>>,
+) -> Result<Arc<dyn Tensor>, PluginError> {
+    if let Some(copy) = copies.get(&spec.offsets) {
+        return Ok(Arc::clone(copy));
+    }
+    let position = buffers.iter().position(|d| d.uid == spec.offsets);
+    let (Some(i), Some(place)) = (position, position.and_then(|i| places.get(i))) else {
+        return Err(PluginError::InvalidValue(format!(
+            "ragged offset aux uid {} is not a bound tensor of the graph",
+            spec.offsets
+        )));
+    };
+    let declared = &buffers[i];
+    let (dims, strides, dtype) = match &declared.kind {
+        Kind::Index { width, entries } => {
+            let n = i64::try_from(*entries).unwrap_or(i64::MAX);
+            (vec![n, 1, 1, 1], vec![1, 1, 1, 1], width.data_type())
+        }
+        Kind::Tensor {
+            dtype,
+            dims,
+            strides,
+            ..
+        } => (dims.clone(), strides.clone(), *dtype),
+        Kind::Scale { .. } => {
+            return Err(PluginError::InvalidValue(format!(
+                "ragged offset aux uid {} is bound as a scale",
+                spec.offsets
+            )));
+        }
+    };
+    let Place::Host { address, bytes } = *place else {
+        return Err(KernelError::Unbound { uid: spec.offsets }.into());
+    };
+    // SAFETY: the aux's bytes are readable host memory nobody writes during the call (the
+    // contract, or a staged copy), and the slice is dropped before this function returns.
+    let data = unsafe { HostData::from_raw_parts(address as usize as *const c_void, dtype, bytes) }
+        .map_err(|e| PluginError::from(e.for_tensor(spec.offsets)))?;
+    let tensor: Arc<dyn Tensor> = match data {
+        HostData::I32(v) => Arc::new(
+            DenseTensor::from_vec(v.to_vec(), dims, strides)
+                .map_err(|e| PluginError::from(e.for_tensor(spec.offsets)))?,
+        ),
+        HostData::I64(v) => Arc::new(
+            DenseTensor::from_vec(v.to_vec(), dims, strides)
+                .map_err(|e| PluginError::from(e.for_tensor(spec.offsets)))?,
+        ),
+        other => {
+            return Err(PluginError::InvalidValue(format!(
+                "tensor uid {}: a ragged offset aux of type {}, need int32 or int64",
+                spec.offsets,
+                other.data_type()
+            )));
+        }
+    };
+    copies.insert(spec.offsets, Arc::clone(&tensor));
+    Ok(tensor)
+}
+
+fn ragged_layout(
+    uid: i64,
+    dims: &[i64],
+    strides: &[i64],
+    spec: &RaggedSpec,
+    aux: Arc<dyn Tensor>,
+) -> Result<RaggedLayout, PluginError> {
+    RaggedLayout::new(
+        dims.to_vec(),
+        strides.to_vec(),
+        spec.seq_axis,
+        aux,
+        spec.multiplier,
+    )
+    .map_err(|e| PluginError::from(e.for_tensor(uid)))
+}
+
+/// Elements a dense tensor spans: `1 + Σ (dims[i] − 1)·strides[i]`, 0 if any dim is 0.
+fn dense_elements(uid: i64, dims: &[i64], strides: &[i64]) -> Result<usize, PluginError> {
+    let overflow = || {
+        PluginError::InvalidValue(format!(
+            "tensor uid {uid}: dims {dims:?} with strides {strides:?} overflow the address space"
+        ))
+    };
+    if dims.iter().chain(strides).any(|&x| x < 0) {
+        return Err(PluginError::InvalidValue(format!(
+            "tensor uid {uid}: dims {dims:?} / strides {strides:?} hold a negative entry"
+        )));
+    }
+    if dims.contains(&0) {
+        return Ok(0);
+    }
+    let last = dims.iter().zip(strides).try_fold(0i64, |acc, (d, s)| {
+        (d - 1).checked_mul(*s).and_then(|x| acc.checked_add(x))
+    });
+    last.and_then(|l| l.checked_add(1))
+        .and_then(|n| usize::try_from(n).ok())
+        .ok_or_else(overflow)
+}
+
+/// Bytes of an `n`-entry int32/int64 tensor (offsets: B + 1, seq_lens: B). `n` comes from the
+/// graph's dims, so the product is checked rather than trusted to fit.
+pub fn index_bytes(
+    uid: i64,
+    width: ragged_core::IndexWidth,
+    n: usize,
+) -> Result<usize, PluginError> {
+    width.data_type().size().checked_mul(n).ok_or_else(|| {
+        PluginError::InvalidValue(format!(
+            "tensor uid {uid}: {n} entries of {width} overflow the address space"
+        ))
+    })
+}
+
+/// A device buffer is aligned to its element, as the kernels' loads assume at the least.
+fn aligned(declared: &Declared, address: NonZeroU64) -> Result<(), PluginError> {
+    let dtype = match &declared.kind {
+        Kind::Tensor { dtype, .. } => *dtype,
+        Kind::Index { width, .. } => width.data_type(),
+        Kind::Scale { dtype, .. } => match dtype.element() {
+            Some(element) => element,
+            None => return Ok(()),
+        },
+    };
+    let align = dtype.size();
+    if address.get().is_multiple_of(align as u64) {
+        return Ok(());
+    }
+    Err(KernelError::Misaligned {
+        address: address.get() as usize,
+        align,
+        dtype,
+    }
+    .for_tensor(declared.uid)
+    .into())
+}
+
+/// One scale element at a host address, in f64; unaligned reads, since a host scalar carries no
+/// alignment promise.
+///
+/// # Safety
+/// `address` is a host pointer to one element of `dtype`.
+unsafe fn read_scalar(address: NonZeroU64, dtype: ScalarType) -> f64 {
+    let p = address.get() as usize as *const u8;
+    // SAFETY: one element of `dtype` at `p` (contract); every read is unaligned.
+    unsafe {
+        match dtype {
+            ScalarType::Double => p.cast::<f64>().read_unaligned(),
+            ScalarType::Float => f64::from(p.cast::<f32>().read_unaligned()),
+            ScalarType::Half => f64::from(p.cast::<half::f16>().read_unaligned().to_f32()),
+            ScalarType::BFloat16 => f64::from(p.cast::<half::bf16>().read_unaligned().to_f32()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
