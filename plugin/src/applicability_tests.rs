@@ -31,7 +31,7 @@ fn golden_plan_copies_every_field_the_engine_needs() {
         Some(Offsets {
             uid: 5,
             width: IndexWidth::I32,
-            multiplier: 1
+            multiplier: ragged_core::Multiplier::ONE
         })
     );
     assert_eq!(plan.q.bshd(), [2, 3, 2, 16]);
@@ -150,6 +150,17 @@ fn heads_outermost_memory_and_partial_token_multipliers_are_declined() {
     assert!(why.contains("[96, 64, 32, 1]"), "{why}");
     assert!(why.contains("BHSD"), "{why}");
     assert!(!why.contains("older"), "{why}");
+
+    // [B, S, H, D] with a head stride wider than packed: tokens outermost, but rows have gaps.
+    let mut g = golden();
+    let o = g.tensors.iter_mut().find(|t| t.uid == 4).unwrap();
+    o.strides = vec![3 * 2 * 32, 2 * 32, 32, 1];
+    let why = reason(&g);
+    assert!(
+        why.starts_with("tensor uid 4: o_tensor_uid ragged strides"),
+        "{why}"
+    );
+    assert!(why.contains("[192, 64, 32, 1]"), "{why}");
 
     // Upstream's multiplier `strides[1]`: D = 16 in this order, not the token stride 32.
     let mut g = golden_in_bhsd_order();

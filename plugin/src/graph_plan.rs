@@ -3,11 +3,11 @@
 //! whatever the executor cannot run. Only the host engine runs the result
 //! (`ragged_engine_host::graph`); GPU engines decline it.
 
-use ragged_core::Decline;
 use ragged_core::SdpaParams;
 use ragged_core::graph::{
     ExecGraph, ExecNode, NodeOp, PointwiseNode, PointwiseOp, RaggedDesc, SdpaNode, TensorDesc,
 };
+use ragged_core::{Decline, Multiplier};
 use ragged_schema::{Graph, NodeAttributes, PointwiseAttributes, SdpaAttributes, TensorAttributes};
 
 use crate::{applicability, problem};
@@ -117,16 +117,27 @@ fn tensor_desc(t: &TensorAttributes) -> Result<TensorDesc, Decline> {
         }
         Some(v) => Some(v.as_f64()),
     };
+    let ragged = match t.ragged_offset_tensor_uid {
+        None => None,
+        Some(aux_uid) => Some(RaggedDesc {
+            aux_uid,
+            multiplier: Multiplier::new(t.ragged_offset_multiplier).ok_or_else(|| {
+                Decline::new(
+                    t.uid,
+                    "ragged_offset_multiplier",
+                    t.ragged_offset_multiplier,
+                    "at least 1",
+                )
+            })?,
+        }),
+    };
     Ok(TensorDesc {
         uid: t.uid,
         data_type,
         dims: t.dims.clone(),
         strides: t.strides.clone(),
         is_virtual: t.is_virtual,
-        ragged: t.ragged_offset_tensor_uid.map(|aux_uid| RaggedDesc {
-            aux_uid,
-            multiplier: t.ragged_offset_multiplier,
-        }),
+        ragged,
         value,
     })
 }

@@ -6,8 +6,8 @@
 //! their resolved axes ([`ragged_core::problem::resolve_axes`]), never `dims[1]`/`dims[2]`.
 
 use ragged_core::problem::{
-    IndexInput, IndexWidth, OFFSETS_ROLE, Offsets, Operand, RaggedSdpaProblem, ScalarType,
-    ScalePlan, dense_stats_axes,
+    IndexInput, IndexWidth, Multiplier, OFFSETS_ROLE, Offsets, Operand, RaggedSdpaProblem,
+    ScalarType, ScalePlan, dense_stats_axes,
 };
 use ragged_core::{DataType as KernelType, DiagonalAlignment as Alignment, MaskBand};
 use ragged_schema::{
@@ -193,7 +193,7 @@ fn offsets(
         ragged: Some(Offsets {
             uid: aux_uid,
             width: IndexWidth::I32,
-            multiplier: 1,
+            multiplier: Multiplier::ONE,
         }),
         ..*operand
     };
@@ -220,12 +220,20 @@ fn offsets(
             ),
         );
     }
+    let Some(multiplier) = Multiplier::new(t.ragged_offset_multiplier) else {
+        return refuse(
+            uid,
+            format!("{role} ragged_offset_multiplier"),
+            t.ragged_offset_multiplier,
+            "at least 1",
+        );
+    };
     contract::check_whole_tokens(
         &probe,
         &Offsets {
             uid: aux_uid,
             width: IndexWidth::I32,
-            multiplier: t.ragged_offset_multiplier.max(1),
+            multiplier,
         },
     )?;
     let aux = tensor_attributes(graph, OFFSETS_ROLE, aux_uid)?;
@@ -250,18 +258,10 @@ fn offsets(
             format!("[B + 1, 1, 1, 1] = [{entries}, 1, 1, 1]"),
         );
     }
-    if t.ragged_offset_multiplier < 1 {
-        return refuse(
-            uid,
-            format!("{role} ragged_offset_multiplier"),
-            t.ragged_offset_multiplier,
-            "at least 1",
-        );
-    }
     Ok(Offsets {
         uid: aux_uid,
         width,
-        multiplier: t.ragged_offset_multiplier,
+        multiplier,
     })
 }
 

@@ -4,6 +4,7 @@
 //! The harness writes this mapping itself rather than borrowing the plugin's, so the plugin's
 //! reading of a graph is checked against a second reading, not against itself.
 
+use ragged_core::Multiplier;
 use ragged_reference::executor::{
     ExecGraph, ExecNode, NodeOp, PointwiseNode, PointwiseOp, RaggedDesc, SdpaNode, TensorDesc,
 };
@@ -27,16 +28,25 @@ pub fn exec_graph(graph: &Graph, bundle: &Bundle) -> Result<ExecGraph, HostError
             }
             Some(v) => Some(v.as_f64()),
         };
+        let ragged = match t.ragged_offset_tensor_uid {
+            None => None,
+            Some(aux_uid) => Some(RaggedDesc {
+                aux_uid,
+                multiplier: Multiplier::new(t.ragged_offset_multiplier).ok_or_else(|| {
+                    HostError::Harness(format!(
+                        "tensor uid {}: ragged_offset_multiplier = {} is below 1",
+                        t.uid, t.ragged_offset_multiplier
+                    ))
+                })?,
+            }),
+        };
         tensors.push(TensorDesc {
             uid: t.uid,
             data_type: kernel_type(t)?,
             dims: t.dims.clone(),
             strides: t.strides.clone(),
             is_virtual: t.is_virtual,
-            ragged: t.ragged_offset_tensor_uid.map(|aux_uid| RaggedDesc {
-                aux_uid,
-                multiplier: t.ragged_offset_multiplier,
-            }),
+            ragged,
             value,
         });
     }

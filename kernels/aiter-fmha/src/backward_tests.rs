@@ -111,7 +111,7 @@ fn a_gradient_whose_token_starts_differ_is_declined() {
     let (forward, mut grads) = backward();
     // dV with token-unit offsets (multiplier H·D) on the same aux as V (element units).
     if let Some(o) = grads[3].ragged.as_mut() {
-        o.multiplier = 256;
+        o.multiplier = ragged_core::Multiplier::new(256).expect("positive");
     }
     let d = decline(&forward, &grads);
     assert!(

@@ -55,7 +55,7 @@ impl RaggedOperand {
             aux: RaggedAux::from_offsets(t.ragged.unwrap_or(Offsets {
                 uid: 0,
                 width: IndexWidth::I32,
-                multiplier: 1,
+                multiplier: ragged_core::Multiplier::ONE,
             })),
             alignment: t.alignment,
         }
@@ -67,7 +67,7 @@ impl RaggedAux {
         Self {
             uid: o.uid,
             width: o.width,
-            multiplier: o.multiplier,
+            multiplier: o.multiplier.get(),
         }
     }
 }

@@ -17,7 +17,8 @@ use crate::dtype::{DataType, HostData, HostDataMut};
 use crate::error::KernelError;
 use crate::graph::ExecGraph;
 use crate::problem::{
-    BackwardProblem, IndexWidth, OFFSETS_ROLE, Operand, RaggedSdpaProblem, ScalarType, ScalePlan,
+    BackwardProblem, IndexWidth, Multiplier, OFFSETS_ROLE, Operand, RaggedSdpaProblem, ScalarType,
+    ScalePlan,
 };
 use crate::tensor::RaggedLayout;
 
@@ -36,7 +37,7 @@ pub enum Access {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RaggedSpec {
     pub offsets: i64,
-    pub multiplier: i64,
+    pub multiplier: Multiplier,
     pub seq_axis: usize,
 }
 

@@ -2,9 +2,9 @@
 //!
 //! A GPU engine reads hipDNN's packed memory directly and computes one token start per batch for
 //! a pair of tensors, so before any engine-specific limit (head dims, data types, architecture,
-//! index width) the graph must satisfy the same layout contract: ragged packed-BSHD Q, K, V, O;
-//! pointers aligned to 16 bytes; multipliers ≥ 1; Q and O (K and V) yielding identical token
-//! starts; a stats tensor the fix-up can write; a host-readable scale; a band that fits int32.
+//! index width) the graph must satisfy the same layout contract: ragged Q, K, V, O (packed BSHD
+//! with whole-token multipliers ≥ 1 by construction); pointers aligned to 16 bytes; Q and O (K
+//! and V) yielding identical token starts; a stats tensor the fix-up can write; a host-readable scale; a band that fits int32.
 //! Each engine's `plan()` calls [`check_gpu`] first and adds only its own limits.
 //!
 //! Shared token starts follow ragged-sdpa.md §4: the same aux uid **and** equal
@@ -83,14 +83,12 @@ impl std::error::Error for Decline {}
 pub fn check_gpu(p: &RaggedSdpaProblem) -> Result<(), Decline> {
     check_scale(&p.scale)?;
     for t in p.primaries() {
-        let offsets = ragged(t)?;
-        check_multiplier(t, offsets)?;
+        ragged(t)?;
         check_alignment(t)?;
     }
+    // Ragged operands are BSHD-packed with whole-token multipliers by construction (the
+    // plugin's conversion of the graph is where those rules are checked).
     check_shapes(&p.q, &p.k, &p.v, &p.o)?;
-    for t in p.primaries() {
-        check_packed(t)?;
-    }
     check_shared_token_starts(&p.q, &p.o)?;
     check_shared_token_starts(&p.k, &p.v)?;
     if let Some(stats) = &p.stats {
@@ -124,26 +122,16 @@ fn ragged(t: &Operand) -> Result<&Offsets, Decline> {
     })
 }
 
-fn check_multiplier(t: &Operand, offsets: &Offsets) -> Result<(), Decline> {
-    if offsets.multiplier < 1 {
-        return Err(Decline::new(
-            t.uid,
-            format!("{} ragged_offset_multiplier", t.role),
-            offsets.multiplier,
-            "at least 1",
-        ));
-    }
-    check_whole_tokens(t, offsets)
-}
-
 /// Offsets count elements (multiplier 1) or whole tokens (multiplier a multiple of the sequence
 /// stride, upstream's token-unit "AITER form"). Any other multiplier scales stored values to
 /// element offsets that fall between rows: upstream sometimes writes `strides[1]`, which in the
 /// `[B, H, S, D]` dims order is D, not the token stride H·D (ragged-sdpa.md §1, Units). A rule
-/// of every engine, checked without reading the offsets.
+/// of every engine, checked without reading the offsets, once: where the graph's ragged tensor
+/// becomes an [`Operand`].
 pub fn check_whole_tokens(t: &Operand, offsets: &Offsets) -> Result<(), Decline> {
     let seq_stride = t.seq_stride();
-    if offsets.multiplier == 1 || (seq_stride > 0 && offsets.multiplier % seq_stride == 0) {
+    let multiplier = offsets.multiplier.get();
+    if multiplier == 1 || (seq_stride > 0 && multiplier % seq_stride == 0) {
         return Ok(());
     }
     Err(Decline::new(
@@ -238,35 +226,6 @@ pub fn check_shapes(q: &Operand, k: &Operand, v: &Operand, o: &Operand) -> Resul
 }
 
 /// Packed BSHD: head-dim stride 1, head stride D, seqStride H·D (the batch stride is ignored).
-fn check_packed(t: &Operand) -> Result<(), Decline> {
-    let packed = [
-        ("head-dim stride", t.dim_stride(), 1),
-        ("head stride", t.head_stride(), t.head_dim()),
-        (
-            "seqStride",
-            t.seq_stride(),
-            t.heads().saturating_mul(t.head_dim()),
-        ),
-    ];
-    for (field, value, want) in packed {
-        if value != want {
-            return Err(Decline::new(
-                t.uid,
-                format!(
-                    "{} {field} (dims {:?}, strides {:?})",
-                    t.role, t.dims, t.strides
-                ),
-                value,
-                format!(
-                    "{want}: BSHD-packed memory (tokens outermost within a batch, then heads, \
-                     then the head dim), in either dims order [B, S, H, D] or [B, H, S, D]"
-                ),
-            ));
-        }
-    }
-    Ok(())
-}
-
 /// Q and O (K and V) are addressed through one token-start array, so their offsets must describe
 /// the same token boundaries: the same aux tensor and the same `multiplier / seqStride`.
 fn check_shared_token_starts(a: &Operand, b: &Operand) -> Result<(), Decline> {
@@ -284,8 +243,8 @@ fn check_shared_token_starts(a: &Operand, b: &Operand) -> Result<(), Decline> {
             ),
         ));
     }
-    if i128::from(oa.multiplier) * i128::from(b.seq_stride())
-        != i128::from(ob.multiplier) * i128::from(a.seq_stride())
+    if i128::from(oa.multiplier.get()) * i128::from(b.seq_stride())
+        != i128::from(ob.multiplier.get()) * i128::from(a.seq_stride())
     {
         return Err(Decline::new(
             b.uid,
@@ -335,8 +294,7 @@ fn check_stats(stats: &Operand, q: &Operand) -> Result<(), Decline> {
                 ));
             }
         }
-        Some(offsets) => {
-            check_multiplier(stats, offsets)?;
+        Some(_) => {
             for (name, value, want) in [
                 ("head stride", stats.head_stride(), 1),
                 ("seqStride", stats.seq_stride(), q.heads()),
@@ -373,8 +331,8 @@ fn check_band(p: &RaggedSdpaProblem) -> Result<(), Decline> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::problem::IndexWidth;
     use crate::problem::test_support::{dense_stats, problem, ragged};
+    use crate::problem::{IndexWidth, Multiplier};
 
     fn declined(p: &RaggedSdpaProblem, uid: i64, field: &str) -> String {
         let text = check_gpu(p).expect_err("declined").to_string();
@@ -430,24 +388,6 @@ mod tests {
     }
 
     #[test]
-    fn non_packed_layouts_are_declined_with_the_stride() {
-        // A head stride wider than packed: tokens are still outermost, but rows have gaps.
-        let mut p = problem();
-        p.q.strides = [200 * 8 * 256, 8 * 256, 256, 1];
-        let text = declined(&p, 1, "head stride");
-        assert!(
-            text.contains("= 256, need 128: BSHD-packed memory"),
-            "{text}"
-        );
-        assert!(text.contains("dims [3, 200, 8, 128]"), "{text}");
-        assert!(text.contains("strides [409600, 2048, 256, 1]"), "{text}");
-        let mut p = problem();
-        p.o.strides[1] = 2048;
-        let text = declined(&p, 4, "seqStride");
-        assert!(text.contains("= 2048, need 1024"), "{text}");
-    }
-
-    #[test]
     fn cudnns_bhsd_dims_order_over_bshd_memory_meets_the_contract() {
         let mut p = problem();
         for t in [&mut p.q, &mut p.k, &mut p.v, &mut p.o] {
@@ -467,31 +407,35 @@ mod tests {
         let [b, s, h, d] = p.q.dims;
         p.q.dims = [b, h, s, d];
         p.q.strides = [s * h * d, d, h * d, 1];
-        if let Some(o) = p.q.ragged.as_mut() {
-            o.multiplier = p.q.strides[1];
-        }
-        let text = declined(&p, 1, "ragged_offset_multiplier");
+        let whole = |multiplier: i64| {
+            let offsets = Offsets {
+                multiplier: m(multiplier),
+                ..p.q.ragged.expect("ragged Q")
+            };
+            check_whole_tokens(&p.q, &offsets).map_err(|d| d.to_string())
+        };
+        let text = whole(p.q.strides[1]).err().unwrap_or_default();
         assert!(
-            text.contains("(sequence stride 1024, dims [3, 8, 200, 128]"),
+            text.starts_with(
+                "tensor uid 1: q_tensor_uid ragged_offset_multiplier (sequence stride 1024, dims \
+                 [3, 8, 200, 128]"
+            ),
             "{text}"
         );
         assert!(text.contains("= 128, need 1 (element offsets)"), "{text}");
-        if let Some(o) = p.q.ragged.as_mut() {
-            o.multiplier = 2048;
-        }
-        assert_ne!(
-            check_gpu(&p).map_err(|d| d.field),
-            Err("q_tensor_uid ragged_offset_multiplier".into())
-        );
+        assert_eq!(whole(2048), Ok(()));
+        assert_eq!(whole(1), Ok(()));
     }
 
     #[test]
-    fn multipliers_must_be_positive() {
-        let mut p = problem();
-        if let Some(o) = p.q.ragged.as_mut() {
-            o.multiplier = 0;
-        }
-        declined(&p, 1, "ragged_offset_multiplier");
+    fn multipliers_below_1_cannot_be_made() {
+        assert_eq!(Multiplier::new(0), None);
+        assert_eq!(Multiplier::new(-3), None);
+        assert_eq!(Multiplier::new(1), Some(Multiplier::ONE));
+    }
+
+    fn m(value: i64) -> Multiplier {
+        Multiplier::new(value).expect("a test multiplier is at least 1")
     }
 
     #[test]
@@ -507,7 +451,7 @@ mod tests {
         );
         let mut p = problem();
         if let Some(o) = p.v.ragged.as_mut() {
-            o.multiplier = 256;
+            o.multiplier = m(256);
         }
         let text = declined(&p, 3, "multiplier/seqStride");
         assert!(
@@ -523,14 +467,14 @@ mod tests {
         let tokens = |t: &mut Operand| {
             let stride = t.seq_stride();
             if let Some(o) = t.ragged.as_mut() {
-                o.multiplier = stride;
+                o.multiplier = m(stride);
             }
         };
         tokens(&mut p.q);
         tokens(&mut p.o);
         assert_eq!(check_gpu(&p), Ok(()));
         if let Some(o) = p.o.ragged.as_mut() {
-            o.multiplier = 1;
+            o.multiplier = m(1);
         }
         declined(&p, 4, "multiplier/seqStride");
     }
@@ -562,7 +506,7 @@ mod tests {
             t.dtype = DataType::F32;
             if let Some(o) = t.ragged.as_mut() {
                 o.width = IndexWidth::I64;
-                o.multiplier = 8;
+                o.multiplier = m(8);
             }
             t
         } else {
@@ -599,7 +543,7 @@ mod tests {
         let mut s = stats(true);
         s.strides = [1600, 64, 8, 1];
         if let Some(o) = s.ragged.as_mut() {
-            o.multiplier = 64;
+            o.multiplier = m(64);
         }
         p.stats = Some(s);
         declined(&p, 9, "head stride");

@@ -5,6 +5,7 @@
 use crate::dtype::DataType;
 use crate::error::KernelError;
 use crate::params::SdpaParams;
+use crate::problem::Multiplier;
 
 /// A tensor of the graph (RFC §4.9: the graph carries the aux uid; its values come at execute).
 #[derive(Debug, Clone, PartialEq)]
@@ -25,7 +26,7 @@ pub struct TensorDesc {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RaggedDesc {
     pub aux_uid: i64,
-    pub multiplier: i64,
+    pub multiplier: Multiplier,
 }
 
 impl TensorDesc {
@@ -55,7 +56,7 @@ impl TensorDesc {
     pub fn ragged_on(mut self, aux_uid: i64) -> TensorDesc {
         self.ragged = Some(RaggedDesc {
             aux_uid,
-            multiplier: 1,
+            multiplier: Multiplier::ONE,
         });
         self
     }

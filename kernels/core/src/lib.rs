@@ -26,7 +26,7 @@ pub use error::{BackwardFeature, EngineFailure, Fault, KernelError, Role};
 pub use mask::{DiagonalAlignment, MaskBand};
 pub use params::SdpaParams;
 pub use problem::{
-    IndexInput, IndexWidth, Offsets, Operand, RaggedSdpaProblem, ScalarType, ScalePlan,
+    IndexInput, IndexWidth, Multiplier, Offsets, Operand, RaggedSdpaProblem, ScalarType, ScalePlan,
 };
 pub use tensor::{
     BSHD_SEQ_AXIS, DenseTensor, RaggedTensor, ShallowRaggedTensor, ShallowRaggedTensorMut,

@@ -146,7 +146,32 @@ pub struct Offsets {
     /// INT32 or INT64.
     pub width: IndexWidth,
     /// `ragged_offset_multiplier`: element offset = stored value × multiplier.
-    pub multiplier: i64,
+    pub multiplier: Multiplier,
+}
+
+/// A `ragged_offset_multiplier`: at least 1. [`Multiplier::new`] is the only way to make one, so
+/// no layer below the graph's conversion checks the rule again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Multiplier(i64);
+
+impl Multiplier {
+    /// Offsets that count elements.
+    pub const ONE: Multiplier = Multiplier(1);
+
+    /// `value` as a multiplier, or `None` below 1.
+    pub fn new(value: i64) -> Option<Multiplier> {
+        (value >= 1).then_some(Multiplier(value))
+    }
+
+    pub fn get(self) -> i64 {
+        self.0
+    }
+}
+
+impl fmt::Display for Multiplier {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
 }
 
 /// The SDPA field that names the offsets aux, for messages.
@@ -454,7 +479,7 @@ pub mod test_support {
             ragged: Some(Offsets {
                 uid: aux,
                 width: IndexWidth::I32,
-                multiplier: 1,
+                multiplier: Multiplier::ONE,
             }),
         }
     }

@@ -373,7 +373,7 @@ fn ragged_layout(
         strides.to_vec(),
         spec.seq_axis,
         aux,
-        spec.multiplier,
+        spec.multiplier.get(),
     )
     .map_err(|e| PluginError::from(e.for_tensor(uid)))
 }

@@ -306,5 +306,8 @@ fn a_cuda_backward_execute_without_its_workspace_is_bad_param_before_any_launch(
         .expect_err("no workspace");
     assert_eq!(error.status(), Status::BAD_PARAM);
     let text = error.to_string();
-    assert!(text.contains("(workspace)") && text.contains("is null"), "{text}");
+    assert!(
+        text.contains("(workspace)") && text.contains("is null"),
+        "{text}"
+    );
 }

@@ -188,8 +188,8 @@ fn same_token_starts(primal: &Operand, gradient: &Operand) -> Result<(), Decline
             ),
         ));
     }
-    if i128::from(p.multiplier) * i128::from(gradient.seq_stride())
-        != i128::from(g.multiplier) * i128::from(primal.seq_stride())
+    if i128::from(p.multiplier.get()) * i128::from(gradient.seq_stride())
+        != i128::from(g.multiplier.get()) * i128::from(primal.seq_stride())
     {
         return Err(Decline::new(
             gradient.uid,

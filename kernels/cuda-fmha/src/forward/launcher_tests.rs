@@ -11,7 +11,7 @@ fn tokens(role: &'static str, uid: i64, dims: [i64; 4], aux: i64, dtype: DataTyp
     let seq_stride = t.seq_stride();
     if let Some(o) = t.ragged.as_mut() {
         o.width = IndexWidth::I64;
-        o.multiplier = seq_stride;
+        o.multiplier = ragged_core::Multiplier::new(seq_stride).expect("positive");
     }
     t
 }

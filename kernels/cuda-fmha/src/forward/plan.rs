@@ -147,7 +147,7 @@ fn offsets_args(offsets: Offsets) -> OffsetsArgs {
     OffsetsArgs {
         uid: offsets.uid,
         bytes: offsets.width.bytes(),
-        multiplier: offsets.multiplier,
+        multiplier: offsets.multiplier.get(),
     }
 }
 

@@ -150,7 +150,7 @@ fn with_value_head_dim(d_qk: i64, d_v: i64) -> RaggedSdpaProblem {
     for t in [&mut p.q, &mut p.k, &mut p.v, &mut p.o] {
         let stride = t.seq_stride();
         if let Some(o) = t.ragged.as_mut() {
-            o.multiplier = stride;
+            o.multiplier = ragged_core::Multiplier::new(stride).expect("positive");
         }
     }
     p
@@ -199,7 +199,7 @@ fn ragged_lse_is_token_major_with_its_own_offsets() {
     let mut lse = ragged("stats_tensor_uid", 5, [3, 200, 8, 1], 13);
     lse.dtype = DataType::F32;
     if let Some(o) = lse.ragged.as_mut() {
-        o.multiplier = 8;
+        o.multiplier = ragged_core::Multiplier::new(8).expect("positive");
     }
     p.stats = Some(lse);
     let args = plan(&p).unwrap().lse.unwrap();

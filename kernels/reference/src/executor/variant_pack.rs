@@ -117,7 +117,7 @@ pub fn create_tensor_from_attribute_in(
         attr.dims.clone(),
         attr.strides.clone(),
         attr.seq_axis(),
-        ragged.multiplier,
+        ragged.multiplier.get(),
     );
     Ok(match attr.data_type {
         DataType::F32 => {

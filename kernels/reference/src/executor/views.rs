@@ -141,7 +141,7 @@ fn view<'s, S: BorrowedStorage<'s>, R>(
                 strides,
                 desc.seq_axis(),
                 auxes.get(desc, r.aux_uid)?,
-                r.multiplier,
+                r.multiplier.get(),
             )
             .map_err(wrap(desc.uid))?;
             ragged(Ragged::from_layout(data, layout).map_err(wrap(desc.uid))?)
