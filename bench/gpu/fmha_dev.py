@@ -9,10 +9,9 @@ Runs on the GPU machine only (needs cupy + torch with CUDA). In one process it
 Usage:
   python3 bench/gpu/fmha_dev.py                 # resources + correctness + benchmark
   python3 bench/gpu/fmha_dev.py --check-only
-  python3 bench/gpu/fmha_dev.py --sanitize-case # small torch-free case for compute-sanitizer
 
 The warp-specialization study of issue 14 (ws / wst / wsp entry points of the -DRAGGED_FMHA_WS_STUDY
-build) is fmha_ws.py; the sanitizer case is fmha_sanitize.py; TMA tensor maps are fmha_tma.py.
+build) is fmha_ws.py; the compute-sanitizer case is fmha_sanitize.py (run it directly); TMA tensor maps are fmha_tma.py.
 """
 
 import argparse
@@ -586,16 +585,10 @@ def print_table(rows, engines_by_d):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--sanitize-case", action="store_true")
     ap.add_argument("--check-only", action="store_true")
     ap.add_argument("--no-tuning", action="store_true")
     ap.add_argument("--seed", type=int, default=int(time.time()))
     args = ap.parse_args()
-    if args.sanitize_case:
-        from fmha_sanitize import sanitize_case
-
-        return sanitize_case(compile_module(False))
-
     import torch
 
     print("device:", torch.cuda.get_device_name(), "torch", torch.__version__, "cupy", cp.__version__,

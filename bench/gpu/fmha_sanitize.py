@@ -1,11 +1,16 @@
 """The compute-sanitizer case of the forward harness: small fp16 ragged problems with zero-length
 Q and K/V batches, seq_len padding and GQA 2, causal bottom-right and a (16, 4) sliding window,
-checked against numpy in float64, torch-free (compute-sanitizer runs it as a subprocess)."""
+checked against numpy in float64, torch-free (compute-sanitizer runs it as a subprocess):
+
+  compute-sanitizer --tool memcheck python3 bench/gpu/fmha_sanitize.py
+"""
+
+import sys
 
 import numpy as np
 import cupy as cp
 
-from fmha_dev import DEFAULTS, HEAD_DIMS, Engine, dims_name
+from fmha_dev import DEFAULTS, HEAD_DIMS, Engine, compile_module, dims_name
 
 
 def sanitize_case(mod):
@@ -81,3 +86,7 @@ def sanitize_one(mod, d, dv, left, right, name=None, prepass="ragged_fmha_prepas
     band = "causal-br" if left < 0 else f"window-br({left},{right})"
     print(f"sanitize case {dims_name(d, dv)} {band}: {'ok' if ok else 'FAILED'} (max abs err {worst:.2e})")
     return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(sanitize_case(compile_module(False)))

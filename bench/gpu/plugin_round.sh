@@ -56,8 +56,8 @@ for step in $STEPS; do
         grep -E "^correctness:|FAIL" "$OUT/check.log" | tail -5 ;;
     sanitize)
         for tool in memcheck racecheck; do
-            timeout 180 compute-sanitizer --tool "$tool" --error-exitcode 9 python3 bench/gpu/fmha_dev.py \
-                --sanitize-case >"$OUT/$tool.log" 2>&1
+            timeout 180 compute-sanitizer --tool "$tool" --error-exitcode 9 python3 bench/gpu/fmha_sanitize.py \
+                >"$OUT/$tool.log" 2>&1
             record "$tool" $?
             grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$OUT/$tool.log" | tail -1
         done ;;

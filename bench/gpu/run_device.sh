@@ -13,13 +13,13 @@ nvcc -cubin -gencode=arch=compute_90a,code=sm_90a -std=c++17 -DRAGGED_FMHA_TUNIN
 cuobjdump --dump-sass "$OUT/ragged_fmha_fwd.cubin" > /tmp/sass.txt 2>&1 && \
     echo "SASS: HGMMA $(grep -c HGMMA /tmp/sass.txt) HMMA $(grep -c HMMA /tmp/sass.txt) LDL $(grep -c LDL /tmp/sass.txt) STL $(grep -c STL /tmp/sass.txt)"
 echo "== compute-sanitizer memcheck =="
-timeout 240 compute-sanitizer --tool memcheck --error-exitcode 9 python3 bench/gpu/fmha_dev.py --sanitize-case 2>&1 \
+timeout 240 compute-sanitizer --tool memcheck --error-exitcode 9 python3 bench/gpu/fmha_sanitize.py 2>&1 \
     | tail -n 15 | tee "$OUT/sanitizer.txt"
 echo "== compute-sanitizer racecheck =="
-timeout 240 compute-sanitizer --tool racecheck --error-exitcode 9 python3 bench/gpu/fmha_dev.py --sanitize-case 2>&1 \
+timeout 240 compute-sanitizer --tool racecheck --error-exitcode 9 python3 bench/gpu/fmha_sanitize.py 2>&1 \
     | tail -n 15 | tee "$OUT/racecheck.txt"
 echo "== correctness + benchmark =="
 python3 bench/gpu/fmha_dev.py "$@" 2>&1 | tee "$OUT/log.txt"
 echo "== ncu: device time of the pre-pass and forward on the small sanitizer case =="
-timeout 120 ncu --clock-control none --metrics gpu__time_duration.sum python3 bench/gpu/fmha_dev.py --sanitize-case 2>&1 \
+timeout 120 ncu --clock-control none --metrics gpu__time_duration.sum python3 bench/gpu/fmha_sanitize.py 2>&1 \
     | grep -E "ragged_fmha|gpu__time_duration" | tee "$OUT/ncu.txt"

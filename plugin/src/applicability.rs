@@ -122,7 +122,7 @@ pub fn accept(graph: &Graph) -> Result<Problem, Decline> {
         .or_else(|error| refuse("validation", error, "a graph that passes schema validation"))?;
     Ok(match kind {
         Kind::Forward(sdpa) => {
-            check_unsupported_features(sdpa)?;
+            problem::check_unsupported_features(sdpa)?;
             let problem = problem::build(graph, sdpa)?;
             crate::byte_extents::check(&problem)?;
             Problem::Forward(Arc::new(problem))
@@ -220,48 +220,6 @@ fn single_sdpa_node(graph: &Graph) -> Result<&SdpaAttributes, Decline> {
             "SdpaAttributes",
         ),
     }
-}
-
-pub(crate) fn check_unsupported_features(sdpa: &SdpaAttributes) -> Result<(), Decline> {
-    let unsupported_uids = [
-        ("attn_mask_tensor_uid", sdpa.attn_mask_tensor_uid),
-        ("seed_tensor_uid", sdpa.seed_tensor_uid),
-        ("offset_tensor_uid", sdpa.offset_tensor_uid),
-        ("dropout_mask_tensor_uid", sdpa.dropout_mask_tensor_uid),
-        ("dropout_scale_tensor_uid", sdpa.dropout_scale_tensor_uid),
-        ("page_table_k_tensor_uid", sdpa.page_table_k_tensor_uid),
-        ("page_table_v_tensor_uid", sdpa.page_table_v_tensor_uid),
-        ("block_mask_tensor_uid", sdpa.block_mask_tensor_uid),
-        ("sink_token_tensor_uid", sdpa.sink_token_tensor_uid),
-        ("descale_q_tensor_uid", sdpa.descale_q_tensor_uid),
-        ("descale_k_tensor_uid", sdpa.descale_k_tensor_uid),
-        ("descale_v_tensor_uid", sdpa.descale_v_tensor_uid),
-        ("descale_s_tensor_uid", sdpa.descale_s_tensor_uid),
-        ("scale_s_tensor_uid", sdpa.scale_s_tensor_uid),
-        ("scale_o_tensor_uid", sdpa.scale_o_tensor_uid),
-        ("max_tensor_uid", sdpa.max_tensor_uid),
-        ("sum_exp_tensor_uid", sdpa.sum_exp_tensor_uid),
-        ("rng_dump_tensor_uid", sdpa.rng_dump_tensor_uid),
-        ("amax_s_tensor_uid", sdpa.amax_s_tensor_uid),
-        ("amax_o_tensor_uid", sdpa.amax_o_tensor_uid),
-    ];
-    if let Some((field, Some(uid))) = unsupported_uids.iter().find(|(_, uid)| uid.is_some()) {
-        return Err(Decline::new(
-            *uid,
-            *field,
-            uid,
-            "unset: that SDPA feature is not supported",
-        ));
-    }
-    if sdpa.alibi_mask {
-        return refuse("alibi_mask", true, "false: ALiBi is not supported");
-    }
-    // Only an exact 0 means "no dropout": a NaN or negative probability is no probability at
-    // all, and `p > 0.0` would have let both through as if dropout were off.
-    if let Some(p) = sdpa.dropout_probability.filter(|p| *p != 0.0) {
-        return refuse("dropout_probability", p, "0 (no dropout)");
-    }
-    Ok(())
 }
 
 #[cfg(test)]

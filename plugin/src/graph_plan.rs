@@ -10,7 +10,7 @@ use ragged_core::graph::{
 use ragged_core::{Decline, Multiplier};
 use ragged_schema::{Graph, NodeAttributes, PointwiseAttributes, SdpaAttributes, TensorAttributes};
 
-use crate::{applicability, problem};
+use crate::problem;
 
 /// Whether `graph` takes the multi-node path: more than one node, or a pointwise node (which
 /// the single-SDPA problem cannot describe).
@@ -143,7 +143,7 @@ fn tensor_desc(t: &TensorAttributes) -> Result<TensorDesc, Decline> {
 }
 
 fn sdpa_node(graph: &Graph, sdpa: &SdpaAttributes) -> Result<SdpaNode, Decline> {
-    applicability::check_unsupported_features(sdpa)?;
+    problem::check_unsupported_features(sdpa)?;
     if sdpa.padding_mask
         && (sdpa.seq_len_q_tensor_uid.is_none() || sdpa.seq_len_kv_tensor_uid.is_none())
     {

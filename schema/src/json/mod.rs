@@ -19,6 +19,7 @@ mod object;
 mod pointwise;
 mod read;
 mod sdpa_backward;
+mod sdpa_shared;
 mod write;
 
 use crate::error::SchemaError;

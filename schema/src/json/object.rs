@@ -178,3 +178,33 @@ pub(super) fn as_i64(v: &Value, path: &str) -> Result<i64, SchemaError> {
         )
     })
 }
+
+/// A wire enum number.
+pub(super) fn wire_i8(v: &Value, path: &str) -> Result<i8, SchemaError> {
+    let n = as_i64(v, path)?;
+    i8::try_from(n)
+        .map_err(|_| field_error(path, format!("{n} is not a wire enum value (-128..=127)")))
+}
+
+/// An enum written by name or by wire number; absent is `None`.
+pub(super) fn read_enum<E>(
+    o: &Obj<'_>,
+    key: &str,
+    by_name: fn(&str) -> Option<E>,
+    by_wire: fn(i8) -> E,
+) -> Result<Option<E>, SchemaError> {
+    let path = o.key_path(key);
+    o.get(key)
+        .map(|v| match v {
+            Value::String(s) => by_name(s).ok_or_else(|| SchemaError::UnknownEnumString {
+                path: path.clone(),
+                value: s.clone(),
+            }),
+            Value::Number(_) => wire_i8(v, &path).map(by_wire),
+            other => Err(field_error(
+                &path,
+                format!("expected a string, got {}", describe(other)),
+            )),
+        })
+        .transpose()
+}

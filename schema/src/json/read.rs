@@ -2,12 +2,13 @@
 
 use serde_json::Value;
 
-use super::object::{Obj, as_i64, describe, field_error, narrow_f32};
+use super::object::{Obj, as_i64, describe, field_error, narrow_f32, read_enum, wire_i8};
+use super::sdpa_shared::{read_alignment, read_shared_attributes};
 use crate::error::SchemaError;
 use crate::model::{
     AttentionImplementation, DEFAULT_ALIGNMENT, DEFAULT_RAGGED_OFFSET_MULTIPLIER, DataType,
-    DiagonalAlignment, EngineApiVersion, Graph, GraphId, Node, NodeAttributes, OPTIONAL_INPUT_UIDS,
-    OPTIONAL_OUTPUT_UIDS, SdpaAttributes, SdpaShared, TensorAttributes, TensorValue,
+    EngineApiVersion, Graph, GraphId, Node, NodeAttributes, OPTIONAL_INPUT_UIDS,
+    OPTIONAL_OUTPUT_UIDS, SdpaAttributes, TensorAttributes, TensorValue,
 };
 
 pub(super) fn graph_from_str(text: &str) -> Result<Graph, SchemaError> {
@@ -104,12 +105,6 @@ fn data_type_value(v: &Value, path: &str) -> Result<DataType, SchemaError> {
             format!("expected a data type string, got {}", describe(other)),
         )),
     }
-}
-
-fn wire_i8(v: &Value, path: &str) -> Result<i8, SchemaError> {
-    let n = as_i64(v, path)?;
-    i8::try_from(n)
-        .map_err(|_| field_error(path, format!("{n} is not a wire enum value (-128..=127)")))
 }
 
 fn required_data_type(o: &Obj<'_>, key: &str) -> Result<DataType, SchemaError> {
@@ -266,55 +261,4 @@ fn read_sdpa(n: &Obj<'_>) -> Result<SdpaAttributes, SchemaError> {
     )?
     .unwrap_or_default();
     Ok(s)
-}
-
-/// The attributes forward and backward nodes share, read into either: absent flags are false,
-/// absent scalars and bounds unset.
-pub(super) fn read_shared_attributes<T: SdpaShared>(
-    a: &Obj<'_>,
-    s: &mut T,
-) -> Result<(), SchemaError> {
-    for f in &T::FLAGS {
-        *(f.slot)(s) = a.boolean(f.name)?.unwrap_or(false);
-    }
-    for f in &T::SCALARS {
-        *(f.slot)(s) = a.f32(f.name)?;
-    }
-    for f in &T::BOUNDS {
-        *(f.slot)(s) = a.i64(f.name)?;
-    }
-    Ok(())
-}
-
-/// `diagonal_alignment` by name or wire number; absent means the schema default.
-pub(super) fn read_alignment(a: &Obj<'_>) -> Result<DiagonalAlignment, SchemaError> {
-    Ok(read_enum(
-        a,
-        "diagonal_alignment",
-        DiagonalAlignment::from_json_name,
-        DiagonalAlignment::from_wire,
-    )?
-    .unwrap_or_default())
-}
-
-fn read_enum<E>(
-    o: &Obj<'_>,
-    key: &str,
-    by_name: fn(&str) -> Option<E>,
-    by_wire: fn(i8) -> E,
-) -> Result<Option<E>, SchemaError> {
-    let path = o.key_path(key);
-    o.get(key)
-        .map(|v| match v {
-            Value::String(s) => by_name(s).ok_or_else(|| SchemaError::UnknownEnumString {
-                path: path.clone(),
-                value: s.clone(),
-            }),
-            Value::Number(_) => wire_i8(v, &path).map(by_wire),
-            other => Err(field_error(
-                &path,
-                format!("expected a string, got {}", describe(other)),
-            )),
-        })
-        .transpose()
 }

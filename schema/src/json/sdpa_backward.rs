@@ -36,8 +36,8 @@ pub(super) fn read(n: &Obj<'_>) -> Result<SdpaBackwardAttributes, SchemaError> {
     let Some(a) = n.sub("attributes")? else {
         return Ok(s);
     };
-    super::read::read_shared_attributes(&a, &mut s)?;
-    s.diagonal_alignment = super::read::read_alignment(&a)?;
+    super::sdpa_shared::read_shared_attributes(&a, &mut s)?;
+    s.diagonal_alignment = super::sdpa_shared::read_alignment(&a)?;
     Ok(s)
 }
 
@@ -63,10 +63,10 @@ pub(super) fn write(s: &SdpaBackwardAttributes, m: &mut Map<String, Value>) {
         "dbias_tensor_uid": s.dbias_tensor_uid,
     });
     let mut attributes = Map::new();
-    super::write::write_shared_attributes(s, &mut attributes);
+    super::sdpa_shared::write_shared_attributes(s, &mut attributes);
     attributes.insert(
         "diagonal_alignment".into(),
-        super::write::diagonal_alignment(s.diagonal_alignment),
+        super::sdpa_shared::diagonal_alignment(s.diagonal_alignment),
     );
     m.insert("inputs".into(), Value::Object(inputs));
     m.insert("outputs".into(), outputs);

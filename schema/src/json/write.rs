@@ -3,10 +3,11 @@
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
+use super::sdpa_shared::{diagonal_alignment, write_shared_attributes};
+
 use crate::model::{
-    AttentionImplementation, DataType, DiagonalAlignment, Graph, Node, NodeAttributes,
-    OPTIONAL_INPUT_UIDS, OPTIONAL_OUTPUT_UIDS, SdpaAttributes, SdpaShared, TensorAttributes,
-    TensorValue,
+    AttentionImplementation, DataType, Graph, Node, NodeAttributes, OPTIONAL_INPUT_UIDS,
+    OPTIONAL_OUTPUT_UIDS, SdpaAttributes, TensorAttributes, TensorValue,
 };
 
 pub(super) fn graph_to_string(graph: &Graph) -> String {
@@ -25,11 +26,6 @@ pub(super) fn graph_to_string(graph: &Graph) -> String {
 fn data_type(dt: DataType) -> Value {
     dt.json_name()
         .map_or_else(|| json!(dt.to_wire()), |name| json!(name))
-}
-
-pub(super) fn diagonal_alignment(a: DiagonalAlignment) -> Value {
-    a.json_name()
-        .map_or_else(|| json!(a.to_wire()), |n| json!(n))
 }
 
 fn implementation(i: AttentionImplementation) -> Value {
@@ -165,17 +161,4 @@ fn sdpa_objects(s: &SdpaAttributes, m: &mut Map<String, Value>) {
     m.insert("inputs".into(), Value::Object(inputs));
     m.insert("outputs".into(), Value::Object(outputs));
     m.insert("attributes".into(), Value::Object(attributes));
-}
-
-/// The attributes forward and backward nodes share, in wire order; unset ones as `null`.
-pub(super) fn write_shared_attributes<T: SdpaShared>(s: &T, m: &mut Map<String, Value>) {
-    for f in &T::FLAGS {
-        m.insert(f.name.into(), json!((f.get)(s)));
-    }
-    for f in &T::SCALARS {
-        m.insert(f.name.into(), json!((f.get)(s).map(f64::from)));
-    }
-    for f in &T::BOUNDS {
-        m.insert(f.name.into(), json!((f.get)(s)));
-    }
 }
