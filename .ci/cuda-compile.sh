@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # CI stage: compiles the CUDA programs (kernels/cuda-fmha/cuda) as the plugin does, with NVRTC to CUBIN for
 # sm_90a and sm_80, on a machine without a GPU (kernels/cuda-fmha/cuda/ci/compile_check.py says what fails).
-# The sources and NVRTC options are the kernels crate's own (its cuda_programs example writes them);
+# The sources and NVRTC options are ragged-engine-cuda's own (its cuda_programs example writes them);
 # NVRTC comes from NVIDIA's PyPI wheel, installed into a directory of its own.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Times PyTorch's CPU scaled_dot_product_attention on the problem cpu_sdpa benchmarks.
 
-Takes the same arguments as `cargo bench -p ragged-kernels --bench cpu_sdpa` and prints one
+Takes the same arguments as `cargo bench -p ragged-reference --bench cpu_sdpa` and prints one
 `torch ...` line in the same format. PyTorch has no ragged SDPA on the CPU, so each sequence is
 one call on a [1, H, L, D] tensor, which is how a user would run a ragged batch through it.
 FLOPs count only admitted (query, key) pairs, exactly as the Rust benchmark does: 4·D per pair

@@ -28,7 +28,7 @@ use crate::engines::{self, Engine};
 use crate::error::PluginError;
 use crate::{backward_problem, graph_plan, logging, problem};
 
-/// Why a well-formed graph is not ours (the project's one decline type, from the kernels crate):
+/// Why a well-formed graph is not ours (the project's one decline type, from ragged-core):
 /// shown in INFO logs and in errors of the calls that require an applicable graph.
 pub use ragged_core::Decline;
 

@@ -42,7 +42,7 @@ pub struct Bundle {
     pub virtuals: BTreeMap<i64, Box<dyn TensorMut>>,
 }
 
-/// The kernels crate's element type for a graph data type; only the five the SDK stores.
+/// The tensor SDK's element type for a graph data type; only the five the SDK stores.
 pub fn kernel_type(attrs: &TensorAttributes) -> Result<KernelType, HostError> {
     Ok(match attrs.data_type {
         DataType::Float => KernelType::F32,

@@ -15,7 +15,7 @@ use crate::{
     Availability, BackwardBuffers, DeviceBuffers, ENGINE_NAME, ProbeConfig,
 };
 
-/// The engine; its runtime state is probed once per process ([`engine`]).
+/// The engine; its runtime state is probed once per process ([`engine()`]).
 pub struct AiterFmha;
 
 impl Planner for AiterFmha {

@@ -2,7 +2,7 @@
 //! (`aiter::mha_fwd`), as specified in `shared/spec/ragged-sdpa.md` §7 and §9.
 //!
 //! AITER has no C ABI for attention, so the engine talks to a small `extern "C"` shim
-//! (`kernels/aiter-fmha/shim/ragged_aiter_shim.{h,cpp}`) that is built on a ROCm machine and loaded at run
+//! (`shim/ragged_aiter_shim.{h,cpp}` beside this crate) that is built on a ROCm machine and loaded at run
 //! time, as is the HIP runtime itself: the plugin must load, and decline this engine cleanly,
 //! where ROCm is absent. Nothing here links against ROCm.
 //!
@@ -13,21 +13,22 @@
 //! - [`workspace`]: the device scratch layout (token starts, lengths, LSE scratch).
 //! - [`shim_abi`]: the `#[repr(C)]` mirror of the shim header, checked against a C compiler.
 //! - [`mapping`]: problem → shim arguments, exactly as §7.4 says.
-//! - [`device_kernels`]: the pre-pass and fix-up kernels (`kernels/aiter-fmha/hip/*.cu`) and their launch
-//!   arguments.
-//! - [`ragged_gpu_runtime::hip`], [`shim_library`]: the only modules that call foreign code; they load
-//!   `libamdhip64`/`libhiprtc` and the shim with `libloading`. Outside them, `unsafe` appears
-//!   only where [`engine`] forwards the caller's raw device addresses to them
-//!   ([`AiterEngine::execute`] is an `unsafe fn` for that reason).
+//! - [`device_kernels`]: the pre-pass and fix-up kernels (`hip/*.cu` beside this crate) and their
+//!   launch arguments.
+//! - `ragged_gpu_runtime::hip` and [`shim_library`]: the only code that calls foreign functions;
+//!   they load `libamdhip64`/`libhiprtc` and the shim with `libloading`. Outside them, `unsafe`
+//!   appears only where [`engine`] and its backward half hand a call's device addresses to them
+//!   (`AiterEngine::execute_call`, whose addresses come from the plugin's one binding step).
 //! - [`asm_kernels`]: the shim's preflight, so that a problem AITER would abort the process on
 //!   (an unreadable asm `.co` file) or run no kernel for is declined at applicability.
 //! - [`detection`]: whether the engine can be listed, with the reason when it cannot; the HIP part
-//!   of the answer is the process verdict of [`ragged_gpu_runtime::probe`], shared with the host engine.
+//!   of the answer is the process verdict of `ragged_gpu_runtime::probe`, shared with the binder.
 //! - [`engine`]: the execute sequence (pre-pass, `aiter::mha_fwd`, fix-up) on one stream.
 //! - [`backward`], [`backward_mapping`], [`shim_abi_bwd`]: the backward (issue 15 item 6) through
 //!   `aiter::mha_bwd`: applicability, the shim's backward arguments and the backward's two
 //!   kernels, and the mirror of `ragged_aiter_shim_bwd.h`. The engine runs it only when the shim
 //!   finds AITER's `libmha_bwd.so` exporting `aiter::mha_bwd`.
+//! - [`adapter`]: the engine as the plugin lists, plans and executes it.
 
 pub mod adapter;
 pub mod applicability;

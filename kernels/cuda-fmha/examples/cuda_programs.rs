@@ -5,7 +5,7 @@
 //! description of it.
 //!
 //! ```text
-//! cargo run -q -p ragged-kernels --example cuda_programs -- OUT_DIR sm_90a sm_80
+//! cargo run -q -p ragged-engine-cuda --example cuda_programs -- OUT_DIR sm_90a sm_80
 //! ```
 //!
 //! writes `OUT_DIR/ragged_fmha_fwd.cu`, `OUT_DIR/ragged_fmha_bwd.cu` and, per architecture,

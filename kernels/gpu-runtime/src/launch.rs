@@ -80,7 +80,7 @@ impl LaunchConfig {
 /// the most are the persistent forward's 56: its own, three tensor maps, the pre-pass's and a nonce).
 const INLINE_PARAMETERS: usize = 64;
 
-/// The `void**` array of one launch: on the stack up to [`INLINE_PARAMETERS`] entries, since
+/// The `void**` array of one launch: on the stack up to `INLINE_PARAMETERS` entries, since
 /// it is built on every execute's path; on the heap beyond (an empty `Vec` allocates nothing).
 pub struct ParameterArray {
     inline: [*mut c_void; INLINE_PARAMETERS],

@@ -1,6 +1,6 @@
 //! GFLOP/s of the CPU reference SDPA forward or backward on a ragged self-attention batch.
 //!
-//! `cargo bench -p ragged-kernels --bench cpu_sdpa -- --lens 64,1024 --heads 8 --dim 64 [--causal]
+//! `cargo bench -p ragged-reference --bench cpu_sdpa -- --lens 64,1024 --heads 8 --dim 64 [--causal]
 //! [--backward]` prints one `ours ...` line; `bench/cpu/torch_sdpa_cpu.py` takes the same
 //! arguments, and `bench/cpu/run.sh` runs both and prints the ratio. FLOPs count only admitted
 //! (query, key) pairs: 4·D per pair (Q·Kᵀ and P·V, a multiply and an add each) per head for the

@@ -2,7 +2,7 @@
 //! engine that runs wherever no GPU engine can.
 //!
 //! * [`sdpa`]: SDPA forward over the core's dense and ragged tensors ([`sdpa_forward`]).
-//! * [`sdpa_backward`]: SDPA backward (dQ, dK, dV) over the same tensors ([`sdpa_backward()`]).
+//! * [`mod@sdpa_backward`]: SDPA backward (dQ, dK, dV) over the same tensors ([`sdpa_backward()`]).
 //! * [`executor`]: runs a multi-node graph (SDPA and pointwise nodes) over host buffers.
 //! * [`parallel`]: the worker pool every kernel here runs on; `gemm`: the micro-kernels.
 

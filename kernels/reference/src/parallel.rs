@@ -242,7 +242,7 @@ fn default_pool() -> Option<&'static Pool> {
             // A process that cannot start threads still runs every loop, on the caller.
             Pool::start(configured_threads() - 1, |main| {
                 let handle = std::thread::Builder::new()
-                    .name("ragged-kernels".into())
+                    .name("ragged-reference".into())
                     .spawn(main)?;
                 Ok(Box::new(move || {
                     let _ = handle.join();

@@ -1,7 +1,7 @@
 //! A small fp32 ragged SDPA problem exercising every execute path the host engine has: GQA,
 //! ragged Q/K/V/O with int32 offsets, int64 seq_lens (configuration 2), a sliding causal window,
 //! a dense LSE output and a runtime pass-by-value scale. Its expected outputs come from calling
-//! the kernels crate's CPU reference directly, without the plugin.
+//! the CPU reference (ragged-reference) directly, without the plugin.
 
 #![allow(dead_code)]
 
@@ -252,7 +252,7 @@ impl Inputs {
         }
     }
 
-    /// O and LSE from the kernels crate's CPU reference, called directly.
+    /// O and LSE from the CPU reference, called directly.
     pub fn reference(&self) -> (Vec<f32>, Vec<f32>) {
         let (mut o, mut lse) = self.outputs();
         let (q_aux, kv_aux) = self.offsets_tensors();

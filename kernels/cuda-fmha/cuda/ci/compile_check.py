@@ -3,8 +3,8 @@
 
 The plugin compiles kernels/cuda-fmha/cuda/*.cu with NVRTC at run time on the user's machine, so without this
 check a change to the CUDA sources is first compiled on the device. It compiles the programs the
-kernels crate itself hands NVRTC: the spliced sources and the plugin's option list per architecture,
-written by `cargo run -p ragged-kernels --example cuda_programs -- DIR sm_90a sm_80` (so there is no
+engine crate itself hands NVRTC: the spliced sources and the plugin's option list per architecture,
+written by `cargo run -p ragged-engine-cuda --example cuda_programs -- DIR sm_90a sm_80` (so there is no
 second copy of either here), plus `--ptxas-options=-v` for NVRTC's built-in ptxas to report
 registers, spills and serialization, plus the benchmark builds' defines. It prints registers and
 spills per entry point and fails on:
@@ -129,7 +129,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--nvrtc", required=True, help="path to libnvrtc.so")
     ap.add_argument("--programs", required=True,
-                    help="directory written by `cargo run -p ragged-kernels --example cuda_programs -- DIR sm_90a sm_80`")
+                    help="directory written by `cargo run -p ragged-engine-cuda --example cuda_programs -- DIR sm_90a sm_80`")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     args = ap.parse_args()
     failed = False

@@ -1,6 +1,6 @@
 //! Plan-time checks and launch arguments of the CUDA SDPA backward.
 //!
-//! Q, K, V, O and the LSE are planned exactly as the forward plans them ([`crate::forward::plan`]:
+//! Q, K, V, O and the LSE are planned exactly as the forward plans them ([`crate::forward::plan()`]:
 //! the GPU contract, packed ragged memory in either dims order, offsets and seq_lens read on the
 //! device, the stats layouts the forward writes), so a backward reads its forward's tensors the
 //! way the forward wrote them. The gradients must be packed ragged like their primals and share

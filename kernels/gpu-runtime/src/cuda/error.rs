@@ -1,7 +1,7 @@
 //! The GPU layer's error type.
 //!
-//! The module is self-contained until it is wired into `ragged-kernels` (the crate error converts
-//! from it then). Plan errors name the graph uid of the offending tensor, because the plugin
+//! The CUDA engine converts it into the core's error with what it means for the caller
+//! (`ragged_engine_cuda::adapter::failure`). Plan errors name the graph uid of the offending tensor, because the plugin
 //! reports them to hipDNN users who only know uids; device errors name the driver call, because
 //! a CUDA error code alone does not say which step failed.
 

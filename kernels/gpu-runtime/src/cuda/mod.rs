@@ -2,14 +2,16 @@
 //! them on a caller's stream. The FMHA engine built on it is `ragged_engine_cuda::forward`.
 //!
 //! Layering, bottom up: [`runtime`] (probe, devices, NVRTC target), [`nvrtc_cache`] (compile and
-//! cache images), [`context`] and [`module`] (stream contexts, loaded modules, typed launches). Only [`runtime::probe`] may be called on a machine without CUDA; it
-//! answers with a reason instead of failing, and everything else starts by calling it.
+//! cache images), [`context`] and [`module`] (stream contexts, loaded modules, typed launches).
+//! Only [`runtime::probe`] may be called on a machine without CUDA; it answers with a reason
+//! instead of failing, and everything else starts by calling it.
 //!
-//! The plugin's use, in order:
+//! The CUDA engine's use, in order:
 //! 1. [`runtime::probe`] once: list `RAGGED_SDPA_CUDA_FMHA` only on `Ok`.
-//! 2. [`ragged_engine_cuda::forward::plan()`] per graph: `Err(GpuError::Unsupported { .. })` means decline.
-//! 3. [`ragged_engine_cuda::forward::FmhaEngine::execute`] per execute, with the `SetStream` stream and the variant
-//!    pack's device pointers; workspace size from [`ragged_engine_cuda::forward::FmhaPlan::workspace_bytes`].
+//! 2. `ragged_engine_cuda::forward::plan()` per graph: `Err(GpuError::Unsupported { .. })` means
+//!    decline.
+//! 3. `ragged_engine_cuda::forward::FmhaEngine::execute_call` per execute, with the call's stream
+//!    and device pointers; workspace size from `FmhaPlan::workspace_bytes`.
 //!
 //! [`memory`] serves the host reference engine next to CUDA: which pointers are device memory,
 //! and synchronous copies to and from the host on the caller's stream.

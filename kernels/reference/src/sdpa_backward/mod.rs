@@ -1,9 +1,9 @@
 //! CPU reference SDPA backward over dense and ragged tensors: dQ, dK and dV from Q, K, V, the
 //! forward's O and LSE, and the incoming gradient dO. Semantics: `README.md` beside this file.
 //!
-//! Flow: [`problem::validate`] runs the forward's validation and checks the gradients against
+//! Flow: `problem::validate` runs the forward's validation and checks the gradients against
 //! their primals, the forward's staging (`crate::sdpa::stage`) gathers the logical rows into f32
-//! blocks, [`passes`] computes dQ, dK and dV in one pass, in parallel over (batch, KV head, key
+//! blocks, `passes` computes dQ, dK and dV in one pass, in parallel over (batch, KV head, key
 //! chunk), and only then are the gradients written, so an error leaves them untouched.
 
 mod passes;
