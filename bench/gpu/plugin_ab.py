@@ -1,0 +1,89 @@
+"""Two builds of the plugin timed against each other on the device, forward and backward, in one
+call: each round runs plugin_bench.py and plugin_bench_bwd.py (--only-ours) on A and on B, in the
+order A B B A so that a drift of the card's clocks cancels, and the table gives each problem's
+median TFLOP/s per build and B / A.
+
+  python3 bench/gpu/plugin_ab.py --a OLD.so --b NEW.so --graphs .carry/bench/graphs \
+      [--rounds 2] [--forward NAME ...] [--backward REGEX]
+
+Defaults: the ragged-mix problems (every forward head dim, the backward's D 64 and 128).
+"""
+
+import argparse
+import re
+import statistics
+import subprocess
+import sys
+
+HERE = "bench/gpu"
+ROW = re.compile(r"^\| (\S+) \| ([0-9/]+) \| (yes|no) \| ([0-9.]+)")
+FORWARD = [f"ragged-mix_{d}_{m}" for d in ("d64", "d128", "d96", "d256", "d192v128")
+           for m in ("full", "causal")]
+
+
+def run(script, plugin, graphs, extra, timeout):
+    """TFLOP/s of ours per problem from one run's closing table, or {} when it failed."""
+    cmd = [sys.executable, f"{HERE}/{script}", "--plugin", plugin, "--graphs", graphs,
+           "--only-ours", *extra]
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout).stdout
+    except subprocess.TimeoutExpired:
+        print(f"  {script} on {plugin}: timed out after {timeout} s", flush=True)
+        return {}
+    rows = {}
+    for line in out.splitlines():
+        m = ROW.match(line)
+        if m:
+            mask = "causal" if m.group(3) == "yes" else "full"
+            rows[f"{m.group(1)} D {m.group(2)} {mask}"] = float(m.group(4))
+    if not rows:
+        print(f"  {script} on {plugin}: no table; last lines:\n" + "\n".join(out.splitlines()[-8:]),
+              flush=True)
+    return rows
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--a", required=True, help="the baseline plugin .so")
+    ap.add_argument("--b", required=True, help="the plugin .so compared with it")
+    ap.add_argument("--graphs", required=True, help="directory written by emit_bench_graphs")
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--forward", nargs="+", default=FORWARD, metavar="NAME")
+    ap.add_argument("--backward", default=r"ragged-mix_d(64|128)_", metavar="REGEX")
+    ap.add_argument("--timeout", type=int, default=240, help="seconds per benchmark process")
+    args = ap.parse_args()
+
+    runs = {"fwd": {"a": [], "b": []}, "bwd": {"a": [], "b": []}}
+    for r in range(args.rounds):
+        for build in ("a", "b", "b", "a"):
+            plugin = getattr(args, build)
+            print(f"round {r + 1}: {build.upper()} ({plugin})", flush=True)
+            runs["fwd"][build].append(run("plugin_bench.py", plugin, args.graphs,
+                                          ["--problems", *args.forward], args.timeout))
+            runs["bwd"][build].append(run("plugin_bench_bwd.py", plugin, args.graphs,
+                                          ["--only", args.backward], args.timeout))
+
+    print("\n| pass | problem | A TFLOP/s (median) | B TFLOP/s (median) | B / A |")
+    print("|---|---|---|---|---|")
+    worst = None
+    for kind in ("fwd", "bwd"):
+        names = sorted({n for res in runs[kind]["a"] + runs[kind]["b"] for n in res})
+        for name in names:
+            a = [res[name] for res in runs[kind]["a"] if name in res]
+            b = [res[name] for res in runs[kind]["b"] if name in res]
+            if not a or not b:
+                print(f"| {kind} | {name} | {len(a)} runs | {len(b)} runs | — |")
+                continue
+            ma, mb = statistics.median(a), statistics.median(b)
+            worst = min(worst, mb / ma) if worst is not None else mb / ma
+            print(f"| {kind} | {name} | {ma:.1f} ({min(a):.1f}–{max(a):.1f}) | "
+                  f"{mb:.1f} ({min(b):.1f}–{max(b):.1f}) | {mb / ma:.3f} |")
+    if worst is None:
+        print("no problem was timed on both builds")
+        return 1
+    print(f"\nlowest B / A: {worst:.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
