@@ -4,14 +4,17 @@
 //! a context changes after creation).
 
 use std::ffi::c_void;
+use std::fmt;
 use std::sync::LazyLock;
+
+use parking_lot::Mutex;
 
 use ragged_core::binding::{Signature, Stream};
 use ragged_core::engine::{Planned, Problem};
 
 use crate::abi::types::DeviceBuffer;
 use crate::applicability;
-use crate::binder::{self, Pack, host_memory::Staged};
+use crate::binder::{self, BindScratch, Pack, host_memory::Staged};
 use crate::engines::Engine;
 use crate::error::PluginError;
 use crate::registry::Registry;
@@ -29,11 +32,21 @@ pub struct ExecutionContext {
 }
 
 /// A problem, what an execute binds for it, and one engine's plan: everything an execute needs.
-#[derive(Debug)]
 pub struct Plan {
     problem: Problem,
     signature: Signature,
     planned: Box<dyn Planned>,
+    /// Allocations the binding of one call lends the next (its values are always the call's).
+    scratch: Mutex<BindScratch>,
+}
+
+impl fmt::Debug for Plan {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Plan")
+            .field("problem", &self.problem)
+            .field("planned", &self.planned)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Plan {
@@ -42,6 +55,7 @@ impl Plan {
             signature: problem.signature(),
             problem,
             planned,
+            scratch: Mutex::default(),
         }
     }
 
@@ -70,6 +84,11 @@ impl Plan {
             stream,
             workspace,
         };
+        // Another thread executing this context right now keeps the shared scratch: this call
+        // binds with allocations of its own rather than wait.
+        let mut shared = self.scratch.try_lock();
+        let mut own = BindScratch::default();
+        let scratch = shared.as_deref_mut().unwrap_or(&mut own);
         let mut staged = Staged::default();
         {
             // SAFETY: forwarded contract.
@@ -80,9 +99,11 @@ impl Plan {
                     pack,
                     self.workspace_size(),
                     &mut staged,
+                    scratch,
                 )
             }?;
             self.planned.execute(&mut call)?;
+            scratch.reuse(call.into_layouts());
         }
         staged.write_back()
     }

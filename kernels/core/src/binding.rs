@@ -10,8 +10,10 @@
 //! ordinary borrows. Engines read a [`Call`] in safe code and never re-check what it holds.
 
 use std::ffi::c_void;
+use std::fmt;
 use std::marker::PhantomData;
 use std::num::NonZeroU64;
+use std::sync::Arc;
 
 use crate::dtype::{DataType, HostData, HostDataMut};
 use crate::error::KernelError;
@@ -20,7 +22,7 @@ use crate::problem::{
     BackwardProblem, IndexWidth, Multiplier, OFFSETS_ROLE, Operand, RaggedSdpaProblem, ScalarType,
     ScalePlan,
 };
-use crate::tensor::RaggedLayout;
+use crate::tensor::{RaggedLayout, Tensor};
 
 /// The SDPA field a scale tensor is bound through, for messages.
 pub const SCALE_ROLE: &str = "scale_tensor_uid";
@@ -299,17 +301,37 @@ pub struct Workspace<'call> {
 }
 
 /// One declared buffer as bound in this call.
-#[derive(Debug)]
 pub enum Bound<'call> {
     /// Device memory, for an engine that hands addresses to device code.
     Device(DevicePtr<'call>),
     /// Host memory the engine reads: exactly the buffer's extent.
     Host(HostData<'call>),
+    /// An index tensor (offsets, seq_len) in host memory, with an owned copy of its values that
+    /// travels as a tensor (ragged layouts hold it; the reference reads seq_lens through it).
+    HostIndex {
+        data: HostData<'call>,
+        tensor: Arc<dyn Tensor>,
+    },
     /// Host memory the engine writes: exactly the buffer's extent, overlapping no other bound
     /// buffer; taken once ([`Call::take_output`]).
     Output(Option<HostDataMut<'call>>),
     /// A scale's value, read on the host.
     Scale(f64),
+}
+
+impl fmt::Debug for Bound<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Bound::Device(ptr) => f.debug_tuple("Device").field(ptr).finish(),
+            Bound::Host(data) => write!(f, "Host({} elements)", data.len()),
+            Bound::HostIndex { data, .. } => write!(f, "HostIndex({} entries)", data.len()),
+            Bound::Output(data) => match data {
+                Some(data) => write!(f, "Output({} elements)", data.len()),
+                None => f.write_str("Output(taken)"),
+            },
+            Bound::Scale(value) => f.debug_tuple("Scale").field(value).finish(),
+        }
+    }
 }
 
 /// One execute's bound buffers, in the order of the problem's [`Signature`].
@@ -384,7 +406,15 @@ impl<'call> Call<'call> {
     /// The host elements of input `uid`.
     pub fn host(&self, uid: i64) -> Result<HostData<'call>, KernelError> {
         match &self.bound[self.position(uid)?] {
-            Bound::Host(data) => Ok(*data),
+            Bound::Host(data) | Bound::HostIndex { data, .. } => Ok(*data),
+            _ => Err(KernelError::Unbound { uid }),
+        }
+    }
+
+    /// Index tensor `uid` (offsets, seq_len) as an owned tensor of this call's values.
+    pub fn index_tensor(&self, uid: i64) -> Result<Arc<dyn Tensor>, KernelError> {
+        match &self.bound[self.position(uid)?] {
+            Bound::HostIndex { tensor, .. } => Ok(Arc::clone(tensor)),
             _ => Err(KernelError::Unbound { uid }),
         }
     }
@@ -396,6 +426,13 @@ impl<'call> Call<'call> {
             Bound::Output(data) => data.take().ok_or(KernelError::Unbound { uid }),
             _ => Err(KernelError::Unbound { uid }),
         }
+    }
+
+    /// The layouts' storage, emptied, for the binder to reuse in the next call.
+    pub fn into_layouts(self) -> Vec<Option<RaggedLayout>> {
+        let mut layouts = self.layouts;
+        layouts.iter_mut().for_each(|l| *l = None);
+        layouts
     }
 
     /// The validated layout of ragged host tensor `uid` (moved out: once per call).

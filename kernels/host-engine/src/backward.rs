@@ -10,7 +10,7 @@ use std::sync::Arc;
 use ragged_core::binding::Call;
 use ragged_core::engine::{Planned, Reach};
 use ragged_core::problem::BackwardProblem;
-use ragged_core::{KernelError, Tensor, TensorMut};
+use ragged_core::{KernelError, TensorMut};
 use ragged_reference::{BackwardInputs, BackwardOutputs, SdpaBackwardParams, sdpa_backward};
 
 use crate::pool;
@@ -55,8 +55,8 @@ impl Planned for HostBackward {
             o: o.tensor(),
             d_o: d_o.tensor(),
             lse: lse.tensor(),
-            seq_len_q: seq_len_q.as_ref().map(|t| t as &dyn Tensor),
-            seq_len_kv: seq_len_kv.as_ref().map(|t| t as &dyn Tensor),
+            seq_len_q: seq_len_q.as_deref(),
+            seq_len_kv: seq_len_kv.as_deref(),
         };
         let outputs = BackwardOutputs {
             dq: dq.tensor_mut() as &mut dyn TensorMut,

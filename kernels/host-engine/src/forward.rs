@@ -59,8 +59,8 @@ impl Planned for HostForward {
                 v.tensor(),
                 o.tensor_mut(),
                 lse.as_mut().map(View::tensor_mut),
-                seq_len_q.as_ref().map(|t| t as _),
-                seq_len_kv.as_ref().map(|t| t as _),
+                seq_len_q.as_deref(),
+                seq_len_kv.as_deref(),
                 &params,
             )
         };

@@ -1,5 +1,7 @@
 //! Tensor views over one call's host slices, and uids for the reference's role-named errors.
 
+use std::sync::Arc;
+
 use ragged_core::binding::Call;
 use ragged_core::problem::{IndexInput, Operand};
 use ragged_core::tensor::{Dense, Ragged, Storage, StorageMut};
@@ -56,14 +58,8 @@ fn view<S: Storage>(call: &mut Call<'_>, t: &Operand, data: S) -> Result<View<S>
 }
 
 /// A seq_len tensor (`B` entries) as the `[B, 1, 1, 1]` tensor the reference reads.
-pub fn index<'call>(
-    call: &Call<'call>,
-    index: IndexInput,
-) -> Result<Dense<HostData<'call>>, KernelError> {
-    let data = call.host(index.uid)?;
-    let n = i64::try_from(data.len()).unwrap_or(i64::MAX);
-    Dense::from_storage(data, vec![n, 1, 1, 1], vec![1, 1, 1, 1])
-        .map_err(|e| e.for_tensor(index.uid))
+pub fn index(call: &Call<'_>, index: IndexInput) -> Result<Arc<dyn Tensor>, KernelError> {
+    call.index_tensor(index.uid)
 }
 
 /// Attaches to a CPU reference error the uid `uid_of` gives for the role it is about; an error

@@ -16,7 +16,6 @@
 pub mod device_memory;
 pub mod host_memory;
 
-use std::collections::HashMap;
 use std::ffi::c_void;
 use std::num::NonZeroU64;
 use std::sync::Arc;
@@ -58,7 +57,7 @@ impl Pack<'_> {
 
 /// Binds `pack` for a plan of `reach` whose workspace is `workspace_bytes`; host copies of
 /// device memory live in `staged` (write them back with [`Staged::write_back`] once the execute
-/// has succeeded).
+/// has succeeded), and `scratch` lends allocations a context reuses from call to call.
 ///
 /// # Safety
 /// For the whole call and until `pack.stream` completes the work it is given: every pointer in
@@ -74,6 +73,7 @@ pub unsafe fn bind<'call>(
     pack: Pack<'call>,
     workspace_bytes: usize,
     staged: &'call mut Staged,
+    scratch: &mut BindScratch,
 ) -> Result<Call<'call>, PluginError> {
     for (i, entry) in pack.entries.iter().enumerate() {
         if pack.entries[..i].iter().any(|e| e.uid == entry.uid) {
@@ -90,18 +90,132 @@ pub unsafe fn bind<'call>(
         ptr: NonZeroU64::new(pack.workspace as u64).map(|p| unsafe { DevicePtr::new(p) }),
         bytes: workspace_bytes,
     };
-    let n = signature.buffers().len();
-    let (bound, layouts) = match reach {
+    let mut layouts = std::mem::take(&mut scratch.layouts);
+    layouts.clear();
+    layouts.resize_with(signature.buffers().len(), || None);
+    let bound = match reach {
         // SAFETY: forwarded contract.
-        Reach::Device => (unsafe { bind_device(signature, pack) }?, empty_layouts(n)),
+        Reach::Device => unsafe { bind_device(signature, pack) }?,
         // SAFETY: forwarded contract.
-        Reach::Host => unsafe { bind_host(signature, pack, staged) }?,
+        Reach::Host => unsafe { bind_host(signature, pack, staged, scratch, &mut layouts) }?,
     };
     Call::new(signature, bound, layouts, stream, workspace).map_err(PluginError::from)
 }
 
-fn empty_layouts(n: usize) -> Vec<Option<RaggedLayout>> {
-    std::iter::repeat_with(|| None).take(n).collect()
+/// Allocations an execution context lends each call's binding, so that a call in a loop
+/// allocates as little as the bindings allow; every value in them is rewritten from the call's
+/// own pack before it is read.
+#[derive(Default)]
+pub struct BindScratch {
+    places: Vec<Place>,
+    layouts: Vec<Option<RaggedLayout>>,
+    copies: Vec<IndexCopy>,
+}
+
+impl BindScratch {
+    /// Gives back a finished call's layout storage.
+    pub fn reuse(&mut self, layouts: Vec<Option<RaggedLayout>>) {
+        self.layouts = layouts;
+    }
+
+    /// An owned copy of index tensor `uid`'s values in this call: the same tensor for every
+    /// request of one call, rewritten in place from call to call where nothing still holds it.
+    fn index_copy(
+        &mut self,
+        uid: i64,
+        data: HostData<'_>,
+        dims: &[i64],
+        strides: &[i64],
+    ) -> Result<Arc<dyn Tensor>, PluginError> {
+        let slot = self.copies.iter().position(|c| c.uid == uid);
+        if let Some(i) = slot {
+            let copy = &mut self.copies[i];
+            if copy.current || copy.values.refill(&data, dims) {
+                copy.current = true;
+                return Ok(copy.values.shared());
+            }
+        }
+        let in_tensor = |e: KernelError| PluginError::from(e.for_tensor(uid));
+        let values = match data {
+            HostData::I32(v) => IndexValues::I32(Arc::new(
+                DenseTensor::from_vec(v.to_vec(), dims.to_vec(), strides.to_vec())
+                    .map_err(in_tensor)?,
+            )),
+            HostData::I64(v) => IndexValues::I64(Arc::new(
+                DenseTensor::from_vec(v.to_vec(), dims.to_vec(), strides.to_vec())
+                    .map_err(in_tensor)?,
+            )),
+            other => {
+                return Err(PluginError::InvalidValue(format!(
+                    "tensor uid {uid}: a ragged offset aux of type {}, need int32 or int64",
+                    other.data_type()
+                )));
+            }
+        };
+        let shared = values.shared();
+        let copy = IndexCopy {
+            uid,
+            values,
+            current: true,
+        };
+        match slot {
+            Some(i) => self.copies[i] = copy,
+            None => self.copies.push(copy),
+        }
+        Ok(shared)
+    }
+
+    /// The copy of `uid` made in this call.
+    fn current(&self, uid: i64) -> Option<Arc<dyn Tensor>> {
+        self.copies
+            .iter()
+            .find(|c| c.uid == uid && c.current)
+            .map(|c| c.values.shared())
+    }
+}
+
+struct IndexCopy {
+    uid: i64,
+    values: IndexValues,
+    /// Rewritten from the current call's pack.
+    current: bool,
+}
+
+enum IndexValues {
+    I32(Arc<DenseTensor<i32>>),
+    I64(Arc<DenseTensor<i64>>),
+}
+
+impl IndexValues {
+    fn shared(&self) -> Arc<dyn Tensor> {
+        match self {
+            IndexValues::I32(t) => Arc::clone(t) as Arc<dyn Tensor>,
+            IndexValues::I64(t) => Arc::clone(t) as Arc<dyn Tensor>,
+        }
+    }
+
+    /// Overwrites the values with `data` in place; false when that is not possible (another
+    /// type or shape, or a tensor of an earlier call still holds them).
+    fn refill(&mut self, data: &HostData<'_>, dims: &[i64]) -> bool {
+        fn overwrite<T: ragged_core::Element>(
+            t: &mut Arc<DenseTensor<T>>,
+            src: &[T],
+            dims: &[i64],
+        ) -> bool {
+            match Arc::get_mut(t) {
+                Some(t) if t.as_slice().len() == src.len() && t.dims() == dims => {
+                    t.as_mut_slice().copy_from_slice(src);
+                    true
+                }
+                _ => false,
+            }
+        }
+        match (self, data) {
+            (IndexValues::I32(t), HostData::I32(src)) => overwrite(t, src, dims),
+            (IndexValues::I64(t), HostData::I64(src)) => overwrite(t, src, dims),
+            _ => false,
+        }
+    }
 }
 
 /// # Safety
@@ -132,23 +246,24 @@ unsafe fn bind_device<'call>(
     Ok(bound)
 }
 
-/// Host slices of every declared buffer, with the layouts of the ragged ones.
-type HostBinding<'call> = (Vec<Bound<'call>>, Vec<Option<RaggedLayout>>);
-
+/// Host slices of every declared buffer; the layouts of the ragged ones go into `layouts`.
+///
 /// # Safety
 /// As [`bind`].
 unsafe fn bind_host<'call>(
     signature: &'call Signature,
     pack: Pack<'call>,
     staged: &'call mut Staged,
-) -> Result<HostBinding<'call>, PluginError> {
+    scratch: &mut BindScratch,
+    layouts: &mut [Option<RaggedLayout>],
+) -> Result<Vec<Bound<'call>>, PluginError> {
     let memory = HostMemory::of_process()?;
     let buffers = signature.buffers();
-    let mut layouts = empty_layouts(buffers.len());
+    scratch.copies.iter_mut().for_each(|c| c.current = false);
     // Pass 1: where each buffer's host bytes are (the caller's, or a host copy of device
     // memory) and how many; offsets come before the ragged tensors whose extent they fix.
-    let mut places: Vec<Place> = Vec::with_capacity(buffers.len());
-    let mut aux_copies: HashMap<i64, Arc<dyn Tensor>> = HashMap::new();
+    let mut places = std::mem::take(&mut scratch.places);
+    places.clear();
     for (i, declared) in buffers.iter().enumerate() {
         let address = pack.pointer(declared)?;
         let bytes = match &declared.kind {
@@ -170,7 +285,7 @@ unsafe fn bind_host<'call>(
                 let elements = match ragged {
                     None => dense_elements(declared.uid, dims, strides)?,
                     Some(spec) => {
-                        let aux = aux_copy(spec, buffers, &places, &mut aux_copies)?;
+                        let aux = aux_copy(spec, buffers, &places, scratch)?;
                         let layout = ragged_layout(declared.uid, dims, strides, spec, aux)?;
                         let total = usize::try_from(layout.total_elements()).map_err(|_| {
                             KernelError::Internal(format!(
@@ -197,24 +312,40 @@ unsafe fn bind_host<'call>(
         // is copied to the host on the call's stream.
         let place = unsafe { memory.reach(staged, declared, address.get(), bytes, pack.stream) }?;
         places.push(place);
+        if let Kind::Index { width, entries } = declared.kind {
+            // SAFETY: the place holds the index's bytes, which nobody writes during the call;
+            // the slice is dropped at the end of this block, before any exclusive slice exists.
+            let data = unsafe { place.host_data(width.data_type()) }
+                .map_err(|e| PluginError::from(e.for_tensor(declared.uid)))?;
+            let n = i64::try_from(entries).unwrap_or(i64::MAX);
+            scratch.index_copy(declared.uid, data, &[n, 1, 1, 1], &[1, 1, 1, 1])?;
+        }
     }
     // Pass 2: no output may overlap anything else before any exclusive slice exists.
-    let spans = || buffers.iter().zip(&places).filter_map(|(d, p)| p.span(d));
-    let writes = spans().filter(|s| is_output(buffers, s.uid));
-    let reads = spans().filter(|s| !is_output(buffers, s.uid));
-    overlap::check_all(writes, reads)?;
+    let spans = |output: bool| {
+        buffers
+            .iter()
+            .zip(&places)
+            .filter(move |(d, _)| d.is_output() == output)
+            .filter_map(|(d, p)| p.span(d))
+    };
+    overlap::check_all(spans(true), spans(false))?;
     // Pass 3: the slices.
     let mut bound = Vec::with_capacity(buffers.len());
     for (declared, place) in buffers.iter().zip(&places) {
         // SAFETY: each place holds its buffer's bytes (the caller's under the contract, or a
         // copy in `staged` that lives for 'call); outputs overlap nothing else (pass 2).
-        bound.push(unsafe { place.bind(declared) }?);
+        let slice = unsafe { place.bind(declared) }?;
+        bound.push(match (slice, &declared.kind) {
+            (Bound::Host(data), Kind::Index { .. }) => match scratch.current(declared.uid) {
+                Some(tensor) => Bound::HostIndex { data, tensor },
+                None => Bound::Host(data),
+            },
+            (slice, _) => slice,
+        });
     }
-    Ok((bound, layouts))
-}
-
-fn is_output(buffers: &[Declared], uid: i64) -> bool {
-    buffers.iter().any(|d| d.uid == uid && d.is_output())
+    scratch.places = places;
+    Ok(bound)
 }
 
 /// Where one buffer's host bytes are.
@@ -227,6 +358,25 @@ enum Place {
 }
 
 impl Place {
+    /// The place's bytes as elements of `dtype`, for reading.
+    ///
+    /// # Safety
+    /// As [`Place::bind`], for reading.
+    unsafe fn host_data<'a>(
+        &self,
+        dtype: ragged_core::DataType,
+    ) -> Result<HostData<'a>, KernelError> {
+        match *self {
+            // SAFETY: forwarded contract.
+            Place::Host { address, bytes } => unsafe {
+                HostData::from_raw_parts(address as usize as *const c_void, dtype, bytes)
+            },
+            Place::Scalar(..) => Err(KernelError::Internal(
+                "a scale place read as a tensor".to_owned(),
+            )),
+        }
+    }
+
     fn span(&self, declared: &Declared) -> Option<Span> {
         match *self {
             Place::Host { address, bytes } => Some(Span {
@@ -296,16 +446,16 @@ impl Place {
     }
 }
 
-/// An owned copy of the offsets `spec` names, bound earlier in the host pass; one per uid per
-/// call, shared by every tensor it delimits.
+/// The offsets `spec` names, bound earlier in the host pass, as an owned tensor: one per uid
+/// per call, shared by every tensor it delimits.
 fn aux_copy(
     spec: &RaggedSpec,
     buffers: &[Declared],
     places: &[Place],
-    copies: &mut HashMap<i64, Arc<dyn Tensor>>,
+    scratch: &mut BindScratch,
 ) -> Result<Arc<dyn Tensor>, PluginError> {
-    if let Some(copy) = copies.get(&spec.offsets) {
-        return Ok(Arc::clone(copy));
+    if let Some(copy) = scratch.current(spec.offsets) {
+        return Ok(copy);
     }
     let position = buffers.iter().position(|d| d.uid == spec.offsets);
     let (Some(i), Some(place)) = (position, position.and_then(|i| places.get(i))) else {
@@ -314,51 +464,24 @@ fn aux_copy(
             spec.offsets
         )));
     };
-    let declared = &buffers[i];
-    let (dims, strides, dtype) = match &declared.kind {
-        Kind::Index { width, entries } => {
-            let n = i64::try_from(*entries).unwrap_or(i64::MAX);
-            (vec![n, 1, 1, 1], vec![1, 1, 1, 1], width.data_type())
-        }
-        Kind::Tensor {
-            dtype,
-            dims,
-            strides,
-            ..
-        } => (dims.clone(), strides.clone(), *dtype),
-        Kind::Scale { .. } => {
-            return Err(PluginError::InvalidValue(format!(
-                "ragged offset aux uid {} is bound as a scale",
-                spec.offsets
-            )));
-        }
-    };
-    let Place::Host { address, bytes } = *place else {
-        return Err(KernelError::Unbound { uid: spec.offsets }.into());
+    // Index kinds were copied when they were placed; a graph's aux is one of its tensors.
+    let Kind::Tensor {
+        dtype,
+        dims,
+        strides,
+        ..
+    } = &buffers[i].kind
+    else {
+        return Err(PluginError::InvalidValue(format!(
+            "ragged offset aux uid {} is bound as a scale",
+            spec.offsets
+        )));
     };
     // SAFETY: the aux's bytes are readable host memory nobody writes during the call (the
-    // contract, or a staged copy), and the slice is dropped before this function returns.
-    let data = unsafe { HostData::from_raw_parts(address as usize as *const c_void, dtype, bytes) }
+    // contract, or a staged copy); the slice is dropped before any exclusive slice exists.
+    let data = unsafe { place.host_data(*dtype) }
         .map_err(|e| PluginError::from(e.for_tensor(spec.offsets)))?;
-    let tensor: Arc<dyn Tensor> = match data {
-        HostData::I32(v) => Arc::new(
-            DenseTensor::from_vec(v.to_vec(), dims, strides)
-                .map_err(|e| PluginError::from(e.for_tensor(spec.offsets)))?,
-        ),
-        HostData::I64(v) => Arc::new(
-            DenseTensor::from_vec(v.to_vec(), dims, strides)
-                .map_err(|e| PluginError::from(e.for_tensor(spec.offsets)))?,
-        ),
-        other => {
-            return Err(PluginError::InvalidValue(format!(
-                "tensor uid {}: a ragged offset aux of type {}, need int32 or int64",
-                spec.offsets,
-                other.data_type()
-            )));
-        }
-    };
-    copies.insert(spec.offsets, Arc::clone(&tensor));
-    Ok(tensor)
+    scratch.index_copy(spec.offsets, data, dims, strides)
 }
 
 fn ragged_layout(

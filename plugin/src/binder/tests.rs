@@ -70,7 +70,16 @@ fn host_buffers_are_bound_over_exactly_the_extent_their_offsets_give() {
     let entries = buffers.entries();
     let mut staged = Staged::default();
     // SAFETY: every pointer is a live host array of the declared extent.
-    let call = unsafe { bind(&signature, Reach::Host, pack(&entries), 0, &mut staged) };
+    let call = unsafe {
+        bind(
+            &signature,
+            Reach::Host,
+            pack(&entries),
+            0,
+            &mut staged,
+            &mut BindScratch::default(),
+        )
+    };
     let mut call = call.expect("binds");
     assert_eq!(call.host(2).map(|d| d.len()), Ok(2), "K: offsets[B] = 2");
     assert_eq!(call.host(1).map(|d| d.len()), Ok(1), "Q: offsets[B] = 1");
@@ -93,7 +102,17 @@ fn an_output_overlapping_an_input_is_invalid_value_naming_both() {
     entries[5].ptr = entries[2].ptr; // O over Q
     let mut staged = Staged::default();
     // SAFETY: as above; the overlap is refused before any slice exists.
-    let error = unsafe { bind(&signature, Reach::Host, pack(&entries), 0, &mut staged) }.err();
+    let error = unsafe {
+        bind(
+            &signature,
+            Reach::Host,
+            pack(&entries),
+            0,
+            &mut staged,
+            &mut BindScratch::default(),
+        )
+    }
+    .err();
     assert_eq!(
         error.as_ref().map(PluginError::status),
         Some(Status::INVALID_VALUE)
@@ -114,7 +133,17 @@ fn offsets_that_decrease_are_the_callers_values() {
     let entries = buffers.entries();
     let mut staged = Staged::default();
     // SAFETY: as above; the offsets are refused before their tensors are bound.
-    let error = unsafe { bind(&signature, Reach::Host, pack(&entries), 0, &mut staged) }.err();
+    let error = unsafe {
+        bind(
+            &signature,
+            Reach::Host,
+            pack(&entries),
+            0,
+            &mut staged,
+            &mut BindScratch::default(),
+        )
+    }
+    .err();
     assert_eq!(
         error.as_ref().map(PluginError::status),
         Some(Status::INVALID_VALUE),
@@ -132,7 +161,16 @@ fn lookups_name_the_missing_or_null_uid_and_a_uid_bound_twice_is_rejected() {
     entries.remove(3); // K
     let mut staged = Staged::default();
     // SAFETY: nothing is read before the missing binding is reported.
-    let missing = unsafe { bind(&signature, Reach::Device, pack(&entries), 0, &mut staged) };
+    let missing = unsafe {
+        bind(
+            &signature,
+            Reach::Device,
+            pack(&entries),
+            0,
+            &mut staged,
+            &mut BindScratch::default(),
+        )
+    };
     assert_eq!(
         missing.err().map(|e| e.to_string()),
         Some("tensor uid 2 (k_tensor_uid) has no entry in device_buffers".into())
@@ -141,7 +179,16 @@ fn lookups_name_the_missing_or_null_uid_and_a_uid_bound_twice_is_rejected() {
     entries[3].ptr = null_mut();
     let mut staged = Staged::default();
     // SAFETY: as above.
-    let null = unsafe { bind(&signature, Reach::Device, pack(&entries), 0, &mut staged) };
+    let null = unsafe {
+        bind(
+            &signature,
+            Reach::Device,
+            pack(&entries),
+            0,
+            &mut staged,
+            &mut BindScratch::default(),
+        )
+    };
     assert!(matches!(
         null.err(),
         Some(PluginError::NullBuffer { uid: 2, .. })
@@ -150,7 +197,16 @@ fn lookups_name_the_missing_or_null_uid_and_a_uid_bound_twice_is_rejected() {
     entries.push(entry(3, null_mut()));
     let mut staged = Staged::default();
     // SAFETY: the pack is refused before any pointer is used.
-    let twice = unsafe { bind(&signature, Reach::Device, pack(&entries), 0, &mut staged) };
+    let twice = unsafe {
+        bind(
+            &signature,
+            Reach::Device,
+            pack(&entries),
+            0,
+            &mut staged,
+            &mut BindScratch::default(),
+        )
+    };
     assert_eq!(
         twice.err().map(|e| e.to_string()),
         Some("invalid value: device_buffers binds tensor uid 3 more than once".into())
@@ -165,7 +221,16 @@ fn device_addresses_are_zero_only_for_what_the_problem_lacks() {
     let entries = buffers.entries();
     let mut staged = Staged::default();
     // SAFETY: nothing is dereferenced on the device path.
-    let call = unsafe { bind(&signature, Reach::Device, pack(&entries), 0, &mut staged) };
+    let call = unsafe {
+        bind(
+            &signature,
+            Reach::Device,
+            pack(&entries),
+            0,
+            &mut staged,
+            &mut BindScratch::default(),
+        )
+    };
     let call = call.expect("binds");
     assert_eq!(
         call.device(1).map(|d| d.address()),
@@ -193,7 +258,16 @@ fn scale_of(scale: ScalePlan, reach: Reach, bytes: &mut [u8]) -> Result<f32, Plu
     entries.push(entry(30, bytes.as_mut_ptr().cast()));
     let mut staged = Staged::default();
     // SAFETY: every pointer is a live host buffer of its declared extent.
-    let call = unsafe { bind(&signature, reach, pack(&entries), 0, &mut staged) }?;
+    let call = unsafe {
+        bind(
+            &signature,
+            reach,
+            pack(&entries),
+            0,
+            &mut staged,
+            &mut BindScratch::default(),
+        )
+    }?;
     Ok(call.scale(problem.scale)?)
 }
 
@@ -276,7 +350,16 @@ fn a_fixed_scale_needs_no_binding_and_a_missing_one_is_bad_param_naming_it() {
     let entries = buffers.entries();
     let mut staged = Staged::default();
     // SAFETY: every pointer is a live host buffer; nothing is read on the device path.
-    let call = unsafe { bind(&signature, Reach::Device, pack(&entries), 0, &mut staged) };
+    let call = unsafe {
+        bind(
+            &signature,
+            Reach::Device,
+            pack(&entries),
+            0,
+            &mut staged,
+            &mut BindScratch::default(),
+        )
+    };
     assert_eq!(
         call.map(|c| c.scale(problem.scale).ok()).ok(),
         Some(Some(0.5))
@@ -289,7 +372,17 @@ fn a_fixed_scale_needs_no_binding_and_a_missing_one_is_bad_param_naming_it() {
     let signature = Signature::forward(&problem);
     let mut staged = Staged::default();
     // SAFETY: as above.
-    let error = unsafe { bind(&signature, Reach::Device, pack(&entries), 0, &mut staged) }.err();
+    let error = unsafe {
+        bind(
+            &signature,
+            Reach::Device,
+            pack(&entries),
+            0,
+            &mut staged,
+            &mut BindScratch::default(),
+        )
+    }
+    .err();
     assert_eq!(
         error.as_ref().map(PluginError::status),
         Some(Status::BAD_PARAM)

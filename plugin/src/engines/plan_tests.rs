@@ -298,6 +298,7 @@ fn a_cuda_backward_execute_without_its_workspace_is_bad_param_before_any_launch(
             pack,
             plan.workspace_size(),
             &mut staged,
+            &mut crate::binder::BindScratch::default(),
         )
     };
     let error = plan
