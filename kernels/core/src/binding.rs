@@ -90,11 +90,19 @@ impl Declared {
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Signature {
     buffers: Vec<Declared>,
+    /// The first uid the problem names in two roles of which one is written: such an output
+    /// would overlap the other binding entirely.
+    aliased_output: Option<(i64, &'static str, &'static str)>,
 }
 
 impl Signature {
     pub fn buffers(&self) -> &[Declared] {
         &self.buffers
+    }
+
+    /// A uid named in two roles, one of them written (uid, the first role, the second).
+    pub fn aliased_output(&self) -> Option<(i64, &'static str, &'static str)> {
+        self.aliased_output
     }
 
     /// Position of `uid` among [`Signature::buffers`].
@@ -237,10 +245,17 @@ impl Signature {
     }
 
     /// Keeps the first declaration of a uid: an offsets tensor shared by several tensors is
-    /// one buffer.
+    /// one buffer, and so is one tensor read in two roles (K and V one buffer). A written role
+    /// sharing its uid with another is recorded for the binder to refuse.
     fn push(&mut self, declared: Declared) {
-        if self.position(declared.uid).is_none() {
-            self.buffers.push(declared);
+        match self.position(declared.uid) {
+            None => self.buffers.push(declared),
+            Some(i) => {
+                let first = &self.buffers[i];
+                if (first.is_output() || declared.is_output()) && self.aliased_output.is_none() {
+                    self.aliased_output = Some((declared.uid, first.role, declared.role));
+                }
+            }
         }
     }
 }

@@ -134,3 +134,84 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+mod call_tests {
+    use std::sync::Arc;
+
+    use half::bf16;
+    use ragged_core::binding::{Bound, Call, Signature, Stream, Workspace};
+    use ragged_core::problem::test_support::packed;
+    use ragged_core::tensor::RaggedLayout;
+    use ragged_core::{DenseTensor, HostData, HostDataMut, Tensor};
+
+    use super::*;
+
+    /// K and V bound to one buffer (one uid): both views read it, each over its own layout
+    /// (S_max 4, two keys: the buffer holds only what the offsets address).
+    #[test]
+    fn one_buffer_as_both_k_and_v_runs() {
+        let mut problem = packed(1, (1, 1), (4, 1), 1);
+        problem.v.uid = problem.k.uid;
+        let signature = Signature::forward(&problem);
+        let (q_offsets, kv_offsets) = ([0i32, 1], [0i32, 2]);
+        let (q, kv) = ([bf16::ONE], [bf16::ONE, bf16::from_f32(3.0)]);
+        let mut o = [bf16::ZERO];
+        let index = |values: &[i32]| -> Arc<dyn Tensor> {
+            let n = values.len() as i64;
+            Arc::new(DenseTensor::from_vec(values.to_vec(), vec![n, 1, 1, 1], vec![1; 4]).unwrap())
+        };
+        let (q_aux, kv_aux) = (index(&q_offsets), index(&kv_offsets));
+        let mut layouts = Vec::new();
+        let mut bound = Vec::new();
+        let mut out = Some(HostDataMut::BF16(&mut o));
+        for declared in signature.buffers() {
+            let (b, layout) = match declared.uid {
+                10 => (
+                    Bound::HostIndex {
+                        data: HostData::I32(&q_offsets),
+                        tensor: q_aux.clone(),
+                    },
+                    None,
+                ),
+                11 => (
+                    Bound::HostIndex {
+                        data: HostData::I32(&kv_offsets),
+                        tensor: kv_aux.clone(),
+                    },
+                    None,
+                ),
+                1 => (Bound::Host(HostData::BF16(&q)), Some(q_aux.clone())),
+                2 => (Bound::Host(HostData::BF16(&kv)), Some(kv_aux.clone())),
+                4 => (Bound::Output(out.take()), Some(q_aux.clone())),
+                other => panic!("undeclared uid {other}"),
+            };
+            let t = [&problem.q, &problem.k, &problem.o]
+                .into_iter()
+                .find(|t| t.uid == declared.uid);
+            layouts.push(layout.zip(t).map(|(aux, t)| {
+                RaggedLayout::new(t.dims.to_vec(), t.strides.to_vec(), t.axes().seq, aux, 1)
+                    .unwrap()
+            }));
+            bound.push(b);
+        }
+        // SAFETY: a NULL stream is the default stream; the host engine never uses it.
+        let stream = unsafe { Stream::new(std::ptr::null_mut()) };
+        let workspace = Workspace {
+            ptr: None,
+            bytes: 0,
+        };
+        let mut call = Call::new(&signature, bound, layouts, stream, workspace).unwrap();
+        HostForward::new(Arc::new(problem))
+            .execute(&mut call)
+            .unwrap();
+        // One query (1) over keys 1 and 3 at scale 0.125; the values are the keys.
+        let (w1, w3) = (0.125f64.exp(), 0.375f64.exp());
+        let want = (w1 + 3.0 * w3) / (w1 + w3);
+        assert!(
+            (f64::from(o[0].to_f32()) - want).abs() < 1e-2,
+            "{} vs {want}",
+            o[0]
+        );
+    }
+}

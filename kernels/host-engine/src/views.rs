@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use ragged_core::binding::Call;
 use ragged_core::problem::{IndexInput, Operand};
-use ragged_core::tensor::{Dense, Ragged, Storage, StorageMut};
+use ragged_core::tensor::{Dense, Ragged, RaggedLayout, Storage, StorageMut};
 use ragged_core::{HostData, HostDataMut, KernelError, Role, Tensor, TensorMut};
 
 /// A dense or ragged view of one bound tensor, unboxed.
@@ -50,10 +50,26 @@ pub fn output<'call>(
 }
 
 fn view<S: Storage>(call: &mut Call<'_>, t: &Operand, data: S) -> Result<View<S>, KernelError> {
-    let view = match call.take_layout(t.uid) {
+    let layout = match (call.take_layout(t.uid), t.ragged) {
+        (Some(layout), _) => Ok(Some(layout)),
+        // One buffer in two roles (K and V bound to one uid): the binder validated its layout
+        // once, for the first view; the second builds its own over the same offsets.
+        (None, Some(r)) => call.index_tensor(r.uid).and_then(|offsets| {
+            RaggedLayout::new(
+                t.dims.to_vec(),
+                t.strides.to_vec(),
+                t.axes().seq,
+                offsets,
+                r.multiplier.get(),
+            )
+            .map(Some)
+        }),
+        (None, None) => Ok(None),
+    };
+    let view = layout.and_then(|layout| match layout {
         Some(layout) => Ragged::from_layout(data, layout).map(View::Ragged),
         None => Dense::from_storage(data, t.dims.to_vec(), t.strides.to_vec()).map(View::Dense),
-    };
+    });
     view.map_err(|e| e.for_tensor(t.uid))
 }
 

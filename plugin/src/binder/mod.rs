@@ -75,6 +75,12 @@ pub unsafe fn bind<'call>(
     staged: &'call mut Staged,
     scratch: &mut BindScratch,
 ) -> Result<Call<'call>, PluginError> {
+    if let Some((uid, first, second)) = signature.aliased_output() {
+        return Err(PluginError::InvalidValue(format!(
+            "tensor uid {uid} is both {first} and {second}, and one of them is written: an output \
+             may not overlap another binding"
+        )));
+    }
     for (i, entry) in pack.entries.iter().enumerate() {
         if pack.entries[..i].iter().any(|e| e.uid == entry.uid) {
             return Err(PluginError::InvalidValue(format!(

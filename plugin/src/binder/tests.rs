@@ -125,6 +125,40 @@ fn an_output_overlapping_an_input_is_invalid_value_naming_both() {
 }
 
 #[test]
+fn an_output_named_in_a_second_role_is_invalid_value_naming_both() {
+    let mut problem = tiny();
+    problem.o.uid = problem.q.uid;
+    let signature = Signature::forward(&problem);
+    let mut buffers = Tiny::new();
+    let entries = buffers.entries();
+    let mut staged = Staged::default();
+    // SAFETY: the alias is refused before any pointer is used.
+    let error = unsafe {
+        bind(
+            &signature,
+            Reach::Host,
+            pack(&entries),
+            0,
+            &mut staged,
+            &mut BindScratch::default(),
+        )
+    }
+    .err();
+    assert_eq!(
+        error.as_ref().map(PluginError::status),
+        Some(Status::INVALID_VALUE)
+    );
+    assert_eq!(
+        error.map(|e| e.to_string()),
+        Some(
+            "invalid value: tensor uid 1 is both q_tensor_uid and o_tensor_uid, and one of them \
+             is written: an output may not overlap another binding"
+                .to_owned()
+        )
+    );
+}
+
+#[test]
 fn offsets_that_decrease_are_the_callers_values() {
     let problem = tiny();
     let signature = Signature::forward(&problem);
