@@ -29,12 +29,14 @@ rounds=${ROUNDS:-3}
 ours_bin=$(cargo bench -p ragged-reference --bench cpu_sdpa --no-run 2>&1 |
   sed -n 's/.*Executable .*(\(.*\)).*/\1/p' | tail -1)
 field() { sed -n "s/.* $1=\([0-9.]*\).*/\1/p"; }
+word() { sed -n "s/.* $1=\([^ ]*\).*/\1/p"; }
 max() { awk -v a="$1" -v b="$2" 'BEGIN { print (b > a ? b : a) }'; }
 
 echo "commit $(git rev-parse --short HEAD), $(date -u '+%Y-%m-%d %H:%M UTC'), $("$python" -c 'import torch; print("torch", torch.__version__)')"
-echo "cpu: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores, flags:$(grep -o -w -E 'avx2|fma|avx512f|avx512bw|avx512vl' /proc/cpuinfo | sort -u | tr '\n' ' ')"
-printf '%-8s %-4s %-6s %-6s %-7s %8s %8s %6s %8s %8s %6s %5s\n' \
-  mode D causal dtype threads ours torch ratio ours_cpu torch_cpu ratio load
+echo "cpu: $(lscpu | sed -n 's/^Model name: *//p') (family $(lscpu | sed -n 's/^CPU family: *//p') model $(lscpu | sed -n 's/^Model: *//p')), $(nproc) cores, flags:$(grep -o -w -E 'avx2|fma|avx512f|avx512bw|avx512vl|avx512_bf16|avx512_fp16|amx_bf16' /proc/cpuinfo | sort -u | tr '\n' ' ')"
+echo "ours: RAGGED_SDPA_CPU_ISA=${RAGGED_SDPA_CPU_ISA:-unset} (caps the instruction set; the isa columns say what each side ran)"
+printf '%-8s %-4s %-6s %-6s %-7s %8s %8s %6s %8s %8s %6s %5s %-9s %-9s\n' \
+  mode D causal dtype threads ours torch ratio ours_cpu torch_cpu ratio load ours_isa torch_isa
 for mode in $modes; do
   for dtype in $dtypes; do
     for dim in $dims; do
@@ -47,7 +49,7 @@ for mode in $modes; do
             env_threads=(RAYON_NUM_THREADS="$threads")
             torch_threads=(--threads "$threads")
           fi
-          ours=0 torch=0 ours_cpu=0 torch_cpu=0
+          ours=0 torch=0 ours_cpu=0 torch_cpu=0 ours_isa=? torch_isa=?
           for _ in $(seq "$rounds"); do
             o=$(env "${env_threads[@]}" "$ours_bin" "${args[@]}")
             t=$("$python" bench/cpu/torch_sdpa_cpu.py "${args[@]}" "${torch_threads[@]}")
@@ -55,12 +57,13 @@ for mode in $modes; do
             torch=$(max "$torch" "$(field gflops <<<"$t")")
             ours_cpu=$(max "$ours_cpu" "$(field cpu_gflops <<<"$o")")
             torch_cpu=$(max "$torch_cpu" "$(field cpu_gflops <<<"$t")")
+            ours_isa=$(word isa <<<"$o") torch_isa=$(word isa <<<"$t")
           done
           ratio=$(awk -v a="$ours" -v b="$torch" 'BEGIN { printf "%.2f", a / b }')
           ratio_cpu=$(awk -v a="$ours_cpu" -v b="$torch_cpu" 'BEGIN { printf "%.2f", a / b }')
-          printf '%-8s %-4s %-6s %-6s %-7s %8s %8s %6s %8s %8s %6s %5s\n' "$mode" "$dim" \
+          printf '%-8s %-4s %-6s %-6s %-7s %8s %8s %6s %8s %8s %6s %5s %-9s %-9s\n' "$mode" "$dim" \
             "${causal:+yes}" "$dtype" "${threads/#0/all}" "$ours" "$torch" "$ratio" \
-            "$ours_cpu" "$torch_cpu" "$ratio_cpu" "$(cut -d' ' -f1 /proc/loadavg)"
+            "$ours_cpu" "$torch_cpu" "$ratio_cpu" "$(cut -d' ' -f1 /proc/loadavg)" "$ours_isa" "$torch_isa"
         done
       done
     done

@@ -77,7 +77,7 @@ def main() -> None:
         f"torch {direction} lens={args.lens} heads={args.heads} dim={args.dim} "
         f"causal={str(args.causal).lower()} dtype={args.dtype} gflop={flops / 1e9:.3f} "
         f"best_ms={best * 1e3:.3f} gflops={flops / best / 1e9:.1f} cpu_gflops={flops / cpu / 1e9:.1f} "
-        f"threads={torch.get_num_threads()}"
+        f"threads={torch.get_num_threads()} isa={torch.backends.cpu.get_cpu_capability().lower()}"
     )
 
 

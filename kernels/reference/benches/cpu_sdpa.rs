@@ -227,7 +227,7 @@ fn main() {
     };
     match result {
         Ok((flops, Timing { best, cpu })) => println!(
-            "ours {} lens={} heads={} dim={} causal={} dtype={} gflop={:.3} best_ms={:.3} gflops={:.1} cpu_gflops={:.1} threads={}",
+            "ours {} lens={} heads={} dim={} causal={} dtype={} gflop={:.3} best_ms={:.3} gflops={:.1} cpu_gflops={:.1} threads={} isa={}",
             if args.backward { "backward" } else { "forward" },
             args.lens
                 .iter()
@@ -242,7 +242,8 @@ fn main() {
             best * 1e3,
             flops / best / 1e9,
             cpu.map_or(0.0, |cpu| flops / cpu / 1e9),
-            ragged_reference::parallel::current_threads()
+            ragged_reference::parallel::current_threads(),
+            ragged_reference::isa::isa()
         ),
         Err(message) => {
             eprintln!("cpu_sdpa: {message}");

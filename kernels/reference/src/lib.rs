@@ -4,10 +4,12 @@
 //! * [`sdpa`]: SDPA forward over the core's dense and ragged tensors ([`sdpa_forward`]).
 //! * [`mod@sdpa_backward`]: SDPA backward (dQ, dK, dV) over the same tensors ([`sdpa_backward()`]).
 //! * [`executor`]: runs a multi-node graph (SDPA and pointwise nodes) over host buffers.
-//! * [`parallel`]: the worker pool every kernel here runs on; `gemm`: the micro-kernels.
+//! * [`parallel`]: the worker pool every kernel here runs on; `gemm`: the micro-kernels, run on
+//!   the instruction set [`isa`] chooses.
 
 pub mod executor;
 mod gemm;
+pub mod isa;
 pub mod parallel;
 pub mod sdpa;
 pub mod sdpa_backward;

@@ -13,12 +13,14 @@
 //! 8-column blocks spent 72 columns on the 65 of V with its column of ones; the softmax sums
 //! are now added up in the exp2 loop instead.
 //!
-//! The whole tile is compiled twice, for AVX2 + FMA (chosen at run time) and for the baseline
-//! target.
+//! The whole tile is compiled twice, for AVX2 + FMA and for the baseline target; [`crate::isa`]
+//! chooses at run time.
 
 use std::ops::Range;
 
 use crate::gemm::{Fused, Lane, MR, MulAdd, NR, Separate, micro_kernel};
+#[cfg(target_arch = "x86_64")]
+use crate::isa::{Isa, isa};
 
 use super::softmax::exp2_nonpositive;
 use ragged_core::MaskBand;
@@ -88,9 +90,10 @@ pub(crate) fn attend_tile(
         ) {
             attend::<Fused>(input, config, out, lse, scratch);
         }
-        if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
-            // SAFETY: the features `fused` is compiled for were detected just above.
-            return unsafe { fused(input, config, out, lse, scratch) };
+        match isa() {
+            // SAFETY: `isa()` chose a set the CPU reports (`crate::isa`).
+            Isa::Avx2Fma => return unsafe { fused(input, config, out, lse, scratch) },
+            Isa::Baseline => {}
         }
     }
     attend::<Separate>(input, config, out, lse, scratch);

@@ -21,6 +21,8 @@
 use std::ops::Range;
 
 use crate::gemm::{Fused, Lane, MR, MulAdd, NR, Separate, micro_kernel};
+#[cfg(target_arch = "x86_64")]
+use crate::isa::{Isa, isa};
 use crate::sdpa::MaskBand;
 use crate::sdpa::softmax::exp2_nonpositive;
 use crate::sdpa::stage::Staged;
@@ -231,9 +233,10 @@ fn run_item(p: &Problem, s: &Operands, cfg: &Config, item: Item<'_>, scratch: &m
         fn fused(p: &Problem, s: &Operands, cfg: &Config, item: Item<'_>, scratch: &mut Scratch) {
             item_body::<Fused>(p, s, cfg, item, scratch);
         }
-        if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
-            // SAFETY: the features `fused` is compiled for were detected just above.
-            return unsafe { fused(p, s, cfg, item, scratch) };
+        match isa() {
+            // SAFETY: `isa()` chose a set the CPU reports (`crate::isa`).
+            Isa::Avx2Fma => return unsafe { fused(p, s, cfg, item, scratch) },
+            Isa::Baseline => {}
         }
     }
     item_body::<Separate>(p, s, cfg, item, scratch);
