@@ -1,7 +1,7 @@
 //! `SdpaAttributes` (all 43 fields of `sdpa_attributes.fbs`) and the mask-band resolution of
 //! schema.md §6.1.
 
-use super::sdpa_shared::{UidField, fields, sdpa_shared, with_set_uids};
+use super::sdpa_shared::{UidField, fields, sdpa_shared, with_set_uids, with_set_uids_of};
 use super::{DataType, TensorAttributes};
 use crate::error::{SchemaError, ValidationError};
 
@@ -209,28 +209,36 @@ impl SdpaAttributes {
     }
     /// Every tensor uid the node refers to, as `(field name, uid)`, required ones first.
     pub fn tensor_uids(&self) -> Vec<(&'static str, i64)> {
-        let outputs = self.outputs();
-        let mut out = self.inputs();
-        out.reserve_exact(outputs.len());
-        out.insert(3, ("o_tensor_uid", self.o_tensor_uid));
-        out.extend(outputs.into_iter().skip(1));
-        out
+        let required = [
+            ("q_tensor_uid", self.q_tensor_uid),
+            ("k_tensor_uid", self.k_tensor_uid),
+            ("v_tensor_uid", self.v_tensor_uid),
+            ("o_tensor_uid", self.o_tensor_uid),
+        ];
+        with_set_uids_of(
+            &required,
+            &[&OPTIONAL_INPUT_UIDS, &OPTIONAL_OUTPUT_UIDS],
+            self,
+        )
     }
 
     /// The tensors the node reads: Q, K, V and the optional inputs that are set.
     pub fn inputs(&self) -> Vec<(&'static str, i64)> {
-        let required = vec![
+        let required = [
             ("q_tensor_uid", self.q_tensor_uid),
             ("k_tensor_uid", self.k_tensor_uid),
             ("v_tensor_uid", self.v_tensor_uid),
         ];
-        with_set_uids(required, &OPTIONAL_INPUT_UIDS, self)
+        with_set_uids(&required, &OPTIONAL_INPUT_UIDS, self)
     }
 
     /// The tensors the node writes: O and the optional outputs that are set.
     pub fn outputs(&self) -> Vec<(&'static str, i64)> {
-        let required = vec![("o_tensor_uid", self.o_tensor_uid)];
-        with_set_uids(required, &OPTIONAL_OUTPUT_UIDS, self)
+        with_set_uids(
+            &[("o_tensor_uid", self.o_tensor_uid)],
+            &OPTIONAL_OUTPUT_UIDS,
+            self,
+        )
     }
 
     /// Folds the deprecated causal booleans into a band (schema.md §6.1, as upstream's

@@ -155,7 +155,7 @@ impl SdpaBackwardAttributes {
     /// The tensors the node reads, as `(field name, uid)`: the six required inputs, then the
     /// optional ones that are set.
     pub fn inputs(&self) -> Vec<(&'static str, i64)> {
-        let required = vec![
+        let required = [
             ("q_tensor_uid", self.q_tensor_uid),
             ("k_tensor_uid", self.k_tensor_uid),
             ("v_tensor_uid", self.v_tensor_uid),
@@ -163,7 +163,7 @@ impl SdpaBackwardAttributes {
             ("do_tensor_uid", self.do_tensor_uid),
             ("stats_tensor_uid", self.stats_tensor_uid),
         ];
-        with_set_uids(required, &BACKWARD_OPTIONAL_INPUTS, self)
+        with_set_uids(&required, &BACKWARD_OPTIONAL_INPUTS, self)
     }
 
     /// The tensors the node writes: dQ, dK, dV and dBias when set.

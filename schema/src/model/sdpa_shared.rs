@@ -28,19 +28,30 @@ pub(crate) use fields;
 
 /// The `(field name, uid)` pairs of `fields` that are set on `node`, after `required`.
 pub(crate) fn with_set_uids<T>(
-    mut required: Vec<(&'static str, i64)>,
+    required: &[(&'static str, i64)],
     fields: &[UidField<T>],
     node: &T,
 ) -> Vec<(&'static str, i64)> {
-    // Reserved up front: these lists are built on every GetApplicableEngineIds, and growing
-    // them one push at a time cost reallocations on that path (issue 14 item 5).
-    required.reserve_exact(fields.iter().filter(|f| (f.get)(node).is_some()).count());
-    required.extend(
-        fields
+    with_set_uids_of(required, &[fields], node)
+}
+
+/// `required`, then the set uids of each list of `optional` in order, in one allocation of the
+/// exact size: these lists are built on every GetApplicableEngineIds (issue 14 item 5).
+pub(crate) fn with_set_uids_of<T>(
+    required: &[(&'static str, i64)],
+    optional: &[&[UidField<T>]],
+    node: &T,
+) -> Vec<(&'static str, i64)> {
+    let set = || {
+        optional
             .iter()
-            .filter_map(|f| (f.get)(node).map(|uid| (f.name, uid))),
-    );
-    required
+            .flat_map(|fields| fields.iter())
+            .filter_map(|f| (f.get)(node).map(|uid| (f.name, uid)))
+    };
+    let mut out = Vec::with_capacity(required.len() + set().count());
+    out.extend_from_slice(required);
+    out.extend(set());
+    out
 }
 
 /// The attribute fields both SDPA tables carry under one name and meaning, in wire order.

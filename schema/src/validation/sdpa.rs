@@ -159,14 +159,13 @@ pub(super) fn check_seq_len(
     batch: i64,
 ) -> Result<(), ValidationError> {
     let t = ctx.tensor(field, uid)?;
-    let expected = vec![batch, 1, 1, 1];
-    if t.dims != expected && t.dims != [batch] {
+    if t.dims != [batch, 1, 1, 1] && t.dims != [batch] {
         return Err(ValidationError::SeqLenShape {
             node_index: ctx.node_index,
             node_name: ctx.node_name.to_string(),
             field,
             uid,
-            expected,
+            expected: vec![batch, 1, 1, 1],
             dims: t.dims.clone(),
         });
     }

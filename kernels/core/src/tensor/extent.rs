@@ -81,28 +81,27 @@ impl std::error::Error for ExtentTooLarge {}
 /// exceeds `u128`.
 pub fn byte_extent(extent: &DeclaredExtent<'_>) -> Option<u128> {
     let size = u128::try_from(extent.element_size).ok()?;
-    let dims: Vec<u128> = extent
-        .dims
-        .iter()
-        .map(|&d| u128::try_from(d).ok())
-        .collect::<Option<_>>()?;
+    // Every dim non-negative first, as one pass; then each form reads them as u128 (planning
+    // runs this on every GetApplicableEngineIds, so nothing is collected).
+    let dim = |d: i64| u128::try_from(d).ok();
+    if extent.dims.iter().any(|&d| dim(d).is_none()) {
+        return None;
+    }
+    let mut dims = extent.dims.iter().filter_map(|&d| dim(d));
     let elements = match extent.addressing {
-        Addressing::Packed => dims.first().copied().unwrap_or(1),
-        Addressing::RaggedMaximum => dims.iter().try_fold(1u128, |acc, &d| acc.checked_mul(d))?,
+        Addressing::Packed => extent.dims.first().map_or(Some(1), |&d| dim(d))?,
+        Addressing::RaggedMaximum => dims.try_fold(1u128, |acc, d| acc.checked_mul(d))?,
         Addressing::Strided => {
-            if dims.contains(&0) {
+            if extent.dims.contains(&0) {
                 0
             } else {
-                if extent.strides.len() != dims.len() {
+                if extent.strides.len() != extent.dims.len() {
                     return None;
                 }
-                let last = dims
-                    .iter()
-                    .zip(extent.strides)
-                    .try_fold(0u128, |acc, (&d, &s)| {
-                        let s = u128::try_from(s).ok()?;
-                        (d - 1).checked_mul(s).and_then(|x| acc.checked_add(x))
-                    })?;
+                let last = dims.zip(extent.strides).try_fold(0u128, |acc, (d, &s)| {
+                    let s = u128::try_from(s).ok()?;
+                    (d - 1).checked_mul(s).and_then(|x| acc.checked_add(x))
+                })?;
                 last.checked_add(1)?
             }
         }
