@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
-"""Ragged SDPA forward through the plugin's C ABI against FlashInfer, cuDNN ragged, FA2 varlen, cuDNN dense.
+"""Ragged SDPA forward through the plugin's C ABI against FlashAttention-3, FlashInfer, cuDNN ragged,
+FA2 varlen and cuDNN dense.
 
 "Ours" is timed the way hipDNN would drive it: the cdylib `libhipdnn_provider_ragged_sdpa.so` is
 dlopen'ed with ctypes, and each timed call is one `hipdnnEnginePluginExecuteOpGraph` on an
 execution context made from the serialized graph that `plugin/examples/emit_bench_graphs.rs`
 wrote. The peers run on the same packed buffers in the same process:
 
+- FA3: FlashAttention-3's own hopper forward, `flash_attn_varlen_func` with cumulative sequence
+  offsets (PyPI `fa3-fwd==0.0.3`, carried as a wheel: bf16, no backward or paged form);
 - FlashInfer fa3: `BatchPrefillWithRaggedKVCacheWrapper(..., backend="fa3")` (PyPI
   `flashinfer-python==0.6.0`, carried as a wheel); its module for each head-dim pair is JIT-compiled
   with nvcc once, in this process, before anything is timed;
@@ -303,6 +306,16 @@ def benchmark(torch, plugin, graphs, problems, only_ours=False, calls_only=0, po
         except Exception as e:  # noqa: BLE001
             print(f"FlashInfer unavailable: {type(e).__name__}: {str(e)[:400]}", flush=True)
 
+    fa3 = None
+    if not only_ours:
+        try:
+            import fa3_fwd_interface as fa3_mod
+
+            fa3 = fa3_mod
+            print("FlashAttention-3: fa3-fwd (fa3_fwd_interface.flash_attn_varlen_func)", flush=True)
+        except Exception as e:  # noqa: BLE001
+            print(f"FlashAttention-3 unavailable: {type(e).__name__}: {str(e)[:400]}", flush=True)
+
     rows = []
     for meta in problems:
         name, h, d, causal = meta["name"], meta["heads"], meta["head_dim"], meta["causal"]
@@ -389,6 +402,21 @@ def benchmark(torch, plugin, graphs, problems, only_ours=False, calls_only=0, po
                                   f"max |ours - FlashInfer| = {diff:.2e}{disagree(diff)}; plan {runner.plan_s:.2f} s"))
                 except Exception as e:  # noqa: BLE001
                     print(f"  FlashInfer fa3 FAILED: {type(e).__name__}: {str(e)[:600]}", flush=True)
+
+            if not only_ours and fa3 is not None:
+                # FlashAttention-3 varlen, the same packed buffers and offsets (D_v != D_qk where
+                # its build has the pair; otherwise it raises and the row says so).
+                try:
+                    def fa3_run(q=q, k=k, v=v):
+                        with torch.inference_mode():
+                            return fa3.flash_attn_varlen_func(q, k, v, cu, cu, s, s,
+                                                              softmax_scale=meta["scale"], causal=causal)
+                    out3 = fa3_run()
+                    out3 = out3[0] if isinstance(out3, tuple) else out3
+                    diff = (out3.float() - ours_o.float()).abs().max().item()
+                    timed.append(("fa3", "FA3", fa3_run, f"max |ours - FA3| = {diff:.2e}{disagree(diff)}"))
+                except Exception as e:  # noqa: BLE001
+                    print(f"  FA3 FAILED: {type(e).__name__}: {str(e)[:400]}", flush=True)
 
             if not only_ours and d == dv:
                 # FlashAttention-2 varlen (writes LSE too; its op has no switch for it). It has no
@@ -489,7 +517,7 @@ def benchmark(torch, plugin, graphs, problems, only_ours=False, calls_only=0, po
 # attempt; these rows are reported without it.
 FLASHINFER_FA3_UNBUILDABLE = {(96, 96): "FlashInfer 0.6.0's fa3 JIT build of D = 96 fails (NOTES.md, sessions 4 and 16)"}
 
-PEERS = ("flashinfer", "cudnn_ragged", "fa2", "cudnn_dense")
+PEERS = ("fa3", "flashinfer", "cudnn_ragged", "fa2", "cudnn_dense")
 
 
 def disagree(diff):
@@ -507,9 +535,9 @@ def print_table(rows):
         return f"{a / b:.2f}" if a is not None and b else "—"
 
     print("\n=== TFLOP/s, bf16, H = 16, 16 384 tokens; ours = one ExecuteOpGraph through the C ABI ===")
-    print("| Problem | D | causal | ours (C ABI) ± spread | FlashInfer fa3 | cuDNN ragged | FA2 varlen | cuDNN dense "
+    print("| Problem | D | causal | ours (C ABI) ± spread | FA3 | FlashInfer fa3 | cuDNN ragged | FA2 varlen | cuDNN dense "
           "| best peer | ours / best peer |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         ours = r.get("ours")
         peers = {p: r.get(p) for p in PEERS}

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Ragged SDPA through the plugin's C ABI vs FlashInfer fa3, cuDNN ragged, FA2 varlen and cuDNN dense,
-# in one run.
+# Ragged SDPA through the plugin's C ABI vs FlashAttention-3, FlashInfer fa3, cuDNN ragged, FA2 varlen
+# and cuDNN dense, in one run.
 #
 # Here (a machine with cargo; no GPU needed), from the repository root:
 #   bash bench/gpu/run_plugin_bench.sh --prepare
@@ -9,7 +9,8 @@
 # .whl/ (see the device README): `python3 -m pip download --no-deps --only-binary=:all:
 # --python-version 3.12 --implementation cp --platform manylinux_2_28_x86_64 ... -d .whl
 # nvidia-cudnn-frontend==1.32.0 flashinfer-python==0.6.0 apache-tvm-ffi==0.1.15.post2
-# torch-c-dlpack-ext==0.1.5` (about 23 MB).
+# torch-c-dlpack-ext==0.1.5` (about 23 MB) and `python3 -m pip download --no-deps fa3-fwd==0.0.3 -d
+# .whl` (FlashAttention-3's prebuilt hopper forward, 27.6 MB; abi3, so no platform flags).
 #
 # On the GPU machine, with `.carry/bench` and `.whl` carried:
 #   bash bench/gpu/run_plugin_bench.sh

@@ -1,5 +1,6 @@
 # Sourced by the device scripts under bench/gpu/: install_wheels puts the peers' wheels carried in
-# .whl/ (cuDNN frontend; FlashInfer 0.6.0 with apache-tvm-ffi and torch-c-dlpack-ext) into /tmp/site
+# .whl/ (cuDNN frontend; FlashInfer 0.6.0 with apache-tvm-ffi and torch-c-dlpack-ext; fa3-fwd, the
+# FlashAttention-3 forward) into /tmp/site
 # and onto PYTHONPATH. The device has no network; its image has the rest of what they need.
 #
 # FlashInfer JIT-compiles its fa3 module for each head-dim pair with nvcc on the device (about 95 s
