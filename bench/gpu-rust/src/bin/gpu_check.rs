@@ -12,13 +12,13 @@ use std::time::Instant;
 use cudarc::driver::result as cur;
 use cudarc::driver::sys::{CUdeviceptr, CUstream};
 use half::{bf16, f16};
-use ragged_engine_cuda::forward::{ExecuteMode, FmhaBuffers, FmhaEngine, FmhaPlan, plan};
 use ragged_core::problem::{
-    IndexInput, IndexWidth, Offsets, Operand, RaggedSdpaProblem, ScalePlan,
+    IndexInput, IndexWidth, Multiplier, Offsets, Operand, RaggedSdpaProblem, ScalePlan,
 };
+use ragged_core::{DataType, DiagonalAlignment, MaskBand};
+use ragged_engine_cuda::forward::{ExecuteMode, FmhaBuffers, FmhaEngine, FmhaPlan, plan};
 use ragged_gpu_runtime::cuda::nvrtc_cache::{ImageOrigin, NvrtcCache};
 use ragged_gpu_runtime::cuda::{GpuError, runtime};
-use ragged_core::{DataType, DiagonalAlignment, MaskBand};
 
 /// Sentinels for positions the kernels must not write (ragged-sdpa.md §8: quiet NaN with a fixed
 /// payload, compared bit for bit).
@@ -408,7 +408,7 @@ fn prepare(case: &Case, seed: u64, reference: bool) -> Prepared {
         ragged: Some(Offsets {
             uid: off_uid,
             width,
-            multiplier: mult,
+            multiplier: Multiplier::new(mult).expect("a multiplier of at least 1"),
         }),
     };
     let (bi, sq, skv, hqi, hkvi, di) = (
