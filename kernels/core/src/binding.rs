@@ -301,6 +301,14 @@ impl Stream<'_> {
         }
     }
 
+    /// The default stream (NULL), which needs no promise.
+    pub fn default_stream() -> Self {
+        Stream {
+            raw: std::ptr::null_mut(),
+            _call: PhantomData,
+        }
+    }
+
     /// The handle, for the runtime layer that enqueues work on it.
     pub fn raw(self) -> *mut c_void {
         self.raw

@@ -195,8 +195,7 @@ mod call_tests {
             }));
             bound.push(b);
         }
-        // SAFETY: a NULL stream is the default stream; the host engine never uses it.
-        let stream = unsafe { Stream::new(std::ptr::null_mut()) };
+        let stream = Stream::default_stream();
         let workspace = Workspace {
             ptr: None,
             bytes: 0,
