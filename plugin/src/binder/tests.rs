@@ -62,6 +62,29 @@ impl Tiny {
     }
 }
 
+/// [`bind`] with no workspace and a fresh scratch.
+///
+/// # Safety
+/// As [`bind`]: every pointer in `entries` is a live host buffer of its declared extent.
+unsafe fn bind_for<'a>(
+    signature: &'a Signature,
+    reach: Reach,
+    entries: &'a [DeviceBuffer],
+    staged: &'a mut Staged,
+) -> Result<Call<'a>, PluginError> {
+    // SAFETY: forwarded contract.
+    unsafe {
+        bind(
+            signature,
+            reach,
+            pack(entries),
+            0,
+            staged,
+            &mut BindScratch::default(),
+        )
+    }
+}
+
 #[test]
 fn host_buffers_are_bound_over_exactly_the_extent_their_offsets_give() {
     let problem = tiny();
@@ -70,16 +93,7 @@ fn host_buffers_are_bound_over_exactly_the_extent_their_offsets_give() {
     let entries = buffers.entries();
     let mut staged = Staged::default();
     // SAFETY: every pointer is a live host array of the declared extent.
-    let call = unsafe {
-        bind(
-            &signature,
-            Reach::Host,
-            pack(&entries),
-            0,
-            &mut staged,
-            &mut BindScratch::default(),
-        )
-    };
+    let call = unsafe { bind_for(&signature, Reach::Host, &entries, &mut staged) };
     let mut call = call.expect("binds");
     assert_eq!(call.host(2).map(|d| d.len()), Ok(2), "K: offsets[B] = 2");
     assert_eq!(call.host(1).map(|d| d.len()), Ok(1), "Q: offsets[B] = 1");
@@ -102,17 +116,7 @@ fn an_output_overlapping_an_input_is_invalid_value_naming_both() {
     entries[5].ptr = entries[2].ptr; // O over Q
     let mut staged = Staged::default();
     // SAFETY: as above; the overlap is refused before any slice exists.
-    let error = unsafe {
-        bind(
-            &signature,
-            Reach::Host,
-            pack(&entries),
-            0,
-            &mut staged,
-            &mut BindScratch::default(),
-        )
-    }
-    .err();
+    let error = unsafe { bind_for(&signature, Reach::Host, &entries, &mut staged) }.err();
     assert_eq!(
         error.as_ref().map(PluginError::status),
         Some(Status::INVALID_VALUE)
@@ -133,17 +137,7 @@ fn an_output_named_in_a_second_role_is_invalid_value_naming_both() {
     let entries = buffers.entries();
     let mut staged = Staged::default();
     // SAFETY: the alias is refused before any pointer is used.
-    let error = unsafe {
-        bind(
-            &signature,
-            Reach::Host,
-            pack(&entries),
-            0,
-            &mut staged,
-            &mut BindScratch::default(),
-        )
-    }
-    .err();
+    let error = unsafe { bind_for(&signature, Reach::Host, &entries, &mut staged) }.err();
     assert_eq!(
         error.as_ref().map(PluginError::status),
         Some(Status::INVALID_VALUE)
@@ -167,17 +161,7 @@ fn offsets_that_decrease_are_the_callers_values() {
     let entries = buffers.entries();
     let mut staged = Staged::default();
     // SAFETY: as above; the offsets are refused before their tensors are bound.
-    let error = unsafe {
-        bind(
-            &signature,
-            Reach::Host,
-            pack(&entries),
-            0,
-            &mut staged,
-            &mut BindScratch::default(),
-        )
-    }
-    .err();
+    let error = unsafe { bind_for(&signature, Reach::Host, &entries, &mut staged) }.err();
     assert_eq!(
         error.as_ref().map(PluginError::status),
         Some(Status::INVALID_VALUE),
@@ -195,16 +179,7 @@ fn lookups_name_the_missing_or_null_uid_and_a_uid_bound_twice_is_rejected() {
     entries.remove(3); // K
     let mut staged = Staged::default();
     // SAFETY: nothing is read before the missing binding is reported.
-    let missing = unsafe {
-        bind(
-            &signature,
-            Reach::Device,
-            pack(&entries),
-            0,
-            &mut staged,
-            &mut BindScratch::default(),
-        )
-    };
+    let missing = unsafe { bind_for(&signature, Reach::Device, &entries, &mut staged) };
     assert_eq!(
         missing.err().map(|e| e.to_string()),
         Some("tensor uid 2 (k_tensor_uid) has no entry in device_buffers".into())
@@ -213,16 +188,7 @@ fn lookups_name_the_missing_or_null_uid_and_a_uid_bound_twice_is_rejected() {
     entries[3].ptr = null_mut();
     let mut staged = Staged::default();
     // SAFETY: as above.
-    let null = unsafe {
-        bind(
-            &signature,
-            Reach::Device,
-            pack(&entries),
-            0,
-            &mut staged,
-            &mut BindScratch::default(),
-        )
-    };
+    let null = unsafe { bind_for(&signature, Reach::Device, &entries, &mut staged) };
     assert!(matches!(
         null.err(),
         Some(PluginError::NullBuffer { uid: 2, .. })
@@ -231,16 +197,7 @@ fn lookups_name_the_missing_or_null_uid_and_a_uid_bound_twice_is_rejected() {
     entries.push(entry(3, null_mut()));
     let mut staged = Staged::default();
     // SAFETY: the pack is refused before any pointer is used.
-    let twice = unsafe {
-        bind(
-            &signature,
-            Reach::Device,
-            pack(&entries),
-            0,
-            &mut staged,
-            &mut BindScratch::default(),
-        )
-    };
+    let twice = unsafe { bind_for(&signature, Reach::Device, &entries, &mut staged) };
     assert_eq!(
         twice.err().map(|e| e.to_string()),
         Some("invalid value: device_buffers binds tensor uid 3 more than once".into())
@@ -255,16 +212,7 @@ fn device_addresses_are_zero_only_for_what_the_problem_lacks() {
     let entries = buffers.entries();
     let mut staged = Staged::default();
     // SAFETY: nothing is dereferenced on the device path.
-    let call = unsafe {
-        bind(
-            &signature,
-            Reach::Device,
-            pack(&entries),
-            0,
-            &mut staged,
-            &mut BindScratch::default(),
-        )
-    };
+    let call = unsafe { bind_for(&signature, Reach::Device, &entries, &mut staged) };
     let call = call.expect("binds");
     assert_eq!(
         call.device(1).map(|d| d.address()),
@@ -292,16 +240,7 @@ fn scale_of(scale: ScalePlan, reach: Reach, bytes: &mut [u8]) -> Result<f32, Plu
     entries.push(entry(30, bytes.as_mut_ptr().cast()));
     let mut staged = Staged::default();
     // SAFETY: every pointer is a live host buffer of its declared extent.
-    let call = unsafe {
-        bind(
-            &signature,
-            reach,
-            pack(&entries),
-            0,
-            &mut staged,
-            &mut BindScratch::default(),
-        )
-    }?;
+    let call = unsafe { bind_for(&signature, reach, &entries, &mut staged) }?;
     Ok(call.scale(problem.scale)?)
 }
 
@@ -384,16 +323,7 @@ fn a_fixed_scale_needs_no_binding_and_a_missing_one_is_bad_param_naming_it() {
     let entries = buffers.entries();
     let mut staged = Staged::default();
     // SAFETY: every pointer is a live host buffer; nothing is read on the device path.
-    let call = unsafe {
-        bind(
-            &signature,
-            Reach::Device,
-            pack(&entries),
-            0,
-            &mut staged,
-            &mut BindScratch::default(),
-        )
-    };
+    let call = unsafe { bind_for(&signature, Reach::Device, &entries, &mut staged) };
     assert_eq!(
         call.map(|c| c.scale(problem.scale).ok()).ok(),
         Some(Some(0.5))
@@ -406,17 +336,7 @@ fn a_fixed_scale_needs_no_binding_and_a_missing_one_is_bad_param_naming_it() {
     let signature = Signature::forward(&problem);
     let mut staged = Staged::default();
     // SAFETY: as above.
-    let error = unsafe {
-        bind(
-            &signature,
-            Reach::Device,
-            pack(&entries),
-            0,
-            &mut staged,
-            &mut BindScratch::default(),
-        )
-    }
-    .err();
+    let error = unsafe { bind_for(&signature, Reach::Device, &entries, &mut staged) }.err();
     assert_eq!(
         error.as_ref().map(PluginError::status),
         Some(Status::BAD_PARAM)
