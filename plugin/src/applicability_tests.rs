@@ -295,3 +295,31 @@ fn a_scale_tensor_without_value_is_a_host_scalar_only_when_passed_by_value() {
         assert_eq!(problem(&g).map(|p| p.scale), Ok(expected));
     }
 }
+
+/// Upstream's paged bundles write Q as one packed row and per-sequence lengths `[B]` with B the
+/// page table's rows: such a graph passes schema validation and is declined naming the page
+/// table (paging is not supported yet), not a length-shape rule that does not apply to it.
+#[test]
+fn a_paged_graph_is_declined_naming_its_page_table() {
+    let mut g = golden();
+    let int32 = |uid, name: &str, dims: Vec<i64>, strides| {
+        ragged_schema::TensorAttributes::new()
+            .set_uid(uid)
+            .set_name(name)
+            .set_data_type(ragged_schema::DataType::Int32)
+            .set_dims(dims)
+            .set_strides(strides)
+    };
+    // Three sequences by the page table and the lengths, against Q's dims[0] of 2.
+    g.tensors
+        .push(int32(40, "page_table_k", vec![3, 32], vec![32, 1]));
+    g.tensors.push(int32(41, "seq_len_kv", vec![3], vec![1]));
+    let s = sdpa(&mut g);
+    s.page_table_k_tensor_uid = Some(40);
+    s.seq_len_kv_tensor_uid = Some(41);
+    let why = reason(&g);
+    assert!(
+        why.starts_with("tensor uid 40: page_table_k_tensor_uid = 40, need unset"),
+        "{why}"
+    );
+}

@@ -281,6 +281,27 @@ fn seq_len_shape() {
     );
 }
 
+/// A paged graph (page table rows = B = 3) whose Q is one packed row of tokens: the lengths are
+/// per sequence, as upstream's paged bundles write them.
+#[test]
+fn a_paged_graphs_lengths_follow_its_page_table() {
+    let mut g = with_seq_len(vec![3], DataType::Int32).add_tensor(
+        TensorAttributes::new()
+            .set_uid(21)
+            .set_name("page_table_k")
+            .set_data_type(DataType::Int32)
+            .set_dims(vec![3, 32])
+            .set_strides(vec![32, 1]),
+    );
+    sdpa_mut(&mut g).page_table_k_tensor_uid = Some(21);
+    assert_eq!(g.validate(), Ok(()));
+    tensor_mut(&mut g, 21).dims = vec![2, 32];
+    assert!(matches!(
+        validation_error(&g),
+        ValidationError::SeqLenShape { uid: 20, .. }
+    ));
+}
+
 #[test]
 fn seq_len_data_type() {
     case!(

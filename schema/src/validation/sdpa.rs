@@ -110,7 +110,19 @@ pub(super) fn check_node(
     let o = ctx.tensor("o_tensor_uid", attrs.o_tensor_uid)?;
     ctx.heads("o_tensor_uid", o)?;
 
-    check_seq_lens(&ctx, attrs, q.dims[0])
+    // A paged graph's K and V are page pools and its Q may be one packed row of every sequence's
+    // tokens, so its batch is the page table's row count (kernels/core/paged-kv-and-sinks.md
+    // §2.3, §3.3); otherwise it is Q's dims[0].
+    let batch = match attrs.page_table_k_tensor_uid {
+        Some(uid) => ctx
+            .tensor("page_table_k_tensor_uid", uid)?
+            .dims
+            .first()
+            .copied()
+            .unwrap_or(0),
+        None => q.dims[0],
+    };
+    check_seq_lens(&ctx, attrs, batch)
 }
 
 /// Both per-batch length tensors that are set.
