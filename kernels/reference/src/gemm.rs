@@ -1,13 +1,14 @@
 //! The f32 tile products of the CPU reference: a register-blocked micro-kernel on operands that
 //! staging and the tile loops already laid out as panels.
 //!
-//! Why not matrixmultiply (used up to 2026-12-01): it packs both operands of every product, and
+//! Why not a general sgemm such as matrixmultiply: it packs both operands of every product, and
 //! the attention tiles are products of 64–128 steps, so on this project's 2-core AVX2 machine its
 //! packing cost 7–9 % of each direction, and its 8-column blocks spent 72 columns on the 65 of the
 //! forward's V with a column of ones. Here the operands are staged once per (batch, head) in the
 //! panel arrangements the kernel reads, nothing is packed per product, and every product runs on
 //! the calling thread, so the outer parallel loops (`crate::parallel`) are never oversubscribed.
-//! Callers compile their tile loops for AVX2 + FMA at run time (`MulAdd`'s two flavours).
+//! Callers compile their tile loops for AVX2 + FMA and for the baseline (`MulAdd`'s two flavours);
+//! `crate::isa` chooses at run time.
 
 use std::borrow::Borrow;
 

@@ -213,58 +213,39 @@ struct WspCpAsync : WspShape<B, D, 128, 2, 2, 40, 232> {
 
 #if defined(RAGGED_FMHA_WS_STUDY) && defined(RAGGED_FMHA_WST_STUDY)
 // The persistent TMA study (bench/gpu/fmha_wst.py): the plugin's configurations under study names,
-// then variants of them, each overriding one field. Measured and dropped in sessions 7 to 10
-// (bench/gpu/NOTES.md; the switches are still in the body): BN 176 / 192, the 24 / 240 split on the
-// non-persistent body, poly_exp2, tree reductions, pl without lz / dp, a speculative softmax, the
-// static snake and the batch-major list, Q in shared memory at d128, 2 stages at d128; in session 11
-// chunks of 8 heads (HC 8: +0.6 / +0.1 % at d128, -0.3 / +1.5 % at d64, one run); in session 12 tree
-// reductions again (-1 to -3 % at both dims), TS off (no longer timed: 0.88 at d128) and the decoded
-// item handed through the slot (SI: -2 to -4 %, the one-warp producer's 24 registers spilled); in
-// session 13 TSQ at d64 and without it at d128 (no longer timed: within +-1 % in six runs); in
-// session 15, with the rotated order, session 11's to 13's forms (RING, FR and PF within +-0.6 % at
-// d64) and key blocks of 160 (two Q buffers), 176 and 192 with Q read from shared memory and 2
-// stages (FlashInfer fa3's d128 non-causal shape is 128 x 192): -1.2 to -4 % non-causal and -4 to
-// -7 % causal at d128 in two runs (at BN 160 with Q in registers ptxas serializes every wgmma, C7512);
-// KW, the previous block's tail (P V wait, V release, P pack) before the wait for the next K instead
-// of after it: 0.998 / 1.009 at d128, 0.997 / 1.008 at d64, one run.
+// then variants of them, each overriding one field, so that a variant and the plugin's form are
+// timed in one run. What each variant measured, and the variants measured and dropped, are in
+// bench/gpu/NOTES.md (the decision record).
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// NOSM: the body without its softmax (timing only, its O is wrong): what the GEMMs and the
+// pipeline around them allow.
 template <class C, int N>
 struct WspNosm : C {
     enum : int { NOSM = N };
 };
-// The plugin's form before session 15 (the V wait before both issues, the O rescale before the turn).
+// The earlier key-loop order: the V wait before both wgmma issues and the O rescale before the
+// consumer turn (VW and RA off); entry names `_s14`.
 template <class C>
-struct WspSession14 : C {
+struct WspEarlyVWait : C {
     enum : bool { VW = false, RA = false };
 };
-// Without ping-pong (PP off): not a candidate, a race amplifier. Session 18's race (Q released
-// before a late warp's ldmatrix had read it; bench/gpu/NOTES.md) showed in 4 to 16 of 1 000
-// back-to-back causal calls of this form and in at most 2 of 200 of the plugin's d128, and in none
-// of either once Q was released after the first S: fmha_repeat.py --study --alternate
-// --back-to-back 50 --engines wspt_bf16_d128_nopp (plugin_round.sh's repeat step) keeps it that way.
+// Without ping-pong between the consumer warpgroups (PP off): not a candidate but a race
+// amplifier. It exposes, about ten times as often as the plugin's form, the class of race where
+// a buffer is released before a late warp has read it; fmha_repeat.py --study --alternate
+// --back-to-back 50 --engines wspt_bf16_d128_nopp (plugin_round.sh's repeat step) checks for it.
 template <class C>
 struct WspNoPp : C {
     enum : bool { PP = false };
 };
-// Session 21: TAIL, the list's cheapest tiles (about TAIL items per block) walked last with all
-// heads side by side, after the chunks of 4 heads: bench/gpu/schedule_model.py puts HC 4's end on the
-// ragged mix at 98.6 % of the work-conserving bound at d128 and 96.4 % at d64 (BM 192), against
-// 99.2 % and 98.4 % with this tail.
+// TAIL: the list's cheapest tiles (about TAIL items per block) walked last with all heads side by
+// side, after the chunks of 4 heads, so the schedule ends closer to the work-conserving bound
+// (bench/gpu/schedule_model.py models it); `_t0` is the plugin's form without the tail.
 template <class C, int T>
 struct WspTail : C {
     enum : int { TAIL = T };
 };
-// Measured and dropped (NOTES.md session 21): TAIL 8 (d128 0.976 / 0.981, d64 0.984 / 1.011 of TAIL
-// 4), HC 0 (one walk over every head: d128 +1.7 / -3.1 % over the chunks to the end, below TAIL 4),
-// and TAIL 4 at d256 (0.939 / 0.974: its blocks of 64 keys over 256 columns are twice the K / V
-// per head, which the tail's 16 heads side by side no longer share in L2) and d192 / 128 (1.004 /
-// 0.996: noise). _t0 is the plugin's form without the tail, for the A/B.
-// Session 22 (NOTES.md): WO, O stored in 16-byte pieces (wsp_store_o), in the plugin's d128 since:
-// +2.2 / +4.6 % in the study; _o4 is d128 with the 4-byte stores, for the A/B. Measured and dropped:
-// WO at d64 (0.930 / 0.944: its body spilled 40 bytes), and ST, each consumer storing the previous
-// item's O before the item's first S instead of after it (d128 0.994-0.996 / 1.005-1.006, d64 0.995 /
-// 0.998); storing first in all consumers but one serialized every wgmma (C7514, C7515) or spilled
-// 0.7-1.1 KB. ST's switch was removed after the measurement (NOTES.md describes it).
+// WO: O stored in 16-byte pieces (wsp_store_o), the plugin's form at d128; `_o4` is d128 with
+// 4-byte stores and `_wo` d64 with 16-byte ones, for the A/B.
 template <class C, bool W>
 struct WspWideO : C {
     enum : bool { WO = W };
@@ -278,28 +259,13 @@ RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d128_nopp, WspNoPp<WspD128
 RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d128, WspD128<true>)
 RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_f16_d128, WspD128<false>)
 RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d128_nosm, WspNosm<WspD128<true>, 1>)
-RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d128_s14, WspSession14<WspD128<true>>)
+RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d128_s14, WspEarlyVWait<WspD128<true>>)
 RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d64, WspD64<true>)
 RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_f16_d64, WspD64<false>)
 RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d64_nosm, WspNosm<WspD64<true>, 1>)
-RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d64_s14, WspSession14<WspD64<true>>)
-// Session 16: the other head dims on the persistent body (WspD96, WspD256, WspD192V128), against the
-// wgmma body they ran on before (sm90_*). Measured and dropped (NOTES.md session 16): EO without a
-// second Q buffer at d256 (0.968 / 0.942) and at d192 / 128 with Q from shared memory (0.985 /
-// 0.990); d192 / 128 in blocks of 64 keys, with a ring of 3, two Q buffers and EO (0.866 / 0.888)
-// and with Q in registers and a ring of 4 (0.968 / 0.953 of Q in registers at 128 keys); KA off
-// with the ring of 2 (d256 0.902 / 0.929, d192 / 128 0.989 / 0.989); chunks of 2 heads (d256 0.998 /
-// 1.013, d192 / 128 1.007 / 1.005: noise) and of 8 (0.978 / 0.966, 0.996 / 0.982) instead of 4.
-// Session 17 (NOTES.md; the code is in commit 17d6a2c): TW, the key loop's K / V waits tested at the
-// top of a block (mbarrier.test_wait) and waited for only where needed: +0.4 / +1.7 % at d128 and
-// +1.8 / +1.0 % at d64 in one run, -0.6 / -1.3 % and -0.1 / +0.4 % in the next (noise), d256 0.950 /
-// 0.997; QA, the producer filling the next item's Q during this item's key loop (0.978 to 1.009,
-// its producer spilled at 24 registers); LS, the quad sum of l right after an item's last softmax
-// (d128 0.966 / 0.991, d64 0.980 / 0.988); NW, a narrow last key block (S and P V over 64 keys where
-// a batch's last block holds at most 64): ptxas serialized every wgmma of the body (C7511 / C7512),
-// so never timed; at the two dims with a ring of 2, session 14's key-loop order (VW and RA off):
-// d256 0.936 / 0.980, d192 / 128 0.973 / 0.988; d192 / 128 without EO: 0.999 / 1.013, and wrong (see
-// fmha_fwd_wsp_body's assertion).
+RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d64_s14, WspEarlyVWait<WspD64<true>>)
+// The other head dims on the persistent body (WspD96, WspD256, WspD192V128), against the wgmma
+// body they ran on before (the sm90_* entries below).
 RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d96, WspD96<true>)
 RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_f16_d96, WspD96<false>)
 RAGGED_FMHA_SM90_WSPT_ENTRY(ragged_fmha_fwd_wspt_bf16_d256, WspD256<true>)

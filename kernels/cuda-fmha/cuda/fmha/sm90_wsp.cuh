@@ -6,8 +6,8 @@
 // plugin's d64 and d128) a block's first item is its index and the producer draws every further one
 // from a work counter, handing it to the consumers through two mbarrier-ordered shared-memory slots,
 // so the balance never depends on the list's order; HC then orders the items by chunks of HC heads,
-// so that the blocks working at one time share the K / V of fewer heads (bench/gpu/NOTES.md, session
-// 10). Without DYN, a static snake order that producer and consumers compute alike (in round r block
+// so that the blocks working at one time share the K / V of fewer heads (measured in
+// bench/gpu/NOTES.md). Without DYN, a static snake order that producer and consumers compute alike (in round r block
 // b takes item r P + b, r even, or r P + P - 1 - b, r odd). The producer runs ahead into the next item
 // while the consumers finish the current one: Q has its own full / empty barrier pair (the consumers
 // release Q after their last S = Q K^T, or with Q in registers after their first), the K/V ring's

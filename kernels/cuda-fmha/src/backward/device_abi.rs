@@ -163,13 +163,10 @@ pub struct HopperSelection {
     pub tma_head_dims: &'static [i64],
 }
 
-/// The selection the launcher uses: both, from the H200 round of 2026-12-01 20:00 UTC (every harness
-/// case passed; bf16 ragged mix, D 128: 287.5 TFLOP/s = 1.01 × FA2 varlen non-causal, 0.98 × causal,
-/// against 0.69 / 0.72 × with the mma.sync kernels; D 64: 0.84 / 0.78 × against 0.68 / 0.69 ×).
-/// At D 128 the TMA twins run instead, from two H200 rounds of 2026-12-01 (session 7, every harness
-/// case passed, `gpu_backward` 5/5 through the C ABI; bf16 ragged mix, interleaved with the wgmma
-/// kernels: 1.16 × / 1.11 × faster non-causal / causal, 330.5 / 273.5 TFLOP/s = 1.16 / 1.09 × FA2
-/// varlen); at D 64 they were 2 % slower, so the wgmma kernels stay there.
+/// The selection the launcher uses: the wgmma dK/dV and dQ kernels at every head dim (on an
+/// H200 they ran the ragged mix at D 128 about 1.4 × the mma.sync pair, D 64 about 1.2 ×), and
+/// at D 128 their TMA twins, which were about 1.1–1.2 × faster still there and 2 % slower at
+/// D 64 (measurements: `bench/gpu/NOTES-backward.md`).
 pub const HOPPER_SELECTED: HopperSelection = HopperSelection {
     dkdv: true,
     dq: true,

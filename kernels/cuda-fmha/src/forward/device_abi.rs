@@ -104,8 +104,8 @@ pub const GRID_DEPENDENCY_SYMBOL: &str = "ragged_fmha_grid_dependency";
 pub const PREPASS_DEPENDENCY_SYMBOL: &str = "ragged_fmha_prepass_grid_dependency";
 
 /// Which of an execute's launches may be programmatic where the module allows it: unset (or any
-/// other value) both, `forward` only the forward after its pre-pass (the order of sessions 15–17,
-/// `bench/gpu/NOTES.md`), `0` neither. For A/B measurements and for ruling the overlap out when a
+/// other value) both, `forward` only the forward after its pre-pass (the pre-pass then starts in
+/// plain stream order), `0` neither. For A/B measurements and for ruling the overlap out when a
 /// problem is being chased. Read once per module load.
 pub const PDL_ENV: &str = "RAGGED_SDPA_CUDA_PDL";
 

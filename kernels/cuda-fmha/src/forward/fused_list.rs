@@ -2,8 +2,8 @@
 //! forward build its tile list itself instead of launching the pre-pass, and the nonce that
 //! execute carries.
 //!
-//! The pre-pass costs ≈ 7 µs between two forwards on the H200 (`bench/gpu/NOTES.md`, sessions
-//! 18–19), most of it a kernel's cold start after the forward; building the same list inside the
+//! The pre-pass costs ≈ 7 µs between two forwards on the H200 (measured in `bench/gpu/NOTES.md`),
+//! most of it a kernel's cold start after the forward; building the same list inside the
 //! forward removes that kernel from the stream. Every block builds the same list; they agree on
 //! which of them zeroes the work counter through two words of the workspace, which is the caller's
 //! and uninitialized: a nonce that no earlier execute carried makes whatever those words hold read
@@ -17,8 +17,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::device_abi;
 
-/// Environment variable: `0` keeps the pre-pass launch for every execute (the order of sessions
-/// 15–19, for A/B measurements); any other value, or none, lets the forward build the list. Read
+/// Environment variable: `0` keeps the pre-pass launch for every execute (for A/B measurements
+/// against the fused list); any other value, or none, lets the forward build the list. Read
 /// once per process.
 pub const FUSED_LIST_ENV: &str = "RAGGED_SDPA_CUDA_FUSED_LIST";
 

@@ -23,7 +23,7 @@ pub struct WorkspaceLayout {
     /// `int tile_count`.
     pub tile_count: u64,
     /// `u32 err_flag`. The word after it (`tile_count[2]`) is the work counter from which the
-    /// persistent Hopper bodies draw their items (`DYN`, `bench/gpu/NOTES.md` session 10); the
+    /// persistent Hopper bodies draw their items (the body's `DYN` schedule); the
     /// forward pre-pass zeroes it every launch (with the fused list, the block whose claim of the
     /// execute's nonce wins), so it needs no memset either.
     pub error_flag: u64,
