@@ -15,8 +15,8 @@ use std::sync::OnceLock;
 /// Environment variable that caps the instruction set.
 pub const ISA_ENV: &str = "RAGGED_SDPA_CPU_ISA";
 
-/// The instruction sets the tiles are compiled for, narrowest first.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+/// The instruction sets the tiles are compiled for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Isa {
     Baseline,
     Avx2Fma,

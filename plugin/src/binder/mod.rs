@@ -25,6 +25,7 @@ use ragged_core::binding::{
 };
 use ragged_core::engine::Reach;
 use ragged_core::problem::ScalarType;
+use ragged_core::tensor::extent::{Addressing, DeclaredExtent, byte_extent};
 use ragged_core::tensor::{BorrowedStorage, RaggedLayout};
 use ragged_core::{DenseTensor, HostData, HostDataMut, KernelError, Tensor};
 
@@ -507,27 +508,30 @@ fn ragged_layout(
     .map_err(|e| PluginError::from(e.for_tensor(uid)))
 }
 
-/// Elements a dense tensor spans: `1 + Σ (dims[i] − 1)·strides[i]`, 0 if any dim is 0.
+/// Elements a dense tensor spans (`1 + Σ (dims[i] − 1)·strides[i]`, 0 if any dim is 0), computed
+/// by the same rule planning checks extents with.
 fn dense_elements(uid: i64, dims: &[i64], strides: &[i64]) -> Result<usize, PluginError> {
-    let overflow = || {
-        PluginError::InvalidValue(format!(
-            "tensor uid {uid}: dims {dims:?} with strides {strides:?} overflow the address space"
-        ))
-    };
     if dims.iter().chain(strides).any(|&x| x < 0) {
         return Err(PluginError::InvalidValue(format!(
             "tensor uid {uid}: dims {dims:?} / strides {strides:?} hold a negative entry"
         )));
     }
-    if dims.contains(&0) {
-        return Ok(0);
-    }
-    let last = dims.iter().zip(strides).try_fold(0i64, |acc, (d, s)| {
-        (d - 1).checked_mul(*s).and_then(|x| acc.checked_add(x))
-    });
-    last.and_then(|l| l.checked_add(1))
+    let extent = DeclaredExtent {
+        uid,
+        role: "tensor",
+        dims,
+        strides,
+        element_size: 1,
+        addressing: Addressing::Strided,
+    };
+    byte_extent(&extent)
         .and_then(|n| usize::try_from(n).ok())
-        .ok_or_else(overflow)
+        .ok_or_else(|| {
+            PluginError::InvalidValue(format!(
+                "tensor uid {uid}: dims {dims:?} with strides {strides:?} overflow the address \
+                 space"
+            ))
+        })
 }
 
 /// Bytes of an `n`-entry int32/int64 tensor (offsets: B + 1, seq_lens: B). `n` comes from the
