@@ -8,7 +8,8 @@
 # (space-separated, from f32 f16 bf16), DIMS, MODES (forward backward), THREADS (space-separated
 # thread counts for both sides; 0 = each library's default), ROUNDS (alternating measurements of
 # each side per row; the best of each side is reported, because on a shared machine the best run
-# is the one least disturbed by other work).
+# is the one least disturbed by other work). RAGGED_SDPA_CPU_ISA=avx2 or baseline caps our side's
+# instruction set, to measure the AVX2 or baseline machine class on a CPU with AVX-512.
 # Columns: wall GFLOP/s (best call) and cpu GFLOP/s (FLOPs over the mean CPU time per call, all
 # threads: with one thread on a loaded machine this measures the work rather than the load),
 # their ratios, and the 1-minute load average when the row finished. Backward FLOPs are 2.5 x the

@@ -18,7 +18,7 @@
 
 use std::ops::Range;
 
-use crate::gemm::{Fused, Lane, MR, MulAdd, NR, Separate, micro_kernel};
+use crate::gemm::{Blocking, Fused, Lane, MR, MulAdd, NR, Narrow, Separate, Wide, product};
 #[cfg(target_arch = "x86_64")]
 use crate::isa::{Isa, isa};
 
@@ -80,6 +80,16 @@ pub(crate) fn attend_tile(
 ) {
     #[cfg(target_arch = "x86_64")]
     {
+        #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma")]
+        fn wide(
+            input: &TileInput<'_>,
+            config: &TileConfig,
+            out: &mut [f32],
+            lse: &mut [f32],
+            scratch: &mut Scratch,
+        ) {
+            attend::<Fused, Wide>(input, config, out, lse, scratch);
+        }
         #[target_feature(enable = "avx2,fma")]
         fn fused(
             input: &TileInput<'_>,
@@ -88,19 +98,21 @@ pub(crate) fn attend_tile(
             lse: &mut [f32],
             scratch: &mut Scratch,
         ) {
-            attend::<Fused>(input, config, out, lse, scratch);
+            attend::<Fused, Narrow>(input, config, out, lse, scratch);
         }
         match isa() {
             // SAFETY: `isa()` chose a set the CPU reports (`crate::isa`).
+            Isa::Avx512 => return unsafe { wide(input, config, out, lse, scratch) },
+            // SAFETY: as above.
             Isa::Avx2Fma => return unsafe { fused(input, config, out, lse, scratch) },
             Isa::Baseline => {}
         }
     }
-    attend::<Separate>(input, config, out, lse, scratch);
+    attend::<Separate, Narrow>(input, config, out, lse, scratch);
 }
 
 #[inline(always)]
-fn attend<F: MulAdd>(
+fn attend<F: MulAdd, K: Blocking>(
     input: &TileInput<'_>,
     config: &TileConfig,
     out: &mut [f32],
@@ -158,17 +170,23 @@ fn attend<F: MulAdd>(
         }
         let tile = &mut scratch.scores[..panels * width];
 
-        // S·log2e = (Q·scale·log2e)·Kᵀ, NR keys per product.
-        for (p, scores) in tile.chunks_exact_mut(width).enumerate() {
-            let a = &scratch.q[p * dqk..(p + 1) * dqk];
-            for (c, lanes) in scores.chunks_mut(NR).enumerate() {
+        // S·log2e = (Q·scale·log2e)·Kᵀ, NR keys per micro-tile.
+        let q = &scratch.q;
+        product::<F, K, _, _, _>(
+            panels,
+            width.div_ceil(NR),
+            |p| &q[p * dqk..(p + 1) * dqk],
+            |c| {
                 let first = (j0 / NR + c) * dqk;
-                let block = micro_kernel::<F, _, _>(a, &input.k[first..first + dqk]);
-                for (lane, column) in lanes.iter_mut().zip(block) {
-                    lane.0 = column;
+                &input.k[first..first + dqk]
+            },
+            |p, c, block| {
+                let lanes = &mut tile[p * width + c * NR..(p + 1) * width];
+                for (lane, column) in lanes.iter_mut().take(NR).zip(block) {
+                    lane.0 = *column;
                 }
-            }
-        }
+            },
+        );
         if needs_mask {
             for (r, admitted) in scratch.admitted.iter().enumerate() {
                 let (p, i) = (r / MR, r % MR);
@@ -212,17 +230,26 @@ fn attend<F: MulAdd>(
                     *x *= c;
                 }
             }
-            // acc += P·V, NR output columns per product.
-            for (q, lanes) in acc.chunks_exact_mut(NR).enumerate() {
+        }
+        // acc += P·V, NR output columns per micro-tile.
+        let (tile, acc) = (&*tile, &mut scratch.acc);
+        product::<F, K, _, _, _>(
+            panels,
+            dv_panels,
+            |p| &tile[p * width..(p + 1) * width],
+            |q| {
                 let first = q * input.len_kv;
-                let block = micro_kernel::<F, _, _>(scores, &input.v[first + j0..first + j1]);
+                &input.v[first + j0..first + j1]
+            },
+            |p, q, block| {
+                let lanes = &mut acc[p * acc_width + q * NR..][..NR];
                 for (lane, column) in lanes.iter_mut().zip(block) {
                     for (x, y) in lane.0.iter_mut().zip(column) {
                         *x += y;
                     }
                 }
-            }
-        }
+            },
+        );
         j0 = j1;
     }
 

@@ -20,7 +20,7 @@
 
 use std::ops::Range;
 
-use crate::gemm::{Fused, Lane, MR, MulAdd, NR, Separate, micro_kernel};
+use crate::gemm::{Blocking, Fused, Lane, MR, MulAdd, NR, Narrow, Separate, Wide, product};
 #[cfg(target_arch = "x86_64")]
 use crate::isa::{Isa, isa};
 use crate::sdpa::MaskBand;
@@ -229,17 +229,23 @@ pub(super) fn backward(
 fn run_item(p: &Problem, s: &Operands, cfg: &Config, item: Item<'_>, scratch: &mut Scratch) {
     #[cfg(target_arch = "x86_64")]
     {
+        #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma")]
+        fn wide(p: &Problem, s: &Operands, cfg: &Config, item: Item<'_>, scratch: &mut Scratch) {
+            item_body::<Fused, Wide>(p, s, cfg, item, scratch);
+        }
         #[target_feature(enable = "avx2,fma")]
         fn fused(p: &Problem, s: &Operands, cfg: &Config, item: Item<'_>, scratch: &mut Scratch) {
-            item_body::<Fused>(p, s, cfg, item, scratch);
+            item_body::<Fused, Narrow>(p, s, cfg, item, scratch);
         }
         match isa() {
             // SAFETY: `isa()` chose a set the CPU reports (`crate::isa`).
+            Isa::Avx512 => return unsafe { wide(p, s, cfg, item, scratch) },
+            // SAFETY: as above.
             Isa::Avx2Fma => return unsafe { fused(p, s, cfg, item, scratch) },
             Isa::Baseline => {}
         }
     }
-    item_body::<Separate>(p, s, cfg, item, scratch);
+    item_body::<Separate, Narrow>(p, s, cfg, item, scratch);
 }
 
 /// A staged block as micro-kernel rows of `W` values.
@@ -248,7 +254,7 @@ fn panels<const W: usize>(staged: &Staged, b: usize, h: usize) -> &[[f32; W]] {
 }
 
 #[inline(always)]
-fn item_body<F: MulAdd>(
+fn item_body<F: MulAdd, K: Blocking>(
     p: &Problem,
     s: &Operands,
     cfg: &Config,
@@ -296,33 +302,33 @@ fn item_body<F: MulAdd>(
                 let p_t = &mut scratch.p[..key_panels * nr4];
                 let ds_t = &mut scratch.ds[..key_panels * nr4];
 
-                // Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ, 16 keys × NR rows per product.
-                for (kp, (p_lanes, ds_lanes)) in p_t
-                    .chunks_exact_mut(nr4)
-                    .zip(ds_t.chunks_exact_mut(nr4))
-                    .enumerate()
-                {
-                    let panel = keys.start / MR + kp;
-                    let k_a = &k_lanes[panel * dqk..(panel + 1) * dqk];
-                    let v_a = &v_lanes[panel * dvw..(panel + 1) * dvw];
-                    for (c, (p4, ds4)) in p_lanes
-                        .chunks_exact_mut(NR)
-                        .zip(ds_lanes.chunks_exact_mut(NR))
-                        .enumerate()
-                    {
-                        let quad = rows.start / NR + c;
-                        let s_block =
-                            micro_kernel::<F, _, _>(k_a, &q_quads[quad * dqk..(quad + 1) * dqk]);
-                        let dp_block =
-                            micro_kernel::<F, _, _>(v_a, &d_o_quads[quad * dvw..(quad + 1) * dvw]);
-                        for (lane, column) in p4.iter_mut().zip(s_block) {
-                            lane.0 = column;
+                // Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ, 16 keys × NR rows per micro-tile.
+                let first_panel = keys.start / MR;
+                let row_quads = nr4 / NR;
+                let first_quad = rows.start / NR;
+                product::<F, K, _, _, _>(
+                    key_panels,
+                    row_quads,
+                    |kp| &k_lanes[(first_panel + kp) * dqk..(first_panel + kp + 1) * dqk],
+                    |c| &q_quads[(first_quad + c) * dqk..(first_quad + c + 1) * dqk],
+                    |kp, c, block| {
+                        for (lane, column) in p_t[kp * nr4 + c * NR..][..NR].iter_mut().zip(block) {
+                            lane.0 = *column;
                         }
-                        for (lane, column) in ds4.iter_mut().zip(dp_block) {
-                            lane.0 = column;
+                    },
+                );
+                product::<F, K, _, _, _>(
+                    key_panels,
+                    row_quads,
+                    |kp| &v_lanes[(first_panel + kp) * dvw..(first_panel + kp + 1) * dvw],
+                    |c| &d_o_quads[(first_quad + c) * dvw..(first_quad + c + 1) * dvw],
+                    |kp, c, block| {
+                        for (lane, column) in ds_t[kp * nr4 + c * NR..][..NR].iter_mut().zip(block)
+                        {
+                            lane.0 = *column;
                         }
-                    }
-                }
+                    },
+                );
 
                 // P = 2^(S·scale·log2e − LSE·log2e) and dS = P ∘ (dP − Δ) on admitted keys,
                 // exactly 0 elsewhere (padding rows and keys included).
@@ -349,38 +355,27 @@ fn item_body<F: MulAdd>(
                 }
 
                 // dVᵀ += dOᵀ·P and dKᵀ += scale·Qᵀ·dS, 16 head-dim entries × NR keys per
-                // product: the B panels are NR keys of each lane of Pᵀ and dSᵀ, and each result
-                // column is a contiguous part of one key's row of dV or dK.
-                for (kp, (p_lanes, ds_lanes)) in p_t
-                    .chunks_exact(nr4)
-                    .zip(ds_t.chunks_exact(nr4))
-                    .enumerate()
-                {
-                    for c in 0..MR / NR {
-                        let first_key = kp * MR + c * NR;
-                        if first_key >= nk {
-                            break;
-                        }
-                        let quad = |lane: &Lane| lane.0.as_chunks::<NR>().0[c];
-                        let p_quads = || p_lanes[..nr].iter().map(quad);
-                        let ds_quads = || ds_lanes[..nr].iter().map(quad);
-                        for (q, d0) in (0..dvw).step_by(MR).enumerate() {
-                            let first = q * len_q + rows.start;
-                            let block =
-                                micro_kernel::<F, _, _>(&d_o_cols[first..first + nr], p_quads());
-                            accumulate(dv_c, dvw, first_key..nk, d0, &block, 1.0);
-                        }
-                        for (q, d0) in (0..dqk).step_by(MR).enumerate() {
-                            let first = q * len_q + rows.start;
-                            let block =
-                                micro_kernel::<F, _, _>(&q_cols[first..first + nr], ds_quads());
-                            accumulate(dk_c, dqk, first_key..nk, d0, &block, cfg.scale);
-                        }
-                    }
-                }
+                // micro-tile: the B panels are NR keys of each lane of Pᵀ and dSᵀ, and each
+                // result column is a contiguous part of one key's row of dV or dK.
+                let (p_t, ds_t) = (&*p_t, &*ds_t);
+                let key_quads = nk.div_ceil(NR);
+                let quads = |t, j| key_quad(t, nr4, nr, j);
+                product::<F, K, _, _, _>(
+                    dvw.div_ceil(MR),
+                    key_quads,
+                    |q| &d_o_cols[q * len_q + rows.start..q * len_q + rows.end],
+                    |j| quads(p_t, j),
+                    |q, j, block| accumulate(dv_c, dvw, j * NR..nk, q * MR, block, 1.0),
+                );
+                product::<F, K, _, _, _>(
+                    dqk.div_ceil(MR),
+                    key_quads,
+                    |q| &q_cols[q * len_q + rows.start..q * len_q + rows.end],
+                    |j| quads(ds_t, j),
+                    |q, j, block| accumulate(dk_c, dqk, j * NR..nk, q * MR, block, cfg.scale),
+                );
 
                 // dS as NR rows per key (the one transposed copy), then dQᵀ += scale·Kᵀ·dSᵀ.
-                let row_quads = nr4 / NR;
                 // Every entry is written below, so the buffer only grows, never is cleared.
                 if scratch.ds_quads.len() < row_quads * nk {
                     scratch.ds_quads.resize(row_quads * nk, [0.0; NR]);
@@ -394,17 +389,34 @@ fn item_body<F: MulAdd>(
                         }
                     }
                 }
-                for (c, quads) in ds_quads.chunks_exact(nk).enumerate() {
-                    let first_row = rows.start + c * NR;
-                    for (q, d0) in (0..dqk).step_by(MR).enumerate() {
-                        let first = q * len_kv + keys.start;
-                        let block = micro_kernel::<F, _, _>(&k_cols[first..first + nk], quads);
-                        accumulate(dq_h, dqk, first_row..rows.end, d0, &block, cfg.scale);
-                    }
-                }
+                let ds_quads = &*ds_quads;
+                product::<F, K, _, _, _>(
+                    dqk.div_ceil(MR),
+                    row_quads,
+                    |q| &k_cols[q * len_kv + keys.start..q * len_kv + keys.end],
+                    |c| &ds_quads[c * nk..(c + 1) * nk],
+                    |q, c, block| {
+                        let first_row = rows.start + c * NR;
+                        accumulate(dq_h, dqk, first_row..rows.end, q * MR, block, cfg.scale);
+                    },
+                );
             }
         }
     }
+}
+
+/// Key quad `j`'s entries of rows `0..rows` of a transposed tile (`rows_padded` lanes per key
+/// panel).
+#[inline(always)]
+fn key_quad(
+    t: &[Lane],
+    rows_padded: usize,
+    rows: usize,
+    j: usize,
+) -> impl Iterator<Item = [f32; NR]> + '_ {
+    let (kp, c) = (j / (MR / NR), j % (MR / NR));
+    let lanes = &t[kp * rows_padded..kp * rows_padded + rows];
+    lanes.iter().map(move |lane| lane.0.as_chunks::<NR>().0[c])
 }
 
 /// Adds `scale ·` column t of `block` (MR head-dim entries from `d0`) to row `rows.start + t` of
