@@ -2,10 +2,12 @@
 //!
 //! The tiles are written over fixed-size arrays (`crate::gemm`) and compiled three times: for
 //! AVX-512 (F, BW, VL) with 2 × 2 register blocks ([`crate::gemm::Wide`]), for AVX2 + FMA with
-//! 1 × 1 blocks, and for the baseline target. The process takes the widest set the CPU reports;
-//! `RAGGED_SDPA_CPU_ISA` caps it (`avx2` or `baseline`, to measure a machine without the wider
-//! sets on one that has them), and any other value is ignored. The benchmark prints the choice
-//! beside every figure.
+//! 1 × 1 blocks, and for the baseline target. Where the CPU also has AMX-BF16 tiles and the
+//! kernel grants them, the bf16 forward runs on those (`sdpa::tile_amx`) and everything else on
+//! the AVX-512 build. The process takes the widest set the CPU reports; `RAGGED_SDPA_CPU_ISA`
+//! caps it (`avx512`, `avx2` or `baseline`, to measure a machine without the wider sets on one
+//! that has them), and any other value is ignored. The benchmark prints the choice beside every
+//! figure.
 
 use std::fmt;
 use std::sync::OnceLock;
@@ -19,6 +21,8 @@ pub enum Isa {
     Baseline,
     Avx2Fma,
     Avx512,
+    /// AVX-512 and AMX-BF16 tiles.
+    Amx,
 }
 
 impl Isa {
@@ -27,6 +31,7 @@ impl Isa {
             Isa::Baseline => "baseline",
             Isa::Avx2Fma => "avx2",
             Isa::Avx512 => "avx512",
+            Isa::Amx => "amx",
         }
     }
 }
@@ -37,6 +42,7 @@ impl fmt::Display for Isa {
             Isa::Baseline => "baseline",
             Isa::Avx2Fma => "avx2+fma",
             Isa::Avx512 => "avx512f/bw/vl",
+            Isa::Amx => "amx-bf16+avx512",
         })
     }
 }
@@ -49,7 +55,7 @@ pub fn isa() -> Isa {
 
 /// What the CPU runs, capped by `cap` (the variable's value) where it names a narrower set.
 fn choose(detected: Isa, cap: Option<&str>) -> Isa {
-    let named = [Isa::Baseline, Isa::Avx2Fma, Isa::Avx512]
+    let named = [Isa::Baseline, Isa::Avx2Fma, Isa::Avx512, Isa::Amx]
         .into_iter()
         .find(|isa| Some(isa.name()) == cap);
     match named {
@@ -65,6 +71,9 @@ fn detected() -> Isa {
         let avx512 = std::is_x86_feature_detected!("avx512f")
             && std::is_x86_feature_detected!("avx512bw")
             && std::is_x86_feature_detected!("avx512vl");
+        if avx2 && avx512 && crate::amx::available() {
+            return Isa::Amx;
+        }
         if avx2 && avx512 {
             return Isa::Avx512;
         }
@@ -82,6 +91,9 @@ mod tests {
     #[test]
     fn the_variable_only_narrows_what_the_cpu_runs() {
         assert_eq!(choose(Isa::Avx512, None), Isa::Avx512);
+        assert_eq!(choose(Isa::Amx, Some("avx512")), Isa::Avx512);
+        assert_eq!(choose(Isa::Amx, Some("amx")), Isa::Amx);
+        assert_eq!(choose(Isa::Avx512, Some("amx")), Isa::Avx512);
         assert_eq!(choose(Isa::Avx512, Some("avx2")), Isa::Avx2Fma);
         assert_eq!(choose(Isa::Avx512, Some("baseline")), Isa::Baseline);
         assert_eq!(choose(Isa::Avx2Fma, Some("baseline")), Isa::Baseline);

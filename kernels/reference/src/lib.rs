@@ -7,6 +7,7 @@
 //! * [`parallel`]: the worker pool every kernel here runs on; `gemm`: the micro-kernels, run on
 //!   the instruction set [`isa`] chooses.
 
+mod amx;
 pub mod executor;
 mod gemm;
 pub mod isa;

@@ -12,6 +12,7 @@ pub(crate) mod softmax;
 pub(crate) mod stage;
 mod threads;
 mod tile;
+mod tile_amx;
 
 pub use ragged_core::mask::{DiagonalAlignment, MaskBand};
 pub use ragged_core::params::SdpaParams;
@@ -88,6 +89,7 @@ pub fn sdpa_forward(
     match problem.dtype {
         DataType::F32 => run::<f32>(&problem, q, k, v, o, lse, params),
         DataType::F16 => run::<f16>(&problem, q, k, v, o, lse, params),
+        DataType::BF16 if tile_amx::enabled() => run_amx(&problem, q, k, v, o, lse, params),
         DataType::BF16 => run::<bf16>(&problem, q, k, v, o, lse, params),
         other => Err(KernelError::SdpaDataType {
             role: Role::Q,
@@ -130,7 +132,38 @@ fn run<T: FloatElement>(
         Arrangement::ColumnPanels(crate::gemm::NR),
     )?;
     let (out, stats) = compute(problem, &staged_q, &staged_k, &staged_v, params)?;
+    write::<T>(problem, &out, &stats, o, lse)
+}
 
+/// The bf16 body on AMX tiles (`tile_amx`).
+fn run_amx(
+    problem: &Problem,
+    q: &dyn Tensor,
+    k: &dyn Tensor,
+    v: &dyn Tensor,
+    o: &mut dyn TensorMut,
+    lse: Option<&mut dyn TensorMut>,
+    params: &SdpaParams,
+) -> Result<(), KernelError> {
+    let (out, stats) = tile_amx::compute(
+        problem,
+        typed_slice::<bf16>(q.host_data())?,
+        typed_slice::<bf16>(k.host_data())?,
+        typed_slice::<bf16>(v.host_data())?,
+        params.scale,
+        params.band,
+    )?;
+    write::<bf16>(problem, &out, &stats, o, lse)
+}
+
+/// Writes the staged O and LSE to their tensors: the only writes of a forward.
+fn write<T: FloatElement>(
+    problem: &Problem,
+    out: &Staged,
+    stats: &Staged,
+    o: &mut dyn TensorMut,
+    lse: Option<&mut dyn TensorMut>,
+) -> Result<(), KernelError> {
     let o_data = typed_slice_mut::<T>(o.host_data_mut())?;
     let lse_data = match lse {
         Some(t) => Some(typed_slice_mut::<f32>(t.host_data_mut())?),

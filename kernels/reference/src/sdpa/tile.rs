@@ -102,7 +102,7 @@ pub(crate) fn attend_tile(
         }
         match isa() {
             // SAFETY: `isa()` chose a set the CPU reports (`crate::isa`).
-            Isa::Avx512 => return unsafe { wide(input, config, out, lse, scratch) },
+            Isa::Avx512 | Isa::Amx => return unsafe { wide(input, config, out, lse, scratch) },
             // SAFETY: as above.
             Isa::Avx2Fma => return unsafe { fused(input, config, out, lse, scratch) },
             Isa::Baseline => {}

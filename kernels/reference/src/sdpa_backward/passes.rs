@@ -239,7 +239,7 @@ fn run_item(p: &Problem, s: &Operands, cfg: &Config, item: Item<'_>, scratch: &m
         }
         match isa() {
             // SAFETY: `isa()` chose a set the CPU reports (`crate::isa`).
-            Isa::Avx512 => return unsafe { wide(p, s, cfg, item, scratch) },
+            Isa::Avx512 | Isa::Amx => return unsafe { wide(p, s, cfg, item, scratch) },
             // SAFETY: as above.
             Isa::Avx2Fma => return unsafe { fused(p, s, cfg, item, scratch) },
             Isa::Baseline => {}
