@@ -9,7 +9,7 @@ use super::engine_cases::{run_cases, verdict};
 use crate::report::{Outcome, Report};
 use hipdnn_shim::HostError;
 use hipdnn_shim::harness::{DeviceRun, Harness};
-use hipdnn_shim::manager::LoadedPlugin;
+use hipdnn_shim::manager::{Engine, LoadedPlugin};
 use hipdnn_shim::serving_graphs::{ServingCase, cases};
 
 use super::numeric::NumericOptions;
@@ -22,30 +22,20 @@ pub fn run(plugin: &LoadedPlugin, options: &NumericOptions) -> Report {
         &cases,
         |c| c.name,
         |handle, engine, case| {
-            let on_host = options.host_engines.contains(&engine.name);
-            if !on_host && options.device.is_none() {
-                return (
-                    Outcome::Skip(format!(
-                        "engine {} is not a --host-engine and no --device was given",
-                        engine.name
-                    )),
-                    vec![],
-                );
-            }
-            let device = if on_host { None } else { options.device };
-            run_case(handle, engine.id, case, options, device)
+            run_case(handle, engine, case, options)
                 .unwrap_or_else(|e| (Outcome::Fail(e.to_string()), vec![]))
         },
     )
 }
 
+/// Whether the engine takes the case is asked first, on any machine: a decline needs no device.
 fn run_case(
     handle: &hipdnn_shim::plugin::PluginHandle<'_>,
-    engine_id: i64,
+    engine: &Engine,
     case: &ServingCase,
     options: &NumericOptions,
-    device: Option<&ragged_gpu_runtime::cuda::runtime::CudaRuntime>,
 ) -> Result<(Outcome, Vec<String>), HostError> {
+    let engine_id = engine.id;
     let graph = case.graph();
     let bytes = ragged_schema::wire::encode_graph(&graph);
     let (_, applicable) = handle.applicable_engine_ids(&bytes, 64)?;
@@ -59,6 +49,17 @@ fn run_case(
             vec![],
         ));
     }
+    let on_host = options.host_engines.contains(&engine.name);
+    if !on_host && options.device.is_none() {
+        return Ok((
+            Outcome::Skip(format!(
+                "engine {} accepts the case; it is not a --host-engine and no --device was given",
+                engine.name
+            )),
+            vec![],
+        ));
+    }
+    let device = if on_host { None } else { options.device };
     let mut harness = Harness::new(graph, &case.pre_supplied()?, options.seed)?;
     harness.run_reference()?;
     match device {
