@@ -389,7 +389,8 @@ fn paged_shape_rules_are_checked_at_planning() {
             .find(|t| t.uid == uid)
             .unwrap_or_else(|| panic!("uid {uid}"))
     }
-    let cases: Vec<(Box<dyn Fn(&mut Graph)>, &str)> = vec![
+    type Edit = Box<dyn Fn(&mut Graph)>;
+    let cases: Vec<(Edit, &str)> = vec![
         (
             Box::new(|g| sdpa(g).max_seq_len_kv = Some(513)),
             "max_seq_len_kv = 513, need 1..=512",

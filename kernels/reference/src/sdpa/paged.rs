@@ -146,20 +146,21 @@ pub(crate) fn page_map(
     }
     let page_size = pool.extent.first().copied().unwrap_or(0);
     let pages = pool.batch;
-    let capacity = columns.saturating_mul(page_size);
+    // In i128: a table's reach (columns × page size) need not fit i64.
+    let capacity = columns as i128 * page_size as i128;
+    let (max, why) = match max_seq_len_kv.map(i128::from) {
+        Some(m) if m < capacity => (m, "max_seq_len_kv"),
+        _ => (capacity, "the page table's columns × page size"),
+    };
     let mut first = Vec::with_capacity(lens.len());
     let mut page_base = Vec::new();
     for (b, &len) in lens.iter().enumerate() {
-        let (max, why) = match max_seq_len_kv {
-            Some(m) if (m as u128) < capacity as u128 => (m, "max_seq_len_kv"),
-            _ => (capacity as i64, "the page table's columns × page size"),
-        };
-        if len as u128 > max.max(0) as u128 {
+        if len as i128 > max {
             return Err(KernelError::PagedLengthAboveMax {
                 role: Role::SeqLenKv,
                 batch: b,
                 value: len as i64,
-                max,
+                max: i64::try_from(max).unwrap_or(i64::MAX),
                 why: why.to_owned(),
             });
         }
