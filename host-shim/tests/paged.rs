@@ -78,7 +78,8 @@ fn a_page_id_outside_the_pool_is_invalid_value_naming_the_table() {
     let (ok, stdout, stderr) = run("paged-bad-page", &table, &values(&pins, "8"));
     assert!(!ok, "{stdout}\n{stderr}");
     assert!(
-        stderr.contains("tensor uid 5: page_table_k[0][3] = 128 is not a page of the pool"),
+        stderr.contains("HIPDNN_PLUGIN_STATUS_INVALID_VALUE")
+            && stderr.contains("tensor uid 5: page_table_k[0][3] = 128 is not a page of the pool"),
         "{stderr}"
     );
     // An entry no sequence reads may hold anything.
@@ -94,7 +95,8 @@ fn a_length_beyond_max_seq_len_kv_is_invalid_value_naming_the_lengths() {
     let (ok, stdout, stderr) = run("paged-long", &values(&pins, "5"), &[600, 16, 512]);
     assert!(!ok, "{stdout}\n{stderr}");
     assert!(
-        stderr.contains("tensor uid 8: seq_len_kv[0] = 600 is above the 512 keys"),
+        stderr.contains("HIPDNN_PLUGIN_STATUS_INVALID_VALUE")
+            && stderr.contains("tensor uid 8: seq_len_kv[0] = 600 is above the 512 keys"),
         "{stderr}"
     );
 }

@@ -537,3 +537,24 @@ fn paging_and_sinks_add_no_api_version_requirement() {
         Some(ragged_core::problem::QueryForm::Ragged)
     );
 }
+
+/// A multi-node graph's SDPA node with a page table or sinks is declined naming the field (the
+/// graph executor runs neither).
+#[test]
+fn multi_node_sdpa_nodes_decline_paging_and_sinks_naming_the_field() {
+    let mut g = golden();
+    assert_eq!(problem::check_no_serving_features(sdpa(&mut g)), Ok(()));
+    sdpa(&mut g).sink_token_tensor_uid = Some(50);
+    let why = problem::check_no_serving_features(sdpa(&mut g)).map_err(|d| d.to_string());
+    assert_eq!(
+        why,
+        Err(
+            "tensor uid 50: sink_token_tensor_uid = 50, need unset in a multi-node graph: paged \
+             K/V and sinks run in a single SDPA forward node"
+                .to_owned()
+        )
+    );
+    sdpa(&mut g).page_table_v_tensor_uid = Some(51);
+    let why = problem::check_no_serving_features(sdpa(&mut g)).map_err(|d| d.to_string());
+    assert!(why.is_err_and(|w| w.starts_with("tensor uid 51: page_table_v_tensor_uid")));
+}

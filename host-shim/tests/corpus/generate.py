@@ -578,6 +578,29 @@ def paged_cases():
     paged_graph("paged_prefill_packed_sinks_fp16", "half", [2, 4], [6, 11],
                 attrs={"attn_scale_value": 0.3}, sinks=True, rank4_v=True, seed=403)
 
+    # Ragged Q/O (cuDNN's "paged THD queries") over paged K/V, top-left causal.
+    tensors, ports, inputs, (b, sq, skv, hq, hkv, dim) = base_ragged(ext_q=(3, 1, 4), stats=False)
+    tensors = [t for t in tensors if t["uid"] not in (K, V, OFF_KV)]
+    inputs.pop(OFF_KV)
+    lkv = [5, 9, 4]
+    pages, ps, columns = 11, 4, 3
+    tensors += [
+        pool(K, "K", pages, hkv, ps, dim, "float"), pool(V, "V", pages, hkv, ps, dim, "float"),
+        tensor(PT_K, "PAGE_TABLE_K", [b, columns], [columns, 1], "int32"),
+        tensor(PT_V, "PAGE_TABLE_V", [b, columns], [columns, 1], "int32"),
+        tensor(SEQ_Q, "SEQ_LEN_Q", [b], [1], "int32"),
+        tensor(SEQ_KV, "SEQ_LEN_KV", [b], [1], "int32"),
+    ]
+    ports.update(page_table_k_tensor_uid=PT_K, page_table_v_tensor_uid=PT_V,
+                 seq_len_q_tensor_uid=SEQ_Q, seq_len_kv_tensor_uid=SEQ_KV)
+    g = graph("paged_ragged_q", "float", tensors,
+              [node(ports, attributes(attn_scale_value=0.35, right_bound=0,
+                                      diagonal_alignment="TOP_LEFT"))])
+    single("paged_ragged_q", g, {**inputs, SEQ_Q: [3, 1, 4], SEQ_KV: lkv,
+                                 PT_K: page_table(lkv, ps, columns, pages, 4, 2),
+                                 PT_V: page_table(lkv, ps, columns, pages, 7, 0)},
+           "pass", seed=405)
+
     # Sinks on a non-paged ragged graph, with the LSE (sink-inclusive) and a row with no key.
     tensors, ports, inputs, (b, sq, skv, hq, hkv, dim) = base_ragged(ext_kv=(2, 0, 3))
     tensors.append(tensor(SINK, "SINK", [1, hq, 1, 1], [hq, 1, 1, 1], "float"))
