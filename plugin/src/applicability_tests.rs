@@ -420,7 +420,7 @@ fn paged_shape_rules_are_checked_at_planning() {
         ),
         (
             Box::new(|g| sdpa(g).seq_len_q_tensor_uid = None),
-            "tensor uid 5: seq_len_q_tensor_uid = unset on a paged graph",
+            "seq_len_q_tensor_uid = unset on a paged graph (page_table_k_tensor_uid = 5)",
         ),
         (
             Box::new(|g| {

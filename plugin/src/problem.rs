@@ -118,10 +118,9 @@ pub fn build(graph: &Graph, sdpa: &SdpaAttributes) -> Result<RaggedSdpaProblem, 
                 } else {
                     "seq_len_kv_tensor_uid"
                 };
-                return refuse(
-                    k_uid,
+                return refuse_attribute(
                     missing,
-                    "unset on a paged graph",
+                    format!("unset on a paged graph (page_table_k_tensor_uid = {k_uid})"),
                     "both seq_len_q_tensor_uid and seq_len_kv_tensor_uid: the lengths delimit a \
                      paged graph's sequences (paged-kv-and-sinks.md §3.1)",
                 );
