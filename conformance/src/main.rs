@@ -10,7 +10,7 @@ use hipdnn_shim::harness::ValidationMode;
 use hipdnn_shim::manager::{LoadedPlugin, PluginManager};
 use ragged_conformance::report::{CaseResult, Outcome, Report};
 use ragged_conformance::suites::gating::{self, FixtureArtifacts};
-use ragged_conformance::suites::{abi, backward, multi_node, numeric};
+use ragged_conformance::suites::{abi, backward, multi_node, numeric, serving};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Suite {
@@ -23,6 +23,9 @@ enum Suite {
     /// SdpaBackward graphs (the numeric cases and the GPU backward's shapes) against kernels'
     /// CPU backward; engines that are not --host-engine on device buffers with --cuda.
     Backward,
+    /// Serving graphs (paged K/V prefill and decode, attention sinks) against the CPU
+    /// reference; an engine that declines one is reported DECLINED, not failed.
+    Serving,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -117,6 +120,7 @@ fn main() -> ExitCode {
             Suite::Numeric,
             Suite::MultiNode,
             Suite::Backward,
+            Suite::Serving,
         ]
     } else {
         args.suites.clone()
@@ -175,7 +179,8 @@ fn main() -> ExitCode {
         host_engines: args.host_engines.clone(),
         device: None,
     };
-    if args.cuda && (suites.contains(&Suite::Numeric) || suites.contains(&Suite::Backward)) {
+    let device_suites = [Suite::Numeric, Suite::Backward, Suite::Serving];
+    if args.cuda && device_suites.iter().any(|s| suites.contains(s)) {
         match hipdnn_shim::harness::cuda_device() {
             Ok(d) => options.device = Some(d),
             Err(e) => {
@@ -198,6 +203,11 @@ fn main() -> ExitCode {
     if suites.contains(&Suite::Backward) {
         for_each_loaded(&args.plugins, "backward", &mut report, &|loaded| {
             backward::run(loaded, &options)
+        });
+    }
+    if suites.contains(&Suite::Serving) {
+        for_each_loaded(&args.plugins, "serving", &mut report, &|loaded| {
+            serving::run(loaded, &options)
         });
     }
 

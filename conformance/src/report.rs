@@ -9,6 +9,9 @@ pub enum Outcome {
     Pass,
     Fail(String),
     Skip(String),
+    /// The plugin does not offer the case's feature: a legitimate answer, neither a pass nor a
+    /// failure (serving features a plugin may not implement).
+    Declined(String),
 }
 
 #[derive(Debug, Clone)]
@@ -51,8 +54,15 @@ impl Report {
             .count()
     }
 
+    pub fn declined(&self) -> usize {
+        self.cases
+            .iter()
+            .filter(|c| matches!(c.outcome, Outcome::Declined(_)))
+            .count()
+    }
+
     pub fn passed(&self) -> usize {
-        self.cases.len() - self.failures() - self.skipped()
+        self.cases.len() - self.failures() - self.skipped() - self.declined()
     }
 
     /// One line per case, details indented, a summary last.
@@ -68,6 +78,7 @@ impl Report {
                 Outcome::Pass => ("PASS", None),
                 Outcome::Fail(m) => ("FAIL", Some(m)),
                 Outcome::Skip(m) => ("SKIP", Some(m)),
+                Outcome::Declined(m) => ("DECLINED", Some(m)),
             };
             let _ = writeln!(
                 out,
@@ -84,13 +95,17 @@ impl Report {
                 let _ = writeln!(out, "     {d}");
             }
         }
-        let _ = writeln!(
+        let _ = write!(
             out,
             "{} passed, {} failed, {} skipped",
             self.passed(),
             self.failures(),
             self.skipped()
         );
+        if self.declined() > 0 {
+            let _ = write!(out, ", {} declined", self.declined());
+        }
+        out.push('\n');
         out
     }
 
@@ -108,7 +123,7 @@ impl Report {
             "<testsuites name=\"ragged-conformance\" tests=\"{}\" failures=\"{}\" skipped=\"{}\">",
             self.cases.len(),
             self.failures(),
-            self.skipped()
+            self.skipped() + self.declined()
         );
         for suite in suites {
             let cases: Vec<&CaseResult> = self.cases.iter().filter(|c| c.suite == suite).collect();
@@ -118,7 +133,7 @@ impl Report {
                 .count();
             let skipped = cases
                 .iter()
-                .filter(|c| matches!(c.outcome, Outcome::Skip(_)))
+                .filter(|c| matches!(c.outcome, Outcome::Skip(_) | Outcome::Declined(_)))
                 .count();
             let time: f64 = cases.iter().map(|c| c.duration.as_secs_f64()).sum();
             let _ = writeln!(
@@ -145,6 +160,10 @@ impl Report {
                     Outcome::Skip(m) => {
                         Some(format!("      <skipped message=\"{}\"/>\n", xml_escape(m)))
                     }
+                    Outcome::Declined(m) => Some(format!(
+                        "      <skipped message=\"declined: {}\"/>\n",
+                        xml_escape(m)
+                    )),
                 };
                 let details = (!c.details.is_empty()).then(|| {
                     format!(

@@ -144,3 +144,29 @@ fn a_failing_plugin_makes_the_run_exit_nonzero_and_reports_the_failure() {
     assert!(out.contains("ENGINE PLUGIN ABI VALIDATION FAILED"), "{out}");
     assert!(xml.contains("failures=\"1\""), "{xml}");
 }
+
+/// The serving suite (paged K/V, sinks): every case runs on the project's host engine, and a
+/// plugin that does not implement them (the fixture) is reported as declining, not failing.
+#[test]
+fn serving_cases_pass_on_the_host_engine_and_a_declining_plugin_is_declined_not_failed() {
+    let plugin = shared_object(PLUGIN_FILE, "cargo build -p ragged-plugin");
+    let (ok, out, _) = conformance("ci-plugin-serving", &["--suite", "serving"], &plugin);
+    assert!(ok, "{out}");
+    assert_eq!(
+        host_reference_passes(&out),
+        hipdnn_shim::serving_graphs::cases().len(),
+        "every serving case must run on the host engine:\n{out}"
+    );
+    let fixture = shared_object(FIXTURE_MAIN_FILE, FIXTURE_BUILD_COMMAND);
+    let (ok, out, xml) = conformance("ci-fixture-serving", &["--suite", "serving"], &fixture);
+    assert!(ok, "{out}");
+    let cases = hipdnn_shim::serving_graphs::cases().len();
+    assert!(
+        out.contains(&format!("0 passed, 0 failed, 0 skipped, {cases} declined")),
+        "{out}"
+    );
+    assert!(
+        xml.contains("failures=\"0\"") && xml.contains("declined: engine"),
+        "{xml}"
+    );
+}

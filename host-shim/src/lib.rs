@@ -34,5 +34,6 @@ pub mod manager;
 pub mod multi_node_graphs;
 pub mod oracle_backward;
 pub mod plugin;
+pub mod serving_graphs;
 
 pub use host_error::HostError;

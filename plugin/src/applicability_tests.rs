@@ -296,11 +296,10 @@ fn a_scale_tensor_without_value_is_a_host_scalar_only_when_passed_by_value() {
     }
 }
 
-/// Upstream's paged bundles write Q as one packed row and per-sequence lengths `[B]` with B the
-/// page table's rows: such a graph passes schema validation and is declined naming the page
-/// table (paging is not supported yet), not a length-shape rule that does not apply to it.
+/// A paged graph whose K is not a page pool (the golden graph's ragged K) is declined naming K's
+/// offsets: a pool carries none, its page table delimits the sequences.
 #[test]
-fn a_paged_graph_is_declined_naming_its_page_table() {
+fn a_paged_graph_with_a_ragged_k_is_declined_naming_its_offsets() {
     let mut g = golden();
     let int32 = |uid, name: &str, dims: Vec<i64>, strides| {
         ragged_schema::TensorAttributes::new()
@@ -310,16 +309,252 @@ fn a_paged_graph_is_declined_naming_its_page_table() {
             .set_dims(dims)
             .set_strides(strides)
     };
-    // Three sequences by the page table and the lengths, against Q's dims[0] of 2.
     g.tensors
         .push(int32(40, "page_table_k", vec![3, 32], vec![32, 1]));
+    g.tensors
+        .push(int32(42, "page_table_v", vec![3, 32], vec![32, 1]));
     g.tensors.push(int32(41, "seq_len_kv", vec![3], vec![1]));
     let s = sdpa(&mut g);
     s.page_table_k_tensor_uid = Some(40);
+    s.page_table_v_tensor_uid = Some(42);
     s.seq_len_kv_tensor_uid = Some(41);
     let why = reason(&g);
     assert!(
-        why.starts_with("tensor uid 40: page_table_k_tensor_uid = 40, need unset"),
+        why.starts_with("tensor uid 2: k_tensor_uid ragged_offset_tensor_uid = 6, need unset"),
         "{why}"
     );
+    // One table alone: paging is all or nothing.
+    sdpa(&mut g).page_table_v_tensor_uid = None;
+    let why = reason(&g);
+    assert!(
+        why.starts_with(
+            "tensor uid 40: page_table_v_tensor_uid = unset while page_table_k_tensor_uid = 40"
+        ),
+        "{why}"
+    );
+}
+
+/// Upstream's paged bundle is accepted with its pools, tables, lengths and bound as the problem's
+/// own parts; every GPU engine's contract declines it naming the page table.
+#[test]
+fn upstreams_paged_bundle_becomes_a_paged_problem() {
+    use ragged_core::problem::{PageTable, PagedKv, QueryForm};
+    let g = crate::test_graphs::paged_bundle();
+    let p = problem(&g).unwrap_or_else(|why| panic!("declined: {why}"));
+    let table = |role, uid| PageTable {
+        role,
+        uid,
+        rows: 3,
+        columns: 32,
+        row_stride: 32,
+        column_stride: 1,
+        rank4: false,
+        alignment: 16,
+    };
+    assert_eq!(
+        p.paged,
+        Some(PagedKv {
+            table_k: table("page_table_k_tensor_uid", 5),
+            table_v: table("page_table_v_tensor_uid", 6),
+            max_seq_len_kv: 512,
+            query: QueryForm::Packed,
+        })
+    );
+    assert_eq!(p.batch(), 3);
+    assert_eq!(
+        (p.k.dims, p.k.strides),
+        ([128, 2, 16, 128], [4096, 128, 256, 1])
+    );
+    assert_eq!((p.q.bshd(), p.sinks), ([1, 64, 16, 128], None));
+    assert_eq!(p.role_of(6), Some("page_table_v_tensor_uid"));
+    let gpu = ragged_core::contract::check_gpu(&p).map_err(|d| d.to_string());
+    assert_eq!(
+        gpu,
+        Err(
+            "tensor uid 5: page_table_k_tensor_uid = a page table (paged K/V: pools uid 2 and 3), \
+             need unset: this engine does not read paged K/V caches (the host reference engine \
+             does)"
+                .to_owned()
+        )
+    );
+}
+
+/// What planning refuses on a paged graph, each naming the field (paged-kv-and-sinks.md §5.1).
+#[test]
+fn paged_shape_rules_are_checked_at_planning() {
+    let base = crate::test_graphs::paged_bundle();
+    fn tensor(g: &mut Graph, uid: i64) -> &mut TensorAttributes {
+        g.tensors
+            .iter_mut()
+            .find(|t| t.uid == uid)
+            .unwrap_or_else(|| panic!("uid {uid}"))
+    }
+    type Edit = Box<dyn Fn(&mut Graph)>;
+    let cases: Vec<(Edit, &str)> = vec![
+        (
+            Box::new(|g| sdpa(g).max_seq_len_kv = Some(513)),
+            "max_seq_len_kv = 513, need 1..=512",
+        ),
+        (
+            Box::new(|g| sdpa(g).max_seq_len_kv = Some(0)),
+            "max_seq_len_kv = 0, need 1..=512",
+        ),
+        (
+            Box::new(|g| tensor(g, 5).data_type = ragged_schema::DataType::Int64),
+            "tensor uid 5: page_table_k_tensor_uid data type = int64, need INT32",
+        ),
+        (
+            Box::new(|g| {
+                let t = tensor(g, 6);
+                t.dims = vec![3, 2, 16];
+                t.strides = vec![32, 16, 1];
+            }),
+            "tensor uid 6: page_table_v_tensor_uid dims / strides = [3, 2, 16] / [32, 16, 1]",
+        ),
+        (
+            Box::new(|g| {
+                let t = tensor(g, 6);
+                t.dims = vec![2, 32];
+            }),
+            "tensor uid 6: page_table_v_tensor_uid rows (dims[0]) = 2, need 3",
+        ),
+        (
+            Box::new(|g| sdpa(g).seq_len_q_tensor_uid = None),
+            "seq_len_q_tensor_uid = unset on a paged graph (page_table_k_tensor_uid = 5)",
+        ),
+        (
+            Box::new(|g| {
+                for uid in [1, 4] {
+                    let t = tensor(g, uid);
+                    t.dims[0] = 2;
+                }
+            }),
+            "tensor uid 1: q_tensor_uid dims[0] on a paged graph = 2, need 1",
+        ),
+        (
+            Box::new(|g| tensor(g, 3).dims[1] = 1),
+            "tensor uid 3: v_tensor_uid pool heads (dims[1]) = 1, need 2",
+        ),
+        (
+            Box::new(|g| tensor(g, 2).strides[2] = 0),
+            "tensor uid 2: k_tensor_uid page pool dims / strides",
+        ),
+    ];
+    for (edit, want) in cases {
+        let mut g = base.clone();
+        edit(&mut g);
+        let why = reason(&g);
+        assert!(why.starts_with(want), "want {want:?}, got {why:?}");
+    }
+}
+
+/// Sinks on a non-paged graph: FLOAT, one logit per query head, `[H_q]` or `[1, H_q, 1, 1]`.
+#[test]
+fn sinks_are_a_problem_part_on_any_graph() {
+    use ragged_core::problem::Sinks;
+    let mut g = golden();
+    let sink = |dims: Vec<i64>, strides| {
+        TensorAttributes::new()
+            .set_uid(50)
+            .set_name("sink")
+            .set_data_type(ragged_schema::DataType::Float)
+            .set_dims(dims)
+            .set_strides(strides)
+    };
+    g.tensors.push(sink(vec![1, 2, 1, 1], vec![2, 1, 1, 1]));
+    sdpa(&mut g).sink_token_tensor_uid = Some(50);
+    let p = problem(&g).unwrap_or_else(|why| panic!("declined: {why}"));
+    assert_eq!(
+        p.sinks,
+        Some(Sinks {
+            uid: 50,
+            heads: 2,
+            stride: 1,
+            rank4: true,
+            alignment: 16
+        })
+    );
+    let gpu = ragged_core::contract::check_gpu(&p).map_err(|d| d.to_string());
+    assert!(
+        gpu.as_ref()
+            .is_err_and(|e| e.starts_with("tensor uid 50: sink_token_tensor_uid = per-head")),
+        "{gpu:?}"
+    );
+    g.tensors.pop();
+    g.tensors.push(sink(vec![3], vec![1]));
+    assert!(
+        reason(&g).starts_with("tensor uid 50: sink_token_tensor_uid dims / strides = [3] / [1]"),
+        "{}",
+        reason(&g)
+    );
+}
+
+/// The minimum plugin API version of a paged or sink graph (paged-kv-and-sinks.md §7): page
+/// tables, `max_seq_len_kv` and sinks require nothing of their own, so upstream's packed paged
+/// bundle needs 1.0.0 and the same graph with ragged Q/O 1.3.0, by the ragged rule alone.
+#[test]
+fn paging_and_sinks_add_no_api_version_requirement() {
+    use ragged_schema::version::{API_1_0_0, API_1_3_0, compute_minimum_plugin_api_version};
+    let mut g = crate::test_graphs::paged_bundle();
+    let need = compute_minimum_plugin_api_version(&g);
+    assert_eq!((need.version, need.reasons.len()), (API_1_0_0, 0));
+    g.tensors.push(
+        TensorAttributes::new()
+            .set_uid(9)
+            .set_name("sink")
+            .set_data_type(ragged_schema::DataType::Float)
+            .set_dims(vec![16])
+            .set_strides(vec![1]),
+    );
+    sdpa(&mut g).sink_token_tensor_uid = Some(9);
+    assert_eq!(compute_minimum_plugin_api_version(&g).version, API_1_0_0);
+    assert!(problem(&g).is_ok_and(|p| p.sinks.is_some()));
+    // Ragged Q and O over one offsets tensor: the ragged rule, and only it, raises the need.
+    g.tensors.push(
+        TensorAttributes::new()
+            .set_uid(10)
+            .set_name("q_offsets")
+            .set_data_type(ragged_schema::DataType::Int32)
+            .set_dims(vec![4, 1, 1, 1])
+            .set_strides(vec![1, 1, 1, 1]),
+    );
+    for uid in [1, 4] {
+        let t = g
+            .tensors
+            .iter_mut()
+            .find(|t| t.uid == uid)
+            .unwrap_or_else(|| panic!("{uid}"));
+        t.dims = vec![3, 64, 16, 128];
+        t.strides = vec![64 * 2048, 2048, 128, 1];
+        t.ragged_offset_tensor_uid = Some(10);
+    }
+    let need = compute_minimum_plugin_api_version(&g);
+    assert_eq!(need.version, API_1_3_0);
+    assert_eq!(need.reasons.len(), 2, "{:?}", need.reasons);
+    let p = problem(&g).unwrap_or_else(|why| panic!("declined: {why}"));
+    assert_eq!(
+        p.paged.map(|p| p.query),
+        Some(ragged_core::problem::QueryForm::Ragged)
+    );
+}
+
+/// A multi-node graph's SDPA node with a page table or sinks is declined naming the field (the
+/// graph executor runs neither).
+#[test]
+fn multi_node_sdpa_nodes_decline_paging_and_sinks_naming_the_field() {
+    let mut g = golden();
+    assert_eq!(problem::check_no_serving_features(sdpa(&mut g)), Ok(()));
+    sdpa(&mut g).sink_token_tensor_uid = Some(50);
+    let why = problem::check_no_serving_features(sdpa(&mut g)).map_err(|d| d.to_string());
+    assert_eq!(
+        why,
+        Err(
+            "tensor uid 50: sink_token_tensor_uid = 50, need unset in a multi-node graph: paged \
+             K/V and sinks run in a single SDPA forward node"
+                .to_owned()
+        )
+    );
+    sdpa(&mut g).page_table_v_tensor_uid = Some(51);
+    let why = problem::check_no_serving_features(sdpa(&mut g)).map_err(|d| d.to_string());
+    assert!(why.is_err_and(|w| w.starts_with("tensor uid 51: page_table_v_tensor_uid")));
 }

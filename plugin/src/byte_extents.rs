@@ -3,12 +3,12 @@
 //! instead of reaching an execute whose slices would be undefined behaviour.
 
 use ragged_core::Decline;
-use ragged_core::problem::{IndexWidth, OFFSETS_ROLE, Operand, RaggedSdpaProblem};
+use ragged_core::problem::{IndexWidth, OFFSETS_ROLE, Operand, RaggedSdpaProblem, SINK_ROLE};
 use ragged_core::tensor::extent::{Addressing, DeclaredExtent, ExtentTooLarge, check_extents};
 
 /// The decline for the first buffer of `problem` beyond `isize::MAX` bytes: Q, K, V, O and LSE
 /// (their strided extent, and for ragged ones the largest extent valid offsets give), every
-/// ragged offset aux (`B + 1` entries) and seq_len (`B`).
+/// ragged offset aux (`B + 1` entries) and seq_len (`B`), the page tables and the sinks.
 pub fn check(problem: &RaggedSdpaProblem) -> Result<(), Decline> {
     let tensors: Vec<&Operand> = problem.tensors().collect();
     // An aux holds B + 1 entries (schema validation has checked that B + 1 fits in i64).
@@ -27,6 +27,30 @@ pub fn check(problem: &RaggedSdpaProblem) -> Result<(), Decline> {
     for index in problem.seq_lens() {
         extents.push(index_extent(index.uid, index.role, &batch, index.width));
     }
+    let tables: Vec<_> = problem
+        .paged
+        .iter()
+        .flat_map(|p| p.tables())
+        .map(|t| (t.uid, t.role, t.dims(), t.strides(), 4))
+        .chain(
+            problem
+                .sinks
+                .iter()
+                .map(|s| (s.uid, SINK_ROLE, s.dims(), s.strides(), 4)),
+        )
+        .collect();
+    extents.extend(
+        tables
+            .iter()
+            .map(|(uid, role, dims, strides, size)| DeclaredExtent {
+                uid: *uid,
+                role,
+                dims,
+                strides,
+                element_size: *size,
+                addressing: Addressing::Strided,
+            }),
+    );
     check_extents(&extents).map_err(|e| decline(&e))
 }
 

@@ -144,6 +144,7 @@ fn tensor_desc(t: &TensorAttributes) -> Result<TensorDesc, Decline> {
 
 fn sdpa_node(graph: &Graph, sdpa: &SdpaAttributes) -> Result<SdpaNode, Decline> {
     problem::check_unsupported_features(sdpa)?;
+    problem::check_no_serving_features(sdpa)?;
     if sdpa.padding_mask
         && (sdpa.seq_len_q_tensor_uid.is_none() || sdpa.seq_len_kv_tensor_uid.is_none())
     {

@@ -6,8 +6,8 @@
 //! their resolved axes ([`ragged_core::problem::resolve_axes`]), never `dims[1]`/`dims[2]`.
 
 use ragged_core::problem::{
-    IndexInput, IndexWidth, Multiplier, OFFSETS_ROLE, Offsets, Operand, RaggedSdpaProblem,
-    ScalarType, ScalePlan, dense_stats_axes,
+    IndexInput, IndexWidth, Multiplier, OFFSETS_ROLE, Offsets, Operand, PageTable, PagedKv,
+    QueryForm, RaggedSdpaProblem, SINK_ROLE, ScalarType, ScalePlan, Sinks, dense_stats_axes,
 };
 use ragged_core::{DataType as KernelType, DiagonalAlignment as Alignment, MaskBand};
 use ragged_schema::{
@@ -67,7 +67,29 @@ pub fn build(graph: &Graph, sdpa: &SdpaAttributes) -> Result<RaggedSdpaProblem, 
     check_io_types(&attributes)?;
     let tensor = |i: usize| tensor_plan(graph, attributes[i].0, attributes[i].1);
     let (q, k, v, o) = (tensor(0)?, tensor(1)?, tensor(2)?, tensor(3)?);
-    contract::check_shapes(&q, &k, &v, &o)?;
+    let paging = match (sdpa.page_table_k_tensor_uid, sdpa.page_table_v_tensor_uid) {
+        (None, None) => None,
+        (Some(k_uid), Some(v_uid)) => Some((k_uid, v_uid)),
+        (Some(uid), None) | (None, Some(uid)) => {
+            let (set, unset) = if sdpa.page_table_k_tensor_uid.is_some() {
+                ("page_table_k_tensor_uid", "page_table_v_tensor_uid")
+            } else {
+                ("page_table_v_tensor_uid", "page_table_k_tensor_uid")
+            };
+            return refuse(
+                uid,
+                unset,
+                format!("unset while {set} = {uid}"),
+                "both page tables or neither: paging is all or nothing \
+                 (paged-kv-and-sinks.md §1.7)",
+            );
+        }
+    };
+    if paging.is_none() {
+        contract::check_shapes(&q, &k, &v, &o)?;
+    } else {
+        check_paged_shapes(&q, &k, &v, &o)?;
+    }
 
     let stats = match (sdpa.stats_tensor_uid, sdpa.generate_stats) {
         (Some(uid), _) => Some(stats_plan(graph, uid, &q)?),
@@ -87,6 +109,30 @@ pub fn build(graph: &Graph, sdpa: &SdpaAttributes) -> Result<RaggedSdpaProblem, 
         );
     }
 
+    let paged = match paging {
+        None => None,
+        Some((k_uid, v_uid)) => {
+            if seq_len_q.is_none() || seq_len_kv.is_none() {
+                let missing = if seq_len_q.is_none() {
+                    "seq_len_q_tensor_uid"
+                } else {
+                    "seq_len_kv_tensor_uid"
+                };
+                return refuse_attribute(
+                    missing,
+                    format!("unset on a paged graph (page_table_k_tensor_uid = {k_uid})"),
+                    "both seq_len_q_tensor_uid and seq_len_kv_tensor_uid: the lengths delimit a \
+                     paged graph's sequences (paged-kv-and-sinks.md §3.1)",
+                );
+            }
+            Some(paged_kv(graph, sdpa, (k_uid, v_uid), &q, &k, &v)?)
+        }
+    };
+    let sinks = sdpa
+        .sink_token_tensor_uid
+        .map(|uid| sinks_plan(graph, uid, &q))
+        .transpose()?;
+
     Ok(RaggedSdpaProblem {
         q,
         k,
@@ -97,6 +143,235 @@ pub fn build(graph: &Graph, sdpa: &SdpaAttributes) -> Result<RaggedSdpaProblem, 
         seq_len_kv,
         scale: scale_plan(graph, sdpa)?,
         mask: band(sdpa)?,
+        paged,
+        sinks,
+    })
+}
+
+/// Shape agreement when K and V are page pools `[P, H_kv, ps, D]` (paged-kv-and-sinks.md §1):
+/// dense pools of positive extents and strides, K's and V's heads equal and dividing H_q, K's
+/// head dim Q's, and O Q's shape with V's head dim. The batch lives in the page tables.
+fn check_paged_shapes(q: &Operand, k: &Operand, v: &Operand, o: &Operand) -> Result<(), Decline> {
+    for pool in [k, v] {
+        if let Some(r) = pool.ragged {
+            return refuse(
+                pool.uid,
+                format!("{} ragged_offset_tensor_uid", pool.role),
+                r.uid,
+                "unset: a page pool carries no ragged offsets, its page table delimits the \
+                 sequences (paged-kv-and-sinks.md §1.8)",
+            );
+        }
+        if pool.dims.iter().any(|&d| d < 1) || pool.strides.iter().any(|&s| s < 1) {
+            return refuse(
+                pool.uid,
+                format!("{} page pool dims / strides", pool.role),
+                format!("{:?} / {:?}", pool.dims, pool.strides),
+                "[pages, KV heads, page size, head dim], every dim and stride at least 1",
+            );
+        }
+    }
+    let [_, _, h_q, d_qk] = q.bshd();
+    let (h_kv, d_k) = (k.dims[1], k.dims[3]);
+    for (t, value, field) in [(q, h_q, "heads"), (q, d_qk, "head dim")] {
+        if value < 1 {
+            return refuse(t.uid, format!("{} {field}", t.role), value, "at least 1");
+        }
+    }
+    if v.dims[1] != h_kv {
+        return refuse(
+            v.uid,
+            "v_tensor_uid pool heads (dims[1])",
+            v.dims[1],
+            format!("{h_kv}, K's pool heads"),
+        );
+    }
+    if h_q % h_kv != 0 {
+        return refuse(
+            k.uid,
+            "k_tensor_uid pool heads (dims[1])",
+            h_kv,
+            format!("a divisor of H_q = {h_q}"),
+        );
+    }
+    if d_k != d_qk {
+        return refuse(
+            k.uid,
+            "k_tensor_uid pool head dim (dims[3])",
+            d_k,
+            format!("{d_qk}, Q's head dim"),
+        );
+    }
+    if o.ragged.is_some() != q.ragged.is_some() {
+        return refuse(
+            o.uid,
+            "o_tensor_uid layout",
+            if o.ragged.is_some() {
+                "ragged"
+            } else {
+                "dense"
+            },
+            "Q's layout (both ragged or both dense)",
+        );
+    }
+    let want = [q.batch(), q.seq_max(), h_q, v.dims[3]];
+    if o.bshd() != want {
+        return refuse(
+            o.uid,
+            "o_tensor_uid dims",
+            format!("{:?}", o.dims),
+            format!("[B, S, H, D] = {want:?}: Q's batch, rows and heads and V's head dim"),
+        );
+    }
+    Ok(())
+}
+
+/// The page tables, `max_seq_len_kv` and Q's form of a paged graph (paged-kv-and-sinks.md §2,
+/// §3). The batch B is the tables' row count, which schema validation has already matched
+/// against the lengths.
+fn paged_kv(
+    graph: &Graph,
+    sdpa: &SdpaAttributes,
+    (k_uid, v_uid): (i64, i64),
+    q: &Operand,
+    k: &Operand,
+    v: &Operand,
+) -> Result<PagedKv, Decline> {
+    let table_k = page_table(graph, "page_table_k_tensor_uid", k_uid)?;
+    let table_v = page_table(graph, "page_table_v_tensor_uid", v_uid)?;
+    let batch = table_k.rows;
+    if table_v.rows != batch {
+        return refuse(
+            v_uid,
+            "page_table_v_tensor_uid rows (dims[0])",
+            table_v.rows,
+            format!("{batch}, the rows of page_table_k_tensor_uid (one per sequence)"),
+        );
+    }
+    let capacity = |table: &PageTable, pool: &Operand| table.columns.checked_mul(pool.dims[2]);
+    let (Some(cap_k), Some(cap_v)) = (capacity(&table_k, k), capacity(&table_v, v)) else {
+        return refuse(
+            k_uid,
+            "page table capacity (columns × page size)",
+            "beyond int64",
+            "a capacity that fits int64",
+        );
+    };
+    let capacity = cap_k.min(cap_v);
+    let max_seq_len_kv = match sdpa.max_seq_len_kv {
+        None => capacity,
+        Some(m) if m > 0 && i64::from(m) <= capacity => i64::from(m),
+        Some(m) => {
+            return refuse_attribute(
+                "max_seq_len_kv",
+                m,
+                format!(
+                    "1..={capacity}: at most what each page table reaches (K {} × {}, V {} × {})",
+                    table_k.columns, k.dims[2], table_v.columns, v.dims[2]
+                ),
+            );
+        }
+    };
+    let query = match (q.ragged, q.dims[0]) {
+        (Some(_), b) if b == batch => QueryForm::Ragged,
+        (None, 1) => QueryForm::Packed,
+        (None, b) if b == batch => QueryForm::Padded,
+        (_, b) => {
+            return refuse(
+                q.uid,
+                "q_tensor_uid dims[0] on a paged graph",
+                b,
+                format!(
+                    "1 (every sequence's rows packed, dense) or B = {batch} (the page tables' rows)"
+                ),
+            );
+        }
+    };
+    Ok(PagedKv {
+        table_k,
+        table_v,
+        max_seq_len_kv,
+        query,
+    })
+}
+
+/// A page table: dense INT32 `[B, MP]` or `[B, 1, MP, 1]`, positive dims and strides.
+fn page_table(graph: &Graph, role: &'static str, uid: i64) -> Result<PageTable, Decline> {
+    let t = tensor_attributes(graph, role, uid)?;
+    if t.data_type != DataType::Int32 {
+        return refuse(uid, format!("{role} data type"), t.data_type, "INT32");
+    }
+    if t.is_virtual {
+        return refuse(uid, format!("{role} is_virtual"), true, "false");
+    }
+    if t.ragged_offset_tensor_uid.is_some() {
+        return refuse(
+            uid,
+            format!("{role} ragged_offset_tensor_uid"),
+            format!("{:?}", t.ragged_offset_tensor_uid),
+            "unset: a page table is dense",
+        );
+    }
+    let shape = |need: &str| {
+        refuse(
+            uid,
+            format!("{role} dims / strides"),
+            format!("{:?} / {:?}", t.dims, t.strides),
+            format!("{need} (paged-kv-and-sinks.md §2.1)"),
+        )
+    };
+    let positive = t.dims.iter().chain(&t.strides).all(|&x| x >= 1);
+    let (rows, columns, row_stride, column_stride, rank4) = match (&t.dims[..], &t.strides[..]) {
+        ([b, mp], [sb, si]) if positive => (*b, *mp, *sb, *si, false),
+        ([b, 1, mp, 1], [sb, _, si, _]) if positive => (*b, *mp, *sb, *si, true),
+        _ => {
+            return shape("[B, MP] or [B, 1, MP, 1], every dim and stride at least 1");
+        }
+    };
+    if t.alignment < 1 {
+        return refuse(uid, format!("{role} alignment"), t.alignment, "at least 1");
+    }
+    Ok(PageTable {
+        role,
+        uid,
+        rows,
+        columns,
+        row_stride,
+        column_stride,
+        rank4,
+        alignment: t.alignment,
+    })
+}
+
+/// Sinks: FLOAT, one logit per query head, `[H_q]` or `[1, H_q, 1, 1]` (paged-kv-and-sinks.md
+/// §6.1), on paged and non-paged graphs alike.
+fn sinks_plan(graph: &Graph, uid: i64, q: &Operand) -> Result<Sinks, Decline> {
+    let t = tensor_attributes(graph, SINK_ROLE, uid)?;
+    if t.data_type != DataType::Float {
+        return refuse(uid, "sink_token_tensor_uid data type", t.data_type, "FLOAT");
+    }
+    if t.is_virtual {
+        return refuse(uid, "sink_token_tensor_uid is_virtual", true, "false");
+    }
+    let heads = q.heads();
+    let (stride, rank4) = match (&t.dims[..], &t.strides[..]) {
+        ([h], [s]) if *h == heads && *s >= 1 => (*s, false),
+        ([1, h, 1, 1], [_, s, _, _]) if *h == heads && *s >= 1 => (*s, true),
+        _ => {
+            return refuse(
+                uid,
+                "sink_token_tensor_uid dims / strides",
+                format!("{:?} / {:?}", t.dims, t.strides),
+                format!("[{heads}] or [1, {heads}, 1, 1]: one logit per query head, strides ≥ 1"),
+            );
+        }
+    };
+    Ok(Sinks {
+        uid,
+        heads,
+        stride,
+        rank4,
+        alignment: t.alignment,
     })
 }
 
@@ -416,6 +691,25 @@ pub(crate) fn band(sdpa: &SdpaAttributes) -> Result<MaskBand, Decline> {
     Ok(MaskBand::window(band.left, band.right, alignment))
 }
 
+/// Paged K/V and sinks in a multi-node graph: the executor's SDPA node has neither (a single
+/// forward node has both), declined naming the field.
+pub fn check_no_serving_features(sdpa: &SdpaAttributes) -> Result<(), Decline> {
+    let serving = [
+        ("page_table_k_tensor_uid", sdpa.page_table_k_tensor_uid),
+        ("page_table_v_tensor_uid", sdpa.page_table_v_tensor_uid),
+        ("sink_token_tensor_uid", sdpa.sink_token_tensor_uid),
+    ];
+    if let Some((field, Some(uid))) = serving.iter().find(|(_, uid)| uid.is_some()) {
+        return Err(Decline::new(
+            *uid,
+            *field,
+            uid,
+            "unset in a multi-node graph: paged K/V and sinks run in a single SDPA forward node",
+        ));
+    }
+    Ok(())
+}
+
 /// Features the engines do not compute, declined naming the field (a forward node, alone or
 /// in a multi-node graph).
 pub fn check_unsupported_features(sdpa: &SdpaAttributes) -> Result<(), Decline> {
@@ -425,10 +719,7 @@ pub fn check_unsupported_features(sdpa: &SdpaAttributes) -> Result<(), Decline> 
         ("offset_tensor_uid", sdpa.offset_tensor_uid),
         ("dropout_mask_tensor_uid", sdpa.dropout_mask_tensor_uid),
         ("dropout_scale_tensor_uid", sdpa.dropout_scale_tensor_uid),
-        ("page_table_k_tensor_uid", sdpa.page_table_k_tensor_uid),
-        ("page_table_v_tensor_uid", sdpa.page_table_v_tensor_uid),
         ("block_mask_tensor_uid", sdpa.block_mask_tensor_uid),
-        ("sink_token_tensor_uid", sdpa.sink_token_tensor_uid),
         ("descale_q_tensor_uid", sdpa.descale_q_tensor_uid),
         ("descale_k_tensor_uid", sdpa.descale_k_tensor_uid),
         ("descale_v_tensor_uid", sdpa.descale_v_tensor_uid),

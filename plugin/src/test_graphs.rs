@@ -13,6 +13,21 @@ pub(crate) fn golden() -> Graph {
     }
 }
 
+/// Upstream hipDNN's paged bundle `quick/SdpaFwd/paged/fp16/hd128_page16_multiseq/Small`
+/// (rocm-libraries 7162ca59), as copied into the shim's corpus: packed fp16 Q/O
+/// `[1, 16, 64, 128]`, pools `[128, 2, 16, 128]`, tables uid 5 and 6 `[3, 32]`, lengths uid 7
+/// and 8 `[3]`, `max_seq_len_kv` 512, top-left causal.
+pub(crate) fn paged_bundle() -> Graph {
+    const TEXT: &str = include_str!(
+        "../../host-shim/tests/corpus/bundles/quick/SdpaFwd/paged/fp16/hd128_page16_multiseq/\
+         Small/Small.json"
+    );
+    match Graph::from_json(TEXT) {
+        Ok(graph) => graph,
+        Err(e) => panic!("paged bundle: {e}"),
+    }
+}
+
 /// The SDPA attributes of a single-node graph, for tests that edit them.
 pub(crate) fn sdpa(graph: &mut Graph) -> &mut SdpaAttributes {
     match &mut graph.nodes[0].attributes {

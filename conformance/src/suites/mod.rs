@@ -7,3 +7,4 @@ pub mod engine_cases;
 pub mod gating;
 pub mod multi_node;
 pub mod numeric;
+pub mod serving;

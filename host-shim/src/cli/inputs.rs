@@ -11,7 +11,9 @@
 //!
 //! Keys are tensor names or uids (decimal); values are the tensor's elements, stored with the
 //! element type the graph declares (INT32 or INT64). Offsets are in elements (times the primary's
-//! `ragged_offset_multiplier`), as the variant pack would carry them.
+//! `ragged_offset_multiplier`), as the variant pack would carry them. A paged graph's page tables
+//! go in a `page_tables` section, row by row (`[B, MP]` flattened), page ids along the pools'
+//! first axis.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -79,7 +81,8 @@ fn index_tensor(attrs: &TensorAttributes, values: &[i64]) -> Result<Arc<dyn Tens
             ))
         }
         other => Err(format!(
-            "tensor uid {} is {other}, but offsets and seq_lens must be INT32 or INT64",
+            "tensor uid {} is {other}, but offsets, seq_lens and page tables must be INT32 or \
+             INT64",
             attrs.uid
         )),
     }
@@ -114,10 +117,17 @@ pub fn load_companion(
         .iter()
         .filter_map(|t| t.ragged_offset_tensor_uid)
         .collect();
+    let page_table_uids: Vec<i64> = graph
+        .nodes
+        .iter()
+        .filter_map(|n| n.attributes.as_sdpa())
+        .flat_map(|a| [a.page_table_k_tensor_uid, a.page_table_v_tensor_uid])
+        .flatten()
+        .collect();
     for (section, entries) in &parsed {
-        if section != "ragged_offsets" && section != "seq_lens" {
+        if !["ragged_offsets", "seq_lens", "page_tables"].contains(&section.as_str()) {
             return Err(err(format!(
-                "unknown section '{section}' (expected ragged_offsets, seq_lens)"
+                "unknown section '{section}' (expected ragged_offsets, seq_lens, page_tables)"
             )));
         }
         for (key, values) in entries {
@@ -126,6 +136,12 @@ pub fn load_companion(
             if section == "ragged_offsets" && !ragged_offset_uids.contains(&attrs.uid) {
                 return Err(err(format!(
                     "ragged_offsets: tensor uid {} '{}' is no tensor's ragged_offset_tensor_uid",
+                    attrs.uid, attrs.name
+                )));
+            }
+            if section == "page_tables" && !page_table_uids.contains(&attrs.uid) {
+                return Err(err(format!(
+                    "page_tables: tensor uid {} '{}' is no SDPA node's page table",
                     attrs.uid, attrs.name
                 )));
             }

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use ragged_core::HostDataMut;
 use ragged_core::tensor::{Tensor, TensorMut};
-use ragged_reference::sdpa_forward;
+use ragged_reference::{ForwardExtras, PagedInputs, sdpa_forward_with};
 use ragged_schema::model::{EngineConfig, Graph};
 
 use crate::abi::DeviceBuffer;
@@ -88,7 +88,19 @@ impl Harness {
                 .seq_len_kv_tensor_uid
                 .map(|u| self.reference.get(u))
                 .transpose()?;
-            sdpa_forward(
+            let paged = match (a.page_table_k_tensor_uid, a.page_table_v_tensor_uid) {
+                (Some(tk), Some(tv)) => Some(PagedInputs {
+                    table_k: self.reference.get(tk)?,
+                    table_v: self.reference.get(tv)?,
+                    max_seq_len_kv: a.max_seq_len_kv.map(i64::from),
+                }),
+                _ => None,
+            };
+            let sinks = a
+                .sink_token_tensor_uid
+                .map(|u| self.reference.get(u))
+                .transpose()?;
+            sdpa_forward_with(
                 q,
                 k,
                 v,
@@ -96,6 +108,7 @@ impl Harness {
                 lse.as_mut().map(|t| t.as_mut() as &mut dyn TensorMut),
                 sq,
                 skv,
+                &ForwardExtras { paged, sinks },
                 &params,
             )
             .map_err(|e| HostError::Harness(format!("CPU reference failed: {e}")))

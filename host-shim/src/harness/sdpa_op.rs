@@ -80,6 +80,9 @@ impl SdpaRoles {
     /// `Lq(b)` for every batch: `seq_len_q[b]` when present, else Q's extent (ragged) or its
     /// sequence dim (dense `[B, H, S, D]`).
     pub fn query_lengths(&self, bundle: &Bundle) -> Result<Vec<usize>, HostError> {
+        if self.is_paged() {
+            return paged_lengths(bundle, self.attrs.seq_len_q_tensor_uid, "seq_len_q");
+        }
         logical_lengths(
             bundle,
             self.attrs.q_tensor_uid,
@@ -90,6 +93,9 @@ impl SdpaRoles {
 
     /// `Lkv(b)` for every batch, from K and `seq_len_kv` as [`SdpaRoles::query_lengths`] does.
     pub fn key_lengths(&self, bundle: &Bundle) -> Result<Vec<usize>, HostError> {
+        if self.is_paged() {
+            return paged_lengths(bundle, self.attrs.seq_len_kv_tensor_uid, "seq_len_kv");
+        }
         logical_lengths(
             bundle,
             self.attrs.k_tensor_uid,
@@ -140,6 +146,35 @@ impl SdpaRoles {
         self.row_positions(uid, bundle, |b| 0..lq.get(b).copied().unwrap_or(0))
     }
 
+    /// Whether K and V are page pools (paged-kv-and-sinks.md): the lengths are then the
+    /// sequences' own, not bounded by K's dims.
+    fn is_paged(&self) -> bool {
+        self.attrs.page_table_k_tensor_uid.is_some()
+    }
+
+    /// Per sequence: the output batch its rows are in and the row they start at. A paged graph's
+    /// dense Q of one row holds every sequence back to back (paged-kv-and-sinks.md §3.3).
+    fn sequence_starts(&self, bundle: &Bundle) -> Result<Vec<(usize, usize)>, HostError> {
+        let lq = self.query_lengths(bundle)?;
+        let q = bundle.get(self.attrs.q_tensor_uid)?;
+        let packed = self.is_paged()
+            && q.ragged_iteration_info().is_none()
+            && q.dims().first() == Some(&1)
+            && lq.len() != 1;
+        if !packed {
+            return Ok((0..lq.len()).map(|b| (b, 0)).collect());
+        }
+        let mut row = 0;
+        Ok(lq
+            .iter()
+            .map(|&len| {
+                let start = (0, row);
+                row += len;
+                start
+            })
+            .collect())
+    }
+
     /// The sequence axis of output `uid` (1 or 2): a ragged tensor's own, a dense O's 2 (hipDNN's
     /// `[B, H, S, D]`), a dense LSE's by matching its dims against Q's S_max and heads
     /// (ragged-sdpa.md §4: either order, any strides).
@@ -186,13 +221,18 @@ impl SdpaRoles {
         let seq_axis = self.seq_axis(t, uid, bundle)?;
         let (heads, last) = (dims[3 - seq_axis], dims[3]);
         let batch = usize::try_from(dims[0]).unwrap_or(0);
+        let starts = if self.is_paged() {
+            self.sequence_starts(bundle)?
+        } else {
+            (0..batch).map(|b| (b, 0)).collect()
+        };
         let mut out = BTreeSet::new();
-        for b in 0..batch {
+        for (b, &(tensor_batch, first)) in starts.iter().enumerate() {
             for s in rows(b) {
-                let s = s as i64;
+                let s = (first + s) as i64;
                 for h in 0..heads {
                     for d in 0..last {
-                        let mut index = [b as i64, 0, 0, d];
+                        let mut index = [tensor_batch as i64, 0, 0, d];
                         index[seq_axis] = s;
                         index[3 - seq_axis] = h;
                         let position = t.get_index(&index).map_err(|e| {
@@ -240,6 +280,26 @@ fn logical_lengths(
                 .collect()
         }
     }
+}
+
+/// A paged graph's lengths: every entry of its `[B]` or `[B, 1, 1, 1]` tensor, which bounds
+/// nothing else the harness reads (the page tables and `max_seq_len_kv` bound `seq_len_kv`).
+fn paged_lengths(
+    bundle: &Bundle,
+    seq_lens_uid: Option<i64>,
+    field: &str,
+) -> Result<Vec<usize>, HostError> {
+    let uid = seq_lens_uid
+        .ok_or_else(|| HostError::Harness(format!("a paged SDPA node without {field}")))?;
+    let lens = bundle.get(uid)?;
+    let batch = usize::try_from(lens.dims().first().copied().unwrap_or(0)).unwrap_or(0);
+    (0..batch)
+        .map(|b| {
+            let v = read_index(lens, uid, b)?;
+            usize::try_from(v)
+                .map_err(|_| HostError::Harness(format!("{field} (uid {uid}) [{b}] = {v}")))
+        })
+        .collect()
 }
 
 /// Element `b` of a `[B, 1, 1, 1]` or `[B]` integer tensor.

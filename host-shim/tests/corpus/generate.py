@@ -457,6 +457,160 @@ def singles():
               [node(ports, attributes(dropout_probability=0.1))])
     single("dropout_declined", g, inputs, "declined", seed=312)
 
+# ---------------------------------------------------------------------------------------------
+# Paged K/V caches and attention sinks (kernels/core/paged-kv-and-sinks.md).
+
+# Upstream's own paged bundle, copied verbatim: ROCm/rocm-libraries commit
+# 7162ca5901d7e0d2048894d0ce7954681bb5e4a1,
+# dnn-providers/integration-tests/integration-test-bundles/quick/SdpaFwd/paged/fp16/
+# hd128_page16_multiseq/Small/Small.json. Its tensor data files are not copied: the metadata below
+# pins the lengths and page tables (the values of paged-kv-and-sinks.md §8's illustration) and the
+# rest is random, checked against the shim's float64 oracle like every other case.
+UPSTREAM_PAGED = {
+    "nodes": [{"type": "SdpaAttributes", "attributes": {
+        "q_tensor_uid": 1, "k_tensor_uid": 2, "v_tensor_uid": 3, "o_tensor_uid": 4,
+        "page_table_k_tensor_uid": 5, "page_table_v_tensor_uid": 6,
+        "seq_len_q_tensor_uid": 7, "seq_len_kv_tensor_uid": 8,
+        "generate_stats": None, "alibi_mask": False, "padding_mask": False,
+        "causal_mask": False, "causal_mask_bottom_right": False, "dropout_probability": None,
+        "attn_scale_value": 0.08838834764831845, "left_bound": -1, "right_bound": 0,
+        "max_seq_len_kv": 512, "diagonal_alignment": "TOP_LEFT", "mma_core_mode": "float",
+        "implementation": "AUTO"}}],
+    "tensors": [
+        {"name": "Q", "uid": 1, "dims": [1, 16, 64, 128], "strides": [131072, 128, 2048, 1],
+         "data_type": "float16"},
+        {"name": "K", "uid": 2, "dims": [128, 2, 16, 128], "strides": [4096, 128, 256, 1],
+         "data_type": "float16"},
+        {"name": "V", "uid": 3, "dims": [128, 2, 16, 128], "strides": [4096, 128, 256, 1],
+         "data_type": "float16"},
+        {"name": "O", "uid": 4, "dims": [1, 16, 64, 128], "strides": [131072, 128, 2048, 1],
+         "data_type": "float16"},
+        {"name": "PAGE_TABLE_K", "uid": 5, "dims": [3, 32], "strides": [32, 1],
+         "data_type": "int32"},
+        {"name": "PAGE_TABLE_V", "uid": 6, "dims": [3, 32], "strides": [32, 1],
+         "data_type": "int32"},
+        {"name": "SEQ_LEN_Q", "uid": 7, "dims": [3], "strides": [1], "data_type": "int32"},
+        {"name": "SEQ_LEN_KV", "uid": 8, "dims": [3], "strides": [1], "data_type": "int32"},
+    ],
+    "io_data_type": "float16", "compute_data_type": "float", "intermediate_data_type": "float",
+    "name": "sdpa_paged_hd128_page16_multiseq",
+}
+
+
+def page_table(lens, page_size, columns, pages, step, start):
+    """Rows of page ids: sequence pages drawn from a permutation of the pool (p -> step·p + start
+    mod pages, step coprime to pages); entries a sequence does not read hold -1, which must never
+    be read."""
+    rows, n = [], 0
+    for length in lens:
+        used = -(-length // page_size)
+        row = [(step * (n + i) + start) % pages for i in range(used)]
+        n += used
+        rows.append(row + [-1] * (columns - used))
+    return [x for row in rows for x in row]
+
+
+def pool(uid, name, pages, hkv, ps, d, io):
+    """A token-major (NHD) pool [P, H_kv, ps, D], upstream's strides."""
+    return tensor(uid, name, [pages, hkv, ps, d], [ps * hkv * d, d, hkv * d, 1], io)
+
+
+def paged_cases():
+    lq, lkv = [16, 16, 32], [300, 16, 512]
+    d = OUT / "paged" / "fp16" / "hd128_page16_multiseq" / "Small"
+    write(d / "Small.json", UPSTREAM_PAGED)
+    write(d / "Small.meta.json", metadata(400, {
+        5: page_table(lkv, 16, 32, 128, 37, 5), 6: page_table(lkv, 16, 32, 128, 53, 11),
+        7: lq, 8: lkv}))
+    write(d / "Small.support.json", {"claims": {}, "version": 1})
+    expect("quick/SdpaFwd/paged/fp16/hd128_page16_multiseq/Small/Small", "pass")
+
+    PT_K, PT_V, SINK = 20, 21, 22
+
+    def paged_graph(name, io, lq, lkv, hq=4, hkv=2, dim=8, ps=4, columns=4, pages=13,
+                    form="packed", attrs=None, sinks=False, stats=False, rank4_v=False,
+                    seed=401):
+        b = len(lq)
+        if form == "packed":
+            t = sum(lq) + 1
+            qd, qs = [1, hq, t, dim], [t * hq * dim, dim, hq * dim, 1]
+            ld, ls = [1, hq, t, 1], [t * hq, t, 1, 1]
+        else:
+            s = max(lq)
+            qd, qs = [b, hq, s, dim], [s * hq * dim, dim, hq * dim, 1]
+            ld, ls = [b, hq, s, 1], [hq * s, s, 1, 1]
+        tensors = [
+            tensor(Q, "Q", qd, qs, io), pool(K, "K", pages, hkv, ps, dim, io),
+            pool(V, "V", pages, hkv, ps, dim, io), tensor(O, "O", qd, qs, io),
+            tensor(PT_K, "PAGE_TABLE_K", [b, columns], [columns, 1], "int32"),
+            tensor(PT_V, "PAGE_TABLE_V", *(([b, 1, columns, 1], [columns, 1, 1, 1]) if rank4_v
+                                          else ([b, columns], [columns, 1])), "int32"),
+            tensor(SEQ_Q, "SEQ_LEN_Q", [b], [1], "int32"),
+            tensor(SEQ_KV, "SEQ_LEN_KV", [b], [1], "int32"),
+        ]
+        ports = {"q_tensor_uid": Q, "k_tensor_uid": K, "v_tensor_uid": V, "o_tensor_uid": O,
+                 "page_table_k_tensor_uid": PT_K, "page_table_v_tensor_uid": PT_V,
+                 "seq_len_q_tensor_uid": SEQ_Q, "seq_len_kv_tensor_uid": SEQ_KV}
+        if stats:
+            tensors.append(tensor(LSE, "LSE", ld, ls, "float"))
+            ports["stats_tensor_uid"] = LSE
+        if sinks:
+            tensors.append(tensor(SINK, "SINK", [hq], [1], "float"))
+            ports["sink_token_tensor_uid"] = SINK
+        g = graph(name, io, tensors, [node(ports, attributes(**(attrs or {})))])
+        inputs = {PT_K: page_table(lkv, ps, columns, pages, 5, 1),
+                  PT_V: page_table(lkv, ps, columns, pages, 3, 7), SEQ_Q: lq, SEQ_KV: lkv}
+        if sinks:
+            inputs[SINK] = [0.5, -1.25, 2.0, -30.0][:hq]
+        single(name, g, inputs, "pass", seed=seed)
+
+    causal_br = {"attn_scale_value": 0.35, "left_bound": -1, "right_bound": 0,
+                 "diagonal_alignment": "BOTTOM_RIGHT", "max_seq_len_kv": 16}
+    # Decode: one query per sequence over a paged context (a partial last page, a one-key
+    # context), bottom-right causal so each query sees its whole context; sinks and the LSE.
+    paged_graph("paged_decode_sinks_bf16", "bfloat16", [1, 1, 1], [13, 1, 7], attrs=causal_br,
+                sinks=True, stats=True, rank4_v=True, seed=401)
+    # Chunked prefill: queries are the last Lq of Lkv keys; padded Q [B, H, S, D]; a sequence
+    # with no key (O = 0, LSE = −∞).
+    paged_graph("paged_prefill_padded_causal_br", "float", [3, 2, 1], [9, 0, 4], form="padded",
+                attrs=causal_br, stats=True, seed=402)
+    # Packed prefill, no mask, V's table in cuDNN's rank-4 form, sinks without an LSE.
+    paged_graph("paged_prefill_packed_sinks_fp16", "half", [2, 4], [6, 11],
+                attrs={"attn_scale_value": 0.3}, sinks=True, rank4_v=True, seed=403)
+
+    # Ragged Q/O (cuDNN's "paged THD queries") over paged K/V, top-left causal.
+    tensors, ports, inputs, (b, sq, skv, hq, hkv, dim) = base_ragged(ext_q=(3, 1, 4), stats=False)
+    tensors = [t for t in tensors if t["uid"] not in (K, V, OFF_KV)]
+    inputs.pop(OFF_KV)
+    lkv = [5, 9, 4]
+    pages, ps, columns = 11, 4, 3
+    tensors += [
+        pool(K, "K", pages, hkv, ps, dim, "float"), pool(V, "V", pages, hkv, ps, dim, "float"),
+        tensor(PT_K, "PAGE_TABLE_K", [b, columns], [columns, 1], "int32"),
+        tensor(PT_V, "PAGE_TABLE_V", [b, columns], [columns, 1], "int32"),
+        tensor(SEQ_Q, "SEQ_LEN_Q", [b], [1], "int32"),
+        tensor(SEQ_KV, "SEQ_LEN_KV", [b], [1], "int32"),
+    ]
+    ports.update(page_table_k_tensor_uid=PT_K, page_table_v_tensor_uid=PT_V,
+                 seq_len_q_tensor_uid=SEQ_Q, seq_len_kv_tensor_uid=SEQ_KV)
+    g = graph("paged_ragged_q", "float", tensors,
+              [node(ports, attributes(attn_scale_value=0.35, right_bound=0,
+                                      diagonal_alignment="TOP_LEFT"))])
+    single("paged_ragged_q", g, {**inputs, SEQ_Q: [3, 1, 4], SEQ_KV: lkv,
+                                 PT_K: page_table(lkv, ps, columns, pages, 4, 2),
+                                 PT_V: page_table(lkv, ps, columns, pages, 7, 0)},
+           "pass", seed=405)
+
+    # Sinks on a non-paged ragged graph, with the LSE (sink-inclusive) and a row with no key.
+    tensors, ports, inputs, (b, sq, skv, hq, hkv, dim) = base_ragged(ext_kv=(2, 0, 3))
+    tensors.append(tensor(SINK, "SINK", [1, hq, 1, 1], [hq, 1, 1, 1], "float"))
+    ports["sink_token_tensor_uid"] = SINK
+    g = graph("ragged_sinks", "float", tensors,
+              [node(ports, attributes(attn_scale_value=0.35, right_bound=0,
+                                      diagonal_alignment="BOTTOM_RIGHT"))])
+    single("sinks_ragged_lse", g, {**inputs, SINK: [1.0, -0.5, 0.25, 4.0]}, "pass", seed=404)
+
+
 
 def main():
     shutil.rmtree(HERE / "bundles", ignore_errors=True)
@@ -465,6 +619,7 @@ def main():
     padded_sweep()
     padded_sweep("ragged_padded_d64", d=64)
     singles()
+    paged_cases()
     write(HERE / "expectations.json", {
         "about": "Expected outcome of every corpus case under `hipdnn-shim bundle` on the host "
                  "engine. 'until' names the work that turns a declined case into a pass; when it "

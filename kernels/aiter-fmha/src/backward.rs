@@ -108,6 +108,8 @@ fn gradient_carrier(forward: &RaggedSdpaProblem, grads: [&Operand; 4]) -> Ragged
         seq_len_kv: None,
         scale: ScalePlan::Fixed(1.0),
         mask: forward.mask,
+        paged: None,
+        sinks: None,
     }
 }
 

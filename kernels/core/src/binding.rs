@@ -19,8 +19,8 @@ use crate::dtype::{DataType, HostData, HostDataMut};
 use crate::error::KernelError;
 use crate::graph::ExecGraph;
 use crate::problem::{
-    BackwardProblem, IndexWidth, Multiplier, OFFSETS_ROLE, Operand, RaggedSdpaProblem, ScalarType,
-    ScalePlan,
+    BackwardProblem, IndexWidth, Multiplier, OFFSETS_ROLE, Operand, RaggedSdpaProblem, SINK_ROLE,
+    ScalarType, ScalePlan,
 };
 use crate::tensor::{RaggedLayout, Tensor};
 
@@ -116,6 +116,32 @@ impl Signature {
         s.index_inputs(problem);
         for t in [&problem.q, &problem.k, &problem.v] {
             s.tensor(t, Access::Read);
+        }
+        for table in problem.paged.iter().flat_map(|p| p.tables()) {
+            s.push(Declared {
+                uid: table.uid,
+                role: table.role,
+                kind: Kind::Tensor {
+                    dtype: DataType::I32,
+                    dims: table.dims(),
+                    strides: table.strides(),
+                    ragged: None,
+                    access: Access::Read,
+                },
+            });
+        }
+        if let Some(sinks) = &problem.sinks {
+            s.push(Declared {
+                uid: sinks.uid,
+                role: SINK_ROLE,
+                kind: Kind::Tensor {
+                    dtype: DataType::F32,
+                    dims: sinks.dims(),
+                    strides: sinks.strides(),
+                    ragged: None,
+                    access: Access::Read,
+                },
+            });
         }
         s.tensor(&problem.o, Access::Write);
         if let Some(stats) = &problem.stats {

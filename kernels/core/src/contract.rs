@@ -81,6 +81,7 @@ impl std::error::Error for Decline {}
 
 /// Checks the shared GPU contract (module docs).
 pub fn check_gpu(p: &RaggedSdpaProblem) -> Result<(), Decline> {
+    check_no_serving_features(p)?;
     check_scale(&p.scale)?;
     for t in p.primaries() {
         ragged(t)?;
@@ -95,6 +96,32 @@ pub fn check_gpu(p: &RaggedSdpaProblem) -> Result<(), Decline> {
         check_stats(stats, &p.q)?;
     }
     check_band(p)?;
+    Ok(())
+}
+
+/// Paged K/V and sinks reach the GPU engines in later items of issue 44; until an engine
+/// implements them, each such graph is declined naming the field, before any rule about K and V
+/// (which a paged graph holds as page pools) could give a misleading reason.
+pub fn check_no_serving_features(p: &RaggedSdpaProblem) -> Result<(), Decline> {
+    if let Some(paged) = &p.paged {
+        return Err(Decline::new(
+            paged.table_k.uid,
+            paged.table_k.role,
+            format!(
+                "a page table (paged K/V: pools uid {} and {})",
+                p.k.uid, p.v.uid
+            ),
+            "unset: this engine does not read paged K/V caches (the host reference engine does)",
+        ));
+    }
+    if let Some(sinks) = &p.sinks {
+        return Err(Decline::new(
+            sinks.uid,
+            crate::problem::SINK_ROLE,
+            "per-head sink logits",
+            "unset: this engine does not compute attention sinks (the host reference engine does)",
+        ));
+    }
     Ok(())
 }
 

@@ -68,6 +68,12 @@ pub enum Role {
     DK,
     /// Backward: the gradient of V.
     DV,
+    /// K's page table (paged K/V).
+    PageTableK,
+    /// V's page table (paged K/V).
+    PageTableV,
+    /// Per-head sink logits.
+    Sinks,
 }
 
 impl fmt::Display for Role {
@@ -85,6 +91,9 @@ impl fmt::Display for Role {
             Role::DQ => "dQ",
             Role::DK => "dK",
             Role::DV => "dV",
+            Role::PageTableK => "page_table_k",
+            Role::PageTableV => "page_table_v",
+            Role::Sinks => "sink_token",
         })
     }
 }
@@ -453,6 +462,53 @@ pub enum KernelError {
         /// Where that row count comes from.
         source_role: Role,
     },
+    /// A page table entry a sequence reads names no page of the pool (paged-kv-and-sinks.md
+    /// §5.2): refused before any pool element is read.
+    #[error("{role}[{batch}][{entry}] = {value} is not a page of the pool (page ids 0..{pages})")]
+    PageIdOutOfRange {
+        /// page_table_k or page_table_v.
+        role: Role,
+        /// Sequence index.
+        batch: usize,
+        /// Column of the table.
+        entry: usize,
+        /// The page id read.
+        value: i64,
+        /// Pages in the pool.
+        pages: i64,
+    },
+    /// A sequence is longer than its page table reaches, or than `max_seq_len_kv`.
+    #[error(
+        "{role}[{batch}] = {value} is above the {max} keys a paged sequence may hold \
+         ({why})"
+    )]
+    PagedLengthAboveMax {
+        /// seq_len_kv.
+        role: Role,
+        /// Sequence index.
+        batch: usize,
+        /// The length.
+        value: i64,
+        /// max_seq_len_kv, or the table capacity.
+        max: i64,
+        /// Which bound.
+        why: String,
+    },
+    /// Packed queries: the sequences' lengths add up to more rows than Q holds.
+    #[error(
+        "{role}: the lengths add up to {rows} rows through sequence {batch}, above the {extent} \
+         rows of the packed tensor"
+    )]
+    PackedRowsBeyondExtent {
+        /// seq_len_q.
+        role: Role,
+        /// The first sequence whose rows end past the tensor.
+        batch: usize,
+        /// Rows through that sequence.
+        rows: i64,
+        /// Rows the packed tensor has.
+        extent: i64,
+    },
     /// A seq_lens entry is negative or beyond its batch's extent.
     #[error("{role}[{batch}] = {value} is outside 0..={extent}")]
     SeqLenOutOfRange {
@@ -605,6 +661,9 @@ impl KernelError {
             | K::RowsBeyondExtent { .. }
             | K::ExtentMismatch { .. }
             | K::SeqLenOutOfRange { .. }
+            | K::PageIdOutOfRange { .. }
+            | K::PagedLengthAboveMax { .. }
+            | K::PackedRowsBeyondExtent { .. }
             | K::NonFiniteScale { .. }
             // A buffer beyond isize::MAX bytes is the caller's geometry (planning declines it
             // first).

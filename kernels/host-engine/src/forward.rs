@@ -10,7 +10,7 @@ use ragged_core::binding::Call;
 use ragged_core::engine::{Planned, Reach};
 use ragged_core::problem::RaggedSdpaProblem;
 use ragged_core::{KernelError, Role, SdpaParams};
-use ragged_reference::sdpa_forward;
+use ragged_reference::{ForwardExtras, PagedInputs, sdpa_forward_with};
 
 use crate::pool;
 use crate::views::{self, View};
@@ -48,12 +48,35 @@ impl Planned for HostForward {
             .transpose()?;
         let seq_len_q = p.seq_len_q.map(|s| views::index(call, s)).transpose()?;
         let seq_len_kv = p.seq_len_kv.map(|s| views::index(call, s)).transpose()?;
+        let tables = p
+            .paged
+            .map(|paged| -> Result<_, KernelError> {
+                let [k, v] = paged.tables();
+                Ok((
+                    views::dense(call, k.uid, k.dims(), k.strides())?,
+                    views::dense(call, v.uid, v.dims(), v.strides())?,
+                    paged.max_seq_len_kv,
+                ))
+            })
+            .transpose()?;
+        let sinks = p
+            .sinks
+            .map(|s| views::dense(call, s.uid, s.dims(), s.strides()))
+            .transpose()?;
         let params = SdpaParams {
             scale,
             band: p.mask,
         };
+        let extras = ForwardExtras {
+            paged: tables.as_ref().map(|(k, v, max)| PagedInputs {
+                table_k: k,
+                table_v: v,
+                max_seq_len_kv: Some(*max),
+            }),
+            sinks: sinks.as_ref().map(|s| s as &dyn ragged_core::Tensor),
+        };
         let forward = || {
-            sdpa_forward(
+            sdpa_forward_with(
                 q.tensor(),
                 k.tensor(),
                 v.tensor(),
@@ -61,6 +84,7 @@ impl Planned for HostForward {
                 lse.as_mut().map(View::tensor_mut),
                 seq_len_q.as_deref(),
                 seq_len_kv.as_deref(),
+                &extras,
                 &params,
             )
         };
@@ -81,11 +105,16 @@ impl Planned for HostForward {
 const INLINE_WORK: u128 = 1 << 20;
 
 /// An upper bound of the forward's multiply-adds from the graph's dims alone (every batch at
-/// S_max, every key admitted): B · H_q · S_q · S_kv · (D_qk + D_v).
+/// S_max, every key admitted): B · H_q · S_q · S_kv · (D_qk + D_v), with `max_seq_len_kv` as
+/// S_kv for paged K/V.
 fn forward_work(problem: &RaggedSdpaProblem) -> u128 {
     let dim = |x: i64| u128::try_from(x).unwrap_or(u128::MAX);
-    let [b, s_q, h_q, d_qk] = problem.q.bshd();
-    let [_, s_kv, _, _] = problem.k.bshd();
+    let [_, s_q, h_q, d_qk] = problem.q.bshd();
+    let b = problem.batch();
+    let s_kv = match &problem.paged {
+        Some(paged) => paged.max_seq_len_kv,
+        None => problem.k.seq_max(),
+    };
     let d_v = problem.v.head_dim();
     [b, h_q, s_q, s_kv]
         .into_iter()
@@ -103,6 +132,9 @@ pub fn name_tensor(error: KernelError, plan: &RaggedSdpaProblem) -> KernelError 
         Role::Lse => plan.stats.as_ref().map(|s| s.uid),
         Role::SeqLenQ => plan.seq_len_q.map(|s| s.uid),
         Role::SeqLenKv => plan.seq_len_kv.map(|s| s.uid),
+        Role::PageTableK => plan.paged.map(|p| p.table_k.uid),
+        Role::PageTableV => plan.paged.map(|p| p.table_v.uid),
+        Role::Sinks => plan.sinks.map(|s| s.uid),
         _ => None,
     })
 }

@@ -61,6 +61,20 @@ impl Planner for HostReference {
     }
 
     fn plan(&self, problem: &Problem) -> Result<Box<dyn Planned>, Decline> {
+        if let Problem::Backward(p) = problem {
+            let f = &p.forward;
+            let serving = f.paged.map(|t| (t.table_k.uid, t.table_k.role));
+            let serving = serving.or(f.sinks.map(|s| (s.uid, ragged_core::problem::SINK_ROLE)));
+            if let Some((uid, field)) = serving {
+                return Err(Decline::new(
+                    uid,
+                    field,
+                    uid,
+                    "unset on a backward: the host engine's backward runs without paged K/V or \
+                     sinks (issue 44 adds them to the forward)",
+                ));
+            }
+        }
         Ok(match problem {
             Problem::Forward(p) => Box::new(forward::HostForward::new(Arc::clone(p))),
             Problem::Backward(p) => Box::new(backward::HostBackward {

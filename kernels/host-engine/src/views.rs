@@ -73,6 +73,17 @@ fn view<S: Storage>(call: &mut Call<'_>, t: &Operand, data: S) -> Result<View<S>
     view.map_err(|e| e.for_tensor(t.uid))
 }
 
+/// Dense input `uid` over the graph's own dims and strides (page tables, sinks).
+pub fn dense<'call>(
+    call: &Call<'call>,
+    uid: i64,
+    dims: Vec<i64>,
+    strides: Vec<i64>,
+) -> Result<Dense<HostData<'call>>, KernelError> {
+    let data = call.host(uid)?;
+    Dense::from_storage(data, dims, strides).map_err(|e| e.for_tensor(uid))
+}
+
 /// A seq_len tensor (`B` entries) as the `[B, 1, 1, 1]` tensor the reference reads.
 pub fn index(call: &Call<'_>, index: IndexInput) -> Result<Arc<dyn Tensor>, KernelError> {
     call.index_tensor(index.uid)
@@ -90,6 +101,9 @@ pub fn name_role(error: KernelError, uid_of: impl FnOnce(Role) -> Option<i64>) -
         | KernelError::ExtentMismatch { role, .. }
         | KernelError::RowsBeyondExtent { role, .. }
         | KernelError::SeqLenOutOfRange { role, .. }
+        | KernelError::PageIdOutOfRange { role, .. }
+        | KernelError::PagedLengthAboveMax { role, .. }
+        | KernelError::PackedRowsBeyondExtent { role, .. }
         | KernelError::NotScalar { role, .. }
         | KernelError::BackwardSeqAxis { role, .. } => Some(*role),
         _ => None,

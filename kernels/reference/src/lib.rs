@@ -15,5 +15,5 @@ pub mod parallel;
 pub mod sdpa;
 pub mod sdpa_backward;
 
-pub use sdpa::{SdpaParams, sdpa_forward};
+pub use sdpa::{ForwardExtras, PagedInputs, SdpaParams, sdpa_forward, sdpa_forward_with};
 pub use sdpa_backward::{BackwardInputs, BackwardOutputs, SdpaBackwardParams, sdpa_backward};

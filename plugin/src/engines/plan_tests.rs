@@ -312,3 +312,36 @@ fn a_cuda_backward_execute_without_its_workspace_is_bad_param_before_any_launch(
         "{text}"
     );
 }
+
+/// Paged K/V and sinks reach CUDA and AITER in later items of issue 44: until then both engines
+/// decline them naming the field (upstream's paged bundle; the golden graph at D = 64 with a
+/// sink), while the host engine plans them.
+#[test]
+fn gpu_engines_decline_paged_and_sink_graphs_naming_the_field() {
+    use ragged_core::engine::Planner;
+    let paged = crate::test_graphs::paged_bundle();
+    let mut sinks = golden_d64();
+    sinks.tensors.push(
+        ragged_schema::TensorAttributes::new()
+            .set_uid(31)
+            .set_data_type(ragged_schema::DataType::Float)
+            .set_dims(vec![2])
+            .set_strides(vec![1]),
+    );
+    sdpa(&mut sinks).sink_token_tensor_uid = Some(31);
+    let arch = GpuArch::new("gfx942");
+    for (graph, field) in [
+        (&paged, "tensor uid 5: page_table_k_tensor_uid = "),
+        (&sinks, "tensor uid 31: sink_token_tensor_uid = "),
+    ] {
+        let why = cuda_declined(graph);
+        assert!(why.starts_with(field), "CUDA: {why}");
+        let why = aiter_plan(&sdpa_plan(graph), &arch, "gfx942")
+            .err()
+            .map(|d| d.to_string())
+            .unwrap_or_default();
+        assert!(why.starts_with(field), "AITER: {why}");
+        let problem = Problem::Forward(Arc::new(sdpa_plan(graph)));
+        assert!(ragged_engine_host::HostReference.plan(&problem).is_ok());
+    }
+}

@@ -65,6 +65,150 @@ impl Geometry {
     }
 }
 
+/// Where key `j` of sequence `b`, KV head `g`, dim `d` of K or V lives: a per-sequence operand,
+/// or a page pool `[P, H_kv, ps, D]` read through a page table (paged-kv-and-sinks.md §2.5).
+enum Keys {
+    Plain(Geometry),
+    Paged {
+        uid: i64,
+        /// The pool's dims and strides.
+        dims: Vec<i64>,
+        strides: Vec<i64>,
+        /// `table[b][i]`, every entry of the table.
+        table: Vec<Vec<i64>>,
+        table_uid: i64,
+        len: usize,
+    },
+}
+
+impl Keys {
+    fn heads(&self) -> usize {
+        match self {
+            Keys::Plain(g) => g.heads,
+            Keys::Paged { dims, .. } => dims[1] as usize,
+        }
+    }
+
+    fn width(&self) -> usize {
+        match self {
+            Keys::Plain(g) => g.width,
+            Keys::Paged { dims, .. } => dims[3] as usize,
+        }
+    }
+
+    fn uid(&self) -> i64 {
+        match self {
+            Keys::Plain(g) => g.uid,
+            Keys::Paged { uid, .. } => *uid,
+        }
+    }
+
+    fn position(&self, b: usize, j: usize, g: usize, d: usize) -> Result<usize, String> {
+        let (uid, dims, strides, table, table_uid, len) = match self {
+            Keys::Plain(geometry) => return geometry.position(b, j, g, d),
+            Keys::Paged {
+                uid,
+                dims,
+                strides,
+                table,
+                table_uid,
+                len,
+            } => (uid, dims, strides, table, table_uid, len),
+        };
+        let page_size = dims[2] as usize;
+        let entry = j / page_size;
+        let page = *table
+            .get(b)
+            .and_then(|row| row.get(entry))
+            .ok_or_else(|| format!("page table uid {table_uid} has no entry [{b}][{entry}]"))?;
+        if !(0..dims[0]).contains(&page) {
+            return Err(format!(
+                "page table uid {table_uid} [{b}][{entry}] = {page} is outside the {} pages of \
+                 uid {uid}",
+                dims[0]
+            ));
+        }
+        let at = page * strides[0]
+            + g as i64 * strides[1]
+            + (j % page_size) as i64 * strides[2]
+            + d as i64 * strides[3];
+        usize::try_from(at)
+            .ok()
+            .filter(|&p| p < *len)
+            .ok_or_else(|| format!("tensor uid {uid}: pool element {at} outside its {len}"))
+    }
+}
+
+/// A page table as rows of page ids: `[B, MP]` or `[B, 1, MP, 1]`, any strides.
+fn page_table(graph: &Graph, bundle: &Bundle, uid: i64) -> Result<Vec<Vec<i64>>, String> {
+    let attrs = graph
+        .tensor(uid)
+        .ok_or_else(|| format!("page table uid {uid} is not in the graph"))?;
+    let (rows, columns, row_stride, column_stride) = match (&attrs.dims[..], &attrs.strides[..]) {
+        ([b, mp], [sb, si]) => (*b, *mp, *sb, *si),
+        ([b, 1, mp, 1], [sb, _, si, _]) => (*b, *mp, *sb, *si),
+        (dims, _) => return Err(format!("page table uid {uid} has dims {dims:?}")),
+    };
+    let values = integers(tensor(bundle, uid)?, uid)?;
+    (0..rows)
+        .map(|b| {
+            (0..columns)
+                .map(|i| {
+                    usize::try_from(b * row_stride + i * column_stride)
+                        .ok()
+                        .and_then(|p| values.get(p).copied())
+                        .ok_or_else(|| format!("page table uid {uid} [{b}][{i}] is outside it"))
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// Packed rows (upstream's paged bundles): a dense `[1, H, T, D]` whose sequence `b` starts at
+/// row `Σ_{c<b} lens[c]` becomes one batch per sequence.
+fn packed(g: Geometry, lens: &[usize]) -> Result<Geometry, String> {
+    let rows = g.extent.first().copied().unwrap_or(0);
+    let total: usize = lens.iter().sum();
+    if total as i64 > rows {
+        return Err(format!(
+            "tensor uid {}: the lengths add up to {total} rows, above its {rows}",
+            g.uid
+        ));
+    }
+    let mut base = Vec::with_capacity(lens.len());
+    let mut row = 0i64;
+    for &len in lens {
+        base.push(g.base[0] + row * g.seq_stride);
+        row += len as i64;
+    }
+    Ok(Geometry {
+        base,
+        extent: lens.iter().map(|&l| l as i64).collect(),
+        ..g
+    })
+}
+
+/// One sink logit per query head: `[H]` or `[1, H, 1, 1]`, FLOAT.
+fn sink_logits(graph: &Graph, bundle: &Bundle, uid: i64, heads: usize) -> Result<Vec<f64>, String> {
+    let attrs = graph
+        .tensor(uid)
+        .ok_or_else(|| format!("sink tensor uid {uid} is not in the graph"))?;
+    let stride = match (&attrs.dims[..], &attrs.strides[..]) {
+        ([h], [s]) if *h == heads as i64 => *s,
+        ([1, h, 1, 1], [_, s, _, _]) if *h == heads as i64 => *s,
+        (dims, _) => return Err(format!("sink tensor uid {uid} has dims {dims:?}")),
+    };
+    let values = floats(tensor(bundle, uid)?, uid)?;
+    (0..heads as i64)
+        .map(|h| {
+            usize::try_from(h * stride)
+                .ok()
+                .and_then(|p| values.get(p).copied())
+                .ok_or_else(|| format!("sink tensor uid {uid}: head {h} is outside it"))
+        })
+        .collect()
+}
+
 /// Which of axes 1 and 2 is the sequence axis.
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum SeqAxis {
@@ -249,10 +393,7 @@ fn refuse_unmodelled(a: &SdpaAttributes) -> Result<(), String> {
         ("offset_tensor_uid", a.offset_tensor_uid),
         ("dropout_mask_tensor_uid", a.dropout_mask_tensor_uid),
         ("dropout_scale_tensor_uid", a.dropout_scale_tensor_uid),
-        ("page_table_k_tensor_uid", a.page_table_k_tensor_uid),
-        ("page_table_v_tensor_uid", a.page_table_v_tensor_uid),
         ("block_mask_tensor_uid", a.block_mask_tensor_uid),
-        ("sink_token_tensor_uid", a.sink_token_tensor_uid),
         ("descale_q_tensor_uid", a.descale_q_tensor_uid),
         ("descale_k_tensor_uid", a.descale_k_tensor_uid),
         ("descale_v_tensor_uid", a.descale_v_tensor_uid),
@@ -316,8 +457,6 @@ pub fn evaluate_sdpa(
     let scale = scale(graph, bundle, a)?;
 
     let q = geometry(graph, bundle, a.q_tensor_uid, SeqAxis::Two)?;
-    let k = geometry(graph, bundle, a.k_tensor_uid, SeqAxis::Two)?;
-    let v = geometry(graph, bundle, a.v_tensor_uid, SeqAxis::Two)?;
     let o = geometry(graph, bundle, a.o_tensor_uid, SeqAxis::Two)?;
     let s_q_max = graph.tensor(a.q_tensor_uid).map_or(0, |t| {
         let ragged_axis = seq_axis_from_strides(&t.dims, &t.strides);
@@ -330,28 +469,110 @@ pub fn evaluate_sdpa(
         .stats_tensor_uid
         .map(|uid| stats_geometry(graph, bundle, uid, &q, s_q_max))
         .transpose()?;
-    let batch = q.extent.len();
-    if [k.extent.len(), v.extent.len(), o.extent.len()] != [batch; 3]
-        || k.heads == 0
-        || q.heads % k.heads != 0
-        || v.heads != k.heads
-        || k.width != q.width
+    let paging = match (a.page_table_k_tensor_uid, a.page_table_v_tensor_uid) {
+        (None, None) => None,
+        (Some(k), Some(v)) => Some((k, v)),
+        _ => return Err("exactly one page table is set".into()),
+    };
+    let (q, o, lse, k, v, lq, lkv) = match paging {
+        None => {
+            let k = geometry(graph, bundle, a.k_tensor_uid, SeqAxis::Two)?;
+            let v = geometry(graph, bundle, a.v_tensor_uid, SeqAxis::Two)?;
+            let lq = lengths(bundle, &q, a.seq_len_q_tensor_uid)?;
+            let lkv = lengths(bundle, &k, a.seq_len_kv_tensor_uid)?;
+            (q, o, lse, Keys::Plain(k), Keys::Plain(v), lq, lkv)
+        }
+        Some((table_k, table_v)) => {
+            let given = |uid: Option<i64>, what: &str| -> Result<Vec<usize>, String> {
+                let uid = uid.ok_or_else(|| format!("a paged graph without {what}"))?;
+                integers(tensor(bundle, uid)?, uid)?
+                    .into_iter()
+                    .map(|l| usize::try_from(l).map_err(|_| format!("{what} uid {uid} holds {l}")))
+                    .collect()
+            };
+            let lq = given(a.seq_len_q_tensor_uid, "seq_len_q")?;
+            let lkv = given(a.seq_len_kv_tensor_uid, "seq_len_kv")?;
+            let batch = lkv.len();
+            let one_row = q.extent.len() == 1 && batch != 1;
+            let is_ragged = graph.tensor(a.q_tensor_uid).is_some_and(|t| t.is_ragged());
+            let (q, o, lse) = if one_row && !is_ragged {
+                let lse = lse.map(|l| packed(l, &lq)).transpose()?;
+                (packed(q, &lq)?, packed(o, &lq)?, lse)
+            } else {
+                (q, o, lse)
+            };
+            for (b, (&len, &extent)) in lq.iter().zip(&q.extent).enumerate() {
+                if len as i64 > extent {
+                    return Err(format!("seq_len_q[{b}] = {len} above Q's {extent} rows"));
+                }
+            }
+            let pool = |uid: i64, table_uid: i64| -> Result<Keys, String> {
+                let attrs = graph
+                    .tensor(uid)
+                    .ok_or_else(|| format!("pool uid {uid} is not in the graph"))?;
+                let table = page_table(graph, bundle, table_uid)?;
+                let page_size = attrs.dims.get(2).copied().unwrap_or(0);
+                let capacity = table.first().map_or(0, Vec::len) as i64 * page_size;
+                let bound = a
+                    .max_seq_len_kv
+                    .map_or(capacity, |m| capacity.min(m.into()));
+                if table.len() != batch {
+                    return Err(format!(
+                        "page table uid {table_uid} has {} rows for {batch} sequences",
+                        table.len()
+                    ));
+                }
+                if let Some(b) = lkv.iter().position(|&l| l as i64 > bound) {
+                    return Err(format!(
+                        "seq_len_kv[{b}] = {} is above the {bound} keys a sequence may hold",
+                        lkv[b]
+                    ));
+                }
+                Ok(Keys::Paged {
+                    uid,
+                    dims: attrs.dims.clone(),
+                    strides: attrs.strides.clone(),
+                    table,
+                    table_uid,
+                    len: tensor(bundle, uid)?.host_data().len(),
+                })
+            };
+            let k = pool(a.k_tensor_uid, table_k)?;
+            let v = pool(a.v_tensor_uid, table_v)?;
+            (q, o, lse, k, v, lq, lkv)
+        }
+    };
+    let batch = lq.len();
+    if [q.extent.len(), o.extent.len(), lkv.len()] != [batch; 3]
+        || k.heads() == 0
+        || q.heads % k.heads() != 0
+        || v.heads() != k.heads()
+        || k.width() != q.width
         || o.heads != q.heads
-        || o.width != v.width
+        || o.width != v.width()
     {
         return Err(format!(
             "shapes disagree: Q {}x{} K {}x{} V {}x{} O {}x{} (heads x width) over B = {batch}",
-            q.heads, q.width, k.heads, k.width, v.heads, v.width, o.heads, o.width
+            q.heads,
+            q.width,
+            k.heads(),
+            k.width(),
+            v.heads(),
+            v.width(),
+            o.heads,
+            o.width
         ));
     }
-    let lq = lengths(bundle, &q, a.seq_len_q_tensor_uid)?;
-    let lkv = lengths(bundle, &k, a.seq_len_kv_tensor_uid)?;
+    let sinks = a
+        .sink_token_tensor_uid
+        .map(|uid| sink_logits(graph, bundle, uid, q.heads))
+        .transpose()?;
     let (qd, kd, vd) = (
         floats(tensor(bundle, q.uid)?, q.uid)?,
-        floats(tensor(bundle, k.uid)?, k.uid)?,
-        floats(tensor(bundle, v.uid)?, v.uid)?,
+        floats(tensor(bundle, k.uid())?, k.uid())?,
+        floats(tensor(bundle, v.uid())?, v.uid())?,
     );
-    let group = q.heads / k.heads;
+    let group = q.heads / k.heads();
 
     let mut out_o = Vec::new();
     let mut out_lse = Vec::new();
@@ -364,6 +585,8 @@ pub fn evaluate_sdpa(
         };
         for h in 0..q.heads {
             let g = h / group;
+            // The sink is one more logit in the denominator with no value (§6.2).
+            let sink = sinks.as_ref().map_or(f64::NEG_INFINITY, |s| s[h]);
             for i in 0..lq[b] {
                 scores.clear();
                 for j in 0..lkv[b] {
@@ -379,25 +602,37 @@ pub fn evaluate_sdpa(
                     }
                     scores.push((j, scale * dot));
                 }
-                let max = scores
-                    .iter()
-                    .map(|&(_, s)| s)
-                    .fold(f64::NEG_INFINITY, f64::max);
-                let sum: f64 = scores.iter().map(|&(_, s)| (s - max).exp()).sum();
+                let max = scores.iter().map(|&(_, s)| s).fold(sink, f64::max);
+                let (weight, lse_value) = if sink.is_nan() {
+                    (f64::NAN, f64::NAN)
+                } else if max == f64::INFINITY {
+                    // An infinite sink takes every weight (§6.4, project choice).
+                    (0.0, f64::INFINITY)
+                } else if max == f64::NEG_INFINITY {
+                    // No admitted key and no (finite) sink.
+                    (0.0, f64::NEG_INFINITY)
+                } else {
+                    let sum: f64 = (sink - max).exp()
+                        + scores.iter().map(|&(_, s)| (s - max).exp()).sum::<f64>();
+                    (1.0 / sum, max + sum.ln())
+                };
                 for d in 0..o.width {
                     let mut acc = 0.0;
                     for &(j, s) in &scores {
-                        acc += (s - max).exp() / sum * vd[v.position(b, j, g, d)?];
+                        let p = if weight == 0.0 {
+                            0.0
+                        } else {
+                            (s - max).exp() * weight
+                        };
+                        acc += p * vd[v.position(b, j, g, d)?];
+                    }
+                    if weight.is_nan() {
+                        acc = f64::NAN;
                     }
                     out_o.push((o.position(b, i, h, d)?, acc));
                 }
                 if let Some(lse) = &lse {
-                    let value = if scores.is_empty() {
-                        f64::NEG_INFINITY
-                    } else {
-                        max + sum.ln()
-                    };
-                    out_lse.push((lse.position(b, i, h, 0)?, value));
+                    out_lse.push((lse.position(b, i, h, 0)?, lse_value));
                 }
             }
         }

@@ -46,6 +46,83 @@ fn hand_computed_single_row() {
     assert!((writes[1].values[0].1 - lse).abs() < 1e-12 && (lse - 4f64.ln()).abs() < 1e-6);
 }
 
+/// The same row with a sink of logit ln 2 (paged-kv-and-sinks.md §6.2): the weights become
+/// 1 : 3 : 2 (keys, sink) so O = (10·1 + 20·3) / 6 and LSE = ln 6; then both keys read from a
+/// page pool through a page table, with the sink, give the same values.
+#[test]
+fn hand_computed_sink_and_paged_rows() {
+    let sink_graph = r#"{"name": "tiny_sink", "compute_data_type": "float", "io_data_type": "float",
+      "intermediate_data_type": "float",
+      "tensors": [
+       {"uid": 1, "name": "q", "data_type": "float", "dims": [1,1,1,1], "strides": [1,1,1,1]},
+       {"uid": 2, "name": "k", "data_type": "float", "dims": [1,1,2,1], "strides": [2,2,1,1]},
+       {"uid": 3, "name": "v", "data_type": "float", "dims": [1,1,2,1], "strides": [2,2,1,1]},
+       {"uid": 4, "name": "o", "data_type": "float", "dims": [1,1,1,1], "strides": [1,1,1,1]},
+       {"uid": 5, "name": "lse", "data_type": "float", "dims": [1,1,1,1], "strides": [1,1,1,1]},
+       {"uid": 6, "name": "sink", "data_type": "float", "dims": [1], "strides": [1]}],
+      "nodes": [{"type": "SdpaAttributes", "attributes": {"q_tensor_uid": 1, "k_tensor_uid": 2,
+        "v_tensor_uid": 3, "o_tensor_uid": 4, "stats_tensor_uid": 5, "sink_token_tensor_uid": 6,
+        "attn_scale_value": 1.0986122886681098}}]}"#;
+    let scale = f64::from(1.098_612_3_f32);
+    let sink = f64::from(std::f32::consts::LN_2);
+    let total = 1.0 + scale.exp() + sink.exp();
+    let (o, lse) = ((10.0 + 20.0 * scale.exp()) / total, total.ln());
+    assert!((o - 70.0 / 6.0).abs() < 1e-6 && (lse - 6f64.ln()).abs() < 1e-6);
+    let check = |graph: Graph, pre: PreSuppliedInputs| {
+        let h = Harness::new(graph, &pre, 1).unwrap_or_else(|e| panic!("{e}"));
+        let writes = evaluate(&h.graph, &h.reference).unwrap_or_else(|e| panic!("{e}"));
+        assert!((writes[0].values[0].1 - o).abs() < 1e-12, "{writes:?}");
+        assert!((writes[1].values[0].1 - lse).abs() < 1e-12, "{writes:?}");
+    };
+    let mut pre = PreSuppliedInputs::new();
+    pre.insert(1, dense(vec![1.0], vec![1, 1, 1, 1]));
+    pre.insert(2, dense(vec![0.0, 1.0], vec![1, 1, 2, 1]));
+    pre.insert(3, dense(vec![10.0, 20.0], vec![1, 1, 2, 1]));
+    pre.insert(6, dense(vec![std::f32::consts::LN_2], vec![1]));
+    check(
+        Graph::from_json(sink_graph).unwrap_or_else(|e| panic!("{e}")),
+        pre.clone(),
+    );
+
+    // Pools of 3 pages of one token: key 0 in page 2, key 1 in page 0 (page 1 is never read and
+    // holds NaN); V's table is its own.
+    let paged_graph = sink_graph
+        .replace(
+            r#""dims": [1,1,2,1], "strides": [2,2,1,1]"#,
+            r#""dims": [3,1,1,1], "strides": [1,1,1,1]"#,
+        )
+        .replace(
+            r#"{"uid": 6,"#,
+            r#"{"uid": 7, "name": "ptk", "data_type": "int32", "dims": [1,3], "strides": [3,1]},
+       {"uid": 8, "name": "ptv", "data_type": "int32", "dims": [1,1,3,1], "strides": [3,3,1,1]},
+       {"uid": 9, "name": "lq", "data_type": "int32", "dims": [1], "strides": [1]},
+       {"uid": 10, "name": "lkv", "data_type": "int32", "dims": [1], "strides": [1]},
+       {"uid": 6,"#,
+        )
+        .replace(
+            r#""sink_token_tensor_uid": 6,"#,
+            r#""sink_token_tensor_uid": 6, "page_table_k_tensor_uid": 7,
+        "page_table_v_tensor_uid": 8, "seq_len_q_tensor_uid": 9, "seq_len_kv_tensor_uid": 10,"#,
+        );
+    assert_eq!(
+        paged_graph.matches("[3,1,1,1]").count(),
+        2,
+        "K and V are pools"
+    );
+    let graph = Graph::from_json(&paged_graph).unwrap_or_else(|e| panic!("{e}"));
+    let int = |values: Vec<i32>, dims: Vec<i64>| -> Arc<dyn Tensor> {
+        let strides = ragged_core::tensor::packed_strides(&dims);
+        Arc::new(DenseTensor::from_vec(values, dims, strides).unwrap_or_else(|e| panic!("{e}")))
+    };
+    pre.insert(2, dense(vec![1.0, f32::NAN, 0.0], vec![3, 1, 1, 1]));
+    pre.insert(3, dense(vec![10.0, f32::NAN, 20.0], vec![3, 1, 1, 1]));
+    pre.insert(7, int(vec![2, 0, -1], vec![1, 3]));
+    pre.insert(8, int(vec![0, 2, 99], vec![1, 1, 3, 1]));
+    pre.insert(9, int(vec![1], vec![1]));
+    pre.insert(10, int(vec![2], vec![1]));
+    check(graph, pre);
+}
+
 fn gqa_case(mask: Mask) -> (Graph, Harness) {
     let spec = RaggedSdpaSpec {
         heads_q: 4,

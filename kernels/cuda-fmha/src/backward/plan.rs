@@ -116,6 +116,8 @@ pub fn plan(forward: &RaggedSdpaProblem, g: Gradients<'_>) -> Result<BackwardPla
         seq_len_kv: None,
         scale: ScalePlan::Fixed(1.0),
         mask: forward.mask,
+        paged: None,
+        sinks: None,
     };
     for (primal, gradient) in [
         (q, g.dq),

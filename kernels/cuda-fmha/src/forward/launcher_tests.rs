@@ -36,6 +36,8 @@ fn test_plan(with_lse: bool) -> FmhaPlan {
         seq_len_kv: None,
         scale: ScalePlan::Fixed(0.5),
         mask: MaskBand::none(),
+        paged: None,
+        sinks: None,
     })
     .unwrap()
 }

@@ -35,13 +35,36 @@ pub(crate) struct AttnLayout {
     pub stride_s: usize,
     pub stride_h: usize,
     pub stride_d: usize,
+    /// A paged K or V: row `s` of sequence `b` lies in page `T[b][s / ps]` of the pool at slot
+    /// `s % ps` ([`PageMap`]); `base` is then unused.
+    pub pages: Option<PageMap>,
+}
+
+/// The pages a paged operand's sequences read, resolved from a page table whose entries were
+/// checked against the pool (paged-kv-and-sinks.md §2.5, §5.2): nothing outside the pool can be
+/// addressed through it.
+#[derive(Debug, Clone)]
+pub(crate) struct PageMap {
+    /// Tokens per page.
+    pub page_size: usize,
+    /// Per sequence: index of its first page in `page_base`.
+    pub first: Vec<usize>,
+    /// Element offset of each page a sequence reads, sequence by sequence.
+    pub page_base: Vec<usize>,
 }
 
 impl AttnLayout {
     /// Position of element (b, s, h, d).
     #[inline]
     pub fn position(&self, b: usize, s: usize, h: usize, d: usize) -> usize {
-        self.base[b] + s * self.stride_s + h * self.stride_h + d * self.stride_d
+        let (base, s) = match &self.pages {
+            None => (self.base[b], s),
+            Some(pages) => (
+                pages.page_base[pages.first[b] + s / pages.page_size],
+                s % pages.page_size,
+            ),
+        };
+        base + s * self.stride_s + h * self.stride_h + d * self.stride_d
     }
 
     /// Resolves `tensor` playing `role`, checking that every row it will address lies in its
@@ -121,6 +144,7 @@ impl AttnLayout {
             stride_s,
             stride_h,
             stride_d,
+            pages: None,
         };
         layout.check_reach(role, tensor.host_data().len(), &limits)?;
         Ok(layout)

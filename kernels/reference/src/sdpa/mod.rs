@@ -7,6 +7,7 @@
 // layout, problem, softmax and stage are shared with the backward (`crate::sdpa_backward`).
 pub(crate) mod layout;
 
+pub mod paged;
 pub(crate) mod problem;
 pub(crate) mod softmax;
 pub(crate) mod stage;
@@ -14,6 +15,7 @@ mod threads;
 mod tile;
 mod tile_amx;
 
+pub use paged::{ForwardExtras, PagedInputs};
 pub use ragged_core::mask::{DiagonalAlignment, MaskBand};
 pub use ragged_core::params::SdpaParams;
 pub use stage::release_caches;
@@ -77,6 +79,29 @@ pub fn sdpa_forward(
     seq_len_kv: Option<&dyn Tensor>,
     params: &SdpaParams,
 ) -> Result<(), KernelError> {
+    let extras = ForwardExtras::default();
+    sdpa_forward_with(q, k, v, o, lse, seq_len_q, seq_len_kv, &extras, params)
+}
+
+/// [`sdpa_forward`] with paged K/V and sinks (kernels/core/paged-kv-and-sinks.md).
+///
+/// Paged: `k` and `v` are pools `[P, H_kv, ps, D]` (any positive strides) read through
+/// `extras.paged`'s tables; both lengths are required and give B; Q and O are packed
+/// (`[1, H_q, T_q, D]`, sequence b at row `Σ_{c<b} Lq(c)`), padded (`[B, …]`) or ragged. Every
+/// length and every table entry a sequence reads is checked before any pool element is read.
+/// Sinks: one logit per query head in every row's softmax denominator; the LSE includes it.
+#[allow(clippy::too_many_arguments)] // the operation's operands, by role
+pub fn sdpa_forward_with(
+    q: &dyn Tensor,
+    k: &dyn Tensor,
+    v: &dyn Tensor,
+    o: &mut dyn TensorMut,
+    lse: Option<&mut dyn TensorMut>,
+    seq_len_q: Option<&dyn Tensor>,
+    seq_len_kv: Option<&dyn Tensor>,
+    extras: &ForwardExtras<'_>,
+    params: &SdpaParams,
+) -> Result<(), KernelError> {
     let problem = problem::validate(&Operands {
         q,
         k,
@@ -85,6 +110,8 @@ pub fn sdpa_forward(
         lse: lse.as_deref().map(|t| t as &dyn Tensor),
         seq_len_q,
         seq_len_kv,
+        paged: extras.paged,
+        sinks: extras.sinks,
     })?;
     match problem.dtype {
         DataType::F32 => run::<f32>(&problem, q, k, v, o, lse, params),
@@ -132,7 +159,7 @@ fn run<T: FloatElement>(
         Arrangement::ColumnPanels(crate::gemm::NR),
     )?;
     let (out, stats) = compute(problem, &staged_q, &staged_k, &staged_v, params)?;
-    write::<T>(problem, &out, &stats, o, lse)
+    write::<T>(problem, out, stats, o, lse)
 }
 
 /// The bf16 body on AMX tiles (`tile_amx`).
@@ -153,17 +180,21 @@ fn run_amx(
         params.scale,
         params.band,
     )?;
-    write::<bf16>(problem, &out, &stats, o, lse)
+    write::<bf16>(problem, out, stats, o, lse)
 }
 
-/// Writes the staged O and LSE to their tensors: the only writes of a forward.
+/// Folds the sinks into the staged O and LSE and writes them to their tensors: the only writes
+/// of a forward.
 fn write<T: FloatElement>(
     problem: &Problem,
-    out: &Staged,
-    stats: &Staged,
+    mut out: Staged,
+    mut stats: Staged,
     o: &mut dyn TensorMut,
     lse: Option<&mut dyn TensorMut>,
 ) -> Result<(), KernelError> {
+    if let Some(sinks) = &problem.sinks {
+        paged::apply_sinks(&mut out, &mut stats, sinks, &problem.len_q);
+    }
     let o_data = typed_slice_mut::<T>(o.host_data_mut())?;
     let lse_data = match lse {
         Some(t) => Some(typed_slice_mut::<f32>(t.host_data_mut())?),

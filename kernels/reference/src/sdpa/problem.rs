@@ -5,6 +5,7 @@ use ragged_core::error::{KernelError, Role};
 use ragged_core::tensor::{Tensor, TensorExt};
 
 use super::layout::AttnLayout;
+use super::paged::{self, PagedInputs};
 
 /// A validated SDPA forward problem.
 #[derive(Debug)]
@@ -24,6 +25,8 @@ pub(crate) struct Problem {
     pub v: AttnLayout,
     pub o: AttnLayout,
     pub lse: Option<AttnLayout>,
+    /// One sink logit per query head.
+    pub sinks: Option<Vec<f32>>,
 }
 
 /// The operands of one call, by role.
@@ -35,6 +38,8 @@ pub(crate) struct Operands<'a> {
     pub lse: Option<&'a dyn Tensor>,
     pub seq_len_q: Option<&'a dyn Tensor>,
     pub seq_len_kv: Option<&'a dyn Tensor>,
+    pub paged: Option<PagedInputs<'a>>,
+    pub sinks: Option<&'a dyn Tensor>,
 }
 
 pub(crate) fn dim_error(
@@ -211,7 +216,13 @@ pub(crate) fn validate(ops: &Operands<'_>) -> Result<Problem, KernelError> {
         .transpose()?;
 
     let batch = q.batch;
-    for (role, layout) in [(Role::K, &k), (Role::V, &v), (Role::O, &o)] {
+    let pools = [(Role::K, &k), (Role::V, &v)];
+    let batched = if ops.paged.is_some() {
+        &[][..]
+    } else {
+        &pools[..]
+    };
+    for &(role, layout) in batched.iter().chain([(Role::O, &o)].iter()) {
         expect_equal(role, "batch", layout.batch, Role::Q, batch)?;
     }
     if q.heads == 0 {
@@ -251,6 +262,13 @@ pub(crate) fn validate(ops: &Operands<'_>) -> Result<Problem, KernelError> {
             ));
         }
     }
+    let sinks = ops
+        .sinks
+        .map(|t| paged::read_sinks(t, q.heads))
+        .transpose()?;
+    if let Some(paged) = &ops.paged {
+        return validate_paged(ops, paged, dtype, [q, k, v, o], lse, sinks);
+    }
     let len_q = logical_lengths(Role::SeqLenQ, ops.seq_len_q, &q.extent)?;
     let len_kv = logical_lengths(Role::SeqLenKv, ops.seq_len_kv, &k.extent)?;
     expect_rows(Role::O, &o, Role::Q, &len_q)?;
@@ -272,5 +290,84 @@ pub(crate) fn validate(ops: &Operands<'_>) -> Result<Problem, KernelError> {
         v,
         o,
         lse,
+        sinks,
+    })
+}
+
+/// The paged part of [`validate`] (paged-kv-and-sinks.md §3, §5.2): B is the lengths' count, Q
+/// (and O, LSE) is packed, padded or ragged, and K and V are pools read through page maps built
+/// only after every length and every entry read has been checked.
+fn validate_paged(
+    ops: &Operands<'_>,
+    paged: &PagedInputs<'_>,
+    dtype: DataType,
+    [q, k, v, o]: [AttnLayout; 4],
+    lse: Option<AttnLayout>,
+    sinks: Option<Vec<f32>>,
+) -> Result<Problem, KernelError> {
+    let missing = |role: Role| {
+        dim_error(
+            role,
+            "presence",
+            0,
+            "a length tensor: a paged call delimits its sequences with seq_len_q and seq_len_kv"
+                .to_owned(),
+        )
+    };
+    let seq_len_q = ops.seq_len_q.ok_or_else(|| missing(Role::SeqLenQ))?;
+    let seq_len_kv = ops.seq_len_kv.ok_or_else(|| missing(Role::SeqLenKv))?;
+    let lens_q = paged::raw_lengths(Role::SeqLenQ, seq_len_q)?;
+    let lens_kv = paged::raw_lengths(Role::SeqLenKv, seq_len_kv)?;
+    let batch = lens_kv.len();
+    expect_equal(
+        Role::SeqLenQ,
+        "element count",
+        lens_q.len(),
+        Role::SeqLenKv,
+        batch,
+    )?;
+    let packed = !q.ragged && q.batch == 1 && batch != 1;
+    let (q, o, lse) = if packed {
+        let pack = |layout: &AttnLayout| paged::pack_rows(layout, &lens_q, Role::SeqLenQ);
+        (pack(&q)?, pack(&o)?, lse.as_ref().map(pack).transpose()?)
+    } else {
+        expect_equal(Role::Q, "batch", q.batch, Role::SeqLenKv, batch)?;
+        (q, o, lse)
+    };
+    let len_q = logical_lengths(Role::SeqLenQ, Some(seq_len_q), &q.extent)?;
+    expect_rows(Role::O, &o, Role::Q, &len_q)?;
+    if let Some(lse) = &lse {
+        expect_equal(Role::Lse, "batch", lse.batch, Role::Q, q.batch)?;
+        expect_rows(Role::Lse, lse, Role::Q, &len_q)?;
+    }
+    let k = paged::page_map(
+        Role::PageTableK,
+        paged.table_k,
+        &k,
+        &lens_kv,
+        paged.max_seq_len_kv,
+    )?;
+    let v = paged::page_map(
+        Role::PageTableV,
+        paged.table_v,
+        &v,
+        &lens_kv,
+        paged.max_seq_len_kv,
+    )?;
+    Ok(Problem {
+        dtype,
+        batch,
+        heads_q: q.heads,
+        heads_kv: k.heads,
+        dim_qk: q.head_dim,
+        dim_v: v.head_dim,
+        len_q,
+        len_kv: lens_kv,
+        q,
+        k,
+        v,
+        o,
+        lse,
+        sinks,
     })
 }

@@ -278,6 +278,12 @@ impl Staged {
         Ok(staged)
     }
 
+    /// The rows of (b, h), mutably.
+    pub fn block_mut(&mut self, b: usize, h: usize) -> &mut [f32] {
+        let start = self.starts[b * self.heads + h];
+        &mut self.data[start..start + self.lens[b] * self.width]
+    }
+
     /// The rows of (b, h).
     pub fn block(&self, b: usize, h: usize) -> &[f32] {
         let start = self.starts[b * self.heads + h];
@@ -396,6 +402,7 @@ mod tests {
             stride_s,
             stride_h,
             stride_d: 1,
+            pages: None,
         }
     }
 

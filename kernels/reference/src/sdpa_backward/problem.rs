@@ -59,6 +59,8 @@ pub(super) fn validate(
         lse: Some(inputs.lse),
         seq_len_q: inputs.seq_len_q,
         seq_len_kv: inputs.seq_len_kv,
+        paged: None,
+        sinks: None,
     })?;
     // Checked by the forward's validation; resolved again so it is not optional here.
     let lse = AttnLayout::resolve(Role::Lse, inputs.lse)?;
