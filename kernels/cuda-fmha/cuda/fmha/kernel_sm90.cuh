@@ -151,20 +151,7 @@ __device__ __forceinline__ void fmha_fwd_sm90_kernel(RAGGED_FMHA_PARAMS, const R
         int qi = 0;             // items with key blocks so far (fills of the Q buffer)
 #pragma unroll 1
         for (int r = 0;; ++r) {
-            // The block's first item is its index, every further one a draw from the work counter,
-            // handed to the consumers through slot r & 1.
-            int drawn = (int)blockIdx.x;
-            if (r > 0 && t == 0) {
-                if (fused && r == 1) ragged_fl_counter_ready(*fl);
-                drawn = atomicAdd(const_cast<int*>(tile_count) + 2, 1) + P;
-            }
-            const int w = __shfl_sync(0xffffffffu, drawn, 0);
-            const int sl = r & 1;
-            mbar_wait(slot_empty + 8 * sl, (u32)(((r >> 1) & 1) ^ 1));
-            if (t == 0) {
-                asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(s_slot + 4 * sl), "r"(w) : "memory");
-                mbar_arrive(slot_full + 8 * sl);
-            }
+            const int w = sched_produce_item(r, P, fused, fl, tile_count, slot_full, slot_empty, s_slot, t);
             if (w >= total) break;
             const WsItem it = sched_item<TSQ, C::tail_items_per_block>(w, batches, tiles, n_tiles, h_q, mask_left,
                                                                        mask_right, bottom_right, BM, BN, P);
@@ -244,14 +231,7 @@ __device__ __forceinline__ void fmha_fwd_sm90_kernel(RAGGED_FMHA_PARAMS, const R
 
 #pragma unroll 1
     for (int r = 0;; ++r) {
-        int w;
-        {
-            const int sl = r & 1;
-            mbar_wait(slot_full + 8 * sl, (u32)((r >> 1) & 1));
-            asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(w) : "r"(s_slot + 4 * sl) : "memory");
-            __syncwarp();
-            if (lane == 0) mbar_arrive(slot_empty + 8 * sl);
-        }
+        const int w = sched_consume_item(r, slot_full, slot_empty, s_slot, lane);
         if (w >= total) break;
         const WsItem it = sched_item<TSQ, C::tail_items_per_block>(w, batches, tiles, n_tiles, h_q, mask_left,
                                                                    mask_right, bottom_right, BM, BN, P);

@@ -98,4 +98,37 @@ __device__ __forceinline__ WsItem sched_item(int w, const RaggedBatch* __restric
 // what the producer fills, the rest zero.
 __device__ __forceinline__ int sched_q_rows(const WsItem& it) { return it.i0 - it.q0 + it.rows; }
 
+// The producer warp's r-th work item (all lanes get it): the block's index first, then draws from
+// the work counter (after the fused list has made it ready, fused_list.cuh), handed to the
+// consumers through slot r & 1 (an int at s_slot + 4 (r & 1); slot_full / slot_empty its
+// mbarriers, 8 bytes apart per slot).
+__device__ __forceinline__ int sched_produce_item(int r, int p, bool fused, const RaggedFusedList* fl,
+                                                  const int* tile_count, u32 slot_full, u32 slot_empty, u32 s_slot,
+                                                  int lane) {
+    int drawn = (int)blockIdx.x;
+    if (r > 0 && lane == 0) {
+        if (fused && r == 1) ragged_fl_counter_ready(*fl);
+        drawn = atomicAdd(const_cast<int*>(tile_count) + 2, 1) + p;
+    }
+    const int w = __shfl_sync(0xffffffffu, drawn, 0);
+    const int sl = r & 1;
+    mbar_wait(slot_empty + 8 * sl, (u32)(((r >> 1) & 1) ^ 1));
+    if (lane == 0) {
+        asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(s_slot + 4 * sl), "r"(w) : "memory");
+        mbar_arrive(slot_full + 8 * sl);
+    }
+    return w;
+}
+
+// A consumer warp's r-th work item, from slot r & 1; the warp's lane 0 releases the slot.
+__device__ __forceinline__ int sched_consume_item(int r, u32 slot_full, u32 slot_empty, u32 s_slot, int lane) {
+    int w;
+    const int sl = r & 1;
+    mbar_wait(slot_full + 8 * sl, (u32)((r >> 1) & 1));
+    asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(w) : "r"(s_slot + 4 * sl) : "memory");
+    __syncwarp();
+    if (lane == 0) mbar_arrive(slot_empty + 8 * sl);
+    return w;
+}
+
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
