@@ -24,16 +24,6 @@
 // ---------------------------------------------------------------------------------------------
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 
-// Shared memory of a configuration: 1024 bytes of alignment slack, Q (two buffers with
-// double_q_buffer), the K and V rings at the padded row widths (ragged_row_width), the mbarriers
-// (q_full, q_empty, k_full[S], k_empty[S], v_full[S], v_empty[S]), the item slots (slot_full[2],
-// slot_empty[2], two ints: 48 bytes), the second Q buffer's barrier pair, and 8 bytes spare.
-#define RAGGED_FMHA_SM90_SMEM(C)                                                                           \
-    (1024 + ((C::double_q_buffer ? 2 : 1) * 64 * C::consumer_warpgroups + C::kv_stages * C::block_n) *     \
-                ragged_row_width(C::head_dim) * 2 +                                                     \
-     C::kv_stages * C::block_n * ragged_row_width(C::head_dim_v) * 2 + 8 * (2 + 4 * C::kv_stages) + 48 + \
-     (C::double_q_buffer ? 16 : 0) + 8)
-
 template <class C>
 __device__ __forceinline__ void fmha_fwd_sm90_kernel(RAGGED_FMHA_PARAMS, const RaggedTmaMap* tm_q,
                                                      const RaggedTmaMap* tm_k, const RaggedTmaMap* tm_v,
@@ -67,6 +57,7 @@ __device__ __forceinline__ void fmha_fwd_sm90_kernel(RAGGED_FMHA_PARAMS, const R
     static_assert(EO || !QREG || STAGES > 2,
                   "Q in registers with a ring of 2 needs deferred_o_store (see above)");
 
+    // The shared-memory layout of RAGGED_FMHA_SM90_SMEM (mainloop_sm90.cuh).
     extern __shared__ __align__(128) unsigned char smem_raw[];
     const u32 s_q = (smem_addr(smem_raw) + 1023u) & ~1023u;
     const u32 s_k = s_q + (Q2 ? 2 : 1) * Q_BYTES;
@@ -118,28 +109,9 @@ __device__ __forceinline__ void fmha_fwd_sm90_kernel(RAGGED_FMHA_PARAMS, const R
     const int tid = threadIdx.x;
     const int wg = tid >> 7;
 
-    if (tid == 0) {
-        // Full barriers take one arrival per fill (the TMA's expect-tx or the tracked copies' lane 0),
-        // empty ones one per consumer warp.
-        mbar_init(q_full, 1);
-        mbar_init(q_empty, 4 * NC);
-        if (Q2) {
-            mbar_init(q2_full, 1);
-            mbar_init(q2_empty, 4 * NC);
-        }
-#pragma unroll
-        for (int s = 0; s < STAGES; ++s) {
-            mbar_init(k_full + 8 * s, 1);
-            mbar_init(v_full + 8 * s, 1);
-            mbar_init(k_empty + 8 * s, 4 * NC);
-            mbar_init(v_empty + 8 * s, 4 * NC);
-        }
-        for (int s = 0; s < 2; ++s) {
-            mbar_init(slot_full + 8 * s, 1);
-            mbar_init(slot_empty + 8 * s, 4 * NC);
-        }
-        mbar_init_fence();
-    }
+    if (tid == 0)
+        mainloop_init_barriers<STAGES, NC, Q2>(q_full, q_empty, q2_full, q2_empty, k_full, k_empty, v_full, v_empty,
+                                               slot_full, slot_empty);
     __syncthreads();
 
     if (wg == 0) {

@@ -11,6 +11,43 @@
 // ---------------------------------------------------------------------------------------------
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 
+// Shared memory of a configuration: 1024 bytes of alignment slack, Q (two buffers with
+// double_q_buffer), the K and V rings at the padded row widths (ragged_row_width), the mbarriers
+// (q_full, q_empty, k_full[S], k_empty[S], v_full[S], v_empty[S]), the item slots (slot_full[2],
+// slot_empty[2], two ints: 48 bytes), the second Q buffer's barrier pair, and 8 bytes spare.
+#define RAGGED_FMHA_SM90_SMEM(C)                                                                           \
+    (1024 + ((C::double_q_buffer ? 2 : 1) * 64 * C::consumer_warpgroups + C::kv_stages * C::block_n) *     \
+                ragged_row_width(C::head_dim) * 2 +                                                     \
+     C::kv_stages * C::block_n * ragged_row_width(C::head_dim_v) * 2 + 8 * (2 + 4 * C::kv_stages) + 48 + \
+     (C::double_q_buffer ? 16 : 0) + 8)
+
+// By one thread, before the block's first barrier: full barriers take one arrival per fill (the TMA's
+// expect-tx or the tracked copies' lane 0), empty ones one per consumer warp; the item slots'
+// barriers likewise (tile_scheduler.cuh).
+template <int STAGES, int NC, bool Q2>
+__device__ __forceinline__ void mainloop_init_barriers(u32 q_full, u32 q_empty, u32 q2_full, u32 q2_empty, u32 k_full,
+                                                       u32 k_empty, u32 v_full, u32 v_empty, u32 slot_full,
+                                                       u32 slot_empty) {
+    mbar_init(q_full, 1);
+    mbar_init(q_empty, 4 * NC);
+    if (Q2) {
+        mbar_init(q2_full, 1);
+        mbar_init(q2_empty, 4 * NC);
+    }
+#pragma unroll
+    for (int s = 0; s < STAGES; ++s) {
+        mbar_init(k_full + 8 * s, 1);
+        mbar_init(v_full + 8 * s, 1);
+        mbar_init(k_empty + 8 * s, 4 * NC);
+        mbar_init(v_empty + 8 * s, 4 * NC);
+    }
+    for (int s = 0; s < 2; ++s) {
+        mbar_init(slot_full + 8 * s, 1);
+        mbar_init(slot_empty + 8 * s, 4 * NC);
+    }
+    mbar_init_fence();
+}
+
 // One producer warp fills a ROWS-row tile (D columns, stored P columns wide: P = D rounded up to a
 // whole 64-column swizzle block) and completes it on `bar` (initialised with count 1). A whole tile
 // (valid >= ROWS) is P / 64 TMA boxes issued by lane 0: columns from D to P lie past the map's head
