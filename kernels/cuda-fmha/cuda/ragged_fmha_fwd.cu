@@ -13,8 +13,8 @@
 //   2. ragged_fmha_fwd_<dt>_d<D> <<<B * ceil(S_q_max / BM) * H_q, threads, smem>>>  (NAME_config)
 //      for D in {64, 96, 128, 256}, and ragged_fmha_fwd_<dt>_d192v128 (Q/K head dim 192, V/O 128)
 // On sm_90 and later launch 2 may be programmatic (fmha/common.cuh, ragged_grid_dependency_wait).
-// The TMA entry points (the persistent sm_90 bodies) also take the pre-pass's parameters and a
-// nonce: with a nonzero nonce the host skips launch 1 and one block of launch 2 builds the same
+// The TMA entry points (the persistent sm_90 kernel) also take the pre-pass's parameters and a
+// nonce: with a nonzero nonce the host skips launch 1 and every block of launch 2 builds the same
 // list itself (fmha/fused_list.cuh).
 // The forward grid is an upper bound computed from graph dims only; blocks whose rank is beyond the
 // tile count written by the pre-pass exit at once. The pre-pass orders tiles by decreasing number
