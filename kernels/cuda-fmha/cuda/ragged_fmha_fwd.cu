@@ -22,7 +22,7 @@
 // The ABI (parameter order, RaggedBatch layout, tile sizes) is documented in kernels/cuda-fmha/cuda/README.md.
 //
 // This file is the kernel's table of contents: its parts live in fmha/ and are pulled in, in this
-// order, by the #include lines below (fmha/README.md or ../README.md says what each holds). nvcc and
+// order, by the #include lines below (README.md says what each holds). nvcc and
 // NVRTC with `-I kernels/cuda-fmha/cuda` read them as includes; the Rust build
 // (kernels/cuda-fmha/build.rs) splices them into one source, because the plugin hands NVRTC a single
 // string and ships no files.
