@@ -15,8 +15,6 @@ Usage:
   python3 bench/gpu/bwd_dev.py --check-only
   python3 bench/gpu/bwd_dev.py --quick         # a few cases of the bf16 defaults (for compute-sanitizer)
   python3 bench/gpu/bwd_dev.py --tiny          # two small cases (racecheck)
-  python3 bench/gpu/bwd_dev.py --no-tuning     # without the -DRAGGED_FMHA_TUNING shapes (shorter rounds)
-  python3 bench/gpu/bwd_dev.py --wg-tuning     # of the tuning shapes only the wgmma ones
   python3 bench/gpu/bwd_dev.py --hopper-only   # only the wgmma and TMA kernels (checked and timed)
 The Hopper wgmma entry points (ragged_fmha_bwd_dkdv_wg_<dt>_d<D>, ragged_fmha_bwd_dq_wg_<dt>_d<D>)
 get the full correctness suite beside the defaults and are timed next to them.
@@ -45,23 +43,10 @@ POISON = {"bf16": 0x7FC1, "f16": 0x7E01}
 DEV = "cuda"  # the tests of this harness itself run it on "cpu" with a stand-in engine
 MIX = [3874, 2585, 2823, 3682, 2396, 1024]
 
-# Alternative tile shapes compiled with -DRAGGED_FMHA_TUNING (bf16 only), timed against the defaults.
-TUNING = {
-    128: {"dkdv": ["ragged_fmha_bwd_dkdv_bf16_d128_plain", "ragged_fmha_bwd_dkdv_bf16_d128_m64n128w8",
-                   "ragged_fmha_bwd_dkdv_bf16_d128_m32n64w4"],
-          "dq": ["ragged_fmha_bwd_dq_bf16_d128", "ragged_fmha_bwd_dq_bf16_d128_m128n64w8",
-                 "ragged_fmha_bwd_dq_bf16_d128_m64n32w4"]},
-    64: {"dkdv": ["ragged_fmha_bwd_dkdv_bf16_d64_plain", "ragged_fmha_bwd_dkdv_bf16_d64_m64n128w8",
-                  "ragged_fmha_bwd_dkdv_bf16_d64_m128n64w4"],
-         "dq": ["ragged_fmha_bwd_dq_bf16_d64", "ragged_fmha_bwd_dq_bf16_d64_m128n64w8",
-                "ragged_fmha_bwd_dq_bf16_d64_m64n128w4"]},
-}
-
-
-def compile_module(tuning=True):
+def compile_module():
     with open(SRC) as f:
         src = f.read()
-    opts = NVRTC_OPTIONS + ("-I" + os.path.dirname(SRC),) + (("-DRAGGED_FMHA_TUNING",) if tuning else ())
+    opts = NVRTC_OPTIONS + ("-I" + os.path.dirname(SRC),)
     t0 = time.time()
     mod = cp.RawModule(code=src, options=opts, backend="nvrtc")
     mod.compile()
@@ -461,10 +446,6 @@ def main():
     ap.add_argument("--check-only", action="store_true")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--tiny", action="store_true", help="two small cases per pair, bf16 (sanitizers)")
-    ap.add_argument("--no-tuning", action="store_true", help="skip the -DRAGGED_FMHA_TUNING shapes")
-    ap.add_argument("--tuning", action="store_true",
-                    help="compile with the tuning shapes even with --tiny / --quick (cupy's cache of the main run)")
-    ap.add_argument("--wg-tuning", action="store_true", help="of the tuning shapes only the Hopper ones")
     ap.add_argument("--wg-only", action="store_true", help="with --tiny: only the wgmma and TMA kernels")
     ap.add_argument("--hopper-only", action="store_true", help="leave the mma.sync defaults out")
     ap.add_argument("--tiny-dims", default="64", help="with --tiny: head dims, comma-separated (64,128)")
@@ -474,8 +455,7 @@ def main():
 
     print("device:", torch.cuda.get_device_name(), "torch", torch.__version__, "cupy", cp.__version__,
           "seed", args.seed, flush=True)
-    tuning = args.tuning or not (args.quick or args.tiny or args.no_tuning)
-    mod = compile_module(tuning=tuning)
+    mod = compile_module()
 
     def hopper(dt, d, name):
         return Backward(mod, dt, d, dkdv=name(dt, d), dq=name(dt, d, "dq"))
@@ -508,23 +488,6 @@ def main():
     mixed += [Backward(mod, "bf16", d, dkdv=tma_name("bf16", d), dq=wg_name("bf16", d, "dq")) for d in (64, 128)]
     t0 = time.time()
     results = correctness(torch, engines + wg + tma, args.seed)
-    tuned = {64: [], 128: []}
-    for d in (64, 128) if tuning else ():
-        pairs = [] if args.wg_tuning else list(zip(TUNING[d]["dkdv"], TUNING[d]["dq"]))
-        wg_dkdv, wg_dq = wg_name("bf16", d), wg_name("bf16", d, "dq")
-        pairs.append((wg_dkdv + "_nopipe", wg_dq + "_nopipe"))
-        tma_dkdv, tma_dq = tma_name("bf16", d), tma_name("bf16", d, "dq")
-        pairs += [(tma_dkdv + "_b4", tma_dq + "_b4"), (tma_dkdv + "_fuse", tma_dq), (tma_dkdv + "_fuse2", tma_dq)]
-        if d == 128:  # the default TMA dQ holds Q and dO in registers at D 128
-            pairs += [(tma_dkdv, tma_dq + "_rs0"), (tma_dkdv, tma_dq + "_rsq")]
-        if d == 64:
-            pairs.append((wg_dkdv, wg_dq + "_n128"))
-        for a, b in pairs:
-            try:  # a shape this device cannot launch is reported and left out, not fatal
-                tuned[d].append(Backward(mod, "bf16", d, dkdv=a, dq=b))
-            except Exception as e:  # noqa: BLE001
-                print(f"FAIL tuning shape {a}+{b} not loadable: {type(e).__name__}: {str(e)[:200]}", flush=True)
-    results += correctness(torch, [e for es in tuned.values() for e in es], args.seed + 1, quick=True)
     n_bad = 0
     for ok, msg in results:
         print(("PASS " if ok else "FAIL ") + msg, flush=True)
@@ -534,10 +497,8 @@ def main():
         return 1 if n_bad else 0
     if n_bad:
         print("WARNING: correctness failures above; timings below are of a wrong kernel", flush=True)
-    by_d = {d: [e for e in engines + wg + tma + mixed if e.dt == "bf16" and e.d == d] + tuned[d] for d in (128, 64)}
+    by_d = {d: [e for e in engines + wg + tma + mixed if e.dt == "bf16" and e.d == d] for d in (128, 64)}
     ab = [(wg[i].name, tma[i].name) for i in range(len(wg))]
-    ab += [(tma[i].name, e.name) for i in range(len(tma)) for e in tuned[tma[i].d]
-           if "_fuse2" in e.name or "_rs0" in e.name]
     rows = benchmark(torch, by_d, ab=ab, parts_of={e.name for e in wg + tma})
     print("\n=== backward TFLOP/s (bf16, H=16, ragged mix, FLOPs = 2.5 x forward) ===")
     for r in rows:

@@ -10,8 +10,7 @@ Usage:
   python3 bench/gpu/fmha_dev.py                 # resources + correctness + benchmark
   python3 bench/gpu/fmha_dev.py --check-only
 
-The warp-specialization study of issue 14 (ws / wst / wsp entry points of the -DRAGGED_FMHA_WS_STUDY
-build) is fmha_ws.py; the compute-sanitizer case is fmha_sanitize.py (run it directly); TMA tensor maps are fmha_tma.py.
+The compute-sanitizer case is fmha_sanitize.py (run it directly); TMA tensor maps are fmha_tma.py.
 """
 
 import argparse
@@ -51,27 +50,19 @@ def dims_name(d, dv):
 DEFAULTS = {(dt, d, dv): f"ragged_fmha_fwd_{dt}_{dims_name(d, dv)}" for (d, dv) in HEAD_DIMS for dt in ("bf16", "f16")}
 # The portable mma.sync path of every head dim, checked on the Hopper device too.
 PORTABLE = {(d, dv): f"ragged_fmha_fwd_sm80_bf16_{dims_name(d, dv)}" for (d, dv) in HEAD_DIMS}
-# Other entry points checked and timed (bf16): the portable sm80 path and tuning variants.
-EXTRA = {
-    64: ["ragged_fmha_fwd_sm80_bf16_d64", "ragged_fmha_fwd_sm90_bf16_d64_n128",
-         "ragged_fmha_fwd_sm90_bf16_d64_n128w3", "ragged_fmha_fwd_sm90_bf16_d64_n64w1"],
-    128: ["ragged_fmha_fwd_sm80_bf16_d128", "ragged_fmha_fwd_sm90_bf16_d128_n128",
-          "ragged_fmha_fwd_sm90_bf16_d128_n64", "ragged_fmha_fwd_sm90_bf16_d128_n64x2",
-          "ragged_fmha_fwd_sm90_bf16_d128_n64w1"],
-}
+# Other entry points checked on more cases and timed beside the defaults (bf16): the portable path.
+EXTRA = {64: ["ragged_fmha_fwd_sm80_bf16_d64"], 128: ["ragged_fmha_fwd_sm80_bf16_d128"]}
 NVRTC_OPTIONS = ("-arch=sm_90a", "-std=c++17")
 PREPASS_THREADS = 1024
 BATCH_INFO_BYTES = 32
 
 
-def compile_module(tuning, study=False, defines=(), source=SRC):
-    """source: the forward's .cu file (default this tree's; prepass_phases.py --ab passes another's)."""
+def compile_module(defines=(), source=SRC):
+    """source: the forward's .cu file (default this tree's)."""
     with open(source) as f:
         src = f.read()
     # The file's parts are #include "fmha/…" lines, found through the include path.
-    opts = NVRTC_OPTIONS + ("-I" + os.path.dirname(source),) + (("-DRAGGED_FMHA_TUNING",) if tuning else ())
-    opts += ("-DRAGGED_FMHA_WS_STUDY",) if study else ()
-    opts += tuple(defines)
+    opts = NVRTC_OPTIONS + ("-I" + os.path.dirname(source),) + tuple(defines)
     t0 = time.time()
     mod = cp.RawModule(code=src, options=opts, backend="nvrtc")
     mod.compile()
@@ -586,20 +577,21 @@ def print_table(rows, engines_by_d):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--check-only", action="store_true")
-    ap.add_argument("--no-tuning", action="store_true")
+    ap.add_argument("--no-extra", action="store_true",
+                    help="leave out the EXTRA entry points")
     ap.add_argument("--seed", type=int, default=int(time.time()))
     args = ap.parse_args()
     import torch
 
     print("device:", torch.cuda.get_device_name(), "torch", torch.__version__, "cupy", cp.__version__,
           "seed", args.seed, flush=True)
-    mod = compile_module(not args.no_tuning)
+    mod = compile_module()
     engines = {key: Engine(mod, name, key[1], key[2]) for key, name in DEFAULTS.items()}
     results = correctness(torch, engines, args.seed)
     results += validation_flags(torch, engines[("bf16", 128, 128)])
     portable = {dims: Engine(mod, name, *dims) for dims, name in PORTABLE.items()}
     results += correctness(torch, {("bf16",) + dims: eng for dims, eng in portable.items()}, args.seed + 2)
-    extra = {d: [Engine(mod, n, d) for n in names] for d, names in EXTRA.items()} if not args.no_tuning else {}
+    extra = {d: [Engine(mod, n, d) for n in names] for d, names in EXTRA.items()} if not args.no_extra else {}
     rng = np.random.default_rng(args.seed + 1)
     for d, engs in extra.items():
         for eng in engs:

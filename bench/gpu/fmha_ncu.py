@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
-"""Launch driver for Nsight Compute: the ragged mix (16 384 tokens, H = 16, bf16) through the study
-build's forward entry points and FA2 varlen, each launched once as a warm-up and once more to be
-profiled (ncu --launch-skip 1 --launch-count 1 per kernel name, or skip / count N for N engines).
+"""Launch driver for Nsight Compute: the ragged mix (16 384 tokens, H = 16, bf16) through the forward's
+entry points and FA2 varlen, each launched once as a warm-up and once more to be profiled
+(ncu --launch-skip 1 --launch-count 1 per kernel name, or skip / count N for N engines).
 
-  ncu --clock-control none -k regex:'ragged_fmha_fwd_(sm90|ws|wst)_bf16_d128$' --launch-skip 3 \\
-      --launch-count 3 python3 bench/gpu/fmha_ncu.py --d 128 --engines sm90 ws wst
+  ncu --clock-control none -k regex:'ragged_fmha_fwd_bf16_d128$' --launch-skip 1 \\
+      --launch-count 1 python3 bench/gpu/fmha_ncu.py --d 128 --engines ours
   ncu ... -k regex:flash_fwd python3 bench/gpu/fmha_ncu.py --d 128 --engines fa2
   python3 bench/gpu/fmha_ncu.py --summarize OUT.csv   # the key metrics of an `ncu --page raw --csv` file
 """
@@ -64,11 +64,10 @@ def main():
     ap.add_argument("--summarize", metavar="CSV")
     ap.add_argument("--d", type=int, default=128)
     ap.add_argument("--causal", action="store_true")
-    ap.add_argument("--engines", nargs="+", default=["sm90", "ws", "wst"],
-                    help="sm90 (the wgmma body), ws, wst, wsp, fa2, or a full entry-point name; NAME:bm after the "
-                         "batch-major pre-pass (--wst)")
+    ap.add_argument("--engines", nargs="+", default=["ours"],
+                    help="ours (the plugin's bf16 entry point of --d), sm80 (the portable one), fa2, or a full "
+                         "entry-point name")
     ap.add_argument("--reps", type=int, default=2, help="launches of each engine (the first is the warm-up)")
-    ap.add_argument("--wst", action="store_true", help="build the persistent TMA study set (fmha_wst.py's entries)")
     args = ap.parse_args()
     if args.summarize:
         return summarize(args.summarize)
@@ -76,7 +75,6 @@ def main():
     import cupy as cp
     import torch
     from fmha_dev import Engine, compile_module, ragged_mix
-    from fmha_wst import kernel_and_prepass
 
     d, h = args.d, 16
     lens = ragged_mix(7)
@@ -98,12 +96,10 @@ def main():
     calls = []
     ours = [e for e in args.engines if e != "fa2"]
     if ours:
-        mod = compile_module(False, study=True, defines=("-DRAGGED_FMHA_WST_STUDY",) if args.wst else ())
+        mod = compile_module()
         for e in ours:
-            # NAME[:bm] as in fmha_wst.py: a full entry-point name, or a short one completed here.
-            kernel, prepass, _ = kernel_and_prepass(e)
-            name = kernel if kernel.startswith("ragged_") else f"ragged_fmha_fwd_{kernel}_bf16_d{d}"
-            eng = Engine(mod, name, d, prepass=prepass, label=e)
+            short = {"ours": f"ragged_fmha_fwd_bf16_d{d}", "sm80": f"ragged_fmha_fwd_sm80_bf16_d{d}"}
+            eng = Engine(mod, short.get(e, e), d, label=e)
             ws = eng.workspace(B, max(lens))
             calls.append((e, lambda eng=eng, ws=ws: eng.launch(p, ws)))
     if "fa2" in args.engines:

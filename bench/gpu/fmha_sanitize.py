@@ -89,4 +89,4 @@ def sanitize_one(mod, d, dv, left, right, name=None, prepass="ragged_fmha_prepas
 
 
 if __name__ == "__main__":
-    sys.exit(sanitize_case(compile_module(False)))
+    sys.exit(sanitize_case(compile_module()))

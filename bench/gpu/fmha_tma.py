@@ -1,4 +1,4 @@
-"""Host side of the TMA producer (kernels/cuda-fmha/cuda/fmha/sm90_ws.cuh, `ragged_fmha_fwd_wst_*`): tensor maps
+"""Host side of the TMA producer (kernels/cuda-fmha/cuda/fmha/mainloop_sm90.cuh, the persistent entry points): tensor maps
 encoded with the driver's cuTensorMapEncodeTiled through ctypes, and a forward launch through
 cuLaunchKernel that appends the three 128-byte maps (Q, K, V) to the common parameters.
 

@@ -7,17 +7,14 @@
 #   device: OUT=... bash bench/gpu/plugin_round.sh        with carry [".carry/verify", ".carry/bench", ".whl"]
 #
 # STEPS (default all, in this order) picks from:
-#   check     fmha_dev.py --check-only --no-tuning: the plugin's kernel set on the full case suite
+#   check     fmha_dev.py --check-only --no-extra: the plugin's kernel set on the full case suite
 #   sanitize  the sanitizer case (zero-length batches, padding, GQA, causal, a window) under
 #             compute-sanitizer memcheck and racecheck
 #   repeat    fmha_repeat.py: every plugin bf16 forward 10 times on the ragged mix (causal both
 #             ways, non-causal), each output bit-identical to the first call's or the step fails (a
 #             race the sanitizer and the small cases pass shows here: NOTES.md session 17); then
-#             400 calls each enqueued 50 at a time with alternating offsets, and 1 000 of the d128
-#             study form without ping-pong, which showed session 18's race ten times as often
+#             400 calls each enqueued 50 at a time with alternating offsets
 #   verify    verify_build.sh: plugin GPU tests, conformance, the shim, memcheck (10 steps)
-#   study     fmha_wst.py --time --check full --reps 21 $STUDY_ARGS: the study set's same-process A/B
-#             (STUDY_ARGS, e.g. "--engines wspt_bf16_d96 sm90_bf16_d96", picks what it builds and times)
 #   bench     run_plugin_bench.sh: the C-ABI benchmark against the peers, host_time HOST_TIME_RUNS times
 #   profile   host_time --profile: where ExecuteOpGraph's host time goes
 #   timeline  plugin_timeline.py: the kernels of back-to-back executes on the device's clock (the
@@ -38,7 +35,7 @@ cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/plugin_round}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
-STEPS=${STEPS:-check sanitize repeat verify study bench profile}
+STEPS=${STEPS:-check sanitize repeat verify bench profile}
 start=$(date +%s)
 status=0
 note() { echo "[$(($(date +%s) - start)) s] $*"; }
@@ -51,7 +48,7 @@ for step in $STEPS; do
     note "$step"
     case "$step" in
     check)
-        timeout "${CHECK_TIMEOUT:-240}" python3 bench/gpu/fmha_dev.py --check-only --no-tuning >"$OUT/check.log" 2>&1
+        timeout "${CHECK_TIMEOUT:-240}" python3 bench/gpu/fmha_dev.py --check-only --no-extra >"$OUT/check.log" 2>&1
         record check $?
         grep -E "^correctness:|FAIL" "$OUT/check.log" | tail -5 ;;
     sanitize)
@@ -67,18 +64,11 @@ for step in $STEPS; do
         timeout 240 python3 bench/gpu/fmha_repeat.py --alternate --back-to-back 50 --reps 400 \
             >>"$OUT/repeat.log" 2>&1
         record repeat $?
-        timeout 240 python3 bench/gpu/fmha_repeat.py --study --alternate --back-to-back 50 --reps 1000 \
-            --modes causal-br --engines wspt_bf16_d128_nopp wspt_bf16_d128 >>"$OUT/repeat.log" 2>&1
-        record repeat $?
         grep -E "differ|^repeatability" "$OUT/repeat.log" | tail -12 ;;
     verify)
         OUT="$OUT/verify" timeout 300 bash bench/gpu/verify_build.sh >"$OUT/verify.log" 2>&1
         record verify $?
         grep -E "^(PASS|FAIL) |passed, .* failed$" "$OUT/verify.log" | tail -12 ;;
-    study)
-        timeout 240 python3 bench/gpu/fmha_wst.py --time --check full --reps 21 ${STUDY_ARGS:-} >"$OUT/study.log" 2>&1
-        record study $?
-        grep -E "TFLOP|correctness \(" "$OUT/study.log" | grep -v "FA2 varlen" ;;
     bench)
         OUT="$OUT/bench" bash bench/gpu/run_plugin_bench.sh >"$OUT/bench.log" 2>&1
         record bench $?
@@ -110,7 +100,7 @@ for step in $STEPS; do
         done
         grep -E "^RAGGED|ours|FlashInfer|DIFFER|Error" "$OUT/timeline.log" ;;
     *)
-        echo "unknown step $step (known: check sanitize repeat verify study bench profile timeline)"
+        echo "unknown step $step (known: check sanitize repeat verify bench profile timeline)"
         record "$step" 2 ;;
     esac
 done

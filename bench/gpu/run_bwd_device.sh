@@ -3,10 +3,10 @@
 # autograd, timing vs FA2 varlen backward, old and new kernels interleaved), and, when ./bin holds
 # release builds (see bench/gpu/NOTES-backward.md), the plugin's gpu_backward test in both execute
 # modes; then compute-sanitizer memcheck and racecheck on the tiny cases. The sanitizer runs compile
-# with the harness's options (--tuning), so they load cupy's cached module instead of compiling.
+# with the harness's options, so they load cupy's cached module instead of compiling.
 # Every log goes into one tar, "$OUT/bwd-logs.tar.gz".
 # Usage (on the GPU machine, from a directory holding kernels/cuda-fmha/cuda, bench/gpu and bin/):
-#   OUT=dir [BWD_ARGS="--hopper-only --wg-tuning"] [T_DEV=95 T_ABI=30 T_VAL=20 T_MEM=28 T_RACE=35] \
+#   OUT=dir [BWD_ARGS="--hopper-only"] [T_DEV=95 T_ABI=30 T_VAL=20 T_MEM=28 T_RACE=35] \
 #     bash bench/gpu/run_bwd_device.sh      (T_VAL=0: no validating-mode run)
 set -o pipefail
 OUT=${OUT:-/tmp/bwd_out}
@@ -35,7 +35,7 @@ if [ -x bin/gpu_backward ]; then
   fi
   unset HIPDNN_RAGGED_SDPA_HOST_ENGINE
 fi
-san="python3 bench/gpu/bwd_dev.py --tiny --wg-only ${SAN_TUNING---tuning} --tiny-dims ${TINY_DIMS:-64}"
+san="python3 bench/gpu/bwd_dev.py --tiny --wg-only --tiny-dims ${TINY_DIMS:-64}"
 step memcheck "${T_MEM:-28}" compute-sanitizer --tool memcheck --error-exitcode 9 $san --seed 5
 grep -E "^PASS|^FAIL|ERROR SUMMARY|correctness" "$logs/memcheck.log" | tail -n 6
 step racecheck "${T_RACE:-35}" compute-sanitizer --tool racecheck --error-exitcode 9 $san --seed 6

@@ -7,7 +7,7 @@ mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv | tee "$OUT/smi.txt"
 echo "== ptxas resource report (nvcc, sm_90a) =="
-nvcc -cubin -gencode=arch=compute_90a,code=sm_90a -std=c++17 -DRAGGED_FMHA_TUNING -Xptxas -v \
+nvcc -cubin -gencode=arch=compute_90a,code=sm_90a -std=c++17 -Xptxas -v \
     -o "$OUT/ragged_fmha_fwd.cubin" kernels/cuda-fmha/cuda/ragged_fmha_fwd.cu 2>&1 \
     | grep -E "error|warning|Compiling entry|registers|spill" | sed 's/ptxas info    : //' | tee "$OUT/ptxas.txt"
 cuobjdump --dump-sass "$OUT/ragged_fmha_fwd.cubin" > /tmp/sass.txt 2>&1 && \

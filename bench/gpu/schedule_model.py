@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """How close the persistent forward's item order can end to the work-conserving bound (no GPU).
 
-The persistent forward's blocks draw items from a work counter in list order (fmha/sm90_wsp.cuh,
-ws_item): the tile list sorted longest first, walked in chunks of HC heads (HC 4: for L2 reuse of
+The persistent forward's blocks draw items from a work counter in list order (fmha/tile_scheduler.cuh,
+sched_item): the tile list sorted longest first, walked in chunks of HC heads (HC 4: for L2 reuse of
 K / V) and, with TAIL T, the cheapest ceil(T * P / H) tiles walked last over every head. This model
 replays that draw on P blocks with an item costing its key blocks + C0, each cost scaled by a random
 factor (1 + N(0, JITTER)), and prints the mean efficiency = total work / (P * makespan) over TRIALS.

@@ -22,6 +22,7 @@
 // helpers are shared, the backward's own parts live in fmha_bwd/ (kernels/cuda-fmha/build.rs splices them).
 
 #include "fmha/common.cuh"
+#include "fmha/mask.cuh"
 #include "fmha/prepass.cuh"
 #include "fmha/warp_ops.cuh"
 #include "fmha/block.cuh"

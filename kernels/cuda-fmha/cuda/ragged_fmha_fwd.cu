@@ -13,8 +13,8 @@
 //   2. ragged_fmha_fwd_<dt>_d<D> <<<B * ceil(S_q_max / BM) * H_q, threads, smem>>>  (NAME_config)
 //      for D in {64, 96, 128, 256}, and ragged_fmha_fwd_<dt>_d192v128 (Q/K head dim 192, V/O 128)
 // On sm_90 and later launch 2 may be programmatic (fmha/common.cuh, ragged_grid_dependency_wait).
-// The TMA entry points (the persistent sm_90 bodies) also take the pre-pass's parameters and a
-// nonce: with a nonzero nonce the host skips launch 1 and one block of launch 2 builds the same
+// The TMA entry points (the persistent sm_90 kernel) also take the pre-pass's parameters and a
+// nonce: with a nonzero nonce the host skips launch 1 and every block of launch 2 builds the same
 // list itself (fmha/fused_list.cuh).
 // The forward grid is an upper bound computed from graph dims only; blocks whose rank is beyond the
 // tile count written by the pre-pass exit at once. The pre-pass orders tiles by decreasing number
@@ -22,24 +22,33 @@
 // The ABI (parameter order, RaggedBatch layout, tile sizes) is documented in kernels/cuda-fmha/cuda/README.md.
 //
 // This file is the kernel's table of contents: its parts live in fmha/ and are pulled in, in this
-// order, by the #include lines below. nvcc and NVRTC with `-I kernels/cuda-fmha/cuda` read them as includes;
-// the Rust build (kernels/cuda-fmha/build.rs) splices them into one source, because the plugin hands NVRTC
-// a single string and ships no files.
+// order, by the #include lines below (README.md says what each holds). nvcc and
+// NVRTC with `-I kernels/cuda-fmha/cuda` read them as includes; the Rust build
+// (kernels/cuda-fmha/build.rs) splices them into one source, because the plugin hands NVRTC a single
+// string and ships no files.
 
 // The forward's pre-pass also zeroes the work counter (tile_count[2]) from which the persistent
-// Hopper bodies draw their items (sm90_wsp.cuh, DYN); the backward's pre-pass leaves that word alone.
+// Hopper kernel draws its items (fmha/tile_scheduler.cuh); the backward's pre-pass leaves that word
+// alone.
 #define RAGGED_PREPASS_WORK_COUNTER 1
 
+// Shared by every kernel: types, records, the mask band, the pre-pass and warp-level PTX.
 #include "fmha/common.cuh"
+#include "fmha/mask.cuh"
 #include "fmha/prepass.cuh"
 #include "fmha/fused_list.cuh"
 #include "fmha/warp_ops.cuh"
 #include "fmha/block.cuh"
-#include "fmha/sm80.cuh"
+// The portable kernel (mma.sync), every sm_80+ target.
+#include "fmha/kernel_sm80.cuh"
+// The persistent warp-specialized Hopper kernel (sm_90a only).
 #include "fmha/wgmma_ops.cuh"
 #include "fmha/async_ops.cuh"
-#include "fmha/wgmma_wide.cuh"
-#include "fmha/sm90.cuh"
-#include "fmha/sm90_ws.cuh"
-#include "fmha/sm90_wsp.cuh"
+#include "fmha/softmax.cuh"
+#include "fmha/tile_scheduler.cuh"
+#include "fmha/mainloop_sm90.cuh"
+#include "fmha/epilogue_sm90.cuh"
+#include "fmha/config_sm90.cuh"
+#include "fmha/kernel_sm90.cuh"
+// The entry points: the instantiation list.
 #include "fmha/entries.cuh"

@@ -6,17 +6,20 @@ check a change to the CUDA sources is first compiled on the device. It compiles 
 engine crate itself hands NVRTC: the spliced sources and the plugin's option list per architecture,
 written by `cargo run -p ragged-engine-cuda --example cuda_programs -- DIR sm_90a sm_80` (so there is no
 second copy of either here), plus `--ptxas-options=-v` for NVRTC's built-in ptxas to report
-registers, spills and serialization, plus the benchmark builds' defines. It prints registers and
-spills per entry point and fails on:
+registers, spills and serialization. It prints registers and spills per entry point and fails on:
   - any NVRTC or ptxas error (a static_assert of a configuration included: e.g. a persistent entry
     over sm_90's 227 KB of shared memory, which would otherwise be refused only at load);
   - any "Potential Performance Loss" (C75xx) report on an sm_90a program: ptxas serialized the
     warpgroup MMAs of that entry (too few registers, or commit groups it could not match), which
-    costs far more than any change it came with (bench/gpu/NOTES.md, sessions 8 to 15);
+    costs far more than any change it came with;
   - a spill in the plugin's persistent forward bodies (ragged_fmha_fwd_{bf16,f16}_d{64,96,128,256,192v128}
     on sm_90a), whose measured configurations have none.
 
-  python3 kernels/cuda-fmha/cuda/ci/compile_check.py --nvrtc LIBNVRTC.so --programs DIR [--jobs N]
+With --cubin-dir it also writes each program's CUBIN there (ragged_fmha_fwd_sm_90a.cubin, ...), so
+that a change meant to keep the machine code can be checked against the CUBINs of the commit before
+it (cuobjdump -sass per function).
+
+  python3 kernels/cuda-fmha/cuda/ci/compile_check.py --nvrtc LIBNVRTC.so --programs DIR [--jobs N] [--cubin-dir DIR]
 """
 
 import argparse
@@ -28,18 +31,12 @@ import sys
 
 FWD = "ragged_fmha_fwd.cu"
 BWD = "ragged_fmha_bwd.cu"
-# (source, target, extra defines, label, strict): the plugin's sets, then the benchmark's builds.
-# strict: a serialization report fails the check. The tuning and ws-study sets keep shapes that
-# were measured and rejected (the d128 two-blocks-per-SM tuning shape serializes for lack of
-# registers, NOTES.md version 4): there it is reported only.
+# (source, target, label): the plugin's programs.
 PROGRAMS = [
-    (FWD, "sm_90a", [], "forward, plugin set", True),
-    (FWD, "sm_80", [], "forward, portable set", True),
-    (BWD, "sm_90a", [], "backward, plugin set", True),
-    (BWD, "sm_80", [], "backward, portable set", True),
-    (FWD, "sm_90a", ["-DRAGGED_FMHA_WS_STUDY", "-DRAGGED_FMHA_WST_STUDY"], "forward, persistent TMA study", True),
-    (FWD, "sm_90a", ["-DRAGGED_FMHA_TUNING"], "forward, tuning shapes", False),
-    (FWD, "sm_90a", ["-DRAGGED_FMHA_WS_STUDY"], "forward, ws study", False),
+    (FWD, "sm_90a", "forward, plugin set"),
+    (FWD, "sm_80", "forward, portable set"),
+    (BWD, "sm_90a", "backward, plugin set"),
+    (BWD, "sm_80", "backward, portable set"),
 ]
 NO_SPILL = re.compile(r"^ragged_fmha_fwd_(bf16|f16)_d(64|96|128|256|192v128)$")
 
@@ -51,11 +48,12 @@ def plugin_options(programs, arch):
         return [line.strip() for line in f if line.strip()]
 
 
-def nvrtc_compile(lib, programs, source, arch, defines):
-    """NVRTC's log of one program compiled to CUBIN with ptxas's -v report, or raises with it."""
+def nvrtc_compile(lib, programs, source, arch, cubin_path=None):
+    """NVRTC's log of one program compiled to CUBIN with ptxas's -v report, or raises with it; the
+    CUBIN goes to cubin_path if given."""
     with open(os.path.join(programs, source), encoding="utf-8") as f:
         text = f.read()
-    opts = plugin_options(programs, arch) + ["--ptxas-options=-v"] + defines
+    opts = plugin_options(programs, arch) + ["--ptxas-options=-v"]
     prog = ctypes.c_void_p()
     if lib.nvrtcCreateProgram(ctypes.byref(prog), text.encode(), source.encode(), 0, None, None) != 0:
         raise RuntimeError("nvrtcCreateProgram failed")
@@ -69,6 +67,12 @@ def nvrtc_compile(lib, programs, source, arch, defines):
         out = log.value.decode(errors="replace")
         if rc != 0:
             raise RuntimeError(f"NVRTC failed ({' '.join(opts)}):\n{out[-4000:]}")
+        if cubin_path is not None:
+            lib.nvrtcGetCUBINSize(prog, ctypes.byref(size))
+            cubin = ctypes.create_string_buffer(size.value)
+            lib.nvrtcGetCUBIN(prog, cubin)
+            with open(cubin_path, "wb") as f:
+                f.write(cubin.raw)
         return out
     finally:
         lib.nvrtcDestroyProgram(ctypes.byref(prog))
@@ -107,22 +111,25 @@ def ptxas_report(out):
     return entries
 
 
-def check(lib_path, programs, program):
-    source, arch, defines, label, strict = program
+def check(lib_path, programs, program, cubin_dir=None):
+    source, arch, label = program
     lib = ctypes.CDLL(lib_path)
-    entries = ptxas_report(nvrtc_compile(lib, programs, source, arch, defines))
-    problems, notes = [], []
+    cubin_path = None
+    if cubin_dir is not None:
+        cubin_path = os.path.join(cubin_dir, f"{os.path.splitext(source)[0]}_{arch}.cubin")
+    entries = ptxas_report(nvrtc_compile(lib, programs, source, arch, cubin_path))
+    problems = []
     for name, e in sorted(entries.items()):
         if e["loss"] and arch == "sm_90a":
-            (problems if strict else notes).append(
+            problems.append(
                 f"{name}: ptxas serialized its warpgroup MMAs ({', '.join(e['loss'])})")
-        if e["spill"] and arch == "sm_90a" and not defines and NO_SPILL.match(name):
+        if e["spill"] and arch == "sm_90a" and NO_SPILL.match(name):
             problems.append(f"{name}: {e['spill']} bytes of spill traffic in a persistent plugin body")
     spilled = sum(1 for e in entries.values() if e["spill"])
-    summary = (f"{label} ({source}, {arch}{' ' + ' '.join(defines) if defines else ''}): {len(entries)} entry "
+    summary = (f"{label} ({source}, {arch}): {len(entries)} entry "
                f"points, max {max((e['regs'] for e in entries.values()), default=0)} registers, "
                f"{spilled} with spills")
-    return summary, problems, notes
+    return summary, problems
 
 
 def main():
@@ -131,22 +138,23 @@ def main():
     ap.add_argument("--programs", required=True,
                     help="directory written by `cargo run -p ragged-engine-cuda --example cuda_programs -- DIR sm_90a sm_80`")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--cubin-dir", help="directory to write each program's CUBIN to")
     args = ap.parse_args()
+    if args.cubin_dir:
+        os.makedirs(args.cubin_dir, exist_ok=True)
     failed = False
     with concurrent.futures.ProcessPoolExecutor(max_workers=args.jobs) as pool:
-        futures = [pool.submit(check, args.nvrtc, args.programs, p) for p in PROGRAMS]
+        futures = [pool.submit(check, args.nvrtc, args.programs, p, args.cubin_dir) for p in PROGRAMS]
         for program, fut in zip(PROGRAMS, futures):
             try:
-                summary, problems, notes = fut.result()
+                summary, problems = fut.result()
             except RuntimeError as e:
-                print(f"FAIL {program[3]}: {e}")
+                print(f"FAIL {program[2]}: {e}")
                 failed = True
                 continue
             print(("FAIL " if problems else "ok   ") + summary)
             for p in problems:
                 print(f"     {p}")
-            for n in notes:
-                print(f"     (reported, not failed) {n}")
             failed |= bool(problems)
     return 1 if failed else 0
 

@@ -17,12 +17,11 @@
     q, k, v, o, lse, batches, tiles, tile_count, q_seq, q_head, k_seq, k_head, v_seq, v_head, o_seq, o_head, \
         lse_seq, lse_head, h_q, h_kv, scale, mask_left, mask_right, bottom_right
 
-// What one forward block works on, shared by the mma.sync and the wgmma bodies: block x is work
-// item x / H_q (a query tile of BM rows of one batch) for query head x % H_q; GQA head g serves
-// H_q / H_kv query heads. The key-block range comes from the same key_block_range the pre-pass
-// costed the tile with. A macro rather than a function filling a struct: the struct version
-// (measured on the H200, bench/gpu/NOTES.md) cost 6-10 % on causal problems, because the band and
-// batch record no longer stayed in registers across the key loop. Declares, in the body's scope:
+// What one block of the portable kernel works on: block x is work item x / H_q (a query tile of BM
+// rows of one batch) for query head x % H_q; GQA head g serves H_q / H_kv query heads. The
+// key-block range comes from the same key_block_range the pre-pass costed the tile with. A macro
+// rather than a function filling a struct: with the struct the band and batch record did not stay
+// in registers across the key loop, which slowed causal problems. Declares, in the body's scope:
 // h, bt, i0, rows, band, nb_first, nb_last, qp, kp, vp; returns from the body past the pre-pass's
 // tile count.
 #define RAGGED_FMHA_BLOCK_PROLOGUE(BM, BN)                                                       \

@@ -1,11 +1,11 @@
 // Part of kernels/cuda-fmha/cuda/ragged_fmha_fwd.cu (the tile list built inside the forward); included in that file's order, not on its own.
 
 // ---------------------------------------------------------------------------------------------
-// The fused list (FL). Between two executes the pre-pass kernel costs ≈ 7 µs on the H200: it can
-// only start once the previous forward has left an SM (no forward block leaves room for another
-// kernel's warp; bench/gpu/NOTES.md), ≈ 2–3 µs of it is the cold start of a new kernel,
-// and the forward's blocks then read the count, a list entry and a record, three more round trips.
-// With FL the persistent forward (DYN bodies) has no pre-pass before it: after its grid-dependency
+// The fused list. Between two executes the pre-pass kernel can only start once the previous
+// forward has left an SM (no forward block leaves room for another kernel's warp), pays the cold
+// start of a new kernel, and the forward's blocks then read the count, a list entry and a record,
+// three more round trips. With the fused list the persistent forward (kernel_sm90.cuh) has no
+// pre-pass before it: after its grid-dependency
 // wait every block decodes the offsets and sorts the tiles itself, with all its threads (the
 // pre-pass's decode and cost, scratch in its K ring, which no fill has touched yet), and writes
 // the records and the list to the workspace as the pre-pass would. Ties in cost are ordered by

@@ -13,7 +13,7 @@
 // differs (a predecessor wrote them after its signal). Every global write comes after the wait, so
 // a predecessor that still reads the workspace, or any memory the caller lent it, sees nothing
 // change. Launched without the attribute the wait returns at once and the second read costs one
-// load per input word (≈ 1 µs on the H200; bench/gpu/NOTES.md).
+// load per input word.
 // ---------------------------------------------------------------------------------------------
 
 #define RAGGED_PREPASS_THREADS 1024
@@ -353,28 +353,9 @@ __device__ __forceinline__ void ragged_prepass_finish(const RaggedPrepassArgs& a
     }
 }
 
-#if defined(RAGGED_PREPASS_STAMPS)
-// Study only (bench/gpu/prepass_phases.py): %globaltimer at the speculative path's phase boundaries,
-// as thread 0 sees them, stored when it leaves: entry, its first read decoded, the buckets built, the
-// wait returned, the inputs checked, the list scattered, the count and flag stored.
-extern "C" __device__ u64 ragged_prepass_stamps[7] = {};
-#define RAGGED_PREPASS_STAMP(I)                                                      \
-    do {                                                                             \
-        if (threadIdx.x == 0) asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(stamp[I])::"memory"); \
-    } while (0)
-#else
-#define RAGGED_PREPASS_STAMP(I) \
-    do {                        \
-    } while (0)
-#endif
-
 // The cost-ordered list when every batch has a thread: inputs, records and the buckets' slots
 // are built before the wait, checked after it.
 __device__ __forceinline__ void ragged_prepass_speculative(const RaggedPrepassArgs& a, RaggedPrepassShared& s) {
-#if defined(RAGGED_PREPASS_STAMPS)
-    u64 stamp[7];
-#endif
-    RAGGED_PREPASS_STAMP(0);
     const int tid = threadIdx.x;
     const bool mine = tid < a.batch;
     RaggedBatchInputs in;
@@ -387,28 +368,18 @@ __device__ __forceinline__ void ragged_prepass_speculative(const RaggedPrepassAr
             err = ragged_decode_batch(a, in, tid, &bt);
             s.len[tid] = make_int2(bt.lq, bt.lkv);
         }
-        if (!waited) RAGGED_PREPASS_STAMP(1);
         total = ragged_cost_buckets(a, s);  // starts with a barrier: s.len is complete
         if (waited) break;                  // built from inputs read after the wait
-        RAGGED_PREPASS_STAMP(2);
         ragged_grid_dependency_wait();
-        RAGGED_PREPASS_STAMP(3);
         const bool changed = mine && !ragged_same_inputs(in, ragged_read_inputs(a, tid));
         if (!__syncthreads_or(changed)) break;
     }
-    RAGGED_PREPASS_STAMP(4);
     if (tid == 0) s.err = 0;
     __syncthreads();
     if (err) atomicOr(&s.err, err);
     if (mine) a.batches[tid] = bt;
     ragged_scatter_tiles(a, s);
-    RAGGED_PREPASS_STAMP(5);
     ragged_prepass_finish(a, s, total);
-#if defined(RAGGED_PREPASS_STAMPS)
-    RAGGED_PREPASS_STAMP(6);
-    if (tid == 0)
-        for (int i = 0; i < 7; ++i) ragged_prepass_stamps[i] = stamp[i];
-#endif
 }
 
 // More batches than threads: the records go to the workspace first and the sort reads them back,
@@ -431,73 +402,12 @@ __device__ __forceinline__ void ragged_prepass_in_order(const RaggedPrepassArgs&
     ragged_prepass_finish(a, s, total);
 }
 
-#if defined(RAGGED_FMHA_WST_STUDY)
-// The batch-major list (study only, batch <= RAGGED_PREPASS_THREADS, else the cost order): each
-// batch's tiles together, last tile first (the costliest under a causal band), the batches in
-// descending order of their total cost (ties by index), so that the blocks of a persistent grid
-// working at the same time read the K / V of one or two batches rather than of every batch that has
-// a tile of the current cost, and the list still ends with the cheapest batch's cheapest tiles.
-__device__ __forceinline__ void ragged_prepass_batch_major(const RaggedPrepassArgs& a, RaggedPrepassShared& s) {
-    __shared__ i64 s_key[RAGGED_PREPASS_THREADS];
-    __shared__ int s_first[RAGGED_PREPASS_THREADS];  // batch -> its first slot in the list
-    const int tid = threadIdx.x;
-    ragged_grid_dependency_wait();
-    if (tid == 0) s.err = 0;
-    int nt = 0, rank = 0;
-    i64 key = -1;
-    u32 err = 0;
-    RaggedBatch bt;
-    if (tid < a.batch) {
-        err = ragged_decode_batch(a, ragged_read_inputs(a, tid), tid, &bt);
-        a.batches[tid] = bt;
-        nt = bt.lq > 0 ? (bt.lq + a.block_m - 1) / a.block_m : 0;
-        key = 0;
-        for (int tt = 0; tt < nt; ++tt) key += ragged_tile_cost(a, bt.lq, bt.lkv, tt);
-        s_key[tid] = key;
-    }
-    __syncthreads();
-    if (err) atomicOr(&s.err, err);
-    if (tid < a.batch) {
-        for (int o = 0; o < a.batch; ++o) rank += s_key[o] > key || (s_key[o] == key && o < tid);
-    }
-    // base[rank] = that batch's tile count, then its exclusive scan is each rank's first slot.
-    s.base[tid] = 0;
-    __syncthreads();
-    if (tid < a.batch) s.base[rank] = nt;
-    __syncthreads();
-    int total;
-    const int first = ragged_block_exclusive_scan(s.base[tid], s.warp_total, &total);
-    __syncthreads();
-    s.base[tid] = first;
-    __syncthreads();
-    if (tid < a.batch) s_first[tid] = s.base[rank];
-    __syncthreads();
-    if (tid < a.batch) {
-        for (int tt = 0; tt < nt; ++tt) {
-            RaggedTile entry;
-            entry.batch = tid;
-            entry.tile = tt;
-            a.tiles[s_first[tid] + (nt - 1 - tt)] = entry;
-        }
-    }
-    ragged_prepass_finish(a, s, total);
-}
-#endif
-
-// BATCH_MAJOR: the study's batch-major list (ragged_prepass_batch_major); otherwise a counting sort
-// by cost, longest tiles first, speculative while every batch has a thread.
-template <bool BATCH_MAJOR>
+// A counting sort of the tiles by cost, longest first, speculative while every batch has a thread.
 __device__ __forceinline__ void ragged_prepass_body(const RaggedPrepassArgs& a) {
     __shared__ RaggedPrepassShared s;
     // Dependents (the forward) may be scheduled now; they wait for this grid's completion before
     // reading anything it writes.
     ragged_grid_launch_dependents();
-#if defined(RAGGED_FMHA_WST_STUDY)
-    if (BATCH_MAJOR && a.batch <= RAGGED_PREPASS_THREADS) {
-        ragged_prepass_batch_major(a, s);
-        return;
-    }
-#endif
     if (a.batch <= RAGGED_PREPASS_THREADS)
         ragged_prepass_speculative(a, s);
     else
@@ -522,15 +432,7 @@ __device__ __forceinline__ void ragged_prepass_body(const RaggedPrepassArgs& a) 
      P##batch,        P##block_m,          P##block_n,          P##mask_left,     P##mask_right,                 \
      P##bottom_right, P##batches,          P##tiles,            P##tile_count,    P##err_flag}
 
-// The entry point under NAME, with the tile list in the order BATCH_MAJOR selects.
-#define RAGGED_PREPASS_ENTRY(NAME, BATCH_MAJOR)                                                                     \
-    extern "C" __global__ void __launch_bounds__(RAGGED_PREPASS_THREADS) NAME(RAGGED_PREPASS_PARAMS()) {         \
-        const RaggedPrepassArgs a = RAGGED_PREPASS_ARGS();                                                        \
-        ragged_prepass_body<BATCH_MAJOR>(a);                                                                      \
-    }
-
-RAGGED_PREPASS_ENTRY(ragged_fmha_prepass, false)
-#if defined(RAGGED_FMHA_WST_STUDY)
-// The batch-major tile list under its own name, for the persistent study (bench/gpu/fmha_wst.py).
-RAGGED_PREPASS_ENTRY(ragged_fmha_prepass_bm, true)
-#endif
+extern "C" __global__ void __launch_bounds__(RAGGED_PREPASS_THREADS) ragged_fmha_prepass(RAGGED_PREPASS_PARAMS()) {
+    const RaggedPrepassArgs a = RAGGED_PREPASS_ARGS();
+    ragged_prepass_body(a);
+}

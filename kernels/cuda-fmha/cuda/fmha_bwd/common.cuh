@@ -18,10 +18,9 @@
 
 #define RAGGED_LOG2E 1.4426950408889634f
 
-// The block prologues the mma.sync and the wgmma kernels share. Macros rather than inlined functions:
-// the forward's prologue moved into a __forceinline__ function cost causal problems 6-10 %
-// (bench/gpu/NOTES.md), while a macro expands to the same statements (the PTX of
-// ragged_fmha_bwd.cu is byte-identical to the hand-written form).
+// The block prologues the mma.sync and the wgmma kernels share. Macros rather than inlined functions,
+// for the reason the forward's prologue is one (fmha/block.cuh): a macro expands to the same
+// statements as the hand-written form, so the band and batch record stay in registers.
 //
 // dK/dV: this block's (batch b, kv head g, key tile j0 of BN keys, its `cols` valid keys) and the
 // query blocks [qb_first, qb_last) of BM rows the band admits for them, `items` of them over the

@@ -13,19 +13,15 @@
 // under this pair's products. dS^T reads P^T back from its packed 16-bit operand (as the mma.sync
 // body's PACK_P does), so the live registers per thread at D 128 are dK, dV (64 + 64 f32), dP^T
 // (32) and the packed P^T (16).
-// PIPE: three buffers instead of two, and dK += dS^T Q of step n is left running on the tensor
-// cores while step n + 1 issues S^T and dP^T (its wait for S^T also retires that dK product): the
-// buffers step n read are refilled only at step n + 3.
-// NBUF_TMA > 0 (with PIPE): NBUF_TMA buffers filled by warp 0 alone, NBUF_TMA - 2 steps ahead: Q and
-// dO by TMA through the maps tm_q, tm_do (box rows BM; a tail tile by zero-filling cp.async,
-// bwd_fill_pair), the LSE and Di rows by 4-byte cp.async, all completing on the buffer's full
-// mbarrier; each warp releases a buffer on its empty mbarrier once the dK product of its step has
-// retired. No block-wide barrier inside the loop: the warpgroups drift apart by up to a step.
-// FUSE (with NBUF_TMA): dS^T is formed from the f32 P^T as soon as dP^T lands, and dV += P^T dO and
-// dK += dS^T Q are issued together (two packed operands): no wait for the dV product before dS^T.
-// FUSE 1 leaves both running into the next step (its S^T, dP^T accumulators then live beside the two
-// operands: more registers); FUSE 2 waits for them at the end of the step.
-template <bool BF16, int D, bool PIPE, int NBUF_TMA = 0, int FUSE = 0>
+// Three buffers, and dK += dS^T Q of step n is left running on the tensor cores while step n + 1
+// issues S^T and dP^T (its wait for S^T also retires that dK product): the buffers step n read are
+// refilled only at step n + 3.
+// TMA: the buffers are filled by warp 0 alone, one step ahead: Q and dO by TMA through the maps
+// tm_q, tm_do (box rows BM; a tail tile by zero-filling cp.async, bwd_fill_pair), the LSE and Di
+// rows by 4-byte cp.async, all completing on the buffer's full mbarrier; each warp releases a
+// buffer on its empty mbarrier once the dK product of its step has retired. No block-wide barrier
+// inside the loop: the warpgroups drift apart by up to a step.
+template <bool BF16, int D, bool TMA>
 __device__ __forceinline__ void bwd_dkdv_wg_body(RAGGED_BWD_PARAMS, const RaggedTmaMap* tm_q = nullptr,
                                                  const RaggedTmaMap* tm_do = nullptr) {
     constexpr int BM = 64;
@@ -35,12 +31,9 @@ __device__ __forceinline__ void bwd_dkdv_wg_body(RAGGED_BWD_PARAMS, const Ragged
     constexpr int KS = D / 16;
     constexpr int NS = BM / 8;
     constexpr int DT = P / 8;
-    constexpr bool TMA = NBUF_TMA > 0;
-    constexpr int NBUF = TMA ? NBUF_TMA : PIPE ? 3 : 2;
-    constexpr int LA = TMA ? NBUF - 2 : 1;  // steps filled ahead
+    constexpr int NBUF = 3;
+    constexpr int LA = 1;  // steps filled ahead
     static_assert(D == P && (D == 64 || D == 128), "wgmma dK/dV head dims");
-    static_assert(!TMA || (PIPE && NBUF >= 3), "the TMA fill needs the pipelined body and three buffers");
-    static_assert(!FUSE || TMA, "FUSE is a variant of the TMA body");
 
     extern __shared__ __align__(128) unsigned char smem_raw[];
     const u32 base = smem_addr(smem_raw);
@@ -68,8 +61,7 @@ __device__ __forceinline__ void bwd_dkdv_wg_body(RAGGED_BWD_PARAMS, const Ragged
 #pragma unroll
     for (int i = 0; i < DT * 4; ++i) acc_dk[i] = acc_dv[i] = 0.f;
 
-    u32 pa[BM / 16][4];  // P^T, then dS^T, as the A operand (with PIPE live into the next step)
-    u32 pb[BM / 16][4];  // FUSE: dS^T (pa keeps P^T)
+    u32 pa[BM / 16][4];  // P^T, then dS^T, as the A operand (live into the next step)
 
     auto issue = [&](int it, int buf) {
         const int h = g * rep + it / nq;
@@ -167,17 +159,11 @@ __device__ __forceinline__ void bwd_dkdv_wg_body(RAGGED_BWD_PARAMS, const Ragged
             wgmma_commit();
 
             // P^T while dP^T is still on the tensor cores; 0 outside the band and past Lq / Lkv.
-            // (With PIPE the previous step's dK product is older than S^T and retires with it.)
+            // (The previous step's dK product is older than S^T and retires with it.)
             wgmma_wait<1>();
             fence_regs<NS * 4>(st);
-            if constexpr (PIPE) {
-                fence_regs<DT * 4>(acc_dk);
-                fence_regs_u32<BM / 4>(&pa[0][0]);
-            }
-            if constexpr (FUSE == 1) {
-                fence_regs<DT * 4>(acc_dv);
-                fence_regs_u32<BM / 4>(&pb[0][0]);
-            }
+            fence_regs<DT * 4>(acc_dk);
+            fence_regs_u32<BM / 4>(&pa[0][0]);
             // The previous step's buffers are free: its dK product retired with S^T just now.
             if constexpr (TMA) {
                 if (it > 0 && lane == 0) mbar_arrive(bar_empty + 8 * ((it + NBUF - 1) % NBUF));
@@ -198,31 +184,6 @@ __device__ __forceinline__ void bwd_dkdv_wg_body(RAGGED_BWD_PARAMS, const Ragged
                     }
                     st[nt * 4 + e] = p;
                 }
-            if constexpr (FUSE) {
-                wgmma_wait<0>();
-                fence_regs<NS * 4>(dpt);
-#pragma unroll
-                for (int nt = 0; nt < NS; ++nt)
-#pragma unroll
-                    for (int e = 0; e < 4; ++e)
-                        dpt[nt * 4 + e] = st[nt * 4 + e] * (dpt[nt * 4 + e] - di_t[nt * 8 + 2 * lt + (e & 1)]);
-                pack_a<BF16, BM / 16>(pa, (const float(*)[4])st);
-                pack_a<BF16, BM / 16>(pb, (const float(*)[4])dpt);
-                wgmma_fence();
-#pragma unroll
-                for (int kc = 0; kc < BM / 16; ++kc) wgmma_pv<BF16, P, BM>(acc_dv, pa[kc], dob, kc);
-#pragma unroll
-                for (int kc = 0; kc < BM / 16; ++kc) wgmma_pv<BF16, P, BM>(acc_dk, pb[kc], qb, kc);
-                wgmma_commit();
-                if constexpr (FUSE == 2) {
-                    wgmma_wait<0>();
-                    fence_regs<DT * 4>(acc_dk);
-                    fence_regs<DT * 4>(acc_dv);
-                    fence_regs_u32<BM / 4>(&pa[0][0]);
-                    fence_regs_u32<BM / 4>(&pb[0][0]);
-                }
-                continue;
-            }
             pack_a<BF16, BM / 16>(pa, (const float(*)[4])st);
             wgmma_fence();
 #pragma unroll
@@ -244,21 +205,10 @@ __device__ __forceinline__ void bwd_dkdv_wg_body(RAGGED_BWD_PARAMS, const Ragged
 #pragma unroll
             for (int kc = 0; kc < BM / 16; ++kc) wgmma_pv<BF16, P, BM>(acc_dk, pa[kc], qb, kc);
             wgmma_commit();
-            if constexpr (!PIPE) {
-                wgmma_wait<0>();
-                fence_regs<DT * 4>(acc_dk);
-                fence_regs_u32<BM / 4>(&pa[0][0]);
-            }
         }
-        if constexpr (PIPE) {
-            wgmma_wait<0>();
-            fence_regs<DT * 4>(acc_dk);
-            fence_regs_u32<BM / 4>(&pa[0][0]);
-        }
-        if constexpr (FUSE) {
-            fence_regs<DT * 4>(acc_dv);
-            fence_regs_u32<BM / 4>(&pb[0][0]);
-        }
+        wgmma_wait<0>();
+        fence_regs<DT * 4>(acc_dk);
+        fence_regs_u32<BM / 4>(&pa[0][0]);
         if constexpr (!TMA) cp_async_wait<0>();
     }
 

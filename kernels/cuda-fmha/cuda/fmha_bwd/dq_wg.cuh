@@ -10,17 +10,16 @@
 //   dQ += dS K (RS: dS packed in registers, K read as an MN-major B from its swizzled tile).
 // The next block's K and V load by cp.async under this block's products; dQ (times scale) is
 // stored once. A tile with no admitted key stores zeros.
-// PIPE: three K/V buffers instead of two, and dQ += dS K of block n is left running while block
-// n + 1 issues S and dP (its wait for S also retires that product): the buffers block n read are
-// refilled only at block n + 3.
-// NBUF_TMA > 0 (with PIPE): NBUF_TMA K/V buffers filled by warp 0 alone, NBUF_TMA - 2 blocks ahead, by
-// TMA through the maps tm_k, tm_v (box rows BN; a tail block by zero-filling cp.async,
-// bwd_fill_pair) completing on the buffer's full mbarrier, released by each warp on its empty
-// mbarrier once the dQ product that read it has retired; no block-wide barrier inside the loop.
-// RS (with NBUF_TMA, BN 64): S = Q K^T (RS >= 1) and dP = dO V^T (RS 2) take Q / dO from registers,
-// loaded once per block (32 registers each at D 128), instead of reading them from shared memory
-// in every product.
-template <bool BF16, int D, int BN, int NWG, bool PIPE, int NBUF_TMA = 0, int RS = 0>
+// Three K/V buffers, and dQ += dS K of block n is left running while block n + 1 issues S and dP
+// (its wait for S also retires that product): the buffers block n read are refilled only at block
+// n + 3.
+// TMA: the K/V buffers are filled by warp 0 alone, one block ahead, by TMA through the maps tm_k,
+// tm_v (box rows BN; a tail block by zero-filling cp.async, bwd_fill_pair) completing on the
+// buffer's full mbarrier, released by each warp on its empty mbarrier once the dQ product that read
+// it has retired; no block-wide barrier inside the loop.
+// RS (with TMA, BN 64): S = Q K^T and dP = dO V^T take Q and dO from registers, loaded once per block
+// (32 registers each at D 128), instead of reading them from shared memory in every product.
+template <bool BF16, int D, int BN, int NWG, bool TMA, bool RS = false>
 __device__ __forceinline__ void bwd_dq_wg_body(RAGGED_BWD_PARAMS, const RaggedTmaMap* tm_k = nullptr,
                                                const RaggedTmaMap* tm_v = nullptr) {
     constexpr int BM = 64 * NWG;
@@ -29,12 +28,10 @@ __device__ __forceinline__ void bwd_dq_wg_body(RAGGED_BWD_PARAMS, const RaggedTm
     constexpr int KS = D / 16;
     constexpr int NS = BN / 8;
     constexpr int DT = P / 8;
-    constexpr bool TMA = NBUF_TMA > 0;
-    constexpr int NBUF = TMA ? NBUF_TMA : PIPE ? 3 : 2;
-    constexpr int LA = TMA ? NBUF - 2 : 1;  // blocks filled ahead
+    constexpr int NBUF = 3;
+    constexpr int LA = 1;  // blocks filled ahead
     static_assert(D == P && (D == 64 || D == 128) && (BN == 64 || BN == 128), "wgmma dQ tile shapes");
-    static_assert(!TMA || (PIPE && NBUF >= 3), "the TMA fill needs the pipelined body and three buffers");
-    static_assert(RS == 0 || (TMA && BN == 64), "RS is a variant of the TMA body with BN 64");
+    static_assert(!RS || (TMA && BN == 64), "RS is a variant of the TMA body with BN 64");
 
     extern __shared__ __align__(128) unsigned char smem_raw[];
     const u32 s_q = (smem_addr(smem_raw) + 1023u) & ~1023u;  // the swizzle pattern repeats every 1024 bytes
@@ -59,7 +56,7 @@ __device__ __forceinline__ void bwd_dq_wg_body(RAGGED_BWD_PARAMS, const RaggedTm
     float acc[DT * 4];
 #pragma unroll
     for (int i = 0; i < DT * 4; ++i) acc[i] = 0.f;
-    u32 pa[BN / 16][4];  // dS as the A operand (with PIPE live into the next block)
+    u32 pa[BN / 16][4];  // dS as the A operand (live into the next block)
 
     // TMA: warp 0 fills block nb_first + f into buffer f % NBUF once every warp released its last use.
     auto fill = [&](int f) {
@@ -93,9 +90,9 @@ __device__ __forceinline__ void bwd_dq_wg_body(RAGGED_BWD_PARAMS, const RaggedTm
             fence_proxy_async();
             __syncthreads();
         }
-        u32 qa[RS >= 1 ? KS : 1][4], doa[RS >= 2 ? KS : 1][4];
-        if constexpr (RS >= 1) load_a_frags_sw128<D, BM>(qa, s_q, warp, lane);
-        if constexpr (RS >= 2) load_a_frags_sw128<D, BM>(doa, s_do, warp, lane);
+        u32 qa[RS ? KS : 1][4], doa[RS ? KS : 1][4];
+        if constexpr (RS) load_a_frags_sw128<D, BM>(qa, s_q, warp, lane);
+        if constexpr (RS) load_a_frags_sw128<D, BM>(doa, s_do, warp, lane);
 #pragma unroll 1
         for (int nb = nb_first; nb < nb_last; ++nb) {
             const int it = nb - nb_first;
@@ -131,8 +128,8 @@ __device__ __forceinline__ void bwd_dq_wg_body(RAGGED_BWD_PARAMS, const RaggedTm
             for (int ks = 0; ks < KS; ++ks) {
                 const u64 da = sw128_desc(s_q + (ks >> 2) * (BM * 128) + wg * (64 * 128) + (ks & 3) * 32, 16, 1024);
                 const u64 db = sw128_desc(kb + (ks >> 2) * (BN * 128) + (ks & 3) * 32, 16, 1024);
-                if constexpr (RS >= 1)
-                    wgmma_rs_kmajor_n64<BF16>(s, qa[ks], db, ks > 0);
+                if constexpr (RS)
+                    wgmma_rs_k<BF16, BN>(s, qa[ks], db, ks > 0);
                 else
                     wgmma_ss<BF16, BN>(s, da, db, ks > 0);
             }
@@ -141,8 +138,8 @@ __device__ __forceinline__ void bwd_dq_wg_body(RAGGED_BWD_PARAMS, const RaggedTm
             for (int ks = 0; ks < KS; ++ks) {
                 const u64 da = sw128_desc(s_do + (ks >> 2) * (BM * 128) + wg * (64 * 128) + (ks & 3) * 32, 16, 1024);
                 const u64 db = sw128_desc(vb + (ks >> 2) * (BN * 128) + (ks & 3) * 32, 16, 1024);
-                if constexpr (RS >= 2)
-                    wgmma_rs_kmajor_n64<BF16>(dp, doa[ks], db, ks > 0);
+                if constexpr (RS)
+                    wgmma_rs_k<BF16, BN>(dp, doa[ks], db, ks > 0);
                 else
                     wgmma_ss<BF16, BN>(dp, da, db, ks > 0);
             }
@@ -151,10 +148,8 @@ __device__ __forceinline__ void bwd_dq_wg_body(RAGGED_BWD_PARAMS, const RaggedTm
             // P while dP is still on the tensor cores; 0 outside the band, past Lkv and past Lq.
             wgmma_wait<1>();
             fence_regs<NS * 4>(s);
-            if constexpr (PIPE) {
-                fence_regs<DT * 4>(acc);
-                fence_regs_u32<BN / 4>(&pa[0][0]);
-            }
+            fence_regs<DT * 4>(acc);
+            fence_regs_u32<BN / 4>(&pa[0][0]);
             // The previous block's buffers are free: its dQ product retired with S just now.
             if constexpr (TMA) {
                 if (it > 0 && lane == 0) mbar_arrive(bar_empty + 8 * ((it + NBUF - 1) % NBUF));
@@ -182,21 +177,14 @@ __device__ __forceinline__ void bwd_dq_wg_body(RAGGED_BWD_PARAMS, const RaggedTm
 #pragma unroll
             for (int kc = 0; kc < BN / 16; ++kc) wgmma_pv<BF16, P, BN>(acc, pa[kc], kb, kc);
             wgmma_commit();
-            if constexpr (!PIPE) {
-                wgmma_wait<0>();
-                fence_regs<DT * 4>(acc);
-                fence_regs_u32<BN / 4>(&pa[0][0]);
-            }
-            // The register operands stay live across the back-edge: ptxas 12.9 gave the dS
-            // operand dO's registers at D 64 without these (wrong dQ on the H200, round 1).
-            if constexpr (RS >= 1) fence_regs_u32<KS * 4>(&qa[0][0]);
-            if constexpr (RS >= 2) fence_regs_u32<KS * 4>(&doa[0][0]);
+            // The register operands stay live across the back-edge: without these ptxas gave the dS
+            // operand dO's registers at D 64 (a wrong dQ).
+            if constexpr (RS) fence_regs_u32<KS * 4>(&qa[0][0]);
+            if constexpr (RS) fence_regs_u32<KS * 4>(&doa[0][0]);
         }
-        if constexpr (PIPE) {
-            wgmma_wait<0>();
-            fence_regs<DT * 4>(acc);
-            fence_regs_u32<BN / 4>(&pa[0][0]);
-        }
+        wgmma_wait<0>();
+        fence_regs<DT * 4>(acc);
+        fence_regs_u32<BN / 4>(&pa[0][0]);
         if constexpr (!TMA) cp_async_wait<0>();
     }
 

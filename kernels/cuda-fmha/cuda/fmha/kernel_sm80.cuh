@@ -1,4 +1,4 @@
-// Part of kernels/cuda-fmha/cuda/ragged_fmha_fwd.cu (the portable mma.sync forward body); included in that file's order, not on its own.
+// Part of kernels/cuda-fmha/cuda/ragged_fmha_fwd.cu (the portable mma.sync forward kernel, any sm_80+ target); included in that file's order, not on its own.
 
 // DQK is the head dim of Q and K, DV that of V and O (DV <= DQK: O is staged where Q was).
 template <bool BF16, int DQK, int DV, int BM, int BN, int NW>

@@ -1,0 +1,74 @@
+// Part of kernels/cuda-fmha/cuda/ragged_fmha_fwd.cu (the Hopper forward's epilogue: O and LSE stores); included in that file's order, not on its own.
+
+// O goes from the consumers' registers straight to global memory, with no staging through shared
+// memory: Q's buffer, where the one-tile-per-block kernels stage it, may already hold the next
+// item's rows.
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+
+// Where one item's O (and LSE) rows go: op and lp address the Q tile's first row (lp null without an
+// LSE); the item's own rows are r_lo .. r_hi - 1 of the tile (r_lo > 0 only under the Q tail shift, sched_item).
+struct EpilogueRows {
+    u16* op;
+    float* lp;
+    int r_lo, r_hi;
+};
+
+__device__ __forceinline__ EpilogueRows epilogue_rows(const WsItem& it, u16* o, float* lse, i64 o_seq, i64 o_head, i64 lse_seq,
+                                          i64 lse_head) {
+    EpilogueRows out;
+    out.op = o + (it.bt.q_tok + it.q0) * o_seq + (i64)it.h * o_head;
+    out.lp = lse != nullptr ? lse + it.bt.lse_elem + (i64)it.q0 * lse_seq + (i64)it.h * lse_head : nullptr;
+    out.r_lo = it.i0 - it.q0;
+    out.r_hi = out.r_lo + it.rows;
+    return out;
+}
+
+// The epilogue straight from registers: O = acc / l and the LSE, for this thread's two rows of the
+// tile; 4-byte stores, 4 lanes covering 16 contiguous bytes of a row, unless WO and wide.
+// WO: where O's base and strides are 16-byte aligned (wide, uniform over the grid), 16-byte stores,
+// the quad's words of four n-tiles transposed so that each lane holds eight consecutive columns of its
+// row: a warp's store writes 64 bytes of each of 8 rows instead of 16, a quarter of the store
+// instructions, which otherwise compete with the next item's first softmax for issue slots.
+template <bool BF16, int DT, bool TSQ, bool WO = false>
+__device__ __forceinline__ void epilogue_store_o(const float* acc, const float* m_i, const float* l_i, const EpilogueRows& out,
+                                            int row_in_tile, int lt, float sl2, i64 o_seq, i64 lse_seq,
+                                            bool wide = false) {
+    static_assert(!WO || DT % 4 == 0, "WO stores whole groups of four n-tiles");
+#pragma unroll
+    for (int hr = 0; hr < 2; ++hr) {
+        const float l = quad_row_sum(l_i[hr]);
+        const float inv = l > 0.f ? 1.f / l : 0.f;
+        const int r = row_in_tile + hr * 8;
+        const bool row_ok = r < out.r_hi && (!TSQ || r >= out.r_lo);
+        if (row_ok && out.lp != nullptr && lt == 0) {
+            const float f = sl2 > 0.f ? sl2 : 1.f;
+            out.lp[(i64)r * lse_seq] = row_lse(m_i[hr], f, l);
+        }
+        if (WO && wide) {
+            u16* orow = out.op + (i64)r * o_seq;
+#pragma unroll
+            for (int g = 0; g < DT / 4; ++g) {
+                u32 x[4];
+#pragma unroll
+                for (int j = 0; j < 4; ++j)
+                    x[j] = pack2<BF16>(acc[(4 * g + j) * 4 + 2 * hr] * inv, acc[(4 * g + j) * 4 + 2 * hr + 1] * inv);
+                // Every lane takes part in the shuffles; only rows of the item store.
+                quad_transpose4(x, lt);
+                if (row_ok)
+                    asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"l"(orow + (4 * g + lt) * 8), "r"(x[0]),
+                                 "r"(x[1]), "r"(x[2]), "r"(x[3])
+                                 : "memory");
+            }
+        }
+        else if (row_ok) {
+            u16* orow = out.op + (i64)r * o_seq + lt * 2;
+#pragma unroll
+            for (int dt = 0; dt < DT; ++dt) {
+                u32 packed = pack2<BF16>(acc[dt * 4 + 2 * hr] * inv, acc[dt * 4 + 2 * hr + 1] * inv);
+                asm volatile("st.global.b32 [%0], %1;\n" ::"l"(orow + dt * 8), "r"(packed) : "memory");
+            }
+        }
+    }
+}
+
+#endif  // __CUDA_ARCH_FEAT_SM90_ALL
