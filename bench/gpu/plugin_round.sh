@@ -1,21 +1,15 @@
 #!/usr/bin/env bash
-# One device call that checks and measures a plugin build: what every round of sessions 11 and 12 ran
-# by hand, in one place so that a round cannot skip a step or lose its logs.
+# One device call that checks and measures a plugin build (bench/README.md): the one device check
+# (verify_build.sh), the benchmark, the host-time profile and the timeline, logs kept together.
 #
 #   here:   bash bench/gpu/verify_build.sh --prepare && bash bench/gpu/run_plugin_bench.sh --prepare
 #           (then trim .carry/bench/graphs/problems.json to the problems to time)
 #   device: OUT=... bash bench/gpu/plugin_round.sh        with carry [".carry/verify", ".carry/bench", ".whl"]
 #
 # STEPS (default all, in this order) picks from:
-#   check     fmha_dev.py --check-only --no-tuning: the plugin's kernel set on the full case suite
-#   sanitize  the sanitizer case (zero-length batches, padding, GQA, causal, a window) under
-#             compute-sanitizer memcheck and racecheck
-#   repeat    fmha_repeat.py: every plugin bf16 forward 10 times on the ragged mix (causal both
-#             ways, non-causal), each output bit-identical to the first call's or the step fails (a
-#             race the sanitizer and the small cases pass shows here: NOTES.md session 17); then
-#             400 calls each enqueued 50 at a time with alternating offsets, and 1 000 of the d128
-#             study form without ping-pong, which showed session 18's race ten times as often
-#   verify    verify_build.sh: plugin GPU tests, conformance, the shim, memcheck (10 steps)
+#   verify    verify_build.sh, the one device check: the plugin's GPU tests (float64 oracle, host
+#             reference, every head dim, the ragged-mix repeat check), conformance, the shim,
+#             memcheck and racecheck (14 steps)
 #   study     fmha_wst.py --time --check full --reps 21 $STUDY_ARGS: the study set's same-process A/B
 #             (STUDY_ARGS, e.g. "--engines wspt_bf16_d96 sm90_bf16_d96", picks what it builds and times)
 #   bench     run_plugin_bench.sh: the C-ABI benchmark against the peers, host_time HOST_TIME_RUNS times
@@ -26,10 +20,8 @@
 #             (RAGGED_SDPA_CUDA_FUSED_LIST=0), or a RAGGED_SDPA_CUDA_PDL value ("forward", "0");
 #             default all, prepass, forward and 0, twice in turn; every call's O
 #             bit-identical to a call made alone, or the step fails
-# CHECK_TIMEOUT (default 240 s) bounds the check step.
-# BENCH_TIMEOUT, FLASHINFER_BUDGET_S and HOST_TIME_RUNS pass through to run_plugin_bench.sh: within one
-# 600 s device call, the six steps of then on the four ragged-mix problems took ≈ 270 s in session 12 with
-# BENCH_TIMEOUT=300 FLASHINFER_BUDGET_S=230 HOST_TIME_RUNS=3.
+# BENCH_TIMEOUT, FLASHINFER_BUDGET_S and HOST_TIME_RUNS pass through to run_plugin_bench.sh; one
+# device call is at most 600 s, so trim problems.json and the budgets to fit.
 # Logs land in $OUT/<step>.log (the bench's and verify's own files in $OUT/bench, $OUT/verify), packed
 # at the end into $OUT/logs.tar.gz; each step's summary lines are printed, with the seconds it took.
 # The exit status is that of the first step that failed.
@@ -38,7 +30,7 @@ cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/plugin_round}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
-STEPS=${STEPS:-check sanitize repeat verify study bench profile}
+STEPS=${STEPS:-verify study bench profile}
 start=$(date +%s)
 status=0
 note() { echo "[$(($(date +%s) - start)) s] $*"; }
@@ -50,31 +42,10 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,power.draw,power.limit --fo
 for step in $STEPS; do
     note "$step"
     case "$step" in
-    check)
-        timeout "${CHECK_TIMEOUT:-240}" python3 bench/gpu/fmha_dev.py --check-only --no-tuning >"$OUT/check.log" 2>&1
-        record check $?
-        grep -E "^correctness:|FAIL" "$OUT/check.log" | tail -5 ;;
-    sanitize)
-        for tool in memcheck racecheck; do
-            timeout 180 compute-sanitizer --tool "$tool" --error-exitcode 9 python3 bench/gpu/fmha_sanitize.py \
-                >"$OUT/$tool.log" 2>&1
-            record "$tool" $?
-            grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$OUT/$tool.log" | tail -1
-        done ;;
-    repeat)
-        timeout 240 python3 bench/gpu/fmha_repeat.py >"$OUT/repeat.log" 2>&1
-        record repeat $?
-        timeout 240 python3 bench/gpu/fmha_repeat.py --alternate --back-to-back 50 --reps 400 \
-            >>"$OUT/repeat.log" 2>&1
-        record repeat $?
-        timeout 240 python3 bench/gpu/fmha_repeat.py --study --alternate --back-to-back 50 --reps 1000 \
-            --modes causal-br --engines wspt_bf16_d128_nopp wspt_bf16_d128 >>"$OUT/repeat.log" 2>&1
-        record repeat $?
-        grep -E "differ|^repeatability" "$OUT/repeat.log" | tail -12 ;;
     verify)
-        OUT="$OUT/verify" timeout 300 bash bench/gpu/verify_build.sh >"$OUT/verify.log" 2>&1
+        OUT="$OUT/verify" timeout 420 bash bench/gpu/verify_build.sh >"$OUT/verify.log" 2>&1
         record verify $?
-        grep -E "^(PASS|FAIL) |passed, .* failed$" "$OUT/verify.log" | tail -12 ;;
+        grep -E "^(PASS|FAIL) |passed, .* failed$" "$OUT/verify.log" | tail -16 ;;
     study)
         timeout 240 python3 bench/gpu/fmha_wst.py --time --check full --reps 21 ${STUDY_ARGS:-} >"$OUT/study.log" 2>&1
         record study $?
@@ -110,7 +81,7 @@ for step in $STEPS; do
         done
         grep -E "^RAGGED|ours|FlashInfer|DIFFER|Error" "$OUT/timeline.log" ;;
     *)
-        echo "unknown step $step (known: check sanitize repeat verify study bench profile timeline)"
+        echo "unknown step $step (known: verify study bench profile timeline)"
         record "$step" 2 ;;
     esac
 done
