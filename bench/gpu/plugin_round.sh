@@ -9,7 +9,7 @@
 # STEPS (default all, in this order) picks from:
 #   verify    verify_build.sh, the one device check: the plugin's GPU tests (float64 oracle, host
 #             reference, every head dim, the ragged-mix repeat check), conformance, the shim,
-#             memcheck and racecheck (14 steps)
+#             memcheck and racecheck (12 steps)
 #   study     fmha_wst.py --time --check full --reps 21 $STUDY_ARGS: the study set's same-process A/B
 #             (STUDY_ARGS, e.g. "--engines wspt_bf16_d96 sm90_bf16_d96", picks what it builds and times)
 #   bench     run_plugin_bench.sh: the C-ABI benchmark against the peers, host_time HOST_TIME_RUNS times
