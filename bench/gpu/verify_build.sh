@@ -15,7 +15,7 @@
 #   bash bench/gpu/verify_build.sh             # on the GPU machine, with carry [".carry/verify"]
 #
 # Logs go to $OUT/<step>.log (default /tmp/verify); ONLY=<step> runs one step. Exit status 0 only
-# when every step passed.
+# when every step passed; a device test that skipped (no GPU reached) fails its step.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 carry=.carry/verify
@@ -61,11 +61,26 @@ run_step() { # name, command...
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 only="${ONLY:-}"
 step() { [ -z "$only" ] || [ "$only" = "$1" ] || return 0; run_step "$@"; }
+# A device test that cannot reach the GPU prints "skipped: <reason>" and passes (so that
+# `cargo test` passes without one); here that is a failure. The tests that need the other execute
+# mode skip for that reason alone.
+on_device() { # a test binary and its arguments (after env VAR=value, if any)
+  local log rc
+  log=$(mktemp)
+  "$@" 2>&1 | tee "$log"
+  rc=${PIPESTATUS[0]}
+  if grep ': skipped: ' "$log" | grep -v 'needs HIPDNN_RAGGED_SDPA_VALIDATE=1'; then
+    echo "device tests skipped (above): the GPU was not reached"
+    rc=1
+  fi
+  rm -f "$log"
+  return "$rc"
+}
 export RAGGED_SDPA_TEST_REPEATS="${REPEATS:-48}"
-step plugin-gpu-tests "$carry/gpu" --test-threads=1
-step plugin-gpu-validate env HIPDNN_RAGGED_SDPA_VALIDATE=1 "$carry/gpu" --test-threads=1
-step plugin-gpu-backward "$carry/gpu_backward" --test-threads=1
-step plugin-gpu-backward-validate env HIPDNN_RAGGED_SDPA_VALIDATE=1 "$carry/gpu_backward" --test-threads=1
+step plugin-gpu-tests on_device "$carry/gpu" --test-threads=1
+step plugin-gpu-validate on_device env HIPDNN_RAGGED_SDPA_VALIDATE=1 "$carry/gpu" --test-threads=1
+step plugin-gpu-backward on_device "$carry/gpu_backward" --test-threads=1
+step plugin-gpu-backward-validate on_device env HIPDNN_RAGGED_SDPA_VALIDATE=1 "$carry/gpu_backward" --test-threads=1
 step conformance-cuda "$carry/ragged-conformance" --suite numeric --cuda --junit "$out/junit.xml" "$carry/libhipdnn_provider_ragged_sdpa.so"
 step conformance-backward-cuda "$carry/ragged-conformance" --suite backward --cuda "$carry/libhipdnn_provider_ragged_sdpa.so"
 step conformance-host "$carry/ragged-conformance" --fixture-dir "$carry" "$carry/libhipdnn_provider_ragged_sdpa.so"
