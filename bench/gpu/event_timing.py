@@ -1,13 +1,13 @@
 """Device time of a callable from CUDA event pairs, shared by every harness under bench/gpu/.
 
 `inner` back-to-back calls per event pair keep the queue full, so host-side call overhead (cupy's
-argument packing, ctypes, Python) does not count as device time (NOTES.md, version 5). The result
+argument packing, ctypes, Python) does not count as device time (bench/DECISIONS.md). The result
 is the median per-call time over `reps` pairs and the spread (max - min), both in milliseconds.
 
 Several callables are timed round-robin, and the order of each round is rotated by one (round r
 starts with callable r mod n), so that every callable is timed at every position equally often:
 with a fixed order, the callable timed first in each round ran about 2 % slower at d128 than the
-same code timed third (NOTES.md, session 13: the board is at its power cap there, and the clock
+same code timed third (bench/DECISIONS.md: the board is at its power cap there, and the clock
 follows what ran just before). One synchronization per round, not per callable, so the device
 runs a round without idle gaps.
 """
@@ -64,7 +64,7 @@ def interleaved_ms(torch, fns, warm=2, reps=15, inner=10):
 def power_profile(torch, fn, seconds=1.5, interval_ms=50):
     """SM clock (MHz) and board power (W) while `fn` runs back to back for `seconds`, sampled by
     nvidia-smi, and the energy per call (mJ) from them. At d128 the board sits at its power cap
-    (NOTES.md, session 9), so an engine's clock follows its energy per FLOP: these figures say
+    (bench/DECISIONS.md), so an engine's clock follows its energy per FLOP: these figures say
     whether one engine loses to another on energy or on the clock cycles it needs.
     Returns a dict (clock_mhz, power_w, ms_per_call, mj_per_call, samples), or None without
     nvidia-smi."""

@@ -1,8 +1,14 @@
-"""The compute-sanitizer case of the forward harness: small fp16 ragged problems with zero-length
-Q and K/V batches, seq_len padding and GQA 2, causal bottom-right and a (16, 4) sliding window,
-checked against numpy in float64, torch-free (compute-sanitizer runs it as a subprocess):
+"""The compute-sanitizer case for kernels launched directly (cupy, the study harnesses): small fp16
+ragged problems with zero-length Q and K/V batches, seq_len padding and GQA 2, causal bottom-right
+and a (16, 4) sliding window, checked against numpy in float64, torch-free (compute-sanitizer runs
+it as a subprocess):
 
   compute-sanitizer --tool memcheck python3 bench/gpu/fmha_sanitize.py
+
+The product's sanitizer check is the same case through the C ABI
+(plugin/tests/gpu.rs `zero_length_batches_every_head_dim_padding_causal_and_window`), run under
+memcheck and racecheck by bench/gpu/verify_build.sh; this script serves the study kernels that only
+a direct launch reaches (fmha_ws.py, fmha_wst.py import sanitize_one).
 """
 
 import sys

@@ -1,9 +1,9 @@
-"""Where one call's output departs from a reference, bit for bit: shared by the repeatability checks
-(fmha_repeat.py through cupy launches, plugin_timeline.py through the C ABI).
+"""Where one call's output departs from a reference, bit for bit (plugin_timeline.py's hand-over
+check through the C ABI).
 
 A deterministic forward returns the same bits for the same inputs, so any difference is a race
-(bench/gpu/NOTES.md, sessions 17 and 18); a NaN anywhere is a row left unwritten (the outputs are
-filled with NaN before each call), even where the reference has one too.
+(bench/DECISIONS.md); a NaN anywhere is a row left unwritten (the outputs are filled with NaN before
+each call), even where the reference has one too.
 """
 
 

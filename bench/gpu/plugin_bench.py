@@ -333,8 +333,8 @@ def benchmark(torch, plugin, graphs, problems, only_ours=False, calls_only=0, po
 
         # Every engine is set up and checked against ours first, then all of them are timed in one
         # interleaved run (each of the reps takes one event pair per engine in turn): at D = 128 the
-        # GPU sits at its power cap and its clock drifts by up to 15 % within a run (NOTES.md,
-        # session 9), which an engine timed alone after another would take into its ratio.
+        # GPU sits at its power cap and its clock drifts by up to 15 % within a run
+        # (bench/DECISIONS.md), which an engine timed alone after another would take into its ratio.
         timed = []  # (row key, label, callable, what to print after the timing)
         keep = []  # what the callables need alive until the timing is done
         ours = None
@@ -513,9 +513,9 @@ def benchmark(torch, plugin, graphs, problems, only_ours=False, calls_only=0, po
 
 
 # Head-dim pairs FlashInfer 0.6.0's fa3 (sm90) backend does not compile: its JIT build fails with
-# a ninja error (sessions 4 and 16, bench/gpu/NOTES.md), after about a minute of device time per
+# a ninja error (bench/DECISIONS.md), after about a minute of device time per
 # attempt; these rows are reported without it.
-FLASHINFER_FA3_UNBUILDABLE = {(96, 96): "FlashInfer 0.6.0's fa3 JIT build of D = 96 fails (NOTES.md, sessions 4 and 16)"}
+FLASHINFER_FA3_UNBUILDABLE = {(96, 96): "FlashInfer 0.6.0's fa3 JIT build of D = 96 fails (bench/DECISIONS.md)"}
 
 PEERS = ("fa3", "flashinfer", "cudnn_ragged", "fa2", "cudnn_dense")
 
@@ -523,7 +523,7 @@ PEERS = ("fa3", "flashinfer", "cudnn_ragged", "fa2", "cudnn_dense")
 def disagree(diff):
     """A marker for a whole-output difference from a peer past bf16's tolerance: the float64 check
     covers one sequence's first rows, so a wrong row elsewhere (a race shows in a few rows of a few
-    items, NOTES.md session 17) is seen only here."""
+    items, bench/DECISIONS.md) is seen only here."""
     return "" if diff <= 2e-2 else "  <-- ours and this peer DISAGREE beyond bf16 tolerance"
 
 

@@ -1,20 +1,18 @@
 #!/usr/bin/env bash
-# One device call that checks and measures a plugin build: what every round of sessions 11 and 12 ran
-# by hand, in one place so that a round cannot skip a step or lose its logs.
+# One device call that checks and measures a plugin build (bench/README.md): the one device check
+# (verify_build.sh), the benchmark, the host-time profile and the timeline, logs kept together.
 #
 #   here:   bash bench/gpu/verify_build.sh --prepare && bash bench/gpu/run_plugin_bench.sh --prepare
 #           (then trim .carry/bench/graphs/problems.json to the problems to time)
 #   device: OUT=... bash bench/gpu/plugin_round.sh        with carry [".carry/verify", ".carry/bench", ".whl"]
 #
 # STEPS (default all, in this order) picks from:
-#   check     fmha_dev.py --check-only --no-extra: the plugin's kernel set on the full case suite
-#   sanitize  the sanitizer case (zero-length batches, padding, GQA, causal, a window) under
-#             compute-sanitizer memcheck and racecheck
-#   repeat    fmha_repeat.py: every plugin bf16 forward 10 times on the ragged mix (causal both
-#             ways, non-causal), each output bit-identical to the first call's or the step fails (a
-#             race the sanitizer and the small cases pass shows here: NOTES.md session 17); then
-#             400 calls each enqueued 50 at a time with alternating offsets
-#   verify    verify_build.sh: plugin GPU tests, conformance, the shim, memcheck (10 steps)
+#   check     fmha_dev.py --check-only --no-extra: the CUDA programs compiled with nvcc and run on
+#             the full case suite, the portable sm_80 entries included (the plugin runs those
+#             only on other cards)
+#   verify    verify_build.sh, the one device check: the plugin's GPU tests (float64 oracle, host
+#             reference, every head dim, the ragged-mix repeat check), conformance, the shim,
+#             memcheck and racecheck (12 steps)
 #   bench     run_plugin_bench.sh: the C-ABI benchmark against the peers, host_time HOST_TIME_RUNS times
 #   profile   host_time --profile: where ExecuteOpGraph's host time goes
 #   timeline  plugin_timeline.py: the kernels of back-to-back executes on the device's clock (the
@@ -24,9 +22,8 @@
 #             default all, prepass, forward and 0, twice in turn; every call's O
 #             bit-identical to a call made alone, or the step fails
 # CHECK_TIMEOUT (default 240 s) bounds the check step.
-# BENCH_TIMEOUT, FLASHINFER_BUDGET_S and HOST_TIME_RUNS pass through to run_plugin_bench.sh: within one
-# 600 s device call, the six steps of then on the four ragged-mix problems took ≈ 270 s in session 12 with
-# BENCH_TIMEOUT=300 FLASHINFER_BUDGET_S=230 HOST_TIME_RUNS=3.
+# BENCH_TIMEOUT, FLASHINFER_BUDGET_S and HOST_TIME_RUNS pass through to run_plugin_bench.sh; one
+# device call is at most 600 s, so trim problems.json and the budgets to fit.
 # Logs land in $OUT/<step>.log (the bench's and verify's own files in $OUT/bench, $OUT/verify), packed
 # at the end into $OUT/logs.tar.gz; each step's summary lines are printed, with the seconds it took.
 # The exit status is that of the first step that failed.
@@ -35,7 +32,7 @@ cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/plugin_round}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
-STEPS=${STEPS:-check sanitize repeat verify bench profile}
+STEPS=${STEPS:-check verify bench profile}
 start=$(date +%s)
 status=0
 note() { echo "[$(($(date +%s) - start)) s] $*"; }
@@ -51,24 +48,10 @@ for step in $STEPS; do
         timeout "${CHECK_TIMEOUT:-240}" python3 bench/gpu/fmha_dev.py --check-only --no-extra >"$OUT/check.log" 2>&1
         record check $?
         grep -E "^correctness:|FAIL" "$OUT/check.log" | tail -5 ;;
-    sanitize)
-        for tool in memcheck racecheck; do
-            timeout 180 compute-sanitizer --tool "$tool" --error-exitcode 9 python3 bench/gpu/fmha_sanitize.py \
-                >"$OUT/$tool.log" 2>&1
-            record "$tool" $?
-            grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$OUT/$tool.log" | tail -1
-        done ;;
-    repeat)
-        timeout 240 python3 bench/gpu/fmha_repeat.py >"$OUT/repeat.log" 2>&1
-        record repeat $?
-        timeout 240 python3 bench/gpu/fmha_repeat.py --alternate --back-to-back 50 --reps 400 \
-            >>"$OUT/repeat.log" 2>&1
-        record repeat $?
-        grep -E "differ|^repeatability" "$OUT/repeat.log" | tail -12 ;;
     verify)
-        OUT="$OUT/verify" timeout 300 bash bench/gpu/verify_build.sh >"$OUT/verify.log" 2>&1
+        OUT="$OUT/verify" timeout 420 bash bench/gpu/verify_build.sh >"$OUT/verify.log" 2>&1
         record verify $?
-        grep -E "^(PASS|FAIL) |passed, .* failed$" "$OUT/verify.log" | tail -12 ;;
+        grep -E "^(PASS|FAIL) |passed, .* failed$" "$OUT/verify.log" | tail -16 ;;
     bench)
         OUT="$OUT/bench" bash bench/gpu/run_plugin_bench.sh >"$OUT/bench.log" 2>&1
         record bench $?
@@ -100,7 +83,7 @@ for step in $STEPS; do
         done
         grep -E "^RAGGED|ours|FlashInfer|DIFFER|Error" "$OUT/timeline.log" ;;
     *)
-        echo "unknown step $step (known: check sanitize repeat verify bench profile timeline)"
+        echo "unknown step $step (known: check verify bench profile timeline)"
         record "$step" 2 ;;
     esac
 done

@@ -1,11 +1,14 @@
-//! Device tests through the C ABI: `RAGGED_SDPA_CUDA_FMHA` against `RAGGED_SDPA_HOST_REFERENCE`
-//! on identical device inputs (ragged-sdpa.md §8, project rule), the host engine reading and
-//! writing device buffers through its staging copies. Without a CUDA device every test prints
-//! `skipped: <reason>` and returns.
+//! Device tests of the CUDA forward through the C ABI: `RAGGED_SDPA_CUDA_FMHA` against
+//! `RAGGED_SDPA_HOST_REFERENCE` on identical device inputs (ragged-sdpa.md §8, project rule), the
+//! host engine reading and writing device buffers through its staging copies, and against a naive
+//! float64 attention loop over the same input bits. Positions no engine may write (padding rows,
+//! rows past a batch's end) must keep their NaN sentinel bit for bit; padding rows of every input
+//! hold NaN, so a kernel that reads one poisons its output. Without a CUDA device every test
+//! prints `skipped: <reason>` and returns.
 //!
-//! On the H200: `HIPDNN_RAGGED_SDPA_HOST_ENGINE=1 <this test binary>` (the common loader sets the
-//! variable itself), and `compute-sanitizer --tool memcheck <binary> zero_length` for the memory
-//! check of the zero-length-batch case.
+//! On the device these run from `bench/gpu/verify_build.sh` (bench/README.md), which also runs the
+//! `zero_length` tests under compute-sanitizer memcheck and racecheck, and
+//! `ragged_mix_calls_are_bit_identical` with more calls (`RAGGED_SDPA_TEST_REPEATS`).
 
 mod common;
 
@@ -29,6 +32,8 @@ const Q_OFFSETS: i64 = 10;
 const KV_OFFSETS: i64 = 11;
 const LSE_OFFSETS: i64 = 12;
 const SCALE: i64 = 20;
+const SEQ_LEN_Q: i64 = 13;
+const SEQ_LEN_KV: i64 = 14;
 
 const LSE_SENTINEL: u32 = 0x7FC0_0D1E;
 
@@ -49,8 +54,12 @@ struct Case {
     dv: i64,
     hq: i64,
     hkv: i64,
+    /// Logical lengths per batch.
     q_tokens: Vec<i64>,
     kv_tokens: Vec<i64>,
+    /// Rows past each batch's length on each side (NaN in the inputs, the sentinel in O), cut off
+    /// by int64 `seq_len` tensors with the padding mask when > 0.
+    pad: i64,
     band: (Option<i64>, Option<i64>, DiagonalAlignment),
     lse: Lse,
     /// A runtime pass-by-value scale (bound as a host pointer next to device tensors) instead of
@@ -79,6 +88,7 @@ impl Case {
             hkv: heads.1,
             q_tokens: q_tokens.to_vec(),
             kv_tokens: kv_tokens.to_vec(),
+            pad: 0,
             band: (None, None, DiagonalAlignment::TopLeft),
             lse: Lse::None,
             runtime_scale: None,
@@ -90,10 +100,54 @@ impl Case {
     }
     /// S_max a little above the longest batch, as padded frameworks declare it.
     fn s_q(&self) -> i64 {
-        self.q_tokens.iter().max().copied().unwrap_or(0).max(1) + 3
+        self.q_tokens.iter().max().copied().unwrap_or(0).max(1) + self.pad + 3
     }
     fn s_kv(&self) -> i64 {
-        self.kv_tokens.iter().max().copied().unwrap_or(0).max(1) + 5
+        self.kv_tokens.iter().max().copied().unwrap_or(0).max(1) + self.pad + 5
+    }
+    /// First token of each batch in the packed Q / O rows (padding included), then the total.
+    fn q_starts(&self) -> Vec<i64> {
+        prefix(
+            &self
+                .q_tokens
+                .iter()
+                .map(|t| t + self.pad)
+                .collect::<Vec<_>>(),
+        )
+    }
+    fn kv_starts(&self) -> Vec<i64> {
+        prefix(
+            &self
+                .kv_tokens
+                .iter()
+                .map(|t| t + self.pad)
+                .collect::<Vec<_>>(),
+        )
+    }
+    fn scale(&self) -> f64 {
+        match self.runtime_scale {
+            Some(s) => f64::from(s),
+            None => f64::from(1.0 / (self.d as f32).sqrt()),
+        }
+    }
+    /// Whether query row `i` of a batch (lq, lkv) admits key `j` (schema.md §6.1).
+    fn admits(&self, lq: i64, lkv: i64, i: i64, j: i64) -> bool {
+        let off = if self.band.2 == DiagonalAlignment::BottomRight {
+            lkv - lq
+        } else {
+            0
+        };
+        self.band.1.is_none_or(|r| j <= i + off + r) && self.band.0.is_none_or(|l| j >= i + off - l)
+    }
+    /// Where the LSE of (batch, head, row) lives in the LSE buffer.
+    fn lse_index(&self, b: usize, h: usize, i: usize) -> usize {
+        let (hq, s_q) = (self.hq as usize, self.s_q() as usize);
+        match self.lse {
+            Lse::None => unreachable!("no LSE"),
+            Lse::Dense => (b * hq + h) * s_q + i,
+            Lse::DenseTokenMajor => (b * s_q + i) * hq + h,
+            Lse::Ragged => (self.q_starts()[b] as usize + i) * hq + h,
+        }
     }
     fn o_sentinel(&self) -> u16 {
         if self.dtype == DataType::BFloat16 {
@@ -133,6 +187,14 @@ fn graph(case: &Case) -> Graph {
             .set_dims(vec![b + 1, 1, 1, 1])
             .set_strides(vec![1, 1, 1, 1])
     };
+    let lengths = |uid| {
+        TensorAttributes::new()
+            .set_uid(uid)
+            .set_name(format!("seq_len{uid}"))
+            .set_data_type(DataType::Int64)
+            .set_dims(vec![b, 1, 1, 1])
+            .set_strides(vec![1, 1, 1, 1])
+    };
     let mut sdpa = SdpaAttributes::new(Q, K, V, O)
         .set_attn_scale_value(1.0 / (d as f32).sqrt())
         .set_diagonal_band(case.band.0, case.band.1, case.band.2);
@@ -152,6 +214,12 @@ fn graph(case: &Case) -> Graph {
     if case.runtime_scale.is_some() {
         sdpa.scale_tensor_uid = Some(SCALE);
         g = g.add_tensor(common::problem::runtime_scale(SCALE));
+    }
+    if case.pad > 0 {
+        let (sq, skv) = (lengths(SEQ_LEN_Q), lengths(SEQ_LEN_KV));
+        sdpa = sdpa.set_seq_len_q(&sq).set_seq_len_kv(&skv);
+        sdpa.padding_mask = true;
+        g = g.add_tensor(sq).add_tensor(skv);
     }
     let s_q = case.s_q();
     match case.lse {
@@ -226,6 +294,10 @@ struct DeviceInputs {
     buffers: Vec<(i64, DeviceAllocation)>,
     o_bytes: usize,
     lse_bytes: usize,
+    /// Q, K and V as uploaded (element bits), for the float64 oracle.
+    q: Vec<u16>,
+    k: Vec<u16>,
+    v: Vec<u16>,
 }
 
 fn device_inputs(case: &Case) -> DeviceInputs {
@@ -235,27 +307,39 @@ fn device_inputs(case: &Case) -> DeviceInputs {
         case.d as usize,
         case.dv as usize,
     );
-    let q_starts = prefix(&case.q_tokens);
-    let kv_starts = prefix(&case.kv_tokens);
+    let q_starts = case.q_starts();
+    let kv_starts = case.kv_starts();
     let (q_total, kv_total) = (
         q_starts[case.q_tokens.len()],
         kv_starts[case.kv_tokens.len()],
     );
-    let q = uniform_bits(
+    let mut q = uniform_bits(
         q_total as usize * hq * d,
         1,
         case.dtype == DataType::BFloat16,
     );
-    let k = uniform_bits(
+    let mut k = uniform_bits(
         kv_total as usize * hkv * d,
         2,
         case.dtype == DataType::BFloat16,
     );
-    let v = uniform_bits(
+    let mut v = uniform_bits(
         kv_total as usize * hkv * dv,
         3,
         case.dtype == DataType::BFloat16,
     );
+    // Padding rows hold NaN in every input.
+    let nan = case.o_sentinel();
+    for b in 0..case.q_tokens.len() {
+        for (t, starts, l, width) in [
+            (&mut q, &q_starts, case.q_tokens[b], hq * d),
+            (&mut k, &kv_starts, case.kv_tokens[b], hkv * d),
+            (&mut v, &kv_starts, case.kv_tokens[b], hkv * dv),
+        ] {
+            let (lo, hi) = ((starts[b] + l) as usize, starts[b + 1] as usize);
+            t[lo * width..hi * width].fill(nan);
+        }
+    }
     let q_offsets: Vec<i32> = q_starts.iter().map(|&t| t as i32).collect();
     let kv_unit = if dv == d { (hkv * d) as i64 } else { 1 };
     let kv_offsets: Vec<i64> = kv_starts.iter().map(|&t| t * kv_unit).collect();
@@ -278,6 +362,11 @@ fn device_inputs(case: &Case) -> DeviceInputs {
             device_with(&le_bytes(&q_offsets, i32::to_le_bytes)),
         ));
     }
+    if case.pad > 0 {
+        for (uid, lengths) in [(SEQ_LEN_Q, &case.q_tokens), (SEQ_LEN_KV, &case.kv_tokens)] {
+            buffers.push((uid, device_with(&le_bytes(lengths, i64::to_le_bytes))));
+        }
+    }
     let lse_elements = match case.lse {
         Lse::None => 0,
         Lse::Dense | Lse::DenseTokenMajor => (case.batch() * case.hq * case.s_q()) as usize,
@@ -287,7 +376,71 @@ fn device_inputs(case: &Case) -> DeviceInputs {
         buffers,
         o_bytes: q_total as usize * hq * dv * 2,
         lse_bytes: lse_elements * 4,
+        q,
+        k,
+        v,
     }
+}
+
+/// Naive float64 attention over the uploaded input bits: O per (token, head, column) and the LSE
+/// (natural log of the scaled scores' sum) per (batch, head, row), in the case's O and LSE
+/// layouts; `None` where no engine may write. A row that admits no key has O = 0, LSE = −∞.
+fn oracle(case: &Case, inputs: &DeviceInputs) -> (Vec<Option<f64>>, Vec<Option<f64>>) {
+    let (hq, hkv, d, dv) = (
+        case.hq as usize,
+        case.hkv as usize,
+        case.d as usize,
+        case.dv as usize,
+    );
+    let bf16 = case.dtype == DataType::BFloat16;
+    let value = |bits: u16| f64::from(element_value(bits, bf16));
+    let (qs, ks) = (case.q_starts(), case.kv_starts());
+    let mut o = vec![None; inputs.o_bytes / 2];
+    let mut lse = vec![None; inputs.lse_bytes / 4];
+    for b in 0..case.q_tokens.len() {
+        let (lq, lkv) = (case.q_tokens[b], case.kv_tokens[b]);
+        for h in 0..hq {
+            let g = h / (hq / hkv);
+            for i in 0..lq {
+                let qi = (qs[b] + i) as usize;
+                let q_row = &inputs.q[(qi * hq + h) * d..][..d];
+                let scores: Vec<(usize, f64)> = (0..lkv)
+                    .filter(|&j| case.admits(lq, lkv, i, j))
+                    .map(|j| {
+                        let kj = (ks[b] + j) as usize;
+                        let k_row = &inputs.k[(kj * hkv + g) * d..][..d];
+                        let dot: f64 = q_row
+                            .iter()
+                            .zip(k_row)
+                            .map(|(&a, &c)| value(a) * value(c))
+                            .sum();
+                        (kj, dot * case.scale())
+                    })
+                    .collect();
+                let m = scores.iter().map(|s| s.1).fold(f64::NEG_INFINITY, f64::max);
+                let sum: f64 = scores.iter().map(|s| (s.1 - m).exp()).sum();
+                let mut out = vec![0.0; dv];
+                for &(kj, score) in &scores {
+                    let p = (score - m).exp() / sum;
+                    let v_row = &inputs.v[(kj * hkv + g) * dv..][..dv];
+                    for (acc, &x) in out.iter_mut().zip(v_row) {
+                        *acc += p * value(x);
+                    }
+                }
+                for (c, x) in out.into_iter().enumerate() {
+                    o[(qi * hq + h) * dv + c] = Some(x);
+                }
+                if case.lse != Lse::None {
+                    lse[case.lse_index(b, h, i as usize)] = Some(if scores.is_empty() {
+                        f64::NEG_INFINITY
+                    } else {
+                        m + sum.ln()
+                    });
+                }
+            }
+        }
+    }
+    (o, lse)
 }
 
 /// Runs `engine` through the C ABI on device buffers; returns (O bits, LSE bits).
@@ -439,8 +592,44 @@ fn check(name: &str, case: Case) -> Option<(Vec<u16>, Vec<u32>)> {
             );
         }
     }
+    // The float64 oracle: the same tolerances (ragged-sdpa.md §8), and every position it leaves
+    // unwritten (padding, rows past a batch's end) still the sentinel.
+    let (o64, lse64) = oracle(&case, &inputs);
+    for (i, (&c, r)) in cuda_o.iter().zip(&o64).enumerate() {
+        match r {
+            None => assert_eq!(
+                c, sentinel,
+                "{name}: O[{i}] is a padding position the kernel wrote"
+            ),
+            Some(r) => {
+                let c = f64::from(element_value(c, is_bf16));
+                assert!(
+                    (c - r).abs() <= f64::from(atol) + f64::from(rtol) * r.abs(),
+                    "{name}: O[{i}] = {c}, float64 oracle {r}"
+                );
+            }
+        }
+    }
+    for (i, (&c, r)) in cuda_lse.iter().zip(&lse64).enumerate() {
+        match r {
+            None => assert_eq!(c, LSE_SENTINEL, "{name}: LSE[{i}] is not a row's"),
+            Some(r) if *r == f64::NEG_INFINITY => assert_eq!(
+                f32::from_bits(c),
+                f32::NEG_INFINITY,
+                "{name}: LSE[{i}] of a row without keys"
+            ),
+            Some(r) => {
+                let c = f64::from(f32::from_bits(c));
+                assert!(
+                    (c - r).abs() <= 1e-3 + 1e-3 * r.abs(),
+                    "{name}: LSE[{i}] = {c}, float64 oracle {r}"
+                );
+            }
+        }
+    }
     eprintln!(
-        "test {name}: CUDA FMHA matches the host reference on {written} O elements and {} LSE values",
+        "test {name}: CUDA FMHA matches the host reference and the float64 oracle on {written} O \
+         elements and {} LSE values",
         host_lse.iter().filter(|&&b| b != LSE_SENTINEL).count()
     );
     Some((cuda_o, cuda_lse))
@@ -645,6 +834,275 @@ fn head_dims_192_128_bf16_gqa_causal() {
                 &[129, 80, 17, 250],
             )
         },
+    );
+}
+
+/// `seq_len` padding (int64 lengths, padding mask): the rows between a batch's length and its
+/// extent hold NaN in Q, K and V and must be neither read nor written; a batch of zero queries
+/// and one of zero keys among them; GQA 2, a top-left sliding window, dense LSE.
+#[test]
+fn seq_len_padding_bf16_d64_window_top_left() {
+    check(
+        "seq_len_padding_bf16_d64_window_top_left",
+        seq_len_padding_case(),
+    );
+}
+
+fn seq_len_padding_case() -> Case {
+    Case {
+        pad: 3,
+        band: (Some(16), Some(4), DiagonalAlignment::TopLeft),
+        lse: Lse::Dense,
+        ..Case::new(DataType::BFloat16, 64, (6, 3), &[33, 70, 0], &[80, 0, 9])
+    }
+}
+
+/// The plugin set's head dims (Q/K, V/O).
+const HEAD_DIMS: [(i64, i64); 5] = [(64, 64), (96, 96), (128, 128), (256, 256), (192, 128)];
+
+/// Without a device: every graph the device tests above and below build is one the plugin
+/// accepts, so a device round never spends its time on a malformed graph.
+#[test]
+fn the_device_graphs_are_applicable() {
+    let mut cases = vec![("seq_len_padding", seq_len_padding_case())];
+    for (d, dv) in HEAD_DIMS {
+        for band in [(None, Some(0)), (Some(16), Some(4))] {
+            cases.push(("sanitizer", sanitizer_case(d, dv, band)));
+        }
+        cases.push((
+            "ragged mix",
+            ragged_mix_case(
+                d,
+                dv,
+                (None, Some(0), DiagonalAlignment::TopLeft),
+                &RAGGED_MIX,
+            ),
+        ));
+    }
+    for (what, case) in cases {
+        let handle = OwnedHandle::new();
+        let (status, ids) = applicable(&handle, &encode_graph(&graph(&case)));
+        assert_eq!(status, SUCCESS, "{what} d{}: {}", case.d, last_error());
+        assert!(
+            ids.contains(&HOST_REFERENCE_ID),
+            "{what} d{}: {ids:?}",
+            case.d
+        );
+    }
+}
+
+/// The sanitizer case, run under compute-sanitizer memcheck and racecheck by
+/// `bench/gpu/verify_build.sh` (its name holds `zero_length`): every head dim of the plugin set,
+/// f16, exact-size device buffers, zero-length Q and K/V batches, `seq_len` padding, GQA 2, causal
+/// bottom-right and a (16, 4) bottom-right sliding window, dense LSE.
+#[test]
+fn zero_length_batches_every_head_dim_padding_causal_and_window() {
+    let name = "zero_length_batches_every_head_dim_padding_causal_and_window";
+    for (d, dv) in HEAD_DIMS {
+        for band in [(None, Some(0)), (Some(16), Some(4))] {
+            let label = format!("{name} d{d}/{dv} band {band:?}");
+            if check(&label, sanitizer_case(d, dv, band)).is_none() {
+                return;
+            }
+        }
+    }
+}
+
+fn sanitizer_case(d: i64, dv: i64, (left, right): (Option<i64>, Option<i64>)) -> Case {
+    Case {
+        dv,
+        pad: 2,
+        band: (left, right, DiagonalAlignment::BottomRight),
+        lse: Lse::Dense,
+        ..Case::new(
+            DataType::Half,
+            d,
+            (4, 2),
+            &[5, 0, 37, 130],
+            &[70, 9, 0, 200],
+        )
+    }
+}
+
+/// The benchmark's ragged mix (`plugin/examples/emit_bench_graphs.rs`).
+const RAGGED_MIX: [i64; 6] = [3874, 2585, 2823, 3682, 2396, 1024];
+
+fn ragged_mix_case(
+    d: i64,
+    dv: i64,
+    band: (Option<i64>, Option<i64>, DiagonalAlignment),
+    lengths: &[i64],
+) -> Case {
+    Case {
+        dv,
+        band,
+        ..Case::new(DataType::BFloat16, d, (16, 16), lengths, lengths)
+    }
+}
+
+/// In validating mode a `seq_len_kv` longer than its batch's extent is an INVALID_VALUE naming
+/// the lengths tensor (the enqueue mode clamps it).
+#[test]
+fn seq_len_beyond_the_extent_is_invalid_value_in_validating_mode() {
+    let name = "seq_len_beyond_the_extent_is_invalid_value_in_validating_mode";
+    if !device_present(name) {
+        return;
+    }
+    if std::env::var_os("HIPDNN_RAGGED_SDPA_VALIDATE").as_deref() != Some("1".as_ref()) {
+        skip(name, "needs HIPDNN_RAGGED_SDPA_VALIDATE=1");
+        return;
+    }
+    let case = Case {
+        pad: 3,
+        ..Case::new(DataType::BFloat16, 64, (2, 2), &[8, 8, 8], &[8, 8, 8])
+    };
+    let mut inputs = device_inputs(&case);
+    // Extents are 11 rows: 12 is past the end of batch 1's keys.
+    let long: Vec<i64> = vec![8, 12, 8];
+    for (uid, buffer) in inputs.buffers.iter_mut() {
+        if *uid == SEQ_LEN_KV {
+            *buffer = device_with(&le_bytes(&long, i64::to_le_bytes));
+        }
+    }
+    let (status, error, _, _) = execute(CUDA_FMHA_ID, &case, &inputs);
+    assert_eq!(status, INVALID_VALUE, "{error}");
+    assert!(
+        error.contains(&format!("seq_len_kv (uid {SEQ_LEN_KV})")),
+        "names the lengths tensor uid: {error}"
+    );
+    eprintln!("test {name}: {error}");
+}
+
+/// Repeatability at scale: a deterministic forward returns the same bits for the same inputs, so a
+/// call that differs has a race. Compute-sanitizer and the small cases pass races that need the
+/// scale (a thousand and more work items on every SM, calls back to back on one workspace), so
+/// every head dim of the plugin set runs the benchmark's ragged mix (bf16, H 16, 16 384 tokens)
+/// causal bottom-right, causal top-left and non-causal, its calls alternating between the mix's
+/// lengths and the same lengths reversed (each call works from another tile list than the call
+/// before it), enqueued back to back in groups of up to 16 with no synchronisation between them;
+/// every O must equal, bit for bit, the first call of its own lengths. `RAGGED_SDPA_TEST_REPEATS`
+/// sets the calls per configuration (default 12).
+#[test]
+fn ragged_mix_calls_are_bit_identical() {
+    let name = "ragged_mix_calls_are_bit_identical";
+    if !device_present(name) {
+        return;
+    }
+    let calls: usize = std::env::var("RAGGED_SDPA_TEST_REPEATS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(12)
+        .max(2);
+    for (d, dv) in HEAD_DIMS {
+        for band in [
+            (None, Some(0), DiagonalAlignment::BottomRight),
+            (None, Some(0), DiagonalAlignment::TopLeft),
+            (None, None, DiagonalAlignment::TopLeft),
+        ] {
+            repeat_calls(name, d, dv, band, calls);
+        }
+    }
+}
+
+fn repeat_calls(
+    name: &str,
+    d: i64,
+    dv: i64,
+    band: (Option<i64>, Option<i64>, DiagonalAlignment),
+    calls: usize,
+) {
+    let reversed: Vec<i64> = RAGGED_MIX.iter().rev().copied().collect();
+    let cases =
+        [&RAGGED_MIX[..], &reversed[..]].map(|lengths| ragged_mix_case(d, dv, band, lengths));
+    // The same graph for both (S_max is the same): one context serves every call.
+    let inputs = [device_inputs(&cases[0]), device_inputs(&cases[1])];
+    let p = plugin();
+    let graph = encode_graph(&graph(&cases[0]));
+    let config = encode_engine_config(&EngineConfig::new(CUDA_FMHA_ID));
+    let (gd, cd) = (ConstData::of(&graph), ConstData::of(&config));
+    let handle = OwnedHandle::new();
+    let mut workspace_size = 0usize;
+    let mut context: Context = null_mut();
+    // SAFETY: live handle and out-pointers; the null stream orders every execute before the
+    // downloads that read its O.
+    unsafe {
+        assert_eq!((p.SetStream)(handle.0, null_mut()), SUCCESS);
+        assert_eq!(
+            (p.GetWorkspaceSize)(handle.0, &cd, &gd, &mut workspace_size),
+            SUCCESS,
+            "{}",
+            last_error()
+        );
+        assert_eq!(
+            (p.CreateExecutionContext)(handle.0, &cd, &gd, &mut context),
+            SUCCESS,
+            "{}",
+            last_error()
+        );
+    }
+    let workspace = DeviceAllocation::new(workspace_size.max(1)).expect("workspace");
+    let o_init = le_bytes(
+        &vec![cases[0].o_sentinel(); inputs[0].o_bytes / 2],
+        u16::to_le_bytes,
+    );
+    let group = calls.min(16);
+    let outputs: Vec<DeviceAllocation> = (0..group).map(|_| device_with(&o_init)).collect();
+    let mut first: [Option<Vec<u8>>; 2] = [None, None];
+    let mut call = 0;
+    while call < calls {
+        let n = group.min(calls - call);
+        for (slot, o) in outputs.iter().enumerate().take(n) {
+            let pack = pack_with_o(&inputs[(call + slot) % 2], o);
+            // SAFETY: the context is live; the pack's buffers and the workspace outlive the
+            // downloads below, which synchronise the null stream.
+            let status = unsafe {
+                (p.ExecuteOpGraph)(
+                    handle.0,
+                    context,
+                    workspace.address() as *mut _,
+                    pack.as_ptr(),
+                    pack.len() as u32,
+                )
+            };
+            assert_eq!(status, SUCCESS, "{}", last_error());
+        }
+        for (slot, o) in outputs.iter().enumerate().take(n) {
+            let which = (call + slot) % 2;
+            let bits = read_back(o);
+            if first[which].is_none() {
+                let sentinel = cases[which].o_sentinel().to_le_bytes();
+                let unwritten = bits.chunks_exact(2).filter(|c| *c == sentinel).count();
+                assert_eq!(
+                    unwritten,
+                    0,
+                    "{name} d{d}/{dv} {band:?}: call {} left {unwritten} O elements unwritten",
+                    call + slot
+                );
+                first[which] = Some(bits);
+                continue;
+            }
+            let reference = first[which].as_ref().unwrap();
+            if bits != *reference {
+                let differing = bits
+                    .chunks_exact(2)
+                    .zip(reference.chunks_exact(2))
+                    .filter(|(a, b)| a != b)
+                    .count();
+                panic!(
+                    "{name} d{d}/{dv} {band:?}: call {} differs from the first call of its lengths \
+                     in {differing} O elements",
+                    call + slot
+                );
+            }
+        }
+        call += n;
+    }
+    // SAFETY: the context belongs to this handle and is destroyed once.
+    let status = unsafe { (p.DestroyExecutionContext)(handle.0, context) };
+    assert_eq!(status, SUCCESS);
+    eprintln!(
+        "test {name} d{d}/{dv} {band:?}: {calls} calls (alternating lengths, up to {group} back to \
+         back) bit-identical"
     );
 }
 

@@ -5,8 +5,8 @@
 //! every gradient starts as a sentinel, which padding rows must keep. Without a CUDA device every
 //! test prints `skipped: <reason>` and returns.
 //!
-//! On the H200: `HIPDNN_RAGGED_SDPA_HOST_ENGINE=1 <this test binary>` (the common loader sets the
-//! variable itself).
+//! On the device these run from `bench/gpu/verify_build.sh` (bench/README.md), in both execute
+//! modes, and the `zero_length` case under compute-sanitizer memcheck and racecheck.
 
 mod common;
 

@@ -150,8 +150,8 @@ pub fn head_dim(set: BackwardKernels) -> Option<i64> {
 }
 
 /// Which wgmma kernels replace the set's mma.sync kernels on [`HOPPER_ARCH`]: the single switch,
-/// set from the H200 measurements in `bench/gpu/NOTES-backward.md` (a kernel is selected only
-/// where it passed the device harness and was faster there).
+/// set from H200 measurements (a kernel is selected only where it passed the device harness and
+/// was faster there; `bench/DECISIONS.md` keeps the figures).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HopperSelection {
     /// Run `HopperKernels::dkdv` instead of `BackwardKernels::dkdv`.
@@ -166,7 +166,7 @@ pub struct HopperSelection {
 /// The selection the launcher uses: the wgmma dK/dV and dQ kernels at every head dim (on an
 /// H200 they ran the ragged mix at D 128 about 1.4 × the mma.sync pair, D 64 about 1.2 ×), and
 /// at D 128 their TMA twins, which were about 1.1–1.2 × faster still there and 2 % slower at
-/// D 64 (measurements: `bench/gpu/NOTES-backward.md`).
+/// D 64 (`bench/DECISIONS.md`).
 pub const HOPPER_SELECTED: HopperSelection = HopperSelection {
     dkdv: true,
     dq: true,

@@ -2,7 +2,7 @@
 //! forward build its tile list itself instead of launching the pre-pass, and the nonce that
 //! execute carries.
 //!
-//! The pre-pass costs ≈ 7 µs between two forwards on the H200 (measured in `bench/gpu/NOTES.md`),
+//! The pre-pass costs ≈ 7 µs between two forwards on the H200 (`bench/DECISIONS.md`),
 //! most of it a kernel's cold start after the forward; building the same list inside the
 //! forward removes that kernel from the stream. Every block builds the same list; they agree on
 //! which of them zeroes the work counter through two words of the workspace, which is the caller's
