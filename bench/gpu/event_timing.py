@@ -1,4 +1,4 @@
-"""Device time of a callable from CUDA event pairs, shared by every harness under bench/gpu/.
+"""Device time of a callable from CUDA event pairs, shared by the harnesses under bench/gpu/ and bench/lab/.
 
 `inner` back-to-back calls per event pair keep the queue full, so host-side call overhead (cupy's
 argument packing, ctypes, Python) does not count as device time (bench/DECISIONS.md). The result

@@ -18,7 +18,7 @@ wrote. The peers run on the same packed buffers in the same process:
 - cuDNN dense: `scaled_dot_product_attention` under `SDPBackend.CUDNN_ATTENTION` on the
   `[B, H, S, D]` view (fixed-length problems only).
 
-Method as bench/gpu/fmha_dev.py: FLOPs = 2 * (D_qk + D_v) * H * sum of admitted (i, j) pairs; time =
+Method as bench/lab/fmha_dev.py: FLOPs = 2 * (D_qk + D_v) * H * sum of admitted (i, j) pairs; time =
 median over 15 CUDA-event pairs, each around 10 back-to-back calls, after 3 warm-up calls, taken
 interleaved: each of the 15 rounds times one pair of every engine in turn, the order rotated by one
 each round (event_timing.py), so the clock drift of the power-capped GPU and the position within a
@@ -564,7 +564,7 @@ def main():
     ap.add_argument("--only-ours", action="store_true", help="skip the peers")
     ap.add_argument("--problems", nargs="+", metavar="NAME", help="only these problems (problems.json names)")
     ap.add_argument("--calls-only", type=int, default=0, metavar="N",
-                    help="no timing: call each engine N times (for ncu: bench/gpu/run_peer_ncu.sh)")
+                    help="no timing: call each engine N times (for ncu: bench/lab/run_peer_ncu.sh)")
     ap.add_argument("--power", type=float, default=0.0, metavar="SECONDS",
                     help="after the timing, run each engine alone this long while nvidia-smi samples "
                          "the SM clock and board power (energy per call)")

@@ -7,9 +7,9 @@
 #   device: OUT=... bash bench/gpu/plugin_round.sh        with carry [".carry/verify", ".carry/bench", ".whl"]
 #
 # STEPS (default all, in this order) picks from:
-#   check     fmha_dev.py --check-only --no-extra: the CUDA programs compiled with nvcc and run on
-#             the full case suite, the portable sm_80 entries included (the plugin runs those
-#             only on other cards)
+#   check     bench/lab/fmha_dev.py --check-only --no-extra: the forward program compiled with NVRTC
+#             and its entry points launched directly on the full case suite, the portable sm_80
+#             entries included (the plugin runs those only on other cards)
 #   verify    verify_build.sh, the one device check: the plugin's GPU tests (float64 oracle, host
 #             reference, every head dim, the ragged-mix repeat check), conformance, the shim,
 #             memcheck and racecheck (12 steps)
@@ -45,7 +45,7 @@ for step in $STEPS; do
     note "$step"
     case "$step" in
     check)
-        timeout "${CHECK_TIMEOUT:-240}" python3 bench/gpu/fmha_dev.py --check-only --no-extra >"$OUT/check.log" 2>&1
+        timeout "${CHECK_TIMEOUT:-240}" python3 bench/lab/fmha_dev.py --check-only --no-extra >"$OUT/check.log" 2>&1
         record check $?
         grep -E "^correctness:|FAIL" "$OUT/check.log" | tail -5 ;;
     verify)

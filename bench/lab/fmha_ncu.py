@@ -4,9 +4,9 @@ entry points and FA2 varlen, each launched once as a warm-up and once more to be
 (ncu --launch-skip 1 --launch-count 1 per kernel name, or skip / count N for N engines).
 
   ncu --clock-control none -k regex:'ragged_fmha_fwd_bf16_d128$' --launch-skip 1 \\
-      --launch-count 1 python3 bench/gpu/fmha_ncu.py --d 128 --engines ours
-  ncu ... -k regex:flash_fwd python3 bench/gpu/fmha_ncu.py --d 128 --engines fa2
-  python3 bench/gpu/fmha_ncu.py --summarize OUT.csv   # the key metrics of an `ncu --page raw --csv` file
+      --launch-count 1 python3 bench/lab/fmha_ncu.py --d 128 --engines ours
+  ncu ... -k regex:flash_fwd python3 bench/lab/fmha_ncu.py --d 128 --engines fa2
+  python3 bench/lab/fmha_ncu.py --summarize OUT.csv   # the key metrics of an `ncu --page raw --csv` file
 """
 
 import argparse

@@ -1,4 +1,4 @@
-# Sourced by the ncu scripts under bench/gpu/: ncu_metrics QUERY_FILE prints the comma-separated
+# Sourced by the ncu scripts under bench/lab/: ncu_metrics QUERY_FILE prints the comma-separated
 # metric list they share, filtered against `ncu --query-metrics` (cached in QUERY_FILE), since a name
 # this ncu does not know aborts the whole profile.
 ncu_metrics() {

@@ -7,10 +7,11 @@ Runs on the GPU machine only (needs cupy + torch with CUDA). In one process it
   3. times the engine (pre-pass + forward) against FlashAttention-2 varlen and cuDNN through torch.
 
 Usage:
-  python3 bench/gpu/fmha_dev.py                 # resources + correctness + benchmark
-  python3 bench/gpu/fmha_dev.py --check-only
+  python3 bench/lab/fmha_dev.py                 # resources + correctness + benchmark
+  python3 bench/lab/fmha_dev.py --check-only
 
-The compute-sanitizer case is fmha_sanitize.py (run it directly); TMA tensor maps are fmha_tma.py.
+TMA tensor maps are fmha_tma.py; the timing is bench/gpu/event_timing.py, shared with the product's
+benchmark. The product's sanitizer runs are in bench/gpu/verify_build.sh.
 """
 
 import argparse
@@ -22,7 +23,9 @@ import time
 import numpy as np
 import cupy as cp
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "gpu"))  # event_timing.py
+sys.path.insert(0, HERE)
 from packing import packed_layout  # noqa: E402
 from event_timing import time_ms  # noqa: E402
 from fmha_tma import (  # noqa: E402
@@ -34,8 +37,7 @@ from fmha_tma import (  # noqa: E402
     tma_dtype,
 )
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-SRC = os.path.normpath(os.path.join(HERE, "..", "..", "kernels", "cuda", "ragged_fmha_fwd.cu"))
+SRC = os.path.normpath(os.path.join(HERE, "..", "..", "kernels", "cuda-fmha", "cuda", "ragged_fmha_fwd.cu"))
 
 # (Q/K head dim, V/O head dim) pairs with compiled kernels (kernels/cuda-fmha/src/forward/device_abi.rs).
 HEAD_DIMS = [(64, 64), (96, 96), (128, 128), (256, 256), (192, 128)]
@@ -365,7 +367,7 @@ def correctness(torch, engines, seed):
         results.append(run_case(torch, eng, dtype, rng, lq=[33, 250], lkv=[300, 17], h_q=2, h_kv=1, scale=0.0,
                                 label=f"{dtype} d{d} zero scale"))
         # keys whose scores jump past the running max in a later block, by about 30 log2 units and by
-        # hundreds: the lazy softmax (LZ) must move its max mid-item, and exponents against the old
+        # hundreds: the lazy softmax must move its max mid-item, and exponents against the old
         # max would overflow fp32
         results.append(run_case(torch, eng, dtype, rng, lq=[300, 200], lkv=[700, 520], h_q=2, h_kv=1,
                                 k_gain=(260, 520, 16.0), label=f"{dtype} d{d} max jump"))

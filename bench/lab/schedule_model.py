@@ -8,7 +8,7 @@ replays that draw on P blocks with an item costing its key blocks + C0, each cos
 factor (1 + N(0, JITTER)), and prints the mean efficiency = total work / (P * makespan) over TRIALS.
 It knows nothing of L2 (which is why HC 4 exists), so it rates only the end of the schedule.
 
-  python3 bench/gpu/schedule_model.py [--bm 128] [--bn 128] [--sms 132] [--heads 16]
+  python3 bench/lab/schedule_model.py [--bm 128] [--bn 128] [--sms 132] [--heads 16]
 """
 
 import argparse

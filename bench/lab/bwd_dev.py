@@ -11,11 +11,11 @@ Runs on the GPU machine only (cupy + torch with CUDA). In one process it
      (torch.ops.aten._flash_attention_backward) on the same packed buffers.
 
 Usage:
-  python3 bench/gpu/bwd_dev.py                # correctness + benchmark
-  python3 bench/gpu/bwd_dev.py --check-only
-  python3 bench/gpu/bwd_dev.py --quick         # a few cases of the bf16 defaults (for compute-sanitizer)
-  python3 bench/gpu/bwd_dev.py --tiny          # two small cases (racecheck)
-  python3 bench/gpu/bwd_dev.py --hopper-only   # only the wgmma and TMA kernels (checked and timed)
+  python3 bench/lab/bwd_dev.py                # correctness + benchmark
+  python3 bench/lab/bwd_dev.py --check-only
+  python3 bench/lab/bwd_dev.py --quick         # a few cases of the bf16 defaults (for compute-sanitizer)
+  python3 bench/lab/bwd_dev.py --tiny          # two small cases (racecheck)
+  python3 bench/lab/bwd_dev.py --hopper-only   # only the wgmma and TMA kernels (checked and timed)
 The Hopper wgmma entry points (ragged_fmha_bwd_dkdv_wg_<dt>_d<D>, ragged_fmha_bwd_dq_wg_<dt>_d<D>)
 get the full correctness suite beside the defaults and are timed next to them.
 """
@@ -29,13 +29,14 @@ import time
 import numpy as np
 import cupy as cp
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "gpu"))  # event_timing.py
+sys.path.insert(0, HERE)
 from packing import packed_layout  # noqa: E402
 from event_timing import time_ms as event_time_ms  # noqa: E402
 from bwd_tma import grad_maps, launch_grad_tma  # noqa: E402
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-SRC = os.path.normpath(os.path.join(HERE, "..", "..", "kernels", "cuda", "ragged_fmha_bwd.cu"))
+SRC = os.path.normpath(os.path.join(HERE, "..", "..", "kernels", "cuda-fmha", "cuda", "ragged_fmha_bwd.cu"))
 NVRTC_OPTIONS = ("-arch=sm_90a", "-std=c++17")
 PREPASS_THREADS = 1024
 BATCH_INFO_BYTES = 32
@@ -295,7 +296,7 @@ def run_case(torch, eng, rng, *, lq, lkv, pad_q=None, pad_kv=None, h_q=4, h_kv=4
             scale_ref = ref.abs().max().item()
             diff = (got - ref).abs()
             # The 1e-4 floor covers batches whose exact gradient is 0 everywhere (one admitted key
-            # per row: dP = Di exactly), where rounding leaves ~1e-6 (round 3, bench/gpu/NOTES-backward.md).
+            # per row: dP = Di exactly), where rounding leaves ~1e-6.
             bad = diff > tol * scale_ref + tol * ref.abs() + 1e-4
             if bad.any():
                 return False, (f"{label}: {name} mismatch batch {b}: max abs err {diff.max().item():.3e} "

@@ -2,11 +2,11 @@
 # Nsight Compute on our CUDA engine's forward kernel and the peers' kernels side by side, on the same
 # packed buffers: plugin_bench.py --calls-only 2 calls every engine twice (nothing timed) and ncu
 # profiles the attention kernels of those calls (ours: ragged_fmha_fwd_*; FlashInfer fa3, FA2 and
-# cuDNN: the names matching flash, sdpa, Prefill or device_kernel: in session 9 the first three did not
-# catch FlashInfer's), with ncu_metrics.sh's metrics and the warp-state section.
+# cuDNN: the names matching flash, sdpa, Prefill or device_kernel; the first three alone miss
+# FlashInfer's), with ncu_metrics.sh's metrics and the warp-state section.
 #
 #   here:            bash bench/gpu/run_plugin_bench.sh --prepare
-#   GPU machine:     OUT=DIR bash bench/gpu/run_peer_ncu.sh [PROBLEM...]   (carry .carry/bench, .whl)
+#   GPU machine:     OUT=DIR bash bench/lab/run_peer_ncu.sh [PROBLEM...]   (carry .carry/bench, .whl)
 # writes DIR/peer_ncu.csv (ncu --page raw --csv) and prints fmha_ncu.py's summary of it.
 # PROBLEM defaults to ragged-mix_d128_full ragged-mix_d128_causal; NCU_TIMEOUT (default 300 s).
 set -o pipefail
@@ -18,8 +18,8 @@ export PYTHONUNBUFFERED=1
 # shellcheck source=bench/gpu/wheels.sh
 . bench/gpu/wheels.sh
 install_wheels
-# shellcheck source=bench/gpu/ncu_metrics.sh
-. bench/gpu/ncu_metrics.sh
+# shellcheck source=bench/lab/ncu_metrics.sh
+. bench/lab/ncu_metrics.sh
 metrics=$(ncu_metrics "$OUT/ncu_query_metrics.txt")
 problems=("$@")
 [ ${#problems[@]} -gt 0 ] || problems=(ragged-mix_d128_full ragged-mix_d128_causal)
@@ -30,5 +30,5 @@ timeout "${NCU_TIMEOUT:-300}" ncu --clock-control none --metrics "$metrics" --se
 rc=$?
 echo "ncu rc=$rc"
 grep -v '^"' "$OUT/peer_ncu.csv" | grep -v '^==PROF==' | tail -n 30
-python3 bench/gpu/fmha_ncu.py --summarize "$OUT/peer_ncu.csv"
+python3 bench/lab/fmha_ncu.py --summarize "$OUT/peer_ncu.csv"
 exit $rc

@@ -8,7 +8,7 @@ page (`ncu --import R.ncu-rep --page source --csv --print-source sass`, a report
   * the stall reasons over the whole kernel (the page's stall_* columns);
   * the instructions with the most samples, with their address, text and two largest stall reasons.
 
-  python3 bench/gpu/fmha_ncu_src.py SRC.csv [--top 25]
+  python3 bench/lab/fmha_ncu_src.py SRC.csv [--top 25]
 """
 
 import argparse

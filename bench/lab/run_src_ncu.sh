@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Nsight Compute's source view (per SASS instruction: sampled warp states and stall reasons) of our
 # CUDA engine's forward kernel on one benchmark problem, through the plugin's C ABI: the question
-# run_peer_ncu.sh's counters leave open, which instructions carry a stall reason (session 16 round 7:
-# d192/128's long-scoreboard stalls, mbarrier load waits or the consumers' item decode).
+# run_peer_ncu.sh's counters leave open, which instructions carry a stall reason (e.g. whether
+# d192/128's long-scoreboard stalls are mbarrier load waits or the consumers' item decode;
+# bench/DECISIONS.md).
 # plugin_bench.py --calls-only 2 --only-ours calls the plugin twice (nothing timed); the second
 # forward launch is profiled with the SourceCounters and WarpStateStats sections, the report's source
 # page is exported as CSV and fmha_ncu_src.py reduces it.
 #
 #   here:            bash bench/gpu/run_plugin_bench.sh --prepare
-#   GPU machine:     OUT=DIR bash bench/gpu/run_src_ncu.sh [PROBLEM]     (carry .carry/bench)
+#   GPU machine:     OUT=DIR bash bench/lab/run_src_ncu.sh [PROBLEM]     (carry .carry/bench)
 # PROBLEM defaults to ragged-mix_d192v128_full; NCU_TIMEOUT (default 300 s).
 set -o pipefail
 CARRY=.carry/bench
@@ -27,5 +28,5 @@ tail -n 5 "$OUT/src_ncu.log"
 [ -f "$OUT/src.ncu-rep" ] || exit "$((rc == 0 ? 1 : rc))"
 ncu --import "$OUT/src.ncu-rep" --page source --csv --print-source sass > "$OUT/src.csv" 2> "$OUT/src_import.err" ||
     { echo "ncu --import failed:"; tail -n 5 "$OUT/src_import.err"; exit 1; }
-python3 bench/gpu/fmha_ncu_src.py "$OUT/src.csv" --top 30
+python3 bench/lab/fmha_ncu_src.py "$OUT/src.csv" --top 30
 exit $rc
