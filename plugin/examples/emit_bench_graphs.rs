@@ -60,7 +60,7 @@ const ENGINES: [&str; 3] = [
     "RAGGED_SDPA_HOST_REFERENCE",
 ];
 
-/// The ragged mix of `bench/gpu/fmha_dev.py` (`ragged_mix(7)`: numpy's default generator, seed 7,
+/// The ragged mix of `bench/lab/fmha_dev.py` (`ragged_mix(7)`: numpy's default generator, seed 7,
 /// lengths drawn from 64..=4096 until 16 384 tokens). Written out rather than re-drawn so that
 /// the plugin benchmark and the direct-kernel harnesses time the same problem.
 const RAGGED_MIX: [i64; 6] = [3874, 2585, 2823, 3682, 2396, 1024];
