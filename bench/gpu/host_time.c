@@ -16,7 +16,7 @@
  * shared memory and argument values that a stream capture of one execute recorded: the bare cost of
  * exactly what the engine launches; two where it runs the pre-pass, one where the forward builds
  * its own tile list, the fused list); and as many launches of empty kernels with the pre-pass's and
- * the forward's scalar parameter lists (the baseline of sessions 4 to 11, which has no tensor-map
+ * the forward's scalar parameter lists (the older baseline of bench/RESULTS.md's host-time figure, which has no tensor-map
  * parameters and no dynamic shared memory). Reported: the median over rounds
  * of the per-call mean of each, and the median of the per-round differences.
  *
@@ -464,7 +464,7 @@ int main(int argc, char **argv) {
            empty_us[ROUNDS / 2], empty_us[ROUNDS / 10], empty_us[ROUNDS * 9 / 10]);
     printf("above its own launches (median of per-round differences) %.2f us (p10 %.2f, p90 %.2f; target <= 3)\n",
            diff_own[ROUNDS / 2], diff_own[ROUNDS / 10], diff_own[ROUNDS * 9 / 10]);
-    printf("above the empty launches (sessions 4 to 11's baseline)  %.2f us\n", diff_empty[ROUNDS / 2]);
+    printf("above the empty launches (the older baseline)          %.2f us\n", diff_empty[ROUNDS / 2]);
 
     if (profile) {
         struct sigaction action;
