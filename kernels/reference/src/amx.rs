@@ -81,6 +81,11 @@ pub(crate) enum B {
     T6,
 }
 
+/// Element types an A tile is loaded from: bf16 bits, or pairs of them.
+pub(crate) trait Bf16Bits: Copy {}
+impl Bf16Bits for u16 {}
+impl Bf16Bits for u32 {}
+
 /// The tile registers of the calling thread, configured; released when dropped. Not `Send`:
 /// the configuration belongs to the thread that loaded it.
 pub(crate) struct Tiles {
@@ -170,10 +175,12 @@ impl Tiles {
         }
     }
 
-    /// A ← 16 rows of 32 bf16 (as bits) from `data[offset + r·stride ..]`.
-    pub(crate) fn load_a(&mut self, a: A, data: &[u16], offset: usize, stride: usize) {
-        check_rows(data.len(), 2, offset, stride, ROW_BYTES);
-        let (base, stride) = (data[offset..].as_ptr(), stride * 2);
+    /// A ← 16 rows of 32 bf16 from `data[offset + r·stride ..]`: bf16 bits (`u16`) or pairs of
+    /// them (`u32`, the even column in the low half).
+    pub(crate) fn load_a<T: Bf16Bits>(&mut self, a: A, data: &[T], offset: usize, stride: usize) {
+        let size = std::mem::size_of::<T>();
+        check_rows(data.len(), size, offset, stride, ROW_BYTES);
+        let (base, stride) = (data[offset..].as_ptr(), stride * size);
         use A::*;
         // SAFETY: `check_rows` showed all 16 rows of 64 bytes lie inside `data`.
         unsafe {
@@ -240,8 +247,12 @@ mod tests {
             return;
         }
         // A: 16 × 32, B: 32 × 16 in VNNI pairs; small integers, exact in bf16 and f32.
-        let a: Vec<u16> = (0..16 * 32)
+        let a_plain: Vec<u16> = (0..16 * 32)
             .map(|i| bf16_bits((i % 7) as f32 - 3.0))
+            .collect();
+        let a: Vec<u32> = a_plain
+            .chunks_exact(2)
+            .map(|p| p[0] as u32 | (p[1] as u32) << 16)
             .collect();
         let b_plain: Vec<f32> = (0..32 * 16).map(|i| (i % 5) as f32 * 0.5).collect();
         let b: Vec<u32> = (0..16 * 16)
@@ -255,7 +266,7 @@ mod tests {
         let mut c = vec![1.0f32; 16 * 16];
         let mut tiles = Tiles::configure();
         tiles.load_c(C::T2, &c, 0, 16);
-        tiles.load_a(A::T7, &a, 0, 32);
+        tiles.load_a(A::T7, &a, 0, 16);
         tiles.load_b(B::T6, &b, 0, 16);
         tiles.dot(C::T2, A::T7, B::T6);
         tiles.store_c(C::T2, &mut c, 0, 16);
@@ -265,7 +276,8 @@ mod tests {
                 let want: f32 = 1.0
                     + (0..32)
                         .map(|k| {
-                            half::bf16::from_bits(a[m * 32 + k]).to_f32() * b_plain[k * 16 + n]
+                            half::bf16::from_bits(a_plain[m * 32 + k]).to_f32()
+                                * b_plain[k * 16 + n]
                         })
                         .sum::<f32>();
                 assert_eq!(c[m * 16 + n], want, "({m}, {n})");
@@ -275,9 +287,9 @@ mod tests {
 
     #[test]
     fn tile_rows_must_lie_inside_the_slice() {
-        check_rows(16 * 32, 2, 0, 32, ROW_BYTES);
-        check_rows(100 + 15 * 40 + 32, 2, 100, 40, ROW_BYTES);
-        let outside = std::panic::catch_unwind(|| check_rows(16 * 32 - 1, 2, 0, 32, ROW_BYTES));
+        check_rows(16 * 16, 4, 0, 16, ROW_BYTES);
+        check_rows(100 + 15 * 40 + 16, 4, 100, 40, ROW_BYTES);
+        let outside = std::panic::catch_unwind(|| check_rows(16 * 16 - 1, 4, 0, 16, ROW_BYTES));
         assert!(
             outside.is_err(),
             "the last row's last element is past the slice"

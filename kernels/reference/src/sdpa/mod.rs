@@ -18,7 +18,6 @@ mod tile_amx;
 pub use paged::{ForwardExtras, PagedInputs};
 pub use ragged_core::mask::{DiagonalAlignment, MaskBand};
 pub use ragged_core::params::SdpaParams;
-pub use stage::release_caches;
 pub use threads::on_calling_thread;
 
 use half::{bf16, f16};
@@ -56,6 +55,13 @@ fn tile_sizes(dim_qk: usize, dim_v: usize) -> (usize, usize) {
         }
     }
     (tq, tk)
+}
+
+/// Frees every staging buffer the forward keeps for the next call. The plugin calls it when its
+/// last handle is destroyed, so that unloading the library leaves none of this heap behind.
+pub fn release_caches() {
+    stage::release_caches();
+    tile_amx::release_caches();
 }
 
 /// SDPA forward on the CPU: `O = softmax(scale·Q·Kᵀ + mask)·V`, optionally with the natural-log

@@ -48,22 +48,56 @@ fn round_up(x: usize, to: usize) -> usize {
     x.div_ceil(to) * to
 }
 
-/// One operand staged per (batch, head), blocks back to back.
-struct Blocks<T> {
-    data: Vec<T>,
+/// Recycled staging buffers: a forward stages three and the next one reuses them, instead of
+/// paging in fresh memory every call.
+mod pool {
+    use std::sync::Mutex;
+
+    static BUFFERS: Mutex<Vec<Vec<u32>>> = Mutex::new(Vec::new());
+    const KEEP: usize = 3;
+    const MAX_KEPT_ELEMENTS: usize = 1 << 26;
+
+    pub(super) fn take(len: usize) -> Vec<u32> {
+        let mut buffers = BUFFERS.lock().unwrap_or_else(|p| p.into_inner());
+        let fitting = (0..buffers.len())
+            .filter(|&i| buffers[i].capacity() >= len)
+            .min_by_key(|&i| buffers[i].capacity());
+        fitting.map_or_else(Vec::new, |i| buffers.swap_remove(i))
+    }
+
+    pub(super) fn give(buffer: Vec<u32>) {
+        let mut buffers = BUFFERS.lock().unwrap_or_else(|p| p.into_inner());
+        if buffers.len() < KEEP && buffer.capacity() <= MAX_KEPT_ELEMENTS {
+            buffers.push(buffer);
+        }
+    }
+
+    pub(super) fn release() {
+        *BUFFERS.lock().unwrap_or_else(|p| p.into_inner()) = Vec::new();
+    }
+}
+
+/// Frees the staging buffers the bf16 tiles keep (`super::release_caches`).
+pub(crate) fn release_caches() {
+    pool::release();
+}
+
+/// One operand staged per (batch, head) as bf16 pairs (`u32`), blocks back to back; every
+/// element, padding included, is written by the fill.
+struct Blocks {
+    data: Vec<u32>,
     starts: Vec<usize>,
     heads: usize,
 }
 
-impl<T: Copy + Default + Send> Blocks<T> {
-    /// Blocks of `size(b)` elements for every (b, h), filled in parallel by `fill(b, h, block)`
-    /// (zeroed first, so padding reads as zeros).
+impl Blocks {
+    /// Blocks of `size(b)` elements for every (b, h), filled in parallel by `fill(b, h, block)`.
     fn gather(
         role: Role,
         batch: usize,
         heads: usize,
         size: impl Fn(usize) -> usize,
-        fill: impl Fn(usize, usize, &mut [T]) + Sync,
+        fill: impl Fn(usize, usize, &mut [u32]) + Sync,
     ) -> Result<Self, KernelError> {
         let mut starts = Vec::with_capacity(batch * heads);
         let mut total = 0usize;
@@ -78,13 +112,16 @@ impl<T: Copy + Default + Send> Blocks<T> {
                     })?;
             }
         }
-        let mut data = Vec::new();
-        data.try_reserve_exact(total)
+        let mut data = pool::take(total);
+        data.try_reserve_exact(total.saturating_sub(data.len()))
             .map_err(|_| KernelError::StagingTooLarge {
                 role,
                 elements: total.to_string(),
             })?;
-        data.resize(total, T::default());
+        // Every element is overwritten by the fills, so a recycled buffer keeps its stale
+        // contents rather than paying for a memset; only growth is zero-filled.
+        data.truncate(total);
+        data.resize(total, 0);
         let mut jobs = Vec::with_capacity(batch * heads);
         let mut rest = &mut data[..];
         for b in 0..batch {
@@ -102,9 +139,15 @@ impl<T: Copy + Default + Send> Blocks<T> {
         })
     }
 
-    fn block(&self, b: usize, h: usize, size: usize) -> &[T] {
+    fn block(&self, b: usize, h: usize, size: usize) -> &[u32] {
         let start = self.starts[b * self.heads + h];
         &self.data[start..start + size]
+    }
+}
+
+impl Drop for Blocks {
+    fn drop(&mut self) {
+        pool::give(std::mem::take(&mut self.data));
     }
 }
 
@@ -117,8 +160,71 @@ struct Padded {
     dv: usize,
 }
 
-fn element(src: &[bf16], layout: &AttnLayout, b: usize, s: usize, h: usize, d: usize) -> u16 {
-    src[layout.position(b, s, h, d)].to_bits()
+/// Row `s` of (b, h) as bf16 pairs into `dst` (`dst.len()` pairs; entries past the head dim 0).
+#[inline(always)]
+fn row_pairs(src: &[bf16], layout: &AttnLayout, b: usize, s: usize, h: usize, dst: &mut [u32]) {
+    let (start, step, dim) = (
+        layout.position(b, s, h, 0),
+        layout.stride_d,
+        layout.head_dim,
+    );
+    let pair = |lo: bf16, hi: bf16| lo.to_bits() as u32 | (hi.to_bits() as u32) << 16;
+    if step == 1 {
+        let (pairs, rest) = src[start..start + dim].as_chunks::<2>();
+        for (x, p) in dst.iter_mut().zip(pairs) {
+            *x = pair(p[0], p[1]);
+        }
+        let tail = &mut dst[pairs.len()..];
+        if let ([last], [x, ..]) = (rest, &mut *tail) {
+            *x = pair(*last, bf16::ZERO);
+        }
+        tail[rest.len()..].fill(0);
+    } else {
+        let at = |d: usize| {
+            if d < dim {
+                src[start + d * step]
+            } else {
+                bf16::ZERO
+            }
+        };
+        for (r, x) in dst.iter_mut().enumerate() {
+            *x = pair(at(2 * r), at(2 * r + 1));
+        }
+    }
+}
+
+/// Keys `2r` and `2r + 1` of (b, h) interleaved into `dst` (element d holds both keys' entry d;
+/// a key at or past `len`, and entries past the head dim, read as 0).
+#[inline(always)]
+fn key_pair(
+    src: &[bf16],
+    layout: &AttnLayout,
+    b: usize,
+    r: usize,
+    h: usize,
+    len: usize,
+    dst: &mut [u32],
+) {
+    let (step, dim) = (layout.stride_d, layout.head_dim);
+    let row = |j: usize| (j < len).then(|| layout.position(b, j, h, 0));
+    match (row(2 * r), row(2 * r + 1)) {
+        (Some(lo), Some(hi)) if step == 1 => {
+            let (lo, hi) = (&src[lo..lo + dim], &src[hi..hi + dim]);
+            for ((x, a), c) in dst.iter_mut().zip(lo).zip(hi) {
+                *x = a.to_bits() as u32 | (c.to_bits() as u32) << 16;
+            }
+            dst[dim..].fill(0);
+        }
+        (lo, hi) => {
+            let at = |start: Option<usize>, d: usize| match start {
+                Some(start) if d < dim => src[start + d * step].to_bits() as u32,
+                _ => 0,
+            };
+            for (d, x) in dst.iter_mut().enumerate() {
+                *x = at(lo, d) | at(hi, d) << 16;
+            }
+        }
+    }
 }
 
 /// Runs the bf16 forward into staged f32 outputs (O, LSE), like `super::compute`.
@@ -138,49 +244,60 @@ pub(crate) fn compute(
     let len_q_p = |b: usize| round_up(problem.len_q[b], 16);
     let len_kv_p = |b: usize| round_up(problem.len_kv[b], 32);
 
-    let staged_q = Blocks::<u16>::gather(
+    // Q: row-major pairs along the head dim, rows padded to 16.
+    let staged_q = Blocks::gather(
         Role::Q,
         problem.batch,
         problem.heads_q,
-        |b| len_q_p(b) * pad.dqk,
+        |b| len_q_p(b) * pad.dqk / 2,
         |b, h, block| {
-            for (s, row) in block
-                .chunks_exact_mut(pad.dqk)
-                .take(problem.len_q[b])
-                .enumerate()
-            {
-                for (d, x) in row[..dqk].iter_mut().enumerate() {
-                    *x = element(q, &problem.q, b, s, h, d);
+            let rows = block.chunks_exact_mut(pad.dqk / 2);
+            for (s, row) in rows.enumerate() {
+                if s < problem.len_q[b] {
+                    row_pairs(q, &problem.q, b, s, h, row);
+                } else {
+                    row.fill(0);
                 }
             }
         },
     )?;
-    let staged_k = Blocks::<u32>::gather(
+    // K: element (r, j) = key j's head-dim pair r, keys padded to 32; 16 keys go through a
+    // row-major tile so that each pair row is written 16 contiguous values at a time.
+    let staged_k = Blocks::gather(
         Role::K,
         problem.batch,
         problem.heads_kv,
         |b| pad.dqk / 2 * len_kv_p(b),
         |b, h, block| {
-            let (len, width) = (problem.len_kv[b], len_kv_p(b));
-            for j in 0..len {
-                for d in 0..dqk {
-                    let x = element(k, &problem.k, b, j, h, d) as u32;
-                    block[d / 2 * width + j] |= x << (16 * (d % 2));
+            let (len, width, pairs) = (problem.len_kv[b], len_kv_p(b), pad.dqk / 2);
+            let mut tile = vec![0u32; 16 * pairs];
+            for j0 in (0..width).step_by(16) {
+                for (i, row) in tile.chunks_exact_mut(pairs).enumerate() {
+                    if j0 + i < len {
+                        row_pairs(k, &problem.k, b, j0 + i, h, row);
+                    } else {
+                        row.fill(0);
+                    }
+                }
+                for r in 0..pairs {
+                    let out = &mut block[r * width + j0..r * width + j0 + 16];
+                    for (i, x) in out.iter_mut().enumerate() {
+                        *x = tile[i * pairs + r];
+                    }
                 }
             }
         },
     )?;
-    let staged_v = Blocks::<u32>::gather(
+    // V: element (r, d) = keys 2r and 2r + 1 at head-dim entry d, pairs padded to 16 rows.
+    let staged_v = Blocks::gather(
         Role::V,
         problem.batch,
         problem.heads_kv,
         |b| len_kv_p(b) / 2 * pad.dv,
         |b, h, block| {
-            for j in 0..problem.len_kv[b] {
-                let row = &mut block[j / 2 * pad.dv..][..dv];
-                for (d, x) in row.iter_mut().enumerate() {
-                    *x |= (element(v, &problem.v, b, j, h, d) as u32) << (16 * (j % 2));
-                }
+            let len = problem.len_kv[b];
+            for (r, row) in block.chunks_exact_mut(pad.dv).enumerate() {
+                key_pair(v, &problem.v, b, r, h, len, row);
             }
         },
     )?;
@@ -211,7 +328,7 @@ pub(crate) fn compute(
         |scratch, (b, h, first_row, out, lse)| {
             let g = h / group;
             let head = Head {
-                q: staged_q.block(b, h, len_q_p(b) * pad.dqk),
+                q: staged_q.block(b, h, len_q_p(b) * pad.dqk / 2),
                 k: staged_k.block(b, g, pad.dqk / 2 * len_kv_p(b)),
                 v: staged_v.block(b, g, len_kv_p(b) / 2 * pad.dv),
                 len_q: problem.len_q[b],
@@ -230,7 +347,7 @@ pub(crate) fn compute(
 
 /// One (batch, head)'s staged operands and constants.
 struct Head<'a> {
-    q: &'a [u16],
+    q: &'a [u32],
     k: &'a [u32],
     v: &'a [u32],
     len_q: usize,
@@ -340,7 +457,7 @@ fn attend(
                 }
                 for (step, d0) in (0..dqk_p).step_by(32).enumerate() {
                     let a = if step % 2 == 0 { A::T4 } else { A::T7 };
-                    tiles.load_a(a, head.q, row0 * dqk_p + d0, dqk_p);
+                    tiles.load_a(a, head.q, (row0 * dqk_p + d0) / 2, dqk_p / 2);
                     for (t, &c) in c_tiles.iter().enumerate() {
                         let b = if t % 2 == 0 { B::T5 } else { B::T6 };
                         let first = d0 / 2 * head.len_kv_p + key0 + k0 + 16 * t;
