@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Times the CPU reference SDPA and PyTorch's CPU SDPA on the same problems in one run and prints
-# our/torch throughput ratios, forward and backward. Needs PyTorch in a virtual environment
-# outside the repository:
-#   python3 -m venv /work/venvs/torch && /work/venvs/torch/bin/pip install torch numpy
-# (override the interpreter with TORCH_PYTHON). Not part of CI.
+# our/torch throughput ratios, forward and backward. Needs a Python with PyTorch and NumPy:
+# `python3` by default, or the interpreter TORCH_PYTHON names, e.g. a virtual environment outside
+# the repository (`python3 -m venv ~/venvs/torch && ~/venvs/torch/bin/pip install torch numpy`,
+# then TORCH_PYTHON=~/venvs/torch/bin/python).. Not part of CI.
 # Knobs: LENS (comma-separated sequence lengths), MIN_TIME (seconds per measurement), DTYPES
 # (space-separated, from f32 f16 bf16), DIMS, MODES (forward backward), THREADS (space-separated
 # thread counts for both sides; 0 = each library's default), ROUNDS (alternating measurements of
@@ -17,7 +17,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-python=${TORCH_PYTHON:-/work/venvs/torch/bin/python}
+python=${TORCH_PYTHON:-python3}
+if ! "$python" -c 'import torch, numpy' 2>/dev/null; then
+  echo "bench/cpu/run.sh: $python cannot import torch and numpy; install them or set TORCH_PYTHON" >&2
+  exit 1
+fi
 lens=${LENS:-64,192,320,448,576,704,832,1024}
 min_time=${MIN_TIME:-3}
 dtypes=${DTYPES:-f32}

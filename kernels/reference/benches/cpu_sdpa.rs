@@ -14,7 +14,8 @@ use std::time::{Duration, Instant};
 use half::{bf16, f16};
 use ragged_core::tensor::packed_strides;
 use ragged_core::{
-    BSHD_SEQ_AXIS, DenseTensor, FloatElement, MaskBand, RaggedTensor, Tensor, TensorMutExt,
+    BSHD_SEQ_AXIS, DataType, DenseTensor, FloatElement, MaskBand, RaggedTensor, Tensor,
+    TensorMutExt,
 };
 use ragged_reference::{
     BackwardInputs, BackwardOutputs, SdpaBackwardParams, SdpaParams, sdpa_backward, sdpa_forward,
@@ -219,6 +220,11 @@ fn main() {
             std::process::exit(2);
         }
     };
+    let dtype = match args.dtype.as_str() {
+        "f16" => DataType::F16,
+        "bf16" => DataType::BF16,
+        _ => DataType::F32,
+    };
     let result = match args.dtype.as_str() {
         "f32" => bench::<f32>(&args),
         "f16" => bench::<f16>(&args),
@@ -243,7 +249,7 @@ fn main() {
             flops / best / 1e9,
             cpu.map_or(0.0, |cpu| flops / cpu / 1e9),
             ragged_reference::parallel::current_threads(),
-            ragged_reference::isa::isa()
+            ragged_reference::isa::isa_for(dtype, args.backward)
         ),
         Err(message) => {
             eprintln!("cpu_sdpa: {message}");

@@ -10,6 +10,8 @@
 //! figure.
 
 use std::fmt;
+
+use ragged_core::dtype::DataType;
 use std::sync::OnceLock;
 
 /// Environment variable that caps the instruction set.
@@ -51,6 +53,15 @@ impl fmt::Display for Isa {
 pub fn isa() -> Isa {
     static ISA: OnceLock<Isa> = OnceLock::new();
     *ISA.get_or_init(|| choose(detected(), std::env::var(ISA_ENV).ok().as_deref()))
+}
+
+/// The instruction set a pass over `dtype` runs on: AMX tiles serve the bf16 forward; every
+/// other pass of an AMX machine runs the AVX-512 build.
+pub fn isa_for(dtype: DataType, backward: bool) -> Isa {
+    match isa() {
+        Isa::Amx if backward || dtype != DataType::BF16 => Isa::Avx512,
+        isa => isa,
+    }
 }
 
 /// What the CPU runs, capped by `cap` (the variable's value) where it names a narrower set.

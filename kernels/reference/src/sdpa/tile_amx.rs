@@ -41,7 +41,7 @@ const ITEM_ROWS: usize = 128;
 /// Whether the bf16 forward runs here: the process may use AMX tiles and the instruction-set
 /// cap (`crate::isa`) allows them.
 pub(crate) fn enabled() -> bool {
-    crate::isa::isa() == crate::isa::Isa::Amx
+    crate::isa::isa_for(ragged_core::dtype::DataType::BF16, false) == crate::isa::Isa::Amx
 }
 
 fn round_up(x: usize, to: usize) -> usize {
