@@ -421,8 +421,8 @@ mod tests {
             base,
             NvrtcCache::key(&SOURCE, &NvrtcCache::options(&sm80, &[]), (13, 0))
         );
-        let tuned = NvrtcCache::options(&sm90, &["-DRAGGED_FMHA_TUNING".to_owned()]);
-        assert_ne!(base, NvrtcCache::key(&SOURCE, &tuned, (13, 0)));
+        let defined = NvrtcCache::options(&sm90, &["-DEXTRA_DEFINE".to_owned()]);
+        assert_ne!(base, NvrtcCache::key(&SOURCE, &defined, (13, 0)));
         assert_ne!(base, NvrtcCache::key(&SOURCE, &opts, (13, 1)));
         assert_eq!(base, NvrtcCache::key(&SOURCE, &opts, (13, 0)));
     }
