@@ -27,6 +27,11 @@ SO=libhipdnn_provider_ragged_sdpa.so
 
 if [ "${1:-}" = "--prepare" ]; then
     set -e
+    # The self-checks below drive the built plugin from Python over NumPy buffers.
+    if ! python3 -c 'import numpy' 2>/dev/null; then
+        echo "run_plugin_bench.sh --prepare: python3 cannot import numpy (pip install numpy)" >&2
+        exit 1
+    fi
     target=${CARGO_TARGET_DIR:-target}
     cargo build -p ragged-plugin --release
     cargo build -p ragged-plugin --release --example emit_bench_graphs
