@@ -6,6 +6,7 @@
 
 // layout, problem, softmax and stage are shared with the backward (`crate::sdpa_backward`).
 pub(crate) mod layout;
+mod pool;
 
 pub mod paged;
 pub(crate) mod problem;
@@ -222,6 +223,49 @@ struct WorkItem<'a> {
     lse: &'a mut [f32],
 }
 
+/// O (`H_q × Lq × D_v` per batch) and the LSE (one per row), staged for the kernels to fill.
+fn staged_outputs(problem: &Problem) -> Result<(Staged, Staged), KernelError> {
+    let (heads, lens) = (problem.heads_q, &problem.len_q);
+    Ok((
+        Staged::for_overwrite(Role::O, heads, problem.dim_v, lens)?,
+        Staged::for_overwrite(Role::Lse, heads, 1, lens)?,
+    ))
+}
+
+/// The staged outputs carved into disjoint per-item slices, one item per (batch, head, tile of
+/// up to `query_tile` query rows), longest key ranges first so that the tail of the schedule is
+/// made of short items.
+fn work_items<'a>(
+    problem: &Problem,
+    query_tile: usize,
+    out: &'a mut Staged,
+    stats: &'a mut Staged,
+) -> Vec<WorkItem<'a>> {
+    let dv = problem.dim_v;
+    let mut items = Vec::new();
+    let (mut out_rest, mut lse_rest) = (&mut out.data[..], &mut stats.data[..]);
+    for batch in 0..problem.batch {
+        let len_q = problem.len_q[batch];
+        for head in 0..problem.heads_q {
+            for first_row in (0..len_q).step_by(query_tile) {
+                let rows = query_tile.min(len_q - first_row);
+                let (o_item, o_tail) = std::mem::take(&mut out_rest).split_at_mut(rows * dv);
+                let (l_item, l_tail) = std::mem::take(&mut lse_rest).split_at_mut(rows);
+                (out_rest, lse_rest) = (o_tail, l_tail);
+                items.push(WorkItem {
+                    batch,
+                    head,
+                    first_row,
+                    out: o_item,
+                    lse: l_item,
+                });
+            }
+        }
+    }
+    items.sort_by_key(|item| std::cmp::Reverse(problem.len_kv[item.batch]));
+    items
+}
+
 /// Runs attention for every (batch, head, query tile) in parallel into staged outputs.
 fn compute(
     problem: &Problem,
@@ -231,8 +275,7 @@ fn compute(
     params: &SdpaParams,
 ) -> Result<(Staged, Staged), KernelError> {
     let (dqk, dv) = (problem.dim_qk, problem.dim_v);
-    let mut out = Staged::for_overwrite(Role::O, problem.heads_q, dv, &problem.len_q)?;
-    let mut stats = Staged::for_overwrite(Role::Lse, problem.heads_q, 1, &problem.len_q)?;
+    let (mut out, mut stats) = staged_outputs(problem)?;
     let (query_tile, key_tile) = tile_sizes(dqk, dv);
     let config = TileConfig {
         scale_log2: params.scale * std::f32::consts::LOG2_E,
@@ -240,33 +283,7 @@ fn compute(
         key_tile,
     };
 
-    // Carve the staged outputs into disjoint per-item slices, in staging order.
-    let mut items = Vec::new();
-    let (mut out_rest, mut lse_rest) = (&mut out.data[..], &mut stats.data[..]);
-    for batch in 0..problem.batch {
-        let len_q = problem.len_q[batch];
-        for head in 0..problem.heads_q {
-            let mut first_row = 0;
-            while first_row < len_q {
-                let rows = query_tile.min(len_q - first_row);
-                let (o_item, o_tail) = std::mem::take(&mut out_rest).split_at_mut(rows * dv);
-                let (l_item, l_tail) = std::mem::take(&mut lse_rest).split_at_mut(rows);
-                out_rest = o_tail;
-                lse_rest = l_tail;
-                items.push(WorkItem {
-                    batch,
-                    head,
-                    first_row,
-                    out: o_item,
-                    lse: l_item,
-                });
-                first_row += rows;
-            }
-        }
-    }
-    // Longest key ranges first, so the tail of the schedule is made of short items.
-    items.sort_by_key(|item| std::cmp::Reverse(problem.len_kv[item.batch]));
-
+    let items = work_items(problem, query_tile, &mut out, &mut stats);
     let group = problem.heads_q / problem.heads_kv;
     threads::for_each_init(items, Scratch::default, |scratch, item| {
         let q_block = q.block(item.batch, item.head);

@@ -11,57 +11,15 @@ use ragged_core::dtype::FloatElement;
 use ragged_core::error::{KernelError, Role};
 
 use super::layout::AttnLayout;
+use super::pool::{Pool, block_starts};
 
-/// Recycles staging buffers between calls.
-///
-/// A fresh buffer of tens of megabytes costs one page fault per 4 KiB on first touch, which
-/// measured at a fifth of a whole forward pass on real shapes; reusing the previous call's
-/// buffers avoids that. At most a few buffers of at most 256 MiB each are kept.
-mod pool {
-    use std::sync::Mutex;
-
-    static BUFFERS: Mutex<Vec<Vec<f32>>> = Mutex::new(Vec::new());
-    /// Buffers kept: a forward stages five (Q, K, V, O, LSE), a backward thirteen.
-    const KEEP: usize = 16;
-    /// Larger buffers are freed: a one-off huge problem should not pin its memory for good.
-    const MAX_KEPT_ELEMENTS: usize = 1 << 26;
-
-    /// The smallest kept buffer that holds `len` elements, else the largest one (it grows less).
-    pub(super) fn take(len: usize) -> Vec<f32> {
-        let mut buffers = BUFFERS
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let fitting = (0..buffers.len())
-            .filter(|&i| buffers[i].capacity() >= len)
-            .min_by_key(|&i| buffers[i].capacity());
-        let largest = (0..buffers.len()).max_by_key(|&i| buffers[i].capacity());
-        match fitting.or(largest) {
-            Some(i) => buffers.swap_remove(i),
-            None => Vec::new(),
-        }
-    }
-
-    /// Drops every kept buffer and the list itself, so no heap of the pool outlives the call.
-    pub(super) fn release() {
-        let mut buffers = BUFFERS
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        *buffers = Vec::new();
-    }
-
-    pub(super) fn give(buffer: Vec<f32>) {
-        let mut buffers = BUFFERS
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        if buffers.len() < KEEP && buffer.capacity() <= MAX_KEPT_ELEMENTS {
-            buffers.push(buffer);
-        }
-    }
-}
+/// The f32 staging buffers kept between calls: a forward stages five (Q, K, V, O, LSE), a
+/// backward thirteen.
+static BUFFERS: Pool<f32> = Pool::new(16);
 
 impl Drop for Staged {
     fn drop(&mut self) {
-        pool::give(std::mem::take(&mut self.data));
+        BUFFERS.give(std::mem::take(&mut self.data));
     }
 }
 
@@ -116,28 +74,11 @@ impl Staged {
         width: usize,
         lens: &[usize],
     ) -> Result<Self, KernelError> {
-        let mut starts = Vec::with_capacity(lens.len().saturating_mul(heads));
-        let mut next = Some(0usize);
-        for &len in lens {
-            let block = len.checked_mul(width);
-            for _ in 0..heads {
-                if let Some(start) = next {
-                    starts.push(start);
-                }
-                next = next.zip(block).and_then(|(n, b)| n.checked_add(b));
-            }
-        }
-        let too_large = || KernelError::StagingTooLarge {
-            role,
-            elements: next.map_or_else(|| "more than 2^64".to_owned(), |n| n.to_string()),
-        };
-        let next = next.ok_or_else(too_large)?;
-        // Every element is overwritten by the gather or the kernel, so a recycled buffer keeps its
-        // stale contents rather than paying for a memset; only growth is zero-filled.
-        let mut data = pool::take(next);
-        data.try_reserve_exact(next.saturating_sub(data.len()))
-            .map_err(|_| too_large())?;
-        data.resize(next, 0.0);
+        let too_large = |elements: String| KernelError::StagingTooLarge { role, elements };
+        let (starts, total) = block_starts(heads, width, lens)
+            .ok_or_else(|| too_large("more than 2^64".to_owned()))?;
+        // Every element is overwritten by the gather or the kernel.
+        let data = BUFFERS.buffer(total, || too_large(total.to_string()))?;
         Ok(Staged {
             data,
             heads,
@@ -372,7 +313,7 @@ impl Staged {
 /// Frees every staging buffer the pool keeps. The plugin calls it when its last handle is
 /// destroyed, so that unloading the library leaves none of this heap behind (issue 13).
 pub fn release_caches() {
-    pool::release();
+    BUFFERS.release();
 }
 
 #[cfg(test)]

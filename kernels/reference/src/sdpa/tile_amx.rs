@@ -27,6 +27,7 @@ use ragged_core::MaskBand;
 use ragged_core::error::{KernelError, Role};
 
 use super::layout::AttnLayout;
+use super::pool::{Pool, block_starts};
 use super::problem::Problem;
 use super::softmax::exp2_nonpositive;
 use super::stage::Staged;
@@ -48,85 +49,42 @@ fn round_up(x: usize, to: usize) -> usize {
     x.div_ceil(to) * to
 }
 
-/// Recycled staging buffers: a forward stages three and the next one reuses them, instead of
-/// paging in fresh memory every call.
-mod pool {
-    use std::sync::Mutex;
-
-    static BUFFERS: Mutex<Vec<Vec<u32>>> = Mutex::new(Vec::new());
-    const KEEP: usize = 3;
-    const MAX_KEPT_ELEMENTS: usize = 1 << 26;
-
-    pub(super) fn take(len: usize) -> Vec<u32> {
-        let mut buffers = BUFFERS.lock().unwrap_or_else(|p| p.into_inner());
-        let fitting = (0..buffers.len())
-            .filter(|&i| buffers[i].capacity() >= len)
-            .min_by_key(|&i| buffers[i].capacity());
-        fitting.map_or_else(Vec::new, |i| buffers.swap_remove(i))
-    }
-
-    pub(super) fn give(buffer: Vec<u32>) {
-        let mut buffers = BUFFERS.lock().unwrap_or_else(|p| p.into_inner());
-        if buffers.len() < KEEP && buffer.capacity() <= MAX_KEPT_ELEMENTS {
-            buffers.push(buffer);
-        }
-    }
-
-    pub(super) fn release() {
-        *BUFFERS.lock().unwrap_or_else(|p| p.into_inner()) = Vec::new();
-    }
-}
+/// The pair buffers kept between calls: a forward stages three (Q, K, V).
+static BUFFERS: Pool<u32> = Pool::new(3);
 
 /// Frees the staging buffers the bf16 tiles keep (`super::release_caches`).
 pub(crate) fn release_caches() {
-    pool::release();
+    BUFFERS.release();
 }
 
-/// One operand staged per (batch, head) as bf16 pairs (`u32`), blocks back to back; every
-/// element, padding included, is written by the fill.
+/// One operand staged per (batch, head) as bf16 pairs (`u32`), blocks back to back, batch `b`'s
+/// of `rows[b] × width` pairs; every element, padding included, is written by the fill.
 struct Blocks {
     data: Vec<u32>,
     starts: Vec<usize>,
     heads: usize,
+    width: usize,
+    rows: Vec<usize>,
 }
 
 impl Blocks {
-    /// Blocks of `size(b)` elements for every (b, h), filled in parallel by `fill(b, h, block)`.
+    /// Blocks for every (b, h), filled in parallel by `fill(b, h, block)`.
     fn gather(
         role: Role,
-        batch: usize,
         heads: usize,
-        size: impl Fn(usize) -> usize,
+        width: usize,
+        rows: Vec<usize>,
         fill: impl Fn(usize, usize, &mut [u32]) + Sync,
     ) -> Result<Self, KernelError> {
-        let mut starts = Vec::with_capacity(batch * heads);
-        let mut total = 0usize;
-        for b in 0..batch {
-            for _ in 0..heads {
-                starts.push(total);
-                total = total
-                    .checked_add(size(b))
-                    .ok_or_else(|| KernelError::StagingTooLarge {
-                        role,
-                        elements: "more than 2^64".to_owned(),
-                    })?;
-            }
-        }
-        let mut data = pool::take(total);
-        data.try_reserve_exact(total.saturating_sub(data.len()))
-            .map_err(|_| KernelError::StagingTooLarge {
-                role,
-                elements: total.to_string(),
-            })?;
-        // Every element is overwritten by the fills, so a recycled buffer keeps its stale
-        // contents rather than paying for a memset; only growth is zero-filled.
-        data.truncate(total);
-        data.resize(total, 0);
-        let mut jobs = Vec::with_capacity(batch * heads);
+        let too_large = |elements: String| KernelError::StagingTooLarge { role, elements };
+        let (starts, total) = block_starts(heads, width, &rows)
+            .ok_or_else(|| too_large("more than 2^64".to_owned()))?;
+        let mut data = BUFFERS.buffer(total, || too_large(total.to_string()))?;
+        let mut jobs = Vec::with_capacity(starts.len());
         let mut rest = &mut data[..];
-        for b in 0..batch {
+        for (b, &len) in rows.iter().enumerate() {
             for h in 0..heads {
-                let (block, tail) = std::mem::take(&mut rest).split_at_mut(size(b));
+                let (block, tail) = std::mem::take(&mut rest).split_at_mut(len * width);
                 rest = tail;
                 jobs.push((b, h, block));
             }
@@ -136,18 +94,20 @@ impl Blocks {
             data,
             starts,
             heads,
+            width,
+            rows,
         })
     }
 
-    fn block(&self, b: usize, h: usize, size: usize) -> &[u32] {
+    fn block(&self, b: usize, h: usize) -> &[u32] {
         let start = self.starts[b * self.heads + h];
-        &self.data[start..start + size]
+        &self.data[start..start + self.rows[b] * self.width]
     }
 }
 
 impl Drop for Blocks {
     fn drop(&mut self) {
-        pool::give(std::mem::take(&mut self.data));
+        BUFFERS.give(std::mem::take(&mut self.data));
     }
 }
 
@@ -247,9 +207,9 @@ pub(crate) fn compute(
     // Q: row-major pairs along the head dim, rows padded to 16.
     let staged_q = Blocks::gather(
         Role::Q,
-        problem.batch,
         problem.heads_q,
-        |b| len_q_p(b) * pad.dqk / 2,
+        pad.dqk / 2,
+        (0..problem.batch).map(len_q_p).collect(),
         |b, h, block| {
             let rows = block.chunks_exact_mut(pad.dqk / 2);
             for (s, row) in rows.enumerate() {
@@ -265,9 +225,9 @@ pub(crate) fn compute(
     // row-major tile so that each pair row is written 16 contiguous values at a time.
     let staged_k = Blocks::gather(
         Role::K,
-        problem.batch,
         problem.heads_kv,
-        |b| pad.dqk / 2 * len_kv_p(b),
+        pad.dqk / 2,
+        (0..problem.batch).map(len_kv_p).collect(),
         |b, h, block| {
             let (len, width, pairs) = (problem.len_kv[b], len_kv_p(b), pad.dqk / 2);
             let mut tile = vec![0u32; 16 * pairs];
@@ -291,9 +251,9 @@ pub(crate) fn compute(
     // V: element (r, d) = keys 2r and 2r + 1 at head-dim entry d, pairs padded to 16 rows.
     let staged_v = Blocks::gather(
         Role::V,
-        problem.batch,
         problem.heads_kv,
-        |b| len_kv_p(b) / 2 * pad.dv,
+        pad.dv,
+        (0..problem.batch).map(|b| len_kv_p(b) / 2).collect(),
         |b, h, block| {
             let len = problem.len_kv[b];
             for (r, row) in block.chunks_exact_mut(pad.dv).enumerate() {
@@ -302,46 +262,28 @@ pub(crate) fn compute(
         },
     )?;
 
-    let mut out = Staged::for_overwrite(Role::O, problem.heads_q, dv, &problem.len_q)?;
-    let mut stats = Staged::for_overwrite(Role::Lse, problem.heads_q, 1, &problem.len_q)?;
-    let mut items = Vec::new();
-    let (mut out_rest, mut lse_rest) = (&mut out.data[..], &mut stats.data[..]);
-    for batch in 0..problem.batch {
-        let len_q = problem.len_q[batch];
-        for head in 0..problem.heads_q {
-            for first_row in (0..len_q).step_by(ITEM_ROWS) {
-                let rows = ITEM_ROWS.min(len_q - first_row);
-                let (o_item, o_tail) = std::mem::take(&mut out_rest).split_at_mut(rows * dv);
-                let (l_item, l_tail) = std::mem::take(&mut lse_rest).split_at_mut(rows);
-                (out_rest, lse_rest) = (o_tail, l_tail);
-                items.push((batch, head, first_row, o_item, l_item));
-            }
-        }
-    }
-    items.sort_by_key(|item| std::cmp::Reverse(problem.len_kv[item.0]));
+    let (mut out, mut stats) = super::staged_outputs(problem)?;
+    let items = super::work_items(problem, ITEM_ROWS, &mut out, &mut stats);
 
     let group = problem.heads_q / problem.heads_kv;
     let scale_log2 = scale * std::f32::consts::LOG2_E;
-    threads::for_each_init(
-        items,
-        Scratch::default,
-        |scratch, (b, h, first_row, out, lse)| {
-            let g = h / group;
-            let head = Head {
-                q: staged_q.block(b, h, len_q_p(b) * pad.dqk / 2),
-                k: staged_k.block(b, g, pad.dqk / 2 * len_kv_p(b)),
-                v: staged_v.block(b, g, len_kv_p(b) / 2 * pad.dv),
-                len_q: problem.len_q[b],
-                len_kv: problem.len_kv[b],
-                len_kv_p: len_kv_p(b),
-                pad,
-                dv,
-                scale_log2,
-                band,
-            };
-            attend_item(&head, first_row, out, lse, scratch);
-        },
-    );
+    threads::for_each_init(items, Scratch::default, |scratch, item| {
+        let (b, h) = (item.batch, item.head);
+        let g = h / group;
+        let head = Head {
+            q: staged_q.block(b, h),
+            k: staged_k.block(b, g),
+            v: staged_v.block(b, g),
+            len_q: problem.len_q[b],
+            len_kv: problem.len_kv[b],
+            len_kv_p: len_kv_p(b),
+            pad,
+            dv,
+            scale_log2,
+            band,
+        };
+        attend_item(&head, item.first_row, item.out, item.lse, scratch);
+    });
     Ok((out, stats))
 }
 
