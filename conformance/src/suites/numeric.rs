@@ -145,19 +145,26 @@ fn run_case(
         };
         return Ok((outcome, vec![]));
     }
-    let mut harness = Harness::new(graph, &pre_supplied(spec)?, options.seed)?;
+    let harness = Harness::new(graph, &pre_supplied(spec)?, options.seed)?;
+    against_reference(harness, handle, engine_id, device, options.mode)
+}
+
+/// Runs a forward case's graph on the CPU reference and on the engine (on `device`, or on the
+/// host), and compares every output.
+pub(super) fn against_reference(
+    mut harness: Harness,
+    handle: &hipdnn_shim::plugin::PluginHandle<'_>,
+    engine_id: i64,
+    device: Option<&ragged_gpu_runtime::cuda::runtime::CudaRuntime>,
+    mode: ValidationMode,
+) -> Result<(Outcome, Vec<String>), HostError> {
     harness.run_reference()?;
     match device {
         Some(device) => harness.run_engine_on_device(handle, engine_id, device)?,
         None => harness.run_engine(handle, engine_id)?,
     }
-    let comparisons = harness.validate(options.mode)?;
-    Ok(verdict(
-        &comparisons,
-        "output",
-        "the CPU reference",
-        options.mode,
-    ))
+    let comparisons = harness.validate(mode)?;
+    Ok(verdict(&comparisons, "output", "the CPU reference", mode))
 }
 
 #[cfg(test)]

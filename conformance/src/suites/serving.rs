@@ -5,14 +5,14 @@
 //! is reported as DECLINED with the plugin's logged reason, never as a failure. An engine that
 //! accepts one must compute it.
 
-use super::engine_cases::{run_cases, verdict};
+use super::engine_cases::run_cases;
 use crate::report::{Outcome, Report};
 use hipdnn_shim::HostError;
-use hipdnn_shim::harness::{DeviceRun, Harness};
+use hipdnn_shim::harness::Harness;
 use hipdnn_shim::manager::{Engine, LoadedPlugin};
 use hipdnn_shim::serving_graphs::{ServingCase, cases};
 
-use super::numeric::NumericOptions;
+use super::numeric::{NumericOptions, against_reference};
 
 pub fn run(plugin: &LoadedPlugin, options: &NumericOptions) -> Report {
     let cases = cases();
@@ -60,19 +60,8 @@ fn run_case(
         ));
     }
     let device = if on_host { None } else { options.device };
-    let mut harness = Harness::new(graph, &case.pre_supplied()?, options.seed)?;
-    harness.run_reference()?;
-    match device {
-        Some(device) => harness.run_engine_on_device(handle, engine_id, device)?,
-        None => harness.run_engine(handle, engine_id)?,
-    }
-    let comparisons = harness.validate(options.mode)?;
-    Ok(verdict(
-        &comparisons,
-        "output",
-        "the CPU reference",
-        options.mode,
-    ))
+    let harness = Harness::new(graph, &case.pre_supplied()?, options.seed)?;
+    against_reference(harness, handle, engine_id, device, options.mode)
 }
 
 #[cfg(test)]
