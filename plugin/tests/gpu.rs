@@ -533,6 +533,20 @@ fn device_present(name: &str) -> bool {
     }
 }
 
+/// Whether a device is present and this process runs in validating mode
+/// (`HIPDNN_RAGGED_SDPA_VALIDATE=1`, read once per process); prints why the test skips if not.
+fn validating_device_present(name: &str) -> bool {
+    if !device_present(name) {
+        return false;
+    }
+    let validating =
+        std::env::var_os("HIPDNN_RAGGED_SDPA_VALIDATE").as_deref() == Some("1".as_ref());
+    if !validating {
+        skip(name, "needs HIPDNN_RAGGED_SDPA_VALIDATE=1");
+    }
+    validating
+}
+
 /// CUDA FMHA against the host reference (both on device buffers), ragged-sdpa.md §8; CUDA's O
 /// and LSE bits, `None` when skipped.
 fn check(name: &str, case: Case) -> Option<(Vec<u16>, Vec<u32>)> {
@@ -751,11 +765,7 @@ fn runtime_pass_by_value_scale_bf16_d64() {
 #[test]
 fn decreasing_offsets_are_invalid_value_in_validating_mode() {
     let name = "decreasing_offsets_are_invalid_value_in_validating_mode";
-    if !device_present(name) {
-        return;
-    }
-    if std::env::var_os("HIPDNN_RAGGED_SDPA_VALIDATE").as_deref() != Some("1".as_ref()) {
-        skip(name, "needs HIPDNN_RAGGED_SDPA_VALIDATE=1");
+    if !validating_device_present(name) {
         return;
     }
     let case = Case {
@@ -945,11 +955,7 @@ fn ragged_mix_case(
 #[test]
 fn seq_len_beyond_the_extent_is_invalid_value_in_validating_mode() {
     let name = "seq_len_beyond_the_extent_is_invalid_value_in_validating_mode";
-    if !device_present(name) {
-        return;
-    }
-    if std::env::var_os("HIPDNN_RAGGED_SDPA_VALIDATE").as_deref() != Some("1".as_ref()) {
-        skip(name, "needs HIPDNN_RAGGED_SDPA_VALIDATE=1");
+    if !validating_device_present(name) {
         return;
     }
     let case = Case {
