@@ -45,10 +45,6 @@ pub(crate) fn enabled() -> bool {
     crate::isa::isa_for(ragged_core::dtype::DataType::BF16, false) == crate::isa::Isa::Amx
 }
 
-fn round_up(x: usize, to: usize) -> usize {
-    x.div_ceil(to) * to
-}
-
 /// The pair buffers kept between calls: a forward stages three (Q, K, V).
 static BUFFERS: Pool<u32> = Pool::new(3);
 
@@ -198,11 +194,11 @@ pub(crate) fn compute(
 ) -> Result<(Staged, Staged), KernelError> {
     let (dqk, dv) = (problem.dim_qk, problem.dim_v);
     let pad = Padded {
-        dqk: round_up(dqk.max(1), 32),
-        dv: round_up(dv.max(1), 16),
+        dqk: dqk.max(1).next_multiple_of(32),
+        dv: dv.max(1).next_multiple_of(16),
     };
-    let len_q_p = |b: usize| round_up(problem.len_q[b], 16);
-    let len_kv_p = |b: usize| round_up(problem.len_kv[b], 32);
+    let len_q_p = |b: usize| problem.len_q[b].next_multiple_of(16);
+    let len_kv_p = |b: usize| problem.len_kv[b].next_multiple_of(32);
 
     // Q: row-major pairs along the head dim, rows padded to 16.
     let staged_q = Blocks::gather(
@@ -389,7 +385,7 @@ fn attend(
         let mut key0 = key_lo - key_lo % 32;
         while key0 < key_hi {
             // Whole pairs of C tiles, inside the keys staged (padded to 32).
-            let width = round_up((key_hi - key0).min(KEY_STEP), 32);
+            let width = (key_hi - key0).min(KEY_STEP).next_multiple_of(32);
 
             // S = Q·Kᵀ over the padded head dim, 32 entries per product, 64 keys at a time.
             for k0 in (0..width).step_by(64) {
