@@ -7,8 +7,9 @@
 //! forward's V with a column of ones. Here the operands are staged once per (batch, head) in the
 //! panel arrangements the kernel reads, nothing is packed per product, and every product runs on
 //! the calling thread, so the outer parallel loops (`crate::parallel`) are never oversubscribed.
-//! Callers compile their tile loops for AVX2 + FMA and for the baseline (`MulAdd`'s two flavours);
-//! `crate::isa` chooses at run time.
+//! Callers compile their tile loops three times — AVX-512 with 2 × 2 register blocks ([`Wide`]),
+//! AVX2 + FMA and the baseline with one micro-tile at a time ([`Narrow`]; `MulAdd`'s two
+//! flavours) — and `crate::isa` chooses at run time.
 
 use std::borrow::Borrow;
 
