@@ -2,7 +2,7 @@
 //!
 //! Paging changes only where rows come from: a paged K or V is a pool `[P, H_kv, ps, D]` whose
 //! sequence `b` reads page `T[b][⌊j / ps⌋]`, slot `j mod ps`, which `page_map` resolves once
-//! into a [`PageMap`] after checking every entry a sequence reads against the pool; staging then
+//! into a `PageMap` after checking every entry a sequence reads against the pool; staging then
 //! gathers the logical rows through it exactly as it gathers a ragged tensor's. Packed queries
 //! (upstream's `[1, H_q, T_q, D]`) become one batch per sequence in [`pack_rows`].
 //!
