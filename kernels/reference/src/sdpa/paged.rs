@@ -4,10 +4,10 @@
 //! sequence `b` reads page `T[b][⌊j / ps⌋]`, slot `j mod ps`, which `page_map` resolves once
 //! into a `PageMap` after checking every entry a sequence reads against the pool; staging then
 //! gathers the logical rows through it exactly as it gathers a ragged tensor's. Packed queries
-//! (upstream's `[1, H_q, T_q, D]`) become one batch per sequence in [`pack_rows`].
+//! (upstream's `[1, H_q, T_q, D]`) become one batch per sequence in `pack_rows`.
 //!
 //! Sinks change only the softmax denominator, so they are applied to the finished rows
-//! ([`apply_sinks`]) instead of inside the tile: with `L` the row's LSE over its admitted keys,
+//! (`apply_sinks`) instead of inside the tile: with `L` the row's LSE over its admitted keys,
 //! `L' = ln(e^s + e^L)` and every probability, hence O, scales by `e^(L − L')`.
 
 use ragged_core::dtype::{DataType, HostData};
