@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The one device check of a build, end to end through the plugin's C ABI (bench/README.md):
-#   - the plugin's GPU tests (plugin/tests/gpu.rs, gpu_backward.rs): the CUDA forward and backward
+#   - the plugin's GPU tests (plugin/tests/gpu/, gpu_backward.rs): the CUDA forward and backward
 #     against the host reference engine on device buffers and against a float64 oracle, padding
 #     and unwritten positions bit for bit, every head dim, in the enqueue and the validating mode;
 #     the forward's calls on the benchmark's ragged mix bit-identical over REPEATS calls

@@ -2,7 +2,7 @@
 //! shapes, the pre-pass's scratch records and error-flag bits.
 //!
 //! Nothing here can be checked by the compiler against the `.cu` file, so every constant names
-//! its counterpart there; the device tests (`plugin/tests/gpu.rs`) fail if they drift apart.
+//! its counterpart there; the device tests (`plugin/tests/gpu/`) fail if they drift apart.
 
 use ragged_core::DataType;
 use ragged_gpu_runtime::cuda::error::GpuError;

@@ -9,10 +9,15 @@
 //! On the device these run from `bench/gpu/verify_build.sh` (bench/README.md), which also runs the
 //! `zero_length` tests under compute-sanitizer memcheck and racecheck, and
 //! `ragged_mix_calls_are_bit_identical` with more calls (`RAGGED_SDPA_TEST_REPEATS`).
+//!
+//! The tests live by subject in `cases`, `head_dims` and `ragged_mix`; this file holds the cases'
+//! graphs, device buffers, the float64 oracle and the checks they share.
 
+mod cases;
+#[path = "../common/mod.rs"]
 mod common;
-
-use std::ptr::null_mut;
+mod head_dims;
+mod ragged_mix;
 
 use common::device::*;
 use common::*;
@@ -22,7 +27,7 @@ use ragged_schema::wire::{encode_engine_config, encode_graph};
 use ragged_schema::{
     DataType, DiagonalAlignment, EngineConfig, Graph, Node, SdpaAttributes, TensorAttributes,
 };
-
+use std::ptr::null_mut;
 const Q: i64 = 1;
 const K: i64 = 2;
 const V: i64 = 3;
@@ -34,9 +39,7 @@ const LSE_OFFSETS: i64 = 12;
 const SCALE: i64 = 20;
 const SEQ_LEN_Q: i64 = 13;
 const SEQ_LEN_KV: i64 = 14;
-
 const LSE_SENTINEL: u32 = 0x7FC0_0D1E;
-
 #[derive(Clone, Copy, PartialEq)]
 enum Lse {
     None,
@@ -45,7 +48,6 @@ enum Lse {
     DenseTokenMajor,
     Ragged,
 }
-
 struct Case {
     dtype: DataType,
     /// Head dim of Q and K.
@@ -69,7 +71,6 @@ struct Case {
     /// same memory instead of `[B, S, H, D]` (ragged-sdpa.md §1: both upstream forms).
     bhsd_dims: bool,
 }
-
 impl Case {
     /// A case with V's head dim equal to Q's, no mask band, no LSE, the graph's own scale and
     /// `[B, S, H, D]` dims: each test names only what it changes.
@@ -157,7 +158,6 @@ impl Case {
         }
     }
 }
-
 fn graph(case: &Case) -> Graph {
     let (b, d, hq, hkv) = (case.batch(), case.d, case.hq, case.hkv);
     // [B, S, H, x] dims and strides, axes 1 and 2 swapped in the [B, H, S, x] order.
@@ -266,7 +266,6 @@ fn graph(case: &Case) -> Graph {
     }
     g.add_node(Node::sdpa("sdpa", sdpa))
 }
-
 fn prefix(tokens: &[i64]) -> Vec<i64> {
     let mut out = vec![0];
     for t in tokens {
@@ -274,21 +273,18 @@ fn prefix(tokens: &[i64]) -> Vec<i64> {
     }
     out
 }
-
 fn device_with(bytes: &[u8]) -> DeviceAllocation {
     let buffer = DeviceAllocation::new(bytes.len()).expect("cuMemAlloc");
     // SAFETY: the allocation holds `bytes.len()` bytes.
     unsafe { upload(null_mut(), &[(buffer.address(), bytes)]) }.expect("upload");
     buffer
 }
-
 fn read_back(buffer: &DeviceAllocation) -> Vec<u8> {
     let mut out = vec![0u8; buffer.len()];
     // SAFETY: the allocation holds `out.len()` bytes.
     unsafe { download(null_mut(), &mut [(buffer.address(), &mut out[..])]) }.expect("download");
     out
 }
-
 /// Device inputs of one case, shared by both engines.
 struct DeviceInputs {
     buffers: Vec<(i64, DeviceAllocation)>,
@@ -299,7 +295,6 @@ struct DeviceInputs {
     k: Vec<u16>,
     v: Vec<u16>,
 }
-
 fn device_inputs(case: &Case) -> DeviceInputs {
     let (hq, hkv, d, dv) = (
         case.hq as usize,
@@ -381,7 +376,6 @@ fn device_inputs(case: &Case) -> DeviceInputs {
         v,
     }
 }
-
 /// Naive float64 attention over the uploaded input bits: O per (token, head, column) and the LSE
 /// (natural log of the scaled scores' sum) per (batch, head, row), in the case's O and LSE
 /// layouts; `None` where no engine may write. A row that admits no key has O = 0, LSE = −∞.
@@ -442,14 +436,12 @@ fn oracle(case: &Case, inputs: &DeviceInputs) -> (Vec<Option<f64>>, Vec<Option<f
     }
     (o, lse)
 }
-
 /// Runs `engine` through the C ABI on device buffers; returns (O bits, LSE bits).
 fn run(engine: i64, case: &Case, inputs: &DeviceInputs) -> (Vec<u16>, Vec<u32>) {
     let (status, error, o, lse) = execute(engine, case, inputs);
     assert_eq!(status, SUCCESS, "{error}");
     (o, lse)
 }
-
 /// The variant pack of a case's device inputs plus its O.
 fn pack_with_o(inputs: &DeviceInputs, o: &DeviceAllocation) -> Vec<DeviceBuffer> {
     let mut pack: Vec<DeviceBuffer> = inputs
@@ -466,7 +458,6 @@ fn pack_with_o(inputs: &DeviceInputs, o: &DeviceAllocation) -> Vec<DeviceBuffer>
     });
     pack
 }
-
 /// Runs `engine` through the C ABI on device buffers; returns the execute's status and last
 /// error text, and O and LSE as bits afterwards.
 fn execute(
@@ -514,14 +505,12 @@ fn execute(
         unsafe { execute_on_device(engine, &graph, &pack, 0, read) };
     (status, error, o_bits, lse_bits)
 }
-
 /// Plugin log lines on stderr, so a decline on the device shows its reason.
 unsafe extern "C" fn print_line(severity: i32, message: *const std::ffi::c_char) {
     // SAFETY: the plugin passes a NUL-terminated line valid during the call.
     let line = unsafe { std::ffi::CStr::from_ptr(message) }.to_string_lossy();
     eprintln!("plugin log (severity {severity}): {line}");
 }
-
 /// Whether a CUDA device is usable; if not, prints test `name`'s skip line with the reason.
 fn device_present(name: &str) -> bool {
     match runtime::probe() {
@@ -532,7 +521,6 @@ fn device_present(name: &str) -> bool {
         }
     }
 }
-
 /// Whether a device is present and this process runs in validating mode
 /// (`HIPDNN_RAGGED_SDPA_VALIDATE=1`, read once per process); prints why the test skips if not.
 fn validating_device_present(name: &str) -> bool {
@@ -546,7 +534,6 @@ fn validating_device_present(name: &str) -> bool {
     }
     validating
 }
-
 /// CUDA FMHA against the host reference (both on device buffers), ragged-sdpa.md §8; CUDA's O
 /// and LSE bits, `None` when skipped.
 fn check(name: &str, case: Case) -> Option<(Vec<u16>, Vec<u32>)> {
@@ -648,7 +635,6 @@ fn check(name: &str, case: Case) -> Option<(Vec<u16>, Vec<u32>)> {
     );
     Some((cuda_o, cuda_lse))
 }
-
 /// One case in both upstream dims orders over the same device memory: the CUDA engine must
 /// match the host reference in each and write bit-identical O and LSE in both.
 fn both_dims_orders(name: &str, case: impl Fn(bool) -> Case) {
@@ -661,203 +647,6 @@ fn both_dims_orders(name: &str, case: impl Fn(bool) -> Case) {
     assert!(a.0 == b.0, "{name}: O differs between the dims orders");
     assert!(a.1 == b.1, "{name}: LSE differs between the dims orders");
 }
-
-#[test]
-fn both_dims_orders_gqa_unequal_lengths_dense_token_major_lse() {
-    // S_q and S_kv differ and neither equals a head count: a positional reading of the
-    // [B, H, S, D] order would take S for H.
-    for (dtype, lse) in [
-        (DataType::BFloat16, Lse::DenseTokenMajor),
-        (DataType::Half, Lse::Ragged),
-    ] {
-        both_dims_orders("both_dims_orders_gqa_unequal_lengths", |bhsd_dims| Case {
-            band: (None, Some(0), DiagonalAlignment::BottomRight),
-            lse,
-            bhsd_dims,
-            ..Case::new(dtype, 64, (4, 2), &[9, 0, 21], &[14, 3, 30])
-        });
-    }
-}
-
-#[test]
-fn zero_length_batches_bf16_d128_gqa_dense_lse() {
-    check(
-        "zero_length_batches_bf16_d128_gqa_dense_lse",
-        Case {
-            lse: Lse::Dense,
-            // Batch 1 is empty; batch 3 has queries but no keys (O = 0, LSE = -inf).
-            ..Case::new(
-                DataType::BFloat16,
-                128,
-                (8, 2),
-                &[37, 0, 130, 5],
-                &[50, 0, 200, 0],
-            )
-        },
-    );
-}
-
-#[test]
-fn causal_top_left_f16_d64_ragged_lse() {
-    check(
-        "causal_top_left_f16_d64_ragged_lse",
-        Case {
-            band: (None, Some(0), DiagonalAlignment::TopLeft),
-            lse: Lse::Ragged,
-            ..Case::new(
-                DataType::Half,
-                64,
-                (4, 4),
-                &[64, 1, 200, 17],
-                &[64, 300, 17, 90],
-            )
-        },
-    );
-}
-
-#[test]
-fn causal_bottom_right_bf16_d64_mqa() {
-    check(
-        "causal_bottom_right_bf16_d64_mqa",
-        Case {
-            band: (None, Some(0), DiagonalAlignment::BottomRight),
-            lse: Lse::Dense,
-            // Batch 1 has fewer keys than queries: its top rows admit no key.
-            ..Case::new(DataType::BFloat16, 64, (6, 1), &[40, 70, 9], &[90, 20, 9])
-        },
-    );
-}
-
-#[test]
-fn sliding_window_f16_d128_no_lse() {
-    check(
-        "sliding_window_f16_d128_no_lse",
-        Case {
-            band: (Some(16), Some(4), DiagonalAlignment::BottomRight),
-            ..Case::new(
-                DataType::Half,
-                128,
-                (2, 1),
-                &[300, 129, 128],
-                &[260, 129, 1],
-            )
-        },
-    );
-}
-
-/// A pass-by-value scale arrives as a host pointer while every tensor is on the device
-/// (plugin-abi.md §5.7): the CUDA engine reads it at execute. A scale far from the graph's
-/// `1/√D` would show in O if either engine ignored it.
-#[test]
-fn runtime_pass_by_value_scale_bf16_d64() {
-    check(
-        "runtime_pass_by_value_scale_bf16_d64",
-        Case {
-            lse: Lse::Dense,
-            runtime_scale: Some(0.7),
-            ..Case::new(DataType::BFloat16, 64, (4, 2), &[33, 0, 70], &[40, 12, 70])
-        },
-    );
-}
-
-/// In validating mode (`HIPDNN_RAGGED_SDPA_VALIDATE=1`, read once per process) decreasing Q
-/// offsets are an INVALID_VALUE naming the offsets tensor, and O keeps its sentinel.
-#[test]
-fn decreasing_offsets_are_invalid_value_in_validating_mode() {
-    let name = "decreasing_offsets_are_invalid_value_in_validating_mode";
-    if !validating_device_present(name) {
-        return;
-    }
-    let case = Case {
-        ..Case::new(DataType::BFloat16, 64, (2, 2), &[8, 8, 8], &[8, 8, 8])
-    };
-    let mut inputs = device_inputs(&case);
-    let bad: Vec<i32> = vec![0, 16, 8, 24];
-    for (uid, buffer) in inputs.buffers.iter_mut() {
-        if *uid == Q_OFFSETS {
-            *buffer = device_with(&le_bytes(&bad, i32::to_le_bytes));
-        }
-    }
-    let (status, error, o, _) = execute(CUDA_FMHA_ID, &case, &inputs);
-    assert_eq!(status, INVALID_VALUE, "{error}");
-    assert!(
-        error.contains("ragged_offset (uid 10)"),
-        "names the offsets tensor uid: {error}"
-    );
-    assert!(o.iter().all(|&b| b == case.o_sentinel()), "O written");
-    eprintln!("test {name}: {error}");
-}
-
-/// Head dim 96: stored in rows padded to 128 in shared memory, the padding never read from or
-/// written to global memory. GQA, causal bottom-right, ragged LSE, in both dims orders.
-#[test]
-fn head_dim_96_bf16_gqa_causal_ragged_lse() {
-    both_dims_orders("head_dim_96_bf16_gqa_causal_ragged_lse", |bhsd_dims| Case {
-        band: (None, Some(0), DiagonalAlignment::BottomRight),
-        lse: Lse::Ragged,
-        bhsd_dims,
-        ..Case::new(
-            DataType::BFloat16,
-            96,
-            (6, 2),
-            &[150, 0, 77, 1],
-            &[160, 9, 77, 300],
-        )
-    });
-}
-
-/// Head dim 256 (the PV product is two n128 halves on sm_90): a zero-length key set and a
-/// zero-length batch, dense LSE, sliding window.
-#[test]
-fn head_dim_256_f16_zero_lengths_window_dense_lse() {
-    check(
-        "head_dim_256_f16_zero_lengths_window_dense_lse",
-        Case {
-            band: (Some(40), Some(3), DiagonalAlignment::TopLeft),
-            lse: Lse::Dense,
-            ..Case::new(
-                DataType::Half,
-                256,
-                (4, 4),
-                &[200, 0, 65, 31],
-                &[190, 40, 0, 31],
-            )
-        },
-    );
-}
-
-/// DeepSeek-style prefill: Q/K head dim 192, V/O head dim 128 (token-unit offsets shared by K and
-/// V), GQA, causal top-left, token-major dense LSE.
-#[test]
-fn head_dims_192_128_bf16_gqa_causal() {
-    check(
-        "head_dims_192_128_bf16_gqa_causal",
-        Case {
-            dv: 128,
-            band: (None, Some(0), DiagonalAlignment::TopLeft),
-            lse: Lse::DenseTokenMajor,
-            ..Case::new(
-                DataType::BFloat16,
-                192,
-                (8, 2),
-                &[129, 64, 0, 250],
-                &[129, 80, 17, 250],
-            )
-        },
-    );
-}
-
-/// `seq_len` padding (int64 lengths, padding mask): the rows between a batch's length and its
-/// extent hold NaN in Q, K and V and must be neither read nor written; a batch of zero queries
-/// and one of zero keys among them; GQA 2, a top-left sliding window, dense LSE.
-#[test]
-fn seq_len_padding_bf16_d64_window_top_left() {
-    check(
-        "seq_len_padding_bf16_d64_window_top_left",
-        seq_len_padding_case(),
-    );
-}
-
 fn seq_len_padding_case() -> Case {
     Case {
         pad: 3,
@@ -866,58 +655,8 @@ fn seq_len_padding_case() -> Case {
         ..Case::new(DataType::BFloat16, 64, (6, 3), &[33, 70, 0], &[80, 0, 9])
     }
 }
-
 /// The plugin set's head dims (Q/K, V/O).
 const HEAD_DIMS: [(i64, i64); 5] = [(64, 64), (96, 96), (128, 128), (256, 256), (192, 128)];
-
-/// Without a device: every graph the device tests above and below build is one the plugin
-/// accepts, so a device round never spends its time on a malformed graph.
-#[test]
-fn the_device_graphs_are_applicable() {
-    let mut cases = vec![("seq_len_padding", seq_len_padding_case())];
-    for (d, dv) in HEAD_DIMS {
-        for band in [(None, Some(0)), (Some(16), Some(4))] {
-            cases.push(("sanitizer", sanitizer_case(d, dv, band)));
-        }
-        cases.push((
-            "ragged mix",
-            ragged_mix_case(
-                d,
-                dv,
-                (None, Some(0), DiagonalAlignment::TopLeft),
-                &RAGGED_MIX,
-            ),
-        ));
-    }
-    for (what, case) in cases {
-        let handle = OwnedHandle::new();
-        let (status, ids) = applicable(&handle, &encode_graph(&graph(&case)));
-        assert_eq!(status, SUCCESS, "{what} d{}: {}", case.d, last_error());
-        assert!(
-            ids.contains(&HOST_REFERENCE_ID),
-            "{what} d{}: {ids:?}",
-            case.d
-        );
-    }
-}
-
-/// The sanitizer case, run under compute-sanitizer memcheck and racecheck by
-/// `bench/gpu/verify_build.sh` (its name holds `zero_length`): every head dim of the plugin set,
-/// f16, exact-size device buffers, zero-length Q and K/V batches, `seq_len` padding, GQA 2, causal
-/// bottom-right and a (16, 4) bottom-right sliding window, dense LSE.
-#[test]
-fn zero_length_batches_every_head_dim_padding_causal_and_window() {
-    let name = "zero_length_batches_every_head_dim_padding_causal_and_window";
-    for (d, dv) in HEAD_DIMS {
-        for band in [(None, Some(0)), (Some(16), Some(4))] {
-            let label = format!("{name} d{d}/{dv} band {band:?}");
-            if check(&label, sanitizer_case(d, dv, band)).is_none() {
-                return;
-            }
-        }
-    }
-}
-
 fn sanitizer_case(d: i64, dv: i64, (left, right): (Option<i64>, Option<i64>)) -> Case {
     Case {
         dv,
@@ -933,10 +672,8 @@ fn sanitizer_case(d: i64, dv: i64, (left, right): (Option<i64>, Option<i64>)) ->
         )
     }
 }
-
 /// The benchmark's ragged mix (`plugin/examples/emit_bench_graphs.rs`).
 const RAGGED_MIX: [i64; 6] = [3874, 2585, 2823, 3682, 2396, 1024];
-
 fn ragged_mix_case(
     d: i64,
     dv: i64,
@@ -947,345 +684,5 @@ fn ragged_mix_case(
         dv,
         band,
         ..Case::new(DataType::BFloat16, d, (16, 16), lengths, lengths)
-    }
-}
-
-/// In validating mode a `seq_len_kv` longer than its batch's extent is an INVALID_VALUE naming
-/// the lengths tensor (the enqueue mode clamps it).
-#[test]
-fn seq_len_beyond_the_extent_is_invalid_value_in_validating_mode() {
-    let name = "seq_len_beyond_the_extent_is_invalid_value_in_validating_mode";
-    if !validating_device_present(name) {
-        return;
-    }
-    let case = Case {
-        pad: 3,
-        ..Case::new(DataType::BFloat16, 64, (2, 2), &[8, 8, 8], &[8, 8, 8])
-    };
-    let mut inputs = device_inputs(&case);
-    // Extents are 11 rows: 12 is past the end of batch 1's keys.
-    let long: Vec<i64> = vec![8, 12, 8];
-    for (uid, buffer) in inputs.buffers.iter_mut() {
-        if *uid == SEQ_LEN_KV {
-            *buffer = device_with(&le_bytes(&long, i64::to_le_bytes));
-        }
-    }
-    let (status, error, _, _) = execute(CUDA_FMHA_ID, &case, &inputs);
-    assert_eq!(status, INVALID_VALUE, "{error}");
-    assert!(
-        error.contains(&format!("seq_len_kv (uid {SEQ_LEN_KV})")),
-        "names the lengths tensor uid: {error}"
-    );
-    eprintln!("test {name}: {error}");
-}
-
-/// Repeatability at scale: a deterministic forward returns the same bits for the same inputs, so a
-/// call that differs has a race. Compute-sanitizer and the small cases pass races that need the
-/// scale (a thousand and more work items on every SM, calls back to back on one workspace), so
-/// every head dim of the plugin set runs the benchmark's ragged mix (bf16, H 16, 16 384 tokens)
-/// causal bottom-right, causal top-left and non-causal, its calls alternating between the mix's
-/// lengths and the same lengths reversed (each call works from another tile list than the call
-/// before it), enqueued back to back in groups of up to 16 with no synchronisation between them;
-/// every O must equal, bit for bit, the first call of its own lengths. `RAGGED_SDPA_TEST_REPEATS`
-/// sets the calls per configuration (default 12).
-#[test]
-fn ragged_mix_calls_are_bit_identical() {
-    let name = "ragged_mix_calls_are_bit_identical";
-    if !device_present(name) {
-        return;
-    }
-    let calls: usize = std::env::var("RAGGED_SDPA_TEST_REPEATS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(12)
-        .max(2);
-    for (d, dv) in HEAD_DIMS {
-        for band in [
-            (None, Some(0), DiagonalAlignment::BottomRight),
-            (None, Some(0), DiagonalAlignment::TopLeft),
-            (None, None, DiagonalAlignment::TopLeft),
-        ] {
-            repeat_calls(name, d, dv, band, calls);
-        }
-    }
-}
-
-fn repeat_calls(
-    name: &str,
-    d: i64,
-    dv: i64,
-    band: (Option<i64>, Option<i64>, DiagonalAlignment),
-    calls: usize,
-) {
-    let reversed: Vec<i64> = RAGGED_MIX.iter().rev().copied().collect();
-    let cases =
-        [&RAGGED_MIX[..], &reversed[..]].map(|lengths| ragged_mix_case(d, dv, band, lengths));
-    // The same graph for both (S_max is the same): one context serves every call.
-    let inputs = [device_inputs(&cases[0]), device_inputs(&cases[1])];
-    let p = plugin();
-    let graph = encode_graph(&graph(&cases[0]));
-    let config = encode_engine_config(&EngineConfig::new(CUDA_FMHA_ID));
-    let (gd, cd) = (ConstData::of(&graph), ConstData::of(&config));
-    let handle = OwnedHandle::new();
-    let mut workspace_size = 0usize;
-    let mut context: Context = null_mut();
-    // SAFETY: live handle and out-pointers; the null stream orders every execute before the
-    // downloads that read its O.
-    unsafe {
-        assert_eq!((p.SetStream)(handle.0, null_mut()), SUCCESS);
-        assert_eq!(
-            (p.GetWorkspaceSize)(handle.0, &cd, &gd, &mut workspace_size),
-            SUCCESS,
-            "{}",
-            last_error()
-        );
-        assert_eq!(
-            (p.CreateExecutionContext)(handle.0, &cd, &gd, &mut context),
-            SUCCESS,
-            "{}",
-            last_error()
-        );
-    }
-    let workspace = DeviceAllocation::new(workspace_size.max(1)).expect("workspace");
-    let o_init = le_bytes(
-        &vec![cases[0].o_sentinel(); inputs[0].o_bytes / 2],
-        u16::to_le_bytes,
-    );
-    let group = calls.min(16);
-    let outputs: Vec<DeviceAllocation> = (0..group).map(|_| device_with(&o_init)).collect();
-    let mut first: [Option<Vec<u8>>; 2] = [None, None];
-    let mut call = 0;
-    while call < calls {
-        let n = group.min(calls - call);
-        for (slot, o) in outputs.iter().enumerate().take(n) {
-            let pack = pack_with_o(&inputs[(call + slot) % 2], o);
-            // SAFETY: the context is live; the pack's buffers and the workspace outlive the
-            // downloads below, which synchronise the null stream.
-            let status = unsafe {
-                (p.ExecuteOpGraph)(
-                    handle.0,
-                    context,
-                    workspace.address() as *mut _,
-                    pack.as_ptr(),
-                    pack.len() as u32,
-                )
-            };
-            assert_eq!(status, SUCCESS, "{}", last_error());
-        }
-        for (slot, o) in outputs.iter().enumerate().take(n) {
-            let which = (call + slot) % 2;
-            let bits = read_back(o);
-            if first[which].is_none() {
-                let sentinel = cases[which].o_sentinel().to_le_bytes();
-                let unwritten = bits.chunks_exact(2).filter(|c| *c == sentinel).count();
-                assert_eq!(
-                    unwritten,
-                    0,
-                    "{name} d{d}/{dv} {band:?}: call {} left {unwritten} O elements unwritten",
-                    call + slot
-                );
-                first[which] = Some(bits);
-                continue;
-            }
-            let reference = first[which].as_ref().unwrap();
-            if bits != *reference {
-                let differing = bits
-                    .chunks_exact(2)
-                    .zip(reference.chunks_exact(2))
-                    .filter(|(a, b)| a != b)
-                    .count();
-                panic!(
-                    "{name} d{d}/{dv} {band:?}: call {} differs from the first call of its lengths \
-                     in {differing} O elements",
-                    call + slot
-                );
-            }
-        }
-        call += n;
-    }
-    // SAFETY: the context belongs to this handle and is destroyed once.
-    let status = unsafe { (p.DestroyExecutionContext)(handle.0, context) };
-    assert_eq!(status, SUCCESS);
-    eprintln!(
-        "test {name} d{d}/{dv} {band:?}: {calls} calls (alternating lengths, up to {group} back to \
-         back) bit-identical"
-    );
-}
-
-/// The fused list (the CUDA engine's forward building its own tile list, no pre-pass launch)
-/// keeps state in the caller's workspace between its blocks: a claim word, a publication word and
-/// a count, which must work from whatever the workspace holds and must be clean again for a CUDA
-/// graph that replays the nonce it captured. The execute is captured once on a stream of its own
-/// with a workspace full of garbage, replayed three times (O reset before each), then run eagerly
-/// on the same workspace: every O must equal, bit for bit, an eager execute's on the null stream.
-/// In validating mode (`HIPDNN_RAGGED_SDPA_VALIDATE=1`, which synchronises after the pre-pass) the
-/// captured execute must instead be refused with BAD_PARAM before it enqueues anything, leaving the
-/// caller's capture valid.
-#[test]
-fn fused_list_from_a_garbage_workspace_and_across_graph_replays() {
-    let name = "fused_list_from_a_garbage_workspace_and_across_graph_replays";
-    if !device_present(name) {
-        return;
-    }
-    // bf16, causal, at both of the plugin's arrangements: d128 (two consumer warpgroups, query
-    // tiles of 128 rows: 19 tiles × 16 heads = 304 items) and d64 (three, tiles of 192 rows: 13 × 16
-    // = 208). Either is more than an H200's 132 blocks take first, so blocks draw from the work
-    // counter: a replay that found the previous replay's words would skip the claim, draw from a
-    // counter left past the end and leave items undone.
-    for d in [128, 64] {
-        graph_replays_equal_eager(name, d);
-    }
-}
-
-fn graph_replays_equal_eager(name: &str, d: i64) {
-    use cudarc::driver::sys as cu;
-    let validating =
-        std::env::var_os("HIPDNN_RAGGED_SDPA_VALIDATE").as_deref() == Some("1".as_ref());
-    let case = Case {
-        band: (None, Some(0), DiagonalAlignment::TopLeft),
-        ..Case::new(
-            DataType::BFloat16,
-            d,
-            (16, 4),
-            &[1000, 0, 1333],
-            &[1100, 7, 1333],
-        )
-    };
-    let inputs = device_inputs(&case);
-    let (reference, _) = run(CUDA_FMHA_ID, &case, &inputs);
-
-    let p = plugin();
-    let graph = encode_graph(&graph(&case));
-    let config = encode_engine_config(&EngineConfig::new(CUDA_FMHA_ID));
-    let (gd, cd) = (ConstData::of(&graph), ConstData::of(&config));
-    let o = device_with(&vec![0u8; inputs.o_bytes]);
-    let pack = pack_with_o(&inputs, &o);
-    let handle = OwnedHandle::new();
-    let mut stream: cu::CUstream = null_mut();
-    let mut captured: cu::CUgraph = null_mut();
-    let mut exec: cu::CUgraphExec = null_mut();
-    let mut workspace_size = 0usize;
-    let mut context: Context = null_mut();
-    let o_words = inputs.o_bytes / 2;
-    let mut primary: cu::CUcontext = null_mut();
-    // SAFETY: driver calls with live out-pointers, in device 0's primary context (where the
-    // allocations above live: the null stream's context); the pack's buffers, the workspace and O
-    // outlive every launch (each replay is synchronised).
-    unsafe {
-        assert_eq!(
-            cu::cuDevicePrimaryCtxRetain(&mut primary, 0),
-            cu::CUresult::CUDA_SUCCESS
-        );
-        assert_eq!(cu::cuCtxSetCurrent(primary), cu::CUresult::CUDA_SUCCESS);
-        assert_eq!(
-            cu::cuStreamCreate(
-                &mut stream,
-                cu::CUstream_flags::CU_STREAM_NON_BLOCKING as u32
-            ),
-            cu::CUresult::CUDA_SUCCESS
-        );
-        assert_eq!((p.SetStream)(handle.0, stream.cast()), SUCCESS);
-        assert_eq!(
-            (p.GetWorkspaceSize)(handle.0, &cd, &gd, &mut workspace_size),
-            SUCCESS,
-            "{}",
-            last_error()
-        );
-        assert_eq!(
-            (p.CreateExecutionContext)(handle.0, &cd, &gd, &mut context),
-            SUCCESS,
-            "{}",
-            last_error()
-        );
-        // Every byte 0xA5: the claim and publication words hold a value no execute's nonce has
-        // (but with probability 2^-64), as a reused workspace would.
-        let workspace = device_with(&vec![0xA5u8; workspace_size]);
-        assert_eq!(
-            cu::cuStreamBeginCapture_v2(
-                stream,
-                cu::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
-            ),
-            cu::CUresult::CUDA_SUCCESS
-        );
-        let status = (p.ExecuteOpGraph)(
-            handle.0,
-            context,
-            workspace.address() as *mut _,
-            pack.as_ptr(),
-            pack.len() as u32,
-        );
-        let message = last_error();
-        assert_eq!(
-            cu::cuStreamEndCapture(stream, &mut captured),
-            cu::CUresult::CUDA_SUCCESS,
-            "{name} (d{d}): the capture must survive the execute ({message})"
-        );
-        if validating {
-            // Validating mode synchronises after its pre-pass, which capture forbids: the
-            // execute must refuse before enqueuing anything, leaving the capture valid.
-            assert_eq!(status, BAD_PARAM, "captured validating execute: {message}");
-            assert!(
-                message.contains("HIPDNN_RAGGED_SDPA_VALIDATE") && message.contains("capture"),
-                "the refusal names the mode and the capture: {message}"
-            );
-        } else {
-            assert_eq!(status, SUCCESS, "captured execute: {message}");
-        }
-        assert_eq!(
-            cu::cuGraphInstantiateWithFlags(&mut exec, captured, 0),
-            cu::CUresult::CUDA_SUCCESS
-        );
-        for replay in (0..4).filter(|_| !validating) {
-            assert_eq!(
-                cu::cuMemsetD16Async(o.address(), case.o_sentinel(), o_words, stream),
-                cu::CUresult::CUDA_SUCCESS
-            );
-            if replay < 3 {
-                assert_eq!(cu::cuGraphLaunch(exec, stream), cu::CUresult::CUDA_SUCCESS);
-            } else {
-                let status = (p.ExecuteOpGraph)(
-                    handle.0,
-                    context,
-                    workspace.address() as *mut _,
-                    pack.as_ptr(),
-                    pack.len() as u32,
-                );
-                assert_eq!(status, SUCCESS, "eager execute: {}", last_error());
-            }
-            assert_eq!(cu::cuStreamSynchronize(stream), cu::CUresult::CUDA_SUCCESS);
-            let bits: Vec<u16> = read_back(&o)
-                .chunks_exact(2)
-                .map(|c| u16::from_le_bytes([c[0], c[1]]))
-                .collect();
-            let what = if replay < 3 {
-                "graph replay"
-            } else {
-                "eager execute after the replays"
-            };
-            let differing = bits.iter().zip(&reference).filter(|(a, b)| a != b).count();
-            assert_eq!(
-                differing, 0,
-                "{name} (d{d}): {what} {replay}: {differing} of {o_words} O elements differ from the eager execute"
-            );
-        }
-        assert_eq!((p.DestroyExecutionContext)(handle.0, context), SUCCESS);
-        assert_eq!(cu::cuGraphExecDestroy(exec), cu::CUresult::CUDA_SUCCESS);
-        assert_eq!(cu::cuGraphDestroy(captured), cu::CUresult::CUDA_SUCCESS);
-        assert_eq!(cu::cuStreamDestroy_v2(stream), cu::CUresult::CUDA_SUCCESS);
-        assert_eq!(
-            cu::cuDevicePrimaryCtxRelease_v2(0),
-            cu::CUresult::CUDA_SUCCESS
-        );
-    }
-    if validating {
-        eprintln!(
-            "test {name} (d{d}): validating mode refused the captured execute with BAD_PARAM and \
-             left the capture valid (the replays need the enqueue mode)"
-        );
-    } else {
-        eprintln!(
-            "test {name} (d{d}): three graph replays from a garbage workspace and an eager execute \
-             after them equal an eager execute bit for bit"
-        );
     }
 }
