@@ -23,8 +23,11 @@ pub(crate) fn exp2_nonpositive(x: f32) -> f32 {
         0.009_671_495,
         0.001_326_465_6,
     ];
-    let underflow = x < -126.0;
-    let clamped = if underflow { -126.0 } else { x };
+    // Below −126 the argument becomes −127: n = −127 makes the power-of-two bits 0, so the
+    // result is an exact 0 without a select on the result (a select there made LLVM keep the
+    // callers' running sums in memory behind masked stores). NaN fails the comparison and
+    // propagates.
+    let clamped = if x < -126.0 { -127.0 } else { x };
     let shifted = clamped + ROUNDER;
     let n = shifted - ROUNDER;
     let r = clamped - n;
@@ -36,7 +39,7 @@ pub(crate) fn exp2_nonpositive(x: f32) -> f32 {
     let p = p * r + C[2];
     let p = p * r + C[1];
     let p = p * r + C[0];
-    if underflow { 0.0 } else { p * two_to_n }
+    p * two_to_n
 }
 
 #[cfg(test)]

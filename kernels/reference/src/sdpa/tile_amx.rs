@@ -13,7 +13,9 @@
 //! - K as bf16 pairs along the head dim: `u32` element (r, j) holds K[j][2r] and K[j][2r + 1]
 //!   (B tiles of Q·Kᵀ), keys padded to 32;
 //! - V as bf16 pairs along the keys: element (r, d) holds V[2r][d] and V[2r + 1][d] (B tiles of
-//!   P·V), the head dim padded to 16.
+//!   P·V), the head dim padded to 16;
+//! - K and V in tile order: each 16 × 16 B tile is 1 KiB of its own, so a tile load streams
+//!   64-byte rows back to back.
 //!
 //! A work item is up to 128 query rows of one head, walked 16 rows at a time over steps of up
 //! to 64 keys (four C tiles of scores).
@@ -217,34 +219,35 @@ pub(crate) fn compute(
             }
         },
     )?;
-    // K: element (r, j) = key j's head-dim pair r, keys padded to 32; 16 keys go through a
-    // row-major tile so that each pair row is written 16 contiguous values at a time.
+    // K: 16-key blocks of `pairs` rows of 16 keys, i.e. one B tile (16 head-dim pairs × 16 keys)
+    // per 1 KiB, rows 64 bytes apart; keys padded to 32. Rows of a whole sequence's length
+    // apart would put a tile's 16 rows in one L1 set whenever that length is a multiple of 1024.
     let staged_k = Blocks::gather(
         Role::K,
         problem.heads_kv,
         pad.dqk / 2,
         (0..problem.batch).map(len_kv_p).collect(),
         |b, h, block| {
-            let (len, width, pairs) = (problem.len_kv[b], len_kv_p(b), pad.dqk / 2);
+            let (len, pairs) = (problem.len_kv[b], pad.dqk / 2);
             let mut tile = vec![0u32; 16 * pairs];
-            for j0 in (0..width).step_by(16) {
+            for (kb, out) in block.chunks_exact_mut(16 * pairs).enumerate() {
                 for (i, row) in tile.chunks_exact_mut(pairs).enumerate() {
-                    if j0 + i < len {
-                        row_pairs(k, &problem.k, b, j0 + i, h, row);
+                    if 16 * kb + i < len {
+                        row_pairs(k, &problem.k, b, 16 * kb + i, h, row);
                     } else {
                         row.fill(0);
                     }
                 }
-                for r in 0..pairs {
-                    let out = &mut block[r * width + j0..r * width + j0 + 16];
-                    for (i, x) in out.iter_mut().enumerate() {
+                for (r, out_row) in out.chunks_exact_mut(16).enumerate() {
+                    for (i, x) in out_row.iter_mut().enumerate() {
                         *x = tile[i * pairs + r];
                     }
                 }
             }
         },
     )?;
-    // V: element (r, d) = keys 2r and 2r + 1 at head-dim entry d, pairs padded to 16 rows.
+    // V: element (r, d) holds keys 2r and 2r + 1 at head-dim entry d, stored as B tiles of 16
+    // pair rows × 16 columns, 1 KiB each, the column blocks of one pair block side by side.
     let staged_v = Blocks::gather(
         Role::V,
         problem.heads_kv,
@@ -252,8 +255,16 @@ pub(crate) fn compute(
         (0..problem.batch).map(|b| len_kv_p(b) / 2).collect(),
         |b, h, block| {
             let len = problem.len_kv[b];
-            for (r, row) in block.chunks_exact_mut(pad.dv).enumerate() {
-                key_pair(v, &problem.v, b, r, h, len, row);
+            let mut rows = vec![0u32; 16 * pad.dv];
+            for (rb, out) in block.chunks_exact_mut(16 * pad.dv).enumerate() {
+                for (i, row) in rows.chunks_exact_mut(pad.dv).enumerate() {
+                    key_pair(v, &problem.v, b, 16 * rb + i, h, len, row);
+                }
+                for (db, tile) in out.chunks_exact_mut(256).enumerate() {
+                    for (i, tile_row) in tile.chunks_exact_mut(16).enumerate() {
+                        tile_row.copy_from_slice(&rows[i * pad.dv + 16 * db..][..16]);
+                    }
+                }
             }
         },
     )?;
@@ -272,7 +283,6 @@ pub(crate) fn compute(
             v: staged_v.block(b, g),
             len_q: problem.len_q[b],
             len_kv: problem.len_kv[b],
-            len_kv_p: len_kv_p(b),
             pad,
             dv,
             scale_log2,
@@ -290,7 +300,6 @@ struct Head<'a> {
     v: &'a [u32],
     len_q: usize,
     len_kv: usize,
-    len_kv_p: usize,
     pad: Padded,
     dv: usize,
     scale_log2: f32,
@@ -307,6 +316,99 @@ struct Scratch {
     /// Output accumulator, 16 × padded dv.
     o: Vec<f32>,
     admitted: Vec<Range<usize>>,
+}
+
+/// The operands of one 16-row × (16·N)-key block of scores. `N` and the tiles it names are
+/// compile-time constants, so every tile instruction is emitted inline rather than through a
+/// jump table on the register.
+struct Scores<'a> {
+    q: &'a [u32],
+    k: &'a [u32],
+    /// The block's first Q pair.
+    q_first: usize,
+    dqk_p: usize,
+    /// The first 16-key block.
+    key_block: usize,
+}
+
+impl Scores<'_> {
+    /// Scores of keys `key_block·16 ..` into columns `col..col + 16·N` of `s` (rows KEY_STEP
+    /// apart).
+    #[inline(always)]
+    fn product<const N: usize>(&self, tiles: &mut Tiles, s: &mut [f32], col: usize) {
+        for c in &C::ALL[..N] {
+            tiles.zero(*c);
+        }
+        // Head-dim steps two at a time, so that the A register of each is a constant too.
+        let steps = self.dqk_p / 32;
+        for pair in 0..steps.div_ceil(2) {
+            self.step::<N>(tiles, A::T4, 2 * pair);
+            if 2 * pair + 1 < steps {
+                self.step::<N>(tiles, A::T7, 2 * pair + 1);
+            }
+        }
+        for (t, c) in C::ALL[..N].iter().enumerate() {
+            tiles.store_c(*c, s, col + 16 * t, KEY_STEP);
+        }
+    }
+
+    #[inline(always)]
+    fn step<const N: usize>(&self, tiles: &mut Tiles, a: A, step: usize) {
+        let pairs = self.dqk_p / 2;
+        tiles.load_a(a, self.q, self.q_first + 16 * step, pairs);
+        for (t, c) in C::ALL[..N].iter().enumerate() {
+            let b = if t % 2 == 0 { B::T5 } else { B::T6 };
+            tiles.load_b(
+                b,
+                self.k,
+                ((self.key_block + t) * pairs + 16 * step) * 16,
+                16,
+            );
+            tiles.dot(*c, a, b);
+        }
+    }
+}
+
+/// The operands of O += P·V for 16 rows, `width` keys and 16·N output columns.
+struct Values<'a> {
+    p: &'a [u16],
+    v: &'a [u32],
+    width: usize,
+    /// The first B tile: the step's first pair block, the pass's first column block.
+    v_first: usize,
+    dv_p: usize,
+}
+
+impl Values<'_> {
+    /// Columns `col..col + 16·N` of the accumulator `o` (rows `dv_p` apart).
+    #[inline(always)]
+    fn product<const N: usize>(&self, tiles: &mut Tiles, o: &mut [f32], col: usize) {
+        for (t, c) in C::ALL[..N].iter().enumerate() {
+            tiles.load_c(*c, o, col + 16 * t, self.dv_p);
+        }
+        let steps = self.width / 32;
+        for pair in 0..steps.div_ceil(2) {
+            self.step::<N>(tiles, A::T4, 2 * pair);
+            if 2 * pair + 1 < steps {
+                self.step::<N>(tiles, A::T7, 2 * pair + 1);
+            }
+        }
+        for (t, c) in C::ALL[..N].iter().enumerate() {
+            tiles.store_c(*c, o, col + 16 * t, self.dv_p);
+        }
+    }
+
+    /// Keys `32·step ..` of the step: one A tile of P, one B tile of V per output tile.
+    #[inline(always)]
+    fn step<const N: usize>(&self, tiles: &mut Tiles, a: A, step: usize) {
+        tiles.load_a(a, self.p, 32 * step, KEY_STEP);
+        let block = self.v_first + step * self.dv_p / 16 * 256;
+        for (t, c) in C::ALL[..N].iter().enumerate() {
+            let b = if t % 2 == 0 { B::T5 } else { B::T6 };
+            tiles.load_b(b, self.v, block + 256 * t, 16);
+            tiles.dot(*c, a, b);
+        }
+    }
 }
 
 /// `x` rounded to the nearest bf16, ties to even, as bits; branch-free so that the softmax loop
@@ -389,22 +491,17 @@ fn attend(
 
             // S = Q·Kᵀ over the padded head dim, 32 entries per product, 64 keys at a time.
             for k0 in (0..width).step_by(64) {
-                let c_tiles = &C::ALL[..(width - k0).min(64) / 16];
-                for &c in c_tiles {
-                    tiles.zero(c);
-                }
-                for (step, d0) in (0..dqk_p).step_by(32).enumerate() {
-                    let a = if step % 2 == 0 { A::T4 } else { A::T7 };
-                    tiles.load_a(a, head.q, (row0 * dqk_p + d0) / 2, dqk_p / 2);
-                    for (t, &c) in c_tiles.iter().enumerate() {
-                        let b = if t % 2 == 0 { B::T5 } else { B::T6 };
-                        let first = d0 / 2 * head.len_kv_p + key0 + k0 + 16 * t;
-                        tiles.load_b(b, head.k, first, head.len_kv_p);
-                        tiles.dot(c, a, b);
-                    }
-                }
-                for (t, &c) in c_tiles.iter().enumerate() {
-                    tiles.store_c(c, &mut scratch.s, k0 + 16 * t, KEY_STEP);
+                let operands = Scores {
+                    q: head.q,
+                    k: head.k,
+                    q_first: row0 * dqk_p / 2,
+                    dqk_p,
+                    key_block: (key0 + k0) / 16,
+                };
+                match (width - k0).min(64) / 16 {
+                    4 => operands.product::<4>(&mut tiles, &mut scratch.s, k0),
+                    2 => operands.product::<2>(&mut tiles, &mut scratch.s, k0),
+                    n => unreachable!("steps are whole pairs of key tiles, got {n} tiles"),
                 }
             }
 
@@ -457,22 +554,19 @@ fn attend(
 
             // O += P·V, up to four C tiles of 16 output columns per pass.
             for d0 in (0..dv_p).step_by(64) {
-                let o_tiles = &C::ALL[..(dv_p - d0).min(64) / 16];
-                for (t, &c) in o_tiles.iter().enumerate() {
-                    tiles.load_c(c, &scratch.o, d0 + 16 * t, dv_p);
-                }
-                for (step, j0) in (0..width).step_by(32).enumerate() {
-                    let a = if step % 2 == 0 { A::T4 } else { A::T7 };
-                    tiles.load_a(a, &scratch.p, j0, KEY_STEP);
-                    for (t, &c) in o_tiles.iter().enumerate() {
-                        let b = if t % 2 == 0 { B::T5 } else { B::T6 };
-                        let first = (key0 + j0) / 2 * dv_p + d0 + 16 * t;
-                        tiles.load_b(b, head.v, first, dv_p);
-                        tiles.dot(c, a, b);
-                    }
-                }
-                for (t, &c) in o_tiles.iter().enumerate() {
-                    tiles.store_c(c, &mut scratch.o, d0 + 16 * t, dv_p);
+                let operands = Values {
+                    p: &scratch.p,
+                    v: head.v,
+                    width,
+                    v_first: (key0 / 32 * dv_p / 16 + d0 / 16) * 256,
+                    dv_p,
+                };
+                let o = &mut scratch.o;
+                match (dv_p - d0).min(64) / 16 {
+                    4 => operands.product::<4>(&mut tiles, o, d0),
+                    3 => operands.product::<3>(&mut tiles, o, d0),
+                    2 => operands.product::<2>(&mut tiles, o, d0),
+                    _ => operands.product::<1>(&mut tiles, o, d0),
                 }
             }
             key0 += width;
