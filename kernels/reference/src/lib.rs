@@ -8,6 +8,8 @@
 //!   the instruction set [`isa`] chooses.
 
 mod amx;
+#[cfg(target_arch = "x86_64")]
+mod avx512;
 pub mod executor;
 mod gemm;
 pub mod isa;

@@ -411,19 +411,6 @@ impl Values<'_> {
     }
 }
 
-/// `x` rounded to the nearest bf16, ties to even, as bits; branch-free so that the softmax loop
-/// vectorises (the `half` crate's conversion is a call per element). NaN stays a quiet NaN.
-#[inline(always)]
-fn to_bf16_bits(x: f32) -> u16 {
-    let bits = x.to_bits();
-    let rounded = bits.wrapping_add(0x7fff + ((bits >> 16) & 1));
-    if x.is_nan() {
-        0x7fc0
-    } else {
-        (rounded >> 16) as u16
-    }
-}
-
 /// Query rows `first_row..first_row + lse.len()` of one head.
 fn attend_item(
     head: &Head<'_>,
@@ -432,27 +419,84 @@ fn attend_item(
     lse: &mut [f32],
     scratch: &mut Scratch,
 ) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma")]
-        fn vectorized(
-            head: &Head<'_>,
-            first_row: usize,
-            out: &mut [f32],
-            lse: &mut [f32],
-            scratch: &mut Scratch,
-        ) {
-            attend(head, first_row, out, lse, scratch);
-        }
-        // SAFETY: AMX machines have AVX-512 F/BW/VL, and `enabled()` (checked by the caller)
-        // requires `isa()` to have reported AMX, which it does only on top of them.
-        unsafe { vectorized(head, first_row, out, lse, scratch) }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    attend(head, first_row, out, lse, scratch);
+    // SAFETY: AMX machines have AVX-512 F/BW/VL, and `enabled()` (checked by the caller)
+    // requires `isa()` to have reported AMX, which it does only on top of them.
+    unsafe { attend(head, first_row, out, lse, scratch) }
 }
 
-#[inline(always)]
+/// One softmax step's constants.
+struct Step {
+    key0: usize,
+    width: usize,
+    scale_log2: f32,
+}
+
+/// One query row's scores, P and output accumulator in a step.
+struct Row<'a> {
+    scores: &'a mut [[f32; 16]],
+    p: &'a mut [[u16; 16]],
+    o: &'a mut [f32],
+}
+
+/// Scales and masks one row's scores, moves its running maximum and sum, writes P rounded to
+/// bf16 and rescales the row's output accumulator when the maximum moved.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma")]
+fn softmax_row(step: &Step, row: Row<'_>, admitted: &Range<usize>, max: &mut f32, sum: &mut f32) {
+    use std::arch::x86_64::*;
+
+    use crate::avx512;
+
+    // Admitted keys as lanes of the step: [lo, hi) within 0..width.
+    let clip = |key: usize| key.saturating_sub(step.key0).min(step.width) as i32;
+    let (lo, hi) = if admitted.is_empty() {
+        (0, 0)
+    } else {
+        (clip(admitted.start), clip(admitted.end))
+    };
+    let everywhere = lo == 0 && hi == step.width as i32;
+    let scale = _mm512_set1_ps(step.scale_log2);
+    let lanes = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    let minus_inf = _mm512_set1_ps(f32::NEG_INFINITY);
+    let mut maxima = minus_inf;
+    for (c, chunk) in row.scores.iter_mut().enumerate() {
+        let mut x = _mm512_mul_ps(avx512::load(chunk), scale);
+        if !everywhere {
+            let key = _mm512_add_epi32(lanes, _mm512_set1_epi32(16 * c as i32));
+            let inside = _mm512_cmpge_epi32_mask(key, _mm512_set1_epi32(lo))
+                & _mm512_cmplt_epi32_mask(key, _mm512_set1_epi32(hi));
+            x = _mm512_mask_blend_ps(inside, minus_inf, x);
+        }
+        // `max_ps` returns its second operand when either is NaN: a NaN score leaves the
+        // maximum alone and reaches the sum through its exponential.
+        maxima = _mm512_max_ps(x, maxima);
+        avx512::store(x, chunk);
+    }
+    let new_max = _mm512_reduce_max_ps(maxima);
+    let new_max = if new_max > *max { new_max } else { *max };
+    // A row with nothing admitted yet shifts by 0, so its −∞ scores become zeros.
+    let shift = if new_max == f32::NEG_INFINITY {
+        0.0
+    } else {
+        new_max
+    };
+    let correction = exp2_nonpositive(*max - shift);
+    *max = new_max;
+    let shift = _mm512_set1_ps(shift);
+    let mut totals = _mm512_setzero_ps();
+    for (chunk, p) in row.scores.iter().zip(row.p) {
+        let e = avx512::exp2_nonpositive(_mm512_sub_ps(avx512::load(chunk), shift));
+        totals = _mm512_add_ps(totals, e);
+        avx512::store_u16(avx512::to_bf16_bits(e), p);
+    }
+    *sum = *sum * correction + _mm512_reduce_add_ps(totals);
+    if correction != 1.0 {
+        for x in row.o.iter_mut() {
+            *x *= correction;
+        }
+    }
+}
+
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma")]
 fn attend(
     head: &Head<'_>,
     first_row: usize,
@@ -505,51 +549,19 @@ fn attend(
                 }
             }
 
-            // Online softmax, row by row over 16-key chunks (LLVM keeps a chunk in one
-            // register); P in bf16 for the tiles.
+            // Online softmax over the step's scores; P in bf16 for the tiles.
+            let step = Step {
+                key0,
+                width,
+                scale_log2: head.scale_log2,
+            };
             for r in 0..16 {
-                let admitted = scratch.admitted[r].clone();
-                let scores = scratch.s[r * KEY_STEP..][..width].as_chunks_mut::<16>().0;
-                let everywhere = admitted.start <= key0 && key0 + width <= admitted.end;
-                let mut maxima = [f32::NEG_INFINITY; 16];
-                for (c, chunk) in scores.iter_mut().enumerate() {
-                    for (i, (x, m)) in chunk.iter_mut().zip(&mut maxima).enumerate() {
-                        let key = key0 + 16 * c + i;
-                        let inside = everywhere || (admitted.start <= key && key < admitted.end);
-                        *x = if inside {
-                            *x * head.scale_log2
-                        } else {
-                            f32::NEG_INFINITY
-                        };
-                        *m = if *x > *m { *x } else { *m };
-                    }
-                }
-                let new_max = maxima
-                    .iter()
-                    .fold(max[r], |m, &x| if x > m { x } else { m });
-                // A row with nothing admitted yet shifts by 0, so its −∞ scores become zeros.
-                let shift = if new_max == f32::NEG_INFINITY {
-                    0.0
-                } else {
-                    new_max
+                let row = Row {
+                    scores: scratch.s[r * KEY_STEP..][..width].as_chunks_mut::<16>().0,
+                    p: scratch.p[r * KEY_STEP..][..width].as_chunks_mut::<16>().0,
+                    o: &mut scratch.o[r * dv_p..(r + 1) * dv_p],
                 };
-                let correction = exp2_nonpositive(max[r] - shift);
-                max[r] = new_max;
-                let p_row = scratch.p[r * KEY_STEP..][..width].as_chunks_mut::<16>().0;
-                let mut totals = [0.0f32; 16];
-                for (chunk, p) in scores.iter().zip(p_row) {
-                    for ((&x, p), t) in chunk.iter().zip(p).zip(&mut totals) {
-                        let e = exp2_nonpositive(x - shift);
-                        *t += e;
-                        *p = to_bf16_bits(e);
-                    }
-                }
-                sum[r] = sum[r] * correction + totals.iter().sum::<f32>();
-                if correction != 1.0 {
-                    for x in &mut scratch.o[r * dv_p..(r + 1) * dv_p] {
-                        *x *= correction;
-                    }
-                }
+                softmax_row(&step, row, &scratch.admitted[r], &mut max[r], &mut sum[r]);
             }
 
             // O += P·V, up to four C tiles of 16 output columns per pass.
@@ -592,33 +604,4 @@ fn attend(
         }
     }
     drop(tiles);
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn bf16_rounding_matches_the_half_crate() {
-        let samples = (0..200_000u32)
-            .map(|i| f32::from_bits(i.wrapping_mul(2_654_435_761)))
-            .chain([
-                0.0,
-                -0.0,
-                1.0,
-                0.5,
-                f32::MIN_POSITIVE,
-                f32::INFINITY,
-                f32::NAN,
-            ]);
-        for x in samples {
-            let want = bf16::from_f32(x);
-            let got = to_bf16_bits(x);
-            if x.is_nan() {
-                assert!(bf16::from_bits(got).is_nan(), "{x}");
-            } else {
-                assert_eq!(got, want.to_bits(), "{x} ({:#x})", x.to_bits());
-            }
-        }
-    }
 }

@@ -1,0 +1,166 @@
+//! Sixteen f32 lanes in one AVX-512 register, for the loops LLVM does not vectorise well on its
+//! own (the AMX forward's softmax kept its running sums in memory behind masked stores).
+//!
+//! The arithmetic is `std::arch` intrinsics, safe to call inside functions compiled with the
+//! same target features; only the two memory moves need `unsafe`, and they take array
+//! references, so every call is in bounds by construction. Callers reach these functions from
+//! their own `#[target_feature]` code, after `crate::isa` has reported AVX-512.
+
+use std::arch::x86_64::*;
+
+/// The 16 lanes of `x`.
+#[target_feature(enable = "avx512f")]
+pub(crate) fn load(x: &[f32; 16]) -> __m512 {
+    // SAFETY: `x` is 64 readable bytes; `loadu` has no alignment requirement.
+    unsafe { _mm512_loadu_ps(x.as_ptr()) }
+}
+
+/// `x` into the 16 entries of `to`.
+#[target_feature(enable = "avx512f")]
+pub(crate) fn store(x: __m512, to: &mut [f32; 16]) {
+    // SAFETY: `to` is 64 writable bytes, borrowed exclusively; `storeu` needs no alignment.
+    unsafe { _mm512_storeu_ps(to.as_mut_ptr(), x) }
+}
+
+/// Sixteen 16-bit lanes into `to`.
+#[target_feature(enable = "avx512f")]
+pub(crate) fn store_u16(x: __m256i, to: &mut [u16; 16]) {
+    // SAFETY: `to` is 32 writable bytes, borrowed exclusively; `storeu` needs no alignment.
+    unsafe { _mm256_storeu_si256(to.as_mut_ptr().cast(), x) }
+}
+
+/// `2^x` per lane for `x ≤ 0` (NaN propagates), the polynomial of
+/// `crate::sdpa::softmax::exp2_nonpositive` evaluated with fused multiply-adds; results below
+/// `2^-126` are 0.
+#[target_feature(enable = "avx512f")]
+pub(crate) fn exp2_nonpositive(x: __m512) -> __m512 {
+    const ROUNDER: f32 = 12_582_912.0;
+    #[allow(clippy::approx_constant)] // a fitted coefficient, not ln 2
+    const C: [f32; 6] = [
+        1.0,
+        0.693_147,
+        0.240_222_42,
+        0.055_507_336,
+        0.009_671_495,
+        0.001_326_465_6,
+    ];
+    let below = _mm512_cmp_ps_mask::<_CMP_LT_OQ>(x, _mm512_set1_ps(-126.0));
+    let x = _mm512_mask_blend_ps(below, x, _mm512_set1_ps(-127.0));
+    let shifted = _mm512_add_ps(x, _mm512_set1_ps(ROUNDER));
+    let n = _mm512_sub_ps(shifted, _mm512_set1_ps(ROUNDER));
+    let r = _mm512_sub_ps(x, n);
+    let n_bits = _mm512_sub_epi32(
+        _mm512_castps_si512(shifted),
+        _mm512_set1_epi32(ROUNDER.to_bits() as i32),
+    );
+    let two_to_n = _mm512_castsi512_ps(_mm512_slli_epi32::<23>(_mm512_add_epi32(
+        n_bits,
+        _mm512_set1_epi32(127),
+    )));
+    let mut p = _mm512_set1_ps(C[5]);
+    for c in [C[4], C[3], C[2], C[1], C[0]] {
+        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(c));
+    }
+    _mm512_mul_ps(p, two_to_n)
+}
+
+/// Each lane rounded to the nearest bf16, ties to even, as bits; NaN becomes a quiet NaN.
+#[target_feature(enable = "avx512f")]
+pub(crate) fn to_bf16_bits(x: __m512) -> __m256i {
+    let bits = _mm512_castps_si512(x);
+    let odd = _mm512_and_si512(_mm512_srli_epi32::<16>(bits), _mm512_set1_epi32(1));
+    let rounded = _mm512_add_epi32(bits, _mm512_add_epi32(odd, _mm512_set1_epi32(0x7fff)));
+    let nan = _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(x, x);
+    let rounded = _mm512_mask_blend_epi32(nan, rounded, _mm512_set1_epi32(0x7fc0_0000));
+    _mm512_cvtepi32_epi16(_mm512_srli_epi32::<16>(rounded))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn avx512() -> bool {
+        std::arch::is_x86_feature_detected!("avx512f")
+    }
+
+    #[target_feature(enable = "avx512f")]
+    fn exp2_lanes(x: [f32; 16]) -> [f32; 16] {
+        let mut out = [0.0; 16];
+        store(exp2_nonpositive(load(&x)), &mut out);
+        out
+    }
+
+    #[target_feature(enable = "avx512f")]
+    fn bf16_lanes(x: [f32; 16]) -> [u16; 16] {
+        let mut out = [0; 16];
+        store_u16(to_bf16_bits(load(&x)), &mut out);
+        out
+    }
+
+    #[test]
+    fn exp2_lanes_match_the_exact_power_to_a_few_ulps() {
+        if !avx512() {
+            println!("skipped: this CPU has no AVX-512");
+            return;
+        }
+        let mut worst: f64 = 0.0;
+        for block in 0..12_500 {
+            let x: [f32; 16] = std::array::from_fn(|i| -((16 * block + i) as f32) * 1.2e-3);
+            // SAFETY: AVX-512 F was detected above.
+            let got = unsafe { exp2_lanes(x) };
+            for (&x, &ours) in x.iter().zip(&got) {
+                let exact = 2f64.powf(f64::from(x));
+                if exact >= f64::from(f32::MIN_POSITIVE) {
+                    worst = worst.max(((f64::from(ours) - exact) / exact).abs());
+                } else {
+                    assert!(
+                        f64::from(ours) <= f64::from(f32::MIN_POSITIVE),
+                        "{x}: {ours}"
+                    );
+                }
+            }
+        }
+        assert!(worst < 4e-7, "worst relative error {worst}");
+        let edges = [
+            0.0,
+            -1.0,
+            f32::NEG_INFINITY,
+            f32::NAN,
+            -126.0,
+            -126.5,
+            -127.0,
+            -1e30,
+        ];
+        let mut x = [0.0f32; 16];
+        x[..edges.len()].copy_from_slice(&edges);
+        // SAFETY: as above.
+        let got = unsafe { exp2_lanes(x) };
+        assert_eq!(&got[..3], &[1.0, 0.5, 0.0]);
+        assert!(got[3].is_nan());
+        assert_eq!(got[4], f32::MIN_POSITIVE);
+        assert_eq!(&got[5..8], &[0.0, 0.0, 0.0]);
+    }
+
+    #[test]
+    fn bf16_lanes_round_like_the_half_crate() {
+        if !avx512() {
+            println!("skipped: this CPU has no AVX-512");
+            return;
+        }
+        for block in 0..20_000u32 {
+            let x: [f32; 16] = std::array::from_fn(|i| {
+                f32::from_bits((16 * block + i as u32).wrapping_mul(2_654_435_761))
+            });
+            // SAFETY: AVX-512 F was detected above.
+            let got = unsafe { bf16_lanes(x) };
+            for (&x, &bits) in x.iter().zip(&got) {
+                let want = half::bf16::from_f32(x);
+                if x.is_nan() {
+                    assert!(half::bf16::from_bits(bits).is_nan(), "{x}");
+                } else {
+                    assert_eq!(bits, want.to_bits(), "{x} ({:#x})", x.to_bits());
+                }
+            }
+        }
+    }
+}
