@@ -59,6 +59,8 @@ pub(crate) fn release_caches() {
 /// of `rows[b] × width` pairs; every element, padding included, is written by the fill.
 struct Blocks {
     data: Vec<u32>,
+    /// Where block 0 starts in `data` (the first cache-line boundary).
+    base: usize,
     starts: Vec<usize>,
     heads: usize,
     width: usize,
@@ -77,9 +79,16 @@ impl Blocks {
         let too_large = |elements: String| KernelError::StagingTooLarge { role, elements };
         let (starts, total) = block_starts(heads, width, &rows)
             .ok_or_else(|| too_large("more than 2^64".to_owned()))?;
-        let mut data = BUFFERS.buffer(total, || too_large(total.to_string()))?;
+        // Every block is a whole number of 64-byte rows; the first one starts on a cache line,
+        // so that no tile row straddles two (a straddling row costs a tile load a second line).
+        let slack = LINE / 4;
+        let padded = total
+            .checked_add(slack)
+            .ok_or_else(|| too_large("more than 2^64".to_owned()))?;
+        let mut data = BUFFERS.buffer(padded, || too_large(total.to_string()))?;
+        let base = data.as_ptr().align_offset(LINE).min(slack);
         let mut jobs = Vec::with_capacity(starts.len());
-        let mut rest = &mut data[..];
+        let mut rest = &mut data[base..base + total];
         for (b, &len) in rows.iter().enumerate() {
             for h in 0..heads {
                 let (block, tail) = std::mem::take(&mut rest).split_at_mut(len * width);
@@ -90,6 +99,7 @@ impl Blocks {
         threads::for_each_init(jobs, || (), |_, (b, h, block)| fill(b, h, block));
         Ok(Blocks {
             data,
+            base,
             starts,
             heads,
             width,
@@ -98,7 +108,7 @@ impl Blocks {
     }
 
     fn block(&self, b: usize, h: usize) -> &[u32] {
-        let start = self.starts[b * self.heads + h];
+        let start = self.base + self.starts[b * self.heads + h];
         &self.data[start..start + self.rows[b] * self.width]
     }
 }
@@ -306,6 +316,17 @@ struct Head<'a> {
     band: MaskBand,
 }
 
+/// Bytes per cache line: tile rows are 64 bytes, and start on a line.
+const LINE: usize = 64;
+
+/// `len` elements of `buffer` starting on a cache line (the buffer grows by a line's slack).
+fn line_aligned<T: Copy + Default>(buffer: &mut Vec<T>, len: usize) -> &mut [T] {
+    let slack = LINE / std::mem::size_of::<T>();
+    buffer.resize(len + slack, T::default());
+    let start = buffer.as_ptr().align_offset(LINE).min(slack);
+    &mut buffer[start..start + len]
+}
+
 /// Per-thread buffers of one 16-row block.
 #[derive(Default)]
 struct Scratch {
@@ -506,27 +527,33 @@ fn attend(
 ) {
     let mut tiles = Tiles::configure();
     let (dv, dv_p, dqk_p) = (head.dv, head.pad.dv, head.pad.dqk);
-    scratch.s.resize(16 * KEY_STEP, 0.0);
-    scratch.p.resize(16 * KEY_STEP, 0);
-    scratch.o.resize(16 * dv_p, 0.0);
+    let Scratch {
+        s: s_buffer,
+        p: p_buffer,
+        o: o_buffer,
+        admitted,
+    } = scratch;
+    let s = line_aligned(s_buffer, 16 * KEY_STEP);
+    let p = line_aligned(p_buffer, 16 * KEY_STEP);
+    let o = line_aligned(o_buffer, 16 * dv_p);
     let rows = lse.len();
     for block0 in (0..rows).step_by(16) {
         let block_rows = 16.min(rows - block0);
         let row0 = first_row + block0;
-        scratch.admitted.clear();
-        scratch.admitted.extend((0..16).map(|r| {
+        admitted.clear();
+        admitted.extend((0..16).map(|r| {
             if r < block_rows {
                 head.band.admitted(row0 + r, head.len_q, head.len_kv)
             } else {
                 0..0
             }
         }));
-        let nonempty = || scratch.admitted.iter().filter(|r| !r.is_empty());
+        let nonempty = || admitted.iter().filter(|r| !r.is_empty());
         let key_lo = nonempty().map(|r| r.start).min().unwrap_or(0);
         let key_hi = nonempty().map(|r| r.end).max().unwrap_or(0);
         let mut max = [f32::NEG_INFINITY; 16];
         let mut sum = [0.0f32; 16];
-        scratch.o.fill(0.0);
+        o.fill(0.0);
 
         let mut key0 = key_lo - key_lo % 32;
         while key0 < key_hi {
@@ -543,8 +570,8 @@ fn attend(
                     key_block: (key0 + k0) / 16,
                 };
                 match (width - k0).min(64) / 16 {
-                    4 => operands.product::<4>(&mut tiles, &mut scratch.s, k0),
-                    2 => operands.product::<2>(&mut tiles, &mut scratch.s, k0),
+                    4 => operands.product::<4>(&mut tiles, s, k0),
+                    2 => operands.product::<2>(&mut tiles, s, k0),
                     n => unreachable!("steps are whole pairs of key tiles, got {n} tiles"),
                 }
             }
@@ -557,23 +584,22 @@ fn attend(
             };
             for r in 0..16 {
                 let row = Row {
-                    scores: scratch.s[r * KEY_STEP..][..width].as_chunks_mut::<16>().0,
-                    p: scratch.p[r * KEY_STEP..][..width].as_chunks_mut::<16>().0,
-                    o: &mut scratch.o[r * dv_p..(r + 1) * dv_p],
+                    scores: s[r * KEY_STEP..][..width].as_chunks_mut::<16>().0,
+                    p: p[r * KEY_STEP..][..width].as_chunks_mut::<16>().0,
+                    o: &mut o[r * dv_p..(r + 1) * dv_p],
                 };
-                softmax_row(&step, row, &scratch.admitted[r], &mut max[r], &mut sum[r]);
+                softmax_row(&step, row, &admitted[r], &mut max[r], &mut sum[r]);
             }
 
             // O += P·V, up to four C tiles of 16 output columns per pass.
             for d0 in (0..dv_p).step_by(64) {
                 let operands = Values {
-                    p: &scratch.p,
+                    p,
                     v: head.v,
                     width,
                     v_first: (key0 / 32 * dv_p / 16 + d0 / 16) * 256,
                     dv_p,
                 };
-                let o = &mut scratch.o;
                 match (dv_p - d0).min(64) / 16 {
                     4 => operands.product::<4>(&mut tiles, o, d0),
                     3 => operands.product::<3>(&mut tiles, o, d0),
@@ -586,7 +612,7 @@ fn attend(
 
         for r in 0..block_rows {
             let row = &mut out[(block0 + r) * dv..(block0 + r + 1) * dv];
-            let acc = &scratch.o[r * dv_p..r * dv_p + dv];
+            let acc = &o[r * dv_p..r * dv_p + dv];
             let l = &mut lse[block0 + r];
             if sum[r] > 0.0 {
                 let inv = 1.0 / sum[r];
