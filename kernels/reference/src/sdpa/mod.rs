@@ -5,6 +5,7 @@
 //! outputs, and only then are O and LSE written, so an error leaves them untouched.
 
 // layout, problem, softmax and stage are shared with the backward (`crate::sdpa_backward`).
+mod amx_stage;
 pub(crate) mod layout;
 mod pool;
 
@@ -62,7 +63,7 @@ fn tile_sizes(dim_qk: usize, dim_v: usize) -> (usize, usize) {
 /// last handle is destroyed, so that unloading the library leaves none of this heap behind.
 pub fn release_caches() {
     stage::release_caches();
-    tile_amx::release_caches();
+    amx_stage::release_caches();
 }
 
 /// SDPA forward on the CPU: `O = softmax(scale·Q·Kᵀ + mask)·V`, optionally with the natural-log

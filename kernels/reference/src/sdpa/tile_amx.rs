@@ -8,14 +8,9 @@
 //! scores, and P is rounded to bf16 before P·V (f32 accumulation again); the row sums use the
 //! unrounded P. The spec's bf16 tolerance (1e-2) holds with room to spare.
 //!
-//! Operands are staged per (batch, head) in the layouts the tiles load:
-//! - Q row-major, rows padded to 16 and the head dim to 32 with zeros (A tiles of Q·Kᵀ);
-//! - K as bf16 pairs along the head dim: `u32` element (r, j) holds K[j][2r] and K[j][2r + 1]
-//!   (B tiles of Q·Kᵀ), keys padded to 32;
-//! - V as bf16 pairs along the keys: element (r, d) holds V[2r][d] and V[2r + 1][d] (B tiles of
-//!   P·V), the head dim padded to 16;
-//! - K and V in tile order: each 16 × 16 B tile is 1 KiB of its own, so a tile load streams
-//!   64-byte rows back to back.
+//! Operands are staged per (batch, head) by `super::amx_stage`: Q as rows of head-dim pairs
+//! (rows padded to 16; A tiles of Q·Kᵀ), K as B tiles over the head dim, V as B tiles over key
+//! pairs (the head dim padded to 16), each tile 1 KiB of its own.
 //!
 //! A work item is up to 128 query rows of one head, walked 16 rows at a time over steps of up
 //! to 64 keys (four C tiles of scores).
@@ -28,8 +23,7 @@ use crate::amx::{A, B, C, Tiles};
 use ragged_core::MaskBand;
 use ragged_core::error::{KernelError, Role};
 
-use super::layout::AttnLayout;
-use super::pool::{Pool, block_starts};
+use super::amx_stage::{self as stage, line_aligned};
 use super::problem::Problem;
 use super::softmax::exp2_nonpositive;
 use super::stage::Staged;
@@ -47,78 +41,6 @@ pub(crate) fn enabled() -> bool {
     crate::isa::isa_for(ragged_core::dtype::DataType::BF16, false) == crate::isa::Isa::Amx
 }
 
-/// The pair buffers kept between calls: a forward stages three (Q, K, V).
-static BUFFERS: Pool<u32> = Pool::new(3);
-
-/// Frees the staging buffers the bf16 tiles keep (`super::release_caches`).
-pub(crate) fn release_caches() {
-    BUFFERS.release();
-}
-
-/// One operand staged per (batch, head) as bf16 pairs (`u32`), blocks back to back, batch `b`'s
-/// of `rows[b] × width` pairs; every element, padding included, is written by the fill.
-struct Blocks {
-    data: Vec<u32>,
-    /// Where block 0 starts in `data` (the first cache-line boundary).
-    base: usize,
-    starts: Vec<usize>,
-    heads: usize,
-    width: usize,
-    rows: Vec<usize>,
-}
-
-impl Blocks {
-    /// Blocks for every (b, h), filled in parallel by `fill(b, h, block)`.
-    fn gather(
-        role: Role,
-        heads: usize,
-        width: usize,
-        rows: Vec<usize>,
-        fill: impl Fn(usize, usize, &mut [u32]) + Sync,
-    ) -> Result<Self, KernelError> {
-        let too_large = |elements: String| KernelError::StagingTooLarge { role, elements };
-        let (starts, total) = block_starts(heads, width, &rows)
-            .ok_or_else(|| too_large("more than 2^64".to_owned()))?;
-        // Every block is a whole number of 64-byte rows; the first one starts on a cache line,
-        // so that no tile row straddles two (a straddling row costs a tile load a second line).
-        let slack = LINE / 4;
-        let padded = total
-            .checked_add(slack)
-            .ok_or_else(|| too_large("more than 2^64".to_owned()))?;
-        let mut data = BUFFERS.buffer(padded, || too_large(total.to_string()))?;
-        let base = data.as_ptr().align_offset(LINE).min(slack);
-        let mut jobs = Vec::with_capacity(starts.len());
-        let mut rest = &mut data[base..base + total];
-        for (b, &len) in rows.iter().enumerate() {
-            for h in 0..heads {
-                let (block, tail) = std::mem::take(&mut rest).split_at_mut(len * width);
-                rest = tail;
-                jobs.push((b, h, block));
-            }
-        }
-        threads::for_each_init(jobs, || (), |_, (b, h, block)| fill(b, h, block));
-        Ok(Blocks {
-            data,
-            base,
-            starts,
-            heads,
-            width,
-            rows,
-        })
-    }
-
-    fn block(&self, b: usize, h: usize) -> &[u32] {
-        let start = self.base + self.starts[b * self.heads + h];
-        &self.data[start..start + self.rows[b] * self.width]
-    }
-}
-
-impl Drop for Blocks {
-    fn drop(&mut self) {
-        BUFFERS.give(std::mem::take(&mut self.data));
-    }
-}
-
 /// The problem's padded extents.
 #[derive(Clone, Copy)]
 struct Padded {
@@ -126,73 +48,6 @@ struct Padded {
     dqk: usize,
     /// Head dim of V and O, to 16 (one C tile's columns).
     dv: usize,
-}
-
-/// Row `s` of (b, h) as bf16 pairs into `dst` (`dst.len()` pairs; entries past the head dim 0).
-#[inline(always)]
-fn row_pairs(src: &[bf16], layout: &AttnLayout, b: usize, s: usize, h: usize, dst: &mut [u32]) {
-    let (start, step, dim) = (
-        layout.position(b, s, h, 0),
-        layout.stride_d,
-        layout.head_dim,
-    );
-    let pair = |lo: bf16, hi: bf16| lo.to_bits() as u32 | (hi.to_bits() as u32) << 16;
-    if step == 1 {
-        let (pairs, rest) = src[start..start + dim].as_chunks::<2>();
-        for (x, p) in dst.iter_mut().zip(pairs) {
-            *x = pair(p[0], p[1]);
-        }
-        let tail = &mut dst[pairs.len()..];
-        if let ([last], [x, ..]) = (rest, &mut *tail) {
-            *x = pair(*last, bf16::ZERO);
-        }
-        tail[rest.len()..].fill(0);
-    } else {
-        let at = |d: usize| {
-            if d < dim {
-                src[start + d * step]
-            } else {
-                bf16::ZERO
-            }
-        };
-        for (r, x) in dst.iter_mut().enumerate() {
-            *x = pair(at(2 * r), at(2 * r + 1));
-        }
-    }
-}
-
-/// Keys `2r` and `2r + 1` of (b, h) interleaved into `dst` (element d holds both keys' entry d;
-/// a key at or past `len`, and entries past the head dim, read as 0).
-#[inline(always)]
-fn key_pair(
-    src: &[bf16],
-    layout: &AttnLayout,
-    b: usize,
-    r: usize,
-    h: usize,
-    len: usize,
-    dst: &mut [u32],
-) {
-    let (step, dim) = (layout.stride_d, layout.head_dim);
-    let row = |j: usize| (j < len).then(|| layout.position(b, j, h, 0));
-    match (row(2 * r), row(2 * r + 1)) {
-        (Some(lo), Some(hi)) if step == 1 => {
-            let (lo, hi) = (&src[lo..lo + dim], &src[hi..hi + dim]);
-            for ((x, a), c) in dst.iter_mut().zip(lo).zip(hi) {
-                *x = a.to_bits() as u32 | (c.to_bits() as u32) << 16;
-            }
-            dst[dim..].fill(0);
-        }
-        (lo, hi) => {
-            let at = |start: Option<usize>, d: usize| match start {
-                Some(start) if d < dim => src[start + d * step].to_bits() as u32,
-                _ => 0,
-            };
-            for (d, x) in dst.iter_mut().enumerate() {
-                *x = at(lo, d) | at(hi, d) << 16;
-            }
-        }
-    }
 }
 
 /// Runs the bf16 forward into staged f32 outputs (O, LSE), like `super::compute`.
@@ -209,75 +64,10 @@ pub(crate) fn compute(
         dqk: dqk.max(1).next_multiple_of(32),
         dv: dv.max(1).next_multiple_of(16),
     };
-    let len_q_p = |b: usize| problem.len_q[b].next_multiple_of(16);
-    let len_kv_p = |b: usize| problem.len_kv[b].next_multiple_of(32);
 
-    // Q: row-major pairs along the head dim, rows padded to 16.
-    let staged_q = Blocks::gather(
-        Role::Q,
-        problem.heads_q,
-        pad.dqk / 2,
-        (0..problem.batch).map(len_q_p).collect(),
-        |b, h, block| {
-            let rows = block.chunks_exact_mut(pad.dqk / 2);
-            for (s, row) in rows.enumerate() {
-                if s < problem.len_q[b] {
-                    row_pairs(q, &problem.q, b, s, h, row);
-                } else {
-                    row.fill(0);
-                }
-            }
-        },
-    )?;
-    // K: 16-key blocks of `pairs` rows of 16 keys, i.e. one B tile (16 head-dim pairs × 16 keys)
-    // per 1 KiB, rows 64 bytes apart; keys padded to 32. Rows of a whole sequence's length
-    // apart would put a tile's 16 rows in one L1 set whenever that length is a multiple of 1024.
-    let staged_k = Blocks::gather(
-        Role::K,
-        problem.heads_kv,
-        pad.dqk / 2,
-        (0..problem.batch).map(len_kv_p).collect(),
-        |b, h, block| {
-            let (len, pairs) = (problem.len_kv[b], pad.dqk / 2);
-            let mut tile = vec![0u32; 16 * pairs];
-            for (kb, out) in block.chunks_exact_mut(16 * pairs).enumerate() {
-                for (i, row) in tile.chunks_exact_mut(pairs).enumerate() {
-                    if 16 * kb + i < len {
-                        row_pairs(k, &problem.k, b, 16 * kb + i, h, row);
-                    } else {
-                        row.fill(0);
-                    }
-                }
-                for (r, out_row) in out.chunks_exact_mut(16).enumerate() {
-                    for (i, x) in out_row.iter_mut().enumerate() {
-                        *x = tile[i * pairs + r];
-                    }
-                }
-            }
-        },
-    )?;
-    // V: element (r, d) holds keys 2r and 2r + 1 at head-dim entry d, stored as B tiles of 16
-    // pair rows × 16 columns, 1 KiB each, the column blocks of one pair block side by side.
-    let staged_v = Blocks::gather(
-        Role::V,
-        problem.heads_kv,
-        pad.dv,
-        (0..problem.batch).map(|b| len_kv_p(b) / 2).collect(),
-        |b, h, block| {
-            let len = problem.len_kv[b];
-            let mut rows = vec![0u32; 16 * pad.dv];
-            for (rb, out) in block.chunks_exact_mut(16 * pad.dv).enumerate() {
-                for (i, row) in rows.chunks_exact_mut(pad.dv).enumerate() {
-                    key_pair(v, &problem.v, b, 16 * rb + i, h, len, row);
-                }
-                for (db, tile) in out.chunks_exact_mut(256).enumerate() {
-                    for (i, tile_row) in tile.chunks_exact_mut(16).enumerate() {
-                        tile_row.copy_from_slice(&rows[i * pad.dv + 16 * db..][..16]);
-                    }
-                }
-            }
-        },
-    )?;
+    let staged_q = stage::rows_of_pairs(Role::Q, q, &problem.q, &problem.len_q, 16, pad.dqk)?;
+    let staged_k = stage::dim_pair_tiles(Role::K, k, &problem.k, &problem.len_kv, pad.dqk)?;
+    let staged_v = stage::row_pair_tiles(Role::V, v, &problem.v, &problem.len_kv, pad.dv)?;
 
     let (mut out, mut stats) = super::staged_outputs(problem)?;
     let items = super::work_items(problem, ITEM_ROWS, &mut out, &mut stats);
@@ -314,17 +104,6 @@ struct Head<'a> {
     dv: usize,
     scale_log2: f32,
     band: MaskBand,
-}
-
-/// Bytes per cache line: tile rows are 64 bytes, and start on a line.
-const LINE: usize = 64;
-
-/// `len` elements of `buffer` starting on a cache line (the buffer grows by a line's slack).
-fn line_aligned<T: Copy + Default>(buffer: &mut Vec<T>, len: usize) -> &mut [T] {
-    let slack = LINE / std::mem::size_of::<T>();
-    buffer.resize(len + slack, T::default());
-    let start = buffer.as_ptr().align_offset(LINE).min(slack);
-    &mut buffer[start..start + len]
 }
 
 /// Per-thread buffers of one 16-row block.
