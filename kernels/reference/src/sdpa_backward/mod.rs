@@ -6,6 +6,7 @@
 //! blocks, `passes` computes dQ, dK and dV in one pass, in parallel over (batch, KV head, key
 //! chunk), and only then are the gradients written, so an error leaves them untouched.
 
+mod items;
 mod passes;
 mod problem;
 
