@@ -29,6 +29,13 @@ pub(crate) fn store_u16(x: __m256i, to: &mut [u16; 16]) {
     unsafe { _mm256_storeu_si256(to.as_mut_ptr().cast(), x) }
 }
 
+/// Sixteen 32-bit lanes into `to`.
+#[target_feature(enable = "avx512f")]
+pub(crate) fn store_u32(x: __m512i, to: &mut [u32; 16]) {
+    // SAFETY: `to` is 64 writable bytes, borrowed exclusively; `storeu` needs no alignment.
+    unsafe { _mm512_storeu_si512(to.as_mut_ptr().cast(), x) }
+}
+
 /// `2^x` per lane for `x ≤ 0` (NaN propagates), the polynomial of
 /// `crate::sdpa::softmax::exp2_nonpositive` evaluated with fused multiply-adds; results below
 /// `2^-126` are 0.

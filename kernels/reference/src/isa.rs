@@ -55,11 +55,12 @@ pub fn isa() -> Isa {
     *ISA.get_or_init(|| choose(detected(), std::env::var(ISA_ENV).ok().as_deref()))
 }
 
-/// The instruction set a pass over `dtype` runs on: AMX tiles serve the bf16 forward; every
-/// other pass of an AMX machine runs the AVX-512 build.
+/// The instruction set a pass over `dtype` runs on: AMX tiles serve the bf16 forward and
+/// backward; every other pass of an AMX machine runs the AVX-512 build.
 pub fn isa_for(dtype: DataType, backward: bool) -> Isa {
+    let _ = backward;
     match isa() {
-        Isa::Amx if backward || dtype != DataType::BF16 => Isa::Avx512,
+        Isa::Amx if dtype != DataType::BF16 => Isa::Avx512,
         isa => isa,
     }
 }

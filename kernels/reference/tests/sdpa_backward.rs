@@ -425,3 +425,25 @@ fn distinct_qk_and_v_head_dims_match_the_f64_oracle() {
     c.band = MaskBand::none();
     run_case::<bf16>(&c, &mut rng, 3e-2);
 }
+
+/// The head dims the GPU engines serve, in bf16 (on AMX tiles where the CPU has them: 32-row
+/// and 32-key blocks with partial last blocks, several key chunks, GQA), every mask kind.
+#[test]
+fn bf16_head_dims_64_and_128_match_the_f64_oracle_under_every_mask() {
+    let mut rng = ChaCha8Rng::seed_from_u64(128);
+    for (dim, band) in [
+        (64, MaskBand::none()),
+        (64, MaskBand::causal_top_left()),
+        (128, MaskBand::causal_bottom_right()),
+        (
+            128,
+            MaskBand::window(Some(40), Some(7), DiagonalAlignment::TopLeft),
+        ),
+    ] {
+        let mut c = fixed_case(vec![301, 17, 64], vec![283, 70, 1], band);
+        c.dim_qk = dim;
+        c.dim_v = dim;
+        c.scale = 1.0 / (dim as f32).sqrt();
+        run_case::<bf16>(&c, &mut rng, 3e-2);
+    }
+}

@@ -10,6 +10,10 @@
 //!   block, column block) — the operand of a product over rows (V in P·V; dO, Q and K in the
 //!   backward's Pᵀ·dO, dSᵀ·Q and dS·K).
 //!
+//! - [`transposed_row_pair_tiles`]: the tiles of `row_pair_tiles` transposed, head-dim rows ×
+//!   16 row pairs — A tiles of a product over rows whose output rows are head-dim entries (dO
+//!   and Q in the backward's dVᵀ = dOᵀ·P and dKᵀ = Qᵀ·dS).
+//!
 //! Rows past a sequence's length and head-dim entries past D are zeros, so padded products add
 //! nothing; blocks hold whole 64-byte tile rows and the first starts on a cache line, so no tile
 //! row straddles two lines (a straddling row costs a tile load a second line).
@@ -103,6 +107,35 @@ impl Drop for Blocks {
     fn drop(&mut self) {
         BUFFERS.give(std::mem::take(&mut self.data));
     }
+}
+
+/// A tiles over rows: tile (32-row block `i`, head-dim block `c`) at `(i·width_p/16 + c)·256`,
+/// element (head-dim entry d, row pair r) at `+ (d mod 16)·16 + r`, holding rows 2r and 2r + 1
+/// at entry d; rows padded to 32, `width_p` a multiple of 16.
+pub(crate) fn transposed_row_pair_tiles(
+    role: Role,
+    src: &[bf16],
+    layout: &AttnLayout,
+    lens: &[usize],
+    width_p: usize,
+) -> Result<Blocks, KernelError> {
+    let rows = lens.iter().map(|l| l.next_multiple_of(32) / 2).collect();
+    Blocks::gather(role, layout.heads, width_p, rows, |b, h, block| {
+        let len = lens[b];
+        let mut rows = vec![0u32; 16 * width_p];
+        for (rb, out) in block.chunks_exact_mut(16 * width_p).enumerate() {
+            for (i, row) in rows.chunks_exact_mut(width_p).enumerate() {
+                key_pair(src, layout, b, 16 * rb + i, h, len, row);
+            }
+            for (db, tile) in out.chunks_exact_mut(256).enumerate() {
+                for (d, tile_row) in tile.chunks_exact_mut(16).enumerate() {
+                    for (r, x) in tile_row.iter_mut().enumerate() {
+                        *x = rows[r * width_p + 16 * db + d];
+                    }
+                }
+            }
+        }
+    })
 }
 
 /// Rows of every (b, h) as head-dim pairs, `rows_to` (16 or 32) dividing each batch's padded

@@ -5,7 +5,7 @@
 //! outputs, and only then are O and LSE written, so an error leaves them untouched.
 
 // layout, problem, softmax and stage are shared with the backward (`crate::sdpa_backward`).
-mod amx_stage;
+pub(crate) mod amx_stage;
 pub(crate) mod layout;
 mod pool;
 

@@ -6,6 +6,7 @@
 //! blocks, `passes` computes dQ, dK and dV in one pass, in parallel over (batch, KV head, key
 //! chunk), and only then are the gradients written, so an error leaves them untouched.
 
+mod amx;
 mod items;
 mod passes;
 mod problem;
@@ -188,6 +189,30 @@ fn run<T: FloatElement>(
     lse2.data
         .iter_mut()
         .for_each(|x| *x *= std::f32::consts::LOG2_E);
+    let mut grads = Gradients {
+        dq: Staged::for_overwrite(Role::DQ, f.heads_q, f.dim_qk, &f.len_q)?,
+        dk: Staged::for_overwrite(Role::DK, f.heads_kv, f.dim_qk, &f.len_kv)?,
+        dv: Staged::for_overwrite(Role::DV, f.heads_kv, f.dim_v, &f.len_kv)?,
+    };
+    let key_tile = tile(f.dim_qk, f.dim_v);
+    if T::DATA_TYPE == DataType::BF16 && amx::enabled() {
+        let sources = amx::Sources {
+            q: typed_slice::<bf16>(inputs.q.host_data())?,
+            k: typed_slice::<bf16>(inputs.k.host_data())?,
+            v: typed_slice::<bf16>(inputs.v.host_data())?,
+            d_o: typed_slice::<bf16>(inputs.d_o.host_data())?,
+        };
+        let operands = amx::Operands::stage(p, &sources, lse2, delta)?;
+        amx::backward(
+            p,
+            &operands,
+            params.scale,
+            params.band,
+            key_tile,
+            &mut grads,
+        )?;
+        return write_gradients::<T>(p, grads, outputs);
+    }
     let (quads, lanes) = (Arrangement::RowPanels(NR), Arrangement::RowPanels(MR));
     let columns = Arrangement::ColumnPanels(MR);
     let operands = Operands {
@@ -201,20 +226,23 @@ fn run<T: FloatElement>(
         lse2,
         delta,
     };
-    let mut grads = Gradients {
-        dq: Staged::for_overwrite(Role::DQ, f.heads_q, f.dim_qk, &f.len_q)?,
-        dk: Staged::for_overwrite(Role::DK, f.heads_kv, f.dim_qk, &f.len_kv)?,
-        dv: Staged::for_overwrite(Role::DV, f.heads_kv, f.dim_v, &f.len_kv)?,
-    };
     let cfg = Config {
         scale: params.scale,
         band: params.band,
-        query_tile: tile(f.dim_qk, f.dim_v),
-        key_tile: tile(f.dim_qk, f.dim_v),
+        query_tile: key_tile,
+        key_tile,
     };
     passes::backward(p, &operands, &cfg, &mut grads)?;
     drop(operands);
+    write_gradients::<T>(p, grads, outputs)
+}
 
+/// Writes the staged gradients to the caller's tensors, rounded to `T` once.
+fn write_gradients<T: FloatElement>(
+    p: &Problem,
+    grads: Gradients,
+    outputs: BackwardOutputs<'_>,
+) -> Result<(), KernelError> {
     let dq_data = typed_slice_mut::<T>(outputs.dq.host_data_mut())?;
     let dk_data = typed_slice_mut::<T>(outputs.dk.host_data_mut())?;
     let dv_data = typed_slice_mut::<T>(outputs.dv.host_data_mut())?;
