@@ -168,17 +168,12 @@ fn run<T: FloatElement>(
         )
     };
     let mut delta = Staged::for_overwrite(Role::O, f.heads_q, 1, &f.len_q)?;
-    {
-        let d_o = gather(
-            Role::DO,
-            inputs.d_o,
-            &p.d_o,
-            &f.len_q,
-            Arrangement::RowMajor,
-        )?;
-        let o = gather(Role::O, inputs.o, &f.o, &f.len_q, Arrangement::RowMajor)?;
-        passes::row_dots(&d_o, &o, &mut delta);
-    }
+    passes::row_dots(
+        (typed_slice::<T>(inputs.d_o.host_data())?, &p.d_o),
+        (typed_slice::<T>(inputs.o.host_data())?, &f.o),
+        &f.len_q,
+        &mut delta,
+    );
     let mut lse2 = Staged::gather(
         Role::Lse,
         typed_slice::<f32>(inputs.lse.host_data())?,

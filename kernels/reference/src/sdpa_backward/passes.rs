@@ -21,8 +21,10 @@ use crate::gemm::{Blocking, Fused, Lane, MR, MulAdd, NR, Narrow, Separate, Wide,
 #[cfg(target_arch = "x86_64")]
 use crate::isa::{Isa, isa};
 use crate::sdpa::MaskBand;
+use crate::sdpa::layout::AttnLayout;
 use crate::sdpa::softmax::exp2_nonpositive;
 use crate::sdpa::stage::Staged;
+use ragged_core::dtype::FloatElement;
 use ragged_core::error::KernelError;
 
 use super::items::{Item, for_each_item, tiles};
@@ -330,24 +332,31 @@ fn admit(
     scratch.admitted.iter().any(|a| !a.is_empty())
 }
 
-/// `Δ = rowsum(dO ∘ O)` for every staged row; `d_o` and `o` row-major with the same rows as
-/// `delta` (one value each), in the same order.
-pub(super) fn row_dots(d_o: &Staged, o: &Staged, delta: &mut Staged) {
-    const ROWS: usize = 256;
-    let width = d_o.width().max(1);
-    let blocks: Vec<_> = delta
-        .data
-        .chunks_mut(ROWS)
-        .zip(d_o.data.chunks(ROWS * width))
-        .zip(o.data.chunks(ROWS * width))
-        .collect();
+/// `Δ = rowsum(dO ∘ O)` of every logical query row, read where the tensors lie (converted to
+/// f32 and summed over the head dim in order), into `delta` (one value per staged row).
+pub(super) fn row_dots<T: FloatElement>(
+    d_o: (&[T], &AttnLayout),
+    o: (&[T], &AttnLayout),
+    lens: &[usize],
+    delta: &mut Staged,
+) {
+    let heads = d_o.1.heads;
+    let mut jobs = Vec::new();
+    for (b, rows) in delta.batches_mut().into_iter().enumerate() {
+        for (h, out) in rows.chunks_mut(lens[b].max(1)).enumerate().take(heads) {
+            jobs.push((b, h, out));
+        }
+    }
     crate::parallel::for_each_init(
-        blocks,
+        jobs,
         || (),
-        |_, ((out, g), y)| {
-            let rows = g.chunks_exact(width).zip(y.chunks_exact(width));
-            for (x, (g, y)) in out.iter_mut().zip(rows) {
-                *x = g.iter().zip(y).map(|(a, c)| a * c).sum();
+        |_, (b, h, out)| {
+            let (g_step, y_step) = (d_o.1.stride_d, o.1.stride_d);
+            for (i, x) in out.iter_mut().enumerate() {
+                let (g0, y0) = (d_o.1.position(b, i, h, 0), o.1.position(b, i, h, 0));
+                *x = (0..d_o.1.head_dim)
+                    .map(|d| d_o.0[g0 + d * g_step].to_f32() * o.0[y0 + d * y_step].to_f32())
+                    .sum();
             }
         },
     );
