@@ -9,7 +9,9 @@
 # thread counts for both sides; 0 = each library's default), ROUNDS (alternating measurements of
 # each side per row; the best of each side is reported, because on a shared machine the best run
 # is the one least disturbed by other work). RAGGED_SDPA_CPU_ISA=avx2 or baseline caps our side's
-# instruction set, to measure the AVX2 or baseline machine class on a CPU with AVX-512.
+# instruction set, to measure the AVX2 or baseline machine class on a CPU with AVX-512; TORCH_ISA=avx2
+# caps PyTorch's the same way (ATen kernels, oneDNN and MKL), so that both sides run as on an
+# AVX2-only CPU.
 # Columns: wall GFLOP/s (best call) and cpu GFLOP/s (FLOPs over the mean CPU time per call, all
 # threads: with one thread on a loaded machine this measures the work rather than the load),
 # their ratios, and the 1-minute load average when the row finished. Backward FLOPs are 2.5 x the
@@ -29,6 +31,12 @@ dims=${DIMS:-64 128}
 modes=${MODES:-forward backward}
 threads_list=${THREADS:-0 1}
 rounds=${ROUNDS:-3}
+torch_env=()
+case "${TORCH_ISA:-}" in
+  "") ;;
+  avx2) torch_env=(ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 MKL_ENABLE_INSTRUCTIONS=AVX2) ;;
+  *) echo "bench/cpu/run.sh: TORCH_ISA=$TORCH_ISA: only avx2 is known" >&2; exit 1 ;;
+esac
 
 # The bench binary itself, so that every measurement skips cargo's freshness check.
 ours_bin=$(cargo bench -p ragged-reference --bench cpu_sdpa --no-run 2>&1 |
@@ -39,7 +47,7 @@ max() { awk -v a="$1" -v b="$2" 'BEGIN { print (b > a ? b : a) }'; }
 
 echo "commit $(git rev-parse --short HEAD), $(date -u '+%Y-%m-%d %H:%M UTC'), $("$python" -c 'import torch; print("torch", torch.__version__)')"
 echo "cpu: $(lscpu | sed -n 's/^Model name: *//p') (family $(lscpu | sed -n 's/^CPU family: *//p') model $(lscpu | sed -n 's/^Model: *//p')), $(nproc) cores, flags:$(grep -o -w -E 'avx2|fma|avx512f|avx512bw|avx512vl|avx512_bf16|avx512_fp16|amx_bf16' /proc/cpuinfo | sort -u | tr '\n' ' ')"
-echo "ours: RAGGED_SDPA_CPU_ISA=${RAGGED_SDPA_CPU_ISA:-unset} (caps the instruction set; the isa columns say what each side ran)"
+echo "ours: RAGGED_SDPA_CPU_ISA=${RAGGED_SDPA_CPU_ISA:-unset}, torch: TORCH_ISA=${TORCH_ISA:-unset} (caps the instruction sets; the isa columns say what each side ran)"
 printf '%-8s %-4s %-6s %-6s %-7s %8s %8s %6s %8s %8s %6s %5s %-9s %-9s\n' \
   mode D causal dtype threads ours torch ratio ours_cpu torch_cpu ratio load ours_isa torch_isa
 for mode in $modes; do
@@ -57,7 +65,7 @@ for mode in $modes; do
           ours=0 torch=0 ours_cpu=0 torch_cpu=0 ours_isa=? torch_isa=?
           for _ in $(seq "$rounds"); do
             o=$(env "${env_threads[@]}" "$ours_bin" "${args[@]}")
-            t=$("$python" bench/cpu/torch_sdpa_cpu.py "${args[@]}" "${torch_threads[@]}")
+            t=$(env "${torch_env[@]}" "$python" bench/cpu/torch_sdpa_cpu.py "${args[@]}" "${torch_threads[@]}")
             ours=$(max "$ours" "$(field gflops <<<"$o")")
             torch=$(max "$torch" "$(field gflops <<<"$t")")
             ours_cpu=$(max "$ours_cpu" "$(field cpu_gflops <<<"$o")")
