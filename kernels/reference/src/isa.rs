@@ -83,7 +83,9 @@ fn detected() -> Isa {
         let avx512 = std::is_x86_feature_detected!("avx512f")
             && std::is_x86_feature_detected!("avx512bw")
             && std::is_x86_feature_detected!("avx512vl");
-        if avx2 && avx512 && crate::amx::available() {
+        // The AMX paths convert to bf16 with AVX-512 BF16, which every AMX-BF16 CPU has.
+        let bf16 = std::is_x86_feature_detected!("avx512bf16");
+        if avx2 && avx512 && bf16 && crate::amx::available() {
             return Isa::Amx;
         }
         if avx2 && avx512 {

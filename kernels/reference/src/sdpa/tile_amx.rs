@@ -219,8 +219,8 @@ fn attend_item(
     lse: &mut [f32],
     scratch: &mut Scratch,
 ) {
-    // SAFETY: AMX machines have AVX-512 F/BW/VL, and `enabled()` (checked by the caller)
-    // requires `isa()` to have reported AMX, which it does only on top of them.
+    // SAFETY: `enabled()` (checked by the caller) requires `isa()` to have reported AMX, which
+    // it does only where the CPU also reports AVX-512 F/BW/VL/BF16, AVX2 and FMA.
     unsafe { attend(head, first_row, out, lse, scratch) }
 }
 
@@ -240,7 +240,7 @@ struct Row<'a> {
 
 /// Scales and masks one row's scores, moves its running maximum and sum, writes P rounded to
 /// bf16 and rescales the row's output accumulator when the maximum moved.
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512bf16,avx2,fma")]
 fn softmax_row(step: &Step, row: Row<'_>, admitted: &Range<usize>, max: &mut f32, sum: &mut f32) {
     use std::arch::x86_64::*;
 
@@ -296,7 +296,7 @@ fn softmax_row(step: &Step, row: Row<'_>, admitted: &Range<usize>, max: &mut f32
     }
 }
 
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512bf16,avx2,fma")]
 fn attend(
     head: &Head<'_>,
     first_row: usize,

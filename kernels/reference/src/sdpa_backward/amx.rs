@@ -109,8 +109,8 @@ pub(super) fn backward(
     grads: &mut Gradients,
 ) -> Result<(), KernelError> {
     for_each_item(p, key_tile, grads, |scratch: &mut Scratch, item| {
-        // SAFETY: AMX machines have AVX-512 F/BW/VL, and `enabled()` (checked by the caller)
-        // requires `isa()` to have reported AMX, which it does only on top of them.
+        // SAFETY: `enabled()` (checked by the caller) requires `isa()` to have reported AMX,
+        // which it does only where the CPU also reports AVX-512 F/BW/VL/BF16, AVX2 and FMA.
         unsafe { run_item(p, s, scale, band, item, scratch) }
     })
 }
@@ -148,7 +148,7 @@ struct Ctx<'a> {
     band: MaskBand,
 }
 
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512bf16,avx2,fma")]
 fn run_item(
     p: &Problem,
     s: &Operands,
@@ -316,7 +316,7 @@ struct Softmax<'a> {
 
 /// P and dS of one 32 × 32 block from S and dP, in bf16; `rows` = (LSE·log2 e, Δ) from the
 /// block's first row on.
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512bf16,avx2,fma")]
 fn probabilities(
     ctx: &Ctx<'_>,
     s: &[f32],
