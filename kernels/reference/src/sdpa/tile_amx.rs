@@ -12,8 +12,9 @@
 //! (rows padded to 16; A tiles of Q·Kᵀ), K as B tiles over the head dim, V as B tiles over key
 //! pairs (the head dim padded to 16), each tile 1 KiB of its own.
 //!
-//! A work item is up to 128 query rows of one head, walked 16 rows at a time over steps of up
-//! to 64 keys (four C tiles of scores).
+//! A work item is up to 128 query rows of one head, walked 32 rows at a time over steps of up
+//! to 256 keys; each product runs as 2 × 2 tiles (two A tiles of rows against two B tiles), so
+//! every tile loaded serves two multiplies.
 
 use std::ops::Range;
 
@@ -34,6 +35,8 @@ use super::threads;
 const KEY_STEP: usize = 256;
 /// Query rows per work item.
 const ITEM_ROWS: usize = 128;
+/// Query rows per block: two A tiles.
+const ROWS: usize = 32;
 
 /// Whether the bf16 forward runs here: the process may use AMX tiles and the instruction-set
 /// cap (`crate::isa`) allows them.
@@ -46,7 +49,7 @@ pub(crate) fn enabled() -> bool {
 struct Padded {
     /// Head dim of Q and K, to 32 (one A tile's row).
     dqk: usize,
-    /// Head dim of V and O, to 16 (one C tile's columns).
+    /// Head dim of V and O, to 32 (two C tiles' columns).
     dv: usize,
 }
 
@@ -62,10 +65,10 @@ pub(crate) fn compute(
     let (dqk, dv) = (problem.dim_qk, problem.dim_v);
     let pad = Padded {
         dqk: dqk.max(1).next_multiple_of(32),
-        dv: dv.max(1).next_multiple_of(16),
+        dv: dv.max(1).next_multiple_of(32),
     };
 
-    let staged_q = stage::rows_of_pairs(Role::Q, q, &problem.q, &problem.len_q, 16, pad.dqk)?;
+    let staged_q = stage::rows_of_pairs(Role::Q, q, &problem.q, &problem.len_q, ROWS, pad.dqk)?;
     let staged_k = stage::dim_pair_tiles(Role::K, k, &problem.k, &problem.len_kv, pad.dqk)?;
     let staged_v = stage::row_pair_tiles(Role::V, v, &problem.v, &problem.len_kv, pad.dv)?;
 
@@ -106,108 +109,90 @@ struct Head<'a> {
     band: MaskBand,
 }
 
-/// Per-thread buffers of one 16-row block.
+/// Per-thread buffers of one block of rows.
 #[derive(Default)]
 struct Scratch {
-    /// Scores of one step, 16 × KEY_STEP f32.
+    /// Scores of one step, ROWS × KEY_STEP f32.
     s: Vec<f32>,
-    /// P of one step in bf16, 16 × KEY_STEP.
+    /// P of one step in bf16, ROWS × KEY_STEP.
     p: Vec<u16>,
-    /// Output accumulator, 16 × padded dv.
+    /// Output accumulator, ROWS × padded dv.
     o: Vec<f32>,
     admitted: Vec<Range<usize>>,
 }
 
-/// The operands of one 16-row × (16·N)-key block of scores. `N` and the tiles it names are
-/// compile-time constants, so every tile instruction is emitted inline rather than through a
-/// jump table on the register.
+/// The operands of one block's scores: 32 query rows (two A tiles) against 32 keys (two B
+/// tiles), four C tiles, so that each tile loaded serves two products.
 struct Scores<'a> {
     q: &'a [u32],
     k: &'a [u32],
     /// The block's first Q pair.
     q_first: usize,
     dqk_p: usize,
-    /// The first 16-key block.
-    key_block: usize,
 }
 
 impl Scores<'_> {
-    /// Scores of keys `key_block·16 ..` into columns `col..col + 16·N` of `s` (rows KEY_STEP
-    /// apart).
+    /// Scores of keys `key0..key0 + 32` (`key0` a multiple of 32) into columns `col..col + 32`
+    /// of `s` (rows KEY_STEP apart).
     #[inline(always)]
-    fn product<const N: usize>(&self, tiles: &mut Tiles, s: &mut [f32], col: usize) {
-        for c in &C::ALL[..N] {
-            tiles.zero(*c);
+    fn product(&self, tiles: &mut Tiles, key0: usize, s: &mut [f32], col: usize) {
+        for c in C::ALL {
+            tiles.zero(c);
         }
-        // Head-dim steps two at a time, so that the A register of each is a constant too.
-        let steps = self.dqk_p / 32;
-        for pair in 0..steps.div_ceil(2) {
-            self.step::<N>(tiles, A::T4, 2 * pair);
-            if 2 * pair + 1 < steps {
-                self.step::<N>(tiles, A::T7, 2 * pair + 1);
-            }
-        }
-        for (t, c) in C::ALL[..N].iter().enumerate() {
-            tiles.store_c(*c, s, col + 16 * t, KEY_STEP);
-        }
-    }
-
-    #[inline(always)]
-    fn step<const N: usize>(&self, tiles: &mut Tiles, a: A, step: usize) {
         let pairs = self.dqk_p / 2;
-        tiles.load_a(a, self.q, self.q_first + 16 * step, pairs);
-        for (t, c) in C::ALL[..N].iter().enumerate() {
-            let b = if t % 2 == 0 { B::T5 } else { B::T6 };
-            tiles.load_b(
-                b,
-                self.k,
-                ((self.key_block + t) * pairs + 16 * step) * 16,
-                16,
-            );
-            tiles.dot(*c, a, b);
+        let (k_top, k_bottom) = (key0 / 16 * pairs * 16, (key0 / 16 + 1) * pairs * 16);
+        for step in 0..self.dqk_p / 32 {
+            tiles.load_a(A::T4, self.q, self.q_first + 16 * step, pairs);
+            tiles.load_b(B::T5, self.k, k_top + 256 * step, 16);
+            tiles.dot(C::T0, A::T4, B::T5);
+            tiles.load_a(A::T7, self.q, self.q_first + 16 * pairs + 16 * step, pairs);
+            tiles.dot(C::T2, A::T7, B::T5);
+            tiles.load_b(B::T6, self.k, k_bottom + 256 * step, 16);
+            tiles.dot(C::T1, A::T4, B::T6);
+            tiles.dot(C::T3, A::T7, B::T6);
         }
+        tiles.store_c(C::T0, s, col, KEY_STEP);
+        tiles.store_c(C::T1, s, col + 16, KEY_STEP);
+        tiles.store_c(C::T2, s, 16 * KEY_STEP + col, KEY_STEP);
+        tiles.store_c(C::T3, s, 16 * KEY_STEP + col + 16, KEY_STEP);
     }
 }
 
-/// The operands of O += P·V for 16 rows, `width` keys and 16·N output columns.
+/// The operands of O += P·V for one block's 32 rows and `width` keys, 32 output columns at a
+/// time (four C tiles).
 struct Values<'a> {
     p: &'a [u16],
     v: &'a [u32],
     width: usize,
-    /// The first B tile: the step's first pair block, the pass's first column block.
-    v_first: usize,
+    /// The step's first pair block.
+    pair_block: usize,
     dv_p: usize,
 }
 
 impl Values<'_> {
-    /// Columns `col..col + 16·N` of the accumulator `o` (rows `dv_p` apart).
+    /// Columns `col..col + 32` of the accumulator `o` (rows `dv_p` apart).
     #[inline(always)]
-    fn product<const N: usize>(&self, tiles: &mut Tiles, o: &mut [f32], col: usize) {
-        for (t, c) in C::ALL[..N].iter().enumerate() {
-            tiles.load_c(*c, o, col + 16 * t, self.dv_p);
+    fn product(&self, tiles: &mut Tiles, o: &mut [f32], col: usize) {
+        let dv_p = self.dv_p;
+        tiles.load_c(C::T0, o, col, dv_p);
+        tiles.load_c(C::T1, o, col + 16, dv_p);
+        tiles.load_c(C::T2, o, 16 * dv_p + col, dv_p);
+        tiles.load_c(C::T3, o, 16 * dv_p + col + 16, dv_p);
+        for step in 0..self.width / 32 {
+            let v = ((self.pair_block + step) * dv_p / 16 + col / 16) * 256;
+            tiles.load_a(A::T4, self.p, 32 * step, KEY_STEP);
+            tiles.load_b(B::T5, self.v, v, 16);
+            tiles.dot(C::T0, A::T4, B::T5);
+            tiles.load_a(A::T7, self.p, 16 * KEY_STEP + 32 * step, KEY_STEP);
+            tiles.dot(C::T2, A::T7, B::T5);
+            tiles.load_b(B::T6, self.v, v + 256, 16);
+            tiles.dot(C::T1, A::T4, B::T6);
+            tiles.dot(C::T3, A::T7, B::T6);
         }
-        let steps = self.width / 32;
-        for pair in 0..steps.div_ceil(2) {
-            self.step::<N>(tiles, A::T4, 2 * pair);
-            if 2 * pair + 1 < steps {
-                self.step::<N>(tiles, A::T7, 2 * pair + 1);
-            }
-        }
-        for (t, c) in C::ALL[..N].iter().enumerate() {
-            tiles.store_c(*c, o, col + 16 * t, self.dv_p);
-        }
-    }
-
-    /// Keys `32·step ..` of the step: one A tile of P, one B tile of V per output tile.
-    #[inline(always)]
-    fn step<const N: usize>(&self, tiles: &mut Tiles, a: A, step: usize) {
-        tiles.load_a(a, self.p, 32 * step, KEY_STEP);
-        let block = self.v_first + step * self.dv_p / 16 * 256;
-        for (t, c) in C::ALL[..N].iter().enumerate() {
-            let b = if t % 2 == 0 { B::T5 } else { B::T6 };
-            tiles.load_b(b, self.v, block + 256 * t, 16);
-            tiles.dot(*c, a, b);
-        }
+        tiles.store_c(C::T0, o, col, dv_p);
+        tiles.store_c(C::T1, o, col + 16, dv_p);
+        tiles.store_c(C::T2, o, 16 * dv_p + col, dv_p);
+        tiles.store_c(C::T3, o, 16 * dv_p + col + 16, dv_p);
     }
 }
 
@@ -312,15 +297,15 @@ fn attend(
         o: o_buffer,
         admitted,
     } = scratch;
-    let s = line_aligned(s_buffer, 16 * KEY_STEP);
-    let p = line_aligned(p_buffer, 16 * KEY_STEP);
-    let o = line_aligned(o_buffer, 16 * dv_p);
+    let s = line_aligned(s_buffer, ROWS * KEY_STEP);
+    let p = line_aligned(p_buffer, ROWS * KEY_STEP);
+    let o = line_aligned(o_buffer, ROWS * dv_p);
     let rows = lse.len();
-    for block0 in (0..rows).step_by(16) {
-        let block_rows = 16.min(rows - block0);
+    for block0 in (0..rows).step_by(ROWS) {
+        let block_rows = ROWS.min(rows - block0);
         let row0 = first_row + block0;
         admitted.clear();
-        admitted.extend((0..16).map(|r| {
+        admitted.extend((0..ROWS).map(|r| {
             if r < block_rows {
                 head.band.admitted(row0 + r, head.len_q, head.len_kv)
             } else {
@@ -330,8 +315,8 @@ fn attend(
         let nonempty = || admitted.iter().filter(|r| !r.is_empty());
         let key_lo = nonempty().map(|r| r.start).min().unwrap_or(0);
         let key_hi = nonempty().map(|r| r.end).max().unwrap_or(0);
-        let mut max = [f32::NEG_INFINITY; 16];
-        let mut sum = [0.0f32; 16];
+        let mut max = [f32::NEG_INFINITY; ROWS];
+        let mut sum = [0.0f32; ROWS];
         o.fill(0.0);
 
         let mut key0 = key_lo - key_lo % 32;
@@ -339,20 +324,15 @@ fn attend(
             // Whole pairs of C tiles, inside the keys staged (padded to 32).
             let width = (key_hi - key0).min(KEY_STEP).next_multiple_of(32);
 
-            // S = Q·Kᵀ over the padded head dim, 32 entries per product, 64 keys at a time.
-            for k0 in (0..width).step_by(64) {
-                let operands = Scores {
-                    q: head.q,
-                    k: head.k,
-                    q_first: row0 * dqk_p / 2,
-                    dqk_p,
-                    key_block: (key0 + k0) / 16,
-                };
-                match (width - k0).min(64) / 16 {
-                    4 => operands.product::<4>(&mut tiles, s, k0),
-                    2 => operands.product::<2>(&mut tiles, s, k0),
-                    n => unreachable!("steps are whole pairs of key tiles, got {n} tiles"),
-                }
+            // S = Q·Kᵀ over the padded head dim, 32 entries per product, 32 keys at a time.
+            let operands = Scores {
+                q: head.q,
+                k: head.k,
+                q_first: row0 * dqk_p / 2,
+                dqk_p,
+            };
+            for k0 in (0..width).step_by(32) {
+                operands.product(&mut tiles, key0 + k0, s, k0);
             }
 
             // Online softmax over the step's scores; P in bf16 for the tiles.
@@ -361,7 +341,7 @@ fn attend(
                 width,
                 scale_log2: head.scale_log2,
             };
-            for r in 0..16 {
+            for r in 0..ROWS {
                 let row = Row {
                     scores: s[r * KEY_STEP..][..width].as_chunks_mut::<16>().0,
                     p: p[r * KEY_STEP..][..width].as_chunks_mut::<16>().0,
@@ -370,21 +350,16 @@ fn attend(
                 softmax_row(&step, row, &admitted[r], &mut max[r], &mut sum[r]);
             }
 
-            // O += P·V, up to four C tiles of 16 output columns per pass.
-            for d0 in (0..dv_p).step_by(64) {
-                let operands = Values {
-                    p,
-                    v: head.v,
-                    width,
-                    v_first: (key0 / 32 * dv_p / 16 + d0 / 16) * 256,
-                    dv_p,
-                };
-                match (dv_p - d0).min(64) / 16 {
-                    4 => operands.product::<4>(&mut tiles, o, d0),
-                    3 => operands.product::<3>(&mut tiles, o, d0),
-                    2 => operands.product::<2>(&mut tiles, o, d0),
-                    _ => operands.product::<1>(&mut tiles, o, d0),
-                }
+            // O += P·V, 32 output columns per pass.
+            let operands = Values {
+                p,
+                v: head.v,
+                width,
+                pair_block: key0 / 32,
+                dv_p,
+            };
+            for d0 in (0..dv_p).step_by(32) {
+                operands.product(&mut tiles, o, d0);
             }
             key0 += width;
         }
