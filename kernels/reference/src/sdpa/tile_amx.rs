@@ -30,8 +30,9 @@ use super::softmax::exp2_nonpositive;
 use super::stage::Staged;
 use super::threads;
 
-/// Keys per softmax step, scored 32 at a time (four C tiles with the 32 rows): the output accumulator is
-/// rescaled, loaded into tiles and stored back once per step, so longer steps spend less on it.
+/// Keys per softmax step, scored 32 at a time (four C tiles with the 32 rows): the output
+/// accumulator is rescaled, loaded into tiles and stored back once per step, so longer steps
+/// spend less on it.
 const KEY_STEP: usize = 256;
 /// Query rows per work item.
 const ITEM_ROWS: usize = 128;
