@@ -349,6 +349,26 @@ pub fn release_caches() {
 mod tests {
     use super::*;
 
+    #[test]
+    fn converted_rows_round_like_the_half_crate() {
+        // Random bit patterns (denormals, NaN and infinities among them), a length that leaves
+        // a partial chunk, on whatever path this CPU takes.
+        let src: Vec<f32> = (0..100_003u32)
+            .map(|i| f32::from_bits(i.wrapping_mul(2_654_435_761)))
+            .chain([1e-40, -1e-42, f32::MIN_POSITIVE, 0.5, f32::NAN])
+            .collect();
+        let mut dst = vec![half::bf16::ZERO; src.len()];
+        convert_row(&mut dst, &src);
+        for (&x, &y) in src.iter().zip(&dst) {
+            let want = half::bf16::from_f32(x);
+            if x.is_nan() {
+                assert!(y.is_nan(), "{x}");
+            } else {
+                assert_eq!(y.to_bits(), want.to_bits(), "{x:e} ({:#x})", x.to_bits());
+            }
+        }
+    }
+
     /// Token-major ragged `[T, H, D]` (batches at row offsets) or dense `[B, H, S, D]`.
     fn layout(ragged: bool, offsets: &[usize], heads: usize, dim: usize, seq: usize) -> AttnLayout {
         let batch = offsets.len() - 1;
