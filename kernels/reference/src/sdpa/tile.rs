@@ -111,6 +111,42 @@ pub(crate) fn attend_tile(
     attend::<Separate, Narrow>(input, config, out, lse, scratch);
 }
 
+/// The online softmax update of one panel (16 rows) over a step's score lanes, on AVX-512
+/// registers: the same operations as the portable loop in `attend`, with the running maximum
+/// and sum held in registers (LLVM kept the portable loop's in memory).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma")]
+fn softmax_panel_wide(scores: &mut [Lane], max: &mut Lane, sum: &mut Lane, acc: &mut [Lane]) {
+    use std::arch::x86_64::*;
+
+    use crate::avx512;
+
+    let old_max = avx512::load(&max.0);
+    // `max_ps` returns its second operand when either is NaN: a NaN score leaves the maximum
+    // alone and reaches the sum through its exponential, as in the portable loop.
+    let new_max = scores
+        .iter()
+        .fold(old_max, |m, lane| _mm512_max_ps(avx512::load(&lane.0), m));
+    // A row with nothing admitted yet shifts by 0, so its −∞ scores become exact zeros.
+    let empty = _mm512_cmp_ps_mask::<_CMP_EQ_OQ>(new_max, _mm512_set1_ps(f32::NEG_INFINITY));
+    let shift = _mm512_mask_blend_ps(empty, new_max, _mm512_setzero_ps());
+    let correction = avx512::exp2_nonpositive(_mm512_sub_ps(old_max, shift));
+    avx512::store(new_max, &mut max.0);
+    let mut total = _mm512_mul_ps(avx512::load(&sum.0), correction);
+    for lane in scores.iter_mut() {
+        let e = avx512::exp2_nonpositive(_mm512_sub_ps(avx512::load(&lane.0), shift));
+        total = _mm512_add_ps(total, e);
+        avx512::store(e, &mut lane.0);
+    }
+    avx512::store(total, &mut sum.0);
+    for lane in acc.iter_mut() {
+        avx512::store(
+            _mm512_mul_ps(avx512::load(&lane.0), correction),
+            &mut lane.0,
+        );
+    }
+}
+
 #[inline(always)]
 fn attend<F: MulAdd, K: Blocking>(
     input: &TileInput<'_>,
@@ -205,6 +241,13 @@ fn attend<F: MulAdd, K: Blocking>(
             .enumerate();
         for (p, ((scores, max), sum)) in per_panel {
             let acc = &mut scratch.acc[p * acc_width..(p + 1) * acc_width];
+            #[cfg(target_arch = "x86_64")]
+            if K::WIDE {
+                // SAFETY: the wide blocking is compiled and chosen only where `isa()` reported
+                // AVX-512 F/BW/VL, AVX2 and FMA (`attend_tile`).
+                unsafe { softmax_panel_wide(scores, max, sum, acc) };
+                continue;
+            }
             // Online softmax update, element-wise over the panel's rows.
             let mut new_max = max.0;
             for lane in scores.iter() {
