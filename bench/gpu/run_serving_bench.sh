@@ -43,3 +43,6 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,
 install_wheels
 timeout "${BENCH_TIMEOUT:-540}" python3 bench/gpu/serving_bench.py --plugin "$CARRY/$SO" --graphs "$CARRY/graphs" \
     "$@" 2>&1 | tee "$OUT/serving.txt"
+status=$?
+save_flashinfer_modules "$OUT"
+exit $status
