@@ -23,8 +23,11 @@ use ragged_schema::{DataType, EngineConfig};
 
 const ENGINES: [&str; 2] = ["RAGGED_SDPA_CUDA_FMHA", "RAGGED_SDPA_HOST_REFERENCE"];
 
-/// Decode problems: (name, H_q, H_kv, D, page size, contexts).
-fn problems(tiny: bool) -> Vec<(&'static str, i64, i64, i64, i64, Vec<i64>)> {
+/// One decode problem: (name, H_q, H_kv, D, page size, contexts).
+type Decode = (&'static str, i64, i64, i64, i64, Vec<i64>);
+
+/// The decode problems.
+fn problems(tiny: bool) -> Vec<Decode> {
     if tiny {
         return vec![("tiny_decode_gqa2_d64", 4, 2, 64, 16, vec![37, 1, 70])];
     }
