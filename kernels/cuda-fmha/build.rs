@@ -10,7 +10,11 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 fn main() {
-    for file in ["ragged_fmha_fwd.cu", "ragged_fmha_bwd.cu"] {
+    for file in [
+        "ragged_fmha_fwd.cu",
+        "ragged_fmha_bwd.cu",
+        "ragged_paged_decode.cu",
+    ] {
         splice(file);
     }
 }

@@ -99,9 +99,11 @@ pub fn check_gpu(p: &RaggedSdpaProblem) -> Result<(), Decline> {
     Ok(())
 }
 
-/// Paged K/V and sinks reach the GPU engines in later items of issue 44; until an engine
-/// implements them, each such graph is declined naming the field, before any rule about K and V
-/// (which a paged graph holds as page pools) could give a misleading reason.
+/// Paged K/V and sinks are not part of the ragged contract: an engine that implements them plans
+/// such graphs on a path of its own before calling [`check_gpu`] (the CUDA engine's paged
+/// kernels, `ragged_engine_cuda::paged`); for every other engine (AITER today) each such graph is
+/// declined here naming the field, before any rule about K and V (which a paged graph holds as
+/// page pools) could give a misleading reason.
 pub fn check_no_serving_features(p: &RaggedSdpaProblem) -> Result<(), Decline> {
     if let Some(paged) = &p.paged {
         return Err(Decline::new(

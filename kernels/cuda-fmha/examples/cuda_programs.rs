@@ -1,5 +1,5 @@
-//! Writes the CUDA programs exactly as the plugin hands them to NVRTC: the forward and backward
-//! sources with their parts spliced in (`kernels/cuda-fmha/build.rs`) and the NVRTC option list the plugin
+//! Writes the CUDA programs exactly as the plugin hands them to NVRTC: the forward, backward and
+//! paged sources with their parts spliced in (`kernels/cuda-fmha/build.rs`) and the NVRTC option list the plugin
 //! uses for each given architecture. Tools outside the crate (`kernels/cuda-fmha/cuda/ci/compile_check.py`,
 //! CI's `.ci/cuda-compile.sh`) then compile what the plugin compiles instead of a second
 //! description of it.
@@ -8,7 +8,8 @@
 //! cargo run -q -p ragged-engine-cuda --example cuda_programs -- OUT_DIR sm_90a sm_80
 //! ```
 //!
-//! writes `OUT_DIR/ragged_fmha_fwd.cu`, `OUT_DIR/ragged_fmha_bwd.cu` and, per architecture,
+//! writes `OUT_DIR/ragged_fmha_fwd.cu`, `OUT_DIR/ragged_fmha_bwd.cu`,
+//! `OUT_DIR/ragged_paged_decode.cu` and, per architecture,
 //! `OUT_DIR/nvrtc-options-<arch>.txt` (one option per line, as `NvrtcCache::options` builds them
 //! for a CUBIN of that architecture).
 
@@ -17,6 +18,7 @@ use std::process::ExitCode;
 
 use ragged_engine_cuda::backward::launcher::BWD_SOURCE;
 use ragged_engine_cuda::forward::launcher::FMHA_SOURCE;
+use ragged_engine_cuda::paged::PAGED_SOURCE;
 use ragged_gpu_runtime::cuda::nvrtc_cache::NvrtcCache;
 use ragged_gpu_runtime::cuda::runtime::CompileTarget;
 
@@ -26,7 +28,7 @@ fn write(path: &Path, text: &str) -> Result<(), String> {
 
 fn run(out: &Path, arches: &[String]) -> Result<(), String> {
     std::fs::create_dir_all(out).map_err(|e| format!("creating {}: {e}", out.display()))?;
-    for source in [FMHA_SOURCE, BWD_SOURCE] {
+    for source in [FMHA_SOURCE, BWD_SOURCE, PAGED_SOURCE] {
         write(&out.join(source.name), source.text)?;
     }
     for arch in arches {

@@ -19,6 +19,7 @@ use ragged_gpu_runtime::cuda::{GpuError, TensorRole, runtime};
 
 use crate::backward::{self, BackwardBuffers, BackwardEngine, BackwardPlan};
 use crate::forward::{self, ExecuteMode, FmhaBuffers, FmhaEngine, FmhaPlan};
+use crate::paged::{self, PagedBuffers, PagedEngine, PagedPlan};
 
 /// The engine's name as `GetEngineName` reports it.
 pub const ENGINE_NAME: &str = "RAGGED_SDPA_CUDA_FMHA";
@@ -36,10 +37,17 @@ impl Planner for CudaFmha {
 
     fn plan(&self, problem: &Problem) -> Result<Box<dyn Planned>, Decline> {
         match problem {
-            Problem::Forward(p) => Ok(Box::new(ForwardPlan {
-                plan: forward::plan(p)?,
+            Problem::Forward(p) if p.paged.is_some() => Ok(Box::new(PagedForwardPlan {
+                plan: paged::plan(p)?,
                 problem: Arc::clone(p),
             })),
+            Problem::Forward(p) => {
+                decline_unpaged_sinks(p)?;
+                Ok(Box::new(ForwardPlan {
+                    plan: forward::plan(p)?,
+                    problem: Arc::clone(p),
+                }))
+            }
             Problem::Backward(p) => Ok(Box::new(plan_backward(p)?)),
             Problem::Graph(g) => Err(engine::multi_node_declined(g)),
         }
@@ -79,6 +87,71 @@ impl Planned for ForwardPlan {
         let buffers = forward_buffers(&self.problem, &plan, call)?;
         FmhaEngine::global()
             .execute_call(&plan, call, &buffers, mode())
+            .map_err(failure)
+    }
+}
+
+/// Sinks are computed by the paged kernels; on a graph with contiguous ragged K/V the ragged
+/// forward has no sink term, so such a graph is declined naming the field (the host reference
+/// engine runs it).
+fn decline_unpaged_sinks(p: &RaggedSdpaProblem) -> Result<(), Decline> {
+    match &p.sinks {
+        Some(sinks) => Err(Decline::new(
+            sinks.uid,
+            ragged_core::problem::SINK_ROLE,
+            "per-head sink logits on a graph without page tables",
+            "unset, or paged K/V: this engine folds sinks in only in its paged kernels (the host \
+             reference engine runs sinks on any graph)",
+        )),
+        None => Ok(()),
+    }
+}
+
+/// The paged kernels' plan for one paged forward (kernels/core/paged-kv-and-sinks.md).
+#[derive(Debug)]
+pub struct PagedForwardPlan {
+    pub problem: Arc<RaggedSdpaProblem>,
+    pub plan: PagedPlan,
+}
+
+impl Planned for PagedForwardPlan {
+    fn reach(&self) -> Reach {
+        Reach::Device
+    }
+
+    fn workspace_size(&self) -> usize {
+        usize::try_from(self.plan.workspace_bytes()).unwrap_or(usize::MAX)
+    }
+
+    /// Compiles and loads the paged kernels for the stream's device now.
+    fn prepare(&self, stream: Stream<'_>) -> Result<(), KernelError> {
+        PagedEngine::global().prepare_on(stream).map_err(failure)
+    }
+
+    fn execute(&self, call: &mut Call<'_>) -> Result<(), KernelError> {
+        let p = &*self.problem;
+        let plan = PagedPlan {
+            scale: call.scale(p.scale)?,
+            ..self.plan.clone()
+        };
+        let address = |uid: i64| call.device(uid).map(|d| d.address());
+        let workspace_bytes = plan.workspace_bytes();
+        let buffers = PagedBuffers {
+            q: address(p.q.uid)?,
+            k: address(p.k.uid)?,
+            v: address(p.v.uid)?,
+            o: address(p.o.uid)?,
+            lse: call.device_address(p.stats.map(|s| s.uid))?,
+            table_k: address(plan.table_k.uid)?,
+            table_v: address(plan.table_v.uid)?,
+            seq_len_q: address(plan.seq_len_q.0)?,
+            seq_len_kv: address(plan.seq_len_kv.0)?,
+            sinks: call.device_address(p.sinks.map(|s| s.uid))?,
+            workspace: workspace_address(call, workspace_bytes)?,
+            workspace_bytes,
+        };
+        PagedEngine::global()
+            .execute_call(&plan, call, &buffers)
             .map_err(failure)
     }
 }

@@ -2,6 +2,7 @@
 //!
 //! * [`forward`]: the forward's plan (which kernel, which grid), its launcher and device ABI.
 //! * [`backward`]: the backward's plan and launcher, sharing the forward's loading and geometry.
+//! * [`paged`]: paged K/V and attention sinks, the split-KV kernels' plan and launcher.
 //! * [`adapter`]: the engine as the plugin lists, plans and executes it.
 //!
 //! The CUDA sources live in `cuda/` beside this crate; `build.rs` splices each program into one
@@ -10,3 +11,4 @@
 pub mod adapter;
 pub mod backward;
 pub mod forward;
+pub mod paged;

@@ -313,11 +313,11 @@ fn a_cuda_backward_execute_without_its_workspace_is_bad_param_before_any_launch(
     );
 }
 
-/// Paged K/V and sinks reach CUDA and AITER in later items of issue 44: until then both engines
-/// decline them naming the field (upstream's paged bundle; the golden graph at D = 64 with a
-/// sink), while the host engine plans them.
+/// Paged K/V and sinks: the CUDA engine plans upstream's paged bundle on its split-KV paged
+/// kernels and declines sinks on a graph without page tables, naming the field; AITER declines
+/// both naming the field (a later item of issue 44); the host engine plans both.
 #[test]
-fn gpu_engines_decline_paged_and_sink_graphs_naming_the_field() {
+fn gpu_engines_on_paged_and_sink_graphs() {
     use ragged_core::engine::Planner;
     let paged = crate::test_graphs::paged_bundle();
     let mut sinks = golden_d64();
@@ -330,12 +330,32 @@ fn gpu_engines_decline_paged_and_sink_graphs_naming_the_field() {
     );
     sdpa(&mut sinks).sink_token_tensor_uid = Some(31);
     let arch = GpuArch::new("gfx942");
+    let cuda = |graph: &Graph| {
+        let problem = Problem::Forward(Arc::new(sdpa_plan(graph)));
+        ragged_engine_cuda::adapter::CudaFmha
+            .plan(&problem)
+            .map(|plan| plan.workspace_size())
+            .map_err(|d| d.to_string())
+    };
+    // Three sequences of at most 512 keys over 2 KV heads: two splits of 256 keys, whose
+    // partials need workspace.
+    assert!(
+        cuda(&paged).is_ok_and(|bytes| bytes > 0),
+        "{:?}",
+        cuda(&paged)
+    );
+    let why = cuda(&sinks).err().unwrap_or_default();
+    assert!(
+        why.starts_with(
+            "tensor uid 31: sink_token_tensor_uid = per-head sink logits on a graph \
+                         without page tables"
+        ),
+        "CUDA: {why}"
+    );
     for (graph, field) in [
         (&paged, "tensor uid 5: page_table_k_tensor_uid = "),
         (&sinks, "tensor uid 31: sink_token_tensor_uid = "),
     ] {
-        let why = cuda_declined(graph);
-        assert!(why.starts_with(field), "CUDA: {why}");
         let why = aiter_plan(&sdpa_plan(graph), &arch, "gfx942")
             .err()
             .map(|d| d.to_string())

@@ -10,13 +10,14 @@
 //! `zero_length` tests under compute-sanitizer memcheck and racecheck, and
 //! `ragged_mix_calls_are_bit_identical` with more calls (`RAGGED_SDPA_TEST_REPEATS`).
 //!
-//! The tests live by subject in `cases`, `head_dims` and `ragged_mix`; this file holds the cases'
+//! The tests live by subject in `cases`, `head_dims`, `paged` and `ragged_mix`; this file holds the cases'
 //! graphs, device buffers, the float64 oracle and the checks they share.
 
 mod cases;
 #[path = "../common/mod.rs"]
 mod common;
 mod head_dims;
+mod paged;
 mod ragged_mix;
 
 use common::device::*;

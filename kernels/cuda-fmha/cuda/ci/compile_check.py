@@ -31,12 +31,15 @@ import sys
 
 FWD = "ragged_fmha_fwd.cu"
 BWD = "ragged_fmha_bwd.cu"
+PAGED = "ragged_paged_decode.cu"
 # (source, target, label): the plugin's programs.
 PROGRAMS = [
     (FWD, "sm_90a", "forward, plugin set"),
     (FWD, "sm_80", "forward, portable set"),
     (BWD, "sm_90a", "backward, plugin set"),
     (BWD, "sm_80", "backward, portable set"),
+    (PAGED, "sm_90a", "paged split-KV, plugin set"),
+    (PAGED, "sm_80", "paged split-KV, portable set"),
 ]
 NO_SPILL = re.compile(r"^ragged_fmha_fwd_(bf16|f16)_d(64|96|128|256|192v128)$")
 

@@ -39,6 +39,12 @@ pub enum TensorRole {
     SeqLenKv,
     /// The engine's scratch memory.
     Workspace,
+    /// K's page table (paged K/V).
+    PageTableK,
+    /// V's page table (paged K/V).
+    PageTableV,
+    /// Per-head attention sink logits.
+    Sinks,
     /// The gradient flowing into O (backward).
     DO,
     /// The gradient of Q (backward).
@@ -65,6 +71,9 @@ impl fmt::Display for TensorRole {
             TensorRole::SeqLenQ => "seq_len_q",
             TensorRole::SeqLenKv => "seq_len_kv",
             TensorRole::Workspace => "workspace",
+            TensorRole::PageTableK => "page_table_k",
+            TensorRole::PageTableV => "page_table_v",
+            TensorRole::Sinks => "sinks",
             TensorRole::DO => "dO",
             TensorRole::DQ => "dQ",
             TensorRole::DK => "dK",
