@@ -12,7 +12,7 @@
 #             entries included (the plugin runs those only on other cards)
 #   verify    verify_build.sh, the one device check: the plugin's GPU tests (float64 oracle, host
 #             reference, every head dim, the ragged-mix repeat check), conformance, the shim,
-#             memcheck and racecheck (12 steps)
+#             memcheck and racecheck (15 steps)
 #   bench     run_plugin_bench.sh: the C-ABI benchmark against the peers, host_time HOST_TIME_RUNS times
 #   profile   host_time --profile: where ExecuteOpGraph's host time goes
 #   timeline  plugin_timeline.py: the kernels of back-to-back executes on the device's clock (the

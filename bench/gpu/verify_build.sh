@@ -9,7 +9,9 @@
 #     the host engine with the version-gating fixtures);
 #   - hipdnn-shim running the example graph on the CUDA engine with --verify;
 #   - compute-sanitizer memcheck and racecheck on the forward's and the backward's zero-length
-#     cases (every head dim, padding, causal and a sliding window).
+#     cases (every head dim, padding, causal and a sliding window) and on the paged kernels' small
+#     cases (zero lengths and shared pages, a sliding window with sinks, an invalid page id);
+#   - the serving conformance suite (paged K/V, sinks) on the CUDA engine.
 #
 #   bash bench/gpu/verify_build.sh --prepare   # here: release build, binaries into .carry/verify/
 #   bash bench/gpu/verify_build.sh             # on the GPU machine, with carry [".carry/verify"]
@@ -83,6 +85,7 @@ step plugin-gpu-backward on_device "$carry/gpu_backward" --test-threads=1
 step plugin-gpu-backward-validate on_device env HIPDNN_RAGGED_SDPA_VALIDATE=1 "$carry/gpu_backward" --test-threads=1
 step conformance-cuda "$carry/ragged-conformance" --suite numeric --cuda --junit "$out/junit.xml" "$carry/libhipdnn_provider_ragged_sdpa.so"
 step conformance-backward-cuda "$carry/ragged-conformance" --suite backward --cuda "$carry/libhipdnn_provider_ragged_sdpa.so"
+step conformance-serving-cuda "$carry/ragged-conformance" --suite serving --cuda "$carry/libhipdnn_provider_ragged_sdpa.so"
 step conformance-host "$carry/ragged-conformance" --fixture-dir "$carry" "$carry/libhipdnn_provider_ragged_sdpa.so"
 step shim-cuda env HIPDNN_PLUGIN_DIR="$PWD/$carry/libhipdnn_provider_ragged_sdpa.so" \
   "$carry/hipdnn-shim" run examples/ragged_sdpa_bf16.json --engine RAGGED_SDPA_CUDA_FMHA --cuda --verify --out "$out/shim-out"
@@ -90,5 +93,8 @@ step memcheck compute-sanitizer --tool memcheck --error-exitcode 1 "$carry/gpu" 
 step memcheck-backward compute-sanitizer --tool memcheck --error-exitcode 1 "$carry/gpu_backward" --test-threads=1 zero_length
 step racecheck compute-sanitizer --tool racecheck --error-exitcode 1 "$carry/gpu" --test-threads=1 zero_length
 step racecheck-backward compute-sanitizer --tool racecheck --error-exitcode 1 "$carry/gpu_backward" --test-threads=1 zero_length
+paged_small=(paged_shared_pages_and_zero_lengths paged_prefill_bf16_d64_page16_sliding_window_sinks paged_invalid_page_id)
+step memcheck-paged compute-sanitizer --tool memcheck --error-exitcode 1 "$carry/gpu" --test-threads=1 "${paged_small[@]}"
+step racecheck-paged compute-sanitizer --tool racecheck --error-exitcode 1 "$carry/gpu" --test-threads=1 "${paged_small[@]}"
 echo "${pass} passed, ${fail} failed"
 [ "$fail" -eq 0 ]
