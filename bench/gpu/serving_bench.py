@@ -1,14 +1,17 @@
 #!/usr/bin/env python3
-"""Paged decode through the plugin's C ABI against FlashInfer's BatchDecodeWithPagedKVCacheWrapper.
+"""Paged decode and chunked prefill through the plugin's C ABI against FlashInfer's
+BatchDecodeWithPagedKVCacheWrapper and BatchPrefillWithPagedKVCacheWrapper.
 
 "Ours" is one `hipdnnEnginePluginExecuteOpGraph` of the CUDA engine (its split-KV paged kernels)
 on an execution context made from the serialized graph `plugin/examples/emit_serving_graphs.rs`
 wrote (the shim's serving graphs: packed Q/O, token-major "NHD" pools `[pages, H_kv, 16, D]`,
-page tables `[B, MP]`, one query token per sequence, bf16). FlashInfer (PyPI
+page tables `[B, MP]`, one query token per sequence for decode, bf16). FlashInfer (PyPI
 `flashinfer-python==0.6.0`, carried as a wheel, see bench/gpu/wheels.sh) runs on the same pool
 tensors (its NHD layout `[pages, 16, H_kv, D]` is the same memory) and the same shuffled page ids
 (`indptr` / `indices` / `last_page_len`), with and without its tensor-core decode; the faster is
-the peer. Outputs are checked against each other before anything is timed.
+the peer. A problem with more query tokens per sequence (chunked prefill, bottom-right causal) is
+timed against FlashInfer's paged prefill instead and also reported in TFLOP/s (4 · D · H_q per
+admitted pair). Outputs are checked against each other before anything is timed.
 
 Time: median over 15 CUDA-event pairs of 10 back-to-back calls, taken interleaved with the order
 rotated each round (event_timing.py). Bytes: K and V rows actually read (sum of contexts x H_kv x
@@ -163,11 +166,14 @@ def bench(plugin, graphs, args):
         table, indptr, indices, last = tables(meta)
         t_table = torch.from_numpy(table).to(dev)
         t_lens = torch.tensor(meta["len_kv"], dtype=torch.int32, device=dev)
-        t_ones = torch.ones(b_n, dtype=torch.int32, device=dev)
+        len_q = meta.get("len_q", [1] * b_n)
+        prefill = any(n > 1 for n in len_q)
+        total_q = sum(len_q)
+        t_qlens = torch.tensor(len_q, dtype=torch.int32, device=dev)
         u = meta["uids"]
         pointers = {u["q"]: q.data_ptr(), u["k"]: k.data_ptr(), u["v"]: v.data_ptr(), u["o"]: o.data_ptr(),
                     u["page_table_k"]: t_table.data_ptr(), u["page_table_v"]: t_table.data_ptr(),
-                    u["seq_len_q"]: t_ones.data_ptr(), u["seq_len_kv"]: t_lens.data_ptr()}
+                    u["seq_len_q"]: t_qlens.data_ptr(), u["seq_len_kv"]: t_lens.data_ptr()}
 
         def alloc(n):
             t = torch.empty(n, dtype=torch.uint8, device=dev)
@@ -179,7 +185,25 @@ def bench(plugin, graphs, args):
         fns, labels = [ours], ["ours"]
         outs = {}
         keep = []
-        if flashinfer is not None:
+        if flashinfer is not None and prefill:
+            try:
+                ws = torch.empty(256 << 20, dtype=torch.uint8, device=dev)
+                w = flashinfer.BatchPrefillWithPagedKVCacheWrapper(ws, "NHD")
+                qo_indptr = torch.tensor(np.concatenate([[0], np.cumsum(len_q)]), dtype=torch.int32, device=dev)
+                # FlashInfer's causal mask ends each query block at its sequence's last key, as
+                # bottom-right causal does.
+                w.plan(qo_indptr, torch.from_numpy(indptr).to(dev), torch.from_numpy(indices).to(dev),
+                       torch.from_numpy(last).to(dev), hq, hkv, d, ps, causal=True,
+                       q_data_type=torch.bfloat16, kv_data_type=torch.bfloat16)
+                qp = q[:total_q].contiguous()
+                outs["flashinfer"] = w.run(qp, (k, v))
+                torch.cuda.synchronize()
+                fns.append(lambda w=w, qp=qp: w.run(qp, (k, v)))
+                labels.append("flashinfer")
+                keep.append((w, ws))
+            except Exception as e:  # noqa: BLE001
+                print(f"{name}: FlashInfer paged prefill failed: {e}")
+        if flashinfer is not None and not prefill:
             for tc in {"no": (False,), "yes": (True,), "both": (False, True)}[args.flashinfer_tc]:
                 try:
                     ws = torch.empty(256 << 20, dtype=torch.uint8, device=dev)
@@ -198,57 +222,67 @@ def bench(plugin, graphs, args):
                 except Exception as e:  # noqa: BLE001
                     print(f"{name}: FlashInfer (tensor cores {tc}) failed: {e}")
         # Outputs checked against each other (and against float64 on a few sequences).
-        ours_o = o[:b_n].float()
+        ours_o = o[:total_q].float()
         for label, out in outs.items():
             diff = (ours_o - out.float()).abs().max().item()
             print(f"{name}: max |ours - {label}| = {diff:.3e}")
             if not diff < 2e-2:
                 raise SystemExit(f"{name}: ours and {label} disagree ({diff})")
-        # float64 on the first two sequences, their K/V rows gathered on the device first.
+        # float64 on the first two sequences (a prefill's last 64 rows and 4 heads), their K/V
+        # rows gathered on the device first; bottom-right causal: row i sees keys <= i + Lkv - Lq.
         few = min(b_n, 2)
         err = 0.0
+        starts = np.concatenate([[0], np.cumsum(len_q)])
         for b in range(few):
-            length = meta["len_kv"][b]
+            length, lq = meta["len_kv"][b], len_q[b]
             j = torch.arange(length, device=dev)
             pages_b = t_table[b].long()[j // ps]
             kb = k[pages_b, j % ps].double().cpu().numpy()  # [L, H_kv, D]
             vb = v[pages_b, j % ps].double().cpu().numpy()
-            qb = q[b].double().cpu().numpy()
-            for h in range(hq):
-                gi = h // (hq // hkv)
-                sc = kb[:, gi] @ qb[h] / np.sqrt(d)
-                p = np.exp(sc - sc.max())
-                want = p @ vb[:, gi] / p.sum()
-                err = max(err, float(np.abs(ours_o[b, h].cpu().numpy() - want).max()))
+            for i in range(max(0, lq - 64), lq):
+                row = starts[b] + i
+                qb = q[row].double().cpu().numpy()
+                seen = i + length - lq + 1
+                for h in (range(hq) if not prefill else (0, 1, hq - 2, hq - 1)):
+                    gi = h // (hq // hkv)
+                    sc = kb[:seen, gi] @ qb[h] / np.sqrt(d)
+                    p = np.exp(sc - sc.max())
+                    want = p @ vb[:seen, gi] / p.sum()
+                    err = max(err, float(np.abs(ours_o[row, h].cpu().numpy() - want).max()))
         print(f"{name}: max |ours - float64| over {few} sequences = {err:.3e}")
         if not err < 2e-2:
             raise SystemExit(f"{name}: ours disagrees with float64 ({err})")
         times = interleaved_ms(torch, fns, warm=3, reps=args.reps, inner=10)
         kv_bytes = sum(meta["len_kv"]) * hkv * d * 2 * 2
-        qo_bytes = 2 * b_n * hq * d * 2
+        qo_bytes = 2 * total_q * hq * d * 2
         total = kv_bytes + qo_bytes
+        # Prefill: admitted (query, key) pairs under bottom-right causal, 4 D FLOPs each per head.
+        pairs = sum(lq * (lkv - lq) + lq * (lq + 1) // 2 for lq, lkv in zip(len_q, meta["len_kv"]))
+        flops = 4 * d * hq * pairs
         res = {label: t for label, t in zip(labels, times)}
         ours_ms = res["ours"][0]
         peer = min((res[lab][0], lab) for lab in labels if lab != "ours") if len(labels) > 1 else (None, None)
-        rows.append((name, ours_ms, res["ours"][1], total, peer))
+        rows.append((name, ours_ms, res["ours"][1], total, peer, flops if prefill else None))
         for label in labels:
             ms, spread = res[label]
             gbs = total / (ms * 1e-3) / 1e9
-            print(f"  {name} {label:14s} {ms * 1e3:9.1f} us (spread {spread * 1e3:.1f})  {gbs:8.1f} GB/s  "
-                  f"{gbs / (peak * 1e3) * 100:5.1f} % of peak")
+            rate = f"{flops / (ms * 1e-3) / 1e12:7.1f} TFLOP/s" if prefill else f"{gbs / (peak * 1e3) * 100:5.1f} % of peak"
+            print(f"  {name} {label:14s} {ms * 1e3:9.1f} us (spread {spread * 1e3:.1f})  {gbs:8.1f} GB/s  {rate}")
         ours.close()
         del k, v
         torch.cuda.empty_cache()
     plugin.Destroy(handle)
     print()
     # ours / peer as throughput, like every other table of the benchmarks: above 1 ours is faster.
-    print(f"{'problem':40s} {'ours us':>9s} {'GB/s':>8s} {'% peak':>7s} {'peer':>14s} {'peer us':>9s} {'ours/peer':>9s}")
-    for name, ms, _, total, (peer_ms, peer) in rows:
+    print(f"{'problem':40s} {'ours us':>9s} {'GB/s':>8s} {'% peak':>7s} {'TFLOP/s':>8s} {'peer':>14s} {'peer us':>9s} "
+          f"{'ours/peer':>9s}")
+    for name, ms, _, total, (peer_ms, peer), flops in rows:
         gbs = total / (ms * 1e-3) / 1e9
         ratio = f"{peer_ms / ms:9.3f}" if peer_ms else f"{'-':>9s}"
         peer_us = f"{peer_ms * 1e3:9.1f}" if peer_ms else f"{'-':>9s}"
-        print(f"{name:40s} {ms * 1e3:9.1f} {gbs:8.1f} {gbs / (peak * 1e3) * 100:7.1f} {peer or '-':>14s} {peer_us} "
-              f"{ratio}")
+        tflops = f"{flops / (ms * 1e-3) / 1e12:8.1f}" if flops else f"{'-':>8s}"
+        print(f"{name:40s} {ms * 1e3:9.1f} {gbs:8.1f} {gbs / (peak * 1e3) * 100:7.1f} {tflops} {peer or '-':>14s} "
+              f"{peer_us} {ratio}")
 
 
 def main():

@@ -1,9 +1,9 @@
-//! Writes the paged decode benchmark's graphs (`bench/gpu/serving_bench.py`): for each problem a
-//! serialized graph `<name>.bin` built by the shim's serving graphs (packed Q/O `[1, H_q, B + 1,
-//! D]`, token-major pools `[P, H_kv, 16, D]`, page tables `[B, MP]`, int32 lengths; bottom-right
-//! causal, which for one query token admits the whole context) and `<name>.json` with what the
-//! harness needs to fill the variant pack and the peer's inputs (uids, heads, head dim, page size,
-//! pages, table columns, the lengths). `problems.json` lists the names in run order and
+//! Writes the paged serving benchmark's graphs (`bench/gpu/serving_bench.py`), decode and one
+//! chunked prefill: for each problem a serialized graph `<name>.bin` built by the shim's serving
+//! graphs (packed Q/O `[1, H_q, ΣLq + 1, D]`, token-major pools `[P, H_kv, 16, D]`, page tables
+//! `[B, MP]`, int32 lengths; bottom-right causal, which for one query token admits the whole
+//! context) and `<name>.json` with what the harness needs to fill the variant pack and the peer's
+//! inputs (uids, heads, head dim, page size, pages, table columns, the lengths). `problems.json` lists the names in run order and
 //! `engine_config_<ENGINE>.bin` holds an `EngineConfig` per engine.
 //!
 //! ```text
@@ -23,21 +23,38 @@ use ragged_schema::{DataType, EngineConfig};
 
 const ENGINES: [&str; 2] = ["RAGGED_SDPA_CUDA_FMHA", "RAGGED_SDPA_HOST_REFERENCE"];
 
-/// One decode problem: (name, H_q, H_kv, D, page size, contexts).
-type Decode = (&'static str, i64, i64, i64, i64, Vec<i64>);
+/// One problem: (name, H_q, H_kv, D, page size, contexts, new query tokens per sequence; one
+/// for decode).
+type Serving = (&'static str, i64, i64, i64, i64, Vec<i64>, Vec<i64>);
 
-/// The decode problems.
-fn problems(tiny: bool) -> Vec<Decode> {
+/// The decode problems, and one chunked prefill.
+fn problems(tiny: bool) -> Vec<Serving> {
     if tiny {
-        return vec![("tiny_decode_gqa2_d64", 4, 2, 64, 16, vec![37, 1, 70])];
+        return vec![("tiny_decode_gqa2_d64", 4, 2, 64, 16, vec![37, 1, 70], vec![1; 3])];
     }
     // 64 contexts spread over 1k..32k keys, in a shuffled order (i -> 37 i mod 64).
     let mixed: Vec<i64> = (0..64)
         .map(|i| 1024 + (37 * i % 64) * (32768 - 1024) / 63)
         .collect();
     vec![
-        ("decode_b64_mixed_1k_32k_gqa4_d128", 32, 8, 128, 16, mixed),
-        ("decode_b64_ctx4k_gqa4_d128", 32, 8, 128, 16, vec![4096; 64]),
+        (
+            "decode_b64_mixed_1k_32k_gqa4_d128",
+            32,
+            8,
+            128,
+            16,
+            mixed,
+            vec![1; 64],
+        ),
+        (
+            "decode_b64_ctx4k_gqa4_d128",
+            32,
+            8,
+            128,
+            16,
+            vec![4096; 64],
+            vec![1; 64],
+        ),
         (
             "decode_b64_ctx32k_gqa4_d128",
             32,
@@ -45,6 +62,17 @@ fn problems(tiny: bool) -> Vec<Decode> {
             128,
             16,
             vec![32768; 64],
+            vec![1; 64],
+        ),
+        // Chunked prefill: 1024 new tokens after 3072 cached ones, 8 sequences.
+        (
+            "prefill_b8_q1k_ctx4k_gqa4_d128",
+            32,
+            8,
+            128,
+            16,
+            vec![4096; 8],
+            vec![1024; 8],
         ),
     ]
 }
@@ -56,7 +84,7 @@ fn write(path: &Path, bytes: &[u8]) -> Result<(), String> {
 fn emit(dir: &Path, tiny: bool) -> Result<(), String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     let mut names = Vec::new();
-    for (name, hq, hkv, d, ps, len_kv) in problems(tiny) {
+    for (name, hq, hkv, d, ps, len_kv, len_q) in problems(tiny) {
         let batch = len_kv.len();
         let case = ServingCase {
             name,
@@ -64,7 +92,7 @@ fn emit(dir: &Path, tiny: bool) -> Result<(), String> {
             heads_q: hq,
             heads_kv: hkv,
             head_dim: d,
-            len_q: vec![1; batch],
+            len_q: len_q.clone(),
             len_kv: len_kv.clone(),
             page_size: Some(ps),
             bottom_right_causal: true,
@@ -84,11 +112,12 @@ fn emit(dir: &Path, tiny: bool) -> Result<(), String> {
         let meta = format!(
             "{{\"name\": \"{name}\", \"batch\": {batch}, \"heads_q\": {hq}, \"heads_kv\": {hkv}, \
              \"head_dim\": {d}, \"page_size\": {ps}, \"pages\": {pages}, \"columns\": {columns}, \
-             \"rows_q\": {}, \"len_kv\": [{}], \"uids\": {{\"q\": {}, \"k\": {}, \"v\": {}, \
+             \"rows_q\": {}, \"len_kv\": [{}], \"len_q\": [{}], \"uids\": {{\"q\": {}, \"k\": {}, \"v\": {}, \
              \"o\": {}, \"page_table_k\": {}, \"page_table_v\": {}, \"seq_len_q\": {}, \
              \"seq_len_kv\": {}}}}}\n",
-            batch + 1,
+            len_q.iter().sum::<i64>() + 1,
             list(&len_kv),
+            list(&len_q),
             uid::Q,
             uid::K,
             uid::V,
