@@ -198,7 +198,7 @@ def bench(plugin, graphs, args):
                 qp = q[:total_q].contiguous()
                 outs["flashinfer"] = w.run(qp, (k, v))
                 torch.cuda.synchronize()
-                fns.append(lambda w=w, qp=qp: w.run(qp, (k, v)))
+                fns.append(lambda w=w, qp=qp, k=k, v=v: w.run(qp, (k, v)))
                 labels.append("flashinfer")
                 keep.append((w, ws))
             except Exception as e:  # noqa: BLE001
@@ -216,7 +216,7 @@ def bench(plugin, graphs, args):
                     torch.cuda.synchronize()
                     label = "flashinfer" + ("_tc" if tc else "")
                     outs[label] = out
-                    fns.append(lambda w=w, qb=qb: w.run(qb, (k, v)))
+                    fns.append(lambda w=w, qb=qb, k=k, v=v: w.run(qb, (k, v)))
                     labels.append(label)
                     keep.append((w, ws))
                 except Exception as e:  # noqa: BLE001
