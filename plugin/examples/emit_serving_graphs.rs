@@ -30,7 +30,15 @@ type Serving = (&'static str, i64, i64, i64, i64, Vec<i64>, Vec<i64>);
 /// The decode problems, and one chunked prefill.
 fn problems(tiny: bool) -> Vec<Serving> {
     if tiny {
-        return vec![("tiny_decode_gqa2_d64", 4, 2, 64, 16, vec![37, 1, 70], vec![1; 3])];
+        return vec![(
+            "tiny_decode_gqa2_d64",
+            4,
+            2,
+            64,
+            16,
+            vec![37, 1, 70],
+            vec![1; 3],
+        )];
     }
     // 64 contexts spread over 1k..32k keys, in a shuffled order (i -> 37 i mod 64).
     let mixed: Vec<i64> = (0..64)
