@@ -1,10 +1,11 @@
 // Part of kernels/cuda-fmha/cuda/ragged_paged_decode.cu (the split kernel: one block per KV split,
 // KV head and sequence); included in that file's order, not on its own.
 //
-// Block (s, g, b), 4 warps. Its rows are the G query heads of GQA group g times the Lq(b) query
-// tokens of sequence b, row r = token (r / G), head g G + r % G, taken 16 at a time (one mma.sync
-// m16n8k16 row tile, so decode with G <= 16 is one tile; any Lq is correct, long prefills re-walk
-// the keys per tile). Its keys are [s chunk, min((s + 1) chunk, Lkv)) cut to what the tile's rows
+// Block (s, g, b) of row group y (blockIdx.y), 4 warps. Its rows are the G query heads of GQA group
+// g times the Lq(b) query tokens of sequence b, row r = token (r / G), head g G + r % G, taken 16 at
+// a time (one mma.sync m16n8k16 row tile): tiles y, y + Y, ... of Y = gridDim.y row groups (decode
+// with G <= 16 is one tile and Y = 1; a prefill's tiles spread over Y blocks, each walking the keys
+// its tile admits). Its keys are [s chunk, min((s + 1) chunk, Lkv)) cut to what the tile's rows
 // admit, in tiles of 16 keys: warp w takes tiles w, w + 4, ... and runs its own STAGES-deep
 // cp.async ring of K and V tiles (16-byte copies of whole rows, page ids from shared memory, no
 // block barrier inside the key loop), S = Q K^T and O += P V on tensor cores, online softmax in f32
@@ -83,7 +84,7 @@ __device__ __forceinline__ void paged_split_body(RAGGED_PAGED_SPLIT_PARAMS) {
     const int lkv = (int)paged_clamp(paged_length(seq_len_kv, seq_len_kv_bytes, b), max_kv);
     const int n_used = (int)(((i64)lkv + chunk - 1) / chunk);
     const bool computes = direct || split < n_used;
-    const bool writes_record = !direct && split == 0 && g == 0;
+    const bool writes_record = !direct && split == 0 && g == 0 && blockIdx.y == 0;
     if (!computes && !writes_record) return;
 
     // Lq(b) and, for packed Q, the sequence's first row: lengths clamped as a sequential walk
@@ -131,7 +132,7 @@ __device__ __forceinline__ void paged_split_body(RAGGED_PAGED_SPLIT_PARAMS) {
     if (!computes || lq == 0) return;
     const int rows = group * lq;
     if (!valid) {
-        if (direct) {
+        if (direct && blockIdx.y == 0) {
             for (int idx = tid; idx < rows * DV; idx += NT) {
                 const int r = idx / DV, c = idx - r * DV;
                 const int i = r / group, h = g * group + r % group;
@@ -155,7 +156,7 @@ __device__ __forceinline__ void paged_split_body(RAGGED_PAGED_SPLIT_PARAMS) {
     i64* const my_off = row_off + warp * 32;
 
 #pragma unroll 1
-    for (int r_base = 0; r_base < rows; r_base += 16) {
+    for (int r_base = (int)blockIdx.y * 16; r_base < rows; r_base += (int)gridDim.y * 16) {
         const int rows_here = rows - r_base < 16 ? rows - r_base : 16;
         // Q rows of this tile (zero past the last row).
 #pragma unroll

@@ -172,7 +172,7 @@ impl PagedEngine {
         let base = b.workspace.div_ceil(WORKSPACE_ALIGNMENT) * WORKSPACE_ALIGNMENT;
         let split = loaded.module.function(split_name, shared)?;
         let config = LaunchConfig {
-            grid: (plan.split_blocks(), 1, 1),
+            grid: (plan.split_blocks(), plan.row_groups as u32, 1),
             block: (device_abi::THREADS, 1, 1),
             shared_mem_bytes: shared,
         };

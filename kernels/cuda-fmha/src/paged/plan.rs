@@ -131,6 +131,9 @@ pub struct PagedPlan {
     pub bottom_right: i32,
     /// KV splits per (sequence, KV head); 1: the split kernel writes O itself, no combine.
     pub splits: i32,
+    /// Blocks per (split, KV head, sequence) over its 16-row tiles (the launch's grid.y): block y
+    /// takes tiles y, y + row_groups, …; 1 for decode.
+    pub row_groups: i32,
     /// Keys per split (a multiple of 16).
     pub chunk: i32,
     /// Rows of the workspace's partials: T_q (packed) or B · S_q (padded).
@@ -184,6 +187,15 @@ pub fn choose_split(bound: i64, pairs: i64, partial_bytes: u64) -> (i64, i64) {
     } else {
         (splits, chunk)
     }
+}
+
+/// Blocks per (sequence, KV head) over their 16-row tiles when a sequence has `row_tiles` of them
+/// (on average) and there are `pairs` (sequence, KV head) pairs: enough for [`TARGET_BLOCKS`]
+/// blocks, never more than the tiles (so decode, one tile, keeps 1). Row groups come before KV
+/// splits: they need no combine and no partials.
+pub fn choose_row_groups(row_tiles: i64, pairs: i64) -> i64 {
+    let want = (TARGET_BLOCKS + pairs - 1) / pairs.max(1);
+    want.min(row_tiles).max(1)
 }
 
 fn decline<T>(
@@ -481,7 +493,19 @@ pub fn plan(problem: &RaggedSdpaProblem) -> Result<PagedPlan, Decline> {
         .saturating_mul(h_q as u64)
         .saturating_mul(d_v as u64 + 1)
         .saturating_mul(4);
-    let (splits, chunk) = choose_split(max_seq_len_kv, batch.saturating_mul(h_kv), partial_bytes);
+    // Row tiles of an average sequence: packed rows are shared by the batch.
+    let rows_per_sequence = if padded {
+        s_q
+    } else {
+        (s_q + batch - 1) / batch.max(1)
+    };
+    let row_tiles = (group.saturating_mul(rows_per_sequence) + 15) / 16;
+    let row_groups = choose_row_groups(row_tiles, batch.saturating_mul(h_kv));
+    let (splits, chunk) = choose_split(
+        max_seq_len_kv,
+        batch.saturating_mul(h_kv).saturating_mul(row_groups),
+        partial_bytes,
+    );
     to_i32(
         splits.saturating_mul(h_kv).saturating_mul(batch),
         q.uid,
@@ -532,6 +556,7 @@ pub fn plan(problem: &RaggedSdpaProblem) -> Result<PagedPlan, Decline> {
         mask_right: band(problem.mask.right),
         bottom_right: i32::from(problem.mask.alignment == DiagonalAlignment::BottomRight),
         splits: splits as i32,
+        row_groups: to_i32(row_groups, q.uid, "row groups")?,
         chunk: to_i32(chunk, k.uid, "keys per split")?,
         ws_rows: ws_rows32,
         ws_batch: ws_batch as i32,

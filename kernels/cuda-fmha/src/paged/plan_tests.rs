@@ -96,6 +96,17 @@ fn splits_fill_the_device_and_cut_long_contexts() {
 }
 
 #[test]
+fn row_groups_spread_prefill_tiles_and_leave_decode_alone() {
+    // Decode: one row tile, one group whatever the batch.
+    assert_eq!(choose_row_groups(1, 1), 1);
+    assert_eq!(choose_row_groups(1, 512), 1);
+    // Prefill: enough groups for the target, never more than the tiles.
+    assert_eq!(choose_row_groups(1000, 8), TARGET_BLOCKS / 8);
+    assert_eq!(choose_row_groups(5, 8), 5);
+    assert_eq!(choose_row_groups(1000, 1024), 1);
+}
+
+#[test]
 fn upstreams_bundle_shape_is_planned_with_its_workspace() {
     // quick/SdpaFwd/paged/fp16/hd128_page16_multiseq: Q/O [1, 16, 64, 128], pools [128, 2, 16,
     // 128], tables [3, 32], max_seq_len_kv 512.
@@ -117,7 +128,9 @@ fn upstreams_bundle_shape_is_planned_with_its_workspace() {
     );
     assert_eq!((plan.k.page, plan.k.head, plan.k.slot), (4096, 128, 256));
     assert_eq!((plan.k.pages, plan.k.page_size), (128, 16));
-    // 6 (sequence, KV head) pairs, 512 keys: two splits of 256 keys.
+    // 64 packed rows over 3 sequences, 8 heads a group: 11 row tiles a sequence on average, each
+    // its own block; then 6 · 11 blocks and 512 keys: two splits of 256 keys.
+    assert_eq!(plan.row_groups, 11);
     assert_eq!((plan.splits, plan.chunk), (2, 256));
     assert_eq!((plan.ws_rows, plan.ws_batch), (64, 0));
     // Records 3 · 24 B -> LSE partials at 256: 2 · 64 · 16 floats (8 KiB) -> O partials at
