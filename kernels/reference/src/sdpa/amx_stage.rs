@@ -119,23 +119,7 @@ pub(crate) fn transposed_row_pair_tiles(
     lens: &[usize],
     width_p: usize,
 ) -> Result<Blocks, KernelError> {
-    let rows = lens.iter().map(|l| l.next_multiple_of(32) / 2).collect();
-    Blocks::gather(role, layout.heads, width_p, rows, |b, h, block| {
-        let len = lens[b];
-        let mut rows = vec![0u32; 16 * width_p];
-        for (rb, out) in block.chunks_exact_mut(16 * width_p).enumerate() {
-            for (i, row) in rows.chunks_exact_mut(width_p).enumerate() {
-                key_pair(src, layout, b, 16 * rb + i, h, len, row);
-            }
-            for (db, tile) in out.chunks_exact_mut(256).enumerate() {
-                for (d, tile_row) in tile.chunks_exact_mut(16).enumerate() {
-                    for (r, x) in tile_row.iter_mut().enumerate() {
-                        *x = rows[r * width_p + 16 * db + d];
-                    }
-                }
-            }
-        }
-    })
+    row_pair_blocks(role, src, layout, lens, width_p, true)
 }
 
 /// Rows of every (b, h) as head-dim pairs, `rows_to` (16 or 32) dividing each batch's padded
@@ -202,6 +186,20 @@ pub(crate) fn row_pair_tiles(
     lens: &[usize],
     width_p: usize,
 ) -> Result<Blocks, KernelError> {
+    row_pair_blocks(role, src, layout, lens, width_p, false)
+}
+
+/// The tiles of [`row_pair_tiles`], or with `transposed` those of [`transposed_row_pair_tiles`]:
+/// 16 row pairs are interleaved once per block, then cut into 16 × 16 tiles as they stand or
+/// transposed.
+fn row_pair_blocks(
+    role: Role,
+    src: &[bf16],
+    layout: &AttnLayout,
+    lens: &[usize],
+    width_p: usize,
+    transposed: bool,
+) -> Result<Blocks, KernelError> {
     let rows = lens.iter().map(|l| l.next_multiple_of(32) / 2).collect();
     Blocks::gather(role, layout.heads, width_p, rows, |b, h, block| {
         let len = lens[b];
@@ -212,7 +210,13 @@ pub(crate) fn row_pair_tiles(
             }
             for (db, tile) in out.chunks_exact_mut(256).enumerate() {
                 for (i, tile_row) in tile.chunks_exact_mut(16).enumerate() {
-                    tile_row.copy_from_slice(&rows[i * width_p + 16 * db..][..16]);
+                    if transposed {
+                        for (r, x) in tile_row.iter_mut().enumerate() {
+                            *x = rows[r * width_p + 16 * db + i];
+                        }
+                    } else {
+                        tile_row.copy_from_slice(&rows[i * width_p + 16 * db..][..16]);
+                    }
                 }
             }
         }
