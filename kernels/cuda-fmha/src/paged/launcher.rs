@@ -234,16 +234,9 @@ fn required_pointers(plan: &PagedPlan, b: &PagedBuffers) -> Vec<RequiredPointer>
     required
 }
 
-/// Parameters of `ragged_paged_split_*` (RAGGED_PAGED_SPLIT_PARAMS), in signature order.
-pub(crate) fn split_args(plan: &PagedPlan, b: &PagedBuffers, base: u64) -> Vec<KernelArg> {
-    use KernelArg::{F32, I32, I64, Ptr};
-    let ws = plan.workspace;
-    let (ws_o, ws_lse, records) = if plan.splits > 1 {
-        (base + ws.o, base + ws.lse, base + ws.records)
-    } else {
-        (0, 0, 0)
-    };
-    let (lse, lse_strides) = match plan.lse {
+/// The LSE pointer and strides both kernels take: null and zeros when no LSE is written.
+fn lse_arg(plan: &PagedPlan, b: &PagedBuffers) -> (u64, super::plan::RowStrides) {
+    match plan.lse {
         Some((_, s)) => (b.lse, s),
         None => (
             0,
@@ -253,7 +246,19 @@ pub(crate) fn split_args(plan: &PagedPlan, b: &PagedBuffers, base: u64) -> Vec<K
                 head: 0,
             },
         ),
+    }
+}
+
+/// Parameters of `ragged_paged_split_*` (RAGGED_PAGED_SPLIT_PARAMS), in signature order.
+pub(crate) fn split_args(plan: &PagedPlan, b: &PagedBuffers, base: u64) -> Vec<KernelArg> {
+    use KernelArg::{F32, I32, I64, Ptr};
+    let ws = plan.workspace;
+    let (ws_o, ws_lse, records) = if plan.splits > 1 {
+        (base + ws.o, base + ws.lse, base + ws.records)
+    } else {
+        (0, 0, 0)
     };
+    let (lse, lse_strides) = lse_arg(plan, b);
     vec![
         Ptr(b.q),
         Ptr(b.k),
@@ -315,17 +320,7 @@ pub(crate) fn split_args(plan: &PagedPlan, b: &PagedBuffers, base: u64) -> Vec<K
 pub(crate) fn combine_args(plan: &PagedPlan, b: &PagedBuffers, base: u64) -> Vec<KernelArg> {
     use KernelArg::{I32, I64, Ptr};
     let ws = plan.workspace;
-    let (lse, s) = match plan.lse {
-        Some((_, s)) => (b.lse, s),
-        None => (
-            0,
-            super::plan::RowStrides {
-                batch: 0,
-                seq: 0,
-                head: 0,
-            },
-        ),
-    };
+    let (lse, s) = lse_arg(plan, b);
     vec![
         Ptr(b.o),
         Ptr(lse),
