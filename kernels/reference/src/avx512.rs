@@ -36,6 +36,15 @@ pub(crate) fn store_u32(x: __m512i, to: &mut [u32; 16]) {
     unsafe { _mm512_storeu_si512(to.as_mut_ptr().cast(), x) }
 }
 
+/// The lanes `i` with `lo ≤ first + i < hi`: a key range as a mask over 16 consecutive keys.
+#[target_feature(enable = "avx512f")]
+pub(crate) fn lanes_between(first: i32, lo: i32, hi: i32) -> __mmask16 {
+    let lanes = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    let key = _mm512_add_epi32(lanes, _mm512_set1_epi32(first));
+    _mm512_cmpge_epi32_mask(key, _mm512_set1_epi32(lo))
+        & _mm512_cmplt_epi32_mask(key, _mm512_set1_epi32(hi))
+}
+
 /// `2^x` per lane for `x ≤ 0` (NaN propagates), the polynomial of
 /// `crate::sdpa::softmax::exp2_nonpositive` evaluated with fused multiply-adds; results below
 /// `2^-126` are 0.

@@ -241,15 +241,12 @@ fn softmax_row(step: &Step, row: Row<'_>, admitted: &Range<usize>, max: &mut f32
     };
     let everywhere = lo == 0 && hi == step.width as i32;
     let scale = _mm512_set1_ps(step.scale_log2);
-    let lanes = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
     let minus_inf = _mm512_set1_ps(f32::NEG_INFINITY);
     let mut maxima = minus_inf;
     for (c, chunk) in row.scores.iter_mut().enumerate() {
         let mut x = _mm512_mul_ps(avx512::load(chunk), scale);
         if !everywhere {
-            let key = _mm512_add_epi32(lanes, _mm512_set1_epi32(16 * c as i32));
-            let inside = _mm512_cmpge_epi32_mask(key, _mm512_set1_epi32(lo))
-                & _mm512_cmplt_epi32_mask(key, _mm512_set1_epi32(hi));
+            let inside = avx512::lanes_between(16 * c as i32, lo, hi);
             x = _mm512_mask_blend_ps(inside, minus_inf, x);
         }
         // `max_ps` returns its second operand when either is NaN: a NaN score leaves the

@@ -329,7 +329,6 @@ fn probabilities(
 
     use crate::avx512;
 
-    let lanes = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
     let scale = _mm512_set1_ps(ctx.scale_log2);
     let s = s.as_chunks::<16>().0;
     let dp = dp.as_chunks::<16>().0;
@@ -345,9 +344,7 @@ fn probabilities(
                     ds_rows[2 * r + half] = [0; 16];
                     continue;
                 }
-                let key = _mm512_add_epi32(lanes, _mm512_set1_epi32(16 * half as i32));
-                let inside = _mm512_cmpge_epi32_mask(key, _mm512_set1_epi32(a.start as i32))
-                    & _mm512_cmplt_epi32_mask(key, _mm512_set1_epi32(a.end as i32));
+                let inside = avx512::lanes_between(16 * half as i32, a.start as i32, a.end as i32);
                 let (lse2, delta) = (_mm512_set1_ps(rows.0[r]), _mm512_set1_ps(rows.1[r]));
                 let x = _mm512_fmsub_ps(avx512::load(&s[2 * r + half]), scale, lse2);
                 let prob = _mm512_maskz_mov_ps(inside, avx512::exp2_nonpositive(x));
