@@ -249,7 +249,7 @@ fn main() {
             flops / best / 1e9,
             cpu.map_or(0.0, |cpu| flops / cpu / 1e9),
             ragged_reference::parallel::current_threads(),
-            ragged_reference::isa::isa_for(dtype, args.backward)
+            ragged_reference::isa::isa_for(dtype)
         ),
         Err(message) => {
             eprintln!("cpu_sdpa: {message}");

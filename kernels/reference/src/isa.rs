@@ -55,14 +55,19 @@ pub fn isa() -> Isa {
     *ISA.get_or_init(|| choose(detected(), std::env::var(ISA_ENV).ok().as_deref()))
 }
 
-/// The instruction set a pass over `dtype` runs on: AMX tiles serve the bf16 forward and
-/// backward; every other pass of an AMX machine runs the AVX-512 build.
-pub fn isa_for(dtype: DataType, backward: bool) -> Isa {
-    let _ = backward;
+/// The instruction set a pass over `dtype` runs on, forward or backward: AMX tiles serve bf16;
+/// every other element type of an AMX machine runs the AVX-512 build.
+pub fn isa_for(dtype: DataType) -> Isa {
     match isa() {
         Isa::Amx if dtype != DataType::BF16 => Isa::Avx512,
         isa => isa,
     }
+}
+
+/// Whether bf16 passes run on AMX tiles here: the process may use them and the instruction-set
+/// cap allows them (the forward's `sdpa::tile_amx` and the backward's `sdpa_backward::amx`).
+pub(crate) fn bf16_on_amx() -> bool {
+    isa_for(DataType::BF16) == Isa::Amx
 }
 
 /// What the CPU runs, capped by `cap` (the variable's value) where it names a narrower set.

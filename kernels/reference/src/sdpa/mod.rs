@@ -124,7 +124,7 @@ pub fn sdpa_forward_with(
     match problem.dtype {
         DataType::F32 => run::<f32>(&problem, q, k, v, o, lse, params),
         DataType::F16 => run::<f16>(&problem, q, k, v, o, lse, params),
-        DataType::BF16 if tile_amx::enabled() => run_amx(&problem, q, k, v, o, lse, params),
+        DataType::BF16 if crate::isa::bf16_on_amx() => run_amx(&problem, q, k, v, o, lse, params),
         DataType::BF16 => run::<bf16>(&problem, q, k, v, o, lse, params),
         other => Err(KernelError::SdpaDataType {
             role: Role::Q,

@@ -39,12 +39,6 @@ const ITEM_ROWS: usize = 128;
 /// Query rows per block: two A tiles.
 const ROWS: usize = 32;
 
-/// Whether the bf16 forward runs here: the process may use AMX tiles and the instruction-set
-/// cap (`crate::isa`) allows them.
-pub(crate) fn enabled() -> bool {
-    crate::isa::isa_for(ragged_core::dtype::DataType::BF16, false) == crate::isa::Isa::Amx
-}
-
 /// The problem's padded extents.
 #[derive(Clone, Copy)]
 struct Padded {
@@ -205,7 +199,7 @@ fn attend_item(
     lse: &mut [f32],
     scratch: &mut Scratch,
 ) {
-    // SAFETY: `enabled()` (checked by the caller) requires `isa()` to have reported AMX, which
+    // SAFETY: `crate::isa::bf16_on_amx()` (checked by the caller) requires `isa()` to have reported AMX, which
     // it does only where the CPU also reports AVX-512 F/BW/VL/BF16, AVX2 and FMA.
     unsafe { attend(head, first_row, out, lse, scratch) }
 }

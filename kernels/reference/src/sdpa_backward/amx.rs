@@ -31,11 +31,6 @@ use super::problem::Problem;
 /// Keys per block and query rows per block: two tiles each way.
 const BLOCK: usize = 32;
 
-/// Whether a bf16 backward runs here (`crate::isa`).
-pub(super) fn enabled() -> bool {
-    crate::isa::isa_for(ragged_core::dtype::DataType::BF16, true) == crate::isa::Isa::Amx
-}
-
 /// The staged operands, per (batch, head).
 pub(super) struct Operands {
     /// Q as rows of head-dim pairs: S's A.
@@ -109,7 +104,7 @@ pub(super) fn backward(
     grads: &mut Gradients,
 ) -> Result<(), KernelError> {
     for_each_item(p, key_tile, grads, |scratch: &mut Scratch, item| {
-        // SAFETY: `enabled()` (checked by the caller) requires `isa()` to have reported AMX,
+        // SAFETY: `crate::isa::bf16_on_amx()` (checked by the caller) requires `isa()` to have reported AMX,
         // which it does only where the CPU also reports AVX-512 F/BW/VL/BF16, AVX2 and FMA.
         unsafe { run_item(p, s, scale, band, item, scratch) }
     })

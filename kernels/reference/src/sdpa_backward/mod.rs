@@ -190,7 +190,7 @@ fn run<T: FloatElement>(
         dv: Staged::for_overwrite(Role::DV, f.heads_kv, f.dim_v, &f.len_kv)?,
     };
     let key_tile = tile(f.dim_qk, f.dim_v);
-    if T::DATA_TYPE == DataType::BF16 && amx::enabled() {
+    if T::DATA_TYPE == DataType::BF16 && crate::isa::bf16_on_amx() {
         let sources = amx::Sources {
             q: typed_slice::<bf16>(inputs.q.host_data())?,
             k: typed_slice::<bf16>(inputs.k.host_data())?,
