@@ -199,8 +199,9 @@ fn attend_item(
     lse: &mut [f32],
     scratch: &mut Scratch,
 ) {
-    // SAFETY: `crate::isa::bf16_on_amx()` (checked by the caller) requires `isa()` to have reported AMX, which
-    // it does only where the CPU also reports AVX-512 F/BW/VL/BF16, AVX2 and FMA.
+    // SAFETY: `crate::isa::bf16_on_amx()` (checked by the caller) requires `isa()` to have
+    // reported AMX, which it does only where the CPU also reports AVX-512 F/BW/VL/BF16, AVX2
+    // and FMA.
     unsafe { attend(head, first_row, out, lse, scratch) }
 }
 

@@ -104,8 +104,9 @@ pub(super) fn backward(
     grads: &mut Gradients,
 ) -> Result<(), KernelError> {
     for_each_item(p, key_tile, grads, |scratch: &mut Scratch, item| {
-        // SAFETY: `crate::isa::bf16_on_amx()` (checked by the caller) requires `isa()` to have reported AMX,
-        // which it does only where the CPU also reports AVX-512 F/BW/VL/BF16, AVX2 and FMA.
+        // SAFETY: `crate::isa::bf16_on_amx()` (checked by the caller) requires `isa()` to have
+        // reported AMX, which it does only where the CPU also reports AVX-512 F/BW/VL/BF16, AVX2
+        // and FMA.
         unsafe { run_item(p, s, scale, band, item, scratch) }
     })
 }
