@@ -1,8 +1,9 @@
 //! CPU reference SDPA forward over dense and ragged tensors (ragged-sdpa.md §1–§5).
 //!
-//! Flow: `problem::validate` checks every operand, `stage` gathers the logical rows of Q, K and V
-//! into f32 blocks, `crate::parallel` runs `tile::attend_tile` over (batch, head, query tile) into staged
-//! outputs, and only then are O and LSE written, so an error leaves them untouched.
+//! Flow: `problem::validate` checks every operand, `crate::parallel` runs work items of query
+//! rows of one head, each staging the keys it reads (`tile::KeyBlock`) and running
+//! `tile::attend_tile` per query tile into staged outputs, and only then are O and LSE written,
+//! so an error leaves them untouched.
 
 // layout, problem, softmax and stage are shared with the backward (`crate::sdpa_backward`).
 pub(crate) mod amx_stage;
@@ -29,8 +30,8 @@ use ragged_core::error::{KernelError, Role};
 use ragged_core::tensor::{Tensor, TensorMut, typed_slice, typed_slice_mut};
 
 use problem::{Operands, Problem};
-use stage::{Arrangement, Staged};
-use tile::{Scratch, TileConfig, TileInput, attend_tile};
+use stage::Staged;
+use tile::{KeyBlock, Scratch, TileConfig, attend_tile, load_queries};
 
 /// Query rows per work item, before the cache cap below. 128-row items still leave hundreds of
 /// items for the worker threads on real batches.
@@ -144,29 +145,12 @@ fn run<T: FloatElement>(
     lse: Option<&mut dyn TensorMut>,
     params: &SdpaParams,
 ) -> Result<(), KernelError> {
-    // The arrangements tile.rs wants (see there).
-    let staged_q = Staged::gather(
-        Role::Q,
-        typed_slice::<T>(q.host_data())?,
-        &problem.q,
-        &problem.len_q,
-        Arrangement::Transposed,
-    )?;
-    let staged_k = Staged::gather(
-        Role::K,
-        typed_slice::<T>(k.host_data())?,
-        &problem.k,
-        &problem.len_kv,
-        Arrangement::RowPanels(crate::gemm::NR),
-    )?;
-    let staged_v = Staged::gather(
-        Role::V,
-        typed_slice::<T>(v.host_data())?,
-        &problem.v,
-        &problem.len_kv,
-        Arrangement::ColumnPanels(crate::gemm::NR),
-    )?;
-    let (out, stats) = compute(problem, &staged_q, &staged_k, &staged_v, params)?;
+    let sources = Sources {
+        q: typed_slice::<T>(q.host_data())?,
+        k: typed_slice::<T>(k.host_data())?,
+        v: typed_slice::<T>(v.host_data())?,
+    };
+    let (out, stats) = compute(problem, &sources, params)?;
     write::<T>(problem, out, stats, o, lse)
 }
 
@@ -233,9 +217,9 @@ fn staged_outputs(problem: &Problem) -> Result<(Staged, Staged), KernelError> {
     ))
 }
 
-/// The staged outputs carved into disjoint per-item slices, one item per (batch, head, tile of
-/// up to `query_tile` query rows), longest key ranges first so that the tail of the schedule is
-/// made of short items.
+/// The staged outputs carved into disjoint per-item slices, one item per (batch, head, span of
+/// up to `query_tile` query rows), the most (rows × keys) first so that the tail of the
+/// schedule is made of short items.
 fn work_items<'a>(
     problem: &Problem,
     query_tile: usize,
@@ -263,16 +247,60 @@ fn work_items<'a>(
             }
         }
     }
-    items.sort_by_key(|item| std::cmp::Reverse(problem.len_kv[item.batch]));
+    items.sort_by_key(|item| std::cmp::Reverse(item.lse.len() * problem.len_kv[item.batch]));
     items
 }
 
-/// Runs attention for every (batch, head, query tile) in parallel into staged outputs.
-fn compute(
+/// The forward's inputs as typed slices.
+struct Sources<'a, T> {
+    q: &'a [T],
+    k: &'a [T],
+    v: &'a [T],
+}
+
+/// Work items wanted per thread, so that the longest-first schedule ends evenly.
+const ITEMS_PER_THREAD: usize = 8;
+
+/// Query rows per work item: whole query tiles, as many as leave [`ITEMS_PER_THREAD`] items
+/// per thread. An item stages the keys it reads once for all its tiles, so fewer, longer items
+/// stage less; an item never spans two heads, so at most one item per (batch, head) is the
+/// usual case.
+fn item_rows(problem: &Problem, query_tile: usize) -> usize {
+    let tiles: usize = problem
+        .len_q
+        .iter()
+        .map(|&len| len.div_ceil(query_tile) * problem.heads_q)
+        .sum();
+    let wanted = ITEMS_PER_THREAD * threads::current_threads();
+    query_tile * (tiles / wanted).max(1)
+}
+
+/// Keys any of query rows `rows` admits, or an empty range.
+fn admitted_keys(
+    band: &MaskBand,
+    rows: std::ops::Range<usize>,
+    len_q: usize,
+    len_kv: usize,
+) -> std::ops::Range<usize> {
+    rows.map(|r| band.admitted(r, len_q, len_kv))
+        .filter(|keys| !keys.is_empty())
+        .reduce(|a, b| a.start.min(b.start)..a.end.max(b.end))
+        .unwrap_or(0..0)
+}
+
+/// Per-thread buffers: the item's staged keys and one tile's working set.
+#[derive(Default)]
+struct ItemScratch {
+    keys: KeyBlock,
+    tile: Scratch,
+}
+
+/// Runs attention for every work item (query rows of one head) in parallel into staged
+/// outputs. Each item stages the keys its rows admit and loads each query tile from the inputs
+/// itself, so that no staged copy of Q, K or V round-trips through memory.
+fn compute<T: FloatElement>(
     problem: &Problem,
-    q: &Staged,
-    k: &Staged,
-    v: &Staged,
+    sources: &Sources<'_, T>,
     params: &SdpaParams,
 ) -> Result<(Staged, Staged), KernelError> {
     let (dqk, dv) = (problem.dim_qk, problem.dim_v);
@@ -284,22 +312,41 @@ fn compute(
         key_tile,
     };
 
-    let items = work_items(problem, query_tile, &mut out, &mut stats);
+    let items = work_items(
+        problem,
+        item_rows(problem, query_tile),
+        &mut out,
+        &mut stats,
+    );
     let group = problem.heads_q / problem.heads_kv;
-    threads::for_each_init(items, Scratch::default, |scratch, item| {
-        let q_block = q.block(item.batch, item.head);
-        let kv_head = item.head / group;
-        let input = TileInput {
-            q_t: &q_block[item.first_row..],
-            k: k.block(item.batch, kv_head).as_chunks().0,
-            v: v.block(item.batch, kv_head).as_chunks().0,
-            first_row: item.first_row,
-            len_q: problem.len_q[item.batch],
-            len_kv: problem.len_kv[item.batch],
-            dim_qk: dqk,
-            dim_v: dv,
-        };
-        attend_tile(&input, &config, item.out, item.lse, scratch);
+    threads::for_each_init(items, ItemScratch::default, |scratch, item| {
+        let (b, h) = (item.batch, item.head);
+        let (len_q, len_kv) = (problem.len_q[b], problem.len_kv[b]);
+        let rows = item.lse.len();
+        let first = item.first_row;
+        let keys = admitted_keys(&params.band, first..first + rows, len_q, len_kv);
+        scratch.keys.fill(
+            (sources.k, &problem.k),
+            (sources.v, &problem.v),
+            (b, h / group),
+            keys,
+        );
+        let tiles = item
+            .out
+            .chunks_mut(query_tile * dv)
+            .zip(item.lse.chunks_mut(query_tile));
+        for (t, (out, lse)) in tiles.enumerate() {
+            let r0 = first + t * query_tile;
+            load_queries(
+                &mut scratch.tile,
+                (sources.q, &problem.q),
+                (b, h),
+                r0..r0 + lse.len(),
+                config.scale_log2,
+            );
+            let input = scratch.keys.input(r0, len_q, len_kv);
+            attend_tile(&input, &config, out, lse, &mut scratch.tile);
+        }
     });
     Ok((out, stats))
 }

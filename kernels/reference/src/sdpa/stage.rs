@@ -28,8 +28,6 @@ impl Drop for Staged {
 pub(crate) enum Arrangement {
     /// `s·D + d`: the backward's B operands and accumulators.
     RowMajor,
-    /// `d·len + s`.
-    Transposed,
     /// Panels of `w` rows, `(s / w)·D·w + d·w + s % w`, the rows padded with zeros to a multiple
     /// of w (4 or 16, `crate::gemm::NR` or `MR`): operands of the micro-kernel whose steps of k
     /// are head-dim entries (the forward's K; the backward's Q, K, V and dO).
@@ -44,7 +42,7 @@ impl Arrangement {
     /// Staged (rows, columns) of a block of `len` rows of `dim` values.
     fn block_shape(self, len: usize, dim: usize) -> (usize, usize) {
         match self {
-            Arrangement::RowMajor | Arrangement::Transposed => (len, dim),
+            Arrangement::RowMajor => (len, dim),
             Arrangement::RowPanels(w) => (len.next_multiple_of(w), dim),
             Arrangement::ColumnPanels(w) => (len, dim.next_multiple_of(w)),
         }
@@ -135,9 +133,8 @@ impl Staged {
             blocks,
             || (),
             |_, (b, h, len, block)| {
-                // Rows go through a small row-major tile so that a transposed block is written
-                // ROWS contiguous values per column: writing it element by element strides by
-                // `len` floats, which at power-of-two lengths thrashes one cache set.
+                // Rows go through a small row-major tile so that a column panel is written ROWS
+                // rows at a time.
                 const ROWS: usize = 16;
                 let mut tile = vec![0.0f32; ROWS * dim];
                 // The padding of a recycled buffer must read as zeros. It lies in the last
@@ -158,7 +155,7 @@ impl Staged {
                             block[last..].fill(0.0);
                         }
                     }
-                    Arrangement::RowMajor | Arrangement::Transposed => {}
+                    Arrangement::RowMajor => {}
                 }
                 for s0 in (0..len).step_by(ROWS) {
                     let rows = ROWS.min(len - s0);
@@ -175,14 +172,6 @@ impl Staged {
                         }
                     }
                     match arrangement {
-                        Arrangement::Transposed => {
-                            for d in 0..dim {
-                                let column = &mut block[d * len + s0..d * len + s0 + rows];
-                                for (r, x) in column.iter_mut().enumerate() {
-                                    *x = tile[r * dim + d];
-                                }
-                            }
-                        }
                         Arrangement::RowMajor => {
                             block[s0 * width..(s0 + rows) * width]
                                 .copy_from_slice(&tile[..rows * dim]);

@@ -6,5 +6,5 @@
 //! that knows its problem is small runs it with [`on_calling_thread`]: the loops then stay on the
 //! calling thread, and no pool is started or woken.
 
-pub(crate) use crate::parallel::for_each_init;
 pub use crate::parallel::on_calling_thread;
+pub(crate) use crate::parallel::{current_threads, for_each_init};

@@ -5,8 +5,9 @@
 //! grows, which bounds memory to one tile whatever the sequence length.
 //!
 //! Both products run on `crate::gemm::micro_kernel` with no packing per call: the tile's Q rows
-//! are laid out once per tile as panels of MR rows ([`Lane`]s, one per head-dim entry), K and V
-//! arrive from staging as NR-wide panels (`stage::Arrangement::RowPanels` and `ColumnPanels`),
+//! are loaded from the input once per tile as panels of MR rows ([`Lane`]s, one per head-dim
+//! entry, [`load_queries`]), K and V are staged once per work item as NR-wide panels
+//! ([`KeyBlock`]) into a per-thread buffer that stays in cache for all the item's tiles,
 //! and the score tile and output accumulator are kept as lanes too, so the scores a product
 //! writes are already the A operand of the next one, and every softmax statistic is an
 //! element-wise update of one lane. matrixmultiply repacked Q and K for every key tile, and its
@@ -22,8 +23,10 @@ use crate::gemm::{Blocking, Fused, Lane, MR, MulAdd, NR, Narrow, Separate, Wide,
 #[cfg(target_arch = "x86_64")]
 use crate::isa::{Isa, isa};
 
+use super::layout::AttnLayout;
 use super::softmax::exp2_nonpositive;
 use ragged_core::MaskBand;
+use ragged_core::dtype::FloatElement;
 
 /// Reusable per-thread buffers, all in lanes of MR rows.
 #[derive(Debug, Default)]
@@ -42,17 +45,155 @@ pub(crate) struct Scratch {
 
 /// Inputs of one tile.
 pub(crate) struct TileInput<'a> {
-    /// Qᵀ of the head from the tile's first row on: element (row r, d) at `d·len_q + r`.
-    pub q_t: &'a [f32],
-    /// K of the KV head in panels of NR keys: element (key j, d) at `[(j / NR)·dim_qk + d][j % NR]`.
+    /// K of the KV head from key `key_base` on, in panels of NR keys: element (key j, d) at
+    /// `[((j − key_base) / NR)·dim_qk + d][j % NR]`.
     pub k: &'a [[f32; NR]],
-    /// V of the KV head in panels of NR columns: element (key j, d) at `[(d / NR)·len_kv + j][d % NR]`.
+    /// V of the KV head from key `key_base` on, in panels of NR columns: element (key j, d) at
+    /// `[(d / NR)·keys + j − key_base][d % NR]`.
     pub v: &'a [[f32; NR]],
+    /// The first key staged in `k` and `v`; a multiple of NR.
+    pub key_base: usize,
+    /// Keys staged in each column panel of `v`.
+    pub keys: usize,
     pub first_row: usize,
     pub len_q: usize,
     pub len_kv: usize,
     pub dim_qk: usize,
     pub dim_v: usize,
+}
+
+/// K and V of one KV head over a range of keys, in the panels [`TileInput`] reads: filled per
+/// work item into a per-thread buffer that stays in cache for every query tile of the item,
+/// rather than staged for the whole call and read back from memory.
+#[derive(Debug, Default)]
+pub(crate) struct KeyBlock {
+    k: Vec<[f32; NR]>,
+    v: Vec<[f32; NR]>,
+    base: usize,
+    keys: usize,
+    /// Head dims of K and V.
+    dims: (usize, usize),
+}
+
+impl KeyBlock {
+    /// Stages keys `keys` of KV head `g` of batch `b` from `k` and `v`, starting at the K panel
+    /// that holds `keys.start`: the keys before it in that panel are read too (they are masked,
+    /// and their V rows, multiplied by a probability of 0, must be finite).
+    pub(crate) fn fill<T: FloatElement>(
+        &mut self,
+        (k, k_layout): (&[T], &AttnLayout),
+        (v, v_layout): (&[T], &AttnLayout),
+        (b, g): (usize, usize),
+        keys: Range<usize>,
+    ) {
+        let base = keys.start - keys.start % NR;
+        let n = keys.end.max(base) - base;
+        let (dqk, dv) = (k_layout.head_dim, v_layout.head_dim);
+        self.base = base;
+        self.keys = n;
+        self.dims = (dqk, dv);
+
+        // K: one NR-wide entry per head-dim entry and panel, the padding keys of the last panel
+        // zero (their scores are computed and dropped).
+        let k_len = n.div_ceil(NR) * dqk;
+        if self.k.len() < k_len {
+            self.k.resize(k_len, [0.0; NR]);
+        }
+        for (p, panel) in self.k[..k_len].chunks_exact_mut(dqk.max(1)).enumerate() {
+            let j0 = base + p * NR;
+            let starts: [Option<usize>; NR] = std::array::from_fn(|i| {
+                (j0 + i < keys.end).then(|| k_layout.position(b, j0 + i, g, 0))
+            });
+            if let (1, [Some(s0), Some(s1), Some(s2), Some(s3)]) = (k_layout.stride_d, starts) {
+                let rows = [
+                    &k[s0..s0 + dqk],
+                    &k[s1..s1 + dqk],
+                    &k[s2..s2 + dqk],
+                    &k[s3..s3 + dqk],
+                ];
+                for (d, x) in panel.iter_mut().enumerate() {
+                    *x = std::array::from_fn(|i| rows[i][d].to_f32());
+                }
+            } else {
+                for (d, x) in panel.iter_mut().enumerate() {
+                    *x = std::array::from_fn(|i| {
+                        starts[i].map_or(0.0, |s| k[s + d * k_layout.stride_d].to_f32())
+                    });
+                }
+            }
+        }
+
+        // V: column panels of n keys, the padding columns of the last panel zero.
+        let dv_panels = dv.div_ceil(NR);
+        let v_len = dv_panels * n;
+        if self.v.len() < v_len {
+            self.v.resize(v_len, [0.0; NR]);
+        }
+        let v_out = &mut self.v[..v_len];
+        for (r, j) in (base..base + n).enumerate() {
+            let start = v_layout.position(b, j, g, 0);
+            for c in 0..dv_panels {
+                let columns = (c * NR)..(c * NR + NR).min(dv);
+                let dst = &mut v_out[c * n + r];
+                if v_layout.stride_d == 1 && columns.len() == NR {
+                    let row = &v[start + columns.start..start + columns.end];
+                    *dst = std::array::from_fn(|l| row[l].to_f32());
+                } else {
+                    *dst = std::array::from_fn(|l| {
+                        let d = c * NR + l;
+                        if d < dv {
+                            v[start + d * v_layout.stride_d].to_f32()
+                        } else {
+                            0.0
+                        }
+                    });
+                }
+            }
+        }
+    }
+
+    /// The tile input over this block's keys for query rows from `first_row` on of a batch
+    /// with `len_q` queries and `len_kv` keys.
+    pub(crate) fn input(&self, first_row: usize, len_q: usize, len_kv: usize) -> TileInput<'_> {
+        TileInput {
+            k: &self.k,
+            v: &self.v,
+            key_base: self.base,
+            keys: self.keys,
+            first_row,
+            len_q,
+            len_kv,
+            dim_qk: self.dims.0,
+            dim_v: self.dims.1,
+        }
+    }
+}
+
+/// Loads query rows `rows` of head `h` of batch `b` into the scratch's Q panels, scaled by
+/// `scale_log2`; rows past the last panel's end stay 0.
+pub(crate) fn load_queries<T: FloatElement>(
+    scratch: &mut Scratch,
+    (q, layout): (&[T], &AttnLayout),
+    (b, h): (usize, usize),
+    rows: Range<usize>,
+    scale_log2: f32,
+) {
+    let dqk = layout.head_dim;
+    reset(&mut scratch.q, rows.len().div_ceil(MR) * dqk, Lane::ZERO);
+    for (r, s) in rows.enumerate() {
+        let (p, i) = (r / MR, r % MR);
+        let lanes = &mut scratch.q[p * dqk..(p + 1) * dqk];
+        let start = layout.position(b, s, h, 0);
+        if layout.stride_d == 1 {
+            for (lane, x) in lanes.iter_mut().zip(&q[start..start + dqk]) {
+                lane.0[i] = x.to_f32() * scale_log2;
+            }
+        } else {
+            for (d, lane) in lanes.iter_mut().enumerate() {
+                lane.0[i] = q[start + d * layout.stride_d].to_f32() * scale_log2;
+            }
+        }
+    }
 }
 
 /// Kernel-wide constants.
@@ -161,17 +302,7 @@ fn attend<F: MulAdd, K: Blocking>(
     let dv_panels = dv.div_ceil(NR);
     let acc_width = dv_panels * NR;
 
-    // The tile's Q as panels, scaled once; rows past the tile stay 0.
-    reset(&mut scratch.q, panels * dqk, Lane::ZERO);
-    for (p, panel) in scratch.q.chunks_exact_mut(dqk.max(1)).enumerate() {
-        let (r0, height) = (p * MR, MR.min(rows - p * MR));
-        for (d, lane) in panel.iter_mut().enumerate() {
-            let column = &input.q_t[d * input.len_q + r0..][..height];
-            for (x, &y) in lane.0.iter_mut().zip(column) {
-                *x = y * config.scale_log2;
-            }
-        }
-    }
+    debug_assert_eq!(scratch.q.len(), panels * dqk, "load_queries first");
     reset(&mut scratch.max, panels, Lane([f32::NEG_INFINITY; MR]));
     reset(&mut scratch.sum, panels, Lane::ZERO);
     reset(&mut scratch.acc, panels * acc_width, Lane::ZERO);
@@ -213,7 +344,7 @@ fn attend<F: MulAdd, K: Blocking>(
             width.div_ceil(NR),
             |p| &q[p * dqk..(p + 1) * dqk],
             |c| {
-                let first = (j0 / NR + c) * dqk;
+                let first = ((j0 - input.key_base) / NR + c) * dqk;
                 &input.k[first..first + dqk]
             },
             |p, c, block| {
@@ -281,7 +412,7 @@ fn attend<F: MulAdd, K: Blocking>(
             dv_panels,
             |p| &tile[p * width..(p + 1) * width],
             |q| {
-                let first = q * input.len_kv;
+                let first = q * input.keys - input.key_base;
                 &input.v[first + j0..first + j1]
             },
             |p, q, block| {
