@@ -101,6 +101,9 @@ impl KeyBlock {
         }
         for (p, panel) in self.k[..k_len].chunks_exact_mut(dqk.max(1)).enumerate() {
             let j0 = base + p * NR;
+            for j in (j0 + AHEAD..j0 + AHEAD + NR).filter(|&j| j < keys.end) {
+                prefetch_row(k, k_layout, (b, j, g));
+            }
             let starts: [Option<usize>; NR] = std::array::from_fn(|i| {
                 (j0 + i < keys.end).then(|| k_layout.position(b, j0 + i, g, 0))
             });
@@ -131,23 +134,25 @@ impl KeyBlock {
         }
         let v_out = &mut self.v[..v_len];
         for (r, j) in (base..base + n).enumerate() {
+            if j + AHEAD < base + n {
+                prefetch_row(v, v_layout, (b, j + AHEAD, g));
+            }
             let start = v_layout.position(b, j, g, 0);
-            for c in 0..dv_panels {
-                let columns = (c * NR)..(c * NR + NR).min(dv);
-                let dst = &mut v_out[c * n + r];
-                if v_layout.stride_d == 1 && columns.len() == NR {
-                    let row = &v[start + columns.start..start + columns.end];
-                    *dst = std::array::from_fn(|l| row[l].to_f32());
-                } else {
-                    *dst = std::array::from_fn(|l| {
-                        let d = c * NR + l;
-                        if d < dv {
-                            v[start + d * v_layout.stride_d].to_f32()
-                        } else {
-                            0.0
-                        }
-                    });
+            if v_layout.stride_d == 1 && dv.is_multiple_of(NR) {
+                for (c, chunk) in v[start..start + dv].chunks_exact(NR).enumerate() {
+                    v_out[c * n + r] = std::array::from_fn(|l| chunk[l].to_f32());
                 }
+                continue;
+            }
+            for c in 0..dv_panels {
+                v_out[c * n + r] = std::array::from_fn(|l| {
+                    let d = c * NR + l;
+                    if d < dv {
+                        v[start + d * v_layout.stride_d].to_f32()
+                    } else {
+                        0.0
+                    }
+                });
             }
         }
     }
@@ -180,7 +185,11 @@ pub(crate) fn load_queries<T: FloatElement>(
 ) {
     let dqk = layout.head_dim;
     reset(&mut scratch.q, rows.len().div_ceil(MR) * dqk, Lane::ZERO);
+    let end = rows.end;
     for (r, s) in rows.enumerate() {
+        if s + AHEAD < end {
+            prefetch_row(q, layout, (b, s + AHEAD, h));
+        }
         let (p, i) = (r / MR, r % MR);
         let lanes = &mut scratch.q[p * dqk..(p + 1) * dqk];
         let start = layout.position(b, s, h, 0);
@@ -192,6 +201,27 @@ pub(crate) fn load_queries<T: FloatElement>(
             for (d, lane) in lanes.iter_mut().enumerate() {
                 lane.0[i] = q[start + d * layout.stride_d].to_f32() * scale_log2;
             }
+        }
+    }
+}
+
+/// Rows ahead of the one being staged whose lines are prefetched.
+const AHEAD: usize = 8;
+
+/// Asks for the cache lines of row `s` of head `h` of batch `b`: the rows of one head are a
+/// whole token apart in a ragged tensor (4 KiB at H 8, D 128), too far for the hardware
+/// prefetcher to follow.
+#[inline(always)]
+fn prefetch_row<T>(src: &[T], layout: &AttnLayout, (b, s, h): (usize, usize, usize)) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+        let first = src.as_ptr().wrapping_add(layout.position(b, s, h, 0));
+        let bytes = layout.head_dim * layout.stride_d * std::mem::size_of::<T>();
+        for offset in (0..bytes).step_by(64) {
+            // SAFETY: SSE is part of the x86_64 baseline, and a prefetch never faults, whatever
+            // the address.
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(first.cast::<i8>().wrapping_add(offset)) };
         }
     }
 }
