@@ -22,7 +22,7 @@ use half::bf16;
 
 use ragged_core::error::{KernelError, Role};
 
-use super::layout::AttnLayout;
+use super::layout::{AHEAD, AttnLayout, prefetch_row};
 use super::pool::{Pool, block_starts};
 use super::threads;
 
@@ -135,14 +135,30 @@ pub(crate) fn rows_of_pairs(
     let pairs = dim_p / 2;
     let rows = lens.iter().map(|l| l.next_multiple_of(rows_to)).collect();
     Blocks::gather(role, layout.heads, pairs, rows, |b, h, block| {
-        for (s, row) in block.chunks_exact_mut(pairs).enumerate() {
-            if s < lens[b] {
-                row_pairs(src, layout, b, s, h, row);
-            } else {
-                row.fill(0);
-            }
-        }
+        fill_rows_of_pairs(src, layout, (b, h), 0..lens[b], pairs, block);
     })
+}
+
+/// Rows `rows` of (b, h) as `pairs` head-dim pairs each into `block`, one block row per source
+/// row from `rows.start` on; the block rows past `rows.end` are zeros.
+pub(crate) fn fill_rows_of_pairs(
+    src: &[bf16],
+    layout: &AttnLayout,
+    (b, h): (usize, usize),
+    rows: std::ops::Range<usize>,
+    pairs: usize,
+    block: &mut [u32],
+) {
+    for (s, row) in (rows.start..).zip(block.chunks_exact_mut(pairs)) {
+        if s < rows.end {
+            if s + AHEAD < rows.end {
+                prefetch_row(src, layout, (b, s + AHEAD, h));
+            }
+            row_pairs(src, layout, b, s, h, row);
+        } else {
+            row.fill(0);
+        }
+    }
 }
 
 /// B tiles over the head dim: tile (row block `i`, pair block `p`) at
@@ -157,23 +173,39 @@ pub(crate) fn dim_pair_tiles(
     let pairs = dim_p / 2;
     let rows = lens.iter().map(|l| l.next_multiple_of(32)).collect();
     Blocks::gather(role, layout.heads, pairs, rows, |b, h, block| {
-        let len = lens[b];
-        let mut tile = vec![0u32; 16 * pairs];
-        for (kb, out) in block.chunks_exact_mut(16 * pairs).enumerate() {
-            for (i, row) in tile.chunks_exact_mut(pairs).enumerate() {
-                if 16 * kb + i < len {
-                    row_pairs(src, layout, b, 16 * kb + i, h, row);
-                } else {
-                    row.fill(0);
+        fill_dim_pair_tiles(src, layout, (b, h), lens[b], pairs, block);
+    })
+}
+
+/// The tiles of [`dim_pair_tiles`] of (b, h), `len` rows of `pairs` head-dim pairs, into
+/// `block` (the rows padded to 32).
+pub(crate) fn fill_dim_pair_tiles(
+    src: &[bf16],
+    layout: &AttnLayout,
+    (b, h): (usize, usize),
+    len: usize,
+    pairs: usize,
+    block: &mut [u32],
+) {
+    let mut tile = vec![0u32; 16 * pairs];
+    for (kb, out) in block.chunks_exact_mut(16 * pairs).enumerate() {
+        for (i, row) in tile.chunks_exact_mut(pairs).enumerate() {
+            let s = 16 * kb + i;
+            if s < len {
+                if s + AHEAD < len {
+                    prefetch_row(src, layout, (b, s + AHEAD, h));
                 }
-            }
-            for (r, out_row) in out.chunks_exact_mut(16).enumerate() {
-                for (i, x) in out_row.iter_mut().enumerate() {
-                    *x = tile[i * pairs + r];
-                }
+                row_pairs(src, layout, b, s, h, row);
+            } else {
+                row.fill(0);
             }
         }
-    })
+        for (r, out_row) in out.chunks_exact_mut(16).enumerate() {
+            for (i, x) in out_row.iter_mut().enumerate() {
+                *x = tile[i * pairs + r];
+            }
+        }
+    }
 }
 
 /// B tiles over rows: element (row pair r, column d) holds rows 2r and 2r + 1 at head-dim
@@ -202,25 +234,44 @@ fn row_pair_blocks(
 ) -> Result<Blocks, KernelError> {
     let rows = lens.iter().map(|l| l.next_multiple_of(32) / 2).collect();
     Blocks::gather(role, layout.heads, width_p, rows, |b, h, block| {
-        let len = lens[b];
-        let mut rows = vec![0u32; 16 * width_p];
-        for (rb, out) in block.chunks_exact_mut(16 * width_p).enumerate() {
-            for (i, row) in rows.chunks_exact_mut(width_p).enumerate() {
-                key_pair(src, layout, b, 16 * rb + i, h, len, row);
+        fill_row_pair_blocks(src, layout, (b, h), lens[b], width_p, transposed, block);
+    })
+}
+
+/// The tiles of [`row_pair_tiles`] (or, `transposed`, of [`transposed_row_pair_tiles`]) of
+/// (b, h), `len` rows of `width_p` columns, into `block` (the rows padded to 32).
+pub(crate) fn fill_row_pair_blocks(
+    src: &[bf16],
+    layout: &AttnLayout,
+    (b, h): (usize, usize),
+    len: usize,
+    width_p: usize,
+    transposed: bool,
+    block: &mut [u32],
+) {
+    let mut rows = vec![0u32; 16 * width_p];
+    for (rb, out) in block.chunks_exact_mut(16 * width_p).enumerate() {
+        for (i, row) in rows.chunks_exact_mut(width_p).enumerate() {
+            let pair = 16 * rb + i;
+            for s in [2 * (pair + AHEAD / 2), 2 * (pair + AHEAD / 2) + 1] {
+                if s < len {
+                    prefetch_row(src, layout, (b, s, h));
+                }
             }
-            for (db, tile) in out.chunks_exact_mut(256).enumerate() {
-                for (i, tile_row) in tile.chunks_exact_mut(16).enumerate() {
-                    if transposed {
-                        for (r, x) in tile_row.iter_mut().enumerate() {
-                            *x = rows[r * width_p + 16 * db + i];
-                        }
-                    } else {
-                        tile_row.copy_from_slice(&rows[i * width_p + 16 * db..][..16]);
+            key_pair(src, layout, b, pair, h, len, row);
+        }
+        for (db, tile) in out.chunks_exact_mut(256).enumerate() {
+            for (i, tile_row) in tile.chunks_exact_mut(16).enumerate() {
+                if transposed {
+                    for (r, x) in tile_row.iter_mut().enumerate() {
+                        *x = rows[r * width_p + 16 * db + i];
                     }
+                } else {
+                    tile_row.copy_from_slice(&rows[i * width_p + 16 * db..][..16]);
                 }
             }
         }
-    })
+    }
 }
 
 /// Row `s` of (b, h) as bf16 pairs into `dst` (`dst.len()` pairs; entries past the head dim 0).

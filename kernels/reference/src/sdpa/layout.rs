@@ -20,6 +20,27 @@ pub(crate) fn axes(role: Role, tensor: &dyn Tensor) -> Result<Axes, KernelError>
     }
 }
 
+/// Rows ahead of the one being staged whose lines are prefetched.
+pub(crate) const AHEAD: usize = 8;
+
+/// Asks for the cache lines of row `s` of head `h` of batch `b`: the rows of one head are a
+/// whole token apart in a ragged tensor (4 KiB at H 8, D 128), too far for the hardware
+/// prefetcher to follow.
+#[inline(always)]
+pub(crate) fn prefetch_row<T>(src: &[T], layout: &AttnLayout, (b, s, h): (usize, usize, usize)) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+        let first = src.as_ptr().wrapping_add(layout.position(b, s, h, 0));
+        let bytes = layout.head_dim * layout.stride_d * std::mem::size_of::<T>();
+        for offset in (0..bytes).step_by(64) {
+            // SAFETY: SSE is part of the x86_64 baseline, and a prefetch never faults, whatever
+            // the address.
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(first.cast::<i8>().wrapping_add(offset)) };
+        }
+    }
+}
+
 /// Resolved geometry of one SDPA operand.
 #[derive(Debug, Clone)]
 pub(crate) struct AttnLayout {

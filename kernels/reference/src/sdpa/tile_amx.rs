@@ -8,12 +8,13 @@
 //! scores, and P is rounded to bf16 before P·V (f32 accumulation again); the row sums use the
 //! unrounded P. The spec's bf16 tolerance (1e-2) holds with room to spare.
 //!
-//! Operands are staged per (batch, head) by `super::amx_stage`: Q as rows of head-dim pairs
-//! (rows padded to 16; A tiles of Q·Kᵀ), K as B tiles over the head dim, V as B tiles over key
-//! pairs (the head dim padded to 16), each tile 1 KiB of its own.
+//! Each work item stages its operands by `super::amx_stage` into per-thread buffers that stay
+//! in cache for all its blocks (no staged copy round-trips through memory): its Q rows as rows
+//! of head-dim pairs (rows padded to 32; A tiles of Q·Kᵀ), K as B tiles over the head dim, V as
+//! B tiles over key pairs (the head dim padded to 16), each tile 1 KiB of its own.
 //!
-//! A work item is up to 128 query rows of one head, walked 32 rows at a time over steps of up
-//! to 256 keys; each product runs as 2 × 2 tiles (two A tiles of rows against two B tiles), so
+//! A work item is query rows of one head (whole 128-row spans, see `super::item_rows`), walked
+//! 32 rows at a time over steps of up to 256 keys; each product runs as 2 × 2 tiles (two A tiles of rows against two B tiles), so
 //! every tile loaded serves two multiplies.
 
 use std::ops::Range;
@@ -22,7 +23,7 @@ use half::bf16;
 
 use crate::amx::{A, B, C, Tiles};
 use ragged_core::MaskBand;
-use ragged_core::error::{KernelError, Role};
+use ragged_core::error::KernelError;
 
 use super::amx_stage::{self as stage, line_aligned};
 use super::problem::Problem;
@@ -34,7 +35,7 @@ use super::threads;
 /// accumulator is rescaled, loaded into tiles and stored back once per step, so longer steps
 /// spend less on it.
 const KEY_STEP: usize = 256;
-/// Query rows per work item.
+/// Query rows per work item, before `super::item_rows` joins them.
 const ITEM_ROWS: usize = 128;
 /// Query rows per block: two A tiles.
 const ROWS: usize = 32;
@@ -63,36 +64,62 @@ pub(crate) fn compute(
         dv: dv.max(1).next_multiple_of(32),
     };
 
-    let staged_q = stage::rows_of_pairs(Role::Q, q, &problem.q, &problem.len_q, ROWS, pad.dqk)?;
-    let staged_k = stage::dim_pair_tiles(Role::K, k, &problem.k, &problem.len_kv, pad.dqk)?;
-    let staged_v = stage::row_pair_tiles(Role::V, v, &problem.v, &problem.len_kv, pad.dv)?;
-
     let (mut out, mut stats) = super::staged_outputs(problem)?;
-    let items = super::work_items(problem, ITEM_ROWS, &mut out, &mut stats);
+    let item_rows = super::item_rows(problem, ITEM_ROWS);
+    let items = super::work_items(problem, item_rows, &mut out, &mut stats);
 
     let group = problem.heads_q / problem.heads_kv;
     let scale_log2 = scale * std::f32::consts::LOG2_E;
-    threads::for_each_init(items, Scratch::default, |scratch, item| {
+    threads::for_each_init(items, ItemScratch::default, |scratch, item| {
         let (b, h) = (item.batch, item.head);
-        let g = h / group;
+        let (g, len_q, len_kv) = (h / group, problem.len_q[b], problem.len_kv[b]);
+        let rows = item.first_row..item.first_row + item.lse.len();
+        // The item's operands, staged into per-thread buffers that stay in cache for all its
+        // blocks: its Q rows (padded to a block), and K and V of every key (padded to 32).
+        let keys_p = len_kv.next_multiple_of(32);
+        let q_stage = line_aligned(
+            &mut scratch.q,
+            rows.len().next_multiple_of(ROWS) * pad.dqk / 2,
+        );
+        stage::fill_rows_of_pairs(q, &problem.q, (b, h), rows.clone(), pad.dqk / 2, q_stage);
+        let k_stage = line_aligned(&mut scratch.k, keys_p * pad.dqk / 2);
+        stage::fill_dim_pair_tiles(k, &problem.k, (b, g), len_kv, pad.dqk / 2, k_stage);
+        let v_stage = line_aligned(&mut scratch.v, keys_p / 2 * pad.dv);
+        stage::fill_row_pair_blocks(v, &problem.v, (b, g), len_kv, pad.dv, false, v_stage);
         let head = Head {
-            q: staged_q.block(b, h),
-            k: staged_k.block(b, g),
-            v: staged_v.block(b, g),
-            len_q: problem.len_q[b],
-            len_kv: problem.len_kv[b],
+            q: q_stage,
+            k: k_stage,
+            v: v_stage,
+            len_q,
+            len_kv,
             pad,
             dv,
             scale_log2,
             band,
         };
-        attend_item(&head, item.first_row, item.out, item.lse, scratch);
+        attend_item(
+            &head,
+            item.first_row,
+            item.out,
+            item.lse,
+            &mut scratch.block,
+        );
     });
     Ok((out, stats))
 }
 
-/// One (batch, head)'s staged operands and constants.
+/// Per-thread buffers of one work item: its staged operands and one block's working set.
+#[derive(Default)]
+struct ItemScratch {
+    q: Vec<u32>,
+    k: Vec<u32>,
+    v: Vec<u32>,
+    block: Scratch,
+}
+
+/// One work item's staged operands and constants.
 struct Head<'a> {
+    /// The item's query rows, from its first on.
     q: &'a [u32],
     k: &'a [u32],
     v: &'a [u32],
@@ -321,7 +348,7 @@ fn attend(
             let operands = Scores {
                 q: head.q,
                 k: head.k,
-                q_first: row0 * dqk_p / 2,
+                q_first: block0 * dqk_p / 2,
                 dqk_p,
             };
             for k0 in (0..width).step_by(32) {
