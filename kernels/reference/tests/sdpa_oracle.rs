@@ -27,6 +27,8 @@ enum Layout {
     DenseBhsd,
     /// `[B, H, S, D]` dims with BSHD memory order (transposed strides) and a gap after each batch.
     DenseBshd,
+    /// `[B, H, S, D]` dims with BHDS memory order: the head dim strided by S.
+    DenseBhds,
 }
 
 #[derive(Debug, Clone)]
@@ -108,9 +110,10 @@ impl Case {
         } else {
             rng.random_range(1..=12)
         };
-        let layout = |rng: &mut ChaCha8Rng| match rng.random_range(0..4) {
+        let layout = |rng: &mut ChaCha8Rng| match rng.random_range(0..5) {
             0 => Layout::DenseBhsd,
             1 => Layout::DenseBshd,
+            2 => Layout::DenseBhds,
             _ => Layout::Ragged,
         };
         let extents = |rng: &mut ChaCha8Rng, dense: bool| -> Vec<usize> {
@@ -251,7 +254,7 @@ impl Buffer {
                 };
                 (starts, len, stored, multiplier)
             }
-            Layout::DenseBhsd => {
+            Layout::DenseBhsd | Layout::DenseBhds => {
                 let stride = seq * row;
                 (
                     (0..batch).map(|b| b * stride).collect(),
@@ -287,6 +290,7 @@ impl Buffer {
         match self.layout {
             Layout::Ragged | Layout::DenseBshd => self.batch_start[b] + (s * heads + h) * dim + d,
             Layout::DenseBhsd => self.batch_start[b] + (h * seq + s) * dim + d,
+            Layout::DenseBhds => self.batch_start[b] + (h * dim + d) * seq + s,
         }
     }
 
@@ -307,6 +311,7 @@ impl Buffer {
             Layout::Ragged => (vec![b, s, h, d], vec![s * h * d, h * d, d, 1]),
             Layout::DenseBhsd => (vec![b, h, s, d], packed_strides(&[b, h, s, d])),
             Layout::DenseBshd => (vec![b, h, s, d], vec![bs, d, h * d, 1]),
+            Layout::DenseBhds => (vec![b, h, s, d], vec![h * d * s, d * s, 1, s]),
         }
     }
 }

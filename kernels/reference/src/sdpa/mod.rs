@@ -2,12 +2,14 @@
 //!
 //! Flow: `problem::validate` checks every operand, `crate::parallel` runs work items of query
 //! rows of one head, each staging the keys it reads (`tile::KeyBlock`) and running
-//! `tile::attend_tile` per query tile into staged outputs, and only then are O and LSE written,
-//! so an error leaves them untouched.
+//! `tile::attend_tile` per query tile and writing the finished rows straight into O
+//! (`output`); the LSE is staged and written last. Everything fallible runs before the first
+//! write, so an error leaves O and LSE untouched.
 
 // layout, problem, softmax and stage are shared with the backward (`crate::sdpa_backward`).
 pub(crate) mod amx_stage;
 pub(crate) mod layout;
+mod output;
 mod pool;
 
 pub mod paged;
@@ -150,8 +152,9 @@ fn run<T: FloatElement>(
         k: typed_slice::<T>(k.host_data())?,
         v: typed_slice::<T>(v.host_data())?,
     };
-    let (out, stats) = compute(problem, &sources, params)?;
-    write::<T>(problem, out, stats, o, lse)
+    write(problem, o, lse, |rows, stats| {
+        compute(problem, &sources, params, rows, stats);
+    })
 }
 
 /// The bf16 body on AMX tiles (`tile_amx`).
@@ -164,84 +167,79 @@ fn run_amx(
     lse: Option<&mut dyn TensorMut>,
     params: &SdpaParams,
 ) -> Result<(), KernelError> {
-    let (out, stats) = tile_amx::compute(
-        problem,
+    let (q, k, v) = (
         typed_slice::<bf16>(q.host_data())?,
         typed_slice::<bf16>(k.host_data())?,
         typed_slice::<bf16>(v.host_data())?,
-        params.scale,
-        params.band,
-    )?;
-    write::<bf16>(problem, out, stats, o, lse)
+    );
+    write(problem, o, lse, |rows, stats| {
+        tile_amx::compute(problem, (q, k, v), params.scale, params.band, rows, stats);
+    })
 }
 
-/// Folds the sinks into the staged O and LSE and writes them to their tensors: the only writes
-/// of a forward.
+/// Runs `kernels` on O's rows (in the items' order) and the staged LSE, then writes the LSE:
+/// the only writes of a forward, all after every fallible step.
 fn write<T: FloatElement>(
     problem: &Problem,
-    mut out: Staged,
-    mut stats: Staged,
     o: &mut dyn TensorMut,
     lse: Option<&mut dyn TensorMut>,
+    kernels: impl FnOnce(Vec<&mut [T]>, &mut Staged),
 ) -> Result<(), KernelError> {
-    if let Some(sinks) = &problem.sinks {
-        paged::apply_sinks(&mut out, &mut stats, sinks, &problem.len_q);
-    }
     let o_data = typed_slice_mut::<T>(o.host_data_mut())?;
     let lse_data = match lse {
         Some(t) => Some(typed_slice_mut::<f32>(t.host_data_mut())?),
         None => None,
     };
-    out.scatter(o_data, &problem.o);
+    let mut stats = Staged::for_overwrite(Role::Lse, problem.heads_q, 1, &problem.len_q)?;
+    let dv = problem.dim_v;
+    match output::row_starts(problem) {
+        Some(starts) => kernels(output::carve(problem, o_data, &starts, dv), &mut stats),
+        None => {
+            let mut spill = output::spill::<T>(problem)?;
+            let rows = stats.data.len();
+            kernels(output::spill_rows(&mut spill, dv, rows), &mut stats);
+            output::write_spill(problem, &spill, o_data);
+        }
+    }
     if let (Some(lse_data), Some(layout)) = (lse_data, &problem.lse) {
         stats.scatter(lse_data, layout);
     }
     Ok(())
 }
 
-/// One unit of parallel work: a query tile of one head of one batch.
-struct WorkItem<'a> {
+/// One unit of parallel work: query rows of one head of one batch, O's rows among them.
+struct WorkItem<'a, T> {
     batch: usize,
     head: usize,
     first_row: usize,
-    out: &'a mut [f32],
+    out: Vec<&'a mut [T]>,
     lse: &'a mut [f32],
 }
 
-/// O (`H_q × Lq × D_v` per batch) and the LSE (one per row), staged for the kernels to fill.
-fn staged_outputs(problem: &Problem) -> Result<(Staged, Staged), KernelError> {
-    let (heads, lens) = (problem.heads_q, &problem.len_q);
-    Ok((
-        Staged::for_overwrite(Role::O, heads, problem.dim_v, lens)?,
-        Staged::for_overwrite(Role::Lse, heads, 1, lens)?,
-    ))
-}
-
-/// The staged outputs carved into disjoint per-item slices, one item per (batch, head, span of
-/// up to `query_tile` query rows), the most (rows × keys) first so that the tail of the
+/// O's rows and the staged LSE carved into per-item parts, one item per (batch, head, span of
+/// up to `item_rows` query rows), the most (rows × keys) first so that the tail of the
 /// schedule is made of short items.
-fn work_items<'a>(
+fn work_items<'a, T>(
     problem: &Problem,
-    query_tile: usize,
-    out: &'a mut Staged,
+    item_rows: usize,
+    out: Vec<&'a mut [T]>,
     stats: &'a mut Staged,
-) -> Vec<WorkItem<'a>> {
-    let dv = problem.dim_v;
+) -> Vec<WorkItem<'a, T>> {
     let mut items = Vec::new();
-    let (mut out_rest, mut lse_rest) = (&mut out.data[..], &mut stats.data[..]);
+    let mut out_rest = out.into_iter();
+    let mut lse_rest = &mut stats.data[..];
     for batch in 0..problem.batch {
         let len_q = problem.len_q[batch];
         for head in 0..problem.heads_q {
-            for first_row in (0..len_q).step_by(query_tile) {
-                let rows = query_tile.min(len_q - first_row);
-                let (o_item, o_tail) = std::mem::take(&mut out_rest).split_at_mut(rows * dv);
+            for first_row in (0..len_q).step_by(item_rows) {
+                let rows = item_rows.min(len_q - first_row);
                 let (l_item, l_tail) = std::mem::take(&mut lse_rest).split_at_mut(rows);
-                (out_rest, lse_rest) = (o_tail, l_tail);
+                lse_rest = l_tail;
                 items.push(WorkItem {
                     batch,
                     head,
                     first_row,
-                    out: o_item,
+                    out: out_rest.by_ref().take(rows).collect(),
                     lse: l_item,
                 });
             }
@@ -288,23 +286,25 @@ fn admitted_keys(
         .unwrap_or(0..0)
 }
 
-/// Per-thread buffers: the item's staged keys and one tile's working set.
+/// Per-thread buffers: the item's staged keys, one tile's working set and its finished rows.
 #[derive(Default)]
 struct ItemScratch {
     keys: KeyBlock,
     tile: Scratch,
+    out: Vec<f32>,
 }
 
-/// Runs attention for every work item (query rows of one head) in parallel into staged
-/// outputs. Each item stages the keys its rows admit and loads each query tile from the inputs
-/// itself, so that no staged copy of Q, K or V round-trips through memory.
+/// Runs attention for every work item (query rows of one head) in parallel into O's rows and
+/// the staged LSE. Each item stages the keys its rows admit and loads each query tile from the
+/// inputs itself, so that no staged copy of Q, K or V round-trips through memory.
 fn compute<T: FloatElement>(
     problem: &Problem,
     sources: &Sources<'_, T>,
     params: &SdpaParams,
-) -> Result<(Staged, Staged), KernelError> {
+    rows: Vec<&mut [T]>,
+    stats: &mut Staged,
+) {
     let (dqk, dv) = (problem.dim_qk, problem.dim_v);
-    let (mut out, mut stats) = staged_outputs(problem)?;
     let (query_tile, key_tile) = tile_sizes(dqk, dv);
     let config = TileConfig {
         scale_log2: params.scale * std::f32::consts::LOG2_E,
@@ -312,30 +312,25 @@ fn compute<T: FloatElement>(
         key_tile,
     };
 
-    let items = work_items(
-        problem,
-        item_rows(problem, query_tile),
-        &mut out,
-        &mut stats,
-    );
+    let items = work_items(problem, item_rows(problem, query_tile), rows, stats);
     let group = problem.heads_q / problem.heads_kv;
-    threads::for_each_init(items, ItemScratch::default, |scratch, item| {
+    threads::for_each_init(items, ItemScratch::default, |scratch, mut item| {
         let (b, h) = (item.batch, item.head);
         let (len_q, len_kv) = (problem.len_q[b], problem.len_kv[b]);
-        let rows = item.lse.len();
         let first = item.first_row;
-        let keys = admitted_keys(&params.band, first..first + rows, len_q, len_kv);
+        let keys = admitted_keys(&params.band, first..first + item.lse.len(), len_q, len_kv);
         scratch.keys.fill(
             (sources.k, &problem.k),
             (sources.v, &problem.v),
             (b, h / group),
             keys,
         );
+        let sink = problem.sinks.as_ref().map(|sinks| sinks[h]);
         let tiles = item
             .out
-            .chunks_mut(query_tile * dv)
+            .chunks_mut(query_tile)
             .zip(item.lse.chunks_mut(query_tile));
-        for (t, (out, lse)) in tiles.enumerate() {
+        for (t, (dst, lse)) in tiles.enumerate() {
             let r0 = first + t * query_tile;
             load_queries(
                 &mut scratch.tile,
@@ -345,10 +340,11 @@ fn compute<T: FloatElement>(
                 config.scale_log2,
             );
             let input = scratch.keys.input(r0, len_q, len_kv);
-            attend_tile(&input, &config, out, lse, &mut scratch.tile);
+            scratch.out.resize(lse.len() * dv, 0.0);
+            attend_tile(&input, &config, &mut scratch.out, lse, &mut scratch.tile);
+            output::finish(&mut scratch.out, lse, dst, dv, sink);
         }
     });
-    Ok((out, stats))
 }
 
 #[cfg(test)]

@@ -15,7 +15,6 @@ use ragged_core::error::{KernelError, Role};
 use ragged_core::tensor::{Tensor, TensorExt};
 
 use super::layout::{AttnLayout, PageMap};
-use super::stage::Staged;
 
 /// The page tables of a paged call; the pools are the call's K and V.
 #[derive(Clone, Copy)]
@@ -272,34 +271,22 @@ fn log_add_exp(a: f64, b: f64) -> f64 {
     m + ((a - m).exp() + (b - m).exp()).ln()
 }
 
-/// Folds sink `sinks[h]` into every finished row of head `h`: the LSE becomes
-/// `ln(e^s + e^L)` and O scales by `e^(L − L')` (paged-kv-and-sinks.md §6.2–§6.4; an empty row
-/// keeps O = 0 and gets LSE = s).
-pub(crate) fn apply_sinks(out: &mut Staged, stats: &mut Staged, sinks: &[f32], len_q: &[usize]) {
-    let dv = out.width();
-    for (b, &rows) in len_q.iter().enumerate() {
-        for (h, &sink) in sinks.iter().enumerate() {
-            let lse = stats.block_mut(b, h);
-            let o = out.block_mut(b, h);
-            for (r, l) in lse.iter_mut().enumerate().take(rows) {
-                let old = f64::from(*l);
-                let new = log_add_exp(f64::from(sink), old);
-                let factor = if old == f64::NEG_INFINITY || new == f64::INFINITY {
-                    // No admitted key (O is already 0), or a sink that takes every weight.
-                    0.0
-                } else {
-                    (old - new).exp()
-                };
-                let factor = if new.is_nan() { f64::NAN } else { factor } as f32;
-                if dv > 0 {
-                    for x in &mut o[r * dv..(r + 1) * dv] {
-                        *x *= factor;
-                    }
-                }
-                *l = new as f32;
-            }
-        }
+/// Folds a head's sink into one finished row: the LSE becomes `ln(e^s + e^L)` and O scales by
+/// `e^(L − L')` (paged-kv-and-sinks.md §6.2–§6.4; an empty row keeps O = 0 and gets LSE = s).
+pub(crate) fn fold_sink(o: &mut [f32], lse: &mut f32, sink: f32) {
+    let old = f64::from(*lse);
+    let new = log_add_exp(f64::from(sink), old);
+    let factor = if old == f64::NEG_INFINITY || new == f64::INFINITY {
+        // No admitted key (O is already 0), or a sink that takes every weight.
+        0.0
+    } else {
+        (old - new).exp()
+    };
+    let factor = if new.is_nan() { f64::NAN } else { factor } as f32;
+    for x in o {
+        *x *= factor;
     }
+    *lse = new as f32;
 }
 
 #[cfg(test)]

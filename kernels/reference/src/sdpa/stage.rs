@@ -86,11 +86,6 @@ impl Staged {
         })
     }
 
-    /// Columns per row.
-    pub fn width(&self) -> usize {
-        self.width
-    }
-
     /// Every batch's rows (all heads), mutably and disjointly, in storage order.
     pub fn batches_mut(&mut self) -> Vec<&mut [f32]> {
         let mut out = Vec::with_capacity(self.lens.len());
@@ -208,12 +203,6 @@ impl Staged {
         Ok(staged)
     }
 
-    /// The rows of (b, h), mutably.
-    pub fn block_mut(&mut self, b: usize, h: usize) -> &mut [f32] {
-        let start = self.starts[b * self.heads + h];
-        &mut self.data[start..start + self.lens[b] * self.width]
-    }
-
     /// The rows of (b, h).
     pub fn block(&self, b: usize, h: usize) -> &[f32] {
         let start = self.starts[b * self.heads + h];
@@ -300,7 +289,7 @@ impl Staged {
 /// `dst[i] = T::from_f32(src[i])`, on the widest vectors `crate::isa` allows: a 16-bit
 /// conversion is a dozen integer operations per element, which the baseline build runs four at a
 /// time.
-fn convert_row<T: FloatElement>(dst: &mut [T], src: &[f32]) {
+pub(crate) fn convert_row<T: FloatElement>(dst: &mut [T], src: &[f32]) {
     fn plain<T: FloatElement>(dst: &mut [T], src: &[f32]) {
         for (y, &x) in dst.iter_mut().zip(src) {
             *y = T::from_f32(x);

@@ -23,7 +23,6 @@ use half::bf16;
 
 use crate::amx::{A, B, C, Tiles};
 use ragged_core::MaskBand;
-use ragged_core::error::KernelError;
 
 use super::amx_stage::{self as stage, line_aligned};
 use super::problem::Problem;
@@ -35,7 +34,7 @@ use super::threads;
 /// accumulator is rescaled, loaded into tiles and stored back once per step, so longer steps
 /// spend less on it.
 const KEY_STEP: usize = 256;
-/// Query rows per work item, before `super::item_rows` joins them.
+/// Query rows per work item, before `super::item_rows` joins them, and per pass of `attend`.
 const ITEM_ROWS: usize = 128;
 /// Query rows per block: two A tiles.
 const ROWS: usize = 32;
@@ -49,63 +48,65 @@ struct Padded {
     dv: usize,
 }
 
-/// Runs the bf16 forward into staged f32 outputs (O, LSE), like `super::compute`.
+/// Runs the bf16 forward into O's rows (in the items' order) and the staged LSE, like
+/// `super::compute`.
 pub(crate) fn compute(
     problem: &Problem,
-    q: &[bf16],
-    k: &[bf16],
-    v: &[bf16],
+    (q, k, v): (&[bf16], &[bf16], &[bf16]),
     scale: f32,
     band: MaskBand,
-) -> Result<(Staged, Staged), KernelError> {
+    rows: Vec<&mut [bf16]>,
+    stats: &mut Staged,
+) {
     let (dqk, dv) = (problem.dim_qk, problem.dim_v);
     let pad = Padded {
         dqk: dqk.max(1).next_multiple_of(32),
         dv: dv.max(1).next_multiple_of(32),
     };
 
-    let (mut out, mut stats) = super::staged_outputs(problem)?;
     let item_rows = super::item_rows(problem, ITEM_ROWS);
-    let items = super::work_items(problem, item_rows, &mut out, &mut stats);
+    let items = super::work_items(problem, item_rows, rows, stats);
 
     let group = problem.heads_q / problem.heads_kv;
     let scale_log2 = scale * std::f32::consts::LOG2_E;
-    threads::for_each_init(items, ItemScratch::default, |scratch, item| {
+    threads::for_each_init(items, ItemScratch::default, |scratch, mut item| {
         let (b, h) = (item.batch, item.head);
         let (g, len_q, len_kv) = (h / group, problem.len_q[b], problem.len_kv[b]);
         let rows = item.first_row..item.first_row + item.lse.len();
         // The item's operands, staged into per-thread buffers that stay in cache for all its
         // blocks: its Q rows (padded to a block), and K and V of every key (padded to 32).
         let keys_p = len_kv.next_multiple_of(32);
-        let q_stage = line_aligned(
-            &mut scratch.q,
-            rows.len().next_multiple_of(ROWS) * pad.dqk / 2,
-        );
-        stage::fill_rows_of_pairs(q, &problem.q, (b, h), rows.clone(), pad.dqk / 2, q_stage);
-        let k_stage = line_aligned(&mut scratch.k, keys_p * pad.dqk / 2);
-        stage::fill_dim_pair_tiles(k, &problem.k, (b, g), len_kv, pad.dqk / 2, k_stage);
+        let q_pairs = pad.dqk / 2;
+        let q_stage = line_aligned(&mut scratch.q, rows.len().next_multiple_of(ROWS) * q_pairs);
+        stage::fill_rows_of_pairs(q, &problem.q, (b, h), rows.clone(), q_pairs, q_stage);
+        let k_stage = line_aligned(&mut scratch.k, keys_p * q_pairs);
+        stage::fill_dim_pair_tiles(k, &problem.k, (b, g), len_kv, q_pairs, k_stage);
         let v_stage = line_aligned(&mut scratch.v, keys_p / 2 * pad.dv);
         stage::fill_row_pair_blocks(v, &problem.v, (b, g), len_kv, pad.dv, false, v_stage);
-        let head = Head {
-            q: q_stage,
-            k: k_stage,
-            v: v_stage,
-            len_q,
-            len_kv,
-            pad,
-            dv,
-            scale_log2,
-            band,
-        };
-        attend_item(
-            &head,
-            item.first_row,
-            item.out,
-            item.lse,
-            &mut scratch.block,
-        );
+        let sink = problem.sinks.as_ref().map(|sinks| sinks[h]);
+        // ITEM_ROWS rows at a time, so that the finished rows are written to O from cache.
+        let chunks = item
+            .out
+            .chunks_mut(ITEM_ROWS)
+            .zip(item.lse.chunks_mut(ITEM_ROWS));
+        for (t, (dst, lse)) in chunks.enumerate() {
+            let head = Head {
+                q: &q_stage[t * ITEM_ROWS * q_pairs..],
+                k: k_stage,
+                v: v_stage,
+                len_q,
+                len_kv,
+                pad,
+                dv,
+                scale_log2,
+                band,
+            };
+            scratch.out.resize(lse.len() * dv, 0.0);
+            let first_row = rows.start + t * ITEM_ROWS;
+            attend_item(&head, first_row, &mut scratch.out, lse, &mut scratch.block);
+            super::output::finish(&mut scratch.out, lse, dst, dv, sink);
+        }
     });
-    Ok((out, stats))
 }
 
 /// Per-thread buffers of one work item: its staged operands and one block's working set.
@@ -115,11 +116,13 @@ struct ItemScratch {
     k: Vec<u32>,
     v: Vec<u32>,
     block: Scratch,
+    /// Finished rows of ITEM_ROWS queries, f32.
+    out: Vec<f32>,
 }
 
 /// One work item's staged operands and constants.
 struct Head<'a> {
-    /// The item's query rows, from its first on.
+    /// The query rows, from the first `attend_item` is given on.
     q: &'a [u32],
     k: &'a [u32],
     v: &'a [u32],

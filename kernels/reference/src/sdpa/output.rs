@@ -1,0 +1,133 @@
+//! Where the forward writes O: every work item converts its finished rows (sinks folded in)
+//! straight into O's rows, so no staged f32 copy of O round-trips through memory and no
+//! scatter pass follows the kernels.
+
+use ragged_core::dtype::FloatElement;
+use ragged_core::error::{KernelError, Role};
+
+use super::paged::fold_sink;
+use super::problem::Problem;
+use super::stage::convert_row;
+
+/// The start of every O row in the items' order (batch, head, row), when O's rows are
+/// unit-stride and pairwise disjoint (every layout the graph side builds); `None` otherwise.
+pub(crate) fn row_starts(problem: &Problem) -> Option<Vec<usize>> {
+    let (layout, dv) = (&problem.o, problem.dim_v);
+    if layout.stride_d != 1 && dv > 1 {
+        return None;
+    }
+    let mut starts = Vec::new();
+    for (b, &len) in problem.len_q.iter().enumerate() {
+        for h in 0..problem.heads_q {
+            starts.extend((0..len).map(|s| layout.position(b, s, h, 0)));
+        }
+    }
+    let order = memory_order(problem, &starts);
+    let disjoint = order.windows(2).all(|w| starts[w[0]] + dv <= starts[w[1]]);
+    disjoint.then_some(starts)
+}
+
+/// Indices of `starts` by increasing start: the common layouts' orders are tried before a sort.
+fn memory_order(problem: &Problem, starts: &[usize]) -> Vec<usize> {
+    let (heads, lens) = (problem.heads_q, &problem.len_q);
+    let mut first = Vec::with_capacity(lens.len());
+    let mut next = 0;
+    for &len in lens {
+        first.push(next);
+        next += heads * len;
+    }
+    let staged: Vec<usize> = (0..starts.len()).collect();
+    let token_major: Vec<usize> = lens
+        .iter()
+        .zip(&first)
+        .flat_map(|(&len, &f)| (0..len).flat_map(move |s| (0..heads).map(move |h| f + h * len + s)))
+        .collect();
+    for order in [token_major, staged] {
+        if order.is_sorted_by_key(|&i| starts[i]) {
+            return order;
+        }
+    }
+    let mut order: Vec<usize> = (0..starts.len()).collect();
+    order.sort_unstable_by_key(|&i| starts[i]);
+    order
+}
+
+/// `dst` carved into the rows of `width` elements at `starts` (disjoint, from [`row_starts`]),
+/// in the order of `starts`.
+pub(crate) fn carve<'a, T>(
+    problem: &Problem,
+    dst: &'a mut [T],
+    starts: &[usize],
+    width: usize,
+) -> Vec<&'a mut [T]> {
+    let mut rows: Vec<Option<&'a mut [T]>> = (0..starts.len()).map(|_| None).collect();
+    let mut rest = dst;
+    let mut consumed = 0;
+    for i in memory_order(problem, starts) {
+        let (_, tail) = std::mem::take(&mut rest).split_at_mut(starts[i] - consumed);
+        let (row, tail) = tail.split_at_mut(width);
+        rows[i] = Some(row);
+        rest = tail;
+        consumed = starts[i] + width;
+    }
+    rows.into_iter().flatten().collect()
+}
+
+/// A row-major buffer for every O row, for the layouts [`row_starts`] declines; reserved
+/// fallibly, as the staging buffers are.
+pub(crate) fn spill<T: FloatElement>(problem: &Problem) -> Result<Vec<T>, KernelError> {
+    let rows: usize = problem.len_q.iter().sum::<usize>() * problem.heads_q;
+    let len = rows.checked_mul(problem.dim_v);
+    let too_large = || KernelError::StagingTooLarge {
+        role: Role::O,
+        elements: len.map_or("more than 2^64".to_owned(), |n| n.to_string()),
+    };
+    let len = len.ok_or_else(too_large)?;
+    let mut data = Vec::new();
+    data.try_reserve_exact(len).map_err(|_| too_large())?;
+    data.resize(len, T::from_f32(0.0));
+    Ok(data)
+}
+
+/// The rows of a [`spill`] buffer in the items' order.
+pub(crate) fn spill_rows<T>(spill: &mut [T], width: usize, rows: usize) -> Vec<&mut [T]> {
+    if width == 0 {
+        return (0..rows).map(|_| <&mut [T]>::default()).collect();
+    }
+    spill.chunks_exact_mut(width).collect()
+}
+
+/// Writes a [`spill`] buffer to O in the items' order, element by element at O's strides (a
+/// later row wins where two overlap, as in a serial loop).
+pub(crate) fn write_spill<T: FloatElement>(problem: &Problem, spill: &[T], o: &mut [T]) {
+    let (layout, dv) = (&problem.o, problem.dim_v);
+    let mut rows = spill.chunks_exact(dv.max(1));
+    for (b, &len) in problem.len_q.iter().enumerate() {
+        for h in 0..problem.heads_q {
+            for s in 0..len {
+                let Some(row) = rows.next() else { return };
+                for (d, &x) in row.iter().enumerate().take(dv) {
+                    o[layout.position(b, s, h, d)] = x;
+                }
+            }
+        }
+    }
+}
+
+/// Writes finished f32 rows (`width` apart in `rows`, LSE in `lse`) to their O rows, folding
+/// in the head's sink first.
+pub(crate) fn finish<T: FloatElement>(
+    rows: &mut [f32],
+    lse: &mut [f32],
+    dst: &mut [&mut [T]],
+    width: usize,
+    sink: Option<f32>,
+) {
+    for (r, (dst, lse)) in dst.iter_mut().zip(lse.iter_mut()).enumerate() {
+        let row = &mut rows[r * width..(r + 1) * width];
+        if let Some(sink) = sink {
+            fold_sink(row, lse, sink);
+        }
+        convert_row(dst, row);
+    }
+}
