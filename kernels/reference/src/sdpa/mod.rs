@@ -193,7 +193,7 @@ fn write<T: FloatElement>(
     let mut stats = Staged::for_overwrite(Role::Lse, problem.heads_q, 1, &problem.len_q)?;
     let dv = problem.dim_v;
     match output::row_starts(problem) {
-        Some(starts) => kernels(output::carve(problem, o_data, &starts, dv), &mut stats),
+        Some(starts) => kernels(output::carve(o_data, &starts, dv), &mut stats),
         None => {
             let mut spill = output::spill::<T>(problem)?;
             let rows = stats.data.len();

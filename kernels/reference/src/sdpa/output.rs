@@ -9,9 +9,17 @@ use super::paged::fold_sink;
 use super::problem::Problem;
 use super::stage::convert_row;
 
-/// The start of every O row in the items' order (batch, head, row), when O's rows are
-/// unit-stride and pairwise disjoint (every layout the graph side builds); `None` otherwise.
-pub(crate) fn row_starts(problem: &Problem) -> Option<Vec<usize>> {
+/// Where O's rows start.
+pub(crate) struct RowStarts {
+    /// The start of every row, in the items' order (batch, head, row).
+    starts: Vec<usize>,
+    /// Indices of `starts` by increasing start.
+    order: Vec<usize>,
+}
+
+/// Where O's rows start, when they are unit-stride and pairwise disjoint (every layout the
+/// graph side builds); `None` otherwise.
+pub(crate) fn row_starts(problem: &Problem) -> Option<RowStarts> {
     let (layout, dv) = (&problem.o, problem.dim_v);
     if layout.stride_d != 1 && dv > 1 {
         return None;
@@ -24,7 +32,7 @@ pub(crate) fn row_starts(problem: &Problem) -> Option<Vec<usize>> {
     }
     let order = memory_order(problem, &starts);
     let disjoint = order.windows(2).all(|w| starts[w[0]] + dv <= starts[w[1]]);
-    disjoint.then_some(starts)
+    disjoint.then_some(RowStarts { starts, order })
 }
 
 /// Indices of `starts` by increasing start: the common layouts' orders are tried before a sort.
@@ -52,25 +60,20 @@ fn memory_order(problem: &Problem, starts: &[usize]) -> Vec<usize> {
     order
 }
 
-/// `dst` carved into the rows of `width` elements at `starts` (disjoint, from [`row_starts`]),
-/// in the order of `starts`.
-pub(crate) fn carve<'a, T>(
-    problem: &Problem,
-    dst: &'a mut [T],
-    starts: &[usize],
-    width: usize,
-) -> Vec<&'a mut [T]> {
-    let mut rows: Vec<Option<&'a mut [T]>> = (0..starts.len()).map(|_| None).collect();
+/// `dst` carved into O's rows of `width` elements, in the items' order.
+pub(crate) fn carve<'a, T>(dst: &'a mut [T], rows: &RowStarts, width: usize) -> Vec<&'a mut [T]> {
+    let mut out: Vec<Option<&'a mut [T]>> = (0..rows.starts.len()).map(|_| None).collect();
     let mut rest = dst;
     let mut consumed = 0;
-    for i in memory_order(problem, starts) {
-        let (_, tail) = std::mem::take(&mut rest).split_at_mut(starts[i] - consumed);
+    for &i in &rows.order {
+        let start = rows.starts[i];
+        let (_, tail) = std::mem::take(&mut rest).split_at_mut(start - consumed);
         let (row, tail) = tail.split_at_mut(width);
-        rows[i] = Some(row);
+        out[i] = Some(row);
         rest = tail;
-        consumed = starts[i] + width;
+        consumed = start + width;
     }
-    rows.into_iter().flatten().collect()
+    out.into_iter().flatten().collect()
 }
 
 /// A row-major buffer for every O row, for the layouts [`row_starts`] declines; reserved
