@@ -177,6 +177,26 @@ fn run_amx(
     })
 }
 
+/// Whether the per-thread copies of one head's K and V (every key of the longest batch, as a
+/// work item stages them) can be allocated: checked with a fallible reservation before anything
+/// is written, so that a problem too large for this host is an error, not an aborted process
+/// (zero strides can make a tiny buffer describe 2^40 keys).
+fn key_staging_fits(problem: &Problem) -> Result<(), KernelError> {
+    let keys = problem.len_kv.iter().copied().max().unwrap_or(0);
+    for (role, dim) in [(Role::K, problem.dim_qk), (Role::V, problem.dim_v)] {
+        let elements = keys.checked_mul(dim);
+        let too_large = || KernelError::StagingTooLarge {
+            role,
+            elements: elements.map_or("more than 2^64".to_owned(), |n| n.to_string()),
+        };
+        let n = elements.ok_or_else(too_large)?;
+        Vec::<f32>::new()
+            .try_reserve_exact(n)
+            .map_err(|_| too_large())?;
+    }
+    Ok(())
+}
+
 /// Runs `kernels` on O's rows (in the items' order) and the staged LSE, then writes the LSE:
 /// the only writes of a forward, all after every fallible step.
 fn write<T: FloatElement>(
@@ -190,6 +210,7 @@ fn write<T: FloatElement>(
         Some(t) => Some(typed_slice_mut::<f32>(t.host_data_mut())?),
         None => None,
     };
+    key_staging_fits(problem)?;
     let mut stats = Staged::for_overwrite(Role::Lse, problem.heads_q, 1, &problem.len_q)?;
     let dv = problem.dim_v;
     match output::row_starts(problem) {
