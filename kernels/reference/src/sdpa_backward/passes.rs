@@ -44,8 +44,9 @@ pub(super) struct Sources<'a, T> {
 }
 
 /// The gradients, staged row-major like their primals; [`backward`] writes every element (each
-/// work item zeroes or overwrites its own rows before accumulating, in parallel and while they are in cache;
-/// the rows of batches without items are zeroed here), so they are taken unfilled.
+/// work item zeroes its dK and dV rows before accumulating and overwrites its dQ rows, in
+/// parallel and while they are in cache; the rows of batches without items are zeroed by
+/// `super::items`), so they are taken unfilled.
 pub(super) struct Gradients {
     pub dq: Staged,
     pub dk: Staged,
