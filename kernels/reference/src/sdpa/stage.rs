@@ -13,39 +13,13 @@ use ragged_core::error::{KernelError, Role};
 use super::layout::AttnLayout;
 use super::pool::{Pool, block_starts};
 
-/// The f32 staging buffers kept between calls: a forward stages five (Q, K, V, O, LSE), a
-/// backward thirteen.
+/// The f32 staging buffers kept between calls: the forward's LSE and spilled O, the backward's
+/// gradients and, on AMX tiles, its LSE and Δ.
 static BUFFERS: Pool<f32> = Pool::new(16);
 
 impl Drop for Staged {
     fn drop(&mut self) {
         BUFFERS.give(std::mem::take(&mut self.data));
-    }
-}
-
-/// How a gathered (batch, head) block is laid out.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Arrangement {
-    /// `s·D + d`: the backward's B operands and accumulators.
-    RowMajor,
-    /// Panels of `w` rows, `(s / w)·D·w + d·w + s % w`, the rows padded with zeros to a multiple
-    /// of w (4 or 16, `crate::gemm::NR` or `MR`): operands of the micro-kernel whose steps of k
-    /// are head-dim entries (the forward's K; the backward's Q, K, V and dO).
-    RowPanels(usize),
-    /// Panels of `w` columns, `(d / w)·len·w + s·w + d % w`, the columns padded with zeros to a
-    /// multiple of w: operands whose steps of k are rows (the forward's V, the backward's Q, K
-    /// and dO once more).
-    ColumnPanels(usize),
-}
-
-impl Arrangement {
-    /// Staged (rows, columns) of a block of `len` rows of `dim` values.
-    fn block_shape(self, len: usize, dim: usize) -> (usize, usize) {
-        match self {
-            Arrangement::RowMajor => (len, dim),
-            Arrangement::RowPanels(w) => (len.next_multiple_of(w), dim),
-            Arrangement::ColumnPanels(w) => (len, dim.next_multiple_of(w)),
-        }
     }
 }
 
@@ -99,103 +73,33 @@ impl Staged {
         out
     }
 
-    /// Gathers the first `lens[b]` rows of every batch and head of `src` into blocks arranged
-    /// as `arrangement` says; blocks in parallel.
+    /// Gathers the first `lens[b]` rows of every batch and head of `src` row-major; blocks in
+    /// parallel.
     pub fn gather<T: FloatElement>(
         role: Role,
         src: &[T],
         layout: &AttnLayout,
         lens: &[usize],
-        arrangement: Arrangement,
     ) -> Result<Self, KernelError> {
         let dim = layout.head_dim;
-        let width = arrangement.block_shape(0, dim).1;
-        let staged_lens: Vec<usize> = lens
-            .iter()
-            .map(|&len| arrangement.block_shape(len, dim).0)
-            .collect();
-        let mut staged = Staged::for_overwrite(role, layout.heads, width, &staged_lens)?;
+        let mut staged = Staged::for_overwrite(role, layout.heads, dim, lens)?;
         let mut blocks = Vec::with_capacity(lens.len() * layout.heads);
         let mut rest = &mut staged.data[..];
-        for (b, (&len, &staged_len)) in lens.iter().zip(&staged_lens).enumerate() {
+        for (b, &len) in lens.iter().enumerate() {
             for h in 0..layout.heads {
-                let (block, tail) = std::mem::take(&mut rest).split_at_mut(staged_len * width);
+                let (block, tail) = std::mem::take(&mut rest).split_at_mut(len * dim);
                 rest = tail;
-                blocks.push((b, h, len, block));
+                blocks.push((b, h, block));
             }
         }
         super::threads::for_each_init(
             blocks,
             || (),
-            |_, (b, h, len, block)| {
-                // Rows go through a small row-major tile so that a column panel is written ROWS
-                // rows at a time.
-                const ROWS: usize = 16;
-                let mut tile = vec![0.0f32; ROWS * dim];
-                // The padding of a recycled buffer must read as zeros. It lies in the last
-                // panel only, so that panel is cleared rather than the whole block (which the
-                // rows then overwrite: a second write of every operand, ≈ 1 % of a backward).
-                match arrangement {
-                    Arrangement::RowPanels(w) => {
-                        assert!(w > 0 && ROWS.is_multiple_of(w), "panel width {w}");
-                        if !len.is_multiple_of(w) {
-                            let last = len / w * dim * w;
-                            block[last..].fill(0.0);
-                        }
-                    }
-                    Arrangement::ColumnPanels(w) => {
-                        assert!(w > 0, "panel width {w}");
-                        if !dim.is_multiple_of(w) {
-                            let last = dim / w * len * w;
-                            block[last..].fill(0.0);
-                        }
-                    }
-                    Arrangement::RowMajor => {}
-                }
-                for s0 in (0..len).step_by(ROWS) {
-                    let rows = ROWS.min(len - s0);
-                    for (r, row) in tile.chunks_exact_mut(dim).take(rows).enumerate() {
-                        let start = layout.position(b, s0 + r, h, 0);
-                        if layout.stride_d == 1 {
-                            for (dst, x) in row.iter_mut().zip(&src[start..start + dim]) {
-                                *dst = x.to_f32();
-                            }
-                        } else {
-                            for (d, dst) in row.iter_mut().enumerate() {
-                                *dst = src[start + d * layout.stride_d].to_f32();
-                            }
-                        }
-                    }
-                    match arrangement {
-                        Arrangement::RowMajor => {
-                            block[s0 * width..(s0 + rows) * width]
-                                .copy_from_slice(&tile[..rows * dim]);
-                        }
-                        Arrangement::RowPanels(w) => {
-                            // ROWS is a multiple of w, so the tile starts a panel. Each panel's
-                            // entries are written in storage order (w lanes of one column, then
-                            // the next column): a row-by-row walk would store at a stride of w.
-                            let (first, panels) = (s0 / w, rows.div_ceil(w));
-                            let out = &mut block[first * dim * w..(first + panels) * dim * w];
-                            for (p, panel) in out.chunks_exact_mut(dim * w).enumerate() {
-                                let lanes = w.min(rows - p * w);
-                                let source = &tile[p * w * dim..];
-                                for (d, column) in panel.chunks_exact_mut(w).enumerate() {
-                                    for (lane, x) in column[..lanes].iter_mut().enumerate() {
-                                        *x = source[lane * dim + d];
-                                    }
-                                }
-                            }
-                        }
-                        Arrangement::ColumnPanels(w) => {
-                            for (q, panel) in block.chunks_exact_mut(len * w).enumerate() {
-                                let columns = q * w..(q * w + w).min(dim);
-                                let out = panel[s0 * w..(s0 + rows) * w].chunks_exact_mut(w);
-                                for (dst, row) in out.zip(tile.chunks_exact(dim)) {
-                                    dst[..columns.len()].copy_from_slice(&row[columns.clone()]);
-                                }
-                            }
-                        }
+            |_, (b, h, block)| {
+                for (s, row) in block.chunks_exact_mut(dim.max(1)).enumerate() {
+                    let start = layout.position(b, s, h, 0);
+                    for (d, dst) in row.iter_mut().enumerate() {
+                        *dst = src[start + d * layout.stride_d].to_f32();
                     }
                 }
             },
@@ -428,34 +332,5 @@ mod tests {
             staged.batch_ranges(&disjoint),
             Some(vec![(0, 0..4), (1, 4..8)])
         );
-    }
-
-    #[test]
-    fn panel_padding_reads_as_zeros_in_a_recycled_buffer() {
-        // lens 5 and D 6 leave padding in both panel arrangements of width 4.
-        let (heads, dim, lens) = (1, 6, [5usize]);
-        let layout = layout(true, &[0, 5], heads, dim, 0);
-        let src: Vec<f32> = (0..5 * dim).map(|i| i as f32 + 1.0).collect();
-        for arrangement in [Arrangement::RowPanels(4), Arrangement::ColumnPanels(4)] {
-            let (rows, width) = arrangement.block_shape(lens[0], dim);
-            let mut poisoned = Staged::for_overwrite(Role::K, heads, rows * width, &[1]).unwrap();
-            poisoned.data.fill(f32::NAN);
-            drop(poisoned);
-            let staged = Staged::gather(Role::K, &src, &layout, &lens, arrangement).unwrap();
-            let mut logical = 0;
-            for (i, &x) in staged.data.iter().enumerate() {
-                let (s, d) = match arrangement {
-                    Arrangement::RowPanels(w) => (i / (dim * w) * w + i % w, i / w % dim),
-                    _ => (i / 4 % lens[0], i / (lens[0] * 4) * 4 + i % 4),
-                };
-                if s < lens[0] && d < dim {
-                    assert_eq!(x, (s * dim + d) as f32 + 1.0, "{arrangement:?} element {i}");
-                    logical += 1;
-                } else {
-                    assert_eq!(x, 0.0, "{arrangement:?} padding element {i}");
-                }
-            }
-            assert_eq!(logical, 5 * dim);
-        }
     }
 }

@@ -2,9 +2,9 @@
 //! forward's O and LSE, and the incoming gradient dO. Semantics: `README.md` beside this file.
 //!
 //! Flow: `problem::validate` runs the forward's validation and checks the gradients against
-//! their primals, the forward's staging (`crate::sdpa::stage`) gathers the logical rows into f32
-//! blocks, `passes` computes dQ, dK and dV in one pass, in parallel over (batch, KV head, key
-//! chunk), and only then are the gradients written, so an error leaves them untouched.
+//! their primals, `passes` computes dQ, dK and dV in one pass, in parallel over (batch, KV head,
+//! key chunk), each work item staging the rows it reads, and only then are the gradients
+//! written, so an error leaves them untouched.
 
 mod amx;
 mod items;
@@ -13,16 +13,14 @@ mod problem;
 
 use half::{bf16, f16};
 
-use crate::gemm::{MR, NR};
 use crate::sdpa::MaskBand;
-use crate::sdpa::layout::AttnLayout;
-use crate::sdpa::stage::{Arrangement, Staged};
+use crate::sdpa::stage::Staged;
 use ragged_core::dtype::{DataType, FloatElement};
 pub use ragged_core::error::BackwardFeature;
 use ragged_core::error::{KernelError, Role};
 use ragged_core::tensor::{Tensor, TensorMut, typed_slice, typed_slice_mut};
 
-use passes::{Config, Gradients, Operands};
+use passes::{Config, Gradients, Sources};
 use problem::Problem;
 
 /// The backward's inputs, by role.
@@ -158,32 +156,6 @@ fn run<T: FloatElement>(
     params: &SdpaBackwardParams,
 ) -> Result<(), KernelError> {
     let f = &p.fwd;
-    let gather = |role, t: &dyn Tensor, layout: &AttnLayout, lens: &[usize], arrangement| {
-        Staged::gather(
-            role,
-            typed_slice::<T>(t.host_data())?,
-            layout,
-            lens,
-            arrangement,
-        )
-    };
-    let mut delta = Staged::for_overwrite(Role::O, f.heads_q, 1, &f.len_q)?;
-    passes::row_dots(
-        (typed_slice::<T>(inputs.d_o.host_data())?, &p.d_o),
-        (typed_slice::<T>(inputs.o.host_data())?, &f.o),
-        &f.len_q,
-        &mut delta,
-    );
-    let mut lse2 = Staged::gather(
-        Role::Lse,
-        typed_slice::<f32>(inputs.lse.host_data())?,
-        &p.lse,
-        &f.len_q,
-        Arrangement::RowMajor,
-    )?;
-    lse2.data
-        .iter_mut()
-        .for_each(|x| *x *= std::f32::consts::LOG2_E);
     let mut grads = Gradients {
         dq: Staged::for_overwrite(Role::DQ, f.heads_q, f.dim_qk, &f.len_q)?,
         dk: Staged::for_overwrite(Role::DK, f.heads_kv, f.dim_qk, &f.len_kv)?,
@@ -191,6 +163,22 @@ fn run<T: FloatElement>(
     };
     let key_tile = tile(f.dim_qk, f.dim_v);
     if T::DATA_TYPE == DataType::BF16 && crate::isa::bf16_on_amx() {
+        let mut delta = Staged::for_overwrite(Role::O, f.heads_q, 1, &f.len_q)?;
+        passes::row_dots(
+            (typed_slice::<T>(inputs.d_o.host_data())?, &p.d_o),
+            (typed_slice::<T>(inputs.o.host_data())?, &f.o),
+            &f.len_q,
+            &mut delta,
+        );
+        let mut lse2 = Staged::gather(
+            Role::Lse,
+            typed_slice::<f32>(inputs.lse.host_data())?,
+            &p.lse,
+            &f.len_q,
+        )?;
+        lse2.data
+            .iter_mut()
+            .for_each(|x| *x *= std::f32::consts::LOG2_E);
         let sources = amx::Sources {
             q: typed_slice::<bf16>(inputs.q.host_data())?,
             k: typed_slice::<bf16>(inputs.k.host_data())?,
@@ -208,18 +196,13 @@ fn run<T: FloatElement>(
         )?;
         return write_gradients::<T>(p, grads, outputs);
     }
-    let (quads, lanes) = (Arrangement::RowPanels(NR), Arrangement::RowPanels(MR));
-    let columns = Arrangement::ColumnPanels(MR);
-    let operands = Operands {
-        k_lanes: gather(Role::K, inputs.k, &f.k, &f.len_kv, lanes)?,
-        v_lanes: gather(Role::V, inputs.v, &f.v, &f.len_kv, lanes)?,
-        q_quads: gather(Role::Q, inputs.q, &f.q, &f.len_q, quads)?,
-        d_o_quads: gather(Role::DO, inputs.d_o, &p.d_o, &f.len_q, quads)?,
-        q_cols: gather(Role::Q, inputs.q, &f.q, &f.len_q, columns)?,
-        d_o_cols: gather(Role::DO, inputs.d_o, &p.d_o, &f.len_q, columns)?,
-        k_cols: gather(Role::K, inputs.k, &f.k, &f.len_kv, columns)?,
-        lse2,
-        delta,
+    let sources = Sources {
+        q: typed_slice::<T>(inputs.q.host_data())?,
+        k: typed_slice::<T>(inputs.k.host_data())?,
+        v: typed_slice::<T>(inputs.v.host_data())?,
+        o: typed_slice::<T>(inputs.o.host_data())?,
+        d_o: typed_slice::<T>(inputs.d_o.host_data())?,
+        lse: typed_slice::<f32>(inputs.lse.host_data())?,
     };
     let cfg = Config {
         scale: params.scale,
@@ -227,8 +210,7 @@ fn run<T: FloatElement>(
         query_tile: key_tile,
         key_tile,
     };
-    passes::backward(p, &operands, &cfg, &mut grads)?;
-    drop(operands);
+    passes::backward(p, &sources, &cfg, &mut grads)?;
     write_gradients::<T>(p, grads, outputs)
 }
 

@@ -1,19 +1,21 @@
-//! The backward in one pass over (batch, KV head, key chunk) work items, FlashAttention-2 style:
-//! for each key tile of its chunk and each query tile of every query head of the group, an item
-//! recomputes `P = 2^(scale·log2e·QKᵀ − LSE·log2e)` on the admitted keys (exactly 0 elsewhere)
-//! and `dS = P ∘ (dO·Vᵀ − Δ)`, then accumulates `dV += Pᵀ·dO` and `dK += scale·dSᵀ·Q` into its
-//! own key rows and `dQ += scale·dS·K` into its group's query rows. Each (query, key) tile pair
-//! is thus visited once, at the 2.5× forward FLOPs of the math, with no Lq × Lkv matrix held.
+//! The backward in one pass over (batch, KV head, key chunk) work items: for each query tile of
+//! every query head of the group and each key tile of its chunk, an item recomputes
+//! `P = 2^(scale·log2e·QKᵀ − LSE·log2e)` on the admitted keys (exactly 0 elsewhere) and
+//! `dS = P ∘ (dO·Vᵀ − Δ)`, then accumulates `dV += Pᵀ·dO` and `dK += scale·dSᵀ·Q` into its own
+//! key rows and `dQ += scale·dS·K` into the query tile's rows. Each (query, key) tile pair is thus
+//! visited once, at the 2.5× forward FLOPs of the math, with no Lq × Lkv matrix held.
 //!
 //! The items and the dQ they share are `super::items`'.
 //!
-//! Every product runs on `crate::gemm::micro_kernel` with operands staged once per (batch,
-//! head) in the panel arrangements it reads (`stage::Arrangement::RowPanels` and
-//! `ColumnPanels`), so nothing is packed per product (matrixmultiply packed both operands of all
-//! five products of every tile pair). Sᵀ and dPᵀ are computed as lanes of 16 keys, which makes
-//! them the A operands of dV and dK as they stand; dQ's A operand needs dS as lanes of 16 rows,
-//! the one transposed copy per tile pair. The item's loops are compiled for AVX2 + FMA (chosen at
-//! run time) and for the baseline target.
+//! Every product runs on `crate::gemm::micro_kernel` with operands in the panel arrangements it
+//! reads, so nothing is packed per product (matrixmultiply packed both operands of all five
+//! products of every tile pair). Each item stages what it reads into per-thread buffers that
+//! stay in cache while they are read: its keys and values once, each query tile's Q and dO rows
+//! (with their LSE and Δ) once for all its key tiles, prefetching input rows ahead; the query
+//! tile's dQ rows are summed in a tile buffer and written once. Sᵀ and dPᵀ are computed as lanes
+//! of 16 keys, which makes them the A operands of dV and dK as they stand; dQ's A operand needs
+//! dS as lanes of 16 rows, the one transposed copy per tile pair. The item's loops are compiled
+//! for AVX-512, for AVX2 + FMA (chosen at run time) and for the baseline target.
 
 use std::ops::Range;
 
@@ -21,7 +23,7 @@ use crate::gemm::{Blocking, Fused, Lane, MR, MulAdd, NR, Narrow, Separate, Wide,
 #[cfg(target_arch = "x86_64")]
 use crate::isa::{Isa, isa};
 use crate::sdpa::MaskBand;
-use crate::sdpa::layout::AttnLayout;
+use crate::sdpa::layout::{AHEAD, AttnLayout, prefetch_row};
 use crate::sdpa::softmax::exp2_nonpositive;
 use crate::sdpa::stage::Staged;
 use ragged_core::dtype::FloatElement;
@@ -30,32 +32,21 @@ use ragged_core::error::KernelError;
 use super::items::{Item, for_each_item, tiles};
 use super::problem::Problem;
 
-/// Staged operands of the whole call, per (batch, head) block; `w` panels as in
-/// `stage::Arrangement`.
-pub(super) struct Operands {
-    /// K in row panels of MR: Sᵀ's A operand.
-    pub k_lanes: Staged,
-    /// V in row panels of MR: dPᵀ's A operand.
-    pub v_lanes: Staged,
-    /// Q in row panels of NR: Sᵀ's B operand.
-    pub q_quads: Staged,
-    /// dO in row panels of NR: dPᵀ's B operand.
-    pub d_o_quads: Staged,
-    /// Q in column panels of MR: dKᵀ's A operand.
-    pub q_cols: Staged,
-    /// dO in column panels of MR: dVᵀ's A operand.
-    pub d_o_cols: Staged,
-    /// K in column panels of MR: dQᵀ's A operand.
-    pub k_cols: Staged,
-    /// The forward's LSE times log2 e, one per query row.
-    pub lse2: Staged,
-    /// `Δ = rowsum(dO ∘ O)`, one per query row.
-    pub delta: Staged,
+/// The backward's inputs as typed slices, read where they lie by each work item.
+pub(super) struct Sources<'a, T> {
+    pub q: &'a [T],
+    pub k: &'a [T],
+    pub v: &'a [T],
+    pub o: &'a [T],
+    pub d_o: &'a [T],
+    /// The forward's natural-log LSE.
+    pub lse: &'a [f32],
 }
 
 /// The gradients, staged row-major like their primals; [`backward`] writes every element (each
-/// work item zeroes its own rows before accumulating, in parallel and while they are in cache;
-/// the rows of batches without items are zeroed here), so they are taken unfilled.
+/// work item zeroes its dK and dV rows before accumulating and overwrites its dQ rows, in
+/// parallel and while they are in cache; the rows of batches without items are zeroed by
+/// `super::items`), so they are taken unfilled.
 pub(super) struct Gradients {
     pub dq: Staged,
     pub dk: Staged,
@@ -70,9 +61,34 @@ pub(super) struct Config {
     pub key_tile: usize,
 }
 
-/// Per-thread tile buffers.
+/// Per-thread buffers: what one work item stages of its keys, what one query tile stages of its
+/// rows, and one tile pair's working set. All of it is filled from the inputs by the item that
+/// reads it and stays in cache while it is read, instead of whole-call staged copies that are
+/// written to memory and read back.
 #[derive(Debug, Default)]
 struct Scratch {
+    /// The item's keys in row panels of MR (`panel·D_qk + d`): Sᵀ's A operand.
+    k_lanes: Vec<Lane>,
+    /// Its values likewise (`panel·D_v + d`): dPᵀ's A operand.
+    v_lanes: Vec<Lane>,
+    /// Its keys in column panels of MR (`(d / MR)·keys + j`): dQᵀ's A operand.
+    k_cols: Vec<Lane>,
+    /// The tile's query rows in row panels of NR (`quad·D_qk + d`): Sᵀ's B operand.
+    q_quads: Vec<[f32; NR]>,
+    /// Its dO rows likewise: dPᵀ's B operand.
+    d_o_quads: Vec<[f32; NR]>,
+    /// Its query rows in column panels of MR (`(d / MR)·rows + i`): dKᵀ's A operand.
+    q_cols: Vec<Lane>,
+    /// Its dO rows likewise: dVᵀ's A operand.
+    d_o_cols: Vec<Lane>,
+    /// LSE·log2 e and `Δ = rowsum(dO ∘ O)` of the tile's rows.
+    lse2: Vec<f32>,
+    delta: Vec<f32>,
+    /// One input row in f32, and O's beside dO's for Δ.
+    row: Vec<f32>,
+    o_row: Vec<f32>,
+    /// The tile's dQ rows, row-major, summed over the item's keys.
+    dq: Vec<f32>,
     /// Sᵀ, then Pᵀ: `key_panel·rows' + i`, rows' = rows rounded up to NR.
     p: Vec<Lane>,
     /// dPᵀ, then dSᵀ, likewise.
@@ -84,9 +100,9 @@ struct Scratch {
 }
 
 /// Computes every logical row of dQ, dK and dV into `grads`.
-pub(super) fn backward(
+pub(super) fn backward<T: FloatElement>(
     p: &Problem,
-    s: &Operands,
+    s: &Sources<'_, T>,
     cfg: &Config,
     grads: &mut Gradients,
 ) -> Result<(), KernelError> {
@@ -95,17 +111,35 @@ pub(super) fn backward(
     })
 }
 
-/// Every (key tile, query head, query tile) of one item.
-fn run_item(p: &Problem, s: &Operands, cfg: &Config, item: Item<'_>, scratch: &mut Scratch) {
+/// Every (query head, query tile, key tile) of one item.
+fn run_item<T: FloatElement>(
+    p: &Problem,
+    s: &Sources<'_, T>,
+    cfg: &Config,
+    item: Item<'_>,
+    scratch: &mut Scratch,
+) {
     #[cfg(target_arch = "x86_64")]
     {
         #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma")]
-        fn wide(p: &Problem, s: &Operands, cfg: &Config, item: Item<'_>, scratch: &mut Scratch) {
-            item_body::<Fused, Wide>(p, s, cfg, item, scratch);
+        fn wide<T: FloatElement>(
+            p: &Problem,
+            s: &Sources<'_, T>,
+            cfg: &Config,
+            item: Item<'_>,
+            scratch: &mut Scratch,
+        ) {
+            item_body::<T, Fused, Wide>(p, s, cfg, item, scratch);
         }
         #[target_feature(enable = "avx2,fma")]
-        fn fused(p: &Problem, s: &Operands, cfg: &Config, item: Item<'_>, scratch: &mut Scratch) {
-            item_body::<Fused, Narrow>(p, s, cfg, item, scratch);
+        fn fused<T: FloatElement>(
+            p: &Problem,
+            s: &Sources<'_, T>,
+            cfg: &Config,
+            item: Item<'_>,
+            scratch: &mut Scratch,
+        ) {
+            item_body::<T, Fused, Narrow>(p, s, cfg, item, scratch);
         }
         match isa() {
             // SAFETY: `isa()` chose a set the CPU reports (`crate::isa`).
@@ -115,18 +149,122 @@ fn run_item(p: &Problem, s: &Operands, cfg: &Config, item: Item<'_>, scratch: &m
             Isa::Baseline => {}
         }
     }
-    item_body::<Separate, Narrow>(p, s, cfg, item, scratch);
+    item_body::<T, Separate, Narrow>(p, s, cfg, item, scratch);
 }
 
-/// A staged block as micro-kernel rows of `W` values.
-fn panels<const W: usize>(staged: &Staged, b: usize, h: usize) -> &[[f32; W]] {
-    staged.block(b, h).as_chunks().0
+/// Clears `buffer` and fills it with `len` copies of `value`.
+fn reset<X: Clone>(buffer: &mut Vec<X>, len: usize, value: X) {
+    buffer.clear();
+    buffer.resize(len, value);
+}
+
+/// Grows `buffer` to at least `len` entries; the caller overwrites what it reads.
+fn grow<X: Clone>(buffer: &mut Vec<X>, len: usize, value: X) -> &mut [X] {
+    if buffer.len() < len {
+        buffer.resize(len, value);
+    }
+    &mut buffer[..len]
+}
+
+/// A row panel's entry for one head-dim entry: W rows' values.
+trait Panel: Copy {
+    const W: usize;
+    const ZERO: Self;
+    fn rows(&mut self) -> &mut [f32];
+}
+
+impl Panel for Lane {
+    const W: usize = MR;
+    const ZERO: Self = Lane::ZERO;
+    #[inline(always)]
+    fn rows(&mut self) -> &mut [f32] {
+        &mut self.0
+    }
+}
+
+impl Panel for [f32; NR] {
+    const W: usize = NR;
+    const ZERO: Self = [0.0; NR];
+    #[inline(always)]
+    fn rows(&mut self) -> &mut [f32] {
+        self
+    }
+}
+
+/// Row `s` of head `h` of batch `b` in f32.
+#[inline(always)]
+fn read_row<T: FloatElement>(
+    src: &[T],
+    layout: &AttnLayout,
+    (b, s, h): (usize, usize, usize),
+    out: &mut [f32],
+) {
+    let (start, dim) = (layout.position(b, s, h, 0), out.len());
+    if layout.stride_d == 1 {
+        for (y, x) in out.iter_mut().zip(&src[start..start + dim]) {
+            *y = x.to_f32();
+        }
+    } else {
+        for (d, y) in out.iter_mut().enumerate() {
+            *y = src[start + d * layout.stride_d].to_f32();
+        }
+    }
+}
+
+/// Stages rows `rows` of head `h` of batch `b` of `src` in row panels of `W` (`panel·D + d`,
+/// the rows of the last panel past the end zero) and, with `cols`, in column panels of MR as
+/// well (`(d / MR)·n + r`, the columns past D zero), prefetching the input rows AHEAD rows on;
+/// `each` sees every row in f32.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)] // the operand, its place and its two arrangements
+fn stage_rows<T: FloatElement, P: Panel>(
+    (src, layout): (&[T], &AttnLayout),
+    (b, h): (usize, usize),
+    rows: Range<usize>,
+    row: &mut Vec<f32>,
+    panels: &mut Vec<P>,
+    mut cols: Option<&mut Vec<Lane>>,
+    mut each: impl FnMut(usize, &[f32]),
+) {
+    let dim = layout.head_dim;
+    let n = rows.len();
+    let w = P::W;
+    let panels = grow(panels, n.div_ceil(w) * dim, P::ZERO);
+    panels[n / w * dim..].fill(P::ZERO);
+    if let Some(cols) = cols.as_deref_mut() {
+        let len = dim.div_ceil(MR) * n;
+        if dim.is_multiple_of(MR) {
+            grow(cols, len, Lane::ZERO);
+        } else {
+            reset(cols, len, Lane::ZERO);
+        }
+    }
+    reset(row, dim, 0.0);
+    let end = rows.end;
+    for (r, s) in rows.enumerate() {
+        if s + AHEAD < end {
+            prefetch_row(src, layout, (b, s + AHEAD, h));
+        }
+        read_row(src, layout, (b, s, h), row);
+        let (p, i) = (r / w, r % w);
+        for (entry, &x) in panels[p * dim..(p + 1) * dim].iter_mut().zip(row.iter()) {
+            entry.rows()[i] = x;
+        }
+        if let Some(cols) = cols.as_deref_mut() {
+            for (q, chunk) in row.chunks(MR).enumerate() {
+                for (y, &x) in cols[q * n + r].0.iter_mut().zip(chunk) {
+                    *y = x;
+                }
+            }
+        }
+        each(r, row);
+    }
 }
 
 #[inline(always)]
-fn item_body<F: MulAdd, K: Blocking>(
+fn item_body<T: FloatElement, F: MulAdd, K: Blocking>(
     p: &Problem,
-    s: &Operands,
+    s: &Sources<'_, T>,
     cfg: &Config,
     item: Item<'_>,
     scratch: &mut Scratch,
@@ -137,144 +275,217 @@ fn item_body<F: MulAdd, K: Blocking>(
     let (dqk, dvw) = (f.dim_qk, f.dim_v);
     let group = f.heads_q / f.heads_kv;
     let scale_log2 = cfg.scale * std::f32::consts::LOG2_E;
-    let k_lanes = panels::<MR>(&s.k_lanes, b, g);
-    let v_lanes = panels::<MR>(&s.v_lanes, b, g);
-    let k_cols = panels::<MR>(&s.k_cols, b, g);
-    for rows in [&mut *item.dk, &mut *item.dv, &mut *item.dq] {
+
+    // The item's keys, once for all its query tiles.
+    stage_rows(
+        (s.k, &f.k),
+        (b, g),
+        item.keys.clone(),
+        &mut scratch.row,
+        &mut scratch.k_lanes,
+        Some(&mut scratch.k_cols),
+        |_, _| {},
+    );
+    stage_rows(
+        (s.v, &f.v),
+        (b, g),
+        item.keys.clone(),
+        &mut scratch.row,
+        &mut scratch.v_lanes,
+        None,
+        |_, _| {},
+    );
+    for rows in [&mut *item.dk, &mut *item.dv] {
         rows.fill(0.0);
     }
-    for keys in tiles(item.keys.clone(), cfg.key_tile) {
-        let nk = keys.len();
-        let key_panels = nk.div_ceil(MR);
-        let local = keys.start - item.keys.start;
-        let dk_c = &mut item.dk[local * dqk..(local + nk) * dqk];
-        let dv_c = &mut item.dv[local * dvw..(local + nk) * dvw];
-        for within in 0..group {
-            let h = g * group + within;
-            let q_quads = panels::<NR>(&s.q_quads, b, h);
-            let d_o_quads = panels::<NR>(&s.d_o_quads, b, h);
-            let q_cols = panels::<MR>(&s.q_cols, b, h);
-            let d_o_cols = panels::<MR>(&s.d_o_cols, b, h);
-            let (lse2, delta) = (s.lse2.block(b, h), s.delta.block(b, h));
-            let dq_h = &mut item.dq[within * len_q * dqk..(within + 1) * len_q * dqk];
-            for rows in tiles(0..len_q, cfg.query_tile) {
-                let nr = rows.len();
-                if !admit(cfg.band, &rows, &keys, len_q, len_kv, scratch) {
-                    continue;
-                }
-                // Row counts padded to NR: the B panels of Q and dO are.
-                let nr4 = nr.next_multiple_of(NR);
-                for buffer in [&mut scratch.p, &mut scratch.ds] {
-                    if buffer.len() < key_panels * nr4 {
-                        buffer.resize(key_panels * nr4, Lane::ZERO);
-                    }
-                }
-                let p_t = &mut scratch.p[..key_panels * nr4];
-                let ds_t = &mut scratch.ds[..key_panels * nr4];
+    for within in 0..group {
+        let h = g * group + within;
+        let dq_h = &mut item.dq[within * len_q * dqk..(within + 1) * len_q * dqk];
+        for rows in tiles(0..len_q, cfg.query_tile) {
+            let nr = rows.len();
+            // The tile's rows, once for all the item's key tiles.
+            reset(&mut scratch.lse2, nr, 0.0);
+            for (r, x) in scratch.lse2.iter_mut().enumerate() {
+                *x = s.lse[p.lse.position(b, rows.start + r, h, 0)] * std::f32::consts::LOG2_E;
+            }
+            stage_rows(
+                (s.q, &f.q),
+                (b, h),
+                rows.clone(),
+                &mut scratch.row,
+                &mut scratch.q_quads,
+                Some(&mut scratch.q_cols),
+                |_, _| {},
+            );
+            reset(&mut scratch.delta, nr, 0.0);
+            reset(&mut scratch.o_row, dvw, 0.0);
+            let (delta, o_row) = (&mut scratch.delta, &mut scratch.o_row);
+            stage_rows(
+                (s.d_o, &p.d_o),
+                (b, h),
+                rows.clone(),
+                &mut scratch.row,
+                &mut scratch.d_o_quads,
+                Some(&mut scratch.d_o_cols),
+                |r, d_o_row| {
+                    read_row(s.o, &f.o, (b, rows.start + r, h), o_row);
+                    delta[r] = dot(d_o_row, o_row);
+                },
+            );
+            reset(&mut scratch.dq, nr * dqk, 0.0);
 
-                // Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ, 16 keys × NR rows per micro-tile.
-                let first_panel = keys.start / MR;
-                let row_quads = nr4 / NR;
-                let first_quad = rows.start / NR;
-                product::<F, K, _, _, _>(
-                    key_panels,
-                    row_quads,
-                    |kp| &k_lanes[(first_panel + kp) * dqk..(first_panel + kp + 1) * dqk],
-                    |c| &q_quads[(first_quad + c) * dqk..(first_quad + c + 1) * dqk],
-                    |kp, c, block| {
-                        for (lane, column) in p_t[kp * nr4 + c * NR..][..NR].iter_mut().zip(block) {
-                            lane.0 = *column;
-                        }
-                    },
-                );
-                product::<F, K, _, _, _>(
-                    key_panels,
-                    row_quads,
-                    |kp| &v_lanes[(first_panel + kp) * dvw..(first_panel + kp + 1) * dvw],
-                    |c| &d_o_quads[(first_quad + c) * dvw..(first_quad + c + 1) * dvw],
-                    |kp, c, block| {
-                        for (lane, column) in ds_t[kp * nr4 + c * NR..][..NR].iter_mut().zip(block)
-                        {
-                            lane.0 = *column;
-                        }
-                    },
-                );
-
-                // P = 2^(S·scale·log2e − LSE·log2e) and dS = P ∘ (dP − Δ) on admitted keys,
-                // exactly 0 elsewhere (padding rows and keys included).
-                for (kp, (p_lanes, ds_lanes)) in p_t
-                    .chunks_exact_mut(nr4)
-                    .zip(ds_t.chunks_exact_mut(nr4))
-                    .enumerate()
-                {
-                    let rows_of_panel = p_lanes.iter_mut().zip(ds_lanes.iter_mut()).enumerate();
-                    for (i, (p_lane, ds_lane)) in rows_of_panel {
-                        let (admitted, l, d) = match scratch.admitted.get(i) {
-                            Some(a) => (a.clone(), lse2[rows.start + i], delta[rows.start + i]),
-                            None => (0..0, 0.0, 0.0),
-                        };
-                        let first = kp * MR;
-                        for (jj, (x, g)) in p_lane.0.iter_mut().zip(&mut ds_lane.0).enumerate() {
-                            let inside = admitted.start <= first + jj && first + jj < admitted.end;
-                            let prob = exp2_nonpositive(*x * scale_log2 - l);
-                            let prob = if inside { prob } else { 0.0 };
-                            *g = if inside { prob * (*g - d) } else { 0.0 };
-                            *x = prob;
-                        }
-                    }
-                }
-
-                // dVᵀ += dOᵀ·P and dKᵀ += scale·Qᵀ·dS, 16 head-dim entries × NR keys per
-                // micro-tile: the B panels are NR keys of each lane of Pᵀ and dSᵀ, and each
-                // result column is a contiguous part of one key's row of dV or dK.
-                let (p_t, ds_t) = (&*p_t, &*ds_t);
-                let key_quads = nk.div_ceil(NR);
-                let quads = |t, j| key_quad(t, nr4, nr, j);
-                product::<F, K, _, _, _>(
-                    dvw.div_ceil(MR),
-                    key_quads,
-                    |q| &d_o_cols[q * len_q + rows.start..q * len_q + rows.end],
-                    |j| quads(p_t, j),
-                    |q, j, block| accumulate(dv_c, dvw, j * NR..nk, q * MR, block, 1.0),
-                );
-                product::<F, K, _, _, _>(
-                    dqk.div_ceil(MR),
-                    key_quads,
-                    |q| &q_cols[q * len_q + rows.start..q * len_q + rows.end],
-                    |j| quads(ds_t, j),
-                    |q, j, block| accumulate(dk_c, dqk, j * NR..nk, q * MR, block, cfg.scale),
-                );
-
-                // dS as NR rows per key (the one transposed copy), then dQᵀ += scale·Kᵀ·dSᵀ.
-                // Every entry is written below, so the buffer only grows, never is cleared.
-                if scratch.ds_quads.len() < row_quads * nk {
-                    scratch.ds_quads.resize(row_quads * nk, [0.0; NR]);
-                }
-                let ds_quads = &mut scratch.ds_quads[..row_quads * nk];
-                for (c, quads) in ds_quads.chunks_exact_mut(nk).enumerate() {
-                    for (kp, quads) in quads.chunks_mut(MR).enumerate() {
-                        let lanes = &ds_t[kp * nr4 + c * NR..kp * nr4 + c * NR + NR];
-                        for (jj, quad) in quads.iter_mut().enumerate() {
-                            *quad = std::array::from_fn(|t| lanes[t].0[jj]);
-                        }
-                    }
-                }
-                let ds_quads = &*ds_quads;
-                product::<F, K, _, _, _>(
-                    dqk.div_ceil(MR),
-                    row_quads,
-                    |q| &k_cols[q * len_kv + keys.start..q * len_kv + keys.end],
-                    |c| &ds_quads[c * nk..(c + 1) * nk],
-                    |q, c, block| {
-                        let first_row = rows.start + c * NR;
-                        accumulate(dq_h, dqk, first_row..rows.end, q * MR, block, cfg.scale);
-                    },
+            for keys in tiles(item.keys.clone(), cfg.key_tile) {
+                tile_pair::<F, K>(
+                    cfg,
+                    (dqk, dvw, scale_log2),
+                    (&rows, len_q),
+                    (&keys, &item.keys, len_kv),
+                    (&mut *item.dk, &mut *item.dv),
+                    scratch,
                 );
             }
+            dq_h[rows.start * dqk..rows.end * dqk].copy_from_slice(&scratch.dq);
         }
     }
 }
 
+/// One (query tile, key tile) pair: recomputes P and dS, accumulates dV and dK into the item's
+/// key rows and dQ into the tile's rows (`scratch.dq`).
+#[inline(always)]
+fn tile_pair<F: MulAdd, K: Blocking>(
+    cfg: &Config,
+    (dqk, dvw, scale_log2): (usize, usize, f32),
+    (rows, len_q): (&Range<usize>, usize),
+    (keys, item_keys, len_kv): (&Range<usize>, &Range<usize>, usize),
+    (dk, dv): (&mut [f32], &mut [f32]),
+    scratch: &mut Scratch,
+) {
+    let nr = rows.len();
+    let nk = keys.len();
+    if !admit(cfg.band, rows, keys, len_q, len_kv, &mut scratch.admitted) {
+        return;
+    }
+    let local = keys.start - item_keys.start;
+    let n_item = item_keys.len();
+    let dk_c = &mut dk[local * dqk..(local + nk) * dqk];
+    let dv_c = &mut dv[local * dvw..(local + nk) * dvw];
+    let key_panels = nk.div_ceil(MR);
+    // Row counts padded to NR: the B panels of Q and dO are.
+    let nr4 = nr.next_multiple_of(NR);
+    let p_t = grow(&mut scratch.p, key_panels * nr4, Lane::ZERO);
+    let ds_t = grow(&mut scratch.ds, key_panels * nr4, Lane::ZERO);
+    let (k_lanes, v_lanes, k_cols) = (&scratch.k_lanes, &scratch.v_lanes, &scratch.k_cols);
+    let (q_quads, d_o_quads) = (&scratch.q_quads, &scratch.d_o_quads);
+    let (q_cols, d_o_cols) = (&scratch.q_cols, &scratch.d_o_cols);
+    let (lse2, delta) = (&scratch.lse2, &scratch.delta);
+
+    // Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ, 16 keys × NR rows per micro-tile.
+    let first_panel = local / MR;
+    let row_quads = nr4 / NR;
+    product::<F, K, _, _, _>(
+        key_panels,
+        row_quads,
+        |kp| &k_lanes[(first_panel + kp) * dqk..(first_panel + kp + 1) * dqk],
+        |c| &q_quads[c * dqk..(c + 1) * dqk],
+        |kp, c, block| {
+            for (lane, column) in p_t[kp * nr4 + c * NR..][..NR].iter_mut().zip(block) {
+                lane.0 = *column;
+            }
+        },
+    );
+    product::<F, K, _, _, _>(
+        key_panels,
+        row_quads,
+        |kp| &v_lanes[(first_panel + kp) * dvw..(first_panel + kp + 1) * dvw],
+        |c| &d_o_quads[c * dvw..(c + 1) * dvw],
+        |kp, c, block| {
+            for (lane, column) in ds_t[kp * nr4 + c * NR..][..NR].iter_mut().zip(block) {
+                lane.0 = *column;
+            }
+        },
+    );
+
+    // P = 2^(S·scale·log2e − LSE·log2e) and dS = P ∘ (dP − Δ) on admitted keys, exactly 0
+    // elsewhere (padding rows and keys included).
+    for (kp, (p_lanes, ds_lanes)) in p_t
+        .chunks_exact_mut(nr4)
+        .zip(ds_t.chunks_exact_mut(nr4))
+        .enumerate()
+    {
+        let rows_of_panel = p_lanes.iter_mut().zip(ds_lanes.iter_mut()).enumerate();
+        for (i, (p_lane, ds_lane)) in rows_of_panel {
+            let (admitted, l, d) = match scratch.admitted.get(i) {
+                Some(a) => (a.clone(), lse2[i], delta[i]),
+                None => (0..0, 0.0, 0.0),
+            };
+            let first = kp * MR;
+            for (jj, (x, g)) in p_lane.0.iter_mut().zip(&mut ds_lane.0).enumerate() {
+                let inside = admitted.start <= first + jj && first + jj < admitted.end;
+                let prob = exp2_nonpositive(*x * scale_log2 - l);
+                let prob = if inside { prob } else { 0.0 };
+                *g = if inside { prob * (*g - d) } else { 0.0 };
+                *x = prob;
+            }
+        }
+    }
+
+    // dVᵀ += dOᵀ·P and dKᵀ += scale·Qᵀ·dS, 16 head-dim entries × NR keys per micro-tile: the B
+    // panels are NR keys of each lane of Pᵀ and dSᵀ, and each result column is a contiguous
+    // part of one key's row of dV or dK.
+    let (p_t, ds_t) = (&*p_t, &*ds_t);
+    let key_quads = nk.div_ceil(NR);
+    let quads = |t, j| key_quad(t, nr4, nr, j);
+    product::<F, K, _, _, _>(
+        dvw.div_ceil(MR),
+        key_quads,
+        |q| &d_o_cols[q * nr..(q + 1) * nr],
+        |j| quads(p_t, j),
+        |q, j, block| accumulate(dv_c, dvw, j * NR..nk, q * MR, block, 1.0),
+    );
+    product::<F, K, _, _, _>(
+        dqk.div_ceil(MR),
+        key_quads,
+        |q| &q_cols[q * nr..(q + 1) * nr],
+        |j| quads(ds_t, j),
+        |q, j, block| accumulate(dk_c, dqk, j * NR..nk, q * MR, block, cfg.scale),
+    );
+
+    // dS as NR rows per key (the one transposed copy), then dQᵀ += scale·Kᵀ·dSᵀ. Every entry
+    // is written below, so the buffer only grows, never is cleared.
+    let ds_quads = grow(&mut scratch.ds_quads, row_quads * nk, [0.0; NR]);
+    for (c, quads) in ds_quads.chunks_exact_mut(nk).enumerate() {
+        for (kp, quads) in quads.chunks_mut(MR).enumerate() {
+            let lanes = &ds_t[kp * nr4 + c * NR..kp * nr4 + c * NR + NR];
+            for (jj, quad) in quads.iter_mut().enumerate() {
+                *quad = std::array::from_fn(|t| lanes[t].0[jj]);
+            }
+        }
+    }
+    let ds_quads = &*ds_quads;
+    let dq = &mut scratch.dq;
+    product::<F, K, _, _, _>(
+        dqk.div_ceil(MR),
+        row_quads,
+        |q| &k_cols[q * n_item + local..q * n_item + local + nk],
+        |c| &ds_quads[c * nk..(c + 1) * nk],
+        |q, c, block| accumulate(dq, dqk, c * NR..nr, q * MR, block, cfg.scale),
+    );
+}
+
+/// `Σ x·y` over 16 running sums, so that it vectorises.
+#[inline(always)]
+fn dot(x: &[f32], y: &[f32]) -> f32 {
+    let mut sums = [0.0f32; MR];
+    let (xc, xr) = x.as_chunks::<MR>();
+    let (yc, yr) = y.as_chunks::<MR>();
+    for (a, c) in xc.iter().zip(yc) {
+        for ((s, &a), &c) in sums.iter_mut().zip(a).zip(c) {
+            *s += a * c;
+        }
+    }
+    let tail: f32 = xr.iter().zip(yr).map(|(a, c)| a * c).sum();
+    sums.iter().sum::<f32>() + tail
+}
 /// Key quad `j`'s entries of rows `0..rows` of a transposed tile (`rows_padded` lanes per key
 /// panel).
 #[inline(always)]
@@ -309,7 +520,7 @@ fn accumulate(
     }
 }
 
-/// Fills `scratch.admitted` with each row's admitted keys relative to `keys`; `false` when no
+/// Fills `admitted` with each row's admitted keys relative to `keys`; `false` when no
 /// row of the tile admits any of them.
 fn admit(
     band: MaskBand,
@@ -317,10 +528,10 @@ fn admit(
     keys: &Range<usize>,
     len_q: usize,
     len_kv: usize,
-    scratch: &mut Scratch,
+    admitted: &mut Vec<Range<usize>>,
 ) -> bool {
-    scratch.admitted.clear();
-    scratch.admitted.extend(rows.clone().map(|i| {
+    admitted.clear();
+    admitted.extend(rows.clone().map(|i| {
         let a = band.admitted(i, len_q, len_kv);
         let (lo, hi) = (a.start.max(keys.start), a.end.min(keys.end));
         if lo < hi {
@@ -329,7 +540,7 @@ fn admit(
             0..0
         }
     }));
-    scratch.admitted.iter().any(|a| !a.is_empty())
+    admitted.iter().any(|a| !a.is_empty())
 }
 
 /// `Δ = rowsum(dO ∘ O)` of every logical query row, read where the tensors lie (converted to
