@@ -421,8 +421,9 @@ fn attend<F: MulAdd, K: Blocking>(
             dv_panels,
             |p| &tile[p * width..(p + 1) * width],
             |q| {
-                let first = q * input.keys - input.key_base;
-                &input.v[first + j0..first + j1]
+                // Keys j0..j1 are absolute and at least key_base, where the staged panel starts.
+                let first = q * input.keys;
+                &input.v[first + j0 - input.key_base..first + j1 - input.key_base]
             },
             |p, q, block| {
                 let lanes = &mut acc[p * acc_width + q * NR..][..NR];
