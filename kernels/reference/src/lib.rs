@@ -23,6 +23,6 @@ pub mod sdpa_fp8;
 pub use sdpa::{ForwardExtras, PagedInputs, SdpaParams, sdpa_forward, sdpa_forward_with};
 pub use sdpa_backward::{BackwardInputs, BackwardOutputs, SdpaBackwardParams, sdpa_backward};
 pub use sdpa_fp8::{
-    Fp8Output, Fp8OutputData, Fp8Scales, Fp8SdpaError, Fp8SdpaOutputs, Fp8SdpaProblem,
-    SoftmaxQuantization, sdpa_forward_fp8,
+    Fp8Output, Fp8OutputData, Fp8Scales, Fp8SdpaOutputs, Fp8SdpaProblem, SoftmaxQuantization,
+    sdpa_forward_fp8,
 };

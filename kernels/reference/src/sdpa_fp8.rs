@@ -13,6 +13,7 @@
 //! LSE `[T_q, H_q]`, all row-major. The plugin's strided views are the next step's business.
 
 use half::{bf16, f16};
+use ragged_core::error::{KernelError, Role};
 use ragged_core::{Fp8Format, MaskBand};
 
 /// The per-tensor FP8 scalars (`[1,1,1,1]` FLOAT tensors in the graph).
@@ -109,38 +110,6 @@ pub struct Fp8SdpaOutputs {
     pub amax_o: f32,
 }
 
-/// Inconsistent shapes (the plugin declines these long before; the function still refuses
-/// them instead of indexing out of bounds).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum Fp8SdpaError {
-    /// `H_q` is not a positive multiple of `H_kv`.
-    #[error("heads_q {heads_q} is not a positive multiple of heads_kv {heads_kv}")]
-    Heads {
-        /// `H_q`.
-        heads_q: usize,
-        /// `H_kv`.
-        heads_kv: usize,
-    },
-    /// The two length lists differ in length.
-    #[error("{q} query lengths but {kv} key/value lengths")]
-    Batch {
-        /// Entries of `seq_lens_q`.
-        q: usize,
-        /// Entries of `seq_lens_kv`.
-        kv: usize,
-    },
-    /// A buffer's length does not match the shape.
-    #[error("{tensor} has {actual} elements, the shape needs {expected}")]
-    Length {
-        /// `"q"`, `"k"` or `"v"`.
-        tensor: &'static str,
-        /// What the shape needs.
-        expected: usize,
-        /// What was given.
-        actual: usize,
-    },
-}
-
 /// Runs the FP8 forward of `fp8-attention.md` §3 on FP8 codes `q`, `k`, `v`.
 ///
 /// Per sequence `b`, query head `h` (KV head `g`), query row `i` and admitted keys `J`:
@@ -159,33 +128,41 @@ pub fn sdpa_forward_fp8(
     q: &[u8],
     k: &[u8],
     v: &[u8],
-) -> Result<Fp8SdpaOutputs, Fp8SdpaError> {
+) -> Result<Fp8SdpaOutputs, KernelError> {
+    // Inconsistent shapes: the plugin declines them long before; refused here rather than
+    // indexed out of bounds.
     let p = problem;
+    let dim = |role, field, value: usize, expected: String| KernelError::SdpaDim {
+        role,
+        field,
+        value: i64::try_from(value).unwrap_or(i64::MAX),
+        expected,
+    };
     if p.heads_kv == 0 || p.heads_q == 0 || !p.heads_q.is_multiple_of(p.heads_kv) {
-        return Err(Fp8SdpaError::Heads {
-            heads_q: p.heads_q,
-            heads_kv: p.heads_kv,
-        });
+        return Err(dim(
+            Role::Q,
+            "heads",
+            p.heads_q,
+            format!("a positive multiple of H_kv = {}", p.heads_kv),
+        ));
     }
     if p.seq_lens_q.len() != p.seq_lens_kv.len() {
-        return Err(Fp8SdpaError::Batch {
-            q: p.seq_lens_q.len(),
-            kv: p.seq_lens_kv.len(),
-        });
+        return Err(dim(
+            Role::K,
+            "batch (sequence lengths)",
+            p.seq_lens_kv.len(),
+            format!("{}, as Q's", p.seq_lens_q.len()),
+        ));
     }
     let total_q: usize = p.seq_lens_q.iter().sum();
     let total_kv: usize = p.seq_lens_kv.iter().sum();
-    for (tensor, expected, actual) in [
-        ("q", total_q * p.heads_q * p.d_qk, q.len()),
-        ("k", total_kv * p.heads_kv * p.d_qk, k.len()),
-        ("v", total_kv * p.heads_kv * p.d_v, v.len()),
+    for (role, expected, actual) in [
+        (Role::Q, total_q * p.heads_q * p.d_qk, q.len()),
+        (Role::K, total_kv * p.heads_kv * p.d_qk, k.len()),
+        (Role::V, total_kv * p.heads_kv * p.d_v, v.len()),
     ] {
         if expected != actual {
-            return Err(Fp8SdpaError::Length {
-                tensor,
-                expected,
-                actual,
-            });
+            return Err(dim(role, "elements", actual, expected.to_string()));
         }
     }
 
@@ -386,16 +363,21 @@ mod tests {
         let mut problem = one_row(&[2], None);
         assert_eq!(
             sdpa_forward_fp8(&problem, &[0], &[0], &[0, 0]),
-            Err(Fp8SdpaError::Length {
-                tensor: "k",
-                expected: 2,
-                actual: 1
+            Err(KernelError::SdpaDim {
+                role: Role::K,
+                field: "elements",
+                value: 1,
+                expected: "2".to_owned(),
             })
         );
         problem.heads_kv = 2;
         assert!(matches!(
             sdpa_forward_fp8(&problem, &[0], &[0, 0], &[0, 0]),
-            Err(Fp8SdpaError::Heads { .. })
+            Err(KernelError::SdpaDim {
+                role: Role::Q,
+                field: "heads",
+                ..
+            })
         ));
     }
 }
