@@ -347,6 +347,7 @@ pub fn element(data: HostData<'_>, i: usize) -> Option<f64> {
         HostData::BF16(s) => s.get(i)?.to_f64(),
         HostData::I32(s) => f64::from(*s.get(i)?),
         HostData::I64(s) => *s.get(i)? as f64,
+        HostData::Fp8(format, s) => format.decode_f64(*s.get(i)?),
     })
 }
 

@@ -252,5 +252,6 @@ fn bits(data: HostData<'_>, i: usize) -> u64 {
         HostData::BF16(s) => u64::from(s[i].to_bits()),
         HostData::I32(s) => s[i] as u32 as u64,
         HostData::I64(s) => s[i] as u64,
+        HostData::Fp8(_, s) => u64::from(s[i]),
     }
 }

@@ -70,7 +70,7 @@ fn tensor_desc(t: &TensorAttributes) -> Result<TensorDesc, Decline> {
             t.uid,
             "data_type",
             format!("{:?}", t.data_type),
-            "FLOAT, HALF, BFLOAT16, INT32 or INT64",
+            "FLOAT, HALF, BFLOAT16, INT32 or INT64 (FP8 runs in a single SDPA forward node only)",
         ));
     };
     if t.is_runtime_pass_by_value {
@@ -145,6 +145,10 @@ fn tensor_desc(t: &TensorAttributes) -> Result<TensorDesc, Decline> {
 fn sdpa_node(graph: &Graph, sdpa: &SdpaAttributes) -> Result<SdpaNode, Decline> {
     problem::check_unsupported_features(sdpa)?;
     problem::check_no_serving_features(sdpa)?;
+    problem::check_no_fp8_fields(
+        sdpa,
+        "a multi-node graph runs no FP8 attention (a single SDPA forward node does)",
+    )?;
     if sdpa.padding_mask
         && (sdpa.seq_len_q_tensor_uid.is_none() || sdpa.seq_len_kv_tensor_uid.is_none())
     {

@@ -252,6 +252,8 @@ pub fn write(path: &Path, data: HostData<'_>, shape: &[u64]) -> std::io::Result<
         HostData::BF16(s) => put(file, shape, s.iter().map(|v| v.to_bits())),
         HostData::I32(s) => put(file, shape, s.iter().copied()),
         HostData::I64(s) => put(file, shape, s.iter().copied()),
+        // The raw codes, as the 16-bit types write their bits.
+        HostData::Fp8(_, s) => put(file, shape, s.iter().copied()),
     }
 }
 

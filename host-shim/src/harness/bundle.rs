@@ -206,6 +206,13 @@ pub fn create_tensor_from_attribute(
         name: attrs.name.clone(),
         source,
     };
+    // `kernel_type` allocates no FP8 type: the harness has no owning FP8 tensor.
+    let fp8 = |format: ragged_core::Fp8Format| {
+        Err(HostError::Harness(format!(
+            "tensor uid {} has data_type {format}, which the harness cannot allocate",
+            attrs.uid
+        )))
+    };
     match attrs.ragged_offset_tensor_uid {
         None => match dtype {
             KernelType::F32 => dense::<f32>(attrs),
@@ -213,6 +220,7 @@ pub fn create_tensor_from_attribute(
             KernelType::BF16 => dense::<bf16>(attrs),
             KernelType::I32 => dense::<i32>(attrs),
             KernelType::I64 => dense::<i64>(attrs),
+            KernelType::Fp8(format) => return fp8(format),
         }
         .map_err(allocation),
         Some(aux_uid) => {
@@ -228,6 +236,7 @@ pub fn create_tensor_from_attribute(
                 KernelType::BF16 => ragged::<bf16>(attrs, aux),
                 KernelType::I32 => ragged::<i32>(attrs, aux),
                 KernelType::I64 => ragged::<i64>(attrs, aux),
+                KernelType::Fp8(format) => return fp8(format),
             }
             .map_err(allocation)
         }

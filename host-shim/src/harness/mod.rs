@@ -281,6 +281,7 @@ fn host_bytes(t: &dyn Tensor) -> &[u8] {
         HostData::BF16(s) => (s.as_ptr().cast::<u8>(), std::mem::size_of_val(s)),
         HostData::I32(s) => (s.as_ptr().cast::<u8>(), std::mem::size_of_val(s)),
         HostData::I64(s) => (s.as_ptr().cast::<u8>(), std::mem::size_of_val(s)),
+        HostData::Fp8(_, s) => (s.as_ptr(), s.len()),
     };
     // SAFETY: the region is the tensor's own initialised slice of a plain-old-data element type,
     // borrowed for the lifetime of `t`.
@@ -294,6 +295,7 @@ fn host_bytes_mut(t: &mut dyn TensorMut) -> &mut [u8] {
         HostDataMut::BF16(s) => (s.as_mut_ptr().cast::<u8>(), std::mem::size_of_val(s)),
         HostDataMut::I32(s) => (s.as_mut_ptr().cast::<u8>(), std::mem::size_of_val(s)),
         HostDataMut::I64(s) => (s.as_mut_ptr().cast::<u8>(), std::mem::size_of_val(s)),
+        HostDataMut::Fp8(_, s) => (s.as_mut_ptr(), s.len()),
     };
     // SAFETY: as in `host_bytes`, exclusively borrowed; every bit pattern is a valid value of
     // these element types.
@@ -308,6 +310,7 @@ fn host_ptr(t: &dyn Tensor) -> *const c_void {
         HostData::BF16(s) => s.as_ptr().cast(),
         HostData::I32(s) => s.as_ptr().cast(),
         HostData::I64(s) => s.as_ptr().cast(),
+        HostData::Fp8(_, s) => s.as_ptr().cast(),
     }
 }
 
@@ -318,6 +321,7 @@ fn host_ptr_mut(t: &mut dyn TensorMut) -> *mut c_void {
         HostDataMut::BF16(s) => s.as_mut_ptr().cast(),
         HostDataMut::I32(s) => s.as_mut_ptr().cast(),
         HostDataMut::I64(s) => s.as_mut_ptr().cast(),
+        HostDataMut::Fp8(_, s) => s.as_mut_ptr().cast(),
     }
 }
 

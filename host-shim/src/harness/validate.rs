@@ -106,6 +106,7 @@ fn element(data: HostData<'_>, i: usize) -> (f64, u64) {
         HostData::BF16(s) => (s[i].to_f64(), u64::from(s[i].to_bits())),
         HostData::I32(s) => (f64::from(s[i]), s[i] as u32 as u64),
         HostData::I64(s) => (s[i] as f64, s[i] as u64),
+        HostData::Fp8(format, s) => (format.decode_f64(s[i]), u64::from(s[i])),
     }
 }
 
@@ -118,6 +119,7 @@ pub fn sentinel_bits(dtype: KernelType) -> u64 {
         KernelType::BF16 => u64::from(half::bf16::sentinel().to_bits()),
         KernelType::I32 => i32::sentinel() as u32 as u64,
         KernelType::I64 => i64::sentinel() as u64,
+        KernelType::Fp8(format) => u64::from(format.nan_code(false)),
     }
 }
 

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use ragged_core::binding::Call;
 use ragged_core::engine::{self, Listing, Planned, Planner, Problem, Reach};
 use ragged_core::problem::{BackwardProblem, Operand, RaggedSdpaProblem};
-use ragged_core::{Decline, Fault, KernelError};
+use ragged_core::{Decline, Fault, KernelError, contract};
 use ragged_gpu_runtime::library_dir;
 
 use crate::{
@@ -26,6 +26,8 @@ impl Planner for AiterFmha {
     fn plan(&self, problem: &Problem) -> Result<Box<dyn Planned>, Decline> {
         match problem {
             Problem::Forward(p) => {
+                // Before the availability check, so the reason is FP8 on any machine.
+                contract::check_no_fp8(p)?;
                 let (aiter, plan) = plan(available()?, p)?;
                 Ok(Box::new(ForwardPlan {
                     problem: Arc::clone(p),
@@ -264,6 +266,18 @@ pub fn release_probe() {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Before the availability check: the reason is FP8 on a machine without AITER too.
+    #[test]
+    fn fp8_forwards_are_declined_naming_fp8() {
+        let p = ragged_core::problem::test_support::fp8(2, (4, 2), (4, 2), 64);
+        let decline = AiterFmha
+            .plan(&Problem::Forward(Arc::new(p)))
+            .map(|_| ())
+            .unwrap_err();
+        assert_eq!(decline.uid, Some(1));
+        assert!(decline.to_string().contains("does not run FP8 attention"));
+    }
 
     #[test]
     fn aiter_errors_map_by_cause_and_name_the_engine() {

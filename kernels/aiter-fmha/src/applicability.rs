@@ -15,7 +15,7 @@ use super::problem::{AiterProblem, LseLayout, RaggedOperand, is_unmasked};
 use super::workspace::WorkspacePlan;
 use ragged_core::contract::{self, Decline};
 use ragged_core::problem::RaggedSdpaProblem;
-use ragged_core::{DataType, DiagonalAlignment};
+use ragged_core::{DataType, DiagonalAlignment, Fp8Format};
 
 /// CK tile's largest head dim (ragged-sdpa.md §6).
 pub const MAX_HEAD_DIM: i64 = 256;
@@ -82,6 +82,10 @@ fn hipdnn_type_name(dtype: DataType) -> &'static str {
         DataType::BF16 => "BFLOAT16",
         DataType::I32 => "INT32",
         DataType::I64 => "INT64",
+        DataType::Fp8(Fp8Format::E4M3) => "FP8_E4M3",
+        DataType::Fp8(Fp8Format::E5M2) => "FP8_E5M2",
+        DataType::Fp8(Fp8Format::E4M3Fnuz) => "FP8_E4M3_FNUZ",
+        DataType::Fp8(Fp8Format::E5M2Fnuz) => "FP8_E5M2_FNUZ",
     }
 }
 

@@ -110,6 +110,7 @@ fn gradient_carrier(forward: &RaggedSdpaProblem, grads: [&Operand; 4]) -> Ragged
         mask: forward.mask,
         paged: None,
         sinks: None,
+        fp8: None,
     }
 }
 

@@ -147,6 +147,19 @@ impl Signature {
         if let Some(stats) = &problem.stats {
             s.tensor(stats, Access::Write);
         }
+        for amax in problem.fp8.iter().flat_map(|f| f.amaxes()) {
+            s.push(Declared {
+                uid: amax.uid,
+                role: amax.role,
+                kind: Kind::Tensor {
+                    dtype: DataType::F32,
+                    dims: amax.dims(),
+                    strides: amax.strides(),
+                    ragged: None,
+                    access: Access::Write,
+                },
+            });
+        }
         s
     }
 
@@ -217,25 +230,24 @@ impl Signature {
                 },
             });
         }
-        match problem.scale {
-            ScalePlan::Fixed(_) => {}
-            ScalePlan::RuntimeHostScalar { uid, data_type } => self.push(Declared {
-                uid,
-                role: SCALE_ROLE,
-                kind: Kind::Scale {
-                    dtype: data_type,
-                    host_only: true,
-                },
-            }),
-            ScalePlan::DeviceTensor { uid, data_type } => self.push(Declared {
-                uid,
-                role: SCALE_ROLE,
-                kind: Kind::Scale {
-                    dtype: data_type,
-                    host_only: false,
-                },
-            }),
+        self.scalar(SCALE_ROLE, problem.scale);
+        for scalar in problem.fp8.iter().flat_map(|f| f.scalars()) {
+            self.scalar(scalar.role, scalar.plan);
         }
+    }
+
+    /// A scale read at execute (nothing for a baked one).
+    fn scalar(&mut self, role: &'static str, plan: ScalePlan) {
+        let (uid, dtype, host_only) = match plan {
+            ScalePlan::Fixed(_) => return,
+            ScalePlan::RuntimeHostScalar { uid, data_type } => (uid, data_type, true),
+            ScalePlan::DeviceTensor { uid, data_type } => (uid, data_type, false),
+        };
+        self.push(Declared {
+            uid,
+            role,
+            kind: Kind::Scale { dtype, host_only },
+        });
     }
 
     fn offsets(&mut self, t: &Operand) {
@@ -493,19 +505,26 @@ impl<'call> Call<'call> {
     /// The attention scale of this call: fixed in the graph, or read from its binding; a value
     /// that is not finite as the kernels' f32 is INVALID_VALUE naming uid and value.
     pub fn scale(&self, plan: ScalePlan) -> Result<f32, KernelError> {
+        let value = self.scalar(plan)?;
+        match plan {
+            ScalePlan::RuntimeHostScalar { uid, .. } | ScalePlan::DeviceTensor { uid, .. }
+                if !value.is_finite() =>
+            {
+                Err(KernelError::NonFiniteScale { uid, value })
+            }
+            _ => Ok(value),
+        }
+    }
+
+    /// A scalar of this call as f32, whatever its value: an FP8 scale or descale that is NaN
+    /// or infinite propagates into the outputs (fp8-attention.md §3.7) rather than failing.
+    pub fn scalar(&self, plan: ScalePlan) -> Result<f32, KernelError> {
         let uid = match plan {
             ScalePlan::Fixed(value) => return Ok(value),
             ScalePlan::RuntimeHostScalar { uid, .. } | ScalePlan::DeviceTensor { uid, .. } => uid,
         };
         match self.bound[self.position(uid)?] {
-            Bound::Scale(value) => {
-                let value = value as f32;
-                if value.is_finite() {
-                    Ok(value)
-                } else {
-                    Err(KernelError::NonFiniteScale { uid, value })
-                }
-            }
+            Bound::Scale(value) => Ok(value as f32),
             Bound::Device(_) => Err(KernelError::DeviceScale { uid }),
             _ => Err(KernelError::Unbound { uid }),
         }

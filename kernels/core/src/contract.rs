@@ -81,6 +81,7 @@ impl std::error::Error for Decline {}
 
 /// Checks the shared GPU contract (module docs).
 pub fn check_gpu(p: &RaggedSdpaProblem) -> Result<(), Decline> {
+    check_no_fp8(p)?;
     check_no_serving_features(p)?;
     check_scale(&p.scale)?;
     for t in p.primaries() {
@@ -125,6 +126,22 @@ pub fn check_no_serving_features(p: &RaggedSdpaProblem) -> Result<(), Decline> {
         ));
     }
     Ok(())
+}
+
+/// FP8 Q, K and V (fp8-attention.md): no GPU engine runs them yet, so each declines the graph
+/// naming Q's uid and FP8 before any other rule (whose reason, about element sizes or paged
+/// pools, would hide the real one). Every path of a GPU engine calls this first.
+pub fn check_no_fp8(p: &RaggedSdpaProblem) -> Result<(), Decline> {
+    match &p.fp8 {
+        None => Ok(()),
+        Some(fp8) => Err(Decline::new(
+            p.q.uid,
+            format!("{} data type", p.q.role),
+            format!("FP8 ({})", fp8.input),
+            "FLOAT, HALF or BFLOAT16: this engine does not run FP8 attention (the host \
+             reference engine does)",
+        )),
+    }
 }
 
 fn check_scale(scale: &ScalePlan) -> Result<(), Decline> {
@@ -193,6 +210,23 @@ fn check_alignment(t: &Operand) -> Result<(), Decline> {
 /// plugin checks it when it builds the problem, and the GPU contract again for problems built by
 /// hand.
 pub fn check_shapes(q: &Operand, k: &Operand, v: &Operand, o: &Operand) -> Result<(), Decline> {
+    check_dims(q, k, v, o)?;
+    for t in [k, v, o] {
+        if t.dtype != q.dtype {
+            return Err(Decline::new(
+                t.uid,
+                format!("{} data type", t.role),
+                format!("{:?}", t.dtype),
+                format!("Q's {:?}", q.dtype),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// [`check_shapes`] without the element types: an FP8 forward's O may differ from Q's type
+/// (fp8-attention.md §1.4), which the plugin checks on its own.
+pub fn check_dims(q: &Operand, k: &Operand, v: &Operand, o: &Operand) -> Result<(), Decline> {
     let [b, s_q, h_q, d_qk] = q.bshd();
     let [_, s_kv, h_kv, _] = k.bshd();
     let d_v = v.head_dim();
@@ -240,16 +274,6 @@ pub fn check_shapes(q: &Operand, k: &Operand, v: &Operand, o: &Operand) -> Resul
             h_kv,
             format!("a divisor of Q's {h_q} heads (GQA)"),
         ));
-    }
-    for t in [k, v, o] {
-        if t.dtype != q.dtype {
-            return Err(Decline::new(
-                t.uid,
-                format!("{} data type", t.role),
-                format!("{:?}", t.dtype),
-                format!("Q's {:?}", q.dtype),
-            ));
-        }
     }
     Ok(())
 }
@@ -585,5 +609,24 @@ mod tests {
         declined(&p, 1, "mask right bound");
         p.mask.right = Some(i64::from(i32::MAX));
         assert_eq!(check_gpu(&p), Ok(()));
+    }
+
+    #[test]
+    fn fp8_problems_are_declined_naming_q_and_fp8_before_anything_else() {
+        let mut p = crate::problem::test_support::fp8(2, (4, 2), (4, 2), 64);
+        p.sinks = Some(crate::problem::Sinks {
+            uid: 30,
+            heads: 2,
+            stride: 1,
+            rank4: false,
+            alignment: 4,
+        });
+        let decline = check_gpu(&p).unwrap_err();
+        assert_eq!(decline.uid, Some(p.q.uid));
+        assert_eq!(
+            decline.to_string(),
+            "tensor uid 1: q_tensor_uid data type = FP8 (fp8_e4m3), need FLOAT, HALF or \
+             BFLOAT16: this engine does not run FP8 attention (the host reference engine does)"
+        );
     }
 }

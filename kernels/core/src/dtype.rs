@@ -8,6 +8,8 @@ use std::fmt;
 
 use half::{bf16, f16};
 
+use crate::fp8::Fp8Format;
+
 /// Element types the SDK stores.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum DataType {
@@ -21,6 +23,9 @@ pub enum DataType {
     I32,
     /// Signed 64-bit integer (offsets, sequence lengths).
     I64,
+    /// One of the four 8-bit float formats, held as raw codes (`u8`): only the host engine's
+    /// FP8 forward reads and writes them, through [`Fp8Format`]'s exact conversions.
+    Fp8(Fp8Format),
 }
 
 impl DataType {
@@ -30,12 +35,22 @@ impl DataType {
             DataType::F32 | DataType::I32 => 4,
             DataType::F16 | DataType::BF16 => 2,
             DataType::I64 => 8,
+            DataType::Fp8(_) => 1,
         }
     }
 
-    /// Whether this is a floating-point type.
+    /// Whether this is a floating-point type the SDK computes on. FP8 is not: its codes are
+    /// decoded explicitly ([`Fp8Format`]), never read as numbers by the generic paths.
     pub const fn is_float(self) -> bool {
         matches!(self, DataType::F32 | DataType::F16 | DataType::BF16)
+    }
+
+    /// The FP8 format, for an FP8 type.
+    pub const fn fp8(self) -> Option<Fp8Format> {
+        match self {
+            DataType::Fp8(format) => Some(format),
+            DataType::F32 | DataType::F16 | DataType::BF16 | DataType::I32 | DataType::I64 => None,
+        }
     }
 }
 
@@ -47,6 +62,7 @@ impl fmt::Display for DataType {
             DataType::BF16 => "bf16",
             DataType::I32 => "i32",
             DataType::I64 => "i64",
+            DataType::Fp8(format) => format.name(),
         })
     }
 }
@@ -64,6 +80,8 @@ pub enum HostData<'a> {
     I32(&'a [i32]),
     /// i64 elements.
     I64(&'a [i64]),
+    /// FP8 codes of one format.
+    Fp8(Fp8Format, &'a [u8]),
 }
 
 impl HostData<'_> {
@@ -75,6 +93,7 @@ impl HostData<'_> {
             HostData::BF16(_) => DataType::BF16,
             HostData::I32(_) => DataType::I32,
             HostData::I64(_) => DataType::I64,
+            HostData::Fp8(format, _) => DataType::Fp8(*format),
         }
     }
 
@@ -86,6 +105,7 @@ impl HostData<'_> {
             HostData::BF16(s) => s.len(),
             HostData::I32(s) => s.len(),
             HostData::I64(s) => s.len(),
+            HostData::Fp8(_, s) => s.len(),
         }
     }
 
@@ -108,6 +128,8 @@ pub enum HostDataMut<'a> {
     I32(&'a mut [i32]),
     /// i64 elements.
     I64(&'a mut [i64]),
+    /// FP8 codes of one format.
+    Fp8(Fp8Format, &'a mut [u8]),
 }
 
 impl HostDataMut<'_> {
@@ -119,6 +141,7 @@ impl HostDataMut<'_> {
             HostDataMut::BF16(s) => HostData::BF16(s),
             HostDataMut::I32(s) => HostData::I32(s),
             HostDataMut::I64(s) => HostData::I64(s),
+            HostDataMut::Fp8(format, s) => HostData::Fp8(*format, s),
         }
     }
 
@@ -130,6 +153,7 @@ impl HostDataMut<'_> {
             HostDataMut::BF16(s) => HostDataMut::BF16(s),
             HostDataMut::I32(s) => HostDataMut::I32(s),
             HostDataMut::I64(s) => HostDataMut::I64(s),
+            HostDataMut::Fp8(format, s) => HostDataMut::Fp8(*format, s),
         }
     }
 

@@ -14,7 +14,7 @@ use std::sync::{Arc, OnceLock};
 use ragged_core::binding::{Call, Stream};
 use ragged_core::engine::{self, Listing, Planned, Planner, Problem, Reach};
 use ragged_core::problem::{BackwardProblem, Operand, RaggedSdpaProblem};
-use ragged_core::{Decline, Fault, KernelError};
+use ragged_core::{Decline, Fault, KernelError, contract};
 use ragged_gpu_runtime::cuda::{GpuError, TensorRole, runtime};
 
 use crate::backward::{self, BackwardBuffers, BackwardEngine, BackwardPlan};
@@ -36,6 +36,10 @@ impl Planner for CudaFmha {
     }
 
     fn plan(&self, problem: &Problem) -> Result<Box<dyn Planned>, Decline> {
+        if let Problem::Forward(p) = problem {
+            // Before the paged/unpaged split: both kernels are 16-bit only.
+            contract::check_no_fp8(p)?;
+        }
         match problem {
             Problem::Forward(p) if p.paged.is_some() => Ok(Box::new(PagedForwardPlan {
                 plan: paged::plan(p)?,
@@ -331,6 +335,47 @@ fn mode_for(value: Option<&std::ffi::OsStr>) -> ExecuteMode {
 mod tests {
     use super::*;
     use std::ffi::OsStr;
+
+    #[test]
+    fn fp8_forwards_are_declined_naming_fp8_on_both_paths() {
+        use ragged_core::problem::test_support::fp8;
+        let unpaged = fp8(2, (4, 2), (4, 2), 64);
+        let mut paged = unpaged;
+        paged.paged = Some(ragged_core::problem::PagedKv {
+            table_k: ragged_core::problem::PageTable {
+                role: "page_table_k_tensor_uid",
+                uid: 40,
+                rows: 2,
+                columns: 1,
+                row_stride: 1,
+                column_stride: 1,
+                rank4: false,
+                alignment: 4,
+            },
+            table_v: ragged_core::problem::PageTable {
+                role: "page_table_v_tensor_uid",
+                uid: 41,
+                rows: 2,
+                columns: 1,
+                row_stride: 1,
+                column_stride: 1,
+                rank4: false,
+                alignment: 4,
+            },
+            max_seq_len_kv: 4,
+            query: ragged_core::problem::QueryForm::Ragged,
+        });
+        for p in [unpaged, paged] {
+            let decline = CudaFmha
+                .plan(&Problem::Forward(Arc::new(p)))
+                .map(|_| ())
+                .unwrap_err();
+            assert_eq!(decline.uid, Some(1));
+            let text = decline.to_string();
+            assert!(text.contains("FP8 (fp8_e4m3)"), "{text}");
+            assert!(text.contains("does not run FP8 attention"), "{text}");
+        }
+    }
 
     #[test]
     fn only_the_value_1_selects_validation() {

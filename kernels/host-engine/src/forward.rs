@@ -8,9 +8,12 @@ use std::sync::Arc;
 
 use ragged_core::binding::Call;
 use ragged_core::engine::{Planned, Reach};
-use ragged_core::problem::RaggedSdpaProblem;
-use ragged_core::{KernelError, Role, SdpaParams};
-use ragged_reference::{ForwardExtras, PagedInputs, sdpa_forward_with};
+use ragged_core::problem::{Fp8Forward, Fp8OutputPlan, RaggedSdpaProblem};
+use ragged_core::{HostDataMut, KernelError, Role, SdpaParams};
+use ragged_reference::{
+    ForwardExtras, Fp8Attributes, Fp8Scales, Fp8Tensors, PagedInputs, SoftmaxQuantization,
+    sdpa_forward_fp8_tensors, sdpa_forward_with,
+};
 
 use crate::pool;
 use crate::views::{self, View};
@@ -35,6 +38,9 @@ impl Planned for HostForward {
     fn execute(&self, call: &mut Call<'_>) -> Result<(), KernelError> {
         let p = &*self.problem;
         let scale = call.scale(p.scale)?;
+        if let Some(fp8) = &p.fp8 {
+            return execute_fp8(p, fp8, scale, call).map_err(|error| name_tensor(error, p));
+        }
         let (q, k, v) = (
             views::input(call, &p.q)?,
             views::input(call, &p.k)?,
@@ -100,6 +106,81 @@ impl Planned for HostForward {
     }
 }
 
+/// The FP8 forward (fp8-attention.md §3): the scalars read like the attention scale, the
+/// reference's staged scalar definition, then the amax outputs, written only once O and the LSE
+/// are. It runs on the calling thread: the definition is one scalar loop, not split in tiles.
+fn execute_fp8(
+    p: &RaggedSdpaProblem,
+    fp8: &Fp8Forward,
+    attn_scale: f32,
+    call: &mut Call<'_>,
+) -> Result<(), KernelError> {
+    let softmax = fp8
+        .softmax
+        .map(|s| -> Result<_, KernelError> {
+            Ok(SoftmaxQuantization {
+                scale_s: call.scalar(s.scale_s.plan)?,
+                descale_s: call.scalar(s.descale_s.plan)?,
+            })
+        })
+        .transpose()?;
+    let attributes = Fp8Attributes {
+        attn_scale,
+        mask: p.mask,
+        scales: Fp8Scales {
+            descale_q: call.scalar(fp8.descale_q.plan)?,
+            descale_k: call.scalar(fp8.descale_k.plan)?,
+            descale_v: call.scalar(fp8.descale_v.plan)?,
+            softmax,
+        },
+        scale_o: match fp8.output {
+            Fp8OutputPlan::Fp8 { scale_o, .. } => Some(call.scalar(scale_o.plan)?),
+            Fp8OutputPlan::Wide => None,
+        },
+    };
+    let (q, k, v) = (
+        views::input(call, &p.q)?,
+        views::input(call, &p.k)?,
+        views::input(call, &p.v)?,
+    );
+    let mut o = views::output(call, &p.o)?;
+    let mut lse = p
+        .stats
+        .as_ref()
+        .map(|s| views::output(call, s))
+        .transpose()?;
+    let seq_len_q = p.seq_len_q.map(|s| views::index(call, s)).transpose()?;
+    let seq_len_kv = p.seq_len_kv.map(|s| views::index(call, s)).transpose()?;
+    let mut amax_s = fp8.amax_s.map(|a| call.take_output(a.uid)).transpose()?;
+    let mut amax_o = fp8.amax_o.map(|a| call.take_output(a.uid)).transpose()?;
+    let amaxes = sdpa_forward_fp8_tensors(
+        Fp8Tensors {
+            q: q.tensor(),
+            k: k.tensor(),
+            v: v.tensor(),
+            o: o.tensor_mut(),
+            lse: lse.as_mut().map(View::tensor_mut),
+            seq_len_q: seq_len_q.as_deref(),
+            seq_len_kv: seq_len_kv.as_deref(),
+        },
+        &attributes,
+    )?;
+    for (slot, value) in [(&mut amax_s, amaxes.amax_s), (&mut amax_o, amaxes.amax_o)] {
+        match slot {
+            None => {}
+            Some(HostDataMut::F32([element])) => *element = value,
+            Some(other) => {
+                return Err(KernelError::Internal(format!(
+                    "an amax output bound as {} elements of {}, not one f32",
+                    other.len(),
+                    other.data_type()
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Multiply-adds below which the forward runs on the calling thread: about 50 µs of one core's
 /// work at the reference's tile throughput, against a few µs per pool hand-off.
 const INLINE_WORK: u128 = 1 << 20;
@@ -135,7 +216,7 @@ pub fn name_tensor(error: KernelError, plan: &RaggedSdpaProblem) -> KernelError 
         Role::PageTableK => plan.paged.map(|p| p.table_k.uid),
         Role::PageTableV => plan.paged.map(|p| p.table_v.uid),
         Role::Sinks => plan.sinks.map(|s| s.uid),
-        _ => None,
+        Role::Scalar | Role::DO | Role::DQ | Role::DK | Role::DV => None,
     })
 }
 

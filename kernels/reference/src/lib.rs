@@ -2,8 +2,9 @@
 //! engine that runs wherever no GPU engine can.
 //!
 //! * [`sdpa`]: SDPA forward over the core's dense and ragged tensors ([`sdpa_forward`]).
-//! * [`mod@sdpa_fp8`]: the FP8 forward's numeric definition (scalar, not yet behind an engine;
-//!   [`sdpa_forward_fp8`]).
+//! * [`mod@sdpa_fp8`]: the FP8 forward's numeric definition (scalar, [`sdpa_forward_fp8`]) and
+//!   its staging over the SDK's tensors ([`sdpa_forward_fp8_tensors`], the host engine's FP8
+//!   forward).
 //! * [`mod@sdpa_backward`]: SDPA backward (dQ, dK, dV) over the same tensors ([`sdpa_backward()`]).
 //! * [`executor`]: runs a multi-node graph (SDPA and pointwise nodes) over host buffers.
 //! * [`parallel`]: the worker pool every kernel here runs on; `gemm`: the micro-kernels, run on
@@ -23,6 +24,6 @@ pub mod sdpa_fp8;
 pub use sdpa::{ForwardExtras, PagedInputs, SdpaParams, sdpa_forward, sdpa_forward_with};
 pub use sdpa_backward::{BackwardInputs, BackwardOutputs, SdpaBackwardParams, sdpa_backward};
 pub use sdpa_fp8::{
-    Fp8Output, Fp8OutputData, Fp8Scales, Fp8SdpaOutputs, Fp8SdpaProblem, SoftmaxQuantization,
-    sdpa_forward_fp8,
+    Fp8Amaxes, Fp8Attributes, Fp8Output, Fp8OutputData, Fp8Scales, Fp8SdpaOutputs, Fp8SdpaProblem,
+    Fp8Tensors, SoftmaxQuantization, sdpa_forward_fp8, sdpa_forward_fp8_tensors,
 };

@@ -10,7 +10,12 @@
 //!
 //! Layout (packed, ragged): sequence `b` owns rows `[Σ_{c<b} L(c), Σ_{c≤b} L(c))`; Q is
 //! `[T_q, H_q, D_qk]`, K `[T_kv, H_kv, D_qk]`, V `[T_kv, H_kv, D_v]`, O `[T_q, H_q, D_v]` and
-//! LSE `[T_q, H_q]`, all row-major. The plugin's strided views are the next step's business.
+//! LSE `[T_q, H_q]`, all row-major. [`sdpa_forward_fp8_tensors`] stages the SDK's strided,
+//! dense or ragged tensors into that layout and writes the results back.
+
+mod tensors;
+
+pub use tensors::{Fp8Amaxes, Fp8Attributes, Fp8Tensors, sdpa_forward_fp8_tensors};
 
 use half::{bf16, f16};
 use ragged_core::error::{KernelError, Role};

@@ -4,10 +4,12 @@
 //! after `CreateExecutionContext`; nothing points into the serialized buffer. This is the one
 //! place graph data types become the kernels' types, and the problem's tensors are read through
 //! their resolved axes ([`ragged_core::problem::resolve_axes`]), never `dims[1]`/`dims[2]`.
-//! Paged K/V and sinks are planned in [`serving`].
+//! Paged K/V and sinks are planned in [`serving`], FP8 types and scalars in [`fp8`].
 
+mod fp8;
 mod serving;
 
+pub use fp8::check_no_fp8_fields;
 use serving::{check_paged_shapes, paged_kv, sinks_plan};
 
 use ragged_core::problem::{
@@ -69,7 +71,20 @@ pub fn build(graph: &Graph, sdpa: &SdpaAttributes) -> Result<RaggedSdpaProblem, 
     for (role, uid) in primaries {
         attributes.push((role, tensor_attributes(graph, role, uid)?));
     }
-    check_io_types(&attributes)?;
+    let typed: [(&'static str, &TensorAttributes); 4] =
+        [attributes[0], attributes[1], attributes[2], attributes[3]];
+    let fp8 = match fp8::check_types(&typed)? {
+        Some(input) => Some(fp8::fp8_plan(graph, sdpa, input, typed[3].1.data_type)?),
+        None => {
+            check_io_types(&attributes)?;
+            check_no_fp8_fields(
+                sdpa,
+                "a 16-bit graph (Q, K and V not FP8) carries no FP8 scalars or amax outputs \
+                 (fp8-attention.md §1.3)",
+            )?;
+            None
+        }
+    };
     let tensor = |i: usize| tensor_plan(graph, attributes[i].0, attributes[i].1);
     let (q, k, v, o) = (tensor(0)?, tensor(1)?, tensor(2)?, tensor(3)?);
     let paging = match (sdpa.page_table_k_tensor_uid, sdpa.page_table_v_tensor_uid) {
@@ -90,7 +105,10 @@ pub fn build(graph: &Graph, sdpa: &SdpaAttributes) -> Result<RaggedSdpaProblem, 
             );
         }
     };
-    if paging.is_none() {
+    if fp8.is_some() {
+        // O's type is checked against Q's by `fp8::check_types`.
+        contract::check_dims(&q, &k, &v, &o)?;
+    } else if paging.is_none() {
         contract::check_shapes(&q, &k, &v, &o)?;
     } else {
         check_paged_shapes(&q, &k, &v, &o)?;
@@ -150,6 +168,7 @@ pub fn build(graph: &Graph, sdpa: &SdpaAttributes) -> Result<RaggedSdpaProblem, 
         mask: band(sdpa)?,
         paged,
         sinks,
+        fp8,
     })
 }
 
@@ -213,7 +232,8 @@ pub(crate) fn tensor_plan(
     }
     // Types are checked by role first (`check_io_types`, `stats_plan`), so this only backs
     // them up: a type no engine stores never reaches the problem.
-    let Some(dtype) = kernel_type(t.data_type) else {
+    let dtype = kernel_type(t.data_type).or(fp8::fp8_format(t.data_type).map(KernelType::Fp8));
+    let Some(dtype) = dtype else {
         return refuse(uid, format!("{role} data type"), t.data_type, IO_TYPES);
     };
     let mut operand = Operand {
@@ -489,7 +509,7 @@ pub fn check_no_serving_features(sdpa: &SdpaAttributes) -> Result<(), Decline> {
 }
 
 /// Features the engines do not compute, declined naming the field (a forward node, alone or
-/// in a multi-node graph).
+/// in a multi-node graph). The FP8 fields are the FP8 planning's ([`fp8`]).
 pub fn check_unsupported_features(sdpa: &SdpaAttributes) -> Result<(), Decline> {
     let unsupported_uids = [
         ("attn_mask_tensor_uid", sdpa.attn_mask_tensor_uid),
@@ -498,17 +518,9 @@ pub fn check_unsupported_features(sdpa: &SdpaAttributes) -> Result<(), Decline> 
         ("dropout_mask_tensor_uid", sdpa.dropout_mask_tensor_uid),
         ("dropout_scale_tensor_uid", sdpa.dropout_scale_tensor_uid),
         ("block_mask_tensor_uid", sdpa.block_mask_tensor_uid),
-        ("descale_q_tensor_uid", sdpa.descale_q_tensor_uid),
-        ("descale_k_tensor_uid", sdpa.descale_k_tensor_uid),
-        ("descale_v_tensor_uid", sdpa.descale_v_tensor_uid),
-        ("descale_s_tensor_uid", sdpa.descale_s_tensor_uid),
-        ("scale_s_tensor_uid", sdpa.scale_s_tensor_uid),
-        ("scale_o_tensor_uid", sdpa.scale_o_tensor_uid),
         ("max_tensor_uid", sdpa.max_tensor_uid),
         ("sum_exp_tensor_uid", sdpa.sum_exp_tensor_uid),
         ("rng_dump_tensor_uid", sdpa.rng_dump_tensor_uid),
-        ("amax_s_tensor_uid", sdpa.amax_s_tensor_uid),
-        ("amax_o_tensor_uid", sdpa.amax_o_tensor_uid),
     ];
     if let Some((field, Some(uid))) = unsupported_uids.iter().find(|(_, uid)| uid.is_some()) {
         return Err(Decline::new(

@@ -9,11 +9,13 @@
 //! and never indexes `dims[1]` / `dims[2]` by position.
 
 mod axes;
+mod fp8;
 mod operand;
 mod scale;
 mod serving;
 
 pub use axes::{Axes, SEQ_AXIS_1, SEQ_AXIS_2, dense_stats_axes, resolve_axes};
+pub use fp8::{Amax, Fp8Forward, Fp8OutputPlan, Fp8Scalar, Fp8Softmax};
 pub use operand::{IndexInput, IndexWidth, Multiplier, OFFSETS_ROLE, Offsets, Operand};
 pub use scale::{ScalarType, ScalePlan};
 pub use serving::{PageTable, PagedKv, QueryForm, SINK_ROLE, Sinks};
@@ -45,6 +47,8 @@ pub struct RaggedSdpaProblem {
     pub paged: Option<PagedKv>,
     /// Per-head sink logits.
     pub sinks: Option<Sinks>,
+    /// FP8 Q, K and V: their scalars, O's scale and the amax outputs (fp8-attention.md).
+    pub fp8: Option<Fp8Forward>,
 }
 
 impl RaggedSdpaProblem {
@@ -83,6 +87,7 @@ impl RaggedSdpaProblem {
                 tables.into_iter().find(|t| t.uid == uid).map(|t| t.role)
             })
             .or_else(|| self.sinks.filter(|s| s.uid == uid).map(|_| SINK_ROLE))
+            .or_else(|| self.fp8.as_ref().and_then(|f| f.role_of(uid)))
     }
 }
 
@@ -131,6 +136,7 @@ impl BackwardProblem {
             mask: self.forward.mask,
             paged: None,
             sinks: None,
+            fp8: None,
         }
     }
 
@@ -197,6 +203,7 @@ pub mod test_support {
             mask: MaskBand::none(),
             paged: None,
             sinks: None,
+            fp8: None,
         }
     }
 
@@ -211,6 +218,36 @@ pub mod test_support {
                 t.strides.swap(1, 2);
             }
         }
+    }
+
+    /// [`packed`] with FP8_E4M3 Q, K, V, a bf16 O and baked descales (upstream's shape), with
+    /// and without paged K/V.
+    pub fn fp8(
+        b: i64,
+        (s_q, h_q): (i64, i64),
+        (s_kv, h_kv): (i64, i64),
+        d: i64,
+    ) -> RaggedSdpaProblem {
+        let mut p = packed(b, (s_q, h_q), (s_kv, h_kv), d);
+        let e4m3 = DataType::Fp8(crate::Fp8Format::E4M3);
+        for t in [&mut p.q, &mut p.k, &mut p.v] {
+            t.dtype = e4m3;
+        }
+        let baked = |role| Fp8Scalar {
+            role,
+            plan: ScalePlan::Fixed(1.0),
+        };
+        p.fp8 = Some(Fp8Forward {
+            input: crate::Fp8Format::E4M3,
+            descale_q: baked("descale_q_tensor_uid"),
+            descale_k: baked("descale_k_tensor_uid"),
+            descale_v: baked("descale_v_tensor_uid"),
+            softmax: None,
+            output: Fp8OutputPlan::Wide,
+            amax_s: None,
+            amax_o: None,
+        });
+        p
     }
 
     /// B = 3, S_q = 200, H_q = 8, S_kv = 300, H_kv = 2, D = 128.

@@ -39,6 +39,9 @@ pub trait TensorMutExt: TensorMut {
             HostDataMut::I64(s) => s[range]
                 .iter_mut()
                 .for_each(|x| *x = rng.random_range(-8..8)),
+            HostDataMut::Fp8(format, s) => s[range]
+                .iter_mut()
+                .for_each(|x| *x = format.encode(rng.random_range(-1.0..1.0))),
         }
     }
 
@@ -51,6 +54,7 @@ pub trait TensorMutExt: TensorMut {
             HostDataMut::BF16(s) => s[range].fill(Element::from_f64(value)),
             HostDataMut::I32(s) => s[range].fill(Element::from_f64(value)),
             HostDataMut::I64(s) => s[range].fill(Element::from_f64(value)),
+            HostDataMut::Fp8(format, s) => s[range].fill(format.encode(value)),
         }
     }
 
@@ -64,6 +68,9 @@ pub trait TensorMutExt: TensorMut {
             HostDataMut::BF16(s) => s[range].fill(Element::sentinel()),
             HostDataMut::I32(s) => s[range].fill(Element::sentinel()),
             HostDataMut::I64(s) => s[range].fill(Element::sentinel()),
+            // Eight bits leave no room for a payload: the format's NaN, which the FP8 forward
+            // writes only from a NaN input or scalar.
+            HostDataMut::Fp8(format, s) => s[range].fill(format.nan_code(false)),
         }
     }
 }

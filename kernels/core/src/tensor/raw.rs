@@ -65,6 +65,9 @@ pub(crate) unsafe fn host_data_from_raw<'a>(
             DataType::BF16 => borrow::<bf16>(ptr, len),
             DataType::I32 => borrow::<i32>(ptr, len),
             DataType::I64 => borrow::<i64>(ptr, len),
+            DataType::Fp8(format) => {
+                HostData::Fp8(format, std::slice::from_raw_parts(ptr.cast::<u8>(), len))
+            }
         }
     })
 }
@@ -93,6 +96,10 @@ pub(crate) unsafe fn host_data_mut_from_raw<'a>(
             DataType::BF16 => borrow_mut::<bf16>(ptr, len),
             DataType::I32 => borrow_mut::<i32>(ptr, len),
             DataType::I64 => borrow_mut::<i64>(ptr, len),
+            DataType::Fp8(format) => HostDataMut::Fp8(
+                format,
+                std::slice::from_raw_parts_mut(ptr.cast::<u8>(), len),
+            ),
         }
     })
 }
@@ -172,6 +179,7 @@ fn empty<'a>(dtype: DataType) -> HostData<'a> {
         DataType::BF16 => HostData::BF16(&[]),
         DataType::I32 => HostData::I32(&[]),
         DataType::I64 => HostData::I64(&[]),
+        DataType::Fp8(format) => HostData::Fp8(format, &[]),
     }
 }
 
@@ -182,6 +190,7 @@ fn empty_mut<'a>(dtype: DataType) -> HostDataMut<'a> {
         DataType::BF16 => HostDataMut::BF16(&mut []),
         DataType::I32 => HostDataMut::I32(&mut []),
         DataType::I64 => HostDataMut::I64(&mut []),
+        DataType::Fp8(format) => HostDataMut::Fp8(format, &mut []),
     }
 }
 

@@ -118,6 +118,7 @@ pub fn plan(forward: &RaggedSdpaProblem, g: Gradients<'_>) -> Result<BackwardPla
         mask: forward.mask,
         paged: None,
         sinks: None,
+        fp8: None,
     };
     for (primal, gradient) in [
         (q, g.dq),

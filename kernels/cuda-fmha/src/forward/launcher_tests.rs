@@ -38,6 +38,7 @@ fn test_plan(with_lse: bool) -> FmhaPlan {
         mask: MaskBand::none(),
         paged: None,
         sinks: None,
+        fp8: None,
     })
     .unwrap()
 }

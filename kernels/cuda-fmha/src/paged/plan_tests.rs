@@ -63,6 +63,7 @@ fn paged(
             query: QueryForm::Packed,
         }),
         sinks: None,
+        fp8: None,
     }
 }
 

@@ -67,6 +67,8 @@ fn load(data: HostData<'_>, position: usize) -> f32 {
         // Integer operands are refused before any load (see `check_float`).
         HostData::I32(s) => s[position] as f32,
         HostData::I64(s) => s[position] as f32,
+        // FP8 operands are refused there too; decoding is exact, so this is still the value.
+        HostData::Fp8(format, s) => format.decode_f64(s[position]) as f32,
     }
 }
 
@@ -76,6 +78,7 @@ fn store(data: HostDataMut<'_>, position: usize, value: f32) {
         HostDataMut::F16(s) => s[position] = f16::from_f32(value),
         HostDataMut::BF16(s) => s[position] = bf16::from_f32(value),
         HostDataMut::I32(_) | HostDataMut::I64(_) => {}
+        HostDataMut::Fp8(format, s) => s[position] = format.encode(f64::from(value)),
     }
 }
 

@@ -78,6 +78,15 @@ pub fn create_tensor_from_attribute(
         DataType::BF16 => Box::new(DenseTensor::<bf16>::new(dims, strides).map_err(wrap)?),
         DataType::I32 => Box::new(DenseTensor::<i32>::new(dims, strides).map_err(wrap)?),
         DataType::I64 => Box::new(DenseTensor::<i64>::new(dims, strides).map_err(wrap)?),
+        // FP8 has no owning tensor type: a multi-node graph with an FP8 tensor is declined
+        // before it is planned, and an intermediate could not hold one either.
+        DataType::Fp8(_) => {
+            return Err(ExecutorError::DataType {
+                uid: attr.uid,
+                data_type: attr.data_type,
+                expected: "f32, f16, bf16, i32 or i64 (no FP8 intermediates)",
+            });
+        }
     })
 }
 

@@ -197,6 +197,15 @@ pub(crate) fn validate(ops: &Operands<'_>) -> Result<Problem, KernelError> {
             });
         }
     }
+    validate_geometry(ops, dtype)
+}
+
+/// Everything [`validate`] checks except Q's, K's, V's and O's element types, which the caller
+/// has checked (the FP8 forward: FP8 Q, K, V and an O of another type); `dtype` is Q's.
+pub(crate) fn validate_geometry(
+    ops: &Operands<'_>,
+    dtype: DataType,
+) -> Result<Problem, KernelError> {
     if let Some(lse) = ops.lse
         && lse.data_type() != DataType::F32
     {
