@@ -9,7 +9,7 @@ use std::sync::Arc;
 use ragged_core::binding::Call;
 use ragged_core::engine::{Planned, Reach};
 use ragged_core::problem::{Fp8Forward, Fp8OutputPlan, RaggedSdpaProblem};
-use ragged_core::{HostDataMut, KernelError, Role, SdpaParams};
+use ragged_core::{HostData, HostDataMut, KernelError, Role, SdpaParams, Tensor};
 use ragged_reference::{
     ForwardExtras, Fp8Attributes, Fp8Scales, Fp8Tensors, PagedInputs, SoftmaxQuantization,
     sdpa_forward_fp8_tensors, sdpa_forward_with,
@@ -41,19 +41,15 @@ impl Planned for HostForward {
         if let Some(fp8) = &p.fp8 {
             return execute_fp8(p, fp8, scale, call).map_err(|error| name_tensor(error, p));
         }
-        let (q, k, v) = (
-            views::input(call, &p.q)?,
-            views::input(call, &p.k)?,
-            views::input(call, &p.v)?,
-        );
-        let mut o = views::output(call, &p.o)?;
-        let mut lse = p
-            .stats
-            .as_ref()
-            .map(|s| views::output(call, s))
-            .transpose()?;
-        let seq_len_q = p.seq_len_q.map(|s| views::index(call, s)).transpose()?;
-        let seq_len_kv = p.seq_len_kv.map(|s| views::index(call, s)).transpose()?;
+        let Operands {
+            q,
+            k,
+            v,
+            mut o,
+            mut lse,
+            seq_len_q,
+            seq_len_kv,
+        } = Operands::bind(call, p)?;
         let tables = p
             .paged
             .map(|paged| -> Result<_, KernelError> {
@@ -106,6 +102,36 @@ impl Planned for HostForward {
     }
 }
 
+/// The operands every forward binds, the 16-bit and the FP8 one alike: Q, K, V, O, the LSE
+/// and the sequence lengths, as views over the call's host slices.
+struct Operands<'call> {
+    q: View<HostData<'call>>,
+    k: View<HostData<'call>>,
+    v: View<HostData<'call>>,
+    o: View<HostDataMut<'call>>,
+    lse: Option<View<HostDataMut<'call>>>,
+    seq_len_q: Option<Arc<dyn Tensor>>,
+    seq_len_kv: Option<Arc<dyn Tensor>>,
+}
+
+impl<'call> Operands<'call> {
+    fn bind(call: &mut Call<'call>, p: &RaggedSdpaProblem) -> Result<Self, KernelError> {
+        Ok(Operands {
+            q: views::input(call, &p.q)?,
+            k: views::input(call, &p.k)?,
+            v: views::input(call, &p.v)?,
+            o: views::output(call, &p.o)?,
+            lse: p
+                .stats
+                .as_ref()
+                .map(|s| views::output(call, s))
+                .transpose()?,
+            seq_len_q: p.seq_len_q.map(|s| views::index(call, s)).transpose()?,
+            seq_len_kv: p.seq_len_kv.map(|s| views::index(call, s)).transpose()?,
+        })
+    }
+}
+
 /// The FP8 forward (fp8-attention.md §3): the scalars read like the attention scale, the
 /// reference's staged scalar definition, then the amax outputs, written only once O and the LSE
 /// are. It runs on the calling thread: the definition is one scalar loop, not split in tiles.
@@ -138,19 +164,15 @@ fn execute_fp8(
             Fp8OutputPlan::Wide => None,
         },
     };
-    let (q, k, v) = (
-        views::input(call, &p.q)?,
-        views::input(call, &p.k)?,
-        views::input(call, &p.v)?,
-    );
-    let mut o = views::output(call, &p.o)?;
-    let mut lse = p
-        .stats
-        .as_ref()
-        .map(|s| views::output(call, s))
-        .transpose()?;
-    let seq_len_q = p.seq_len_q.map(|s| views::index(call, s)).transpose()?;
-    let seq_len_kv = p.seq_len_kv.map(|s| views::index(call, s)).transpose()?;
+    let Operands {
+        q,
+        k,
+        v,
+        mut o,
+        mut lse,
+        seq_len_q,
+        seq_len_kv,
+    } = Operands::bind(call, p)?;
     let mut amax_s = fp8.amax_s.map(|a| call.take_output(a.uid)).transpose()?;
     let mut amax_o = fp8.amax_o.map(|a| call.take_output(a.uid)).transpose()?;
     let amaxes = sdpa_forward_fp8_tensors(
