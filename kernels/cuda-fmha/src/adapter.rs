@@ -341,26 +341,22 @@ mod tests {
         use ragged_core::problem::test_support::fp8;
         let unpaged = fp8(2, (4, 2), (4, 2), 64);
         let mut paged = unpaged;
+        let table_k = ragged_core::problem::PageTable {
+            role: "page_table_k_tensor_uid",
+            uid: 40,
+            rows: 2,
+            columns: 1,
+            row_stride: 1,
+            column_stride: 1,
+            rank4: false,
+            alignment: 4,
+        };
         paged.paged = Some(ragged_core::problem::PagedKv {
-            table_k: ragged_core::problem::PageTable {
-                role: "page_table_k_tensor_uid",
-                uid: 40,
-                rows: 2,
-                columns: 1,
-                row_stride: 1,
-                column_stride: 1,
-                rank4: false,
-                alignment: 4,
-            },
+            table_k,
             table_v: ragged_core::problem::PageTable {
                 role: "page_table_v_tensor_uid",
                 uid: 41,
-                rows: 2,
-                columns: 1,
-                row_stride: 1,
-                column_stride: 1,
-                rank4: false,
-                alignment: 4,
+                ..table_k
             },
             max_seq_len_kv: 4,
             query: ragged_core::problem::QueryForm::Ragged,
