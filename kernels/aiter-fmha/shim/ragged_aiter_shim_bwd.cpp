@@ -7,19 +7,22 @@
 // and aiter::mha_bwd resolved by its mangled name; this file is compiled against mha_bwd.h, so
 // the function pointer's type is the header's own declaration.
 //
-// mha_bwd_args carries two allocator callbacks AITER calls during the call: device scratch
-// (workspace_alloc: stream-ordered hipMallocAsync on the caller's stream, zeroed with
-// hipMemsetAsync when asked, released with hipFreeAsync once AITER returns, so the release is
-// ordered after every kernel AITER enqueued) and pinned host memory (pinned_host_alloc: required
-// in group mode; AITER keeps the returned shared_ptr alive with a stream host callback, so the
-// deleter may run inside a HIP callback, where HIP calls are not allowed: it only returns the
-// block to a shim-owned pool).
+// mha_bwd_args carries two allocator callbacks AITER calls during the call. Device scratch
+// (workspace_alloc) is carved out of the region the engine reserved in the caller's workspace
+// (aiter_workspace_ptr), zeroed with hipMemsetAsync on the caller's stream when asked: the
+// engine sizes that region from graph dims, so an execution allocates no device memory, and a
+// request beyond it throws before AITER has enqueued anything (CK asks once, right after
+// choosing its kernels; the asm path asks before its launches). Pinned host memory
+// (pinned_host_alloc: required in group mode; AITER keeps the returned shared_ptr alive with a
+// stream host callback, so the deleter may run inside a HIP callback, where HIP calls are not
+// allowed) comes from a shim-owned pool whose deleter only returns the block to the pool.
 
 #include "ragged_aiter_shim_bwd.h"
 
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <exception>
 #include <memory>
@@ -97,29 +100,36 @@ const BwdLibrary& library()
 
 // --- allocators handed to AITER ------------------------------------------------------------------
 
-// Device scratch of one call. The destructor releases every block stream-ordered.
-class StreamScratch
+// AITER asked for more device scratch than the engine reserved.
+class WorkspaceTooSmall : public std::runtime_error
 {
 public:
-    explicit StreamScratch(hipStream_t stream) : stream_(stream) {}
-    StreamScratch(const StreamScratch&)            = delete;
-    StreamScratch& operator=(const StreamScratch&) = delete;
-    ~StreamScratch()
+    using std::runtime_error::runtime_error;
+};
+
+constexpr std::size_t kBlockAlign = 256;
+
+// Device scratch of one call: consecutive 256-byte-aligned blocks of the engine's region.
+class RegionScratch
+{
+public:
+    RegionScratch(void* base, std::uint64_t bytes, hipStream_t stream)
+        : base_(static_cast<char*>(base)), bytes_(bytes), stream_(stream)
     {
-        for(void* p : blocks_)
-            (void)hipFreeAsync(p, stream_);
     }
 
     void* allocate(std::size_t bytes, bool zero_init)
     {
-        void* p = nullptr;
-        const hipError_t e = hipMallocAsync(&p, std::max<std::size_t>(bytes, 1), stream_);
-        if(e != hipSuccess || p == nullptr)
-            throw std::runtime_error("hipMallocAsync of " + std::to_string(bytes) +
-                                     " bytes for AITER's scratch failed (hipError " +
-                                     std::to_string(static_cast<int>(e)) + ")");
-        blocks_.push_back(p);
-        if(zero_init)
+        const std::uint64_t offset = (used_ + kBlockAlign - 1) / kBlockAlign * kBlockAlign;
+        if(base_ == nullptr || offset > bytes_ || bytes > bytes_ - offset)
+            throw WorkspaceTooSmall(
+                "AITER asked for " + std::to_string(bytes) + " bytes of device scratch (" +
+                (zero_init ? "zeroed" : "uninitialised") + ") at offset " +
+                std::to_string(offset) + "; the engine reserved " + std::to_string(bytes_) +
+                " bytes (aiter_workspace_bytes)");
+        void* p = base_ + offset;
+        used_   = offset + bytes;
+        if(zero_init && bytes > 0)
         {
             const hipError_t z = hipMemsetAsync(p, 0, bytes, stream_);
             if(z != hipSuccess)
@@ -130,8 +140,10 @@ public:
     }
 
 private:
+    char* base_;
+    std::uint64_t bytes_;
     hipStream_t stream_;
-    std::vector<void*> blocks_;
+    std::uint64_t used_ = 0;
 };
 
 // Pinned host blocks, reused once AITER releases them; never returned to the system.
@@ -286,6 +298,10 @@ int32_t check_args(const ragged_aiter_bwd_args* args)
     if(args->lse_ptr == nullptr || args->d_ptr == nullptr)
         return fail(RAGGED_AITER_BAD_ARGS, std::string(args->lse_ptr == nullptr ? "lse_ptr" : "d_ptr") +
                                                " is NULL (the backward needs both)");
+    if(args->aiter_workspace_ptr == nullptr && args->aiter_workspace_bytes != 0)
+        return fail(RAGGED_AITER_BAD_ARGS,
+                    "aiter_workspace_ptr is NULL with aiter_workspace_bytes " +
+                        std::to_string(args->aiter_workspace_bytes));
     return RAGGED_AITER_OK;
 }
 
@@ -329,7 +345,7 @@ extern "C" int32_t ragged_aiter_mha_bwd(const ragged_aiter_bwd_args* args)
         if(lib.fn == nullptr)
             return fail(RAGGED_AITER_LIBRARY_MISSING, lib.error);
         const hipStream_t stream = static_cast<hipStream_t>(args->stream);
-        StreamScratch scratch(stream);
+        RegionScratch scratch(args->aiter_workspace_ptr, args->aiter_workspace_bytes, stream);
         aiter::mha_bwd_args m = to_aiter(*args);
         m.workspace_alloc     = [&scratch](std::size_t bytes, bool zero_init) {
             return scratch.allocate(bytes, zero_init);
@@ -350,6 +366,10 @@ extern "C" int32_t ragged_aiter_mha_bwd(const ragged_aiter_bwd_args* args)
                             std::to_string(args->window_size_right) + "), asm " +
                             std::to_string(args->use_asm_v3) + ")");
         return RAGGED_AITER_OK;
+    }
+    catch(const WorkspaceTooSmall& e)
+    {
+        return fail(RAGGED_AITER_WORKSPACE_TOO_SMALL, e.what());
     }
     catch(const std::exception& e)
     {

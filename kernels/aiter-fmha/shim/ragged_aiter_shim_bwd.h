@@ -21,11 +21,14 @@
 extern "C" {
 #endif
 
-#define RAGGED_AITER_SHIM_BWD_ABI_VERSION 1u
+#define RAGGED_AITER_SHIM_BWD_ABI_VERSION 2u
 
 /* Status of ragged_aiter_mha_bwd_available / ragged_aiter_mha_bwd (next to the forward's 0..4):
  * libmha_bwd.so could not be opened, or does not export aiter::mha_bwd. */
 #define RAGGED_AITER_LIBRARY_MISSING 5
+/* AITER asked its workspace allocator for more device scratch than aiter_workspace_bytes; the
+ * request is refused before AITER enqueues anything. */
+#define RAGGED_AITER_WORKSPACE_TOO_SMALL 6
 
 /* The C++ symbol the shim resolves in libmha_bwd.so (Itanium mangling of
  * float aiter::mha_bwd(aiter::mha_bwd_args, const ck_tile::stream_config&)). */
@@ -91,7 +94,16 @@ typedef struct ragged_aiter_bwd_args {
     int32_t use_asm_v3;       /* 0 or 1: let AITER try its asm fmha_v3 backward first */
     int32_t v3_atomic_fp32;   /* 0 or 1: asm dQ accumulates in fp32 atomics */
     int32_t v3_bf16_cvt;      /* 0: round to nearest even (gfx942 asm only) */
-    int32_t is_deterministic; /* 0 or 1 */
+    int32_t is_deterministic; /* 0 or 1: AITER skips its asm backward and runs CK's
+                               * deterministic kernels (one writer per dQ split, splits
+                               * reduced in order) */
+
+    /* Device scratch for AITER's own workspace requests (mha_bwd_args::workspace_alloc: CK's
+     * host-packed metadata and per-split dQ accumulators), carved out of the caller's workspace
+     * in call order, each block 256-byte aligned; a request that does not fit fails the call
+     * with RAGGED_AITER_WORKSPACE_TOO_SMALL. NULL only with aiter_workspace_bytes == 0. */
+    void* aiter_workspace_ptr;
+    uint64_t aiter_workspace_bytes;
 } ragged_aiter_bwd_args;
 
 /* RAGGED_AITER_SHIM_BWD_ABI_VERSION of the header the shim was compiled with. */
@@ -103,9 +115,9 @@ uint32_t ragged_aiter_shim_bwd_abi_version(void);
  * `where` (when not NULL) receives the library's path, truncated to where_size bytes. */
 int32_t ragged_aiter_mha_bwd_available(char* where, uint32_t where_size);
 
-/* Enqueues aiter::mha_bwd in group mode on args->stream; never synchronizes. AITER's own
- * scratch (dQ accumulators) comes from stream-ordered allocations on args->stream, released
- * stream-ordered after AITER returns; its pinned host buffers from a shim-owned pool. Returns
+/* Enqueues aiter::mha_bwd in group mode on args->stream; never synchronizes and allocates no
+ * device memory. AITER's own device scratch comes from aiter_workspace_ptr (zeroed on
+ * args->stream when AITER asks); its pinned host buffers from a shim-owned pool. Returns
  * RAGGED_AITER_UNSUPPORTED when AITER finds no kernel (mha_bwd < 0). */
 int32_t ragged_aiter_mha_bwd(const ragged_aiter_bwd_args* args);
 

@@ -182,17 +182,17 @@ mod tests {
     use crate::mapping::DeviceBuffers;
     use ragged_core::problem::test_support::{dense_stats, packed, ragged};
 
-    /// B = 2, S_q 8 × H_q 4, S_kv 16 × H_kv 2, D 128, dense stats, gradients packed.
+    /// B = 2, S_q 8 × H_q 4, S_kv 16 × H_kv 4, D 128, dense stats, gradients packed.
     fn backward() -> (RaggedSdpaProblem, [Operand; 4]) {
-        let mut forward = packed(2, (8, 4), (16, 2), 128);
+        let mut forward = packed(2, (8, 4), (16, 4), 128);
         forward.stats = Some(dense_stats(9, [2, 4, 8, 1], [32, 8, 1, 1]));
         (
             forward,
             [
                 ragged("do_tensor_uid", 20, [2, 8, 4, 128], 10),
                 ragged("dq_tensor_uid", 21, [2, 8, 4, 128], 10),
-                ragged("dk_tensor_uid", 22, [2, 16, 2, 128], 11),
-                ragged("dv_tensor_uid", 23, [2, 16, 2, 128], 11),
+                ragged("dk_tensor_uid", 22, [2, 16, 4, 128], 11),
+                ragged("dv_tensor_uid", 23, [2, 16, 4, 128], 11),
             ],
         )
     }
@@ -243,13 +243,16 @@ mod tests {
         );
         let args = fake_text(&fake_rocm().shim_bwd, "fake_shim_last_args\0");
         assert!(
-            args.starts_with("dtype=1 batch=2 max=8/16 seqlen=16/32 hdim=128/128 nhead=4/2 "),
+            args.starts_with("dtype=1 batch=2 max=8/16 seqlen=16/32 hdim=128/128 nhead=4/4 "),
             "{args}"
         );
         assert!(
-            args.contains("lsed=16 mask=0,-1,-1 scale=0.125 asm=1"),
+            args.contains("lsed=16 mask=0,-1,-1 scale=0.125 asm=0 a32=0 det=1 "),
             "{args}"
         );
+        // AITER's scratch follows D in the aligned workspace (0x300700), 69632 bytes for this
+        // problem (backward_tests.rs spells the sum out).
+        assert!(args.contains(" aiter_ws=0x300700/69632 "), "{args}");
         assert!(
             args.contains("do=0xb000 lse=0x300500 d=0x300600 dq=0xc000 dk=0xd000 dv=0xe000"),
             "{args}"

@@ -112,11 +112,15 @@ pub fn shim_bwd_args(
         window_size_left,
         window_size_right,
         scale: f.scale,
-        use_asm_v3: i32::from(plan.use_asm_v3),
-        // fp32 atomics for the asm dQ accumulation: the accurate choice; not deterministic.
-        v3_atomic_fp32: 1,
+        // A CK plan (`plan.ck_tile`): deterministic, which AITER's asm backward never is (it
+        // returns "no kernel" when asked to be), so asm is off and its flags unused.
+        use_asm_v3: 0,
+        v3_atomic_fp32: 0,
         v3_bf16_cvt: 0,
-        is_deterministic: 0,
+        is_deterministic: 1,
+        aiter_workspace_ptr: at(plan.workspace.aiter_scratch) as *mut c_void,
+        aiter_workspace_bytes: u64::try_from(plan.workspace.aiter_scratch.bytes)
+            .unwrap_or(u64::MAX),
     }
 }
 

@@ -315,7 +315,7 @@ mod tests {
         );
         let next = line(&f.shim_bwd_next_abi);
         assert!(
-            next.contains("reports backward ABI version 2, this plugin needs 1"),
+            next.contains("reports backward ABI version 3, this plugin needs 2"),
             "{next}"
         );
         let missing = line(&f.shim_bwd_missing);

@@ -197,15 +197,16 @@ int32_t ragged_aiter_mha_bwd(const ragged_aiter_bwd_args* a) {
   }
   snprintf(args_text, sizeof args_text,
     "dtype=%d batch=%d max=%d/%d seqlen=%d/%d hdim=%d/%d nhead=%d/%d "
-    "stride=%d/%d/%d/%d/%d/%d/%d/%d lsed=%d mask=%d,%d,%d scale=%g asm=%d "
-    "do=%p lse=%p d=%p dq=%p dk=%p dv=%p seqstart=%p/%p cu=%p/%p stream=%p",
+    "stride=%d/%d/%d/%d/%d/%d/%d/%d lsed=%d mask=%d,%d,%d scale=%g asm=%d a32=%d det=%d "
+    "do=%p lse=%p d=%p dq=%p dk=%p dv=%p seqstart=%p/%p cu=%p/%p aiter_ws=%p/%llu stream=%p",
     a->data_type, a->batch, a->max_seqlen_q, a->max_seqlen_k, a->seqlen_q, a->seqlen_k,
     a->hdim_q, a->hdim_v, a->nhead_q, a->nhead_k, a->stride_q, a->stride_k, a->stride_v,
     a->stride_o, a->stride_do, a->stride_dq, a->stride_dk, a->stride_dv, a->nhead_stride_lsed,
     a->mask_type, a->window_size_left, a->window_size_right, (double)a->scale, a->use_asm_v3,
-    a->do_ptr, a->lse_ptr, a->d_ptr, a->dq_ptr, a->dk_ptr, a->dv_ptr,
+    a->v3_atomic_fp32, a->is_deterministic, a->do_ptr, a->lse_ptr, a->d_ptr, a->dq_ptr, a->dk_ptr, a->dv_ptr,
     (const void*)a->seqstart_q_ptr, (const void*)a->seqstart_k_ptr,
-    (const void*)a->cu_seqlen_q_ptr, (const void*)a->cu_seqlen_k_ptr, a->stream);
+    (const void*)a->cu_seqlen_q_ptr, (const void*)a->cu_seqlen_k_ptr, a->aiter_workspace_ptr,
+    (unsigned long long)a->aiter_workspace_bytes, a->stream);
   return RAGGED_AITER_OK;
 }
 #endif
@@ -275,19 +276,19 @@ pub(crate) fn fake_rocm() -> &'static FakeRocm {
                 &dir,
                 "fakeshimbwd",
                 FAKE_SHIM,
-                &["-DFAKE_ABI=2", "-DFAKE_BWD=1"],
+                &["-DFAKE_ABI=2", "-DFAKE_BWD=2"],
             ),
             shim_bwd_missing: compile_so(
                 &dir,
                 "fakeshimbwdmissing",
                 FAKE_SHIM,
-                &["-DFAKE_ABI=2", "-DFAKE_BWD=1", "-DFAKE_BWD_MISSING"],
+                &["-DFAKE_ABI=2", "-DFAKE_BWD=2", "-DFAKE_BWD_MISSING"],
             ),
             shim_bwd_next_abi: compile_so(
                 &dir,
-                "fakeshimbwd2",
+                "fakeshimbwd3",
                 FAKE_SHIM,
-                &["-DFAKE_ABI=2", "-DFAKE_BWD=2"],
+                &["-DFAKE_ABI=2", "-DFAKE_BWD=3"],
             ),
         }
     })

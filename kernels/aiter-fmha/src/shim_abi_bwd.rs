@@ -7,10 +7,22 @@
 use std::ffi::c_void;
 
 /// `RAGGED_AITER_SHIM_BWD_ABI_VERSION`.
-pub const SHIM_BWD_ABI_VERSION: u32 = 1;
+pub const SHIM_BWD_ABI_VERSION: u32 = 2;
 
 /// `RAGGED_AITER_LIBRARY_MISSING`: libmha_bwd.so absent, or without `aiter::mha_bwd`.
 pub const STATUS_LIBRARY_MISSING: i32 = 5;
+
+/// `RAGGED_AITER_WORKSPACE_TOO_SMALL`: AITER asked for more scratch than the engine reserved.
+pub const STATUS_WORKSPACE_TOO_SMALL: i32 = 6;
+
+/// The constant's name for a backward status: the forward's names plus the backward's own.
+pub fn bwd_status_name(status: i32) -> &'static str {
+    match status {
+        STATUS_LIBRARY_MISSING => "RAGGED_AITER_LIBRARY_MISSING",
+        STATUS_WORKSPACE_TOO_SMALL => "RAGGED_AITER_WORKSPACE_TOO_SMALL",
+        other => super::shim_abi::status_name(other),
+    }
+}
 
 /// `ragged_aiter_bwd_args`: field for field, in header order. Field meanings are in the header.
 #[repr(C)]
@@ -67,6 +79,8 @@ pub struct RaggedAiterBwdArgs {
     pub v3_atomic_fp32: i32,
     pub v3_bf16_cvt: i32,
     pub is_deterministic: i32,
+    pub aiter_workspace_ptr: *mut c_void,
+    pub aiter_workspace_bytes: u64,
 }
 
 /// Every field's name and Rust offset, in header order; the layout test walks this list.
@@ -128,6 +142,8 @@ pub fn field_offsets() -> Vec<(&'static str, usize)> {
         v3_atomic_fp32,
         v3_bf16_cvt,
         is_deterministic,
+        aiter_workspace_ptr,
+        aiter_workspace_bytes,
     )
 }
 
@@ -154,6 +170,7 @@ mod tests {
             &[
                 "RAGGED_AITER_SHIM_BWD_ABI_VERSION",
                 "RAGGED_AITER_LIBRARY_MISSING",
+                "RAGGED_AITER_WORKSPACE_TOO_SMALL",
             ],
         );
         let c = report_values(&report);
@@ -167,16 +184,29 @@ mod tests {
             c["RAGGED_AITER_LIBRARY_MISSING"],
             [STATUS_LIBRARY_MISSING as usize]
         );
+        assert_eq!(
+            c["RAGGED_AITER_WORKSPACE_TOO_SMALL"],
+            [STATUS_WORKSPACE_TOO_SMALL as usize]
+        );
     }
 
     #[test]
-    fn layout_is_the_hand_counted_264_bytes_on_lp64() {
-        // 2 × 4 + 15 pointers × 8 = 128 (offset of `batch`), then 34 four-byte fields.
-        assert_eq!(std::mem::size_of::<RaggedAiterBwdArgs>(), 264);
+    fn layout_is_the_hand_counted_280_bytes_on_lp64() {
+        // 2 × 4 + 15 pointers × 8 = 128 (offset of `batch`), then 34 four-byte fields to 264,
+        // where the workspace pointer and its u64 size follow without padding.
+        assert_eq!(std::mem::size_of::<RaggedAiterBwdArgs>(), 280);
         assert_eq!(std::mem::offset_of!(RaggedAiterBwdArgs, batch), 128);
         assert_eq!(
             std::mem::offset_of!(RaggedAiterBwdArgs, is_deterministic),
             260
+        );
+        assert_eq!(
+            std::mem::offset_of!(RaggedAiterBwdArgs, aiter_workspace_ptr),
+            264
+        );
+        assert_eq!(
+            std::mem::offset_of!(RaggedAiterBwdArgs, aiter_workspace_bytes),
+            272
         );
     }
 }

@@ -183,11 +183,7 @@ impl ShimLibrary {
         }
         Err(AiterError::Shim {
             status,
-            meaning: if status == super::shim_abi_bwd::STATUS_LIBRARY_MISSING {
-                "RAGGED_AITER_LIBRARY_MISSING"
-            } else {
-                status_name(status)
-            },
+            meaning: super::shim_abi_bwd::bwd_status_name(status),
             message: self.last_error(),
         })
     }

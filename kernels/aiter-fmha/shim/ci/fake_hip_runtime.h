@@ -16,7 +16,7 @@ struct fake_hip_launch
     unsigned char args[1024]; // the kernarg block, byte for byte
 };
 
-// One call of hipMallocAsync ('A'), hipFreeAsync ('F'), hipMemsetAsync ('Z') or hipHostMalloc ('H').
+// One call of hipMemsetAsync ('Z') or hipHostMalloc ('H').
 struct fake_hip_memory_event
 {
     char kind;
