@@ -55,7 +55,8 @@ impl fmt::Display for GpuArch {
 /// forbids asm where asm would be wrong, and reports its expectation in logs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ExpectedPath {
-    /// asm `fmha_fwd_v3` (bf16, D 128/128 on gfx942/gfx950, 192/128 on gfx950; no window).
+    /// asm `fmha_fwd_v3` (bf16, D 128/128 on gfx942/gfx950, 192/128 on gfx950; fp8bf16, D
+    /// 128/128 on both, 256/256 on gfx950; no window).
     AsmV3,
     /// CK tile `fmha_fwd`.
     CkTile,
@@ -295,10 +296,15 @@ pub fn check_fp8(
         return Err(Decline::new(
             q.uid,
             "mask with FP8",
-            format!(
-                "{:?}-aligned band (left {:?}, right {:?})",
-                problem.mask.alignment, problem.mask.left, problem.mask.right
-            ),
+            {
+                let bound = |b: Option<i64>| b.map_or("unbounded".to_owned(), |v| v.to_string());
+                format!(
+                    "{:?}-aligned band (left {}, right {})",
+                    problem.mask.alignment,
+                    bound(problem.mask.left),
+                    bound(problem.mask.right)
+                )
+            },
             "none or bottom-right causal: AITER's asm fp8bf16 kernels have no other mask (a \
              top-left causal mask would run the bottom-right kernel, pitfall 2)",
         ));

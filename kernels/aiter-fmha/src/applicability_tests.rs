@@ -631,6 +631,11 @@ mod fp8 {
                 "{mask:?}"
             );
         }
+        p.mask = band(Some(32), None, BottomRight);
+        assert_eq!(
+            declined_on(&p, &gfx950()).value,
+            "BottomRight-aligned band (left 32, right unbounded)"
+        );
     }
 
     #[test]
