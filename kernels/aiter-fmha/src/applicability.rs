@@ -289,10 +289,10 @@ pub fn check_fp8(
             ),
         ));
     }
-    let causal = problem.mask.left.is_none() && problem.mask.right == Some(0);
-    if !is_unmasked(&problem.mask)
-        && !(causal && problem.mask.alignment == DiagonalAlignment::BottomRight)
-    {
+    let bottom_right_causal = problem.mask.left.is_none()
+        && problem.mask.right == Some(0)
+        && problem.mask.alignment == DiagonalAlignment::BottomRight;
+    if !(is_unmasked(&problem.mask) || bottom_right_causal) {
         return Err(Decline::new(
             q.uid,
             "mask with FP8",
