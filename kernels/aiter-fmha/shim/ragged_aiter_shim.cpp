@@ -57,16 +57,18 @@ aiter::mha_fwd_args to_aiter(const ragged_aiter_fwd_args& a)
     m.is_group_mode = true;
     m.bias_type     = 0;
     m.has_lse       = a.has_lse != 0;
-    m.qscale_type   = 0;
+    // Per-tensor for FP8 (checked by check_args): what CK would need; AITER's asm path reads
+    // the descale pointers whenever data_type is "fp8bf16" and ignores this field.
+    m.qscale_type   = a.qscale_type;
     m.has_sink      = false;
 
     m.q_ptr         = a.q_ptr;
     m.k_ptr         = a.k_ptr;
     m.v_ptr         = a.v_ptr;
     m.bias_ptr      = nullptr;
-    m.q_descale_ptr = nullptr;
-    m.k_descale_ptr = nullptr;
-    m.v_descale_ptr = nullptr;
+    m.q_descale_ptr = a.q_descale_ptr;
+    m.k_descale_ptr = a.k_descale_ptr;
+    m.v_descale_ptr = a.v_descale_ptr;
     m.rand_val_ptr  = nullptr;
     m.lse_ptr       = a.has_lse != 0 ? a.lse_ptr : nullptr;
     m.o_ptr         = a.o_ptr;
@@ -102,6 +104,7 @@ aiter::mha_fwd_args to_aiter(const ragged_aiter_fwd_args& a)
     m.nhead_stride_randval   = 0;
     m.nhead_stride_lse       = a.has_lse != 0 ? a.nhead_stride_lse : 0;
     m.nhead_stride_o         = a.nhead_stride_o;
+    // One descale per tensor: every head reads element 0.
     m.nhead_stride_q_descale = 0;
     m.nhead_stride_k_descale = 0;
     m.nhead_stride_v_descale = 0;
@@ -114,6 +117,7 @@ aiter::mha_fwd_args to_aiter(const ragged_aiter_fwd_args& a)
     m.batch_stride_randval   = 0;
     m.batch_stride_lse       = 0;
     m.batch_stride_o         = 0;
+    // And every batch.
     m.batch_stride_q_descale = 0;
     m.batch_stride_k_descale = 0;
     m.batch_stride_v_descale = 0;
@@ -188,6 +192,17 @@ Preflight preflight(const ragged_aiter_fwd_args& a)
     ck_tile::stream_config stream{};
     stream.stream_id_ = static_cast<hipStream_t>(a.stream);
     const bool asm_runs = m.use_asm_v3 && aiter::mha_fwd(m, stream) >= 0.0f;
+    if(!asm_runs && a.data_type == RAGGED_AITER_DTYPE_FP8BF16)
+    {
+        // CK's fp8bf16 instances are built without LSE and were never compiled or run here, so
+        // FP8 goes to AITER's asm kernels or nowhere, whatever ENABLE_CK says.
+        return {fail(RAGGED_AITER_UNSUPPORTED,
+                     std::string(m.use_asm_v3 ? "AITER's asm fmha_v3 has no fp8bf16 kernel for "
+                                                "these arguments"
+                                              : "use_asm_v3 is off") +
+                         "; this shim sends FP8 to no other path"),
+                ""};
+    }
     if(!asm_runs)
     {
 #if ENABLE_CK
@@ -230,10 +245,26 @@ Preflight preflight(const ragged_aiter_fwd_args& a)
     return {RAGGED_AITER_OK, "asm " + row->knl_name + " from " + path};
 }
 
-// The checks every entry point makes before touching AITER.
+// The checks every entry point makes before touching AITER: the common ones, then the FP8
+// fields agreeing with data_type (per-tensor descales, all three present, exactly for FP8).
 int32_t check_args(const ragged_aiter_fwd_args* args)
 {
-    return check_common_args(args, "ragged_aiter_shim.h");
+    if(const int32_t bad = check_common_args(args, "ragged_aiter_shim.h", true);
+       bad != RAGGED_AITER_OK)
+        return bad;
+    const bool fp8         = args->data_type == RAGGED_AITER_DTYPE_FP8BF16;
+    const int32_t want     = fp8 ? RAGGED_AITER_QSCALE_PERTENSOR : RAGGED_AITER_QSCALE_NONE;
+    const int present      = (args->q_descale_ptr != nullptr) + (args->k_descale_ptr != nullptr) +
+                        (args->v_descale_ptr != nullptr);
+    if(args->qscale_type != want)
+        return fail(RAGGED_AITER_BAD_ARGS,
+                    "qscale_type " + std::to_string(args->qscale_type) + " with data_type " +
+                        std::to_string(args->data_type) + " (want " + std::to_string(want) + ")");
+    if(present != (fp8 ? 3 : 0))
+        return fail(RAGGED_AITER_BAD_ARGS,
+                    std::to_string(present) + " of 3 descale pointers set with data_type " +
+                        std::to_string(args->data_type) + " (FP8 needs all three, others none)");
+    return RAGGED_AITER_OK;
 }
 
 } // namespace
@@ -257,7 +288,10 @@ extern "C" int32_t ragged_aiter_mha_fwd(const ragged_aiter_fwd_args* args)
         {
             // AITER_CHECK aborts the process on a .co it cannot open; refuse first instead.
             const Preflight pre = preflight(*args);
-            if(pre.status != RAGGED_AITER_OK && pre.status != RAGGED_AITER_UNSUPPORTED)
+            // An FP8 call the asm path refuses must not reach CK through aiter::mha_fwd.
+            if(pre.status != RAGGED_AITER_OK &&
+               (pre.status != RAGGED_AITER_UNSUPPORTED ||
+                args->data_type == RAGGED_AITER_DTYPE_FP8BF16))
             {
                 return pre.status;
             }

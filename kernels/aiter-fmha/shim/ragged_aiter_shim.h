@@ -6,7 +6,8 @@
  * header is the plain-C contract of the shim that bridges the two: fixed-width fields only,
  * natural alignment, no implicit padding before the tail. The Rust mirror is
  * kernels/aiter-fmha/src/shim_abi.rs; a unit test compiles this header with the system C compiler and
- * compares every offset. Change both together and bump RAGGED_AITER_SHIM_ABI_VERSION.
+ * compares every offset. Change both together and bump RAGGED_AITER_SHIM_ABI_VERSION; fields are
+ * only ever appended, and struct_size must equal the shim's sizeof (older layouts are refused).
  *
  * Units follow AITER group mode: strides in elements, token-major rows, int32 everywhere.
  */
@@ -19,11 +20,19 @@
 extern "C" {
 #endif
 
-#define RAGGED_AITER_SHIM_ABI_VERSION 2u
+/* 3: appended qscale_type and the q/k/v descale pointers (FP8, RAGGED_AITER_DTYPE_FP8BF16). */
+#define RAGGED_AITER_SHIM_ABI_VERSION 3u
 
 /* data_type */
 #define RAGGED_AITER_DTYPE_FP16 0
 #define RAGGED_AITER_DTYPE_BF16 1
+/* FP8 Q/K/V (e4m3fnuz on gfx942, OCP e4m3 on gfx950), bf16 O: AITER's "fp8bf16". Runs only on
+ * AITER's asm fmha_v3 kernels; the shim never hands it to CK. */
+#define RAGGED_AITER_DTYPE_FP8BF16 2
+
+/* qscale_type: AITER's / CK's quant_scale_enum */
+#define RAGGED_AITER_QSCALE_NONE 0
+#define RAGGED_AITER_QSCALE_PERTENSOR 1
 
 /* mask_type: AITER's / CK's mask_enum */
 #define RAGGED_AITER_MASK_NONE 0
@@ -82,7 +91,16 @@ typedef struct ragged_aiter_fwd_args {
     int32_t has_lse;         /* 0 or 1 */
     int32_t use_asm_v3;      /* 0 or 1: let AITER try its asm fmha_v3 kernels first */
     int32_t v3_api_check;    /* 0 or 1: only ask whether asm would run; launches nothing */
-    int32_t how_v3_bf16_cvt; /* 0: round to nearest even (gfx942 asm only) */
+    int32_t how_v3_bf16_cvt; /* 0: round to nearest even (gfx942 asm only); AITER's gfx942
+                                fp8bf16 rows are listed under 1 only */
+
+    /* ABI 3. RAGGED_AITER_QSCALE_PERTENSOR exactly when data_type is FP8BF16, else NONE. */
+    int32_t qscale_type;
+    /* Device fp32 [1] each (per-tensor descales, read by the kernel on the stream), non-NULL
+     * exactly when data_type is FP8BF16. */
+    const float* q_descale_ptr;
+    const float* k_descale_ptr;
+    const float* v_descale_ptr;
 } ragged_aiter_fwd_args;
 
 /* RAGGED_AITER_SHIM_ABI_VERSION of the header the shim was compiled with. */

@@ -23,9 +23,11 @@ inline int32_t fail(int32_t status, std::string message)
     return status;
 }
 
-// AITER's name for the C contract's data_type (checked to be one of the two before use).
+// AITER's name for the C contract's data_type (checked to be a known one before use).
 inline const char* dtype_name(int32_t data_type)
 {
+    if(data_type == RAGGED_AITER_DTYPE_FP8BF16)
+        return "fp8bf16";
     return data_type == RAGGED_AITER_DTYPE_BF16 ? "bf16" : "fp16";
 }
 
@@ -41,9 +43,9 @@ inline void copy_out(const std::string& text, char* buffer, uint32_t size)
 }
 
 // The checks both argument structs share: present, built from the same header (`header` names
-// it in the message), a known data type.
+// it in the message), a known data type (FP8BF16 only where `fp8_allowed`: the forward).
 template <class Args>
-int32_t check_common_args(const Args* args, const char* header)
+int32_t check_common_args(const Args* args, const char* header, bool fp8_allowed = false)
 {
     if(args == nullptr)
         return fail(RAGGED_AITER_BAD_ARGS, "args is NULL");
@@ -52,7 +54,9 @@ int32_t check_common_args(const Args* args, const char* header)
                     "struct_size " + std::to_string(args->struct_size) + " != " +
                         std::to_string(sizeof(Args)) + " (plugin and shim built from different " +
                         header + ")");
-    if(args->data_type != RAGGED_AITER_DTYPE_FP16 && args->data_type != RAGGED_AITER_DTYPE_BF16)
+    const bool fp8 = fp8_allowed && args->data_type == RAGGED_AITER_DTYPE_FP8BF16;
+    if(args->data_type != RAGGED_AITER_DTYPE_FP16 && args->data_type != RAGGED_AITER_DTYPE_BF16 &&
+       !fp8)
         return fail(RAGGED_AITER_BAD_ARGS, "data_type " + std::to_string(args->data_type));
     return RAGGED_AITER_OK;
 }

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use ragged_core::binding::Call;
 use ragged_core::engine::{self, Listing, Planned, Planner, Problem, Reach};
 use ragged_core::problem::{BackwardProblem, Operand, RaggedSdpaProblem};
-use ragged_core::{Decline, Fault, KernelError, contract};
+use ragged_core::{Decline, Fault, KernelError};
 use ragged_gpu_runtime::library_dir;
 
 use crate::{
@@ -26,8 +26,6 @@ impl Planner for AiterFmha {
     fn plan(&self, problem: &Problem) -> Result<Box<dyn Planned>, Decline> {
         match problem {
             Problem::Forward(p) => {
-                // Before the availability check, so the reason is FP8 on any machine.
-                contract::check_no_fp8(p)?;
                 let (aiter, plan) = plan(available()?, p)?;
                 Ok(Box::new(ForwardPlan {
                     problem: Arc::clone(p),
@@ -124,7 +122,13 @@ impl Planned for ForwardPlan {
             scale: call.scale(self.problem.scale)?,
             ..self.aiter
         };
-        let buffers = buffers(&self.problem, call)?;
+        let mut buffers = buffers(&self.problem, call)?;
+        if let Some(fp8) = &self.plan.fp8 {
+            let [q, k, v] = fp8.descale_uids;
+            let address = |uid| call.device(uid).map(|d| d.address() as usize);
+            (buffers.q_descale, buffers.k_descale, buffers.v_descale) =
+                (address(q)?, address(k)?, address(v)?);
+        }
         listed_engine()?
             .execute_call(&aiter, &self.plan, &buffers, call)
             .map_err(failure)
@@ -171,7 +175,8 @@ impl Planned for BackwardPlan {
     }
 }
 
-/// The call's device addresses in the shim's form (0 for absent optional tensors).
+/// The call's device addresses in the shim's form (0 for absent optional tensors; the FP8
+/// descales are the forward plan's to add).
 fn buffers(problem: &RaggedSdpaProblem, call: &Call<'_>) -> Result<DeviceBuffers, KernelError> {
     let address = |t: &Operand| call.device(t.uid).map(|d| d.address() as usize);
     let aux = |t: &Operand| {
@@ -195,6 +200,9 @@ fn buffers(problem: &RaggedSdpaProblem, call: &Call<'_>) -> Result<DeviceBuffers
         lse,
         lse_offsets,
         workspace: call.workspace().ptr.map_or(0, |w| w.address() as usize),
+        q_descale: 0,
+        k_descale: 0,
+        v_descale: 0,
     })
 }
 
@@ -266,18 +274,6 @@ pub fn release_probe() {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// Before the availability check: the reason is FP8 on a machine without AITER too.
-    #[test]
-    fn fp8_forwards_are_declined_naming_fp8() {
-        let p = ragged_core::problem::test_support::fp8(2, (4, 2), (4, 2), 64);
-        let decline = AiterFmha
-            .plan(&Problem::Forward(Arc::new(p)))
-            .map(|_| ())
-            .unwrap_err();
-        assert_eq!(decline.uid, Some(1));
-        assert!(decline.to_string().contains("does not run FP8 attention"));
-    }
 
     #[test]
     fn aiter_errors_map_by_cause_and_name_the_engine() {

@@ -410,3 +410,256 @@ fn both_ragged_dims_orders_map_to_the_same_aiter_arguments() {
         assert_eq!(x.map_err(|d| d.to_string()), y.map_err(|d| d.to_string()));
     }
 }
+
+mod fp8 {
+    use super::*;
+    use ragged_core::problem::test_support::fp8;
+    use ragged_core::problem::{Amax, Fp8Softmax, ScalarType};
+
+    fn gfx950() -> GpuArch {
+        GpuArch::new("gfx950:sramecc+:xnack-")
+    }
+
+    fn device(uid: i64) -> ScalePlan {
+        ScalePlan::DeviceTensor {
+            uid,
+            data_type: ScalarType::Float,
+        }
+    }
+
+    /// FP8 Q/K/V of `format` with D = `d`, a BFLOAT16 O and device descales uids 40, 41, 42:
+    /// B 2, S_q 8 / S_kv 16, H_q 4 / H_kv 2, no mask, no stats.
+    fn problem(format: Fp8Format, d: i64) -> RaggedSdpaProblem {
+        let mut p = fp8(2, (8, 4), (16, 2), d);
+        for t in [&mut p.q, &mut p.k, &mut p.v] {
+            t.dtype = DataType::Fp8(format);
+        }
+        let f = p.fp8.as_mut().expect("fp8");
+        f.input = format;
+        f.descale_q.plan = device(40);
+        f.descale_k.plan = device(41);
+        f.descale_v.plan = device(42);
+        p
+    }
+
+    fn fp8_mut(p: &mut RaggedSdpaProblem) -> &mut Fp8Forward {
+        p.fp8.as_mut().expect("fp8")
+    }
+
+    fn declined_on(p: &RaggedSdpaProblem, arch: &GpuArch) -> Decline {
+        plan(p, arch, TARGETS).expect_err("must decline")
+    }
+
+    #[test]
+    fn e4m3fnuz_hd128_on_gfx942_runs_on_asm_with_aiters_bf16_cvt() {
+        let (aiter, plan) =
+            plan(&problem(Fp8Format::E4M3Fnuz, 128), &gfx942(), TARGETS).expect("taken");
+        assert_eq!(
+            plan.fp8,
+            Some(AiterFp8Plan {
+                descale_uids: [40, 41, 42]
+            })
+        );
+        assert_eq!(plan.how_v3_bf16_cvt, 1);
+        assert!(plan.use_asm_v3);
+        assert_eq!(plan.expected_path, ExpectedPath::AsmV3);
+        assert_eq!(
+            (aiter.dtype, aiter.o_dtype),
+            (DataType::Fp8(Fp8Format::E4M3Fnuz), DataType::BF16)
+        );
+        let bf16 = check_applicability(&base_problem(), &gfx942(), TARGETS).expect("taken");
+        assert_eq!((bf16.fp8, bf16.how_v3_bf16_cvt), (None, 0));
+    }
+
+    #[test]
+    fn ocp_e4m3_hd128_and_hd256_on_gfx950_run_on_asm() {
+        for d in [128, 256] {
+            let (_, plan) = plan(&problem(Fp8Format::E4M3, d), &gfx950(), TARGETS)
+                .unwrap_or_else(|e| panic!("D {d}: {e}"));
+            assert_eq!(plan.how_v3_bf16_cvt, 0, "D {d}");
+            assert_eq!(plan.expected_path, ExpectedPath::AsmV3, "D {d}");
+            assert!(plan.fp8.is_some());
+        }
+    }
+
+    #[test]
+    fn head_dims_outside_the_fp8bf16_table_are_declined() {
+        let d = declined_on(&problem(Fp8Format::E4M3Fnuz, 256), &gfx942());
+        assert_eq!(d.uid, Some(1));
+        assert_eq!(
+            d.to_string(),
+            "tensor uid 1: D_qk/D_v with FP8 = 256/256, need 128/128 on gfx942 (AITER's asm \
+             fp8bf16 group-mode kernels)"
+        );
+        let d = declined_on(&problem(Fp8Format::E4M3, 64), &gfx950());
+        assert!(
+            d.to_string()
+                .contains("= 64/64, need 128/128 or 256/256 on gfx950"),
+            "{d}"
+        );
+    }
+
+    #[test]
+    fn a_format_the_architectures_kernels_do_not_read_is_declined() {
+        for (format, arch, name, want) in [
+            (
+                Fp8Format::E4M3,
+                gfx942(),
+                "FP8_E4M3",
+                "FP8_E4M3_FNUZ on gfx942",
+            ),
+            (
+                Fp8Format::E4M3Fnuz,
+                gfx950(),
+                "FP8_E4M3_FNUZ",
+                "FP8_E4M3 on gfx950",
+            ),
+            (Fp8Format::E5M2, gfx950(), "FP8_E5M2", "FP8_E4M3 on gfx950"),
+            (
+                Fp8Format::E5M2Fnuz,
+                gfx942(),
+                "FP8_E5M2_FNUZ",
+                "FP8_E4M3_FNUZ on gfx942",
+            ),
+        ] {
+            let text = declined_on(&problem(format, 128), &arch).to_string();
+            assert!(
+                text.starts_with(&format!(
+                    "tensor uid 1: q_tensor_uid data type = {name}, need {want}"
+                )),
+                "{text}"
+            );
+        }
+        let other = GpuArch::new("gfx90a:sramecc+:xnack-");
+        let d = plan(&problem(Fp8Format::E4M3Fnuz, 128), &other, "gfx90a;gfx942")
+            .expect_err("no fp8bf16 kernels there");
+        assert!(d.to_string().contains("device architecture for FP8"), "{d}");
+    }
+
+    #[test]
+    fn p_quantization_fp8_output_and_amax_are_declined_naming_the_field() {
+        let mut p = problem(Fp8Format::E4M3Fnuz, 128);
+        fp8_mut(&mut p).softmax = Some(Fp8Softmax {
+            scale_s: Fp8Scalar {
+                role: "scale_s_tensor_uid",
+                plan: device(43),
+            },
+            descale_s: Fp8Scalar {
+                role: "descale_s_tensor_uid",
+                plan: device(44),
+            },
+        });
+        let d = declined_on(&p, &gfx942());
+        assert_eq!((d.uid, d.field.as_str()), (Some(43), "scale_s_tensor_uid"));
+
+        let mut p = problem(Fp8Format::E4M3Fnuz, 128);
+        p.o.dtype = DataType::Fp8(Fp8Format::E4M3Fnuz);
+        fp8_mut(&mut p).output = Fp8OutputPlan::Fp8 {
+            format: Fp8Format::E4M3Fnuz,
+            scale_o: Fp8Scalar {
+                role: "scale_o_tensor_uid",
+                plan: device(46),
+            },
+        };
+        let d = declined_on(&p, &gfx942());
+        assert_eq!(
+            d.to_string(),
+            "tensor uid 4: o_tensor_uid data type = FP8_E4M3_FNUZ with scale_o_tensor_uid, need \
+             BFLOAT16: AITER's fp8bf16 kernels write bf16 O and take no output scale"
+        );
+
+        let mut p = problem(Fp8Format::E4M3, 128);
+        p.o.dtype = DataType::F16;
+        let d = declined_on(&p, &gfx950());
+        assert_eq!((d.uid, d.value.as_str()), (Some(4), "HALF"));
+
+        let mut p = problem(Fp8Format::E4M3, 128);
+        fp8_mut(&mut p).amax_o = Some(Amax {
+            role: "amax_o_tensor_uid",
+            uid: 45,
+            rank4: true,
+            alignment: 16,
+        });
+        let d = declined_on(&p, &gfx950());
+        assert_eq!((d.uid, d.field.as_str()), (Some(45), "amax_o_tensor_uid"));
+    }
+
+    #[test]
+    fn descales_must_be_device_tensors() {
+        let mut p = problem(Fp8Format::E4M3Fnuz, 128);
+        fp8_mut(&mut p).descale_k.plan = ScalePlan::Fixed(0.5);
+        let d = declined_on(&p, &gfx942());
+        assert_eq!((d.uid, d.field.as_str()), (Some(1), "descale_k_tensor_uid"));
+        assert!(d.value.contains("baked"), "{d}");
+
+        let mut p = problem(Fp8Format::E4M3Fnuz, 128);
+        fp8_mut(&mut p).descale_v.plan = ScalePlan::RuntimeHostScalar {
+            uid: 47,
+            data_type: ScalarType::Float,
+        };
+        let d = declined_on(&p, &gfx942());
+        assert_eq!(
+            (d.uid, d.field.as_str()),
+            (Some(47), "descale_v_tensor_uid residency")
+        );
+    }
+
+    fn band(left: Option<i64>, right: Option<i64>, alignment: DiagonalAlignment) -> MaskBand {
+        MaskBand {
+            left,
+            right,
+            alignment,
+        }
+    }
+
+    #[test]
+    fn only_no_mask_and_bottom_right_causal_are_taken() {
+        use DiagonalAlignment::{BottomRight, TopLeft};
+        let mut p = problem(Fp8Format::E4M3, 128);
+        p.mask = band(None, Some(0), BottomRight);
+        plan(&p, &gfx950(), TARGETS).expect("bottom-right causal");
+        for mask in [
+            band(None, Some(0), TopLeft),
+            band(Some(32), Some(0), BottomRight),
+            band(Some(4), Some(4), TopLeft),
+        ] {
+            p.mask = mask;
+            let d = declined_on(&p, &gfx950());
+            assert_eq!(
+                (d.uid, d.field.as_str()),
+                (Some(1), "mask with FP8"),
+                "{mask:?}"
+            );
+        }
+        p.mask = band(Some(32), None, BottomRight);
+        assert_eq!(
+            declined_on(&p, &gfx950()).value,
+            "BottomRight-aligned band (left 32, right unbounded)"
+        );
+    }
+
+    #[test]
+    fn stats_are_taken_except_with_padded_queries() {
+        let stats = || Some(dense_stats([32, 8, 1, 1]));
+        let seq_len = || {
+            Some(ragged_core::problem::IndexInput {
+                role: "seq_len_q_tensor_uid",
+                uid: 30,
+                width: IndexWidth::I32,
+            })
+        };
+        let mut p = problem(Fp8Format::E4M3Fnuz, 128);
+        p.stats = stats();
+        let (_, with_stats) = plan(&p, &gfx942(), TARGETS).expect("stats");
+        assert!(with_stats.use_asm_v3);
+        p.stats = None;
+        p.seq_len_q = seq_len();
+        plan(&p, &gfx942(), TARGETS).expect("padded");
+        p.stats = stats();
+        let d = declined_on(&p, &gfx942());
+        assert_eq!(
+            (d.uid, d.field.as_str()),
+            (Some(9), "stats_tensor_uid with FP8 and seq_len_q")
+        );
+    }
+}

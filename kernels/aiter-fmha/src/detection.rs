@@ -272,7 +272,7 @@ mod tests {
         assert_eq!(missing(&a), Some(Missing::ShimLibrary));
         assert!(
             a.log_line()
-                .contains("reports ABI version 3, this plugin needs 2"),
+                .contains("reports ABI version 4, this plugin needs 3"),
             "{}",
             a.log_line()
         );

@@ -173,7 +173,7 @@ pub fn fixup_launch(
                 )),
             ),
             ("o_ptr", ptr(buffers.o)),
-            ("o_elem_bytes", to_i32(problem.dtype.size() as i64)),
+            ("o_elem_bytes", to_i32(problem.o_dtype.size() as i64)),
             ("o_seq_stride", I64(problem.o.seq_stride)),
             ("o_head_stride", I64(problem.o.head_stride)),
             ("d_v", to_i32(problem.o.head_dim)),
@@ -376,6 +376,15 @@ pub(crate) mod tests {
                 ("lse_head_stride", KernelArg::I64(1)),
             ],
         );
+    }
+
+    /// An FP8 forward's O is bf16: the fix-up zeroes 2-byte elements, not Q's 1-byte ones.
+    #[test]
+    fn the_fixup_writes_o_in_os_element_size() {
+        let p = crate::fixtures::fp8_problem();
+        let plan = WorkspacePlan::for_problem(&p);
+        let fix = fixup_launch(&p, &plan, &buffers(), 0x10000);
+        assert_args(&fix, &[("o_elem_bytes", KernelArg::I32(2))]);
     }
 
     #[test]

@@ -273,6 +273,12 @@ pub fn check_buffers(
             required.push(("stats ragged offsets", aux.uid, buffers.lse_offsets));
         }
     }
+    if let Some(fp8) = &plan.fp8 {
+        let [q, k, v] = fp8.descale_uids;
+        required.push(("descale_q", q, buffers.q_descale));
+        required.push(("descale_k", k, buffers.k_descale));
+        required.push(("descale_v", v, buffers.v_descale));
+    }
     match required.into_iter().find(|(_, _, addr)| *addr == 0) {
         Some((what, uid, _)) => Err(AiterError::NullPointer { what, uid }),
         None => Ok(()),
@@ -304,6 +310,33 @@ mod tests {
     fn the_engine_can_live_in_a_shared_registry() {
         fn shared<T: Send + Sync>() {}
         shared::<AiterEngine>();
+    }
+
+    #[test]
+    fn an_fp8_plan_needs_its_three_descales() {
+        let p = fixtures::fp8_problem();
+        let plan = check_applicability(&p, &GpuArch::new("gfx942"), "gfx942").expect("taken");
+        let size = plan.workspace.size;
+        let b = DeviceBuffers {
+            lse: 0,
+            ..buffers(0x10_0000)
+        };
+        assert!(check_buffers(&p, &plan, &b, size).is_ok());
+        let err = check_buffers(&p, &plan, &DeviceBuffers { k_descale: 0, ..b }, size)
+            .expect_err("descale_k null");
+        assert_eq!(
+            err.to_string(),
+            "device pointer for descale_k (tensor uid 41) is null"
+        );
+        let bf16 =
+            check_applicability(&base_problem(), &GpuArch::new("gfx942"), "gfx942").expect("taken");
+        let none = DeviceBuffers {
+            q_descale: 0,
+            k_descale: 0,
+            v_descale: 0,
+            ..b
+        };
+        assert!(check_buffers(&base_problem(), &bf16, &none, size).is_ok());
     }
 
     #[test]

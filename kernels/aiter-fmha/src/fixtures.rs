@@ -7,10 +7,11 @@ use std::sync::OnceLock;
 
 use super::mapping::DeviceBuffers;
 use super::problem::{AiterProblem, IndexWidth, LseLayout, RaggedAux, RaggedOperand};
-use super::shim_abi::HEADER;
+use super::shim_abi::{HEADER, SHIM_ABI_VERSION};
 use ragged_core::problem::RaggedSdpaProblem;
 use ragged_core::problem::test_support::packed;
-use ragged_core::{DataType, MaskBand};
+use ragged_core::problem::{Fp8Forward, Fp8OutputPlan, Fp8Scalar, ScalarType, ScalePlan};
+use ragged_core::{DataType, Fp8Format, MaskBand};
 use ragged_gpu_runtime::hip::compile_fake_library;
 
 /// Distinct, recognisable fake device addresses for every buffer; tests clear the optional ones
@@ -28,6 +29,9 @@ pub(crate) fn buffers() -> DeviceBuffers {
         lse: 0x9000,
         lse_offsets: 0xa000,
         workspace: 0x10000,
+        q_descale: 0xf100,
+        k_descale: 0xf200,
+        v_descale: 0xf300,
     }
 }
 
@@ -53,6 +57,7 @@ pub(crate) fn operand(uid: i64, heads: i64, head_dim: i64, aux_uid: i64) -> Ragg
 pub(crate) fn base_problem() -> AiterProblem {
     AiterProblem {
         dtype: DataType::BF16,
+        o_dtype: DataType::BF16,
         batch: 2,
         s_q_max: 8,
         s_kv_max: 16,
@@ -65,6 +70,33 @@ pub(crate) fn base_problem() -> AiterProblem {
         mask: MaskBand::none(),
         scale: 0.125,
         lse: LseLayout::None,
+        fp8: None,
+    }
+}
+
+/// [`base_problem`] with e4m3fnuz Q, K, V (gfx942's FP8), a bf16 O and device descales uids
+/// 40, 41, 42: what AITER's gfx942 `fp8bf16` kernel takes.
+pub(crate) fn fp8_problem() -> AiterProblem {
+    let device = |role, uid| Fp8Scalar {
+        role,
+        plan: ScalePlan::DeviceTensor {
+            uid,
+            data_type: ScalarType::Float,
+        },
+    };
+    AiterProblem {
+        dtype: DataType::Fp8(Fp8Format::E4M3Fnuz),
+        fp8: Some(Fp8Forward {
+            input: Fp8Format::E4M3Fnuz,
+            descale_q: device("descale_q_tensor_uid", 40),
+            descale_k: device("descale_k_tensor_uid", 41),
+            descale_v: device("descale_v_tensor_uid", 42),
+            softmax: None,
+            output: Fp8OutputPlan::Wide,
+            amax_s: None,
+            amax_o: None,
+        }),
+        ..base_problem()
     }
 }
 
@@ -152,14 +184,16 @@ int32_t ragged_aiter_mha_fwd(const ragged_aiter_fwd_args* a) {
   snprintf(args_text, sizeof args_text,
     "dtype=%d batch=%d max_seqlen_q=%d seqlen_q=%d seqlen_k=%d hdim=%d/%d nhead=%d/%d "
     "stride=%d/%d/%d/%d nhead_stride=%d/%d/%d/%d/%d mask=%d,%d,%d scale=%g lse=%d asm=%d check=%d "
-    "q=%p o=%p lse_ptr=%p seqstart=%p/%p cu=%p/%p stream=%p",
+    "q=%p o=%p lse_ptr=%p seqstart=%p/%p cu=%p/%p stream=%p cvt=%d qscale=%d descale=%p/%p/%p",
     a->data_type, a->batch, a->max_seqlen_q, a->seqlen_q, a->seqlen_k, a->hdim_q, a->hdim_v,
     a->nhead_q, a->nhead_k, a->stride_q, a->stride_k, a->stride_v, a->stride_o,
     a->nhead_stride_q, a->nhead_stride_k, a->nhead_stride_v, a->nhead_stride_o, a->nhead_stride_lse,
     a->mask_type, a->window_size_left, a->window_size_right, (double)a->scale_s, a->has_lse,
     a->use_asm_v3, a->v3_api_check, a->q_ptr, a->o_ptr, a->lse_ptr,
     (const void*)a->seqstart_q_ptr, (const void*)a->seqstart_k_ptr,
-    (const void*)a->cu_seqlen_q_ptr, (const void*)a->cu_seqlen_k_ptr, a->stream);
+    (const void*)a->cu_seqlen_q_ptr, (const void*)a->cu_seqlen_k_ptr, a->stream,
+    a->how_v3_bf16_cvt, a->qscale_type, (const void*)a->q_descale_ptr,
+    (const void*)a->k_descale_ptr, (const void*)a->v_descale_ptr);
   if (a->v3_api_check) return a->hdim_q == 128 ? RAGGED_AITER_OK : RAGGED_AITER_UNSUPPORTED;
   if (a->batch == 13) { snprintf(last, sizeof last, "unlucky batch"); return RAGGED_AITER_EXCEPTION; }
   return RAGGED_AITER_OK;
@@ -250,6 +284,8 @@ pub(crate) fn fake_rocm() -> &'static FakeRocm {
             super::shim_abi_bwd::HEADER,
         )
         .expect("write header");
+        let abi = format!("-DFAKE_ABI={SHIM_ABI_VERSION}");
+        let next_abi = format!("-DFAKE_ABI={}", SHIM_ABI_VERSION + 1);
         FakeRocm {
             hip: compile_so(
                 &dir,
@@ -270,26 +306,16 @@ pub(crate) fn fake_rocm() -> &'static FakeRocm {
                 &["-DFAKE_DEVICES=1", "-DFAKE_VERSION=50731921"],
             ),
             hiprtc: compile_so(&dir, "fakehiprtc", FAKE_HIPRTC, &[]),
-            shim: compile_so(&dir, "fakeshim", FAKE_SHIM, &["-DFAKE_ABI=2"]),
-            shim_next_abi: compile_so(&dir, "fakeshim2", FAKE_SHIM, &["-DFAKE_ABI=3"]),
-            shim_bwd: compile_so(
-                &dir,
-                "fakeshimbwd",
-                FAKE_SHIM,
-                &["-DFAKE_ABI=2", "-DFAKE_BWD=2"],
-            ),
+            shim: compile_so(&dir, "fakeshim", FAKE_SHIM, &[&abi]),
+            shim_next_abi: compile_so(&dir, "fakeshim2", FAKE_SHIM, &[&next_abi]),
+            shim_bwd: compile_so(&dir, "fakeshimbwd", FAKE_SHIM, &[&abi, "-DFAKE_BWD=2"]),
             shim_bwd_missing: compile_so(
                 &dir,
                 "fakeshimbwdmissing",
                 FAKE_SHIM,
-                &["-DFAKE_ABI=2", "-DFAKE_BWD=2", "-DFAKE_BWD_MISSING"],
+                &[&abi, "-DFAKE_BWD=2", "-DFAKE_BWD_MISSING"],
             ),
-            shim_bwd_next_abi: compile_so(
-                &dir,
-                "fakeshimbwd3",
-                FAKE_SHIM,
-                &["-DFAKE_ABI=2", "-DFAKE_BWD=3"],
-            ),
+            shim_bwd_next_abi: compile_so(&dir, "fakeshimbwd3", FAKE_SHIM, &[&abi, "-DFAKE_BWD=3"]),
         }
     })
 }

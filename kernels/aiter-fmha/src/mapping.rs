@@ -9,7 +9,8 @@ use std::ffi::c_void;
 use super::applicability::AiterPlan;
 use super::problem::{AiterProblem, LseLayout, is_unmasked};
 use super::shim_abi::{
-    DTYPE_BF16, DTYPE_FP16, MASK_BOTTOM_RIGHT, MASK_NONE, MASK_TOP_LEFT, RaggedAiterFwdArgs,
+    DTYPE_BF16, DTYPE_FP8BF16, DTYPE_FP16, MASK_BOTTOM_RIGHT, MASK_NONE, MASK_TOP_LEFT,
+    QSCALE_NONE, QSCALE_PERTENSOR, RaggedAiterFwdArgs,
 };
 use super::workspace::{Region, WorkspacePlan};
 use ragged_core::{DataType, DiagonalAlignment};
@@ -40,6 +41,12 @@ pub struct DeviceBuffers {
     pub lse_offsets: usize,
     /// The workspace as the caller passed it (rounded up inside).
     pub workspace: usize,
+    /// An FP8 forward's `descale_q` device tensor (one f32), or 0.
+    pub q_descale: usize,
+    /// `descale_k`, as `q_descale`.
+    pub k_descale: usize,
+    /// `descale_v`, as `q_descale`.
+    pub v_descale: usize,
 }
 
 /// A count or stride as the shim's `int`, saturating (applicability keeps real ones in range).
@@ -47,11 +54,12 @@ pub(super) fn clamp_i32(v: i64) -> i32 {
     i32::try_from(v).unwrap_or(i32::MAX)
 }
 
-/// The shim's `data_type` code. Applicability admits only HALF and BFLOAT16, so everything
-/// else is HALF's branch.
+/// The shim's `data_type` code. Applicability admits HALF, BFLOAT16 and the FP8 formats it
+/// pairs with AITER's `fp8bf16` kernels, so everything else is HALF's branch.
 pub(super) fn shim_data_type(dtype: DataType) -> i32 {
     match dtype {
         DataType::BF16 => DTYPE_BF16,
+        DataType::Fp8(_) => DTYPE_FP8BF16,
         _ => DTYPE_FP16,
     }
 }
@@ -93,6 +101,14 @@ pub fn shim_args(
     let at = |r: Region| region_address(aligned_workspace, r);
     let (mask_type, window_size_left, window_size_right) = aiter_mask(problem);
     let has_lse = !matches!(problem.lse, LseLayout::None);
+    // Per-tensor descales: AITER reads element 0 of each (batch and head strides 0).
+    let (qscale_type, [q_descale_ptr, k_descale_ptr, v_descale_ptr]) = match plan.fp8 {
+        Some(_) => (
+            QSCALE_PERTENSOR,
+            [buffers.q_descale, buffers.k_descale, buffers.v_descale].map(|a| a as *const f32),
+        ),
+        None => (QSCALE_NONE, [std::ptr::null(); 3]),
+    };
     RaggedAiterFwdArgs {
         struct_size: u32::try_from(std::mem::size_of::<RaggedAiterFwdArgs>()).unwrap_or(0),
         data_type: shim_data_type(problem.dtype),
@@ -136,7 +152,11 @@ pub fn shim_args(
         has_lse: i32::from(has_lse),
         use_asm_v3: i32::from(plan.use_asm_v3),
         v3_api_check: 0,
-        how_v3_bf16_cvt: 0,
+        how_v3_bf16_cvt: plan.how_v3_bf16_cvt,
+        qscale_type,
+        q_descale_ptr,
+        k_descale_ptr,
+        v_descale_ptr,
     }
 }
 
@@ -186,7 +206,7 @@ mod tests {
         // Workspace (B = 2): seqstart_q @0, seqstart_k @256, len_q @512, len_kv @768,
         // status @1024, LSE scratch @1280 = 0x500 (2 heads × 6 rows × 4 bytes).
         let expected = "RaggedAiterFwdArgs {
-    struct_size: 192,
+    struct_size: 216,
     data_type: 1,
     q_ptr: 0x0000000000001000,
     k_ptr: 0x0000000000002000,
@@ -223,6 +243,10 @@ mod tests {
     use_asm_v3: 1,
     v3_api_check: 0,
     how_v3_bf16_cvt: 0,
+    qscale_type: 0,
+    q_descale_ptr: 0x0000000000000000,
+    k_descale_ptr: 0x0000000000000000,
+    v_descale_ptr: 0x0000000000000000,
 }";
         assert_eq!(
             format!("{:#?}", map(&golden_wire_graph(), 0x10000, 0x77)),
@@ -239,6 +263,7 @@ mod tests {
         o.aux.multiplier = 512;
         AiterProblem {
             dtype: DataType::F16,
+            o_dtype: DataType::F16,
             batch: 3,
             s_q_max: 5,
             s_kv_max: 7,
@@ -271,6 +296,7 @@ mod tests {
                 },
                 alignment: 256,
             },
+            fp8: None,
         }
     }
 
@@ -279,7 +305,7 @@ mod tests {
         // Workspace (B = 3): seqstart_q @0, seqstart_k @256, len_q @512, len_kv @768,
         // cu_seqlen_q @1024, cu_seqlen_k @1280, status @1536, scratch @1792 = 0x700.
         let expected = "RaggedAiterFwdArgs {
-    struct_size: 192,
+    struct_size: 216,
     data_type: 0,
     q_ptr: 0x0000000000001000,
     k_ptr: 0x0000000000002000,
@@ -316,6 +342,10 @@ mod tests {
     use_asm_v3: 0,
     v3_api_check: 0,
     how_v3_bf16_cvt: 0,
+    qscale_type: 0,
+    q_descale_ptr: 0x0000000000000000,
+    k_descale_ptr: 0x0000000000000000,
+    v_descale_ptr: 0x0000000000000000,
 }";
         assert_eq!(
             format!("{:#?}", map(&padded_top_left(), 0x20000, 0)),
@@ -364,9 +394,51 @@ mod tests {
         assert_eq!(map(&base_problem(), 0, 0).data_type, DTYPE_BF16);
         let half = AiterProblem {
             dtype: DataType::F16,
+            o_dtype: DataType::F16,
             ..base_problem()
         };
         assert_eq!(map(&half, 0, 0).data_type, DTYPE_FP16);
+    }
+
+    /// FP8 on gfx942: AITER's "fp8bf16" with per-tensor descales, the descale addresses the
+    /// call bound, and the bf16_cvt its table lists for those kernels; the rest as for bf16.
+    #[test]
+    fn fp8_sends_fp8bf16_per_tensor_descales_and_gfx942s_bf16_cvt() {
+        let p = fixtures::fp8_problem();
+        let a = map(&p, 0x40000, 0x77);
+        assert_eq!(
+            (a.data_type, a.qscale_type, a.how_v3_bf16_cvt),
+            (DTYPE_FP8BF16, QSCALE_PERTENSOR, 1)
+        );
+        assert_eq!(
+            [a.q_descale_ptr, a.k_descale_ptr, a.v_descale_ptr].map(|p| p as usize),
+            [0xf100, 0xf200, 0xf300]
+        );
+        let bf16 = map(&base_problem(), 0x40000, 0x77);
+        assert_eq!(
+            RaggedAiterFwdArgs {
+                data_type: DTYPE_BF16,
+                qscale_type: QSCALE_NONE,
+                how_v3_bf16_cvt: 0,
+                q_descale_ptr: std::ptr::null(),
+                k_descale_ptr: std::ptr::null(),
+                v_descale_ptr: std::ptr::null(),
+                ..a
+            },
+            bf16,
+            "only the FP8 fields differ from the same problem in bf16"
+        );
+        let gfx950 = AiterProblem {
+            dtype: DataType::Fp8(ragged_core::Fp8Format::E4M3),
+            fp8: p.fp8.map(|f| ragged_core::problem::Fp8Forward {
+                input: ragged_core::Fp8Format::E4M3,
+                ..f
+            }),
+            ..p
+        };
+        let plan = check_applicability(&gfx950, &GpuArch::new("gfx950"), "gfx950").expect("taken");
+        let a = shim_args(&gfx950, &plan, &fixtures::buffers(), 0, 0);
+        assert_eq!((a.data_type, a.how_v3_bf16_cvt), (DTYPE_FP8BF16, 0));
     }
 }
 
@@ -406,6 +478,7 @@ mod properties {
             let lens = seq_lens.then_some(SeqLens { uid: 30, width: IndexWidth::I64 });
             AiterProblem {
                 dtype: DataType::BF16,
+                o_dtype: DataType::BF16,
                 batch,
                 s_q_max,
                 s_kv_max,
@@ -447,6 +520,7 @@ mod properties {
                         alignment: 16,
                     },
                 },
+                fp8: None,
             }
         }
     }
@@ -464,7 +538,8 @@ mod properties {
             let b = DeviceBuffers {
                 q: 1 << 20, k: 2 << 20, v: 3 << 20, o: 4 << 20, q_offsets: 5 << 20,
                 k_offsets: 6 << 20, seq_len_q: 7 << 20, seq_len_kv: 8 << 20, lse: 9 << 20,
-                lse_offsets: 10 << 20, workspace: 0,
+                lse_offsets: 10 << 20, workspace: 0, q_descale: 11 << 20, k_descale: 12 << 20,
+                v_descale: 13 << 20,
             };
             let a = shim_args(&p, &plan, &b, 0, 0);
             prop_assert_eq!(i64::from(a.seqlen_q), p.batch * p.s_q_max);

@@ -6,7 +6,7 @@
 //! device kernels read plain numbers.
 
 pub use ragged_core::problem::IndexWidth;
-use ragged_core::problem::{IndexInput, Offsets, Operand, RaggedSdpaProblem};
+use ragged_core::problem::{Fp8Forward, IndexInput, Offsets, Operand, RaggedSdpaProblem};
 use ragged_core::{DataType, MaskBand};
 
 /// The `ragged_offset` aux tensor of one ragged primary (`[B+1, 1, 1, 1]`, device memory).
@@ -156,8 +156,10 @@ pub enum LseLayout {
 /// One ragged SDPA forward: what the plugin extracted from the graph.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct AiterProblem {
-    /// Element type of Q, K, V, O (FLOAT and the integer types are declined).
+    /// Element type of Q, K and V (FLOAT and the integer types are declined).
     pub dtype: DataType,
+    /// Element type of O: Q's, except on an FP8 forward, whose O may be wider.
+    pub o_dtype: DataType,
     /// B.
     pub batch: i64,
     /// S_q_max: Q's (and O's) padded sequence dim.
@@ -182,6 +184,9 @@ pub struct AiterProblem {
     pub scale: f32,
     /// The stats output.
     pub lse: LseLayout,
+    /// An FP8 forward's scalars, output plan and amax outputs, as the plugin planned them
+    /// (fp8-attention.md §1); applicability decides which of them AITER can honour.
+    pub fp8: Option<Fp8Forward>,
 }
 
 impl AiterProblem {
@@ -189,6 +194,7 @@ impl AiterProblem {
     pub fn from_problem(p: &RaggedSdpaProblem) -> Self {
         Self {
             dtype: p.q.dtype,
+            o_dtype: p.o.dtype,
             batch: p.batch(),
             s_q_max: p.q.seq_max(),
             s_kv_max: p.k.seq_max(),
@@ -201,6 +207,7 @@ impl AiterProblem {
             mask: p.mask,
             scale: p.scale.plan_value(),
             lse: LseLayout::from_stats(p.stats.as_ref()),
+            fp8: p.fp8,
         }
     }
 }

@@ -7,12 +7,19 @@
 use std::ffi::c_void;
 
 /// `RAGGED_AITER_SHIM_ABI_VERSION`.
-pub const SHIM_ABI_VERSION: u32 = 2;
+pub const SHIM_ABI_VERSION: u32 = 3;
 
 /// `RAGGED_AITER_DTYPE_FP16`.
 pub const DTYPE_FP16: i32 = 0;
 /// `RAGGED_AITER_DTYPE_BF16`.
 pub const DTYPE_BF16: i32 = 1;
+/// `RAGGED_AITER_DTYPE_FP8BF16`.
+pub const DTYPE_FP8BF16: i32 = 2;
+
+/// `RAGGED_AITER_QSCALE_NONE`.
+pub const QSCALE_NONE: i32 = 0;
+/// `RAGGED_AITER_QSCALE_PERTENSOR`.
+pub const QSCALE_PERTENSOR: i32 = 1;
 
 /// `RAGGED_AITER_MASK_NONE`.
 pub const MASK_NONE: i32 = 0;
@@ -91,6 +98,11 @@ pub struct RaggedAiterFwdArgs {
     pub use_asm_v3: i32,
     pub v3_api_check: i32,
     pub how_v3_bf16_cvt: i32,
+
+    pub qscale_type: i32,
+    pub q_descale_ptr: *const f32,
+    pub k_descale_ptr: *const f32,
+    pub v_descale_ptr: *const f32,
 }
 
 /// Every field's name and Rust offset, in header order; the layout test walks this list.
@@ -138,6 +150,10 @@ pub fn field_offsets() -> Vec<(&'static str, usize)> {
         use_asm_v3,
         v3_api_check,
         how_v3_bf16_cvt,
+        qscale_type,
+        q_descale_ptr,
+        k_descale_ptr,
+        v_descale_ptr,
     )
 }
 
@@ -255,6 +271,9 @@ pub(crate) mod tests {
                 "RAGGED_AITER_SHIM_ABI_VERSION",
                 "RAGGED_AITER_DTYPE_FP16",
                 "RAGGED_AITER_DTYPE_BF16",
+                "RAGGED_AITER_DTYPE_FP8BF16",
+                "RAGGED_AITER_QSCALE_NONE",
+                "RAGGED_AITER_QSCALE_PERTENSOR",
                 "RAGGED_AITER_MASK_NONE",
                 "RAGGED_AITER_MASK_TOP_LEFT",
                 "RAGGED_AITER_MASK_BOTTOM_RIGHT",
@@ -270,8 +289,8 @@ pub(crate) mod tests {
     #[test]
     fn header_and_rust_struct_agree_field_by_field() {
         let report = fwd_layout_report();
-        // 4 bytes of tail padding: 188 bytes of fields, padded to pointer alignment.
-        assert_layout_matches::<RaggedAiterFwdArgs>(&report_values(&report), &field_offsets(), 4);
+        // No padding anywhere: ABI 3's qscale_type fills what was ABI 2's tail padding.
+        assert_layout_matches::<RaggedAiterFwdArgs>(&report_values(&report), &field_offsets(), 0);
     }
 
     #[test]
@@ -289,6 +308,15 @@ pub(crate) mod tests {
         );
         assert_eq!(value("RAGGED_AITER_DTYPE_FP16"), i64::from(DTYPE_FP16));
         assert_eq!(value("RAGGED_AITER_DTYPE_BF16"), i64::from(DTYPE_BF16));
+        assert_eq!(
+            value("RAGGED_AITER_DTYPE_FP8BF16"),
+            i64::from(DTYPE_FP8BF16)
+        );
+        assert_eq!(value("RAGGED_AITER_QSCALE_NONE"), i64::from(QSCALE_NONE));
+        assert_eq!(
+            value("RAGGED_AITER_QSCALE_PERTENSOR"),
+            i64::from(QSCALE_PERTENSOR)
+        );
         assert_eq!(value("RAGGED_AITER_MASK_NONE"), i64::from(MASK_NONE));
         assert_eq!(
             value("RAGGED_AITER_MASK_TOP_LEFT"),
@@ -312,13 +340,17 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn layout_is_the_documented_192_bytes_on_lp64() {
-        // Hand count: 2 × 4 + 10 pointers × 8 + 25 × 4 = 188, padded to pointer alignment.
-        assert_eq!(std::mem::size_of::<RaggedAiterFwdArgs>(), 192);
+    fn layout_is_the_documented_216_bytes_on_lp64() {
+        // Hand count: 2 × 4 + 10 pointers × 8 + 25 × 4 = 188 (ABI 2), then qscale_type at 188
+        // and three pointers from 192: ABI 2's fields keep their offsets.
+        assert_eq!(std::mem::size_of::<RaggedAiterFwdArgs>(), 216);
         assert_eq!(std::mem::offset_of!(RaggedAiterFwdArgs, batch), 88);
         assert_eq!(
             std::mem::offset_of!(RaggedAiterFwdArgs, how_v3_bf16_cvt),
             184
         );
+        assert_eq!(std::mem::offset_of!(RaggedAiterFwdArgs, qscale_type), 188);
+        assert_eq!(std::mem::offset_of!(RaggedAiterFwdArgs, q_descale_ptr), 192);
+        assert_eq!(std::mem::offset_of!(RaggedAiterFwdArgs, v_descale_ptr), 208);
     }
 }

@@ -388,14 +388,15 @@ mod tests {
             text,
             "dtype=1 batch=2 max_seqlen_q=8 seqlen_q=16 seqlen_k=32 hdim=64/64 nhead=4/2 \
              stride=256/128/128/256 nhead_stride=64/64/64/64/0 mask=0,-1,-1 scale=0.125 lse=0 asm=1 check=1 \
-             q=0x1000 o=0x4000 lse_ptr=(nil) seqstart=0x30000/0x30100 cu=(nil)/(nil) stream=0x99"
+             q=0x1000 o=0x4000 lse_ptr=(nil) seqstart=0x30000/0x30100 cu=(nil)/(nil) stream=0x99 \
+             cvt=0 qscale=0 descale=(nil)/(nil)/(nil)"
         );
         args.struct_size = 100;
         // SAFETY: the fake rejects the size before reading anything else.
         let err = unsafe { shim.mha_fwd(&args) }.expect_err("size mismatch");
         assert_eq!(
             err.to_string(),
-            "AITER shim returned status 2 (RAGGED_AITER_BAD_ARGS): struct_size 100 != 192"
+            "AITER shim returned status 2 (RAGGED_AITER_BAD_ARGS): struct_size 100 != 216"
         );
     }
 }

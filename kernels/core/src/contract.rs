@@ -82,6 +82,14 @@ impl std::error::Error for Decline {}
 /// Checks the shared GPU contract (module docs).
 pub fn check_gpu(p: &RaggedSdpaProblem) -> Result<(), Decline> {
     check_no_fp8(p)?;
+    check_gpu_admitting_fp8(p)
+}
+
+/// [`check_gpu`] for an engine that runs some FP8 forwards itself (AITER's `fp8bf16` kernels):
+/// the same layout rules, with an FP8 problem's element types left to the plugin, which checked
+/// them when it built the problem (Q, K, V in one format, O in its family or 16/32-bit;
+/// fp8-attention.md §1). Which FP8 problems the engine takes is its own decision.
+pub fn check_gpu_admitting_fp8(p: &RaggedSdpaProblem) -> Result<(), Decline> {
     check_no_serving_features(p)?;
     check_scale(&p.scale)?;
     for t in p.primaries() {
@@ -90,7 +98,10 @@ pub fn check_gpu(p: &RaggedSdpaProblem) -> Result<(), Decline> {
     }
     // Ragged operands are BSHD-packed with whole-token multipliers by construction (the
     // plugin's conversion of the graph is where those rules are checked).
-    check_shapes(&p.q, &p.k, &p.v, &p.o)?;
+    match p.fp8 {
+        None => check_shapes(&p.q, &p.k, &p.v, &p.o)?,
+        Some(_) => check_dims(&p.q, &p.k, &p.v, &p.o)?,
+    }
     check_shared_token_starts(&p.q, &p.o)?;
     check_shared_token_starts(&p.k, &p.v)?;
     if let Some(stats) = &p.stats {
@@ -128,9 +139,9 @@ pub fn check_no_serving_features(p: &RaggedSdpaProblem) -> Result<(), Decline> {
     Ok(())
 }
 
-/// FP8 Q, K and V (fp8-attention.md): no GPU engine runs them yet, so each declines the graph
-/// naming Q's uid and FP8 before any other rule (whose reason, about element sizes or paged
-/// pools, would hide the real one). Every path of a GPU engine calls this first.
+/// FP8 Q, K and V (fp8-attention.md) on an engine that runs none of them (CUDA; AITER's backward):
+/// declined naming Q's uid and FP8 before any other rule (whose reason, about element sizes or
+/// paged pools, would hide the real one). Every such path calls this first.
 pub fn check_no_fp8(p: &RaggedSdpaProblem) -> Result<(), Decline> {
     match &p.fp8 {
         None => Ok(()),
@@ -397,6 +408,30 @@ mod tests {
     #[test]
     fn a_packed_problem_meets_the_contract() {
         assert_eq!(check_gpu(&problem()), Ok(()));
+    }
+
+    /// FP8 Q/K/V with a BFLOAT16 O: declined by [`check_gpu`] naming FP8, passed by the variant
+    /// that leaves FP8 to the engine, which still applies every layout rule.
+    #[test]
+    fn fp8_is_left_to_the_engine_only_by_the_admitting_variant() {
+        let p = crate::problem::test_support::fp8(2, (4, 2), (4, 2), 64);
+        declined(&p, 1, "q_tensor_uid data type");
+        assert_eq!(check_gpu_admitting_fp8(&p), Ok(()));
+        let mut misaligned = p;
+        misaligned.v.alignment = 8;
+        let text = check_gpu_admitting_fp8(&misaligned)
+            .expect_err("declined")
+            .to_string();
+        assert!(
+            text.starts_with("tensor uid 3: v_tensor_uid alignment"),
+            "{text}"
+        );
+        let mut wide = problem();
+        wide.o.dtype = DataType::F16;
+        let text = check_gpu_admitting_fp8(&wide)
+            .expect_err("a 16-bit problem still needs one element type")
+            .to_string();
+        assert!(text.contains("o_tensor_uid data type"), "{text}");
     }
 
     #[test]

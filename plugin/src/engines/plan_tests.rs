@@ -365,3 +365,75 @@ fn gpu_engines_on_paged_and_sink_graphs() {
         assert!(ragged_engine_host::HostReference.plan(&problem).is_ok());
     }
 }
+
+/// The golden graph at D = 128 (K/V strides scaled alike) with Q, K, V in `format`, a
+/// BFLOAT16 O, and `descale_q/k/v` as FLOAT `[1]` device tensors uids 40, 41, 42: upstream's
+/// FP8 shape, with the golden graph's bottom-right causal mask and dense stats.
+fn fp8_golden(format: ragged_schema::DataType) -> Graph {
+    let mut g = golden();
+    for t in g.tensors.iter_mut() {
+        match t.uid {
+            1 | 4 => t.strides = vec![3 * 2 * 128, 2 * 128, 128, 1],
+            2 | 3 => t.strides = vec![4 * 128, 128, 128, 1],
+            _ => continue,
+        }
+        t.dims[3] = 128;
+        if t.uid != 4 {
+            t.data_type = format;
+        }
+    }
+    for uid in [40, 41, 42] {
+        g.tensors
+            .push(scale_scalar(false, ragged_schema::DataType::Float).set_uid(uid));
+    }
+    let s = sdpa(&mut g);
+    (
+        s.descale_q_tensor_uid,
+        s.descale_k_tensor_uid,
+        s.descale_v_tensor_uid,
+    ) = (Some(40), Some(41), Some(42));
+    g
+}
+
+/// The plugin accepts every FP8 graph below (the host engine runs them); AITER takes each only
+/// on the architecture whose fp8bf16 kernels read its format, and CUDA none.
+#[test]
+fn aiter_takes_fp8_graphs_only_where_its_fp8bf16_kernels_exist() {
+    use ragged_schema::DataType::{Fp8E4m3, Fp8E4m3Fnuz, Fp8E5m2};
+    let (gfx942, gfx950) = (
+        GpuArch::new("gfx942:sramecc+:xnack-"),
+        GpuArch::new("gfx950:sramecc+:xnack-"),
+    );
+    let targets = "gfx942;gfx950";
+    let aiter = |g: &Graph, arch: &GpuArch| aiter_plan(&sdpa_plan(g), arch, targets);
+
+    let fnuz = fp8_golden(Fp8E4m3Fnuz);
+    let (problem, plan) = aiter(&fnuz, &gfx942).expect("e4m3fnuz D 128 on gfx942");
+    assert_eq!(plan.fp8.map(|f| f.descale_uids), Some([40, 41, 42]));
+    assert_eq!(
+        (problem.dtype, problem.o_dtype),
+        (K::Fp8(ragged_core::Fp8Format::E4M3Fnuz), K::BF16)
+    );
+    let ocp = fp8_golden(Fp8E4m3);
+    assert!(aiter(&ocp, &gfx950).is_ok(), "OCP e4m3 D 128 on gfx950");
+
+    for (g, arch, uid, field) in [
+        (&fnuz, &gfx950, 1, "q_tensor_uid data type"),
+        (&ocp, &gfx942, 1, "q_tensor_uid data type"),
+        (&fp8_golden(Fp8E5m2), &gfx950, 1, "q_tensor_uid data type"),
+    ] {
+        let d = aiter(g, arch).expect_err("format the arch's kernels do not read");
+        assert_eq!((d.uid, d.field.as_str()), (Some(uid), field), "{d}");
+    }
+
+    let mut with_amax = fp8_golden(Fp8E4m3);
+    with_amax
+        .tensors
+        .push(scale_scalar(false, ragged_schema::DataType::Float).set_uid(45));
+    sdpa(&mut with_amax).amax_o_tensor_uid = Some(45);
+    let d = aiter(&with_amax, &gfx950).expect_err("AITER reports no amax");
+    assert_eq!((d.uid, d.field.as_str()), (Some(45), "amax_o_tensor_uid"));
+
+    let cuda = cuda_declined(&fnuz);
+    assert!(cuda.contains("does not run FP8 attention"), "{cuda}");
+}

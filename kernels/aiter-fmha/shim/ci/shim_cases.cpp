@@ -53,7 +53,8 @@ struct Case
     unsigned block_x;
 };
 
-constexpr int BF16 = RAGGED_AITER_DTYPE_BF16, FP16 = RAGGED_AITER_DTYPE_FP16;
+constexpr int BF16 = RAGGED_AITER_DTYPE_BF16, FP16 = RAGGED_AITER_DTYPE_FP16,
+              FP8 = RAGGED_AITER_DTYPE_FP8BF16;
 constexpr int OK = RAGGED_AITER_OK, UNSUP = RAGGED_AITER_UNSUPPORTED,
               MISSING = RAGGED_AITER_KERNEL_FILE_MISSING;
 constexpr const char* G942 = "gfx942:sramecc+:xnack-";
@@ -86,6 +87,18 @@ const Case kCases[] = {
   {"head_dim_64",                 G950, 0x75a0, AsmDir::Real, BF16, 2, 64, 64, 8, 8, 64, 64, 0, -1, -1, false, false, true, UNSUP, "", "", 0},
   {"asm_dir_unset",               G942, 0x74a1, AsmDir::Unset, BF16, 2, 64, 64, 8, 8, 128, 128, 0, -1, -1, false, false, true, MISSING, "", "", 0},
   {"asm_dir_without_the_file",    G950, 0x75a0, AsmDir::Empty, BF16, 2, 64, 64, 8, 8, 128, 128, 2, -1, 0, false, false, true, MISSING, "", "", 0},
+  // FP8 (fp8bf16): FP8 Q/K/V, bf16 O, per-tensor descales; gfx942 rows are listed under bf16_cvt 1.
+  {"gfx942_fp8_causal_gqa_lse",   G942, 0x74a1, AsmDir::Real, FP8, 2, 200, 200, 16, 4, 128, 128, 2, -1, 0, false, true, true, OK,
+   "_ZN5aiter31fmha_fwd_hd128_fp8_causal_groupE", "fmha_v3_fwd/MI300/fwd_hd128_fp8_causal_group.co", 512},
+  {"gfx942_mi308_fp8_padded",     G942, 0x74a2, AsmDir::Real, FP8, 3, 64, 96, 8, 8, 128, 128, 0, -1, -1, true, false, true, OK,
+   "_ZN5aiter24fmha_fwd_hd128_fp8_groupE", "fmha_v3_fwd/MI308/fwd_hd128_fp8_group.co", 512},
+  {"gfx950_fp8_hd128_lse",        G950, 0x75a0, AsmDir::Real, FP8, 2, 64, 128, 8, 2, 128, 128, 0, -1, -1, false, true, true, OK,
+   "_ZN5aiter30fmha_fwd_hd128_fp8_group_gfx950E", "fmha_v3_fwd/fwd_hd128_fp8_group.co", 512},
+  {"gfx950_fp8_hd256_causal_padded", G950, 0x75a0, AsmDir::Real, FP8, 4, 100, 300, 8, 2, 256, 256, 2, -1, 0, true, false, true, OK,
+   "_ZN5aiter38fmha_fwd_hd256_fp8_causal_group_gfx950E", "fmha_v3_fwd/fwd_hd256_fp8_causal_group.co", 512},
+  // No gfx942 hd256 fp8 row, and no window kernel: nothing runs (the shim sends FP8 nowhere else).
+  {"gfx942_fp8_hd256_declined",   G942, 0x74a1, AsmDir::Real, FP8, 2, 64, 64, 8, 8, 256, 256, 0, -1, -1, false, false, true, UNSUP, "", "", 0},
+  {"gfx950_fp8_window_declined",  G950, 0x75a0, AsmDir::Real, FP8, 2, 64, 64, 8, 8, 128, 128, 2, 32, 0, false, false, true, UNSUP, "", "", 0},
 };
 // clang-format on
 
@@ -138,6 +151,14 @@ ragged_aiter_fwd_args map(const Case& c, char* dev)
     a.scale_s           = 1.0f / std::sqrt(static_cast<float>(c.d_qk));
     a.has_lse           = c.lse ? 1 : 0;
     a.use_asm_v3        = c.use_asm ? 1 : 0;
+    // The engine's FP8 rule: per-tensor descales on pages of their own, and on gfx942 the
+    // bf16_cvt under which AITER's table lists its fp8bf16 rows.
+    const bool fp8    = c.dtype == FP8;
+    a.how_v3_bf16_cvt = fp8 && std::strncmp(c.arch, "gfx942", 6) == 0 ? 1 : 0;
+    a.qscale_type     = fp8 ? RAGGED_AITER_QSCALE_PERTENSOR : RAGGED_AITER_QSCALE_NONE;
+    a.q_descale_ptr   = fp8 ? reinterpret_cast<const float*>(dev + 9 * 4096) : nullptr;
+    a.k_descale_ptr   = fp8 ? reinterpret_cast<const float*>(dev + 10 * 4096) : nullptr;
+    a.v_descale_ptr   = fp8 ? reinterpret_cast<const float*>(dev + 11 * 4096) : nullptr;
     return a;
 }
 
@@ -146,7 +167,7 @@ void check_kernargs(const Case& c, const ragged_aiter_fwd_args& a, const fake_hi
     expect_eq("kernarg size", l.args_size, sizeof(aiter::fmha_fwd_v3_args));
     aiter::fmha_fwd_v3_args k{};
     std::memcpy(&k, l.args, std::min(l.args_size, sizeof k));
-    const int bpe = 2; // bf16 in and out
+    const int bpe = c.dtype == FP8 ? 1 : 2; // Q, K, V bytes; O is bf16 (2 bytes) either way
     expect_ptr("ptr_q", k.ptr_q, a.q_ptr);
     expect_ptr("ptr_k", k.ptr_k, a.k_ptr);
     expect_ptr("ptr_v", k.ptr_v, a.v_ptr);
@@ -158,7 +179,14 @@ void check_kernargs(const Case& c, const ragged_aiter_fwd_args& a, const fake_hi
     expect_ptr("ptr_kseq", k.ptr_kseq, c.padded ? a.cu_seqlen_k_ptr : a.seqstart_k_ptr);
     expect_ptr("ptr_qseq_padding", k.ptr_qseq_padding, a.seqstart_q_ptr);
     expect_ptr("ptr_kseq_padding", k.ptr_kseq_padding, a.seqstart_k_ptr);
-    expect_ptr("ptr_q_descale", k.ptr_q_descale, nullptr);
+    // The descale pointers reach the kernel exactly for FP8, each read at element 0 for every
+    // batch and head (byte strides 0).
+    expect_ptr("ptr_q_descale", k.ptr_q_descale, a.q_descale_ptr);
+    expect_ptr("ptr_k_descale", k.ptr_k_descale, a.k_descale_ptr);
+    expect_ptr("ptr_v_descale", k.ptr_v_descale, a.v_descale_ptr);
+    for(const unsigned stride : {k.s_descale_q_Bs, k.s_descale_q_Hs, k.s_descale_k_Bs,
+                                 k.s_descale_k_Hs, k.s_descale_v_Bs, k.s_descale_v_Hs})
+        expect_eq("descale byte stride", stride, 0u);
     expect(k.scalar == a.scale_s, "scalar is the scale");
     expect_eq("s_seq_len", k.s_seq_len, c.batch * c.s_q);
     expect_eq("s_kv_seq_len", k.s_kv_seq_len, c.batch * c.s_kv);
@@ -171,8 +199,8 @@ void check_kernargs(const Case& c, const ragged_aiter_fwd_args& a, const fake_hi
     expect_eq("s_v_Seqs", k.s_v_Seqs, c.h_kv * c.d_v * bpe);
     expect_eq("s_v_Hs", k.s_v_Hs, c.d_v * bpe);
     expect_eq("s_v_Bs", k.s_v_Bs, 0);
-    expect_eq("s_o_Seqs", k.s_o_Seqs, c.h_q * c.d_v * bpe);
-    expect_eq("s_o_Hs", k.s_o_Hs, c.d_v * bpe);
+    expect_eq("s_o_Seqs", k.s_o_Seqs, c.h_q * c.d_v * 2);
+    expect_eq("s_o_Hs", k.s_o_Hs, c.d_v * 2);
     expect_eq("s_o_Bs", k.s_o_Bs, 0);
     expect_eq("s_gqa", k.s_gqa, c.h_q / c.h_kv);
     expect_eq("s_lse", k.s_lse, c.lse ? 1 : 0);
@@ -253,12 +281,29 @@ int run(const char* shim_path, const std::string& hsa, const Case& c)
     expect(std::string(shim.targets()) == "gfx942;gfx950", "targets are gfx942;gfx950");
 
     expect_eq("NULL args", shim.fwd(nullptr), RAGGED_AITER_BAD_ARGS);
-    char* dev                 = device_pages(9);
+    char* dev                 = device_pages(12);
     ragged_aiter_fwd_args bad = map(c, dev);
     bad.struct_size           = 8;
     expect_eq("short struct_size", shim.preflight(&bad, nullptr, 0), RAGGED_AITER_BAD_ARGS);
 
+    // FP8 fields that disagree with data_type are refused before AITER.
+    ragged_aiter_fwd_args odd = map(c, dev);
+    if(c.dtype == FP8)
+        odd.k_descale_ptr = nullptr;
+    else
+        odd.qscale_type = RAGGED_AITER_QSCALE_PERTENSOR;
+    expect_eq("FP8 fields disagreeing with data_type", shim.preflight(&odd, nullptr, 0),
+              RAGGED_AITER_BAD_ARGS);
+    std::printf("  FP8 fields disagreeing with data_type: %s\n", shim.last_error());
+
     const ragged_aiter_fwd_args a = map(c, dev);
+    if(c.dtype == FP8 && c.expect_status == OK && std::strncmp(c.arch, "gfx942", 6) == 0)
+    {
+        // Why the engine sends bf16_cvt 1 with FP8 on gfx942: under 0, AITER finds no row.
+        ragged_aiter_fwd_args rtne = a;
+        rtne.how_v3_bf16_cvt       = 0;
+        expect_eq("gfx942 fp8 with bf16_cvt 0", shim.preflight(&rtne, nullptr, 0), UNSUP);
+    }
     char choice[512];
     const int32_t pre = shim.preflight(&a, choice, sizeof choice);
     const std::string pre_error = shim.last_error();
