@@ -23,8 +23,8 @@ mod tensors;
 pub use tensors::{Fp8Amaxes, Fp8Attributes, Fp8Tensors, sdpa_forward_fp8_tensors};
 
 use half::{bf16, f16};
-use ragged_core::error::{KernelError, Role};
 use parking_lot::Mutex;
+use ragged_core::error::{KernelError, Role};
 use ragged_core::{Fp8Format, MaskBand};
 
 use crate::parallel;
@@ -360,8 +360,7 @@ impl Plan<'_, '_> {
                     out.amax_s = nan_max(out.amax_s, prob);
                     let weight = match p.scales.softmax {
                         Some(sq) => {
-                            p.input.quantize(prob * f64::from(sq.scale_s))
-                                * f64::from(sq.descale_s)
+                            p.input.quantize(prob * f64::from(sq.scale_s)) * f64::from(sq.descale_s)
                         }
                         None => prob,
                     };
@@ -558,7 +557,11 @@ mod tests {
                 .map(|i| e4m3.encode(((i * 7919 + salt) % 97) as f64 / 12.0 - 4.0))
                 .collect()
         };
-        let (q, k, v) = (codes(11 * 4 * 6, 1), codes(13 * 2 * 6, 2), codes(13 * 2 * 3, 3));
+        let (q, k, v) = (
+            codes(11 * 4 * 6, 1),
+            codes(13 * 2 * 6, 2),
+            codes(13 * 2 * 3, 3),
+        );
         let pooled = sdpa_forward_fp8(&problem, &q, &k, &v).unwrap();
         let inline =
             crate::parallel::on_calling_thread(|| sdpa_forward_fp8(&problem, &q, &k, &v)).unwrap();
