@@ -411,6 +411,28 @@ pub fn decision_table_graphs() -> Vec<GatingGraph> {
     ]
 }
 
+/// The graph of `examples/ragged_sdpa_fp8.json`: the bf16 example's batch (4 sequences, one with
+/// no queries, padded keys), GQA 8:2, causal bottom-right, D 64, in FP8_E4M3 with every scale of
+/// fp8-attention.md §1.3, an FP8_E4M3 O, the LSE and both amax outputs.
+pub fn fp8_example() -> RaggedSdpaSpec {
+    RaggedSdpaSpec {
+        io_type: DataType::Fp8E4m3,
+        heads_q: 8,
+        heads_kv: 2,
+        seq_len_kv: Some(vec![5, 2, 12, 6]),
+        mask: Mask::CausalBottomRight,
+        fp8: Some(Fp8Spec {
+            input: DataType::Fp8E4m3,
+            full: true,
+        }),
+        ..RaggedSdpaSpec::packed(
+            "example_ragged_sdpa_fp8_e4m3",
+            &[3, 0, 9, 6],
+            &[5, 4, 12, 6],
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -453,27 +475,5 @@ mod tests {
         if let Err(e) = graph.validate() {
             panic!("{e}");
         }
-    }
-}
-
-/// The graph of `examples/ragged_sdpa_fp8.json`: the bf16 example's batch (4 sequences, one with
-/// no queries, padded keys), GQA 8:2, causal bottom-right, D 64, in FP8_E4M3 with every scale of
-/// fp8-attention.md §1.3, an FP8_E4M3 O, the LSE and both amax outputs.
-pub fn fp8_example() -> RaggedSdpaSpec {
-    RaggedSdpaSpec {
-        io_type: DataType::Fp8E4m3,
-        heads_q: 8,
-        heads_kv: 2,
-        seq_len_kv: Some(vec![5, 2, 12, 6]),
-        mask: Mask::CausalBottomRight,
-        fp8: Some(Fp8Spec {
-            input: DataType::Fp8E4m3,
-            full: true,
-        }),
-        ..RaggedSdpaSpec::packed(
-            "example_ragged_sdpa_fp8_e4m3",
-            &[3, 0, 9, 6],
-            &[5, 4, 12, 6],
-        )
     }
 }
