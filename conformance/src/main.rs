@@ -10,7 +10,7 @@ use hipdnn_shim::harness::ValidationMode;
 use hipdnn_shim::manager::{LoadedPlugin, PluginManager};
 use ragged_conformance::report::{CaseResult, Outcome, Report};
 use ragged_conformance::suites::gating::{self, FixtureArtifacts};
-use ragged_conformance::suites::{abi, backward, multi_node, numeric, serving};
+use ragged_conformance::suites::{abi, backward, fp8, multi_node, numeric, serving};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Suite {
@@ -26,6 +26,9 @@ enum Suite {
     /// Serving graphs (paged K/V prefill and decode, attention sinks) against the CPU
     /// reference; an engine that declines one is reported DECLINED, not failed.
     Serving,
+    /// FP8 forward graphs (descales only with bf16 O; every scale with FP8 O, LSE and amaxes)
+    /// against the CPU reference; an engine that declines one is reported DECLINED.
+    Fp8,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -121,6 +124,7 @@ fn main() -> ExitCode {
             Suite::MultiNode,
             Suite::Backward,
             Suite::Serving,
+            Suite::Fp8,
         ]
     } else {
         args.suites.clone()
@@ -179,7 +183,7 @@ fn main() -> ExitCode {
         host_engines: args.host_engines.clone(),
         device: None,
     };
-    let device_suites = [Suite::Numeric, Suite::Backward, Suite::Serving];
+    let device_suites = [Suite::Numeric, Suite::Backward, Suite::Serving, Suite::Fp8];
     if args.cuda && device_suites.iter().any(|s| suites.contains(s)) {
         match hipdnn_shim::harness::cuda_device() {
             Ok(d) => options.device = Some(d),
@@ -208,6 +212,11 @@ fn main() -> ExitCode {
     if suites.contains(&Suite::Serving) {
         for_each_loaded(&args.plugins, "serving", &mut report, &|loaded| {
             serving::run(loaded, &options)
+        });
+    }
+    if suites.contains(&Suite::Fp8) {
+        for_each_loaded(&args.plugins, "fp8", &mut report, &|loaded| {
+            fp8::run(loaded, &options)
         });
     }
 

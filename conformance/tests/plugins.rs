@@ -170,3 +170,29 @@ fn serving_cases_pass_on_the_host_engine_and_a_declining_plugin_is_declined_not_
         "{xml}"
     );
 }
+
+/// The FP8 suite: every case runs on the project's host engine and agrees with the CPU
+/// reference; a plugin without FP8 (the fixture) is reported as declining, not failing.
+#[test]
+fn fp8_cases_pass_on_the_host_engine_and_a_declining_plugin_is_declined_not_failed() {
+    let plugin = shared_object(PLUGIN_FILE, "cargo build -p ragged-plugin");
+    let (ok, out, _) = conformance("ci-plugin-fp8", &["--suite", "fp8"], &plugin);
+    assert!(ok, "{out}");
+    let cases = ragged_conformance::suites::fp8::cases().len();
+    assert_eq!(
+        host_reference_passes(&out),
+        cases,
+        "every FP8 case must run on the host engine:\n{out}"
+    );
+    let fixture = shared_object(FIXTURE_MAIN_FILE, FIXTURE_BUILD_COMMAND);
+    let (ok, out, xml) = conformance("ci-fixture-fp8", &["--suite", "fp8"], &fixture);
+    assert!(ok, "{out}");
+    assert!(
+        out.contains(&format!("0 passed, 0 failed, 0 skipped, {cases} declined")),
+        "{out}"
+    );
+    assert!(
+        xml.contains("failures=\"0\"") && xml.contains("declined: engine"),
+        "{xml}"
+    );
+}

@@ -31,6 +31,25 @@ pub mod uid {
     pub const SEQ_LEN_Q: i64 = 10;
     pub const SEQ_LEN_KV: i64 = 11;
     pub const SCALE: i64 = 12;
+    /// The FP8 scalars and amax outputs (kernels/core/fp8-attention.md §1).
+    pub const DESCALE_Q: i64 = 20;
+    pub const DESCALE_K: i64 = 21;
+    pub const DESCALE_V: i64 = 22;
+    pub const DESCALE_S: i64 = 23;
+    pub const SCALE_S: i64 = 24;
+    pub const SCALE_O: i64 = 25;
+    pub const AMAX_S: i64 = 26;
+    pub const AMAX_O: i64 = 27;
+}
+
+/// The FP8 side of a case (kernels/core/fp8-attention.md §1): Q, K and V hold codes of `input`,
+/// O keeps the spec's `io_type` (an FP8 format, or FLOAT/HALF/BFLOAT16).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Fp8Spec {
+    pub input: DataType,
+    /// cuDNN's shape: `scale_s`/`descale_s` (P quantized) and both amax outputs. Without it,
+    /// upstream's: `descale_q/k/v` only. `scale_o` comes with an FP8 O either way.
+    pub full: bool,
 }
 
 /// A ragged SDPA forward: per-batch physical extents (tokens), optional valid lengths
@@ -58,6 +77,8 @@ pub struct RaggedSdpaSpec {
     /// Ragged Q/K/V/O written in cuDNN's `[B, H, S_max, D]` dims order over the same BSHD
     /// memory (ragged-sdpa.md §1: upstream writes both), instead of `[B, S_max, H, D]`.
     pub bhsd_dims: bool,
+    /// An FP8 forward; its scalars are `[1, 1, 1, 1]` FLOAT tensors bound at execute.
+    pub fp8: Option<Fp8Spec>,
 }
 
 impl RaggedSdpaSpec {
@@ -79,6 +100,7 @@ impl RaggedSdpaSpec {
             mask: Mask::None,
             stats: true,
             bhsd_dims: false,
+            fp8: None,
         }
     }
 
@@ -131,6 +153,7 @@ impl RaggedSdpaSpec {
     pub fn graph(&self) -> Graph {
         let b = self.batch();
         let (hq, hkv, d) = (self.heads_q, self.heads_kv, self.head_dim);
+        let input_type = self.fp8.map_or(self.io_type, |f| f.input);
         let primary = |uid: i64, name: &str, s_max: i64, heads: i64, aux: i64| {
             let mut dims = vec![b, s_max, heads, d];
             let mut strides = TensorAttributes::packed_strides(&dims);
@@ -141,7 +164,11 @@ impl RaggedSdpaSpec {
             TensorAttributes::new()
                 .set_uid(uid)
                 .set_name(name)
-                .set_data_type(self.io_type)
+                .set_data_type(if uid == uid::O {
+                    self.io_type
+                } else {
+                    input_type
+                })
                 .set_strides(strides)
                 .set_dims(dims)
                 .set_ragged_offset_uid(aux)
@@ -157,7 +184,7 @@ impl RaggedSdpaSpec {
         };
         let (aq, ak, av, ao) = self.aux_uids();
         let mut graph = Graph::new(self.name.clone()).set_data_types(
-            self.io_type,
+            input_type,
             DataType::Float,
             DataType::Float,
         );
@@ -207,8 +234,56 @@ impl RaggedSdpaSpec {
             graph = graph.add_tensor(index(uid::SEQ_LEN_KV, "seq_len_kv", b));
             sdpa.seq_len_kv_tensor_uid = Some(uid::SEQ_LEN_KV);
         }
+        if let Some(fp8) = self.fp8 {
+            graph = self.add_fp8(graph, &mut sdpa, fp8);
+        }
         graph.is_ragged_tensor_enabled = true;
         graph.add_node(Node::sdpa("sdpa", sdpa).set_compute_data_type(DataType::Float))
+    }
+
+    /// The FP8 scalars and amax outputs of `fp8`, as `[1, 1, 1, 1]` FLOAT tensors.
+    fn add_fp8(&self, mut graph: Graph, sdpa: &mut SdpaAttributes, fp8: Fp8Spec) -> Graph {
+        let fp8_output = !matches!(
+            self.io_type,
+            DataType::Float | DataType::Half | DataType::BFloat16
+        );
+        let mut scalars = vec![
+            (uid::DESCALE_Q, "descale_q"),
+            (uid::DESCALE_K, "descale_k"),
+            (uid::DESCALE_V, "descale_v"),
+        ];
+        sdpa.descale_q_tensor_uid = Some(uid::DESCALE_Q);
+        sdpa.descale_k_tensor_uid = Some(uid::DESCALE_K);
+        sdpa.descale_v_tensor_uid = Some(uid::DESCALE_V);
+        if fp8.full {
+            scalars.extend([
+                (uid::DESCALE_S, "descale_s"),
+                (uid::SCALE_S, "scale_s"),
+                (uid::AMAX_S, "amax_s"),
+                (uid::AMAX_O, "amax_o"),
+            ]);
+            sdpa.descale_s_tensor_uid = Some(uid::DESCALE_S);
+            sdpa.scale_s_tensor_uid = Some(uid::SCALE_S);
+            sdpa.amax_s_tensor_uid = Some(uid::AMAX_S);
+            sdpa.amax_o_tensor_uid = Some(uid::AMAX_O);
+        }
+        if fp8_output {
+            scalars.push((uid::SCALE_O, "scale_o"));
+            sdpa.scale_o_tensor_uid = Some(uid::SCALE_O);
+        }
+        scalars.sort_unstable();
+        for (uid, name) in scalars {
+            let dims = vec![1, 1, 1, 1];
+            graph = graph.add_tensor(
+                TensorAttributes::new()
+                    .set_uid(uid)
+                    .set_name(name)
+                    .set_data_type(DataType::Float)
+                    .set_strides(TensorAttributes::packed_strides(&dims))
+                    .set_dims(dims),
+            );
+        }
+        graph
     }
 }
 
@@ -334,6 +409,28 @@ pub fn decision_table_graphs() -> Vec<GatingGraph> {
             graph: g7,
         },
     ]
+}
+
+/// The graph of `examples/ragged_sdpa_fp8.json`: the bf16 example's batch (4 sequences, one with
+/// no queries, padded keys), GQA 8:2, causal bottom-right, D 64, in FP8_E4M3 with every scale of
+/// fp8-attention.md §1.3, an FP8_E4M3 O, the LSE and both amax outputs.
+pub fn fp8_example() -> RaggedSdpaSpec {
+    RaggedSdpaSpec {
+        io_type: DataType::Fp8E4m3,
+        heads_q: 8,
+        heads_kv: 2,
+        seq_len_kv: Some(vec![5, 2, 12, 6]),
+        mask: Mask::CausalBottomRight,
+        fp8: Some(Fp8Spec {
+            input: DataType::Fp8E4m3,
+            full: true,
+        }),
+        ..RaggedSdpaSpec::packed(
+            "example_ragged_sdpa_fp8_e4m3",
+            &[3, 0, 9, 6],
+            &[5, 4, 12, 6],
+        )
+    }
 }
 
 #[cfg(test)]

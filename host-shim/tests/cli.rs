@@ -265,6 +265,28 @@ fn the_example_graph_runs_with_its_companion_file_and_verifies() {
     );
 }
 
+/// The FP8 example (E4M3 in and out, every scale, LSE, both amaxes) on the host engine, each
+/// output checked against the oracle's own FP8 steps; the file is the builder's graph.
+#[test]
+fn the_fp8_example_runs_and_verifies_every_output() {
+    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/ragged_sdpa_fp8.json");
+    let text = std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{e}"));
+    let graph = ragged_schema::model::Graph::from_json(&text).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(graph, hipdnn_shim::graphs::fp8_example().graph());
+    let (stdout, out_dir) = run_example("ragged_sdpa_fp8.json");
+    for line in [
+        "OK   uid 4 'o'",
+        "over 9216 written positions",
+        "OK   uid 9 'stats'",
+        "OK   uid 26 'amax_s'",
+        "OK   uid 27 'amax_o'",
+    ] {
+        assert!(stdout.contains(line), "{line}: {stdout}");
+    }
+    assert!(stdout.ends_with("PASS\n"), "{stdout}");
+    assert!(out_dir.join("4.npy").is_file() && out_dir.join("27.npy").is_file());
+}
+
 /// The multi-node example (SDPA → residual add, O virtual) through the host engine, every output
 /// checked against the float64 oracle walked over both nodes.
 #[test]

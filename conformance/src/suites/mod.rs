@@ -4,6 +4,7 @@ pub mod abi;
 pub mod backward;
 pub mod backward_cases;
 pub mod engine_cases;
+pub mod fp8;
 pub mod gating;
 pub mod multi_node;
 pub mod numeric;

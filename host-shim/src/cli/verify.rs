@@ -5,7 +5,7 @@
 //! same sentinel as the engine's; the harness then compares the two bundles output by output with
 //! the tolerances of ragged-sdpa.md §8, the written/unwritten split and the exact-zero rows.
 
-use hipdnn_shim::harness::{Comparison, GraphHarness, Harness, ValidationMode};
+use hipdnn_shim::harness::{Comparison, GraphHarness, Harness, ValidationMode, Yardstick};
 
 use crate::error::ShimError;
 use crate::oracle;
@@ -16,7 +16,7 @@ pub fn against_oracle(
 ) -> Result<Vec<Comparison>, ShimError> {
     let writes = oracle::evaluate(&harness.graph, &harness.reference).map_err(ShimError::Oracle)?;
     oracle::store(&mut harness.reference, &writes).map_err(ShimError::Oracle)?;
-    Ok(harness.validate(mode)?)
+    Ok(harness.validate_against(mode, Yardstick::Definition)?)
 }
 
 /// The same for a multi-node graph: the oracle walks every node, storing each node's values
@@ -166,5 +166,70 @@ mod tests {
             .unwrap_or_else(|e| panic!("{e}"));
         let failures: Vec<(i64, usize)> = bad.iter().map(|c| (c.uid, c.failure_count)).collect();
         assert_eq!(failures, vec![(uid::STATS, 0), (mn::Y, 1)]);
+    }
+
+    /// FP8 forwards: kernels' FP8 reference, copied into the engine bundle, agrees with the
+    /// oracle's independent FP8 steps on every scalar shape, format and output type; then one
+    /// O code two steps away and an amax off by one f32 ulp more than allowed each fail.
+    #[test]
+    fn fp8_outputs_of_the_reference_pass_and_wrong_ones_fail() {
+        use hipdnn_shim::graphs::Fp8Spec;
+        let variants = [
+            (DataType::Fp8E4m3, DataType::Fp8E4m3, true),
+            (DataType::Fp8E4m3, DataType::BFloat16, false),
+            (DataType::Fp8E4m3Fnuz, DataType::Fp8E4m3Fnuz, true),
+            (DataType::Fp8E5m2, DataType::Float, true),
+            (DataType::Fp8E5m2Fnuz, DataType::Half, false),
+        ];
+        for (input, output, full) in variants {
+            let spec = RaggedSdpaSpec {
+                io_type: output,
+                fp8: Some(Fp8Spec { input, full }),
+                ..spec()
+            };
+            let pre = pre_supplied(&spec).unwrap_or_else(|e| panic!("{e}"));
+            let mut h = Harness::new(spec.graph(), &pre, 7).unwrap_or_else(|e| panic!("{e}"));
+            std::mem::swap(&mut h.reference, &mut h.engine);
+            h.run_reference().unwrap_or_else(|e| panic!("{e}"));
+            std::mem::swap(&mut h.reference, &mut h.engine);
+            let ok =
+                against_oracle(&mut h, ValidationMode::Coverage).unwrap_or_else(|e| panic!("{e}"));
+            assert!(
+                ok.iter().all(|c| c.passed() && c.compared > 0),
+                "{input:?} -> {output:?}: {ok:?}"
+            );
+            assert_eq!(ok.len(), if full { 4 } else { 2 });
+            if !full || output != DataType::Fp8E4m3 {
+                continue;
+            }
+            if let Ok(t) = h.engine.writable(uid::O)
+                && let HostDataMut::Fp8(_, s) = t.host_data_mut()
+            {
+                s[1] = if s[1] & 0x7F >= 0x7D {
+                    s[1] - 2
+                } else {
+                    s[1] + 2
+                };
+            }
+            if let Ok(t) = h.engine.writable(hipdnn_shim::graphs::uid::AMAX_O)
+                && let HostDataMut::F32(s) = t.host_data_mut()
+            {
+                s[0] = f32::from_bits(s[0].to_bits() + 2);
+            }
+            let bad: Vec<(i64, usize)> = against_oracle(&mut h, ValidationMode::Coverage)
+                .unwrap_or_else(|e| panic!("{e}"))
+                .iter()
+                .map(|c| (c.uid, c.failure_count))
+                .collect();
+            assert_eq!(
+                bad,
+                vec![
+                    (uid::O, 1),
+                    (uid::STATS, 0),
+                    (hipdnn_shim::graphs::uid::AMAX_S, 0),
+                    (hipdnn_shim::graphs::uid::AMAX_O, 1)
+                ]
+            );
+        }
     }
 }

@@ -5,8 +5,11 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use half::{bf16, f16};
-use ragged_core::tensor::{DenseTensor, RaggedTensor, Tensor, TensorMut, TensorMutExt};
-use ragged_core::{DataType as KernelType, Element, KernelError};
+use ragged_core::tensor::{
+    Dense, DenseTensor, Ragged, RaggedLayout, RaggedTensor, Storage, StorageMut, Tensor, TensorMut,
+    TensorMutExt, dense_element_space,
+};
+use ragged_core::{DataType as KernelType, Element, Fp8Format, HostData, HostDataMut, KernelError};
 use ragged_schema::model::{DataType, Graph, TensorAttributes};
 
 use crate::host_error::HostError;
@@ -42,7 +45,8 @@ pub struct Bundle {
     pub virtuals: BTreeMap<i64, Box<dyn TensorMut>>,
 }
 
-/// The tensor SDK's element type for a graph data type; only the five the SDK stores.
+/// The tensor SDK's element type for a graph data type: the five it stores as numbers and the
+/// four FP8 data formats it stores as codes (FP8_E8M0 is a scale format, not a data format).
 pub fn kernel_type(attrs: &TensorAttributes) -> Result<KernelType, HostError> {
     Ok(match attrs.data_type {
         DataType::Float => KernelType::F32,
@@ -50,6 +54,10 @@ pub fn kernel_type(attrs: &TensorAttributes) -> Result<KernelType, HostError> {
         DataType::BFloat16 => KernelType::BF16,
         DataType::Int32 => KernelType::I32,
         DataType::Int64 => KernelType::I64,
+        DataType::Fp8E4m3 => KernelType::Fp8(Fp8Format::E4M3),
+        DataType::Fp8E5m2 => KernelType::Fp8(Fp8Format::E5M2),
+        DataType::Fp8E4m3Fnuz => KernelType::Fp8(Fp8Format::E4M3Fnuz),
+        DataType::Fp8E5m2Fnuz => KernelType::Fp8(Fp8Format::E5M2Fnuz),
         other => {
             return Err(HostError::Harness(format!(
                 "tensor uid {} has data_type {other:?}, which the harness cannot allocate",
@@ -206,13 +214,6 @@ pub fn create_tensor_from_attribute(
         name: attrs.name.clone(),
         source,
     };
-    // `kernel_type` allocates no FP8 type: the harness has no owning FP8 tensor.
-    let fp8 = |format: ragged_core::Fp8Format| {
-        Err(HostError::Harness(format!(
-            "tensor uid {} has data_type {format}, which the harness cannot allocate",
-            attrs.uid
-        )))
-    };
     match attrs.ragged_offset_tensor_uid {
         None => match dtype {
             KernelType::F32 => dense::<f32>(attrs),
@@ -220,7 +221,7 @@ pub fn create_tensor_from_attribute(
             KernelType::BF16 => dense::<bf16>(attrs),
             KernelType::I32 => dense::<i32>(attrs),
             KernelType::I64 => dense::<i64>(attrs),
-            KernelType::Fp8(format) => return fp8(format),
+            KernelType::Fp8(format) => dense_fp8(attrs, format),
         }
         .map_err(allocation),
         Some(aux_uid) => {
@@ -236,11 +237,71 @@ pub fn create_tensor_from_attribute(
                 KernelType::BF16 => ragged::<bf16>(attrs, aux),
                 KernelType::I32 => ragged::<i32>(attrs, aux),
                 KernelType::I64 => ragged::<i64>(attrs, aux),
-                KernelType::Fp8(format) => return fp8(format),
+                KernelType::Fp8(format) => ragged_fp8(attrs, aux, format),
             }
             .map_err(allocation)
         }
     }
+}
+
+/// An owning buffer of FP8 codes: the SDK's owning tensors are generic over numeric element
+/// types, and a code means nothing without its format, so the format travels with the bytes.
+#[derive(Debug, Clone)]
+pub struct Fp8Codes {
+    format: Fp8Format,
+    codes: Vec<u8>,
+}
+
+impl Fp8Codes {
+    /// `len` zero codes (the value 0 in every format).
+    pub fn zeroed(format: Fp8Format, len: usize) -> Fp8Codes {
+        Fp8Codes {
+            format,
+            codes: vec![0; len],
+        }
+    }
+}
+
+impl Storage for Fp8Codes {
+    fn view(&self) -> HostData<'_> {
+        HostData::Fp8(self.format, &self.codes)
+    }
+}
+
+impl StorageMut for Fp8Codes {
+    fn view_mut(&mut self) -> HostDataMut<'_> {
+        HostDataMut::Fp8(self.format, &mut self.codes)
+    }
+}
+
+fn dense_fp8(a: &TensorAttributes, format: Fp8Format) -> Result<Box<dyn TensorMut>, KernelError> {
+    let space = dense_element_space(&a.dims, &a.strides)?;
+    Ok(Box::new(Dense::from_storage(
+        Fp8Codes::zeroed(format, space),
+        a.dims.clone(),
+        a.strides.clone(),
+    )?))
+}
+
+fn ragged_fp8(
+    a: &TensorAttributes,
+    aux: &Arc<dyn Tensor>,
+    format: Fp8Format,
+) -> Result<Box<dyn TensorMut>, KernelError> {
+    let layout = RaggedLayout::new(
+        a.dims.clone(),
+        a.strides.clone(),
+        3 - a.sdpa_head_axis(),
+        Arc::clone(aux),
+        a.ragged_offset_multiplier,
+    )?;
+    let len = usize::try_from(layout.total_elements()).map_err(|_| KernelError::Overflow {
+        what: "ragged FP8 tensor elements",
+    })?;
+    Ok(Box::new(Ragged::from_layout(
+        Fp8Codes::zeroed(format, len),
+        layout,
+    )?))
 }
 
 fn dense<T: Element>(a: &TensorAttributes) -> Result<Box<dyn TensorMut>, KernelError> {

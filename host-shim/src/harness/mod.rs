@@ -10,6 +10,7 @@ pub mod bundle;
 pub mod coverage;
 pub mod device;
 pub mod exec_graph;
+pub mod fp8;
 pub mod graph;
 pub mod overrides;
 pub mod sdpa_op;
@@ -30,6 +31,7 @@ use ragged_gpu_runtime::cuda::runtime::CudaRuntime;
 
 pub use bundle::{Bundle, Entry, PreSuppliedInputs, create_tensor_from_attribute};
 pub use device::DeviceRun;
+pub use fp8::Yardstick;
 pub use graph::{GraphHarness, is_multi_node, outputs_of};
 pub use sdpa_op::SdpaRoles;
 pub use validate::{Comparison, Expectation, Tolerance, ValidationMode};
@@ -53,6 +55,8 @@ impl Harness {
         let mut engine = Bundle::allocate(&graph, pre_supplied)?;
         reference.initialise(&roles.outputs, seed);
         engine.initialise(&roles.outputs, seed);
+        fp8::initialise_scalars(&graph, &roles, &mut reference);
+        fp8::initialise_scalars(&graph, &roles, &mut engine);
         Ok(Harness {
             graph,
             roles,
@@ -61,8 +65,12 @@ impl Harness {
         })
     }
 
-    /// The CPU reference (kernels' `sdpa_forward`) on the reference bundle.
+    /// The CPU reference (kernels' `sdpa_forward`, or `sdpa_forward_fp8_tensors` for FP8
+    /// inputs) on the reference bundle.
     pub fn run_reference(&mut self) -> Result<(), HostError> {
+        if fp8::input_format(&self.reference, &self.roles.attrs)?.is_some() {
+            return fp8::run_reference(&self.graph, &self.roles, &mut self.reference);
+        }
         let params = self.roles.params(&self.graph, &self.reference)?;
         let a = &self.roles.attrs;
         let mut o = self.reference.take_owned(a.o_tensor_uid)?;
@@ -174,16 +182,35 @@ impl Harness {
         Ok(times)
     }
 
-    /// Compares every output of the engine bundle with the reference bundle.
+    /// Compares every output of the engine bundle with the reference bundle, which holds the
+    /// CPU reference's values.
     pub fn validate(&self, mode: ValidationMode) -> Result<Vec<Comparison>, HostError> {
+        self.validate_against(mode, Yardstick::Reference)
+    }
+
+    /// Compares every output of the engine bundle with the reference bundle, whose values came
+    /// from `yardstick` (which sets the FP8 tolerances; 16-bit graphs have one rule).
+    pub fn validate_against(
+        &self,
+        mode: ValidationMode,
+        yardstick: Yardstick,
+    ) -> Result<Vec<Comparison>, HostError> {
         let a = &self.roles.attrs;
         let input_type = self.reference.get(a.q_tensor_uid)?.data_type();
+        let fp8_input = fp8::input_format(&self.reference, a)?;
         let mut out = Vec::new();
         for &uid in &self.roles.outputs {
-            let tolerance = if Some(uid) == a.stats_tensor_uid {
-                Tolerance::for_lse(input_type)
-            } else {
-                Tolerance::for_output(self.reference.get(uid)?.data_type())
+            let tolerance = match fp8_input {
+                Some(input) => fp8::tolerance(
+                    &self.graph,
+                    &self.roles,
+                    &self.reference,
+                    input,
+                    uid,
+                    yardstick,
+                )?,
+                None if Some(uid) == a.stats_tensor_uid => Tolerance::for_lse(input_type),
+                None => Tolerance::for_output(self.reference.get(uid)?.data_type()),
             };
             let written = match mode {
                 ValidationMode::Coverage => {

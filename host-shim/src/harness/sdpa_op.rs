@@ -42,6 +42,8 @@ impl SdpaRoles {
     pub fn of_node(attrs: &SdpaAttributes) -> SdpaRoles {
         let mut outputs = BTreeSet::from([attrs.o_tensor_uid]);
         outputs.extend(attrs.stats_tensor_uid);
+        outputs.extend(attrs.amax_s_tensor_uid);
+        outputs.extend(attrs.amax_o_tensor_uid);
         SdpaRoles {
             attrs: attrs.clone(),
             outputs,
@@ -142,6 +144,14 @@ impl SdpaRoles {
         uid: i64,
         bundle: &Bundle,
     ) -> Result<BTreeSet<usize>, HostError> {
+        if super::fp8::is_amax(&self.attrs, uid) {
+            // One element, written whatever the lengths (0 when no row sees a key).
+            let t = bundle.get(uid)?;
+            let position = t
+                .get_index(&vec![0; t.dims().len()])
+                .map_err(|e| HostError::Harness(format!("amax uid {uid}: {e}")))?;
+            return Ok(BTreeSet::from([position]));
+        }
         let lq = self.query_lengths(bundle)?;
         self.row_positions(uid, bundle, |b| 0..lq.get(b).copied().unwrap_or(0))
     }

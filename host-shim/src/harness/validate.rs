@@ -32,14 +32,25 @@ impl fmt::Display for ValidationMode {
     }
 }
 
-/// `abs(x − ref) ≤ atol + rtol · abs(ref)`.
+/// `abs(x − ref) ≤ atol + rtol · abs(ref)`, on decoded values.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Tolerance {
     pub atol: f64,
     pub rtol: f64,
+    /// An FP8 output also passes where the engine's code is the reference's neighbour (no
+    /// finite value of the format between the two): one rounding that went the other way
+    /// (fp8-attention.md §3, normalized versus running-max P).
+    pub neighbour_codes: bool,
 }
 
 impl Tolerance {
+    /// Bit-for-bit (up to the sign of zero).
+    pub const EXACT: Tolerance = Tolerance {
+        atol: 0.0,
+        rtol: 0.0,
+        neighbour_codes: false,
+    };
+
     /// O's tolerance by element type (ragged-sdpa.md §8).
     pub fn for_output(dtype: KernelType) -> Tolerance {
         let t = match dtype {
@@ -47,13 +58,21 @@ impl Tolerance {
             KernelType::F16 => 2e-3,
             _ => 1e-2,
         };
-        Tolerance { atol: t, rtol: t }
+        Tolerance {
+            atol: t,
+            rtol: t,
+            neighbour_codes: false,
+        }
     }
 
     /// LSE's tolerance, which depends on the *input* type (LSE itself is always f32).
     pub fn for_lse(input: KernelType) -> Tolerance {
         let t = if input == KernelType::F32 { 1e-4 } else { 1e-3 };
-        Tolerance { atol: t, rtol: t }
+        Tolerance {
+            atol: t,
+            rtol: t,
+            neighbour_codes: false,
+        }
     }
 }
 
@@ -230,7 +249,12 @@ pub fn compare(
         let rel = if r == 0.0 { abs } else { abs / r.abs() };
         out.max_abs_error = out.max_abs_error.max(abs);
         out.max_rel_error = out.max_rel_error.max(rel);
-        if abs > tolerance.atol + tolerance.rtol * r.abs() {
+        let neighbours = tolerance.neighbour_codes
+            && match reference {
+                HostData::Fp8(format, _) => adjacent_codes(format, r, a),
+                _ => false,
+            };
+        if abs > tolerance.atol + tolerance.rtol * r.abs() && !neighbours {
             out.fail(format!(
                 "position {i}: reference {r}, engine {a}, |diff| {abs:.3e} > {:.1e} + {:.1e}*|ref|",
                 tolerance.atol, tolerance.rtol
@@ -238,6 +262,14 @@ pub fn compare(
         }
     }
     Ok(out)
+}
+
+/// Whether no finite value of `format` lies strictly between the decoded values `r` and `a`.
+fn adjacent_codes(format: ragged_core::Fp8Format, r: f64, a: f64) -> bool {
+    let (lo, hi) = (r.min(a), r.max(a));
+    !(0..=u8::MAX)
+        .map(|code| format.decode_f64(code))
+        .any(|x| x.is_finite() && lo < x && x < hi)
 }
 
 #[cfg(test)]
@@ -248,6 +280,7 @@ mod tests {
     const TOL: Tolerance = Tolerance {
         atol: 1e-3,
         rtol: 1e-3,
+        neighbour_codes: false,
     };
 
     fn run(
@@ -385,6 +418,37 @@ mod tests {
         assert_eq!(
             c.failures[0],
             "position 0: its row admits no key, so it must be exactly 0 (reference 0, engine 0.00006103515625)"
+        );
+    }
+
+    #[test]
+    fn fp8_codes_pass_as_neighbours_and_fail_two_apart() {
+        use ragged_core::Fp8Format;
+        let e4m3 = Fp8Format::E4M3;
+        let tolerance = Tolerance {
+            neighbour_codes: true,
+            ..Tolerance::EXACT
+        };
+        let check = |reference: &[u8], engine: &[u8], tolerance| {
+            compare(
+                3,
+                HostData::Fp8(e4m3, reference),
+                HostData::Fp8(e4m3, engine),
+                Expectation::default(),
+                ValidationMode::SentinelSkip,
+                tolerance,
+            )
+            .unwrap_or_else(|e| panic!("{e}"))
+            .failure_count
+        };
+        // 1.0 is 0x38; 0x39 (1.125) is its neighbour, 0x3A (1.25) is not; 0x00 and 0x80 (±0)
+        // are equal values, 0x01 (2^-9) is the neighbour of both.
+        let reference = [0x38, 0x38, 0x00, 0x80];
+        assert_eq!(check(&reference, &[0x39, 0x37, 0x80, 0x01], tolerance), 0);
+        assert_eq!(check(&reference, &[0x3A, 0x38, 0x00, 0x80], tolerance), 1);
+        assert_eq!(
+            check(&reference, &[0x39, 0x38, 0x00, 0x80], Tolerance::EXACT),
+            1
         );
     }
 }

@@ -13,7 +13,13 @@
 //! both read right; a dense one is hipDNN's `[B, H, S, D]` with any strides. A dense LSE is
 //! `[B, H, S, 1]` or `[B, S, H, 1]` by its dims (hipDNN's order when H = S); a ragged LSE takes its
 //! axes from its strides like Q.
+//!
+//! FP8 forwards (kernels/core/fp8-attention.md §3) take the same loops with the document's
+//! extra steps: codes decoded through the oracle's own tables ([`fp8`]), the descales applied to
+//! the scores and to O, P quantized with `scale_s` when the node carries it, O scaled by
+//! `scale_o` and rounded to its FP8 format, and the two amax outputs.
 
+mod fp8;
 mod graph;
 mod pointwise;
 
@@ -248,6 +254,10 @@ fn floats(t: &dyn Tensor, uid: i64) -> Result<Vec<f64>, String> {
         HostData::F32(s) => Ok(s.iter().map(|&v| f64::from(v)).collect()),
         HostData::F16(s) => Ok(s.iter().map(|&v| f64::from(v)).collect()),
         HostData::BF16(s) => Ok(s.iter().map(|&v| f64::from(v)).collect()),
+        HostData::Fp8(format, s) => {
+            let table = fp8::Fp8Table::new(format);
+            Ok(s.iter().map(|&c| table.value(c)).collect())
+        }
         other => Err(format!(
             "tensor uid {uid} holds {}; SDPA operands are floating point",
             other.data_type()
@@ -364,9 +374,15 @@ fn band(a: &SdpaAttributes) -> Result<(i64, i64, bool), String> {
 
 /// schema.md §6.2: the scale tensor (baked or pass-by-value), else `attn_scale_value`, else 1.
 fn scale(graph: &Graph, bundle: &Bundle, a: &SdpaAttributes) -> Result<f64, String> {
-    let Some(uid) = a.scale_tensor_uid else {
-        return Ok(a.attn_scale_value.map_or(1.0, f64::from));
-    };
+    match a.scale_tensor_uid {
+        Some(uid) => scalar(graph, bundle, uid),
+        None => Ok(a.attn_scale_value.map_or(1.0, f64::from)),
+    }
+}
+
+/// A scalar tensor as schema.md §6.2 reads the scale (fp8-attention.md §1.2 reads the FP8
+/// scalars the same way): its baked value, else its first element.
+fn scalar(graph: &Graph, bundle: &Bundle, uid: i64) -> Result<f64, String> {
     let attrs = graph
         .tensor(uid)
         .ok_or_else(|| format!("scale tensor uid {uid} is not in the graph"))?;
@@ -394,9 +410,6 @@ fn refuse_unmodelled(a: &SdpaAttributes) -> Result<(), String> {
         ("dropout_mask_tensor_uid", a.dropout_mask_tensor_uid),
         ("dropout_scale_tensor_uid", a.dropout_scale_tensor_uid),
         ("block_mask_tensor_uid", a.block_mask_tensor_uid),
-        ("descale_q_tensor_uid", a.descale_q_tensor_uid),
-        ("descale_k_tensor_uid", a.descale_k_tensor_uid),
-        ("descale_v_tensor_uid", a.descale_v_tensor_uid),
         ("max_tensor_uid", a.max_tensor_uid),
         ("sum_exp_tensor_uid", a.sum_exp_tensor_uid),
     ];
@@ -407,6 +420,78 @@ fn refuse_unmodelled(a: &SdpaAttributes) -> Result<(), String> {
         return Err("ALiBi or dropout is set; the oracle does not model it".into());
     }
     Ok(())
+}
+
+/// The FP8 steps of fp8-attention.md §3 for one node, resolved.
+struct Fp8Steps {
+    /// `descale_q · descale_k`, applied to every score (step 1).
+    score_descale: f64,
+    descale_v: f64,
+    /// `(scale_s, descale_s, format of Q)`: P quantized (step 4).
+    softmax: Option<(f64, f64, fp8::Fp8Table)>,
+    /// O's scale, FP8 O only (step 6).
+    scale_o: f64,
+}
+
+/// The node's FP8 steps when Q holds FP8 codes; the scalar fields on a 16-bit node are refused.
+fn fp8_steps(
+    graph: &Graph,
+    bundle: &Bundle,
+    a: &SdpaAttributes,
+) -> Result<Option<Fp8Steps>, String> {
+    let format = match tensor(bundle, a.q_tensor_uid)?.host_data() {
+        HostData::Fp8(format, _) => format,
+        _ => {
+            let fields = [
+                ("descale_q_tensor_uid", a.descale_q_tensor_uid),
+                ("descale_k_tensor_uid", a.descale_k_tensor_uid),
+                ("descale_v_tensor_uid", a.descale_v_tensor_uid),
+                ("descale_s_tensor_uid", a.descale_s_tensor_uid),
+                ("scale_s_tensor_uid", a.scale_s_tensor_uid),
+                ("scale_o_tensor_uid", a.scale_o_tensor_uid),
+                ("amax_s_tensor_uid", a.amax_s_tensor_uid),
+                ("amax_o_tensor_uid", a.amax_o_tensor_uid),
+            ];
+            return match fields.iter().find(|(_, uid)| uid.is_some()) {
+                Some((name, _)) => Err(format!("{name} is set on a graph whose Q is not FP8")),
+                None => Ok(None),
+            };
+        }
+    };
+    if a.page_table_k_tensor_uid.is_some() || a.sink_token_tensor_uid.is_some() {
+        return Err("an FP8 graph with paged K/V or sinks; the oracle does not model it".into());
+    }
+    let required = |uid: Option<i64>, name: &str| -> Result<f64, String> {
+        let uid = uid.ok_or_else(|| format!("an FP8 graph without {name}"))?;
+        scalar(graph, bundle, uid)
+    };
+    let softmax = match (a.scale_s_tensor_uid, a.descale_s_tensor_uid) {
+        (None, None) => None,
+        (scale_s, descale_s) => Some((
+            required(scale_s, "scale_s_tensor_uid")?,
+            required(descale_s, "descale_s_tensor_uid")?,
+            fp8::Fp8Table::new(format),
+        )),
+    };
+    Ok(Some(Fp8Steps {
+        score_descale: required(a.descale_q_tensor_uid, "descale_q_tensor_uid")?
+            * required(a.descale_k_tensor_uid, "descale_k_tensor_uid")?,
+        descale_v: required(a.descale_v_tensor_uid, "descale_v_tensor_uid")?,
+        softmax,
+        scale_o: match a.scale_o_tensor_uid {
+            Some(uid) => scalar(graph, bundle, uid)?,
+            None => 1.0,
+        },
+    }))
+}
+
+/// `max` that keeps a NaN (fp8-attention.md §3.7: NaN reaches the amaxes).
+fn nan_max(a: f64, b: f64) -> f64 {
+    if a.is_nan() || b.is_nan() {
+        f64::NAN
+    } else {
+        a.max(b)
+    }
 }
 
 /// The LSE's geometry: a dense one is head-major or token-major by which dims match Q's.
@@ -455,6 +540,9 @@ pub fn evaluate_sdpa(
     refuse_unmodelled(a)?;
     let (left, right, bottom_right) = band(a)?;
     let scale = scale(graph, bundle, a)?;
+    let fp8 = fp8_steps(graph, bundle, a)?;
+    let score_descale = fp8.as_ref().map_or(1.0, |f| f.score_descale);
+    let (mut amax_s, mut amax_o) = (0.0f64, 0.0f64);
 
     let q = geometry(graph, bundle, a.q_tensor_uid, SeqAxis::Two)?;
     let o = geometry(graph, bundle, a.o_tensor_uid, SeqAxis::Two)?;
@@ -600,7 +688,7 @@ pub fn evaluate_sdpa(
                     for d in 0..q.width {
                         dot += qd[q.position(b, i, h, d)?] * kd[k.position(b, j, g, d)?];
                     }
-                    scores.push((j, scale * dot));
+                    scores.push((j, dot * score_descale * scale));
                 }
                 let max = scores.iter().map(|&(_, s)| s).fold(sink, f64::max);
                 let (weight, lse_value) = if sink.is_nan() {
@@ -616,18 +704,35 @@ pub fn evaluate_sdpa(
                         + scores.iter().map(|&(_, s)| (s - max).exp()).sum::<f64>();
                     (1.0 / sum, max + sum.ln())
                 };
+                // P per admitted key; FP8: amax_s takes it before any scale, then step 4's
+                // quantization replaces it by q(P · scale_s) · descale_s.
+                let mut probabilities = Vec::with_capacity(scores.len());
+                for &(_, s) in &scores {
+                    let p = if weight == 0.0 {
+                        0.0
+                    } else {
+                        (s - max).exp() * weight
+                    };
+                    amax_s = nan_max(amax_s, p);
+                    probabilities.push(match fp8.as_ref().and_then(|f| f.softmax.as_ref()) {
+                        Some((scale_s, descale_s, table)) => {
+                            table.quantize(p * scale_s) * descale_s
+                        }
+                        None => p,
+                    });
+                }
                 for d in 0..o.width {
                     let mut acc = 0.0;
-                    for &(j, s) in &scores {
-                        let p = if weight == 0.0 {
-                            0.0
-                        } else {
-                            (s - max).exp() * weight
-                        };
+                    for (&(j, _), &p) in scores.iter().zip(&probabilities) {
                         acc += p * vd[v.position(b, j, g, d)?];
                     }
                     if weight.is_nan() {
                         acc = f64::NAN;
+                    }
+                    if let Some(f) = &fp8 {
+                        acc *= f.descale_v;
+                        amax_o = nan_max(amax_o, acc.abs());
+                        acc *= f.scale_o;
                     }
                     out_o.push((o.position(b, i, h, d)?, acc));
                 }
@@ -647,11 +752,22 @@ pub fn evaluate_sdpa(
             values: out_lse,
         });
     }
+    if fp8.is_some() {
+        for (uid, value) in [(a.amax_s_tensor_uid, amax_s), (a.amax_o_tensor_uid, amax_o)] {
+            if let Some(uid) = uid {
+                writes.push(Writes {
+                    uid,
+                    values: vec![(0, value)],
+                });
+            }
+        }
+    }
     Ok(writes)
 }
 
 /// Stores the oracle's values into the bundle's own output buffers (rounded to nearest even in
-/// their element type), leaving every other position as it was.
+/// their element type, FP8 through the oracle's own tables), leaving every other position as it
+/// was.
 pub fn store(bundle: &mut Bundle, writes: &[Writes]) -> Result<(), String> {
     for w in writes {
         let t = bundle
@@ -663,6 +779,7 @@ pub fn store(bundle: &mut Bundle, writes: &[Writes]) -> Result<(), String> {
                 HostDataMut::F32(s) => s.len(),
                 HostDataMut::F16(s) => s.len(),
                 HostDataMut::BF16(s) => s.len(),
+                HostDataMut::Fp8(_, s) => s.len(),
                 _ => 0,
             };
             if position >= stored {
@@ -676,6 +793,10 @@ pub fn store(bundle: &mut Bundle, writes: &[Writes]) -> Result<(), String> {
             HostDataMut::F32(s) => w.values.iter().for_each(|&(p, v)| s[p] = v as f32),
             HostDataMut::F16(s) => w.values.iter().for_each(|&(p, v)| s[p] = f16::from_f64(v)),
             HostDataMut::BF16(s) => w.values.iter().for_each(|&(p, v)| s[p] = bf16::from_f64(v)),
+            HostDataMut::Fp8(format, s) => {
+                let table = fp8::Fp8Table::new(format);
+                w.values.iter().for_each(|&(p, v)| s[p] = table.round(v));
+            }
             _ => return Err(format!("output uid {} is not floating point", w.uid)),
         }
     }

@@ -34,6 +34,13 @@ pub fn packed_strides(dims: &[i64]) -> Vec<i64> {
     strides
 }
 
+/// How many elements a buffer needs for a dense geometry (one past the largest position an
+/// in-bounds index reaches), after the checks every dense constructor applies: for callers that
+/// allocate a carrier of their own before wrapping it with [`Dense::from_storage`].
+pub fn dense_element_space(dims: &[i64], strides: &[i64]) -> Result<usize, KernelError> {
+    dense_geometry(dims, strides).map(|(_, space)| space)
+}
+
 /// Validated (element_count, element_space) of a dense geometry.
 fn dense_geometry(dims: &[i64], strides: &[i64]) -> Result<(usize, usize), KernelError> {
     if dims.len() != strides.len() {

@@ -25,7 +25,9 @@ mod ragged_layout;
 mod raw;
 mod storage;
 
-pub use dense::{Dense, DenseTensor, ShallowTensor, ShallowTensorMut, packed_strides};
+pub use dense::{
+    Dense, DenseTensor, ShallowTensor, ShallowTensorMut, dense_element_space, packed_strides,
+};
 pub use fill::TensorMutExt;
 pub use iter::TensorIndices;
 pub use ragged::{Ragged, RaggedTensor, ShallowRaggedTensor, ShallowRaggedTensorMut};
