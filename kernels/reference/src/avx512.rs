@@ -60,24 +60,19 @@ pub(crate) fn exp2_nonpositive(x: __m512) -> __m512 {
         0.009_671_495,
         0.001_326_465_6,
     ];
-    let below = _mm512_cmp_ps_mask::<_CMP_LT_OQ>(x, _mm512_set1_ps(-126.0));
-    let x = _mm512_mask_blend_ps(below, x, _mm512_set1_ps(-127.0));
+    // Lanes at or above −126, NaN included (an unordered compare): the others become an exact
+    // 0 through the zero-masked scaling, whatever the polynomial made of them (−∞ gives NaN).
+    let kept = _mm512_cmp_ps_mask::<_CMP_NLT_UQ>(x, _mm512_set1_ps(-126.0));
     let shifted = _mm512_add_ps(x, _mm512_set1_ps(ROUNDER));
     let n = _mm512_sub_ps(shifted, _mm512_set1_ps(ROUNDER));
     let r = _mm512_sub_ps(x, n);
-    let n_bits = _mm512_sub_epi32(
-        _mm512_castps_si512(shifted),
-        _mm512_set1_epi32(ROUNDER.to_bits() as i32),
-    );
-    let two_to_n = _mm512_castsi512_ps(_mm512_slli_epi32::<23>(_mm512_add_epi32(
-        n_bits,
-        _mm512_set1_epi32(127),
-    )));
     let mut p = _mm512_set1_ps(C[5]);
     for c in [C[4], C[3], C[2], C[1], C[0]] {
         p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(c));
     }
-    _mm512_mul_ps(p, two_to_n)
+    // p · 2ⁿ in one instruction rather than building 2ⁿ's bits from n: exact for the normal
+    // results this function gives.
+    _mm512_maskz_scalef_ps(kept, p, n)
 }
 
 /// Each lane rounded to the nearest bf16, ties to even, as bits (`vcvtneps2bf16`); NaN becomes

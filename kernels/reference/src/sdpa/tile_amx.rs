@@ -14,7 +14,7 @@
 //! B tiles over key pairs (the head dim padded to 16), each tile 1 KiB of its own.
 //!
 //! A work item is query rows of one head (whole 128-row spans, see `super::item_rows`), walked
-//! 32 rows at a time over steps of up to 256 keys; each product runs as 2 × 2 tiles (two A tiles of rows against two B tiles), so
+//! 32 rows at a time over steps of up to 512 keys; each product runs as 2 × 2 tiles (two A tiles of rows against two B tiles), so
 //! every tile loaded serves two multiplies.
 
 use std::ops::Range;
@@ -32,8 +32,9 @@ use super::threads;
 
 /// Keys per softmax step, scored 32 at a time (four C tiles with the 32 rows): the output
 /// accumulator is rescaled, loaded into tiles and stored back once per step, so longer steps
-/// spend less on it.
-const KEY_STEP: usize = 256;
+/// spend less on it, while a causal block's last step computes up to a whole step of masked
+/// scores: 512 beat 256 everywhere and 1024 lost on causal rows.
+const KEY_STEP: usize = 512;
 /// Query rows per work item, before `super::item_rows` joins them, and per pass of `attend`.
 const ITEM_ROWS: usize = 128;
 /// Query rows per block: two A tiles.
@@ -249,8 +250,14 @@ struct Row<'a> {
     o: &'a mut [f32],
 }
 
-/// Scales and masks one row's scores, moves its running maximum and sum, writes P rounded to
-/// bf16 and rescales the row's output accumulator when the maximum moved.
+/// Moves one row's running maximum and sum over the step's scores, writes P rounded to bf16 and
+/// rescales the row's output accumulator when the maximum moved.
+///
+/// Two passes over the raw scores and none written back: the first takes the maximum of the
+/// admitted ones (for a positive scale, the maximum of the scaled scores is the scaled
+/// maximum), the second forms `2^(s·scale − max)` with one fused multiply-add per 16 keys, sums
+/// it in four independent chains and stores P. A scale that is not positive takes the same
+/// arithmetic on scores it scales first.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512bf16,avx2,fma")]
 fn softmax_row(step: &Step, row: Row<'_>, admitted: &Range<usize>, max: &mut f32, sum: &mut f32) {
     use std::arch::x86_64::*;
@@ -265,21 +272,30 @@ fn softmax_row(step: &Step, row: Row<'_>, admitted: &Range<usize>, max: &mut f32
         (clip(admitted.start), clip(admitted.end))
     };
     let everywhere = lo == 0 && hi == step.width as i32;
-    let scale = _mm512_set1_ps(step.scale_log2);
     let minus_inf = _mm512_set1_ps(f32::NEG_INFINITY);
-    let mut maxima = minus_inf;
-    for (c, chunk) in row.scores.iter_mut().enumerate() {
-        let mut x = _mm512_mul_ps(avx512::load(chunk), scale);
-        if !everywhere {
-            let inside = avx512::lanes_between(16 * c as i32, lo, hi);
-            x = _mm512_mask_blend_ps(inside, minus_inf, x);
+    let scale_log2 = if step.scale_log2 > 0.0 {
+        step.scale_log2
+    } else {
+        let scale = _mm512_set1_ps(step.scale_log2);
+        for chunk in row.scores.iter_mut() {
+            avx512::store(_mm512_mul_ps(avx512::load(chunk), scale), chunk);
         }
+        1.0
+    };
+    let admit = |c: usize, x: __m512| {
+        if everywhere {
+            x
+        } else {
+            _mm512_mask_blend_ps(avx512::lanes_between(16 * c as i32, lo, hi), minus_inf, x)
+        }
+    };
+    let mut maxima = minus_inf;
+    for (c, chunk) in row.scores.iter().enumerate() {
         // `max_ps` returns its second operand when either is NaN: a NaN score leaves the
         // maximum alone and reaches the sum through its exponential.
-        maxima = _mm512_max_ps(x, maxima);
-        avx512::store(x, chunk);
+        maxima = _mm512_max_ps(admit(c, avx512::load(chunk)), maxima);
     }
-    let new_max = _mm512_reduce_max_ps(maxima);
+    let new_max = _mm512_reduce_max_ps(maxima) * scale_log2;
     let new_max = if new_max > *max { new_max } else { *max };
     // A row with nothing admitted yet shifts by 0, so its −∞ scores become zeros.
     let shift = if new_max == f32::NEG_INFINITY {
@@ -289,14 +305,20 @@ fn softmax_row(step: &Step, row: Row<'_>, admitted: &Range<usize>, max: &mut f32
     };
     let correction = exp2_nonpositive(*max - shift);
     *max = new_max;
-    let shift = _mm512_set1_ps(shift);
-    let mut totals = _mm512_setzero_ps();
-    for (chunk, p) in row.scores.iter().zip(row.p) {
-        let e = avx512::exp2_nonpositive(_mm512_sub_ps(avx512::load(chunk), shift));
-        totals = _mm512_add_ps(totals, e);
+    let scale = _mm512_set1_ps(scale_log2);
+    let minus_shift = _mm512_set1_ps(-shift);
+    let mut totals = [_mm512_setzero_ps(); 4];
+    for (c, (chunk, p)) in row.scores.iter().zip(row.p).enumerate() {
+        let x = _mm512_fmadd_ps(avx512::load(chunk), scale, minus_shift);
+        let e = avx512::exp2_nonpositive(admit(c, x));
+        totals[c % 4] = _mm512_add_ps(totals[c % 4], e);
         avx512::store_u16(avx512::to_bf16_bits(e), p);
     }
-    *sum = *sum * correction + _mm512_reduce_add_ps(totals);
+    let total = _mm512_add_ps(
+        _mm512_add_ps(totals[0], totals[1]),
+        _mm512_add_ps(totals[2], totals[3]),
+    );
+    *sum = *sum * correction + _mm512_reduce_add_ps(total);
     if correction != 1.0 {
         for x in row.o.iter_mut() {
             *x *= correction;
