@@ -113,7 +113,7 @@ pub fn route(s: &PagedShape) -> Option<GatherPlan> {
         QueryForm::Ragged => return None,
     };
     let rows_per_sequence = if packed { s.q_rows / s.batch } else { s.q_rows };
-    if rows_per_sequence < MIN_ROWS_PER_SEQUENCE {
+    if rows_per_sequence < MIN_ROWS_PER_SEQUENCE || s.q.seq < 1 || s.o.seq < 1 {
         return None;
     }
     if !packed && (s.q.batch != s.q_rows * s.q.seq || s.o.batch != s.q_rows * s.o.seq) {
