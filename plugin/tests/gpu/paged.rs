@@ -605,6 +605,27 @@ fn paged_prefill_gathered_f16_d64_page32_sliding_window_invalid_page() {
 }
 
 #[test]
+fn paged_prefill_gathered_sinks_with_and_without_stats() {
+    // Sinks on the gathered route are folded into the forward's rows by the finish kernel, from
+    // the LSE: the graph's, or (stats off) one the route writes into its workspace. A sequence
+    // without keys gets O = 0 and LSE = its sink.
+    for (name, stats) in [
+        ("paged_prefill_gathered_sinks_bf16_d128_stats", true),
+        ("paged_prefill_gathered_sinks_f16_d64_no_stats", false),
+    ] {
+        let (dtype, d) = if stats {
+            (DataType::BFloat16, 128)
+        } else {
+            (DataType::Half, 64)
+        };
+        let mut case = PagedCase::new(name, dtype, (6, 2, d), 16, &[150, 64, 100], &[400, 0, 100]);
+        case.serving.sinks = true;
+        case.serving.stats = stats;
+        check_paged(&case, 1);
+    }
+}
+
+#[test]
 fn paged_shared_pages_and_zero_lengths_bf16_d128() {
     // Sequence 1 reads sequence 0's pages; sequence 2 has no queries, sequence 3 no keys.
     let mut case = PagedCase::new(

@@ -1,6 +1,7 @@
 // Part of kernels/cuda-fmha/cuda/ragged_paged_decode.cu (the gathered prefill route: the kernels
 // that copy a paged prefill's K and V into contiguous ragged buffers for the forward kernels, and
-// the NaN fix-up of sequences with an invalid page id); included in that file's order, not on its own.
+// the finish kernel: sinks folded into the forward's rows, NaN rows of sequences with an invalid page
+// id); included in that file's order, not on its own.
 //
 // A prefill walks every key once per 128-row query tile, so the split kernel's 16-row mma.sync
 // tiles, which suit decode, leave the tensor cores idle there. On this route the host copies the
@@ -172,40 +173,81 @@ __device__ __forceinline__ void paged_gather_body(RAGGED_PAGED_GATHER_PARAMS) {
     }
 }
 
-// Block b: after the forward, every row of a sequence marked invalid becomes quiet NaN in O and
-// the LSE (§5.3), as the split kernel writes it. Rows: q_start[b] + i in O (padded sequences lie
-// back to back, so this is also b * S_q + i); the LSE's row is b * lse_batch + (packed ?
-// q_start[b] + i : i).
-// `nan_bits` is the element type's quiet NaN (paged_nan).
-#define RAGGED_PAGED_GATHER_FIXUP_PARAMS                                                                          \
-    const int *__restrict__ q_start, const int *__restrict__ lq, const int *__restrict__ invalid,                 \
-        u16 *__restrict__ o, float *__restrict__ lse, i64 o_seq, i64 o_head, i64 lse_batch, i64 lse_seq,          \
-        i64 lse_head, int packed, int h_q, int d_v, int nan_bits
+// Workspace rows one finish block takes.
+#define RAGGED_GATHER_FINISH_ROWS 16
 
-__device__ __forceinline__ void paged_gather_fixup_body(RAGGED_PAGED_GATHER_FIXUP_PARAMS) {
-    const int b = blockIdx.x;
-    if (invalid[b] == 0) return;
-    const int n = lq[b];
-    const i64 row0 = q_start[b];
-    const int nt = RAGGED_PAGED_NW * 32;
-    const i64 cells = (i64)n * h_q * d_v;
-    for (i64 e = threadIdx.x; e < cells; e += nt) {
-        const int c = (int)(e % d_v);
-        const i64 rh = e / d_v;
-        const int h = (int)(rh % h_q);
-        const i64 i = rh / h_q;
-        o[(row0 + i) * o_seq + (i64)h * o_head + c] = (u16)nan_bits;
-    }
-    if (lse == 0) return;
-    const i64 lse_row0 = packed ? row0 : 0;
-    for (i64 e = threadIdx.x; e < (i64)n * h_q; e += nt) {
-        const int h = (int)(e % h_q);
-        const i64 i = e / h_q;
-        lse[(i64)b * lse_batch + (lse_row0 + i) * lse_seq + (i64)h * lse_head] = __int_as_float(0x7fc00000);
+// After the forward, per query row and head (paged-kv-and-sinks.md): a sequence marked invalid gets
+// quiet NaN in O and the LSE (§5.3), as the split kernel writes it; with sinks (§6), the forward's
+// O and natural-log LSE over the keys become the sink-inclusive ones,
+//   LSE' = ln(e^LSE + e^s_h),   O' = O · e^(LSE - LSE'),
+// the split kernel's arithmetic (paged_finish) applied after the fact, so one more rounding of O. Block x
+// takes workspace rows [16x, 16x + 16): the packed row (its sequence found by a binary search over
+// q_start, as the combine kernel does) or b * S_q + i for padded Q; rows that belong to no
+// sequence's Lq are left alone. `lse` is the graph's LSE or, with sinks and no LSE in the graph, a
+// workspace copy the forward wrote; `bf16` selects O's element type, `nan_bits` its quiet NaN.
+#define RAGGED_PAGED_GATHER_FINISH_PARAMS                                                                         \
+    const int *__restrict__ q_start, const int *__restrict__ lq, const int *__restrict__ invalid,                 \
+        u16 *__restrict__ o, float *__restrict__ lse, const float *__restrict__ sinks, i64 o_seq, i64 o_head,    \
+        i64 lse_batch, i64 lse_seq, i64 lse_head, i64 sink_stride, int batch, int q_rows, int packed, int ws_rows, \
+        int h_q, int d_v, int bf16, int nan_bits
+
+__device__ __forceinline__ float paged_half_to_float(u16 x, int bf16) {
+    return bf16 ? paged_to_float<true>(x) : paged_to_float<false>(x);
+}
+__device__ __forceinline__ u16 paged_float_to_half(float x, int bf16) {
+    return bf16 ? paged_from_float<true>(x) : paged_from_float<false>(x);
+}
+
+__device__ __forceinline__ void paged_gather_finish_body(RAGGED_PAGED_GATHER_FINISH_PARAMS) {
+    const int warp = threadIdx.x >> 5;
+    const int lane = threadIdx.x & 31;
+    const int r0 = (int)blockIdx.x * RAGGED_GATHER_FINISH_ROWS;
+    const int pairs = RAGGED_GATHER_FINISH_ROWS * h_q;
+    for (int pr = warp; pr < pairs; pr += RAGGED_PAGED_NW) {
+        const int r = r0 + pr / h_q;
+        const int h = pr % h_q;
+        if (r >= ws_rows) break;
+        int b, i;
+        if (packed) {
+            // The last sequence whose first row is at or before r (sequences without rows share
+            // their successor's start).
+            int lo = 0, hi = batch - 1;
+            while (lo < hi) {
+                const int mid = (lo + hi + 1) >> 1;
+                if (q_start[mid] <= r)
+                    lo = mid;
+                else
+                    hi = mid - 1;
+            }
+            b = lo;
+            i = r - q_start[b];
+        } else {
+            b = r / q_rows;
+            i = r - b * q_rows;
+        }
+        if (i < 0 || i >= lq[b]) continue;
+        const bool bad = invalid[b] != 0;
+        if (!bad && sinks == 0) continue;
+        const i64 orow = (i64)(q_start[b] + i) * o_seq + (i64)h * o_head;
+        float* lp = lse != 0 ? lse + (i64)b * lse_batch + (i64)(packed ? q_start[b] + i : i) * lse_seq +
+                                   (i64)h * lse_head
+                             : 0;
+        if (bad) {
+            for (int c = lane; c < d_v; c += 32) o[orow + c] = (u16)nan_bits;
+            if (lp != 0 && lane == 0) *lp = __int_as_float(0x7fc00000);
+            continue;
+        }
+        // The forward's row as one weight e^LSE over its normalized O: paged_finish with a sum of 1.
+        float factor, lse_out;
+        paged_finish(*lp * RAGGED_LOG2E, 1.f, paged_sink2(sinks, sink_stride, h), &factor, &lse_out);
+        for (int c = lane; c < d_v; c += 32)
+            o[orow + c] = paged_float_to_half(paged_half_to_float(o[orow + c], bf16) * factor, bf16);
+        __syncwarp();
+        if (lane == 0) *lp = lse_out;
     }
 }
 
-// The entry points: element-type free (16-byte copies; the fix-up takes the NaN bits), one
+// The entry points: element-type free (16-byte copies; the finish kernel takes O's type and NaN bits), one
 // configuration each, {0, 0, threads per block, 0} as the combine kernels publish.
 extern "C" {
 __constant__ int ragged_paged_gather_starts_config[4] = {0, 0, RAGGED_PAGED_NW * 32, 0};
@@ -219,9 +261,9 @@ __global__ void __launch_bounds__(RAGGED_PAGED_NW * 32) ragged_paged_gather(RAGG
                       v_page, v_head, v_slot, tk_row, tk_col, tv_row, tv_col, pages_k, pages_v, ps_k, ps_v, h_kv, d_k,
                       d_v);
 }
-__constant__ int ragged_paged_gather_fixup_config[4] = {0, 0, RAGGED_PAGED_NW * 32, 0};
-__global__ void __launch_bounds__(RAGGED_PAGED_NW * 32) ragged_paged_gather_fixup(RAGGED_PAGED_GATHER_FIXUP_PARAMS) {
-    paged_gather_fixup_body(q_start, lq, invalid, o, lse, o_seq, o_head, lse_batch, lse_seq, lse_head, packed, h_q, d_v,
-                            nan_bits);
+__constant__ int ragged_paged_gather_finish_config[4] = {0, 0, RAGGED_PAGED_NW * 32, 0};
+__global__ void __launch_bounds__(RAGGED_PAGED_NW * 32) ragged_paged_gather_finish(RAGGED_PAGED_GATHER_FINISH_PARAMS) {
+    paged_gather_finish_body(q_start, lq, invalid, o, lse, sinks, o_seq, o_head, lse_batch, lse_seq, lse_head,
+                             sink_stride, batch, q_rows, packed, ws_rows, h_q, d_v, bf16, nan_bits);
 }
 }

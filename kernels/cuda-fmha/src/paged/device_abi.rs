@@ -76,11 +76,11 @@ pub const KERNELS: [(&str, &str); 10] = [
 ];
 
 /// The gathered route's entry points (`decode/gather.cuh`), element-type free: the starts kernel,
-/// the gather kernel, the fix-up. Each publishes `{0, 0, threads, 0}` like the combine kernels.
+/// the gather kernel, the finish kernel. Each publishes `{0, 0, threads, 0}` like the combine kernels.
 pub const GATHER_KERNELS: [&str; 3] = [
     "ragged_paged_gather_starts",
     "ragged_paged_gather",
-    "ragged_paged_gather_fixup",
+    "ragged_paged_gather_finish",
 ];
 
 impl PagedKernel {

@@ -19,6 +19,8 @@ use ragged_core::problem::QueryForm;
 
 /// `RAGGED_GATHER_ROWS`: keys one gather block copies.
 pub const GATHER_ROWS: i64 = 64;
+/// `RAGGED_GATHER_FINISH_ROWS`: query rows one finish block takes.
+pub const FINISH_ROWS: i64 = 16;
 /// A paged problem takes the gathered route when its sequences average at least this many query
 /// rows: the forward's query tiles are 64 or 128 rows, and below that the split kernel, which
 /// reads the pages in place, does not pay for a copy of the whole context.
@@ -45,6 +47,9 @@ pub struct GatherWorkspace {
     pub k: u64,
     /// The gathered V, `[B · max_seq_len_kv, H_kv, D_v]`.
     pub v: u64,
+    /// With sinks and no LSE in the graph: the forward's LSE, f32 `[rows, H_q]`, which the finish
+    /// kernel needs to fold the sinks in.
+    pub lse: Option<u64>,
     /// The forward's own workspace.
     pub forward: u64,
     /// Bytes to request, including slack for aligning the caller's pointer.
@@ -60,7 +65,13 @@ pub struct GatherPlan {
     pub workspace: GatherWorkspace,
     /// Blocks of the gather launch along keys: ceil(max_seq_len_kv / [`GATHER_ROWS`]).
     pub key_blocks: u32,
-    /// The element type's quiet NaN, for the fix-up.
+    /// Where the forward writes the LSE and the finish kernel reads it back (with sinks): the
+    /// graph's LSE, or the workspace's ([`GatherWorkspace::lse`]); `None` without either.
+    pub lse: Option<PagedRows>,
+    /// Blocks of the finish launch: ceil(workspace rows / [`FINISH_ROWS`]).
+    pub finish_blocks: u32,
+    /// O is bfloat16 (else half), and its quiet NaN, for the finish kernel.
+    pub bf16: bool,
     pub nan_bits: i32,
 }
 
@@ -99,12 +110,12 @@ fn setting(value: Option<&OsStr>) -> bool {
     value.and_then(OsStr::to_str) != Some("0")
 }
 
-/// The gathered route for `s`, or `None` where the split kernel stays: decode-sized rows, sinks
-/// (the forward has no sink term), padded Q or O whose sequences are not back to back (the
-/// forward addresses a sequence by one token start shared by Q and O), a gathered size above
-/// [`MAX_GATHER_BYTES`] or int32 key starts, or a launch the forward cannot plan.
+/// The gathered route for `s`, or `None` where the split kernel stays: decode-sized rows, padded
+/// Q or O whose sequences are not back to back (the forward addresses a sequence by one token
+/// start shared by Q and O), a gathered size above [`MAX_GATHER_BYTES`] or int32 key starts, or a
+/// launch the forward cannot plan. Sinks are folded in by the finish kernel, from the LSE.
 pub fn route(s: &PagedShape) -> Option<GatherPlan> {
-    if s.has_sinks || s.batch < 1 || s.batch > i64::from(u16::MAX) {
+    if s.batch < 1 || s.batch > i64::from(u16::MAX) {
         return None;
     }
     let packed = match s.query {
@@ -140,7 +151,22 @@ pub fn route(s: &PagedShape) -> Option<GatherPlan> {
     let invalid = align(kv_start + ints(s.batch + 1));
     let k = align(invalid + ints(s.batch));
     let v = align(k + k_bytes);
-    let forward = align(v + v_bytes);
+    let ws_rows = if packed { s.q_rows } else { s.batch * s.q_rows };
+    // The sinks need the LSE; without one in the graph the forward writes it here, `[rows, H_q]`.
+    let (lse_scratch, lse_rows) = match s.lse {
+        Some((_, rows)) => (None, Some(rows)),
+        None if s.has_sinks => {
+            let rows = PagedRows {
+                batch: if packed { 0 } else { s.q_rows * s.heads_q },
+                seq: s.heads_q,
+                head: 1,
+            };
+            (Some(align(v + v_bytes)), Some(rows))
+        }
+        None => (None, None),
+    };
+    let scratch_bytes = lse_scratch.map_or(0, |_| (ws_rows as u64) * (s.heads_q as u64) * 4);
+    let forward = align(lse_scratch.unwrap_or(v + v_bytes) + scratch_bytes);
     let workspace = GatherWorkspace {
         q_start,
         lq,
@@ -148,6 +174,7 @@ pub fn route(s: &PagedShape) -> Option<GatherPlan> {
         invalid,
         k,
         v,
+        lse: lse_scratch,
         forward,
         total_bytes: forward + forward_ws.total_bytes + WORKSPACE_ALIGNMENT,
     };
@@ -158,15 +185,16 @@ pub fn route(s: &PagedShape) -> Option<GatherPlan> {
         bytes: 4,
         multiplier,
     };
-    let lse = s.lse.map(|(uid, rows)| LseArgs {
-        uid,
+    let lse_uid = s.lse.map_or(q_uid, |(uid, _)| uid);
+    let lse = lse_rows.map(|rows| LseArgs {
+        uid: lse_uid,
         // Packed: a sequence's LSE rows start at its first Q row; padded: b · batch stride.
-        offsets: packed.then(|| tokens(uid, rows.seq.max(1))),
+        offsets: packed.then(|| tokens(lse_uid, rows.seq.max(1))),
         batch_stride: if packed { 0 } else { rows.batch },
         seq_stride: rows.seq,
         head_stride: rows.head,
     });
-    if packed && s.lse.is_some_and(|(_, rows)| rows.seq < 1) {
+    if packed && lse_rows.is_some_and(|rows| rows.seq < 1) {
         return None;
     }
     let forward_plan = FmhaPlan {
@@ -210,6 +238,11 @@ pub fn route(s: &PagedShape) -> Option<GatherPlan> {
         key_blocks: u32::try_from((s.max_kv + GATHER_ROWS - 1) / GATHER_ROWS)
             .ok()?
             .max(1),
+        lse: lse_rows,
+        finish_blocks: u32::try_from((ws_rows + FINISH_ROWS - 1) / FINISH_ROWS)
+            .ok()?
+            .max(1),
+        bf16: s.dtype == DataType::BF16,
         nan_bits: match s.dtype {
             DataType::BF16 => 0x7FC0,
             _ => 0x7E00,
@@ -279,17 +312,37 @@ mod tests {
     }
 
     #[test]
-    fn decode_sinks_and_oversized_contexts_keep_the_split_kernel() {
+    fn sinks_without_an_lse_in_the_graph_get_one_in_the_workspace() {
+        let sinks = PagedShape {
+            has_sinks: true,
+            ..shape()
+        };
+        let g = route(&sinks).expect("gathered");
+        let w = g.workspace;
+        let at = w.lse.expect("an LSE region");
+        // [8192 rows, 32 heads] of f32 between V and the forward's workspace.
+        assert!(at >= w.v + 8 * 4096 * 8 * 128 * 2);
+        assert!(w.forward >= at + 8192 * 32 * 4);
+        let rows = g.lse.expect("the finish kernel's LSE");
+        assert_eq!((rows.batch, rows.seq, rows.head), (0, 32, 1));
+        let lse = g.forward.lse.expect("the forward writes it");
+        assert_eq!(lse.offsets.map(|o| o.multiplier), Some(32));
+        assert_eq!(g.finish_blocks, 8192 / 16);
+        // Without sinks no LSE is written anywhere.
+        let plain = route(&shape()).expect("gathered");
+        assert_eq!(
+            (plain.workspace.lse, plain.lse, plain.forward.lse),
+            (None, None, None)
+        );
+    }
+
+    #[test]
+    fn decode_and_oversized_contexts_keep_the_split_kernel() {
         let decode = PagedShape {
             q_rows: 8 * 4,
             ..shape()
         };
         assert!(route(&decode).is_none());
-        let sinks = PagedShape {
-            has_sinks: true,
-            ..shape()
-        };
-        assert!(route(&sinks).is_none());
         // 8 · 65536 keys of 8 heads · 256 · 2 bytes: 2 GiB.
         let long = PagedShape {
             max_kv: 65536,

@@ -1,6 +1,6 @@
 //! Enqueues the paged kernels on a caller's stream with the caller's device pointers: the split
 //! kernel, then (with more than one split) the combine kernel; or, on the gathered route, the
-//! starts and gather kernels, the ragged forward and the fix-up ([`super::gather`]). No host
+//! starts and gather kernels, the ragged forward and the finish kernel ([`super::gather`]). No host
 //! synchronisation: lengths and page tables are read on the device, invalid page ids become NaN
 //! rows (paged-kv-and-sinks.md §5.3).
 
@@ -228,7 +228,7 @@ impl PagedEngine {
         Ok(())
     }
 
-    /// The gathered route: starts, gather, the forward over the gathered K and V, fix-up.
+    /// The gathered route: starts, gather, the forward over the gathered K and V, finish.
     ///
     /// # Safety
     /// As [`Self::execute`], with the pointers already checked against `plan` and the loaded
@@ -248,7 +248,7 @@ impl PagedEngine {
             block,
             shared_mem_bytes: 0,
         };
-        let [starts, copy, fixup] = device_abi::GATHER_KERNELS;
+        let [starts, copy, finish] = device_abi::GATHER_KERNELS;
         let starts = loaded.module.function(starts, 0)?;
         // SAFETY: the argument list mirrors RAGGED_PAGED_GATHER_STARTS_PARAMS; the lengths were
         // checked non-null, the workspace holds the gathered route's records.
@@ -278,12 +278,13 @@ impl PagedEngine {
         };
         let w = gather.workspace;
         let lse_offsets = forward.lse.and_then(|l| l.offsets).is_some();
+        let lse = gather_lse(gather, b, base);
         let buffers = FmhaBuffers {
             q: b.q,
             k: base + w.k,
             v: base + w.v,
             o: b.o,
-            lse: b.lse,
+            lse,
             q_offsets: base + w.q_start,
             kv_offsets: base + w.kv_start,
             lse_offsets: if lse_offsets { base + w.q_start } else { 0 },
@@ -300,15 +301,16 @@ impl PagedEngine {
             self.forward
                 .execute(&forward, stream, &buffers, ExecuteMode::Enqueue)
         }?;
-        let fixup = loaded.module.function(fixup, 0)?;
-        // SAFETY: the argument list mirrors RAGGED_PAGED_GATHER_FIXUP_PARAMS; it runs after the
-        // forward on the same stream and writes only rows of sequences the gather marked invalid.
+        let finish = loaded.module.function(finish, 0)?;
+        // SAFETY: the argument list mirrors RAGGED_PAGED_GATHER_FINISH_PARAMS; it runs after the
+        // forward on the same stream and rewrites only the rows of O and the LSE that the forward
+        // wrote (sinks) or that belong to a sequence the gather marked invalid.
         unsafe {
             launch(
-                fixup,
-                config((plan.batch as u32, 1, 1)),
+                finish,
+                config((gather.finish_blocks, 1, 1)),
                 stream,
-                &gather_fixup_args(plan, gather, b, base),
+                &gather_finish_args(plan, gather, b, base),
             )
         }
     }
@@ -495,8 +497,18 @@ pub(crate) fn gather_args(
     ]
 }
 
-/// Parameters of `ragged_paged_gather_fixup` (RAGGED_PAGED_GATHER_FIXUP_PARAMS).
-pub(crate) fn gather_fixup_args(
+/// Where the gathered route's forward writes the LSE and the finish kernel reads it: the graph's
+/// LSE, the workspace's (sinks without an LSE in the graph), or nowhere (0).
+fn gather_lse(gather: &GatherPlan, b: &PagedBuffers, base: u64) -> u64 {
+    match (gather.lse, gather.workspace.lse) {
+        (None, _) => 0,
+        (Some(_), Some(scratch)) => base + scratch,
+        (Some(_), None) => b.lse,
+    }
+}
+
+/// Parameters of `ragged_paged_gather_finish` (RAGGED_PAGED_GATHER_FINISH_PARAMS).
+pub(crate) fn gather_finish_args(
     plan: &PagedPlan,
     gather: &GatherPlan,
     b: &PagedBuffers,
@@ -504,21 +516,31 @@ pub(crate) fn gather_fixup_args(
 ) -> Vec<KernelArg> {
     use KernelArg::{I32, I64, Ptr};
     let w = gather.workspace;
-    let (lse, s) = lse_arg(plan, b);
+    let s = gather.lse.unwrap_or(super::plan::RowStrides {
+        batch: 0,
+        seq: 0,
+        head: 0,
+    });
     vec![
         Ptr(base + w.q_start),
         Ptr(base + w.lq),
         Ptr(base + w.invalid),
         Ptr(b.o),
-        Ptr(lse),
+        Ptr(gather_lse(gather, b, base)),
+        Ptr(plan.sinks.map_or(0, |_| b.sinks)),
         I64(plan.o.seq),
         I64(plan.o.head),
         I64(s.batch),
         I64(s.seq),
         I64(s.head),
+        I64(plan.sinks.map_or(0, |s| s.1)),
+        I32(plan.batch),
+        I32(plan.q_rows),
         I32(i32::from(plan.packed)),
+        I32(plan.ws_rows),
         I32(plan.heads_q),
         I32(plan.kernel.d_v() as i32),
+        I32(i32::from(gather.bf16)),
         I32(gather.nan_bits),
     ]
 }
@@ -674,8 +696,8 @@ mod tests {
             macro_types("RAGGED_PAGED_GATHER_PARAMS")
         );
         assert_eq!(
-            types(&gather_fixup_args(&gathered, g, &b, 0)),
-            macro_types("RAGGED_PAGED_GATHER_FIXUP_PARAMS")
+            types(&gather_finish_args(&gathered, g, &b, 0)),
+            macro_types("RAGGED_PAGED_GATHER_FINISH_PARAMS")
         );
     }
 
