@@ -11,7 +11,8 @@ tensors (its NHD layout `[pages, 16, H_kv, D]` is the same memory) and the same 
 (`indptr` / `indices` / `last_page_len`), with and without its tensor-core decode; the faster is
 the peer. A problem with more query tokens per sequence (chunked prefill, bottom-right causal) is
 timed against FlashInfer's paged prefill instead and also reported in TFLOP/s (4 · D · H_q per
-admitted pair). Outputs are checked against each other before anything is timed.
+admitted pair); there the engine's split-kernel route ("ours_split", the gathered route switched
+off at plan time) is timed beside its default, in the same rounds. Outputs are checked against each other before anything is timed.
 
 Time: median over 15 CUDA-event pairs of 10 back-to-back calls, taken interleaved with the order
 rotated each round (event_timing.py). Bytes: K and V rows actually read (sum of contexts x H_kv x
@@ -139,6 +140,10 @@ def peak_tbps(torch, given):
     return 4.8 if "H200" in name else 3.35
 
 
+# The plugin's switch between its two paged prefill routes (kernels/cuda-fmha/src/paged/gather.rs).
+GATHER_ENV = "RAGGED_SDPA_CUDA_PAGED_GATHER"
+
+
 def bench(plugin, graphs, args):
     import torch
 
@@ -185,6 +190,22 @@ def bench(plugin, graphs, args):
         fns, labels = [ours], ["ours"]
         outs = {}
         keep = []
+        if prefill:
+            # The same graph planned with the gathered route switched off (the split kernel), timed
+            # in the same interleaved rounds: the A/B of the engine's two prefill routes.
+            o_split = torch.zeros_like(q)
+            os.environ[GATHER_ENV] = "0"
+            try:
+                split = Execution(plugin, handle, graphs, CUDA_ENGINE, meta["graph"],
+                                  {**pointers, u["o"]: o_split.data_ptr()}, alloc)
+            finally:
+                del os.environ[GATHER_ENV]
+            split()
+            torch.cuda.synchronize()
+            outs["ours_split"] = o_split[:total_q]
+            fns.append(split)
+            labels.append("ours_split")
+            keep.append((split, o_split))
         if flashinfer is not None and prefill:
             try:
                 ws = torch.empty(256 << 20, dtype=torch.uint8, device=dev)
@@ -261,7 +282,8 @@ def bench(plugin, graphs, args):
         flops = 4 * d * hq * pairs
         res = {label: t for label, t in zip(labels, times)}
         ours_ms = res["ours"][0]
-        peer = min((res[lab][0], lab) for lab in labels if lab != "ours") if len(labels) > 1 else (None, None)
+        peers = [(res[lab][0], lab) for lab in labels if not lab.startswith("ours")]
+        peer = min(peers) if peers else (None, None)
         rows.append((name, ours_ms, res["ours"][1], total, peer, flops if prefill else None))
         for label in labels:
             ms, spread = res[label]
@@ -269,6 +291,9 @@ def bench(plugin, graphs, args):
             rate = f"{flops / (ms * 1e-3) / 1e12:7.1f} TFLOP/s" if prefill else f"{gbs / (peak * 1e3) * 100:5.1f} % of peak"
             print(f"  {name} {label:14s} {ms * 1e3:9.1f} us (spread {spread * 1e3:.1f})  {gbs:8.1f} GB/s  {rate}")
         ours.close()
+        for kept in keep:
+            if isinstance(kept[0], Execution):
+                kept[0].close()
         del k, v
         torch.cuda.empty_cache()
     plugin.Destroy(handle)

@@ -93,7 +93,7 @@ step memcheck compute-sanitizer --tool memcheck --error-exitcode 1 "$carry/gpu" 
 step memcheck-backward compute-sanitizer --tool memcheck --error-exitcode 1 "$carry/gpu_backward" --test-threads=1 zero_length
 step racecheck compute-sanitizer --tool racecheck --error-exitcode 1 "$carry/gpu" --test-threads=1 zero_length
 step racecheck-backward compute-sanitizer --tool racecheck --error-exitcode 1 "$carry/gpu_backward" --test-threads=1 zero_length
-paged_small=(paged_shared_pages_and_zero_lengths paged_prefill_bf16_d64_page16_sliding_window_sinks paged_invalid_page_id)
+paged_small=(paged_shared_pages_and_zero_lengths paged_prefill_bf16_d64_page16_sliding_window_sinks paged_invalid_page_id paged_prefill_gathered_f16_d64)
 step memcheck-paged compute-sanitizer --tool memcheck --error-exitcode 1 "$carry/gpu" --test-threads=1 "${paged_small[@]}"
 step racecheck-paged compute-sanitizer --tool racecheck --error-exitcode 1 "$carry/gpu" --test-threads=1 "${paged_small[@]}"
 echo "${pass} passed, ${fail} failed"

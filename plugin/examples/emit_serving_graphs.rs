@@ -1,4 +1,4 @@
-//! Writes the paged serving benchmark's graphs (`bench/gpu/serving_bench.py`), decode and one
+//! Writes the paged serving benchmark's graphs (`bench/gpu/serving_bench.py`), decode and
 //! chunked prefill: for each problem a serialized graph `<name>.bin` built by the shim's serving
 //! graphs (packed Q/O `[1, H_q, ΣLq + 1, D]`, token-major pools `[P, H_kv, 16, D]`, page tables
 //! `[B, MP]`, int32 lengths; bottom-right causal, which for one query token admits the whole
@@ -27,7 +27,7 @@ const ENGINES: [&str; 2] = ["RAGGED_SDPA_CUDA_FMHA", "RAGGED_SDPA_HOST_REFERENCE
 /// for decode).
 type Serving = (&'static str, i64, i64, i64, i64, Vec<i64>, Vec<i64>);
 
-/// The decode problems, and one chunked prefill.
+/// The decode problems, and two chunked prefills.
 fn problems(tiny: bool) -> Vec<Serving> {
     if tiny {
         return vec![(
@@ -71,6 +71,19 @@ fn problems(tiny: bool) -> Vec<Serving> {
             16,
             vec![32768; 64],
             vec![1; 64],
+        ),
+        // A serving mix of chunked prefills: 512 new tokens on each of 32 sequences whose contexts
+        // spread over 1k..8k keys, shuffled.
+        (
+            "prefill_b32_q512_ctx1k_8k_gqa4_d128",
+            32,
+            8,
+            128,
+            16,
+            (0..32)
+                .map(|i| 1024 + (37 * i % 32) * (8192 - 1024) / 31)
+                .collect(),
+            vec![512; 32],
         ),
         // Chunked prefill: 1024 new tokens after 3072 cached ones, 8 sequences.
         (

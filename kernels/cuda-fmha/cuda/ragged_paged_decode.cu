@@ -1,4 +1,5 @@
-// Paged K/V attention with attention sinks (split-KV decode), for NVIDIA sm_80+ (sm_90a included).
+// Paged K/V attention with attention sinks (split-KV decode), for NVIDIA sm_80+ (sm_90a included),
+// and the page gather of the prefill route.
 //
 // Compiled at run time by NVRTC like the forward (`-arch=sm_90a -std=c++17` on H100/H200,
 // `-arch=sm_XY` elsewhere), no system or CUDA header. Semantics: kernels/core/paged-kv-and-sinks.md
@@ -13,6 +14,13 @@
 //        the workspace and, from block (0, 0, b), the sequence's record.
 //   2. ragged_paged_combine_<dt>_d<D> <<<(ws_rows, ceil(H_q / 4)), 128>>>   only when splits > 1:
 //        merges the splits of each (row, head) in split order, folds the sink in, writes O and LSE.
+// A prefill takes the gathered route instead (decode/gather.cuh, chosen at plan time):
+//   1. ragged_paged_gather_starts <<<1, 128>>>: row and key starts, clamped lengths;
+//   2. ragged_paged_gather <<<(ceil(max_seq_len_kv / 64), B), 128>>>: the pages each sequence
+//        reads, copied into contiguous K and V in the workspace;
+//   3. the ragged forward (ragged_fmha_fwd.cu, its own module) over Q, the gathered K and V and O;
+//   4. ragged_paged_gather_finish <<<ceil(ws_rows / 16), 128>>>: sinks folded into O and the LSE,
+//        NaN rows for sequences with an invalid page id.
 // The ABI (parameters, workspace layout) is in decode/README.md; the host's copy of it is
 // kernels/cuda-fmha/src/paged/.
 //
@@ -25,4 +33,5 @@
 #include "decode/common.cuh"
 #include "decode/split.cuh"
 #include "decode/combine.cuh"
+#include "decode/gather.cuh"
 #include "decode/entries.cuh"

@@ -129,7 +129,9 @@ impl Planned for PagedForwardPlan {
 
     /// Compiles and loads the paged kernels for the stream's device now.
     fn prepare(&self, stream: Stream<'_>) -> Result<(), KernelError> {
-        PagedEngine::global().prepare_on(stream).map_err(failure)
+        PagedEngine::global()
+            .prepare_on(&self.plan, stream)
+            .map_err(failure)
     }
 
     fn execute(&self, call: &mut Call<'_>) -> Result<(), KernelError> {

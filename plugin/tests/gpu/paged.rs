@@ -571,6 +571,61 @@ fn paged_prefill_no_mask_f16_d256_page16() {
 }
 
 #[test]
+fn paged_prefill_gathered_bf16_d128_gqa4_page16_bottom_right() {
+    // 98 query rows per sequence on average: the gathered route (pages copied into the workspace,
+    // then the ragged forward). A sequence without queries (its keys are not copied), one without
+    // keys (O = 0, LSE = -inf), sequence 1 reading sequence 0's pages.
+    let mut case = PagedCase::new(
+        "paged_prefill_gathered_bf16_d128_gqa4_page16_bottom_right",
+        DataType::BFloat16,
+        (8, 2, 128),
+        16,
+        &[200, 70, 0, 130, 90],
+        &[1000, 333, 50, 130, 0],
+    );
+    case.shared_pages = true;
+    check_paged(&case, 2);
+}
+
+#[test]
+fn paged_prefill_gathered_f16_d64_page32_sliding_window_invalid_page() {
+    // The gathered route with a band and an invalid page id in sequence 1: its rows are NaN, the
+    // others exact.
+    let mut case = PagedCase::new(
+        "paged_prefill_gathered_f16_d64_page32_sliding_window_invalid_page",
+        DataType::Half,
+        (4, 4, 64),
+        32,
+        &[100, 90, 80],
+        &[300, 200, 80],
+    );
+    case.band = Some((Some(40), Some(0), DiagonalAlignment::BottomRight));
+    case.bad_page = Some((1, 1));
+    check_paged(&case, 1);
+}
+
+#[test]
+fn paged_prefill_gathered_sinks_with_and_without_stats() {
+    // Sinks on the gathered route are folded into the forward's rows by the finish kernel, from
+    // the LSE: the graph's, or (stats off) one the route writes into its workspace. A sequence
+    // without keys gets O = 0 and LSE = its sink.
+    for (name, stats) in [
+        ("paged_prefill_gathered_sinks_bf16_d128_stats", true),
+        ("paged_prefill_gathered_sinks_f16_d64_no_stats", false),
+    ] {
+        let (dtype, d) = if stats {
+            (DataType::BFloat16, 128)
+        } else {
+            (DataType::Half, 64)
+        };
+        let mut case = PagedCase::new(name, dtype, (6, 2, d), 16, &[150, 64, 100], &[400, 0, 100]);
+        case.serving.sinks = true;
+        case.serving.stats = stats;
+        check_paged(&case, 1);
+    }
+}
+
+#[test]
 fn paged_shared_pages_and_zero_lengths_bf16_d128() {
     // Sequence 1 reads sequence 0's pages; sequence 2 has no queries, sequence 3 no keys.
     let mut case = PagedCase::new(

@@ -45,7 +45,7 @@ pub struct LaunchGeometry {
 }
 
 /// (tiles per batch, grid blocks, workspace) for query tiles of `block_m` rows.
-pub(super) fn grid_and_workspace(
+pub(crate) fn grid_and_workspace(
     b: i64,
     s_q: i64,
     h_q: i64,

@@ -75,6 +75,14 @@ pub const KERNELS: [(&str, &str); 10] = [
     ),
 ];
 
+/// The gathered route's entry points (`decode/gather.cuh`), element-type free: the starts kernel,
+/// the gather kernel, the finish kernel. Each publishes `{0, 0, threads, 0}` like the combine kernels.
+pub const GATHER_KERNELS: [&str; 3] = [
+    "ragged_paged_gather_starts",
+    "ragged_paged_gather",
+    "ragged_paged_gather_finish",
+];
+
 impl PagedKernel {
     /// The entry points for `dtype` with Q/K head dim `d_qk` and V/O head dim `d_v`, if compiled.
     pub fn select(dtype: DataType, d_qk: i64, d_v: i64) -> Option<Self> {

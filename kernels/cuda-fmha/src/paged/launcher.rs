@@ -1,7 +1,8 @@
 //! Enqueues the paged kernels on a caller's stream with the caller's device pointers: the split
-//! kernel, then (with more than one split) the combine kernel. No host synchronisation: lengths and
-//! page tables are read on the device, invalid page ids become NaN rows (paged-kv-and-sinks.md
-//! §5.3).
+//! kernel, then (with more than one split) the combine kernel; or, on the gathered route, the
+//! starts and gather kernels, the ragged forward and the finish kernel ([`super::gather`]). No host
+//! synchronisation: lengths and page tables are read on the device, invalid page ids become NaN
+//! rows (paged-kv-and-sinks.md §5.3).
 
 use std::sync::{Arc, OnceLock};
 
@@ -9,11 +10,14 @@ use cudarc::driver::sys::CUstream;
 use ragged_core::binding::{Call, Stream};
 
 use super::device_abi::{self, EntryConfig};
+use super::gather::GatherPlan;
 use super::plan::PagedPlan;
 use crate::forward::device_abi::TileConfig;
 use crate::forward::geometry::WORKSPACE_ALIGNMENT;
+use crate::forward::launcher::{ExecuteMode, FmhaBuffers, FmhaEngine};
 use crate::forward::launcher::{RequiredPointer, check_pointers};
 use crate::forward::loading::{LoadedKernels, ModuleCache};
+use crate::forward::plan::FmhaPlan;
 use ragged_gpu_runtime::cuda::context::{StreamContext, context_of_stream};
 use ragged_gpu_runtime::cuda::error::{GpuError, TensorRole};
 use ragged_gpu_runtime::cuda::module::{KernelArg, LaunchConfig, launch};
@@ -59,19 +63,28 @@ pub struct PagedBuffers {
 /// Compiles, loads and launches the paged kernels; one per process is the norm.
 pub struct PagedEngine {
     modules: ModuleCache,
+    /// Runs the gathered route's forward.
+    forward: &'static FmhaEngine,
 }
 
 impl PagedEngine {
     /// The process-wide engine, using [`NvrtcCache::global`].
+    /// The gathered route shares [`FmhaEngine::global`], so a process loads the forward's module
+    /// once per context whichever graphs it runs.
     pub fn global() -> &'static PagedEngine {
         static ENGINE: OnceLock<PagedEngine> = OnceLock::new();
-        ENGINE.get_or_init(|| PagedEngine::with_cache(NvrtcCache::global()))
+        ENGINE.get_or_init(|| PagedEngine {
+            modules: ModuleCache::new(NvrtcCache::global(), &PAGED_SOURCE),
+            forward: FmhaEngine::global(),
+        })
     }
 
-    /// An engine with its own compile cache (tests, benchmarks).
+    /// An engine with its own compile cache (tests, benchmarks); its forward engine, with the same
+    /// cache, lives as long as the process.
     pub fn with_cache(cache: &'static NvrtcCache) -> Self {
         Self {
             modules: ModuleCache::new(cache, &PAGED_SOURCE),
+            forward: Box::leak(Box::new(FmhaEngine::with_cache(cache))),
         }
     }
 
@@ -81,7 +94,12 @@ impl PagedEngine {
         }
         let entries = device_abi::KERNELS
             .iter()
-            .flat_map(|&(split, combine)| [(split, ()), (combine, ())]);
+            .flat_map(|&(split, combine)| [(split, ()), (combine, ())])
+            .chain(
+                device_abi::GATHER_KERNELS
+                    .iter()
+                    .map(|&kernel| (kernel, ())),
+            );
         let parse = |kernel: &'static str, (), raw: [i32; 4]| {
             let EntryConfig {
                 threads,
@@ -97,20 +115,26 @@ impl PagedEngine {
         Ok(self.modules.load(ctx, entries, parse)?.kernels)
     }
 
-    /// Compiles (or fetches) and loads the kernels for `stream`'s context.
+    /// Compiles (or fetches) and loads the kernels `plan` launches for `stream`'s context: the
+    /// paged module, and on the gathered route the forward's too.
     ///
     /// # Safety
     /// `stream` must be null or a live stream.
-    pub unsafe fn prepare(&self, stream: CUstream) -> Result<(), GpuError> {
+    pub unsafe fn prepare(&self, plan: &PagedPlan, stream: CUstream) -> Result<(), GpuError> {
         // SAFETY: forwarded from this function's contract.
         let ctx = unsafe { context_of_stream(stream) }?;
-        self.loaded(&ctx).map(|_| ())
+        self.loaded(&ctx)?;
+        if plan.gather.is_some() {
+            // SAFETY: forwarded from this function's contract.
+            unsafe { self.forward.prepare(stream) }?;
+        }
+        Ok(())
     }
 
     /// [`Self::prepare`] on a call's stream.
-    pub fn prepare_on(&self, stream: Stream<'_>) -> Result<(), GpuError> {
+    pub fn prepare_on(&self, plan: &PagedPlan, stream: Stream<'_>) -> Result<(), GpuError> {
         // SAFETY: a call's stream is NULL or live for the call.
-        unsafe { self.prepare(stream.raw().cast()) }
+        unsafe { self.prepare(plan, stream.raw().cast()) }
     }
 
     /// [`Self::execute`] on `call`'s stream, over buffers read from `call`.
@@ -149,6 +173,12 @@ impl PagedEngine {
         // SAFETY: `stream` is null or live (this function's contract).
         let ctx = unsafe { context_of_stream(stream) }?;
         let loaded = self.loaded(&ctx)?;
+        if let Some(gather) = &plan.gather {
+            let _current = ctx.make_current()?;
+            // SAFETY: forwarded from this function's contract; the pointers were checked above
+            // and the workspace holds the gathered route's layout.
+            return unsafe { self.execute_gathered(&loaded, plan, gather, stream, b) };
+        }
         let split_name = plan.kernel.split();
         let published = loaded.config(split_name)?;
         let shared = device_abi::split_shared_bytes(
@@ -196,6 +226,93 @@ impl PagedEngine {
             unsafe { launch(combine, config, stream, &args) }?;
         }
         Ok(())
+    }
+
+    /// The gathered route: starts, gather, the forward over the gathered K and V, finish.
+    ///
+    /// # Safety
+    /// As [`Self::execute`], with the pointers already checked against `plan` and the loaded
+    /// module's context current.
+    unsafe fn execute_gathered(
+        &self,
+        loaded: &LoadedKernels,
+        plan: &PagedPlan,
+        gather: &GatherPlan,
+        stream: CUstream,
+        b: &PagedBuffers,
+    ) -> Result<(), GpuError> {
+        let base = b.workspace.div_ceil(WORKSPACE_ALIGNMENT) * WORKSPACE_ALIGNMENT;
+        let block = (device_abi::THREADS, 1, 1);
+        let config = |grid| LaunchConfig {
+            grid,
+            block,
+            shared_mem_bytes: 0,
+        };
+        let [starts, copy, finish] = device_abi::GATHER_KERNELS;
+        let starts = loaded.module.function(starts, 0)?;
+        // SAFETY: the argument list mirrors RAGGED_PAGED_GATHER_STARTS_PARAMS; the lengths were
+        // checked non-null, the workspace holds the gathered route's records.
+        unsafe {
+            launch(
+                starts,
+                config((1, 1, 1)),
+                stream,
+                &gather_starts_args(plan, gather, b, base),
+            )
+        }?;
+        let copy = loaded.module.function(copy, 0)?;
+        // SAFETY: the argument list mirrors RAGGED_PAGED_GATHER_PARAMS; the starts kernel
+        // enqueued before it wrote the records it reads, pools and tables were checked non-null
+        // and aligned, and the gathered buffers hold B · max_seq_len_kv rows.
+        unsafe {
+            launch(
+                copy,
+                config((gather.key_blocks, plan.batch as u32, 1)),
+                stream,
+                &gather_args(plan, gather, b, base),
+            )
+        }?;
+        let forward = FmhaPlan {
+            scale: plan.scale,
+            ..gather.forward.clone()
+        };
+        let w = gather.workspace;
+        let lse_offsets = forward.lse.and_then(|l| l.offsets).is_some();
+        let lse = gather_lse(gather, b, base);
+        let buffers = FmhaBuffers {
+            q: b.q,
+            k: base + w.k,
+            v: base + w.v,
+            o: b.o,
+            lse,
+            q_offsets: base + w.q_start,
+            kv_offsets: base + w.kv_start,
+            lse_offsets: if lse_offsets { base + w.q_start } else { 0 },
+            seq_len_q: base + w.lq,
+            seq_len_kv: 0,
+            workspace: base + w.forward,
+            workspace_bytes: forward.workspace_bytes(),
+        };
+        // SAFETY: Q, O and the LSE are the caller's (this function's contract); K, V, the offsets
+        // and the lengths are the workspace regions the two launches above fill on the same
+        // stream, the forward's workspace its own region after them; offsets and lengths are
+        // well-formed by construction, so the enqueueing mode loses nothing.
+        unsafe {
+            self.forward
+                .execute(&forward, stream, &buffers, ExecuteMode::Enqueue)
+        }?;
+        let finish = loaded.module.function(finish, 0)?;
+        // SAFETY: the argument list mirrors RAGGED_PAGED_GATHER_FINISH_PARAMS; it runs after the
+        // forward on the same stream and rewrites only the rows of O and the LSE that the forward
+        // wrote (sinks) or that belong to a sequence the gather marked invalid.
+        unsafe {
+            launch(
+                finish,
+                config((gather.finish_blocks, 1, 1)),
+                stream,
+                &gather_finish_args(plan, gather, b, base),
+            )
+        }
     }
 }
 
@@ -316,6 +433,118 @@ pub(crate) fn split_args(plan: &PagedPlan, b: &PagedBuffers, base: u64) -> Vec<K
     ]
 }
 
+/// Parameters of `ragged_paged_gather_starts` (RAGGED_PAGED_GATHER_STARTS_PARAMS).
+pub(crate) fn gather_starts_args(
+    plan: &PagedPlan,
+    gather: &GatherPlan,
+    b: &PagedBuffers,
+    base: u64,
+) -> Vec<KernelArg> {
+    use KernelArg::{I32, Ptr};
+    let w = gather.workspace;
+    vec![
+        Ptr(b.seq_len_q),
+        I32(plan.seq_len_q.1),
+        Ptr(b.seq_len_kv),
+        I32(plan.seq_len_kv.1),
+        Ptr(base + w.q_start),
+        Ptr(base + w.lq),
+        Ptr(base + w.kv_start),
+        Ptr(base + w.invalid),
+        I32(plan.batch),
+        I32(plan.q_rows),
+        I32(i32::from(plan.packed)),
+        I32(plan.max_kv),
+    ]
+}
+
+/// Parameters of `ragged_paged_gather` (RAGGED_PAGED_GATHER_PARAMS).
+pub(crate) fn gather_args(
+    plan: &PagedPlan,
+    gather: &GatherPlan,
+    b: &PagedBuffers,
+    base: u64,
+) -> Vec<KernelArg> {
+    use KernelArg::{I32, I64, Ptr};
+    let w = gather.workspace;
+    vec![
+        Ptr(b.k),
+        Ptr(b.v),
+        Ptr(b.table_k),
+        Ptr(b.table_v),
+        Ptr(base + w.lq),
+        Ptr(base + w.kv_start),
+        Ptr(base + w.invalid),
+        Ptr(base + w.k),
+        Ptr(base + w.v),
+        I64(plan.k.page),
+        I64(plan.k.head),
+        I64(plan.k.slot),
+        I64(plan.v.page),
+        I64(plan.v.head),
+        I64(plan.v.slot),
+        I64(plan.table_k.row),
+        I64(plan.table_k.column),
+        I64(plan.table_v.row),
+        I64(plan.table_v.column),
+        I32(plan.k.pages),
+        I32(plan.v.pages),
+        I32(plan.k.page_size),
+        I32(plan.v.page_size),
+        I32(plan.heads_kv),
+        I32(plan.kernel.d_qk() as i32),
+        I32(plan.kernel.d_v() as i32),
+    ]
+}
+
+/// Where the gathered route's forward writes the LSE and the finish kernel reads it: the graph's
+/// LSE, the workspace's (sinks without an LSE in the graph), or nowhere (0).
+fn gather_lse(gather: &GatherPlan, b: &PagedBuffers, base: u64) -> u64 {
+    match (gather.lse, gather.workspace.lse) {
+        (None, _) => 0,
+        (Some(_), Some(scratch)) => base + scratch,
+        (Some(_), None) => b.lse,
+    }
+}
+
+/// Parameters of `ragged_paged_gather_finish` (RAGGED_PAGED_GATHER_FINISH_PARAMS).
+pub(crate) fn gather_finish_args(
+    plan: &PagedPlan,
+    gather: &GatherPlan,
+    b: &PagedBuffers,
+    base: u64,
+) -> Vec<KernelArg> {
+    use KernelArg::{I32, I64, Ptr};
+    let w = gather.workspace;
+    let s = gather.lse.unwrap_or(super::plan::RowStrides {
+        batch: 0,
+        seq: 0,
+        head: 0,
+    });
+    vec![
+        Ptr(base + w.q_start),
+        Ptr(base + w.lq),
+        Ptr(base + w.invalid),
+        Ptr(b.o),
+        Ptr(gather_lse(gather, b, base)),
+        Ptr(plan.sinks.map_or(0, |_| b.sinks)),
+        I64(plan.o.seq),
+        I64(plan.o.head),
+        I64(s.batch),
+        I64(s.seq),
+        I64(s.head),
+        I64(plan.sinks.map_or(0, |s| s.1)),
+        I32(plan.batch),
+        I32(plan.q_rows),
+        I32(i32::from(plan.packed)),
+        I32(plan.ws_rows),
+        I32(plan.heads_q),
+        I32(plan.kernel.d_v() as i32),
+        I32(i32::from(gather.bf16)),
+        I32(gather.nan_bits),
+    ]
+}
+
 /// Parameters of `ragged_paged_combine_*` (RAGGED_PAGED_COMBINE_PARAMS), in signature order.
 pub(crate) fn combine_args(plan: &PagedPlan, b: &PagedBuffers, base: u64) -> Vec<KernelArg> {
     use KernelArg::{I32, I64, Ptr};
@@ -385,7 +614,25 @@ mod tests {
         args.iter().map(KernelArg::c_type).collect()
     }
 
+    /// [`a_plan`]'s pools behind 2 sequences of 256 packed query rows: a prefill.
+    fn a_prefill_plan() -> PagedPlan {
+        let mut p = a_problem();
+        for t in [&mut p.q, &mut p.o] {
+            t.dims = [1, 16, 512, 128];
+            t.strides = [512 * 16 * 128, 128, 16 * 128, 1];
+        }
+        if let Some(paged) = p.paged.as_mut() {
+            paged.table_k.rows = 2;
+            paged.table_v.rows = 2;
+        }
+        super::super::plan(&p).expect("planned")
+    }
+
     fn a_plan() -> PagedPlan {
+        super::super::plan(&a_problem()).expect("planned")
+    }
+
+    fn a_problem() -> ragged_core::problem::RaggedSdpaProblem {
         use ragged_core::problem::test_support::problem;
         let mut p = problem();
         // Any paged plan will do; the packed bundle shape of plan_tests.rs in short.
@@ -423,7 +670,7 @@ mod tests {
             max_seq_len_kv: 512,
             query: ragged_core::problem::QueryForm::Packed,
         });
-        super::super::plan(&p).expect("planned")
+        p
     }
 
     #[test]
@@ -438,6 +685,46 @@ mod tests {
             types(&combine_args(&plan, &b, 0)),
             macro_types("RAGGED_PAGED_COMBINE_PARAMS")
         );
+        let gathered = a_prefill_plan();
+        let g = gathered.gather.as_ref().expect("the gathered route");
+        assert_eq!(
+            types(&gather_starts_args(&gathered, g, &b, 0)),
+            macro_types("RAGGED_PAGED_GATHER_STARTS_PARAMS")
+        );
+        assert_eq!(
+            types(&gather_args(&gathered, g, &b, 0)),
+            macro_types("RAGGED_PAGED_GATHER_PARAMS")
+        );
+        assert_eq!(
+            types(&gather_finish_args(&gathered, g, &b, 0)),
+            macro_types("RAGGED_PAGED_GATHER_FINISH_PARAMS")
+        );
+    }
+
+    #[test]
+    fn the_gathered_route_hands_the_forward_its_own_workspace_regions() {
+        let plan = a_prefill_plan();
+        let g = plan.gather.as_ref().expect("the gathered route");
+        let b = PagedBuffers {
+            seq_len_q: 12,
+            seq_len_kv: 16,
+            k: 512,
+            v: 768,
+            ..PagedBuffers::default()
+        };
+        let base = 1 << 20;
+        let starts = gather_starts_args(&plan, g, &b, base);
+        let copy = gather_args(&plan, g, &b, base);
+        // The gather writes K and V where the starts kernel's records say, inside the workspace;
+        // the records the starts kernel writes are the ones the gather reads.
+        assert_eq!(starts[5], KernelArg::Ptr(base + g.workspace.lq));
+        assert_eq!(copy[4], KernelArg::Ptr(base + g.workspace.lq));
+        assert_eq!(starts[6], copy[5]);
+        assert_eq!(copy[7], KernelArg::Ptr(base + g.workspace.k));
+        assert_eq!(copy[8], KernelArg::Ptr(base + g.workspace.v));
+        assert_eq!(copy[0], KernelArg::Ptr(512));
+        assert!(g.workspace.forward > g.workspace.v);
+        assert_eq!(plan.workspace_bytes(), g.workspace.total_bytes);
     }
 
     #[test]

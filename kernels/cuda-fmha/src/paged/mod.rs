@@ -4,6 +4,7 @@
 //! of the kernels' contract; [`launcher`] enqueues them.
 
 pub mod device_abi;
+pub mod gather;
 pub mod launcher;
 pub mod plan;
 

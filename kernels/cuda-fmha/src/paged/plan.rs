@@ -10,6 +10,7 @@
 //! chosen here from the graph alone ([`choose_split`]); nothing reads lengths or tables on the host.
 
 use super::device_abi::{self, PagedKernel};
+use super::gather::{self, GatherPlan, PagedShape};
 use crate::forward::geometry::WORKSPACE_ALIGNMENT;
 use ragged_core::contract::{Decline, GPU_ALIGNMENT};
 use ragged_core::problem::{
@@ -140,14 +141,20 @@ pub struct PagedPlan {
     pub ws_rows: i32,
     /// Workspace rows between sequences: 0 (packed) or S_q (padded).
     pub ws_batch: i32,
-    /// Workspace layout.
+    /// Workspace layout of the split route.
     pub workspace: PagedWorkspace,
+    /// The gathered route, where the plan chose it ([`gather::route`]); the split-route fields
+    /// above are then unused.
+    pub gather: Option<GatherPlan>,
 }
 
 impl PagedPlan {
     /// Bytes of workspace the caller must provide.
     pub fn workspace_bytes(&self) -> u64 {
-        self.workspace.total_bytes
+        match &self.gather {
+            Some(g) => g.workspace.total_bytes,
+            None => self.workspace.total_bytes,
+        }
     }
 
     /// Blocks of the split launch: splits × H_kv × B.
@@ -532,6 +539,35 @@ pub fn plan(problem: &RaggedSdpaProblem) -> Result<PagedPlan, Decline> {
             total_bytes: 0,
         }
     };
+    let mask_left = band(problem.mask.left);
+    let mask_right = band(problem.mask.right);
+    let bottom_right = i32::from(problem.mask.alignment == DiagonalAlignment::BottomRight);
+    let scale = problem.scale.plan_value();
+    let shape = PagedShape {
+        dtype,
+        query,
+        batch,
+        q_rows: s_q,
+        heads_q: h_q,
+        heads_kv: h_kv,
+        d_qk,
+        d_v,
+        max_kv: max_seq_len_kv,
+        q: q_strides,
+        o: o_strides,
+        lse,
+        has_sinks: sinks.is_some(),
+        uids: [q.uid, k.uid, v.uid, o.uid, seq_len_q.0],
+        scale,
+        mask_left,
+        mask_right,
+        bottom_right,
+    };
+    let gather = if gather::enabled() {
+        gather::route(&shape)
+    } else {
+        None
+    };
     Ok(PagedPlan {
         kernel,
         batch: to_i32(batch, table_k.uid, "page_table_k_tensor_uid rows (B)")?,
@@ -551,16 +587,17 @@ pub fn plan(problem: &RaggedSdpaProblem) -> Result<PagedPlan, Decline> {
         max_kv: to_i32(max_seq_len_kv, k.uid, "max_seq_len_kv")?,
         sinks,
         uids: [q.uid, o.uid],
-        scale: problem.scale.plan_value(),
-        mask_left: band(problem.mask.left),
-        mask_right: band(problem.mask.right),
-        bottom_right: i32::from(problem.mask.alignment == DiagonalAlignment::BottomRight),
+        scale,
+        mask_left,
+        mask_right,
+        bottom_right,
         splits: splits as i32,
         row_groups: to_i32(row_groups, q.uid, "row groups")?,
         chunk: to_i32(chunk, k.uid, "keys per split")?,
         ws_rows: ws_rows32,
         ws_batch: ws_batch as i32,
         workspace,
+        gather,
     })
 }
 
