@@ -9,12 +9,11 @@
 use ragged_schema::model::DataType;
 
 use super::engine_cases::run_cases;
-use super::numeric::{NumericOptions, against_reference};
+use super::numeric::{NumericOptions, optional_feature_case};
 use crate::report::{Outcome, Report};
 use hipdnn_shim::HostError;
 use hipdnn_shim::case_inputs::pre_supplied;
 use hipdnn_shim::graphs::{Fp8Spec, Mask, RaggedSdpaSpec};
-use hipdnn_shim::harness::Harness;
 use hipdnn_shim::manager::{Engine, LoadedPlugin};
 
 /// The fixed case list: both scalar shapes of §1.3, both E4M3 encodings (OCP and FNUZ) and
@@ -86,45 +85,26 @@ pub fn run(plugin: &LoadedPlugin, options: &NumericOptions) -> Report {
     )
 }
 
-/// Whether the engine takes the case is asked first, on any machine: a decline needs no device.
 fn run_case(
     handle: &hipdnn_shim::plugin::PluginHandle<'_>,
     engine: &Engine,
     spec: &RaggedSdpaSpec,
     options: &NumericOptions,
 ) -> Result<(Outcome, Vec<String>), HostError> {
-    let graph = spec.graph();
-    let bytes = ragged_schema::wire::encode_graph(&graph);
-    let (_, applicable) = handle.applicable_engine_ids(&bytes, 64)?;
-    if !applicable.contains(&engine.id) {
-        return Ok((
-            Outcome::Declined(format!(
-                "engine {} declines '{}' (FP8; the plugin's INFO log says why)",
-                hipdnn_shim::engine_id::hex_id(engine.id),
-                spec.name
-            )),
-            vec![],
-        ));
-    }
-    let on_host = options.host_engines.contains(&engine.name);
-    if !on_host && options.device.is_none() {
-        return Ok((
-            Outcome::Skip(format!(
-                "engine {} accepts the case; it is not a --host-engine and no --device was given",
-                engine.name
-            )),
-            vec![],
-        ));
-    }
-    let device = if on_host { None } else { options.device };
-    let harness = Harness::new(graph, &pre_supplied(spec)?, options.seed)?;
-    against_reference(harness, handle, engine.id, device, options.mode)
+    optional_feature_case(
+        handle,
+        engine,
+        (&spec.name, "FP8"),
+        spec.graph(),
+        &pre_supplied(spec)?,
+        options,
+    )
 }
 
 #[cfg(test)]
 mod tests {
     use hipdnn_shim::graphs::uid;
-    use hipdnn_shim::harness::{Entry, ValidationMode};
+    use hipdnn_shim::harness::{Entry, Harness, ValidationMode};
     use ragged_core::HostDataMut;
 
     use super::*;

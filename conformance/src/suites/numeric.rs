@@ -149,6 +149,44 @@ fn run_case(
     against_reference(harness, handle, engine_id, device, options.mode)
 }
 
+/// A case of a feature an engine may legitimately not implement (paged K/V, sinks, FP8), on one
+/// engine: whether the engine takes the graph is asked first, on any machine (a decline needs no
+/// device, and is DECLINED with the plugin's logged reason, never a failure); an engine that takes
+/// it runs it against the CPU reference, on the host or on `options.device`, else SKIP.
+pub(super) fn optional_feature_case(
+    handle: &hipdnn_shim::plugin::PluginHandle<'_>,
+    engine: &hipdnn_shim::manager::Engine,
+    (name, feature): (&str, &str),
+    graph: ragged_schema::model::Graph,
+    pre_supplied: &hipdnn_shim::harness::PreSuppliedInputs,
+    options: &NumericOptions,
+) -> Result<(Outcome, Vec<String>), HostError> {
+    let bytes = ragged_schema::wire::encode_graph(&graph);
+    let (_, applicable) = handle.applicable_engine_ids(&bytes, 64)?;
+    if !applicable.contains(&engine.id) {
+        return Ok((
+            Outcome::Declined(format!(
+                "engine {} declines '{name}' ({feature}; the plugin's INFO log says why)",
+                hipdnn_shim::engine_id::hex_id(engine.id),
+            )),
+            vec![],
+        ));
+    }
+    let on_host = options.host_engines.contains(&engine.name);
+    if !on_host && options.device.is_none() {
+        return Ok((
+            Outcome::Skip(format!(
+                "engine {} accepts the case; it is not a --host-engine and no --device was given",
+                engine.name
+            )),
+            vec![],
+        ));
+    }
+    let device = if on_host { None } else { options.device };
+    let harness = Harness::new(graph, pre_supplied, options.seed)?;
+    against_reference(harness, handle, engine.id, device, options.mode)
+}
+
 /// Runs a forward case's graph on the CPU reference and on the engine (on `device`, or on the
 /// host), and compares every output.
 pub(super) fn against_reference(
