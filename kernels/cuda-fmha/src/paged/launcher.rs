@@ -376,7 +376,7 @@ pub(crate) fn split_args(plan: &PagedPlan, b: &PagedBuffers, base: u64) -> Vec<K
         (0, 0, 0)
     };
     let (lse, lse_strides) = lse_arg(plan, b);
-    vec![
+    let mut args = vec![
         Ptr(b.q),
         Ptr(b.k),
         Ptr(b.v),
@@ -402,20 +402,9 @@ pub(crate) fn split_args(plan: &PagedPlan, b: &PagedBuffers, base: u64) -> Vec<K
         I64(lse_strides.seq),
         I64(lse_strides.head),
         I64(plan.sinks.map_or(0, |s| s.1)),
-        I64(plan.k.page),
-        I64(plan.k.head),
-        I64(plan.k.slot),
-        I64(plan.v.page),
-        I64(plan.v.head),
-        I64(plan.v.slot),
-        I64(plan.table_k.row),
-        I64(plan.table_k.column),
-        I64(plan.table_v.row),
-        I64(plan.table_v.column),
-        I32(plan.k.pages),
-        I32(plan.v.pages),
-        I32(plan.k.page_size),
-        I32(plan.v.page_size),
+    ];
+    args.extend(pool_and_table_args(plan));
+    args.extend([
         I32(plan.batch),
         I32(plan.heads_q),
         I32(plan.heads_kv),
@@ -430,7 +419,8 @@ pub(crate) fn split_args(plan: &PagedPlan, b: &PagedBuffers, base: u64) -> Vec<K
         I32(plan.mask_left),
         I32(plan.mask_right),
         I32(plan.bottom_right),
-    ]
+    ]);
+    args
 }
 
 /// Parameters of `ragged_paged_gather_starts` (RAGGED_PAGED_GATHER_STARTS_PARAMS).
@@ -465,9 +455,9 @@ pub(crate) fn gather_args(
     b: &PagedBuffers,
     base: u64,
 ) -> Vec<KernelArg> {
-    use KernelArg::{I32, I64, Ptr};
+    use KernelArg::{I32, Ptr};
     let w = gather.workspace;
-    vec![
+    let mut args = vec![
         Ptr(b.k),
         Ptr(b.v),
         Ptr(b.table_k),
@@ -477,6 +467,21 @@ pub(crate) fn gather_args(
         Ptr(base + w.invalid),
         Ptr(base + w.k),
         Ptr(base + w.v),
+    ];
+    args.extend(pool_and_table_args(plan));
+    args.extend([
+        I32(plan.heads_kv),
+        I32(plan.kernel.d_qk() as i32),
+        I32(plan.kernel.d_v() as i32),
+    ]);
+    args
+}
+
+/// The pools' and tables' strides, then the pools' page counts and page sizes: the run both the
+/// split and the gather kernel take in this order.
+fn pool_and_table_args(plan: &PagedPlan) -> [KernelArg; 14] {
+    use KernelArg::{I32, I64};
+    [
         I64(plan.k.page),
         I64(plan.k.head),
         I64(plan.k.slot),
@@ -491,9 +496,6 @@ pub(crate) fn gather_args(
         I32(plan.v.pages),
         I32(plan.k.page_size),
         I32(plan.v.page_size),
-        I32(plan.heads_kv),
-        I32(plan.kernel.d_qk() as i32),
-        I32(plan.kernel.d_v() as i32),
     ]
 }
 
