@@ -3,7 +3,11 @@
 //! its sign, exponent and mantissa fields, and rounding done as a search for the nearest value
 //! of that list, so a wrong bit manipulation in the core would show as a disagreement.
 
-use ragged_core::Fp8Format;
+use hipdnn_shim::harness::Bundle;
+use ragged_core::{Fp8Format, HostData};
+use ragged_schema::model::{Graph, SdpaAttributes};
+
+use super::{scalar, tensor};
 
 /// One FP8 format: every non-negative finite value in code order (which is value order).
 #[derive(Debug, Clone)]
@@ -107,6 +111,78 @@ impl Fp8Table {
     /// `value(round(x))`.
     pub fn quantize(&self, x: f64) -> f64 {
         self.value(self.round(x))
+    }
+}
+
+/// The FP8 steps of fp8-attention.md §3 for one node, resolved.
+pub(super) struct Fp8Steps {
+    /// `descale_q · descale_k`, applied to every score (step 1).
+    pub(super) score_descale: f64,
+    pub(super) descale_v: f64,
+    /// `(scale_s, descale_s, format of Q)`: P quantized (step 4).
+    pub(super) softmax: Option<(f64, f64, Fp8Table)>,
+    /// O's scale, FP8 O only (step 6).
+    pub(super) scale_o: f64,
+}
+
+/// The node's FP8 steps when Q holds FP8 codes; the scalar fields on a 16-bit node are refused.
+pub(super) fn fp8_steps(
+    graph: &Graph,
+    bundle: &Bundle,
+    a: &SdpaAttributes,
+) -> Result<Option<Fp8Steps>, String> {
+    let format = match tensor(bundle, a.q_tensor_uid)?.host_data() {
+        HostData::Fp8(format, _) => format,
+        _ => {
+            let fields = [
+                ("descale_q_tensor_uid", a.descale_q_tensor_uid),
+                ("descale_k_tensor_uid", a.descale_k_tensor_uid),
+                ("descale_v_tensor_uid", a.descale_v_tensor_uid),
+                ("descale_s_tensor_uid", a.descale_s_tensor_uid),
+                ("scale_s_tensor_uid", a.scale_s_tensor_uid),
+                ("scale_o_tensor_uid", a.scale_o_tensor_uid),
+                ("amax_s_tensor_uid", a.amax_s_tensor_uid),
+                ("amax_o_tensor_uid", a.amax_o_tensor_uid),
+            ];
+            return match fields.iter().find(|(_, uid)| uid.is_some()) {
+                Some((name, _)) => Err(format!("{name} is set on a graph whose Q is not FP8")),
+                None => Ok(None),
+            };
+        }
+    };
+    if a.page_table_k_tensor_uid.is_some() || a.sink_token_tensor_uid.is_some() {
+        return Err("an FP8 graph with paged K/V or sinks; the oracle does not model it".into());
+    }
+    let required = |uid: Option<i64>, name: &str| -> Result<f64, String> {
+        let uid = uid.ok_or_else(|| format!("an FP8 graph without {name}"))?;
+        scalar(graph, bundle, uid)
+    };
+    let softmax = match (a.scale_s_tensor_uid, a.descale_s_tensor_uid) {
+        (None, None) => None,
+        (scale_s, descale_s) => Some((
+            required(scale_s, "scale_s_tensor_uid")?,
+            required(descale_s, "descale_s_tensor_uid")?,
+            Fp8Table::new(format),
+        )),
+    };
+    Ok(Some(Fp8Steps {
+        score_descale: required(a.descale_q_tensor_uid, "descale_q_tensor_uid")?
+            * required(a.descale_k_tensor_uid, "descale_k_tensor_uid")?,
+        descale_v: required(a.descale_v_tensor_uid, "descale_v_tensor_uid")?,
+        softmax,
+        scale_o: match a.scale_o_tensor_uid {
+            Some(uid) => scalar(graph, bundle, uid)?,
+            None => 1.0,
+        },
+    }))
+}
+
+/// `max` that keeps a NaN (fp8-attention.md §3.7: NaN reaches the amaxes).
+pub(super) fn nan_max(a: f64, b: f64) -> f64 {
+    if a.is_nan() || b.is_nan() {
+        f64::NAN
+    } else {
+        a.max(b)
     }
 }
 

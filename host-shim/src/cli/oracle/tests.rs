@@ -6,6 +6,7 @@ use hipdnn_shim::case_inputs::pre_supplied;
 use hipdnn_shim::graphs::{Mask, RaggedSdpaSpec};
 use hipdnn_shim::harness::{Harness, PreSuppliedInputs};
 use ragged_core::DenseTensor;
+use ragged_core::tensor::Tensor;
 
 use super::*;
 
