@@ -3,6 +3,7 @@
 //! against what the kernels implement and chooses the KV split; [`device_abi`] is the host's copy
 //! of the kernels' contract; [`launcher`] enqueues them.
 
+mod args;
 pub mod device_abi;
 pub mod gather;
 pub mod launcher;
