@@ -100,14 +100,9 @@ fn prefix(tokens: &[usize]) -> Vec<i32> {
 
 /// Deterministic E4M3 codes of values in about [−4, 4].
 fn codes(n: usize, seed: u64) -> Vec<u8> {
-    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut next = xorshift(seed);
     (0..n)
-        .map(|_| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            encode(((state >> 11) as f64 / (1u64 << 53) as f64) * 8.0 - 4.0)
-        })
+        .map(|_| encode(((next() >> 11) as f64 / (1u64 << 53) as f64) * 8.0 - 4.0))
         .collect()
 }
 

@@ -33,14 +33,9 @@ fn offsets(tokens: [i64; 2], row: i64) -> Vec<i32> {
 }
 
 fn values(n: usize, seed: u64) -> Vec<f32> {
-    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut next = xorshift(seed);
     (0..n)
-        .map(|_| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            (state >> 40) as f32 / (1u64 << 23) as f32 - 1.0
-        })
+        .map(|_| (next() >> 40) as f32 / (1u64 << 23) as f32 - 1.0)
         .collect()
 }
 

@@ -16,6 +16,17 @@ use std::ffi::{CStr, c_char, c_void};
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
+/// A seeded xorshift64 stream, the tests' source of reproducible input values.
+pub fn xorshift(seed: u64) -> impl FnMut() -> u64 {
+    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    }
+}
+
 pub type Status = i32;
 pub const SUCCESS: Status = 0;
 pub const BAD_PARAM: Status = 1;
