@@ -145,22 +145,25 @@ fn a_failing_plugin_makes_the_run_exit_nonzero_and_reports_the_failure() {
     assert!(xml.contains("failures=\"1\""), "{xml}");
 }
 
-/// The serving suite (paged K/V, sinks): every case runs on the project's host engine, and a
-/// plugin that does not implement them (the fixture) is reported as declining, not failing.
-#[test]
-fn serving_cases_pass_on_the_host_engine_and_a_declining_plugin_is_declined_not_failed() {
+/// An optional-feature suite: its `cases` all run on the project's host engine and agree with the
+/// CPU reference, and a plugin without the feature (the fixture) is reported as declining every
+/// case, not failing.
+fn optional_suite_passes_on_the_host_engine_and_declines_on_the_fixture(suite: &str, cases: usize) {
     let plugin = shared_object(PLUGIN_FILE, "cargo build -p ragged-plugin");
-    let (ok, out, _) = conformance("ci-plugin-serving", &["--suite", "serving"], &plugin);
+    let (ok, out, _) = conformance(&format!("ci-plugin-{suite}"), &["--suite", suite], &plugin);
     assert!(ok, "{out}");
     assert_eq!(
         host_reference_passes(&out),
-        hipdnn_shim::serving_graphs::cases().len(),
-        "every serving case must run on the host engine:\n{out}"
+        cases,
+        "every {suite} case must run on the host engine:\n{out}"
     );
     let fixture = shared_object(FIXTURE_MAIN_FILE, FIXTURE_BUILD_COMMAND);
-    let (ok, out, xml) = conformance("ci-fixture-serving", &["--suite", "serving"], &fixture);
+    let (ok, out, xml) = conformance(
+        &format!("ci-fixture-{suite}"),
+        &["--suite", suite],
+        &fixture,
+    );
     assert!(ok, "{out}");
-    let cases = hipdnn_shim::serving_graphs::cases().len();
     assert!(
         out.contains(&format!("0 passed, 0 failed, 0 skipped, {cases} declined")),
         "{out}"
@@ -171,28 +174,20 @@ fn serving_cases_pass_on_the_host_engine_and_a_declining_plugin_is_declined_not_
     );
 }
 
-/// The FP8 suite: every case runs on the project's host engine and agrees with the CPU
-/// reference; a plugin without FP8 (the fixture) is reported as declining, not failing.
+/// The serving suite (paged K/V, sinks).
+#[test]
+fn serving_cases_pass_on_the_host_engine_and_a_declining_plugin_is_declined_not_failed() {
+    optional_suite_passes_on_the_host_engine_and_declines_on_the_fixture(
+        "serving",
+        hipdnn_shim::serving_graphs::cases().len(),
+    );
+}
+
+/// The FP8 suite.
 #[test]
 fn fp8_cases_pass_on_the_host_engine_and_a_declining_plugin_is_declined_not_failed() {
-    let plugin = shared_object(PLUGIN_FILE, "cargo build -p ragged-plugin");
-    let (ok, out, _) = conformance("ci-plugin-fp8", &["--suite", "fp8"], &plugin);
-    assert!(ok, "{out}");
-    let cases = ragged_conformance::suites::fp8::cases().len();
-    assert_eq!(
-        host_reference_passes(&out),
-        cases,
-        "every FP8 case must run on the host engine:\n{out}"
-    );
-    let fixture = shared_object(FIXTURE_MAIN_FILE, FIXTURE_BUILD_COMMAND);
-    let (ok, out, xml) = conformance("ci-fixture-fp8", &["--suite", "fp8"], &fixture);
-    assert!(ok, "{out}");
-    assert!(
-        out.contains(&format!("0 passed, 0 failed, 0 skipped, {cases} declined")),
-        "{out}"
-    );
-    assert!(
-        xml.contains("failures=\"0\"") && xml.contains("declined: engine"),
-        "{xml}"
+    optional_suite_passes_on_the_host_engine_and_declines_on_the_fixture(
+        "fp8",
+        ragged_conformance::suites::fp8::cases().len(),
     );
 }
