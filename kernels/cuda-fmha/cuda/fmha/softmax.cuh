@@ -16,7 +16,7 @@
 // j0 is the first key the tile holds (kv_tile_first_key) and keys below k_min, the block's own first
 // key, are masked. Whether the block needs a mask at all is decided from fr, the keys every row of
 // the tile admits (ragged_full_keys, once per item).
-template <int NS>
+template <int NS, int SLACK = RAGGED_SOFTMAX_MAX_SLACK>
 __device__ __forceinline__ void softmax_step(float* s, float* m_i, float* l_i, float* corr, const RaggedBand& band,
                                              int j0, int bn, int i0, int row_in_tile, int lt, float sl2, int k_min,
                                              int2 fr) {
@@ -37,7 +37,7 @@ __device__ __forceinline__ void softmax_step(float* s, float* m_i, float* l_i, f
         // Nothing admitted yet: exponentiate against 0 so every p is exp2(-inf) = 0, never NaN.
         // Keep the old max while within the slack (mx >= m_i[hr]; a NaN difference, both -inf,
         // keeps -inf either way).
-        const bool keep = (mx - m_i[hr]) * f <= (float)RAGGED_SOFTMAX_MAX_SLACK;
+        const bool keep = (mx - m_i[hr]) * f <= (float)SLACK;
         if (keep) mx = m_i[hr];
         const float mu = mx == RAGGED_NEG_INF ? 0.f : mx;
         const float neg_mu_f = -mu * f;
