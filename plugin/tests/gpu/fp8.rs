@@ -353,11 +353,23 @@ fn o_value(case: &Fp8Case, o: &[u8], i: usize) -> Option<f64> {
     }
 }
 
-/// The float64 model of the kernel (see the top of this file): O' per element with the row's
-/// magnitude `δ Σ P̃ |V̂| / l` (the scale of a one-weight error), the LSE per (batch, head, row)
-/// in the dense layout, and max |O'|. `None` where nothing may be written.
+/// One element of the model's O'.
+#[derive(Clone, Copy)]
+struct ModelO {
+    /// O'.
+    value: f64,
+    /// The row's magnitude `δ Σ P̃ |V̂| / l`: the size of an error in the kernel's arithmetic.
+    row: f64,
+    /// The largest single term `δ P̃_j |V̂_j| / l` whose weight was rounded (not the block's
+    /// maximum, whose weight is exactly the P scale): one e4m3 code of that weight is at most an
+    /// eighth of it, what a weight on a rounding midpoint may move by.
+    flip: f64,
+}
+
+/// The float64 model of the kernel (see the top of this file): O' per element, the LSE per
+/// (batch, head, row) in the dense layout, and max |O'|. `None` where nothing may be written.
 struct Fp8Model {
-    o: Vec<Option<(f64, f64)>>,
+    o: Vec<Option<ModelO>>,
     lse: Vec<Option<f64>>,
     amax_o: f64,
 }
@@ -407,23 +419,27 @@ fn fp8_model(case: &Fp8Case, inputs: &Fp8Inputs) -> Fp8Model {
                     m_run = m_run.max(block_max);
                     for &(j, sj) in block {
                         let p = e4m3_round((sj - m_run).exp() * p_scale);
-                        weights.push((j, p * (m_run - m_final).exp()));
+                        weights.push((j, p * (m_run - m_final).exp(), sj != m_run));
                     }
                 }
                 for c in 0..d {
-                    let (mut acc, mut magnitude) = (0.0, 0.0);
-                    for &(j, w) in &weights {
+                    let (mut acc, mut magnitude, mut flip) = (0.0f64, 0.0f64, 0.0f64);
+                    for &(j, w, rounded) in &weights {
                         let x = e4m3_value(inputs.v[((ks[b] as usize + j) * hkv + g) * d + c]);
                         acc += w * x;
                         magnitude += w * x.abs();
+                        if rounded {
+                            flip = flip.max(w * x.abs());
+                        }
                     }
-                    let (o, row) = if s.is_empty() {
-                        (0.0, 0.0)
-                    } else {
-                        (acc * o_scale / l, magnitude * o_scale / l)
+                    let norm = if s.is_empty() { 0.0 } else { o_scale / l };
+                    let o = ModelO {
+                        value: acc * norm,
+                        row: magnitude * norm,
+                        flip: flip * norm,
                     };
-                    model.amax_o = model.amax_o.max(o.abs());
-                    model.o[(qi * hq + h) * d + c] = Some((o, row));
+                    model.amax_o = model.amax_o.max(o.value.abs());
+                    model.o[(qi * hq + h) * d + c] = Some(o);
                 }
                 if case.lse {
                     let at = (b * hq + h) * case.s_q() as usize + i as usize;
@@ -473,7 +489,12 @@ fn check_fp8(name: &str, case: &Fp8Case) {
     let mut written = 0;
     for (i, m) in model.o.iter().enumerate() {
         let (c, h) = (o_value(case, &cuda.o, i), o_value(case, &host.o, i));
-        let Some((m, row)) = *m else {
+        let Some(ModelO {
+            value: m,
+            row,
+            flip,
+        }) = *m
+        else {
             assert_eq!(
                 c, None,
                 "{name}: O[{i}] is a position the kernel may not write"
@@ -493,16 +514,18 @@ fn check_fp8(name: &str, case: &Fp8Case) {
             (c - h).abs() <= 0.08 + 0.2 * h.abs(),
             "{name}: O[{i}] = {c}, reference {h} (§5)"
         );
-        // The model: 2 % of the row's magnitude (a midpoint flip of one weight among many), plus
-        // O's own rounding (bf16: 2^-8 relative; e4m3: one code, 2^-3 relative, or the subnormal
-        // step 2^-9 / scale_o).
+        // The model: 2 % of the row's magnitude (the kernel's f32 arithmetic of S and l, and its
+        // exp2), a one-code move of two rounded weights on a midpoint (a quarter of the largest
+        // rounded term: Hopper's e4m3 products accumulate S with fewer bits than f32, which moves
+        // a score by more than f64 noise), plus O's own rounding (bf16: 2^-8 relative; e4m3: one
+        // code, 2^-3 relative, or the subnormal step 2^-9 / scale_o).
         let rounding = if case.full {
             0.125 * m.abs() + 2f64.powi(-9) / f64::from(SO)
         } else {
             2f64.powi(-8) * m.abs()
         };
         assert!(
-            (c - m).abs() <= 0.02 * row + rounding + 1e-6,
+            (c - m).abs() <= 0.02 * row + 0.25 * flip + rounding + 1e-6,
             "{name}: O[{i}] = {c}, model {m} (row magnitude {row})"
         );
     }
@@ -538,9 +561,10 @@ fn check_fp8(name: &str, case: &Fp8Case) {
             (c - h).abs() <= 0.2 * h,
             "{name}: amax_o = {c}, reference {h} (§5)"
         );
-        // max |O'| of the kernel's own O' before rounding: the model's within the O tolerance.
+        // max |O'| of the kernel's own O' before rounding: the model's within 5 % (the O bound
+        // of the largest element, whose rounded weights are a fraction of its row).
         assert!(
-            (c - model.amax_o).abs() <= 0.02 * model.amax_o + 1e-6,
+            (c - model.amax_o).abs() <= 0.05 * model.amax_o + 1e-6,
             "{name}: amax_o = {c}, model {}",
             model.amax_o
         );
