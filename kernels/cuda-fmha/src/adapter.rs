@@ -440,10 +440,10 @@ mod tests {
             Ok(planned) => assert_eq!(planned.reach(), Reach::Device),
             Err(decline) => assert!(decline.to_string().contains("sm_90a"), "{decline}"),
         }
-        let decline = plan(fp8(2, (4, 2), (4, 2), 64)).map(|_| ()).unwrap_err();
+        let decline = plan(fp8(2, (4, 2), (4, 2), 256)).map(|_| ()).unwrap_err();
         let text = decline.to_string();
         assert!(
-            text.contains("head dim = 64") || text.contains("sm_90a"),
+            text.contains("head dim = 256") || text.contains("sm_90a"),
             "{text}"
         );
     }

@@ -1,5 +1,5 @@
 //! FP8 (e4m3) forwards on the CUDA engine through the C ABI (kernels/core/fp8-attention.md), at
-//! head dim 128 (the e4m3 entry point): against the host reference engine on the same device
+//! head dims 128 and 64 (the e4m3 entry points): against the host reference engine on the same device
 //! buffers with §5's bounds, and against a float64 model of the kernel's own arithmetic with a
 //! tight bound; unwritten positions (padding rows, rows past a batch's end) must keep their
 //! sentinel; the benchmark's ragged mix must give the same bits on every call. Without an sm_90a
@@ -17,7 +17,6 @@
 
 use super::*;
 
-const D: i64 = 128;
 const FP8_DESCALE_K: i64 = 30;
 const FP8_DESCALE_V: i64 = 31;
 const FP8_DESCALE_S: i64 = 32;
@@ -41,6 +40,8 @@ const O_SENTINEL_BF16: u16 = 0x7FC1;
 const AMAX_SENTINEL: u32 = 0x7FC0_0A3A;
 
 struct Fp8Case {
+    /// Head dim of Q, K, V and O.
+    d: i64,
     hq: i64,
     hkv: i64,
     q_tokens: Vec<i64>,
@@ -81,7 +82,7 @@ impl Fp8Case {
     }
     fn o_bytes(&self) -> usize {
         let rows = self.q_starts()[self.q_tokens.len()] as usize;
-        rows * (self.hq * D) as usize * if self.full { 1 } else { 2 }
+        rows * (self.hq * self.d) as usize * if self.full { 1 } else { 2 }
     }
     fn lse_len(&self) -> usize {
         if self.lse {
@@ -93,15 +94,15 @@ impl Fp8Case {
 }
 
 fn fp8_graph(case: &Fp8Case, amax_s: bool) -> Graph {
-    let (b, hq, hkv) = (case.batch(), case.hq, case.hkv);
+    let (b, hq, hkv, d) = (case.batch(), case.hq, case.hkv, case.d);
     let e4m3 = DataType::Fp8E4m3;
     let ragged = |uid, s: i64, h: i64, dtype, aux, multiplier| {
         TensorAttributes::new()
             .set_uid(uid)
             .set_name(format!("t{uid}"))
             .set_data_type(dtype)
-            .set_dims(vec![b, s, h, D])
-            .set_strides(vec![s * h * D, h * D, D, 1])
+            .set_dims(vec![b, s, h, d])
+            .set_strides(vec![s * h * d, h * d, d, 1])
             .set_ragged_offset_uid(aux)
             .set_ragged_offset_multiplier(multiplier)
     };
@@ -122,7 +123,7 @@ fn fp8_graph(case: &Fp8Case, amax_s: bool) -> Graph {
             .set_strides(vec![1, 1, 1, 1])
     };
     let o_type = if case.full { e4m3 } else { DataType::BFloat16 };
-    let mut sdpa = SdpaAttributes::new(Q, K, V, O).set_attn_scale_value(1.0 / (D as f32).sqrt());
+    let mut sdpa = SdpaAttributes::new(Q, K, V, O).set_attn_scale_value(1.0 / (d as f32).sqrt());
     if let Some(alignment) = case.causal {
         sdpa = sdpa.set_diagonal_band(None, Some(0), alignment);
     }
@@ -131,10 +132,10 @@ fn fp8_graph(case: &Fp8Case, amax_s: bool) -> Graph {
     sdpa.descale_v_tensor_uid = Some(FP8_DESCALE_V);
     let mut g = Graph::new("gpu_test_fp8")
         .set_data_types(e4m3, DataType::Float, DataType::Float)
-        .add_tensor(ragged(Q, case.s_q(), hq, e4m3, Q_OFFSETS, hq * D))
+        .add_tensor(ragged(Q, case.s_q(), hq, e4m3, Q_OFFSETS, hq * d))
         .add_tensor(ragged(K, case.s_kv(), hkv, e4m3, KV_OFFSETS, 1))
         .add_tensor(ragged(V, case.s_kv(), hkv, e4m3, KV_OFFSETS, 1))
-        .add_tensor(ragged(O, case.s_q(), hq, o_type, Q_OFFSETS, hq * D))
+        .add_tensor(ragged(O, case.s_q(), hq, o_type, Q_OFFSETS, hq * d))
         .add_tensor(index(Q_OFFSETS, b + 1, DataType::Int32))
         .add_tensor(index(KV_OFFSETS, b + 1, DataType::Int64))
         .add_tensor(one(FP8_DESCALE_Q).set_value(ragged_schema::TensorValue::Float32(DQ)))
@@ -233,7 +234,7 @@ struct Fp8Inputs {
 }
 
 fn fp8_inputs(case: &Fp8Case) -> Fp8Inputs {
-    let (hq, hkv, d) = (case.hq as usize, case.hkv as usize, D as usize);
+    let (hq, hkv, d) = (case.hq as usize, case.hkv as usize, case.d as usize);
     let (qs, ks) = (case.q_starts(), case.kv_starts());
     let nb = case.q_tokens.len();
     let mut q = fp8_codes(qs[nb] as usize * hq * d, 11);
@@ -250,7 +251,7 @@ fn fp8_inputs(case: &Fp8Case) -> Fp8Inputs {
         }
     }
     let q_offsets: Vec<i32> = qs.iter().map(|&t| t as i32).collect();
-    let kv_offsets: Vec<i64> = ks.iter().map(|&t| t * case.hkv * D).collect();
+    let kv_offsets: Vec<i64> = ks.iter().map(|&t| t * case.hkv * case.d).collect();
     let mut buffers = vec![
         (Q, device_with(&q)),
         (K, device_with(&k)),
@@ -375,9 +376,9 @@ struct Fp8Model {
 }
 
 fn fp8_model(case: &Fp8Case, inputs: &Fp8Inputs) -> Fp8Model {
-    let (hq, hkv, d) = (case.hq as usize, case.hkv as usize, D as usize);
+    let (hq, hkv, d) = (case.hq as usize, case.hkv as usize, case.d as usize);
     let (qs, ks) = (case.q_starts(), case.kv_starts());
-    let scale = f64::from(DQ) * f64::from(DK) / (D as f64).sqrt();
+    let scale = f64::from(DQ) * f64::from(DK) / (case.d as f64).sqrt();
     let (p_scale, o_scale) = if case.full {
         (f64::from(SS), f64::from(DS) * f64::from(DV))
     } else {
@@ -579,6 +580,7 @@ fn fp8_d128_causal_gqa_padded_bf16_o() {
     check_fp8(
         "fp8_d128_causal_gqa_padded_bf16_o",
         &Fp8Case {
+            d: 128,
             hq: 4,
             hkv: 2,
             q_tokens: vec![5, 0, 150, 300],
@@ -596,6 +598,7 @@ fn fp8_d128_non_causal_mqa_e4m3_o_with_amax() {
     check_fp8(
         "fp8_d128_non_causal_mqa_e4m3_o_with_amax",
         &Fp8Case {
+            d: 128,
             hq: 8,
             hkv: 1,
             q_tokens: vec![130, 1, 257],
@@ -613,6 +616,7 @@ fn fp8_d128_bottom_right_e4m3_o_with_amax() {
     check_fp8(
         "fp8_d128_bottom_right_e4m3_o_with_amax",
         &Fp8Case {
+            d: 128,
             hq: 6,
             hkv: 3,
             q_tokens: vec![200, 64, 0, 33],
@@ -620,6 +624,42 @@ fn fp8_d128_bottom_right_e4m3_o_with_amax() {
             pad: 1,
             causal: Some(DiagonalAlignment::BottomRight),
             lse: false,
+            full: true,
+        },
+    );
+}
+
+#[test]
+fn fp8_d64_causal_gqa_padded_bf16_o() {
+    check_fp8(
+        "fp8_d64_causal_gqa_padded_bf16_o",
+        &Fp8Case {
+            d: 64,
+            hq: 4,
+            hkv: 2,
+            q_tokens: vec![5, 0, 150, 300],
+            kv_tokens: vec![70, 9, 200, 300],
+            pad: 2,
+            causal: Some(DiagonalAlignment::TopLeft),
+            lse: true,
+            full: false,
+        },
+    );
+}
+
+#[test]
+fn fp8_d64_bottom_right_e4m3_o_with_amax() {
+    check_fp8(
+        "fp8_d64_bottom_right_e4m3_o_with_amax",
+        &Fp8Case {
+            d: 64,
+            hq: 6,
+            hkv: 3,
+            q_tokens: vec![200, 64, 0, 33],
+            kv_tokens: vec![90, 64, 17, 400],
+            pad: 1,
+            causal: Some(DiagonalAlignment::BottomRight),
+            lse: true,
             full: true,
         },
     );
@@ -634,6 +674,7 @@ fn fp8_amax_s_leaves_only_the_host_reference() {
         return;
     }
     let case = Fp8Case {
+        d: 128,
         hq: 2,
         hkv: 2,
         q_tokens: vec![4],
@@ -663,6 +704,7 @@ fn fp8_ragged_mix_calls_are_bit_identical() {
         .unwrap_or(12)
         .max(2);
     let case = Fp8Case {
+        d: 128,
         hq: 16,
         hkv: 16,
         q_tokens: RAGGED_MIX.to_vec(),

@@ -106,4 +106,17 @@ struct FmhaSm90Fp8ConfigD128 {
     enum : int { tail_items_per_block = 4 };
 };
 
+// FP8 e4m3, D 64: rows of Q and K are 64 bytes (head_dim 32 two-byte units) held in 128-byte rows
+// whose second half the loads zero-fill (as d96 pads to 128 columns), S over the 64 real bytes; the
+// transposed V tiles are 64 rows of 128 keys. D 128's arrangement otherwise.
+struct FmhaSm90Fp8ConfigD64 {
+    enum : bool { bf16 = true, fp8 = true };
+    enum : int { head_dim = 32, head_dim_v = 64, pv_columns = 64 };
+    enum : int { block_n = 128, kv_stages = 4, consumer_warpgroups = 2 };
+    enum : int { producer_registers = 24, consumer_registers = 240 };
+    enum : bool { q_in_registers = false, q_tail_shift = false, deferred_o_store = true };
+    enum : bool { double_q_buffer = true, wide_o_stores = false };
+    enum : int { tail_items_per_block = 4 };
+};
+
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL

@@ -141,7 +141,10 @@ __device__ __forceinline__ u32 ragged_amax_bits(u32 m, float x) {
 
 #define RAGGED_F8_ACC4(b) "+f"(d[b]), "+f"(d[b + 1]), "+f"(d[b + 2]), "+f"(d[b + 3])
 #define RAGGED_F8_ACC16(b) RAGGED_F8_ACC4(b), RAGGED_F8_ACC4(b + 4), RAGGED_F8_ACC4(b + 8), RAGGED_F8_ACC4(b + 12)
-#define RAGGED_F8_ACC64 RAGGED_F8_ACC16(0), RAGGED_F8_ACC16(16), RAGGED_F8_ACC16(32), RAGGED_F8_ACC16(48)
+#define RAGGED_F8_ACC32 RAGGED_F8_ACC16(0), RAGGED_F8_ACC16(16)
+#define RAGGED_F8_ACC64 RAGGED_F8_ACC32, RAGGED_F8_ACC16(32), RAGGED_F8_ACC16(48)
+#define RAGGED_F8_HOLD32 \
+    "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31"
 #define RAGGED_F8_HOLD64                                                                                     \
     "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27," \
     "%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,"  \
@@ -165,16 +168,28 @@ __device__ __forceinline__ void wgmma_e4m3_rs_n128(float* d, const u32* a, u64 d
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
 }
 
+// D[64 x 64] += A[64 x 32] (registers, e4m3 fragment) * B[64 x 32]^T (shared, K-major e4m3).
+__device__ __forceinline__ void wgmma_e4m3_rs_n64(float* d, const u32* a, u64 db) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 {" RAGGED_F8_HOLD32
+                 "}, {%32,%33,%34,%35}, %36, p, 1, 1;\n}\n"
+                 : RAGGED_F8_ACC32
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
+}
+
+#undef RAGGED_F8_HOLD32
 #undef RAGGED_F8_HOLD64
+#undef RAGGED_F8_ACC32
 #undef RAGGED_F8_ACC64
 #undef RAGGED_F8_ACC16
 #undef RAGGED_F8_ACC4
 
 // S = Q K^T for one consumer (64 rows): Q from shared memory (rows 64 c of the Q tile), K from the
-// tile at kb, both DB bytes per row (DB = 128: one swizzle block, four k32 steps of 32 bytes).
+// tile at kb, DB real bytes per row in rows of one 128-byte swizzle block (DB = 128: four k32 steps
+// of 32 bytes; DB = 64: the first two, the rest of the row the loads' zero padding, never read).
 template <int DB, int BN>
 __device__ __forceinline__ void fp8_issue_s(float* s, u32 s_q, int c, u32 kb) {
-    static_assert(DB == 128 && BN == 128, "the FP8 S product: rows of one 128-byte swizzle block, n128");
+    static_assert((DB == 64 || DB == 128) && BN == 128, "the FP8 S product: rows within one 128-byte swizzle block, n128");
     const u64 dk = sw128_desc(kb, 16, 1024);
     const u64 dq = sw128_desc(s_q + c * (64 * 128), 16, 1024);
 #pragma unroll
@@ -185,10 +200,15 @@ __device__ __forceinline__ void fp8_issue_s(float* s, u32 s_q, int c, u32 kb) {
 // one k32 step per 32 keys.
 template <int DV, int BN>
 __device__ __forceinline__ void fp8_issue_pv(float* acc, const u32 (*pa)[4], u32 vb) {
-    static_assert(DV == 128 && BN == 128, "the FP8 P V product: n128 over rows of 128 keys");
+    static_assert((DV == 64 || DV == 128) && BN == 128, "the FP8 P V product: n64 or n128 over rows of 128 keys");
     const u64 dv = sw128_desc(vb, 16, 1024);
 #pragma unroll
-    for (int kc = 0; kc < BN / 32; ++kc) wgmma_e4m3_rs_n128(acc, pa[kc], desc_add(dv, kc * 32));
+    for (int kc = 0; kc < BN / 32; ++kc) {
+        if constexpr (DV == 128)
+            wgmma_e4m3_rs_n128(acc, pa[kc], desc_add(dv, kc * 32));
+        else
+            wgmma_e4m3_rs_n64(acc, pa[kc], desc_add(dv, kc * 32));
+    }
 }
 
 // P (fp32, accumulator layout) times p_scale -> the e4m3 A fragments of the P V product, one k32

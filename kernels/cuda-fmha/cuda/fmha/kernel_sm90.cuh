@@ -49,9 +49,9 @@ __device__ __forceinline__ void fmha_fwd_sm90_kernel(RAGGED_FMHA_PARAMS, const R
     constexpr u32 V_BYTES = F8 ? DV * BN : BN * PVS * 2;
     // FP8: P in e4m3 fragments of 32 keys, else 16-key bf16 / fp16 fragments.
     constexpr int PA = F8 ? BN / 32 : BN / 16;
-    static_assert(!F8 || (!QREG && !TSQ && BN == 128 && D == 64 && DV == 128),
-                  "the FP8 forward: Q from shared memory, rows of 128 bytes, D 128");
-    static_assert(D % 32 == 0 && D >= 64 && D <= 256 && (DV == 64 || DV == 96 || DV == 128 || DV == 256),
+    static_assert(!F8 || (!QREG && !TSQ && BN == 128 && ((D == 64 && DV == 128) || (D == 32 && DV == 64))),
+                  "the FP8 forward: Q from shared memory, rows within 128 bytes, D 128 or 64");
+    static_assert(D % 32 == 0 && (D >= 64 || F8) && D <= 256 && (DV == 64 || DV == 96 || DV == 128 || DV == 256),
                   "head dims the P V widths cover");
     static_assert((BN == 64 || BN == 128) && STAGES >= 2, "key-block widths of the S products");
     // Without deferred_o_store the d192 / 128 form (Q in registers, a ring of 2) wrote wrong values

@@ -68,7 +68,10 @@ pub const FORWARD_KERNELS: [&str; 10] = [
 
 /// The FP8 (e4m3 Q, K, V) forward entry points (`fmha/fp8_sm90.cuh`, sm_90a modules only), as
 /// (head dim, name).
-pub const FP8_FORWARD_KERNELS: [(i64, &str); 1] = [(128, "ragged_fmha_fwd_e4m3_d128")];
+pub const FP8_FORWARD_KERNELS: [(i64, &str); 2] = [
+    (64, "ragged_fmha_fwd_e4m3_d64"),
+    (128, "ragged_fmha_fwd_e4m3_d128"),
+];
 /// `__constant__ int ragged_fmha_fp8[1]` (`fmha/entries.cuh`): 1 where the module has the FP8
 /// entry points and their helper kernels (sm_90a), else 0.
 pub const FP8_SYMBOL: &str = "ragged_fmha_fp8";

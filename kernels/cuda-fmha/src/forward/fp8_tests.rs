@@ -77,6 +77,14 @@ fn upstreams_shape_runs_on_the_e4m3_entry_point() {
 }
 
 #[test]
+fn d64_runs_on_its_own_entry_point() {
+    let plan = plan(&fp8(2, (64, 4), (64, 2), 64)).unwrap();
+    assert_eq!(plan.kernel.name(), "ragged_fmha_fwd_e4m3_d64");
+    // 64 rows of 2 · 2 · 1 blocks of 128 keys.
+    assert_eq!(plan.fp8.unwrap().workspace.vt_bytes, 64 * 4 * 128);
+}
+
+#[test]
 fn cudnns_shape_binds_every_scalar_and_amax_o() {
     let plan = plan(&full()).unwrap();
     let f = plan.fp8.as_ref().unwrap();
@@ -117,10 +125,9 @@ fn what_the_e4m3_kernels_do_not_compute_is_declined_by_name() {
     p.fp8.as_mut().unwrap().amax_s = Some(amax("amax_s_tensor_uid", 41));
     declined(&p, 41, "amax_s_tensor_uid");
 
-    let mut p = fp8(2, (64, 4), (64, 2), 64);
-    declined(&p, 1, "head dim = 64");
-    p = fp8(2, (64, 4), (64, 2), 256);
-    declined(&p, 1, "head dim = 256");
+    let p = fp8(2, (64, 4), (64, 2), 256);
+    let text = declined(&p, 1, "head dim = 256");
+    assert!(text.contains("64 or 128"), "{text}");
 
     let mut p = fp8(2, (64, 4), (64, 2), 128);
     let e5m2 = DataType::Fp8(Fp8Format::E5M2);
