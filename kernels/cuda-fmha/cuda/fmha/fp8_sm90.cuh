@@ -144,7 +144,8 @@ __device__ __forceinline__ u32 ragged_amax_bits(u32 m, float x) {
 #define RAGGED_F8_ACC32 RAGGED_F8_ACC16(0), RAGGED_F8_ACC16(16)
 #define RAGGED_F8_ACC64 RAGGED_F8_ACC32, RAGGED_F8_ACC16(32), RAGGED_F8_ACC16(48)
 #define RAGGED_F8_HOLD32 \
-    "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31"
+    "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26," \
+    "%27,%28,%29,%30,%31"
 #define RAGGED_F8_HOLD64                                                                                     \
     "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27," \
     "%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,"  \
@@ -189,7 +190,8 @@ __device__ __forceinline__ void wgmma_e4m3_rs_n64(float* d, const u32* a, u64 db
 // of 32 bytes; DB = 64: the first two, the rest of the row the loads' zero padding, never read).
 template <int DB, int BN>
 __device__ __forceinline__ void fp8_issue_s(float* s, u32 s_q, int c, u32 kb) {
-    static_assert((DB == 64 || DB == 128) && BN == 128, "the FP8 S product: rows within one 128-byte swizzle block, n128");
+    static_assert((DB == 64 || DB == 128) && BN == 128,
+                  "the FP8 S product: rows within one 128-byte swizzle block, n128");
     const u64 dk = sw128_desc(kb, 16, 1024);
     const u64 dq = sw128_desc(s_q + c * (64 * 128), 16, 1024);
 #pragma unroll

@@ -305,8 +305,8 @@ __device__ __forceinline__ void fmha_fwd_sm90_kernel(RAGGED_FMHA_PARAMS, const R
                     // are warp-collective).
                     if (QREG || nb_first + 1 == nb_last) mbar_arrive(qe);
                 }
-                softmax_step<NS, SLACK>(s, m_i, l_i, corr, band, kv_tile_first_key<BN>(nb_first, band.lkv), BN, i0,
-                                 row_in_tile, lt, sl2, nb_first * BN, fr);
+                softmax_step<NS, SLACK>(s, m_i, l_i, corr, band, kv_tile_first_key<BN>(nb_first, band.lkv), BN,
+                                        i0, row_in_tile, lt, sl2, nb_first * BN, fr);
             }
             // The previous block's tail at the top of the next one: P V (n - 2) done (none in flight
             // for the first block), its V released, O rescaled by corr (n - 1) where asked (acc is 0
@@ -354,8 +354,8 @@ __device__ __forceinline__ void fmha_fwd_sm90_kernel(RAGGED_FMHA_PARAMS, const R
                     mbar_arrive(k_empty + 8 * st);
                     if (!QREG && nb + 1 == nb_last) mbar_arrive(qe);
                 }
-                softmax_step<NS, SLACK>(s, m_i, l_i, corr, band, kv_tile_first_key<BN>(nb, band.lkv), BN, i0, row_in_tile,
-                                 lt, sl2, nb * BN, fr);
+                softmax_step<NS, SLACK>(s, m_i, l_i, corr, band, kv_tile_first_key<BN>(nb, band.lkv), BN, i0,
+                                        row_in_tile, lt, sl2, nb * BN, fr);
                 kv.advance();
             }
 

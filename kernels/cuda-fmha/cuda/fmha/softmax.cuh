@@ -15,7 +15,8 @@
 // (which reverses the order of the scores) is applied up front instead.
 // j0 is the first key the tile holds (kv_tile_first_key) and keys below k_min, the block's own first
 // key, are masked. Whether the block needs a mask at all is decided from fr, the keys every row of
-// the tile admits (ragged_full_keys, once per item).
+// the tile admits (ragged_full_keys, once per item). SLACK is the max slack above; the FP8 forward
+// passes 0, so that every p stays <= 1 and p times its P scale inside e4m3's range.
 template <int NS, int SLACK = RAGGED_SOFTMAX_MAX_SLACK>
 __device__ __forceinline__ void softmax_step(float* s, float* m_i, float* l_i, float* corr, const RaggedBand& band,
                                              int j0, int bn, int i0, int row_in_tile, int lt, float sl2, int k_min,

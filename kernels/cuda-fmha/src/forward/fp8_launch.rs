@@ -9,8 +9,8 @@
 
 use cudarc::driver::sys::CUstream;
 
-use super::device_abi::{self, FP8_AMAX_KERNEL, FP8_VT_KERNEL, FP8_VT_THREADS};
-use super::fp8::{Fp8Plan, SCALE_O};
+use super::device_abi::{self, FP8_AMAX_KERNEL, FP8_VT_KERNEL, FP8_VT_THREADS, Fp8OutputKind};
+use super::fp8::Fp8Plan;
 use super::geometry::LaunchGeometry;
 use super::launcher::{
     ExecuteMode, FmhaBuffers, RequiredPointer, check_flag, forward_args, launch_prepass,
@@ -52,7 +52,7 @@ pub(crate) fn two_byte_view(plan: &FmhaPlan, fp8: &Fp8Plan) -> FmhaPlan {
         seq: r.seq / 2,
         head: r.head / 2,
     };
-    let o_fp8 = fp8.scalars[SCALE_O].is_some();
+    let o_fp8 = fp8.output == Fp8OutputKind::E4m3;
     FmhaPlan {
         q: half(plan.q),
         k: half(plan.k),
