@@ -372,7 +372,11 @@ fn check(name: &str, case: Case) {
     assert_eq!(status, SUCCESS, "{}", last_error());
     assert_eq!(
         ids,
-        vec![CUDA_FMHA_ID, CUDA_FMHA_NONDETERMINISTIC_ID, HOST_REFERENCE_ID],
+        vec![
+            CUDA_FMHA_ID,
+            CUDA_FMHA_NONDETERMINISTIC_ID,
+            HOST_REFERENCE_ID
+        ],
         "{name}: every engine applies, the deterministic CUDA engine first"
     );
     let inputs = inputs(&case);
@@ -401,7 +405,11 @@ fn check(name: &str, case: Case) {
             next[1] == first[1] && next[2] == first[2],
             "{name}: non-deterministic dK or dV differs between calls (one writer per row)"
         );
-        differing += next[0].iter().zip(&first[0]).filter(|(a, b)| a != b).count();
+        differing += next[0]
+            .iter()
+            .zip(&first[0])
+            .filter(|(a, b)| a != b)
+            .count();
     }
     eprintln!(
         "{name}: non-deterministic dQ: {differing} element(s) of {} differed from the first call over {} more call(s)",

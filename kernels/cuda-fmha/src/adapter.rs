@@ -290,12 +290,15 @@ fn engine_workspace_address(
     match call.workspace().ptr {
         Some(ptr) => Ok(ptr.address()),
         None if workspace_bytes == 0 => Ok(0),
-        None => Err(failure_of(engine, GpuError::BadPointer {
-            uid: -1,
-            role: TensorRole::Workspace,
-            address: 0,
-            problem: "is null but the plan needs workspace",
-        })),
+        None => Err(failure_of(
+            engine,
+            GpuError::BadPointer {
+                uid: -1,
+                role: TensorRole::Workspace,
+                address: 0,
+                problem: "is null but the plan needs workspace",
+            },
+        )),
     }
 }
 

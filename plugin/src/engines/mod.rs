@@ -327,7 +327,10 @@ mod tests {
             assert!(!ids[i + 1..].contains(id), "ids collide: {ids:?}");
         }
         let at = |e: &Engine| ENGINES.iter().position(|x| x.id == e.id);
-        assert_eq!(at(&CUDA_FMHA_NONDETERMINISTIC), at(&CUDA_FMHA).map(|i| i + 1));
+        assert_eq!(
+            at(&CUDA_FMHA_NONDETERMINISTIC),
+            at(&CUDA_FMHA).map(|i| i + 1)
+        );
     }
 
     #[test]

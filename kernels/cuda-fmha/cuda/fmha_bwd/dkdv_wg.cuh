@@ -25,7 +25,8 @@
 // packed in registers for dK, also gives dQ(step) = dS K, added into the f32 accumulator dq_acc
 // (bwd_fused_dq_step, fmha_bwd/fused_dq.cuh) in no fixed order: not bitwise reproducible. Two
 // more tiles after the mbarriers: dS^T (BN x BM 16-bit, 1024-byte aligned) and the step's dQ (8192
-// f32). The kernel's `dq` is then unused; the convert pass writes dQ.
+// f32). The step adds two block barriers and retires the dK product before the next step (the
+// warpgroups then stay in step). The kernel's `dq` is unused; the convert pass writes dQ.
 template <bool BF16, int D, bool TMA, bool FUSE_DQ = false>
 __device__ __forceinline__ void bwd_dkdv_wg_body(RAGGED_BWD_PARAMS, const RaggedTmaMap* tm_q = nullptr,
                                                  const RaggedTmaMap* tm_do = nullptr, float* dq_acc = nullptr) {

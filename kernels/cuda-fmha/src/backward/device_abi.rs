@@ -228,7 +228,9 @@ pub fn check_config(kernel: &str, part: Part, raw: [i32; 4]) -> Result<TileConfi
     let tiles = |bm: i32, bn: i32| bm >= 16 && bm % 16 == 0 && bn >= 16 && bn % 16 == 0;
     let ok = match part {
         Part::Dot => raw == [DOT_ROWS, 0, DOT_THREADS as i32, 0],
-        Part::Fused => [block_m, block_n, threads] == [FUSED_BLOCK_M as i32, FUSED_BLOCK_N, FUSED_THREADS],
+        Part::Fused => {
+            [block_m, block_n, threads] == [FUSED_BLOCK_M as i32, FUSED_BLOCK_N, FUSED_THREADS]
+        }
         Part::Convert => raw == [FUSED_BLOCK_M as i32, 0, DOT_THREADS as i32, 0],
         Part::DkDv => tiles(block_m, block_n) && threads == 2 * block_n,
         Part::Dq => {

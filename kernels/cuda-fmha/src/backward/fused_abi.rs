@@ -108,7 +108,67 @@ mod tests {
         }
         let layout = include_str!("../../cuda/fmha_bwd/fused_dq.cuh");
         assert!(layout.contains(&format!("#define RAGGED_BWD_FUSED_ROWS {FUSED_BLOCK_M}\n")));
-        assert!(layout.contains(&format!("#define RAGGED_BWD_FUSED_BLOB {FUSED_BLOB_FLOATS}\n")));
+        assert!(layout.contains(&format!(
+            "#define RAGGED_BWD_FUSED_BLOB {FUSED_BLOB_FLOATS}\n"
+        )));
+    }
+
+    /// The blob's layout, replayed on the host: where `bwd_fused_dq_step` stores accumulator
+    /// register i of thread t of warpgroup wg ([wg][i / 4][t][i % 4], the m64 wgmma layout: row
+    /// 16 (t / 32) + (t % 32) / 4 + 8 ((i % 4) / 2), column 8 (i / 4) + 2 (t % 4) + i % 2 of the
+    /// warpgroup's 64) is where `bwd_dq_convert_body` reads (row r, column c) back. The formulas
+    /// are transcribed from fmha_bwd/fused_dq.cuh and fmha_bwd/dq_convert.cuh: change them
+    /// together.
+    #[test]
+    fn the_convert_pass_reads_each_element_where_the_fused_step_stored_it() {
+        let blob = FUSED_BLOB_FLOATS as usize;
+        for d in [64usize, 128] {
+            // held[at]: the (row, column) of dQ that float `at` of the blob adds into.
+            let mut held = vec![None; blob];
+            for wg in 0..2 {
+                for t in 0..128 {
+                    for i in 0..32 {
+                        let row = (t / 32) * 16 + (t % 32) / 4 + 8 * ((i % 4) / 2);
+                        let col =
+                            (i / 4) * 8 + 2 * (t % 4) + i % 2 + if d == 128 { 64 * wg } else { 0 };
+                        let at = wg * (blob / 2) + (i / 4) * 512 + t * 4 + i % 4;
+                        assert!(
+                            held[at].replace((row, col)).is_none(),
+                            "stored twice at {at}"
+                        );
+                    }
+                }
+            }
+            let mut read = vec![0u8; blob];
+            for r in 0..64 {
+                for cg in 0..d / 8 {
+                    let at0 =
+                        (cg & 7) * 512 + ((r >> 4) * 32 + (r & 7) * 4) * 4 + ((r >> 3) & 1) * 2;
+                    for lt in 0..4 {
+                        for e in 0..2 {
+                            let at = at0 + lt * 4 + e;
+                            let want = Some((r, cg * 8 + 2 * lt + e));
+                            let places = if d == 128 {
+                                vec![(cg >> 3) * (blob / 2) + at]
+                            } else {
+                                vec![at, blob / 2 + at]
+                            };
+                            for p in places {
+                                assert_eq!(
+                                    held[p], want,
+                                    "D {d}: row {r}, columns {cg}·8 + {lt}·2 + {e}"
+                                );
+                                read[p] += 1;
+                            }
+                        }
+                    }
+                }
+            }
+            assert!(
+                read.iter().all(|&n| n == 1),
+                "D {d}: every float read exactly once"
+            );
+        }
     }
 
     #[test]

@@ -67,7 +67,17 @@ pub(super) unsafe fn execute(
     let base = aligned_workspace(buffers);
     // SAFETY: the workspace holds the plan's layout, its tile list sized for any BM ≥ 64 and its
     // accumulator at `dq_acc`; the caller guarantees the rest. The context is current.
-    unsafe { prepass_and_di(plan, stream, buffers, mode, loaded, tiles, Some(base + dq_acc)) }?;
+    unsafe {
+        prepass_and_di(
+            plan,
+            stream,
+            buffers,
+            mode,
+            loaded,
+            tiles,
+            Some(base + dq_acc),
+        )
+    }?;
 
     let mut args = gradient_args(plan, buffers, base, kv_tiles as i32);
     args.extend(maps.into_iter().flatten());

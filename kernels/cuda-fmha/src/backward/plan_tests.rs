@@ -141,7 +141,10 @@ fn workspace_overflow_is_none() {
     }
     // The accumulator alone overflows: Di 2^60 bytes, 2^52 blobs of 32 KiB.
     assert!(workspace(1 << 24, 1 << 24, 1 << 10, DqForm::Deterministic).is_some());
-    assert_eq!(workspace(1 << 24, 1 << 24, 1 << 10, DqForm::Unordered), None);
+    assert_eq!(
+        workspace(1 << 24, 1 << 24, 1 << 10, DqForm::Unordered),
+        None
+    );
 }
 
 fn plan_in(form: DqForm, p: &RaggedSdpaProblem, g: &[Operand; 4]) -> Result<BackwardPlan, Decline> {
@@ -210,7 +213,11 @@ fn both_forms_accept_and_decline_the_same_problems() {
             Box::new(|_, g| g[1].ragged = g[1].ragged.map(|o| Offsets { uid: 77, ..o })),
             false,
         ),
-        ("dV in f16", Box::new(|_, g| g[3].dtype = DataType::F16), false),
+        (
+            "dV in f16",
+            Box::new(|_, g| g[3].dtype = DataType::F16),
+            false,
+        ),
         ("dense dO", Box::new(|_, g| g[0].ragged = None), false),
     ];
     for (what, edit, accepted) in cases {
