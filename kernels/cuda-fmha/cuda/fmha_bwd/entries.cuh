@@ -22,7 +22,8 @@
     }                                                                                                      \
     }
 
-// The fused backward's dQ convert pass (fmha_bwd/dq_convert.cuh): the Di pass's grid and block.
+// The fused backward's dQ convert pass (fmha_bwd/dq_convert.cuh): the Di pass's grid and block;
+// instantiated on sm_90a only, beside the fused kernels it follows.
 #define RAGGED_BWD_DQ_CONVERT_ENTRY(NAME, BF16, D)                                                              \
     extern "C" {                                                                                              \
     __constant__ int NAME##_config[4] = {RAGGED_BWD_FUSED_ROWS, 0, RAGGED_BWD_DOT_THREADS, 0};                \
@@ -153,9 +154,8 @@ RAGGED_BWD_WG_ALL(f16, false)
     RAGGED_BWD_FUSED_TMA_ENTRY(ragged_fmha_bwd_fused_tma_##DT##_d128, BF16, 128)
 RAGGED_BWD_FUSED_ALL(bf16, true)
 RAGGED_BWD_FUSED_ALL(f16, false)
-#endif
-
 RAGGED_BWD_DQ_CONVERT_ENTRY(ragged_fmha_bwd_dq_convert_bf16_d64, true, 64)
 RAGGED_BWD_DQ_CONVERT_ENTRY(ragged_fmha_bwd_dq_convert_f16_d64, false, 64)
 RAGGED_BWD_DQ_CONVERT_ENTRY(ragged_fmha_bwd_dq_convert_bf16_d128, true, 128)
 RAGGED_BWD_DQ_CONVERT_ENTRY(ragged_fmha_bwd_dq_convert_f16_d128, false, 128)
+#endif

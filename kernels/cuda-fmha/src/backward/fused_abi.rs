@@ -18,8 +18,8 @@ pub struct FusedKernels {
     pub convert: &'static str,
 }
 
-/// Per set of [`ALL`], in its order: the fused kernels, compiled for [`HOPPER_ARCH`] only (the
-/// convert pass everywhere, but launched only after a fused kernel).
+/// Per set of [`ALL`], in its order: the fused kernels and their convert pass, compiled for
+/// [`HOPPER_ARCH`] only.
 pub const FUSED_ALL: [FusedKernels; 4] = [
     FusedKernels {
         tma: "ragged_fmha_bwd_fused_tma_bf16_d64",
