@@ -137,8 +137,10 @@ def read_graph(graphs, name):
         return f.read()
 
 
-def load_problems(graphs):
-    with open(os.path.join(graphs, "problems.json")) as f:
+def load_problems(graphs, listing="problems.json"):
+    """The problems `listing` names (problems.json: bf16; problems_fp8.json: the FP8 forwards),
+    each its metadata with the graph's bytes under "graph"."""
+    with open(os.path.join(graphs, listing)) as f:
         names = json.load(f)
     out = []
     for name in names:

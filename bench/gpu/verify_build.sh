@@ -12,7 +12,7 @@
 #   - compute-sanitizer memcheck and racecheck on the forward's and the backward's zero-length
 #     cases (every head dim, padding, causal and a sliding window) and on the paged kernels' small
 #     cases (zero lengths and shared pages, a sliding window with sinks, an invalid page id);
-#   - the serving conformance suite (paged K/V, sinks) on the CUDA engine.
+#   - the serving (paged K/V, sinks) and FP8 conformance suites on the CUDA engine.
 #
 #   bash bench/gpu/verify_build.sh --prepare   # here: release build, binaries into .carry/verify/
 #   bash bench/gpu/verify_build.sh             # on the GPU machine, with carry [".carry/verify"]
@@ -87,6 +87,7 @@ step plugin-gpu-backward-validate on_device env HIPDNN_RAGGED_SDPA_VALIDATE=1 "$
 step conformance-cuda "$carry/ragged-conformance" --suite numeric --cuda --junit "$out/junit.xml" "$carry/libhipdnn_provider_ragged_sdpa.so"
 step conformance-backward-cuda "$carry/ragged-conformance" --suite backward --cuda "$carry/libhipdnn_provider_ragged_sdpa.so"
 step conformance-serving-cuda "$carry/ragged-conformance" --suite serving --cuda "$carry/libhipdnn_provider_ragged_sdpa.so"
+step conformance-fp8-cuda "$carry/ragged-conformance" --suite fp8 --cuda "$carry/libhipdnn_provider_ragged_sdpa.so"
 step conformance-host "$carry/ragged-conformance" --fixture-dir "$carry" "$carry/libhipdnn_provider_ragged_sdpa.so"
 step shim-cuda env HIPDNN_PLUGIN_DIR="$PWD/$carry/libhipdnn_provider_ragged_sdpa.so" \
   "$carry/hipdnn-shim" run examples/ragged_sdpa_bf16.json --engine RAGGED_SDPA_CUDA_FMHA --cuda --verify --out "$out/shim-out"
