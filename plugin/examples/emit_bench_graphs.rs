@@ -70,8 +70,9 @@ const AMAX_O: i64 = 27;
 /// Head dims the CUDA backward kernels are compiled for (D_qk = D_v).
 const BACKWARD_HEAD_DIMS: [i64; 2] = [64, 128];
 
-const ENGINES: [&str; 3] = [
+const ENGINES: [&str; 4] = [
     "RAGGED_SDPA_CUDA_FMHA",
+    "RAGGED_SDPA_CUDA_FMHA_NONDETERMINISTIC",
     "RAGGED_SDPA_AITER_FMHA",
     "RAGGED_SDPA_HOST_REFERENCE",
 ];
