@@ -45,6 +45,8 @@ pub(super) unsafe fn execute(
             detail: "the plan's workspace has no dQ accumulator (a deterministic plan)".to_owned(),
         });
     };
+    // Current before the tensor maps are encoded (cuTensorMapEncodeTiled needs it).
+    let _current = ctx.make_current()?;
     let mut kernel = fused.tma;
     let maps = stream_maps(loaded, &mut kernel, Part::Fused, plan, buffers)?;
     let tiles = loaded.config(kernel)?;
@@ -60,7 +62,6 @@ pub(super) unsafe fn execute(
         i64::from(f.batch) * row_blocks,
         "dQ convert grid (B · ceil(S_q_max / 64))",
     )?;
-    let _current = ctx.make_current()?;
     if mode == ExecuteMode::Validate {
         launcher::refuse_capture(stream)?;
     }

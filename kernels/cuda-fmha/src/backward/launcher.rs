@@ -158,6 +158,9 @@ impl BackwardEngine {
         // SAFETY: `stream` is null or live (this function's contract).
         let ctx = unsafe { context_of_stream(stream) }?;
         let (loaded, arch) = self.loaded(&ctx)?;
+        // Current before the tensor maps are encoded: cuTensorMapEncodeTiled fails without a
+        // current context, and a map that fails to encode silently selects the slower kernel.
+        let _current = ctx.make_current()?;
         if plan.dq_form == DqForm::Unordered
             && let Some(fused) = fused_abi::fused_for_target(plan.kernels, &arch)
         {
@@ -185,7 +188,6 @@ impl BackwardEngine {
             "dQ grid (B · ceil(S_q_max / BM) · H_q)",
         )?;
         let kv_tiles = ceil_div(i64::from(f.s_kv_max), i64::from(dkdv.block_n)) as i32;
-        let _current = ctx.make_current()?;
         if mode == ExecuteMode::Validate {
             launcher::refuse_capture(stream)?;
         }
