@@ -14,6 +14,7 @@
 use std::fmt;
 
 use super::problem::{AiterProblem, LseLayout, RaggedOperand, is_unmasked};
+use super::serving::ServingPlan;
 use super::workspace::WorkspacePlan;
 use ragged_core::contract::{self, Decline};
 use ragged_core::problem::{Fp8Forward, Fp8OutputPlan, Fp8Scalar, RaggedSdpaProblem, ScalePlan};
@@ -80,6 +81,17 @@ pub struct AiterPlan {
     pub how_v3_bf16_cvt: i32,
     /// The descales an accepted FP8 forward binds; `None` for a 16-bit forward.
     pub fp8: Option<AiterFp8Plan>,
+    /// For a paged or sink graph: what runs around the forward, and the workspace it adds
+    /// ([`serving::plan`](super::serving::plan)); `None` for a plain ragged forward.
+    pub serving: Option<ServingPlan>,
+}
+
+impl AiterPlan {
+    /// Workspace bytes the caller provides: the forward's, or with a paged or sink route the
+    /// route's regions followed by the forward's.
+    pub fn workspace_bytes(&self) -> usize {
+        self.serving.map_or(self.workspace.size, |s| s.size)
+    }
 }
 
 /// What an accepted FP8 forward hands AITER besides Q, K, V: the uids of its three per-tensor
@@ -442,6 +454,7 @@ pub fn check_applicability(
         workspace: WorkspacePlan::for_problem(problem),
         how_v3_bf16_cvt: i32::from(fp8.is_some() && arch.processor() == "gfx942"),
         fp8,
+        serving: None,
     })
 }
 

@@ -10,6 +10,7 @@ use parking_lot::Mutex;
 
 use super::applicability::{self, AiterPlan, GpuArch};
 use super::asm_kernels;
+use super::serving;
 use super::device_kernels::{
     FIXUP_KERNEL, FIXUP_SOURCE, PREPASS_KERNEL, PREPASS_SOURCE, fixup_launch, prepass_launch,
 };
@@ -25,6 +26,9 @@ use ragged_gpu_runtime::hip::{HipError, HipFunction, HipModule, HipRuntime, Hipr
 
 #[path = "backward_engine.rs"]
 mod backward_engine;
+#[path = "serving_engine.rs"]
+mod serving_engine;
+pub use serving_engine::check_serving_buffers;
 
 /// The pre-pass and fix-up, compiled for one device.
 struct CompiledKernels {
@@ -42,6 +46,7 @@ pub struct AiterEngine {
     archs: Vec<GpuArch>,
     kernels: Mutex<HashMap<i32, Arc<CompiledKernels>>>,
     backward_kernels: Mutex<HashMap<i32, Arc<backward_engine::BackwardKernels>>>,
+    serving_kernels: Mutex<HashMap<i32, Arc<serving_engine::ServingKernels>>>,
 }
 
 impl AiterEngine {
@@ -59,6 +64,7 @@ impl AiterEngine {
             archs,
             kernels: Mutex::new(HashMap::new()),
             backward_kernels: Mutex::new(HashMap::new()),
+            serving_kernels: Mutex::new(HashMap::new()),
         }
     }
 
@@ -111,14 +117,20 @@ impl AiterEngine {
             })
     }
 
-    /// The plan on `device` (see [`applicability::plan`]).
+    /// The plan on `device` (see [`applicability::plan`]; paged and sink graphs go through
+    /// [`serving::plan`], whose forward AITER judges the same way).
     pub fn plan(
         &self,
         problem: &RaggedSdpaProblem,
         device: i32,
     ) -> Result<(AiterProblem, AiterPlan), Decline> {
         let arch = self.plan_arch(device);
-        let (aiter_problem, plan) = applicability::plan(problem, &arch, self.shim.gpu_targets())?;
+        let targets = self.shim.gpu_targets();
+        let (aiter_problem, plan) = if problem.paged.is_some() || problem.sinks.is_some() {
+            serving::plan(problem, &arch, targets)?
+        } else {
+            applicability::plan(problem, &arch, targets)?
+        };
         asm_kernels::preflight(&self.shim, &aiter_problem, &plan)?;
         Ok((aiter_problem, plan))
     }

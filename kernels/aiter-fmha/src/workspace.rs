@@ -13,7 +13,7 @@ use super::problem::{AiterProblem, LseLayout};
 pub const WORKSPACE_ALIGN: usize = 256;
 
 /// A byte range of the workspace, relative to the aligned base.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Region {
     /// Offset from the aligned base, a multiple of [`WORKSPACE_ALIGN`].
     pub offset: usize,
