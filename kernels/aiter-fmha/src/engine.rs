@@ -10,7 +10,6 @@ use parking_lot::Mutex;
 
 use super::applicability::{self, AiterPlan, GpuArch};
 use super::asm_kernels;
-use super::serving;
 use super::device_kernels::{
     FIXUP_KERNEL, FIXUP_SOURCE, PREPASS_KERNEL, PREPASS_SOURCE, fixup_launch, prepass_launch,
 };
@@ -18,6 +17,7 @@ use super::error::AiterError;
 pub use super::mapping::DeviceBuffers;
 use super::mapping::shim_args;
 use super::problem::{AiterProblem, LseLayout};
+use super::serving;
 use super::shim_library::ShimLibrary;
 use super::workspace::aligned_base;
 use ragged_core::contract::Decline;

@@ -219,7 +219,10 @@ fn paged_rows(t: &Operand, starts: RaggedAux, padded: bool) -> Result<RaggedOper
     if padded && t.batch_stride() != t.seq_max() * t.seq_stride() {
         return Err(Decline::new(
             t.uid,
-            format!("{} batch stride (dims {:?}, strides {:?})", t.role, t.dims, t.strides),
+            format!(
+                "{} batch stride (dims {:?}, strides {:?})",
+                t.role, t.dims, t.strides
+            ),
             t.batch_stride(),
             format!(
                 "S_q · sequence stride = {}: AITER's group mode addresses each sequence by one \

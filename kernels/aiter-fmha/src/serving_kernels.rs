@@ -223,7 +223,11 @@ pub fn finish_launch(
             ("lse_stride_s", I64(strides[2])),
             (
                 "lse_offsets",
-                ptr(if lse_aux.is_some() { fwd.lse_offsets } else { 0 }),
+                ptr(if lse_aux.is_some() {
+                    fwd.lse_offsets
+                } else {
+                    0
+                }),
             ),
             (
                 "lse_offset_width",
