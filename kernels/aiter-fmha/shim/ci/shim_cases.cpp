@@ -87,6 +87,17 @@ const Case kCases[] = {
   {"head_dim_64",                 G950, 0x75a0, AsmDir::Real, BF16, 2, 64, 64, 8, 8, 64, 64, 0, -1, -1, false, false, true, UNSUP, "", "", 0},
   {"asm_dir_unset",               G942, 0x74a1, AsmDir::Unset, BF16, 2, 64, 64, 8, 8, 128, 128, 0, -1, -1, false, false, true, MISSING, "", "", 0},
   {"asm_dir_without_the_file",    G950, 0x75a0, AsmDir::Empty, BF16, 2, 64, 64, 8, 8, 128, 128, 2, -1, 0, false, false, true, MISSING, "", "", 0},
+  // Paged K/V on the gathered route: what the engine sends for a paged prefill (packed Q/O of
+  // T_q rows as B sequences, K/V gathered into [B * max_seq_len_kv, H_kv, D] in the workspace;
+  // serving_tests.rs holds these values against the engine's mapping), with AITER choosing its
+  // kernel as for any ragged batch. With sinks and no stats the forward writes an LSE.
+  {"paged_gathered_gfx942_causal", G942, 0x74a1, AsmDir::Real, BF16, 3, 256, 512, 8, 2, 128, 128, 2, -1, 0, false, false, true, OK,
+   "_ZN5aiter37fmha_fwd_hd128_bf16_causal_rtne_groupE", "fmha_v3_fwd/MI300/fwd_hd128_bf16_causal_rtne_group.co", 512},
+  {"paged_gathered_sinks_gfx950_lse", G950, 0x75a0, AsmDir::Real, BF16, 3, 256, 512, 8, 2, 128, 128, 0, -1, -1, false, true, true, OK,
+   "_ZN5aiter25fmha_fwd_hd128_bf16_groupE", "fmha_v3_fwd/fwd_hd128_bf16_group.co", 512},
+  // Paged decode (one row per sequence, T_q = B = 4) takes the same route.
+  {"paged_gathered_decode_gfx942", G942, 0x74a1, AsmDir::Real, BF16, 4, 4, 256, 8, 2, 128, 128, 2, -1, 0, false, false, true, OK,
+   "_ZN5aiter37fmha_fwd_hd128_bf16_causal_rtne_groupE", "fmha_v3_fwd/MI300/fwd_hd128_bf16_causal_rtne_group.co", 512},
   // FP8 (fp8bf16): FP8 Q/K/V, bf16 O, per-tensor descales; gfx942 rows are listed under bf16_cvt 1.
   {"gfx942_fp8_causal_gqa_lse",   G942, 0x74a1, AsmDir::Real, FP8, 2, 200, 200, 16, 4, 128, 128, 2, -1, 0, false, true, true, OK,
    "_ZN5aiter31fmha_fwd_hd128_fp8_causal_groupE", "fmha_v3_fwd/MI300/fwd_hd128_fp8_causal_group.co", 512},
