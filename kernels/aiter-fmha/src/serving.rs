@@ -505,7 +505,7 @@ pub fn plan(
             // Sinks on a ragged graph: the shared GPU contract holds for everything else.
             let plain = RaggedSdpaProblem {
                 sinks: None,
-                ..problem.clone()
+                ..*problem
             };
             contract::check_gpu_admitting_fp8(&plain)?;
             (AiterProblem::from_problem(&plain), None)

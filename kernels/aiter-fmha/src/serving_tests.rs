@@ -380,7 +380,7 @@ fn sinks_on_a_ragged_graph_run_the_ordinary_forward_then_the_finish() {
     );
 
     // Sinks do not lift the GPU contract: a dense Q is still declined by name.
-    let mut dense_q = p.clone();
+    let mut dense_q = p;
     dense_q.q.ragged = None;
     rejected(&dense_q, 1, "q_tensor_uid layout");
     let mut misaligned = p;
@@ -606,4 +606,47 @@ fn execute_enqueues_starts_gather_forward_and_finish_in_order_on_one_stream() {
             ),
         ]
     );
+}
+
+#[test]
+fn padded_q_keeps_its_lengths_and_a_dense_lse() {
+    let mut p = paged(3, (8, 2, 128), 64, (64, 16, 32));
+    for t in [&mut p.q, &mut p.o] {
+        t.dims = [3, 8, 64, 128];
+        t.strides = [64 * 1024, 128, 1024, 1];
+    }
+    p.stats = Some(Operand {
+        dtype: DataType::F32,
+        ..dense("stats_tensor_uid", 5, [3, 8, 64, 1], [512, 1, 8, 1])
+    });
+    if let Some(paged) = p.paged.as_mut() {
+        paged.query = QueryForm::Padded;
+    }
+    let (f, a, s) = accepted(&p);
+    assert_eq!(
+        f.seq_len_q,
+        Some(SeqLens {
+            uid: 8,
+            width: IndexWidth::I32
+        })
+    );
+    assert_eq!((f.s_q_max, f.q.aux.multiplier), (64, 1024));
+    assert_eq!(
+        f.lse,
+        LseLayout::Dense {
+            uid: 5,
+            strides: [512, 1, 8, 1],
+            alignment: 16,
+        }
+    );
+    // A padded batch with stats keeps AITER off its asm path, as for a ragged graph.
+    assert!(!a.use_asm_v3);
+    let b = fixtures::buffers();
+    let fwd = forward_buffers(&f, &s, &b);
+    assert_eq!(
+        (fwd.seq_len_q, fwd.seq_len_kv, fwd.lse_offsets),
+        (b.seq_len_q, 0, 0)
+    );
+    let starts = starts_launch(&f, &s, &b).expect("paged");
+    assert!(starts.args.contains(&("packed", KernelArg::I32(0))));
 }
