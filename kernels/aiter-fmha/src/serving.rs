@@ -433,6 +433,8 @@ fn paged_forward(
         batch,
         s_q_max: q.seq_max(),
         s_kv_max: paged.max_seq_len_kv,
+        // Packed sequences share T_q rows: the forward's row totals are T_q, not B · T_q.
+        packed_q_rows: (!padded).then(|| q.seq_max()),
         q: paged_rows(q, starts, padded)?,
         k: gathered(k, heads_kv, d_qk),
         v: gathered(v, heads_kv, d_v),
@@ -544,16 +546,29 @@ pub fn plan(
     }
     let lse = match (sinks, forward.lse) {
         (Some(s), LseLayout::None) => {
+            // Token-major f32 rows: through the Q starts for packed paged Q (T_q rows in all),
+            // else dense [B, S_q_max, H_q].
             let (rows, heads) = (forward.s_q_max, forward.q.heads);
-            forward.lse = LseLayout::Dense {
-                uid: s.uid,
-                strides: [rows * heads, 1, heads, 1],
-                alignment: WORKSPACE_ALIGN as i64,
+            let alignment = WORKSPACE_ALIGN as i64;
+            forward.lse = match (forward.packed_q_rows, route.as_ref()) {
+                (Some(_), Some(_)) => LseLayout::Ragged {
+                    uid: s.uid,
+                    seq_stride: heads,
+                    head_stride: 1,
+                    aux: RaggedAux {
+                        multiplier: heads,
+                        ..forward.q.aux
+                    },
+                    alignment,
+                },
+                _ => LseLayout::Dense {
+                    uid: s.uid,
+                    strides: [rows * heads, 1, heads, 1],
+                    alignment,
+                },
             };
             Some(take(
-                (forward.batch as u64)
-                    .saturating_mul(rows as u64)
-                    .saturating_mul(heads as u64 * 4),
+                (forward.q_rows_total() as u64).saturating_mul(heads as u64 * 4),
             ))
         }
         _ => None,

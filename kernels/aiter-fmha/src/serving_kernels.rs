@@ -76,7 +76,9 @@ pub fn forward_buffers(
     }
     if let Some(r) = serving.lse {
         fwd.lse = at(r);
-        fwd.lse_offsets = 0;
+        if serving.paged.is_none() {
+            fwd.lse_offsets = 0;
+        }
     }
     fwd
 }

@@ -146,6 +146,7 @@ fn a_packed_prefill_runs_aiter_over_contiguous_gathered_kv() {
             batch: 3,
             s_q_max: 256,
             s_kv_max: 512,
+            packed_q_rows: Some(256),
             q: rows(1),
             k: gathered(2),
             v: gathered(3),
@@ -334,16 +335,28 @@ fn sinks_without_stats_make_the_forward_write_a_workspace_lse() {
     let (f, _, s) = accepted(&p);
     assert_eq!(s.sinks, Some(SinkArgs { uid: 40, stride: 1 }));
     let lse = s.lse.expect("workspace LSE");
-    // [B, S_q_max, H_q] f32 after the gathered V.
+    // f32 [T_q, H_q] after the gathered V, token-major through the Q starts.
     assert_eq!(lse.offset, 768 + 2 * 786_432);
-    assert_eq!(lse.bytes, 3 * 256 * 8 * 4);
+    assert_eq!(lse.bytes, 256 * 8 * 4);
     assert_eq!(
         f.lse,
-        LseLayout::Dense {
+        LseLayout::Ragged {
             uid: 40,
-            strides: [2048, 1, 8, 1],
+            seq_stride: 8,
+            head_stride: 1,
+            aux: RaggedAux {
+                uid: 6,
+                width: IndexWidth::I32,
+                multiplier: 8,
+            },
             alignment: 256,
         }
+    );
+    let b = forward_buffers(&f, &s, &fixtures::buffers());
+    let route = s.paged.expect("paged");
+    assert_eq!(
+        (b.lse, b.lse_offsets),
+        (0x10000 + lse.offset, 0x10000 + route.q_start.offset)
     );
     assert_eq!(s.forward_at, lse.offset + lse.bytes);
 }
@@ -417,18 +430,22 @@ fn aiter_gets_the_arguments_of_the_equivalent_contiguous_graph() {
         ..paged_buffers
     };
     let got = shim_args(&f, &a, &paged_buffers, paged_buffers.workspace, 0x5717);
-    let want = shim_args(
+    let mut want = shim_args(
         &cf,
         &ca,
         &contiguous_buffers,
         paged_buffers.workspace,
         0x5717,
     );
+    // The one difference: the packed sequences share T_q rows, so the row total AITER gets is
+    // T_q, where the contiguous graph's padded dims only bound it by B · T_q.
+    assert_eq!(want.seqlen_q, 768);
+    want.seqlen_q = 256;
     assert_eq!(format!("{got:?}"), format!("{want:?}"));
     // The values the shim case `paged_gathered_gfx942_causal` sends (shim/ci/shim_cases.cpp).
     assert_eq!(
         (got.batch, got.max_seqlen_q, got.seqlen_q, got.seqlen_k),
-        (3, 256, 768, 1536)
+        (3, 256, 256, 1536)
     );
     assert_eq!(
         (got.stride_q, got.stride_k, got.stride_v, got.stride_o),
@@ -489,7 +506,11 @@ fn launch_arguments_follow_the_kernel_sources() {
         arg(&finish, "lse"),
         KernelArg::ptr(0x10000 + s.lse.expect("lse").offset)
     );
-    assert_eq!(arg(&finish, "lse_layout"), KernelArg::I32(1));
+    assert_eq!(arg(&finish, "lse_layout"), KernelArg::I32(2));
+    assert_eq!(
+        arg(&finish, "lse_offsets"),
+        KernelArg::ptr(0x10000 + route.q_start.offset)
+    );
     assert_eq!(
         arg(&finish, "seqstart_q"),
         KernelArg::ptr(fwd.workspace + a.workspace.seqstart_q.offset)

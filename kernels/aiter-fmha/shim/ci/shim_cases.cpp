@@ -123,6 +123,10 @@ struct Shim
     const char* (*targets)();
 };
 
+// Physical Q rows in all: B * S_q for a ragged batch; a paged graph's packed Q (the paged_*
+// cases) holds all sequences in its S_q = T_q rows, which the engine sends as the total.
+int q_total(const Case& c) { return std::strncmp(c.name, "paged_", 6) == 0 ? c.s_q : c.batch * c.s_q; }
+
 // The engine's §7.4 mapping of a packed-BSHD ragged problem.
 ragged_aiter_fwd_args map(const Case& c, char* dev)
 {
@@ -141,7 +145,7 @@ ragged_aiter_fwd_args map(const Case& c, char* dev)
     a.stream          = reinterpret_cast<void*>(0x5717ea);
     a.batch           = c.batch;
     a.max_seqlen_q    = c.s_q;
-    a.seqlen_q        = c.batch * c.s_q;
+    a.seqlen_q        = q_total(c);
     a.seqlen_k        = c.batch * c.s_kv;
     a.hdim_q          = c.d_qk;
     a.hdim_v          = c.d_v;
@@ -155,7 +159,7 @@ ragged_aiter_fwd_args map(const Case& c, char* dev)
     a.nhead_stride_k  = c.d_qk;
     a.nhead_stride_v  = c.d_v;
     a.nhead_stride_o  = c.d_v;
-    a.nhead_stride_lse  = c.lse ? c.batch * c.s_q : 0;
+    a.nhead_stride_lse  = c.lse ? q_total(c) : 0;
     a.mask_type         = c.mask;
     a.window_size_left  = c.left;
     a.window_size_right = c.right;
@@ -199,7 +203,7 @@ void check_kernargs(const Case& c, const ragged_aiter_fwd_args& a, const fake_hi
                                  k.s_descale_k_Hs, k.s_descale_v_Bs, k.s_descale_v_Hs})
         expect_eq("descale byte stride", stride, 0u);
     expect(k.scalar == a.scale_s, "scalar is the scale");
-    expect_eq("s_seq_len", k.s_seq_len, c.batch * c.s_q);
+    expect_eq("s_seq_len", k.s_seq_len, q_total(c));
     expect_eq("s_kv_seq_len", k.s_kv_seq_len, c.batch * c.s_kv);
     expect_eq("s_Seqs", k.s_Seqs, c.h_q * c.d_qk * bpe);
     expect_eq("s_Hs", k.s_Hs, c.d_qk * bpe);
@@ -215,7 +219,7 @@ void check_kernargs(const Case& c, const ragged_aiter_fwd_args& a, const fake_hi
     expect_eq("s_o_Bs", k.s_o_Bs, 0);
     expect_eq("s_gqa", k.s_gqa, c.h_q / c.h_kv);
     expect_eq("s_lse", k.s_lse, c.lse ? 1 : 0);
-    expect_eq("s_lse_Hs", k.s_lse_Hs, c.lse ? c.batch * c.s_q * 4 : 0);
+    expect_eq("s_lse_Hs", k.s_lse_Hs, c.lse ? q_total(c) * 4 : 0);
     expect_eq("s_qk_head_dim", k.s_qk_head_dim, c.d_qk);
     expect_eq("s_v_head_dim", k.s_v_head_dim, c.d_v);
     expect_eq("s_q_head_num", k.s_q_head_num, c.h_q);
