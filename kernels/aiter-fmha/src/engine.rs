@@ -214,6 +214,9 @@ impl AiterEngine {
         workspace_bytes: usize,
         stream: usize,
     ) -> Result<(), AiterError> {
+        if plan.serving.is_some() {
+            return Err(AiterError::ServingPlanOnPlainExecute);
+        }
         check_buffers(problem, plan, buffers, workspace_bytes)?;
         let device = self.hip.current_device()?;
         let kernels = self.kernels(device)?;

@@ -115,13 +115,18 @@ impl AiterEngine {
                     .launch(kernels.gather, gather.config, &gather.values(), stream)?;
             }
         }
+        // The forward's own plan: its workspace, without the route around it.
+        let forward = AiterPlan {
+            serving: None,
+            ..*plan
+        };
         // SAFETY: `fwd` is the caller's buffers with K/V, the offsets and the LSE replaced by
         // workspace regions the kernels above were enqueued to fill, on the same stream; the
         // forward's workspace is the rest of the caller's (`forward_at` onwards).
         unsafe {
             self.execute(
                 problem,
-                plan,
+                &forward,
                 &fwd,
                 serving.size - serving.forward_at,
                 stream,

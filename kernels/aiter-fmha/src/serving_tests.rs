@@ -576,6 +576,12 @@ fn execute_enqueues_starts_gather_forward_and_finish_in_order_on_one_stream() {
     // SAFETY: the fakes never dereference device addresses.
     let short = unsafe { engine.execute_serving(&p, &plan, &buffers, &tables, size - 1, 0xcafe) };
     assert!(short.is_err());
+    // SAFETY: as above (refused before anything is enqueued).
+    let plain = unsafe { engine.execute(&p, &plan, &buffers, size, 0xcafe) };
+    assert_eq!(
+        plain.expect_err("plain execute").to_string(),
+        "a paged or sink plan runs only through AiterEngine::execute_serving"
+    );
     let no_table = ServingBuffers {
         table_v: 0,
         ..tables
