@@ -373,8 +373,10 @@ fn execute_without_workspace(problem: &Problem, plan: &BackwardKernelsPlan) -> S
 }
 
 /// Paged K/V and sinks: the CUDA engine plans upstream's paged bundle on its split-KV paged
-/// kernels and declines sinks on a graph without page tables, naming the field; AITER declines
-/// both naming the field (a later item of issue 44); the host engine plans both.
+/// kernels and declines sinks on a graph without page tables, naming the field; AITER's plain
+/// forward plan declines both naming the field, and its serving plan (the route the engine takes
+/// for them: pages gathered into the workspace, sinks folded in after the forward) takes both;
+/// the host engine plans both.
 #[test]
 fn gpu_engines_on_paged_and_sink_graphs() {
     use ragged_core::engine::Planner;
@@ -420,6 +422,13 @@ fn gpu_engines_on_paged_and_sink_graphs() {
             .map(|d| d.to_string())
             .unwrap_or_default();
         assert!(why.starts_with(field), "AITER: {why}");
+        let served = ragged_engine_aiter::serving::plan(&sdpa_plan(graph), &arch, "gfx942")
+            .map(|(_, plan)| plan.workspace_bytes())
+            .map_err(|d| d.to_string());
+        assert!(
+            served.as_ref().is_ok_and(|bytes| *bytes > 0),
+            "AITER serving: {served:?}"
+        );
         let problem = Problem::Forward(Arc::new(sdpa_plan(graph)));
         assert!(ragged_engine_host::HostReference.plan(&problem).is_ok());
     }
