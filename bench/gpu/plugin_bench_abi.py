@@ -17,6 +17,8 @@ SUCCESS = 0
 STATUS_NAMES = {0: "SUCCESS", 1: "BAD_PARAM", 2: "INVALID_VALUE", 3: "INTERNAL_ERROR", 4: "ALLOC_FAILED",
                 5: "NOT_APPLICABLE", 6: "NOT_INITIALIZED"}
 CUDA_ENGINE = "RAGGED_SDPA_CUDA_FMHA"
+# The backward whose dQ is summed in no fixed order (fused dK/dV/dQ on sm_90a); backward graphs only.
+CUDA_NONDETERMINISTIC_ENGINE = "RAGGED_SDPA_CUDA_FMHA_NONDETERMINISTIC"
 SELF_CHECK_MAX_TOKENS = 4096
 HOST_ENGINE = "RAGGED_SDPA_HOST_REFERENCE"
 
@@ -135,8 +137,10 @@ def read_graph(graphs, name):
         return f.read()
 
 
-def load_problems(graphs):
-    with open(os.path.join(graphs, "problems.json")) as f:
+def load_problems(graphs, listing="problems.json"):
+    """The problems `listing` names (problems.json: bf16; problems_fp8.json: the FP8 forwards),
+    each its metadata with the graph's bytes under "graph"."""
+    with open(os.path.join(graphs, listing)) as f:
         names = json.load(f)
     out = []
     for name in names:

@@ -9,7 +9,9 @@ D_v = 64 or 128; bf16, H = 16, 16 384 tokens: 8x2048, 2x8192, the ragged mix; ca
    then reads the same Q, K, V, O, dO and that LSE, moved to the layout each engine takes: ours as
    written, FA2's [H, T] (transposed), cuDNN's padded [B, H, S_max, 1];
 2. ours: one `hipdnnEnginePluginExecuteOpGraph` of `<name>_bwd` per call (dQ, dK, dV) on the
-   CUDA engine, on torch's current stream;
+   CUDA engine, on torch's current stream; and the same graph on RAGGED_SDPA_CUDA_FMHA_NONDETERMINISTIC
+   (column "ours non-det.": dQ summed in no fixed order), checked against ours and timed
+   interleaved with it (event_timing.interleaved_ms: the rounds alternate the two engines);
 3. FA2 varlen: `torch.ops.aten._flash_attention_backward` on the same packed buffers (its
    forward runs once too, for its philox seed/offset tensors and to check our O and LSE);
 4. cuDNN ragged: the cuDNN frontend (`nvidia-cudnn-frontend` 1.32.0) `sdpa_backward` with int64
@@ -39,9 +41,10 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from event_timing import time_ms  # noqa: E402
+from event_timing import interleaved_ms, time_ms  # noqa: E402
 from plugin_bench_abi import (  # noqa: E402  (the C ABI binding both benchmarks share)
     CUDA_ENGINE,
+    CUDA_NONDETERMINISTIC_ENGINE,
     HOST_ENGINE,
     SELF_CHECK_MAX_TOKENS,
     Execution,
@@ -55,7 +58,7 @@ from plugin_bench_abi import (  # noqa: E402  (the C ABI binding both benchmarks
 
 # Where the benchmark's buffers live and which engine it times: the GPU and the CUDA engine, or
 # (--host-dry-run, a test of this harness without a GPU) torch CPU tensors and the host engine.
-DEV = {"device": "cuda", "engine": CUDA_ENGINE}
+DEV = {"device": "cuda", "engine": CUDA_ENGINE, "nondeterministic": CUDA_NONDETERMINISTIC_ENGINE}
 TOL = 2e-2  # bf16 gradients: relative to the peer's max and to each element
 NAN_BF16 = 0x7FC1  # a NaN payload: an unwritten element shows
 
@@ -288,6 +291,14 @@ def timer(torch, fn):
     return sorted(times)[1], max(times) - min(times)
 
 
+def timer_pair(torch, fns):
+    """[(median ms, spread)] of each callable, interleaved on the GPU; one after the other on the
+    host dry run."""
+    if DEV["device"] == "cuda":
+        return interleaved_ms(torch, fns, warm=3)
+    return [timer(torch, fn) for fn in fns]
+
+
 def run_problem(torch, plugin, handle, graphs, meta, cudnn, cudnn_handle, only_ours):
     name, h, d, causal = meta["name"], meta["heads"], meta["head_dim"], meta["causal"]
     lens, t, s = meta["seq_lens"], meta["tokens"], meta["s_max"]
@@ -325,8 +336,9 @@ def run_problem(torch, plugin, handle, graphs, meta, cudnn, cudnn_handle, only_o
           f"then {fwd_ms:.3f} ms "
           f"({flops / 2.5 / fwd_ms / 1e9:.1f} TFLOP/s)", flush=True)
 
-    # Ours: correctness run, then timing.
-    bwd = None
+    # Ours: correctness run, then timing; the non-deterministic engine checked against it and
+    # timed in the same interleaved rounds.
+    bwd = nd = None
     try:
         bwd = Execution(plugin, handle, graphs, DEV["engine"], back["graph_bytes"], bwd_ptrs, torch_ws(torch))
         t0 = time.perf_counter()
@@ -336,18 +348,45 @@ def run_problem(torch, plugin, handle, graphs, meta, cudnn, cudnn_handle, only_o
         if any(torch.isnan(g.float()).any().item() for g in ours):
             raise PluginError("dQ, dK or dV still holds NaN after execute (rows left unwritten)")
         ours = tuple(g.clone() for g in ours)  # the reference for the peers; timing rewrites the buffers
-        ms, spread = timer(torch, bwd)
+        timed = [bwd]
+        if DEV["nondeterministic"]:
+            try:
+                nd = Execution(plugin, handle, graphs, DEV["nondeterministic"], back["graph_bytes"], bwd_ptrs,
+                               torch_ws(torch))
+                for g in (bufs["dq"], bufs["dk"], bufs["dv"]):
+                    g.fill_(float("nan"))
+                nd()
+                sync(torch)
+                checks = compare(torch, (bufs["dq"], bufs["dk"], bufs["dv"]), ours)
+                row["nd_check"] = describe(checks)
+                if not all(c[0] for c in checks):
+                    row["fail"].append("ours_nd")
+                print(f"  ours non-deterministic vs ours (max abs err / max |ours|): {row['nd_check']}; "
+                      f"workspace {nd.ws_bytes} B", flush=True)
+                timed.append(nd)
+            except Exception as e:  # noqa: BLE001 - report, time the deterministic engine anyway
+                row["fail"].append("ours_nd")
+                print(f"  ours non-deterministic FAILED: {type(e).__name__}: {str(e)[:600]}", flush=True)
+        results = timer_pair(torch, timed)
+        ms, spread = results[0]
         row["ours"], row["ours_spread"] = tf(ms), tf(ms) - flops / (ms + spread) / 1e9
         print(f"  ours backward (C ABI): {ms:.3f} ms {row['ours']:.1f} TFLOP/s (spread {spread:.3f} ms); "
               f"CreateExecutionContext {bwd.create_s:.2f} s, first call {first:.2f} s, workspace {bwd.ws_bytes} B",
               flush=True)
+        if len(results) > 1:
+            ms, spread = results[1]
+            row["ours_nd"] = tf(ms)
+            print(f"  ours non-deterministic backward (C ABI, interleaved with ours): {ms:.3f} ms "
+                  f"{row['ours_nd']:.1f} TFLOP/s (spread {spread:.3f} ms); {row['ours_nd'] / row['ours']:.2f}x ours",
+                  flush=True)
     except Exception as e:  # noqa: BLE001 - report, time the peers anyway
         row["fail"].append("ours")
         print(f"  ours FAILED: {type(e).__name__}: {str(e)[:600]}", flush=True)
         ours = None
     finally:
-        if bwd is not None:
-            bwd.close()
+        for run in (bwd, nd):
+            if run is not None:
+                run.close()
     if ours is not None and back.get("top_left_bytes"):
         # The same causal pairs as a top-left band: ours should run at the same speed.
         tl = None
@@ -497,22 +536,23 @@ def print_table(rows, header=True):
 
     if not header:
         r = rows[-1]
-        print(f"  row: {r['name']} ours {cell(r.get('ours'))} ours_tl {cell(r.get('ours_tl'))} "
+        print(f"  row: {r['name']} ours {cell(r.get('ours'))} ours_nd {cell(r.get('ours_nd'))} "
+              f"ours_tl {cell(r.get('ours_tl'))} "
               f"fa2 {cell(r.get('fa2'))} cudnn_tl {cell(r.get('cudnn_tl'))} cudnn_br {cell(r.get('cudnn_br'))} "
               f"{'FAIL ' + ','.join(r['fail']) if r['fail'] else 'ok'}", flush=True)
         return
     print("\n=== backward TFLOP/s (dQ, dK, dV; FLOPs = 2.5 x forward), bf16, H = 16, 16 384 tokens; "
           "ours = one ExecuteOpGraph through the C ABI ===")
-    print("| Problem | D | causal | ours (C ABI) ± spread | ours causal top-left | FA2 varlen "
-          "| cuDNN ragged (causal top-left) | cuDNN ragged causal bottom-right | ours / FA2 | best peer "
+    print("| Problem | D | causal | ours (C ABI) ± spread | ours non-det. | non-det. / ours | ours causal top-left "
+          "| FA2 varlen | cuDNN ragged (causal top-left) | cuDNN ragged causal bottom-right | ours / FA2 | best peer "
           "| ours / best peer | check |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         ours = r.get("ours")
         best = max(((r[p], p) for p in PEERS if r.get(p)), default=(None, "—"))
         spread = f" ± {r['ours_spread']:.1f}" if "ours_spread" in r else ""
         print(f"| {r['problem']} | {r['d']} | {'yes' if r['causal'] else 'no'} | {cell(ours)}{spread} | "
-              f"{cell(r.get('ours_tl'))} | "
+              f"{cell(r.get('ours_nd'))} | {ratio(r.get('ours_nd'), ours)} | {cell(r.get('ours_tl'))} | "
               + " | ".join(cell(r.get(p)) for p in PEERS)
               + f" | {ratio(ours, r.get('fa2'))} | {best[1]} | {ratio(ours, best[0])} | "
               + ("FAIL " + ", ".join(r["fail"]) if r["fail"] else "ok") + " |")
@@ -543,7 +583,7 @@ def main():
     import torch
 
     if args.host_dry_run:
-        DEV.update(device="cpu", engine=HOST_ENGINE)
+        DEV.update(device="cpu", engine=HOST_ENGINE, nondeterministic=None)
     print("device:", torch.cuda.get_device_name() if not args.host_dry_run else "cpu (host dry run)", "torch",
           torch.__version__, flush=True)
     print("plugin:", plugin.string(plugin.GetName), plugin.string(plugin.GetVersion), "API",

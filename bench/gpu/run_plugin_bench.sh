@@ -17,6 +17,8 @@
 # writes smi.txt and log.txt to $OUT; the table is the last thing printed.
 #   bash bench/gpu/run_plugin_bench.sh --backward [ARGS]       # then the backward benchmark too
 #   bash bench/gpu/run_plugin_bench.sh --backward-only [ARGS]  # the backward benchmark alone
+#   bash bench/gpu/run_plugin_bench.sh --fp8 [ARGS]            # the FP8 forward alone (log_fp8.txt:
+#       plugin_bench_fp8.py, ours vs cuDNN's FP8 SDPA and FA3's FP8 forward)
 # The backward (plugin_bench_bwd.py: ours vs FA2 varlen and cuDNN ragged backward) writes
 # log_bwd.txt; BWD_ARGS go to it alone (e.g. BWD_ARGS="--only ragged-mix_d128"), FWD_ARGS to the
 # forward alone (e.g. FWD_ARGS=--only-ours), ARGS to both.
@@ -45,6 +47,8 @@ if [ "${1:-}" = "--prepare" ]; then
     python3 bench/gpu/plugin_bench.py --plugin "$CARRY/$SO" --graphs "$CARRY/graphs" --self-check
     python3 bench/gpu/plugin_bench_bwd.py --plugin "$CARRY/$SO" --graphs "$CARRY/tiny" --self-check
     python3 bench/gpu/plugin_bench_bwd.py --plugin "$CARRY/$SO" --graphs "$CARRY/graphs" --self-check
+    python3 bench/gpu/plugin_bench_fp8.py --plugin "$CARRY/$SO" --graphs "$CARRY/tiny" --self-check
+    python3 bench/gpu/plugin_bench_fp8.py --plugin "$CARRY/$SO" --graphs "$CARRY/graphs" --self-check
     du -sh "$CARRY" .whl 2>/dev/null || true
     exit 0
 fi
@@ -62,7 +66,13 @@ MODE=forward
 case "${1:-}" in
     --backward) MODE=both; shift ;;
     --backward-only) MODE=backward; shift ;;
+    --fp8) MODE=fp8; shift ;;
 esac
+if [ "$MODE" = fp8 ]; then
+    timeout "${BENCH_TIMEOUT:-540}" python3 bench/gpu/plugin_bench_fp8.py --plugin "$CARRY/$SO" \
+        --graphs "$CARRY/graphs" "$@" 2>&1 | tee "$OUT/log_fp8.txt"
+    exit "${PIPESTATUS[0]}"
+fi
 status=0
 if [ "$MODE" != backward ]; then
     # Host time per ExecuteOpGraph on the CUDA engine, from C (issue 14 item 5), on a tiny problem

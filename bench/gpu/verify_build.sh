@@ -8,13 +8,14 @@
 #     (RAGGED_SDPA_TEST_REPEATS, default 48 here), which shows races the small cases pass;
 #   - the conformance suites against the plugin (numeric and backward with --cuda, every suite on
 #     the host engine with the version-gating fixtures);
-#   - hipdnn-shim running the example graph on the CUDA engine with --verify;
+#   - hipdnn-shim running the example graph on the CUDA engine with --verify, and the backward
+#     example on RAGGED_SDPA_CUDA_FMHA_NONDETERMINISTIC against the shim's float64 oracle;
 #   - compute-sanitizer memcheck and racecheck on the forward's and the backward's zero-length
 #     cases (every head dim, padding, causal and a sliding window), on the FP8 forward's small
-#     cases (fp8_d64_*, fp8_d128_*) and on the paged kernels' small cases (zero lengths and shared pages, a
-#     sliding window with sinks, an invalid page id);
-#   - the serving conformance suite (paged K/V, sinks) and the FP8 suite (the CUDA engine's e4m3
-#     forward where it accepts a case, DECLINED where it does not) on the CUDA engine.
+#     cases (fp8_d64_*, fp8_d128_*) and on the paged kernels' small cases (zero lengths and shared
+#     pages, a sliding window with sinks, an invalid page id);
+#   - the serving (paged K/V, sinks) and FP8 conformance suites on the CUDA engine (the FP8 suite:
+#     the CUDA engine's e4m3 forward where it accepts a case, DECLINED where it does not).
 #
 #   bash bench/gpu/verify_build.sh --prepare   # here: release build, binaries into .carry/verify/
 #   bash bench/gpu/verify_build.sh             # on the GPU machine, with carry [".carry/verify"]
@@ -93,6 +94,8 @@ step conformance-fp8-cuda "$carry/ragged-conformance" --suite fp8 --cuda "$carry
 step conformance-host "$carry/ragged-conformance" --fixture-dir "$carry" "$carry/libhipdnn_provider_ragged_sdpa.so"
 step shim-cuda env HIPDNN_PLUGIN_DIR="$PWD/$carry/libhipdnn_provider_ragged_sdpa.so" \
   "$carry/hipdnn-shim" run examples/ragged_sdpa_bf16.json --engine RAGGED_SDPA_CUDA_FMHA --cuda --verify --out "$out/shim-out"
+step shim-cuda-backward-nondeterministic env HIPDNN_PLUGIN_DIR="$PWD/$carry/libhipdnn_provider_ragged_sdpa.so" \
+  "$carry/hipdnn-shim" run examples/ragged_sdpa_backward_bf16.json --engine RAGGED_SDPA_CUDA_FMHA_NONDETERMINISTIC --cuda --verify --out "$out/shim-bwd-nondet-out"
 step memcheck compute-sanitizer --tool memcheck --error-exitcode 1 "$carry/gpu" --test-threads=1 zero_length
 step memcheck-backward compute-sanitizer --tool memcheck --error-exitcode 1 "$carry/gpu_backward" --test-threads=1 zero_length
 step racecheck compute-sanitizer --tool racecheck --error-exitcode 1 "$carry/gpu" --test-threads=1 zero_length

@@ -16,11 +16,14 @@ Usage:
   python3 bench/lab/bwd_dev.py --quick         # a few cases of the bf16 defaults (for compute-sanitizer)
   python3 bench/lab/bwd_dev.py --tiny          # two small cases (racecheck)
   python3 bench/lab/bwd_dev.py --hopper-only   # only the wgmma and TMA kernels (checked and timed)
+  python3 bench/lab/bwd_dev.py --fused-only    # only the fused dK/dV/dQ kernels of the
+                                               # non-deterministic engine, timed against the pair
 The Hopper wgmma entry points (ragged_fmha_bwd_dkdv_wg_<dt>_d<D>, ragged_fmha_bwd_dq_wg_<dt>_d<D>)
 get the full correctness suite beside the defaults and are timed next to them.
 """
 
 import argparse
+import ctypes
 import math
 import os
 import sys
@@ -59,6 +62,15 @@ def wg_name(dt, d, part="dkdv"):
     return f"ragged_fmha_bwd_{part}_wg_{dt}_d{d}"
 
 
+def fused_name(dt, d, part="dkdv"):
+    """The fused dK/dV/dQ kernel ("dkdv") and its dQ convert pass ("dq")."""
+    return f"ragged_fmha_bwd_fused_wg_{dt}_d{d}" if part == "dkdv" else f"ragged_fmha_bwd_dq_convert_{dt}_d{d}"
+
+
+def fused_tma_name(dt, d, part="dkdv"):
+    return f"ragged_fmha_bwd_fused_tma_{dt}_d{d}" if part == "dkdv" else f"ragged_fmha_bwd_dq_convert_{dt}_d{d}"
+
+
 def tma_name(dt, d, part="dkdv"):
     """The TMA-fill variants of the wgmma kernels: they take two tensor maps (bwd_tma.py)."""
     return f"ragged_fmha_bwd_{part}_tma_{dt}_d{d}"
@@ -95,6 +107,9 @@ class Backward:
         self.tma = {"dkdv": takes_maps(mod, self.dkdv_name), "dq": takes_maps(mod, self.dq_name)}
         self.maps = {}
         self.name = f"{self.dkdv_name.replace('ragged_fmha_bwd_', '')}+{self.dq_name.replace('ragged_fmha_bwd_', '')}"
+        # The fused dK/dV/dQ kernel: dQ through an f32 accumulator the Di pass zeroes and the
+        # convert pass (the "dq" part) writes out.
+        self.fused = "_fused_" in self.dkdv_name
 
     def workspace(self, batch, h_q, s_q_max):
         bm = self.dq_cfg[0]
@@ -106,11 +121,12 @@ class Backward:
             "err": cp.zeros(1, dtype=cp.uint32),
             # Di poisoned: a kernel reading a Di the dot pass did not write gets NaN.
             "di": cp.full(max(1, batch * h_q * s_q_max), np.nan, dtype=cp.float32),
-        }
+        } | ({"dq_acc": cp.full(max(1, h_q * batch * ((s_q_max + 63) // 64)) * 8192, np.nan, dtype=cp.float32)}
+             if self.fused else {})
 
     def launch(self, p, ws, parts=("pre", "dot", "dkdv", "dq")):
         u64, i32, i64, f32 = np.uint64, np.int32, np.int64, np.float32
-        bm, bn = self.dq_cfg[0], self.dq_cfg[1]
+        bm, bn = (64, 128) if self.fused else (self.dq_cfg[0], self.dq_cfg[1])
         B = p["batch"]
         if "pre" in parts:
             self.pre((1,), (PREPASS_THREADS,), (
@@ -127,7 +143,7 @@ class Backward:
             self.dot((B * rb,), (self.dot_cfg[2],), (
                 u64(p["o"]), u64(p["do"]), u64(ws["di"].data.ptr), u64(ws["batches"].data.ptr),
                 i64(p["o_seq"]), i64(p["o_head"]), i64(p["do_seq"]), i64(p["do_head"]), i32(p["h_q"]),
-                i32(p["s_q_max"]), i32(rb)))
+                i32(p["s_q_max"]), i32(rb), u64(ws["dq_acc"].data.ptr if self.fused else 0), i32(B)))
         kv_tiles = (p["s_kv_max"] + self.dkdv_cfg[1] - 1) // self.dkdv_cfg[1]
         args = (
             u64(p["q"]), u64(p["k"]), u64(p["v"]), u64(p["do"]), u64(p["lse"]), u64(ws["di"].data.ptr),
@@ -139,6 +155,21 @@ class Backward:
             i32(p["s_q_max"]), i32(B), i32(kv_tiles), i32(p["h_q"]), i32(p["h_kv"]), f32(p["scale"]),
             i32(p["left"]), i32(p["right"]), i32(p["br"]))
         q_tiles = (p["s_q_max"] + bm - 1) // bm
+        if self.fused:
+            acc = u64(ws["dq_acc"].data.ptr)
+            rb = (p["s_q_max"] + 63) // 64
+            if "dkdv" in parts:
+                grid, cfg = B * kv_tiles * p["h_kv"], self.dkdv_cfg
+                if self.tma["dkdv"]:
+                    maps = grad_maps("dkdv", p, self.dt, self.d, cfg, self.maps)
+                    launch_grad_tma(self.dkdv, grid, cfg, args, list(maps) + [ctypes.c_uint64(int(acc))])
+                else:
+                    self.dkdv((grid,), (cfg[2],), args + (acc,), shared_mem=cfg[3])
+            if "dq" in parts:
+                self.dq((B * rb,), (self.dq_cfg[2],), (
+                    acc, u64(p["dq"]), u64(ws["batches"].data.ptr), i64(p["dq_seq"]), i64(p["dq_head"]),
+                    i32(p["h_q"]), i32(B), i32(rb), f32(p["scale"])))
+            return
         for part, fn, cfg, grid in (("dkdv", self.dkdv, self.dkdv_cfg, B * kv_tiles * p["h_kv"]),
                                     ("dq", self.dq, self.dq_cfg, B * q_tiles * p["h_q"])):
             if part not in parts:
@@ -449,6 +480,8 @@ def main():
     ap.add_argument("--tiny", action="store_true", help="two small cases per pair, bf16 (sanitizers)")
     ap.add_argument("--wg-only", action="store_true", help="with --tiny: only the wgmma and TMA kernels")
     ap.add_argument("--hopper-only", action="store_true", help="leave the mma.sync defaults out")
+    ap.add_argument("--fused-only", action="store_true",
+                    help="check the fused kernels only; time them against the selected two-kernel pair (bf16)")
     ap.add_argument("--tiny-dims", default="64", help="with --tiny: head dims, comma-separated (64,128)")
     ap.add_argument("--seed", type=int, default=int(time.time()))
     args = ap.parse_args()
@@ -464,7 +497,7 @@ def main():
     if args.tiny or args.quick:
         dims = tuple(int(x) for x in args.tiny_dims.split(",")) if args.tiny else (64, 128)
         engs = [] if args.wg_only else [Backward(mod, "bf16", d) for d in dims]
-        engs += [hopper("bf16", d, name) for d in dims for name in (wg_name, tma_name)]
+        engs += [hopper("bf16", d, name) for d in dims for name in (wg_name, tma_name, fused_name, fused_tma_name)]
         rng = np.random.default_rng(args.seed)
         results = []
         for eng in engs if args.tiny else ():
@@ -484,11 +517,17 @@ def main():
     engines = [] if args.hopper_only else [Backward(mod, dt, d) for d in (64, 128) for dt in ("bf16", "f16")]
     wg = [hopper(dt, d, wg_name) for d in (64, 128) for dt in ("bf16", "f16")]
     tma = [hopper(dt, d, tma_name) for d in (64, 128) for dt in ("bf16", "f16")]
+    fused = [hopper(dt, d, name) for d in (64, 128) for dt in ("bf16", "f16") for name in (fused_name, fused_tma_name)]
     # Timed only (each kernel is checked in a full pair): one kernel of a pair swapped for another's.
     mixed = [] if args.hopper_only else [Backward(mod, "bf16", d, dkdv=wg_name("bf16", d)) for d in (64, 128)]
     mixed += [Backward(mod, "bf16", d, dkdv=tma_name("bf16", d), dq=wg_name("bf16", d, "dq")) for d in (64, 128)]
+    if args.fused_only:
+        engines, mixed = [], []
+        checked = fused
+    else:
+        checked = engines + wg + tma + fused
     t0 = time.time()
-    results = correctness(torch, engines + wg + tma, args.seed)
+    results = correctness(torch, checked, args.seed)
     n_bad = 0
     for ok, msg in results:
         print(("PASS " if ok else "FAIL ") + msg, flush=True)
@@ -498,9 +537,15 @@ def main():
         return 1 if n_bad else 0
     if n_bad:
         print("WARNING: correctness failures above; timings below are of a wrong kernel", flush=True)
-    by_d = {d: [e for e in engines + wg + tma + mixed if e.dt == "bf16" and e.d == d] for d in (128, 64)}
+    timed = engines + wg + tma + fused + mixed
+    if args.fused_only:
+        timed = [e for e in tma if e.d == 128] + [e for e in wg if e.d == 64] + fused
+    by_d = {d: [e for e in timed if e.dt == "bf16" and e.d == d] for d in (128, 64)}
     ab = [(wg[i].name, tma[i].name) for i in range(len(wg))]
-    rows = benchmark(torch, by_d, ab=ab, parts_of={e.name for e in wg + tma})
+    # The selected pair against each fused form (D 128: the TMA pair; D 64: the wgmma pair).
+    ab += [(tma[i].name if wg[i].d == 128 else wg[i].name, f.name) for i in range(len(wg)) for f in fused
+           if f.d == wg[i].d and f.dt == wg[i].dt]
+    rows = benchmark(torch, by_d, ab=ab, parts_of=set() if args.fused_only else {e.name for e in wg + tma + fused})
     print("\n=== backward TFLOP/s (bf16, H=16, ragged mix, FLOPs = 2.5 x forward) ===")
     for r in rows:
         names = [e.name for e in by_d[r["d"]]]

@@ -22,6 +22,11 @@
 //! length, so `bench/gpu/plugin_bench_bwd.py` transposes it when it feeds one engine's LSE to
 //! another.
 //!
+//! FP8 problems (`fp8_<family>_d<D>_<mask>`, listed in `problems_fp8.json` for
+//! `bench/gpu/plugin_bench_fp8.py`) are cuDNN's FP8 forward: Q, K, V and O in FP8_E4M3, the six
+//! scalars (descale_q/k/v/s, scale_s, scale_o) bound as one-element FLOAT device tensors, both
+//! amax outputs, no LSE — the graph cuDNN runs on Hopper, whose FP8 SDPA writes FP8 O only.
+//!
 //! `--tiny` writes small problems instead (a few short sequences, H = 2) that the host reference
 //! engine can execute in a second: the benchmark's self-check runs them on a machine without a
 //! GPU to prove the metadata and the ctypes binding before the one device run.
@@ -51,11 +56,23 @@ const DQ: i64 = 7;
 const DK: i64 = 8;
 const DV: i64 = 9;
 const LSE_OFFSETS: i64 = 12;
+/// An FP8 problem's scalars (kernels/core/fp8-attention.md §1), inputs then the two amax outputs.
+const FP8_SCALARS: [(i64, &str); 6] = [
+    (20, "descale_q"),
+    (21, "descale_k"),
+    (22, "descale_v"),
+    (23, "descale_s"),
+    (24, "scale_s"),
+    (25, "scale_o"),
+];
+const AMAX_S: i64 = 26;
+const AMAX_O: i64 = 27;
 /// Head dims the CUDA backward kernels are compiled for (D_qk = D_v).
 const BACKWARD_HEAD_DIMS: [i64; 2] = [64, 128];
 
-const ENGINES: [&str; 3] = [
+const ENGINES: [&str; 4] = [
     "RAGGED_SDPA_CUDA_FMHA",
+    "RAGGED_SDPA_CUDA_FMHA_NONDETERMINISTIC",
     "RAGGED_SDPA_AITER_FMHA",
     "RAGGED_SDPA_HOST_REFERENCE",
 ];
@@ -76,6 +93,8 @@ struct Problem {
     /// Head dim of V and O (192/128 is the DeepSeek-style prefill shape).
     value_dim: i64,
     causal: bool,
+    /// Q, K, V and O in FP8_E4M3 with cuDNN's scalars and amax outputs (else bf16).
+    fp8: bool,
 }
 
 impl Problem {
@@ -130,7 +149,7 @@ impl Problem {
 
     /// Whether the training pair is written (the CUDA backward's head dims).
     fn has_backward(&self) -> bool {
-        self.head_dim == self.value_dim && BACKWARD_HEAD_DIMS.contains(&self.head_dim)
+        !self.fp8 && self.head_dim == self.value_dim && BACKWARD_HEAD_DIMS.contains(&self.head_dim)
     }
 
     /// Backward FLOPs: 2.5 × the forward's (dV, dP, dQ, dK and the recomputed S: five matrix
@@ -144,11 +163,29 @@ impl Problem {
         TensorAttributes::new()
             .set_uid(uid)
             .set_name(name)
-            .set_data_type(DataType::BFloat16)
+            .set_data_type(self.element_type())
             .set_dims(vec![b, s, h, d])
             .set_strides(vec![s * h * d, h * d, d, 1])
             .set_ragged_offset_uid(aux)
             .set_ragged_offset_multiplier(if self.token_units() { h * d } else { 1 })
+    }
+
+    fn element_type(&self) -> DataType {
+        if self.fp8 {
+            DataType::Fp8E4m3
+        } else {
+            DataType::BFloat16
+        }
+    }
+
+    /// A one-element FLOAT tensor: an FP8 scalar or amax output.
+    fn scalar_tensor(uid: i64, name: &str) -> TensorAttributes {
+        TensorAttributes::new()
+            .set_uid(uid)
+            .set_name(name)
+            .set_data_type(DataType::Float)
+            .set_dims(vec![1, 1, 1, 1])
+            .set_strides(vec![1, 1, 1, 1])
     }
 
     fn offsets_tensor(&self, uid: i64, name: &str) -> TensorAttributes {
@@ -185,20 +222,55 @@ impl Problem {
             sdpa = sdpa.set_stats(&self.lse_tensor());
             sdpa.generate_stats = Some(true);
         }
+        if self.fp8 {
+            let [dq, dk, dv, ds, ss, so] = FP8_SCALARS.map(|(uid, _)| Some(uid));
+            sdpa.descale_q_tensor_uid = dq;
+            sdpa.descale_k_tensor_uid = dk;
+            sdpa.descale_v_tensor_uid = dv;
+            sdpa.descale_s_tensor_uid = ds;
+            sdpa.scale_s_tensor_uid = ss;
+            sdpa.scale_o_tensor_uid = so;
+            sdpa.amax_s_tensor_uid = Some(AMAX_S);
+            sdpa.amax_o_tensor_uid = Some(AMAX_O);
+        }
         sdpa
     }
 
     /// Q, K, V, O and their offsets, as every graph of the problem has them.
     fn base_graph(&self, name: String) -> Graph {
         let (d, dv) = (self.head_dim, self.value_dim);
-        Graph::new(name)
-            .set_data_types(DataType::BFloat16, DataType::Float, DataType::Float)
+        let mut graph = Graph::new(name)
+            .set_data_types(self.element_type(), DataType::Float, DataType::Float)
             .add_tensor(self.packed(Q, "q", QO_OFFSETS, d))
             .add_tensor(self.packed(K, "k", KV_OFFSETS, d))
             .add_tensor(self.packed(V, "v", KV_OFFSETS, dv))
             .add_tensor(self.packed(O, "o", QO_OFFSETS, dv))
             .add_tensor(self.offsets_tensor(QO_OFFSETS, "qo_offsets"))
-            .add_tensor(self.offsets_tensor(KV_OFFSETS, "kv_offsets"))
+            .add_tensor(self.offsets_tensor(KV_OFFSETS, "kv_offsets"));
+        if self.fp8 {
+            for (uid, name) in FP8_SCALARS
+                .into_iter()
+                .chain([(AMAX_S, "amax_s"), (AMAX_O, "amax_o")])
+            {
+                graph = graph.add_tensor(Self::scalar_tensor(uid, name));
+            }
+        }
+        graph
+    }
+
+    /// The `"fp8"` member of the metadata: null, or the scalars' and amax outputs' uids.
+    fn fp8_metadata(&self) -> String {
+        if !self.fp8 {
+            return "null".into();
+        }
+        let scalars: Vec<String> = FP8_SCALARS
+            .iter()
+            .map(|(uid, name)| format!("\"{name}\": {uid}"))
+            .collect();
+        format!(
+            "{{\"format\": \"e4m3\", \"o\": \"e4m3\", {}, \"amax_s\": {AMAX_S}, \"amax_o\": {AMAX_O}}}",
+            scalars.join(", ")
+        )
     }
 
     /// The benchmark's forward graph (no LSE).
@@ -284,7 +356,7 @@ impl Problem {
                 "{{\n",
                 "  \"name\": \"{name}\",\n",
                 "  \"problem\": \"{family}\",\n",
-                "  \"dtype\": \"bf16\",\n",
+                "  \"dtype\": \"{dtype}\",\n",
                 "  \"batch\": {b},\n",
                 "  \"heads\": {h},\n",
                 "  \"head_dim\": {d},\n",
@@ -302,12 +374,14 @@ impl Problem {
                 "  \"flops\": {flops},\n",
                 "  \"lse\": null,\n",
                 "  \"backward\": {backward},\n",
+                "  \"fp8\": {fp8},\n",
                 "  \"uids\": {{\"q\": {q}, \"k\": {k}, \"v\": {v}, \"o\": {o}, ",
                 "\"qo_offsets\": {qo}, \"kv_offsets\": {kv}}}\n",
                 "}}\n"
             ),
             name = self.name,
             family = self.family,
+            dtype = if self.fp8 { "fp8_e4m3" } else { "bf16" },
             b = self.batch(),
             h = self.heads,
             d = self.head_dim,
@@ -332,6 +406,7 @@ impl Problem {
             qo = QO_OFFSETS,
             kv = KV_OFFSETS,
             backward = self.backward_metadata(),
+            fp8 = self.fp8_metadata(),
         )
     }
 }
@@ -356,6 +431,7 @@ fn bench_problems() -> Vec<Problem> {
                     head_dim,
                     value_dim: head_dim,
                     causal,
+                    fp8: false,
                 });
             }
         }
@@ -370,6 +446,7 @@ fn bench_problems() -> Vec<Problem> {
                 head_dim,
                 value_dim,
                 causal,
+                fp8: false,
             });
         }
     }
@@ -389,6 +466,41 @@ fn tiny_problems() -> Vec<Problem> {
                 head_dim,
                 value_dim,
                 causal,
+                fp8: false,
+            });
+        }
+    }
+    out
+}
+
+/// The FP8 forward's problems: D 128 on every family, D 64 and 256 on the ragged mix (the head
+/// dims FP8 kernels run at in the peers), causal and not; with `tiny`, the tiny set's lengths at
+/// D 64 and 128 for the self-check on the host engine.
+fn fp8_problems(tiny: bool) -> Vec<Problem> {
+    let mut shapes: Vec<(&'static str, Vec<i64>, i64, i64)> = Vec::new();
+    if tiny {
+        for head_dim in [64, 128] {
+            shapes.push(("tiny", vec![5, 0, 17, 9], 2, head_dim));
+        }
+    } else {
+        for head_dim in [128, 64, 256] {
+            shapes.push(("ragged-mix", RAGGED_MIX.to_vec(), 16, head_dim));
+        }
+        shapes.push(("8x2048", vec![2048; 8], 16, 128));
+        shapes.push(("2x8192", vec![8192; 2], 16, 128));
+    }
+    let mut out = Vec::new();
+    for (family, lens, heads, head_dim) in shapes {
+        for causal in [false, true] {
+            out.push(Problem {
+                name: format!("fp8_{}", problem_name(family, head_dim, head_dim, causal)),
+                family,
+                seq_lens: lens.clone(),
+                heads,
+                head_dim,
+                value_dim: head_dim,
+                causal,
+                fp8: true,
             });
         }
     }
@@ -408,7 +520,8 @@ fn write(path: &Path, bytes: &[u8]) -> Result<(), String> {
     std::fs::write(path, bytes).map_err(|e| format!("cannot write {}: {e}", path.display()))
 }
 
-fn emit(dir: &Path, problems: &[Problem]) -> Result<(), String> {
+/// Writes `problems`' graphs and metadata and lists their names in `dir/list` (run order).
+fn emit(dir: &Path, problems: &[Problem], list: &str) -> Result<(), String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     for problem in problems {
         write(
@@ -449,7 +562,7 @@ fn emit(dir: &Path, problems: &[Problem]) -> Result<(), String> {
     }
     let names: Vec<String> = problems.iter().map(|p| format!("\"{}\"", p.name)).collect();
     write(
-        &dir.join("problems.json"),
+        &dir.join(list),
         format!("[{}]\n", names.join(", ")).as_bytes(),
     )
 }
@@ -480,11 +593,15 @@ fn main() -> ExitCode {
     } else {
         bench_problems()
     };
-    match emit(&dir, &problems) {
+    let fp8 = fp8_problems(tiny);
+    match emit(&dir, &problems, "problems.json")
+        .and_then(|()| emit(&dir, &fp8, "problems_fp8.json"))
+    {
         Ok(()) => {
             println!(
-                "wrote {} graphs and {} engine configs to {}",
+                "wrote {} graphs, {} FP8 graphs and {} engine configs to {}",
                 problems.len(),
+                fp8.len(),
                 ENGINES.len(),
                 dir.display()
             );
@@ -504,8 +621,9 @@ fn main() -> ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use hipdnn_provider_ragged_sdpa::applicability::{Accepted, accept, decode};
-    use hipdnn_provider_ragged_sdpa::engines::cuda;
+    use hipdnn_provider_ragged_sdpa::applicability::{accept, decode};
+    use hipdnn_provider_ragged_sdpa::engines::{CUDA_FMHA, HOST_REFERENCE};
+    use ragged_core::engine::Problem as Accepted;
 
     fn decoded(graph: &Graph) -> Graph {
         decode(&encode_graph(graph))
@@ -521,29 +639,30 @@ mod tests {
             .collect();
         let mut pairs = 0;
         for p in problems.iter().filter(|p| p.has_backward()) {
-            let forward = match accept(&decoded(&p.forward_lse_graph())) {
-                Ok(Accepted::Sdpa(problem)) => problem,
-                other => panic!(
-                    "{}: forward with LSE not a single SDPA problem: {other:?}",
+            let forward = accept(&decoded(&p.forward_lse_graph()))
+                .unwrap_or_else(|d| panic!("{}: forward with LSE declined: {d}", p.name));
+            match &forward {
+                Accepted::Forward(problem) => assert!(
+                    problem.stats.is_some(),
+                    "{}: the forward writes no LSE",
                     p.name
                 ),
-            };
-            let plan = cuda::plan(&forward)
-                .unwrap_or_else(|d| panic!("{}: CUDA forward declines: {d}", p.name));
-            assert!(
-                plan.lse.is_some(),
-                "{}: the forward plan writes no LSE",
-                p.name
-            );
+                _ => panic!("{}: forward with LSE not a single SDPA problem", p.name),
+            }
+            if let Err(d) = CUDA_FMHA.plan(&forward) {
+                panic!("{}: CUDA forward declines: {d}", p.name);
+            }
             for top_left in [false, true] {
                 let backward = p.backward_graph(top_left).expect("a stats output");
-                match accept(&decoded(&backward)) {
-                    Ok(Accepted::Backward(problem)) => {
-                        cuda::plan_backward(&problem).unwrap_or_else(|d| {
-                            panic!("{}: CUDA backward declines: {d}", backward.name)
-                        });
-                    }
-                    other => panic!("{}: backward graph not accepted: {other:?}", backward.name),
+                let problem = accept(&decoded(&backward))
+                    .unwrap_or_else(|d| panic!("{}: backward declined: {d}", backward.name));
+                assert!(
+                    matches!(problem, Accepted::Backward(_)),
+                    "{}: not a backward problem",
+                    backward.name
+                );
+                if let Err(d) = CUDA_FMHA.plan(&problem) {
+                    panic!("{}: CUDA backward declines: {d}", backward.name);
                 }
             }
             pairs += 1;
@@ -552,6 +671,46 @@ mod tests {
         assert_eq!(pairs, 16);
         for p in problems.iter().filter(|p| !p.has_backward()) {
             assert!(p.head_dim != p.value_dim || !BACKWARD_HEAD_DIMS.contains(&p.head_dim));
+        }
+    }
+
+    /// The FP8 graphs are what the plugin's edge accepts as FP8 forwards, with every scalar
+    /// bound at execute (the benchmark binds all eight uids) and FP8 O.
+    #[test]
+    fn fp8_graphs_are_accepted_as_fp8_forwards_with_every_scalar_bound() {
+        let problems: Vec<Problem> = fp8_problems(false)
+            .into_iter()
+            .chain(fp8_problems(true))
+            .collect();
+        assert_eq!(problems.len(), 14);
+        for p in &problems {
+            let graph = p.graph();
+            graph
+                .validate()
+                .unwrap_or_else(|e| panic!("{}: invalid graph: {e}", p.name));
+            let accepted =
+                accept(&decoded(&graph)).unwrap_or_else(|d| panic!("{}: declined: {d}", p.name));
+            let Accepted::Forward(problem) = &accepted else {
+                panic!("{}: not a single SDPA problem", p.name);
+            };
+            let fp8 = problem
+                .fp8
+                .unwrap_or_else(|| panic!("{}: accepted without its FP8 side", p.name));
+            if let Err(d) = HOST_REFERENCE.plan(&accepted) {
+                panic!("{}: the host engine declines: {d}", p.name);
+            }
+            let mut bound: Vec<i64> = fp8.scalars().filter_map(|s| s.bound_uid()).collect();
+            bound.sort_unstable();
+            assert_eq!(bound, [20, 21, 22, 23, 24, 25], "{}", p.name);
+            let amax: Vec<i64> = fp8.amaxes().map(|a| a.uid).collect();
+            assert_eq!(amax, [AMAX_S, AMAX_O], "{}", p.name);
+            assert!(
+                matches!(fp8.output, ragged_core::problem::Fp8OutputPlan::Fp8 { .. }),
+                "{}",
+                p.name
+            );
+            assert!(!p.has_backward(), "{}", p.name);
+            assert!(p.metadata().contains("\"dtype\": \"fp8_e4m3\""));
         }
     }
 }

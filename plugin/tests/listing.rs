@@ -9,6 +9,7 @@ use common::*;
 
 const CUDA_FMHA_ID: i64 = -8390111541657994951;
 const AITER_FMHA_ID: i64 = -7892907548674631411;
+const CUDA_FMHA_NONDETERMINISTIC_ID: i64 = -703742951178686843;
 
 /// The one INFO line about `engine`, and whether it says the engine is listed.
 fn verdict(lines: &[(i32, String)], engine: &str) -> (bool, String) {
@@ -47,6 +48,23 @@ fn each_gpu_engine_is_listed_or_says_why_and_the_host_engine_comes_last() {
         eprintln!("no CUDA here: {cuda_line}");
         assert!(cuda_line.contains("CUDA is unavailable: "), "{cuda_line}");
     }
+    // The non-deterministic CUDA engine is listed exactly when the deterministic one is, right
+    // after it (hipDNN takes the first applicable engine: the default stays deterministic).
+    let (nondet, nondet_line) = verdict(&lines, "RAGGED_SDPA_CUDA_FMHA_NONDETERMINISTIC");
+    assert_eq!(nondet, cuda, "{nondet_line}");
+    assert_eq!(
+        nondet,
+        ids.contains(&CUDA_FMHA_NONDETERMINISTIC_ID),
+        "{nondet_line}"
+    );
+    if cuda {
+        let at = |id: i64| ids.iter().position(|&x| x == id);
+        assert_eq!(
+            at(CUDA_FMHA_NONDETERMINISTIC_ID),
+            at(CUDA_FMHA_ID).map(|i| i + 1),
+            "{ids:?}"
+        );
+    }
     let (aiter, aiter_line) = verdict(&lines, "RAGGED_SDPA_AITER_FMHA");
     assert_eq!(aiter, ids.contains(&AITER_FMHA_ID), "{aiter_line}");
     if !aiter {
@@ -65,5 +83,5 @@ fn each_gpu_engine_is_listed_or_says_why_and_the_host_engine_comes_last() {
     // The common loader sets HIPDNN_RAGGED_SDPA_HOST_ENGINE=1, so the host engine is listed,
     // after every GPU engine.
     assert_eq!(ids.last(), Some(&HOST_REFERENCE_ID), "{ids:?}");
-    assert_eq!(ids.len(), 1 + usize::from(cuda) + usize::from(aiter));
+    assert_eq!(ids.len(), 1 + 2 * usize::from(cuda) + usize::from(aiter));
 }

@@ -43,6 +43,10 @@ mod tests {
             engine_name_to_id("RAGGED_SDPA_AITER_FMHA"),
             -7892907548674631411
         );
+        assert_eq!(
+            engine_name_to_id("RAGGED_SDPA_CUDA_FMHA_NONDETERMINISTIC"),
+            -703742951178686843
+        );
     }
 
     #[test]

@@ -18,7 +18,7 @@ use hipdnn_shim::manager::{Engine, LoadedPlugin};
 
 /// The fixed case list: both scalar shapes of §1.3, both E4M3 encodings (OCP and FNUZ) and
 /// E5M2, FP8 and 16/32-bit O, GQA, a sequence with no queries and one with no keys, padded
-/// lengths, both causal alignments.
+/// lengths, both causal alignments; D 64, and D 128 over sequences of several key tiles.
 pub fn cases() -> Vec<RaggedSdpaSpec> {
     let case = |name: &str, input, output, full, f: &dyn Fn(&mut RaggedSdpaSpec)| {
         let mut s = RaggedSdpaSpec {
@@ -68,6 +68,14 @@ pub fn cases() -> Vec<RaggedSdpaSpec> {
             },
         ),
         case("e4m3_full_f32_o", e4m3, DataType::Float, true, &|_| {}),
+        // D 128 over sequences longer than one 128-key tile (a GPU kernel's tail tiles and the
+        // tiles a causal band skips), cuDNN's shape.
+        case("e4m3_full_e4m3_o_d128_multi_tile", e4m3, e4m3, true, &|s| {
+            s.head_dim = 128;
+            s.extents_q = vec![130, 0, 257, 64];
+            s.extents_kv = vec![200, 3, 257, 0];
+            s.mask = Mask::CausalBottomRight;
+        }),
     ]
 }
 

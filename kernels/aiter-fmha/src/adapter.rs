@@ -10,6 +10,7 @@ use ragged_core::problem::{BackwardProblem, Operand, RaggedSdpaProblem};
 use ragged_core::{Decline, Fault, KernelError};
 use ragged_gpu_runtime::library_dir;
 
+use crate::serving_kernels::ServingBuffers;
 use crate::{
     AiterBackwardPlan, AiterBackwardProblem, AiterEngine, AiterError, AiterPlan, AiterProblem,
     Availability, BackwardBuffers, DeviceBuffers, ENGINE_NAME, ProbeConfig,
@@ -113,7 +114,7 @@ impl Planned for ForwardPlan {
     }
 
     fn workspace_size(&self) -> usize {
-        self.plan.workspace.size
+        self.plan.workspace_bytes()
     }
 
     /// AITER compiles on first execute: its device comes from the calling thread.
@@ -129,7 +130,20 @@ impl Planned for ForwardPlan {
             (buffers.q_descale, buffers.k_descale, buffers.v_descale) =
                 (address(q)?, address(k)?, address(v)?);
         }
-        listed_engine()?
+        let engine = listed_engine()?;
+        if self.plan.serving.is_some() {
+            let p = &*self.problem;
+            let optional = |uid: Option<i64>| call.device_address(uid).map(|a| a as usize);
+            let tables = ServingBuffers {
+                table_k: optional(p.paged.map(|t| t.table_k.uid))?,
+                table_v: optional(p.paged.map(|t| t.table_v.uid))?,
+                sinks: optional(p.sinks.map(|s| s.uid))?,
+            };
+            return engine
+                .execute_serving_call(&aiter, &self.plan, &buffers, &tables, call)
+                .map_err(failure);
+        }
+        engine
             .execute_call(&aiter, &self.plan, &buffers, call)
             .map_err(failure)
     }

@@ -14,6 +14,7 @@
 use std::fmt;
 
 use super::problem::{AiterProblem, LseLayout, RaggedOperand, is_unmasked};
+use super::serving::ServingPlan;
 use super::workspace::WorkspacePlan;
 use ragged_core::contract::{self, Decline};
 use ragged_core::problem::{Fp8Forward, Fp8OutputPlan, Fp8Scalar, RaggedSdpaProblem, ScalePlan};
@@ -80,6 +81,17 @@ pub struct AiterPlan {
     pub how_v3_bf16_cvt: i32,
     /// The descales an accepted FP8 forward binds; `None` for a 16-bit forward.
     pub fp8: Option<AiterFp8Plan>,
+    /// For a paged or sink graph: what runs around the forward, and the workspace it adds
+    /// ([`serving::plan`](super::serving::plan)); `None` for a plain ragged forward.
+    pub serving: Option<ServingPlan>,
+}
+
+impl AiterPlan {
+    /// Workspace bytes the caller provides: the forward's, or with a paged or sink route the
+    /// route's regions followed by the forward's.
+    pub fn workspace_bytes(&self) -> usize {
+        self.serving.map_or(self.workspace.size, |s| s.size)
+    }
 }
 
 /// What an accepted FP8 forward hands AITER besides Q, K, V: the uids of its three per-tensor
@@ -154,6 +166,7 @@ fn index_overflow(uid: i64, what: &str, elements: i128) -> Result<(), Decline> {
 fn check_lse_range(problem: &AiterProblem) -> Result<(), Decline> {
     let heads = i128::from(problem.q.heads);
     let (batch, s_q) = (i128::from(problem.batch), i128::from(problem.s_q_max));
+    let rows = i128::from(problem.q_rows_total());
     match problem.lse {
         LseLayout::None => Ok(()),
         LseLayout::Dense { uid, strides, .. } => {
@@ -164,11 +177,7 @@ fn check_lse_range(problem: &AiterProblem) -> Result<(), Decline> {
         }
         LseLayout::Ragged {
             uid, seq_stride, ..
-        } => index_overflow(
-            uid,
-            "B · S_q_max · H_q",
-            batch * s_q * i128::from(seq_stride),
-        ),
+        } => index_overflow(uid, "B · S_q_max · H_q", rows * i128::from(seq_stride)),
     }
 }
 
@@ -395,13 +404,15 @@ pub fn check_applicability(
     }
     check_head_dim(q, "D_qk")?;
     check_head_dim(v, "D_v")?;
-    for (t, s_max) in [
-        (&problem.q, problem.s_q_max),
-        (&problem.k, problem.s_kv_max),
-        (&problem.v, problem.s_kv_max),
-        (&problem.o, problem.s_q_max),
+    let kv_rows = i128::from(problem.batch) * i128::from(problem.s_kv_max);
+    let q_rows = i128::from(problem.q_rows_total());
+    for (t, rows) in [
+        (&problem.q, q_rows),
+        (&problem.k, kv_rows),
+        (&problem.v, kv_rows),
+        (&problem.o, q_rows),
     ] {
-        let elements = i128::from(problem.batch) * i128::from(s_max) * i128::from(t.seq_stride);
+        let elements = rows * i128::from(t.seq_stride);
         index_overflow(t.uid, "B · S_max · seqStride", elements)?;
     }
     for (field, bound) in [
@@ -429,7 +440,7 @@ pub fn check_applicability(
     }
     check_lse_range(problem)?;
     if let Some(uid) = lse_uid(&problem.lse) {
-        let scratch = i128::from(q.heads) * i128::from(problem.batch) * i128::from(problem.s_q_max);
+        let scratch = i128::from(q.heads) * i128::from(problem.q_rows_total());
         index_overflow(uid, "the LSE scratch H_q · B · S_q_max", scratch)?;
     }
 
@@ -442,6 +453,7 @@ pub fn check_applicability(
         workspace: WorkspacePlan::for_problem(problem),
         how_v3_bf16_cvt: i32::from(fp8.is_some() && arch.processor() == "gfx942"),
         fp8,
+        serving: None,
     })
 }
 

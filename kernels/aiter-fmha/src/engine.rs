@@ -17,6 +17,7 @@ use super::error::AiterError;
 pub use super::mapping::DeviceBuffers;
 use super::mapping::shim_args;
 use super::problem::{AiterProblem, LseLayout};
+use super::serving;
 use super::shim_library::ShimLibrary;
 use super::workspace::aligned_base;
 use ragged_core::contract::Decline;
@@ -25,6 +26,9 @@ use ragged_gpu_runtime::hip::{HipError, HipFunction, HipModule, HipRuntime, Hipr
 
 #[path = "backward_engine.rs"]
 mod backward_engine;
+#[path = "serving_engine.rs"]
+mod serving_engine;
+pub use serving_engine::check_serving_buffers;
 
 /// The pre-pass and fix-up, compiled for one device.
 struct CompiledKernels {
@@ -42,6 +46,7 @@ pub struct AiterEngine {
     archs: Vec<GpuArch>,
     kernels: Mutex<HashMap<i32, Arc<CompiledKernels>>>,
     backward_kernels: Mutex<HashMap<i32, Arc<backward_engine::BackwardKernels>>>,
+    serving_kernels: Mutex<HashMap<i32, Arc<serving_engine::ServingKernels>>>,
 }
 
 impl AiterEngine {
@@ -59,6 +64,7 @@ impl AiterEngine {
             archs,
             kernels: Mutex::new(HashMap::new()),
             backward_kernels: Mutex::new(HashMap::new()),
+            serving_kernels: Mutex::new(HashMap::new()),
         }
     }
 
@@ -111,14 +117,20 @@ impl AiterEngine {
             })
     }
 
-    /// The plan on `device` (see [`applicability::plan`]).
+    /// The plan on `device` (see [`applicability::plan`]; paged and sink graphs go through
+    /// [`serving::plan`], whose forward AITER judges the same way).
     pub fn plan(
         &self,
         problem: &RaggedSdpaProblem,
         device: i32,
     ) -> Result<(AiterProblem, AiterPlan), Decline> {
         let arch = self.plan_arch(device);
-        let (aiter_problem, plan) = applicability::plan(problem, &arch, self.shim.gpu_targets())?;
+        let targets = self.shim.gpu_targets();
+        let (aiter_problem, plan) = if problem.paged.is_some() || problem.sinks.is_some() {
+            serving::plan(problem, &arch, targets)?
+        } else {
+            applicability::plan(problem, &arch, targets)?
+        };
         asm_kernels::preflight(&self.shim, &aiter_problem, &plan)?;
         Ok((aiter_problem, plan))
     }
@@ -202,6 +214,9 @@ impl AiterEngine {
         workspace_bytes: usize,
         stream: usize,
     ) -> Result<(), AiterError> {
+        if plan.serving.is_some() {
+            return Err(AiterError::ServingPlanOnPlainExecute);
+        }
         check_buffers(problem, plan, buffers, workspace_bytes)?;
         let device = self.hip.current_device()?;
         let kernels = self.kernels(device)?;

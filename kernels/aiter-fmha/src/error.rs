@@ -68,4 +68,8 @@ pub enum AiterError {
         /// The tensor uid the plugin bound it to.
         uid: i64,
     },
+    /// A paged or sink plan handed to the plain forward's execute, which would read the page
+    /// pools as K and V.
+    #[error("a paged or sink plan runs only through AiterEngine::execute_serving")]
+    ServingPlanOnPlainExecute,
 }

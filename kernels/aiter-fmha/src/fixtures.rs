@@ -61,6 +61,7 @@ pub(crate) fn base_problem() -> AiterProblem {
         batch: 2,
         s_q_max: 8,
         s_kv_max: 16,
+        packed_q_rows: None,
         q: operand(1, 4, 128, 10),
         k: operand(2, 2, 128, 11),
         v: operand(3, 2, 128, 11),

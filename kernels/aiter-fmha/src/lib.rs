@@ -28,6 +28,8 @@
 //!   `aiter::mha_bwd`: applicability, the shim's backward arguments and the backward's two
 //!   kernels, and the mirror of `ragged_aiter_shim_bwd.h`. The engine runs it only when the shim
 //!   finds AITER's `libmha_bwd.so` exporting `aiter::mha_bwd`.
+//! - [`serving`], [`serving_kernels`]: paged K/V (gathered into the workspace, then the
+//!   forward) and attention sinks (folded in after the forward), with their three kernels.
 //! - [`adapter`]: the engine as the plugin lists, plans and executes it.
 
 pub mod adapter;
@@ -41,6 +43,8 @@ pub mod engine;
 pub mod error;
 pub mod mapping;
 pub mod problem;
+pub mod serving;
+pub mod serving_kernels;
 pub mod shim_abi;
 pub mod shim_abi_bwd;
 pub mod shim_library;

@@ -166,6 +166,10 @@ pub struct AiterProblem {
     pub s_q_max: i64,
     /// S_kv_max: K's (and V's) padded sequence dim.
     pub s_kv_max: i64,
+    /// Rows of Q (and O) in all, when every sequence lies within fewer than `B · S_q_max` rows:
+    /// T_q for a paged graph's packed Q, whose sequences share one `[T_q]` row range. `None`
+    /// means `B · S_q_max` ([`AiterProblem::q_rows_total`]).
+    pub packed_q_rows: Option<i64>,
     /// Query.
     pub q: RaggedOperand,
     /// Key.
@@ -190,6 +194,13 @@ pub struct AiterProblem {
 }
 
 impl AiterProblem {
+    /// Physical Q/O rows the forward can touch: the bound on token starts, AITER's `seqlen_q`
+    /// total and the LSE scratch's rows.
+    pub fn q_rows_total(&self) -> i64 {
+        self.packed_q_rows
+            .unwrap_or_else(|| self.batch.saturating_mul(self.s_q_max))
+    }
+
     /// The AITER view of a problem that meets the GPU contract.
     pub fn from_problem(p: &RaggedSdpaProblem) -> Self {
         Self {
@@ -198,6 +209,7 @@ impl AiterProblem {
             batch: p.batch(),
             s_q_max: p.q.seq_max(),
             s_kv_max: p.k.seq_max(),
+            packed_q_rows: None,
             q: RaggedOperand::from_operand(&p.q),
             k: RaggedOperand::from_operand(&p.k),
             v: RaggedOperand::from_operand(&p.v),

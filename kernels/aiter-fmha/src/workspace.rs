@@ -13,7 +13,7 @@ use super::problem::{AiterProblem, LseLayout};
 pub const WORKSPACE_ALIGN: usize = 256;
 
 /// A byte range of the workspace, relative to the aligned base.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Region {
     /// Offset from the aligned base, a multiple of [`WORKSPACE_ALIGN`].
     pub offset: usize,
@@ -38,7 +38,8 @@ pub struct WorkspacePlan {
     pub cu_seqlen_k: Option<Region>,
     /// u32: the pre-pass's precondition bits (`RAGGED_STATUS_*` in the kernel source).
     pub status: Region,
-    /// f32 `[H_q, B·S_q_max]`: AITER's LSE output, only when stats are requested.
+    /// f32 `[H_q, B·S_q_max]` (`[H_q, T_q]` for packed paged Q): AITER's LSE output, only when
+    /// stats are requested.
     pub lse_scratch: Option<Region>,
     /// Bytes the caller must provide, slack for base alignment included.
     pub size: usize,
@@ -67,7 +68,7 @@ impl WorkspacePlan {
     /// declines any problem whose element indices reach 2³¹).
     pub fn for_problem(problem: &AiterProblem) -> Self {
         let batch = usize::try_from(problem.batch).unwrap_or(0);
-        let rows = batch.saturating_mul(usize::try_from(problem.s_q_max).unwrap_or(0));
+        let rows = usize::try_from(problem.q_rows_total()).unwrap_or(0);
         let heads = usize::try_from(problem.q.heads).unwrap_or(0);
         let int = std::mem::size_of::<i32>();
         let mut cursor = Cursor(0);
@@ -105,9 +106,9 @@ impl WorkspacePlan {
         }
     }
 
-    /// AITER's LSE scratch row stride (`nhead_stride_lse`): one slot per padded query row.
+    /// AITER's LSE scratch row stride (`nhead_stride_lse`): one slot per physical query row.
     pub fn scratch_head_stride(problem: &AiterProblem) -> i64 {
-        problem.batch.saturating_mul(problem.s_q_max)
+        problem.q_rows_total()
     }
 }
 

@@ -113,9 +113,10 @@ pub fn check_gpu_admitting_fp8(p: &RaggedSdpaProblem) -> Result<(), Decline> {
 
 /// Paged K/V and sinks are not part of the ragged contract: an engine that implements them plans
 /// such graphs on a path of its own before calling [`check_gpu`] (the CUDA engine's paged
-/// kernels, `ragged_engine_cuda::paged`); for every other engine (AITER today) each such graph is
-/// declined here naming the field, before any rule about K and V (which a paged graph holds as
-/// page pools) could give a misleading reason.
+/// kernels, `ragged_engine_cuda::paged`; the AITER engine's gathered route,
+/// `ragged_engine_aiter::serving`, which checks the graph without its sinks); for any other path
+/// each such graph is declined here naming the field, before any rule about K and V (which a
+/// paged graph holds as page pools) could give a misleading reason.
 pub fn check_no_serving_features(p: &RaggedSdpaProblem) -> Result<(), Decline> {
     if let Some(paged) = &p.paged {
         return Err(Decline::new(

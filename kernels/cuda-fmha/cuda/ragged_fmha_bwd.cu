@@ -17,6 +17,9 @@
 //   3. ragged_fmha_bwd_dkdv_<dt>_d<D> <<<B * ceil(S_kv_max / BN) * H_kv, ...>>>   dK, dV
 //   4. ragged_fmha_bwd_dq_<dt>_d<D>   <<<B * ceil(S_q_max / BM) * H_q, ...>>>    dQ
 // 3 and 4 are independent of each other. Their tile shapes are in NAME_config like the forward's.
+// The non-deterministic engine on sm_90a replaces 3 and 4 by the fused dK/dV/dQ kernel (dQ added
+// into an f32 workspace accumulator, zeroed by 2, in any order) and the dQ convert pass
+// (fmha_bwd/fused_dq.cuh, fmha_bwd/README.md).
 //
 // This file is the table of contents; the forward's common records, pre-pass and warp-level PTX
 // helpers are shared, the backward's own parts live in fmha_bwd/ (kernels/cuda-fmha/build.rs splices them).
@@ -30,7 +33,9 @@
 #include "fmha/async_ops.cuh"
 #include "fmha_bwd/common.cuh"
 #include "fmha_bwd/tile_ops.cuh"
+#include "fmha_bwd/fused_dq.cuh"
 #include "fmha_bwd/dot.cuh"
+#include "fmha_bwd/dq_convert.cuh"
 #include "fmha_bwd/dkdv.cuh"
 #include "fmha_bwd/dq.cuh"
 #include "fmha_bwd/tma_fill.cuh"

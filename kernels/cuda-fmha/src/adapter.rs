@@ -17,7 +17,7 @@ use ragged_core::problem::{BackwardProblem, Operand, RaggedSdpaProblem};
 use ragged_core::{Decline, Fault, KernelError, contract};
 use ragged_gpu_runtime::cuda::{GpuError, TensorRole, runtime};
 
-use crate::backward::{self, BackwardBuffers, BackwardEngine, BackwardPlan};
+use crate::backward::{self, BackwardBuffers, BackwardEngine, BackwardPlan, DqForm};
 use crate::forward::{self, ExecuteMode, FmhaBuffers, FmhaEngine, FmhaPlan};
 use crate::paged::{self, PagedBuffers, PagedEngine, PagedPlan};
 
@@ -230,12 +230,24 @@ impl Planned for PagedForwardPlan {
 pub struct BackwardKernelsPlan {
     pub problem: Arc<BackwardProblem>,
     pub plan: BackwardPlan,
+    /// The engine whose plan this is, named in its execute errors.
+    pub engine: &'static str,
 }
 
-/// The backward kernels' plan; every refusal names uid, field, value and need.
+/// The backward kernels' plan of this engine (deterministic dQ); every refusal names uid, field,
+/// value and need.
 pub fn plan_backward(problem: &Arc<BackwardProblem>) -> Result<BackwardKernelsPlan, Decline> {
+    plan_backward_with(problem, DqForm::Deterministic, ENGINE_NAME)
+}
+
+/// The backward kernels' plan with dQ summed in `form`, for `engine`.
+pub fn plan_backward_with(
+    problem: &Arc<BackwardProblem>,
+    form: DqForm,
+    engine: &'static str,
+) -> Result<BackwardKernelsPlan, Decline> {
     let p = &**problem;
-    let plan = backward::plan(
+    let plan = backward::plan_with_form(
         &p.forward,
         backward::Gradients {
             d_o: &p.d_o,
@@ -243,10 +255,12 @@ pub fn plan_backward(problem: &Arc<BackwardProblem>) -> Result<BackwardKernelsPl
             dk: &p.dk,
             dv: &p.dv,
         },
+        form,
     )?;
     Ok(BackwardKernelsPlan {
         problem: Arc::clone(problem),
         plan,
+        engine,
     })
 }
 
@@ -261,10 +275,12 @@ impl Planned for BackwardKernelsPlan {
 
     /// Compiles and loads the backward kernels for the stream's device now.
     fn prepare(&self, stream: Stream<'_>) -> Result<(), KernelError> {
+        let failure = |e| failure_of(self.engine, e);
         BackwardEngine::global().prepare_on(stream).map_err(failure)
     }
 
     fn execute(&self, call: &mut Call<'_>) -> Result<(), KernelError> {
+        let failure = |e| failure_of(self.engine, e);
         let p = &*self.problem;
         let mut plan = self.plan.clone();
         plan.forward.scale = call.scale(p.forward.scale)?;
@@ -272,7 +288,8 @@ impl Planned for BackwardKernelsPlan {
         // before any tensor; Q, K, V, O, the LSE, offsets and seq_lens are bound as the forward
         // binds them.
         let workspace_bytes = plan.workspace_bytes();
-        let workspace = workspace_address(call, workspace_bytes)?;
+        // (Checked first, so a missing workspace is reported under this plan's engine.)
+        let workspace = engine_workspace_address(self.engine, call, workspace_bytes)?;
         let forward = FmhaBuffers {
             workspace,
             workspace_bytes,
@@ -325,15 +342,27 @@ fn forward_buffers(
 
 /// The call's workspace address, refused when absent while the plan needs `workspace_bytes`.
 fn workspace_address(call: &Call<'_>, workspace_bytes: u64) -> Result<u64, KernelError> {
+    engine_workspace_address(ENGINE_NAME, call, workspace_bytes)
+}
+
+/// [`workspace_address`] for a plan of `engine`.
+fn engine_workspace_address(
+    engine: &'static str,
+    call: &Call<'_>,
+    workspace_bytes: u64,
+) -> Result<u64, KernelError> {
     match call.workspace().ptr {
         Some(ptr) => Ok(ptr.address()),
         None if workspace_bytes == 0 => Ok(0),
-        None => Err(failure(GpuError::BadPointer {
-            uid: -1,
-            role: TensorRole::Workspace,
-            address: 0,
-            problem: "is null but the plan needs workspace",
-        })),
+        None => Err(failure_of(
+            engine,
+            GpuError::BadPointer {
+                uid: -1,
+                role: TensorRole::Workspace,
+                address: 0,
+                problem: "is null but the plan needs workspace",
+            },
+        )),
     }
 }
 
@@ -341,6 +370,11 @@ fn workspace_address(call: &Call<'_>, workspace_bytes: u64) -> Result<u64, Kerne
 /// caller's values; unusable pointers, a short workspace or a stream under capture in validating
 /// mode are the caller's arguments; driver, compiler and contract failures are ours.
 pub fn failure(error: GpuError) -> KernelError {
+    failure_of(ENGINE_NAME, error)
+}
+
+/// [`failure`] naming `engine` (this crate's engines share the kernels and the rule).
+pub fn failure_of(engine: &'static str, error: GpuError) -> KernelError {
     let fault = match &error {
         GpuError::InvalidOffsets { .. } => Fault::CallerValues,
         GpuError::BadPointer { .. }
@@ -349,24 +383,30 @@ pub fn failure(error: GpuError) -> KernelError {
         | GpuError::ValidatingUnderCapture { .. } => Fault::CallerArguments,
         _ => Fault::Internal,
     };
-    KernelError::engine(ENGINE_NAME, fault, error)
+    KernelError::engine(engine, fault, error)
 }
 
 /// Listed when a usable CUDA device, driver and NVRTC are found (`Ok(summary)`).
 pub fn listing_for(probe: Result<String, String>) -> Listing {
+    listing_named(ENGINE_NAME, probe)
+}
+
+/// [`listing_for`] for any of this crate's engines (all need the same runtime).
+pub fn listing_named(engine: &str, probe: Result<String, String>) -> Listing {
     match probe {
         Ok(summary) => Listing {
             listed: true,
-            line: Some(format!("{ENGINE_NAME} listed: {summary}")),
+            line: Some(format!("{engine} listed: {summary}")),
         },
         Err(reason) => Listing {
             listed: false,
-            line: Some(format!("{ENGINE_NAME} not listed: {reason}")),
+            line: Some(format!("{engine} not listed: {reason}")),
         },
     }
 }
 
-fn probe() -> Result<String, String> {
+/// The CUDA runtime's summary (driver, NVRTC, devices), or why it cannot run kernels.
+pub(crate) fn probe() -> Result<String, String> {
     match runtime::probe() {
         Ok(cuda) => Ok(format!(
             "CUDA driver {}, NVRTC {}.{}, devices [{}]",

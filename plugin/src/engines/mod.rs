@@ -8,6 +8,9 @@
 //! come first and the host reference last.
 //! - `RAGGED_SDPA_CUDA_FMHA`: listed when [`ragged_gpu_runtime::cuda::runtime::probe`] finds a usable
 //!   CUDA device, driver and NVRTC;
+//! - `RAGGED_SDPA_CUDA_FMHA_NONDETERMINISTIC`: listed with it (the same probe); SDPA backward graphs
+//!   only, dQ summed in no fixed order (faster on sm_90a, not bitwise reproducible). Right after the
+//!   deterministic engine, so the first applicable engine stays deterministic;
 //! - `RAGGED_SDPA_AITER_FMHA`: listed when [`ragged_engine_aiter::probe`] finds HIP, a device,
 //!   hipRTC and the AITER shim (next to this library or at `$RAGGED_SDPA_AITER_SHIM`);
 //! - `RAGGED_SDPA_HOST_REFERENCE`: listed when the process has no GPU runtime (every pointer is
@@ -29,6 +32,7 @@ use ragged_core::Decline;
 use ragged_core::engine::{Listing, Planned, Planner, Problem, Reach};
 use ragged_engine_aiter::adapter::AiterFmha;
 use ragged_engine_cuda::adapter::CudaFmha;
+use ragged_engine_cuda::nondeterministic::CudaFmhaNondeterministic;
 use ragged_engine_host::HostReference;
 
 use crate::abi::types::Severity;
@@ -92,6 +96,14 @@ pub static CUDA_FMHA: Engine = Engine {
     planner: &CudaFmha,
 };
 
+/// `RAGGED_SDPA_CUDA_FMHA_NONDETERMINISTIC`: the CUDA backward whose dQ is summed in whatever
+/// order the blocks finish (the fused dK/dV/dQ kernel on sm_90a); backward graphs only.
+pub static CUDA_FMHA_NONDETERMINISTIC: Engine = Engine {
+    name: c"RAGGED_SDPA_CUDA_FMHA_NONDETERMINISTIC",
+    id: engine_name_to_id(ragged_engine_cuda::nondeterministic::ENGINE_NAME),
+    planner: &CudaFmhaNondeterministic,
+};
+
 /// `RAGGED_SDPA_AITER_FMHA`: AITER's FMHA through the shim, on ROCm.
 pub static AITER_FMHA: Engine = Engine {
     name: c"RAGGED_SDPA_AITER_FMHA",
@@ -99,9 +111,15 @@ pub static AITER_FMHA: Engine = Engine {
     planner: &AiterFmha,
 };
 
-/// Every engine of this library, in preference order (GPU engines first). Adding an engine is
-/// its module, its static above and one entry here.
-pub static ENGINES: [&Engine; 3] = [&CUDA_FMHA, &AITER_FMHA, &HOST_REFERENCE];
+/// Every engine of this library, in preference order (GPU engines first, each deterministic one
+/// before its non-deterministic twin). Adding an engine is its module, its static above and one
+/// entry here.
+pub static ENGINES: [&Engine; 4] = [
+    &CUDA_FMHA,
+    &CUDA_FMHA_NONDETERMINISTIC,
+    &AITER_FMHA,
+    &HOST_REFERENCE,
+];
 
 /// The listed engines in preference order, and the log lines explaining the choice.
 pub fn decide(
@@ -183,7 +201,14 @@ mod tests {
         vec![
             (
                 &CUDA_FMHA,
-                ragged_engine_cuda::adapter::listing_for(cuda_probe),
+                ragged_engine_cuda::adapter::listing_for(cuda_probe.clone()),
+            ),
+            (
+                &CUDA_FMHA_NONDETERMINISTIC,
+                ragged_engine_cuda::adapter::listing_named(
+                    ragged_engine_cuda::nondeterministic::ENGINE_NAME,
+                    cuda_probe,
+                ),
             ),
             (
                 &AITER_FMHA,
@@ -203,6 +228,7 @@ mod tests {
             names,
             [
                 "RAGGED_SDPA_CUDA_FMHA",
+                "RAGGED_SDPA_CUDA_FMHA_NONDETERMINISTIC",
                 "RAGGED_SDPA_AITER_FMHA",
                 "RAGGED_SDPA_HOST_REFERENCE"
             ]
@@ -228,6 +254,12 @@ mod tests {
                 ),
                 (
                     Severity::INFO,
+                    "RAGGED_SDPA_CUDA_FMHA_NONDETERMINISTIC not listed: CUDA is unavailable: the \
+                     CUDA driver library (libcuda.so) cannot be loaded"
+                        .to_owned()
+                ),
+                (
+                    Severity::INFO,
                     "RAGGED_SDPA_AITER_FMHA not listed: no HIP runtime: not found".to_owned()
                 ),
             ]
@@ -241,12 +273,19 @@ mod tests {
             names(&engines),
             [
                 "RAGGED_SDPA_CUDA_FMHA",
+                "RAGGED_SDPA_CUDA_FMHA_NONDETERMINISTIC",
                 "RAGGED_SDPA_AITER_FMHA",
                 "RAGGED_SDPA_HOST_REFERENCE"
             ]
         );
         let (engines, lines) = decide(&probes(true, false, true, None));
-        assert_eq!(names(&engines), ["RAGGED_SDPA_CUDA_FMHA"]);
+        assert_eq!(
+            names(&engines),
+            [
+                "RAGGED_SDPA_CUDA_FMHA",
+                "RAGGED_SDPA_CUDA_FMHA_NONDETERMINISTIC"
+            ]
+        );
         assert!(
             lines[0]
                 .1
@@ -273,6 +312,24 @@ mod tests {
         assert_eq!(
             CUDA_FMHA.name_str(),
             ragged_engine_cuda::adapter::ENGINE_NAME
+        );
+    }
+
+    #[test]
+    fn the_nondeterministic_engine_has_its_own_stable_id_and_follows_the_deterministic_one() {
+        assert_eq!(CUDA_FMHA_NONDETERMINISTIC.id, -703742951178686843);
+        assert_eq!(
+            CUDA_FMHA_NONDETERMINISTIC.name_str(),
+            ragged_engine_cuda::nondeterministic::ENGINE_NAME
+        );
+        let ids: Vec<i64> = ENGINES.iter().map(|e| e.id).collect();
+        for (i, id) in ids.iter().enumerate() {
+            assert!(!ids[i + 1..].contains(id), "ids collide: {ids:?}");
+        }
+        let at = |e: &Engine| ENGINES.iter().position(|x| x.id == e.id);
+        assert_eq!(
+            at(&CUDA_FMHA_NONDETERMINISTIC),
+            at(&CUDA_FMHA).map(|i| i + 1)
         );
     }
 

@@ -12,6 +12,7 @@ use ragged_engine_aiter::{
 };
 use ragged_engine_cuda::adapter::{self as cuda, BackwardKernelsPlan};
 use ragged_engine_cuda::forward;
+use ragged_engine_cuda::nondeterministic;
 use ragged_schema::Graph;
 
 use crate::applicability;
@@ -249,7 +250,11 @@ fn fp32_graphs_map_and_are_declined_by_aiter_naming_q() {
 #[test]
 fn gpu_engines_decline_multi_node_graphs_and_the_host_engine_plans_every_kind() {
     let graph = Problem::Graph(Arc::new(ragged_core::graph::ExecGraph::default()));
-    for engine in [&super::CUDA_FMHA, &super::AITER_FMHA] {
+    for engine in [
+        &super::CUDA_FMHA,
+        &super::CUDA_FMHA_NONDETERMINISTIC,
+        &super::AITER_FMHA,
+    ] {
         assert!(engine.plan(&graph).is_err(), "{}", engine.name_str());
     }
     let forward = Problem::Forward(Arc::new(sdpa_plan(&golden())));
@@ -262,16 +267,69 @@ fn gpu_engines_decline_multi_node_graphs_and_the_host_engine_plans_every_kind() 
 }
 
 #[test]
-fn a_cuda_backward_execute_without_its_workspace_is_bad_param_before_any_launch() {
-    use crate::abi::types::{DeviceBuffer, Status};
-    use crate::binder::{self, Pack, host_memory::Staged};
+fn the_nondeterministic_engine_plans_the_same_backwards_and_declines_forwards() {
+    use ragged_schema::DataType as D;
+    for (dtype, d) in [
+        (D::BFloat16, 64),
+        (D::Half, 64),
+        (D::BFloat16, 128),
+        (D::Half, 128),
+        (D::BFloat16, 96),
+    ] {
+        let g = backward_graph(dtype, d);
+        let problem = applicability::accept(&g).expect("accepted");
+        let det = super::CUDA_FMHA.plan(&problem);
+        let unordered = super::CUDA_FMHA_NONDETERMINISTIC.plan(&problem);
+        match (det, unordered) {
+            (Ok(a), Ok(b)) => assert!(
+                b.workspace_size() > a.workspace_size(),
+                "{dtype:?} D {d}: the accumulator is on top of the deterministic workspace"
+            ),
+            (Err(a), Err(b)) => {
+                assert_eq!(d, 96);
+                assert_eq!(a.to_string(), b.to_string());
+            }
+            (a, b) => panic!(
+                "{dtype:?} D {d}: {:?} against {:?}",
+                a.map(|_| ()),
+                b.map(|_| ())
+            ),
+        }
+    }
+    let forward = Problem::Forward(Arc::new(sdpa_plan(&golden_d64())));
+    assert!(super::CUDA_FMHA.plan(&forward).is_ok());
+    let why = super::CUDA_FMHA_NONDETERMINISTIC
+        .plan(&forward)
+        .map(|_| ())
+        .expect_err("a forward is not this engine's")
+        .to_string();
+    assert_eq!(why, nondeterministic::forward_declined().to_string());
+    assert!(why.contains("RAGGED_SDPA_CUDA_FMHA runs it"), "{why}");
+}
 
+#[test]
+fn a_cuda_backward_execute_without_its_workspace_is_bad_param_before_any_launch() {
     let g = backward_graph(ragged_schema::DataType::Half, 64);
     let problem = applicability::accept(&g).expect("accepted");
     let Problem::Backward(p) = &problem else {
         panic!("not a backward");
     };
-    let plan = cuda::plan_backward(p).expect("f16 D 64 plans");
+    let text = execute_without_workspace(&problem, &cuda::plan_backward(p).expect("plans"));
+    assert!(text.starts_with("RAGGED_SDPA_CUDA_FMHA: "), "{text}");
+    let plan = nondeterministic::plan_backward(p).expect("plans");
+    let text = execute_without_workspace(&problem, &plan);
+    assert!(
+        text.starts_with("RAGGED_SDPA_CUDA_FMHA_NONDETERMINISTIC: "),
+        "{text}"
+    );
+}
+
+/// The error of an execute of `plan` with every buffer bound and no workspace (BAD_PARAM, naming
+/// the workspace).
+fn execute_without_workspace(problem: &Problem, plan: &BackwardKernelsPlan) -> String {
+    use crate::abi::types::{DeviceBuffer, Status};
+    use crate::binder::{self, Pack, host_memory::Staged};
+
     let signature = problem.signature();
     // Every buffer bound to one aligned host word: the workspace check comes before anything
     // is read or launched.
@@ -311,11 +369,14 @@ fn a_cuda_backward_execute_without_its_workspace_is_bad_param_before_any_launch(
         text.contains("(workspace)") && text.contains("is null"),
         "{text}"
     );
+    text
 }
 
 /// Paged K/V and sinks: the CUDA engine plans upstream's paged bundle on its split-KV paged
-/// kernels and declines sinks on a graph without page tables, naming the field; AITER declines
-/// both naming the field (a later item of issue 44); the host engine plans both.
+/// kernels and declines sinks on a graph without page tables, naming the field; AITER's plain
+/// forward plan declines both naming the field, and its serving plan (the route the engine takes
+/// for them: pages gathered into the workspace, sinks folded in after the forward) takes both;
+/// the host engine plans both.
 #[test]
 fn gpu_engines_on_paged_and_sink_graphs() {
     use ragged_core::engine::Planner;
@@ -361,6 +422,13 @@ fn gpu_engines_on_paged_and_sink_graphs() {
             .map(|d| d.to_string())
             .unwrap_or_default();
         assert!(why.starts_with(field), "AITER: {why}");
+        let served = ragged_engine_aiter::serving::plan(&sdpa_plan(graph), &arch, "gfx942")
+            .map(|(_, plan)| plan.workspace_bytes())
+            .map_err(|d| d.to_string());
+        assert!(
+            served.as_ref().is_ok_and(|bytes| *bytes > 0),
+            "AITER serving: {served:?}"
+        );
         let problem = Problem::Forward(Arc::new(sdpa_plan(graph)));
         assert!(ragged_engine_host::HostReference.plan(&problem).is_ok());
     }

@@ -10,7 +10,9 @@
 #   3. shim_cases: the real shim + real libmha_fwd.so on the fake runtime, one process per case;
 #   4. shim_bwd_cases: the shim's backward entry on the fake runtime against fake_mha_bwd.cpp, a
 #      recording libmha_bwd.so compiled from AITER's real mha_bwd.h (ENABLE_CK=0); AITER's own
-#      mha_bwd.cu is not built (it needs CK types the vendored subset lacks).
+#      mha_bwd.cu is not built (it needs CK types the vendored subset lacks);
+#   5. paged_kernels_replay: the paged and sink kernels' sources compiled as host C++ and run
+#      block by block (the fake runtime executes no kernel), checked against the paged spec.
 # The CK path cannot be built here: the vendored subset has no composable_kernel.
 # Usage: amd_compile_check.sh REPO_ROOT AITER_DIR WORK
 set -euo pipefail
@@ -113,5 +115,10 @@ for c in $("$out/shim_bwd_cases" --list); do
   "$out/shim_bwd_cases" "$lib/libragged_aiter_shim.so" "$lib/libfake_mha_bwd.so" "$c" 2>&1 \
     || failed=$((failed + 1))
 done
+echo "== 5. the paged and sink kernels replayed on the host"
+cases=$((cases + 1))
+clang++ -std=c++20 -O1 -pthread -Wall -Wextra -Werror -I"$repo/kernels/aiter-fmha/hip" \
+  "$here/paged_kernels_replay.cpp" -o "$out/paged_kernels_replay"
+"$out/paged_kernels_replay" || failed=$((failed + 1))
 echo "shim cases: $((cases - failed)) passed, $failed failed (${SECONDS}s in all)"
 [ "$failed" = 0 ]

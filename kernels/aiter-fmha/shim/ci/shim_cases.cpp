@@ -87,6 +87,17 @@ const Case kCases[] = {
   {"head_dim_64",                 G950, 0x75a0, AsmDir::Real, BF16, 2, 64, 64, 8, 8, 64, 64, 0, -1, -1, false, false, true, UNSUP, "", "", 0},
   {"asm_dir_unset",               G942, 0x74a1, AsmDir::Unset, BF16, 2, 64, 64, 8, 8, 128, 128, 0, -1, -1, false, false, true, MISSING, "", "", 0},
   {"asm_dir_without_the_file",    G950, 0x75a0, AsmDir::Empty, BF16, 2, 64, 64, 8, 8, 128, 128, 2, -1, 0, false, false, true, MISSING, "", "", 0},
+  // Paged K/V on the gathered route: what the engine sends for a paged prefill (packed Q/O of
+  // T_q rows as B sequences, K/V gathered into [B * max_seq_len_kv, H_kv, D] in the workspace;
+  // serving_tests.rs holds these values against the engine's mapping), with AITER choosing its
+  // kernel as for any ragged batch. With sinks and no stats the forward writes an LSE.
+  {"paged_gathered_gfx942_causal", G942, 0x74a1, AsmDir::Real, BF16, 3, 256, 512, 8, 2, 128, 128, 2, -1, 0, false, false, true, OK,
+   "_ZN5aiter37fmha_fwd_hd128_bf16_causal_rtne_groupE", "fmha_v3_fwd/MI300/fwd_hd128_bf16_causal_rtne_group.co", 512},
+  {"paged_gathered_sinks_gfx950_lse", G950, 0x75a0, AsmDir::Real, BF16, 3, 256, 512, 8, 2, 128, 128, 0, -1, -1, false, true, true, OK,
+   "_ZN5aiter25fmha_fwd_hd128_bf16_groupE", "fmha_v3_fwd/fwd_hd128_bf16_group.co", 512},
+  // Paged decode (one row per sequence, T_q = B = 4) takes the same route.
+  {"paged_gathered_decode_gfx942", G942, 0x74a1, AsmDir::Real, BF16, 4, 4, 256, 8, 2, 128, 128, 2, -1, 0, false, false, true, OK,
+   "_ZN5aiter37fmha_fwd_hd128_bf16_causal_rtne_groupE", "fmha_v3_fwd/MI300/fwd_hd128_bf16_causal_rtne_group.co", 512},
   // FP8 (fp8bf16): FP8 Q/K/V, bf16 O, per-tensor descales; gfx942 rows are listed under bf16_cvt 1.
   {"gfx942_fp8_causal_gqa_lse",   G942, 0x74a1, AsmDir::Real, FP8, 2, 200, 200, 16, 4, 128, 128, 2, -1, 0, false, true, true, OK,
    "_ZN5aiter31fmha_fwd_hd128_fp8_causal_groupE", "fmha_v3_fwd/MI300/fwd_hd128_fp8_causal_group.co", 512},
@@ -112,6 +123,10 @@ struct Shim
     const char* (*targets)();
 };
 
+// Physical Q rows in all: B * S_q for a ragged batch; a paged graph's packed Q (the paged_*
+// cases) holds all sequences in its S_q = T_q rows, which the engine sends as the total.
+int q_total(const Case& c) { return std::strncmp(c.name, "paged_", 6) == 0 ? c.s_q : c.batch * c.s_q; }
+
 // The engine's §7.4 mapping of a packed-BSHD ragged problem.
 ragged_aiter_fwd_args map(const Case& c, char* dev)
 {
@@ -130,7 +145,7 @@ ragged_aiter_fwd_args map(const Case& c, char* dev)
     a.stream          = reinterpret_cast<void*>(0x5717ea);
     a.batch           = c.batch;
     a.max_seqlen_q    = c.s_q;
-    a.seqlen_q        = c.batch * c.s_q;
+    a.seqlen_q        = q_total(c);
     a.seqlen_k        = c.batch * c.s_kv;
     a.hdim_q          = c.d_qk;
     a.hdim_v          = c.d_v;
@@ -144,7 +159,7 @@ ragged_aiter_fwd_args map(const Case& c, char* dev)
     a.nhead_stride_k  = c.d_qk;
     a.nhead_stride_v  = c.d_v;
     a.nhead_stride_o  = c.d_v;
-    a.nhead_stride_lse  = c.lse ? c.batch * c.s_q : 0;
+    a.nhead_stride_lse  = c.lse ? q_total(c) : 0;
     a.mask_type         = c.mask;
     a.window_size_left  = c.left;
     a.window_size_right = c.right;
@@ -188,7 +203,7 @@ void check_kernargs(const Case& c, const ragged_aiter_fwd_args& a, const fake_hi
                                  k.s_descale_k_Hs, k.s_descale_v_Bs, k.s_descale_v_Hs})
         expect_eq("descale byte stride", stride, 0u);
     expect(k.scalar == a.scale_s, "scalar is the scale");
-    expect_eq("s_seq_len", k.s_seq_len, c.batch * c.s_q);
+    expect_eq("s_seq_len", k.s_seq_len, q_total(c));
     expect_eq("s_kv_seq_len", k.s_kv_seq_len, c.batch * c.s_kv);
     expect_eq("s_Seqs", k.s_Seqs, c.h_q * c.d_qk * bpe);
     expect_eq("s_Hs", k.s_Hs, c.d_qk * bpe);
@@ -204,7 +219,7 @@ void check_kernargs(const Case& c, const ragged_aiter_fwd_args& a, const fake_hi
     expect_eq("s_o_Bs", k.s_o_Bs, 0);
     expect_eq("s_gqa", k.s_gqa, c.h_q / c.h_kv);
     expect_eq("s_lse", k.s_lse, c.lse ? 1 : 0);
-    expect_eq("s_lse_Hs", k.s_lse_Hs, c.lse ? c.batch * c.s_q * 4 : 0);
+    expect_eq("s_lse_Hs", k.s_lse_Hs, c.lse ? q_total(c) * 4 : 0);
     expect_eq("s_qk_head_dim", k.s_qk_head_dim, c.d_qk);
     expect_eq("s_v_head_dim", k.s_v_head_dim, c.d_v);
     expect_eq("s_q_head_num", k.s_q_head_num, c.h_q);

@@ -84,6 +84,14 @@ __device__ __forceinline__ void wgmma_rs_n128(float* d, const u32* a, u64 db) {
                        "r"(a[3]), "l"(db), "r"(1));
 }
 
+// D[64 x 64] (+)= A[64 x 16] (shared, MN-major) * B[16 x 64] (shared, MN-major): both operands
+// transposed. The fused backward's dQ += dS K reads dS from the key-major tile it stages
+// ([keys][queries]) and K as it was loaded ([keys][D]).
+template <bool BF16>
+__device__ __forceinline__ void wgmma_ss_tt_n64(float* d, u64 da, u64 db, int accumulate) {
+    RAGGED_WGMMA_TYPED(64, 32, "%32", "%33", "%34", "1, 1, 1, 1", "l"(da), "l"(db), "r"(accumulate));
+}
+
 #undef RAGGED_WGMMA_TYPED
 #undef RAGGED_WGMMA
 #undef RAGGED_HOLD_64

@@ -21,9 +21,15 @@
 // rows by 4-byte cp.async, all completing on the buffer's full mbarrier; each warp releases a
 // buffer on its empty mbarrier once the dK product of its step has retired. No block-wide barrier
 // inside the loop: the warpgroups drift apart by up to a step.
-template <bool BF16, int D, bool TMA>
+// FUSE_DQ: dQ as well, in the same loop (no second pass over the scores): each step's dS^T, already
+// packed in registers for dK, also gives dQ(step) = dS K, added into the f32 accumulator dq_acc
+// (bwd_fused_dq_step, fmha_bwd/fused_dq.cuh) in no fixed order: not bitwise reproducible. Two
+// more tiles after the mbarriers: dS^T (BN x BM 16-bit, 1024-byte aligned) and the step's dQ (8192
+// f32). The step adds two block barriers and retires the dK product before the next step (the
+// warpgroups then stay in step). The kernel's `dq` is unused; the convert pass writes dQ.
+template <bool BF16, int D, bool TMA, bool FUSE_DQ = false>
 __device__ __forceinline__ void bwd_dkdv_wg_body(RAGGED_BWD_PARAMS, const RaggedTmaMap* tm_q = nullptr,
-                                                 const RaggedTmaMap* tm_do = nullptr) {
+                                                 const RaggedTmaMap* tm_do = nullptr, float* dq_acc = nullptr) {
     constexpr int BM = 64;
     constexpr int BN = 128;
     constexpr int NT = 256;
@@ -45,6 +51,8 @@ __device__ __forceinline__ void bwd_dkdv_wg_body(RAGGED_BWD_PARAMS, const Ragged
     float* s_di = s_lse + NBUF * BM;
     const u32 bar_full = smem_addr(s_di + NBUF * BM);  // NBUF full, then NBUF empty mbarriers
     const u32 bar_empty = bar_full + 8 * NBUF;
+    const u32 s_ds = (bar_empty + 8 * NBUF + 1023u) & ~1023u;  // FUSE_DQ: dS^T, [BN keys][BM queries]
+    const u32 s_dq = s_ds + BN * BM * 2;                        // FUSE_DQ: the step's dQ
 
     RAGGED_BWD_KEY_TILE_PROLOGUE(BM, BN);
 
@@ -205,11 +213,22 @@ __device__ __forceinline__ void bwd_dkdv_wg_body(RAGGED_BWD_PARAMS, const Ragged
 #pragma unroll
             for (int kc = 0; kc < BM / 16; ++kc) wgmma_pv<BF16, P, BM>(acc_dk, pa[kc], qb, kc);
             wgmma_commit();
+            if constexpr (FUSE_DQ) {
+                const int h = g * rep + it / nq;
+                const i64 blob = ((i64)h * batch + b) * ((di_rows + RAGGED_BWD_FUSED_ROWS - 1) / RAGGED_BWD_FUSED_ROWS) +
+                                 qb_first + it % nq;
+                bwd_fused_dq_step<BF16, D, BM, BN>(pa, s_ds, s_k, s_dq, dq_acc + blob * RAGGED_BWD_FUSED_BLOB, tid, wg,
+                                                   key_row, lt);
+            }
         }
         wgmma_wait<0>();
         fence_regs<DT * 4>(acc_dk);
         fence_regs_u32<BM / 4>(&pa[0][0]);
         if constexpr (!TMA) cp_async_wait<0>();
+        // The last reduction completes before the block ends (its shared source stays valid).
+        if constexpr (FUSE_DQ) {
+            if (tid == 0) bulk_wait<0>();
+        }
     }
 
     // dK (times scale) and dV staged through the K and V tiles' space (the mma.sync layout of

@@ -3,6 +3,9 @@
 // One block = 64 query rows of one batch, all heads; a group of D / 8 lanes takes one (row, head)
 // pair with one 16-byte load of O and of dO per lane, and sums in f32. Rows >= Lq(b) are neither
 // read nor written (the gradient kernels treat them as masked and never read their Di).
+// With dq_acc (the fused kernel's f32 dQ accumulator, fmha_bwd/fused_dq.cuh; null for the
+// two-kernel backward) the block also zeroes its 64-row blob of every head, the blobs the fused
+// kernel adds into, so every call starts from zero without a memset.
 #define RAGGED_BWD_DOT_ROWS 64
 #define RAGGED_BWD_DOT_THREADS 256
 
@@ -10,7 +13,8 @@ template <bool BF16, int D>
 __device__ __forceinline__ void bwd_dot_body(const u16* __restrict__ o, const u16* __restrict__ d_o,
                                              float* __restrict__ di, const RaggedBatch* __restrict__ batches,
                                              i64 o_seq, i64 o_head, i64 do_seq, i64 do_head, int h_q, int di_rows,
-                                             int row_blocks) {
+                                             int row_blocks, float* __restrict__ dq_acc, int batch) {
+    static_assert(RAGGED_BWD_DOT_ROWS == RAGGED_BWD_FUSED_ROWS, "one Di block per accumulator blob");
     constexpr int G = D / 8;  // lanes per (row, head)
     static_assert(G >= 1 && G <= 32 && (G & (G - 1)) == 0, "a power-of-two lane group within a warp");
     const int b = blockIdx.x / row_blocks;
@@ -18,6 +22,14 @@ __device__ __forceinline__ void bwd_dot_body(const u16* __restrict__ o, const u1
     const RaggedBatch bt = batches[b];
     const int rows = bt.lq - r0 < RAGGED_BWD_DOT_ROWS ? bt.lq - r0 : RAGGED_BWD_DOT_ROWS;
     if (rows <= 0) return;
+    if (dq_acc != nullptr) {
+        const int rb = r0 / RAGGED_BWD_DOT_ROWS;
+        for (int h = 0; h < h_q; ++h) {
+            float4* blob = (float4*)(dq_acc + (((i64)h * batch + b) * row_blocks + rb) * RAGGED_BWD_FUSED_BLOB);
+            for (int i = threadIdx.x; i < RAGGED_BWD_FUSED_BLOB / 4; i += RAGGED_BWD_DOT_THREADS)
+                blob[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+        }
+    }
     const int c = threadIdx.x % G;
     const int pairs = rows * h_q;
     // The trip count is the same for every lane (a block-uniform base), so the group shuffles

@@ -16,9 +16,22 @@
     __global__ void __launch_bounds__(RAGGED_BWD_DOT_THREADS)                                              \
         NAME(const u16* __restrict__ o, const u16* __restrict__ d_o, float* __restrict__ di,               \
              const RaggedBatch* __restrict__ batches, i64 o_seq, i64 o_head, i64 do_seq, i64 do_head, int h_q, \
-             int di_rows, int row_blocks) {                                                                \
-        bwd_dot_body<BF16, D>(o, d_o, di, batches, o_seq, o_head, do_seq, do_head, h_q, di_rows, row_blocks); \
+             int di_rows, int row_blocks, float* __restrict__ dq_acc, int batch) {                         \
+        bwd_dot_body<BF16, D>(o, d_o, di, batches, o_seq, o_head, do_seq, do_head, h_q, di_rows, row_blocks,  \
+                              dq_acc, batch);                                                              \
     }                                                                                                      \
+    }
+
+// The fused backward's dQ convert pass (fmha_bwd/dq_convert.cuh): the Di pass's grid and block;
+// instantiated on sm_90a only, beside the fused kernels it follows.
+#define RAGGED_BWD_DQ_CONVERT_ENTRY(NAME, BF16, D)                                                              \
+    extern "C" {                                                                                              \
+    __constant__ int NAME##_config[4] = {RAGGED_BWD_FUSED_ROWS, 0, RAGGED_BWD_DOT_THREADS, 0};                \
+    __global__ void __launch_bounds__(RAGGED_BWD_DOT_THREADS)                                                 \
+        NAME(const float* __restrict__ dq_acc, u16* __restrict__ dq, const RaggedBatch* __restrict__ batches, \
+             i64 dq_seq, i64 dq_head, int h_q, int batch, int row_blocks, float scale) {                      \
+        bwd_dq_convert_body<BF16, D>(dq_acc, dq, batches, dq_seq, dq_head, h_q, batch, row_blocks, scale);    \
+    }                                                                                                         \
     }
 
 #define RAGGED_BWD_DKDV_ENTRY(NAME, BF16, D, BM, BN, NW, MINB, PACK_P)                            \
@@ -110,4 +123,39 @@ RAGGED_BWD_ALL(f16, false)
     RAGGED_BWD_DQ_TMA_ENTRY(ragged_fmha_bwd_dq_tma_##DT##_d128, BF16, 128, 64, 2, true)
 RAGGED_BWD_WG_ALL(bf16, true)
 RAGGED_BWD_WG_ALL(f16, false)
+
+// Fused dK/dV/dQ for the non-deterministic engine (bwd_dkdv_wg_body with FUSE_DQ): the dK/dV
+// kernel's tiles and mbarriers, then 1024 bytes of alignment, the dS^T tile (128 x 64 16-bit) and
+// the step's dQ (8192 f32); after RAGGED_BWD_PARAMS (and the TMA kernel's maps of Q and dO) the f32
+// dQ accumulator. Its `dq` parameter is unused: the convert pass writes dQ.
+#define RAGGED_BWD_FUSED_SMEM(D) \
+    (RAGGED_BWD_DKDV_WG_SMEM(D) + 16 * 3 + 1024 + 128 * RAGGED_BWD_FUSED_ROWS * 2 + RAGGED_BWD_FUSED_BLOB * 4)
+#define RAGGED_BWD_FUSED_WG_ENTRY(NAME, BF16, D)                                                         \
+    extern "C" {                                                                                       \
+    __constant__ int NAME##_config[4] = {RAGGED_BWD_FUSED_ROWS, 128, 256, RAGGED_BWD_FUSED_SMEM(D)};   \
+    __global__ void __launch_bounds__(256, 1) NAME(RAGGED_BWD_PARAMS, float* __restrict__ dq_acc) {   \
+        bwd_dkdv_wg_body<BF16, D, false, true>(RAGGED_BWD_ARGS, nullptr, nullptr, dq_acc);             \
+    }                                                                                                  \
+    }
+#define RAGGED_BWD_FUSED_TMA_ENTRY(NAME, BF16, D)                                                                  \
+    extern "C" {                                                                                                 \
+    __constant__ int NAME##_config[4] = {RAGGED_BWD_FUSED_ROWS, 128, 256, RAGGED_BWD_FUSED_SMEM(D)};             \
+    __constant__ int NAME##_tma[1] = {1};                                                                        \
+    __global__ void __launch_bounds__(256, 1)                                                                    \
+        NAME(RAGGED_BWD_PARAMS, const __grid_constant__ RaggedTmaMap tm_q, const __grid_constant__ RaggedTmaMap tm_do, \
+             float* __restrict__ dq_acc) {                                                                       \
+        bwd_dkdv_wg_body<BF16, D, true, true>(RAGGED_BWD_ARGS, &tm_q, &tm_do, dq_acc);                           \
+    }                                                                                                            \
+    }
+#define RAGGED_BWD_FUSED_ALL(DT, BF16)                                          \
+    RAGGED_BWD_FUSED_WG_ENTRY(ragged_fmha_bwd_fused_wg_##DT##_d64, BF16, 64)    \
+    RAGGED_BWD_FUSED_WG_ENTRY(ragged_fmha_bwd_fused_wg_##DT##_d128, BF16, 128)  \
+    RAGGED_BWD_FUSED_TMA_ENTRY(ragged_fmha_bwd_fused_tma_##DT##_d64, BF16, 64)  \
+    RAGGED_BWD_FUSED_TMA_ENTRY(ragged_fmha_bwd_fused_tma_##DT##_d128, BF16, 128)
+RAGGED_BWD_FUSED_ALL(bf16, true)
+RAGGED_BWD_FUSED_ALL(f16, false)
+RAGGED_BWD_DQ_CONVERT_ENTRY(ragged_fmha_bwd_dq_convert_bf16_d64, true, 64)
+RAGGED_BWD_DQ_CONVERT_ENTRY(ragged_fmha_bwd_dq_convert_f16_d64, false, 64)
+RAGGED_BWD_DQ_CONVERT_ENTRY(ragged_fmha_bwd_dq_convert_bf16_d128, true, 128)
+RAGGED_BWD_DQ_CONVERT_ENTRY(ragged_fmha_bwd_dq_convert_f16_d128, false, 128)
 #endif

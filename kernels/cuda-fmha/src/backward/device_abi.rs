@@ -2,6 +2,7 @@
 //! the checks on the tile table each one publishes (`NAME_config`). The pre-pass and its records
 //! are the forward's ([`crate::forward::device_abi`]).
 
+use super::fused_abi::{FUSED_ALL, FUSED_BLOCK_M, FUSED_BLOCK_N, FUSED_THREADS};
 use crate::forward::device_abi::TileConfig;
 use ragged_core::DataType;
 use ragged_gpu_runtime::cuda::error::GpuError;
@@ -119,13 +120,14 @@ pub const HOPPER_TMA_ALL: [HopperKernels; 4] = [
     },
 ];
 
-/// Whether `kernel` is one of [`HOPPER_TMA_ALL`]: it takes, after RAGGED_BWD_PARAMS, the tensor
-/// maps of the two tiles it streams — dK/dV: Q and dO (box rows = its BM); dQ: K and V (box rows
-/// = its BN).
+/// Whether `kernel` is one of [`HOPPER_TMA_ALL`] or a fused TMA kernel: it takes, after
+/// RAGGED_BWD_PARAMS, the tensor maps of the two tiles it streams — dK/dV and fused: Q and dO
+/// (box rows = its BM); dQ: K and V (box rows = its BN).
 pub fn takes_tensor_maps(kernel: &str) -> bool {
     HOPPER_TMA_ALL
         .iter()
         .any(|k| k.dkdv == kernel || k.dq == kernel)
+        || FUSED_ALL.iter().any(|k| k.tma == kernel)
 }
 
 /// The kernel without tensor maps that computes the same as `kernel` (the wgmma kernel a TMA one
@@ -140,7 +142,10 @@ pub fn without_tensor_maps(kernel: &'static str) -> &'static str {
             return wg.dq;
         }
     }
-    kernel
+    FUSED_ALL
+        .iter()
+        .find(|k| k.tma == kernel)
+        .map_or(kernel, |k| k.wg)
 }
 
 /// The head dim (Q/K and V/O) of a set of [`ALL`].
@@ -206,6 +211,11 @@ pub enum Part {
     DkDv,
     /// dQ: BM = 16 × warps, at least [`MIN_DQ_BLOCK_M`]; BN a multiple of 16.
     Dq,
+    /// The fused dK/dV/dQ kernel: exactly BM 64, BN 128, 256 threads (its accumulator blobs and
+    /// its dQ product assume these tiles).
+    Fused,
+    /// The dQ convert pass: `{FUSED_BLOCK_M, 0, DOT_THREADS, 0}` exactly.
+    Convert,
 }
 
 /// Checks a published `{BM, BN, threads, smem}` against what the launcher relies on.
@@ -218,6 +228,10 @@ pub fn check_config(kernel: &str, part: Part, raw: [i32; 4]) -> Result<TileConfi
     let tiles = |bm: i32, bn: i32| bm >= 16 && bm % 16 == 0 && bn >= 16 && bn % 16 == 0;
     let ok = match part {
         Part::Dot => raw == [DOT_ROWS, 0, DOT_THREADS as i32, 0],
+        Part::Fused => {
+            [block_m, block_n, threads] == [FUSED_BLOCK_M as i32, FUSED_BLOCK_N, FUSED_THREADS]
+        }
+        Part::Convert => raw == [FUSED_BLOCK_M as i32, 0, DOT_THREADS as i32, 0],
         Part::DkDv => tiles(block_m, block_n) && threads == 2 * block_n,
         Part::Dq => {
             tiles(block_m, block_n)

@@ -4,6 +4,8 @@
 //! the forward's offsets pre-pass (per-batch token starts and lengths from the offsets and
 //! seq_lens on the device, and the dQ kernel's longest-first tile list), Di = rowsum(dO ∘ O) into
 //! the workspace, the dK/dV kernel and the dQ kernel. No atomics: each output row has one writer.
+//! A plan of [`DqForm::Unordered`] on sm_90a runs the fused kernel and the dQ convert pass instead
+//! of the last two ([`super::fused_launcher`]).
 
 use ragged_core::binding::{Call, Stream};
 use std::sync::{Arc, OnceLock};
@@ -11,7 +13,9 @@ use std::sync::{Arc, OnceLock};
 use cudarc::driver::sys::CUstream;
 
 use super::device_abi::{self, Part};
-use super::plan::BackwardPlan;
+use super::fused_abi;
+use super::fused_launcher;
+use super::plan::{BackwardPlan, DqForm};
 use crate::forward::ExecuteMode;
 use crate::forward::device_abi::TileConfig;
 use crate::forward::geometry::WORKSPACE_ALIGNMENT;
@@ -97,9 +101,21 @@ impl BackwardEngine {
             .chain(device_abi::HOPPER_TMA_ALL.iter())
             .filter(|_| hopper)
             .flat_map(|set| [(set.dkdv, Part::DkDv), (set.dq, Part::Dq)]);
-        let load = self
-            .modules
-            .load(ctx, entries.chain(wgmma), device_abi::check_config)?;
+        let fused = fused_abi::FUSED_ALL
+            .iter()
+            .filter(|_| hopper)
+            .flat_map(|set| {
+                [
+                    (set.tma, Part::Fused),
+                    (set.wg, Part::Fused),
+                    (set.convert, Part::Convert),
+                ]
+            });
+        let load = self.modules.load(
+            ctx,
+            entries.chain(wgmma).chain(fused),
+            device_abi::check_config,
+        )?;
         Ok((load.kernels, load.arch))
     }
 
@@ -142,86 +158,43 @@ impl BackwardEngine {
         // SAFETY: `stream` is null or live (this function's contract).
         let ctx = unsafe { context_of_stream(stream) }?;
         let (loaded, arch) = self.loaded(&ctx)?;
+        // Current before the tensor maps are encoded: cuTensorMapEncodeTiled fails without a
+        // current context, and a map that fails to encode silently selects the slower kernel.
+        let _current = ctx.make_current()?;
+        if plan.dq_form == DqForm::Unordered
+            && let Some(fused) = fused_abi::fused_for_target(plan.kernels, &arch)
+        {
+            // SAFETY: forwarded from this function's contract; `loaded` is the module of the
+            // stream's context, compiled for sm_90a (the fused kernels exist).
+            return unsafe {
+                fused_launcher::execute(plan, stream, buffers, mode, &ctx, &loaded, fused)
+            };
+        }
         let mut kernels = device_abi::for_target(plan.kernels, &arch, device_abi::HOPPER_SELECTED);
         let dkdv_maps = stream_maps(&loaded, &mut kernels.dkdv, Part::DkDv, plan, buffers)?;
         let dq_maps = stream_maps(&loaded, &mut kernels.dq, Part::Dq, plan, buffers)?;
-        let (dot, dkdv, dq) = (
-            loaded.config(kernels.dot)?,
-            loaded.config(kernels.dkdv)?,
-            loaded.config(kernels.dq)?,
-        );
+        let (dkdv, dq) = (loaded.config(kernels.dkdv)?, loaded.config(kernels.dq)?);
         let f = &plan.forward;
-        let grid = |rows: i32, tile: i32, heads: i32, what: &'static str| {
-            let blocks =
-                i64::from(f.batch) * ceil_div(i64::from(rows), i64::from(tile)) * i64::from(heads);
-            u32::try_from(blocks)
-                .ok()
-                .filter(|&g| g <= i32::MAX as u32)
-                .ok_or(GpuError::TooLarge {
-                    what,
-                    value: blocks.unsigned_abs().into(),
-                    limit: i32::MAX as u128,
-                })
-        };
-        let dot_grid = grid(
-            f.s_q_max,
-            dot.block_m,
-            1,
-            "Di grid (B · ceil(S_q_max / 64))",
-        )?;
-        let dkdv_grid = grid(
-            f.s_kv_max,
-            dkdv.block_n,
-            f.heads_kv,
+        let dkdv_grid = grid_blocks(
+            i64::from(f.batch)
+                * ceil_div(i64::from(f.s_kv_max), i64::from(dkdv.block_n))
+                * i64::from(f.heads_kv),
             "dK/dV grid (B · ceil(S_kv_max / BN) · H_kv)",
         )?;
-        let dq_grid = grid(
-            f.s_q_max,
-            dq.block_m,
-            f.heads_q,
+        let dq_grid = grid_blocks(
+            i64::from(f.batch)
+                * ceil_div(i64::from(f.s_q_max), i64::from(dq.block_m))
+                * i64::from(f.heads_q),
             "dQ grid (B · ceil(S_q_max / BM) · H_q)",
         )?;
         let kv_tiles = ceil_div(i64::from(f.s_kv_max), i64::from(dkdv.block_n)) as i32;
-        let _current = ctx.make_current()?;
         if mode == ExecuteMode::Validate {
             launcher::refuse_capture(stream)?;
         }
-        let base = buffers.forward.workspace.div_ceil(WORKSPACE_ALIGNMENT) * WORKSPACE_ALIGNMENT;
-        let w = plan.workspace;
-
-        let args = prepass_args(plan, dq, buffers, base);
-        // SAFETY: the arguments mirror `ragged_fmha_prepass` (kernels/cuda-fmha/cuda/README.md); the
-        // workspace holds the plan's layout, sized for this dQ tile (BM ≥ MIN_DQ_BLOCK_M); the
-        // caller guarantees the rest. The context is current.
-        // Plain stream order: the backward has not been measured with a programmatic pre-pass.
-        unsafe { launcher::launch_prepass(&loaded.module, stream, &args, false) }?;
-        if mode == ExecuteMode::Validate {
-            launcher::check_flag(stream, base + w.error_flag, f)?;
-        }
-
-        use KernelArg::{I32, I64, Ptr};
-        let dot_args = vec![
-            Ptr(buffers.forward.o),
-            Ptr(buffers.d_o),
-            Ptr(base + w.di),
-            Ptr(base + w.batches),
-            I64(f.o.seq),
-            I64(f.o.head),
-            I64(plan.d_o.seq),
-            I64(plan.d_o.head),
-            I32(f.heads_q),
-            I32(f.s_q_max),
-            I32(ceil_div(i64::from(f.s_q_max), i64::from(dot.block_m)) as i32),
-        ];
-        let function = loaded.module.function(kernels.dot, 0)?;
-        let config = LaunchConfig {
-            grid: (dot_grid, 1, 1),
-            block: (dot.threads, 1, 1),
-            shared_mem_bytes: 0,
-        };
-        // SAFETY: mirrors RAGGED_BWD_DOT_ENTRY's parameters; O and dO hold the plan's rows, the
-        // pre-pass enqueued before it on this stream wrote the batch records it reads.
-        unsafe { launch(function, config, stream, &dot_args) }?;
+        let base = aligned_workspace(buffers);
+        // SAFETY: the workspace holds the plan's layout, its tile list sized for this dQ tile (BM
+        // ≥ MIN_DQ_BLOCK_M); the caller guarantees the rest. The context is current.
+        unsafe { prepass_and_di(plan, stream, buffers, mode, &loaded, dq, None) }?;
 
         let args = gradient_args(plan, buffers, base, kv_tiles);
         for (kernel, tiles, blocks, maps) in [
@@ -251,7 +224,7 @@ impl BackwardEngine {
 /// describe as a tensor map (a stride that is not a multiple of 16 bytes, say) switches `kernel`
 /// to the wgmma kernel it was derived from, which copies the same tiles with cp.async, so such a
 /// problem still runs, with the same results.
-fn stream_maps(
+pub(super) fn stream_maps(
     loaded: &LoadedKernels,
     kernel: &mut &'static str,
     part: Part,
@@ -269,7 +242,7 @@ fn stream_maps(
     let f = &plan.forward;
     let rows = |v: i32| u32::try_from(v).unwrap_or(0);
     let (first, second) = match part {
-        Part::DkDv => {
+        Part::DkDv | Part::Fused => {
             let bm = rows(tiles.block_m);
             (
                 tensor_maps::encode(kernel, b.forward.q, d, f.heads_q, f.q, bm),
@@ -294,8 +267,86 @@ fn stream_maps(
 }
 
 /// ceil(n / tile) for a non-negative `n` and a positive tile (published tiles are checked ≥ 16).
-fn ceil_div(n: i64, tile: i64) -> i64 {
+pub(super) fn ceil_div(n: i64, tile: i64) -> i64 {
     (n.max(0) + tile - 1) / tile
+}
+
+/// A grid of `blocks` blocks, refused past `i32::MAX` (the kernels index blocks in int).
+pub(super) fn grid_blocks(blocks: i64, what: &'static str) -> Result<u32, GpuError> {
+    u32::try_from(blocks)
+        .ok()
+        .filter(|&g| g <= i32::MAX as u32)
+        .ok_or(GpuError::TooLarge {
+            what,
+            value: blocks.unsigned_abs().into(),
+            limit: i32::MAX as u128,
+        })
+}
+
+/// The caller's workspace pointer aligned up to [`WORKSPACE_ALIGNMENT`] (the plan's offsets are
+/// from there; its size includes the slack).
+pub(super) fn aligned_workspace(buffers: &BackwardBuffers) -> u64 {
+    buffers.forward.workspace.div_ceil(WORKSPACE_ALIGNMENT) * WORKSPACE_ALIGNMENT
+}
+
+/// The offsets pre-pass (its tile list for `tiles`), then Di = rowsum(dO ∘ O), which also zeroes
+/// the fused kernel's dQ accumulator at `dq_acc` (an address in the workspace) when given.
+///
+/// # Safety
+/// As [`BackwardEngine::execute`], with the stream's context current and `loaded` its module; the
+/// workspace holds the plan's layout with a tile list sized for `tiles`.
+pub(super) unsafe fn prepass_and_di(
+    plan: &BackwardPlan,
+    stream: CUstream,
+    buffers: &BackwardBuffers,
+    mode: ExecuteMode,
+    loaded: &LoadedKernels,
+    tiles: TileConfig,
+    dq_acc: Option<u64>,
+) -> Result<(), GpuError> {
+    let f = &plan.forward;
+    let w = plan.workspace;
+    let base = aligned_workspace(buffers);
+    let dot = loaded.config(plan.kernels.dot)?;
+    let row_blocks = ceil_div(i64::from(f.s_q_max), i64::from(dot.block_m));
+    let grid = grid_blocks(
+        i64::from(f.batch) * row_blocks,
+        "Di grid (B · ceil(S_q_max / 64))",
+    )?;
+    let args = prepass_args(plan, tiles, buffers, base);
+    // SAFETY: the arguments mirror `ragged_fmha_prepass` (kernels/cuda-fmha/cuda/README.md); the
+    // workspace holds the plan's layout (this function's contract).
+    // Plain stream order: the backward has not been measured with a programmatic pre-pass.
+    unsafe { launcher::launch_prepass(&loaded.module, stream, &args, false) }?;
+    if mode == ExecuteMode::Validate {
+        launcher::check_flag(stream, base + w.error_flag, f)?;
+    }
+    use KernelArg::{I32, I64, Ptr};
+    let dot_args = [
+        Ptr(buffers.forward.o),
+        Ptr(buffers.d_o),
+        Ptr(base + w.di),
+        Ptr(base + w.batches),
+        I64(f.o.seq),
+        I64(f.o.head),
+        I64(plan.d_o.seq),
+        I64(plan.d_o.head),
+        I32(f.heads_q),
+        I32(f.s_q_max),
+        I32(row_blocks as i32),
+        Ptr(dq_acc.unwrap_or(0)),
+        I32(f.batch),
+    ];
+    let function = loaded.module.function(plan.kernels.dot, 0)?;
+    let config = LaunchConfig {
+        grid: (grid, 1, 1),
+        block: (dot.threads, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    // SAFETY: mirrors RAGGED_BWD_DOT_ENTRY's parameters; O and dO hold the plan's rows, the
+    // pre-pass enqueued before it on this stream wrote the batch records it reads; the
+    // accumulator, when given, is the workspace's region of the plan's layout.
+    unsafe { launch(function, config, stream, &dot_args) }
 }
 
 /// Parameters of `ragged_fmha_prepass`, in signature order, with the dQ kernel's tile.
@@ -310,8 +361,8 @@ fn prepass_args(
     launcher::prepass_args_for(&plan.forward, dq, &b.forward, base, records)
 }
 
-/// Parameters of the dK/dV and dQ kernels (RAGGED_BWD_PARAMS), in signature order.
-fn gradient_args(
+/// Parameters of the dK/dV, dQ and fused kernels (RAGGED_BWD_PARAMS), in signature order.
+pub(super) fn gradient_args(
     plan: &BackwardPlan,
     b: &BackwardBuffers,
     base: u64,

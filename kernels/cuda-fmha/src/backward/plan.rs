@@ -6,8 +6,13 @@
 //! way the forward wrote them. The gradients must be packed ragged like their primals and share
 //! their primal's token starts (one token-start array for Q, O, dO, dQ and one for K, V, dK, dV);
 //! the backward kernels exist for bf16 and fp16 at head dims 64 and 128 with D_qk = D_v.
+//!
+//! [`DqForm`] says how dQ is summed: [`plan()`] gives the deterministic form (the engine
+//! `RAGGED_SDPA_CUDA_FMHA`), [`plan_with_form`] also the unordered one (its non-deterministic
+//! twin), which accepts exactly the same problems and reserves a larger workspace.
 
 use super::device_abi::{self, BackwardKernels, MIN_DQ_BLOCK_M};
+use super::fused_abi::{FUSED_BLOB_FLOATS, FUSED_BLOCK_M};
 use crate::forward::device_abi::{RAGGED_BATCH_BYTES, TILE_ENTRY_BYTES};
 use crate::forward::geometry::WORKSPACE_ALIGNMENT;
 use crate::forward::plan::{FmhaPlan, RowStrides};
@@ -42,8 +47,25 @@ pub struct BackwardWorkspace {
     pub error_flag: u64,
     /// Di, `f32[B · H_q · S_q_max]`.
     pub di: u64,
+    /// [`DqForm::Unordered`] only: the fused kernel's f32 dQ accumulator, one blob of
+    /// `FUSED_BLOB_FLOATS` per (query head, batch, block of `FUSED_BLOCK_M` query rows), zeroed by
+    /// the Di pass of every call.
+    pub dq_acc: Option<u64>,
     /// Bytes to request, including slack for aligning the base pointer.
     pub total_bytes: u64,
+}
+
+/// How an execute sums each query row's dQ over the key tiles that reach it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DqForm {
+    /// The dK/dV kernel and a separate dQ kernel, each output row written by one block in a fixed
+    /// order: the same inputs give the same bits on every call.
+    Deterministic,
+    /// On sm_90a, the fused dK/dV/dQ kernel: each key tile's dQ contribution is added into an f32
+    /// workspace accumulator in whatever order the blocks finish, then a convert pass writes dQ.
+    /// Faster (one pass over the scores instead of two), not bitwise reproducible. Other targets
+    /// have no fused kernel and run the deterministic pair.
+    Unordered,
 }
 
 /// Everything an execute needs, derived from the graph once.
@@ -64,6 +86,8 @@ pub struct BackwardPlan {
     pub dv: RowStrides,
     /// uids of dO, dQ, dK, dV for pointer errors.
     pub gradient_uids: [i64; 4],
+    /// How dQ is summed.
+    pub dq_form: DqForm,
     /// Scratch layout.
     pub workspace: BackwardWorkspace,
 }
@@ -76,8 +100,18 @@ impl BackwardPlan {
 }
 
 /// Checks a backward problem against the GPU contract and what the backward kernels support,
-/// and derives the launch arguments; every refusal names uid, field, value and need.
+/// and derives the launch arguments of the deterministic form; every refusal names uid, field,
+/// value and need.
 pub fn plan(forward: &RaggedSdpaProblem, g: Gradients<'_>) -> Result<BackwardPlan, Decline> {
+    plan_with_form(forward, g, DqForm::Deterministic)
+}
+
+/// [`plan()`] for either [`DqForm`]: the same checks and declines, the form's workspace.
+pub fn plan_with_form(
+    forward: &RaggedSdpaProblem,
+    g: Gradients<'_>,
+    dq_form: DqForm,
+) -> Result<BackwardPlan, Decline> {
     let fwd = crate::forward::plan(forward)?;
     let q = &forward.q;
     let [b, s_q, h_q, d] = q.bshd();
@@ -150,7 +184,7 @@ pub fn plan(forward: &RaggedSdpaProblem, g: Gradients<'_>) -> Result<BackwardPla
             ));
         }
     }
-    let workspace = workspace(b, s_q, h_q).ok_or_else(|| {
+    let workspace = workspace(b, s_q, h_q, dq_form).ok_or_else(|| {
         Decline::new(
             q.uid,
             format!("{} backward workspace (B · H_q · S_max)", q.role),
@@ -170,6 +204,7 @@ pub fn plan(forward: &RaggedSdpaProblem, g: Gradients<'_>) -> Result<BackwardPla
         dk: strides(g.dk),
         dv: strides(g.dv),
         gradient_uids: [g.d_o.uid, g.dq.uid, g.dk.uid, g.dv.uid],
+        dq_form,
         workspace,
     })
 }
@@ -210,8 +245,9 @@ fn same_token_starts(primal: &Operand, gradient: &Operand) -> Result<(), Decline
 }
 
 /// The scratch layout for B batches of at most `s_q` query rows and `h_q` heads, with the
-/// pre-pass's tile list sized for the smallest dQ tile; `None` if it overflows.
-pub fn workspace(b: i64, s_q: i64, h_q: i64) -> Option<BackwardWorkspace> {
+/// pre-pass's tile list sized for the smallest dQ tile and, for [`DqForm::Unordered`], the dQ
+/// accumulator (32 KiB per head and block of 64 query rows of each batch); `None` if it overflows.
+pub fn workspace(b: i64, s_q: i64, h_q: i64, form: DqForm) -> Option<BackwardWorkspace> {
     let (b, s_q, h_q) = (b.max(0) as u64, s_q.max(0) as u64, h_q.max(0) as u64);
     let align = |x: u64| x.checked_next_multiple_of(WORKSPACE_ALIGNMENT);
     let tiles_per_batch = s_q.div_ceil(MIN_DQ_BLOCK_M as u64);
@@ -223,14 +259,28 @@ pub fn workspace(b: i64, s_q: i64, h_q: i64) -> Option<BackwardWorkspace> {
         )?,
     )?;
     let di = align(counters + 8)?;
-    let di_bytes = b.checked_mul(h_q)?.checked_mul(s_q)?.checked_mul(4)?;
+    let di_end = di.checked_add(b.checked_mul(h_q)?.checked_mul(s_q)?.checked_mul(4)?)?;
+    let (dq_acc, end) = match form {
+        DqForm::Deterministic => (None, di_end),
+        DqForm::Unordered => {
+            let blobs = h_q
+                .checked_mul(b)?
+                .checked_mul(s_q.div_ceil(FUSED_BLOCK_M as u64))?;
+            let acc = align(di_end)?;
+            (
+                Some(acc),
+                acc.checked_add(blobs.checked_mul(FUSED_BLOB_FLOATS * 4)?)?,
+            )
+        }
+    };
     Some(BackwardWorkspace {
         batches: 0,
         tiles,
         tile_count: counters,
         error_flag: counters + 4,
         di,
-        total_bytes: di.checked_add(di_bytes)?.checked_add(WORKSPACE_ALIGNMENT)?,
+        dq_acc,
+        total_bytes: end.checked_add(WORKSPACE_ALIGNMENT)?,
     })
 }
 

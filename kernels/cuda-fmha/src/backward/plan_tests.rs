@@ -52,9 +52,11 @@ fn a_gqa_problem_gets_kernels_strides_and_workspace() {
             tile_count: 512,
             error_flag: 516,
             di: 768,
+            dq_acc: None,
             total_bytes: 768 + 19_200 + 256,
         }
     );
+    assert_eq!(plan.dq_form, DqForm::Deterministic);
 }
 
 #[test]
@@ -133,6 +135,101 @@ fn without_an_lse_there_is_nothing_to_recompute_p_from() {
 
 #[test]
 fn workspace_overflow_is_none() {
-    assert_eq!(workspace(i64::MAX / 2, i64::MAX / 2, 8), None);
-    assert!(workspace(1, 1, 1).is_some());
+    for form in [DqForm::Deterministic, DqForm::Unordered] {
+        assert_eq!(workspace(i64::MAX / 2, i64::MAX / 2, 8, form), None);
+        assert!(workspace(1, 1, 1, form).is_some());
+    }
+    // The accumulator alone overflows: Di 2^60 bytes, 2^52 blobs of 32 KiB.
+    assert!(workspace(1 << 24, 1 << 24, 1 << 10, DqForm::Deterministic).is_some());
+    assert_eq!(
+        workspace(1 << 24, 1 << 24, 1 << 10, DqForm::Unordered),
+        None
+    );
+}
+
+fn plan_in(form: DqForm, p: &RaggedSdpaProblem, g: &[Operand; 4]) -> Result<BackwardPlan, Decline> {
+    plan_with_form(
+        p,
+        Gradients {
+            d_o: &g[0],
+            dq: &g[1],
+            dk: &g[2],
+            dv: &g[3],
+        },
+        form,
+    )
+}
+
+#[test]
+fn the_unordered_form_adds_the_dq_accumulator_after_di() {
+    let (p, g) = backward();
+    let det = plan_in(DqForm::Deterministic, &p, &g).expect("plans");
+    let unordered = plan_in(DqForm::Unordered, &p, &g).expect("plans");
+    assert_eq!(unordered.dq_form, DqForm::Unordered);
+    assert_eq!(
+        BackwardPlan {
+            dq_form: DqForm::Deterministic,
+            workspace: det.workspace,
+            ..unordered.clone()
+        },
+        det,
+        "only the form and the workspace differ"
+    );
+    // Di ends at 768 + 19 200 = 19 968 (256-aligned already); 8 heads · 3 batches ·
+    // ceil(200 / 64) = 96 blobs of 32 KiB; plus the alignment slack.
+    assert_eq!(
+        unordered.workspace,
+        BackwardWorkspace {
+            dq_acc: Some(19_968),
+            total_bytes: 19_968 + 96 * 32_768 + 256,
+            ..det.workspace
+        }
+    );
+}
+
+#[test]
+fn both_forms_accept_and_decline_the_same_problems() {
+    type Edit = Box<dyn Fn(&mut RaggedSdpaProblem, &mut [Operand; 4])>;
+    let head_dim = |d: i64| -> Edit {
+        Box::new(move |p, g| {
+            for t in [&mut p.q, &mut p.k, &mut p.v, &mut p.o]
+                .into_iter()
+                .chain(g.iter_mut())
+            {
+                let [b, s, h, _] = t.bshd();
+                let aux = t.ragged.map_or(0, |o| o.uid);
+                *t = ragged(t.role, t.uid, [b, s, h, d], aux);
+            }
+        })
+    };
+    let cases: [(&str, Edit, bool); 8] = [
+        ("D 128 GQA", Box::new(|_, _| {}), true),
+        ("D 64", head_dim(64), true),
+        ("D 128 again", head_dim(128), true),
+        ("D 96", head_dim(96), false),
+        ("no LSE", Box::new(|p, _| p.stats = None), false),
+        (
+            "dQ on other offsets",
+            Box::new(|_, g| g[1].ragged = g[1].ragged.map(|o| Offsets { uid: 77, ..o })),
+            false,
+        ),
+        (
+            "dV in f16",
+            Box::new(|_, g| g[3].dtype = DataType::F16),
+            false,
+        ),
+        ("dense dO", Box::new(|_, g| g[0].ragged = None), false),
+    ];
+    for (what, edit, accepted) in cases {
+        let (mut p, mut g) = backward();
+        edit(&mut p, &mut g);
+        let det = plan_in(DqForm::Deterministic, &p, &g);
+        let unordered = plan_in(DqForm::Unordered, &p, &g);
+        assert_eq!(det.is_ok(), accepted, "{what}: {det:?}");
+        match (det, unordered) {
+            (Ok(a), Ok(b)) => assert_eq!(a.kernels, b.kernels, "{what}"),
+            (Err(a), Err(b)) => assert_eq!(a.to_string(), b.to_string(), "{what}"),
+            (a, b) => panic!("{what}: the forms disagree: {a:?} against {b:?}"),
+        }
+    }
 }

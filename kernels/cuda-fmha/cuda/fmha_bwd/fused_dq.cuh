@@ -1,0 +1,74 @@
+// Part of kernels/cuda-fmha/cuda/ragged_fmha_bwd.cu (the fused dK/dV/dQ kernel's dQ step and the
+// layout of its f32 accumulator); included in that file's order, not on its own.
+
+// The fused kernel (bwd_dkdv_wg_body with FUSE_DQ) adds each step's dQ = dS K into an f32
+// accumulator in the workspace: one blob per (query head h, batch b, query block qb of 64 rows),
+// blob (h * batch + b) * ceil(di_rows / 64) + qb, of 8192 floats in accumulator order:
+// [warpgroup][j = 0..7][thread t = 0..127][4], where element 4 j + e of thread t of a warpgroup is
+// its wgmma accumulator register 4 j + e. D 128: warpgroup wg holds columns [64 wg, 64 wg + 64)
+// over all 128 keys; D 64: warpgroup wg holds all 64 columns over keys [64 wg, 64 wg + 64) (the
+// convert pass adds the two). The Di pass zeroes the blobs; the convert pass scales them into dQ.
+#define RAGGED_BWD_FUSED_ROWS 64
+#define RAGGED_BWD_FUSED_BLOB 8192
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+
+// One step's dQ, after dK += dS^T Q was issued from the packed dS^T (pa): dS^T into s_ds (sw128,
+// BN key rows of BM query columns), dQ(step) = dS K on the tensor cores (both operands MN-major),
+// its accumulators into s_dq in accumulator order, and one bulk reduction of the 32 KB into `blob`
+// by thread 0. The blocks of different key tiles add into one blob in whatever order they reach
+// it, so the f32 sums (and dQ) are not bitwise reproducible from call to call.
+// Two block barriers: s_ds written (and the previous step's reduction done reading s_dq), s_dq
+// written. Returns with every wgmma of the step retired, the dK product included.
+template <bool BF16, int D, int BM, int BN>
+__device__ __forceinline__ void bwd_fused_dq_step(u32 (*pa)[4], u32 s_ds, u32 s_k, u32 s_dq, float* blob, int tid,
+                                                  int wg, int key_row, int lt) {
+    static_assert(BM == RAGGED_BWD_FUSED_ROWS && BN == 128, "one m64 product per warpgroup over 128 keys");
+    // pa[kc] holds this thread's dS^T values of key rows key_row and key_row + 8, query columns
+    // 16 kc + 2 lt (+1) and 16 kc + 8 + 2 lt (+1), as packed 16-bit pairs.
+#pragma unroll
+    for (int kc = 0; kc < BM / 16; ++kc)
+#pragma unroll
+        for (int w = 0; w < 4; ++w) {
+            const int row = key_row + (w & 1) * 8;
+            const int chunk = 2 * kc + (w >> 1);
+            asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(s_ds + sw128<BN>(row, chunk) + lt * 4), "r"(pa[kc][w])
+                         : "memory");
+        }
+    fence_proxy_async();
+    if (tid == 0) bulk_wait_read<0>();
+    __syncthreads();
+    float acc[32];
+    wgmma_fence();
+    if constexpr (D == 128) {
+#pragma unroll
+        for (int kk = 0; kk < BN / 16; ++kk)
+            wgmma_ss_tt_n64<BF16>(acc, sw128_desc(s_ds + kk * (16 * 128), BN * 128, 1024),
+                                  sw128_desc(s_k + wg * (BN * 128) + kk * (16 * 128), BN * 128, 1024), kk > 0);
+    }
+    else {
+#pragma unroll
+        for (int kk = 0; kk < BN / 32; ++kk) {
+            const u32 off = (wg * (BN / 32) + kk) * (16 * 128);
+            wgmma_ss_tt_n64<BF16>(acc, sw128_desc(s_ds + off, BN * 128, 1024), sw128_desc(s_k + off, BN * 128, 1024),
+                                  kk > 0);
+        }
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+    fence_regs<32>(acc);
+    const int t = tid & 127;
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+        asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"r"(s_dq + ((wg * 8 + j) * 128 + t) * 16),
+                     "f"(acc[4 * j]), "f"(acc[4 * j + 1]), "f"(acc[4 * j + 2]), "f"(acc[4 * j + 3])
+                     : "memory");
+    fence_proxy_async();
+    __syncthreads();
+    if (tid == 0) {
+        bulk_reduce_add_f32(blob, s_dq, RAGGED_BWD_FUSED_BLOB * 4);
+        bulk_commit();
+    }
+}
+
+#endif  // __CUDA_ARCH_FEAT_SM90_ALL

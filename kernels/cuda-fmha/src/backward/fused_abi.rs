@@ -1,0 +1,191 @@
+//! The host's copy of the fused backward's contract (`fmha_bwd/fused_dq.cuh`,
+//! `fmha_bwd/dq_convert.cuh`, their entry points in `fmha_bwd/entries.cuh`): the kernels of
+//! [`super::plan::DqForm::Unordered`] and the layout of their f32 dQ accumulator.
+
+use super::device_abi::{ALL, BackwardKernels, HOPPER_ARCH};
+
+/// The fused dK/dV/dQ kernels of one set of [`ALL`] and the pass that writes dQ from their
+/// accumulator. Both fused kernels take RAGGED_BWD_PARAMS (their `dq` unused), the TMA one then
+/// its two tensor maps (Q and dO, box rows [`FUSED_BLOCK_M`]), then the accumulator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FusedKernels {
+    /// `ragged_fmha_bwd_fused_tma_<dt>_d<D>`: Q and dO by TMA.
+    pub tma: &'static str,
+    /// `ragged_fmha_bwd_fused_wg_<dt>_d<D>`: the same body filled by cp.async, for a layout the
+    /// driver cannot describe as a tensor map.
+    pub wg: &'static str,
+    /// `ragged_fmha_bwd_dq_convert_<dt>_d<D>`.
+    pub convert: &'static str,
+}
+
+/// Per set of [`ALL`], in its order: the fused kernels and their convert pass, compiled for
+/// [`HOPPER_ARCH`] only.
+pub const FUSED_ALL: [FusedKernels; 4] = [
+    FusedKernels {
+        tma: "ragged_fmha_bwd_fused_tma_bf16_d64",
+        wg: "ragged_fmha_bwd_fused_wg_bf16_d64",
+        convert: "ragged_fmha_bwd_dq_convert_bf16_d64",
+    },
+    FusedKernels {
+        tma: "ragged_fmha_bwd_fused_tma_f16_d64",
+        wg: "ragged_fmha_bwd_fused_wg_f16_d64",
+        convert: "ragged_fmha_bwd_dq_convert_f16_d64",
+    },
+    FusedKernels {
+        tma: "ragged_fmha_bwd_fused_tma_bf16_d128",
+        wg: "ragged_fmha_bwd_fused_wg_bf16_d128",
+        convert: "ragged_fmha_bwd_dq_convert_bf16_d128",
+    },
+    FusedKernels {
+        tma: "ragged_fmha_bwd_fused_tma_f16_d128",
+        wg: "ragged_fmha_bwd_fused_wg_f16_d128",
+        convert: "ragged_fmha_bwd_dq_convert_f16_d128",
+    },
+];
+
+/// `RAGGED_BWD_FUSED_ROWS`: query rows of one accumulator blob, the fused kernel's BM and the
+/// convert pass's rows per block.
+pub const FUSED_BLOCK_M: i64 = 64;
+/// The fused kernel's BN (keys per block).
+pub const FUSED_BLOCK_N: i32 = 128;
+/// The fused kernel's threads (two warpgroups).
+pub const FUSED_THREADS: i32 = 256;
+/// `RAGGED_BWD_FUSED_BLOB`: f32 values per blob, 64 rows × 128 (D 128: the two warpgroups'
+/// column halves; D 64: their partial sums over the two halves of the keys).
+pub const FUSED_BLOB_FLOATS: u64 = 8192;
+
+/// The fused kernels for `set` on a module compiled for `arch`; `None` where they do not exist
+/// (every target but [`HOPPER_ARCH`]), and the deterministic pair runs instead.
+pub fn fused_for_target(set: BackwardKernels, arch: &str) -> Option<FusedKernels> {
+    let index = ALL.iter().position(|k| *k == set)?;
+    (arch == HOPPER_ARCH).then_some(FUSED_ALL[index])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backward::device_abi::{
+        Part, check_config, kernels, takes_tensor_maps, without_tensor_maps,
+    };
+    use ragged_core::DataType;
+
+    #[test]
+    fn fused_kernels_exist_only_on_sm90a() {
+        let set = kernels(DataType::F16, 128).expect("compiled");
+        assert_eq!(fused_for_target(set, "sm_80"), None);
+        assert_eq!(fused_for_target(set, "compute_90"), None);
+        let fused = fused_for_target(set, "sm_90a").expect("fused on sm_90a");
+        assert_eq!(fused.tma, "ragged_fmha_bwd_fused_tma_f16_d128");
+        assert_eq!(fused.convert, "ragged_fmha_bwd_dq_convert_f16_d128");
+        for (set, fused) in ALL.iter().zip(FUSED_ALL) {
+            assert_eq!(fused.wg, set.dkdv.replace("_dkdv_", "_fused_wg_"));
+            assert_eq!(fused.tma, set.dkdv.replace("_dkdv_", "_fused_tma_"));
+            assert_eq!(fused.convert, set.dq.replace("_dq_", "_dq_convert_"));
+        }
+    }
+
+    #[test]
+    fn the_tma_fused_kernel_takes_maps_and_falls_back_to_its_wg_twin() {
+        for fused in FUSED_ALL {
+            assert!(takes_tensor_maps(fused.tma));
+            assert!(!takes_tensor_maps(fused.wg) && !takes_tensor_maps(fused.convert));
+            assert_eq!(without_tensor_maps(fused.tma), fused.wg);
+            assert_eq!(without_tensor_maps(fused.wg), fused.wg);
+        }
+    }
+
+    #[test]
+    fn every_fused_entry_point_is_defined_in_the_kernel_file() {
+        let text = include_str!("../../cuda/fmha_bwd/entries.cuh");
+        for k in FUSED_ALL {
+            for name in [k.tma, k.wg] {
+                let pattern = name
+                    .replace("_bf16_", "_##DT##_")
+                    .replace("_f16_", "_##DT##_");
+                assert!(text.contains(&format!("({pattern},")), "{name}");
+            }
+            assert!(text.contains(&format!("({},", k.convert)), "{}", k.convert);
+        }
+        let layout = include_str!("../../cuda/fmha_bwd/fused_dq.cuh");
+        assert!(layout.contains(&format!("#define RAGGED_BWD_FUSED_ROWS {FUSED_BLOCK_M}\n")));
+        assert!(layout.contains(&format!(
+            "#define RAGGED_BWD_FUSED_BLOB {FUSED_BLOB_FLOATS}\n"
+        )));
+    }
+
+    /// The blob's layout, replayed on the host: where `bwd_fused_dq_step` stores accumulator
+    /// register i of thread t of warpgroup wg ([wg][i / 4][t][i % 4], the m64 wgmma layout: row
+    /// 16 (t / 32) + (t % 32) / 4 + 8 ((i % 4) / 2), column 8 (i / 4) + 2 (t % 4) + i % 2 of the
+    /// warpgroup's 64) is where `bwd_dq_convert_body` reads (row r, column c) back. The formulas
+    /// are transcribed from fmha_bwd/fused_dq.cuh and fmha_bwd/dq_convert.cuh: change them
+    /// together.
+    #[test]
+    fn the_convert_pass_reads_each_element_where_the_fused_step_stored_it() {
+        let blob = FUSED_BLOB_FLOATS as usize;
+        for d in [64usize, 128] {
+            // held[at]: the (row, column) of dQ that float `at` of the blob adds into.
+            let mut held = vec![None; blob];
+            for wg in 0..2 {
+                for t in 0..128 {
+                    for i in 0..32 {
+                        let row = (t / 32) * 16 + (t % 32) / 4 + 8 * ((i % 4) / 2);
+                        let col =
+                            (i / 4) * 8 + 2 * (t % 4) + i % 2 + if d == 128 { 64 * wg } else { 0 };
+                        let at = wg * (blob / 2) + (i / 4) * 512 + t * 4 + i % 4;
+                        assert!(
+                            held[at].replace((row, col)).is_none(),
+                            "stored twice at {at}"
+                        );
+                    }
+                }
+            }
+            let mut read = vec![0u8; blob];
+            for r in 0..64 {
+                for cg in 0..d / 8 {
+                    let at0 =
+                        (cg & 7) * 512 + ((r >> 4) * 32 + (r & 7) * 4) * 4 + ((r >> 3) & 1) * 2;
+                    for lt in 0..4 {
+                        for e in 0..2 {
+                            let at = at0 + lt * 4 + e;
+                            let want = Some((r, cg * 8 + 2 * lt + e));
+                            let places = if d == 128 {
+                                vec![(cg >> 3) * (blob / 2) + at]
+                            } else {
+                                vec![at, blob / 2 + at]
+                            };
+                            for p in places {
+                                assert_eq!(
+                                    held[p], want,
+                                    "D {d}: row {r}, columns {cg}·8 + {lt}·2 + {e}"
+                                );
+                                read[p] += 1;
+                            }
+                        }
+                    }
+                }
+            }
+            assert!(
+                read.iter().all(|&n| n == 1),
+                "D {d}: every float read exactly once"
+            );
+        }
+    }
+
+    #[test]
+    fn fused_tables_fit_the_launch_checks() {
+        // RAGGED_BWD_FUSED_SMEM at D 128: the TMA dK/dV kernel's 166 448 bytes, 1024 of alignment,
+        // the dS^T tile (16 KiB) and the step's dQ (32 KiB).
+        let smem = 166_448 + 1024 + 16_384 + 32_768;
+        let t = check_config("k", Part::Fused, [64, 128, 256, smem]).expect("fits");
+        assert_eq!((t.block_m, t.block_n, t.threads), (64, 128, 256));
+        check_config("k", Part::Convert, [64, 0, 256, 0]).expect("fits");
+        for (part, raw) in [
+            (Part::Fused, [128, 128, 256, smem]),
+            (Part::Fused, [64, 64, 128, smem]),
+            (Part::Convert, [128, 0, 256, 0]),
+        ] {
+            let err = check_config("k", part, raw).unwrap_err().to_string();
+            assert!(err.contains("kernel k violates"), "{raw:?}: {err}");
+        }
+    }
+}
