@@ -106,7 +106,7 @@ impl Planned for ForwardPlan {
 /// forward has no sink term, so such a graph is declined naming the field (the host reference
 /// engine runs it).
 /// An FP8 call's scalars: pass-by-value ones into the plan's values, device tensors into the
-/// buffers (baked values are the plan's already); the amax_o output's address.
+/// buffers (baked values are the plan's already); the amax outputs' addresses.
 fn bind_fp8(
     fp8: &mut forward::fp8::Fp8Plan,
     buffers: &mut FmhaBuffers,
@@ -125,6 +125,7 @@ fn bind_fp8(
         }
     }
     buffers.amax_o = call.device_address(fp8.amax_o)?;
+    buffers.amax_s = call.device_address(fp8.amax_s)?;
     Ok(())
 }
 

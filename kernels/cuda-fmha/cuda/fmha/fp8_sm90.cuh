@@ -22,9 +22,11 @@
 //     the running max, which with a zero max slack never exceeds 1; O' = δs δv Σ P̃ V̂ / l. Without
 //     scale_s / descale_s (P exact in the definition) P still has to be e4m3 for the product: it is
 //     quantized with the internal power of two RAGGED_FP8_P_SCALE and divided back.
-//   - amax_o = max |O'| over the stored elements, before scale_o and rounding: each consumer warp
-//     keeps it as the bits of a non-negative float (whose unsigned order is the float order, NaN
-//     above everything) and writes one partial; ragged_fmha_fp8_amax reduces the partials.
+//   - amax_o = max |O'| over the stored elements, before scale_o and rounding; amax_s = max P, the
+//     normalized softmax before scale_s: with no max slack a row's largest p is exactly 1, so its
+//     maximum is 1 / l (exact for a row with one admitted key, else within l's f32 rounding). Each
+//     consumer warp keeps both as the bits of non-negative floats (whose unsigned order is the float
+//     order, NaN above everything) and writes one partial of each; ragged_fmha_fp8_amax reduces them.
 // ---------------------------------------------------------------------------------------------
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -33,9 +35,11 @@
 // normal range down to 2^-6 / 256, well above where its subnormals lose precision.
 #define RAGGED_FP8_P_SCALE 256.f
 // Partials per block of the amax reduction (one per consumer warp, at most two consumer warpgroups)
-// and the most blocks that write them: the forward never runs more working blocks than this.
+// and the most blocks that write them: the forward never runs more working blocks than this. The
+// amax_o partials come first, the amax_s ones RAGGED_FP8_AMAX_S_OFFSET words after them.
 #define RAGGED_FP8_AMAX_WARPS 8
 #define RAGGED_FP8_AMAX_BLOCKS 1024
+#define RAGGED_FP8_AMAX_S_OFFSET (RAGGED_FP8_AMAX_WARPS * RAGGED_FP8_AMAX_BLOCKS)
 // O's element type (f8_o_kind).
 #define RAGGED_FP8_O_BF16 0
 #define RAGGED_FP8_O_F16 1
@@ -44,7 +48,7 @@
 // The FP8 entry points' parameters after the fused list's: per scalar a device pointer (null: the
 // value that follows it is used), O's type, whether P is scaled (scale_s / descale_s given), the
 // transposed V's key blocks per (KV head, batch) and the batch count that index it, and the amax
-// partials (null without amax_o).
+// partials (null without amax outputs).
 #define RAGGED_FP8_PARAMS                                                                                         \
     const float *f8_descale_q, float f8_descale_q_value, const float *f8_descale_k, float f8_descale_k_value,     \
         const float *f8_descale_v, float f8_descale_v_value, const float *f8_descale_s, float f8_descale_s_value, \
@@ -232,18 +236,20 @@ __device__ __forceinline__ void fp8_pack_p(const float* s, u32 (*pa)[4], float p
 // The epilogue of the FP8 forward: O' = acc o_scale / l and the LSE for this thread's two rows,
 // O as bf16 / fp16 (4-byte stores) or e4m3 of O' σo (2-byte stores). O's pointer and strides count
 // two-byte units (an e4m3 O's byte strides halved: the plan keeps them even), the row's columns
-// bytes for e4m3. amax (bits, ragged_amax_bits) takes max |O'| of every stored element.
+// bytes for e4m3. amax (bits, ragged_amax_bits) takes max |O'| of every stored element, amax_s
+// 1 / l of every stored row with an admitted key.
 template <int DT>
 __device__ __forceinline__ void fp8_epilogue_store_o(const float* acc, const float* m_i, const float* l_i,
                                                      const EpilogueRows& out, int row_in_tile, int lt, float sl2,
                                                      i64 o_seq, i64 lse_seq, int o_kind, const RaggedFp8Scales& sc,
-                                                     u32& amax) {
+                                                     u32& amax, u32& amax_s) {
 #pragma unroll
     for (int hr = 0; hr < 2; ++hr) {
         const float l = quad_row_sum(l_i[hr]);
         const float inv = l > 0.f ? sc.o_scale / l : 0.f;
         const int r = row_in_tile + hr * 8;
         if (r >= out.r_hi) continue;
+        if (!(l == 0.f)) amax_s = ragged_amax_bits(amax_s, 1.f / l);
         if (out.lp != nullptr && lt == 0) {
             const float f = sl2 > 0.f ? sl2 : 1.f;
             out.lp[(i64)r * lse_seq] = row_lse(m_i[hr], f, l);

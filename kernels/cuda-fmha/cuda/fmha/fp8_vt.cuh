@@ -12,10 +12,10 @@
 // them). Grid (NB, B, H_kv), RAGGED_FP8_VT_THREADS threads.
 //
 // ragged_fmha_fp8_amax: after the forward, one block: max of the P * RAGGED_FP8_AMAX_WARPS partials
-// the forward's working blocks wrote (P = min(SM count, the forward's grid, RAGGED_FP8_AMAX_BLOCKS),
-// exactly the forward's own count), as bits of non-negative floats (NaN above everything), into
-// the amax_o output. max is exact and order-free, so the result does not depend on which block
-// computed which item.
+// of each amax the forward's working blocks wrote (P = min(SM count, the forward's grid,
+// RAGGED_FP8_AMAX_BLOCKS), exactly the forward's own count), as bits of non-negative floats (NaN
+// above everything), into the amax_o and amax_s outputs (either may be null). max is exact and
+// order-free, so the result does not depend on which block computed which item.
 // ---------------------------------------------------------------------------------------------
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 
@@ -69,23 +69,33 @@ extern "C" __global__ void __launch_bounds__(RAGGED_FP8_VT_THREADS)
     }
 }
 
+// The max of n partials at part, by the block's 256 threads; the result in thread 0.
+__device__ __forceinline__ u32 ragged_fp8_amax_block(const u32* __restrict__ part, int n, u32* warp_max) {
+    u32 m = 0;
+    for (int i = threadIdx.x; i < n; i += 256) m = m > part[i] ? m : part[i];
+    m = __reduce_max_sync(0xffffffffu, m);
+    if ((threadIdx.x & 31) == 0) warp_max[threadIdx.x >> 5] = m;
+    __syncthreads();
+    if (threadIdx.x == 0)
+        for (int w = 0; w < 8; ++w) m = m > warp_max[w] ? m : warp_max[w];
+    __syncthreads();
+    return m;
+}
+
 extern "C" __global__ void __launch_bounds__(256) ragged_fmha_fp8_amax(const u32* __restrict__ part, int grid,
-                                                                     float* __restrict__ amax_o) {
+                                                                     float* __restrict__ amax_o,
+                                                                     float* __restrict__ amax_s) {
     __shared__ u32 warp_max[8];
     ragged_grid_dependency_wait();
     u32 nsm;
     asm("mov.u32 %0, %%nsmid;\n" : "=r"(nsm));
     int p = (int)nsm < grid ? (int)nsm : grid;
     p = p < RAGGED_FP8_AMAX_BLOCKS ? p : RAGGED_FP8_AMAX_BLOCKS;
-    u32 m = 0;
-    for (int i = threadIdx.x; i < p * RAGGED_FP8_AMAX_WARPS; i += 256) m = m > part[i] ? m : part[i];
-    m = __reduce_max_sync(0xffffffffu, m);
-    if ((threadIdx.x & 31) == 0) warp_max[threadIdx.x >> 5] = m;
-    __syncthreads();
+    const u32 o = ragged_fp8_amax_block(part, p * RAGGED_FP8_AMAX_WARPS, warp_max);
+    const u32 s = ragged_fp8_amax_block(part + RAGGED_FP8_AMAX_S_OFFSET, p * RAGGED_FP8_AMAX_WARPS, warp_max);
     if (threadIdx.x == 0) {
-        for (int w = 1; w < 8; ++w) m = m > warp_max[w] ? m : warp_max[w];
-        m = m > warp_max[0] ? m : warp_max[0];
-        *amax_o = __uint_as_float(m);
+        if (amax_o != nullptr) *amax_o = __uint_as_float(o);
+        if (amax_s != nullptr) *amax_s = __uint_as_float(s);
     }
 }
 

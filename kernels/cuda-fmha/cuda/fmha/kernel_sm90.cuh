@@ -190,7 +190,7 @@ __device__ __forceinline__ void fmha_fwd_sm90_kernel(RAGGED_FMHA_PARAMS, const R
     // FP8: the scalars (read after the grid-dependency wait) fold δq δk into the scores' scale.
     RaggedFp8Scales f8s{};
     if constexpr (F8) f8s = ragged_fp8_scales(*f8);
-    u32 amax = 0;  // FP8: max |O'| of this thread's stored elements (ragged_amax_bits)
+    u32 amax = 0, amax_s = 0;  // FP8: max |O'| and max P of this thread's stored rows (ragged_amax_bits)
     const float sl2 = (F8 ? scale * f8s.s_scale : scale) * 1.4426950408889634f;
     KvRing<STAGES> kv;  // K / V blocks consumed so far
     int qi = 0;
@@ -213,7 +213,8 @@ __device__ __forceinline__ void fmha_fwd_sm90_kernel(RAGGED_FMHA_PARAMS, const R
     const bool o_wide = C::wide_o_stores && (((u64)o | (u64)(o_seq * 2) | (u64)(o_head * 2)) & 15) == 0;
     auto store_o = [&](const EpilogueRows& rows) {
         if constexpr (F8)
-            fp8_epilogue_store_o<DTO>(acc, m_i, l_i, rows, row_in_tile, lt, sl2, o_seq, lse_seq, f8->o_kind, f8s, amax);
+            fp8_epilogue_store_o<DTO>(acc, m_i, l_i, rows, row_in_tile, lt, sl2, o_seq, lse_seq, f8->o_kind, f8s, amax,
+                                      amax_s);
         else
             epilogue_store_o<BF16, DTO, TSQ, C::wide_o_stores>(acc, m_i, l_i, rows, row_in_tile, lt, sl2, o_seq,
                                                                lse_seq, o_wide);
@@ -399,10 +400,15 @@ __device__ __forceinline__ void fmha_fwd_sm90_kernel(RAGGED_FMHA_PARAMS, const R
         if (pending) flush();
     }
     if constexpr (F8) {
-        // One partial per consumer warp (RAGGED_FP8_AMAX_WARPS per block), reduced by ragged_fmha_fp8_amax.
+        // One partial of each per consumer warp (RAGGED_FP8_AMAX_WARPS per block), reduced by
+        // ragged_fmha_fp8_amax.
         amax = __reduce_max_sync(0xffffffffu, amax);
-        if (f8->amax != nullptr && lane == 0)
-            f8->amax[blockIdx.x * RAGGED_FP8_AMAX_WARPS + c * 4 + ((tid >> 5) & 3)] = amax;
+        amax_s = __reduce_max_sync(0xffffffffu, amax_s);
+        if (f8->amax != nullptr && lane == 0) {
+            const int at = blockIdx.x * RAGGED_FP8_AMAX_WARPS + c * 4 + ((tid >> 5) & 3);
+            f8->amax[at] = amax;
+            f8->amax[RAGGED_FP8_AMAX_S_OFFSET + at] = amax_s;
+        }
     }
     if (c == 0) named_bar_sync(RAGGED_WS_BAR_TURN + 0, 256);
 }

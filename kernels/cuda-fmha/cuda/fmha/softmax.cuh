@@ -47,8 +47,13 @@ __device__ __forceinline__ void softmax_step(float* s, float* m_i, float* l_i, f
         float sum = 0.f;
 #pragma unroll
         for (int nt = 0; nt < NS; ++nt) {
-            const float p0 = fast_exp2(fmaf(s[nt * 4 + 2 * hr], f, neg_mu_f));
-            const float p1 = fast_exp2(fmaf(s[nt * 4 + 2 * hr + 1], f, neg_mu_f));
+            // Without slack the row's maximum score gives p = exp2(0) = 1 exactly (the subtraction is
+            // exact there, where the fused form leaves the rounding error of mu f), so that 1 / l is
+            // the normalized maximum of P the FP8 forward reports as amax_s.
+            const float p0 = SLACK == 0 ? fast_exp2((s[nt * 4 + 2 * hr] - mu) * f)
+                                        : fast_exp2(fmaf(s[nt * 4 + 2 * hr], f, neg_mu_f));
+            const float p1 = SLACK == 0 ? fast_exp2((s[nt * 4 + 2 * hr + 1] - mu) * f)
+                                        : fast_exp2(fmaf(s[nt * 4 + 2 * hr + 1], f, neg_mu_f));
             s[nt * 4 + 2 * hr] = p0;
             s[nt * 4 + 2 * hr + 1] = p1;
             sum += p0 + p1;

@@ -81,12 +81,13 @@ pub const FP8_VT_KERNEL: &str = "ragged_fmha_fp8_vt";
 pub const FP8_VT_THREADS: u32 = 256;
 /// `RAGGED_FP8_VT_KEYS`: keys per transposed block (the FP8 entry points' BN).
 pub const FP8_VT_KEYS: i64 = 128;
-/// `ragged_fmha_fp8_amax`: the amax partials reduced into the amax_o output, one block of
-/// [`FP8_AMAX_THREADS`].
+/// `ragged_fmha_fp8_amax`: the amax partials reduced into the amax_o and amax_s outputs, one
+/// block of [`FP8_AMAX_THREADS`].
 pub const FP8_AMAX_KERNEL: &str = "ragged_fmha_fp8_amax";
 /// Threads of [`FP8_AMAX_KERNEL`]'s block.
 pub const FP8_AMAX_THREADS: u32 = 256;
-/// `RAGGED_FP8_AMAX_WARPS` × `RAGGED_FP8_AMAX_BLOCKS`: the most u32 partials the forward writes.
+/// `RAGGED_FP8_AMAX_WARPS` × `RAGGED_FP8_AMAX_BLOCKS` (`RAGGED_FP8_AMAX_S_OFFSET`): the most u32
+/// partials the forward writes of each amax.
 pub const FP8_AMAX_PARTIALS: u64 = 8 * 1024;
 /// `f8_o_kind`: O's element type on the FP8 path (`RAGGED_FP8_O_*`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

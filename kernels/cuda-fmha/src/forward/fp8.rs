@@ -4,9 +4,10 @@
 //!
 //! What runs: Q, K, V in FP8_E4M3 with head dim 128 (Q/K and V/O alike); O BFLOAT16 or HALF
 //! (no `scale_o`) or FP8_E4M3 with `scale_o`; descales baked, pass-by-value or device tensors;
-//! with or without `scale_s`/`descale_s`; `amax_o`. Declined, naming the field: the other
-//! formats, FLOAT or FP8_E5M2 O, other head dims, and `amax_s`: a single-pass kernel's normalized
-//! maximum is `1 / l` in f32, not the exact value §5 asks the reference's comparison to match.
+//! with or without `scale_s`/`descale_s`; `amax_s` and `amax_o`. Declined, naming the field: the
+//! other formats, FLOAT or FP8_E5M2 O, and other head dims. amax_s is the normalized maximum of P,
+//! `1 / l` of the row with the smallest `l`: exactly 1 where some row admits a single key (every
+//! causal graph with a sequence of equal query and key lengths), else within `l`'s f32 rounding.
 
 use super::device_abi::{self, Fp8OutputKind};
 use super::geometry::{WORKSPACE_ALIGNMENT, WorkspaceLayout};
@@ -41,8 +42,8 @@ pub struct Fp8Workspace {
     pub vt: u64,
     /// Its size in bytes.
     pub vt_bytes: u64,
-    /// The amax partials (u32 each, [`device_abi::FP8_AMAX_PARTIALS`] of them), when amax_o is
-    /// requested.
+    /// The amax partials (u32 each, [`device_abi::FP8_AMAX_PARTIALS`] for amax_o, then as many
+    /// for amax_s), when either amax is requested.
     pub amax: Option<u64>,
 }
 
@@ -61,6 +62,8 @@ pub struct Fp8Plan {
     pub p_scaled: bool,
     /// `amax_o_tensor_uid`.
     pub amax_o: Option<i64>,
+    /// `amax_s_tensor_uid`.
+    pub amax_s: Option<i64>,
     /// Transposed key blocks per (KV head, batch): ceil(S_kv_max / 128).
     pub vt_blocks: i32,
     /// The regions of the workspace.
@@ -99,15 +102,6 @@ pub(crate) fn plan_fp8(
                 "{} for Q, K, V and O (the compiled CUDA FP8 kernels)",
                 dims.join(" or ")
             ),
-        ));
-    }
-    if let Some(amax_s) = &fp8.amax_s {
-        return Err(Decline::new(
-            amax_s.uid,
-            amax_s.role,
-            "requested",
-            "unset: the CUDA FP8 forward quantizes P against a running maximum and reports no \
-             exact normalized maximum (fp8-attention.md §3; the host reference engine does)",
         ));
     }
     let output = match (o.dtype, &fp8.output) {
@@ -179,9 +173,11 @@ pub(crate) fn plan_fp8(
     let vt_bytes = d.unsigned_abs() * blocks as u64 * device_abi::FP8_VT_KEYS as u64;
     let end = align(vt + vt_bytes);
     let amax_o = fp8.amax_o.map(|a| a.uid);
-    let (amax, end) = match amax_o {
-        Some(_) => (Some(end), end + device_abi::FP8_AMAX_PARTIALS * 4),
-        None => (None, end),
+    let amax_s = fp8.amax_s.map(|a| a.uid);
+    let (amax, end) = if amax_o.is_some() || amax_s.is_some() {
+        (Some(end), end + 2 * device_abi::FP8_AMAX_PARTIALS * 4)
+    } else {
+        (None, end)
     };
     base.total_bytes = end + WORKSPACE_ALIGNMENT;
     Ok(Fp8Plan {
@@ -190,6 +186,7 @@ pub(crate) fn plan_fp8(
         values,
         p_scaled: fp8.softmax.is_some(),
         amax_o,
+        amax_s,
         vt_blocks,
         workspace: Fp8Workspace { vt, vt_bytes, amax },
     })

@@ -1,5 +1,5 @@
 //! The FP8 forward's launches (`cuda/fmha/fp8_sm90.cuh`, `fp8_vt.cuh`): the pre-pass, V
-//! transposed into the workspace, the e4m3 forward, and the amax reduction when amax_o is asked
+//! transposed into the workspace, the e4m3 forward, and the amax reduction when an amax is asked
 //! for, in that order on the call's stream, with no host synchronisation unless validating.
 //!
 //! The e4m3 forward reads Q and K as rows of two-byte units (a row of D codes is D / 2 units), so
@@ -26,7 +26,7 @@ use ragged_gpu_runtime::cuda::module::{
 };
 
 /// The device pointers an FP8 execute needs besides the forward's: every scalar bound as a device
-/// tensor and the amax_o output, each read or written as one f32.
+/// tensor and the amax outputs, each read or written as one f32.
 pub(crate) fn fp8_required_pointers(fp8: &Fp8Plan, b: &FmhaBuffers) -> Vec<RequiredPointer> {
     let mut required: Vec<RequiredPointer> = fp8
         .scalars
@@ -39,8 +39,10 @@ pub(crate) fn fp8_required_pointers(fp8: &Fp8Plan, b: &FmhaBuffers) -> Vec<Requi
             _ => None,
         })
         .collect();
-    if let Some(uid) = fp8.amax_o {
-        required.push((b.amax_o, uid, TensorRole::Amax, 4));
+    for (uid, address) in [(fp8.amax_o, b.amax_o), (fp8.amax_s, b.amax_s)] {
+        if let Some(uid) = uid {
+            required.push((address, uid, TensorRole::Amax, 4));
+        }
     }
     required
 }
@@ -208,7 +210,7 @@ pub(crate) unsafe fn execute_fp8(
         }
     }?;
 
-    if let (Some(offset), Some(_)) = (fp8.workspace.amax, fp8.amax_o) {
+    if let Some(offset) = fp8.workspace.amax {
         let reduce = loaded.module.function(FP8_AMAX_KERNEL, 0)?;
         let config = LaunchConfig {
             grid: (1, 1, 1),
@@ -219,11 +221,13 @@ pub(crate) unsafe fn execute_fp8(
         let args = [
             KernelArg::Ptr(workspace + offset),
             KernelArg::I32(grid),
-            KernelArg::Ptr(b.amax_o),
+            KernelArg::Ptr(fp8.amax_o.map_or(0, |_| b.amax_o)),
+            KernelArg::Ptr(fp8.amax_s.map_or(0, |_| b.amax_s)),
         ];
         // SAFETY: the arguments mirror `ragged_fmha_fp8_amax`; the partials lie in the checked
         // workspace and were written by the forward just enqueued (a plain launch waits for it);
-        // amax_o is the caller's one-float output (checked non-null and aligned).
+        // each amax output is the caller's one-float output (checked non-null and aligned) or
+        // null where the plan has none.
         unsafe { launch(reduce, config, stream, &args) }?;
     }
     Ok(())

@@ -19,7 +19,7 @@ fn amax(role: &'static str, uid: i64) -> Amax {
     }
 }
 
-/// cuDNN's shape: every scalar, an e4m3 O with scale_o, amax_o; descale_q on the device,
+/// cuDNN's shape: every scalar, an e4m3 O with scale_o, both amax outputs; descale_q on the device,
 /// descale_k pass-by-value, the rest baked.
 fn full() -> RaggedSdpaProblem {
     let mut p = fp8(3, (200, 8), (300, 2), 128);
@@ -43,6 +43,7 @@ fn full() -> RaggedSdpaProblem {
         scale_o: scalar("scale_o_tensor_uid", ScalePlan::Fixed(2.0)),
     };
     f.amax_o = Some(amax("amax_o_tensor_uid", 40));
+    f.amax_s = Some(amax("amax_s_tensor_uid", 41));
     p
 }
 
@@ -85,7 +86,7 @@ fn d64_runs_on_its_own_entry_point() {
 }
 
 #[test]
-fn cudnns_shape_binds_every_scalar_and_amax_o() {
+fn cudnns_shape_binds_every_scalar_and_both_amaxes() {
     let plan = plan(&full()).unwrap();
     let f = plan.fp8.as_ref().unwrap();
     assert_eq!(f.output, Fp8OutputKind::E4m3);
@@ -101,12 +102,13 @@ fn cudnns_shape_binds_every_scalar_and_amax_o() {
     assert_eq!(f.workspace.amax, Some(vt_end));
     assert_eq!(
         plan.workspace_bytes(),
-        vt_end + device_abi::FP8_AMAX_PARTIALS * 4 + 256
+        vt_end + 2 * device_abi::FP8_AMAX_PARTIALS * 4 + 256
     );
-    // The device scalar and amax_o are pointers the launch checks.
+    // The device scalar and the amax outputs are pointers the launch checks.
     let b = FmhaBuffers {
         fp8_scalars: [0x100, 0, 0, 0, 0, 0],
         amax_o: 0x204,
+        amax_s: 0x208,
         ..FmhaBuffers::default()
     };
     let required = fp8_required_pointers(f, &b);
@@ -114,17 +116,14 @@ fn cudnns_shape_binds_every_scalar_and_amax_o() {
         required,
         vec![
             (0x100, 30, TensorRole::Fp8Scalar, 4),
-            (0x204, 40, TensorRole::Amax, 4)
+            (0x204, 40, TensorRole::Amax, 4),
+            (0x208, 41, TensorRole::Amax, 4)
         ]
     );
 }
 
 #[test]
 fn what_the_e4m3_kernels_do_not_compute_is_declined_by_name() {
-    let mut p = full();
-    p.fp8.as_mut().unwrap().amax_s = Some(amax("amax_s_tensor_uid", 41));
-    declined(&p, 41, "amax_s_tensor_uid");
-
     let p = fp8(2, (64, 4), (64, 2), 256);
     let text = declined(&p, 1, "head dim = 256");
     assert!(text.contains("64 or 128"), "{text}");

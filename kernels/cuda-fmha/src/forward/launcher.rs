@@ -78,6 +78,8 @@ pub struct FmhaBuffers {
     pub fp8_scalars: [u64; 6],
     /// FP8: the amax_o output (0 when the plan has none).
     pub amax_o: u64,
+    /// FP8: the amax_s output (0 when the plan has none).
+    pub amax_s: u64,
 }
 
 /// Compiles, loads and launches the FMHA kernels; one per process is the norm.

@@ -52,6 +52,8 @@ pub(super) struct Fp8Model {
     pub(super) o: Vec<Option<ModelO>>,
     pub(super) lse: Vec<Option<f64>>,
     pub(super) amax_o: f64,
+    /// max over rows with an admitted key of 1 / l (exact: the normalized P's maximum).
+    pub(super) amax_s: f64,
 }
 
 pub(super) fn fp8_model(case: &Fp8Case, inputs: &Fp8Inputs) -> Fp8Model {
@@ -68,6 +70,7 @@ pub(super) fn fp8_model(case: &Fp8Case, inputs: &Fp8Inputs) -> Fp8Model {
         o: vec![None; case.o_bytes() / per_element],
         lse: vec![None; case.lse_len()],
         amax_o: 0.0,
+        amax_s: 0.0,
     };
     for b in 0..case.q_tokens.len() {
         let (lq, lkv) = (case.q_tokens[b], case.kv_tokens[b]);
@@ -91,6 +94,9 @@ pub(super) fn fp8_model(case: &Fp8Case, inputs: &Fp8Inputs) -> Fp8Model {
                     .collect();
                 let m_final = s.iter().map(|x| x.1).fold(f64::NEG_INFINITY, f64::max);
                 let l: f64 = s.iter().map(|x| (x.1 - m_final).exp()).sum();
+                if !s.is_empty() {
+                    model.amax_s = model.amax_s.max(1.0 / l);
+                }
                 // Weights against the running max of aligned 128-key blocks, ascending.
                 let mut weights = Vec::with_capacity(s.len());
                 let mut m_run = f64::NEG_INFINITY;
