@@ -3,16 +3,19 @@
 #   - the plugin's GPU tests (plugin/tests/gpu/, gpu_backward.rs): the CUDA forward and backward
 #     against the host reference engine on device buffers and against a float64 oracle, padding
 #     and unwritten positions bit for bit, every head dim, in the enqueue and the validating mode;
-#     the forward's calls on the benchmark's ragged mix bit-identical over REPEATS calls
+#     the FP8 (e4m3) forward against the host reference and a model of its arithmetic;
+#     the forward's calls on the benchmark's ragged mix (bf16 and FP8) bit-identical over REPEATS calls
 #     (RAGGED_SDPA_TEST_REPEATS, default 48 here), which shows races the small cases pass;
 #   - the conformance suites against the plugin (numeric and backward with --cuda, every suite on
 #     the host engine with the version-gating fixtures);
 #   - hipdnn-shim running the example graph on the CUDA engine with --verify, and the backward
 #     example on RAGGED_SDPA_CUDA_FMHA_NONDETERMINISTIC against the shim's float64 oracle;
 #   - compute-sanitizer memcheck and racecheck on the forward's and the backward's zero-length
-#     cases (every head dim, padding, causal and a sliding window) and on the paged kernels' small
-#     cases (zero lengths and shared pages, a sliding window with sinks, an invalid page id);
-#   - the serving (paged K/V, sinks) and FP8 conformance suites on the CUDA engine.
+#     cases (every head dim, padding, causal and a sliding window), on the FP8 forward's small
+#     cases (fp8_d64_*, fp8_d128_*) and on the paged kernels' small cases (zero lengths and shared
+#     pages, a sliding window with sinks, an invalid page id);
+#   - the serving (paged K/V, sinks) and FP8 conformance suites on the CUDA engine (the FP8 suite:
+#     the CUDA engine's e4m3 forward where it accepts a case, DECLINED where it does not).
 #
 #   bash bench/gpu/verify_build.sh --prepare   # here: release build, binaries into .carry/verify/
 #   bash bench/gpu/verify_build.sh             # on the GPU machine, with carry [".carry/verify"]
@@ -98,6 +101,9 @@ step memcheck-backward compute-sanitizer --tool memcheck --error-exitcode 1 "$ca
 step racecheck compute-sanitizer --tool racecheck --error-exitcode 1 "$carry/gpu" --test-threads=1 zero_length
 step racecheck-backward compute-sanitizer --tool racecheck --error-exitcode 1 "$carry/gpu_backward" --test-threads=1 zero_length
 paged_small=(paged_shared_pages_and_zero_lengths paged_prefill_bf16_d64_page16_sliding_window_sinks paged_invalid_page_id paged_prefill_gathered_f16_d64)
+# The FP8 forward's small cases (D 64 and 128: the V transposition, the e4m3 forward, the amax reduction).
+step memcheck-fp8 compute-sanitizer --tool memcheck --error-exitcode 1 "$carry/gpu" --test-threads=1 fp8_d
+step racecheck-fp8 compute-sanitizer --tool racecheck --error-exitcode 1 "$carry/gpu" --test-threads=1 fp8_d
 step memcheck-paged compute-sanitizer --tool memcheck --error-exitcode 1 "$carry/gpu" --test-threads=1 "${paged_small[@]}"
 step racecheck-paged compute-sanitizer --tool racecheck --error-exitcode 1 "$carry/gpu" --test-threads=1 "${paged_small[@]}"
 echo "${pass} passed, ${fail} failed"

@@ -48,7 +48,10 @@
 #include "fmha/tile_scheduler.cuh"
 #include "fmha/mainloop_sm90.cuh"
 #include "fmha/epilogue_sm90.cuh"
+#include "fmha/fp8_sm90.cuh"
 #include "fmha/config_sm90.cuh"
 #include "fmha/kernel_sm90.cuh"
+// The FP8 forward's transposition of V and amax reduction (sm_90a only).
+#include "fmha/fp8_vt.cuh"
 // The entry points: the instantiation list.
 #include "fmha/entries.cuh"

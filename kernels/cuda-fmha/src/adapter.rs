@@ -37,8 +37,12 @@ impl Planner for CudaFmha {
 
     fn plan(&self, problem: &Problem) -> Result<Box<dyn Planned>, Decline> {
         if let Problem::Forward(p) = problem {
-            // Before the paged/unpaged split: both kernels are 16-bit only.
-            contract::check_no_fp8(p)?;
+            if p.paged.is_some() {
+                // The paged kernels are 16-bit only.
+                contract::check_no_fp8(p)?;
+            } else if p.fp8.is_some() {
+                check_fp8_device(p, probe_archs())?;
+            }
         }
         match problem {
             Problem::Forward(p) if p.paged.is_some() => Ok(Box::new(PagedForwardPlan {
@@ -84,11 +88,14 @@ impl Planned for ForwardPlan {
     fn execute(&self, call: &mut Call<'_>) -> Result<(), KernelError> {
         // The plan made at CreateExecutionContext, with this call's scale (a runtime
         // pass-by-value scalar may change from one execute to the next).
-        let plan = FmhaPlan {
+        let mut plan = FmhaPlan {
             scale: call.scale(self.problem.scale)?,
             ..self.plan.clone()
         };
-        let buffers = forward_buffers(&self.problem, &plan, call)?;
+        let mut buffers = forward_buffers(&self.problem, &plan, call)?;
+        if let Some(fp8) = plan.fp8.as_mut() {
+            bind_fp8(fp8, &mut buffers, call)?;
+        }
         FmhaEngine::global()
             .execute_call(&plan, call, &buffers, mode())
             .map_err(failure)
@@ -98,6 +105,63 @@ impl Planned for ForwardPlan {
 /// Sinks are computed by the paged kernels; on a graph with contiguous ragged K/V the ragged
 /// forward has no sink term, so such a graph is declined naming the field (the host reference
 /// engine runs it).
+/// An FP8 call's scalars: pass-by-value ones into the plan's values, device tensors into the
+/// buffers (baked values are the plan's already); the amax outputs' addresses.
+fn bind_fp8(
+    fp8: &mut forward::fp8::Fp8Plan,
+    buffers: &mut FmhaBuffers,
+    call: &Call<'_>,
+) -> Result<(), KernelError> {
+    use ragged_core::problem::ScalePlan;
+    for (i, scalar) in fp8.scalars.iter().enumerate() {
+        match *scalar {
+            Some(ScalePlan::DeviceTensor { uid, .. }) => {
+                buffers.fp8_scalars[i] = call.device(uid)?.address();
+            }
+            Some(plan @ ScalePlan::RuntimeHostScalar { .. }) => {
+                fp8.values[i] = call.scalar(plan)?
+            }
+            Some(ScalePlan::Fixed(_)) | None => {}
+        }
+    }
+    buffers.amax_o = call.device_address(fp8.amax_o)?;
+    buffers.amax_s = call.device_address(fp8.amax_s)?;
+    Ok(())
+}
+
+/// The CUDA FP8 forward runs on sm_90a modules only: with a CUDA runtime whose devices are all of
+/// another architecture, an FP8 graph is declined here, naming Q and the architectures (`archs`:
+/// the probe's devices' NVRTC targets, `None` without a runtime: nothing to decide from, and an
+/// execute on a device without the FP8 kernels fails naming the kernel).
+fn check_fp8_device(p: &RaggedSdpaProblem, archs: Option<Vec<String>>) -> Result<(), Decline> {
+    match archs {
+        Some(archs) if !archs.is_empty() && !archs.iter().any(|a| a == FP8_ARCH) => {
+            Err(Decline::new(
+                p.q.uid,
+                format!("{} data type", p.q.role),
+                format!("FP8 on {}", archs.join(", ")),
+                format!(
+                    "an {FP8_ARCH} device: this engine's FP8 forward uses Hopper's e4m3 warpgroup                      MMA (the host reference engine runs FP8 anywhere)"
+                ),
+            ))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The NVRTC target that compiles the FP8 entry points.
+const FP8_ARCH: &str = "sm_90a";
+
+/// The NVRTC targets of the probe's devices, `None` without a CUDA runtime.
+fn probe_archs() -> Option<Vec<String>> {
+    runtime::probe().ok().map(|cuda| {
+        cuda.devices
+            .iter()
+            .map(|d| d.target.arch().to_owned())
+            .collect()
+    })
+}
+
 fn decline_unpaged_sinks(p: &RaggedSdpaProblem) -> Result<(), Decline> {
     match &p.sinks {
         Some(sinks) => Err(Decline::new(
@@ -273,6 +337,7 @@ fn forward_buffers(
         seq_len_kv: call.device_address(problem.seq_len_kv.map(|s| s.uid))?,
         workspace,
         workspace_bytes,
+        ..FmhaBuffers::default()
     })
 }
 
@@ -379,9 +444,9 @@ mod tests {
     use std::ffi::OsStr;
 
     #[test]
-    fn fp8_forwards_are_declined_naming_fp8_on_both_paths() {
+    fn fp8_forwards_run_unpaged_at_d128_and_are_declined_elsewhere() {
         use ragged_core::problem::test_support::fp8;
-        let unpaged = fp8(2, (4, 2), (4, 2), 64);
+        let unpaged = fp8(2, (4, 2), (4, 2), 128);
         let mut paged = unpaged;
         let table_k = ragged_core::problem::PageTable {
             role: "page_table_k_tensor_uid",
@@ -403,16 +468,40 @@ mod tests {
             max_seq_len_kv: 4,
             query: ragged_core::problem::QueryForm::Ragged,
         });
-        for p in [unpaged, paged] {
-            let decline = CudaFmha
-                .plan(&Problem::Forward(Arc::new(p)))
-                .map(|_| ())
-                .unwrap_err();
-            assert_eq!(decline.uid, Some(1));
-            let text = decline.to_string();
-            assert!(text.contains("FP8 (fp8_e4m3)"), "{text}");
-            assert!(text.contains("does not run FP8 attention"), "{text}");
+        let plan = |p: RaggedSdpaProblem| CudaFmha.plan(&Problem::Forward(Arc::new(p)));
+        // The paged kernels are 16-bit only.
+        let decline = plan(paged).map(|_| ()).unwrap_err();
+        assert_eq!(decline.uid, Some(1));
+        let text = decline.to_string();
+        assert!(text.contains("FP8 (fp8_e4m3)"), "{text}");
+        assert!(text.contains("does not run FP8 attention"), "{text}");
+        // Unpaged: the e4m3 entry point's head dim, on an sm_90a device (or with no CUDA runtime
+        // to tell; on another architecture the decline names it).
+        match plan(unpaged) {
+            Ok(planned) => assert_eq!(planned.reach(), Reach::Device),
+            Err(decline) => assert!(decline.to_string().contains("sm_90a"), "{decline}"),
         }
+        let decline = plan(fp8(2, (4, 2), (4, 2), 256)).map(|_| ()).unwrap_err();
+        let text = decline.to_string();
+        assert!(
+            text.contains("head dim = 256") || text.contains("sm_90a"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn fp8_needs_an_sm_90a_device_where_the_runtime_lists_devices() {
+        use ragged_core::problem::test_support::fp8;
+        let p = fp8(2, (4, 2), (4, 2), 128);
+        let archs = |a: &[&str]| Some(a.iter().map(|s| (*s).to_owned()).collect());
+        assert!(check_fp8_device(&p, None).is_ok());
+        assert!(check_fp8_device(&p, archs(&[])).is_ok());
+        assert!(check_fp8_device(&p, archs(&["sm_80", "sm_90a"])).is_ok());
+        let decline = check_fp8_device(&p, archs(&["sm_80", "sm_86"])).unwrap_err();
+        assert_eq!(decline.uid, Some(1));
+        let text = decline.to_string();
+        assert!(text.contains("FP8 on sm_80, sm_86"), "{text}");
+        assert!(text.contains("an sm_90a device"), "{text}");
     }
 
     #[test]

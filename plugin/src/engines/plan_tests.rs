@@ -502,6 +502,10 @@ fn aiter_takes_fp8_graphs_only_where_its_fp8bf16_kernels_exist() {
     let d = aiter(&with_amax, &gfx950).expect_err("AITER reports no amax");
     assert_eq!((d.uid, d.field.as_str()), (Some(45), "amax_o_tensor_uid"));
 
+    // The CUDA engine's FP8 forward takes OCP e4m3 at D 128 (amax_o included), not FNUZ.
     let cuda = cuda_declined(&fnuz);
-    assert!(cuda.contains("does not run FP8 attention"), "{cuda}");
+    assert!(cuda.contains("FP8 (fp8_e4m3_fnuz)"), "{cuda}");
+    assert!(cuda.contains("FP8_E4M3"), "{cuda}");
+    assert_eq!(cuda_declined(&ocp), "accepted");
+    assert_eq!(cuda_declined(&with_amax), "accepted");
 }

@@ -10,12 +10,14 @@
 //! `zero_length` tests under compute-sanitizer memcheck and racecheck, and
 //! `ragged_mix_calls_are_bit_identical` with more calls (`RAGGED_SDPA_TEST_REPEATS`).
 //!
-//! The tests live by subject in `cases`, `head_dims`, `paged` and `ragged_mix`; this file holds the cases'
-//! graphs, device buffers, the float64 oracle and the checks they share.
+//! The tests live by subject in `cases`, `fp8` (the e4m3 forward, with its own graphs, inputs and
+//! float64 model), `head_dims`, `paged` and `ragged_mix`; this file holds the cases' graphs, device
+//! buffers, the float64 oracle and the checks they share.
 
 mod cases;
 #[path = "../common/mod.rs"]
 mod common;
+mod fp8;
 mod head_dims;
 mod paged;
 mod ragged_mix;

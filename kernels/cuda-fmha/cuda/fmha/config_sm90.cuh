@@ -5,6 +5,8 @@
 // fields compile-time constants (enumerators: unlike static constexpr members, they give the module
 // no device variables). The fields the kernel reads:
 //   bf16                   bf16 (true) or fp16 inputs and output
+//   fp8                    e4m3 Q, K, V (fp8_sm90.cuh): head_dim then counts two-byte units of a Q / K
+//                          row (D / 2), V comes transposed from the workspace, O's type is a parameter
 //   head_dim, head_dim_v   Q / K and V / O head dims
 //   block_n                keys per K / V tile
 //   kv_stages              depth of the K / V shared-memory ring
@@ -31,7 +33,7 @@
 // a second buffer to be refilled early.
 template <bool BF16>
 struct FmhaSm90ConfigD64 {
-    enum : bool { bf16 = BF16 };
+    enum : bool { bf16 = BF16, fp8 = false };
     enum : int { head_dim = 64, head_dim_v = 64, pv_columns = 64 };
     enum : int { block_n = 128, kv_stages = 4, consumer_warpgroups = 3 };
     enum : int { producer_registers = 24, consumer_registers = 160 };
@@ -43,7 +45,7 @@ struct FmhaSm90ConfigD64 {
 // d128: two consumer warpgroups (BM 128) over a 3-stage ring, Q in registers.
 template <bool BF16>
 struct FmhaSm90ConfigD128 {
-    enum : bool { bf16 = BF16 };
+    enum : bool { bf16 = BF16, fp8 = false };
     enum : int { head_dim = 128, head_dim_v = 128, pv_columns = 128 };
     enum : int { block_n = 128, kv_stages = 3, consumer_warpgroups = 2 };
     enum : int { producer_registers = 24, consumer_registers = 240 };
@@ -56,7 +58,7 @@ struct FmhaSm90ConfigD128 {
 // real columns) with P V over the 96 real columns too.
 template <bool BF16>
 struct FmhaSm90ConfigD96 {
-    enum : bool { bf16 = BF16 };
+    enum : bool { bf16 = BF16, fp8 = false };
     enum : int { head_dim = 96, head_dim_v = 96, pv_columns = 96 };
     enum : int { block_n = 128, kv_stages = 3, consumer_warpgroups = 2 };
     enum : int { producer_registers = 24, consumer_registers = 240 };
@@ -70,7 +72,7 @@ struct FmhaSm90ConfigD96 {
 // there is no room); blocks of 64 keys in a ring of 2 (193 KB).
 template <bool BF16>
 struct FmhaSm90ConfigD256 {
-    enum : bool { bf16 = BF16 };
+    enum : bool { bf16 = BF16, fp8 = false };
     enum : int { head_dim = 256, head_dim_v = 256, pv_columns = 256 };
     enum : int { block_n = 64, kv_stages = 2, consumer_warpgroups = 2 };
     enum : int { producer_registers = 24, consumer_registers = 240 };
@@ -82,13 +84,39 @@ struct FmhaSm90ConfigD256 {
 // d192 / 128: d128's arrangement (Q in registers) with blocks of 128 keys in a ring of 2 (209 KB).
 template <bool BF16>
 struct FmhaSm90ConfigD192V128 {
-    enum : bool { bf16 = BF16 };
+    enum : bool { bf16 = BF16, fp8 = false };
     enum : int { head_dim = 192, head_dim_v = 128, pv_columns = 128 };
     enum : int { block_n = 128, kv_stages = 2, consumer_warpgroups = 2 };
     enum : int { producer_registers = 24, consumer_registers = 240 };
     enum : bool { q_in_registers = true, q_tail_shift = true, deferred_o_store = true };
     enum : bool { double_q_buffer = false, wide_o_stores = false };
     enum : int { tail_items_per_block = 0 };
+};
+
+// FP8 e4m3, D 128: rows of Q and K are 128 bytes (head_dim 64 two-byte units), the transposed V
+// tiles 128 rows of 128 keys; d64's arrangement for the loads (Q from shared memory, double-buffered)
+// with two consumers, whose accumulators (S and O, 64 registers each) need d128's register budget.
+struct FmhaSm90Fp8ConfigD128 {
+    enum : bool { bf16 = true, fp8 = true };
+    enum : int { head_dim = 64, head_dim_v = 128, pv_columns = 128 };
+    enum : int { block_n = 128, kv_stages = 4, consumer_warpgroups = 2 };
+    enum : int { producer_registers = 24, consumer_registers = 240 };
+    enum : bool { q_in_registers = false, q_tail_shift = false, deferred_o_store = true };
+    enum : bool { double_q_buffer = true, wide_o_stores = false };
+    enum : int { tail_items_per_block = 4 };
+};
+
+// FP8 e4m3, D 64: rows of Q and K are 64 bytes (head_dim 32 two-byte units) held in 128-byte rows
+// whose second half the loads zero-fill (as d96 pads to 128 columns), S over the 64 real bytes; the
+// transposed V tiles are 64 rows of 128 keys. D 128's arrangement otherwise.
+struct FmhaSm90Fp8ConfigD64 {
+    enum : bool { bf16 = true, fp8 = true };
+    enum : int { head_dim = 32, head_dim_v = 64, pv_columns = 64 };
+    enum : int { block_n = 128, kv_stages = 4, consumer_warpgroups = 2 };
+    enum : int { producer_registers = 24, consumer_registers = 240 };
+    enum : bool { q_in_registers = false, q_tail_shift = false, deferred_o_store = true };
+    enum : bool { double_q_buffer = true, wide_o_stores = false };
+    enum : int { tail_items_per_block = 4 };
 };
 
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL

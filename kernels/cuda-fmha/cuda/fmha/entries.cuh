@@ -61,12 +61,42 @@ extern "C" __constant__ int ragged_fmha_grid_dependency[1] = {
         NAME(RAGGED_FMHA_PARAMS, const __grid_constant__ RaggedTmaMap tm_q, const __grid_constant__ RaggedTmaMap tm_k, \
              const __grid_constant__ RaggedTmaMap tm_v, RAGGED_PREPASS_PARAMS(fl_), u64 fl_nonce) {               \
         const RaggedFusedList fl = {RAGGED_PREPASS_ARGS(fl_), fl_nonce};                                          \
-        fmha_fwd_sm90_kernel<CONFIG>(RAGGED_FMHA_ARGS, &tm_q, &tm_k, &tm_v, &fl);                                 \
+        fmha_fwd_sm90_kernel<CONFIG>(RAGGED_FMHA_ARGS, &tm_q, &tm_k, &tm_v, &fl, nullptr);                        \
     }                                                                                                             \
     }
 #define RAGGED_FMHA_SM90_PAIR(DIMS, CONFIG)                            \
     RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_bf16_##DIMS, CONFIG<true>) \
     RAGGED_FMHA_SM90_ENTRY(ragged_fmha_fwd_f16_##DIMS, CONFIG<false>)
+
+// The FP8 forward (fp8_sm90.cuh) with configuration CONFIG: the persistent kernel's parameters, then
+// RAGGED_FP8_PARAMS; tm_v maps the workspace's transposed V (fp8_vt.cuh), not V. NAME_fl = {0}: the
+// transposition reads the pre-pass's batch records, so the pre-pass always runs and the nonce is 0.
+#define RAGGED_FMHA_SM90_FP8_ENTRY(NAME, CONFIG)                                                                  \
+    static_assert(RAGGED_FMHA_SM90_SMEM(CONFIG) <= RAGGED_SM90_SMEM_OPTIN, "over sm_90's shared memory");        \
+    extern "C" {                                                                                                  \
+    __constant__ int NAME##_config[4] = {64 * CONFIG::consumer_warpgroups, CONFIG::block_n,                        \
+                                         128 * (CONFIG::consumer_warpgroups + 1), RAGGED_FMHA_SM90_SMEM(CONFIG)}; \
+    __constant__ int NAME##_tma[1] = {1};                                                                         \
+    __constant__ int NAME##_fl[1] = {0};                                                                          \
+    __global__ void __launch_bounds__(128 * (CONFIG::consumer_warpgroups + 1), 1)                                 \
+        NAME(RAGGED_FMHA_PARAMS, const __grid_constant__ RaggedTmaMap tm_q, const __grid_constant__ RaggedTmaMap tm_k, \
+             const __grid_constant__ RaggedTmaMap tm_v, RAGGED_PREPASS_PARAMS(fl_), u64 fl_nonce,                  \
+             RAGGED_FP8_PARAMS) {                                                                                 \
+        const RaggedFusedList fl = {RAGGED_PREPASS_ARGS(fl_), fl_nonce};                                          \
+        const RaggedFp8Params f8 = RAGGED_FP8_ARGS;                                                               \
+        fmha_fwd_sm90_kernel<CONFIG>(RAGGED_FMHA_ARGS, &tm_q, &tm_k, &tm_v, &fl, &f8);                            \
+    }                                                                                                             \
+    }
+
+// 1 where this module has the FP8 entry points (sm_90a): the host loads them, and their helper
+// kernels, only then.
+extern "C" __constant__ int ragged_fmha_fp8[1] = {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    1
+#else
+    0
+#endif
+};
 
 // The instantiation list. The portable kernels are compiled for every target (on sm_90a the device
 // tests run them under their sm80_ names to keep the portable path checked); the names the plugin
@@ -78,6 +108,8 @@ RAGGED_FMHA_SM90_PAIR(d96, FmhaSm90ConfigD96)
 RAGGED_FMHA_SM90_PAIR(d128, FmhaSm90ConfigD128)
 RAGGED_FMHA_SM90_PAIR(d256, FmhaSm90ConfigD256)
 RAGGED_FMHA_SM90_PAIR(d192v128, FmhaSm90ConfigD192V128)
+RAGGED_FMHA_SM90_FP8_ENTRY(ragged_fmha_fwd_e4m3_d64, FmhaSm90Fp8ConfigD64)
+RAGGED_FMHA_SM90_FP8_ENTRY(ragged_fmha_fwd_e4m3_d128, FmhaSm90Fp8ConfigD128)
 #else
 RAGGED_FMHA_SM80_ALL(ragged_fmha_fwd_)
 #endif

@@ -27,9 +27,9 @@
 template <class C>
 __device__ __forceinline__ void fmha_fwd_sm90_kernel(RAGGED_FMHA_PARAMS, const RaggedTmaMap* tm_q,
                                                      const RaggedTmaMap* tm_k, const RaggedTmaMap* tm_v,
-                                                     const RaggedFusedList* fl) {
+                                                     const RaggedFusedList* fl, const RaggedFp8Params* f8) {
     constexpr bool BF16 = C::bf16, QREG = C::q_in_registers, TSQ = C::q_tail_shift, EO = C::deferred_o_store,
-                   Q2 = C::double_q_buffer;
+                   Q2 = C::double_q_buffer, F8 = C::fp8;
     constexpr int D = C::head_dim, DV = C::head_dim_v, BN = C::block_n, STAGES = C::kv_stages,
                   NC = C::consumer_warpgroups;
     constexpr int BM = 64 * NC;
@@ -45,8 +45,13 @@ __device__ __forceinline__ void fmha_fwd_sm90_kernel(RAGGED_FMHA_PARAMS, const R
     constexpr int DTO = DV / 8;  // ... of them stored
     constexpr u32 Q_BYTES = BM * PQ * 2;
     constexpr u32 K_BYTES = BN * PQ * 2;
-    constexpr u32 V_BYTES = BN * PVS * 2;
-    static_assert(D % 32 == 0 && D >= 64 && D <= 256 && (DV == 64 || DV == 96 || DV == 128 || DV == 256),
+    // FP8 (fp8_sm90.cuh): V is the workspace's transposed copy, DV rows of BN one-byte keys.
+    constexpr u32 V_BYTES = F8 ? DV * BN : BN * PVS * 2;
+    // FP8: P in e4m3 fragments of 32 keys, else 16-key bf16 / fp16 fragments.
+    constexpr int PA = F8 ? BN / 32 : BN / 16;
+    static_assert(!F8 || (!QREG && !TSQ && BN == 128 && ((D == 64 && DV == 128) || (D == 32 && DV == 64))),
+                  "the FP8 forward: Q from shared memory, rows within 128 bytes, D 128 or 64");
+    static_assert(D % 32 == 0 && (D >= 64 || F8) && D <= 256 && (DV == 64 || DV == 96 || DV == 128 || DV == 256),
                   "head dims the P V widths cover");
     static_assert((BN == 64 || BN == 128) && STAGES >= 2, "key-block widths of the S products");
     // Without deferred_o_store the d192 / 128 form (Q in registers, a ring of 2) wrote wrong values
@@ -89,7 +94,9 @@ __device__ __forceinline__ void fmha_fwd_sm90_kernel(RAGGED_FMHA_PARAMS, const R
     // at least the item count (the host's grid bounds the tile list), so round 0 covers every item.
     u32 nsm;
     asm("mov.u32 %0, %%nsmid;\n" : "=r"(nsm));
-    const int P = (int)(nsm < gridDim.x ? nsm : gridDim.x);
+    // FP8: at most RAGGED_FP8_AMAX_BLOCKS working blocks, each writing its amax partials.
+    const u32 p_cap = F8 && gridDim.x > RAGGED_FP8_AMAX_BLOCKS ? RAGGED_FP8_AMAX_BLOCKS : gridDim.x;
+    const int P = (int)(nsm < p_cap ? nsm : p_cap);
     if ((int)blockIdx.x >= P) return;
     ragged_grid_dependency_wait();
     // The next execute's pre-pass may be scheduled now: it writes nothing before its own wait for
@@ -141,10 +148,19 @@ __device__ __forceinline__ void fmha_fwd_sm90_kernel(RAGGED_FMHA_PARAMS, const R
             // V of key block nbv into the V ring's next position.
             auto fill_v = [&](int nbv) {
                 const int st = vr.stage();
-                const int j0 = kv_tile_first_key<BN>(nbv, it.bt.lkv);
                 mbar_wait(v_empty + 8 * st, vr.phase() ^ 1u);
-                tma_fill_tile<DV, BN, PVS>(v_full + 8 * st, s_v + st * V_BYTES, tm_v, g, (int)(it.bt.kv_tok + j0),
-                                           it.bt.lkv - j0, vp + (i64)j0 * v_seq, v_seq, v, t);
+                if constexpr (F8) {
+                    // The transposed block: DV rows of BN bytes (BN / 2 two-byte units), always whole.
+                    const int blk = (g * f8->batch + it.b) * f8->vt_blocks + nbv;
+                    tma_fill_tile<BN / 2, DV, BN / 2>(v_full + 8 * st, s_v + st * V_BYTES, tm_v, blk, 0, DV, v, 0,
+                                                      v, t);
+                }
+                else {
+                    const int j0 = kv_tile_first_key<BN>(nbv, it.bt.lkv);
+                    tma_fill_tile<DV, BN, PVS>(v_full + 8 * st, s_v + st * V_BYTES, tm_v, g,
+                                               (int)(it.bt.kv_tok + j0), it.bt.lkv - j0, vp + (i64)j0 * v_seq, v_seq,
+                                               v, t);
+                }
                 vr.advance();
             };
 #pragma unroll 1
@@ -171,7 +187,11 @@ __device__ __forceinline__ void fmha_fwd_sm90_kernel(RAGGED_FMHA_PARAMS, const R
     const int lane = tid & 31;
     const int row_in_tile = c * 64 + ((tid >> 5) & 3) * 16 + (lane >> 2);  // and + 8
     const int lt = lane & 3;
-    const float sl2 = scale * 1.4426950408889634f;
+    // FP8: the scalars (read after the grid-dependency wait) fold δq δk into the scores' scale.
+    RaggedFp8Scales f8s{};
+    if constexpr (F8) f8s = ragged_fp8_scales(*f8);
+    u32 amax = 0, amax_s = 0;  // FP8: max |O'| and max P of this thread's stored rows (ragged_amax_bits)
+    const float sl2 = (F8 ? scale * f8s.s_scale : scale) * 1.4426950408889634f;
     KvRing<STAGES> kv;  // K / V blocks consumed so far
     int qi = 0;
     float acc[DT * 4];
@@ -191,13 +211,34 @@ __device__ __forceinline__ void fmha_fwd_sm90_kernel(RAGGED_FMHA_PARAMS, const R
     // wide_o_stores: every row of O starts at a 16-byte boundary (rows are o_seq apart, heads o_head,
     // batches whole rows).
     const bool o_wide = C::wide_o_stores && (((u64)o | (u64)(o_seq * 2) | (u64)(o_head * 2)) & 15) == 0;
+    auto store_o = [&](const EpilogueRows& rows) {
+        if constexpr (F8)
+            fp8_epilogue_store_o<DTO>(acc, m_i, l_i, rows, row_in_tile, lt, sl2, o_seq, lse_seq, f8->o_kind, f8s, amax,
+                                      amax_s);
+        else
+            epilogue_store_o<BF16, DTO, TSQ, C::wide_o_stores>(acc, m_i, l_i, rows, row_in_tile, lt, sl2, o_seq,
+                                                               lse_seq, o_wide);
+    };
     auto flush = [&]() {
         fence_regs<DT * 4>(acc);
         if (lane == 0) mbar_arrive(v_empty + 8 * pend_stage);
-        epilogue_store_o<BF16, DTO, TSQ, C::wide_o_stores>(acc, m_i, l_i, pend, row_in_tile, lt, sl2, o_seq, lse_seq,
-                                                           o_wide);
+        store_o(pend);
         pending = false;
     };
+    // The S product and P V of the configuration's element type.
+    auto issue_s = [&](float* sc, const u32 (*qa)[4], u32 sq, u32 kb) {
+        if constexpr (F8)
+            fp8_issue_s<2 * D, BN>(sc, sq, c, kb);
+        else
+            mainloop_issue_s<BF16, D, BN, BM, QREG>(sc, qa, sq, c, kb);
+    };
+    auto issue_pv = [&](const u32 (*pa)[4], u32 vb) {
+        if constexpr (F8)
+            fp8_issue_pv<DV, BN>(acc, pa, vb);
+        else
+            mainloop_issue_pv<BF16, PV, BN>(acc, pa, vb);
+    };
+    constexpr int SLACK = F8 ? 0 : RAGGED_SOFTMAX_MAX_SLACK;
 
     if (c == NC - 1) named_bar_arrive(RAGGED_WS_BAR_TURN + 0, 256);
 
@@ -224,7 +265,7 @@ __device__ __forceinline__ void fmha_fwd_sm90_kernel(RAGGED_FMHA_PARAMS, const R
             const int i_last = it.i0 + it.rows - 1;
             const int2 fr = ragged_full_keys(band, i0, i_last);
             float s[NS * 4];
-            u32 pa[BN / 16][4];
+            u32 pa[PA][4];
             float corr[2];
             const int nb_first = it.nb_first, nb_last = it.nb_last;
             u32 qa[QREG ? KS : 1][4];
@@ -247,7 +288,7 @@ __device__ __forceinline__ void fmha_fwd_sm90_kernel(RAGGED_FMHA_PARAMS, const R
                 fence_proxy_async();
                 consumer_turn_wait(c);
                 wgmma_fence();
-                mainloop_issue_s<BF16, D, BN, BM, QREG>(s, qa, sq, c, s_k + st * K_BYTES);
+                issue_s(s, qa, sq, s_k + st * K_BYTES);
                 wgmma_commit();
                 consumer_turn_pass<NC>(c);
                 // The previous item's last P V (if any) and this S are done; unconditional, so that
@@ -265,8 +306,8 @@ __device__ __forceinline__ void fmha_fwd_sm90_kernel(RAGGED_FMHA_PARAMS, const R
                     // are warp-collective).
                     if (QREG || nb_first + 1 == nb_last) mbar_arrive(qe);
                 }
-                softmax_step<NS>(s, m_i, l_i, corr, band, kv_tile_first_key<BN>(nb_first, band.lkv), BN, i0,
-                                 row_in_tile, lt, sl2, nb_first * BN, fr);
+                softmax_step<NS, SLACK>(s, m_i, l_i, corr, band, kv_tile_first_key<BN>(nb_first, band.lkv), BN,
+                                        i0, row_in_tile, lt, sl2, nb_first * BN, fr);
             }
             // The previous block's tail at the top of the next one: P V (n - 2) done (none in flight
             // for the first block), its V released, O rescaled by corr (n - 1) where asked (acc is 0
@@ -275,13 +316,16 @@ __device__ __forceinline__ void fmha_fwd_sm90_kernel(RAGGED_FMHA_PARAMS, const R
             auto pending_tail = [&](bool rescale) {
                 wgmma_wait<0>();
                 fence_regs<DT * 4>(acc);
-                fence_regs_u32<BN / 4>(&pa[0][0]);
+                fence_regs_u32<PA * 4>(&pa[0][0]);
                 if (kv.n > nb_first_kv && lane == 0) mbar_arrive(v_empty + 8 * kv.prev_stage());
                 if (rescale) softmax_rescale_o<DV>(acc, corr);
-                softmax_pack_p<BF16, BN>(s, pa);
+                if constexpr (F8)
+                    fp8_pack_p<BN>(s, pa, f8s.p_scale);
+                else
+                    softmax_pack_p<BF16, BN>(s, pa);
                 // The next wgmma reads both: keep the compiler from sinking these writes past its fence.
                 fence_regs<DT * 4>(acc);
-                fence_regs_u32<BN / 4>(&pa[0][0]);
+                fence_regs_u32<PA * 4>(&pa[0][0]);
             };
 
 #pragma unroll 1
@@ -296,13 +340,13 @@ __device__ __forceinline__ void fmha_fwd_sm90_kernel(RAGGED_FMHA_PARAMS, const R
                 const u32 vb_prev = s_v + sp * V_BYTES;
                 consumer_turn_wait(c);
                 wgmma_fence();
-                mainloop_issue_s<BF16, D, BN, BM, QREG>(s, qa, sq, c, kb);
+                issue_s(s, qa, sq, kb);
                 wgmma_commit();
                 mbar_wait(v_full + 8 * sp, kv.phase());
                 softmax_rescale_o<DV>(acc, corr);
                 fence_regs<DT * 4>(acc);
                 wgmma_fence();
-                mainloop_issue_pv<BF16, PV, BN>(acc, pa, vb_prev);
+                issue_pv(pa, vb_prev);
                 wgmma_commit();
                 consumer_turn_pass<NC>(c);
                 wgmma_wait<1>();
@@ -311,8 +355,8 @@ __device__ __forceinline__ void fmha_fwd_sm90_kernel(RAGGED_FMHA_PARAMS, const R
                     mbar_arrive(k_empty + 8 * st);
                     if (!QREG && nb + 1 == nb_last) mbar_arrive(qe);
                 }
-                softmax_step<NS>(s, m_i, l_i, corr, band, kv_tile_first_key<BN>(nb, band.lkv), BN, i0, row_in_tile,
-                                 lt, sl2, nb * BN, fr);
+                softmax_step<NS, SLACK>(s, m_i, l_i, corr, band, kv_tile_first_key<BN>(nb, band.lkv), BN, i0,
+                                        row_in_tile, lt, sl2, nb * BN, fr);
                 kv.advance();
             }
 
@@ -325,7 +369,7 @@ __device__ __forceinline__ void fmha_fwd_sm90_kernel(RAGGED_FMHA_PARAMS, const R
                 pending_tail(true);
                 consumer_turn_wait(c);
                 wgmma_fence();
-                mainloop_issue_pv<BF16, PV, BN>(acc, pa, s_v + sp * V_BYTES);
+                issue_pv(pa, s_v + sp * V_BYTES);
                 wgmma_commit();
                 consumer_turn_pass<NC>(c);
                 if constexpr (EO) {
@@ -336,7 +380,7 @@ __device__ __forceinline__ void fmha_fwd_sm90_kernel(RAGGED_FMHA_PARAMS, const R
                 else {
                     wgmma_wait<0>();
                     fence_regs<DT * 4>(acc);
-                    fence_regs_u32<BN / 4>(&pa[0][0]);
+                    fence_regs_u32<PA * 4>(&pa[0][0]);
                     if (lane == 0) mbar_arrive(v_empty + 8 * sp);
                 }
                 kv.advance();
@@ -349,12 +393,22 @@ __device__ __forceinline__ void fmha_fwd_sm90_kernel(RAGGED_FMHA_PARAMS, const R
             if (pending) flush();
             reset();
         }
-        epilogue_store_o<BF16, DTO, TSQ, C::wide_o_stores>(acc, m_i, l_i, out, row_in_tile, lt, sl2, o_seq, lse_seq,
-                                                           o_wide);
+        store_o(out);
     }
     if (EO) {
         wgmma_wait<0>();
         if (pending) flush();
+    }
+    if constexpr (F8) {
+        // One partial of each per consumer warp (RAGGED_FP8_AMAX_WARPS per block), reduced by
+        // ragged_fmha_fp8_amax.
+        amax = __reduce_max_sync(0xffffffffu, amax);
+        amax_s = __reduce_max_sync(0xffffffffu, amax_s);
+        if (f8->amax != nullptr && lane == 0) {
+            const int at = blockIdx.x * RAGGED_FP8_AMAX_WARPS + c * 4 + ((tid >> 5) & 3);
+            f8->amax[at] = amax;
+            f8->amax[RAGGED_FP8_AMAX_S_OFFSET + at] = amax_s;
+        }
     }
     if (c == 0) named_bar_sync(RAGGED_WS_BAR_TURN + 0, 256);
 }

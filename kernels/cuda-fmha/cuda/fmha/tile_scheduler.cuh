@@ -18,7 +18,7 @@
 // query row its Q tile holds (sched_item) and its key blocks [nb_first, nb_last).
 struct WsItem {
     RaggedBatch bt;
-    int h, i0, rows, q0, nb_first, nb_last;
+    int b, h, i0, rows, q0, nb_first, nb_last;
 };
 
 // The count, a tile-list entry and a batch record as plain (weak, L1-cached) loads, not through the
@@ -85,6 +85,7 @@ __device__ __forceinline__ WsItem sched_item(int w, const RaggedBatch* __restric
         it.h = h0 + (w2 - rank * hc);
     }
     const RaggedTile tile = ragged_ld_weak(tiles + rank);
+    it.b = tile.batch;
     it.bt = ragged_ld_weak(batches + tile.batch);
     it.i0 = tile.tile * bm;
     it.rows = it.bt.lq - it.i0 < bm ? it.bt.lq - it.i0 : bm;

@@ -66,6 +66,40 @@ pub const FORWARD_KERNELS: [&str; 10] = [
     "ragged_fmha_fwd_f16_d192v128",
 ];
 
+/// The FP8 (e4m3 Q, K, V) forward entry points (`fmha/fp8_sm90.cuh`, sm_90a modules only), as
+/// (head dim, name).
+pub const FP8_FORWARD_KERNELS: [(i64, &str); 2] = [
+    (64, "ragged_fmha_fwd_e4m3_d64"),
+    (128, "ragged_fmha_fwd_e4m3_d128"),
+];
+/// `__constant__ int ragged_fmha_fp8[1]` (`fmha/entries.cuh`): 1 where the module has the FP8
+/// entry points and their helper kernels (sm_90a), else 0.
+pub const FP8_SYMBOL: &str = "ragged_fmha_fp8";
+/// `ragged_fmha_fp8_vt`: V transposed into the workspace (`fmha/fp8_vt.cuh`).
+pub const FP8_VT_KERNEL: &str = "ragged_fmha_fp8_vt";
+/// `RAGGED_FP8_VT_THREADS`.
+pub const FP8_VT_THREADS: u32 = 256;
+/// `RAGGED_FP8_VT_KEYS`: keys per transposed block (the FP8 entry points' BN).
+pub const FP8_VT_KEYS: i64 = 128;
+/// `ragged_fmha_fp8_amax`: the amax partials reduced into the amax_o and amax_s outputs, one
+/// block of [`FP8_AMAX_THREADS`].
+pub const FP8_AMAX_KERNEL: &str = "ragged_fmha_fp8_amax";
+/// Threads of [`FP8_AMAX_KERNEL`]'s block.
+pub const FP8_AMAX_THREADS: u32 = 256;
+/// `RAGGED_FP8_AMAX_WARPS` × `RAGGED_FP8_AMAX_BLOCKS` (`RAGGED_FP8_AMAX_S_OFFSET`): the most u32
+/// partials the forward writes of each amax.
+pub const FP8_AMAX_PARTIALS: u64 = 8 * 1024;
+/// `f8_o_kind`: O's element type on the FP8 path (`RAGGED_FP8_O_*`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fp8OutputKind {
+    /// BFLOAT16 O.
+    Bf16 = 0,
+    /// HALF O.
+    F16 = 1,
+    /// FP8_E4M3 O, scaled by `scale_o` before rounding.
+    E4m3 = 2,
+}
+
 /// The smallest query tile (BM) of any configuration: a workspace sized for it at plan time,
 /// before the device and hence the configuration are known, is large enough for all of them.
 pub const MIN_BLOCK_M: i64 = 64;
@@ -161,6 +195,22 @@ impl ForwardKernel {
             d_v,
             name,
         })
+    }
+
+    /// The FP8 (e4m3) entry point for head dim `d` (Q, K, V and O alike), if compiled.
+    pub fn select_fp8(d: i64) -> Option<Self> {
+        let &(_, name) = FP8_FORWARD_KERNELS.iter().find(|(dim, _)| *dim == d)?;
+        Some(Self {
+            dtype: DataType::Fp8(ragged_core::Fp8Format::E4M3),
+            d_qk: d,
+            d_v: d,
+            name,
+        })
+    }
+
+    /// Whether this is an FP8 entry point.
+    pub fn is_fp8(self) -> bool {
+        matches!(self.dtype, DataType::Fp8(_))
     }
 
     /// The entry point's symbol in the module.

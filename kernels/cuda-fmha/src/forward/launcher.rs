@@ -14,6 +14,7 @@ use cudarc::driver::sys::{self as cu, CUstream};
 
 use super::device_abi;
 use super::device_abi::TileConfig;
+use super::fp8_launch::{execute_fp8, fp8_required_pointers};
 use super::fused_list;
 use super::geometry::{LaunchGeometry, WORKSPACE_ALIGNMENT};
 use super::loading::{Load, LoadedKernels, ModuleCache};
@@ -72,6 +73,13 @@ pub struct FmhaBuffers {
     pub workspace: u64,
     /// Its size in bytes.
     pub workspace_bytes: u64,
+    /// FP8: each scalar bound as a device tensor, in the order of `fp8::DESCALE_Q` …; 0 where
+    /// the scalar is absent or passed by value.
+    pub fp8_scalars: [u64; 6],
+    /// FP8: the amax_o output (0 when the plan has none).
+    pub amax_o: u64,
+    /// FP8: the amax_s output (0 when the plan has none).
+    pub amax_s: u64,
 }
 
 /// Compiles, loads and launches the FMHA kernels; one per process is the norm.
@@ -154,7 +162,13 @@ impl FmhaEngine {
             ctx,
             device_abi::FORWARD_KERNELS
                 .iter()
-                .map(|kernel| (*kernel, ())),
+                .copied()
+                .chain(
+                    device_abi::FP8_FORWARD_KERNELS
+                        .iter()
+                        .map(|(_, name)| *name),
+                )
+                .map(|kernel| (kernel, ())),
             |kernel, (), raw| TileConfig::from_raw(kernel, raw),
         )
     }
@@ -211,6 +225,13 @@ impl FmhaEngine {
             refuse_capture(stream)?;
         }
         let base = buffers.workspace.div_ceil(WORKSPACE_ALIGNMENT) * WORKSPACE_ALIGNMENT;
+        if let Some(fp8) = &plan.fp8 {
+            // SAFETY: forwarded from this function's contract; the buffers were checked, the
+            // context is current and `geometry` is the loaded FP8 entry point's.
+            return unsafe {
+                execute_fp8(plan, fp8, &loaded, &geometry, stream, buffers, mode, base)
+            };
+        }
 
         let prepass = prepass_args(plan, &geometry, buffers, base);
         // The fused list: an entry point that publishes NAME_fl builds the pre-pass's list itself
@@ -369,7 +390,7 @@ fn read_flag(stream: CUstream, address: u64) -> Result<u32, GpuError> {
 }
 
 /// Parameters of `ragged_fmha_prepass`, in signature order.
-fn prepass_args(
+pub(crate) fn prepass_args(
     plan: &FmhaPlan,
     geometry: &LaunchGeometry,
     b: &FmhaBuffers,
@@ -443,7 +464,7 @@ pub(crate) const PREPASS_PARAMETERS: usize = 28;
 const FORWARD_PARAMETERS: usize = 24;
 
 /// Parameters of `ragged_fmha_fwd_*` (RAGGED_FMHA_PARAMS), in signature order.
-fn forward_args(
+pub(crate) fn forward_args(
     plan: &FmhaPlan,
     geometry: &LaunchGeometry,
     b: &FmhaBuffers,
@@ -531,6 +552,9 @@ pub(crate) fn required_pointers(plan: &FmhaPlan, b: &FmhaBuffers) -> Vec<Require
         if let Some(o) = lse.offsets {
             required.push((b.lse_offsets, o.uid, TensorRole::LseOffsets, o.bytes as u64));
         }
+    }
+    if let Some(fp8) = &plan.fp8 {
+        required.extend(fp8_required_pointers(fp8, b));
     }
     required
 }

@@ -62,6 +62,7 @@ fn buffers(plan: &FmhaPlan) -> FmhaBuffers {
         seq_len_kv: 0,
         workspace: 0xa010,
         workspace_bytes: plan.workspace_bytes(),
+        ..FmhaBuffers::default()
     }
 }
 
@@ -206,6 +207,14 @@ fn the_kernel_file_compiles_loads_and_publishes_its_configs() {
     ));
     let names: Vec<_> = prepared.configs.iter().map(|(k, _)| *k).collect();
     let mut expected = device_abi::FORWARD_KERNELS.to_vec();
+    // The FP8 entry points exist in sm_90a modules only.
+    if prepared.arch == "sm_90a" {
+        expected.extend(
+            device_abi::FP8_FORWARD_KERNELS
+                .iter()
+                .map(|(_, name)| *name),
+        );
+    }
     expected.sort_unstable();
     assert_eq!(names, expected);
     // SAFETY: as above.

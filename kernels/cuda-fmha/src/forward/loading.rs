@@ -153,7 +153,25 @@ impl ModuleCache {
         let mut fused_list = HashSet::new();
         let mut forward_source = false;
         let available = u32::try_from(device.max_shared_per_block_optin).unwrap_or(0);
+        // Whether the module has the FP8 entry points (sm_90a): read at the first one asked for,
+        // and those entries skipped without (their problems then fail naming the kernel).
+        let mut fp8_module = None;
         for (kernel, tag) in entries {
+            let fp8_entry = device_abi::FP8_FORWARD_KERNELS
+                .iter()
+                .any(|(_, name)| *name == kernel);
+            if fp8_entry {
+                let present = match fp8_module {
+                    Some(present) => present,
+                    None => {
+                        let [flag] = module.read_i32_global::<1>(device_abi::FP8_SYMBOL)?;
+                        *fp8_module.insert(flag != 0)
+                    }
+                };
+                if !present {
+                    continue;
+                }
+            }
             let raw = module.read_i32_global::<4>(&device_abi::config_symbol(kernel))?;
             let config = parse(kernel, tag, raw)?;
             // A kernel that needs more shared memory than this device has is left out
@@ -175,7 +193,7 @@ impl ModuleCache {
             configs.insert(kernel, config);
             // Every forward entry point publishes NAME_tma (0 or 1); other sources' kernels are
             // not asked, so no lookup fails (compute-sanitizer reports failed API calls).
-            if device_abi::FORWARD_KERNELS.contains(&kernel) {
+            if fp8_entry || device_abi::FORWARD_KERNELS.contains(&kernel) {
                 forward_source = true;
                 let [flag] = module.read_i32_global::<1>(&device_abi::tensor_map_symbol(kernel))?;
                 if flag != 0 {

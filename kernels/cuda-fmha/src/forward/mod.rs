@@ -3,6 +3,8 @@
 //! the launcher ([`launcher`]).
 
 pub mod device_abi;
+pub mod fp8;
+mod fp8_launch;
 pub mod fused_list;
 pub mod geometry;
 pub mod launcher;

@@ -8,6 +8,7 @@
 //! synchronise the stream on every execute.
 
 use super::device_abi::{self, FlagUids, ForwardKernel, MIN_BLOCK_M, TileConfig};
+use super::fp8::{Fp8Plan, plan_fp8};
 use super::geometry::{LaunchGeometry, WorkspaceLayout, grid_and_workspace};
 use ragged_core::contract::{self, Decline};
 use ragged_core::problem::{IndexInput, Offsets, Operand, RaggedSdpaProblem};
@@ -93,8 +94,11 @@ pub struct FmhaPlan {
     /// 1 for BOTTOM_RIGHT, 0 for TOP_LEFT.
     pub bottom_right: i32,
     /// Scratch layout for the smallest BM of any configuration, so that it is large enough
-    /// whichever configuration the device's module publishes.
+    /// whichever configuration the device's module publishes (with an FP8 plan's regions after
+    /// it, counted in `total_bytes`).
     pub workspace: WorkspaceLayout,
+    /// The FP8 (e4m3) forward's side, for an FP8 problem.
+    pub fp8: Option<Fp8Plan>,
 }
 
 impl FmhaPlan {
@@ -154,44 +158,34 @@ fn offsets_args(offsets: Offsets) -> OffsetsArgs {
 /// Checks `problem` against the GPU contract and what the kernels support, and derives the
 /// launch arguments.
 pub fn plan(problem: &RaggedSdpaProblem) -> Result<FmhaPlan, Decline> {
-    contract::check_gpu(problem)?;
-    let RaggedSdpaProblem { q, k, v, o, .. } = problem;
-    let dtype = q.dtype;
-    if !matches!(dtype, DataType::F16 | DataType::BF16) {
-        return Err(Decline::new(
-            q.uid,
-            format!("{} data type", q.role),
-            format!("{dtype:?}"),
-            "HALF or BFLOAT16 (the CUDA FMHA kernels)",
-        ));
+    match &problem.fp8 {
+        None => contract::check_gpu(problem)?,
+        Some(_) => contract::check_gpu_admitting_fp8(problem)?,
     }
+    let RaggedSdpaProblem { q, k, v, o, .. } = problem;
     let [b, s_q, h_q, d] = q.bshd();
     let [_, s_kv, h_kv, _] = k.bshd();
-    let d_v = v.head_dim();
-    if !device_abi::HEAD_DIMS.iter().any(|&(d_qk, _)| d_qk == d) {
-        return Err(Decline::new(
-            q.uid,
-            format!("{} head dim", q.role),
-            d,
-            "64, 96, 128, 192 or 256 (the compiled CUDA FMHA kernels)",
-        ));
-    }
-    if !device_abi::HEAD_DIMS.contains(&(d, d_v)) {
-        let with: Vec<String> = device_abi::HEAD_DIMS
-            .iter()
-            .filter(|&&(d_qk, _)| d_qk == d)
-            .map(|(_, d_v)| d_v.to_string())
-            .collect();
-        return Err(Decline::new(
-            v.uid,
-            format!("{} head dim", v.role),
-            d_v,
-            format!(
-                "{} with Q/K head dim {d} (the compiled CUDA FMHA kernels)",
-                with.join(" or ")
-            ),
-        ));
-    }
+    let kernel_16_bit = match problem.fp8 {
+        None => Some(select_16_bit(problem)?),
+        Some(_) => None,
+    };
+    let mut workspace = grid_and_workspace(b, s_q, h_q, MIN_BLOCK_M)
+        .map_err(|error| match error {
+            GpuError::TooLarge { what, value, limit } => {
+                Decline::new(q.uid, what.to_owned(), value, format!("at most {limit}"))
+            }
+            other => Decline::new(q.uid, "launch geometry", other, "a plannable launch"),
+        })?
+        .2;
+    let fp8 = match &problem.fp8 {
+        Some(fp8) => Some(plan_fp8(problem, fp8, &mut workspace)?),
+        None => None,
+    };
+    let kernel = match kernel_16_bit {
+        Some(kernel) => kernel,
+        None => ForwardKernel::select_fp8(d)
+            .ok_or_else(|| Decline::new(q.uid, "FP8 head dim", d, "a compiled configuration"))?,
+    };
     let (Some(q_off), Some(kv_off)) = (q.ragged, k.ragged) else {
         // The contract declines dense primaries; this only keeps a broken invariant a decline.
         return Err(Decline::new(q.uid, "Q/K layout", "dense", "ragged Q and K"));
@@ -216,23 +210,6 @@ pub fn plan(problem: &RaggedSdpaProblem) -> Result<FmhaPlan, Decline> {
         Some(bound) if bound >= 0 => bound as i32,
         _ => -1,
     };
-
-    let kernel = ForwardKernel::select(dtype, d, d_v).ok_or_else(|| {
-        Decline::new(
-            q.uid,
-            format!("{} data type/head dim", q.role),
-            format!("{dtype:?}/{d}/{d_v}"),
-            "a compiled configuration",
-        )
-    })?;
-    let workspace = grid_and_workspace(b, s_q, h_q, MIN_BLOCK_M)
-        .map_err(|error| match error {
-            GpuError::TooLarge { what, value, limit } => {
-                Decline::new(q.uid, what.to_owned(), value, format!("at most {limit}"))
-            }
-            other => Decline::new(q.uid, "launch geometry", other, "a plannable launch"),
-        })?
-        .2;
 
     let strides = |t: &Operand| RowStrides {
         seq: t.seq_stride(),
@@ -260,6 +237,56 @@ pub fn plan(problem: &RaggedSdpaProblem) -> Result<FmhaPlan, Decline> {
         mask_right: band(mask.right),
         bottom_right: i32::from(mask.alignment == DiagonalAlignment::BottomRight),
         workspace,
+        fp8,
+    })
+}
+
+/// The bf16 / fp16 entry point of `problem` (HALF or BFLOAT16, (D_qk, D_v) in
+/// device_abi::HEAD_DIMS).
+fn select_16_bit(problem: &RaggedSdpaProblem) -> Result<ForwardKernel, Decline> {
+    let RaggedSdpaProblem { q, v, .. } = problem;
+    let dtype = q.dtype;
+    let d = q.head_dim();
+    let d_v = v.head_dim();
+    if !matches!(dtype, DataType::F16 | DataType::BF16) {
+        return Err(Decline::new(
+            q.uid,
+            format!("{} data type", q.role),
+            format!("{dtype:?}"),
+            "HALF or BFLOAT16 (the CUDA FMHA kernels)",
+        ));
+    }
+    if !device_abi::HEAD_DIMS.iter().any(|&(d_qk, _)| d_qk == d) {
+        return Err(Decline::new(
+            q.uid,
+            format!("{} head dim", q.role),
+            d,
+            "64, 96, 128, 192 or 256 (the compiled CUDA FMHA kernels)",
+        ));
+    }
+    if !device_abi::HEAD_DIMS.contains(&(d, d_v)) {
+        let with: Vec<String> = device_abi::HEAD_DIMS
+            .iter()
+            .filter(|&&(d_qk, _)| d_qk == d)
+            .map(|(_, d_v)| d_v.to_string())
+            .collect();
+        return Err(Decline::new(
+            v.uid,
+            format!("{} head dim", v.role),
+            d_v,
+            format!(
+                "{} with Q/K head dim {d} (the compiled CUDA FMHA kernels)",
+                with.join(" or ")
+            ),
+        ));
+    }
+    ForwardKernel::select(dtype, d, d_v).ok_or_else(|| {
+        Decline::new(
+            q.uid,
+            format!("{} data type/head dim", q.role),
+            format!("{dtype:?}/{d}/{d_v}"),
+            "a compiled configuration",
+        )
     })
 }
 

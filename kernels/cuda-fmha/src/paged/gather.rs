@@ -232,6 +232,7 @@ pub fn route(s: &PagedShape) -> Option<GatherPlan> {
         mask_right: s.mask_right,
         bottom_right: s.bottom_right,
         workspace: forward_ws,
+        fp8: None,
     };
     Some(GatherPlan {
         forward: forward_plan,

@@ -296,6 +296,7 @@ impl PagedEngine {
             seq_len_kv: 0,
             workspace: base + w.forward,
             workspace_bytes: forward.workspace_bytes(),
+            ..FmhaBuffers::default()
         };
         // SAFETY: Q, O and the LSE are the caller's (this function's contract); K, V, the offsets
         // and the lengths are the workspace regions the two launches above fill on the same

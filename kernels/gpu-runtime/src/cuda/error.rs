@@ -53,6 +53,10 @@ pub enum TensorRole {
     DK,
     /// The gradient of V (backward).
     DV,
+    /// One of an FP8 forward's scale or descale scalars, bound as a device tensor.
+    Fp8Scalar,
+    /// An FP8 forward's amax output.
+    Amax,
 }
 
 impl fmt::Display for TensorRole {
@@ -78,6 +82,8 @@ impl fmt::Display for TensorRole {
             TensorRole::DQ => "dQ",
             TensorRole::DK => "dK",
             TensorRole::DV => "dV",
+            TensorRole::Fp8Scalar => "FP8 scale",
+            TensorRole::Amax => "amax",
         })
     }
 }

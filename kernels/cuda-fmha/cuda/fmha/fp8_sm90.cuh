@@ -1,0 +1,276 @@
+// Part of kernels/cuda-fmha/cuda/ragged_fmha_fwd.cu (the Hopper FP8 forward's parts: e4m3 warpgroup MMA, P packing, scalars, O encoding, amax); included in that file's order, not on its own.
+
+// ---------------------------------------------------------------------------------------------
+// FP8 (e4m3) forward, kernels/core/fp8-attention.md §3. The persistent kernel (kernel_sm90.cuh) runs
+// it with a configuration whose `fp8` is set:
+//   - Q and K hold e4m3 codes. A row of D codes has the bytes of a row of D / 2 two-byte elements, so
+//     the configuration's head_dim counts two-byte units (D 128: 64) and Q / K travel through the
+//     same TMA maps, tail copies and 128-byte-swizzle tiles as a bf16 row of D / 2; one k32 step of
+//     e4m3 is 32 bytes, a bf16 k16 step (the same descriptor offsets).
+//   - e4m3 wgmma takes B K-major only, and for O = P V the reduction runs over keys: V comes from the
+//     workspace transposed (fp8_vt.cuh), one tile of head_dim_v rows of BN keys per key block,
+//     loaded like a K tile.
+//   - P feeds the second product from registers. The A fragment of m64nNk32 e4m3 holds, per thread
+//     (g = lane / 4, c = lane % 4, rows g and g + 8 of its warp's 16), bytes k = 4c .. 4c + 3 in its
+//     first register pair and k = 16 + 4c .. 16 + 4c + 3 in its second, the lowest k in the lowest
+//     byte (the PTX ISA's m16n8k32 e4m3 fragment, which each warp's 16 rows of the warpgroup shape
+//     follow). The S accumulator gives the thread keys 8j + 2c, 8j + 2c + 1 of n8 chunk j instead.
+//     Rather than exchange values between lanes, the transposed V orders each 16 keys so that A slot
+//     4c + i (i = 0 .. 3) carries key 2c + (i & 1) + 8 (i >> 1): a thread's four bytes are then its
+//     own two keys of chunk 2h and two of chunk 2h + 1, packed straight from the accumulator.
+//   - Scales: S = δq δk α Q̂K̂ᵀ (folded into the softmax's scale); P̃ = sat_e4m3(p σs) with p against
+//     the running max, which with a zero max slack never exceeds 1; O' = δs δv Σ P̃ V̂ / l. Without
+//     scale_s / descale_s (P exact in the definition) P still has to be e4m3 for the product: it is
+//     quantized with the internal power of two RAGGED_FP8_P_SCALE and divided back.
+//   - amax_o = max |O'| over the stored elements, before scale_o and rounding; amax_s = max P, the
+//     normalized softmax before scale_s: with no max slack a row's largest p is exactly 1, so its
+//     maximum is 1 / l (exact for a row with one admitted key, else within l's f32 rounding). Each
+//     consumer warp keeps both as the bits of non-negative floats (whose unsigned order is the float
+//     order, NaN above everything) and writes one partial of each; ragged_fmha_fp8_amax reduces them.
+// ---------------------------------------------------------------------------------------------
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+
+// The power of two P is quantized with when the graph gives no scale_s: p <= 1 lands in e4m3's
+// normal range down to 2^-6 / 256, well above where its subnormals lose precision.
+#define RAGGED_FP8_P_SCALE 256.f
+// Partials per block of the amax reduction (one per consumer warp, at most two consumer warpgroups)
+// and the most blocks that write them: the forward never runs more working blocks than this. The
+// amax_o partials come first, the amax_s ones RAGGED_FP8_AMAX_S_OFFSET words after them.
+#define RAGGED_FP8_AMAX_WARPS 8
+#define RAGGED_FP8_AMAX_BLOCKS 1024
+#define RAGGED_FP8_AMAX_S_OFFSET (RAGGED_FP8_AMAX_WARPS * RAGGED_FP8_AMAX_BLOCKS)
+// O's element type (f8_o_kind).
+#define RAGGED_FP8_O_BF16 0
+#define RAGGED_FP8_O_F16 1
+#define RAGGED_FP8_O_E4M3 2
+
+// The FP8 entry points' parameters after the fused list's: per scalar a device pointer (null: the
+// value that follows it is used), O's type, whether P is scaled (scale_s / descale_s given), the
+// transposed V's key blocks per (KV head, batch) and the batch count that index it, and the amax
+// partials (null without amax outputs).
+#define RAGGED_FP8_PARAMS                                                                                         \
+    const float *f8_descale_q, float f8_descale_q_value, const float *f8_descale_k, float f8_descale_k_value,     \
+        const float *f8_descale_v, float f8_descale_v_value, const float *f8_descale_s, float f8_descale_s_value, \
+        const float *f8_scale_s, float f8_scale_s_value, const float *f8_scale_o, float f8_scale_o_value,         \
+        int f8_o_kind, int f8_p_scaled, int f8_vt_blocks, int f8_batch, u32 *f8_amax
+#define RAGGED_FP8_ARGS                                                                                    \
+    {f8_descale_q, f8_descale_q_value, f8_descale_k, f8_descale_k_value, f8_descale_v, f8_descale_v_value, \
+     f8_descale_s, f8_descale_s_value, f8_scale_s,   f8_scale_s_value,   f8_scale_o,   f8_scale_o_value,   \
+     f8_o_kind,    f8_p_scaled,        f8_vt_blocks, f8_batch,           f8_amax}
+
+struct RaggedFp8Params {
+    const float* descale_q;
+    float descale_q_value;
+    const float* descale_k;
+    float descale_k_value;
+    const float* descale_v;
+    float descale_v_value;
+    const float* descale_s;
+    float descale_s_value;
+    const float* scale_s;
+    float scale_s_value;
+    const float* scale_o;
+    float scale_o_value;
+    int o_kind;
+    int p_scaled;
+    int vt_blocks;
+    int batch;
+    u32* amax;
+};
+
+// A scalar input: read through its device pointer (after the grid-dependency wait, since an earlier
+// kernel on the stream may have written it), or the value the host passed.
+__device__ __forceinline__ float ragged_fp8_scalar(const float* p, float value) {
+    if (p == nullptr) return value;
+    float x;
+    asm volatile("ld.global.f32 %0, [%1];\n" : "=f"(x) : "l"(p) : "memory");
+    return x;
+}
+
+// The per-item constants a consumer derives from the scalars once per kernel.
+struct RaggedFp8Scales {
+    float s_scale;  // δq δk: multiplies the attention scale
+    float p_scale;  // σs, or RAGGED_FP8_P_SCALE
+    float o_scale;  // δs δv, or δv / RAGGED_FP8_P_SCALE: O' = o_scale Σ P̃ V̂ / l
+    float o_out;    // σo for an e4m3 O (1 otherwise)
+};
+
+__device__ __forceinline__ RaggedFp8Scales ragged_fp8_scales(const RaggedFp8Params& f) {
+    RaggedFp8Scales s;
+    const float dq = ragged_fp8_scalar(f.descale_q, f.descale_q_value);
+    const float dk = ragged_fp8_scalar(f.descale_k, f.descale_k_value);
+    const float dv = ragged_fp8_scalar(f.descale_v, f.descale_v_value);
+    s.s_scale = dq * dk;
+    if (f.p_scaled) {
+        s.p_scale = ragged_fp8_scalar(f.scale_s, f.scale_s_value);
+        s.o_scale = ragged_fp8_scalar(f.descale_s, f.descale_s_value) * dv;
+    }
+    else {
+        s.p_scale = RAGGED_FP8_P_SCALE;
+        s.o_scale = dv * (1.f / RAGGED_FP8_P_SCALE);
+    }
+    s.o_out = f.o_kind == RAGGED_FP8_O_E4M3 ? ragged_fp8_scalar(f.scale_o, f.scale_o_value) : 1.f;
+    return s;
+}
+
+// Two floats to two e4m3 codes, round to nearest even, finite values saturated to ±448; `lo` in the
+// low byte. NaN stays NaN.
+__device__ __forceinline__ u32 ragged_e4m3x2(float lo, float hi) {
+    unsigned short r;
+    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;\n" : "=h"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+
+// O's code: as ragged_e4m3x2, except that an infinity (which .satfinite would clamp) becomes NaN
+// with its sign, and a NaN keeps its sign (fp8-attention.md §2.4, §2.5: e4m3 has no infinity).
+__device__ __forceinline__ u32 ragged_e4m3x2_out(float lo, float hi) {
+    const u32 bl = __float_as_uint(lo), bh = __float_as_uint(hi);
+    u32 r = ragged_e4m3x2(lo, hi);
+    if ((bl & 0x7f800000u) == 0x7f800000u) r = (r & 0xff00u) | 0x7fu | ((bl >> 24) & 0x80u);
+    if ((bh & 0x7f800000u) == 0x7f800000u) r = (r & 0x00ffu) | 0x7f00u | ((bh >> 16) & 0x8000u);
+    return r;
+}
+
+// Four floats to one register of four e4m3 codes, x0 in the lowest byte.
+__device__ __forceinline__ u32 ragged_e4m3x4(float x0, float x1, float x2, float x3) {
+    return ragged_e4m3x2(x0, x1) | (ragged_e4m3x2(x2, x3) << 16);
+}
+
+// amax as the bits of |x|: unsigned comparison of these is the float order with NaN above +inf.
+__device__ __forceinline__ u32 ragged_amax_bits(u32 m, float x) {
+    const u32 b = __float_as_uint(x) & 0x7fffffffu;
+    return b > m ? b : m;
+}
+
+#define RAGGED_F8_ACC4(b) "+f"(d[b]), "+f"(d[b + 1]), "+f"(d[b + 2]), "+f"(d[b + 3])
+#define RAGGED_F8_ACC16(b) RAGGED_F8_ACC4(b), RAGGED_F8_ACC4(b + 4), RAGGED_F8_ACC4(b + 8), RAGGED_F8_ACC4(b + 12)
+#define RAGGED_F8_ACC32 RAGGED_F8_ACC16(0), RAGGED_F8_ACC16(16)
+#define RAGGED_F8_ACC64 RAGGED_F8_ACC32, RAGGED_F8_ACC16(32), RAGGED_F8_ACC16(48)
+#define RAGGED_F8_HOLD32 \
+    "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26," \
+    "%27,%28,%29,%30,%31"
+#define RAGGED_F8_HOLD64                                                                                     \
+    "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27," \
+    "%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,"  \
+    "%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63"
+
+// D[64 x 128] (+)= A[64 x 32] (shared, K-major e4m3) * B[128 x 32]^T (shared, K-major e4m3).
+__device__ __forceinline__ void wgmma_e4m3_ss_n128(float* d, u64 da, u64 db, int accumulate) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 {" RAGGED_F8_HOLD64
+                 "}, %64, %65, p, 1, 1;\n}\n"
+                 : RAGGED_F8_ACC64
+                 : "l"(da), "l"(db), "r"(accumulate));
+}
+
+// D[64 x 128] += A[64 x 32] (registers, e4m3 fragment) * B[128 x 32]^T (shared, K-major e4m3).
+__device__ __forceinline__ void wgmma_e4m3_rs_n128(float* d, const u32* a, u64 db) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 {" RAGGED_F8_HOLD64
+                 "}, {%64,%65,%66,%67}, %68, p, 1, 1;\n}\n"
+                 : RAGGED_F8_ACC64
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
+}
+
+// D[64 x 64] += A[64 x 32] (registers, e4m3 fragment) * B[64 x 32]^T (shared, K-major e4m3).
+__device__ __forceinline__ void wgmma_e4m3_rs_n64(float* d, const u32* a, u64 db) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 {" RAGGED_F8_HOLD32
+                 "}, {%32,%33,%34,%35}, %36, p, 1, 1;\n}\n"
+                 : RAGGED_F8_ACC32
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
+}
+
+#undef RAGGED_F8_HOLD32
+#undef RAGGED_F8_HOLD64
+#undef RAGGED_F8_ACC32
+#undef RAGGED_F8_ACC64
+#undef RAGGED_F8_ACC16
+#undef RAGGED_F8_ACC4
+
+// S = Q K^T for one consumer (64 rows): Q from shared memory (rows 64 c of the Q tile), K from the
+// tile at kb, DB real bytes per row in rows of one 128-byte swizzle block (DB = 128: four k32 steps
+// of 32 bytes; DB = 64: the first two, the rest of the row the loads' zero padding, never read).
+template <int DB, int BN>
+__device__ __forceinline__ void fp8_issue_s(float* s, u32 s_q, int c, u32 kb) {
+    static_assert((DB == 64 || DB == 128) && BN == 128,
+                  "the FP8 S product: rows within one 128-byte swizzle block, n128");
+    const u64 dk = sw128_desc(kb, 16, 1024);
+    const u64 dq = sw128_desc(s_q + c * (64 * 128), 16, 1024);
+#pragma unroll
+    for (int ks = 0; ks < DB / 32; ++ks) wgmma_e4m3_ss_n128(s, desc_add(dq, ks * 32), desc_add(dk, ks * 32), ks > 0);
+}
+
+// O += P V from the transposed V tile at vb: DV rows (head-dim columns of O) of BN keys, K-major,
+// one k32 step per 32 keys.
+template <int DV, int BN>
+__device__ __forceinline__ void fp8_issue_pv(float* acc, const u32 (*pa)[4], u32 vb) {
+    static_assert((DV == 64 || DV == 128) && BN == 128, "the FP8 P V product: n64 or n128 over rows of 128 keys");
+    const u64 dv = sw128_desc(vb, 16, 1024);
+#pragma unroll
+    for (int kc = 0; kc < BN / 32; ++kc) {
+        if constexpr (DV == 128)
+            wgmma_e4m3_rs_n128(acc, pa[kc], desc_add(dv, kc * 32));
+        else
+            wgmma_e4m3_rs_n64(acc, pa[kc], desc_add(dv, kc * 32));
+    }
+}
+
+// P (fp32, accumulator layout) times p_scale -> the e4m3 A fragments of the P V product, one k32
+// chunk per entry, in the key order of the transposed V (see the top of this file).
+template <int BN>
+__device__ __forceinline__ void fp8_pack_p(const float* s, u32 (*pa)[4], float p_scale) {
+#pragma unroll
+    for (int kc = 0; kc < BN / 32; ++kc) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const float* a = s + (4 * kc + 2 * h) * 4;  // n8 chunk 4 kc + 2 h
+            const float* b = a + 4;                     // and the next
+            pa[kc][2 * h + 0] = ragged_e4m3x4(a[0] * p_scale, a[1] * p_scale, b[0] * p_scale, b[1] * p_scale);
+            pa[kc][2 * h + 1] = ragged_e4m3x4(a[2] * p_scale, a[3] * p_scale, b[2] * p_scale, b[3] * p_scale);
+        }
+    }
+}
+
+// The epilogue of the FP8 forward: O' = acc o_scale / l and the LSE for this thread's two rows,
+// O as bf16 / fp16 (4-byte stores) or e4m3 of O' σo (2-byte stores). O's pointer and strides count
+// two-byte units (an e4m3 O's byte strides halved: the plan keeps them even), the row's columns
+// bytes for e4m3. amax (bits, ragged_amax_bits) takes max |O'| of every stored element, amax_s
+// 1 / l of every stored row with an admitted key.
+template <int DT>
+__device__ __forceinline__ void fp8_epilogue_store_o(const float* acc, const float* m_i, const float* l_i,
+                                                     const EpilogueRows& out, int row_in_tile, int lt, float sl2,
+                                                     i64 o_seq, i64 lse_seq, int o_kind, const RaggedFp8Scales& sc,
+                                                     u32& amax, u32& amax_s) {
+#pragma unroll
+    for (int hr = 0; hr < 2; ++hr) {
+        const float l = quad_row_sum(l_i[hr]);
+        const float inv = l > 0.f ? sc.o_scale / l : 0.f;
+        const int r = row_in_tile + hr * 8;
+        if (r >= out.r_hi) continue;
+        if (!(l == 0.f)) amax_s = ragged_amax_bits(amax_s, 1.f / l);
+        if (out.lp != nullptr && lt == 0) {
+            const float f = sl2 > 0.f ? sl2 : 1.f;
+            out.lp[(i64)r * lse_seq] = row_lse(m_i[hr], f, l);
+        }
+        u16* orow = out.op + (i64)r * o_seq;
+#pragma unroll
+        for (int dt = 0; dt < DT; ++dt) {
+            const float x0 = acc[dt * 4 + 2 * hr] * inv;
+            const float x1 = acc[dt * 4 + 2 * hr + 1] * inv;
+            amax = ragged_amax_bits(ragged_amax_bits(amax, x0), x1);
+            if (o_kind == RAGGED_FP8_O_E4M3) {
+                const unsigned short code = (unsigned short)ragged_e4m3x2_out(x0 * sc.o_out, x1 * sc.o_out);
+                unsigned char* ob = reinterpret_cast<unsigned char*>(orow) + dt * 8 + lt * 2;
+                asm volatile("st.global.b16 [%0], %1;\n" ::"l"(ob), "h"(code) : "memory");
+            }
+            else {
+                const u32 packed = o_kind == RAGGED_FP8_O_BF16 ? pack2<true>(x0, x1) : pack2<false>(x0, x1);
+                asm volatile("st.global.b32 [%0], %1;\n" ::"l"(orow + dt * 8 + lt * 2), "r"(packed) : "memory");
+            }
+        }
+    }
+}
+
+#endif  // __CUDA_ARCH_FEAT_SM90_ALL

@@ -1,0 +1,102 @@
+// Part of kernels/cuda-fmha/cuda/ragged_fmha_fwd.cu (the FP8 forward's two helper kernels: V transposed into the workspace, and the amax reduction); included in that file's order, not on its own.
+
+// ---------------------------------------------------------------------------------------------
+// ragged_fmha_fp8_vt: after the pre-pass (it reads the batch records), before the FP8 forward.
+// Writes V^T into the workspace as a [D][H_kv * B * NB][BN] array of e4m3 codes (NB = vt_blocks,
+// BN = RAGGED_FP8_VT_KEYS): for KV head g, batch b and key block nb, row d holds the BN keys of the
+// block's K tile (kv_tile_first_key: a batch's partial last block of a batch with at least BN keys is
+// its last BN keys) in the slot order of fp8_sm90.cuh (slot 4c + i of each 16 carries key
+// 2c + (i & 1) + 8 (i >> 1)), keys past the batch's end zero, so that a masked key multiplies a finite
+// zero. The forward loads one block's rows as a D x BN tile through a tensor map of three dims
+// {BN bytes, H_kv * B * NB, D}. Blocks past a batch's keys write nothing (the forward never reads
+// them). Grid (NB, B, H_kv), RAGGED_FP8_VT_THREADS threads.
+//
+// ragged_fmha_fp8_amax: after the forward, one block: max of the P * RAGGED_FP8_AMAX_WARPS partials
+// of each amax the forward's working blocks wrote (P = min(SM count, the forward's grid,
+// RAGGED_FP8_AMAX_BLOCKS), exactly the forward's own count), as bits of non-negative floats (NaN
+// above everything), into the amax_o and amax_s outputs (either may be null). max is exact and
+// order-free, so the result does not depend on which block computed which item.
+// ---------------------------------------------------------------------------------------------
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+
+#define RAGGED_FP8_VT_KEYS 128
+#define RAGGED_FP8_VT_THREADS 256
+#define RAGGED_FP8_VT_MAX_D 256
+// Row pitch of the staged keys: a multiple of 4 bytes that is not one of 128, so that the column
+// reads of the transposition spread over the banks.
+#define RAGGED_FP8_VT_PITCH (RAGGED_FP8_VT_MAX_D + 4)
+
+// The key (of the block's BN) that slot s of a transposed row carries.
+__device__ __forceinline__ int ragged_fp8_vt_key(int s) {
+    const int t = s & 15;
+    return (s & ~15) + 2 * (t >> 2) + (t & 1) + 8 * ((t >> 1) & 1);
+}
+
+extern "C" __global__ void __launch_bounds__(RAGGED_FP8_VT_THREADS)
+    ragged_fmha_fp8_vt(const unsigned char* __restrict__ v, i64 v_seq, i64 v_head,
+                       const RaggedBatch* __restrict__ batches, unsigned char* __restrict__ vt, int batch, int h_kv,
+                       int vt_blocks, int head_dim) {
+    constexpr int BN = RAGGED_FP8_VT_KEYS;
+    __shared__ __align__(16) unsigned char tile[BN * RAGGED_FP8_VT_PITCH];
+    ragged_grid_dependency_wait();
+    const int nb = blockIdx.x, b = blockIdx.y, g = blockIdx.z;
+    const RaggedBatch bt = batches[b];
+    if (nb * BN >= bt.lkv || head_dim > RAGGED_FP8_VT_MAX_D || (head_dim & 15) != 0) return;
+    const int j0 = kv_tile_first_key<BN>(nb, bt.lkv);
+    const int valid = bt.lkv - j0 < BN ? bt.lkv - j0 : BN;
+    const unsigned char* src = v + (bt.kv_tok + j0) * v_seq + (i64)g * v_head;
+    const int chunks = head_dim / 16;
+    for (int idx = threadIdx.x; idx < BN * chunks; idx += RAGGED_FP8_VT_THREADS) {
+        const int j = idx / chunks, ch = idx - j * chunks;
+        uint4 x = make_uint4(0u, 0u, 0u, 0u);
+        if (j < valid) x = *reinterpret_cast<const uint4*>(src + (i64)j * v_seq + ch * 16);
+        u32* dst = reinterpret_cast<u32*>(tile + j * RAGGED_FP8_VT_PITCH + ch * 16);
+        dst[0] = x.x;
+        dst[1] = x.y;
+        dst[2] = x.z;
+        dst[3] = x.w;
+    }
+    __syncthreads();
+    const i64 plane = (i64)h_kv * batch * vt_blocks * BN;
+    unsigned char* out = vt + (((i64)g * batch + b) * vt_blocks + nb) * BN;
+    for (int idx = threadIdx.x; idx < head_dim * (BN / 4); idx += RAGGED_FP8_VT_THREADS) {
+        const int d = idx / (BN / 4), w = idx - d * (BN / 4);
+        u32 word = 0;
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+            word |= (u32)tile[ragged_fp8_vt_key(4 * w + i) * RAGGED_FP8_VT_PITCH + d] << (8 * i);
+        *reinterpret_cast<u32*>(out + (i64)d * plane + 4 * w) = word;
+    }
+}
+
+// The max of n partials at part, by the block's 256 threads; the result in thread 0.
+__device__ __forceinline__ u32 ragged_fp8_amax_block(const u32* __restrict__ part, int n, u32* warp_max) {
+    u32 m = 0;
+    for (int i = threadIdx.x; i < n; i += 256) m = m > part[i] ? m : part[i];
+    m = __reduce_max_sync(0xffffffffu, m);
+    if ((threadIdx.x & 31) == 0) warp_max[threadIdx.x >> 5] = m;
+    __syncthreads();
+    if (threadIdx.x == 0)
+        for (int w = 0; w < 8; ++w) m = m > warp_max[w] ? m : warp_max[w];
+    __syncthreads();
+    return m;
+}
+
+extern "C" __global__ void __launch_bounds__(256) ragged_fmha_fp8_amax(const u32* __restrict__ part, int grid,
+                                                                     float* __restrict__ amax_o,
+                                                                     float* __restrict__ amax_s) {
+    __shared__ u32 warp_max[8];
+    ragged_grid_dependency_wait();
+    u32 nsm;
+    asm("mov.u32 %0, %%nsmid;\n" : "=r"(nsm));
+    int p = (int)nsm < grid ? (int)nsm : grid;
+    p = p < RAGGED_FP8_AMAX_BLOCKS ? p : RAGGED_FP8_AMAX_BLOCKS;
+    const u32 o = ragged_fp8_amax_block(part, p * RAGGED_FP8_AMAX_WARPS, warp_max);
+    const u32 s = ragged_fp8_amax_block(part + RAGGED_FP8_AMAX_S_OFFSET, p * RAGGED_FP8_AMAX_WARPS, warp_max);
+    if (threadIdx.x == 0) {
+        if (amax_o != nullptr) *amax_o = __uint_as_float(o);
+        if (amax_s != nullptr) *amax_s = __uint_as_float(s);
+    }
+}
+
+#endif  // __CUDA_ARCH_FEAT_SM90_ALL
