@@ -342,3 +342,50 @@ fn graph_replays_equal_eager(name: &str, d: i64) {
         );
     }
 }
+
+/// The LSE of the ragged mix over repeated calls: bit-identical like O (the repeat check above
+/// writes no LSE). Each head dim, causal bottom-right, the dense LSE; `RAGGED_SDPA_TEST_REPEATS`
+/// calls (default 4 here: one execute and download per call).
+#[test]
+fn ragged_mix_lse_is_bit_identical() {
+    let name = "ragged_mix_lse_is_bit_identical";
+    if !device_present(name) {
+        return;
+    }
+    let calls: usize = std::env::var("RAGGED_SDPA_TEST_REPEATS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(4)
+        .clamp(2, 8);
+    for (d, dv) in HEAD_DIMS {
+        let band = (None, Some(0), DiagonalAlignment::BottomRight);
+        let case = Case {
+            lse: Lse::Dense,
+            ..ragged_mix_case(d, dv, band, &RAGGED_MIX)
+        };
+        let inputs = device_inputs(&case);
+        let (o0, lse0) = run(CUDA_FMHA_ID, &case, &inputs);
+        for call in 1..calls {
+            let (o, lse) = run(CUDA_FMHA_ID, &case, &inputs);
+            assert!(
+                o == o0,
+                "{name} d{d}/{dv}: O of call {call} differs from call 0"
+            );
+            let differing: Vec<usize> = (0..lse0.len()).filter(|&i| lse[i] != lse0[i]).collect();
+            assert!(
+                differing.is_empty(),
+                "{name} d{d}/{dv}: LSE of call {call} differs from call 0 at {} of {} positions, \
+                 first {:?}: {:?}",
+                differing.len(),
+                lse0.len(),
+                &differing[..differing.len().min(4)],
+                differing
+                    .iter()
+                    .take(4)
+                    .map(|&i| (f32::from_bits(lse0[i]), f32::from_bits(lse[i])))
+                    .collect::<Vec<_>>()
+            );
+        }
+        eprintln!("test {name} d{d}/{dv}: {calls} calls, O and LSE bit-identical");
+    }
+}
