@@ -89,6 +89,47 @@ pub(super) fn stats_layout(lse: &LseLayout) -> (i32, [i64; 3], Option<(RaggedAux
     }
 }
 
+/// The trailing arguments of a kernel that writes the graph's LSE (the forward's fix-up, the
+/// serving route's finish): its pointer (named `pointer`; null without an LSE), layout code, dense
+/// strides and, for a ragged LSE, its offsets, their width and multiplier, and its sequence and
+/// head strides.
+pub(super) fn lse_output_args(
+    pointer: &'static str,
+    lse: &LseLayout,
+    buffers: &DeviceBuffers,
+) -> [(&'static str, KernelArg); 10] {
+    use KernelArg::{I32, I64};
+    let (layout, strides, aux) = stats_layout(lse);
+    [
+        (
+            pointer,
+            KernelArg::ptr(if layout == 0 { 0 } else { buffers.lse }),
+        ),
+        ("lse_layout", I32(layout)),
+        ("lse_stride_b", I64(strides[0])),
+        ("lse_stride_h", I64(strides[1])),
+        ("lse_stride_s", I64(strides[2])),
+        (
+            "lse_offsets",
+            KernelArg::ptr(if aux.is_some() {
+                buffers.lse_offsets
+            } else {
+                0
+            }),
+        ),
+        (
+            "lse_offset_width",
+            I32(aux.map_or(0, |(a, _, _)| a.width.bytes())),
+        ),
+        (
+            "lse_multiplier",
+            I64(aux.map_or(1, |(a, _, _)| a.multiplier)),
+        ),
+        ("lse_seq_stride", I64(aux.map_or(0, |(_, s, _)| s))),
+        ("lse_head_stride", I64(aux.map_or(0, |(_, _, h)| h))),
+    ]
+}
+
 /// Pre-pass launch for one execution.
 pub fn prepass_launch(
     problem: &AiterProblem,
@@ -152,7 +193,6 @@ pub fn fixup_launch(
         .saturating_mul(problem.s_q_max)
         .saturating_mul(problem.q.heads);
     let blocks = linear_blocks(rows, FIXUP_THREADS, FIXUP_MAX_BLOCKS);
-    let (layout, strides, lse_aux) = stats_layout(&problem.lse);
     let to_i32 = |v: i64| I32(i32::try_from(v).unwrap_or(0));
     Launch {
         kernel: FIXUP_KERNEL,
@@ -182,30 +222,10 @@ pub fn fixup_launch(
                 "scratch_head_stride",
                 I64(WorkspacePlan::scratch_head_stride(problem)),
             ),
-            ("lse_out", ptr(if layout == 0 { 0 } else { buffers.lse })),
-            ("lse_layout", I32(layout)),
-            ("lse_stride_b", I64(strides[0])),
-            ("lse_stride_h", I64(strides[1])),
-            ("lse_stride_s", I64(strides[2])),
-            (
-                "lse_offsets",
-                ptr(if lse_aux.is_some() {
-                    buffers.lse_offsets
-                } else {
-                    0
-                }),
-            ),
-            (
-                "lse_offset_width",
-                I32(lse_aux.map_or(0, |(aux, _, _)| aux.width.bytes())),
-            ),
-            (
-                "lse_multiplier",
-                I64(lse_aux.map_or(1, |(aux, _, _)| aux.multiplier)),
-            ),
-            ("lse_seq_stride", I64(lse_aux.map_or(0, |(_, s, _)| s))),
-            ("lse_head_stride", I64(lse_aux.map_or(0, |(_, _, h)| h))),
-        ],
+        ]
+        .into_iter()
+        .chain(lse_output_args("lse_out", &problem.lse, buffers))
+        .collect(),
     }
 }
 

@@ -3,7 +3,7 @@
 //! forward runs on for a [`ServingPlan`]. Pure: addresses are numbers here, and a test holds every
 //! argument list against its kernel's parameters.
 
-use super::device_kernels::{KernelArg, Launch, LaunchConfig, linear_blocks, stats_layout};
+use super::device_kernels::{KernelArg, Launch, LaunchConfig, linear_blocks, lse_output_args};
 use super::mapping::{DeviceBuffers, region_address};
 use super::problem::AiterProblem;
 use super::serving::ServingPlan;
@@ -187,7 +187,6 @@ pub fn finish_launch(
         .batch
         .saturating_mul(problem.s_q_max)
         .saturating_mul(problem.q.heads);
-    let (layout, strides, lse_aux) = stats_layout(&problem.lse);
     Launch {
         kernel: FINISH_KERNEL,
         config: LaunchConfig::linear(
@@ -218,29 +217,9 @@ pub fn finish_launch(
             ("o_seq_stride", I64(problem.o.seq_stride)),
             ("o_head_stride", I64(problem.o.head_stride)),
             ("d_v", to_i32(problem.o.head_dim)),
-            ("lse", ptr(if layout == 0 { 0 } else { fwd.lse })),
-            ("lse_layout", I32(layout)),
-            ("lse_stride_b", I64(strides[0])),
-            ("lse_stride_h", I64(strides[1])),
-            ("lse_stride_s", I64(strides[2])),
-            (
-                "lse_offsets",
-                ptr(if lse_aux.is_some() {
-                    fwd.lse_offsets
-                } else {
-                    0
-                }),
-            ),
-            (
-                "lse_offset_width",
-                I32(lse_aux.map_or(0, |(aux, _, _)| aux.width.bytes())),
-            ),
-            (
-                "lse_multiplier",
-                I64(lse_aux.map_or(1, |(aux, _, _)| aux.multiplier)),
-            ),
-            ("lse_seq_stride", I64(lse_aux.map_or(0, |(_, s, _)| s))),
-            ("lse_head_stride", I64(lse_aux.map_or(0, |(_, _, h)| h))),
-        ],
+        ]
+        .into_iter()
+        .chain(lse_output_args("lse", &problem.lse, fwd))
+        .collect(),
     }
 }
