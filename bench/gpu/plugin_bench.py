@@ -4,7 +4,7 @@ FA2 varlen and cuDNN dense.
 
 "Ours" is timed the way hipDNN would drive it: the cdylib `libhipdnn_provider_ragged_sdpa.so` is
 dlopen'ed with ctypes, and each timed call is one `hipdnnEnginePluginExecuteOpGraph` on an
-execution context made from the serialized graph that `plugin/examples/emit_bench_graphs.rs`
+execution context made from the serialized graph that `plugin/examples/emit_bench_graphs/`
 wrote. The peers run on the same packed buffers in the same process:
 
 - FA3: FlashAttention-3's own hopper forward, `flash_attn_varlen_func` with cumulative sequence

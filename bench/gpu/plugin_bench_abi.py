@@ -2,7 +2,7 @@
 
 What both harnesses need to drive `libhipdnn_provider_ragged_sdpa.so` as hipDNN would: the typed
 entry points (shared/spec/plugin-abi.md §3-§5), the variant pack, the graphs and metadata that
-`plugin/examples/emit_bench_graphs.rs` writes, bf16 bit conversions for numpy buffers and the
+`plugin/examples/emit_bench_graphs/` writes, bf16 bit conversions for numpy buffers and the
 CUDA-event timing rule. No GPU import at module level: the self-checks run without one.
 """
 

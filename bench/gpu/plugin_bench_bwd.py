@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Ragged SDPA backward through the plugin's C ABI against FA2 varlen backward and cuDNN ragged backward.
 
-For every problem that `plugin/examples/emit_bench_graphs.rs` wrote a training pair for (D_qk =
+For every problem that `plugin/examples/emit_bench_graphs/` wrote a training pair for (D_qk =
 D_v = 64 or 128; bf16, H = 16, 16 384 tokens: 8x2048, 2x8192, the ragged mix; causal and not):
 
 1. our forward runs once through the C ABI (`<name>_fwd_lse`: O and the LSE, packed token-major

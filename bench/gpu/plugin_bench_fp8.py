@@ -2,7 +2,7 @@
 """FP8 (e4m3) ragged SDPA forward through the plugin's C ABI against cuDNN's FP8 SDPA and
 FlashAttention-3's FP8 forward, with each engine's accuracy against float64 beside its speed.
 
-The graphs are `plugin/examples/emit_bench_graphs.rs`'s FP8 problems (`problems_fp8.json`): cuDNN's
+The graphs are `plugin/examples/emit_bench_graphs/`'s FP8 problems (`problems_fp8.json`): cuDNN's
 FP8 forward as hipDNN writes it — Q, K, V and O in FP8_E4M3, descale_q/k/v/s, scale_s and scale_o
 bound as one-element FLOAT device tensors, amax_s and amax_o written, no LSE. "Ours" is one
 `hipdnnEnginePluginExecuteOpGraph` on the CUDA engine. The peers, in the same process on the same

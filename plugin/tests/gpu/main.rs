@@ -675,7 +675,7 @@ fn sanitizer_case(d: i64, dv: i64, (left, right): (Option<i64>, Option<i64>)) ->
         )
     }
 }
-/// The benchmark's ragged mix (`plugin/examples/emit_bench_graphs.rs`).
+/// The benchmark's ragged mix (`plugin/examples/emit_bench_graphs/`).
 const RAGGED_MIX: [i64; 6] = [3874, 2585, 2823, 3682, 2396, 1024];
 fn ragged_mix_case(
     d: i64,
