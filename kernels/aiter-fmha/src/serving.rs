@@ -21,9 +21,10 @@
 use super::applicability::{AiterPlan, GpuArch, check_applicability};
 use super::problem::{AiterProblem, LseLayout, RaggedAux, RaggedOperand, SeqLens};
 use super::workspace::{Region, WORKSPACE_ALIGN};
-use ragged_core::contract::{self, Decline};
+use ragged_core::contract::{self, Decline, check_declared_alignment};
 use ragged_core::problem::{
-    IndexWidth, Operand, PageTable, PagedKv, QueryForm, RaggedSdpaProblem, SINK_ROLE, ScalePlan,
+    IndexWidth, Operand, PageTableStrides, PagedKv, QueryForm, RaggedSdpaProblem, SINK_ROLE,
+    ScalePlan,
 };
 use ragged_core::{DataType, contract::GPU_ALIGNMENT};
 
@@ -55,17 +56,6 @@ pub struct PoolArgs {
     pub page_size: i32,
 }
 
-/// A page table `T[b][e]` at `b · row + e · column`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct TableArgs {
-    /// Graph uid.
-    pub uid: i64,
-    /// Elements between rows.
-    pub row: i64,
-    /// Elements between a row's entries.
-    pub column: i64,
-}
-
 /// The gathered route of a paged graph.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PagedRoute {
@@ -74,9 +64,9 @@ pub struct PagedRoute {
     /// V's pool.
     pub v_pool: PoolArgs,
     /// K's table.
-    pub table_k: TableArgs,
+    pub table_k: PageTableStrides,
     /// V's table.
-    pub table_v: TableArgs,
+    pub table_v: PageTableStrides,
     /// The graph's `seq_len_q`.
     pub seq_len_q: SeqLens,
     /// The graph's `seq_len_kv`.
@@ -147,18 +137,6 @@ fn to_i32(value: i64, uid: i64, field: &str) -> Result<i32, Decline> {
     })
 }
 
-fn check_alignment(uid: i64, role: &str, alignment: i64, need: i64) -> Result<(), Decline> {
-    if alignment < need || alignment % need != 0 {
-        return Err(Decline::new(
-            uid,
-            format!("{role} alignment"),
-            alignment,
-            format!("a positive multiple of {need}"),
-        ));
-    }
-    Ok(())
-}
-
 fn check_pool(pool: &Operand) -> Result<PoolArgs, Decline> {
     let [pages, _, page_size, _] = pool.dims;
     if pool.strides.iter().any(|s| *s < 1) {
@@ -169,7 +147,7 @@ fn check_pool(pool: &Operand) -> Result<PoolArgs, Decline> {
             "positive strides",
         ));
     }
-    check_alignment(pool.uid, pool.role, pool.alignment, 2)?;
+    check_declared_alignment(pool.uid, pool.role, pool.alignment, 2)?;
     let [page, head, slot, dim] = pool.strides;
     Ok(PoolArgs {
         uid: pool.uid,
@@ -183,15 +161,6 @@ fn check_pool(pool: &Operand) -> Result<PoolArgs, Decline> {
             pool.uid,
             &format!("{} page size (dims[2])", pool.role),
         )?,
-    })
-}
-
-fn check_table(t: &PageTable) -> Result<TableArgs, Decline> {
-    check_alignment(t.uid, t.role, t.alignment, 4)?;
-    Ok(TableArgs {
-        uid: t.uid,
-        row: t.row_stride,
-        column: t.column_stride,
     })
 }
 
@@ -231,7 +200,7 @@ fn paged_rows(t: &Operand, starts: RaggedAux, padded: bool) -> Result<RaggedOper
             ),
         ));
     }
-    check_alignment(t.uid, t.role, t.alignment, GPU_ALIGNMENT)?;
+    check_declared_alignment(t.uid, t.role, t.alignment, GPU_ALIGNMENT)?;
     let mut rows = RaggedOperand::from_operand(t);
     rows.aux = RaggedAux {
         multiplier: t.seq_stride(),
@@ -299,7 +268,7 @@ fn paged_stats(
             "a positive sequence stride and non-negative others",
         ));
     }
-    check_alignment(stats.uid, stats.role, stats.alignment, 4)?;
+    check_declared_alignment(stats.uid, stats.role, stats.alignment, 4)?;
     Ok(if !padded {
         LseLayout::Ragged {
             uid: stats.uid,
@@ -451,8 +420,8 @@ fn paged_forward(
     let route = PagedRoute {
         k_pool: check_pool(k)?,
         v_pool: check_pool(v)?,
-        table_k: check_table(&paged.table_k)?,
-        table_v: check_table(&paged.table_v)?,
+        table_k: paged.table_k.int32_strides()?,
+        table_v: paged.table_v.int32_strides()?,
         seq_len_q,
         seq_len_kv,
         packed: !padded,
@@ -491,7 +460,7 @@ pub fn plan(
     let sinks = match &problem.sinks {
         None => None,
         Some(s) => {
-            check_alignment(s.uid, SINK_ROLE, s.alignment, 4)?;
+            check_declared_alignment(s.uid, SINK_ROLE, s.alignment, 4)?;
             Some(SinkArgs {
                 uid: s.uid,
                 stride: s.stride,

@@ -9,7 +9,7 @@ use crate::workspace::WorkspacePlan;
 use crate::{AiterProblem, fixtures};
 use ragged_core::MaskBand;
 use ragged_core::problem::test_support::packed;
-use ragged_core::problem::{IndexInput, Multiplier, Offsets, Sinks};
+use ragged_core::problem::{IndexInput, Multiplier, Offsets, PageTable, Sinks};
 
 const GFX942: &str = "gfx942:sramecc+:xnack-";
 const TARGETS: &str = "gfx942;gfx950";
@@ -181,7 +181,7 @@ fn a_packed_prefill_runs_aiter_over_contiguous_gathered_kv() {
     assert_eq!(
         (route.table_k, route.table_v.uid),
         (
-            TableArgs {
+            PageTableStrides {
                 uid: 6,
                 row: 32,
                 column: 1

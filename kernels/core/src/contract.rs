@@ -207,12 +207,23 @@ pub fn check_whole_tokens(t: &Operand, offsets: &Offsets) -> Result<(), Decline>
 }
 
 fn check_alignment(t: &Operand) -> Result<(), Decline> {
-    if t.alignment < GPU_ALIGNMENT || t.alignment % GPU_ALIGNMENT != 0 {
+    check_declared_alignment(t.uid, t.role, t.alignment, GPU_ALIGNMENT)
+}
+
+/// A tensor's declared pointer alignment is a positive multiple of `need` bytes (what a kernel's
+/// loads of it assume), else a decline naming its uid and `<role> alignment`.
+pub fn check_declared_alignment(
+    uid: i64,
+    role: &str,
+    alignment: i64,
+    need: i64,
+) -> Result<(), Decline> {
+    if alignment < need || alignment % need != 0 {
         return Err(Decline::new(
-            t.uid,
-            format!("{} alignment", t.role),
-            t.alignment,
-            format!("a positive multiple of {GPU_ALIGNMENT}"),
+            uid,
+            format!("{role} alignment"),
+            alignment,
+            format!("a positive multiple of {need}"),
         ));
     }
     Ok(())

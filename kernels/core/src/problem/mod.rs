@@ -18,7 +18,7 @@ pub use axes::{Axes, SEQ_AXIS_1, SEQ_AXIS_2, dense_stats_axes, resolve_axes};
 pub use fp8::{Amax, Fp8Forward, Fp8OutputPlan, Fp8Scalar, Fp8Softmax};
 pub use operand::{IndexInput, IndexWidth, Multiplier, OFFSETS_ROLE, Offsets, Operand};
 pub use scale::{ScalarType, ScalePlan};
-pub use serving::{PageTable, PagedKv, QueryForm, SINK_ROLE, Sinks};
+pub use serving::{PageTable, PageTableStrides, PagedKv, QueryForm, SINK_ROLE, Sinks};
 
 use crate::{DataType, MaskBand, Role};
 

@@ -26,7 +26,29 @@ pub struct PageTable {
     pub alignment: i64,
 }
 
+/// A page table as a GPU kernel reads it: int32 page ids at these element strides.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PageTableStrides {
+    /// Graph uid.
+    pub uid: i64,
+    /// Elements between rows (sequences).
+    pub row: i64,
+    /// Elements between a row's entries.
+    pub column: i64,
+}
+
 impl PageTable {
+    /// Its strides for a kernel that loads the ids as int32, once the declared alignment allows
+    /// those loads (a positive multiple of 4 bytes).
+    pub fn int32_strides(&self) -> Result<PageTableStrides, crate::Decline> {
+        crate::contract::check_declared_alignment(self.uid, self.role, self.alignment, 4)?;
+        Ok(PageTableStrides {
+            uid: self.uid,
+            row: self.row_stride,
+            column: self.column_stride,
+        })
+    }
+
     /// The dims as the graph writes them.
     pub fn dims(&self) -> Vec<i64> {
         if self.rank4 {

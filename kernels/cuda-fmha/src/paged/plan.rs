@@ -12,9 +12,10 @@
 use super::device_abi::{self, PagedKernel};
 use super::gather::{self, GatherPlan, PagedShape};
 use crate::forward::geometry::WORKSPACE_ALIGNMENT;
-use ragged_core::contract::{Decline, GPU_ALIGNMENT};
+use ragged_core::contract::{Decline, GPU_ALIGNMENT, check_declared_alignment};
 use ragged_core::problem::{
-    IndexInput, Operand, PageTable, PagedKv, QueryForm, RaggedSdpaProblem, SINK_ROLE, ScalePlan,
+    IndexInput, Operand, PageTableStrides, PagedKv, QueryForm, RaggedSdpaProblem, SINK_ROLE,
+    ScalePlan,
 };
 use ragged_core::{DataType, DiagonalAlignment};
 
@@ -59,17 +60,6 @@ pub struct PoolArgs {
     pub page_size: i32,
 }
 
-/// A page table as the kernel reads it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TableArgs {
-    /// Graph uid.
-    pub uid: i64,
-    /// Elements between rows (sequences).
-    pub row: i64,
-    /// Elements between a row's entries.
-    pub column: i64,
-}
-
 /// Byte offsets inside the (aligned-up) workspace; all zero with one split.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PagedWorkspace {
@@ -109,9 +99,9 @@ pub struct PagedPlan {
     /// V's pool.
     pub v: PoolArgs,
     /// K's page table.
-    pub table_k: TableArgs,
+    pub table_k: PageTableStrides,
     /// V's page table.
-    pub table_v: TableArgs,
+    pub table_v: PageTableStrides,
     /// `seq_len_q` (uid, element bytes).
     pub seq_len_q: (i64, i32),
     /// `seq_len_kv` (uid, element bytes).
@@ -260,24 +250,12 @@ fn check_rows(t: &Operand, padded: bool) -> Result<RowStrides, Decline> {
             );
         }
     }
-    check_alignment(t.uid, t.role, t.alignment, GPU_ALIGNMENT)?;
+    check_declared_alignment(t.uid, t.role, t.alignment, GPU_ALIGNMENT)?;
     Ok(RowStrides {
         batch,
         seq: t.seq_stride(),
         head: t.head_stride(),
     })
-}
-
-fn check_alignment(uid: i64, role: &str, alignment: i64, need: i64) -> Result<(), Decline> {
-    if alignment < need || alignment % need != 0 {
-        return decline(
-            uid,
-            format!("{role} alignment"),
-            alignment,
-            format!("a positive multiple of {need}"),
-        );
-    }
-    Ok(())
 }
 
 /// A pool `[P, H_kv, ps, D]`: unit head-dim stride, page, head and slot strides multiples of 8
@@ -294,7 +272,7 @@ fn check_pool(pool: &Operand) -> Result<PoolArgs, Decline> {
              (token-major NHD or head-major HND pools)",
         );
     }
-    check_alignment(pool.uid, pool.role, pool.alignment, GPU_ALIGNMENT)?;
+    check_declared_alignment(pool.uid, pool.role, pool.alignment, GPU_ALIGNMENT)?;
     Ok(PoolArgs {
         uid: pool.uid,
         page,
@@ -306,15 +284,6 @@ fn check_pool(pool: &Operand) -> Result<PoolArgs, Decline> {
             pool.uid,
             &format!("{} page size (dims[2])", pool.role),
         )?,
-    })
-}
-
-fn check_table(t: &PageTable) -> Result<TableArgs, Decline> {
-    check_alignment(t.uid, t.role, t.alignment, 4)?;
-    Ok(TableArgs {
-        uid: t.uid,
-        row: t.row_stride,
-        column: t.column_stride,
     })
 }
 
@@ -445,7 +414,7 @@ pub fn plan(problem: &RaggedSdpaProblem) -> Result<PagedPlan, Decline> {
                     "non-negative",
                 );
             }
-            check_alignment(stats.uid, stats.role, stats.alignment, 4)?;
+            check_declared_alignment(stats.uid, stats.role, stats.alignment, 4)?;
             Some((
                 stats.uid,
                 RowStrides {
@@ -459,12 +428,12 @@ pub fn plan(problem: &RaggedSdpaProblem) -> Result<PagedPlan, Decline> {
     let sinks = match &problem.sinks {
         None => None,
         Some(s) => {
-            check_alignment(s.uid, SINK_ROLE, s.alignment, 4)?;
+            check_declared_alignment(s.uid, SINK_ROLE, s.alignment, 4)?;
             Some((s.uid, s.stride))
         }
     };
-    let tk = check_table(&table_k)?;
-    let tv = check_table(&table_v)?;
+    let tk = table_k.int32_strides()?;
+    let tv = table_v.int32_strides()?;
     let seq_len_q = length(problem.seq_len_q, "seq_len_q_tensor_uid", q.uid)?;
     let seq_len_kv = length(problem.seq_len_kv, "seq_len_kv_tensor_uid", q.uid)?;
     let batch = table_k.rows;

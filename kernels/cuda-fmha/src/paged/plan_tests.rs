@@ -1,6 +1,6 @@
 use super::*;
 use ragged_core::MaskBand;
-use ragged_core::problem::{IndexWidth, Multiplier, Offsets};
+use ragged_core::problem::{IndexWidth, Multiplier, Offsets, PageTable};
 
 const B: i64 = 3;
 
