@@ -354,11 +354,7 @@ fn run(engine: i64, case: &Case, inputs: &Inputs) -> [Vec<u16>; 3] {
 
 /// Calls of the non-deterministic engine per case (`RAGGED_SDPA_TEST_REPEATS`, default 3).
 fn repeats() -> usize {
-    std::env::var("RAGGED_SDPA_TEST_REPEATS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(3)
-        .clamp(2, 8)
+    test_repeats(3).clamp(2, 8)
 }
 
 /// Both CUDA engines against the host reference's backward on the same device inputs.

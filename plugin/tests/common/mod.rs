@@ -16,6 +16,15 @@ use std::ffi::{CStr, c_char, c_void};
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
+/// Calls per repeat check: `RAGGED_SDPA_TEST_REPEATS`, or `default` when it is unset or not a
+/// number (each check bounds it as its cost allows).
+pub fn test_repeats(default: usize) -> usize {
+    std::env::var("RAGGED_SDPA_TEST_REPEATS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
 /// A seeded xorshift64 stream, the tests' source of reproducible input values.
 pub fn xorshift(seed: u64) -> impl FnMut() -> u64 {
     let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;

@@ -47,11 +47,7 @@ fn ragged_mix_calls_are_bit_identical() {
     if !device_present(name) {
         return;
     }
-    let calls: usize = std::env::var("RAGGED_SDPA_TEST_REPEATS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(12)
-        .max(2);
+    let calls: usize = test_repeats(12).max(2);
     for (d, dv) in HEAD_DIMS {
         for band in [
             (None, Some(0), DiagonalAlignment::BottomRight),
@@ -352,11 +348,7 @@ fn ragged_mix_lse_is_bit_identical() {
     if !device_present(name) {
         return;
     }
-    let calls: usize = std::env::var("RAGGED_SDPA_TEST_REPEATS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(4)
-        .clamp(2, 8);
+    let calls: usize = test_repeats(4).clamp(2, 8);
     for (d, dv) in HEAD_DIMS {
         let band = (None, Some(0), DiagonalAlignment::BottomRight);
         let case = Case {

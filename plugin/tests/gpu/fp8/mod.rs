@@ -565,11 +565,7 @@ fn fp8_ragged_mix_calls_are_bit_identical() {
     if !fp8_device_present(name) {
         return;
     }
-    let calls: usize = std::env::var("RAGGED_SDPA_TEST_REPEATS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(12)
-        .max(2);
+    let calls: usize = test_repeats(12).max(2);
     let case = Fp8Case {
         d: 128,
         hq: 16,
