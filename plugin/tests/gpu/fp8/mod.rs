@@ -467,21 +467,43 @@ fn check_fp8(name: &str, case: &Fp8Case) {
     );
 }
 
+/// GQA, causal top-left, padded lengths, a sequence without queries, bf16 O with the LSE
+/// (upstream's descales-only shape).
+fn causal_gqa_padded_bf16_o(d: i64) -> Fp8Case {
+    Fp8Case {
+        d,
+        hq: 4,
+        hkv: 2,
+        q_tokens: vec![5, 0, 150, 300],
+        kv_tokens: vec![70, 9, 200, 300],
+        pad: 2,
+        causal: Some(DiagonalAlignment::TopLeft),
+        lse: true,
+        full: false,
+    }
+}
+
+/// Causal bottom-right over unequal lengths (one sequence without queries), padding, e4m3 O with
+/// every scalar and both amax outputs (cuDNN's shape).
+fn bottom_right_e4m3_o(d: i64, lse: bool) -> Fp8Case {
+    Fp8Case {
+        d,
+        hq: 6,
+        hkv: 3,
+        q_tokens: vec![200, 64, 0, 33],
+        kv_tokens: vec![90, 64, 17, 400],
+        pad: 1,
+        causal: Some(DiagonalAlignment::BottomRight),
+        lse,
+        full: true,
+    }
+}
+
 #[test]
 fn fp8_d128_causal_gqa_padded_bf16_o() {
     check_fp8(
         "fp8_d128_causal_gqa_padded_bf16_o",
-        &Fp8Case {
-            d: 128,
-            hq: 4,
-            hkv: 2,
-            q_tokens: vec![5, 0, 150, 300],
-            kv_tokens: vec![70, 9, 200, 300],
-            pad: 2,
-            causal: Some(DiagonalAlignment::TopLeft),
-            lse: true,
-            full: false,
-        },
+        &causal_gqa_padded_bf16_o(128),
     );
 }
 
@@ -507,17 +529,7 @@ fn fp8_d128_non_causal_mqa_e4m3_o_with_amax() {
 fn fp8_d128_bottom_right_e4m3_o_with_amax() {
     check_fp8(
         "fp8_d128_bottom_right_e4m3_o_with_amax",
-        &Fp8Case {
-            d: 128,
-            hq: 6,
-            hkv: 3,
-            q_tokens: vec![200, 64, 0, 33],
-            kv_tokens: vec![90, 64, 17, 400],
-            pad: 1,
-            causal: Some(DiagonalAlignment::BottomRight),
-            lse: false,
-            full: true,
-        },
+        &bottom_right_e4m3_o(128, false),
     );
 }
 
@@ -525,17 +537,7 @@ fn fp8_d128_bottom_right_e4m3_o_with_amax() {
 fn fp8_d64_causal_gqa_padded_bf16_o() {
     check_fp8(
         "fp8_d64_causal_gqa_padded_bf16_o",
-        &Fp8Case {
-            d: 64,
-            hq: 4,
-            hkv: 2,
-            q_tokens: vec![5, 0, 150, 300],
-            kv_tokens: vec![70, 9, 200, 300],
-            pad: 2,
-            causal: Some(DiagonalAlignment::TopLeft),
-            lse: true,
-            full: false,
-        },
+        &causal_gqa_padded_bf16_o(64),
     );
 }
 
@@ -543,17 +545,7 @@ fn fp8_d64_causal_gqa_padded_bf16_o() {
 fn fp8_d64_bottom_right_e4m3_o_with_amax() {
     check_fp8(
         "fp8_d64_bottom_right_e4m3_o_with_amax",
-        &Fp8Case {
-            d: 64,
-            hq: 6,
-            hkv: 3,
-            q_tokens: vec![200, 64, 0, 33],
-            kv_tokens: vec![90, 64, 17, 400],
-            pad: 1,
-            causal: Some(DiagonalAlignment::BottomRight),
-            lse: true,
-            full: true,
-        },
+        &bottom_right_e4m3_o(64, true),
     );
 }
 
