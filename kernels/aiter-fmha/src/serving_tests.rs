@@ -8,77 +8,15 @@ use crate::serving_kernels::{
 use crate::workspace::WorkspacePlan;
 use crate::{AiterProblem, fixtures};
 use ragged_core::MaskBand;
-use ragged_core::problem::test_support::packed;
-use ragged_core::problem::{IndexInput, Multiplier, Offsets, PageTable, Sinks};
+use ragged_core::problem::test_support::{dense, packed, paged_packed};
+use ragged_core::problem::{Multiplier, Offsets, Sinks};
 
 const GFX942: &str = "gfx942:sramecc+:xnack-";
 const TARGETS: &str = "gfx942;gfx950";
 
-fn dense(role: &'static str, uid: i64, dims: [i64; 4], strides: [i64; 4]) -> Operand {
-    Operand {
-        role,
-        uid,
-        dtype: DataType::BF16,
-        dims,
-        strides,
-        alignment: 16,
-        ragged: None,
-    }
-}
-
-fn table(role: &'static str, uid: i64, rows: i64, columns: i64) -> PageTable {
-    PageTable {
-        role,
-        uid,
-        rows,
-        columns,
-        row_stride: columns,
-        column_stride: 1,
-        rank4: false,
-        alignment: 16,
-    }
-}
-
-/// Upstream's packed form: Q/O `[1, H_q, T_q, D]` token-major, NHD pools of `pages` pages of
-/// `ps` tokens, tables `[B, mp]` (uids 6 and 7), int32 lengths (uids 8 and 9), bf16.
-fn paged(
-    batch: i64,
-    (hq, hkv, d): (i64, i64, i64),
-    t_q: i64,
-    (pages, ps, mp): (i64, i64, i64),
-) -> RaggedSdpaProblem {
-    let q_strides = [t_q * hq * d, d, hq * d, 1];
-    let pool = [pages, hkv, ps, d];
-    let pool_strides = [ps * hkv * d, d, hkv * d, 1];
-    let index = |role, uid| IndexInput {
-        role,
-        uid,
-        width: IndexWidth::I32,
-    };
-    RaggedSdpaProblem {
-        q: dense("q_tensor_uid", 1, [1, hq, t_q, d], q_strides),
-        k: dense("k_tensor_uid", 2, pool, pool_strides),
-        v: dense("v_tensor_uid", 3, pool, pool_strides),
-        o: dense("o_tensor_uid", 4, [1, hq, t_q, d], q_strides),
-        stats: None,
-        seq_len_q: Some(index("seq_len_q_tensor_uid", 8)),
-        seq_len_kv: Some(index("seq_len_kv_tensor_uid", 9)),
-        scale: ScalePlan::Fixed(0.125),
-        mask: MaskBand::none(),
-        paged: Some(PagedKv {
-            table_k: table("page_table_k_tensor_uid", 6, batch, mp),
-            table_v: table("page_table_v_tensor_uid", 7, batch, mp),
-            max_seq_len_kv: mp * ps,
-            query: QueryForm::Packed,
-        }),
-        sinks: None,
-        fp8: None,
-    }
-}
-
 /// B 3, H 8/2, D 128, T_q 256, 64 pages of 16 tokens, 32 per sequence (max_seq_len_kv 512).
 fn prefill() -> RaggedSdpaProblem {
-    paged(3, (8, 2, 128), 256, (64, 16, 32))
+    paged_packed(3, (8, 2, 128), 256, (64, 16, 32))
 }
 
 fn sinks(uid: i64, heads: i64) -> Sinks {
@@ -211,12 +149,12 @@ fn the_workspace_holds_the_starts_the_gathered_kv_and_then_the_forward() {
 #[test]
 fn gathered_kv_above_four_gib_is_declined_naming_the_bound() {
     // 3 sequences × 512 k keys × 8 heads × 128 × 2 bytes = 3 GiB each for K and V.
-    let p = paged(3, (8, 8, 128), 256, (64, 16, 32 * 1024));
+    let p = paged_packed(3, (8, 8, 128), 256, (64, 16, 32 * 1024));
     let text = rejected(&p, 6, "gathered K/V bytes");
     assert!(text.contains("6442450944"), "{text}");
     assert!(text.contains("at most 4294967296 (4 GiB)"), "{text}");
     // Just under the bound: taken.
-    let p = paged(2, (8, 8, 128), 256, (64, 16, 32 * 1024));
+    let p = paged_packed(2, (8, 8, 128), 256, (64, 16, 32 * 1024));
     accepted(&p);
 }
 
@@ -238,7 +176,7 @@ fn paged_declines_name_the_uid_and_field() {
     );
 
     // Padded Q whose sequences do not follow each other (batch stride twice S_q rows).
-    let mut p = paged(3, (8, 2, 128), 64, (64, 16, 32));
+    let mut p = paged_packed(3, (8, 2, 128), 64, (64, 16, 32));
     for t in [&mut p.q, &mut p.o] {
         t.dims = [3, 8, 64, 128];
         t.strides = [2 * 64 * 1024, 128, 1024, 1];
@@ -268,7 +206,7 @@ fn paged_declines_name_the_uid_and_field() {
     });
     rejected(&p, 5, "stats_tensor_uid data type");
 
-    let p = paged(70_000, (8, 2, 128), 256, (64, 16, 1));
+    let p = paged_packed(70_000, (8, 2, 128), 256, (64, 16, 1));
     rejected(&p, 6, "page_table_k_tensor_uid rows (B)");
 
     let mut p = prefill();
@@ -279,7 +217,7 @@ fn paged_declines_name_the_uid_and_field() {
     rejected(&p, 30, "scale_tensor_uid residency");
 
     // AITER's own limits apply to the gathered forward: D 36 is not a CK head dim.
-    let p = paged(3, (8, 2, 36), 256, (64, 16, 32));
+    let p = paged_packed(3, (8, 2, 36), 256, (64, 16, 32));
     rejected(&p, 1, "D_qk");
     let err = plan(&prefill(), &GpuArch::new("gfx90a"), TARGETS).expect_err("arch");
     assert!(err.to_string().contains("device architecture"), "{err}");
@@ -289,7 +227,7 @@ fn paged_declines_name_the_uid_and_field() {
 fn decode_takes_the_same_route() {
     // One query row per sequence, packed (T_q = B): correct on the gathered route, at the cost
     // of copying the keys once more than a kernel reading the pages in place would.
-    let mut p = paged(4, (8, 2, 128), 4, (64, 16, 16));
+    let mut p = paged_packed(4, (8, 2, 128), 4, (64, 16, 16));
     p.mask = MaskBand {
         left: None,
         right: Some(0),
@@ -637,7 +575,7 @@ fn execute_enqueues_starts_gather_forward_and_finish_in_order_on_one_stream() {
 
 #[test]
 fn padded_q_keeps_its_lengths_and_a_dense_lse() {
-    let mut p = paged(3, (8, 2, 128), 64, (64, 16, 32));
+    let mut p = paged_packed(3, (8, 2, 128), 64, (64, 16, 32));
     for t in [&mut p.q, &mut p.o] {
         t.dims = [3, 8, 64, 128];
         t.strides = [64 * 1024, 128, 1024, 1];

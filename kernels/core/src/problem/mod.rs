@@ -340,4 +340,69 @@ pub mod test_support {
         assert_eq!(p.role_of(10), None);
         assert_eq!(p.tensors().count(), 4);
     }
+
+    /// A dense bf16 operand with the given dims and strides, 16-byte aligned.
+    pub fn dense(role: &'static str, uid: i64, dims: [i64; 4], strides: [i64; 4]) -> Operand {
+        Operand {
+            role,
+            uid,
+            dtype: DataType::BF16,
+            dims,
+            strides,
+            alignment: 16,
+            ragged: None,
+        }
+    }
+
+    /// A row-major `[rows, columns]` page table, 16-byte aligned.
+    pub fn page_table(role: &'static str, uid: i64, rows: i64, columns: i64) -> PageTable {
+        PageTable {
+            role,
+            uid,
+            rows,
+            columns,
+            row_stride: columns,
+            column_stride: 1,
+            rank4: false,
+            alignment: 16,
+        }
+    }
+
+    /// Upstream's packed paged form: Q/O `[1, H_q, T_q, D]` token-major, NHD pools of `pages`
+    /// pages of `ps` tokens (uids 2 and 3), tables `[B, mp]` (uids 6 and 7), int32 lengths (uids 8
+    /// and 9), bf16, scale 0.125, no mask.
+    pub fn paged_packed(
+        batch: i64,
+        (hq, hkv, d): (i64, i64, i64),
+        t_q: i64,
+        (pages, ps, mp): (i64, i64, i64),
+    ) -> RaggedSdpaProblem {
+        let q_strides = [t_q * hq * d, d, hq * d, 1];
+        let pool = [pages, hkv, ps, d];
+        let pool_strides = [ps * hkv * d, d, hkv * d, 1];
+        let index = |role, uid| IndexInput {
+            role,
+            uid,
+            width: IndexWidth::I32,
+        };
+        RaggedSdpaProblem {
+            q: dense("q_tensor_uid", 1, [1, hq, t_q, d], q_strides),
+            k: dense("k_tensor_uid", 2, pool, pool_strides),
+            v: dense("v_tensor_uid", 3, pool, pool_strides),
+            o: dense("o_tensor_uid", 4, [1, hq, t_q, d], q_strides),
+            stats: None,
+            seq_len_q: Some(index("seq_len_q_tensor_uid", 8)),
+            seq_len_kv: Some(index("seq_len_kv_tensor_uid", 9)),
+            scale: ScalePlan::Fixed(0.125),
+            mask: MaskBand::none(),
+            paged: Some(PagedKv {
+                table_k: page_table("page_table_k_tensor_uid", 6, batch, mp),
+                table_v: page_table("page_table_v_tensor_uid", 7, batch, mp),
+                max_seq_len_kv: mp * ps,
+                query: QueryForm::Packed,
+            }),
+            sinks: None,
+            fp8: None,
+        }
+    }
 }

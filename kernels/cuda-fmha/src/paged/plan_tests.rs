@@ -1,71 +1,8 @@
 use super::*;
-use ragged_core::MaskBand;
-use ragged_core::problem::{IndexWidth, Multiplier, Offsets, PageTable};
+use ragged_core::problem::test_support::{dense, paged_packed};
+use ragged_core::problem::{IndexWidth, Multiplier, Offsets};
 
 const B: i64 = 3;
-
-fn dense(role: &'static str, uid: i64, dims: [i64; 4], strides: [i64; 4]) -> Operand {
-    Operand {
-        role,
-        uid,
-        dtype: DataType::BF16,
-        dims,
-        strides,
-        alignment: 16,
-        ragged: None,
-    }
-}
-
-fn table(role: &'static str, uid: i64, columns: i64) -> PageTable {
-    PageTable {
-        role,
-        uid,
-        rows: B,
-        columns,
-        row_stride: columns,
-        column_stride: 1,
-        rank4: false,
-        alignment: 16,
-    }
-}
-
-/// Upstream's packed form: Q/O `[1, H_q, T_q, D]` token-major, NHD pools of `pages` pages of
-/// `ps` tokens, tables `[B, mp]`, int32 lengths.
-fn paged(
-    hq: i64,
-    hkv: i64,
-    d: i64,
-    t_q: i64,
-    (pages, ps, mp): (i64, i64, i64),
-) -> RaggedSdpaProblem {
-    let q_strides = [t_q * hq * d, d, hq * d, 1];
-    let pool = [pages, hkv, ps, d];
-    let pool_strides = [ps * hkv * d, d, hkv * d, 1];
-    let index = |role, uid| IndexInput {
-        role,
-        uid,
-        width: IndexWidth::I32,
-    };
-    RaggedSdpaProblem {
-        q: dense("q_tensor_uid", 1, [1, hq, t_q, d], q_strides),
-        k: dense("k_tensor_uid", 2, pool, pool_strides),
-        v: dense("v_tensor_uid", 3, pool, pool_strides),
-        o: dense("o_tensor_uid", 4, [1, hq, t_q, d], q_strides),
-        stats: None,
-        seq_len_q: Some(index("seq_len_q_tensor_uid", 8)),
-        seq_len_kv: Some(index("seq_len_kv_tensor_uid", 9)),
-        scale: ScalePlan::Fixed(0.125),
-        mask: MaskBand::none(),
-        paged: Some(PagedKv {
-            table_k: table("page_table_k_tensor_uid", 6, mp),
-            table_v: table("page_table_v_tensor_uid", 7, mp),
-            max_seq_len_kv: mp * ps,
-            query: QueryForm::Packed,
-        }),
-        sinks: None,
-        fp8: None,
-    }
-}
 
 fn rejected(p: &RaggedSdpaProblem, uid: i64, field: &str) -> String {
     let text = plan(p).expect_err("declined").to_string();
@@ -111,7 +48,7 @@ fn row_groups_spread_prefill_tiles_and_leave_decode_alone() {
 fn upstreams_bundle_shape_is_planned_with_its_workspace() {
     // quick/SdpaFwd/paged/fp16/hd128_page16_multiseq: Q/O [1, 16, 64, 128], pools [128, 2, 16,
     // 128], tables [3, 32], max_seq_len_kv 512.
-    let mut p = paged(16, 2, 128, 64, (128, 16, 32));
+    let mut p = paged_packed(B, (16, 2, 128), 64, (128, 16, 32));
     for t in [&mut p.q, &mut p.k, &mut p.v, &mut p.o] {
         t.dtype = DataType::F16;
     }
@@ -151,7 +88,7 @@ fn upstreams_bundle_shape_is_planned_with_its_workspace() {
 
 #[test]
 fn one_split_needs_no_workspace() {
-    let p = paged(4, 2, 64, 4, (10, 16, 2));
+    let p = paged_packed(B, (4, 2, 64), 4, (10, 16, 2));
     let plan = plan(&p).expect("planned");
     assert_eq!((plan.splits, plan.chunk), (1, 32));
     assert_eq!(plan.workspace_bytes(), 0);
@@ -159,7 +96,7 @@ fn one_split_needs_no_workspace() {
 
 #[test]
 fn padded_queries_and_head_major_pools_are_planned() {
-    let mut p = paged(8, 2, 64, 5, (40, 32, 4));
+    let mut p = paged_packed(B, (8, 2, 64), 5, (40, 32, 4));
     for t in [&mut p.q, &mut p.o] {
         t.dims = [B, 8, 5, 64];
         t.strides = [5 * 8 * 64, 5 * 64, 64, 1];
@@ -202,7 +139,7 @@ fn padded_queries_and_head_major_pools_are_planned() {
 
 #[test]
 fn what_the_kernels_do_not_do_is_declined_by_name() {
-    let base = || paged(4, 2, 64, 8, (10, 16, 4));
+    let base = || paged_packed(B, (4, 2, 64), 8, (10, 16, 4));
     let mut p = base();
     for t in [&mut p.q, &mut p.k, &mut p.v, &mut p.o] {
         t.dtype = DataType::F32;
@@ -264,7 +201,7 @@ fn what_the_kernels_do_not_do_is_declined_by_name() {
 
 #[test]
 fn sinks_are_planned_with_their_stride() {
-    let mut p = paged(4, 2, 128, 8, (10, 16, 4));
+    let mut p = paged_packed(B, (4, 2, 128), 8, (10, 16, 4));
     p.sinks = Some(ragged_core::problem::Sinks {
         uid: 10,
         heads: 4,
