@@ -13,8 +13,7 @@ use super::device_abi::{self, FP8_AMAX_KERNEL, FP8_VT_KERNEL, FP8_VT_THREADS, Fp
 use super::fp8::Fp8Plan;
 use super::geometry::LaunchGeometry;
 use super::launcher::{
-    ExecuteMode, FmhaBuffers, RequiredPointer, check_flag, forward_args, launch_prepass,
-    prepass_args,
+    ExecuteMode, FmhaBuffers, RequiredPointer, forward_args, prepass_args, run_prepass,
 };
 use super::loading::LoadedKernels;
 use super::plan::{FmhaPlan, RowStrides};
@@ -105,16 +104,15 @@ pub(crate) unsafe fn execute_fp8(
     // SAFETY: the pre-pass's arguments mirror its signature over the checked workspace (this
     // function's contract); programmatic only where the module allows it.
     unsafe {
-        launch_prepass(
-            &loaded.module,
+        run_prepass(
+            loaded,
             stream,
             &prepass,
-            loaded.prepass_dependency(),
+            mode,
+            workspace + geometry.workspace.error_flag,
+            plan,
         )
     }?;
-    if mode == ExecuteMode::Validate {
-        check_flag(stream, workspace + geometry.workspace.error_flag, plan)?;
-    }
 
     // V transposed: grid (key blocks, B, H_kv); blocks past a batch's keys leave at once.
     let vt = workspace + fp8.workspace.vt;

@@ -250,16 +250,15 @@ impl FmhaEngine {
             // current; a programmatic launch only where the module states that its pre-pass
             // writes nothing before waiting for the previous grid (`prepass_dependency`).
             unsafe {
-                launch_prepass(
-                    &loaded.module,
+                run_prepass(
+                    &loaded,
                     stream,
                     &prepass,
-                    loaded.prepass_dependency(),
+                    mode,
+                    base + geometry.workspace.error_flag,
+                    plan,
                 )
             }?;
-            if mode == ExecuteMode::Validate {
-                check_flag(stream, base + geometry.workspace.error_flag, plan)?;
-            }
         }
 
         let tiles = geometry.tiles;
@@ -307,6 +306,28 @@ impl FmhaEngine {
             }
         }
     }
+}
+
+/// The pre-pass launch (programmatic where the module allows it) and, in validating mode, the
+/// read-back of its offsets flag at `flag_address`, which turns bad offsets into an error before
+/// the forward is enqueued.
+///
+/// # Safety
+/// As [`launch_prepass`], with `loaded` the module of the stream's context.
+pub(crate) unsafe fn run_prepass(
+    loaded: &LoadedKernels,
+    stream: CUstream,
+    args: &[KernelArg],
+    mode: ExecuteMode,
+    flag_address: u64,
+    plan: &FmhaPlan,
+) -> Result<(), GpuError> {
+    // SAFETY: forwarded from this function's contract.
+    unsafe { launch_prepass(&loaded.module, stream, args, loaded.prepass_dependency()) }?;
+    if mode == ExecuteMode::Validate {
+        check_flag(stream, flag_address, plan)?;
+    }
+    Ok(())
 }
 
 /// Enqueues `ragged_fmha_prepass` (one block of `PREPASS_THREADS`, no dynamic shared memory)
