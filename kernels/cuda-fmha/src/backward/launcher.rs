@@ -223,7 +223,7 @@ impl BackwardEngine {
 /// K and V, boxes of its BN rows), `None` for a kernel without maps. A layout the driver cannot
 /// describe as a tensor map (a stride that is not a multiple of 16 bytes, say) switches `kernel`
 /// to the wgmma kernel it was derived from, which copies the same tiles with cp.async, so such a
-/// problem still runs, with the same results.
+/// problem still runs, with the same results; any other encoding failure is returned.
 pub(super) fn stream_maps(
     loaded: &LoadedKernels,
     kernel: &mut &'static str,
@@ -259,10 +259,24 @@ pub(super) fn stream_maps(
     };
     match (first, second) {
         (Ok(a), Ok(c)) => Ok(Some([KernelArg::TensorMap(a), KernelArg::TensorMap(c)])),
+        (Err(e), _) | (_, Err(e)) if !layout_refused(&e) => Err(e),
         _ => {
             *kernel = device_abi::without_tensor_maps(kernel);
             Ok(None)
         }
+    }
+}
+
+/// Whether a tensor map failed over its layout (the encoder's own extent and stride checks, or the
+/// driver's CUDA_ERROR_INVALID_VALUE for strides it cannot describe), which the cp.async kernel
+/// serves; any other failure (no current context, say) is an error, not a reason to switch.
+fn layout_refused(e: &GpuError) -> bool {
+    match e {
+        GpuError::KernelContract { .. } => true,
+        GpuError::Driver { source, .. } => {
+            source.0 == cudarc::driver::sys::CUresult::CUDA_ERROR_INVALID_VALUE
+        }
+        _ => false,
     }
 }
 
@@ -426,4 +440,32 @@ pub fn check_buffers(plan: &BackwardPlan, b: &BackwardBuffers) -> Result<(), Gpu
         (b.dv, dv_uid, TensorRole::DV, 16),
     ]);
     launcher::check_pointers(required, plan.workspace_bytes(), b.forward.workspace_bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cudarc::driver::DriverError;
+    use cudarc::driver::sys::CUresult;
+
+    /// A layout the encoder or the driver refuses selects the cp.async kernel; a missing context
+    /// (what the fused path once hit) or an uninitialised driver is an error.
+    #[test]
+    fn only_a_refused_layout_falls_back_to_the_cp_async_kernel() {
+        let driver = |status| GpuError::Driver {
+            call: "cuTensorMapEncodeTiled",
+            source: DriverError(status),
+        };
+        assert!(layout_refused(&GpuError::KernelContract {
+            kernel: "k".to_owned(),
+            detail: "tensor-map stride -1 elements".to_owned(),
+        }));
+        assert!(layout_refused(&driver(CUresult::CUDA_ERROR_INVALID_VALUE)));
+        assert!(!layout_refused(&driver(
+            CUresult::CUDA_ERROR_INVALID_CONTEXT
+        )));
+        assert!(!layout_refused(&driver(
+            CUresult::CUDA_ERROR_NOT_INITIALIZED
+        )));
+    }
 }
