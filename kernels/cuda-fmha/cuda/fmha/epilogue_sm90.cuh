@@ -23,27 +23,49 @@ __device__ __forceinline__ EpilogueRows epilogue_rows(const WsItem& it, u16* o, 
     return out;
 }
 
-// The epilogue straight from registers: O = acc / l and the LSE, for this thread's two rows of the
-// tile; 4-byte stores, 4 lanes covering 16 contiguous bytes of a row, unless WO and wide.
+// Whether this thread's row r of the tile is one of the item's own (stored) rows.
+template <bool TSQ>
+__device__ __forceinline__ bool epilogue_row_ok(const EpilogueRows& out, int r) {
+    return r < out.r_hi && (!TSQ || r >= out.r_lo);
+}
+
+// The first half of the epilogue, taken as soon as the item's last softmax step is done: the LSE of
+// this thread's two rows is stored, and inv[] receives the factor O's rows are multiplied by
+// (o_scale / l; 0 for a row without admitted keys) and l[] the rows' sums. Only inv, not m_i and l_i, is kept for a
+// deferred O store: read back after the next item's first S was issued, the row statistics gave an
+// LSE one ulp apart between identical calls in a few rows per call (bench/DECISIONS.md), while
+// values taken here are the same on every call.
+template <bool TSQ>
+__device__ __forceinline__ void epilogue_row_stats(const float* m_i, const float* l_i, const EpilogueRows& out,
+                                                   int row_in_tile, int lt, float sl2, i64 lse_seq, float o_scale,
+                                                   float* inv, float* l_row) {
+#pragma unroll
+    for (int hr = 0; hr < 2; ++hr) {
+        const float l = quad_row_sum(l_i[hr]);
+        l_row[hr] = l;
+        inv[hr] = l > 0.f ? o_scale / l : 0.f;
+        const int r = row_in_tile + hr * 8;
+        if (epilogue_row_ok<TSQ>(out, r) && out.lp != nullptr && lt == 0) {
+            const float f = sl2 > 0.f ? sl2 : 1.f;
+            out.lp[(i64)r * lse_seq] = row_lse(m_i[hr], f, l);
+        }
+    }
+}
+
+// The second half: O = acc inv for this thread's two rows of the tile; 4-byte stores, 4 lanes
+// covering 16 contiguous bytes of a row, unless WO and wide.
 // WO: where O's base and strides are 16-byte aligned (wide, uniform over the grid), 16-byte stores,
 // the quad's words of four n-tiles transposed so that each lane holds eight consecutive columns of its
 // row: a warp's store writes 64 bytes of each of 8 rows instead of 16, a quarter of the store
 // instructions, which otherwise compete with the next item's first softmax for issue slots.
 template <bool BF16, int DT, bool TSQ, bool WO = false>
-__device__ __forceinline__ void epilogue_store_o(const float* acc, const float* m_i, const float* l_i, const EpilogueRows& out,
-                                            int row_in_tile, int lt, float sl2, i64 o_seq, i64 lse_seq,
-                                            bool wide = false) {
+__device__ __forceinline__ void epilogue_store_o(const float* acc, const float* inv, const EpilogueRows& out,
+                                                 int row_in_tile, int lt, i64 o_seq, bool wide = false) {
     static_assert(!WO || DT % 4 == 0, "WO stores whole groups of four n-tiles");
 #pragma unroll
     for (int hr = 0; hr < 2; ++hr) {
-        const float l = quad_row_sum(l_i[hr]);
-        const float inv = l > 0.f ? 1.f / l : 0.f;
         const int r = row_in_tile + hr * 8;
-        const bool row_ok = r < out.r_hi && (!TSQ || r >= out.r_lo);
-        if (row_ok && out.lp != nullptr && lt == 0) {
-            const float f = sl2 > 0.f ? sl2 : 1.f;
-            out.lp[(i64)r * lse_seq] = row_lse(m_i[hr], f, l);
-        }
+        const bool row_ok = epilogue_row_ok<TSQ>(out, r);
         if (WO && wide) {
             u16* orow = out.op + (i64)r * o_seq;
 #pragma unroll
@@ -51,7 +73,7 @@ __device__ __forceinline__ void epilogue_store_o(const float* acc, const float* 
                 u32 x[4];
 #pragma unroll
                 for (int j = 0; j < 4; ++j)
-                    x[j] = pack2<BF16>(acc[(4 * g + j) * 4 + 2 * hr] * inv, acc[(4 * g + j) * 4 + 2 * hr + 1] * inv);
+                    x[j] = pack2<BF16>(acc[(4 * g + j) * 4 + 2 * hr] * inv[hr], acc[(4 * g + j) * 4 + 2 * hr + 1] * inv[hr]);
                 // Every lane takes part in the shuffles; only rows of the item store.
                 quad_transpose4(x, lt);
                 if (row_ok)
@@ -64,7 +86,7 @@ __device__ __forceinline__ void epilogue_store_o(const float* acc, const float* 
             u16* orow = out.op + (i64)r * o_seq + lt * 2;
 #pragma unroll
             for (int dt = 0; dt < DT; ++dt) {
-                u32 packed = pack2<BF16>(acc[dt * 4 + 2 * hr] * inv, acc[dt * 4 + 2 * hr + 1] * inv);
+                u32 packed = pack2<BF16>(acc[dt * 4 + 2 * hr] * inv[hr], acc[dt * 4 + 2 * hr + 1] * inv[hr]);
                 asm volatile("st.global.b32 [%0], %1;\n" ::"l"(orow + dt * 8), "r"(packed) : "memory");
             }
         }

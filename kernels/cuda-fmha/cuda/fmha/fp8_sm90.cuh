@@ -233,32 +233,32 @@ __device__ __forceinline__ void fp8_pack_p(const float* s, u32 (*pa)[4], float p
     }
 }
 
-// The epilogue of the FP8 forward: O' = acc o_scale / l and the LSE for this thread's two rows,
-// O as bf16 / fp16 (4-byte stores) or e4m3 of O' σo (2-byte stores). O's pointer and strides count
-// two-byte units (an e4m3 O's byte strides halved: the plan keeps them even), the row's columns
-// bytes for e4m3. amax (bits, ragged_amax_bits) takes max |O'| of every stored element, amax_s
-// 1 / l of every stored row with an admitted key.
+// amax_s takes 1 / l of each of this thread's stored rows with an admitted key (l: epilogue_row_stats'
+// row sums), when the item's row statistics are taken.
+__device__ __forceinline__ void fp8_note_amax_s(const float* l, const EpilogueRows& out, int row_in_tile, u32& amax_s) {
+#pragma unroll
+    for (int hr = 0; hr < 2; ++hr)
+        if (row_in_tile + hr * 8 < out.r_hi && !(l[hr] == 0.f)) amax_s = ragged_amax_bits(amax_s, 1.f / l[hr]);
+}
+
+// The FP8 forward's O store (its row statistics and LSE: epilogue_row_stats with AMAX_S): O' = acc inv for
+// this thread's two rows, as bf16 / fp16 (4-byte stores) or e4m3 of O' σo (2-byte stores). O's
+// pointer and strides count two-byte units (an e4m3 O's byte strides halved: the plan keeps them
+// even), the row's columns bytes for e4m3. amax (bits, ragged_amax_bits) takes max |O'| of every
+// stored element.
 template <int DT>
-__device__ __forceinline__ void fp8_epilogue_store_o(const float* acc, const float* m_i, const float* l_i,
-                                                     const EpilogueRows& out, int row_in_tile, int lt, float sl2,
-                                                     i64 o_seq, i64 lse_seq, int o_kind, const RaggedFp8Scales& sc,
-                                                     u32& amax, u32& amax_s) {
+__device__ __forceinline__ void fp8_epilogue_store_o(const float* acc, const float* inv, const EpilogueRows& out,
+                                                     int row_in_tile, int lt, i64 o_seq, int o_kind,
+                                                     const RaggedFp8Scales& sc, u32& amax) {
 #pragma unroll
     for (int hr = 0; hr < 2; ++hr) {
-        const float l = quad_row_sum(l_i[hr]);
-        const float inv = l > 0.f ? sc.o_scale / l : 0.f;
         const int r = row_in_tile + hr * 8;
         if (r >= out.r_hi) continue;
-        if (!(l == 0.f)) amax_s = ragged_amax_bits(amax_s, 1.f / l);
-        if (out.lp != nullptr && lt == 0) {
-            const float f = sl2 > 0.f ? sl2 : 1.f;
-            out.lp[(i64)r * lse_seq] = row_lse(m_i[hr], f, l);
-        }
         u16* orow = out.op + (i64)r * o_seq;
 #pragma unroll
         for (int dt = 0; dt < DT; ++dt) {
-            const float x0 = acc[dt * 4 + 2 * hr] * inv;
-            const float x1 = acc[dt * 4 + 2 * hr + 1] * inv;
+            const float x0 = acc[dt * 4 + 2 * hr] * inv[hr];
+            const float x1 = acc[dt * 4 + 2 * hr + 1] * inv[hr];
             amax = ragged_amax_bits(ragged_amax_bits(amax, x0), x1);
             if (o_kind == RAGGED_FP8_O_E4M3) {
                 const unsigned short code = (unsigned short)ragged_e4m3x2_out(x0 * sc.o_out, x1 * sc.o_out);

@@ -204,20 +204,25 @@ __device__ __forceinline__ void fmha_fwd_sm90_kernel(RAGGED_FMHA_PARAMS, const R
         for (int i = 0; i < DT * 4; ++i) acc[i] = 0.f;
     };
     // deferred_o_store: the item whose O is still in acc (its last P V possibly in flight, its V stage
-    // not yet released), stored by flush.
+    // not yet released), stored by flush with the factors inv its row statistics left.
     bool pending = false;
     EpilogueRows pend{};
     int pend_stage = 0;
+    float inv[2];
     // wide_o_stores: every row of O starts at a 16-byte boundary (rows are o_seq apart, heads o_head,
     // batches whole rows).
     const bool o_wide = C::wide_o_stores && (((u64)o | (u64)(o_seq * 2) | (u64)(o_head * 2)) & 15) == 0;
+    // The item's LSE and O's factors, once its last softmax step is done (epilogue_sm90.cuh).
+    auto row_stats = [&](const EpilogueRows& rows) {
+        float l[2];
+        epilogue_row_stats<TSQ>(m_i, l_i, rows, row_in_tile, lt, sl2, lse_seq, F8 ? f8s.o_scale : 1.f, inv, l);
+        if constexpr (F8) fp8_note_amax_s(l, rows, row_in_tile, amax_s);
+    };
     auto store_o = [&](const EpilogueRows& rows) {
         if constexpr (F8)
-            fp8_epilogue_store_o<DTO>(acc, m_i, l_i, rows, row_in_tile, lt, sl2, o_seq, lse_seq, f8->o_kind, f8s, amax,
-                                      amax_s);
+            fp8_epilogue_store_o<DTO>(acc, inv, rows, row_in_tile, lt, o_seq, f8->o_kind, f8s, amax);
         else
-            epilogue_store_o<BF16, DTO, TSQ, C::wide_o_stores>(acc, m_i, l_i, rows, row_in_tile, lt, sl2, o_seq,
-                                                               lse_seq, o_wide);
+            epilogue_store_o<BF16, DTO, TSQ, C::wide_o_stores>(acc, inv, rows, row_in_tile, lt, o_seq, o_wide);
     };
     auto flush = [&]() {
         fence_regs<DT * 4>(acc);
@@ -373,6 +378,7 @@ __device__ __forceinline__ void fmha_fwd_sm90_kernel(RAGGED_FMHA_PARAMS, const R
                 wgmma_commit();
                 consumer_turn_pass<NC>(c);
                 if constexpr (EO) {
+                    row_stats(out);
                     pending = true;
                     pend = out;
                     pend_stage = sp;
@@ -393,6 +399,7 @@ __device__ __forceinline__ void fmha_fwd_sm90_kernel(RAGGED_FMHA_PARAMS, const R
             if (pending) flush();
             reset();
         }
+        row_stats(out);
         store_o(out);
     }
     if (EO) {
