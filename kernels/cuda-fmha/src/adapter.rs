@@ -444,7 +444,7 @@ mod tests {
     use std::ffi::OsStr;
 
     #[test]
-    fn fp8_forwards_run_unpaged_at_d128_and_are_declined_elsewhere() {
+    fn fp8_forwards_run_unpaged_at_their_head_dims_and_are_declined_elsewhere() {
         use ragged_core::problem::test_support::fp8;
         let unpaged = fp8(2, (4, 2), (4, 2), 128);
         let mut paged = unpaged;
@@ -475,16 +475,22 @@ mod tests {
         let text = decline.to_string();
         assert!(text.contains("FP8 (fp8_e4m3)"), "{text}");
         assert!(text.contains("does not run FP8 attention"), "{text}");
-        // Unpaged: the e4m3 entry point's head dim, on an sm_90a device (or with no CUDA runtime
+        // Unpaged: the e4m3 entry points' head dims, on an sm_90a device (or with no CUDA runtime
         // to tell; on another architecture the decline names it).
-        match plan(unpaged) {
-            Ok(planned) => assert_eq!(planned.reach(), Reach::Device),
-            Err(decline) => assert!(decline.to_string().contains("sm_90a"), "{decline}"),
+        for p in [
+            unpaged,
+            fp8(2, (4, 2), (4, 2), 64),
+            fp8(2, (4, 2), (4, 2), 256),
+        ] {
+            match plan(p) {
+                Ok(planned) => assert_eq!(planned.reach(), Reach::Device),
+                Err(decline) => assert!(decline.to_string().contains("sm_90a"), "{decline}"),
+            }
         }
-        let decline = plan(fp8(2, (4, 2), (4, 2), 256)).map(|_| ()).unwrap_err();
+        let decline = plan(fp8(2, (4, 2), (4, 2), 96)).map(|_| ()).unwrap_err();
         let text = decline.to_string();
         assert!(
-            text.contains("head dim = 256") || text.contains("sm_90a"),
+            text.contains("head dim = 96") || text.contains("sm_90a"),
             "{text}"
         );
     }

@@ -13,7 +13,7 @@ registers, spills and serialization. It prints registers and spills per entry po
     warpgroup MMAs of that entry (too few registers, or commit groups it could not match), which
     costs far more than any change it came with;
   - a spill in the plugin's persistent forward bodies (ragged_fmha_fwd_{bf16,f16}_d{64,96,128,256,192v128}
-    and ragged_fmha_fwd_e4m3_d{64,128} on sm_90a), whose measured configurations have none.
+    and ragged_fmha_fwd_e4m3_d{64,128,256} on sm_90a), whose measured configurations have none.
 
 With --cubin-dir it also writes each program's CUBIN there (ragged_fmha_fwd_sm_90a.cubin, ...), so
 that a change meant to keep the machine code can be checked against the CUBINs of the commit before
@@ -41,7 +41,7 @@ PROGRAMS = [
     (PAGED, "sm_90a", "paged split-KV, plugin set"),
     (PAGED, "sm_80", "paged split-KV, portable set"),
 ]
-NO_SPILL = re.compile(r"^ragged_fmha_fwd_((bf16|f16)_d(64|96|128|256|192v128)|e4m3_d(64|128))$")
+NO_SPILL = re.compile(r"^ragged_fmha_fwd_((bf16|f16)_d(64|96|128|256|192v128)|e4m3_d(64|128|256))$")
 
 
 def plugin_options(programs, arch):

@@ -119,4 +119,20 @@ struct FmhaSm90Fp8ConfigD64 {
     enum : int { tail_items_per_block = 4 };
 };
 
+// FP8 e4m3, D 256: rows of Q and K are 256 bytes (head_dim 128 two-byte units: two 128-byte swizzle
+// blocks, as a bf16 row of 128), the transposed V tiles 256 rows of 64 keys (64-byte swizzle rows).
+// D 128's arrangement (Q from shared memory, double-buffered, O stored deferred) over blocks of 64
+// keys: per consumer thread the O accumulator takes 128 registers, and with blocks of 128 keys S (64)
+// and P (16) left too few of the 240 (ptxas serialized the warpgroup MMAs); S 32 and P 8 fit.
+// 2 x 32 KB of Q and a ring of 4 x (16 KB of K, 16 KB of V^T): 193 KB.
+struct FmhaSm90Fp8ConfigD256 {
+    enum : bool { bf16 = true, fp8 = true };
+    enum : int { head_dim = 128, head_dim_v = 256, pv_columns = 256 };
+    enum : int { block_n = 64, kv_stages = 4, consumer_warpgroups = 2 };
+    enum : int { producer_registers = 24, consumer_registers = 240 };
+    enum : bool { q_in_registers = false, q_tail_shift = false, deferred_o_store = true };
+    enum : bool { double_q_buffer = true, wide_o_stores = false };
+    enum : int { tail_items_per_block = 4 };
+};
+
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL

@@ -110,6 +110,7 @@ RAGGED_FMHA_SM90_PAIR(d256, FmhaSm90ConfigD256)
 RAGGED_FMHA_SM90_PAIR(d192v128, FmhaSm90ConfigD192V128)
 RAGGED_FMHA_SM90_FP8_ENTRY(ragged_fmha_fwd_e4m3_d64, FmhaSm90Fp8ConfigD64)
 RAGGED_FMHA_SM90_FP8_ENTRY(ragged_fmha_fwd_e4m3_d128, FmhaSm90Fp8ConfigD128)
+RAGGED_FMHA_SM90_FP8_ENTRY(ragged_fmha_fwd_e4m3_d256, FmhaSm90Fp8ConfigD256)
 #else
 RAGGED_FMHA_SM80_ALL(ragged_fmha_fwd_)
 #endif

@@ -4,12 +4,13 @@
 // FP8 (e4m3) forward, kernels/core/fp8-attention.md §3. The persistent kernel (kernel_sm90.cuh) runs
 // it with a configuration whose `fp8` is set:
 //   - Q and K hold e4m3 codes. A row of D codes has the bytes of a row of D / 2 two-byte elements, so
-//     the configuration's head_dim counts two-byte units (D 128: 64) and Q / K travel through the
-//     same TMA maps, tail copies and 128-byte-swizzle tiles as a bf16 row of D / 2; one k32 step of
-//     e4m3 is 32 bytes, a bf16 k16 step (the same descriptor offsets).
+//     the configuration's head_dim counts two-byte units (D 128: 64; D 256: 128, two 128-byte
+//     swizzle blocks per row) and Q / K travel through the same TMA maps, tail copies and
+//     128-byte-swizzle tiles as a bf16 row of D / 2; one k32 step of e4m3 is 32 bytes, a bf16 k16
+//     step (the same descriptor offsets).
 //   - e4m3 wgmma takes B K-major only, and for O = P V the reduction runs over keys: V comes from the
-//     workspace transposed (fp8_vt.cuh), one tile of head_dim_v rows of BN keys per key block,
-//     loaded like a K tile.
+//     workspace transposed (fp8_vt.cuh), one tile of head_dim_v rows of BN keys per key block, one
+//     TMA box (fp8_fill_vt).
 //   - P feeds the second product from registers. The A fragment of m64nNk32 e4m3 holds, per thread
 //     (g = lane / 4, c = lane % 4, rows g and g + 8 of its warp's 16), bytes k = 4c .. 4c + 3 in its
 //     first register pair and k = 16 + 4c .. 16 + 4c + 3 in its second, the lowest k in the lowest
@@ -164,6 +165,15 @@ __device__ __forceinline__ void wgmma_e4m3_ss_n128(float* d, u64 da, u64 db, int
                  : "l"(da), "l"(db), "r"(accumulate));
 }
 
+// D[64 x 64] (+)= A[64 x 32] (shared, K-major e4m3) * B[64 x 32]^T (shared, K-major e4m3).
+__device__ __forceinline__ void wgmma_e4m3_ss_n64(float* d, u64 da, u64 db, int accumulate) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 {" RAGGED_F8_HOLD32
+                 "}, %32, %33, p, 1, 1;\n}\n"
+                 : RAGGED_F8_ACC32
+                 : "l"(da), "l"(db), "r"(accumulate));
+}
+
 // D[64 x 128] += A[64 x 32] (registers, e4m3 fragment) * B[128 x 32]^T (shared, K-major e4m3).
 __device__ __forceinline__ void wgmma_e4m3_rs_n128(float* d, const u32* a, u64 db) {
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
@@ -189,31 +199,69 @@ __device__ __forceinline__ void wgmma_e4m3_rs_n64(float* d, const u32* a, u64 db
 #undef RAGGED_F8_ACC16
 #undef RAGGED_F8_ACC4
 
-// S = Q K^T for one consumer (64 rows): Q from shared memory (rows 64 c of the Q tile), K from the
-// tile at kb, DB real bytes per row in rows of one 128-byte swizzle block (DB = 128: four k32 steps
-// of 32 bytes; DB = 64: the first two, the rest of the row the loads' zero padding, never read).
-template <int DB, int BN>
+// S = Q K^T for one consumer (64 rows): Q from shared memory (rows 64 c of the BM-row Q tile), K from
+// the tile at kb (BN rows), DB real bytes per row, one k32 step of 32 bytes each. A row lives in
+// 128-byte swizzle blocks, each block a tile of its own (Q's second block BM * 128 bytes after the
+// first, K's BN * 128): DB = 256 is eight steps over both blocks, DB = 128 the four of one, DB = 64
+// the first two (the rest of the row the loads' zero padding, never read).
+template <int DB, int BN, int BM>
 __device__ __forceinline__ void fp8_issue_s(float* s, u32 s_q, int c, u32 kb) {
-    static_assert((DB == 64 || DB == 128) && BN == 128,
-                  "the FP8 S product: rows within one 128-byte swizzle block, n128");
+    static_assert((DB == 64 || DB == 128 || DB == 256) && (BN == 64 || BN == 128),
+                  "the FP8 S product: rows of one or two 128-byte swizzle blocks, n64 or n128");
     const u64 dk = sw128_desc(kb, 16, 1024);
     const u64 dq = sw128_desc(s_q + c * (64 * 128), 16, 1024);
 #pragma unroll
-    for (int ks = 0; ks < DB / 32; ++ks) wgmma_e4m3_ss_n128(s, desc_add(dq, ks * 32), desc_add(dk, ks * 32), ks > 0);
+    for (int ks = 0; ks < DB / 32; ++ks) {
+        const u64 da = desc_add(dq, (ks >> 2) * (BM * 128) + (ks & 3) * 32);
+        const u64 db = desc_add(dk, (ks >> 2) * (BN * 128) + (ks & 3) * 32);
+        if constexpr (BN == 128)
+            wgmma_e4m3_ss_n128(s, da, db, ks > 0);
+        else
+            wgmma_e4m3_ss_n64(s, da, db, ks > 0);
+    }
 }
 
-// O += P V from the transposed V tile at vb: DV rows (head-dim columns of O) of BN keys, K-major,
-// one k32 step per 32 keys.
+// The transposed V tile's descriptor: rows of BN one-byte keys, K-major. Rows of 128 keys are
+// 128-byte swizzle rows (8-row groups 1024 bytes apart); rows of 64 keys use the 64-byte swizzle
+// (layout type 2 in bits 62-63, 8-row groups 512 bytes apart), the pattern the tensor map of
+// such a tile writes (fp8_vt.cuh). Within a row, k32 step kc starts kc * 32 bytes in.
+template <int BN>
+__device__ __forceinline__ u64 fp8_vt_desc(u32 vb) {
+    static_assert(BN == 64 || BN == 128, "transposed V rows of 64 or 128 keys");
+    if constexpr (BN == 128)
+        return sw128_desc(vb, 16, 1024);
+    else
+        return (sw128_desc(vb, 16, 512) & ~(3ull << 62)) | (2ull << 62);
+}
+
+// O += P V from the transposed V tile at vb: DV rows (head-dim columns of O) of BN keys, one k32
+// step per 32 keys. DV = 256 is two n128 products per step over the tile's two halves of 128 rows
+// (the upper half 128 * BN bytes on), the upper half's accumulator after the lower one's 64
+// registers, where the epilogue reads columns 128 .. 255 (as the bf16 / fp16 d256 P V).
 template <int DV, int BN>
 __device__ __forceinline__ void fp8_issue_pv(float* acc, const u32 (*pa)[4], u32 vb) {
-    static_assert((DV == 64 || DV == 128) && BN == 128, "the FP8 P V product: n64 or n128 over rows of 128 keys");
-    const u64 dv = sw128_desc(vb, 16, 1024);
+    static_assert(DV == 64 || DV == 128 || DV == 256, "the FP8 P V product: n64, n128 or two n128");
+    const u64 dv = fp8_vt_desc<BN>(vb);
 #pragma unroll
     for (int kc = 0; kc < BN / 32; ++kc) {
-        if constexpr (DV == 128)
-            wgmma_e4m3_rs_n128(acc, pa[kc], desc_add(dv, kc * 32));
-        else
+        if constexpr (DV == 64) {
             wgmma_e4m3_rs_n64(acc, pa[kc], desc_add(dv, kc * 32));
+        }
+        else {
+#pragma unroll
+            for (int half = 0; half < DV / 128; ++half)
+                wgmma_e4m3_rs_n128(acc + half * 64, pa[kc], desc_add(dv, half * (128 * BN) + kc * 32));
+        }
+    }
+}
+
+// The producer's fill of one transposed V block (fp8_vt.cuh): DV rows of BN bytes, always whole,
+// as one box of the workspace's tensor map at block blk, completing on bar.
+template <int DV, int BN>
+__device__ __forceinline__ void fp8_fill_vt(u32 bar, u32 s_dst, const RaggedTmaMap* map, int blk, int lane) {
+    if (lane == 0) {
+        mbar_arrive_expect_tx(bar, DV * BN);
+        tma_load_3d(s_dst, map, 0, blk, 0, bar);
     }
 }
 

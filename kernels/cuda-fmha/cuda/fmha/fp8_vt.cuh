@@ -3,13 +3,14 @@
 // ---------------------------------------------------------------------------------------------
 // ragged_fmha_fp8_vt: after the pre-pass (it reads the batch records), before the FP8 forward.
 // Writes V^T into the workspace as a [D][H_kv * B * NB][BN] array of e4m3 codes (NB = vt_blocks,
-// BN = RAGGED_FP8_VT_KEYS): for KV head g, batch b and key block nb, row d holds the BN keys of the
-// block's K tile (kv_tile_first_key: a batch's partial last block of a batch with at least BN keys is
-// its last BN keys) in the slot order of fp8_sm90.cuh (slot 4c + i of each 16 carries key
-// 2c + (i & 1) + 8 (i >> 1)), keys past the batch's end zero, so that a masked key multiplies a finite
-// zero. The forward loads one block's rows as a D x BN tile through a tensor map of three dims
-// {BN bytes, H_kv * B * NB, D}. Blocks past a batch's keys write nothing (the forward never reads
-// them). Grid (NB, B, H_kv), RAGGED_FP8_VT_THREADS threads.
+// BN = keys, the forward's block width: 128 for D 64 and 128, 64 for D 256): for KV head g, batch b
+// and key block nb, row d holds the BN keys of the block's K tile (kv_tile_first_key: a batch's
+// partial last block of a batch with at least BN keys is its last BN keys) in the slot order of
+// fp8_sm90.cuh (slot 4c + i of each 16 carries key 2c + (i & 1) + 8 (i >> 1)), keys past the batch's
+// end zero, so that a masked key multiplies a finite zero. The forward loads one block's rows as a
+// D x BN tile through a tensor map of three dims {BN bytes, H_kv * B * NB, D} (128-byte swizzle for
+// rows of 128 keys, 64-byte for rows of 64). Blocks past a batch's keys write nothing (the forward
+// never reads them). Grid (NB, B, H_kv), RAGGED_FP8_VT_THREADS threads.
 //
 // ragged_fmha_fp8_amax: after the forward, one block: max of the P * RAGGED_FP8_AMAX_WARPS partials
 // of each amax the forward's working blocks wrote (P = min(SM count, the forward's grid,
@@ -19,6 +20,7 @@
 // ---------------------------------------------------------------------------------------------
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 
+// The widest key block (the staged tile's rows); keys is 64 or 128.
 #define RAGGED_FP8_VT_KEYS 128
 #define RAGGED_FP8_VT_THREADS 256
 #define RAGGED_FP8_VT_MAX_D 256
@@ -35,18 +37,19 @@ __device__ __forceinline__ int ragged_fp8_vt_key(int s) {
 extern "C" __global__ void __launch_bounds__(RAGGED_FP8_VT_THREADS)
     ragged_fmha_fp8_vt(const unsigned char* __restrict__ v, i64 v_seq, i64 v_head,
                        const RaggedBatch* __restrict__ batches, unsigned char* __restrict__ vt, int batch, int h_kv,
-                       int vt_blocks, int head_dim) {
-    constexpr int BN = RAGGED_FP8_VT_KEYS;
-    __shared__ __align__(16) unsigned char tile[BN * RAGGED_FP8_VT_PITCH];
+                       int vt_blocks, int head_dim, int keys) {
+    __shared__ __align__(16) unsigned char tile[RAGGED_FP8_VT_KEYS * RAGGED_FP8_VT_PITCH];
     ragged_grid_dependency_wait();
     const int nb = blockIdx.x, b = blockIdx.y, g = blockIdx.z;
     const RaggedBatch bt = batches[b];
-    if (nb * BN >= bt.lkv || head_dim > RAGGED_FP8_VT_MAX_D || (head_dim & 15) != 0) return;
-    const int j0 = kv_tile_first_key<BN>(nb, bt.lkv);
-    const int valid = bt.lkv - j0 < BN ? bt.lkv - j0 : BN;
+    if ((keys != 64 && keys != RAGGED_FP8_VT_KEYS) || nb * keys >= bt.lkv || head_dim > RAGGED_FP8_VT_MAX_D ||
+        (head_dim & 15) != 0)
+        return;
+    const int j0 = keys == 64 ? kv_tile_first_key<64>(nb, bt.lkv) : kv_tile_first_key<RAGGED_FP8_VT_KEYS>(nb, bt.lkv);
+    const int valid = bt.lkv - j0 < keys ? bt.lkv - j0 : keys;
     const unsigned char* src = v + (bt.kv_tok + j0) * v_seq + (i64)g * v_head;
     const int chunks = head_dim / 16;
-    for (int idx = threadIdx.x; idx < BN * chunks; idx += RAGGED_FP8_VT_THREADS) {
+    for (int idx = threadIdx.x; idx < keys * chunks; idx += RAGGED_FP8_VT_THREADS) {
         const int j = idx / chunks, ch = idx - j * chunks;
         uint4 x = make_uint4(0u, 0u, 0u, 0u);
         if (j < valid) x = *reinterpret_cast<const uint4*>(src + (i64)j * v_seq + ch * 16);
@@ -57,10 +60,11 @@ extern "C" __global__ void __launch_bounds__(RAGGED_FP8_VT_THREADS)
         dst[3] = x.w;
     }
     __syncthreads();
-    const i64 plane = (i64)h_kv * batch * vt_blocks * BN;
-    unsigned char* out = vt + (((i64)g * batch + b) * vt_blocks + nb) * BN;
-    for (int idx = threadIdx.x; idx < head_dim * (BN / 4); idx += RAGGED_FP8_VT_THREADS) {
-        const int d = idx / (BN / 4), w = idx - d * (BN / 4);
+    const i64 plane = (i64)h_kv * batch * vt_blocks * keys;
+    unsigned char* out = vt + (((i64)g * batch + b) * vt_blocks + nb) * keys;
+    const int words = keys / 4;
+    for (int idx = threadIdx.x; idx < head_dim * words; idx += RAGGED_FP8_VT_THREADS) {
+        const int d = idx / words, w = idx - d * words;
         u32 word = 0;
 #pragma unroll
         for (int i = 0; i < 4; ++i)

@@ -49,8 +49,10 @@ __device__ __forceinline__ void fmha_fwd_sm90_kernel(RAGGED_FMHA_PARAMS, const R
     constexpr u32 V_BYTES = F8 ? DV * BN : BN * PVS * 2;
     // FP8: P in e4m3 fragments of 32 keys, else 16-key bf16 / fp16 fragments.
     constexpr int PA = F8 ? BN / 32 : BN / 16;
-    static_assert(!F8 || (!QREG && !TSQ && BN == 128 && ((D == 64 && DV == 128) || (D == 32 && DV == 64))),
-                  "the FP8 forward: Q from shared memory, rows within 128 bytes, D 128 or 64");
+    static_assert(!F8 || (!QREG && !TSQ &&
+                          ((D == 128 && DV == 256 && BN == 64) || (D == 64 && DV == 128 && BN == 128) ||
+                           (D == 32 && DV == 64 && BN == 128))),
+                  "the FP8 forward: Q from shared memory; D 256 over blocks of 64 keys, D 128 or 64 of 128");
     static_assert(D % 32 == 0 && (D >= 64 || F8) && D <= 256 && (DV == 64 || DV == 96 || DV == 128 || DV == 256),
                   "head dims the P V widths cover");
     static_assert((BN == 64 || BN == 128) && STAGES >= 2, "key-block widths of the S products");
@@ -150,10 +152,8 @@ __device__ __forceinline__ void fmha_fwd_sm90_kernel(RAGGED_FMHA_PARAMS, const R
                 const int st = vr.stage();
                 mbar_wait(v_empty + 8 * st, vr.phase() ^ 1u);
                 if constexpr (F8) {
-                    // The transposed block: DV rows of BN bytes (BN / 2 two-byte units), always whole.
                     const int blk = (g * f8->batch + it.b) * f8->vt_blocks + nbv;
-                    tma_fill_tile<BN / 2, DV, BN / 2>(v_full + 8 * st, s_v + st * V_BYTES, tm_v, blk, 0, DV, v, 0,
-                                                      v, t);
+                    fp8_fill_vt<DV, BN>(v_full + 8 * st, s_v + st * V_BYTES, tm_v, blk, t);
                 }
                 else {
                     const int j0 = kv_tile_first_key<BN>(nbv, it.bt.lkv);
@@ -233,7 +233,7 @@ __device__ __forceinline__ void fmha_fwd_sm90_kernel(RAGGED_FMHA_PARAMS, const R
     // The S product and P V of the configuration's element type.
     auto issue_s = [&](float* sc, const u32 (*qa)[4], u32 sq, u32 kb) {
         if constexpr (F8)
-            fp8_issue_s<2 * D, BN>(sc, sq, c, kb);
+            fp8_issue_s<2 * D, BN, BM>(sc, sq, c, kb);
         else
             mainloop_issue_s<BF16, D, BN, BM, QREG>(sc, qa, sq, c, kb);
     };

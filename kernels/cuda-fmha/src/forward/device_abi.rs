@@ -68,9 +68,10 @@ pub const FORWARD_KERNELS: [&str; 10] = [
 
 /// The FP8 (e4m3 Q, K, V) forward entry points (`fmha/fp8_sm90.cuh`, sm_90a modules only), as
 /// (head dim, name).
-pub const FP8_FORWARD_KERNELS: [(i64, &str); 2] = [
+pub const FP8_FORWARD_KERNELS: [(i64, &str); 3] = [
     (64, "ragged_fmha_fwd_e4m3_d64"),
     (128, "ragged_fmha_fwd_e4m3_d128"),
+    (256, "ragged_fmha_fwd_e4m3_d256"),
 ];
 /// `__constant__ int ragged_fmha_fp8[1]` (`fmha/entries.cuh`): 1 where the module has the FP8
 /// entry points and their helper kernels (sm_90a), else 0.
@@ -79,8 +80,22 @@ pub const FP8_SYMBOL: &str = "ragged_fmha_fp8";
 pub const FP8_VT_KERNEL: &str = "ragged_fmha_fp8_vt";
 /// `RAGGED_FP8_VT_THREADS`.
 pub const FP8_VT_THREADS: u32 = 256;
-/// `RAGGED_FP8_VT_KEYS`: keys per transposed block (the FP8 entry points' BN).
+/// `RAGGED_FP8_VT_KEYS`: keys per transposed block of the D 64 and D 128 entry points (their BN),
+/// the widest block `ragged_fmha_fp8_vt` writes.
 pub const FP8_VT_KEYS: i64 = 128;
+/// Keys per transposed block of the D 256 entry point (`FmhaSm90Fp8ConfigD256`'s BN): with blocks
+/// of 128 its consumers' accumulators would not fit their registers.
+pub const FP8_VT_KEYS_D256: i64 = 64;
+
+/// Keys per transposed V block for the FP8 entry point of head dim `d`: its BN, which the
+/// transposition's `keys` argument, the workspace and the transposed V's tensor map follow.
+pub fn fp8_vt_keys(d: i64) -> i64 {
+    if d == 256 {
+        FP8_VT_KEYS_D256
+    } else {
+        FP8_VT_KEYS
+    }
+}
 /// `ragged_fmha_fp8_amax`: the amax partials reduced into the amax_o and amax_s outputs, one
 /// block of [`FP8_AMAX_THREADS`].
 pub const FP8_AMAX_KERNEL: &str = "ragged_fmha_fp8_amax";

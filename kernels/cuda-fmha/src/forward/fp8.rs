@@ -2,7 +2,7 @@
 //! graphs the e4m3 entry points run, their scalars in the kernel's order, O's type, and the
 //! workspace the transposed V and the amax partials take after the pre-pass's records.
 //!
-//! What runs: Q, K, V in FP8_E4M3 with head dim 128 (Q/K and V/O alike); O BFLOAT16 or HALF
+//! What runs: Q, K, V in FP8_E4M3 with head dim 64, 128 or 256 (Q/K and V/O alike); O BFLOAT16 or HALF
 //! (no `scale_o`) or FP8_E4M3 with `scale_o`; descales baked, pass-by-value or device tensors;
 //! with or without `scale_s`/`descale_s`; `amax_s` and `amax_o`. Declined, naming the field: the
 //! other formats, FLOAT or FP8_E5M2 O, and other head dims. amax_s is the normalized maximum of P,
@@ -38,7 +38,7 @@ pub const SCALE_O: usize = 5;
 /// Where the FP8 path's regions lie in the (aligned-up) workspace.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Fp8Workspace {
-    /// The transposed V: `[D][H_kv · B · vt_blocks][128]` e4m3 codes.
+    /// The transposed V: `[D][H_kv · B · vt_blocks][vt_keys]` e4m3 codes.
     pub vt: u64,
     /// Its size in bytes.
     pub vt_bytes: u64,
@@ -64,7 +64,9 @@ pub struct Fp8Plan {
     pub amax_o: Option<i64>,
     /// `amax_s_tensor_uid`.
     pub amax_s: Option<i64>,
-    /// Transposed key blocks per (KV head, batch): ceil(S_kv_max / 128).
+    /// Keys per transposed block: the entry point's BN ([`device_abi::fp8_vt_keys`]).
+    pub vt_keys: i64,
+    /// Transposed key blocks per (KV head, batch): ceil(S_kv_max / vt_keys).
     pub vt_blocks: i32,
     /// The regions of the workspace.
     pub workspace: Fp8Workspace,
@@ -93,15 +95,16 @@ pub(crate) fn plan_fp8(
             .iter()
             .map(|(dim, _)| dim.to_string())
             .collect();
+        let dims = match dims.split_last() {
+            Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
+            _ => dims.concat(),
+        };
         let (t, value) = if d_v != d { (v, d_v) } else { (q, d) };
         return Err(Decline::new(
             t.uid,
             format!("{} head dim", t.role),
             value,
-            format!(
-                "{} for Q, K, V and O (the compiled CUDA FP8 kernels)",
-                dims.join(" or ")
-            ),
+            format!("{dims} for Q, K, V and O (the compiled CUDA FP8 kernels)"),
         ));
     }
     let output = match (o.dtype, &fp8.output) {
@@ -141,16 +144,17 @@ pub(crate) fn plan_fp8(
         }
     }
 
-    // The transposed V: D rows of (H_kv · B · blocks) blocks of 128 keys. The kernel indexes a
-    // block as an int and the tensor map's middle extent is 32-bit.
+    // The transposed V: D rows of (H_kv · B · blocks) blocks of the entry point's BN keys. The
+    // kernel indexes a block as an int and the tensor map's middle extent is 32-bit.
     let [b, _, _, _] = q.bshd();
     let [_, s_kv, h_kv, _] = k.bshd();
-    let vt_blocks = (s_kv + device_abi::FP8_VT_KEYS - 1) / device_abi::FP8_VT_KEYS;
+    let vt_keys = device_abi::fp8_vt_keys(d);
+    let vt_blocks = (s_kv + vt_keys - 1) / vt_keys;
     let blocks = i128::from(h_kv) * i128::from(b) * i128::from(vt_blocks);
     let too_many = || {
         Decline::new(
             k.uid,
-            format!("{} H_kv · B · ceil(S_max / 128)", k.role),
+            format!("{} H_kv · B · ceil(S_max / {vt_keys})", k.role),
             blocks,
             format!("at most {} (the transposed V's block index)", i32::MAX),
         )
@@ -170,7 +174,7 @@ pub(crate) fn plan_fp8(
     let vt_blocks = i32::try_from(vt_blocks).map_err(|_| too_many())?;
     let align = |x: u64| x.div_ceil(WORKSPACE_ALIGNMENT) * WORKSPACE_ALIGNMENT;
     let vt = align(base.tile_count + COUNTER_BYTES);
-    let vt_bytes = d.unsigned_abs() * blocks as u64 * device_abi::FP8_VT_KEYS as u64;
+    let vt_bytes = d.unsigned_abs() * blocks as u64 * vt_keys.unsigned_abs();
     let end = align(vt + vt_bytes);
     let amax_o = fp8.amax_o.map(|a| a.uid);
     let amax_s = fp8.amax_s.map(|a| a.uid);
@@ -187,6 +191,7 @@ pub(crate) fn plan_fp8(
         p_scaled: fp8.softmax.is_some(),
         amax_o,
         amax_s,
+        vt_keys,
         vt_blocks,
         workspace: Fp8Workspace { vt, vt_bytes, amax },
     })

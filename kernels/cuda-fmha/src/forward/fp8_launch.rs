@@ -17,7 +17,7 @@ use super::launcher::{
 };
 use super::loading::LoadedKernels;
 use super::plan::{FmhaPlan, RowStrides};
-use super::tensor_maps::encode;
+use super::tensor_maps::{RowSwizzle, encode, encode_swizzled};
 use ragged_core::problem::ScalePlan;
 use ragged_gpu_runtime::cuda::error::{GpuError, TensorRole};
 use ragged_gpu_runtime::cuda::module::{
@@ -60,6 +60,31 @@ pub(crate) fn two_byte_view(plan: &FmhaPlan, fp8: &Fp8Plan) -> FmhaPlan {
         o: if o_fp8 { half(plan.o) } else { plan.o },
         ..plan.clone()
     }
+}
+
+/// The swizzle of the transposed V's tiles, whose rows are `vt_keys` bytes (the plan's), checked
+/// against the entry point's published BN (`block_n`): the forward reads one tile per key block, so
+/// a module whose BN differs from the plan's blocks would read the wrong keys.
+pub(crate) fn vt_swizzle(kernel: &str, vt_keys: i64, block_n: i32) -> Result<RowSwizzle, GpuError> {
+    let swizzle = match vt_keys {
+        64 => RowSwizzle::Bytes64,
+        128 => RowSwizzle::Bytes128,
+        _ => {
+            return Err(GpuError::KernelContract {
+                kernel: kernel.to_owned(),
+                detail: format!("transposed V blocks of {vt_keys} keys (64 or 128)"),
+            });
+        }
+    };
+    if i64::from(block_n) != vt_keys {
+        return Err(GpuError::KernelContract {
+            kernel: kernel.to_owned(),
+            detail: format!(
+                "block_n {block_n}, but the plan's transposed V blocks hold {vt_keys} keys"
+            ),
+        });
+    }
+    Ok(swizzle)
 }
 
 /// `RAGGED_FP8_PARAMS`, in signature order.
@@ -136,6 +161,7 @@ pub(crate) unsafe fn execute_fp8(
             I32(plan.heads_kv),
             I32(fp8.vt_blocks),
             I32(d as i32),
+            I32(fp8.vt_keys as i32),
         ];
         let config = LaunchConfig {
             grid: vt_grid,
@@ -153,8 +179,9 @@ pub(crate) unsafe fn execute_fp8(
     let view = two_byte_view(plan, fp8);
     let tiles = geometry.tiles;
     let rows = |v: i32| u32::try_from(v).unwrap_or(0);
+    let swizzle = vt_swizzle(name, fp8.vt_keys, tiles.block_n)?;
     let blocks = plan.heads_kv * plan.batch * fp8.vt_blocks;
-    let plane = i64::from(blocks) * device_abi::FP8_VT_KEYS;
+    let plane = i64::from(blocks) * fp8.vt_keys;
     let maps = [
         KernelArg::TensorMap(encode(
             name,
@@ -172,16 +199,17 @@ pub(crate) unsafe fn execute_fp8(
             view.k,
             rows(tiles.block_n),
         )?),
-        KernelArg::TensorMap(encode(
+        KernelArg::TensorMap(encode_swizzled(
             name,
             vt,
-            device_abi::FP8_VT_KEYS / 2,
+            fp8.vt_keys / 2,
             blocks,
             RowStrides {
                 seq: plane / 2,
-                head: device_abi::FP8_VT_KEYS / 2,
+                head: fp8.vt_keys / 2,
             },
             u32::try_from(d).unwrap_or(0),
+            swizzle,
         )?),
     ];
     let args = forward_args(&view, geometry, b, workspace);

@@ -86,6 +86,52 @@ fn d64_runs_on_its_own_entry_point() {
 }
 
 #[test]
+fn d256_runs_on_its_own_entry_point_over_blocks_of_64_keys() {
+    let plan = plan(&fp8(3, (200, 8), (300, 2), 256)).unwrap();
+    assert_eq!(plan.kernel.name(), "ragged_fmha_fwd_e4m3_d256");
+    assert_eq!((plan.kernel.d_qk(), plan.kernel.d_v()), (256, 256));
+    let f = plan.fp8.as_ref().unwrap();
+    // ceil(300 / 64) = 5 blocks per (KV head, batch): 256 rows of 2 · 3 · 5 blocks of 64 keys,
+    // after the same pre-pass records as D 128's.
+    assert_eq!(f.vt_keys, 64);
+    assert_eq!(f.vt_blocks, 5);
+    assert_eq!(f.workspace.vt, 768);
+    assert_eq!(f.workspace.vt_bytes, 256 * 30 * 64);
+    assert_eq!(plan.workspace_bytes(), 768 + 256 * 30 * 64 + 256);
+    // Rows of 256 codes: 128 two-byte units per row of Q (8 heads), K and V (2 heads).
+    let view = crate::forward::fp8_launch::two_byte_view(&plan, f);
+    assert_eq!((view.q.seq, view.q.head), (1024, 128));
+    assert_eq!((view.k.seq, view.k.head), (256, 128));
+    // D 64 and D 128 keep blocks of 128 keys.
+    for d in [64, 128] {
+        let plan = plan_d(d);
+        assert_eq!(plan.fp8.unwrap().vt_keys, 128, "D {d}");
+    }
+}
+
+fn plan_d(d: i64) -> FmhaPlan {
+    plan(&fp8(2, (64, 4), (64, 2), d)).unwrap()
+}
+
+#[test]
+fn the_transposed_v_map_follows_the_entry_points_block_width() {
+    use crate::forward::fp8_launch::vt_swizzle;
+    use crate::forward::tensor_maps::RowSwizzle;
+    let k = "ragged_fmha_fwd_e4m3_d256";
+    assert_eq!(vt_swizzle(k, 64, 64).unwrap(), RowSwizzle::Bytes64);
+    assert_eq!(RowSwizzle::Bytes64.box_columns(), 32);
+    assert_eq!(vt_swizzle(k, 128, 128).unwrap(), RowSwizzle::Bytes128);
+    assert_eq!(RowSwizzle::Bytes128.box_columns(), 64);
+    let text = vt_swizzle(k, 64, 128).unwrap_err().to_string();
+    assert!(
+        text.contains("block_n 128") && text.contains("64 keys"),
+        "{text}"
+    );
+    let text = vt_swizzle(k, 96, 96).unwrap_err().to_string();
+    assert!(text.contains("96 keys"), "{text}");
+}
+
+#[test]
 fn cudnns_shape_binds_every_scalar_and_both_amaxes() {
     let plan = plan(&full()).unwrap();
     let f = plan.fp8.as_ref().unwrap();
@@ -124,9 +170,13 @@ fn cudnns_shape_binds_every_scalar_and_both_amaxes() {
 
 #[test]
 fn what_the_e4m3_kernels_do_not_compute_is_declined_by_name() {
-    let p = fp8(2, (64, 4), (64, 2), 256);
-    let text = declined(&p, 1, "head dim = 256");
-    assert!(text.contains("64 or 128"), "{text}");
+    let p = fp8(2, (64, 4), (64, 2), 96);
+    let text = declined(&p, 1, "head dim = 96");
+    assert!(text.contains("64, 128 or 256"), "{text}");
+    let mut p = fp8(2, (64, 4), (64, 2), 256);
+    p.v.dims[3] = 128;
+    p.o.dims[3] = 128;
+    declined(&p, 3, "head dim = 128");
 
     let mut p = fp8(2, (64, 4), (64, 2), 128);
     let e5m2 = DataType::Fp8(Fp8Format::E5M2);

@@ -43,6 +43,34 @@ pub(crate) fn tensor_map_args(
     ])
 }
 
+/// The shared-memory swizzle of a map's boxes, whose rows span it: 128 bytes (64 two-byte columns)
+/// for every tile of Q, K, V and the gradients, and for the FP8 forward's transposed V in rows of
+/// 128 keys; 64 bytes (32 columns) for its rows of 64 keys (the D 256 entry point).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RowSwizzle {
+    /// `CU_TENSOR_MAP_SWIZZLE_128B`, boxes of 64 two-byte columns.
+    Bytes128,
+    /// `CU_TENSOR_MAP_SWIZZLE_64B`, boxes of 32 two-byte columns.
+    Bytes64,
+}
+
+impl RowSwizzle {
+    /// Two-byte columns per box row.
+    pub(crate) fn box_columns(self) -> u32 {
+        match self {
+            Self::Bytes128 => BOX_COLUMNS,
+            Self::Bytes64 => BOX_COLUMNS / 2,
+        }
+    }
+
+    fn driver(self) -> cu::CUtensorMapSwizzle {
+        match self {
+            Self::Bytes128 => cu::CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B,
+            Self::Bytes64 => cu::CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_64B,
+        }
+    }
+}
+
 /// One map over a [tokens, heads, d] buffer at `base` (strides in elements); also used by the
 /// backward's TMA gradient kernels (`crate::backward::launcher`).
 pub(crate) fn encode(
@@ -52,6 +80,27 @@ pub(crate) fn encode(
     heads: i32,
     strides: RowStrides,
     box_rows: u32,
+) -> Result<[u64; 16], GpuError> {
+    encode_swizzled(
+        kernel,
+        base,
+        d,
+        heads,
+        strides,
+        box_rows,
+        RowSwizzle::Bytes128,
+    )
+}
+
+/// [`encode`] with boxes of `swizzle`'s width and swizzle.
+pub(crate) fn encode_swizzled(
+    kernel: &str,
+    base: u64,
+    d: i64,
+    heads: i32,
+    strides: RowStrides,
+    box_rows: u32,
+    swizzle: RowSwizzle,
 ) -> Result<[u64; 16], GpuError> {
     let bad = |detail: String| GpuError::KernelContract {
         kernel: kernel.to_owned(),
@@ -69,7 +118,7 @@ pub(crate) fn encode(
     }
     let global_dim = [dim(d)?, dim(i64::from(heads))?, TOKEN_EXTENT];
     let global_strides = [bytes(strides.head)?, bytes(strides.seq)?];
-    let box_dim = [BOX_COLUMNS, 1, box_rows];
+    let box_dim = [swizzle.box_columns(), 1, box_rows];
     let element_strides = [1u32; 3];
     let mut map = cu::CUtensorMap { opaque: [0; 16] };
     // SAFETY: every pointer argument addresses a live local array of the rank (3) or rank - 1 (2)
@@ -86,7 +135,7 @@ pub(crate) fn encode(
             box_dim.as_ptr(),
             element_strides.as_ptr(),
             cu::CUtensorMapInterleave::CU_TENSOR_MAP_INTERLEAVE_NONE,
-            cu::CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B,
+            swizzle.driver(),
             cu::CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
             cu::CUtensorMapFloatOOBfill::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
         )
