@@ -12,8 +12,8 @@
 #     example on RAGGED_SDPA_CUDA_FMHA_NONDETERMINISTIC against the shim's float64 oracle;
 #   - compute-sanitizer memcheck and racecheck on the forward's and the backward's zero-length
 #     cases (every head dim, padding, causal and a sliding window), on the FP8 forward's small
-#     cases (fp8_d64_*, fp8_d128_*) and on the paged kernels' small cases (zero lengths and shared
-#     pages, a sliding window with sinks, an invalid page id);
+#     cases (fp8_d64_*, fp8_d128_*, fp8_d256_*) and on the paged kernels' small cases (zero
+#     lengths and shared pages, a sliding window with sinks, an invalid page id);
 #   - the serving (paged K/V, sinks) and FP8 conformance suites on the CUDA engine (the FP8 suite:
 #     the CUDA engine's e4m3 forward where it accepts a case, DECLINED where it does not).
 #
@@ -101,7 +101,7 @@ step memcheck-backward compute-sanitizer --tool memcheck --error-exitcode 1 "$ca
 step racecheck compute-sanitizer --tool racecheck --error-exitcode 1 "$carry/gpu" --test-threads=1 zero_length
 step racecheck-backward compute-sanitizer --tool racecheck --error-exitcode 1 "$carry/gpu_backward" --test-threads=1 zero_length
 paged_small=(paged_shared_pages_and_zero_lengths paged_prefill_bf16_d64_page16_sliding_window_sinks paged_invalid_page_id paged_prefill_gathered_f16_d64)
-# The FP8 forward's small cases (D 64 and 128: the V transposition, the e4m3 forward, the amax reduction).
+# The FP8 forward's small cases (D 64, 128 and 256: the V transposition, the e4m3 forward, the amax reduction).
 step memcheck-fp8 compute-sanitizer --tool memcheck --error-exitcode 1 "$carry/gpu" --test-threads=1 fp8_d
 step racecheck-fp8 compute-sanitizer --tool racecheck --error-exitcode 1 "$carry/gpu" --test-threads=1 fp8_d
 step memcheck-paged compute-sanitizer --tool memcheck --error-exitcode 1 "$carry/gpu" --test-threads=1 "${paged_small[@]}"

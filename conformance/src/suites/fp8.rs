@@ -18,7 +18,7 @@ use hipdnn_shim::manager::{Engine, LoadedPlugin};
 
 /// The fixed case list: both scalar shapes of §1.3, both E4M3 encodings (OCP and FNUZ) and
 /// E5M2, FP8 and 16/32-bit O, GQA, a sequence with no queries and one with no keys, padded
-/// lengths, both causal alignments; D 64, and D 128 over sequences of several key tiles.
+/// lengths, both causal alignments; D 64, and D 128 and D 256 over sequences of several key tiles.
 pub fn cases() -> Vec<RaggedSdpaSpec> {
     let case = |name: &str, input, output, full, f: &dyn Fn(&mut RaggedSdpaSpec)| {
         let mut s = RaggedSdpaSpec {
@@ -76,6 +76,20 @@ pub fn cases() -> Vec<RaggedSdpaSpec> {
             s.extents_kv = vec![200, 3, 257, 0];
             s.mask = Mask::CausalBottomRight;
         }),
+        // D 256 likewise (the CUDA engine's D 256 entry point runs blocks of 64 keys: several per
+        // sequence here), upstream's shape with a bf16 O and causal top-left.
+        case(
+            "e4m3_descales_bf16_o_d256_multi_tile",
+            e4m3,
+            DataType::BFloat16,
+            false,
+            &|s| {
+                s.head_dim = 256;
+                s.extents_q = vec![130, 0, 257, 64];
+                s.extents_kv = vec![200, 3, 257, 0];
+                s.mask = Mask::CausalTopLeft;
+            },
+        ),
     ]
 }
 

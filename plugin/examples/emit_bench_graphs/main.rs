@@ -473,20 +473,23 @@ fn tiny_problems() -> Vec<Problem> {
     out
 }
 
-/// The FP8 forward's problems: D 128 on every family, D 64 and 256 on the ragged mix (the head
-/// dims FP8 kernels run at in the peers), causal and not; with `tiny`, the tiny set's lengths at
-/// D 64 and 128 for the self-check on the host engine.
+/// The FP8 forward's problems: D 128 on every family, D 64 on the ragged mix and D 256 on the
+/// ragged mix and 8 x 2048 (the head dims FP8 kernels run at in the peers; FA3's FP8 peaks at
+/// D 256 on long uniform sequences), causal and not; with `tiny`, the tiny set's lengths at D 64,
+/// 128 and 256 for the self-check on the host engine.
 fn fp8_problems(tiny: bool) -> Vec<Problem> {
     let mut shapes: Vec<(&'static str, Vec<i64>, i64, i64)> = Vec::new();
     if tiny {
-        for head_dim in [64, 128] {
+        for head_dim in [64, 128, 256] {
             shapes.push(("tiny", vec![5, 0, 17, 9], 2, head_dim));
         }
     } else {
         for head_dim in [128, 64, 256] {
             shapes.push(("ragged-mix", RAGGED_MIX.to_vec(), 16, head_dim));
         }
-        shapes.push(("8x2048", vec![2048; 8], 16, 128));
+        for head_dim in [128, 256] {
+            shapes.push(("8x2048", vec![2048; 8], 16, head_dim));
+        }
         shapes.push(("2x8192", vec![8192; 2], 16, 128));
     }
     let mut out = Vec::new();

@@ -65,7 +65,21 @@ fn fp8_graphs_are_accepted_as_fp8_forwards_with_every_scalar_bound() {
         .into_iter()
         .chain(fp8_problems(true))
         .collect();
-    assert_eq!(problems.len(), 14);
+    // (3 ragged-mix + 2 8x2048 + 1 2x8192 head dims) x 2 masks, and the tiny set's 3 x 2.
+    assert_eq!(problems.len(), 18);
+    for d in [64, 128, 256] {
+        assert!(
+            problems
+                .iter()
+                .any(|p| p.head_dim == d && p.family == "tiny"),
+            "tiny D {d}"
+        );
+    }
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.head_dim == 256 && p.family == "8x2048")
+    );
     for p in &problems {
         let graph = p.graph();
         graph

@@ -1,5 +1,5 @@
 //! FP8 (e4m3) forwards on the CUDA engine through the C ABI (kernels/core/fp8-attention.md), at
-//! head dims 128 and 64 (the e4m3 entry points): against the host reference engine on the same device
+//! head dims 256, 128 and 64 (the e4m3 entry points): against the host reference engine on the same device
 //! buffers with §5's bounds, and against a float64 model of the kernel's own arithmetic with a
 //! tight bound; unwritten positions (padding rows, rows past a batch's end) must keep their
 //! sentinel; the benchmark's ragged mix must give the same bits on every call. Without an sm_90a
@@ -8,8 +8,9 @@
 //! Why two yardsticks. The definition (§3) quantizes the normalized P; a single-pass kernel
 //! quantizes `e^(S − m_n) · σs` against the running maximum m_n of the key blocks it has seen, so
 //! the two differ by P's e4m3 rounding (up to 2^-4 relative per weight), which only §5's loose
-//! bounds cover. The model below reproduces the kernel's blocking (aligned blocks of 128 keys,
-//! ascending, the running max moving with every block that raises it) and its roundings of P, so
+//! bounds cover. The model below reproduces the kernel's blocking (aligned blocks of the entry
+//! point's BN keys, 128 or at D 256 64, ascending, the running max moving with every block that
+//! raises it) and its roundings of P, so
 //! it differs from the kernel only where a weight lies on an e4m3 rounding midpoint within the
 //! kernel's f32 arithmetic of S (a one-code difference of that weight, rare), and in O's own
 //! rounding: a layout error (a key paired with another key's V, a wrong descale) is off by the
@@ -75,6 +76,10 @@ impl Fp8Case {
     fn kv_starts(&self) -> Vec<i64> {
         let padded: Vec<i64> = self.kv_tokens.iter().map(|t| t + self.pad).collect();
         prefix(&padded)
+    }
+    /// Keys per block of the e4m3 entry point for `d` (its BN, `config_sm90.cuh`).
+    fn block_keys(&self) -> usize {
+        if self.d == 256 { 64 } else { 128 }
     }
     fn admits(&self, lq: i64, lkv: i64, i: i64, j: i64) -> bool {
         match self.causal {
@@ -507,21 +512,27 @@ fn fp8_d128_causal_gqa_padded_bf16_o() {
     );
 }
 
+/// Non-causal MQA over lengths across block edges (a sequence without keys), e4m3 O with every
+/// scalar and both amax outputs, the LSE.
+fn non_causal_mqa_e4m3_o(d: i64) -> Fp8Case {
+    Fp8Case {
+        d,
+        hq: 8,
+        hkv: 1,
+        q_tokens: vec![130, 1, 257],
+        kv_tokens: vec![129, 300, 0],
+        pad: 0,
+        causal: None,
+        lse: true,
+        full: true,
+    }
+}
+
 #[test]
 fn fp8_d128_non_causal_mqa_e4m3_o_with_amax() {
     check_fp8(
         "fp8_d128_non_causal_mqa_e4m3_o_with_amax",
-        &Fp8Case {
-            d: 128,
-            hq: 8,
-            hkv: 1,
-            q_tokens: vec![130, 1, 257],
-            kv_tokens: vec![129, 300, 0],
-            pad: 0,
-            causal: None,
-            lse: true,
-            full: true,
-        },
+        &non_causal_mqa_e4m3_o(128),
     );
 }
 
@@ -530,6 +541,30 @@ fn fp8_d128_bottom_right_e4m3_o_with_amax() {
     check_fp8(
         "fp8_d128_bottom_right_e4m3_o_with_amax",
         &bottom_right_e4m3_o(128, false),
+    );
+}
+
+#[test]
+fn fp8_d256_causal_gqa_padded_bf16_o() {
+    check_fp8(
+        "fp8_d256_causal_gqa_padded_bf16_o",
+        &causal_gqa_padded_bf16_o(256),
+    );
+}
+
+#[test]
+fn fp8_d256_non_causal_mqa_e4m3_o_with_amax() {
+    check_fp8(
+        "fp8_d256_non_causal_mqa_e4m3_o_with_amax",
+        &non_causal_mqa_e4m3_o(256),
+    );
+}
+
+#[test]
+fn fp8_d256_bottom_right_e4m3_o_with_amax() {
+    check_fp8(
+        "fp8_d256_bottom_right_e4m3_o_with_amax",
+        &bottom_right_e4m3_o(256, true),
     );
 }
 
@@ -553,13 +588,22 @@ fn fp8_d64_bottom_right_e4m3_o_with_amax() {
 /// returns the same O and amax_o bits as the first (`RAGGED_SDPA_TEST_REPEATS` calls, default 12).
 #[test]
 fn fp8_ragged_mix_calls_are_bit_identical() {
-    let name = "fp8_ragged_mix_calls_are_bit_identical";
+    ragged_mix_bit_identical("fp8_ragged_mix_calls_are_bit_identical", 128);
+}
+
+/// [`fp8_ragged_mix_calls_are_bit_identical`] on the D 256 entry point.
+#[test]
+fn fp8_ragged_mix_d256_calls_are_bit_identical() {
+    ragged_mix_bit_identical("fp8_ragged_mix_d256_calls_are_bit_identical", 256);
+}
+
+fn ragged_mix_bit_identical(name: &str, d: i64) {
     if !fp8_device_present(name) {
         return;
     }
     let calls: usize = test_repeats(12).max(2);
     let case = Fp8Case {
-        d: 128,
+        d,
         hq: 16,
         hkv: 16,
         q_tokens: RAGGED_MIX.to_vec(),

@@ -59,6 +59,7 @@ pub(super) struct Fp8Model {
 pub(super) fn fp8_model(case: &Fp8Case, inputs: &Fp8Inputs) -> Fp8Model {
     let (hq, hkv, d) = (case.hq as usize, case.hkv as usize, case.d as usize);
     let (qs, ks) = (case.q_starts(), case.kv_starts());
+    let bn = case.block_keys();
     let scale = f64::from(DQ) * f64::from(DK) / (case.d as f64).sqrt();
     let (p_scale, o_scale) = if case.full {
         (f64::from(SS), f64::from(DS) * f64::from(DV))
@@ -97,10 +98,11 @@ pub(super) fn fp8_model(case: &Fp8Case, inputs: &Fp8Inputs) -> Fp8Model {
                 if !s.is_empty() {
                     model.amax_s = model.amax_s.max(1.0 / l);
                 }
-                // Weights against the running max of aligned 128-key blocks, ascending.
+                // Weights against the running max of aligned blocks of the kernel's BN keys,
+                // ascending.
                 let mut weights = Vec::with_capacity(s.len());
                 let mut m_run = f64::NEG_INFINITY;
-                for block in s.chunk_by(|a, c| a.0 / 128 == c.0 / 128) {
+                for block in s.chunk_by(|a, c| a.0 / bn == c.0 / bn) {
                     let block_max = block.iter().map(|x| x.1).fold(f64::NEG_INFINITY, f64::max);
                     m_run = m_run.max(block_max);
                     for &(j, sj) in block {
