@@ -2,8 +2,9 @@
 //
 // Compiled at run time by NVRTC (`-arch=sm_90a -std=c++17` on the H200, `-arch=sm_80` elsewhere).
 // Like the forward, no system or CUDA header is used; the mma.sync m16n8k16 kernels run on every
-// sm_80+ device, and on sm_90a wgmma kernels for dK/dV and dQ exist beside them (fmha_bwd/README.md). bf16 and fp16 inputs, f32 accumulation, head dims 64 and 128
-// (Q/K and V/O the same).
+// sm_80+ device, and on sm_90a wgmma kernels for dK/dV and dQ exist beside them at head dims 64 and
+// 128 (fmha_bwd/README.md). bf16 and fp16 inputs, f32 accumulation, head dims 64, 96, 128 and 256
+// (Q/K and V/O the same) and Q/K 192 with V/O 128: the forward's.
 //
 // Semantics: kernels/reference/src/sdpa_backward/README.md §2 (P recomputed from Q, K and the forward's LSE;
 // Di = rowsum(dO * O); dS = P * (dP - Di); dQ = scale dS K; dK = scale dS^T Q; dV = P^T dO; GQA

@@ -114,9 +114,10 @@ __device__ __forceinline__ bool ragged_tile_full(const RaggedBand& band, int lq,
 }
 
 // Stages one warp's 16 rows of a [rows][P] f32 accumulator tile (times `mul`) as T in shared memory
-// in the swz<P> layout, at rows warp_row0 + lg and + 8; the caller stores the tile with store_o_tile.
+// in the swz<P> layout, at rows warp_row0 + lg and + 8, its D columns from 16-byte chunk c0 on (a
+// warp holding part of the columns); the caller stores the tile with store_o_tile.
 template <bool BF16, int D, int P>
-__device__ __forceinline__ void stage_acc(u32 s_tile, const float (*acc)[4], int warp_row0, float mul) {
+__device__ __forceinline__ void stage_acc(u32 s_tile, const float (*acc)[4], int warp_row0, float mul, int c0 = 0) {
     const int lane = threadIdx.x & 31;
     const int lg = lane >> 2, lt = lane & 3;
 #pragma unroll
@@ -125,7 +126,7 @@ __device__ __forceinline__ void stage_acc(u32 s_tile, const float (*acc)[4], int
 #pragma unroll
         for (int dt = 0; dt < D / 8; ++dt) {
             u32 packed = pack2<BF16>(acc[dt][2 * hr] * mul, acc[dt][2 * hr + 1] * mul);
-            asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(s_tile + swz<P>(r, dt) + lt * 4), "r"(packed) : "memory");
+            asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(s_tile + swz<P>(r, c0 + dt) + lt * 4), "r"(packed) : "memory");
         }
     }
 }

@@ -5,23 +5,33 @@
 // these keys (query_block_range), recomputing P^T = exp(scale K Q^T - LSE) per tile pair. dV and dK
 // stay in registers (f32) for the whole walk and are written once: no atomics, no second writer.
 // K and V are loaded once; Q, dO, LSE and Di of the next tile pair load while this one computes.
+// DQK is the head dim of Q and K (and dK), DV that of V and dO (and dV).
+// With NW = 2 BN / 16 (CS = 2), two warps share each 16 key rows and each holds half of dK's and
+// half of dV's columns: both recompute the rows' S^T and dP^T, so the accumulators of a head dim of
+// 256 (or 192 and 128) fit the registers of one thread.
 // PACK_P: P^T is kept only as the packed 16-bit A operand of dV += P^T dO, which runs before dP^T is
 // computed, and dS^T reads P back from it: 32 fewer live f32 registers per thread at D 128.
-template <bool BF16, int D, int BM, int BN, int NW, bool PACK_P = false>
+template <bool BF16, int DQK, int DV, int BM, int BN, int NW, bool PACK_P = false>
 __device__ __forceinline__ void bwd_dkdv_body(RAGGED_BWD_PARAMS) {
     constexpr int NT = NW * 32;
-    constexpr int P = ragged_row_width(D);
-    constexpr int KS = D / 16;  // k-steps over the head dim
-    constexpr int NS = BM / 8;  // query n-tiles of S^T
-    constexpr int DT = D / 8;   // head-dim n-tiles of dK, dV
-    static_assert(BN == 16 * NW && BM % 16 == 0 && D % 16 == 0, "tile shapes");
+    constexpr int RW = BN / 16;  // warps of distinct key rows
+    constexpr int CS = NW / RW;  // warps sharing each 16 key rows, one column share each
+    constexpr int PQ = ragged_row_width(DQK);  // shared-memory row widths
+    constexpr int PV = ragged_row_width(DV);
+    constexpr int KSQ = DQK / 16;  // k-steps of S^T = K Q^T
+    constexpr int KSV = DV / 16;   // k-steps of dP^T = V dO^T
+    constexpr int NS = BM / 8;     // query n-tiles of S^T
+    constexpr int DKT = DQK / 8 / CS;  // this warp's n-tiles of dK
+    constexpr int DVT = DV / 8 / CS;   // and of dV
+    static_assert(BN % 16 == 0 && NW % RW == 0 && (CS == 1 || CS == 2) && BM % 16 == 0, "tile shapes");
+    static_assert(DQK % (16 * CS) == 0 && DV % (16 * CS) == 0, "whole 16-column pairs per warp");
 
     extern __shared__ __align__(128) unsigned char smem_raw[];
     const u32 s_k = smem_addr(smem_raw);
-    const u32 s_v = s_k + BN * P * 2;
-    const u32 s_q = s_v + BN * P * 2;   // two buffers of BM rows
-    const u32 s_do = s_q + 2 * BM * P * 2;  // two buffers of BM rows
-    float* s_lse = (float*)(smem_raw + (2 * BN + 4 * BM) * P * 2);  // two buffers of BM, base 2
+    const u32 s_v = s_k + BN * PQ * 2;
+    const u32 s_q = s_v + BN * PV * 2;       // two buffers of BM rows
+    const u32 s_do = s_q + 2 * BM * PQ * 2;  // two buffers of BM rows
+    float* s_lse = (float*)(smem_raw + (BN + 2 * BM) * (PQ + PV) * 2);  // two buffers of BM, base 2
     float* s_di = s_lse + 2 * BM;
 
     RAGGED_BWD_KEY_TILE_PROLOGUE(BM, BN);
@@ -32,12 +42,19 @@ __device__ __forceinline__ void bwd_dkdv_body(RAGGED_BWD_PARAMS) {
     const int lg = lane >> 2;
     const int lt = lane & 3;
     const float sl2 = scale * RAGGED_LOG2E;
+    const int wr = CS == 1 ? warp : warp % RW;  // this warp's 16 key rows
+    const int ck = CS == 1 ? 0 : warp / RW * DKT;  // its first 16-byte chunk of dK's columns
+    const int cv = CS == 1 ? 0 : warp / RW * DVT;  // and of dV's
 
-    float acc_dk[DT][4], acc_dv[DT][4];
+    float acc_dk[DKT][4], acc_dv[DVT][4];
 #pragma unroll
-    for (int dt = 0; dt < DT; ++dt)
+    for (int dt = 0; dt < DKT; ++dt)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) acc_dk[dt][e] = acc_dv[dt][e] = 0.f;
+        for (int e = 0; e < 4; ++e) acc_dk[dt][e] = 0.f;
+#pragma unroll
+    for (int dt = 0; dt < DVT; ++dt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc_dv[dt][e] = 0.f;
 
     // Issues the loads of tile pair `it` (query head, query tile) into buffer `buf`.
     auto issue = [&](int it, int buf) {
@@ -45,8 +62,9 @@ __device__ __forceinline__ void bwd_dkdv_body(RAGGED_BWD_PARAMS) {
         const int i0 = (qb_first + it % nq) * BM;
         const int rows = bt.lq - i0 < BM ? bt.lq - i0 : BM;
         const i64 tok = bt.q_tok + i0;
-        load_tile<D, P, BM, NT>(s_q + buf * (BM * P * 2), q + tok * q_seq + (i64)h * q_head, q_seq, rows, q);
-        load_tile<D, P, BM, NT>(s_do + buf * (BM * P * 2), d_o + tok * do_seq + (i64)h * do_head, do_seq, rows, d_o);
+        load_tile<DQK, PQ, BM, NT>(s_q + buf * (BM * PQ * 2), q + tok * q_seq + (i64)h * q_head, q_seq, rows, q);
+        load_tile<DV, PV, BM, NT>(s_do + buf * (BM * PV * 2), d_o + tok * do_seq + (i64)h * do_head, do_seq, rows,
+                                  d_o);
         for (int t = tid; t < BM; t += NT) {
             const bool live = t < rows;
             const i64 i = i0 + t;
@@ -56,8 +74,8 @@ __device__ __forceinline__ void bwd_dkdv_body(RAGGED_BWD_PARAMS) {
     };
 
     if (items > 0) {
-        load_tile<D, P, BN, NT>(s_k, k + (bt.kv_tok + j0) * k_seq + (i64)g * k_head, k_seq, cols, k);
-        load_tile<D, P, BN, NT>(s_v, v + (bt.kv_tok + j0) * v_seq + (i64)g * v_head, v_seq, cols, v);
+        load_tile<DQK, PQ, BN, NT>(s_k, k + (bt.kv_tok + j0) * k_seq + (i64)g * k_head, k_seq, cols, k);
+        load_tile<DV, PV, BN, NT>(s_v, v + (bt.kv_tok + j0) * v_seq + (i64)g * v_head, v_seq, cols, v);
         issue(0, 0);
         cp_async_commit();
 #pragma unroll 1
@@ -69,8 +87,8 @@ __device__ __forceinline__ void bwd_dkdv_body(RAGGED_BWD_PARAMS) {
             if (it + 1 < items) issue(it + 1, buf ^ 1);
             cp_async_commit();
             const int i0 = (qb_first + it % nq) * BM;
-            const u32 qb = s_q + buf * (BM * P * 2);
-            const u32 dob = s_do + buf * (BM * P * 2);
+            const u32 qb = s_q + buf * (BM * PQ * 2);
+            const u32 dob = s_do + buf * (BM * PV * 2);
             const float* lse_t = s_lse + buf * BM;
             const float* di_t = s_di + buf * BM;
 
@@ -81,7 +99,7 @@ __device__ __forceinline__ void bwd_dkdv_body(RAGGED_BWD_PARAMS) {
                 for (int nt = 0; nt < NS; ++nt)
 #pragma unroll
                     for (int e = 0; e < 4; ++e) c[nt][e] = 0.f;
-                warp_mma_abt<BF16, P, KS, NS>(c, s_k, warp * 16, qb);
+                warp_mma_abt<BF16, PQ, KSQ, NS>(c, s_k, wr * 16, qb);
 #pragma unroll
                 for (int nt = 0; nt < NS; ++nt)
 #pragma unroll
@@ -89,29 +107,29 @@ __device__ __forceinline__ void bwd_dkdv_body(RAGGED_BWD_PARAMS) {
                         const int il = nt * 8 + 2 * lt + (e & 1);
                         float p = fast_exp2(c[nt][e] * sl2 - lse_t[il]);
                         const int i = i0 + il;
-                        const int j = j0 + warp * 16 + lg + ((e >> 1) << 3);
+                        const int j = j0 + wr * 16 + lg + ((e >> 1) << 3);
                         if (!full && (i >= bt.lq || !band.admits(i, j))) p = 0.f;
                         c[nt][e] = p;
                     }
                 u32 pa[BM / 16][4];
                 pack_a<BF16, BM / 16>(pa, c);
-                warp_mma_ab<BF16, P, BM / 16, DT>(acc_dv, pa, dob);
+                warp_mma_ab<BF16, PV, BM / 16, DVT>(acc_dv, pa, dob, cv);
 #pragma unroll
                 for (int nt = 0; nt < NS; ++nt)
 #pragma unroll
                     for (int e = 0; e < 4; ++e) c[nt][e] = 0.f;
-                warp_mma_abt<BF16, P, KS, NS>(c, s_v, warp * 16, dob);
+                warp_mma_abt<BF16, PV, KSV, NS>(c, s_v, wr * 16, dob);
 #pragma unroll
                 for (int nt = 0; nt < NS; ++nt)
 #pragma unroll
                     for (int e = 0; e < 4; ++e)
                         c[nt][e] = unpack_a<BF16>(pa, nt, e) * (c[nt][e] - di_t[nt * 8 + 2 * lt + (e & 1)]);
                 pack_a<BF16, BM / 16>(pa, c);
-                warp_mma_ab<BF16, P, BM / 16, DT>(acc_dk, pa, qb);
+                warp_mma_ab<BF16, PQ, BM / 16, DKT>(acc_dk, pa, qb, ck);
             } else {
                 // S^T = K Q^T and dP^T = V dO^T, this warp's 16 key rows by BM queries.
                 float st[NS][4], dpt[NS][4];
-                warp_mma_abt_pair<BF16, P, KS, NS>(st, dpt, s_k, s_v, warp * 16, qb, dob);
+                warp_mma_abt_pair<BF16, PQ, KSQ, PV, KSV, NS>(st, dpt, s_k, s_v, wr * 16, qb, dob);
 
                 // P^T from the LSE (0 outside the band, past Lkv and past Lq); dS^T = P^T (dP^T - Di).
                 const bool full = ragged_tile_full(band, bt.lq, i0, BM, j0, BN);
@@ -123,7 +141,7 @@ __device__ __forceinline__ void bwd_dkdv_body(RAGGED_BWD_PARAMS) {
                         float p = fast_exp2(st[nt][e] * sl2 - lse_t[il]);
                         if (!full) {
                             const int i = i0 + il;
-                            const int j = j0 + warp * 16 + lg + ((e >> 1) << 3);
+                            const int j = j0 + wr * 16 + lg + ((e >> 1) << 3);
                             if (i >= bt.lq || !band.admits(i, j)) p = 0.f;
                         }
                         st[nt][e] = p;
@@ -143,16 +161,20 @@ __device__ __forceinline__ void bwd_dkdv_body(RAGGED_BWD_PARAMS) {
                     as[2] = pack2<BF16>(dpt[2 * kc + 1][0], dpt[2 * kc + 1][1]);
                     as[3] = pack2<BF16>(dpt[2 * kc + 1][2], dpt[2 * kc + 1][3]);
 #pragma unroll
-                    for (int dp = 0; dp < D / 16; ++dp) {
+                    for (int dp = 0; dp < (DVT > DKT ? DVT : DKT) / 2; ++dp) {
                         const int rr = kc * 16 + (lane & 7) + (((lane >> 3) & 1) << 3);
                         const int cc = dp * 2 + (lane >> 4);
                         u32 b0, b1, b2, b3;
-                        ldsm_x4_t(dob + swz<P>(rr, cc), b0, b1, b2, b3);
-                        mma16816<BF16>(acc_dv[2 * dp], ap, b0, b1);
-                        mma16816<BF16>(acc_dv[2 * dp + 1], ap, b2, b3);
-                        ldsm_x4_t(qb + swz<P>(rr, cc), b0, b1, b2, b3);
-                        mma16816<BF16>(acc_dk[2 * dp], as, b0, b1);
-                        mma16816<BF16>(acc_dk[2 * dp + 1], as, b2, b3);
+                        if (dp < DVT / 2) {
+                            ldsm_x4_t(dob + swz<PV>(rr, cv + cc), b0, b1, b2, b3);
+                            mma16816<BF16>(acc_dv[2 * dp], ap, b0, b1);
+                            mma16816<BF16>(acc_dv[2 * dp + 1], ap, b2, b3);
+                        }
+                        if (dp < DKT / 2) {
+                            ldsm_x4_t(qb + swz<PQ>(rr, ck + cc), b0, b1, b2, b3);
+                            mma16816<BF16>(acc_dk[2 * dp], as, b0, b1);
+                            mma16816<BF16>(acc_dk[2 * dp + 1], as, b2, b3);
+                        }
                     }
                 }
             }
@@ -163,9 +185,9 @@ __device__ __forceinline__ void bwd_dkdv_body(RAGGED_BWD_PARAMS) {
     // dK (times scale) and dV through shared memory (the K and V tiles' space) for 16-byte stores
     // of the first `cols` rows; a key tile no query reaches stores zeros.
     __syncthreads();
-    stage_acc<BF16, D, P>(s_k, acc_dk, warp * 16, scale);
-    stage_acc<BF16, D, P>(s_v, acc_dv, warp * 16, 1.f);
+    stage_acc<BF16, DKT * 8, PQ>(s_k, acc_dk, wr * 16, scale, ck);
+    stage_acc<BF16, DVT * 8, PV>(s_v, acc_dv, wr * 16, 1.f, cv);
     __syncthreads();
-    store_o_tile<D, P, BN, NT>(s_k, dk + (bt.kv_tok + j0) * dk_seq + (i64)g * dk_head, dk_seq, cols);
-    store_o_tile<D, P, BN, NT>(s_v, dv + (bt.kv_tok + j0) * dv_seq + (i64)g * dv_head, dv_seq, cols);
+    store_o_tile<DQK, PQ, BN, NT>(s_k, dk + (bt.kv_tok + j0) * dk_seq + (i64)g * dk_head, dk_seq, cols);
+    store_o_tile<DV, PV, BN, NT>(s_v, dv + (bt.kv_tok + j0) * dv_seq + (i64)g * dv_head, dv_seq, cols);
 }

@@ -1,7 +1,8 @@
 // Part of kernels/cuda-fmha/cuda/ragged_fmha_bwd.cu (the Di = rowsum(dO * O) pre-pass); included in that file's order, not on its own.
 
-// One block = 64 query rows of one batch, all heads; a group of D / 8 lanes takes one (row, head)
-// pair with one 16-byte load of O and of dO per lane, and sums in f32. Rows >= Lq(b) are neither
+// One block = 64 query rows of one batch, all heads; a group of G lanes (D / 8 rounded up to a power
+// of two: 16 at D 96, whose last 4 lanes load nothing) takes one (row, head) pair with one 16-byte
+// load of O and of dO per lane, and sums in f32. D is the head dim of O and dO. Rows >= Lq(b) are neither
 // read nor written (the gradient kernels treat them as masked and never read their Di).
 // With dq_acc (the fused kernel's f32 dQ accumulator, fmha_bwd/fused_dq.cuh; null for the
 // two-kernel backward) the block also zeroes its 64-row blob of every head, the blobs the fused
@@ -15,8 +16,9 @@ __device__ __forceinline__ void bwd_dot_body(const u16* __restrict__ o, const u1
                                              i64 o_seq, i64 o_head, i64 do_seq, i64 do_head, int h_q, int di_rows,
                                              int row_blocks, float* __restrict__ dq_acc, int batch) {
     static_assert(RAGGED_BWD_DOT_ROWS == RAGGED_BWD_FUSED_ROWS, "one Di block per accumulator blob");
-    constexpr int G = D / 8;  // lanes per (row, head)
-    static_assert(G >= 1 && G <= 32 && (G & (G - 1)) == 0, "a power-of-two lane group within a warp");
+    constexpr int CH = D / 8;  // 16-byte chunks of a row
+    constexpr int G = CH <= 8 ? 8 : CH <= 16 ? 16 : 32;  // lanes per (row, head)
+    static_assert(D % 8 == 0 && CH <= 32, "whole chunks, one warp per row at most");
     const int b = blockIdx.x / row_blocks;
     const int r0 = (blockIdx.x - b * row_blocks) * RAGGED_BWD_DOT_ROWS;
     const RaggedBatch bt = batches[b];
@@ -41,7 +43,7 @@ __device__ __forceinline__ void bwd_dot_body(const u16* __restrict__ o, const u1
         const int h = live ? p - r * h_q : 0;
         const i64 tok = bt.q_tok + r0 + r;
         float s = 0.f;
-        if (live) {
+        if (live && (CH == G || c < CH)) {
             const u16* op = o + tok * o_seq + (i64)h * o_head + c * 8;
             const u16* dp = d_o + tok * do_seq + (i64)h * do_head + c * 8;
             u32 x[4], y[4];

@@ -5,10 +5,12 @@
 // row block (RAGGED_BWD_DOT_ROWS), its BN 0. The pre-pass (ragged_fmha_prepass) is launched with
 // the dQ kernel's BM and BN, so its tile list is the dQ kernel's work list.
 
-// dK/dV: K, V (BN rows), two Q and two dO buffers (BM rows), two LSE and two Di buffers (BM f32).
-#define RAGGED_BWD_DKDV_SMEM(D, BM, BN) ((2 * (BN) + 4 * (BM)) * ragged_row_width(D) * 2 + 4 * (BM) * 4)
+// dK/dV: K, V (BN rows), two Q and two dO buffers (BM rows), two LSE and two Di buffers (BM f32);
+// Q and K rows at the padded width of DQK, V and dO rows at that of DV.
+#define RAGGED_BWD_DKDV_SMEM(DQK, DV, BM, BN) \
+    (((BN) + 2 * (BM)) * (ragged_row_width(DQK) + ragged_row_width(DV)) * 2 + 4 * (BM) * 4)
 // dQ: Q, dO (BM rows), two K and two V buffers (BN rows).
-#define RAGGED_BWD_DQ_SMEM(D, BM, BN) ((2 * (BM) + 4 * (BN)) * ragged_row_width(D) * 2)
+#define RAGGED_BWD_DQ_SMEM(DQK, DV, BM, BN) (((BM) + 2 * (BN)) * (ragged_row_width(DQK) + ragged_row_width(DV)) * 2)
 
 #define RAGGED_BWD_DOT_ENTRY(NAME, BF16, D)                                                                  \
     extern "C" {                                                                                           \
@@ -34,37 +36,55 @@
     }                                                                                                         \
     }
 
-#define RAGGED_BWD_DKDV_ENTRY(NAME, BF16, D, BM, BN, NW, MINB, PACK_P)                            \
-    extern "C" {                                                                                \
-    __constant__ int NAME##_config[4] = {BM, BN, NW * 32, RAGGED_BWD_DKDV_SMEM(D, BM, BN)};     \
-    __global__ void __launch_bounds__(NW * 32, MINB) NAME(RAGGED_BWD_PARAMS) {                 \
-        bwd_dkdv_body<BF16, D, BM, BN, NW, PACK_P>(RAGGED_BWD_ARGS);                            \
-    }                                                                                           \
+// The mma.sync kernels (dkdv.cuh, dq.cuh) for Q/K head dim DQK and V/O head dim DV: BM x BN tiles,
+// NW warps (dK/dV: BN / 16 warps, or twice that with each 16 key rows' dK and dV columns split
+// between two), MINB blocks per SM.
+#define RAGGED_BWD_DKDV_ENTRY(NAME, BF16, DQK, DV, BM, BN, NW, MINB, PACK_P)                         \
+    extern "C" {                                                                                   \
+    __constant__ int NAME##_config[4] = {BM, BN, NW * 32, RAGGED_BWD_DKDV_SMEM(DQK, DV, BM, BN)};  \
+    __global__ void __launch_bounds__(NW * 32, MINB) NAME(RAGGED_BWD_PARAMS) {                    \
+        bwd_dkdv_body<BF16, DQK, DV, BM, BN, NW, PACK_P>(RAGGED_BWD_ARGS);                         \
+    }                                                                                              \
     }
 
-#define RAGGED_BWD_DQ_ENTRY(NAME, BF16, D, BM, BN, NW, MINB)                                  \
-    extern "C" {                                                                            \
-    __constant__ int NAME##_config[4] = {BM, BN, NW * 32, RAGGED_BWD_DQ_SMEM(D, BM, BN)};   \
-    __global__ void __launch_bounds__(NW * 32, MINB) NAME(RAGGED_BWD_PARAMS) {             \
-        bwd_dq_body<BF16, D, BM, BN, NW>(RAGGED_BWD_ARGS);                                  \
-    }                                                                                       \
+#define RAGGED_BWD_DQ_ENTRY(NAME, BF16, DQK, DV, BM, BN, NW, MINB)                               \
+    extern "C" {                                                                               \
+    __constant__ int NAME##_config[4] = {BM, BN, NW * 32, RAGGED_BWD_DQ_SMEM(DQK, DV, BM, BN)}; \
+    __global__ void __launch_bounds__(NW * 32, MINB) NAME(RAGGED_BWD_PARAMS) {                \
+        bwd_dq_body<BF16, DQK, DV, BM, BN, NW>(RAGGED_BWD_ARGS);                               \
+    }                                                                                          \
     }
 
-// dK/dV keeps P^T packed (PACK_P) on sm_90, where it is faster; on other targets ptxas spills more
-// with it.
+// dK/dV at D 64 and 128 keeps P^T packed (PACK_P) on sm_90, where it is faster; on other targets
+// ptxas spills more with it.
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define RAGGED_BWD_PACK_P true
 #else
 #define RAGGED_BWD_PACK_P false
 #endif
 
-#define RAGGED_BWD_ALL(DT, BF16)                                                                         \
-    RAGGED_BWD_DOT_ENTRY(ragged_fmha_bwd_dot_##DT##_d64, BF16, 64)                                       \
-    RAGGED_BWD_DOT_ENTRY(ragged_fmha_bwd_dot_##DT##_d128, BF16, 128)                                     \
-    RAGGED_BWD_DKDV_ENTRY(ragged_fmha_bwd_dkdv_##DT##_d64, BF16, 64, 64, 64, 4, 2, RAGGED_BWD_PACK_P)   \
-    RAGGED_BWD_DKDV_ENTRY(ragged_fmha_bwd_dkdv_##DT##_d128, BF16, 128, 64, 64, 4, 2, RAGGED_BWD_PACK_P) \
-    RAGGED_BWD_DQ_ENTRY(ragged_fmha_bwd_dq_##DT##_d64, BF16, 64, 64, 64, 4, 2)          \
-    RAGGED_BWD_DQ_ENTRY(ragged_fmha_bwd_dq_##DT##_d128, BF16, 128, 64, 64, 4, 2)
+// D 64, 128 and 96 (rows padded to 128 columns in shared memory): one warp per 16 rows. D 256 and
+// Q/K 192 with V/O 128: dK/dV with two warps per 16 key rows (each with half of the columns) and
+// BM 32, so the accumulators and the score tiles fit a thread's registers; their dQ kernels take
+// smaller key tiles (BN 16 at D 256, 32 at 192/128) for the same reason, one block per SM. These
+// three dK/dV kernels keep P^T unpacked on every target: with PACK_P ptxas spilled 80-170 bytes on
+// sm_90a (NVRTC 12.9), without it 0-16. The Di pass of 192/128 sums over V/O's 128 columns.
+#define RAGGED_BWD_ALL(DT, BF16)                                                                               \
+    RAGGED_BWD_DOT_ENTRY(ragged_fmha_bwd_dot_##DT##_d64, BF16, 64)                                             \
+    RAGGED_BWD_DOT_ENTRY(ragged_fmha_bwd_dot_##DT##_d128, BF16, 128)                                           \
+    RAGGED_BWD_DOT_ENTRY(ragged_fmha_bwd_dot_##DT##_d96, BF16, 96)                                             \
+    RAGGED_BWD_DOT_ENTRY(ragged_fmha_bwd_dot_##DT##_d256, BF16, 256)                                           \
+    RAGGED_BWD_DOT_ENTRY(ragged_fmha_bwd_dot_##DT##_d192v128, BF16, 128)                                       \
+    RAGGED_BWD_DKDV_ENTRY(ragged_fmha_bwd_dkdv_##DT##_d64, BF16, 64, 64, 64, 64, 4, 2, RAGGED_BWD_PACK_P)     \
+    RAGGED_BWD_DKDV_ENTRY(ragged_fmha_bwd_dkdv_##DT##_d128, BF16, 128, 128, 64, 64, 4, 2, RAGGED_BWD_PACK_P)  \
+    RAGGED_BWD_DKDV_ENTRY(ragged_fmha_bwd_dkdv_##DT##_d96, BF16, 96, 96, 64, 64, 4, 2, false)                 \
+    RAGGED_BWD_DKDV_ENTRY(ragged_fmha_bwd_dkdv_##DT##_d256, BF16, 256, 256, 32, 64, 8, 1, false)              \
+    RAGGED_BWD_DKDV_ENTRY(ragged_fmha_bwd_dkdv_##DT##_d192v128, BF16, 192, 128, 32, 64, 8, 1, false)          \
+    RAGGED_BWD_DQ_ENTRY(ragged_fmha_bwd_dq_##DT##_d64, BF16, 64, 64, 64, 64, 4, 2)                             \
+    RAGGED_BWD_DQ_ENTRY(ragged_fmha_bwd_dq_##DT##_d128, BF16, 128, 128, 64, 64, 4, 2)                          \
+    RAGGED_BWD_DQ_ENTRY(ragged_fmha_bwd_dq_##DT##_d96, BF16, 96, 96, 64, 64, 4, 2)                             \
+    RAGGED_BWD_DQ_ENTRY(ragged_fmha_bwd_dq_##DT##_d256, BF16, 256, 256, 64, 16, 4, 1)                          \
+    RAGGED_BWD_DQ_ENTRY(ragged_fmha_bwd_dq_##DT##_d192v128, BF16, 192, 128, 64, 32, 4, 1)
 
 RAGGED_BWD_ALL(bf16, true)
 RAGGED_BWD_ALL(f16, false)
