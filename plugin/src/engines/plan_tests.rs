@@ -151,11 +151,19 @@ fn a_bf16_d64_cuda_backward_plans_with_workspace_and_other_head_dims_decline_by_
     assert!(plan.workspace_size() > 2 * 4 * 4 * 4, "holds Di");
     let f16 = cuda_backward(&backward_graph(D::Half, 128)).expect("f16");
     assert_eq!(f16.plan.kernels.dkdv, "ragged_fmha_bwd_dkdv_f16_d128");
-    let why = cuda_backward(&backward_graph(D::BFloat16, 96))
-        .expect_err("no D 96 backward")
+    for (d, dkdv) in [
+        (96, "ragged_fmha_bwd_dkdv_bf16_d96"),
+        (256, "ragged_fmha_bwd_dkdv_bf16_d256"),
+    ] {
+        let plan = cuda_backward(&backward_graph(D::BFloat16, d))
+            .unwrap_or_else(|e| panic!("bf16 D {d} has kernels: {e}"));
+        assert_eq!(plan.plan.kernels.dkdv, dkdv);
+    }
+    let why = cuda_backward(&backward_graph(D::BFloat16, 80))
+        .expect_err("no D 80 kernels")
         .to_string();
     assert!(
-        why.starts_with("tensor uid 1: q_tensor_uid head dim = 96, need 64 or 128"),
+        why.starts_with("tensor uid 1: q_tensor_uid head dim = 80, need "),
         "{why}"
     );
 }

@@ -7,8 +7,16 @@ use crate::forward::device_abi::TileConfig;
 use ragged_core::DataType;
 use ragged_gpu_runtime::cuda::error::GpuError;
 
-/// Head dims with compiled backward kernels (Q/K and V/O the same).
-pub const HEAD_DIMS: [i64; 2] = [64, 128];
+/// Head dims with compiled backward kernels, as (Q/K head dim, V/O head dim): the forward's
+/// ([`crate::forward::device_abi::HEAD_DIMS`]). The mma.sync kernels of every entry run on every
+/// target; the first [`HOPPER_HEAD_DIMS`] entries also have wgmma and fused kernels on
+/// [`HOPPER_ARCH`].
+pub const HEAD_DIMS: [(i64, i64); 5] = [(64, 64), (128, 128), (96, 96), (256, 256), (192, 128)];
+
+/// How many leading entries of [`HEAD_DIMS`] (D 64 and 128) have the sm_90a kernels of
+/// [`HOPPER_ALL`], [`HOPPER_TMA_ALL`] and the fused ones; the sets after them run their mma.sync
+/// kernels on sm_90a too.
+pub const HOPPER_HEAD_DIMS: usize = 2;
 
 /// `RAGGED_BWD_DOT_ROWS`: query rows per block of the Di pass.
 pub const DOT_ROWS: i32 = 64;
@@ -19,10 +27,11 @@ pub const DOT_THREADS: u32 = 256;
 /// this many rows per tile, so a tile list sized for it at plan time holds any of them.
 pub const MIN_DQ_BLOCK_M: i64 = 64;
 
-/// The three entry points of one (data type, head dim).
+/// The three entry points of one (data type, head dims).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BackwardKernels {
-    /// `ragged_fmha_bwd_dot_<dt>_d<D>`.
+    /// `ragged_fmha_bwd_dot_<dt>_d<D>` (`_d<D_qk>v<D_v>` where the head dims differ, as for
+    /// the other two).
     pub dot: &'static str,
     /// `ragged_fmha_bwd_dkdv_<dt>_d<D>`.
     pub dkdv: &'static str,
@@ -31,7 +40,7 @@ pub struct BackwardKernels {
 }
 
 /// Every compiled set: bf16 then f16 for each entry of [`HEAD_DIMS`], in its order.
-pub const ALL: [BackwardKernels; 4] = [
+pub const ALL: [BackwardKernels; 10] = [
     BackwardKernels {
         dot: "ragged_fmha_bwd_dot_bf16_d64",
         dkdv: "ragged_fmha_bwd_dkdv_bf16_d64",
@@ -52,11 +61,41 @@ pub const ALL: [BackwardKernels; 4] = [
         dkdv: "ragged_fmha_bwd_dkdv_f16_d128",
         dq: "ragged_fmha_bwd_dq_f16_d128",
     },
+    BackwardKernels {
+        dot: "ragged_fmha_bwd_dot_bf16_d96",
+        dkdv: "ragged_fmha_bwd_dkdv_bf16_d96",
+        dq: "ragged_fmha_bwd_dq_bf16_d96",
+    },
+    BackwardKernels {
+        dot: "ragged_fmha_bwd_dot_f16_d96",
+        dkdv: "ragged_fmha_bwd_dkdv_f16_d96",
+        dq: "ragged_fmha_bwd_dq_f16_d96",
+    },
+    BackwardKernels {
+        dot: "ragged_fmha_bwd_dot_bf16_d256",
+        dkdv: "ragged_fmha_bwd_dkdv_bf16_d256",
+        dq: "ragged_fmha_bwd_dq_bf16_d256",
+    },
+    BackwardKernels {
+        dot: "ragged_fmha_bwd_dot_f16_d256",
+        dkdv: "ragged_fmha_bwd_dkdv_f16_d256",
+        dq: "ragged_fmha_bwd_dq_f16_d256",
+    },
+    BackwardKernels {
+        dot: "ragged_fmha_bwd_dot_bf16_d192v128",
+        dkdv: "ragged_fmha_bwd_dkdv_bf16_d192v128",
+        dq: "ragged_fmha_bwd_dq_bf16_d192v128",
+    },
+    BackwardKernels {
+        dot: "ragged_fmha_bwd_dot_f16_d192v128",
+        dkdv: "ragged_fmha_bwd_dkdv_f16_d192v128",
+        dq: "ragged_fmha_bwd_dq_f16_d192v128",
+    },
 ];
 
-/// The kernels for `dtype` and head dim `d`, if compiled.
-pub fn kernels(dtype: DataType, d: i64) -> Option<BackwardKernels> {
-    let index = HEAD_DIMS.iter().position(|&x| x == d)?;
+/// The kernels for `dtype`, Q/K head dim `d_qk` and V/O head dim `d_v`, if compiled.
+pub fn kernels(dtype: DataType, d_qk: i64, d_v: i64) -> Option<BackwardKernels> {
+    let index = HEAD_DIMS.iter().position(|&dims| dims == (d_qk, d_v))?;
     match dtype {
         DataType::BF16 => Some(ALL[2 * index]),
         DataType::F16 => Some(ALL[2 * index + 1]),
@@ -78,8 +117,9 @@ pub struct HopperKernels {
     pub dq: &'static str,
 }
 
-/// Per set of [`ALL`], in its order: the wgmma kernels compiled for [`HOPPER_ARCH`].
-pub const HOPPER_ALL: [HopperKernels; 4] = [
+/// Per set of [`ALL`] at the first [`HOPPER_HEAD_DIMS`] head dims, in its order: the wgmma kernels
+/// compiled for [`HOPPER_ARCH`].
+pub const HOPPER_ALL: [HopperKernels; 2 * HOPPER_HEAD_DIMS] = [
     HopperKernels {
         dkdv: "ragged_fmha_bwd_dkdv_wg_bf16_d64",
         dq: "ragged_fmha_bwd_dq_wg_bf16_d64",
@@ -98,10 +138,11 @@ pub const HOPPER_ALL: [HopperKernels; 4] = [
     },
 ];
 
-/// Per set of [`ALL`], in its order: the wgmma kernels with the TMA / mbarrier fill
+/// Per set of [`ALL`] at the first [`HOPPER_HEAD_DIMS`] head dims, in its order: the wgmma kernels
+/// with the TMA / mbarrier fill
 /// (`NBUF_TMA` in `fmha_bwd/dkdv_wg.cuh`, `fmha_bwd/dq_wg.cuh`). They publish `NAME_tma = {1}` and
 /// take two tensor maps after the common parameters ([`takes_tensor_maps`]).
-pub const HOPPER_TMA_ALL: [HopperKernels; 4] = [
+pub const HOPPER_TMA_ALL: [HopperKernels; 2 * HOPPER_HEAD_DIMS] = [
     HopperKernels {
         dkdv: "ragged_fmha_bwd_dkdv_tma_bf16_d64",
         dq: "ragged_fmha_bwd_dq_tma_bf16_d64",
@@ -148,8 +189,8 @@ pub fn without_tensor_maps(kernel: &'static str) -> &'static str {
         .map_or(kernel, |k| k.wg)
 }
 
-/// The head dim (Q/K and V/O) of a set of [`ALL`].
-pub fn head_dim(set: BackwardKernels) -> Option<i64> {
+/// The head dims (Q/K, V/O) of a set of [`ALL`].
+pub fn head_dims(set: BackwardKernels) -> Option<(i64, i64)> {
     let index = ALL.iter().position(|k| *k == set)?;
     Some(HEAD_DIMS[index / 2])
 }
@@ -163,8 +204,8 @@ pub struct HopperSelection {
     pub dkdv: bool,
     /// Run `HopperKernels::dq` instead of `BackwardKernels::dq`.
     pub dq: bool,
-    /// Head dims at which the selected wgmma kernels are taken from [`HOPPER_TMA_ALL`] instead
-    /// of [`HOPPER_ALL`].
+    /// Head dims (Q/K and V/O alike) at which the selected wgmma kernels are taken from
+    /// [`HOPPER_TMA_ALL`] instead of [`HOPPER_ALL`].
     pub tma_head_dims: &'static [i64],
 }
 
@@ -178,15 +219,16 @@ pub const HOPPER_SELECTED: HopperSelection = HopperSelection {
     tma_head_dims: &[128],
 };
 
-/// The kernels to launch for `set` (one of [`ALL`]) on a module compiled for `arch`.
+/// The kernels to launch for `set` (one of [`ALL`]) on a module compiled for `arch`: its own
+/// mma.sync kernels except on [`HOPPER_ARCH`] at a head dim with wgmma kernels.
 pub fn for_target(set: BackwardKernels, arch: &str, selection: HopperSelection) -> BackwardKernels {
     let Some(index) = ALL.iter().position(|k| *k == set) else {
         return set;
     };
-    if arch != HOPPER_ARCH {
+    if arch != HOPPER_ARCH || index >= HOPPER_ALL.len() {
         return set;
     }
-    let hopper = if selection.tma_head_dims.contains(&HEAD_DIMS[index / 2]) {
+    let hopper = if selection.tma_head_dims.contains(&HEAD_DIMS[index / 2].0) {
         HOPPER_TMA_ALL[index]
     } else {
         HOPPER_ALL[index]
@@ -207,7 +249,8 @@ pub fn for_target(set: BackwardKernels, arch: &str, selection: HopperSelection) 
 pub enum Part {
     /// The Di pass: `{DOT_ROWS, 0, DOT_THREADS, 0}` exactly.
     Dot,
-    /// dK/dV: BN = 16 × warps (one warp per 16 key rows), BM a multiple of 16.
+    /// dK/dV: BN = 16 × warps (one warp per 16 key rows) or 8 × warps (two warps per 16 key
+    /// rows, each with half of dK's and dV's columns), BM a multiple of 16.
     DkDv,
     /// dQ: BM = 16 × warps, at least [`MIN_DQ_BLOCK_M`]; BN a multiple of 16.
     Dq,
@@ -232,7 +275,7 @@ pub fn check_config(kernel: &str, part: Part, raw: [i32; 4]) -> Result<TileConfi
             [block_m, block_n, threads] == [FUSED_BLOCK_M as i32, FUSED_BLOCK_N, FUSED_THREADS]
         }
         Part::Convert => raw == [FUSED_BLOCK_M as i32, 0, DOT_THREADS as i32, 0],
-        Part::DkDv => tiles(block_m, block_n) && threads == 2 * block_n,
+        Part::DkDv => tiles(block_m, block_n) && (threads == 2 * block_n || threads == 4 * block_n),
         Part::Dq => {
             tiles(block_m, block_n)
                 && threads == 2 * block_m
@@ -258,23 +301,55 @@ mod tests {
 
     #[test]
     fn names_follow_dtype_and_head_dim() {
-        let k = kernels(DataType::F16, 128).expect("compiled");
+        let k = kernels(DataType::F16, 128, 128).expect("compiled");
         assert_eq!(k.dot, "ragged_fmha_bwd_dot_f16_d128");
         assert_eq!(k.dkdv, "ragged_fmha_bwd_dkdv_f16_d128");
         assert_eq!(k.dq, "ragged_fmha_bwd_dq_f16_d128");
         assert_eq!(
-            kernels(DataType::BF16, 64).map(|k| k.dq),
+            kernels(DataType::BF16, 64, 64).map(|k| k.dq),
             Some("ragged_fmha_bwd_dq_bf16_d64")
         );
-        assert_eq!(kernels(DataType::BF16, 96), None);
-        assert_eq!(kernels(DataType::F32, 64), None);
-        for (index, d) in HEAD_DIMS.iter().enumerate() {
+        assert_eq!(
+            kernels(DataType::BF16, 96, 96).map(|k| k.dkdv),
+            Some("ragged_fmha_bwd_dkdv_bf16_d96")
+        );
+        assert_eq!(
+            kernels(DataType::F16, 256, 256).map(|k| k.dot),
+            Some("ragged_fmha_bwd_dot_f16_d256")
+        );
+        assert_eq!(
+            kernels(DataType::BF16, 192, 128).map(|k| k.dq),
+            Some("ragged_fmha_bwd_dq_bf16_d192v128")
+        );
+        assert_eq!(kernels(DataType::BF16, 128, 192), None);
+        assert_eq!(kernels(DataType::BF16, 192, 192), None);
+        assert_eq!(kernels(DataType::F16, 80, 80), None);
+        assert_eq!(kernels(DataType::F32, 64, 64), None);
+        for (index, (d_qk, d_v)) in HEAD_DIMS.iter().enumerate() {
+            let dims = if d_qk == d_v {
+                format!("d{d_qk}")
+            } else {
+                format!("d{d_qk}v{d_v}")
+            };
             for (offset, dt) in ["bf16", "f16"].iter().enumerate() {
                 let k = ALL[2 * index + offset];
-                assert_eq!(k.dkdv, format!("ragged_fmha_bwd_dkdv_{dt}_d{d}"));
-                assert_eq!(k.dot, format!("ragged_fmha_bwd_dot_{dt}_d{d}"));
+                assert_eq!(k.dkdv, format!("ragged_fmha_bwd_dkdv_{dt}_{dims}"));
+                assert_eq!(k.dot, format!("ragged_fmha_bwd_dot_{dt}_{dims}"));
+                assert_eq!(k.dq, format!("ragged_fmha_bwd_dq_{dt}_{dims}"));
+                assert_eq!(head_dims(k), Some((*d_qk, *d_v)));
             }
         }
+    }
+
+    /// The backward runs what the forward runs: every head dim pair with a forward kernel has
+    /// backward kernels, and no other.
+    #[test]
+    fn the_backward_has_the_forward_head_dims() {
+        let mut forward = crate::forward::device_abi::HEAD_DIMS.to_vec();
+        let mut backward = HEAD_DIMS.to_vec();
+        forward.sort_unstable();
+        backward.sort_unstable();
+        assert_eq!(forward, backward);
     }
 
     #[test]
@@ -297,6 +372,28 @@ mod tests {
         }
     }
 
+    /// Head dims past the first [`HOPPER_HEAD_DIMS`] have no wgmma kernels: their mma.sync
+    /// kernels run on sm_90a as elsewhere, whatever the selection.
+    #[test]
+    fn head_dims_without_wgmma_kernels_keep_theirs_on_sm90a() {
+        let all = HopperSelection {
+            dkdv: true,
+            dq: true,
+            tma_head_dims: &[64, 96, 128, 192, 256],
+        };
+        for set in &ALL[2 * HOPPER_HEAD_DIMS..] {
+            assert_eq!(for_target(*set, HOPPER_ARCH, all), *set, "{set:?}");
+            assert_eq!(for_target(*set, HOPPER_ARCH, HOPPER_SELECTED), *set);
+            assert!(!takes_tensor_maps(set.dkdv) && !takes_tensor_maps(set.dq));
+        }
+        for (set, wg) in ALL.iter().zip(HOPPER_ALL) {
+            assert_eq!(
+                for_target(*set, HOPPER_ARCH, all).dkdv,
+                wg.dkdv.replace("_wg_", "_tma_")
+            );
+        }
+    }
+
     #[test]
     fn hopper_kernels_replace_only_on_sm90a_and_only_where_selected() {
         let both = HopperSelection {
@@ -304,7 +401,7 @@ mod tests {
             dq: true,
             tma_head_dims: &[],
         };
-        let set = kernels(DataType::BF16, 128).expect("compiled");
+        let set = kernels(DataType::BF16, 128, 128).expect("compiled");
         assert_eq!(for_target(set, "sm_80", both), set);
         assert_eq!(for_target(set, "compute_90", both), set);
         let hopper = for_target(set, "sm_90a", both);
@@ -332,7 +429,7 @@ mod tests {
 
     #[test]
     fn tma_kernels_take_maps_and_fall_back_to_their_wgmma_kernels() {
-        let set = kernels(DataType::F16, 64).expect("compiled");
+        let set = kernels(DataType::F16, 64, 64).expect("compiled");
         let tma = HopperSelection {
             dkdv: true,
             dq: true,
@@ -371,8 +468,8 @@ mod tests {
             assert_eq!(tma.dkdv, wg.dkdv.replace("_wg_", "_tma_"));
             assert_eq!(tma.dq, wg.dq.replace("_wg_", "_tma_"));
         }
-        assert_eq!(head_dim(set), Some(64));
-        assert_eq!(head_dim(ALL[3]), Some(128));
+        assert_eq!(head_dims(set), Some((64, 64)));
+        assert_eq!(head_dims(ALL[3]), Some((128, 128)));
     }
 
     #[test]
@@ -405,13 +502,17 @@ mod tests {
     fn published_tables_are_checked() {
         let dkdv = check_config("k", Part::DkDv, [64, 64, 128, 99_328]).expect("fits");
         assert_eq!((dkdv.block_m, dkdv.block_n, dkdv.threads), (64, 64, 128));
+        // D 256: two warps per 16 key rows (RAGGED_BWD_DKDV_SMEM(256, 256, 32, 64)).
+        let split = check_config("k", Part::DkDv, [32, 64, 256, 131_584]).expect("fits");
+        assert_eq!((split.block_m, split.block_n, split.threads), (32, 64, 256));
         check_config("k", Part::DkDv, [32, 64, 128, 1]).expect("BM 32 is fine for dK/dV");
         check_config("k", Part::Dq, [64, 64, 128, 98_304]).expect("fits");
         check_config("k", Part::Dot, [64, 0, 256, 0]).expect("fits");
         for (part, raw) in [
             (Part::Dq, [32, 64, 64, 0]),
             (Part::Dq, [64, 64, 256, 0]),
-            (Part::DkDv, [64, 64, 256, 0]),
+            (Part::DkDv, [64, 64, 192, 0]),
+            (Part::DkDv, [64, 64, 512, 0]),
             (Part::DkDv, [64, 8, 32, 0]),
             (Part::Dot, [32, 0, 256, 0]),
             (Part::Dq, [64, 64, 128, -1]),

@@ -2,7 +2,7 @@
 //! `fmha_bwd/dq_convert.cuh`, their entry points in `fmha_bwd/entries.cuh`): the kernels of
 //! [`super::plan::DqForm::Unordered`] and the layout of their f32 dQ accumulator.
 
-use super::device_abi::{ALL, BackwardKernels, HOPPER_ARCH};
+use super::device_abi::{ALL, BackwardKernels, HOPPER_ARCH, HOPPER_HEAD_DIMS};
 
 /// The fused dK/dV/dQ kernels of one set of [`ALL`] and the pass that writes dQ from their
 /// accumulator. Both fused kernels take RAGGED_BWD_PARAMS (their `dq` unused), the TMA one then
@@ -18,9 +18,9 @@ pub struct FusedKernels {
     pub convert: &'static str,
 }
 
-/// Per set of [`ALL`], in its order: the fused kernels and their convert pass, compiled for
-/// [`HOPPER_ARCH`] only.
-pub const FUSED_ALL: [FusedKernels; 4] = [
+/// Per set of [`ALL`] at the first [`HOPPER_HEAD_DIMS`] head dims (64 and 128), in its order: the
+/// fused kernels and their convert pass, compiled for [`HOPPER_ARCH`] only.
+pub const FUSED_ALL: [FusedKernels; 2 * HOPPER_HEAD_DIMS] = [
     FusedKernels {
         tma: "ragged_fmha_bwd_fused_tma_bf16_d64",
         wg: "ragged_fmha_bwd_fused_wg_bf16_d64",
@@ -55,10 +55,14 @@ pub const FUSED_THREADS: i32 = 256;
 pub const FUSED_BLOB_FLOATS: u64 = 8192;
 
 /// The fused kernels for `set` on a module compiled for `arch`; `None` where they do not exist
-/// (every target but [`HOPPER_ARCH`]), and the deterministic pair runs instead.
+/// (every target but [`HOPPER_ARCH`], and there every head dim past the first
+/// [`HOPPER_HEAD_DIMS`]), and the deterministic pair runs instead.
 pub fn fused_for_target(set: BackwardKernels, arch: &str) -> Option<FusedKernels> {
     let index = ALL.iter().position(|k| *k == set)?;
-    (arch == HOPPER_ARCH).then_some(FUSED_ALL[index])
+    FUSED_ALL
+        .get(index)
+        .copied()
+        .filter(|_| arch == HOPPER_ARCH)
 }
 
 #[cfg(test)]
@@ -71,7 +75,7 @@ mod tests {
 
     #[test]
     fn fused_kernels_exist_only_on_sm90a() {
-        let set = kernels(DataType::F16, 128).expect("compiled");
+        let set = kernels(DataType::F16, 128, 128).expect("compiled");
         assert_eq!(fused_for_target(set, "sm_80"), None);
         assert_eq!(fused_for_target(set, "compute_90"), None);
         let fused = fused_for_target(set, "sm_90a").expect("fused on sm_90a");
@@ -81,6 +85,21 @@ mod tests {
             assert_eq!(fused.wg, set.dkdv.replace("_dkdv_", "_fused_wg_"));
             assert_eq!(fused.tma, set.dkdv.replace("_dkdv_", "_fused_tma_"));
             assert_eq!(fused.convert, set.dq.replace("_dq_", "_dq_convert_"));
+        }
+    }
+
+    /// D 96, 256 and 192/128 have no fused kernel: the non-deterministic engine runs their
+    /// deterministic pair on sm_90a too.
+    #[test]
+    fn head_dims_past_64_and_128_have_no_fused_kernel() {
+        for (d_qk, d_v) in [(96, 96), (256, 256), (192, 128)] {
+            for dtype in [DataType::BF16, DataType::F16] {
+                let set = kernels(dtype, d_qk, d_v).expect("compiled");
+                assert_eq!(fused_for_target(set, HOPPER_ARCH), None, "{set:?}");
+            }
+        }
+        for set in &ALL[..FUSED_ALL.len()] {
+            assert!(fused_for_target(*set, HOPPER_ARCH).is_some(), "{set:?}");
         }
     }
 

@@ -235,25 +235,26 @@ pub(super) fn stream_maps(
         return Ok(None);
     }
     let tiles = loaded.config(kernel)?;
-    let d = device_abi::head_dim(plan.kernels).ok_or_else(|| GpuError::KernelContract {
-        kernel: (*kernel).to_owned(),
-        detail: "takes tensor maps but its set has no head dim in the host's table".to_owned(),
-    })?;
+    let (d_qk, d_v) =
+        device_abi::head_dims(plan.kernels).ok_or_else(|| GpuError::KernelContract {
+            kernel: (*kernel).to_owned(),
+            detail: "takes tensor maps but its set has no head dim in the host's table".to_owned(),
+        })?;
     let f = &plan.forward;
     let rows = |v: i32| u32::try_from(v).unwrap_or(0);
     let (first, second) = match part {
         Part::DkDv | Part::Fused => {
             let bm = rows(tiles.block_m);
             (
-                tensor_maps::encode(kernel, b.forward.q, d, f.heads_q, f.q, bm),
-                tensor_maps::encode(kernel, b.d_o, d, f.heads_q, plan.d_o, bm),
+                tensor_maps::encode(kernel, b.forward.q, d_qk, f.heads_q, f.q, bm),
+                tensor_maps::encode(kernel, b.d_o, d_v, f.heads_q, plan.d_o, bm),
             )
         }
         _ => {
             let bn = rows(tiles.block_n);
             (
-                tensor_maps::encode(kernel, b.forward.k, d, f.heads_kv, f.k, bn),
-                tensor_maps::encode(kernel, b.forward.v, d, f.heads_kv, f.v, bn),
+                tensor_maps::encode(kernel, b.forward.k, d_qk, f.heads_kv, f.k, bn),
+                tensor_maps::encode(kernel, b.forward.v, d_v, f.heads_kv, f.v, bn),
             )
         }
     };

@@ -5,7 +5,8 @@
 //! device, the stats layouts the forward writes), so a backward reads its forward's tensors the
 //! way the forward wrote them. The gradients must be packed ragged like their primals and share
 //! their primal's token starts (one token-start array for Q, O, dO, dQ and one for K, V, dK, dV);
-//! the backward kernels exist for bf16 and fp16 at head dims 64 and 128 with D_qk = D_v.
+//! the backward kernels exist for bf16 and fp16 at every head dim pair the forward runs
+//! ([`device_abi::HEAD_DIMS`]: 64, 96, 128 and 256 with D_qk = D_v, and D_qk 192 with D_v 128).
 //!
 //! [`DqForm`] says how dQ is summed: [`plan()`] gives the deterministic form (the engine
 //! `RAGGED_SDPA_CUDA_FMHA`), [`plan_with_form`] also the unordered one (its non-deterministic
@@ -16,6 +17,7 @@ use super::fused_abi::{FUSED_BLOB_FLOATS, FUSED_BLOCK_M};
 use crate::forward::device_abi::{RAGGED_BATCH_BYTES, TILE_ENTRY_BYTES};
 use crate::forward::geometry::WORKSPACE_ALIGNMENT;
 use crate::forward::plan::{FmhaPlan, RowStrides};
+use ragged_core::DataType;
 use ragged_core::contract::{self, Decline};
 #[cfg(test)]
 use ragged_core::problem::Offsets;
@@ -63,8 +65,9 @@ pub enum DqForm {
     Deterministic,
     /// On sm_90a, the fused dK/dV/dQ kernel: each key tile's dQ contribution is added into an f32
     /// workspace accumulator in whatever order the blocks finish, then a convert pass writes dQ.
-    /// Faster (one pass over the scores instead of two), not bitwise reproducible. Other targets
-    /// have no fused kernel and run the deterministic pair.
+    /// Faster (one pass over the scores instead of two), not bitwise reproducible. Other targets,
+    /// and head dims other than 64 and 128, have no fused kernel and run the deterministic pair
+    /// (the workspace still holds the accumulator: the plan does not know the target).
     Unordered,
 }
 
@@ -114,23 +117,8 @@ pub fn plan_with_form(
 ) -> Result<BackwardPlan, Decline> {
     let fwd = crate::forward::plan(forward)?;
     let q = &forward.q;
-    let [b, s_q, h_q, d] = q.bshd();
-    let d_v = forward.v.head_dim();
-    let kernels = device_abi::kernels(q.dtype, d)
-        .filter(|_| d_v == d)
-        .ok_or_else(|| {
-            let (uid, role, value) = if device_abi::HEAD_DIMS.contains(&d) {
-                (forward.v.uid, forward.v.role, d_v)
-            } else {
-                (q.uid, q.role, d)
-            };
-            Decline::new(
-                uid,
-                format!("{role} head dim"),
-                value,
-                "64 or 128 with Q, K, V and O alike (the compiled CUDA backward kernels)",
-            )
-        })?;
+    let [b, s_q, h_q, _] = q.bshd();
+    let kernels = backward_kernels(forward)?;
     if fwd.lse.is_none() {
         return Err(Decline::graph(
             "stats_tensor_uid",
@@ -208,6 +196,39 @@ pub fn plan_with_form(
         workspace,
     })
 }
+
+/// The compiled kernels for the problem's data type and head dims; a refusal names Q for its data
+/// type or a Q/K head dim without kernels, V for a V/O head dim that none pairs with Q's.
+fn backward_kernels(forward: &RaggedSdpaProblem) -> Result<BackwardKernels, Decline> {
+    let (q, v) = (&forward.q, &forward.v);
+    let (d, d_v) = (q.head_dim(), v.head_dim());
+    if let Some(kernels) = device_abi::kernels(q.dtype, d, d_v) {
+        return Ok(kernels);
+    }
+    if !matches!(q.dtype, DataType::BF16 | DataType::F16) {
+        return Err(Decline::new(
+            q.uid,
+            format!("{} data type", q.role),
+            format!("{:?}", q.dtype),
+            "BF16 or F16 (the compiled CUDA backward kernels)",
+        ));
+    }
+    let (uid, role, value) = if device_abi::HEAD_DIMS.iter().any(|&(dq, _)| dq == d) {
+        (v.uid, v.role, d_v)
+    } else {
+        (q.uid, q.role, d)
+    };
+    Err(Decline::new(
+        uid,
+        format!("{role} head dim"),
+        value,
+        HEAD_DIMS_NEED,
+    ))
+}
+
+/// What a head dim refusal asks for: the pairs of [`device_abi::HEAD_DIMS`].
+const HEAD_DIMS_NEED: &str = "64, 96, 128 or 256 with Q, K, V and O alike, or Q/K 192 with \
+     V/O 128 (the compiled CUDA backward kernels)";
 
 /// A gradient is addressed through its primal's token starts: the same offsets tensor and the
 /// same `multiplier / seqStride`.

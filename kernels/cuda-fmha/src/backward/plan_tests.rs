@@ -74,8 +74,10 @@ fn both_dims_orders_plan_to_the_same_strides() {
     assert_eq!(bshd.forward.q, bhsd.forward.q);
 }
 
-#[test]
-fn head_dims_without_backward_kernels_are_declined_by_uid() {
+/// The problem and gradients of [`backward`] with Q, K, dQ, dK of head dim `d_qk` and V, O, dO, dV
+/// of `d_v`, every ragged operand in token-unit offsets (multiplier = its seq stride), so that
+/// tensors of different head dims share token starts.
+fn with_head_dims(d_qk: i64, d_v: i64) -> (RaggedSdpaProblem, [Operand; 4]) {
     let (mut p, mut g) = backward();
     for t in [&mut p.q, &mut p.k, &mut p.v, &mut p.o]
         .into_iter()
@@ -83,14 +85,99 @@ fn head_dims_without_backward_kernels_are_declined_by_uid() {
     {
         let [b, s, h, _] = t.bshd();
         let aux = t.ragged.map_or(0, |o| o.uid);
-        *t = ragged(t.role, t.uid, [b, s, h, 96], aux);
+        let d = if [
+            "v_tensor_uid",
+            "o_tensor_uid",
+            "do_tensor_uid",
+            "dv_tensor_uid",
+        ]
+        .contains(&t.role)
+        {
+            d_v
+        } else {
+            d_qk
+        };
+        *t = ragged(t.role, t.uid, [b, s, h, d], aux);
+        let stride = t.seq_stride();
+        if let Some(o) = t.ragged.as_mut() {
+            o.multiplier = ragged_core::Multiplier::new(stride).expect("positive");
+        }
     }
-    let why = declined(&p, &g);
+    (p, g)
+}
+
+#[test]
+fn every_forward_head_dim_plans_its_backward_kernels() {
+    for (d_qk, d_v, dims) in [
+        (64, 64, "d64"),
+        (96, 96, "d96"),
+        (128, 128, "d128"),
+        (256, 256, "d256"),
+        (192, 128, "d192v128"),
+    ] {
+        for (dtype, dt) in [(DataType::BF16, "bf16"), (DataType::F16, "f16")] {
+            let (mut p, mut g) = with_head_dims(d_qk, d_v);
+            for t in [&mut p.q, &mut p.k, &mut p.v, &mut p.o]
+                .into_iter()
+                .chain(g.iter_mut())
+            {
+                t.dtype = dtype;
+            }
+            let plan = plan_of(&p, &g).unwrap_or_else(|e| panic!("{dt} {dims}: {e}"));
+            assert_eq!(plan.kernels.dot, format!("ragged_fmha_bwd_dot_{dt}_{dims}"));
+            assert_eq!(
+                plan.kernels.dkdv,
+                format!("ragged_fmha_bwd_dkdv_{dt}_{dims}")
+            );
+            assert_eq!(plan.kernels.dq, format!("ragged_fmha_bwd_dq_{dt}_{dims}"));
+            // dO and dV have V/O's head dim, dQ and dK Q/K's: their strides follow.
+            assert_eq!(
+                (plan.d_o.seq, plan.dv.seq, plan.dq.seq, plan.dk.seq),
+                (8 * d_v, 2 * d_v, 8 * d_qk, 2 * d_qk),
+                "{dt} {dims}"
+            );
+            // The workspace does not depend on the head dims.
+            assert_eq!(
+                plan.workspace,
+                plan_of(&backward().0, &backward().1).unwrap().workspace
+            );
+        }
+    }
+}
+
+#[test]
+fn head_dims_without_backward_kernels_are_declined_by_uid() {
+    // The forward plans the same head dims (device_abi's tests hold the tables equal), so these
+    // reach the backward's own check only through `backward_kernels`.
+    let (p, _) = with_head_dims(80, 80);
+    assert_eq!(
+        backward_kernels(&p).expect_err("declined").to_string(),
+        "tensor uid 1: q_tensor_uid head dim = 80, need 64, 96, 128 or 256 with Q, K, V and O \
+         alike, or Q/K 192 with V/O 128 (the compiled CUDA backward kernels)"
+    );
+    let (p, _) = with_head_dims(192, 192);
+    let why = backward_kernels(&p).expect_err("declined").to_string();
+    assert!(
+        why.starts_with("tensor uid 3: v_tensor_uid head dim = 192, need "),
+        "{why}"
+    );
+    let (p, _) = with_head_dims(128, 64);
+    let why = backward_kernels(&p).expect_err("declined").to_string();
+    assert!(
+        why.starts_with("tensor uid 3: v_tensor_uid head dim = 64, need "),
+        "{why}"
+    );
+    let (mut p, _) = with_head_dims(128, 128);
+    p.q.dtype = DataType::F32;
+    let why = backward_kernels(&p).expect_err("declined").to_string();
     assert_eq!(
         why,
-        "tensor uid 1: q_tensor_uid head dim = 96, need 64 or 128 with Q, K, V and O alike (the \
-         compiled CUDA backward kernels)"
+        "tensor uid 1: q_tensor_uid data type = F32, need BF16 or F16 (the compiled CUDA \
+         backward kernels)"
     );
+    // Through the plan, the forward's own decline comes first and names the same uid.
+    let (p, g) = with_head_dims(80, 80);
+    assert!(declined(&p, &g).starts_with("tensor uid 1: q_tensor_uid head dim = 80"));
 }
 
 #[test]
@@ -202,11 +289,23 @@ fn both_forms_accept_and_decline_the_same_problems() {
             }
         })
     };
-    let cases: [(&str, Edit, bool); 8] = [
+    let cases: [(&str, Edit, bool); 12] = [
         ("D 128 GQA", Box::new(|_, _| {}), true),
         ("D 64", head_dim(64), true),
         ("D 128 again", head_dim(128), true),
-        ("D 96", head_dim(96), false),
+        ("D 96", head_dim(96), true),
+        ("D 256", head_dim(256), true),
+        (
+            "Q/K 192, V/O 128",
+            Box::new(|p, g| (*p, *g) = with_head_dims(192, 128)),
+            true,
+        ),
+        ("D 80", head_dim(80), false),
+        (
+            "Q/K 192, V/O 192",
+            Box::new(|p, g| (*p, *g) = with_head_dims(192, 192)),
+            false,
+        ),
         ("no LSE", Box::new(|p, _| p.stats = None), false),
         (
             "dQ on other offsets",
