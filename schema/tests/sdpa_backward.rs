@@ -300,6 +300,31 @@ fn gradients_must_share_their_leaders_token_layout() {
     );
 }
 
+/// Token starts are offset × multiplier over the sequence stride: a gradient whose rows are
+/// twice as wide (as V/O 128 beside Q/K 64, or 128 beside 192) shares its leader's token starts
+/// with twice the multiplier, and not with the same one.
+#[test]
+fn a_wider_gradient_shares_token_starts_with_a_proportional_multiplier() {
+    let mut g = valid_dump();
+    let k_multiplier = tensor_mut(&mut g, 2).ragged_offset_multiplier;
+    let dv = tensor_mut(&mut g, 12);
+    let seq_axis = if dv.strides[1] > dv.strides[2] { 1 } else { 2 };
+    dv.strides[0] *= 2;
+    dv.strides[seq_axis] *= 2;
+    let ratio_kept = 2 * k_multiplier;
+    dv.ragged_offset_multiplier = ratio_kept;
+    g.validate().unwrap_or_else(|e| panic!("{e}"));
+
+    tensor_mut(&mut g, 12).ragged_offset_multiplier = k_multiplier;
+    let text = validation_error(&g).to_string();
+    assert!(
+        text.contains("dv_tensor_uid")
+            && text.contains("k_tensor_uid (uid 2)")
+            && text.contains("ragged_offset_multiplier / sequence stride is"),
+        "{text}"
+    );
+}
+
 #[test]
 fn stats_must_be_a_float_lse_in_either_order() {
     let mut g = valid_dump();

@@ -1,6 +1,7 @@
 //! SDPA backward node rules: every role is in the graph; Q, K, V, O and the gradients have rank 4
 //! with the forward's layout rules; dQ, dK, dV, dO have the dims of Q, K, V, O; O, dO and dQ
-//! address their tokens as Q does, dK and dV as K does; the stats are a FLOAT `[B, H_q, S_q, 1]`
+//! address their tokens as Q does, dK and dV as K does (the same token starts, whatever their
+//! head dims); the stats are a FLOAT `[B, H_q, S_q, 1]`
 //! in either of the forward's orders; seq_len tensors and the causal flags as in the forward.
 
 use super::sdpa::{NodeCtx, axes, check_kv_heads, check_seq_lens};
@@ -63,8 +64,11 @@ fn same_dims(ctx: &NodeCtx<'_>, grad: &Role<'_>, primal: &Role<'_>) -> Result<()
 }
 
 /// Same token starts as the leader: both dense, or both ragged over the same aux uid with the
-/// same multiplier and sequence stride (a batch then starts on the same token in both). Dense
-/// tensors may have any strides, as in the forward.
+/// same ratio of multiplier to sequence stride (a batch then starts on the same token in both:
+/// its start, offset × multiplier elements, is that many elements over the sequence stride in
+/// tokens). Where the head dims differ (Q/K 192 with V/O 128) the strides of packed tensors
+/// differ, and offsets counted in tokens (multiplier = sequence stride) serve both. Dense tensors
+/// may have any strides, as in the forward.
 fn same_tokens(
     ctx: &NodeCtx<'_>,
     member: &Role<'_>,
@@ -84,20 +88,31 @@ fn same_tokens(
             format!("{:?}", m.ragged_offset_tensor_uid),
             format!("{:?}", l.ragged_offset_tensor_uid),
         ))
-    } else if m.ragged_offset_multiplier != l.ragged_offset_multiplier {
-        Some((
-            "ragged_offset_multiplier",
-            m.ragged_offset_multiplier.to_string(),
-            l.ragged_offset_multiplier.to_string(),
-        ))
-    } else if seq_stride(m) != seq_stride(l) {
-        Some((
-            "sequence stride",
-            format!("{:?}", seq_stride(m)),
-            format!("{:?}", seq_stride(l)),
-        ))
     } else {
-        None
+        match (seq_stride(m), seq_stride(l)) {
+            (Some(ms), Some(ls)) if ms == ls => {
+                (m.ragged_offset_multiplier != l.ragged_offset_multiplier).then(|| {
+                    (
+                        "ragged_offset_multiplier",
+                        m.ragged_offset_multiplier.to_string(),
+                        l.ragged_offset_multiplier.to_string(),
+                    )
+                })
+            }
+            (Some(ms), Some(ls)) => (i128::from(m.ragged_offset_multiplier) * i128::from(ls)
+                != i128::from(l.ragged_offset_multiplier) * i128::from(ms))
+            .then(|| {
+                (
+                    "ragged_offset_multiplier / sequence stride",
+                    format!("{} / {ms}", m.ragged_offset_multiplier),
+                    format!(
+                        "{} / {ls} or another pair of that ratio (the same token starts)",
+                        l.ragged_offset_multiplier
+                    ),
+                )
+            }),
+            (ms, ls) => Some(("sequence stride", format!("{ms:?}"), format!("{ls:?}"))),
+        }
     };
     match mismatch {
         None => Ok(()),
