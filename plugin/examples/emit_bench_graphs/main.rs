@@ -11,7 +11,7 @@
 //! order, and `engine_config_<ENGINE>.bin` holds an `EngineConfig` for each engine the plugin can
 //! list, since `GetWorkspaceSize` and `CreateExecutionContext` take one.
 //!
-//! A problem the CUDA backward kernels cover (D_qk = D_v, 64 or 128) also gets its training pair:
+//! A problem at a head dim of the backward benchmark (D_qk = D_v, 64 or 128) also gets its training pair:
 //! `<name>_fwd_lse.bin`, the same forward writing its LSE, and `<name>_bwd.bin`, the
 //! `SdpaBackwardAttributes` node of that forward (`SdpaBackwardAttributes::for_forward`; a causal
 //! problem also `<name>_bwd_tl.bin`, its band aligned top-left), with
@@ -67,7 +67,8 @@ const FP8_SCALARS: [(i64, &str); 6] = [
 ];
 const AMAX_S: i64 = 26;
 const AMAX_O: i64 = 27;
-/// Head dims the CUDA backward kernels are compiled for (D_qk = D_v).
+/// Head dims whose backward is benchmarked (D_qk = D_v): those of the measured wgmma kernels; the
+/// CUDA backward also runs 96, 256 and 192/128, with the mma.sync kernels.
 const BACKWARD_HEAD_DIMS: [i64; 2] = [64, 128];
 
 const ENGINES: [&str; 4] = [
@@ -147,7 +148,7 @@ impl Problem {
         2 * (self.head_dim + self.value_dim) * self.heads * self.pairs()
     }
 
-    /// Whether the training pair is written (the CUDA backward's head dims).
+    /// Whether the training pair is written (the benchmarked backward head dims).
     fn has_backward(&self) -> bool {
         !self.fp8 && self.head_dim == self.value_dim && BACKWARD_HEAD_DIMS.contains(&self.head_dim)
     }
