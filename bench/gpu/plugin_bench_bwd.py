@@ -180,7 +180,7 @@ def self_check(plugin, graphs):
             print(f"FAIL {name}: {e}")
     plugin.check(plugin.Destroy(handle), "Destroy")
     if checked == 0:
-        print(f"self-check: no training pairs in {graphs} (emit_bench_graphs writes them for D 64 and 128)")
+        print(f"self-check: no training pairs in {graphs} (emit_bench_graphs writes them for D 64, 96, 128 and 256)")
         return 1
     print(f"self-check: {checked} training pairs, {'ok' if failures == 0 else f'{failures} failed'}")
     return 1 if failures else 0
