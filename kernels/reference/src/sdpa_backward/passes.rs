@@ -440,14 +440,20 @@ fn tile_pair<F: MulAdd, K: Blocking>(
         key_quads,
         |q| &d_o_cols[q * nr..(q + 1) * nr],
         |j| quads(p_t, j),
-        |q, j, block| accumulate(dv_c, dvw, j * NR..nk, q * MR, block, 1.0),
+        |q, j, block| {
+            accumulate(dv_c, dvw, j * NR..nk, q * MR, block, 1.0);
+            prefetch_ahead(dv_c, dvw, j, q * MR);
+        },
     );
     product::<F, K, _, _, _>(
         dqk.div_ceil(MR),
         key_quads,
         |q| &q_cols[q * nr..(q + 1) * nr],
         |j| quads(ds_t, j),
-        |q, j, block| accumulate(dk_c, dqk, j * NR..nk, q * MR, block, cfg.scale),
+        |q, j, block| {
+            accumulate(dk_c, dqk, j * NR..nk, q * MR, block, cfg.scale);
+            prefetch_ahead(dk_c, dqk, j, q * MR);
+        },
     );
 
     // dS as NR rows per key (the one transposed copy), then dQᵀ += scale·Kᵀ·dSᵀ. Every entry
@@ -518,6 +524,29 @@ fn accumulate(
             *y += scale * x;
         }
     }
+}
+
+/// Prefetches the MR columns from `d0` of the NR rows that the block two key quads after `j`
+/// accumulates into: an item's dK and dV rows leave L2 between two query tiles (the sweep over
+/// its keys reads K in three arrangements besides them), and a block's products give the
+/// lines time to arrive.
+#[inline(always)]
+fn prefetch_ahead(out: &[f32], width: usize, j: usize, d0: usize) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+        let first = (j + 2) * NR;
+        for row in first..first + NR {
+            let at = row * width + d0;
+            for x in [at, at + MR - 1] {
+                // SAFETY: SSE is part of the x86_64 baseline, and a prefetch never faults,
+                // whatever the address.
+                unsafe { _mm_prefetch::<_MM_HINT_T0>(out.as_ptr().wrapping_add(x).cast::<i8>()) };
+            }
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (out, width, j, d0);
 }
 
 /// Fills `admitted` with each row's admitted keys relative to `keys`; `false` when no
