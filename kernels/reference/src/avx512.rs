@@ -36,6 +36,33 @@ pub(crate) fn store_u32(x: __m512i, to: &mut [u32; 16]) {
     unsafe { _mm512_storeu_si512(to.as_mut_ptr().cast(), x) }
 }
 
+/// `src` copied into `dst` (as long as the shorter), the 64-byte-aligned runs of 16 with
+/// non-temporal stores: rows written once and not read again skip the read for ownership that
+/// an ordinary store makes of every line. The caller orders them with [`fence`].
+#[target_feature(enable = "avx512f")]
+pub(crate) fn stream_row(dst: &mut [f32], src: &[f32]) {
+    let len = dst.len().min(src.len());
+    let (dst, src) = (&mut dst[..len], &src[..len]);
+    let head = dst.as_ptr().align_offset(64).min(len);
+    let (dst_head, dst_body) = dst.split_at_mut(head);
+    let (src_head, src_body) = src.split_at(head);
+    dst_head.copy_from_slice(src_head);
+    let (dst_chunks, dst_tail) = dst_body.as_chunks_mut::<16>();
+    let (src_chunks, src_tail) = src_body.as_chunks::<16>();
+    for (to, from) in dst_chunks.iter_mut().zip(src_chunks) {
+        // SAFETY: `to` is 64 writable bytes, borrowed exclusively, on a 64-byte boundary (the
+        // chunks start at an aligned element).
+        unsafe { _mm512_stream_ps(to.as_mut_ptr(), load(from)) }
+    }
+    dst_tail.copy_from_slice(src_tail);
+}
+
+/// Orders the non-temporal stores of [`stream_row`] before every later store.
+#[target_feature(enable = "avx512f")]
+pub(crate) fn fence() {
+    _mm_sfence();
+}
+
 /// The lanes `i` with `lo ≤ first + i < hi`: a key range as a mask over 16 consecutive keys.
 #[target_feature(enable = "avx512f")]
 pub(crate) fn lanes_between(first: i32, lo: i32, hi: i32) -> __mmask16 {

@@ -9,7 +9,7 @@
 // layout, problem, softmax and stage are shared with the backward (`crate::sdpa_backward`).
 pub(crate) mod amx_stage;
 pub(crate) mod layout;
-mod output;
+pub(crate) mod output;
 mod pool;
 
 pub mod paged;

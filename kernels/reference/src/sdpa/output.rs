@@ -2,9 +2,10 @@
 //! straight into O's rows, so no staged f32 copy of O round-trips through memory and no
 //! scatter pass follows the kernels.
 
-use ragged_core::dtype::FloatElement;
+use ragged_core::dtype::{Element, FloatElement};
 use ragged_core::error::{KernelError, Role};
 
+use super::layout::AttnLayout;
 use super::paged::fold_sink;
 use super::problem::Problem;
 use super::stage::convert_row;
@@ -20,24 +21,36 @@ pub(crate) struct RowStarts {
 /// Where O's rows start, when they are unit-stride and pairwise disjoint (every layout the
 /// graph side builds); `None` otherwise.
 pub(crate) fn row_starts(problem: &Problem) -> Option<RowStarts> {
-    let (layout, dv) = (&problem.o, problem.dim_v);
-    if layout.stride_d != 1 && dv > 1 {
+    rows_of(&problem.o, &problem.len_q, problem.heads_q, problem.dim_v)
+}
+
+/// Where the rows (`width` wide) of `heads` heads of `lens` tokens per batch start in `layout`,
+/// in (batch, head, row) order, when they are unit-stride and pairwise disjoint; `None`
+/// otherwise.
+pub(crate) fn rows_of(
+    layout: &AttnLayout,
+    lens: &[usize],
+    heads: usize,
+    width: usize,
+) -> Option<RowStarts> {
+    if layout.stride_d != 1 && width > 1 {
         return None;
     }
     let mut starts = Vec::new();
-    for (b, &len) in problem.len_q.iter().enumerate() {
-        for h in 0..problem.heads_q {
+    for (b, &len) in lens.iter().enumerate() {
+        for h in 0..heads {
             starts.extend((0..len).map(|s| layout.position(b, s, h, 0)));
         }
     }
-    let order = memory_order(problem, &starts);
-    let disjoint = order.windows(2).all(|w| starts[w[0]] + dv <= starts[w[1]]);
+    let order = memory_order(heads, lens, &starts);
+    let disjoint = order
+        .windows(2)
+        .all(|w| starts[w[0]] + width <= starts[w[1]]);
     disjoint.then_some(RowStarts { starts, order })
 }
 
 /// Indices of `starts` by increasing start: the common layouts' orders are tried before a sort.
-fn memory_order(problem: &Problem, starts: &[usize]) -> Vec<usize> {
-    let (heads, lens) = (problem.heads_q, &problem.len_q);
+fn memory_order(heads: usize, lens: &[usize], starts: &[usize]) -> Vec<usize> {
     let mut first = Vec::with_capacity(lens.len());
     let mut next = 0;
     for &len in lens {
@@ -60,7 +73,7 @@ fn memory_order(problem: &Problem, starts: &[usize]) -> Vec<usize> {
     order
 }
 
-/// `dst` carved into O's rows of `width` elements, in the items' order.
+/// `dst` carved into rows of `width` elements, in the order of `rows`' starts.
 pub(crate) fn carve<'a, T>(dst: &'a mut [T], rows: &RowStarts, width: usize) -> Vec<&'a mut [T]> {
     let mut out: Vec<Option<&'a mut [T]>> = (0..rows.starts.len()).map(|_| None).collect();
     let mut rest = dst;
@@ -132,5 +145,41 @@ pub(crate) fn finish<T: FloatElement>(
             fold_sink(row, lse, sink);
         }
         convert_row(dst, row);
+    }
+}
+
+/// Converts the rows of `acc` (`width` apart) into `rows`, for outputs written once and not
+/// read back: f32 rows on AVX-512 are streamed past the caches (in the token-major layouts a row
+/// per 4 KiB page, whose read for ownership was most of the write's cost).
+pub(crate) fn write_rows<'r, T: FloatElement + 'r>(
+    rows: impl IntoIterator<Item = &'r mut [T]>,
+    acc: &[f32],
+    width: usize,
+) {
+    #[cfg(target_arch = "x86_64")]
+    if T::DATA_TYPE == ragged_core::dtype::DataType::F32
+        && matches!(
+            crate::isa::isa(),
+            crate::isa::Isa::Avx512 | crate::isa::Isa::Amx
+        )
+    {
+        #[target_feature(enable = "avx512f")]
+        fn streamed<'r, T: FloatElement + 'r>(
+            rows: impl IntoIterator<Item = &'r mut [T]>,
+            acc: &[f32],
+            width: usize,
+        ) {
+            for (dst, src) in rows.into_iter().zip(acc.chunks_exact(width)) {
+                if let Some(dst) = f32::slice_mut(T::host_data_mut(dst)) {
+                    crate::avx512::stream_row(dst, src);
+                }
+            }
+            crate::avx512::fence();
+        }
+        // SAFETY: `isa()` reported AVX-512 (`crate::isa`).
+        return unsafe { streamed(rows, acc, width) };
+    }
+    for (dst, src) in rows.into_iter().zip(acc.chunks_exact(width)) {
+        convert_row(dst, src);
     }
 }

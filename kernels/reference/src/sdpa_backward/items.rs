@@ -9,6 +9,7 @@
 
 use std::ops::Range;
 
+use ragged_core::dtype::FloatElement;
 use ragged_core::error::{KernelError, Role};
 
 use super::passes::Gradients;
@@ -25,6 +26,94 @@ pub(super) struct Item<'a> {
     pub dv: &'a mut [f32],
     /// dQ of every query head of the group (`group × len_q × D_qk`), real or a partial.
     pub dq: &'a mut [f32],
+}
+
+/// One item that writes its gradients into the caller's tensors itself, each row converted
+/// once; used when every (batch, KV head) is one item, so that no row is shared.
+pub(super) struct RowsItem<'a, T> {
+    pub batch: usize,
+    pub kv_head: usize,
+    /// dK rows `0..Lkv(b)` of the KV head.
+    pub dk: Vec<&'a mut [T]>,
+    /// dV rows likewise.
+    pub dv: Vec<&'a mut [T]>,
+    /// dQ rows `0..Lq(b)` of every query head of the group, head by head.
+    pub dq: Vec<&'a mut [T]>,
+}
+
+/// How many key chunks each (batch, KV head) of a batch with `len_kv` keys is split into:
+/// one, unless there are fewer (batch, KV head) pairs with work than four per thread.
+fn chunk_counts(p: &Problem, key_tile: usize) -> impl Fn(usize) -> usize {
+    let f = &p.fwd;
+    let pairs = (0..f.batch)
+        .filter(|&b| f.len_q[b] > 0 && f.len_kv[b] > 0)
+        .count()
+        * f.heads_kv;
+    let wanted = 4 * crate::parallel::current_threads();
+    move |len_kv: usize| {
+        let tiles = len_kv.div_ceil(key_tile);
+        if pairs >= wanted {
+            1
+        } else {
+            wanted.div_ceil(pairs.max(1)).min(tiles).max(1)
+        }
+    }
+}
+
+/// Whether [`for_each_item`] would make one item per (batch, KV head).
+pub(super) fn one_item_each(p: &Problem, key_tile: usize) -> bool {
+    let chunks_of = chunk_counts(p, key_tile);
+    p.fwd.len_kv.iter().all(|&len_kv| chunks_of(len_kv) == 1)
+}
+
+/// The caller's gradient rows, carved in (batch, head, row) order, as one item per (batch, KV
+/// head), largest first; the rows of batches without items are zeroed here (dQ of a batch
+/// without keys, dK and dV of one without queries).
+pub(super) fn row_items<'a, T: FloatElement>(
+    p: &Problem,
+    dq: Vec<&'a mut [T]>,
+    dk: Vec<&'a mut [T]>,
+    dv: Vec<&'a mut [T]>,
+) -> Vec<RowsItem<'a, T>> {
+    let f = &p.fwd;
+    let group = f.heads_q / f.heads_kv;
+    let (mut dq, mut dk, mut dv) = (dq.into_iter(), dk.into_iter(), dv.into_iter());
+    let mut items = Vec::new();
+    for b in 0..f.batch {
+        let (len_q, len_kv) = (f.len_q[b], f.len_kv[b]);
+        let mut dq_b = dq
+            .by_ref()
+            .take(f.heads_q * len_q)
+            .collect::<Vec<_>>()
+            .into_iter();
+        let mut dk_b = dk
+            .by_ref()
+            .take(f.heads_kv * len_kv)
+            .collect::<Vec<_>>()
+            .into_iter();
+        let mut dv_b = dv
+            .by_ref()
+            .take(f.heads_kv * len_kv)
+            .collect::<Vec<_>>()
+            .into_iter();
+        if len_q == 0 || len_kv == 0 {
+            for row in dq_b.chain(dk_b).chain(dv_b) {
+                row.fill(T::from_f32(0.0));
+            }
+            continue;
+        }
+        for g in 0..f.heads_kv {
+            items.push(RowsItem {
+                batch: b,
+                kv_head: g,
+                dk: dk_b.by_ref().take(len_kv).collect(),
+                dv: dv_b.by_ref().take(len_kv).collect(),
+                dq: dq_b.by_ref().take(group * len_q).collect(),
+            });
+        }
+    }
+    items.sort_by_key(|item| std::cmp::Reverse(f.len_q[item.batch] * f.len_kv[item.batch]));
+    items
 }
 
 /// Splits `range` into tiles of at most `tile`.
@@ -60,19 +149,7 @@ pub(super) fn for_each_item<S: Default>(
     let f = &p.fwd;
     let (dqk, dvw) = (f.dim_qk, f.dim_v);
     let group = f.heads_q / f.heads_kv;
-    let pairs = (0..f.batch)
-        .filter(|&b| f.len_q[b] > 0 && f.len_kv[b] > 0)
-        .count()
-        * f.heads_kv;
-    let wanted = 4 * crate::parallel::current_threads();
-    let chunks_of = |len_kv: usize| {
-        let tiles = len_kv.div_ceil(key_tile);
-        if pairs >= wanted {
-            1
-        } else {
-            wanted.div_ceil(pairs.max(1)).min(tiles).max(1)
-        }
-    };
+    let chunks_of = chunk_counts(p, key_tile);
 
     // Private dQ buffers for every chunk after the first of each (batch, KV head).
     let mut partials = Vec::new();

@@ -14,6 +14,7 @@ mod problem;
 use half::{bf16, f16};
 
 use crate::sdpa::MaskBand;
+use crate::sdpa::output::{carve, rows_of};
 use crate::sdpa::stage::Staged;
 use ragged_core::dtype::{DataType, FloatElement};
 pub use ragged_core::error::BackwardFeature;
@@ -156,13 +157,41 @@ fn run<T: FloatElement>(
     params: &SdpaBackwardParams,
 ) -> Result<(), KernelError> {
     let f = &p.fwd;
+    let key_tile = tile(f.dim_qk, f.dim_v);
+    let amx = T::DATA_TYPE == DataType::BF16 && crate::isa::bf16_on_amx();
+    let cfg = Config {
+        scale: params.scale,
+        band: params.band,
+        query_tile: key_tile,
+        key_tile,
+    };
+    if !amx && items::one_item_each(p, key_tile) {
+        let rows = (
+            rows_of(&p.dq, &f.len_q, f.heads_q, f.dim_qk),
+            rows_of(&p.dk, &f.len_kv, f.heads_kv, f.dim_qk),
+            rows_of(&p.dv, &f.len_kv, f.heads_kv, f.dim_v),
+        );
+        if let (Some(dq_rows), Some(dk_rows), Some(dv_rows)) = rows {
+            let sources = sources::<T>(inputs)?;
+            let dq = typed_slice_mut::<T>(outputs.dq.host_data_mut())?;
+            let dk = typed_slice_mut::<T>(outputs.dk.host_data_mut())?;
+            let dv = typed_slice_mut::<T>(outputs.dv.host_data_mut())?;
+            let items = items::row_items(
+                p,
+                carve(dq, &dq_rows, f.dim_qk),
+                carve(dk, &dk_rows, f.dim_qk),
+                carve(dv, &dv_rows, f.dim_v),
+            );
+            passes::backward_into(p, &sources, &cfg, items);
+            return Ok(());
+        }
+    }
     let mut grads = Gradients {
         dq: Staged::for_overwrite(Role::DQ, f.heads_q, f.dim_qk, &f.len_q)?,
         dk: Staged::for_overwrite(Role::DK, f.heads_kv, f.dim_qk, &f.len_kv)?,
         dv: Staged::for_overwrite(Role::DV, f.heads_kv, f.dim_v, &f.len_kv)?,
     };
-    let key_tile = tile(f.dim_qk, f.dim_v);
-    if T::DATA_TYPE == DataType::BF16 && crate::isa::bf16_on_amx() {
+    if amx {
         let mut delta = Staged::for_overwrite(Role::O, f.heads_q, 1, &f.len_q)?;
         passes::row_dots(
             (typed_slice::<T>(inputs.d_o.host_data())?, &p.d_o),
@@ -196,22 +225,22 @@ fn run<T: FloatElement>(
         )?;
         return write_gradients::<T>(p, grads, outputs);
     }
-    let sources = Sources {
+    passes::backward(p, &sources::<T>(inputs)?, &cfg, &mut grads)?;
+    write_gradients::<T>(p, grads, outputs)
+}
+
+/// The f32 tiles' inputs as typed slices.
+fn sources<'a, T: FloatElement>(
+    inputs: &BackwardInputs<'a>,
+) -> Result<Sources<'a, T>, KernelError> {
+    Ok(Sources {
         q: typed_slice::<T>(inputs.q.host_data())?,
         k: typed_slice::<T>(inputs.k.host_data())?,
         v: typed_slice::<T>(inputs.v.host_data())?,
         o: typed_slice::<T>(inputs.o.host_data())?,
         d_o: typed_slice::<T>(inputs.d_o.host_data())?,
         lse: typed_slice::<f32>(inputs.lse.host_data())?,
-    };
-    let cfg = Config {
-        scale: params.scale,
-        band: params.band,
-        query_tile: key_tile,
-        key_tile,
-    };
-    passes::backward(p, &sources, &cfg, &mut grads)?;
-    write_gradients::<T>(p, grads, outputs)
+    })
 }
 
 /// Writes the staged gradients to the caller's tensors, rounded to `T` once.

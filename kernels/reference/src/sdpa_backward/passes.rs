@@ -24,12 +24,13 @@ use crate::gemm::{Blocking, Fused, Lane, MR, MulAdd, NR, Narrow, Separate, Wide,
 use crate::isa::{Isa, isa};
 use crate::sdpa::MaskBand;
 use crate::sdpa::layout::{AHEAD, AttnLayout, prefetch_row};
+use crate::sdpa::output::write_rows;
 use crate::sdpa::softmax::exp2_nonpositive;
 use crate::sdpa::stage::Staged;
 use ragged_core::dtype::FloatElement;
 use ragged_core::error::KernelError;
 
-use super::items::{Item, for_each_item, tiles};
+use super::items::{Item, RowsItem, for_each_item, tiles};
 use super::problem::Problem;
 
 /// The backward's inputs as typed slices, read where they lie by each work item.
@@ -99,6 +100,21 @@ struct Scratch {
     admitted: Vec<Range<usize>>,
 }
 
+/// What one item computes and where: its (batch, KV head) and keys, the f32 rows its dK and dV
+/// accumulate in, and where each finished query tile's dQ rows go
+/// (`dq(head within the group, rows, tile)`).
+struct Work<'w> {
+    batch: usize,
+    kv_head: usize,
+    keys: Range<usize>,
+    dk: &'w mut [f32],
+    dv: &'w mut [f32],
+    dq: &'w mut PutRows<'w>,
+}
+
+/// Receives finished f32 rows: (head within the group, rows, the rows `D_qk` apart).
+type PutRows<'w> = dyn FnMut(usize, Range<usize>, &[f32]) + 'w;
+
 /// Computes every logical row of dQ, dK and dV into `grads`.
 pub(super) fn backward<T: FloatElement>(
     p: &Problem,
@@ -106,9 +122,73 @@ pub(super) fn backward<T: FloatElement>(
     cfg: &Config,
     grads: &mut Gradients,
 ) -> Result<(), KernelError> {
+    let (dqk, len_q) = (p.fwd.dim_qk, &p.fwd.len_q);
     for_each_item(p, cfg.key_tile, grads, |scratch: &mut Scratch, item| {
-        run_item(p, s, cfg, item, scratch)
+        let Item {
+            batch,
+            kv_head,
+            keys,
+            dk,
+            dv,
+            dq,
+        } = item;
+        let per_head = len_q[batch] * dqk;
+        let mut put = |within: usize, rows: Range<usize>, tile: &[f32]| {
+            dq[within * per_head + rows.start * dqk..within * per_head + rows.end * dqk]
+                .copy_from_slice(tile);
+        };
+        let work = Work {
+            batch,
+            kv_head,
+            keys,
+            dk,
+            dv,
+            dq: &mut put,
+        };
+        run_item(p, s, cfg, work, scratch)
     })
+}
+
+/// Computes every logical row of dQ, dK and dV straight into the caller's rows (one item per
+/// (batch, KV head), `super::items::row_items`): each item sums dK and dV in per-thread rows
+/// that stay in cache and converts them once it is done, and each query tile's dQ once the
+/// tile has seen every key, so no whole-call staged gradient is written and scattered.
+pub(super) fn backward_into<T: FloatElement>(
+    p: &Problem,
+    s: &Sources<'_, T>,
+    cfg: &Config,
+    items: Vec<RowsItem<'_, T>>,
+) {
+    let (dqk, dvw, len_q) = (p.fwd.dim_qk, p.fwd.dim_v, &p.fwd.len_q);
+    type Buffers = (Scratch, Vec<f32>, Vec<f32>);
+    crate::parallel::for_each_init(items, Buffers::default, |buffers, item| {
+        let (scratch, dk, dv) = buffers;
+        let RowsItem {
+            batch,
+            kv_head,
+            dk: dk_rows,
+            dv: dv_rows,
+            dq: mut dq_rows,
+        } = item;
+        let n = dk_rows.len();
+        let (dk, dv) = (grow(dk, n * dqk, 0.0), grow(dv, n * dvw, 0.0));
+        let per_head = len_q[batch];
+        let mut put = |within: usize, rows: Range<usize>, tile: &[f32]| {
+            let dst = &mut dq_rows[within * per_head + rows.start..within * per_head + rows.end];
+            write_rows(dst.iter_mut().map(|row| &mut **row), tile, dqk);
+        };
+        let work = Work {
+            batch,
+            kv_head,
+            keys: 0..n,
+            dk: &mut *dk,
+            dv: &mut *dv,
+            dq: &mut put,
+        };
+        run_item(p, s, cfg, work, scratch);
+        write_rows(dk_rows, dk, dqk);
+        write_rows(dv_rows, dv, dvw);
+    });
 }
 
 /// Every (query head, query tile, key tile) of one item.
@@ -116,7 +196,7 @@ fn run_item<T: FloatElement>(
     p: &Problem,
     s: &Sources<'_, T>,
     cfg: &Config,
-    item: Item<'_>,
+    item: Work<'_>,
     scratch: &mut Scratch,
 ) {
     #[cfg(target_arch = "x86_64")]
@@ -126,7 +206,7 @@ fn run_item<T: FloatElement>(
             p: &Problem,
             s: &Sources<'_, T>,
             cfg: &Config,
-            item: Item<'_>,
+            item: Work<'_>,
             scratch: &mut Scratch,
         ) {
             item_body::<T, Fused, Wide>(p, s, cfg, item, scratch);
@@ -136,7 +216,7 @@ fn run_item<T: FloatElement>(
             p: &Problem,
             s: &Sources<'_, T>,
             cfg: &Config,
-            item: Item<'_>,
+            item: Work<'_>,
             scratch: &mut Scratch,
         ) {
             item_body::<T, Fused, Narrow>(p, s, cfg, item, scratch);
@@ -266,7 +346,7 @@ fn item_body<T: FloatElement, F: MulAdd, K: Blocking>(
     p: &Problem,
     s: &Sources<'_, T>,
     cfg: &Config,
-    item: Item<'_>,
+    item: Work<'_>,
     scratch: &mut Scratch,
 ) {
     let f = &p.fwd;
@@ -300,7 +380,6 @@ fn item_body<T: FloatElement, F: MulAdd, K: Blocking>(
     }
     for within in 0..group {
         let h = g * group + within;
-        let dq_h = &mut item.dq[within * len_q * dqk..(within + 1) * len_q * dqk];
         for rows in tiles(0..len_q, cfg.query_tile) {
             let nr = rows.len();
             // The tile's rows, once for all the item's key tiles.
@@ -344,7 +423,7 @@ fn item_body<T: FloatElement, F: MulAdd, K: Blocking>(
                     scratch,
                 );
             }
-            dq_h[rows.start * dqk..rows.end * dqk].copy_from_slice(&scratch.dq);
+            (item.dq)(within, rows, &scratch.dq);
         }
     }
 }
