@@ -139,13 +139,12 @@ pub(crate) fn finish<T: FloatElement>(
     width: usize,
     sink: Option<f32>,
 ) {
-    for (r, (dst, lse)) in dst.iter_mut().zip(lse.iter_mut()).enumerate() {
-        let row = &mut rows[r * width..(r + 1) * width];
-        if let Some(sink) = sink {
-            fold_sink(row, lse, sink);
+    if let Some(sink) = sink {
+        for (r, lse) in lse.iter_mut().take(dst.len()).enumerate() {
+            fold_sink(&mut rows[r * width..(r + 1) * width], lse, sink);
         }
-        convert_row(dst, row);
     }
+    write_rows(dst.iter_mut().map(|row| &mut **row), rows, width);
 }
 
 /// Converts the rows of `acc` (`width` apart) into `rows`, for outputs written once and not
