@@ -148,7 +148,7 @@ pub(crate) fn finish<T: FloatElement>(
 }
 
 /// Converts the rows of `acc` (`width` apart) into `rows`, for outputs written once and not
-/// read back: f32 rows on AVX-512 are streamed past the caches (in the token-major layouts a row
+/// read back: on AVX-512 they are streamed past the caches (in the token-major layouts a row
 /// per 4 KiB page, whose read for ownership was most of the write's cost).
 pub(crate) fn write_rows<'r, T: FloatElement + 'r>(
     rows: impl IntoIterator<Item = &'r mut [T]>,
@@ -156,26 +156,42 @@ pub(crate) fn write_rows<'r, T: FloatElement + 'r>(
     width: usize,
 ) {
     #[cfg(target_arch = "x86_64")]
-    if T::DATA_TYPE == ragged_core::dtype::DataType::F32
-        && matches!(
-            crate::isa::isa(),
-            crate::isa::Isa::Avx512 | crate::isa::Isa::Amx
-        )
-    {
-        #[target_feature(enable = "avx512f")]
+    if matches!(
+        crate::isa::isa(),
+        crate::isa::Isa::Avx512 | crate::isa::Isa::Amx
+    ) {
+        #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma")]
         fn streamed<'r, T: FloatElement + 'r>(
             rows: impl IntoIterator<Item = &'r mut [T]>,
             acc: &[f32],
             width: usize,
         ) {
             for (dst, src) in rows.into_iter().zip(acc.chunks_exact(width)) {
-                if let Some(dst) = f32::slice_mut(T::host_data_mut(dst)) {
-                    crate::avx512::stream_row(dst, src);
+                crate::avx512::stream_row(dst, src);
+            }
+            crate::avx512::fence();
+        }
+        #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512bf16,avx2,fma")]
+        fn streamed_bf16<'r, T: FloatElement + 'r>(
+            rows: impl IntoIterator<Item = &'r mut [T]>,
+            acc: &[f32],
+            width: usize,
+        ) {
+            for (dst, src) in rows.into_iter().zip(acc.chunks_exact(width)) {
+                if let Some(dst) = half::bf16::slice_mut(T::host_data_mut(dst)) {
+                    crate::avx512::stream_row_bf16(dst, src);
                 }
             }
             crate::avx512::fence();
         }
-        // SAFETY: `isa()` reported AVX-512 (`crate::isa`).
+        if T::DATA_TYPE == ragged_core::dtype::DataType::BF16
+            && crate::isa::isa() == crate::isa::Isa::Amx
+        {
+            // SAFETY: `isa()` reported AMX, which it grants only with AVX-512 F/BW/VL and
+            // BF16, AVX2 and FMA (`crate::isa`).
+            return unsafe { streamed_bf16(rows, acc, width) };
+        }
+        // SAFETY: `isa()` reported AVX-512 F/BW/VL, AVX2 and FMA (`crate::isa`).
         return unsafe { streamed(rows, acc, width) };
     }
     for (dst, src) in rows.into_iter().zip(acc.chunks_exact(width)) {
