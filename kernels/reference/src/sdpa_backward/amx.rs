@@ -20,8 +20,10 @@ use half::bf16;
 
 use crate::amx::{A, B, C, Tiles};
 use crate::sdpa::amx_stage::{self as stage, Blocks, line_aligned};
+use crate::sdpa::layout::AttnLayout;
 use crate::sdpa::stage::Staged;
 use ragged_core::MaskBand;
+use ragged_core::dtype::FloatElement;
 use ragged_core::error::{KernelError, Role};
 
 use super::items::{Item, for_each_item};
@@ -448,4 +450,34 @@ fn key_gradients(
             tiles.store_c(C::T3, out, (d0 + 16) * BLOCK + 16, BLOCK);
         }
     }
+}
+
+/// `Δ = rowsum(dO ∘ O)` of every logical query row, read where the tensors lie (converted to
+/// f32 and summed over the head dim in order), into `delta` (one value per staged row).
+pub(super) fn row_dots<T: FloatElement>(
+    d_o: (&[T], &AttnLayout),
+    o: (&[T], &AttnLayout),
+    lens: &[usize],
+    delta: &mut Staged,
+) {
+    let heads = d_o.1.heads;
+    let mut jobs = Vec::new();
+    for (b, rows) in delta.batches_mut().into_iter().enumerate() {
+        for (h, out) in rows.chunks_mut(lens[b].max(1)).enumerate().take(heads) {
+            jobs.push((b, h, out));
+        }
+    }
+    crate::parallel::for_each_init(
+        jobs,
+        || (),
+        |_, (b, h, out)| {
+            let (g_step, y_step) = (d_o.1.stride_d, o.1.stride_d);
+            for (i, x) in out.iter_mut().enumerate() {
+                let (g0, y0) = (d_o.1.position(b, i, h, 0), o.1.position(b, i, h, 0));
+                *x = (0..d_o.1.head_dim)
+                    .map(|d| d_o.0[g0 + d * g_step].to_f32() * o.0[y0 + d * y_step].to_f32())
+                    .sum();
+            }
+        },
+    );
 }

@@ -193,7 +193,7 @@ fn run<T: FloatElement>(
     };
     if amx {
         let mut delta = Staged::for_overwrite(Role::O, f.heads_q, 1, &f.len_q)?;
-        passes::row_dots(
+        amx::row_dots(
             (typed_slice::<T>(inputs.d_o.host_data())?, &p.d_o),
             (typed_slice::<T>(inputs.o.host_data())?, &f.o),
             &f.len_q,

@@ -498,6 +498,13 @@ fn tile_pair<F: MulAdd, K: Blocking>(
                 None => (0..0, 0.0, 0.0),
             };
             let first = kp * MR;
+            #[cfg(target_arch = "x86_64")]
+            if K::WIDE {
+                // SAFETY: the wide blocking is compiled and chosen only where `isa()` reported
+                // AVX-512 F/BW/VL, AVX2 and FMA (`run_item`).
+                unsafe { ds_lane_wide((p_lane, ds_lane), &admitted, first, (scale_log2, l, d)) };
+                continue;
+            }
             for (jj, (x, g)) in p_lane.0.iter_mut().zip(&mut ds_lane.0).enumerate() {
                 let inside = admitted.start <= first + jj && first + jj < admitted.end;
                 let prob = exp2_nonpositive(*x * scale_log2 - l);
@@ -555,6 +562,34 @@ fn tile_pair<F: MulAdd, K: Blocking>(
         |c| &ds_quads[c * nk..(c + 1) * nk],
         |q, c, block| accumulate(dq, dqk, c * NR..nr, q * MR, block, cfg.scale),
     );
+}
+
+/// One lane of the loop above on AVX-512 registers: the exponent with one fused multiply-add
+/// and `crate::avx512::exp2_nonpositive` (the portable polynomial without fusion took twice the
+/// instructions).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma")]
+fn ds_lane_wide(
+    (p_lane, ds_lane): (&mut Lane, &mut Lane),
+    admitted: &Range<usize>,
+    first: usize,
+    (scale_log2, l, d): (f32, f32, f32),
+) {
+    use std::arch::x86_64::*;
+
+    use crate::avx512;
+
+    let clip = |key: usize| key.clamp(first, first + MR) as i32;
+    let inside = avx512::lanes_between(first as i32, clip(admitted.start), clip(admitted.end));
+    let x = _mm512_fmadd_ps(
+        avx512::load(&p_lane.0),
+        _mm512_set1_ps(scale_log2),
+        _mm512_set1_ps(-l),
+    );
+    let prob = _mm512_maskz_mov_ps(inside, avx512::exp2_nonpositive(x));
+    let dp = _mm512_sub_ps(avx512::load(&ds_lane.0), _mm512_set1_ps(d));
+    avx512::store(_mm512_maskz_mul_ps(inside, prob, dp), &mut ds_lane.0);
+    avx512::store(prob, &mut p_lane.0);
 }
 
 /// `Σ x·y` over 16 running sums, so that it vectorises.
@@ -649,34 +684,4 @@ fn admit(
         }
     }));
     admitted.iter().any(|a| !a.is_empty())
-}
-
-/// `Δ = rowsum(dO ∘ O)` of every logical query row, read where the tensors lie (converted to
-/// f32 and summed over the head dim in order), into `delta` (one value per staged row).
-pub(super) fn row_dots<T: FloatElement>(
-    d_o: (&[T], &AttnLayout),
-    o: (&[T], &AttnLayout),
-    lens: &[usize],
-    delta: &mut Staged,
-) {
-    let heads = d_o.1.heads;
-    let mut jobs = Vec::new();
-    for (b, rows) in delta.batches_mut().into_iter().enumerate() {
-        for (h, out) in rows.chunks_mut(lens[b].max(1)).enumerate().take(heads) {
-            jobs.push((b, h, out));
-        }
-    }
-    crate::parallel::for_each_init(
-        jobs,
-        || (),
-        |_, (b, h, out)| {
-            let (g_step, y_step) = (d_o.1.stride_d, o.1.stride_d);
-            for (i, x) in out.iter_mut().enumerate() {
-                let (g0, y0) = (d_o.1.position(b, i, h, 0), o.1.position(b, i, h, 0));
-                *x = (0..d_o.1.head_dim)
-                    .map(|d| d_o.0[g0 + d * g_step].to_f32() * o.0[y0 + d * y_step].to_f32())
-                    .sum();
-            }
-        },
-    );
 }
