@@ -123,6 +123,36 @@ pub(crate) fn stream_row_bf16(dst: &mut [half::bf16], src: &[f32]) {
     }
 }
 
+/// Four rows of 16 as sixteen columns of 4: `out[4·j + t] = rows[t][j]`, in twelve shuffles
+/// (LLVM made the element-wise copy sixty-four loads and inserts).
+#[target_feature(enable = "avx512f")]
+pub(crate) fn transpose_4x16(rows: [&[f32; 16]; 4], out: &mut [[f32; 4]; 16]) {
+    let [r0, r1, r2, r3] = rows.map(|row| load(row));
+    // Within each 128-bit lane: t0 = (r0[0], r1[0], r0[1], r1[1]), t1 = (r0[2], r1[2], ...).
+    let (t0, t1) = (_mm512_unpacklo_ps(r0, r1), _mm512_unpackhi_ps(r0, r1));
+    let (t2, t3) = (_mm512_unpacklo_ps(r2, r3), _mm512_unpackhi_ps(r2, r3));
+    // u_k holds column k of each lane's four: columns k, k + 4, k + 8, k + 12 by lane.
+    let u0 = _mm512_shuffle_ps::<0x44>(t0, t2);
+    let u1 = _mm512_shuffle_ps::<0xEE>(t0, t2);
+    let u2 = _mm512_shuffle_ps::<0x44>(t1, t3);
+    let u3 = _mm512_shuffle_ps::<0xEE>(t1, t3);
+    // The 4 × 4 transpose of 128-bit lanes puts columns 4i..4i + 4 in output register i.
+    let v0 = _mm512_shuffle_f32x4::<0x44>(u0, u1);
+    let v1 = _mm512_shuffle_f32x4::<0xEE>(u0, u1);
+    let v2 = _mm512_shuffle_f32x4::<0x44>(u2, u3);
+    let v3 = _mm512_shuffle_f32x4::<0xEE>(u2, u3);
+    let outs = [
+        _mm512_shuffle_f32x4::<0x88>(v0, v2),
+        _mm512_shuffle_f32x4::<0xDD>(v0, v2),
+        _mm512_shuffle_f32x4::<0x88>(v1, v3),
+        _mm512_shuffle_f32x4::<0xDD>(v1, v3),
+    ];
+    let (lines, _) = out.as_flattened_mut().as_chunks_mut::<16>();
+    for (line, x) in lines.iter_mut().zip(outs) {
+        store(x, line);
+    }
+}
+
 /// Orders the non-temporal stores of [`stream_row`] before every later store.
 #[target_feature(enable = "avx512f")]
 pub(crate) fn fence() {
@@ -281,6 +311,22 @@ mod tests {
                     }
                 }
             }
+        }
+    }
+
+    #[test]
+    fn transposed_rows_are_columns() {
+        if !avx512() {
+            println!("skipped: this CPU has no AVX-512");
+            return;
+        }
+        let rows: [[f32; 16]; 4] =
+            std::array::from_fn(|t| std::array::from_fn(|j| (16 * t + j) as f32));
+        let mut out = [[0.0; 4]; 16];
+        // SAFETY: AVX-512 F was detected above.
+        unsafe { transpose_4x16([&rows[0], &rows[1], &rows[2], &rows[3]], &mut out) };
+        for (j, column) in out.iter().enumerate() {
+            assert_eq!(*column, std::array::from_fn(|t| rows[t][j]), "column {j}");
         }
     }
 

@@ -548,6 +548,14 @@ fn tile_pair<F: MulAdd, K: Blocking>(
     for (c, quads) in ds_quads.chunks_exact_mut(nk).enumerate() {
         for (kp, quads) in quads.chunks_mut(MR).enumerate() {
             let lanes = &ds_t[kp * nr4 + c * NR..kp * nr4 + c * NR + NR];
+            #[cfg(target_arch = "x86_64")]
+            if let (true, Ok(quads)) = (K::WIDE, <&mut [[f32; NR]; MR]>::try_from(&mut *quads)) {
+                let rows = std::array::from_fn(|t| &lanes[t].0);
+                // SAFETY: the wide blocking is compiled and chosen only where `isa()` reported
+                // AVX-512 F/BW/VL, AVX2 and FMA (`run_item`).
+                unsafe { crate::avx512::transpose_4x16(rows, quads) };
+                continue;
+            }
             for (jj, quad) in quads.iter_mut().enumerate() {
                 *quad = std::array::from_fn(|t| lanes[t].0[jj]);
             }
