@@ -40,9 +40,9 @@ fn refuse<T>(
     Err(Decline::graph(field, value, need))
 }
 
-/// The listed engines that run this graph, in listing (preference) order; empty for a declined
-/// graph. Each engine that declines a graph the plugin accepts logs its own reason.
-pub fn applicable_engines(bytes: &[u8]) -> Result<Vec<&'static Engine>, PluginError> {
+/// The ids of the listed engines that run this graph, in listing (preference) order; empty for a
+/// declined graph. Each engine that declines a graph the plugin accepts logs its own reason.
+pub fn applicable_engine_ids(bytes: &[u8]) -> Result<Vec<i64>, PluginError> {
     let problem = match decode(bytes)?.and_then(|graph| accept(&graph)) {
         Ok(accepted) => accepted,
         Err(reason) => {
@@ -62,6 +62,7 @@ pub fn applicable_engines(bytes: &[u8]) -> Result<Vec<&'static Engine>, PluginEr
                 false
             }
         })
+        .map(|engine| engine.id)
         .collect())
 }
 

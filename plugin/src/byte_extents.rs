@@ -10,48 +10,45 @@ use ragged_core::tensor::extent::{Addressing, DeclaredExtent, ExtentTooLarge, ch
 /// (their strided extent, and for ragged ones the largest extent valid offsets give), every
 /// ragged offset aux (`B + 1` entries) and seq_len (`B`), the page tables and the sinks.
 pub fn check(problem: &RaggedSdpaProblem) -> Result<(), Decline> {
-    let tensors: Vec<&Operand> = problem.tensors().collect();
-    // An aux holds B + 1 entries (schema validation has checked that B + 1 fits in i64).
-    let aux_entries: Vec<[i64; 1]> = tensors
-        .iter()
-        .map(|t| [t.dims[0].saturating_add(1)])
-        .collect();
-    let batch = [problem.batch()];
-    let mut extents: Vec<DeclaredExtent<'_>> = Vec::with_capacity(2 * tensors.len() + 2);
-    extents.extend(tensors.iter().map(|t| tensor_extent(t)));
-    for (t, entries) in tensors.iter().zip(&aux_entries) {
+    // One extent at a time, in the order above: this runs on every accepted graph, and collected
+    // lists of them were heap allocations per call.
+    let one = |extent: DeclaredExtent<'_>| {
+        check_extents(std::slice::from_ref(&extent)).map_err(|e| decline(&e))
+    };
+    for t in problem.tensors() {
+        one(tensor_extent(t))?;
+    }
+    for t in problem.tensors() {
         if let Some(r) = t.ragged {
-            extents.push(index_extent(r.uid, OFFSETS_ROLE, entries, r.width));
+            // An aux holds B + 1 entries (schema validation has checked that B + 1 fits in i64).
+            let entries = [t.dims[0].saturating_add(1)];
+            one(index_extent(r.uid, OFFSETS_ROLE, &entries, r.width))?;
         }
     }
+    let batch = [problem.batch()];
     for index in problem.seq_lens() {
-        extents.push(index_extent(index.uid, index.role, &batch, index.width));
+        one(index_extent(index.uid, index.role, &batch, index.width))?;
     }
-    let tables: Vec<_> = problem
+    let tables = problem
         .paged
         .iter()
         .flat_map(|p| p.tables())
-        .map(|t| (t.uid, t.role, t.dims(), t.strides(), 4))
-        .chain(
-            problem
-                .sinks
-                .iter()
-                .map(|s| (s.uid, SINK_ROLE, s.dims(), s.strides(), 4)),
-        )
-        .collect();
-    extents.extend(
-        tables
-            .iter()
-            .map(|(uid, role, dims, strides, size)| DeclaredExtent {
-                uid: *uid,
-                role,
-                dims,
-                strides,
-                element_size: *size,
-                addressing: Addressing::Strided,
-            }),
-    );
-    check_extents(&extents).map_err(|e| decline(&e))
+        .map(|t| (t.uid, t.role, t.dims(), t.strides()));
+    let sinks = problem
+        .sinks
+        .iter()
+        .map(|s| (s.uid, SINK_ROLE, s.dims(), s.strides()));
+    for (uid, role, dims, strides) in tables.chain(sinks) {
+        one(DeclaredExtent {
+            uid,
+            role,
+            dims: &dims,
+            strides: &strides,
+            element_size: 4,
+            addressing: Addressing::Strided,
+        })?;
+    }
+    Ok(())
 }
 
 fn decline(e: &ExtentTooLarge) -> Decline {

@@ -112,10 +112,7 @@ pub unsafe extern "C" fn hipdnnEnginePluginGetApplicableEngineIds(
         let sink = unsafe { IdSink::new(engine_ids, max_engines) }?;
         // SAFETY: forwarded caller contract.
         let count = unsafe { Out::new(num_engines, "num_engines") }?;
-        let ids: Vec<i64> = applicability::applicable_engines(graph)?
-            .iter()
-            .map(|e| e.id)
-            .collect();
+        let ids = applicability::applicable_engine_ids(graph)?;
         write_ids(sink, count, &ids, Report::Total);
         Ok(())
     })

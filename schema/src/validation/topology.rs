@@ -5,8 +5,6 @@
 //! Nodes of other members have unknown connectivity; they are skipped by the order checks, and
 //! a graph holding one is not judged for orphans (the plugin declines it on its type anyway).
 
-use std::collections::HashMap;
-
 use crate::error::ValidationError;
 use crate::model::{Graph, Node};
 
@@ -29,10 +27,10 @@ pub(super) fn check(graph: &Graph) -> Result<(), ValidationError> {
             })
         })
         .collect();
-    let producers = check_single_writer(&io)?;
+    check_single_writer(&io)?;
     for (index, entry) in io.iter().enumerate() {
         let Some(entry) = entry else { continue };
-        check_reads(graph, index, entry, &producers)?;
+        check_reads(graph, index, entry, &io)?;
     }
     check_connected(&io)
 }
@@ -46,13 +44,22 @@ fn missing(index: usize, node: &Node, field: &'static str, uid: i64) -> Validati
     }
 }
 
-/// uid → index of the node that writes it; a tensor written by two nodes has no single value.
-fn check_single_writer(io: &[Option<Io<'_>>]) -> Result<HashMap<i64, usize>, ValidationError> {
-    let mut producers = HashMap::new();
+/// The index of the first node that writes `uid`. A scan rather than a map: graphs hold a
+/// handful of nodes, and a map was a heap allocation on every GetApplicableEngineIds.
+fn producer(io: &[Option<Io<'_>>], uid: i64) -> Option<usize> {
+    io.iter().position(|entry| {
+        entry
+            .as_ref()
+            .is_some_and(|e| e.outputs.iter().any(|&(_, u)| u == uid))
+    })
+}
+
+/// A tensor written by two nodes has no single value.
+fn check_single_writer(io: &[Option<Io<'_>>]) -> Result<(), ValidationError> {
     for (index, entry) in io.iter().enumerate() {
         let Some(entry) = entry else { continue };
         for &(field, uid) in &entry.outputs {
-            if let Some(&first) = producers.get(&uid)
+            if let Some(first) = producer(io, uid)
                 && first != index
             {
                 return Err(ValidationError::TensorWrittenTwice {
@@ -63,10 +70,9 @@ fn check_single_writer(io: &[Option<Io<'_>>]) -> Result<HashMap<i64, usize>, Val
                     field,
                 });
             }
-            producers.insert(uid, index);
         }
     }
-    Ok(producers)
+    Ok(())
 }
 
 /// Every read is of a tensor in the graph; a tensor another node writes is written by an
@@ -76,7 +82,7 @@ fn check_reads(
     graph: &Graph,
     index: usize,
     entry: &Io<'_>,
-    producers: &HashMap<i64, usize>,
+    io: &[Option<Io<'_>>],
 ) -> Result<(), ValidationError> {
     for &(field, uid) in entry.outputs.iter() {
         if graph.tensor(uid).is_none() {
@@ -87,10 +93,10 @@ fn check_reads(
         let Some(tensor) = graph.tensor(uid) else {
             return Err(missing(index, entry.node, field, uid));
         };
-        match producers.get(&uid) {
+        match producer(io, uid) {
             // A node reading what it writes itself is left to that node's own rules (the
             // plugin names the SDPA field); across nodes it is an order violation or a cycle.
-            Some(&producer) if producer > index => {
+            Some(producer) if producer > index => {
                 return Err(ValidationError::NodeOrder {
                     node_index: index,
                     node_name: entry.node.name.clone(),

@@ -160,7 +160,16 @@ fn compute(graph: &Graph, honour_flag: bool) -> MinimumApiVersion {
     if graph.is_override_shape_enabled {
         reasons.push(VersionReason::OverrideShape);
     }
-    let version = minimum_version_for_features(
+    MinimumApiVersion {
+        version: minimum_version(graph, honour_flag),
+        reasons,
+    }
+}
+
+/// [`compute`]'s version alone, without the list of reasons (which allocates): what the
+/// per-graph skip rule compares.
+fn minimum_version(graph: &Graph, honour_flag: bool) -> Version {
+    minimum_version_for_features(
         graph.is_override_shape_enabled,
         graph.tensors.iter().any(|t| t.is_runtime_pass_by_value),
         (honour_flag && graph.is_ragged_tensor_enabled)
@@ -169,8 +178,7 @@ fn compute(graph: &Graph, honour_flag: bool) -> MinimumApiVersion {
             .tensors
             .iter()
             .any(|t| t.alignment != DEFAULT_ALIGNMENT),
-    );
-    MinimumApiVersion { version, reasons }
+    )
 }
 
 /// The graph's stamp, absent reading as 1.0.0 (upstream `fromEngineApiVersion(nullptr)`).
@@ -242,10 +250,7 @@ pub fn check_plugin_major(version: &Version) -> MajorCheck {
 /// Rule 1 of the backend skip rule: offer the graph only if the plugin's declared version is at
 /// least the version computed from the graph's features (never the stamp).
 pub fn plugin_meets_requirement(plugin_version: &Version, graph: &Graph) -> bool {
-    cmp_numeric(
-        plugin_version,
-        &compute_minimum_plugin_api_version(graph).version,
-    )
+    cmp_numeric(plugin_version, &minimum_version(graph, true))
 }
 
 /// Numeric (major, minor, patch) comparison, ignoring pre-release and build metadata, as
