@@ -5,10 +5,19 @@
 //! the backward's tile loops that call it (`sdpa::tile`, `sdpa_backward::passes`), which are
 //! compiled for AVX2 + FMA at run time.
 
+use crate::gemm::{MulAdd, Separate};
+
 /// `2^x` for `x ≤ 0` (or NaN, which propagates), accurate to a few f32 ulps; results below
 /// `2^-126` flush to 0, which includes `x = −∞`.
 #[inline(always)]
 pub(crate) fn exp2_nonpositive(x: f32) -> f32 {
+    exp2_nonpositive_with::<Separate>(x)
+}
+
+/// [`exp2_nonpositive`] with the polynomial's multiply-adds computed as `F` says: fused in the
+/// loops compiled for FMA, where LLVM does not fuse them on its own.
+#[inline(always)]
+pub(crate) fn exp2_nonpositive_with<F: MulAdd>(x: f32) -> f32 {
     // Round to nearest through the 1.5·2²³ trick: adding it leaves n in the low mantissa bits.
     const ROUNDER: f32 = 12_582_912.0;
     // Relative-error minimax fit of 2^r on [-1/2, 1/2] with the constant pinned to 1 (so that
@@ -34,11 +43,11 @@ pub(crate) fn exp2_nonpositive(x: f32) -> f32 {
     let n_bits = shifted.to_bits().wrapping_sub(ROUNDER.to_bits());
     let two_to_n = f32::from_bits(n_bits.wrapping_add(127) << 23);
     let p = C[5];
-    let p = p * r + C[4];
-    let p = p * r + C[3];
-    let p = p * r + C[2];
-    let p = p * r + C[1];
-    let p = p * r + C[0];
+    let p = F::mul_add(p, r, C[4]);
+    let p = F::mul_add(p, r, C[3]);
+    let p = F::mul_add(p, r, C[2]);
+    let p = F::mul_add(p, r, C[1]);
+    let p = F::mul_add(p, r, C[0]);
     p * two_to_n
 }
 
@@ -49,9 +58,13 @@ mod tests {
     #[test]
     fn exp2_matches_the_library_to_a_few_ulps() {
         let mut worst: f64 = 0.0;
-        for i in 0..=200_000 {
-            let x = -(i as f32) * 1.2e-3; // covers [-240, 0]
-            let ours = f64::from(exp2_nonpositive(x));
+        for i in 0..=400_001 {
+            let x = -((i / 2) as f32) * 1.2e-3; // covers [-240, 0], both forms
+            let ours = f64::from(if i % 2 == 0 {
+                exp2_nonpositive(x)
+            } else {
+                exp2_nonpositive_with::<crate::gemm::Fused>(x)
+            });
             let exact = 2f64.powf(f64::from(x));
             if exact >= f64::from(f32::MIN_POSITIVE) {
                 worst = worst.max(((ours - exact) / exact).abs());

@@ -24,7 +24,7 @@ use crate::gemm::{Blocking, Fused, Lane, MR, MulAdd, NR, Narrow, Separate, Wide,
 use crate::isa::{Isa, isa};
 
 use super::layout::{AHEAD, AttnLayout, prefetch_row};
-use super::softmax::exp2_nonpositive;
+use super::softmax::exp2_nonpositive_with;
 use ragged_core::MaskBand;
 use ragged_core::dtype::FloatElement;
 
@@ -398,12 +398,12 @@ fn attend<F: MulAdd, K: Blocking>(
             // A row with nothing admitted yet shifts by 0, so its −∞ scores become exact zeros.
             let shift = new_max.map(|m| if m == f32::NEG_INFINITY { 0.0 } else { m });
             let correction: [f32; MR] =
-                std::array::from_fn(|i| exp2_nonpositive(max.0[i] - shift[i]));
+                std::array::from_fn(|i| exp2_nonpositive_with::<F>(max.0[i] - shift[i]));
             max.0 = new_max;
             let mut total: [f32; MR] = std::array::from_fn(|i| sum.0[i] * correction[i]);
             for lane in scores.iter_mut() {
                 for ((x, t), &s) in lane.0.iter_mut().zip(&mut total).zip(&shift) {
-                    *x = exp2_nonpositive(*x - s);
+                    *x = exp2_nonpositive_with::<F>(*x - s);
                     *t += *x;
                 }
             }

@@ -25,7 +25,7 @@ use crate::isa::{Isa, isa};
 use crate::sdpa::MaskBand;
 use crate::sdpa::layout::{AHEAD, AttnLayout, prefetch_row};
 use crate::sdpa::output::write_rows;
-use crate::sdpa::softmax::exp2_nonpositive;
+use crate::sdpa::softmax::exp2_nonpositive_with;
 use crate::sdpa::stage::Staged;
 use ragged_core::dtype::FloatElement;
 use ragged_core::error::KernelError;
@@ -507,7 +507,7 @@ fn tile_pair<F: MulAdd, K: Blocking>(
             }
             for (jj, (x, g)) in p_lane.0.iter_mut().zip(&mut ds_lane.0).enumerate() {
                 let inside = admitted.start <= first + jj && first + jj < admitted.end;
-                let prob = exp2_nonpositive(*x * scale_log2 - l);
+                let prob = exp2_nonpositive_with::<F>(F::mul_add(*x, scale_log2, -l));
                 let prob = if inside { prob } else { 0.0 };
                 *g = if inside { prob * (*g - d) } else { 0.0 };
                 *x = prob;
