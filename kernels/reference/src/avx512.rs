@@ -173,7 +173,6 @@ pub(crate) fn lanes_between(first: i32, lo: i32, hi: i32) -> __mmask16 {
 /// `2^-126` are 0.
 #[target_feature(enable = "avx512f")]
 pub(crate) fn exp2_nonpositive(x: __m512) -> __m512 {
-    const ROUNDER: f32 = 12_582_912.0;
     #[allow(clippy::approx_constant)] // a fitted coefficient, not ln 2
     const C: [f32; 6] = [
         1.0,
@@ -186,8 +185,9 @@ pub(crate) fn exp2_nonpositive(x: __m512) -> __m512 {
     // Lanes at or above −126, NaN included (an unordered compare): the others become an exact
     // 0 through the zero-masked scaling, whatever the polynomial made of them (−∞ gives NaN).
     let kept = _mm512_cmp_ps_mask::<_CMP_NLT_UQ>(x, _mm512_set1_ps(-126.0));
-    let shifted = _mm512_add_ps(x, _mm512_set1_ps(ROUNDER));
-    let n = _mm512_sub_ps(shifted, _mm512_set1_ps(ROUNDER));
+    // Nearest integer, ties to even, in one instruction: the same n as adding and subtracting
+    // 1.5·2²³ for every |x| below 2²², and whatever it gives beyond is masked off above.
+    let n = _mm512_roundscale_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(x);
     let r = _mm512_sub_ps(x, n);
     let mut p = _mm512_set1_ps(C[5]);
     for c in [C[4], C[3], C[2], C[1], C[0]] {
