@@ -1,7 +1,7 @@
 //! The backward suite's case list: the numeric suite's shapes (zero-length batches, padded
 //! lengths, both causal alignments, GQA, both dims orders, every element type) plus the shapes a
-//! GPU backward is built for and must be checked on: D = 128, fp16 with masks, sliding windows
-//! in both alignments, and lengths that span several kernel tiles. Small enough that the host
+//! GPU backward is built for and must be checked on: D = 128, 96 and 256, fp16 with masks, sliding
+//! windows in both alignments, and lengths that span several kernel tiles. Small enough that the host
 //! engine runs the whole list in a few seconds, since CI runs it there.
 
 use hipdnn_shim::backward::backward_of;
@@ -152,6 +152,33 @@ pub fn cases() -> Vec<BackwardCase> {
         )
         .into()
     });
+    // D 96 (rows a kernel pads to 128 columns) over two query tiles, GQA, causal top-left.
+    cases.push(
+        spec(
+            "f16_d96_gqa_causal_top_left_tiles",
+            &[70, 3],
+            &[66, 9],
+            &|s| {
+                s.io_type = DataType::Half;
+                s.head_dim = 96;
+                s.heads_q = 4;
+                s.heads_kv = 2;
+                s.mask = Mask::CausalTopLeft;
+            },
+        )
+        .into(),
+    );
+    // D 256 with a bottom-right window: batch 0 has no queries, batch 2 no keys.
+    cases.push(BackwardCase {
+        window: window(8, 2, DiagonalAlignment::BottomRight),
+        ..spec(
+            "bf16_d256_window_bottom_right_zero_lengths",
+            &[0, 40, 5],
+            &[6, 70, 0],
+            &|s| s.head_dim = 256,
+        )
+        .into()
+    });
     cases
 }
 
@@ -159,8 +186,8 @@ pub fn cases() -> Vec<BackwardCase> {
 mod tests {
     use super::*;
 
-    /// What the list must keep covering (issue 15 item 4): both 16-bit types at both compiled
-    /// head dims, every band, GQA, padded lengths, and batches with Lq = 0 and with Lkv = 0.
+    /// What the list must keep covering (issue 15 item 4): both 16-bit types at D 64 and 128, D 96
+    /// and 256, every band, GQA, padded lengths, and batches with Lq = 0 and with Lkv = 0.
     #[test]
     fn the_list_covers_the_gpu_backwards_matrix() {
         let cases = cases();
@@ -172,6 +199,9 @@ mod tests {
                     "{dtype:?} D {d}"
                 );
             }
+        }
+        for d in [96, 256] {
+            assert!(any(&|c| c.spec.head_dim == d), "D {d}");
         }
         assert!(any(&|c| c.spec.mask == Mask::None && c.window.is_none()));
         assert!(any(&|c| c.spec.mask == Mask::CausalTopLeft));
