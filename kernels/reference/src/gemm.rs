@@ -8,8 +8,8 @@
 //! panel arrangements the kernel reads, nothing is packed per product, and every product runs on
 //! the calling thread, so the outer parallel loops (`crate::parallel`) are never oversubscribed.
 //! Callers compile their tile loops three times — AVX-512 with 2 × 2 register blocks ([`Wide`]),
-//! AVX2 + FMA and the baseline with one micro-tile at a time ([`Narrow`]; `MulAdd`'s two
-//! flavours) — and `crate::isa` chooses at run time.
+//! AVX2 + FMA with each half of an A panel against three B panels ([`Split`]), the baseline with
+//! one micro-tile at a time ([`Narrow`]) — and `crate::isa` chooses at run time.
 
 use std::borrow::Borrow;
 
@@ -64,8 +64,9 @@ impl MulAdd for Separate {
 ///
 /// Written over fixed-size arrays so that LLVM keeps the 16 × 4 block in eight 8-wide registers
 /// and emits, per step, two loads of A, four broadcasts of B and eight FMAs (checked with
-/// `perf annotate` on the AVX2 build): the FMA units, not the loads, set the pace, and eight
-/// independent accumulators cover the FMA latency. Unlike `sgemm`, nothing is packed per call.
+/// `perf annotate` on an AVX2 build): the FMA units, not the loads, set the pace, and eight
+/// independent accumulators just cover two pipes of latency 4 ([`half_by_three`] has twelve).
+/// Unlike `sgemm`, nothing is packed per call.
 #[inline(always)]
 pub(crate) fn micro_kernel<F: MulAdd, A: Borrow<[f32; MR]>, B: Borrow<[f32; NR]>>(
     a: &[A],
@@ -114,12 +115,59 @@ fn micro_kernel_2x2<F: MulAdd, A: Borrow<[f32; MR]>, B: Borrow<[f32; NR]>>(
     [[c00, c01], [c10, c11]]
 }
 
-/// How many panels of each operand one register block takes.
-pub(crate) trait Blocking {
-    const WIDE: bool;
+/// Rows of half an A panel: one AVX2 register.
+const HALF: usize = MR / 2;
+
+/// Half `half` of an A panel (8 rows) against three B panels, over as many steps as the
+/// shortest has, into that half of each column of `out` (by B panel, then column).
+///
+/// Twelve 8-wide accumulators, one A load and twelve broadcasts per twelve FMAs: with AVX2's
+/// sixteen registers the 16 × 4 block of [`micro_kernel`] has only eight independent chains,
+/// which two FMA pipes of latency 4 keep busy only when nothing else stalls; twelve leave slack.
+/// Written on registers: from arrays of f32, LLVM assembled each A row from pieces and spilled
+/// accumulators.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+fn half_by_three<A: Borrow<[f32; MR]>, B: Borrow<[f32; NR]>>(
+    a: &[A],
+    half: usize,
+    b: [impl IntoIterator<Item = B>; 3],
+    out: &mut [[[f32; MR]; NR]; 3],
+) {
+    use std::arch::x86_64::*;
+
+    let mut acc = [[_mm256_setzero_ps(); NR]; 3];
+    let [b0, b1, b2] = b;
+    for (((x, y0), y1), y2) in a.iter().zip(b0).zip(b1).zip(b2) {
+        let x: &[f32; HALF] = &x.borrow().as_chunks::<HALF>().0[half];
+        // SAFETY: `x` is 32 readable bytes; `loadu` has no alignment requirement.
+        let x = unsafe { _mm256_loadu_ps(x.as_ptr()) };
+        for (acc, y) in acc.iter_mut().zip([y0.borrow(), y1.borrow(), y2.borrow()]) {
+            for (acc, &y) in acc.iter_mut().zip(y) {
+                *acc = _mm256_fmadd_ps(x, _mm256_set1_ps(y), *acc);
+            }
+        }
+    }
+    for (out, acc) in out.iter_mut().zip(&acc) {
+        for (out, &acc) in out.iter_mut().zip(acc) {
+            let out: &mut [f32; HALF] = &mut out.as_chunks_mut::<HALF>().0[half];
+            // SAFETY: `out` is 32 writable bytes, borrowed exclusively; `storeu` needs no
+            // alignment.
+            unsafe { _mm256_storeu_ps(out.as_mut_ptr(), acc) };
+        }
+    }
 }
 
-/// One A panel against one B panel: the AVX2 and baseline builds.
+/// How many panels of each operand one register block takes.
+pub(crate) trait Blocking {
+    /// Two A panels against two B panels.
+    const WIDE: bool;
+    /// Each half of one A panel against three B panels.
+    const SPLIT: bool = false;
+}
+
+/// One A panel against one B panel: the baseline build.
 pub(crate) struct Narrow;
 impl Blocking for Narrow {
     const WIDE: bool = false;
@@ -129,6 +177,13 @@ impl Blocking for Narrow {
 pub(crate) struct Wide;
 impl Blocking for Wide {
     const WIDE: bool = true;
+}
+
+/// The halves of one A panel against three B panels where three are there: the AVX2 build.
+pub(crate) struct Split;
+impl Blocking for Split {
+    const WIDE: bool = false;
+    const SPLIT: bool = true;
 }
 
 /// The product of `na` A panels and `nb` B panels, block by block: `store(i, j, block)` receives
@@ -148,6 +203,29 @@ pub(crate) fn product<'a, F, K, A, B, I>(
     B: Borrow<[f32; NR]>,
     I: IntoIterator<Item = B>,
 {
+    #[cfg(target_arch = "x86_64")]
+    if K::SPLIT {
+        for i in 0..na {
+            let mut j = 0;
+            let mut blocks = [[[0.0f32; MR]; NR]; 3];
+            while j + 3 <= nb {
+                for half in 0..2 {
+                    let b = [b(j), b(j + 1), b(j + 2)];
+                    // SAFETY: the split blocking is compiled and chosen only where
+                    // `crate::isa` reported AVX2 and FMA (its callers' dispatch).
+                    unsafe { half_by_three(a(i), half, b, &mut blocks) };
+                }
+                for (t, block) in blocks.iter().enumerate() {
+                    store(i, j + t, block);
+                }
+                j += 3;
+            }
+            for j in j..nb {
+                store(i, j, &micro_kernel::<F, _, _>(a(i), b(j)));
+            }
+        }
+        return;
+    }
     let (pa, pb) = if K::WIDE { (2, 2) } else { (1, 1) };
     for i in (0..na).step_by(pa) {
         for j in (0..nb).step_by(pb) {
@@ -202,7 +280,7 @@ mod tests {
     #[test]
     fn product_covers_every_pair_once_in_both_blockings() {
         let k = 7;
-        let (na, nb) = (5, 3);
+        let (na, nb) = (5, 5);
         let a: Vec<Vec<Lane>> = (0..na)
             .map(|i| {
                 (0..k)
@@ -234,7 +312,11 @@ mod tests {
             );
             seen
         }
-        for seen in [run::<Narrow>(&a, &b), run::<Wide>(&a, &b)] {
+        for seen in [
+            run::<Narrow>(&a, &b),
+            run::<Wide>(&a, &b),
+            run::<Split>(&a, &b),
+        ] {
             for (i, row) in seen.iter().enumerate() {
                 for (j, (block, count)) in row.iter().enumerate() {
                     assert_eq!(*count, 1, "pair ({i}, {j})");

@@ -1,8 +1,8 @@
 //! Which instruction set the reference's tile loops run on, chosen once per process.
 //!
 //! The tiles are written over fixed-size arrays (`crate::gemm`) and compiled three times: for
-//! AVX-512 (F, BW, VL) with 2 × 2 register blocks (`gemm::Wide`), for AVX2 + FMA with
-//! 1 × 1 blocks, and for the baseline target. Where the CPU also has AMX-BF16 tiles and the
+//! AVX-512 (F, BW, VL) with 2 × 2 register blocks (`gemm::Wide`), for AVX2 + FMA with 8 × 12
+//! blocks (`gemm::Split`), and for the baseline target. Where the CPU also has AMX-BF16 tiles and the
 //! kernel grants them, the bf16 forward runs on those (`sdpa::tile_amx`) and everything else on
 //! the AVX-512 build. The process takes the widest set the CPU reports; `RAGGED_SDPA_CPU_ISA`
 //! caps it (`avx512`, `avx2` or `baseline`, to measure a machine without the wider sets on one

@@ -19,7 +19,7 @@
 
 use std::ops::Range;
 
-use crate::gemm::{Blocking, Fused, Lane, MR, MulAdd, NR, Narrow, Separate, Wide, product};
+use crate::gemm::{Blocking, Fused, Lane, MR, MulAdd, NR, Narrow, Separate, Split, Wide, product};
 #[cfg(target_arch = "x86_64")]
 use crate::isa::{Isa, isa};
 
@@ -248,7 +248,7 @@ pub(crate) fn attend_tile(
             lse: &mut [f32],
             scratch: &mut Scratch,
         ) {
-            attend::<Fused, Narrow>(input, config, out, lse, scratch);
+            attend::<Fused, Split>(input, config, out, lse, scratch);
         }
         match isa() {
             // SAFETY: `isa()` chose a set the CPU reports (`crate::isa`).

@@ -19,7 +19,7 @@
 
 use std::ops::Range;
 
-use crate::gemm::{Blocking, Fused, Lane, MR, MulAdd, NR, Narrow, Separate, Wide, product};
+use crate::gemm::{Blocking, Fused, Lane, MR, MulAdd, NR, Narrow, Separate, Split, Wide, product};
 #[cfg(target_arch = "x86_64")]
 use crate::isa::{Isa, isa};
 use crate::sdpa::MaskBand;
@@ -219,7 +219,7 @@ fn run_item<T: FloatElement>(
             item: Work<'_>,
             scratch: &mut Scratch,
         ) {
-            item_body::<T, Fused, Narrow>(p, s, cfg, item, scratch);
+            item_body::<T, Fused, Split>(p, s, cfg, item, scratch);
         }
         match isa() {
             // SAFETY: `isa()` chose a set the CPU reports (`crate::isa`).
