@@ -12,6 +12,8 @@
 
 mod amx;
 #[cfg(target_arch = "x86_64")]
+mod avx2;
+#[cfg(target_arch = "x86_64")]
 mod avx512;
 pub mod executor;
 mod gemm;

@@ -148,8 +148,8 @@ pub(crate) fn finish<T: FloatElement>(
 }
 
 /// Converts the rows of `acc` (`width` apart) into `rows`, for outputs written once and not
-/// read back: on AVX-512 they are streamed past the caches (in the token-major layouts a row
-/// per 4 KiB page, whose read for ownership was most of the write's cost).
+/// read back: on AVX-512 and AVX2 they are streamed past the caches (in the token-major layouts
+/// a row per 4 KiB page, whose read for ownership was most of the write's cost).
 pub(crate) fn write_rows<'r, T: FloatElement + 'r>(
     rows: impl IntoIterator<Item = &'r mut [T]>,
     acc: &[f32],
@@ -192,6 +192,22 @@ pub(crate) fn write_rows<'r, T: FloatElement + 'r>(
             return unsafe { streamed_bf16(rows, acc, width) };
         }
         // SAFETY: `isa()` reported AVX-512 F/BW/VL, AVX2 and FMA (`crate::isa`).
+        return unsafe { streamed(rows, acc, width) };
+    }
+    #[cfg(target_arch = "x86_64")]
+    if crate::isa::isa() == crate::isa::Isa::Avx2Fma {
+        #[target_feature(enable = "avx2,fma")]
+        fn streamed<'r, T: FloatElement + 'r>(
+            rows: impl IntoIterator<Item = &'r mut [T]>,
+            acc: &[f32],
+            width: usize,
+        ) {
+            for (dst, src) in rows.into_iter().zip(acc.chunks_exact(width)) {
+                crate::avx2::stream_row(dst, src);
+            }
+            crate::avx2::fence();
+        }
+        // SAFETY: `isa()` reported AVX2 and FMA (`crate::isa`).
         return unsafe { streamed(rows, acc, width) };
     }
     for (dst, src) in rows.into_iter().zip(acc.chunks_exact(width)) {
