@@ -8,6 +8,7 @@
 
 mod amx;
 mod items;
+mod lanes;
 mod passes;
 mod problem;
 

@@ -25,12 +25,12 @@ use crate::isa::{Isa, isa};
 use crate::sdpa::MaskBand;
 use crate::sdpa::layout::{AHEAD, AttnLayout, prefetch_row};
 use crate::sdpa::output::write_rows;
-use crate::sdpa::softmax::exp2_nonpositive_with;
 use crate::sdpa::stage::Staged;
 use ragged_core::dtype::FloatElement;
 use ragged_core::error::KernelError;
 
 use super::items::{Item, RowsItem, for_each_item, tiles};
+use super::lanes::{p_and_ds, transpose};
 use super::problem::Problem;
 
 /// The backward's inputs as typed slices, read where they lie by each work item.
@@ -498,20 +498,7 @@ fn tile_pair<F: MulAdd, K: Blocking>(
                 None => (0..0, 0.0, 0.0),
             };
             let first = kp * MR;
-            #[cfg(target_arch = "x86_64")]
-            if K::WIDE {
-                // SAFETY: the wide blocking is compiled and chosen only where `isa()` reported
-                // AVX-512 F/BW/VL, AVX2 and FMA (`run_item`).
-                unsafe { ds_lane_wide((p_lane, ds_lane), &admitted, first, (scale_log2, l, d)) };
-                continue;
-            }
-            for (jj, (x, g)) in p_lane.0.iter_mut().zip(&mut ds_lane.0).enumerate() {
-                let inside = admitted.start <= first + jj && first + jj < admitted.end;
-                let prob = exp2_nonpositive_with::<F>(F::mul_add(*x, scale_log2, -l));
-                let prob = if inside { prob } else { 0.0 };
-                *g = if inside { prob * (*g - d) } else { 0.0 };
-                *x = prob;
-            }
+            p_and_ds::<F, K>((p_lane, ds_lane), &admitted, first, (scale_log2, l, d));
         }
     }
 
@@ -548,17 +535,7 @@ fn tile_pair<F: MulAdd, K: Blocking>(
     for (c, quads) in ds_quads.chunks_exact_mut(nk).enumerate() {
         for (kp, quads) in quads.chunks_mut(MR).enumerate() {
             let lanes = &ds_t[kp * nr4 + c * NR..kp * nr4 + c * NR + NR];
-            #[cfg(target_arch = "x86_64")]
-            if let (true, Ok(quads)) = (K::WIDE, <&mut [[f32; NR]; MR]>::try_from(&mut *quads)) {
-                let rows = std::array::from_fn(|t| &lanes[t].0);
-                // SAFETY: the wide blocking is compiled and chosen only where `isa()` reported
-                // AVX-512 F/BW/VL, AVX2 and FMA (`run_item`).
-                unsafe { crate::avx512::transpose_4x16(rows, quads) };
-                continue;
-            }
-            for (jj, quad) in quads.iter_mut().enumerate() {
-                *quad = std::array::from_fn(|t| lanes[t].0[jj]);
-            }
+            transpose::<K>(lanes, quads);
         }
     }
     let ds_quads = &*ds_quads;
@@ -570,34 +547,6 @@ fn tile_pair<F: MulAdd, K: Blocking>(
         |c| &ds_quads[c * nk..(c + 1) * nk],
         |q, c, block| accumulate(dq, dqk, c * NR..nr, q * MR, block, cfg.scale),
     );
-}
-
-/// One lane of the loop above on AVX-512 registers: the exponent with one fused multiply-add
-/// and `crate::avx512::exp2_nonpositive` (the portable polynomial without fusion took twice the
-/// instructions).
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma")]
-fn ds_lane_wide(
-    (p_lane, ds_lane): (&mut Lane, &mut Lane),
-    admitted: &Range<usize>,
-    first: usize,
-    (scale_log2, l, d): (f32, f32, f32),
-) {
-    use std::arch::x86_64::*;
-
-    use crate::avx512;
-
-    let clip = |key: usize| key.clamp(first, first + MR) as i32;
-    let inside = avx512::lanes_between(first as i32, clip(admitted.start), clip(admitted.end));
-    let x = _mm512_fmadd_ps(
-        avx512::load(&p_lane.0),
-        _mm512_set1_ps(scale_log2),
-        _mm512_set1_ps(-l),
-    );
-    let prob = _mm512_maskz_mov_ps(inside, avx512::exp2_nonpositive(x));
-    let dp = _mm512_sub_ps(avx512::load(&ds_lane.0), _mm512_set1_ps(d));
-    avx512::store(_mm512_maskz_mul_ps(inside, prob, dp), &mut ds_lane.0);
-    avx512::store(prob, &mut p_lane.0);
 }
 
 /// `Σ x·y` over 16 running sums, so that it vectorises.
