@@ -89,9 +89,10 @@ fn ds_lane_wide(
 }
 
 /// [`ds_lane_wide`] on two AVX2 registers, with `crate::avx2::exp2_nonpositive` (the portable
-/// polynomial's bits).
+/// polynomial's bits); marked for inlining, which LLVM left a call per lane.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
+#[inline]
 fn ds_lane_avx2(
     (p_lane, ds_lane): (&mut Lane, &mut Lane),
     admitted: &Range<usize>,
