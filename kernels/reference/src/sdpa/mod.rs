@@ -50,13 +50,18 @@ const UNMASKED_KEY_TILE: usize = 256;
 /// Bytes one step's operands may take: the per-core L2 of this project's machine (512 KiB).
 const L2_BYTES: usize = 512 << 10;
 
+/// Whether `band` admits every key of every row (both bounds unbounded), so that no tile is
+/// masked.
+pub(crate) fn admits_every_key(band: &MaskBand) -> bool {
+    let unbounded = |bound: Option<i64>| bound.is_none_or(|b| b < 0);
+    unbounded(band.left) && unbounded(band.right)
+}
+
 /// Tile sizes for the given head dims and mask, halved (keys first) until one step's Q, K and V
 /// tiles, score tile and accumulator fit in L2. The micro-kernel never threads (see
 /// [`crate::gemm`]), so only the cache bounds them.
 fn tile_sizes(dim_qk: usize, dim_v: usize, band: &MaskBand) -> (usize, usize) {
-    let unbounded = |bound: Option<i64>| bound.is_none_or(|b| b < 0);
-    let every_key = unbounded(band.left) && unbounded(band.right);
-    let key_tile = if every_key {
+    let key_tile = if admits_every_key(band) {
         UNMASKED_KEY_TILE
     } else {
         KEY_TILE

@@ -115,9 +115,17 @@ impl SdpaBackwardParams {
 /// this project's 2-core AVX2 machine (`benches/cpu_sdpa.rs --backward`, CPU time per call):
 /// 128 × 128 beat 64 × 64 by 10 % at D = 64 and 128, and both mixed shapes by 3–5 %, although at
 /// D = 128 one step's tiles (Q, dO and dQ rows in both arrangements, K, V, dK, dV rows, P and dS)
-/// then exceed the 512 KiB L2: fewer, larger products repack less.
-fn tile(dim_qk: usize, dim_v: usize) -> usize {
-    if dim_qk.max(dim_v) <= 128 { 128 } else { 64 }
+/// then exceed the 512 KiB L2: fewer, larger products repack less. Where the mask admits every
+/// key (`unmasked`) the f32 tiles take 192: each query tile sweeps the item's keys and their dK
+/// and dV rows, which leave L2 between sweeps, so fewer query tiles move less (Xeon model 207,
+/// one thread: +1–3 % at D 64 and 128, AVX-512 and AVX2 builds), while masked bands lost 3 % on
+/// their diagonal tiles.
+fn tile(dim_qk: usize, dim_v: usize, unmasked: bool) -> usize {
+    match (dim_qk.max(dim_v) <= 128, unmasked) {
+        (true, true) => 192,
+        (true, false) => 128,
+        (false, _) => 64,
+    }
 }
 
 /// SDPA backward on the CPU for the forward `O = softmax(scale·Q·Kᵀ + mask)·V` and its LSE.
@@ -158,8 +166,9 @@ fn run<T: FloatElement>(
     params: &SdpaBackwardParams,
 ) -> Result<(), KernelError> {
     let f = &p.fwd;
-    let key_tile = tile(f.dim_qk, f.dim_v);
     let amx = T::DATA_TYPE == DataType::BF16 && crate::isa::bf16_on_amx();
+    let unmasked = !amx && crate::sdpa::admits_every_key(&params.band);
+    let key_tile = tile(f.dim_qk, f.dim_v, unmasked);
     let cfg = Config {
         scale: params.scale,
         band: params.band,
