@@ -29,44 +29,19 @@ pub(crate) fn store(x: __m256, to: &mut [f32; 8]) {
 /// The caller orders them with [`fence`].
 #[target_feature(enable = "avx2,fma")]
 pub(crate) fn stream_row<T: FloatElement>(dst: &mut [T], src: &[f32]) {
-    const LINE: usize = 64;
-    let per = LINE / std::mem::size_of::<T>();
-    let len = dst.len().min(src.len());
-    let (dst, src) = (&mut dst[..len], &src[..len]);
-    let head = dst.as_ptr().align_offset(LINE).min(len);
-    let (dst_head, dst_body) = dst.split_at_mut(head);
-    let (src_head, src_body) = src.split_at(head);
-    for (y, &x) in dst_head.iter_mut().zip(src_head) {
-        *y = T::from_f32(x);
-    }
-    let mut dst_lines = dst_body.chunks_exact_mut(per);
-    let mut src_lines = src_body.chunks_exact(per);
-    let mut line = [T::from_f32(0.0); 16];
-    for (to, from) in dst_lines.by_ref().zip(src_lines.by_ref()) {
-        let mut wide = [T::from_f32(0.0); 32];
-        let buffer: &mut [T] = if per <= 16 { &mut line } else { &mut wide };
-        for (y, &x) in buffer.iter_mut().zip(from) {
-            *y = T::from_f32(x);
-        }
+    crate::stream::convert_lines(dst, src, |to, from| {
         let (to, from) = (
             to.as_mut_ptr().cast::<__m256i>(),
-            buffer.as_ptr().cast::<__m256i>(),
+            from.as_ptr().cast::<__m256i>(),
         );
-        // SAFETY: `buffer` holds at least `per` initialised elements, 64 bytes; `to` is `per`
-        // elements, 64 writable bytes borrowed exclusively, on a 64-byte boundary (the lines
-        // start at an aligned element), so both halves are 32-byte aligned.
+        // SAFETY: `from` holds at least 64 readable bytes; `to` is 64 writable bytes borrowed
+        // exclusively, on a 64-byte boundary (`convert_lines`), so both halves are 32-byte
+        // aligned.
         unsafe {
             _mm256_stream_si256(to, _mm256_loadu_si256(from));
             _mm256_stream_si256(to.add(1), _mm256_loadu_si256(from.add(1)));
         }
-    }
-    for (y, &x) in dst_lines
-        .into_remainder()
-        .iter_mut()
-        .zip(src_lines.remainder())
-    {
-        *y = T::from_f32(x);
-    }
+    });
 }
 
 /// Orders the non-temporal stores of [`stream_row`] before every later store.

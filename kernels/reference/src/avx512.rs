@@ -43,43 +43,16 @@ pub(crate) fn store_u32(x: __m512i, to: &mut [u32; 16]) {
 /// that an ordinary store makes of every line. The caller orders them with [`fence`].
 #[target_feature(enable = "avx512f")]
 pub(crate) fn stream_row<T: FloatElement>(dst: &mut [T], src: &[f32]) {
-    const LINE: usize = 64;
-    let per = LINE / std::mem::size_of::<T>();
-    let len = dst.len().min(src.len());
-    let (dst, src) = (&mut dst[..len], &src[..len]);
-    let head = dst.as_ptr().align_offset(LINE).min(len);
-    let (dst_head, dst_body) = dst.split_at_mut(head);
-    let (src_head, src_body) = src.split_at(head);
-    for (y, &x) in dst_head.iter_mut().zip(src_head) {
-        *y = T::from_f32(x);
-    }
-    let mut dst_lines = dst_body.chunks_exact_mut(per);
-    let mut src_lines = src_body.chunks_exact(per);
-    let mut line = [T::from_f32(0.0); 16];
-    for (to, from) in dst_lines.by_ref().zip(src_lines.by_ref()) {
-        // Two lines' worth for 16-bit types: one conversion loop LLVM vectorises, one store.
-        let mut wide = [T::from_f32(0.0); 32];
-        let buffer: &mut [T] = if per <= 16 { &mut line } else { &mut wide };
-        for (y, &x) in buffer.iter_mut().zip(from) {
-            *y = T::from_f32(x);
-        }
-        // SAFETY: `buffer` holds at least `per` initialised elements, 64 bytes; `to` is `per`
-        // elements, 64 writable bytes borrowed exclusively, on a 64-byte boundary (the lines
-        // start at an aligned element).
+    crate::stream::convert_lines(dst, src, |to, from| {
+        // SAFETY: `from` holds at least 64 readable bytes; `to` is 64 writable bytes borrowed
+        // exclusively, on a 64-byte boundary (`convert_lines`).
         unsafe {
             _mm512_stream_si512(
                 to.as_mut_ptr().cast(),
-                _mm512_loadu_si512(buffer.as_ptr().cast()),
+                _mm512_loadu_si512(from.as_ptr().cast()),
             )
         }
-    }
-    for (y, &x) in dst_lines
-        .into_remainder()
-        .iter_mut()
-        .zip(src_lines.remainder())
-    {
-        *y = T::from_f32(x);
-    }
+    });
 }
 
 /// [`stream_row`] for bf16 on `vcvtneps2bf16`, 32 elements per line: the same bits as

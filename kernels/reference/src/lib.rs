@@ -22,6 +22,8 @@ pub mod parallel;
 pub mod sdpa;
 pub mod sdpa_backward;
 pub mod sdpa_fp8;
+#[cfg(target_arch = "x86_64")]
+mod stream;
 
 pub use sdpa::{ForwardExtras, PagedInputs, SdpaParams, sdpa_forward, sdpa_forward_with};
 pub use sdpa_backward::{BackwardInputs, BackwardOutputs, SdpaBackwardParams, sdpa_backward};
