@@ -94,16 +94,7 @@ pub(crate) fn lanes_between(first: i32, lo: i32, hi: i32) -> __m256 {
 /// with fused multiply-adds, step for step, so the same bits; results below `2^-126` are 0.
 #[target_feature(enable = "avx2,fma")]
 pub(crate) fn exp2_nonpositive(x: __m256) -> __m256 {
-    const ROUNDER: f32 = 12_582_912.0;
-    #[allow(clippy::approx_constant)] // a fitted coefficient, not ln 2
-    const C: [f32; 6] = [
-        1.0,
-        0.693_147,
-        0.240_222_42,
-        0.055_507_336,
-        0.009_671_495,
-        0.001_326_465_6,
-    ];
+    use crate::sdpa::softmax::{EXP2_COEFFS as C, EXP2_ROUNDER as ROUNDER};
     let low = _mm256_cmp_ps::<_CMP_LT_OQ>(x, _mm256_set1_ps(-126.0));
     let clamped = _mm256_blendv_ps(x, _mm256_set1_ps(-127.0), low);
     let shifted = _mm256_add_ps(clamped, _mm256_set1_ps(ROUNDER));

@@ -146,15 +146,7 @@ pub(crate) fn lanes_between(first: i32, lo: i32, hi: i32) -> __mmask16 {
 /// `2^-126` are 0.
 #[target_feature(enable = "avx512f")]
 pub(crate) fn exp2_nonpositive(x: __m512) -> __m512 {
-    #[allow(clippy::approx_constant)] // a fitted coefficient, not ln 2
-    const C: [f32; 6] = [
-        1.0,
-        0.693_147,
-        0.240_222_42,
-        0.055_507_336,
-        0.009_671_495,
-        0.001_326_465_6,
-    ];
+    use crate::sdpa::softmax::EXP2_COEFFS as C;
     // Lanes at or above −126, NaN included (an unordered compare): the others become an exact
     // 0 through the zero-masked scaling, whatever the polynomial made of them (−∞ gives NaN).
     let kept = _mm512_cmp_ps_mask::<_CMP_NLT_UQ>(x, _mm512_set1_ps(-126.0));

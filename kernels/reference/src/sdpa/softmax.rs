@@ -14,40 +14,43 @@ pub(crate) fn exp2_nonpositive(x: f32) -> f32 {
     exp2_nonpositive_with::<Separate>(x)
 }
 
+/// Round to nearest through the 1.5·2²³ trick: adding it leaves n in the low mantissa bits.
+pub(crate) const EXP2_ROUNDER: f32 = 12_582_912.0;
+
+/// The polynomial of every `exp2_nonpositive` (here and the AVX2 / AVX-512 forms, which must give
+/// the same n and p): a relative-error minimax fit of 2^r on [-1/2, 1/2] with the constant pinned
+/// to 1 (so that exact powers of two stay exact), 1.1e-7 worst case with these f32 coefficients,
+/// within two ulps, which degree 5 reaches at two fewer multiply-adds per score than a Taylor series.
+#[allow(clippy::approx_constant)] // [1] is a fitted coefficient, not ln 2
+pub(crate) const EXP2_COEFFS: [f32; 6] = [
+    1.0,
+    0.693_147,
+    0.240_222_42,
+    0.055_507_336,
+    0.009_671_495,
+    0.001_326_465_6,
+];
+
 /// [`exp2_nonpositive`] with the polynomial's multiply-adds computed as `F` says: fused in the
 /// loops compiled for FMA, where LLVM does not fuse them on its own.
 #[inline(always)]
 pub(crate) fn exp2_nonpositive_with<F: MulAdd>(x: f32) -> f32 {
-    // Round to nearest through the 1.5·2²³ trick: adding it leaves n in the low mantissa bits.
-    const ROUNDER: f32 = 12_582_912.0;
-    // Relative-error minimax fit of 2^r on [-1/2, 1/2] with the constant pinned to 1 (so that
-    // exact powers of two stay exact): 1.1e-7 worst case with these f32 coefficients, within two
-    // ulps, which degree 5 reaches at two fewer multiply-adds per score than a Taylor series.
-    #[allow(clippy::approx_constant)] // C[1] is a fitted coefficient, not ln 2
-    const C: [f32; 6] = [
-        1.0,
-        0.693_147,
-        0.240_222_42,
-        0.055_507_336,
-        0.009_671_495,
-        0.001_326_465_6,
-    ];
     // Below −126 the argument becomes −127: n = −127 makes the power-of-two bits 0, so the
     // result is an exact 0 without a select on the result (a select there made LLVM keep the
     // callers' running sums in memory behind masked stores). NaN fails the comparison and
     // propagates.
     let clamped = if x < -126.0 { -127.0 } else { x };
-    let shifted = clamped + ROUNDER;
-    let n = shifted - ROUNDER;
+    let shifted = clamped + EXP2_ROUNDER;
+    let n = shifted - EXP2_ROUNDER;
     let r = clamped - n;
-    let n_bits = shifted.to_bits().wrapping_sub(ROUNDER.to_bits());
+    let n_bits = shifted.to_bits().wrapping_sub(EXP2_ROUNDER.to_bits());
     let two_to_n = f32::from_bits(n_bits.wrapping_add(127) << 23);
-    let p = C[5];
-    let p = F::mul_add(p, r, C[4]);
-    let p = F::mul_add(p, r, C[3]);
-    let p = F::mul_add(p, r, C[2]);
-    let p = F::mul_add(p, r, C[1]);
-    let p = F::mul_add(p, r, C[0]);
+    let p = EXP2_COEFFS[5];
+    let p = F::mul_add(p, r, EXP2_COEFFS[4]);
+    let p = F::mul_add(p, r, EXP2_COEFFS[3]);
+    let p = F::mul_add(p, r, EXP2_COEFFS[2]);
+    let p = F::mul_add(p, r, EXP2_COEFFS[1]);
+    let p = F::mul_add(p, r, EXP2_COEFFS[0]);
     p * two_to_n
 }
 
