@@ -47,6 +47,12 @@ POISON = {"bf16": 0x7FC1, "f16": 0x7E01}
 DEV = "cuda"  # the tests of this harness itself run it on "cpu" with a stand-in engine
 MIX = [3874, 2585, 2823, 3682, 2396, 1024]
 
+
+def di_rows(s_q_max):
+    """Rows of Di (and of the scaled LSE after it) per (batch, head): S_q_max rounded up to 64."""
+    return (s_q_max + 63) // 64 * 64
+
+
 def compile_module():
     with open(SRC) as f:
         src = f.read()
@@ -119,8 +125,9 @@ class Backward:
             "tiles": cp.zeros(max(1, batch * max_tiles) * 2, dtype=cp.int32),
             "count": cp.zeros(1, dtype=cp.int32),
             "err": cp.zeros(1, dtype=cp.uint32),
-            # Di poisoned: a kernel reading a Di the dot pass did not write gets NaN.
-            "di": cp.full(max(1, batch * h_q * s_q_max), np.nan, dtype=cp.float32),
+            # Di, then the LSE times log2(e) in its layout (rows padded to 64), poisoned: a kernel
+            # reading a row the dot pass did not write gets NaN.
+            "di": cp.full(max(1, 2 * batch * h_q * di_rows(s_q_max)), np.nan, dtype=cp.float32),
         } | ({"dq_acc": cp.full(max(1, h_q * batch * ((s_q_max + 63) // 64)) * 8192, np.nan, dtype=cp.float32)}
              if self.fused else {})
 
@@ -141,9 +148,9 @@ class Backward:
         if "dot" in parts:
             rb = (p["s_q_max"] + self.dot_cfg[0] - 1) // self.dot_cfg[0]
             self.dot((B * rb,), (self.dot_cfg[2],), (
-                u64(p["o"]), u64(p["do"]), u64(ws["di"].data.ptr), u64(ws["batches"].data.ptr),
-                i64(p["o_seq"]), i64(p["o_head"]), i64(p["do_seq"]), i64(p["do_head"]), i32(p["h_q"]),
-                i32(p["s_q_max"]), i32(rb), u64(ws["dq_acc"].data.ptr if self.fused else 0), i32(B)))
+                u64(p["o"]), u64(p["do"]), u64(p["lse"]), u64(ws["di"].data.ptr), u64(ws["batches"].data.ptr),
+                i64(p["o_seq"]), i64(p["o_head"]), i64(p["do_seq"]), i64(p["do_head"]), i64(p["lse_seq"]),
+                i64(p["lse_head"]), i32(p["h_q"]), i32(di_rows(p["s_q_max"])), i32(rb), u64(ws["dq_acc"].data.ptr if self.fused else 0), i32(B)))
         kv_tiles = (p["s_kv_max"] + self.dkdv_cfg[1] - 1) // self.dkdv_cfg[1]
         args = (
             u64(p["q"]), u64(p["k"]), u64(p["v"]), u64(p["do"]), u64(p["lse"]), u64(ws["di"].data.ptr),
@@ -152,7 +159,7 @@ class Backward:
             i64(p["q_seq"]), i64(p["q_head"]), i64(p["k_seq"]), i64(p["k_head"]), i64(p["v_seq"]), i64(p["v_head"]),
             i64(p["do_seq"]), i64(p["do_head"]), i64(p["dq_seq"]), i64(p["dq_head"]), i64(p["dk_seq"]),
             i64(p["dk_head"]), i64(p["dv_seq"]), i64(p["dv_head"]), i64(p["lse_seq"]), i64(p["lse_head"]),
-            i32(p["s_q_max"]), i32(B), i32(kv_tiles), i32(p["h_q"]), i32(p["h_kv"]), f32(p["scale"]),
+            i32(di_rows(p["s_q_max"])), i32(B), i32(kv_tiles), i32(p["h_q"]), i32(p["h_kv"]), f32(p["scale"]),
             i32(p["left"]), i32(p["right"]), i32(p["br"]))
         q_tiles = (p["s_q_max"] + bm - 1) // bm
         if self.fused:

@@ -2,7 +2,10 @@
 
 // Parameters shared by the dK/dV and the dQ kernels. Every tensor has its own token (seq) and head
 // strides in elements; Q, O, dO and dQ share Q's token starts (batches[b].q_tok), K, V, dK and dV
-// share K's. Di is f32 workspace indexed ((b * h_q + h) * di_rows + i).
+// share K's. Di is f32 workspace indexed ((b * h_q + h) * di_rows + i), di_rows = S_q_max rounded
+// up to RAGGED_BWD_DI_ROWS; the same count of f32 follows it, the LSE times log2e in the same
+// layout (bwd_lse2). The Di pass writes both, rows past Lq(b) of a batch's last 64-row block as
+// zeros, so the TMA dK/dV kernel reads a 64-row tile of each as one bulk copy.
 #define RAGGED_BWD_PARAMS                                                                                       \
     const u16 *__restrict__ q, const u16 *__restrict__ k, const u16 *__restrict__ v,                            \
         const u16 *__restrict__ d_o, const float *__restrict__ lse, const float *__restrict__ di,               \
@@ -17,6 +20,17 @@
         kv_tiles, h_q, h_kv, scale, mask_left, mask_right, bottom_right
 
 #define RAGGED_LOG2E 1.4426950408889634f
+
+// Rows of Di (and of the scaled LSE) per (batch, query head) are padded to a multiple of this: the
+// TMA dK/dV kernel's query tile, the Di pass's row block.
+#define RAGGED_BWD_DI_ROWS 64
+
+// The LSE times log2e in Di's row layout, right after Di's B * h_q * di_rows floats.
+// F: float (the Di pass writes it) or const float (the dK/dV kernel reads it).
+template <typename F>
+__device__ __forceinline__ F* bwd_lse2(F* di, int batch, int h_q, int di_rows) {
+    return di + (i64)batch * h_q * di_rows;
+}
 
 // The block prologues the mma.sync and the wgmma kernels share. Macros rather than inlined functions,
 // for the reason the forward's prologue is one (fmha/block.cuh): a macro expands to the same

@@ -16,11 +16,12 @@
     extern "C" {                                                                                           \
     __constant__ int NAME##_config[4] = {RAGGED_BWD_DOT_ROWS, 0, RAGGED_BWD_DOT_THREADS, 0};               \
     __global__ void __launch_bounds__(RAGGED_BWD_DOT_THREADS)                                              \
-        NAME(const u16* __restrict__ o, const u16* __restrict__ d_o, float* __restrict__ di,               \
-             const RaggedBatch* __restrict__ batches, i64 o_seq, i64 o_head, i64 do_seq, i64 do_head, int h_q, \
-             int di_rows, int row_blocks, float* __restrict__ dq_acc, int batch) {                         \
-        bwd_dot_body<BF16, D>(o, d_o, di, batches, o_seq, o_head, do_seq, do_head, h_q, di_rows, row_blocks,  \
-                              dq_acc, batch);                                                              \
+        NAME(const u16* __restrict__ o, const u16* __restrict__ d_o, const float* __restrict__ lse,         \
+             float* __restrict__ di, const RaggedBatch* __restrict__ batches, i64 o_seq, i64 o_head,       \
+             i64 do_seq, i64 do_head, i64 lse_seq, i64 lse_head, int h_q, int di_rows, int row_blocks,     \
+             float* __restrict__ dq_acc, int batch) {                                                      \
+        bwd_dot_body<BF16, D>(o, d_o, lse, di, batches, o_seq, o_head, do_seq, do_head, lse_seq, lse_head, h_q, \
+                              di_rows, row_blocks, dq_acc, batch);                                         \
     }                                                                                                      \
     }
 

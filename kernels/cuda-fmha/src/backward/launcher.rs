@@ -337,17 +337,21 @@ pub(super) unsafe fn prepass_and_di(
         launcher::check_flag(stream, base + w.error_flag, f)?;
     }
     use KernelArg::{I32, I64, Ptr};
+    let (lse_seq, lse_head) = lse_strides(plan);
     let dot_args = [
         Ptr(buffers.forward.o),
         Ptr(buffers.d_o),
+        Ptr(buffers.forward.lse),
         Ptr(base + w.di),
         Ptr(base + w.batches),
         I64(f.o.seq),
         I64(f.o.head),
         I64(plan.d_o.seq),
         I64(plan.d_o.head),
+        I64(lse_seq),
+        I64(lse_head),
         I32(f.heads_q),
-        I32(f.s_q_max),
+        I32(w.di_rows),
         I32(row_blocks as i32),
         Ptr(dq_acc.unwrap_or(0)),
         I32(f.batch),
@@ -358,9 +362,10 @@ pub(super) unsafe fn prepass_and_di(
         block: (dot.threads, 1, 1),
         shared_mem_bytes: 0,
     };
-    // SAFETY: mirrors RAGGED_BWD_DOT_ENTRY's parameters; O and dO hold the plan's rows, the
-    // pre-pass enqueued before it on this stream wrote the batch records it reads; the
-    // accumulator, when given, is the workspace's region of the plan's layout.
+    // SAFETY: mirrors RAGGED_BWD_DOT_ENTRY's parameters; O, dO and the LSE hold the plan's rows,
+    // the pre-pass enqueued before it on this stream wrote the batch records it reads; Di and the
+    // scaled LSE after it (B · H_q · di_rows f32 each) and the accumulator, when given, are the
+    // workspace's regions of the plan's layout.
     unsafe { launch(function, config, stream, &dot_args) }
 }
 
@@ -376,6 +381,13 @@ fn prepass_args(
     launcher::prepass_args_for(&plan.forward, dq, &b.forward, base, records)
 }
 
+/// The LSE's (seq, head) element strides (a backward plan always has an LSE).
+fn lse_strides(plan: &BackwardPlan) -> (i64, i64) {
+    plan.forward
+        .lse
+        .map_or((0, 0), |l| (l.seq_stride, l.head_stride))
+}
+
 /// Parameters of the dK/dV, dQ and fused kernels (RAGGED_BWD_PARAMS), in signature order.
 pub(super) fn gradient_args(
     plan: &BackwardPlan,
@@ -386,7 +398,7 @@ pub(super) fn gradient_args(
     use KernelArg::{F32, I32, I64, Ptr};
     let f = &plan.forward;
     let w = plan.workspace;
-    let (lse_seq, lse_head) = f.lse.map_or((0, 0), |l| (l.seq_stride, l.head_stride));
+    let (lse_seq, lse_head) = lse_strides(plan);
     vec![
         Ptr(b.forward.q),
         Ptr(b.forward.k),
@@ -416,7 +428,7 @@ pub(super) fn gradient_args(
         I64(plan.dv.head),
         I64(lse_seq),
         I64(lse_head),
-        I32(f.s_q_max),
+        I32(w.di_rows),
         I32(f.batch),
         I32(kv_tiles),
         I32(f.heads_q),

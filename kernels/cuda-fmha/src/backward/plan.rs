@@ -47,8 +47,15 @@ pub struct BackwardWorkspace {
     pub tile_count: u64,
     /// `u32 err_flag`.
     pub error_flag: u64,
-    /// Di, `f32[B · H_q · S_q_max]`.
+    /// Di, `f32[B · H_q · di_rows]`, row `i` of (batch `b`, query head `h`) at
+    /// `(b · H_q + h) · di_rows + i`.
     pub di: u64,
+    /// The LSE times log2(e) in Di's layout, right after Di (`di + 4 · B · H_q · di_rows`: the
+    /// kernels derive it from Di's address), written by the Di pass for the TMA dK/dV kernel.
+    pub lse2: u64,
+    /// Rows of Di and of the scaled LSE per (batch, query head): S_q_max rounded up to
+    /// [`DI_ROW_BLOCK`].
+    pub di_rows: i32,
     /// [`DqForm::Unordered`] only: the fused kernel's f32 dQ accumulator, one blob of
     /// `FUSED_BLOB_FLOATS` per (query head, batch, block of `FUSED_BLOCK_M` query rows), zeroed by
     /// the Di pass of every call.
@@ -177,7 +184,7 @@ pub fn plan_with_form(
             q.uid,
             format!("{} backward workspace (B · H_q · S_max)", q.role),
             format!("{b} · {h_q} · {s_q}"),
-            "a workspace size that fits in 64 bits",
+            "a workspace size that fits in 64 bits, S_max rounded up to 64 below 2^31",
         )
     })?;
     let strides = |t: &Operand| RowStrides {
@@ -265,6 +272,13 @@ fn same_token_starts(primal: &Operand, gradient: &Operand) -> Result<(), Decline
     Ok(())
 }
 
+/// Di and the scaled LSE keep S_q_max rounded up to this many rows per (batch, query head), the
+/// TMA dK/dV kernel's query tile (`RAGGED_BWD_DI_ROWS`): each of its tiles is then one bulk copy
+/// of each array, 16-byte aligned, the rows past a batch's Lq zeros written by the Di pass.
+pub const DI_ROW_BLOCK: u64 = 64;
+// Di's size is then a multiple of the region alignment, so the scaled LSE follows it with no gap.
+const _: () = assert!((DI_ROW_BLOCK * 4).is_multiple_of(WORKSPACE_ALIGNMENT));
+
 /// The scratch layout for B batches of at most `s_q` query rows and `h_q` heads, with the
 /// pre-pass's tile list sized for the smallest dQ tile and, for [`DqForm::Unordered`], the dQ
 /// accumulator (32 KiB per head and block of 64 query rows of each batch); `None` if it overflows.
@@ -280,7 +294,10 @@ pub fn workspace(b: i64, s_q: i64, h_q: i64, form: DqForm) -> Option<BackwardWor
         )?,
     )?;
     let di = align(counters + 8)?;
-    let di_end = di.checked_add(b.checked_mul(h_q)?.checked_mul(s_q)?.checked_mul(4)?)?;
+    let di_rows = s_q.checked_next_multiple_of(DI_ROW_BLOCK)?;
+    let di_bytes = b.checked_mul(h_q)?.checked_mul(di_rows)?.checked_mul(4)?;
+    let lse2 = di.checked_add(di_bytes)?;
+    let di_end = lse2.checked_add(di_bytes)?;
     let (dq_acc, end) = match form {
         DqForm::Deterministic => (None, di_end),
         DqForm::Unordered => {
@@ -300,6 +317,8 @@ pub fn workspace(b: i64, s_q: i64, h_q: i64, form: DqForm) -> Option<BackwardWor
         tile_count: counters,
         error_flag: counters + 4,
         di,
+        lse2,
+        di_rows: i32::try_from(di_rows).ok()?,
         dq_acc,
         total_bytes: end.checked_add(WORKSPACE_ALIGNMENT)?,
     })
