@@ -3,8 +3,8 @@
 // ---------------------------------------------------------------------------------------------
 // The pieces a warp-specialized Hopper kernel pipelines with, shared by the forward's ws bodies and
 // the backward's kernels: mbarriers (init, parity wait, plain / cp.async / expect-tx arrivals), the
-// TMA tile load from a driver tensor map, named barriers between warpgroups, and setmaxnreg to move
-// registers from a producer warpgroup to its consumers.
+// TMA tile load from a driver tensor map, the plain bulk copy, named barriers between warpgroups,
+// and setmaxnreg to move registers from a producer warpgroup to its consumers.
 // ---------------------------------------------------------------------------------------------
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 
@@ -57,6 +57,14 @@ __device__ __forceinline__ void tma_load_3d(u32 dst, const RaggedTmaMap* map, in
             dst),
         "l"((u64)map), "r"(c0), "r"(head), "r"(row), "r"(bar)
         : "memory");
+}
+
+// Bulk copy of `bytes` (a multiple of 16) from global src to shared dst (both 16-byte aligned),
+// completing on bar as `bytes` of its expected transaction count, like a TMA tile load.
+__device__ __forceinline__ void bulk_load(u32 dst, const void* src, u32 bytes, u32 bar) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst),
+                 "l"(src), "r"(bytes), "r"(bar)
+                 : "memory");
 }
 
 // Bulk asynchronous reduction: `bytes` (a multiple of 16) of f32 at shared address src added

@@ -17,10 +17,11 @@
 // issues S^T and dP^T (its wait for S^T also retires that dK product): the buffers step n read are
 // refilled only at step n + 3.
 // TMA: the buffers are filled by warp 0 alone, one step ahead: Q and dO by TMA through the maps
-// tm_q, tm_do (box rows BM; a tail tile by zero-filling cp.async, bwd_fill_pair), the LSE and Di
-// rows by 4-byte cp.async, all completing on the buffer's full mbarrier; each warp releases a
-// buffer on its empty mbarrier once the dK product of its step has retired. No block-wide barrier
-// inside the loop: the warpgroups drift apart by up to a step.
+// tm_q, tm_do (box rows BM; a tail tile by zero-filling cp.async, bwd_fill_pair), the LSE (already
+// times log2e) and Di rows by one bulk copy each from the Di pass's arrays, all completing on the
+// buffer's full mbarrier; each warp releases a buffer on its empty mbarrier once the dK product of
+// its step has retired. No block-wide barrier inside the loop: the warpgroups drift apart by up to
+// a step.
 // FUSE_DQ: dQ as well, in the same loop (no second pass over the scores): each step's dS^T, already
 // packed in registers for dK, also gives dQ(step) = dS K, added into the f32 accumulator dq_acc
 // (bwd_fused_dq_step, fmha_bwd/fused_dq.cuh) in no fixed order: not bitwise reproducible. Two
@@ -88,6 +89,8 @@ __device__ __forceinline__ void bwd_dkdv_wg_body(RAGGED_BWD_PARAMS, const Ragged
     };
 
     // TMA: warp 0 fills step f into buffer f % NBUF once every warp released that buffer's last use.
+    // The LSE / Di rows of a tile are one bulk copy each from the Di pass's workspace arrays (rows
+    // past Lq hold zeros there), counted in the buffer's expected bytes with the Q / dO tiles.
     auto fill = [&](int f) {
         const int fb = f % NBUF;
         const int h = g * rep + f / nq;
@@ -96,18 +99,15 @@ __device__ __forceinline__ void bwd_dkdv_wg_body(RAGGED_BWD_PARAMS, const Ragged
         const i64 tok = bt.q_tok + i0;
         const u32 full = bar_full + 8 * fb;
         if (f >= NBUF) mbar_wait(bar_empty + 8 * fb, (u32)((f / NBUF) & 1) ^ 1u);
-        for (int t = lane; t < BM; t += 32) {
-            const bool live = t < rows;
-            const i64 i = i0 + t;
-            cp_async4(smem_addr(s_lse + fb * BM + t), live ? lse + bt.lse_elem + i * lse_seq + (i64)h * lse_head : lse,
-                      live);
-            cp_async4(smem_addr(s_di + fb * BM + t), live ? di + ((i64)b * h_q + h) * di_rows + i : di, live);
-        }
-        cp_async_mbar_track(full);
-        __syncwarp();
         bwd_fill_pair<D, BM>(full, s_q + fb * (BM * P * 2), s_do + fb * (BM * P * 2), tm_q, tm_do, h, (int)tok, rows,
                              q + tok * q_seq + (i64)h * q_head, q_seq, d_o + tok * do_seq + (i64)h * do_head, do_seq,
-                             q, lane);
+                             q, lane, 2 * BM * 4);
+        if (lane == 0) {
+            const float* lse2 = bwd_lse2(di, batch, h_q, di_rows);
+            const i64 row = ((i64)b * h_q + h) * di_rows + i0;
+            bulk_load(smem_addr(s_lse + fb * BM), lse2 + row, BM * 4, full);
+            bulk_load(smem_addr(s_di + fb * BM), di + row, BM * 4, full);
+        }
     };
 
     if constexpr (TMA) bwd_ring_init<NBUF, NT>(bar_full, bar_empty, tid);
@@ -182,9 +182,7 @@ __device__ __forceinline__ void bwd_dkdv_wg_body(RAGGED_BWD_PARAMS, const Ragged
 #pragma unroll
                 for (int e = 0; e < 4; ++e) {
                     const int il = nt * 8 + 2 * lt + (e & 1);
-                    // The TMA fill copies the LSE as stored (natural log); the cp.async one scaled it.
-                    const float l2 = TMA ? lse_t[il] * RAGGED_LOG2E : lse_t[il];
-                    float p = fast_exp2(st[nt * 4 + e] * sl2 - l2);
+                    float p = fast_exp2(st[nt * 4 + e] * sl2 - lse_t[il]);
                     if (!full) {
                         const int i = i0 + il;
                         const int j = j0 + key_row + ((e >> 1) << 3);

@@ -17,27 +17,22 @@ __device__ __forceinline__ void bwd_ring_init(u32 bar_full, u32 bar_empty, int t
     __syncthreads();
 }
 
-// 4-byte async copy (one f32 row statistic); when !pred nothing is read and the word is zero-filled.
-__device__ __forceinline__ void cp_async4(u32 dst, const void* src, bool pred) {
-    int n = pred ? 4 : 0;
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(n) : "memory");
-}
-
 // One warp fills a pair of ROWS-row tiles (D columns each, sw128 layout, 1024-byte aligned) that
 // complete together on `bar` (initialised with count 1): rows [row, row + ROWS) of head `head` of
 // the two tensors behind maps ma, mb. A whole pair (valid >= ROWS) is 2 D / 64 TMA boxes issued by
 // lane 0 after one expect-tx arrival; a tail pair is copied by the 32 lanes with cp.async, rows
 // >= valid zero-filled without being read (never another batch's rows, never past a buffer), each
 // lane's copies held on the barrier and lane 0's arrival counted once all lanes registered theirs.
-// Copies the caller issued before (and registered with cp_async_mbar_track, then __syncwarp) are
-// covered by the same phase.
+// `extra_tx` bytes of bulk copies the caller's lane 0 issues on the same barrier after this call
+// are announced in that arrival (both branches), so the phase also waits for them.
 template <int D, int ROWS>
 __device__ __forceinline__ void bwd_fill_pair(u32 bar, u32 dst_a, u32 dst_b, const RaggedTmaMap* ma,
                                               const RaggedTmaMap* mb, int head, int row, int valid, const u16* ga,
-                                              i64 stride_a, const u16* gb, i64 stride_b, const u16* safe, int lane) {
+                                              i64 stride_a, const u16* gb, i64 stride_b, const u16* safe, int lane,
+                                              u32 extra_tx = 0) {
     if (valid >= ROWS) {
         if (lane == 0) {
-            mbar_arrive_expect_tx(bar, 2 * ROWS * D * 2);
+            mbar_arrive_expect_tx(bar, 2 * ROWS * D * 2 + extra_tx);
 #pragma unroll
             for (int cb = 0; cb < D / 64; ++cb) {
                 tma_load_3d(dst_a + cb * (ROWS * 128), ma, cb * 64, head, row, bar);
@@ -58,7 +53,7 @@ __device__ __forceinline__ void bwd_fill_pair(u32 bar, u32 dst_a, u32 dst_b, con
         }
         cp_async_mbar_track(bar);
         __syncwarp();
-        if (lane == 0) mbar_arrive(bar);
+        if (lane == 0) mbar_arrive_expect_tx(bar, extra_tx);
     }
 }
 
