@@ -59,12 +59,17 @@ __device__ __forceinline__ void tma_load_3d(u32 dst, const RaggedTmaMap* map, in
         : "memory");
 }
 
-// Bulk copy of `bytes` (a multiple of 16) from global src to shared dst (both 16-byte aligned),
-// completing on bar as `bytes` of its expected transaction count, like a TMA tile load.
-__device__ __forceinline__ void bulk_load(u32 dst, const void* src, u32 bytes, u32 bar) {
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst),
-                 "l"(src), "r"(bytes), "r"(bar)
-                 : "memory");
+// TMA: the box of a 2-D map at (c0, c1) into shared memory at dst (16-byte aligned), completing on
+// bar. The backward's row statistics come this way rather than by a plain cp.async.bulk: both are
+// the same copy engine, but compute-sanitizer's racecheck attributes a plain bulk copy's writes to
+// the issuing thread and does not take the mbarrier's completion as ordering them before the other
+// warps' reads (a reported hazard on correct code), while it leaves tensor copies to the unit.
+__device__ __forceinline__ void tma_load_2d(u32 dst, const RaggedTmaMap* map, int c0, int c1, u32 bar) {
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(
+            dst),
+        "l"((u64)map), "r"(c0), "r"(c1), "r"(bar)
+        : "memory");
 }
 
 // Bulk asynchronous reduction: `bytes` (a multiple of 16) of f32 at shared address src added

@@ -30,7 +30,8 @@
 // warpgroups then stay in step). The kernel's `dq` is unused; the convert pass writes dQ.
 template <bool BF16, int D, bool TMA, bool FUSE_DQ = false>
 __device__ __forceinline__ void bwd_dkdv_wg_body(RAGGED_BWD_PARAMS, const RaggedTmaMap* tm_q = nullptr,
-                                                 const RaggedTmaMap* tm_do = nullptr, float* dq_acc = nullptr) {
+                                                 const RaggedTmaMap* tm_do = nullptr,
+                                                 const RaggedTmaMap* tm_stats = nullptr, float* dq_acc = nullptr) {
     constexpr int BM = 64;
     constexpr int BN = 128;
     constexpr int NT = 256;
@@ -89,8 +90,9 @@ __device__ __forceinline__ void bwd_dkdv_wg_body(RAGGED_BWD_PARAMS, const Ragged
     };
 
     // TMA: warp 0 fills step f into buffer f % NBUF once every warp released that buffer's last use.
-    // The LSE / Di rows of a tile are one bulk copy each from the Di pass's workspace arrays (rows
-    // past Lq hold zeros there), counted in the buffer's expected bytes with the Q / dO tiles.
+    // The LSE / Di rows of a tile are one TMA copy each through tm_stats, the 2-D map (64-row blocks) over the Di
+    // pass's two workspace arrays (Di, then the scaled LSE; rows past Lq hold zeros there), counted
+    // in the buffer's expected bytes with the Q / dO tiles.
     auto fill = [&](int f) {
         const int fb = f % NBUF;
         const int h = g * rep + f / nq;
@@ -103,10 +105,12 @@ __device__ __forceinline__ void bwd_dkdv_wg_body(RAGGED_BWD_PARAMS, const Ragged
                              q + tok * q_seq + (i64)h * q_head, q_seq, d_o + tok * do_seq + (i64)h * do_head, do_seq,
                              q, lane, 2 * BM * 4);
         if (lane == 0) {
-            const float* lse2 = bwd_lse2(di, batch, h_q, di_rows);
-            const i64 row = ((i64)b * h_q + h) * di_rows + i0;
-            bulk_load(smem_addr(s_lse + fb * BM), lse2 + row, BM * 4, full);
-            bulk_load(smem_addr(s_di + fb * BM), di + row, BM * 4, full);
+            // tm_stats: blocks of RAGGED_BWD_DI_ROWS f32 (a tile's rows: i0 and di_rows are multiples
+            // of it), Di's blocks then the scaled LSE's; the host keeps the block count an int.
+            static_assert(BM == RAGGED_BWD_DI_ROWS, "one statistics block per query tile");
+            const int blk = ((b * h_q + h) * di_rows + i0) / RAGGED_BWD_DI_ROWS;
+            tma_load_2d(smem_addr(s_lse + fb * BM), tm_stats, 0, batch * h_q * (di_rows / RAGGED_BWD_DI_ROWS) + blk, full);
+            tma_load_2d(smem_addr(s_di + fb * BM), tm_stats, 0, blk, full);
         }
     };
 

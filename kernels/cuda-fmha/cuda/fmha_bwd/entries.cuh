@@ -108,8 +108,9 @@ RAGGED_BWD_ALL(f16, false)
     __constant__ int NAME##_config[4] = {64, 128, 256, RAGGED_BWD_DKDV_WG_SMEM(D) + 16 * 3};                     \
     __constant__ int NAME##_tma[1] = {1};                                                                        \
     __global__ void __launch_bounds__(256, 1)                                                                    \
-        NAME(RAGGED_BWD_PARAMS, const __grid_constant__ RaggedTmaMap tm_q, const __grid_constant__ RaggedTmaMap tm_do) { \
-        bwd_dkdv_wg_body<BF16, D, true>(RAGGED_BWD_ARGS, &tm_q, &tm_do);                                         \
+        NAME(RAGGED_BWD_PARAMS, const __grid_constant__ RaggedTmaMap tm_q, const __grid_constant__ RaggedTmaMap tm_do, \
+             const __grid_constant__ RaggedTmaMap tm_stats) {                                                    \
+        bwd_dkdv_wg_body<BF16, D, true>(RAGGED_BWD_ARGS, &tm_q, &tm_do, &tm_stats);                              \
     }                                                                                                            \
     }
 // Hopper wgmma dQ (fmha_bwd/dq_wg.cuh): BM = 64 NWG, Q and dO, three K and three V buffers of BN rows.
@@ -155,7 +156,7 @@ RAGGED_BWD_WG_ALL(f16, false)
     extern "C" {                                                                                       \
     __constant__ int NAME##_config[4] = {RAGGED_BWD_FUSED_ROWS, 128, 256, RAGGED_BWD_FUSED_SMEM(D)};   \
     __global__ void __launch_bounds__(256, 1) NAME(RAGGED_BWD_PARAMS, float* __restrict__ dq_acc) {   \
-        bwd_dkdv_wg_body<BF16, D, false, true>(RAGGED_BWD_ARGS, nullptr, nullptr, dq_acc);             \
+        bwd_dkdv_wg_body<BF16, D, false, true>(RAGGED_BWD_ARGS, nullptr, nullptr, nullptr, dq_acc);          \
     }                                                                                                  \
     }
 #define RAGGED_BWD_FUSED_TMA_ENTRY(NAME, BF16, D)                                                                  \
@@ -164,8 +165,8 @@ RAGGED_BWD_WG_ALL(f16, false)
     __constant__ int NAME##_tma[1] = {1};                                                                        \
     __global__ void __launch_bounds__(256, 1)                                                                    \
         NAME(RAGGED_BWD_PARAMS, const __grid_constant__ RaggedTmaMap tm_q, const __grid_constant__ RaggedTmaMap tm_do, \
-             float* __restrict__ dq_acc) {                                                                       \
-        bwd_dkdv_wg_body<BF16, D, true, true>(RAGGED_BWD_ARGS, &tm_q, &tm_do, dq_acc);                           \
+             const __grid_constant__ RaggedTmaMap tm_stats, float* __restrict__ dq_acc) {                        \
+        bwd_dkdv_wg_body<BF16, D, true, true>(RAGGED_BWD_ARGS, &tm_q, &tm_do, &tm_stats, dq_acc);                \
     }                                                                                                            \
     }
 #define RAGGED_BWD_FUSED_ALL(DT, BF16)                                          \

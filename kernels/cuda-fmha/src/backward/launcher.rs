@@ -209,8 +209,8 @@ impl BackwardEngine {
                 block: (tiles.threads, 1, 1),
                 shared_mem_bytes: tiles.shared_mem_bytes,
             };
-            // SAFETY: mirrors RAGGED_BWD_PARAMS (then, for a TMA kernel, its two tensor maps over
-            // the plan's buffers); the pre-pass and Di pass enqueued before on the same stream
+            // SAFETY: mirrors RAGGED_BWD_PARAMS (then, for a TMA kernel, its tensor maps over the
+            // plan's buffers and workspace); the pre-pass and Di pass enqueued before on the same stream
             // filled the workspace; block and shared memory are the entry point's own published
             // values; the caller guarantees the buffers (see `# Safety`).
             unsafe { launch(function, config, stream, &args) }?;
@@ -219,8 +219,9 @@ impl BackwardEngine {
     }
 }
 
-/// The two tensor maps a TMA gradient kernel streams (dK/dV: Q and dO, boxes of its BM rows; dQ:
-/// K and V, boxes of its BN rows), `None` for a kernel without maps. A layout the driver cannot
+/// The tensor maps a TMA gradient kernel streams (dK/dV and fused: Q and dO, boxes of its BM rows,
+/// then the 1-D map over the Di pass's Di and scaled-LSE arrays, boxes of BM elements; dQ: K and
+/// V, boxes of its BN rows), `None` for a kernel without maps. A layout the driver cannot
 /// describe as a tensor map (a stride that is not a multiple of 16 bytes, say) switches `kernel`
 /// to the wgmma kernel it was derived from, which copies the same tiles with cp.async, so such a
 /// problem still runs, with the same results; any other encoding failure is returned.
@@ -230,7 +231,7 @@ pub(super) fn stream_maps(
     part: Part,
     plan: &BackwardPlan,
     b: &BackwardBuffers,
-) -> Result<Option<[KernelArg; 2]>, GpuError> {
+) -> Result<Option<Vec<KernelArg>>, GpuError> {
     if !device_abi::takes_tensor_maps(kernel) {
         return Ok(None);
     }
@@ -258,14 +259,34 @@ pub(super) fn stream_maps(
             )
         }
     };
-    match (first, second) {
-        (Ok(a), Ok(c)) => Ok(Some([KernelArg::TensorMap(a), KernelArg::TensorMap(c)])),
-        (Err(e), _) | (_, Err(e)) if !layout_refused(&e) => Err(e),
+    let mut maps = match (first, second) {
+        (Ok(a), Ok(c)) => vec![KernelArg::TensorMap(a), KernelArg::TensorMap(c)],
+        (Err(e), _) | (_, Err(e)) if !layout_refused(&e) => return Err(e),
         _ => {
             *kernel = device_abi::without_tensor_maps(kernel);
-            Ok(None)
+            return Ok(None);
+        }
+    };
+    if matches!(part, Part::DkDv | Part::Fused) {
+        // Di, then the scaled LSE of the same size right after it (`BackwardWorkspace::lse2`), in
+        // blocks of the tile's BM rows. The workspace's layout is the plan's own, so only a block
+        // count past int coordinates switches kernels; a driver refusal here is a defect, not a
+        // layout to serve another way.
+        let w = plan.workspace;
+        let block = rows(tiles.block_m);
+        let blocks = (2 * (w.lse2 - w.di) / 4)
+            .checked_div(u64::from(block))
+            .unwrap_or(0);
+        match tensor_maps::encode_f32_blocks(kernel, aligned_workspace(b) + w.di, block, blocks) {
+            Ok(stats) => maps.push(KernelArg::TensorMap(stats)),
+            Err(GpuError::KernelContract { .. }) => {
+                *kernel = device_abi::without_tensor_maps(kernel);
+                return Ok(None);
+            }
+            Err(e) => return Err(e),
         }
     }
+    Ok(Some(maps))
 }
 
 /// Whether a tensor map failed over its layout (the encoder's own extent and stride checks, or the

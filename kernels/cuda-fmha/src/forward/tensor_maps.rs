@@ -144,3 +144,54 @@ pub(crate) fn encode_swizzled(
     .call("cuTensorMapEncodeTiled")?;
     Ok(map.opaque)
 }
+
+/// A 2-D map over `blocks` consecutive blocks of `block` f32 at `base` (16-byte aligned), one block
+/// per box, no swizzle: the backward's row statistics (Di, then the scaled LSE, in blocks of a
+/// query tile's rows), which its TMA gradient kernels copy one tile at a time (`tma_load_2d`,
+/// fmha/async_ops.cuh) at int block coordinates.
+pub(crate) fn encode_f32_blocks(
+    kernel: &str,
+    base: u64,
+    block: u32,
+    blocks: u64,
+) -> Result<[u64; 16], GpuError> {
+    let bad = |detail: String| GpuError::KernelContract {
+        kernel: kernel.to_owned(),
+        detail,
+    };
+    if blocks == 0 || blocks > TOKEN_EXTENT {
+        return Err(bad(format!(
+            "a tensor map of {blocks} row blocks (int coordinates reach {TOKEN_EXTENT})"
+        )));
+    }
+    if block == 0 || block > 256 || !(block * 4).is_multiple_of(16) {
+        return Err(bad(format!("a tensor-map box of {block} f32")));
+    }
+    let global_dim = [u64::from(block), blocks];
+    let global_strides = [u64::from(block) * 4];
+    let box_dim = [block, 1];
+    let element_strides = [1u32; 2];
+    let mut map = cu::CUtensorMap { opaque: [0; 16] };
+    // SAFETY: every pointer argument addresses a live local array of the rank (2) or rank - 1 (1)
+    // entries the driver reads, and `map` is a writable CUtensorMap. Encoding only reads host
+    // memory; `base` is recorded, not dereferenced.
+    unsafe {
+        cu::cuTensorMapEncodeTiled(
+            &mut map,
+            cu::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
+            2,
+            base as *mut c_void,
+            global_dim.as_ptr(),
+            global_strides.as_ptr(),
+            box_dim.as_ptr(),
+            element_strides.as_ptr(),
+            cu::CUtensorMapInterleave::CU_TENSOR_MAP_INTERLEAVE_NONE,
+            cu::CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_NONE,
+            cu::CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_NONE,
+            cu::CUtensorMapFloatOOBfill::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
+        )
+    }
+    .result()
+    .call("cuTensorMapEncodeTiled")?;
+    Ok(map.opaque)
+}
