@@ -22,7 +22,8 @@
 #define RAGGED_LOG2E 1.4426950408889634f
 
 // Rows of Di (and of the scaled LSE) per (batch, query head) are padded to a multiple of this: the
-// TMA dK/dV kernel's query tile, the Di pass's row block.
+// TMA dK/dV kernel's query tile of 64 rows (a 128-row tile copies the one or two such blocks that
+// hold rows < Lq), the Di pass's row block.
 #define RAGGED_BWD_DI_ROWS 64
 
 // The LSE times log2e in Di's row layout, right after Di's B * h_q * di_rows floats.

@@ -3,7 +3,7 @@
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 
 // One block = BN = 128 keys of one batch and one KV head, two warpgroups of 64 key rows each (the M
-// of every product is keys). Per (query head, query block of BM = 64 rows) the band admits:
+// of every product is keys). Per (query head, query block of BM rows: 64, or 128 below) the band admits:
 //   S^T  = K Q^T   and dP^T = V dO^T   (SS: both operands D-contiguous = K-major in shared memory),
 //   P^T  = exp2(S^T scale log2e - LSE log2e), masked;  dV += P^T dO   (RS: P^T packed in registers,
 //   dO [BM][D] read as an MN-major B, like the forward's P V),
@@ -15,24 +15,32 @@
 // (32) and the packed P^T (16).
 // Three buffers, and dK += dS^T Q of step n is left running on the tensor cores while step n + 1
 // issues S^T and dP^T (its wait for S^T also retires that dK product): the buffers step n read are
-// refilled only at step n + 3.
+// refilled only at step n + 3. (BM 128: each step retires its dK product and releases its buffers
+// at its end.)
 // TMA: the buffers are filled by warp 0 alone, one step ahead: Q and dO by TMA through the maps
 // tm_q, tm_do (box rows BM; a tail tile by zero-filling cp.async, bwd_fill_pair), the LSE (already
 // times log2e) and Di rows by one bulk copy each from the Di pass's arrays, all completing on the
 // buffer's full mbarrier; each warp releases a buffer on its empty mbarrier once the dK product of
 // its step has retired. No block-wide barrier inside the loop: the warpgroups drift apart by up to
 // a step.
+// BM 128 (TMA at D 64 only): the same steps over 128 query rows, so the fixed costs of a step (the
+// barrier waits, the LSE / Di copies, the wgmma issue and wait latency of the short K = 64
+// contractions) are paid once per 128 rows. S^T and dP^T are then 64 f32 registers each, the packed
+// P^T / dS^T 32, dK and dV 32 each at D 64; Q and dO take 96 KiB of shared memory in three buffers. The Di pass writes the LSE / Di rows of a (batch, head)
+// up to Lq rounded up to 64 only, so a tile copies min(BM, that rounded count - i0) rows; the rows
+// of a buffer past them, all >= Lq, keep what an earlier tile copied there or the zeros written at
+// the start. Their LSE only feeds P^T, which the mask sets to 0 there, and their Di, a finite value
+// of the Di pass, gives dS^T = 0 · (0 - Di) = 0 (dO's rows past Lq are zero-filled).
 // FUSE_DQ: dQ as well, in the same loop (no second pass over the scores): each step's dS^T, already
 // packed in registers for dK, also gives dQ(step) = dS K, added into the f32 accumulator dq_acc
 // (bwd_fused_dq_step, fmha_bwd/fused_dq.cuh) in no fixed order: not bitwise reproducible. Two
 // more tiles after the mbarriers: dS^T (BN x BM 16-bit, 1024-byte aligned) and the step's dQ (8192
 // f32). The step adds two block barriers and retires the dK product before the next step (the
 // warpgroups then stay in step). The kernel's `dq` is unused; the convert pass writes dQ.
-template <bool BF16, int D, bool TMA, bool FUSE_DQ = false>
+template <bool BF16, int D, bool TMA, bool FUSE_DQ = false, int BM = 64>
 __device__ __forceinline__ void bwd_dkdv_wg_body(RAGGED_BWD_PARAMS, const RaggedTmaMap* tm_q = nullptr,
                                                  const RaggedTmaMap* tm_do = nullptr,
                                                  const RaggedTmaMap* tm_stats = nullptr, float* dq_acc = nullptr) {
-    constexpr int BM = 64;
     constexpr int BN = 128;
     constexpr int NT = 256;
     constexpr int P = ragged_row_width(D);
@@ -42,6 +50,9 @@ __device__ __forceinline__ void bwd_dkdv_wg_body(RAGGED_BWD_PARAMS, const Ragged
     constexpr int NBUF = 3;
     constexpr int LA = 1;  // steps filled ahead
     static_assert(D == P && (D == 64 || D == 128), "wgmma dK/dV head dims");
+    // The fused dQ step and its accumulator blobs are 64 query rows; BM 128's registers fit at D 64.
+    static_assert(BM == 64 || (BM == 128 && D == 64 && TMA && !FUSE_DQ), "wgmma dK/dV query tiles");
+    static_assert(BM % RAGGED_BWD_DI_ROWS == 0, "a tile's LSE / Di rows start a padded row block");
 
     extern __shared__ __align__(128) unsigned char smem_raw[];
     const u32 base = smem_addr(smem_raw);
@@ -90,9 +101,9 @@ __device__ __forceinline__ void bwd_dkdv_wg_body(RAGGED_BWD_PARAMS, const Ragged
     };
 
     // TMA: warp 0 fills step f into buffer f % NBUF once every warp released that buffer's last use.
-    // The LSE / Di rows of a tile are one TMA copy each through tm_stats, the 2-D map (64-row blocks) over the Di
-    // pass's two workspace arrays (Di, then the scaled LSE; rows past Lq hold zeros there), counted
-    // in the buffer's expected bytes with the Q / dO tiles.
+    // The LSE / Di rows of a tile come by TMA through tm_stats, the 2-D map (64-row blocks) over the
+    // Di pass's two workspace arrays (Di, then the scaled LSE; rows past Lq up to the block's end
+    // hold zeros there), counted in the buffer's expected bytes with the Q / dO tiles.
     auto fill = [&](int f) {
         const int fb = f % NBUF;
         const int h = g * rep + f / nq;
@@ -100,20 +111,32 @@ __device__ __forceinline__ void bwd_dkdv_wg_body(RAGGED_BWD_PARAMS, const Ragged
         const int rows = bt.lq - i0 < BM ? bt.lq - i0 : BM;
         const i64 tok = bt.q_tok + i0;
         const u32 full = bar_full + 8 * fb;
+        // The rows the Di pass wrote: up to Lq rounded up to its row block (all BM when BM is that block).
+        const int stat_rows =
+            BM == RAGGED_BWD_DI_ROWS ? BM : (rows + RAGGED_BWD_DI_ROWS - 1) / RAGGED_BWD_DI_ROWS * RAGGED_BWD_DI_ROWS;
         if (f >= NBUF) mbar_wait(bar_empty + 8 * fb, (u32)((f / NBUF) & 1) ^ 1u);
         bwd_fill_pair<D, BM>(full, s_q + fb * (BM * P * 2), s_do + fb * (BM * P * 2), tm_q, tm_do, h, (int)tok, rows,
                              q + tok * q_seq + (i64)h * q_head, q_seq, d_o + tok * do_seq + (i64)h * do_head, do_seq,
-                             q, lane, 2 * BM * 4);
+                             q, lane, 2 * stat_rows * 4);
         if (lane == 0) {
-            // tm_stats: blocks of RAGGED_BWD_DI_ROWS f32 (a tile's rows: i0 and di_rows are multiples
-            // of it), Di's blocks then the scaled LSE's; the host keeps the block count an int.
-            static_assert(BM == RAGGED_BWD_DI_ROWS, "one statistics block per query tile");
+            // tm_stats: blocks of RAGGED_BWD_DI_ROWS f32 (i0 and di_rows are multiples of it), Di's
+            // blocks then the scaled LSE's; one box per block the Di pass wrote. The host keeps the
+            // block count an int.
             const int blk = ((b * h_q + h) * di_rows + i0) / RAGGED_BWD_DI_ROWS;
-            tma_load_2d(smem_addr(s_lse + fb * BM), tm_stats, 0, batch * h_q * (di_rows / RAGGED_BWD_DI_ROWS) + blk, full);
-            tma_load_2d(smem_addr(s_di + fb * BM), tm_stats, 0, blk, full);
+            const int lse_blk = batch * h_q * (di_rows / RAGGED_BWD_DI_ROWS) + blk;
+            for (int k = 0; k < stat_rows / RAGGED_BWD_DI_ROWS; ++k) {
+                tma_load_2d(smem_addr(s_lse + fb * BM + k * RAGGED_BWD_DI_ROWS), tm_stats, 0, lse_blk + k, full);
+                tma_load_2d(smem_addr(s_di + fb * BM + k * RAGGED_BWD_DI_ROWS), tm_stats, 0, blk + k, full);
+            }
         }
     };
 
+    if constexpr (TMA && BM > RAGGED_BWD_DI_ROWS) {
+        // Finite values in the LSE / Di rows a tile may not copy (see above); the async-proxy copies
+        // into the same words are ordered after these writes by the fence and the ring's barrier.
+        for (int t = tid; t < 2 * NBUF * BM; t += NT) s_lse[t] = 0.f;
+        fence_proxy_async();
+    }
     if constexpr (TMA) bwd_ring_init<NBUF, NT>(bar_full, bar_empty, tid);
 
     if (items > 0) {
@@ -177,7 +200,7 @@ __device__ __forceinline__ void bwd_dkdv_wg_body(RAGGED_BWD_PARAMS, const Ragged
             fence_regs<DT * 4>(acc_dk);
             fence_regs_u32<BM / 4>(&pa[0][0]);
             // The previous step's buffers are free: its dK product retired with S^T just now.
-            if constexpr (TMA) {
+            if constexpr (TMA && BM == 64) {
                 if (it > 0 && lane == 0) mbar_arrive(bar_empty + 8 * ((it + NBUF - 1) % NBUF));
             }
             const bool full = ragged_tile_full(band, bt.lq, i0, BM, j0, BN);
@@ -215,6 +238,14 @@ __device__ __forceinline__ void bwd_dkdv_wg_body(RAGGED_BWD_PARAMS, const Ragged
 #pragma unroll
             for (int kc = 0; kc < BM / 16; ++kc) wgmma_pv<BF16, P, BM>(acc_dk, pa[kc], qb, kc);
             wgmma_commit();
+            if constexpr (BM > 64) {
+                // Retired here, not under the next step's S^T and dP^T: kept in flight, its packed
+                // dS^T operand (32 registers) beside their 128 made ptxas spill.
+                wgmma_wait<0>();
+                fence_regs<DT * 4>(acc_dk);
+                fence_regs_u32<BM / 4>(&pa[0][0]);
+                if (lane == 0) mbar_arrive(bar_empty + 8 * buf);
+            }
             if constexpr (FUSE_DQ) {
                 const int h = g * rep + it / nq;
                 const i64 blob = ((i64)h * batch + b) * ((di_rows + RAGGED_BWD_FUSED_ROWS - 1) / RAGGED_BWD_FUSED_ROWS) +

@@ -91,26 +91,28 @@ RAGGED_BWD_ALL(bf16, true)
 RAGGED_BWD_ALL(f16, false)
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-// Hopper wgmma dK/dV (fmha_bwd/dkdv_wg.cuh): BM 64, BN 128, two warpgroups; K, V, three Q and three
-// dO buffers, three LSE and three Di buffers, and 1024 bytes to align the swizzled tiles. TMA: the
-// TMA / mbarrier fill (three full and three empty mbarriers after the tiles) and two tensor maps
-// after the common parameters, Q and dO (box rows 64); NAME_tma = {1} tells the host to pass them.
-#define RAGGED_BWD_DKDV_WG_SMEM(D) ((2 * 128 + 2 * 3 * 64) * ragged_row_width(D) * 2 + 2 * 3 * 64 * 4 + 1024)
-#define RAGGED_BWD_DKDV_WG_ENTRY(NAME, BF16, D)                                       \
-    extern "C" {                                                                    \
-    __constant__ int NAME##_config[4] = {64, 128, 256, RAGGED_BWD_DKDV_WG_SMEM(D)}; \
-    __global__ void __launch_bounds__(256, 1) NAME(RAGGED_BWD_PARAMS) {            \
-        bwd_dkdv_wg_body<BF16, D, false>(RAGGED_BWD_ARGS);                          \
-    }                                                                               \
+// Hopper wgmma dK/dV (fmha_bwd/dkdv_wg.cuh): BM query rows per step (64; the TMA kernel at D 64
+// also 128), BN 128, two warpgroups; K, V, three Q and three dO buffers, three LSE and three Di
+// buffers, and 1024 bytes to align the swizzled tiles. TMA: the TMA / mbarrier fill (three full and
+// three empty mbarriers after the tiles) and two tensor maps after the common parameters, Q and dO
+// (box rows BM); NAME_tma = {1} tells the host to pass them. D 64, BM 128: 132 KiB.
+#define RAGGED_BWD_DKDV_WG_SMEM(D, BM) \
+    ((2 * 128 + 2 * 3 * (BM)) * ragged_row_width(D) * 2 + 2 * 3 * (BM) * 4 + 1024)
+#define RAGGED_BWD_DKDV_WG_ENTRY(NAME, BF16, D)                                           \
+    extern "C" {                                                                        \
+    __constant__ int NAME##_config[4] = {64, 128, 256, RAGGED_BWD_DKDV_WG_SMEM(D, 64)}; \
+    __global__ void __launch_bounds__(256, 1) NAME(RAGGED_BWD_PARAMS) {                \
+        bwd_dkdv_wg_body<BF16, D, false>(RAGGED_BWD_ARGS);                              \
+    }                                                                                   \
     }
-#define RAGGED_BWD_DKDV_TMA_ENTRY(NAME, BF16, D)                                                                   \
+#define RAGGED_BWD_DKDV_TMA_ENTRY(NAME, BF16, D, BM)                                                               \
     extern "C" {                                                                                                 \
-    __constant__ int NAME##_config[4] = {64, 128, 256, RAGGED_BWD_DKDV_WG_SMEM(D) + 16 * 3};                     \
+    __constant__ int NAME##_config[4] = {BM, 128, 256, RAGGED_BWD_DKDV_WG_SMEM(D, BM) + 16 * 3};                 \
     __constant__ int NAME##_tma[1] = {1};                                                                        \
     __global__ void __launch_bounds__(256, 1)                                                                    \
         NAME(RAGGED_BWD_PARAMS, const __grid_constant__ RaggedTmaMap tm_q, const __grid_constant__ RaggedTmaMap tm_do, \
              const __grid_constant__ RaggedTmaMap tm_stats) {                                                    \
-        bwd_dkdv_wg_body<BF16, D, true>(RAGGED_BWD_ARGS, &tm_q, &tm_do, &tm_stats);                              \
+        bwd_dkdv_wg_body<BF16, D, true, false, BM>(RAGGED_BWD_ARGS, &tm_q, &tm_do, &tm_stats);                   \
     }                                                                                                            \
     }
 // Hopper wgmma dQ (fmha_bwd/dq_wg.cuh): BM = 64 NWG, Q and dO, three K and three V buffers of BN rows.
@@ -139,8 +141,9 @@ RAGGED_BWD_ALL(f16, false)
     RAGGED_BWD_DKDV_WG_ENTRY(ragged_fmha_bwd_dkdv_wg_##DT##_d128, BF16, 128)     \
     RAGGED_BWD_DQ_WG_ENTRY(ragged_fmha_bwd_dq_wg_##DT##_d64, BF16, 64, 64, 2)    \
     RAGGED_BWD_DQ_WG_ENTRY(ragged_fmha_bwd_dq_wg_##DT##_d128, BF16, 128, 64, 2)  \
-    RAGGED_BWD_DKDV_TMA_ENTRY(ragged_fmha_bwd_dkdv_tma_##DT##_d64, BF16, 64)     \
-    RAGGED_BWD_DKDV_TMA_ENTRY(ragged_fmha_bwd_dkdv_tma_##DT##_d128, BF16, 128)   \
+    RAGGED_BWD_DKDV_TMA_ENTRY(ragged_fmha_bwd_dkdv_tma_##DT##_d64, BF16, 64, 64)        \
+    RAGGED_BWD_DKDV_TMA_ENTRY(ragged_fmha_bwd_dkdv_tma_bm128_##DT##_d64, BF16, 64, 128) \
+    RAGGED_BWD_DKDV_TMA_ENTRY(ragged_fmha_bwd_dkdv_tma_##DT##_d128, BF16, 128, 64)      \
     RAGGED_BWD_DQ_TMA_ENTRY(ragged_fmha_bwd_dq_tma_##DT##_d64, BF16, 64, 64, 2, false) \
     RAGGED_BWD_DQ_TMA_ENTRY(ragged_fmha_bwd_dq_tma_##DT##_d128, BF16, 128, 64, 2, true)
 RAGGED_BWD_WG_ALL(bf16, true)
@@ -151,7 +154,7 @@ RAGGED_BWD_WG_ALL(f16, false)
 // the step's dQ (8192 f32); after RAGGED_BWD_PARAMS (and the TMA kernel's maps of Q and dO) the f32
 // dQ accumulator. Its `dq` parameter is unused: the convert pass writes dQ.
 #define RAGGED_BWD_FUSED_SMEM(D) \
-    (RAGGED_BWD_DKDV_WG_SMEM(D) + 16 * 3 + 1024 + 128 * RAGGED_BWD_FUSED_ROWS * 2 + RAGGED_BWD_FUSED_BLOB * 4)
+    (RAGGED_BWD_DKDV_WG_SMEM(D, 64) + 16 * 3 + 1024 + 128 * RAGGED_BWD_FUSED_ROWS * 2 + RAGGED_BWD_FUSED_BLOB * 4)
 #define RAGGED_BWD_FUSED_WG_ENTRY(NAME, BF16, D)                                                         \
     extern "C" {                                                                                       \
     __constant__ int NAME##_config[4] = {RAGGED_BWD_FUSED_ROWS, 128, 256, RAGGED_BWD_FUSED_SMEM(D)};   \

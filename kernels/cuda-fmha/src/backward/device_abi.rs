@@ -161,13 +161,22 @@ pub const HOPPER_TMA_ALL: [HopperKernels; 2 * HOPPER_HEAD_DIMS] = [
     },
 ];
 
-/// Whether `kernel` is one of [`HOPPER_TMA_ALL`] or a fused TMA kernel: it takes, after
+/// Per set of [`ALL`] at D 64 (bf16, f16): the TMA dK/dV kernel with BM 128 query rows per step
+/// instead of 64 (`bwd_dkdv_wg_body`'s BM), which pays a step's fixed costs once per 128 rows.
+/// Its fallback without tensor maps is the BM 64 wgmma kernel of [`HOPPER_ALL`].
+pub const HOPPER_TMA_BM128: [&str; 2] = [
+    "ragged_fmha_bwd_dkdv_tma_bm128_bf16_d64",
+    "ragged_fmha_bwd_dkdv_tma_bm128_f16_d64",
+];
+
+/// Whether `kernel` is one of [`HOPPER_TMA_ALL`], [`HOPPER_TMA_BM128`] or a fused TMA kernel: it takes, after
 /// RAGGED_BWD_PARAMS, the tensor maps of the two tiles it streams — dK/dV and fused: Q and dO
 /// (box rows = its BM); dQ: K and V (box rows = its BN).
 pub fn takes_tensor_maps(kernel: &str) -> bool {
     HOPPER_TMA_ALL
         .iter()
         .any(|k| k.dkdv == kernel || k.dq == kernel)
+        || HOPPER_TMA_BM128.contains(&kernel)
         || FUSED_ALL.iter().any(|k| k.tma == kernel)
 }
 
@@ -182,6 +191,9 @@ pub fn without_tensor_maps(kernel: &'static str) -> &'static str {
         if tma.dq == kernel {
             return wg.dq;
         }
+    }
+    if let Some(index) = HOPPER_TMA_BM128.iter().position(|&k| k == kernel) {
+        return HOPPER_ALL[index].dkdv;
     }
     FUSED_ALL
         .iter()
@@ -207,17 +219,49 @@ pub struct HopperSelection {
     /// Head dims (Q/K and V/O alike) at which the selected wgmma kernels are taken from
     /// [`HOPPER_TMA_ALL`] instead of [`HOPPER_ALL`].
     pub tma_head_dims: &'static [i64],
+    /// Head dims at which the selected dK/dV kernel is the BM 128 TMA kernel of
+    /// [`HOPPER_TMA_BM128`] (D 64 only has one), whatever `tma_head_dims` says.
+    pub dkdv_bm128_head_dims: &'static [i64],
 }
 
 /// The selection the launcher uses: the wgmma dK/dV and dQ kernels at every head dim (on an
 /// H200 they ran the ragged mix at D 128 about 1.4 × the mma.sync pair, D 64 about 1.2 ×), and
 /// at D 128 their TMA twins, which were about 1.1–1.2 × faster still there and 2 % slower at
-/// D 64 (`bench/DECISIONS.md`).
+/// D 64 (`bench/DECISIONS.md`). At D 64 the dK/dV kernel is the BM 128 TMA kernel
+/// ([`HOPPER_TMA_BM128`]) unless [`BM64_ENV`] asks for the BM 64 one.
 pub const HOPPER_SELECTED: HopperSelection = HopperSelection {
     dkdv: true,
     dq: true,
     tma_head_dims: &[128],
+    dkdv_bm128_head_dims: &[64],
 };
+
+/// Environment variable: `1` runs the D 64 dK/dV kernel of BM 64 query rows per step (the wgmma
+/// kernel of [`HOPPER_ALL`]) instead of the BM 128 TMA kernel, for A/B measurements. Read once per
+/// process.
+pub const BM64_ENV: &str = "RAGGED_SDPA_CUDA_BWD_D64_BM64";
+
+/// [`HOPPER_SELECTED`], without the BM 128 dK/dV kernel where [`BM64_ENV`] is `1`.
+pub fn selected() -> HopperSelection {
+    static BM64: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let bm64 = *BM64.get_or_init(|| bm64_setting(std::env::var_os(BM64_ENV).as_deref()));
+    selection_for(bm64)
+}
+
+fn bm64_setting(value: Option<&std::ffi::OsStr>) -> bool {
+    value.and_then(std::ffi::OsStr::to_str) == Some("1")
+}
+
+fn selection_for(bm64: bool) -> HopperSelection {
+    if bm64 {
+        HopperSelection {
+            dkdv_bm128_head_dims: &[],
+            ..HOPPER_SELECTED
+        }
+    } else {
+        HOPPER_SELECTED
+    }
+}
 
 /// The kernels to launch for `set` (one of [`ALL`]) on a module compiled for `arch`: its own
 /// mma.sync kernels except on [`HOPPER_ARCH`] at a head dim with wgmma kernels.
@@ -233,13 +277,18 @@ pub fn for_target(set: BackwardKernels, arch: &str, selection: HopperSelection) 
     } else {
         HOPPER_ALL[index]
     };
+    let dkdv = if selection
+        .dkdv_bm128_head_dims
+        .contains(&HEAD_DIMS[index / 2].0)
+        && let Some(bm128) = HOPPER_TMA_BM128.get(index)
+    {
+        *bm128
+    } else {
+        hopper.dkdv
+    };
     BackwardKernels {
         dot: set.dot,
-        dkdv: if selection.dkdv {
-            hopper.dkdv
-        } else {
-            set.dkdv
-        },
+        dkdv: if selection.dkdv { dkdv } else { set.dkdv },
         dq: if selection.dq { hopper.dq } else { set.dq },
     }
 }
@@ -380,6 +429,7 @@ mod tests {
             dkdv: true,
             dq: true,
             tma_head_dims: &[64, 96, 128, 192, 256],
+            dkdv_bm128_head_dims: &[],
         };
         for set in &ALL[2 * HOPPER_HEAD_DIMS..] {
             assert_eq!(for_target(*set, HOPPER_ARCH, all), *set, "{set:?}");
@@ -400,6 +450,7 @@ mod tests {
             dkdv: true,
             dq: true,
             tma_head_dims: &[],
+            dkdv_bm128_head_dims: &[],
         };
         let set = kernels(DataType::BF16, 128, 128).expect("compiled");
         assert_eq!(for_target(set, "sm_80", both), set);
@@ -412,6 +463,7 @@ mod tests {
             dkdv: true,
             dq: false,
             tma_head_dims: &[],
+            dkdv_bm128_head_dims: &[],
         };
         let mixed = for_target(set, "sm_90a", dkdv_only);
         assert_eq!((mixed.dkdv, mixed.dq), (hopper.dkdv, set.dq));
@@ -419,6 +471,7 @@ mod tests {
             dkdv: false,
             dq: false,
             tma_head_dims: &[64, 128],
+            dkdv_bm128_head_dims: &[],
         };
         assert_eq!(for_target(set, "sm_90a", none), set);
         for (default, wg) in ALL.iter().zip(HOPPER_ALL) {
@@ -434,6 +487,7 @@ mod tests {
             dkdv: true,
             dq: true,
             tma_head_dims: &[64, 128],
+            dkdv_bm128_head_dims: &[],
         };
         let picked = for_target(set, "sm_90a", tma);
         let d128_only = HopperSelection {
@@ -473,6 +527,41 @@ mod tests {
     }
 
     #[test]
+    fn d64_dkdv_takes_the_bm128_kernel_unless_the_knob_says_bm64() {
+        for (index, dt) in ["bf16", "f16"].iter().enumerate() {
+            let set = ALL[index];
+            let picked = for_target(set, HOPPER_ARCH, HOPPER_SELECTED);
+            assert_eq!(
+                picked.dkdv,
+                format!("ragged_fmha_bwd_dkdv_tma_bm128_{dt}_d64")
+            );
+            assert_eq!(picked.dq, format!("ragged_fmha_bwd_dq_wg_{dt}_d64"));
+            assert!(takes_tensor_maps(picked.dkdv));
+            assert_eq!(without_tensor_maps(picked.dkdv), HOPPER_ALL[index].dkdv);
+            let bm64 = for_target(set, HOPPER_ARCH, selection_for(true));
+            assert_eq!(bm64.dkdv, format!("ragged_fmha_bwd_dkdv_wg_{dt}_d64"));
+            assert_eq!(bm64.dq, picked.dq);
+            assert_eq!(for_target(set, "sm_80", HOPPER_SELECTED), set);
+            let no_dkdv = HopperSelection {
+                dkdv: false,
+                ..HOPPER_SELECTED
+            };
+            assert_eq!(for_target(set, HOPPER_ARCH, no_dkdv).dkdv, set.dkdv);
+        }
+        assert_eq!(selection_for(false), HOPPER_SELECTED);
+        // D 128 has no BM 128 dK/dV kernel: its TMA kernel either way.
+        for bm64 in [false, true] {
+            assert_eq!(
+                for_target(ALL[2], HOPPER_ARCH, selection_for(bm64)).dkdv,
+                "ragged_fmha_bwd_dkdv_tma_bf16_d128"
+            );
+        }
+        assert!(bm64_setting(Some(std::ffi::OsStr::new("1"))));
+        assert!(!bm64_setting(Some(std::ffi::OsStr::new("0"))));
+        assert!(!bm64_setting(None));
+    }
+
+    #[test]
     fn every_hopper_entry_point_is_defined_in_the_kernel_file() {
         let text = include_str!("../../cuda/fmha_bwd/entries.cuh");
         for k in HOPPER_ALL.iter().chain(HOPPER_TMA_ALL.iter()) {
@@ -486,6 +575,17 @@ mod tests {
                 );
             }
         }
+        for name in HOPPER_TMA_BM128 {
+            let pattern = name
+                .replace("_bf16_", "_##DT##_")
+                .replace("_f16_", "_##DT##_");
+            assert!(
+                text.contains(&format!(
+                    "RAGGED_BWD_DKDV_TMA_ENTRY({pattern}, BF16, 64, 128)"
+                )),
+                "{name}: {pattern} with BM 128 not in entries.cuh"
+            );
+        }
     }
 
     #[test]
@@ -495,6 +595,8 @@ mod tests {
         check_config("k", Part::DkDv, [64, 128, 256, 166_400]).expect("wgmma dK/dV fits");
         check_config("k", Part::Dq, [128, 64, 256, 164_864]).expect("wgmma dQ fits");
         check_config("k", Part::DkDv, [64, 128, 256, 166_448]).expect("TMA dK/dV fits");
+        // D 64, BM 128: (2 · 128 + 2 · 3 · 128) rows · 128 B + 2 · 3 · 128 f32 + 1024 + 3 · 16.
+        check_config("k", Part::DkDv, [128, 128, 256, 135_216]).expect("BM 128 TMA dK/dV fits");
         check_config("k", Part::Dq, [128, 64, 256, 164_912]).expect("TMA dQ fits");
     }
 

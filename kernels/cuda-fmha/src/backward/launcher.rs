@@ -15,7 +15,7 @@ use cudarc::driver::sys::CUstream;
 use super::device_abi::{self, Part};
 use super::fused_abi;
 use super::fused_launcher;
-use super::plan::{BackwardPlan, DqForm};
+use super::plan::{BackwardPlan, DI_ROW_BLOCK, DqForm};
 use crate::forward::ExecuteMode;
 use crate::forward::device_abi::TileConfig;
 use crate::forward::geometry::WORKSPACE_ALIGNMENT;
@@ -100,7 +100,13 @@ impl BackwardEngine {
             .iter()
             .chain(device_abi::HOPPER_TMA_ALL.iter())
             .filter(|_| hopper)
-            .flat_map(|set| [(set.dkdv, Part::DkDv), (set.dq, Part::Dq)]);
+            .flat_map(|set| [(set.dkdv, Part::DkDv), (set.dq, Part::Dq)])
+            .chain(
+                device_abi::HOPPER_TMA_BM128
+                    .iter()
+                    .filter(|_| hopper)
+                    .map(|&name| (name, Part::DkDv)),
+            );
         let fused = fused_abi::FUSED_ALL
             .iter()
             .filter(|_| hopper)
@@ -170,7 +176,7 @@ impl BackwardEngine {
                 fused_launcher::execute(plan, stream, buffers, mode, &ctx, &loaded, fused)
             };
         }
-        let mut kernels = device_abi::for_target(plan.kernels, &arch, device_abi::HOPPER_SELECTED);
+        let mut kernels = device_abi::for_target(plan.kernels, &arch, device_abi::selected());
         let dkdv_maps = stream_maps(&loaded, &mut kernels.dkdv, Part::DkDv, plan, buffers)?;
         let dq_maps = stream_maps(&loaded, &mut kernels.dq, Part::Dq, plan, buffers)?;
         let (dkdv, dq) = (loaded.config(kernels.dkdv)?, loaded.config(kernels.dq)?);
@@ -269,11 +275,11 @@ pub(super) fn stream_maps(
     };
     if matches!(part, Part::DkDv | Part::Fused) {
         // Di, then the scaled LSE of the same size right after it (`BackwardWorkspace::lse2`), in
-        // blocks of the tile's BM rows. The workspace's layout is the plan's own, so only a block
+        // blocks of the Di pass's row block (a BM 128 tile copies one or two). The workspace's layout is the plan's own, so only a block
         // count past int coordinates switches kernels; a driver refusal here is a defect, not a
         // layout to serve another way.
         let w = plan.workspace;
-        let block = rows(tiles.block_m);
+        let block = DI_ROW_BLOCK as u32;
         let blocks = (2 * (w.lse2 - w.di) / 4)
             .checked_div(u64::from(block))
             .unwrap_or(0);

@@ -273,8 +273,9 @@ fn same_token_starts(primal: &Operand, gradient: &Operand) -> Result<(), Decline
 }
 
 /// Di and the scaled LSE keep S_q_max rounded up to this many rows per (batch, query head), the
-/// TMA dK/dV kernel's query tile (`RAGGED_BWD_DI_ROWS`): each of its tiles is then one bulk copy
-/// of each array, 16-byte aligned, the rows past a batch's Lq zeros written by the Di pass.
+/// TMA dK/dV kernel's query tile of 64 rows (`RAGGED_BWD_DI_ROWS`): each of its tiles is then one bulk copy
+/// of each array, 16-byte aligned, the rows past a batch's Lq zeros written by the Di pass (a
+/// 128-row tile copies the one or two blocks of 64 that hold rows < Lq).
 pub const DI_ROW_BLOCK: u64 = 64;
 // Di's size is then a multiple of the region alignment, so the scaled LSE follows it with no gap.
 const _: () = assert!((DI_ROW_BLOCK * 4).is_multiple_of(WORKSPACE_ALIGNMENT));
