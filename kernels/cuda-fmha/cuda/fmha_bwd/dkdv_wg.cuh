@@ -15,8 +15,7 @@
 // (32) and the packed P^T (16).
 // Three buffers, and dK += dS^T Q of step n is left running on the tensor cores while step n + 1
 // issues S^T and dP^T (its wait for S^T also retires that dK product): the buffers step n read are
-// refilled only at step n + 3. (BM 128: each step retires its dK product and releases its buffers
-// at its end.)
+// refilled only at step n + 3. (BM 128: step n + 1 issues dP^T only after that wait, under P^T.)
 // TMA: the buffers are filled by warp 0 alone, one step ahead: Q and dO by TMA through the maps
 // tm_q, tm_do (box rows BM; a tail tile by zero-filling cp.async, bwd_fill_pair), the LSE (already
 // times log2e) and Di rows by one bulk copy each from the Di pass's arrays, all completing on the
@@ -177,6 +176,15 @@ __device__ __forceinline__ void bwd_dkdv_wg_body(RAGGED_BWD_PARAMS, const Ragged
             const float* di_t = s_di + buf * BM;
 
             float st[NS * 4], dpt[NS * 4];
+            auto issue_dpt = [&] {
+#pragma unroll
+                for (int ks = 0; ks < KS; ++ks) {
+                    const u32 col = (ks >> 2) * (BN * 128) + wg * (64 * 128) + (ks & 3) * 32;
+                    const u64 db = sw128_desc(dob + (ks >> 2) * (BM * 128) + (ks & 3) * 32, 16, 1024);
+                    wgmma_ss<BF16, BM>(dpt, sw128_desc(s_v + col, 16, 1024), db, ks > 0);
+                }
+                wgmma_commit();
+            };
             wgmma_fence();
 #pragma unroll
             for (int ks = 0; ks < KS; ++ks) {
@@ -185,22 +193,23 @@ __device__ __forceinline__ void bwd_dkdv_wg_body(RAGGED_BWD_PARAMS, const Ragged
                 wgmma_ss<BF16, BM>(st, sw128_desc(s_k + col, 16, 1024), db, ks > 0);
             }
             wgmma_commit();
-#pragma unroll
-            for (int ks = 0; ks < KS; ++ks) {
-                const u32 col = (ks >> 2) * (BN * 128) + wg * (64 * 128) + (ks & 3) * 32;
-                const u64 db = sw128_desc(dob + (ks >> 2) * (BM * 128) + (ks & 3) * 32, 16, 1024);
-                wgmma_ss<BF16, BM>(dpt, sw128_desc(s_v + col, 16, 1024), db, ks > 0);
-            }
-            wgmma_commit();
+            // BM 128: dP^T is issued once S^T (and the previous step's dK product) retired, so the
+            // packed dS^T operand of that product is never live beside both 64-register
+            // accumulators (ptxas spilled with all three).
+            if constexpr (BM == 64) issue_dpt();
 
             // P^T while dP^T is still on the tensor cores; 0 outside the band and past Lq / Lkv.
             // (The previous step's dK product is older than S^T and retires with it.)
-            wgmma_wait<1>();
+            wgmma_wait<BM == 64 ? 1 : 0>();
             fence_regs<NS * 4>(st);
             fence_regs<DT * 4>(acc_dk);
             fence_regs_u32<BM / 4>(&pa[0][0]);
+            if constexpr (BM > 64) {
+                wgmma_fence();
+                issue_dpt();
+            }
             // The previous step's buffers are free: its dK product retired with S^T just now.
-            if constexpr (TMA && BM == 64) {
+            if constexpr (TMA) {
                 if (it > 0 && lane == 0) mbar_arrive(bar_empty + 8 * ((it + NBUF - 1) % NBUF));
             }
             const bool full = ragged_tile_full(band, bt.lq, i0, BM, j0, BN);
@@ -238,14 +247,6 @@ __device__ __forceinline__ void bwd_dkdv_wg_body(RAGGED_BWD_PARAMS, const Ragged
 #pragma unroll
             for (int kc = 0; kc < BM / 16; ++kc) wgmma_pv<BF16, P, BM>(acc_dk, pa[kc], qb, kc);
             wgmma_commit();
-            if constexpr (BM > 64) {
-                // Retired here, not under the next step's S^T and dP^T: kept in flight, its packed
-                // dS^T operand (32 registers) beside their 128 made ptxas spill.
-                wgmma_wait<0>();
-                fence_regs<DT * 4>(acc_dk);
-                fence_regs_u32<BM / 4>(&pa[0][0]);
-                if (lane == 0) mbar_arrive(bar_empty + 8 * buf);
-            }
             if constexpr (FUSE_DQ) {
                 const int h = g * rep + it / nq;
                 const i64 blob = ((i64)h * batch + b) * ((di_rows + RAGGED_BWD_FUSED_ROWS - 1) / RAGGED_BWD_FUSED_ROWS) +
