@@ -25,11 +25,12 @@
 // BM 128 (TMA at D 64 only): the same steps over 128 query rows, so the fixed costs of a step (the
 // barrier waits, the LSE / Di copies, the wgmma issue and wait latency of the short K = 64
 // contractions) are paid once per 128 rows. S^T and dP^T are then 64 f32 registers each, the packed
-// P^T / dS^T 32, dK and dV 32 each at D 64; Q and dO take 96 KiB of shared memory in three buffers. The Di pass writes the LSE / Di rows of a (batch, head)
-// up to Lq rounded up to 64 only, so a tile copies min(BM, that rounded count - i0) rows; the rows
-// of a buffer past them, all >= Lq, keep what an earlier tile copied there or the zeros written at
-// the start. Their LSE only feeds P^T, which the mask sets to 0 there, and their Di, a finite value
-// of the Di pass, gives dS^T = 0 · (0 - Di) = 0 (dO's rows past Lq are zero-filled).
+// P^T / dS^T 32, dK and dV 32 each at D 64; Q and dO take 96 KiB of shared memory in three
+// buffers. The Di pass writes the LSE / Di rows of a (batch, head) up to Lq rounded up to 64 only,
+// so a tile copies min(BM, that rounded count - i0) rows; the rows of a buffer past them, all
+// >= Lq, keep what an earlier tile copied there or the zeros written at the start. Their LSE only
+// feeds P^T, which the mask sets to 0 there, and their Di, a finite value of the Di pass, gives
+// dS^T = 0 · (0 - Di) = 0 (dO's rows past Lq are zero-filled).
 // FUSE_DQ: dQ as well, in the same loop (no second pass over the scores): each step's dS^T, already
 // packed in registers for dK, also gives dQ(step) = dS K, added into the f32 accumulator dq_acc
 // (bwd_fused_dq_step, fmha_bwd/fused_dq.cuh) in no fixed order: not bitwise reproducible. Two
