@@ -18,8 +18,8 @@
 // refilled only at step n + 3. (BM 128: step n + 1 issues dP^T only after that wait, under P^T.)
 // TMA: the buffers are filled by warp 0 alone, one step ahead: Q and dO by TMA through the maps
 // tm_q, tm_do (box rows BM; a tail tile by zero-filling cp.async, bwd_fill_pair), the LSE (already
-// times log2e) and Di rows by one bulk copy each from the Di pass's arrays, all completing on the
-// buffer's full mbarrier; each warp releases a buffer on its empty mbarrier once the dK product of
+// times log2e) and Di rows by TMA from the Di pass's arrays through tm_stats (a box per 64-row
+// block), all completing on the buffer's full mbarrier; each warp releases a buffer on its empty mbarrier once the dK product of
 // its step has retired. No block-wide barrier inside the loop: the warpgroups drift apart by up to
 // a step.
 // BM 128 (TMA at D 64 only): the same steps over 128 query rows, so the fixed costs of a step (the
