@@ -1,12 +1,18 @@
 """Two builds of the plugin timed against each other on the device, forward and backward, in one
 call: each round runs plugin_bench.py and plugin_bench_bwd.py (--only-ours) on A and on B, in the
 order A B B A so that a drift of the card's clocks cancels, and the table gives each problem's
-median TFLOP/s per build and B / A.
+median TFLOP/s per build and B / A. With `fp8` among --passes each round also runs
+plugin_bench_fp8.py (--only-ours) over the --fp8 problems (cuDNN's FP8 graph shape: e4m3 O, the six
+scalars as device tensors, both amax outputs).
 
   python3 bench/gpu/plugin_ab.py --a OLD.so --b NEW.so --graphs .carry/bench/graphs \
-      [--rounds 2] [--forward NAME ...] [--backward REGEX]
+      [--rounds 2] [--passes fwd bwd fp8] [--forward NAME ...] [--backward REGEX] [--fp8 NAME ...]
 
-Defaults: the ragged-mix problems (every forward head dim, the backward's D 64 and 128).
+Defaults: the ragged-mix problems (every forward head dim, the backward's D 64 and 128, the FP8
+forward's D 64, 128 and 256), passes fwd and bwd. The FP8 forward alone, e.g. at D 128:
+
+  python3 bench/gpu/plugin_ab.py --a OLD.so --b NEW.so --graphs .carry/bench/graphs --passes fp8 \
+      --fp8 fp8_ragged-mix_d128_full fp8_ragged-mix_d128_causal
 """
 
 import argparse
@@ -19,6 +25,8 @@ HERE = "bench/gpu"
 ROW = re.compile(r"^\| (\S+) \| ([0-9/]+) \| (yes|no) \| ([0-9.]+)")
 FORWARD = [f"ragged-mix_{d}_{m}" for d in ("d64", "d128", "d96", "d256", "d192v128")
            for m in ("full", "causal")]
+FP8 = [f"fp8_ragged-mix_{d}_{m}" for d in ("d128", "d64", "d256") for m in ("full", "causal")]
+PASSES = {"fwd": "plugin_bench.py", "bwd": "plugin_bench_bwd.py", "fp8": "plugin_bench_fp8.py"}
 
 
 def run(script, plugin, graphs, extra, timeout):
@@ -50,23 +58,29 @@ def main():
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--forward", nargs="+", default=FORWARD, metavar="NAME")
     ap.add_argument("--backward", default=r"ragged-mix_d(64|128)_", metavar="REGEX")
+    ap.add_argument("--fp8", nargs="+", default=FP8, metavar="NAME",
+                    help="FP8 problems (problems_fp8.json names)")
+    ap.add_argument("--passes", nargs="+", default=["fwd", "bwd"], choices=sorted(PASSES),
+                    help="which benchmarks each round runs")
     ap.add_argument("--timeout", type=int, default=240, help="seconds per benchmark process")
     args = ap.parse_args()
 
-    runs = {"fwd": {"a": [], "b": []}, "bwd": {"a": [], "b": []}}
+    extra = {"fwd": ["--problems", *args.forward], "bwd": ["--only", args.backward],
+             "fp8": ["--problems", *args.fp8]}
+    kinds = [k for k in PASSES if k in args.passes]
+    runs = {k: {"a": [], "b": []} for k in kinds}
     for r in range(args.rounds):
         for build in ("a", "b", "b", "a"):
             plugin = getattr(args, build)
             print(f"round {r + 1}: {build.upper()} ({plugin})", flush=True)
-            runs["fwd"][build].append(run("plugin_bench.py", plugin, args.graphs,
-                                          ["--problems", *args.forward], args.timeout))
-            runs["bwd"][build].append(run("plugin_bench_bwd.py", plugin, args.graphs,
-                                          ["--only", args.backward], args.timeout))
+            for kind in kinds:
+                runs[kind][build].append(run(PASSES[kind], plugin, args.graphs, extra[kind],
+                                             args.timeout))
 
     print("\n| pass | problem | A TFLOP/s (median) | B TFLOP/s (median) | B / A |")
     print("|---|---|---|---|---|")
     worst = None
-    for kind in ("fwd", "bwd"):
+    for kind in kinds:
         names = sorted({n for res in runs[kind]["a"] + runs[kind]["b"] for n in res})
         for name in names:
             a = [res[name] for res in runs[kind]["a"] if name in res]

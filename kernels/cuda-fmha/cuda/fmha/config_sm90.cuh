@@ -94,12 +94,16 @@ struct FmhaSm90ConfigD192V128 {
 };
 
 // FP8 e4m3, D 128: rows of Q and K are 128 bytes (head_dim 64 two-byte units), the transposed V
-// tiles 128 rows of 128 keys; d64's arrangement for the loads (Q from shared memory, double-buffered)
-// with two consumers, whose accumulators (S and O, 64 registers each) need d128's register budget.
+// tiles 128 rows of 192 keys (three 64-key chunks, fp8_sm90.cuh); d64's arrangement for the loads (Q
+// from shared memory, double-buffered) with two consumers, whose accumulators (S 96 and O 64
+// registers, P 24) need d128's register budget. Blocks of 192 keys rather than 128: with e4m3 the
+// tensor cores take half the time per key, so the per-block work outside the products (O's rescale,
+// the row reductions, the barrier waits) weighs twice as much, and a wider block spreads it over more
+// keys. 2 x 16 KB of Q and a ring of 4 x (24 KB of K, 24 KB of V^T): 225 KB.
 struct FmhaSm90Fp8ConfigD128 {
     enum : bool { bf16 = true, fp8 = true };
     enum : int { head_dim = 64, head_dim_v = 128, pv_columns = 128 };
-    enum : int { block_n = 128, kv_stages = 4, consumer_warpgroups = 2 };
+    enum : int { block_n = 192, kv_stages = 4, consumer_warpgroups = 2 };
     enum : int { producer_registers = 24, consumer_registers = 240 };
     enum : bool { q_in_registers = false, q_tail_shift = false, deferred_o_store = true };
     enum : bool { double_q_buffer = true, wide_o_stores = false };

@@ -10,7 +10,7 @@
 //     step (the same descriptor offsets).
 //   - e4m3 wgmma takes B K-major only, and for O = P V the reduction runs over keys: V comes from the
 //     workspace transposed (fp8_vt.cuh), one tile of head_dim_v rows of BN keys per key block, one
-//     TMA box (fp8_fill_vt).
+//     TMA box per chunk of 128 or 64 keys (fp8_fill_vt).
 //   - P feeds the second product from registers. The A fragment of m64nNk32 e4m3 holds, per thread
 //     (g = lane / 4, c = lane % 4, rows g and g + 8 of its warp's 16), bytes k = 4c .. 4c + 3 in its
 //     first register pair and k = 16 + 4c .. 16 + 4c + 3 in its second, the lowest k in the lowest
@@ -26,8 +26,9 @@
 //   - amax_o = max |O'| over the stored elements, before scale_o and rounding; amax_s = max P, the
 //     normalized softmax before scale_s: with no max slack a row's largest p is exactly 1, so its
 //     maximum is 1 / l (exact for a row with one admitted key, else within l's f32 rounding). Each
-//     consumer warp keeps both as the bits of non-negative floats (whose unsigned order is the float
-//     order, NaN above everything) and writes one partial of each; ragged_fmha_fp8_amax reduces them.
+//     consumer warp keeps both in shared memory as the bits of non-negative floats (whose unsigned
+//     order is the float order, NaN above everything) and writes one partial of each;
+//     ragged_fmha_fp8_amax reduces them.
 // ---------------------------------------------------------------------------------------------
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -115,6 +116,51 @@ __device__ __forceinline__ RaggedFp8Scales ragged_fp8_scales(const RaggedFp8Para
     return s;
 }
 
+// Eight words of shared memory per consumer warp (at w, 32 bytes): the warp's running amax_o and
+// amax_s (ragged_amax_bits, as float bits), O's two factors o_scale and o_out, P's scale and the scores'
+// scale in log2 units. Through the key loop every consumer register goes to S, P and O (at blocks of
+// 192 keys, 184 of the 240 per thread), so values needed once per block or per item are loaded where
+// they are used instead of held.
+#define RAGGED_FP8_WORD_AMAX_O 0
+#define RAGGED_FP8_WORD_AMAX_S 1
+#define RAGGED_FP8_WORD_O_SCALE 2
+#define RAGGED_FP8_WORD_O_OUT 3
+#define RAGGED_FP8_WORD_P_SCALE 4
+#define RAGGED_FP8_WORD_SL2 5
+
+__device__ __forceinline__ float fp8_warp_word(u32 w, int i) {
+    float x;
+    asm volatile("ld.shared.f32 %0, [%1];\n" : "=f"(x) : "r"(w + 4 * i) : "memory");
+    return x;
+}
+
+__device__ __forceinline__ void fp8_set_warp_word(u32 w, int i, float x) {
+    asm volatile("st.shared.f32 [%0], %1;\n" ::"r"(w + 4 * i), "f"(x) : "memory");
+}
+
+// By the whole warp, once, before its first item.
+__device__ __forceinline__ void fp8_warp_words_init(u32 w, const RaggedFp8Scales& sc, float sl2, int lane) {
+    if (lane == 0) {
+        fp8_set_warp_word(w, RAGGED_FP8_WORD_P_SCALE, sc.p_scale);
+        fp8_set_warp_word(w, RAGGED_FP8_WORD_SL2, sl2);
+        fp8_set_warp_word(w, RAGGED_FP8_WORD_AMAX_O, 0.f);
+        fp8_set_warp_word(w, RAGGED_FP8_WORD_AMAX_S, 0.f);
+        fp8_set_warp_word(w, RAGGED_FP8_WORD_O_SCALE, sc.o_scale);
+        fp8_set_warp_word(w, RAGGED_FP8_WORD_O_OUT, sc.o_out);
+    }
+    __syncwarp();
+}
+
+// The warp's maximum of m (amax bits) into word i, by the whole warp.
+__device__ __forceinline__ void fp8_merge_amax(u32 w, int i, u32 m, int lane) {
+    m = __reduce_max_sync(0xffffffffu, m);
+    if (lane == 0) {
+        const u32 old = __float_as_uint(fp8_warp_word(w, i));
+        fp8_set_warp_word(w, i, __uint_as_float(m > old ? m : old));
+    }
+    __syncwarp();
+}
+
 // Two floats to two e4m3 codes, round to nearest even, finite values saturated to ±448; `lo` in the
 // low byte. NaN stays NaN.
 __device__ __forceinline__ u32 ragged_e4m3x2(float lo, float hi) {
@@ -148,6 +194,12 @@ __device__ __forceinline__ u32 ragged_amax_bits(u32 m, float x) {
 #define RAGGED_F8_ACC16(b) RAGGED_F8_ACC4(b), RAGGED_F8_ACC4(b + 4), RAGGED_F8_ACC4(b + 8), RAGGED_F8_ACC4(b + 12)
 #define RAGGED_F8_ACC32 RAGGED_F8_ACC16(0), RAGGED_F8_ACC16(16)
 #define RAGGED_F8_ACC64 RAGGED_F8_ACC32, RAGGED_F8_ACC16(32), RAGGED_F8_ACC16(48)
+#define RAGGED_F8_ACC96 RAGGED_F8_ACC64, RAGGED_F8_ACC16(64), RAGGED_F8_ACC16(80)
+#define RAGGED_F8_HOLD96 \
+    "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23," \
+    "%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47," \
+    "%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,%64,%65,%66,%67,%68,%69,%70,%71," \
+    "%72,%73,%74,%75,%76,%77,%78,%79,%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95"
 #define RAGGED_F8_HOLD32 \
     "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26," \
     "%27,%28,%29,%30,%31"
@@ -155,6 +207,15 @@ __device__ __forceinline__ u32 ragged_amax_bits(u32 m, float x) {
     "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27," \
     "%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,"  \
     "%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63"
+
+// D[64 x 192] (+)= A[64 x 32] (shared, K-major e4m3) * B[192 x 32]^T (shared, K-major e4m3).
+__device__ __forceinline__ void wgmma_e4m3_ss_n192(float* d, u64 da, u64 db, int accumulate) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %98, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n192k32.f32.e4m3.e4m3 {" RAGGED_F8_HOLD96
+                 "}, %96, %97, p, 1, 1;\n}\n"
+                 : RAGGED_F8_ACC96
+                 : "l"(da), "l"(db), "r"(accumulate));
+}
 
 // D[64 x 128] (+)= A[64 x 32] (shared, K-major e4m3) * B[128 x 32]^T (shared, K-major e4m3).
 __device__ __forceinline__ void wgmma_e4m3_ss_n128(float* d, u64 da, u64 db, int accumulate) {
@@ -194,6 +255,8 @@ __device__ __forceinline__ void wgmma_e4m3_rs_n64(float* d, const u32* a, u64 db
 
 #undef RAGGED_F8_HOLD32
 #undef RAGGED_F8_HOLD64
+#undef RAGGED_F8_HOLD96
+#undef RAGGED_F8_ACC96
 #undef RAGGED_F8_ACC32
 #undef RAGGED_F8_ACC64
 #undef RAGGED_F8_ACC16
@@ -206,62 +269,78 @@ __device__ __forceinline__ void wgmma_e4m3_rs_n64(float* d, const u32* a, u64 db
 // the first two (the rest of the row the loads' zero padding, never read).
 template <int DB, int BN, int BM>
 __device__ __forceinline__ void fp8_issue_s(float* s, u32 s_q, int c, u32 kb) {
-    static_assert((DB == 64 || DB == 128 || DB == 256) && (BN == 64 || BN == 128),
-                  "the FP8 S product: rows of one or two 128-byte swizzle blocks, n64 or n128");
+    static_assert((DB == 64 || DB == 128 || DB == 256) && (BN == 64 || BN == 128 || BN == 192),
+                  "the FP8 S product: rows of one or two 128-byte swizzle blocks, n64, n128 or n192");
     const u64 dk = sw128_desc(kb, 16, 1024);
     const u64 dq = sw128_desc(s_q + c * (64 * 128), 16, 1024);
 #pragma unroll
     for (int ks = 0; ks < DB / 32; ++ks) {
         const u64 da = desc_add(dq, (ks >> 2) * (BM * 128) + (ks & 3) * 32);
         const u64 db = desc_add(dk, (ks >> 2) * (BN * 128) + (ks & 3) * 32);
-        if constexpr (BN == 128)
+        if constexpr (BN == 192)
+            wgmma_e4m3_ss_n192(s, da, db, ks > 0);
+        else if constexpr (BN == 128)
             wgmma_e4m3_ss_n128(s, da, db, ks > 0);
         else
             wgmma_e4m3_ss_n64(s, da, db, ks > 0);
     }
 }
 
-// The transposed V tile's descriptor: rows of BN one-byte keys, K-major. Rows of 128 keys are
-// 128-byte swizzle rows (8-row groups 1024 bytes apart); rows of 64 keys use the 64-byte swizzle
-// (layout type 2 in bits 62-63, 8-row groups 512 bytes apart), the pattern the tensor map of
-// such a tile writes (fp8_vt.cuh). Within a row, k32 step kc starts kc * 32 bytes in.
+// The transposed V tile is made of chunks of VK keys (fp8_vt_chunk_keys): 128 for blocks of 128 keys,
+// else 64 (a block of 192 keys is three). A chunk holds the tile's DV rows of VK one-byte keys, K-major,
+// and the chunks follow each other (chunk kc DV * VK bytes on). Rows of 128 keys are 128-byte swizzle
+// rows (8-row groups 1024 bytes apart); rows of 64 keys use the 64-byte swizzle (layout type 2 in bits
+// 62-63, 8-row groups 512 bytes apart), the pattern the tensor map of such a chunk writes
+// (fp8_vt.cuh): a TMA box of 64-byte swizzle rows is at most 64 bytes wide, so a block of 192 keys
+// cannot be one box of 128-byte rows.
+template <int BN>
+__device__ __forceinline__ constexpr int fp8_vt_chunk_keys() {
+    return BN == 128 ? 128 : 64;
+}
+
 template <int BN>
 __device__ __forceinline__ u64 fp8_vt_desc(u32 vb) {
-    static_assert(BN == 64 || BN == 128, "transposed V rows of 64 or 128 keys");
-    if constexpr (BN == 128)
+    static_assert(BN == 64 || BN == 128 || BN == 192, "transposed V rows of 64, 128 or 192 keys");
+    if constexpr (fp8_vt_chunk_keys<BN>() == 128)
         return sw128_desc(vb, 16, 1024);
     else
         return (sw128_desc(vb, 16, 512) & ~(3ull << 62)) | (2ull << 62);
 }
 
-// O += P V from the transposed V tile at vb: DV rows (head-dim columns of O) of BN keys, one k32
-// step per 32 keys. DV = 256 is two n128 products per step over the tile's two halves of 128 rows
-// (the upper half 128 * BN bytes on), the upper half's accumulator after the lower one's 64
-// registers, where the epilogue reads columns 128 .. 255 (as the bf16 / fp16 d256 P V).
+// O += P V from the transposed V tile at vb: DV rows (head-dim columns of O) of BN keys in chunks of VK,
+// one k32 step per 32 keys (step kc in chunk kc * 32 / VK, kc * 32 % VK bytes into its rows). DV = 256
+// is two n128 products per step over each chunk's two halves of 128 rows (the upper half 128 * VK bytes
+// on), the upper half's accumulator after the lower one's 64 registers, where the epilogue reads
+// columns 128 .. 255 (as the bf16 / fp16 d256 P V).
 template <int DV, int BN>
 __device__ __forceinline__ void fp8_issue_pv(float* acc, const u32 (*pa)[4], u32 vb) {
     static_assert(DV == 64 || DV == 128 || DV == 256, "the FP8 P V product: n64, n128 or two n128");
+    constexpr int VK = fp8_vt_chunk_keys<BN>();
     const u64 dv = fp8_vt_desc<BN>(vb);
 #pragma unroll
     for (int kc = 0; kc < BN / 32; ++kc) {
+        const u32 at = (kc * 32 / VK) * (DV * VK) + (kc * 32) % VK;
         if constexpr (DV == 64) {
-            wgmma_e4m3_rs_n64(acc, pa[kc], desc_add(dv, kc * 32));
+            wgmma_e4m3_rs_n64(acc, pa[kc], desc_add(dv, at));
         }
         else {
 #pragma unroll
             for (int half = 0; half < DV / 128; ++half)
-                wgmma_e4m3_rs_n128(acc + half * 64, pa[kc], desc_add(dv, half * (128 * BN) + kc * 32));
+                wgmma_e4m3_rs_n128(acc + half * 64, pa[kc], desc_add(dv, at + half * (128 * VK)));
         }
     }
 }
 
-// The producer's fill of one transposed V block (fp8_vt.cuh): DV rows of BN bytes, always whole,
-// as one box of the workspace's tensor map at block blk, completing on bar.
+// The producer's fill of one transposed V block (fp8_vt.cuh): DV rows of BN bytes, always whole, one
+// TMA box of the workspace's tensor map per chunk of VK keys (the map's box is VK bytes wide), at block
+// blk, completing on bar.
 template <int DV, int BN>
 __device__ __forceinline__ void fp8_fill_vt(u32 bar, u32 s_dst, const RaggedTmaMap* map, int blk, int lane) {
+    constexpr int VK = fp8_vt_chunk_keys<BN>();
     if (lane == 0) {
         mbar_arrive_expect_tx(bar, DV * BN);
-        tma_load_3d(s_dst, map, 0, blk, 0, bar);
+#pragma unroll
+        for (int ch = 0; ch < BN / VK; ++ch) tma_load_3d(s_dst + ch * (DV * VK), map, ch * (VK / 2), blk, 0, bar);
     }
 }
 
@@ -282,22 +361,27 @@ __device__ __forceinline__ void fp8_pack_p(const float* s, u32 (*pa)[4], float p
 }
 
 // amax_s takes 1 / l of each of this thread's stored rows with an admitted key (l: epilogue_row_stats'
-// row sums), when the item's row statistics are taken.
-__device__ __forceinline__ void fp8_note_amax_s(const float* l, const EpilogueRows& out, int row_in_tile, u32& amax_s) {
+// row sums), when the item's row statistics are taken; by the whole warp, into its word at w.
+__device__ __forceinline__ void fp8_note_amax_s(const float* l, const EpilogueRows& out, int row_in_tile, u32 w,
+                                                int lane) {
+    u32 amax_s = 0;
 #pragma unroll
     for (int hr = 0; hr < 2; ++hr)
         if (row_in_tile + hr * 8 < out.r_hi && !(l[hr] == 0.f)) amax_s = ragged_amax_bits(amax_s, 1.f / l[hr]);
+    fp8_merge_amax(w, RAGGED_FP8_WORD_AMAX_S, amax_s, lane);
 }
 
 // The FP8 forward's O store (its row statistics and LSE: epilogue_row_stats with AMAX_S): O' = acc inv for
 // this thread's two rows, as bf16 / fp16 (4-byte stores) or e4m3 of O' σo (2-byte stores). O's
 // pointer and strides count two-byte units (an e4m3 O's byte strides halved: the plan keeps them
-// even), the row's columns bytes for e4m3. amax (bits, ragged_amax_bits) takes max |O'| of every
-// stored element.
+// even), the row's columns bytes for e4m3. The warp's amax_o word at w (fp8_warp_words) takes max |O'|
+// of every stored element; by the whole warp.
 template <int DT>
 __device__ __forceinline__ void fp8_epilogue_store_o(const float* acc, const float* inv, const EpilogueRows& out,
-                                                     int row_in_tile, int lt, i64 o_seq, int o_kind,
-                                                     const RaggedFp8Scales& sc, u32& amax) {
+                                                     int row_in_tile, int lt, i64 o_seq, int o_kind, u32 w,
+                                                     int lane) {
+    const float o_out = fp8_warp_word(w, RAGGED_FP8_WORD_O_OUT);
+    u32 amax = 0;
 #pragma unroll
     for (int hr = 0; hr < 2; ++hr) {
         const int r = row_in_tile + hr * 8;
@@ -309,7 +393,7 @@ __device__ __forceinline__ void fp8_epilogue_store_o(const float* acc, const flo
             const float x1 = acc[dt * 4 + 2 * hr + 1] * inv[hr];
             amax = ragged_amax_bits(ragged_amax_bits(amax, x0), x1);
             if (o_kind == RAGGED_FP8_O_E4M3) {
-                const unsigned short code = (unsigned short)ragged_e4m3x2_out(x0 * sc.o_out, x1 * sc.o_out);
+                const unsigned short code = (unsigned short)ragged_e4m3x2_out(x0 * o_out, x1 * o_out);
                 unsigned char* ob = reinterpret_cast<unsigned char*>(orow) + dt * 8 + lt * 2;
                 asm volatile("st.global.b16 [%0], %1;\n" ::"l"(ob), "h"(code) : "memory");
             }
@@ -319,6 +403,7 @@ __device__ __forceinline__ void fp8_epilogue_store_o(const float* acc, const flo
             }
         }
     }
+    fp8_merge_amax(w, RAGGED_FP8_WORD_AMAX_O, amax, lane);
 }
 
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL

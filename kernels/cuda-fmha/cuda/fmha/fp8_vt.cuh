@@ -3,14 +3,16 @@
 // ---------------------------------------------------------------------------------------------
 // ragged_fmha_fp8_vt: after the pre-pass (it reads the batch records), before the FP8 forward.
 // Writes V^T into the workspace as a [D][H_kv * B * NB][BN] array of e4m3 codes (NB = vt_blocks,
-// BN = keys, the forward's block width: 128 for D 64 and 128, 64 for D 256): for KV head g, batch b
+// BN = keys, the forward's block width: 64, 128 or 192, config_sm90.cuh): for KV head g, batch b
 // and key block nb, row d holds the BN keys of the block's K tile (kv_tile_first_key: a batch's
 // partial last block of a batch with at least BN keys is its last BN keys) in the slot order of
 // fp8_sm90.cuh (slot 4c + i of each 16 carries key 2c + (i & 1) + 8 (i >> 1)), keys past the batch's
 // end zero, so that a masked key multiplies a finite zero. The forward loads one block's rows as a
-// D x BN tile through a tensor map of three dims {BN bytes, H_kv * B * NB, D} (128-byte swizzle for
-// rows of 128 keys, 64-byte for rows of 64). Blocks past a batch's keys write nothing (the forward
-// never reads them). Grid (NB, B, H_kv), RAGGED_FP8_VT_THREADS threads.
+// D x BN tile through a tensor map of three dims {BN bytes, H_kv * B * NB, D}, one box per chunk of its
+// keys (fp8_fill_vt: 128-byte swizzle for blocks of 128 keys, else chunks of 64 keys with the 64-byte
+// swizzle). Blocks past a batch's keys write nothing (the forward never reads them). Grid (NB, B,
+// H_kv), RAGGED_FP8_VT_THREADS threads; a block of more than RAGGED_FP8_VT_KEYS keys is staged in
+// passes of that many (the slot order only permutes keys within 16).
 //
 // ragged_fmha_fp8_amax: after the forward, one block: max of the P * RAGGED_FP8_AMAX_WARPS partials
 // of each amax the forward's working blocks wrote (P = min(SM count, the forward's grid,
@@ -20,7 +22,7 @@
 // ---------------------------------------------------------------------------------------------
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 
-// The widest key block (the staged tile's rows); keys is 64 or 128.
+// Keys staged per pass (the staged tile's rows); keys is 64, 128 or 192.
 #define RAGGED_FP8_VT_KEYS 128
 #define RAGGED_FP8_VT_THREADS 256
 #define RAGGED_FP8_VT_MAX_D 256
@@ -42,34 +44,39 @@ extern "C" __global__ void __launch_bounds__(RAGGED_FP8_VT_THREADS)
     ragged_grid_dependency_wait();
     const int nb = blockIdx.x, b = blockIdx.y, g = blockIdx.z;
     const RaggedBatch bt = batches[b];
-    if ((keys != 64 && keys != RAGGED_FP8_VT_KEYS) || nb * keys >= bt.lkv || head_dim > RAGGED_FP8_VT_MAX_D ||
+    if ((keys != 64 && keys != 128 && keys != 192) || nb * keys >= bt.lkv || head_dim > RAGGED_FP8_VT_MAX_D ||
         (head_dim & 15) != 0)
         return;
-    const int j0 = keys == 64 ? kv_tile_first_key<64>(nb, bt.lkv) : kv_tile_first_key<RAGGED_FP8_VT_KEYS>(nb, bt.lkv);
+    // kv_tile_first_key for this block width.
+    const int j0 = bt.lkv >= keys && bt.lkv - nb * keys < keys ? bt.lkv - keys : nb * keys;
     const int valid = bt.lkv - j0 < keys ? bt.lkv - j0 : keys;
     const unsigned char* src = v + (bt.kv_tok + j0) * v_seq + (i64)g * v_head;
     const int chunks = head_dim / 16;
-    for (int idx = threadIdx.x; idx < keys * chunks; idx += RAGGED_FP8_VT_THREADS) {
-        const int j = idx / chunks, ch = idx - j * chunks;
-        uint4 x = make_uint4(0u, 0u, 0u, 0u);
-        if (j < valid) x = *reinterpret_cast<const uint4*>(src + (i64)j * v_seq + ch * 16);
-        u32* dst = reinterpret_cast<u32*>(tile + j * RAGGED_FP8_VT_PITCH + ch * 16);
-        dst[0] = x.x;
-        dst[1] = x.y;
-        dst[2] = x.z;
-        dst[3] = x.w;
-    }
-    __syncthreads();
     const i64 plane = (i64)h_kv * batch * vt_blocks * keys;
     unsigned char* out = vt + (((i64)g * batch + b) * vt_blocks + nb) * keys;
-    const int words = keys / 4;
-    for (int idx = threadIdx.x; idx < head_dim * words; idx += RAGGED_FP8_VT_THREADS) {
-        const int d = idx / words, w = idx - d * words;
-        u32 word = 0;
+    for (int k0 = 0; k0 < keys; k0 += RAGGED_FP8_VT_KEYS) {
+        const int n = keys - k0 < RAGGED_FP8_VT_KEYS ? keys - k0 : RAGGED_FP8_VT_KEYS;
+        if (k0 > 0) __syncthreads();  // the previous pass's reads of the tile are done
+        for (int idx = threadIdx.x; idx < n * chunks; idx += RAGGED_FP8_VT_THREADS) {
+            const int j = idx / chunks, ch = idx - j * chunks;
+            uint4 x = make_uint4(0u, 0u, 0u, 0u);
+            if (k0 + j < valid) x = *reinterpret_cast<const uint4*>(src + (i64)(k0 + j) * v_seq + ch * 16);
+            u32* dst = reinterpret_cast<u32*>(tile + j * RAGGED_FP8_VT_PITCH + ch * 16);
+            dst[0] = x.x;
+            dst[1] = x.y;
+            dst[2] = x.z;
+            dst[3] = x.w;
+        }
+        __syncthreads();
+        const int words = n / 4;
+        for (int idx = threadIdx.x; idx < head_dim * words; idx += RAGGED_FP8_VT_THREADS) {
+            const int d = idx / words, w = idx - d * words;
+            u32 word = 0;
 #pragma unroll
-        for (int i = 0; i < 4; ++i)
-            word |= (u32)tile[ragged_fp8_vt_key(4 * w + i) * RAGGED_FP8_VT_PITCH + d] << (8 * i);
-        *reinterpret_cast<u32*>(out + (i64)d * plane + 4 * w) = word;
+            for (int i = 0; i < 4; ++i)
+                word |= (u32)tile[ragged_fp8_vt_key(4 * w + i) * RAGGED_FP8_VT_PITCH + d] << (8 * i);
+            *reinterpret_cast<u32*>(out + (i64)d * plane + k0 + 4 * w) = word;
+        }
     }
 }
 

@@ -50,12 +50,13 @@ __device__ __forceinline__ void fmha_fwd_sm90_kernel(RAGGED_FMHA_PARAMS, const R
     // FP8: P in e4m3 fragments of 32 keys, else 16-key bf16 / fp16 fragments.
     constexpr int PA = F8 ? BN / 32 : BN / 16;
     static_assert(!F8 || (!QREG && !TSQ &&
-                          ((D == 128 && DV == 256 && BN == 64) || (D == 64 && DV == 128 && BN == 128) ||
-                           (D == 32 && DV == 64 && BN == 128))),
-                  "the FP8 forward: Q from shared memory; D 256 over blocks of 64 keys, D 128 or 64 of 128");
+                          ((D == 128 && DV == 256 && BN == 64) ||
+                           (D == 64 && DV == 128 && (BN == 128 || BN == 192)) ||
+                           (D == 32 && DV == 64 && (BN == 128 || BN == 192)))),
+                  "the FP8 forward: Q from shared memory; D 256 over blocks of 64 keys, D 128 or 64 of 128 or 192");
     static_assert(D % 32 == 0 && (D >= 64 || F8) && D <= 256 && (DV == 64 || DV == 96 || DV == 128 || DV == 256),
                   "head dims the P V widths cover");
-    static_assert((BN == 64 || BN == 128) && STAGES >= 2, "key-block widths of the S products");
+    static_assert((BN == 64 || BN == 128 || (F8 && BN == 192)) && STAGES >= 2, "key-block widths of the S products");
     // Without deferred_o_store the d192 / 128 form (Q in registers, a ring of 2) wrote wrong values
     // into a few rows of the second consumer's half of short causal items. A race with the same
     // signature (Q released right after the ldmatrix, before a late warp had read it) was found and
@@ -84,6 +85,8 @@ __device__ __forceinline__ void fmha_fwd_sm90_kernel(RAGGED_FMHA_PARAMS, const R
     const u32 s_slot = slot_full + 32;
     const u32 q2_full = v_empty + 8 * STAGES + 48;
     const u32 q2_empty = q2_full + 8;
+    // FP8: eight words per consumer warp after the spare 8 bytes (RAGGED_FMHA_SM90_SMEM).
+    const u32 f8_words = q2_full + 24;
     // Fill qi (items with keys, counted alike by producer and consumers): its buffer, its barriers'
     // phase.
     auto q_buf = [&](int qi) { return s_q + (Q2 ? (u32)(qi & 1) * Q_BYTES : 0u); };
@@ -190,8 +193,13 @@ __device__ __forceinline__ void fmha_fwd_sm90_kernel(RAGGED_FMHA_PARAMS, const R
     // FP8: the scalars (read after the grid-dependency wait) fold δq δk into the scores' scale.
     RaggedFp8Scales f8s{};
     if constexpr (F8) f8s = ragged_fp8_scales(*f8);
-    u32 amax = 0, amax_s = 0;  // FP8: max |O'| and max P of this thread's stored rows (ragged_amax_bits)
-    const float sl2 = (F8 ? scale * f8s.s_scale : scale) * 1.4426950408889634f;
+    // FP8: this warp's words in shared memory (fp8_warp_words): its running amax_o and amax_s and O's
+    // two factors, read where an item ends rather than held in registers through the key loop.
+    const u32 f8w = f8_words + 32 * (c * 4 + ((tid >> 5) & 3));
+    const float sl2_reg = (F8 ? scale * f8s.s_scale : scale) * 1.4426950408889634f;
+    if constexpr (F8) fp8_warp_words_init(f8w, f8s, sl2_reg, lane);
+    // The scores' scale (log2 units): for FP8 read from the warp's words at each use.
+    auto scale_l2 = [&]() { return F8 ? fp8_warp_word(f8w, RAGGED_FP8_WORD_SL2) : sl2_reg; };
     KvRing<STAGES> kv;  // K / V blocks consumed so far
     int qi = 0;
     float acc[DT * 4];
@@ -215,12 +223,13 @@ __device__ __forceinline__ void fmha_fwd_sm90_kernel(RAGGED_FMHA_PARAMS, const R
     // The item's LSE and O's factors, once its last softmax step is done (epilogue_sm90.cuh).
     auto row_stats = [&](const EpilogueRows& rows) {
         float l[2];
-        epilogue_row_stats<TSQ>(m_i, l_i, rows, row_in_tile, lt, sl2, lse_seq, F8 ? f8s.o_scale : 1.f, inv, l);
-        if constexpr (F8) fp8_note_amax_s(l, rows, row_in_tile, amax_s);
+        epilogue_row_stats<TSQ>(m_i, l_i, rows, row_in_tile, lt, scale_l2(), lse_seq,
+                                F8 ? fp8_warp_word(f8w, RAGGED_FP8_WORD_O_SCALE) : 1.f, inv, l);
+        if constexpr (F8) fp8_note_amax_s(l, rows, row_in_tile, f8w, lane);
     };
     auto store_o = [&](const EpilogueRows& rows) {
         if constexpr (F8)
-            fp8_epilogue_store_o<DTO>(acc, inv, rows, row_in_tile, lt, o_seq, f8->o_kind, f8s, amax);
+            fp8_epilogue_store_o<DTO>(acc, inv, rows, row_in_tile, lt, o_seq, f8->o_kind, f8w, lane);
         else
             epilogue_store_o<BF16, DTO, TSQ, C::wide_o_stores>(acc, inv, rows, row_in_tile, lt, o_seq, o_wide);
     };
@@ -312,20 +321,21 @@ __device__ __forceinline__ void fmha_fwd_sm90_kernel(RAGGED_FMHA_PARAMS, const R
                     if (QREG || nb_first + 1 == nb_last) mbar_arrive(qe);
                 }
                 softmax_step<NS, SLACK>(s, m_i, l_i, corr, band, kv_tile_first_key<BN>(nb_first, band.lkv), BN,
-                                        i0, row_in_tile, lt, sl2, nb_first * BN, fr);
+                                        i0, row_in_tile, lt, scale_l2(), nb_first * BN, fr);
             }
             // The previous block's tail at the top of the next one: P V (n - 2) done (none in flight
             // for the first block), its V released, O rescaled by corr (n - 1) where asked (acc is 0
-            // after the first block), P (n - 1) packed.
-            const int nb_first_kv = kv.n;
-            auto pending_tail = [&](bool rescale) {
+            // after the first block), P (n - 1) packed. first: the tail of the item's first block,
+            // with no V of this item to release yet (a flag rather than a count of blocks kept
+            // through the loop: one register fewer in the consumers' tightest spot).
+            auto pending_tail = [&](bool rescale, bool first) {
                 wgmma_wait<0>();
                 fence_regs<DT * 4>(acc);
                 fence_regs_u32<PA * 4>(&pa[0][0]);
-                if (kv.n > nb_first_kv && lane == 0) mbar_arrive(v_empty + 8 * kv.prev_stage());
+                if (!first && lane == 0) mbar_arrive(v_empty + 8 * kv.prev_stage());
                 if (rescale) softmax_rescale_o<DV>(acc, corr);
                 if constexpr (F8)
-                    fp8_pack_p<BN>(s, pa, f8s.p_scale);
+                    fp8_pack_p<BN>(s, pa, fp8_warp_word(f8w, RAGGED_FP8_WORD_P_SCALE));
                 else
                     softmax_pack_p<BF16, BN>(s, pa);
                 // The next wgmma reads both: keep the compiler from sinking these writes past its fence.
@@ -340,7 +350,7 @@ __device__ __forceinline__ void fmha_fwd_sm90_kernel(RAGGED_FMHA_PARAMS, const R
                 mbar_wait(k_full + 8 * st, kv.next_phase());
                 // Only a tail block comes by cp.async, and only the last K can be one.
                 if (nb + 1 == nb_last) fence_proxy_async();
-                pending_tail(false);
+                pending_tail(false, nb == nb_first + 1);
                 const u32 kb = s_k + st * K_BYTES;
                 const u32 vb_prev = s_v + sp * V_BYTES;
                 consumer_turn_wait(c);
@@ -361,7 +371,7 @@ __device__ __forceinline__ void fmha_fwd_sm90_kernel(RAGGED_FMHA_PARAMS, const R
                     if (!QREG && nb + 1 == nb_last) mbar_arrive(qe);
                 }
                 softmax_step<NS, SLACK>(s, m_i, l_i, corr, band, kv_tile_first_key<BN>(nb, band.lkv), BN, i0,
-                                        row_in_tile, lt, sl2, nb * BN, fr);
+                                        row_in_tile, lt, scale_l2(), nb * BN, fr);
                 kv.advance();
             }
 
@@ -371,7 +381,7 @@ __device__ __forceinline__ void fmha_fwd_sm90_kernel(RAGGED_FMHA_PARAMS, const R
                 const int sp = kv.stage();
                 mbar_wait(v_full + 8 * sp, kv.phase());
                 fence_proxy_async();
-                pending_tail(true);
+                pending_tail(true, nb_last - nb_first == 1);
                 consumer_turn_wait(c);
                 wgmma_fence();
                 issue_pv(pa, s_v + sp * V_BYTES);
@@ -409,9 +419,9 @@ __device__ __forceinline__ void fmha_fwd_sm90_kernel(RAGGED_FMHA_PARAMS, const R
     if constexpr (F8) {
         // One partial of each per consumer warp (RAGGED_FP8_AMAX_WARPS per block), reduced by
         // ragged_fmha_fp8_amax.
-        amax = __reduce_max_sync(0xffffffffu, amax);
-        amax_s = __reduce_max_sync(0xffffffffu, amax_s);
         if (f8->amax != nullptr && lane == 0) {
+            const u32 amax = __float_as_uint(fp8_warp_word(f8w, RAGGED_FP8_WORD_AMAX_O));
+            const u32 amax_s = __float_as_uint(fp8_warp_word(f8w, RAGGED_FP8_WORD_AMAX_S));
             const int at = blockIdx.x * RAGGED_FP8_AMAX_WARPS + c * 4 + ((tid >> 5) & 3);
             f8->amax[at] = amax;
             f8->amax[RAGGED_FP8_AMAX_S_OFFSET + at] = amax_s;

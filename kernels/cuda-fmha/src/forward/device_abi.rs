@@ -80,9 +80,11 @@ pub const FP8_SYMBOL: &str = "ragged_fmha_fp8";
 pub const FP8_VT_KERNEL: &str = "ragged_fmha_fp8_vt";
 /// `RAGGED_FP8_VT_THREADS`.
 pub const FP8_VT_THREADS: u32 = 256;
-/// `RAGGED_FP8_VT_KEYS`: keys per transposed block of the D 64 and D 128 entry points (their BN),
-/// the widest block `ragged_fmha_fp8_vt` writes.
+/// Keys per transposed block of the D 64 entry point (`FmhaSm90Fp8ConfigD64`'s BN).
 pub const FP8_VT_KEYS: i64 = 128;
+/// Keys per transposed block of the D 128 entry point (`FmhaSm90Fp8ConfigD128`'s BN): three chunks
+/// of 64 keys, each one box of the transposed V's map.
+pub const FP8_VT_KEYS_D128: i64 = 192;
 /// Keys per transposed block of the D 256 entry point (`FmhaSm90Fp8ConfigD256`'s BN): with blocks
 /// of 128 its consumers' accumulators would not fit their registers.
 pub const FP8_VT_KEYS_D256: i64 = 64;
@@ -90,10 +92,10 @@ pub const FP8_VT_KEYS_D256: i64 = 64;
 /// Keys per transposed V block for the FP8 entry point of head dim `d`: its BN, which the
 /// transposition's `keys` argument, the workspace and the transposed V's tensor map follow.
 pub fn fp8_vt_keys(d: i64) -> i64 {
-    if d == 256 {
-        FP8_VT_KEYS_D256
-    } else {
-        FP8_VT_KEYS
+    match d {
+        256 => FP8_VT_KEYS_D256,
+        128 => FP8_VT_KEYS_D128,
+        _ => FP8_VT_KEYS,
     }
 }
 /// `ragged_fmha_fp8_amax`: the amax partials reduced into the amax_o and amax_s outputs, one

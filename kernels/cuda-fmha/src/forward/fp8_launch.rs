@@ -64,15 +64,18 @@ pub(crate) fn two_byte_view(plan: &FmhaPlan, fp8: &Fp8Plan) -> FmhaPlan {
 
 /// The swizzle of the transposed V's tiles, whose rows are `vt_keys` bytes (the plan's), checked
 /// against the entry point's published BN (`block_n`): the forward reads one tile per key block, so
-/// a module whose BN differs from the plan's blocks would read the wrong keys.
+/// a module whose BN differs from the plan's blocks would read the wrong keys. A block of 128 keys
+/// is one box of 128-byte swizzle rows; blocks of 64 or 192 keys are boxes of 64 keys with the
+/// 64-byte swizzle (one or three per block, `fp8_fill_vt`), since a swizzled box row is at most
+/// 128 bytes.
 pub(crate) fn vt_swizzle(kernel: &str, vt_keys: i64, block_n: i32) -> Result<RowSwizzle, GpuError> {
     let swizzle = match vt_keys {
-        64 => RowSwizzle::Bytes64,
+        64 | 192 => RowSwizzle::Bytes64,
         128 => RowSwizzle::Bytes128,
         _ => {
             return Err(GpuError::KernelContract {
                 kernel: kernel.to_owned(),
-                detail: format!("transposed V blocks of {vt_keys} keys (64 or 128)"),
+                detail: format!("transposed V blocks of {vt_keys} keys (64, 128 or 192)"),
             });
         }
     };

@@ -68,13 +68,14 @@ fn upstreams_shape_runs_on_the_e4m3_entry_point() {
     assert_eq!(f.amax_o, None);
     // Element strides, as the pre-pass reads the offsets: bytes of e4m3 Q.
     assert_eq!((plan.q.seq, plan.q.head), (1024, 128));
-    // ceil(300 / 128) = 3 blocks per (KV head, batch): 128 rows of 2 · 3 · 3 blocks of 128 keys,
+    // ceil(300 / 192) = 2 blocks per (KV head, batch): 128 rows of 2 · 3 · 2 blocks of 192 keys,
     // after the pre-pass's records (counters at 512 + 48 bytes, aligned up to 768).
-    assert_eq!(f.vt_blocks, 3);
+    assert_eq!(f.vt_keys, 192);
+    assert_eq!(f.vt_blocks, 2);
     assert_eq!(f.workspace.vt, 768);
-    assert_eq!(f.workspace.vt_bytes, 128 * 18 * 128);
+    assert_eq!(f.workspace.vt_bytes, 128 * 12 * 192);
     assert_eq!(f.workspace.amax, None);
-    assert_eq!(plan.workspace_bytes(), 768 + 128 * 18 * 128 + 256);
+    assert_eq!(plan.workspace_bytes(), 768 + 128 * 12 * 192 + 256);
 }
 
 #[test]
@@ -102,10 +103,10 @@ fn d256_runs_on_its_own_entry_point_over_blocks_of_64_keys() {
     let view = crate::forward::fp8_launch::two_byte_view(&plan, f);
     assert_eq!((view.q.seq, view.q.head), (1024, 128));
     assert_eq!((view.k.seq, view.k.head), (256, 128));
-    // D 64 and D 128 keep blocks of 128 keys.
-    for d in [64, 128] {
+    // D 64 keeps blocks of 128 keys, D 128 takes 192.
+    for (d, keys) in [(64, 128), (128, 192)] {
         let plan = plan_d(d);
-        assert_eq!(plan.fp8.unwrap().vt_keys, 128, "D {d}");
+        assert_eq!(plan.fp8.unwrap().vt_keys, keys, "D {d}");
     }
 }
 
@@ -122,6 +123,11 @@ fn the_transposed_v_map_follows_the_entry_points_block_width() {
     assert_eq!(RowSwizzle::Bytes64.box_columns(), 32);
     assert_eq!(vt_swizzle(k, 128, 128).unwrap(), RowSwizzle::Bytes128);
     assert_eq!(RowSwizzle::Bytes128.box_columns(), 64);
+    // Blocks of 192 keys: three boxes of 64 keys.
+    assert_eq!(
+        vt_swizzle("ragged_fmha_fwd_e4m3_d128", 192, 192).unwrap(),
+        RowSwizzle::Bytes64
+    );
     let text = vt_swizzle(k, 64, 128).unwrap_err().to_string();
     assert!(
         text.contains("block_n 128") && text.contains("64 keys"),
@@ -144,7 +150,7 @@ fn cudnns_shape_binds_every_scalar_and_both_amaxes() {
         f.scalars[DESCALE_Q],
         Some(ScalePlan::DeviceTensor { uid: 30, .. })
     ));
-    let vt_end = (768 + 128 * 18 * 128u64).div_ceil(256) * 256;
+    let vt_end = (768 + 128 * 12 * 192u64).div_ceil(256) * 256;
     assert_eq!(f.workspace.amax, Some(vt_end));
     assert_eq!(
         plan.workspace_bytes(),

@@ -9,7 +9,7 @@
 //! quantizes `e^(S − m_n) · σs` against the running maximum m_n of the key blocks it has seen, so
 //! the two differ by P's e4m3 rounding (up to 2^-4 relative per weight), which only §5's loose
 //! bounds cover. The model below reproduces the kernel's blocking (aligned blocks of the entry
-//! point's BN keys, 128 or at D 256 64, ascending, the running max moving with every block that
+//! point's BN keys, 192 at D 128, 128 at D 64, 64 at D 256, ascending, the running max moving with every block that
 //! raises it) and its roundings of P, so
 //! it differs from the kernel only where a weight lies on an e4m3 rounding midpoint within the
 //! kernel's f32 arithmetic of S (a one-code difference of that weight, rare), and in O's own
@@ -79,7 +79,11 @@ impl Fp8Case {
     }
     /// Keys per block of the e4m3 entry point for `d` (its BN, `config_sm90.cuh`).
     fn block_keys(&self) -> usize {
-        if self.d == 256 { 64 } else { 128 }
+        match self.d {
+            256 => 64,
+            128 => 192,
+            _ => 128,
+        }
     }
     fn admits(&self, lq: i64, lkv: i64, i: i64, j: i64) -> bool {
         match self.causal {
