@@ -222,10 +222,22 @@ __device__ __forceinline__ void fmha_fwd_sm90_kernel(RAGGED_FMHA_PARAMS, const R
     const bool o_wide = C::wide_o_stores && (((u64)o | (u64)(o_seq * 2) | (u64)(o_head * 2)) & 15) == 0;
     // The item's LSE and O's factors, once its last softmax step is done (epilogue_sm90.cuh).
     auto row_stats = [&](const EpilogueRows& rows) {
-        float l[2];
-        epilogue_row_stats<TSQ>(m_i, l_i, rows, row_in_tile, lt, scale_l2(), lse_seq,
-                                F8 ? fp8_warp_word(f8w, RAGGED_FP8_WORD_O_SCALE) : 1.f, inv, l);
-        if constexpr (F8) fp8_note_amax_s(l, rows, row_in_tile, f8w, lane);
+        if constexpr (F8) {
+            fp8_row_stats<TSQ>(m_i, l_i, rows, row_in_tile, lt, scale_l2(), lse_seq, f8w, lane, inv);
+        }
+        else {
+            float l[2];
+            epilogue_row_stats<TSQ>(m_i, l_i, rows, row_in_tile, lt, scale_l2(), lse_seq, 1.f, inv, l);
+        }
+    };
+    // The online-softmax step of key block nb (FP8: fp8_softmax_step).
+    auto softmax = [&](float* sc, float* corr, const RaggedBand& band, int nb, int i0, int2 fr) {
+        if constexpr (F8)
+            fp8_softmax_step<NS>(sc, m_i, l_i, corr, band, kv_tile_first_key<BN>(nb, band.lkv), BN, i0, row_in_tile,
+                                 lt, scale_l2(), nb * BN, fr);
+        else
+            softmax_step<NS>(sc, m_i, l_i, corr, band, kv_tile_first_key<BN>(nb, band.lkv), BN, i0, row_in_tile, lt,
+                             scale_l2(), nb * BN, fr);
     };
     auto store_o = [&](const EpilogueRows& rows) {
         if constexpr (F8)
@@ -252,7 +264,6 @@ __device__ __forceinline__ void fmha_fwd_sm90_kernel(RAGGED_FMHA_PARAMS, const R
         else
             mainloop_issue_pv<BF16, PV, BN>(acc, pa, vb);
     };
-    constexpr int SLACK = F8 ? 0 : RAGGED_SOFTMAX_MAX_SLACK;
 
     if (c == NC - 1) named_bar_arrive(RAGGED_WS_BAR_TURN + 0, 256);
 
@@ -320,8 +331,7 @@ __device__ __forceinline__ void fmha_fwd_sm90_kernel(RAGGED_FMHA_PARAMS, const R
                     // are warp-collective).
                     if (QREG || nb_first + 1 == nb_last) mbar_arrive(qe);
                 }
-                softmax_step<NS, SLACK>(s, m_i, l_i, corr, band, kv_tile_first_key<BN>(nb_first, band.lkv), BN,
-                                        i0, row_in_tile, lt, scale_l2(), nb_first * BN, fr);
+                softmax(s, corr, band, nb_first, i0, fr);
             }
             // The previous block's tail at the top of the next one: P V (n - 2) done (none in flight
             // for the first block), its V released, O rescaled by corr (n - 1) where asked (acc is 0
@@ -370,8 +380,7 @@ __device__ __forceinline__ void fmha_fwd_sm90_kernel(RAGGED_FMHA_PARAMS, const R
                     mbar_arrive(k_empty + 8 * st);
                     if (!QREG && nb + 1 == nb_last) mbar_arrive(qe);
                 }
-                softmax_step<NS, SLACK>(s, m_i, l_i, corr, band, kv_tile_first_key<BN>(nb, band.lkv), BN, i0,
-                                        row_in_tile, lt, scale_l2(), nb * BN, fr);
+                softmax(s, corr, band, nb, i0, fr);
                 kv.advance();
             }
 

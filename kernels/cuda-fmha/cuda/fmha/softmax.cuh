@@ -15,8 +15,8 @@
 // (which reverses the order of the scores) is applied up front instead.
 // j0 is the first key the tile holds (kv_tile_first_key) and keys below k_min, the block's own first
 // key, are masked. Whether the block needs a mask at all is decided from fr, the keys every row of
-// the tile admits (ragged_full_keys, once per item). SLACK is the max slack above; the FP8 forward
-// passes 0, so that every p stays <= 1 and p times its P scale inside e4m3's range.
+// the tile admits (ragged_full_keys, once per item). SLACK is the max slack above (the FP8 forward
+// has its own step, fp8_softmax_step, with none).
 template <int NS, int SLACK = RAGGED_SOFTMAX_MAX_SLACK>
 __device__ __forceinline__ void softmax_step(float* s, float* m_i, float* l_i, float* corr, const RaggedBand& band,
                                              int j0, int bn, int i0, int row_in_tile, int lt, float sl2, int k_min,
@@ -47,13 +47,8 @@ __device__ __forceinline__ void softmax_step(float* s, float* m_i, float* l_i, f
         float sum = 0.f;
 #pragma unroll
         for (int nt = 0; nt < NS; ++nt) {
-            // Without slack the row's maximum score gives p = exp2(0) = 1 exactly (the subtraction is
-            // exact there, where the fused form leaves the rounding error of mu f), so that 1 / l is
-            // the normalized maximum of P the FP8 forward reports as amax_s.
-            const float p0 = SLACK == 0 ? fast_exp2((s[nt * 4 + 2 * hr] - mu) * f)
-                                        : fast_exp2(fmaf(s[nt * 4 + 2 * hr], f, neg_mu_f));
-            const float p1 = SLACK == 0 ? fast_exp2((s[nt * 4 + 2 * hr + 1] - mu) * f)
-                                        : fast_exp2(fmaf(s[nt * 4 + 2 * hr + 1], f, neg_mu_f));
+            const float p0 = fast_exp2(fmaf(s[nt * 4 + 2 * hr], f, neg_mu_f));
+            const float p1 = fast_exp2(fmaf(s[nt * 4 + 2 * hr + 1], f, neg_mu_f));
             s[nt * 4 + 2 * hr] = p0;
             s[nt * 4 + 2 * hr + 1] = p1;
             sum += p0 + p1;

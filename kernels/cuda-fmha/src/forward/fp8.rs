@@ -6,8 +6,9 @@
 //! (no `scale_o`) or FP8_E4M3 with `scale_o`; descales baked, pass-by-value or device tensors;
 //! with or without `scale_s`/`descale_s`; `amax_s` and `amax_o`. Declined, naming the field: the
 //! other formats, FLOAT or FP8_E5M2 O, and other head dims. amax_s is the normalized maximum of P,
-//! `1 / l` of the row with the smallest `l`: exactly 1 where some row admits a single key (every
-//! causal graph with a sequence of equal query and key lengths), else within `l`'s f32 rounding.
+//! `p_top / l` of the row with the smallest `l` (`p_top` its largest weight): exactly 1 where some
+//! row admits a single key (every causal graph with a sequence of equal query and key lengths), else
+//! within `l`'s f32 rounding.
 
 use super::device_abi::{self, Fp8OutputKind};
 use super::geometry::{WORKSPACE_ALIGNMENT, WorkspaceLayout};

@@ -454,8 +454,8 @@ fn check_fp8(name: &str, case: &Fp8Case) {
             "{name}: amax_o = {c}, model {}",
             model.amax_o
         );
-        // amax_s: 1 / l of the row with the smallest l; exactly 1, like the reference's, where a
-        // row admits a single key (the kernel's p at a row's maximum is exactly 1). Else within
+        // amax_s: p_top / l of the row with the smallest l; exactly 1, like the reference's, where
+        // a row admits a single key (l is then the kernel's p at the row's maximum, p_top). Else within
         // 1e-3: l sums the kernel's f32 weights, whose scores come from e4m3 products accumulated
         // with fewer bits than f32 (a relative error far above f32 rounding, far below any error
         // in which row or which quantity is reported).
