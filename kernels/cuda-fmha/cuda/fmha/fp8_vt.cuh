@@ -42,6 +42,9 @@ extern "C" __global__ void __launch_bounds__(RAGGED_FP8_VT_THREADS)
                        int vt_blocks, int head_dim, int keys) {
     __shared__ __align__(16) unsigned char tile[RAGGED_FP8_VT_KEYS * RAGGED_FP8_VT_PITCH];
     ragged_grid_dependency_wait();
+    // The forward that follows may be scheduled now: it reads nothing this grid writes before its
+    // own wait for this grid's completion, so it only uses the transposition's tail to get ready.
+    ragged_grid_launch_dependents();
     const int nb = blockIdx.x, b = blockIdx.y, g = blockIdx.z;
     const RaggedBatch bt = batches[b];
     if ((keys != 64 && keys != 128 && keys != 192) || nb * keys >= bt.lkv || head_dim > RAGGED_FP8_VT_MAX_D ||

@@ -173,9 +173,18 @@ pub(crate) unsafe fn execute_fp8(
         };
         // SAFETY: the arguments mirror `ragged_fmha_fp8_vt`; V is the caller's (contract), the
         // batch records are the pre-pass's, enqueued before on this stream (a plain launch waits
-        // for it), and the transposed region lies inside the checked workspace (the plan sized it
-        // for these blocks).
-        unsafe { launch(transpose, config, stream, &args) }?;
+        // for it; a programmatic one, where the module allows it, is scheduled during the
+        // pre-pass, whose `griddepcontrol.launch_dependents` comes first, and the transposition
+        // reads and writes nothing before its `griddepcontrol.wait`, which returns once the
+        // pre-pass, and so everything enqueued before it, has completed), and the transposed
+        // region lies inside the checked workspace (the plan sized it for these blocks).
+        unsafe {
+            if loaded.grid_dependency() {
+                launch_parts_programmatic(transpose, config, stream, &[&args])
+            } else {
+                launch(transpose, config, stream, &args)
+            }
+        }?;
     }
 
     // The forward over the two-byte view, with the transposed V's map in V's place.
@@ -229,8 +238,8 @@ pub(crate) unsafe fn execute_fp8(
     // two-byte view, the maps of Q, K and the transposed V, the pre-pass's parameters, nonce 0,
     // RAGGED_FP8_PARAMS); the pre-pass and the transposition enqueued before on this stream fill
     // the workspace (a programmatic launch waits for the previous grid, the transposition, before
-    // its first read, and the transposition started only after the pre-pass completed); block
-    // size and shared memory are the entry point's published values.
+    // its first read, and the transposition read and wrote nothing before the pre-pass
+    // completed); block size and shared memory are the entry point's published values.
     unsafe {
         if loaded.grid_dependency() {
             launch_parts_programmatic(forward, config, stream, &parts)
