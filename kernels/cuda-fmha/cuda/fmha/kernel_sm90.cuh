@@ -336,13 +336,16 @@ __device__ __forceinline__ void fmha_fwd_sm90_kernel(RAGGED_FMHA_PARAMS, const R
             // The previous block's tail at the top of the next one: P V (n - 2) done (none in flight
             // for the first block), its V released, O rescaled by corr (n - 1) where asked (acc is 0
             // after the first block), P (n - 1) packed. first: the tail of the item's first block,
-            // with no V of this item to release yet (a flag rather than a count of blocks kept
-            // through the loop: one register fewer in the consumers' tightest spot).
+            // with no V of this item to release yet. FP8 takes it from the flag (a count of blocks
+            // kept through the loop was one register too many in its consumers' tightest spot, at
+            // 192 keys); the 16-bit forms keep the count, with which they were measured faster.
+            const int nb_first_kv = kv.n;
             auto pending_tail = [&](bool rescale, bool first) {
                 wgmma_wait<0>();
                 fence_regs<DT * 4>(acc);
                 fence_regs_u32<PA * 4>(&pa[0][0]);
-                if (!first && lane == 0) mbar_arrive(v_empty + 8 * kv.prev_stage());
+                const bool release = F8 ? !first : kv.n > nb_first_kv;
+                if (release && lane == 0) mbar_arrive(v_empty + 8 * kv.prev_stage());
                 if (rescale) softmax_rescale_o<DV>(acc, corr);
                 if constexpr (F8)
                     fp8_pack_p<BN>(s, pa, fp8_warp_word(f8w, RAGGED_FP8_WORD_P_SCALE));
