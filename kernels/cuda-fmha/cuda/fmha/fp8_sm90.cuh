@@ -21,7 +21,7 @@
 //     own two keys of chunk 2h and two of chunk 2h + 1, packed straight from the accumulator.
 //   - Scales: S = δq δk α Q̂K̂ᵀ (folded into the softmax's scale); P̃ = sat_e4m3(p σs) with p against
 //     the running max, which with a zero max slack never exceeds 1 by more than the few ulps of
-//     fp8_softmax_step's fused form; O' = δs δv Σ P̃ V̂ / l. Without
+//     softmax_step's fused form without slack; O' = δs δv Σ P̃ V̂ / l. Without
 //     scale_s / descale_s (P exact in the definition) P still has to be e4m3 for the product: it is
 //     quantized with the internal power of two RAGGED_FP8_P_SCALE and divided back.
 //   - amax_o = max |O'| over the stored elements, before scale_o and rounding; amax_s = max P, the
@@ -362,55 +362,9 @@ __device__ __forceinline__ void fp8_pack_p(const float* s, u32 (*pa)[4], float p
     }
 }
 
-// The FP8 forward's online-softmax step: softmax_step's mask and exact running max (no slack), with
-// each weight p = exp2(fma(s, f, c)) against the row's c = -m f, one FFMA and one EX2 per score, where
-// softmax_step's exact form (exp2((s - m) f), which makes the top weight exactly 1) takes an FSUB and
-// an FMUL: with e4m3 the tensor cores leave the consumers about as many issue slots per block as the
-// softmax takes, so the per-score instructions set the pace. The top weight is then exp2 of the
-// rounding error of m f, within a few ulps of 1; fp8_row_stats recomputes it the same way, so that the
-// normalized maximum p_top / l stays exactly 1 for a row with a single admitted key.
-template <int NS>
-__device__ __forceinline__ void fp8_softmax_step(float* s, float* m_i, float* l_i, float* corr, const RaggedBand& band,
-                                                 int j0, int bn, int i0, int row_in_tile, int lt, float sl2, int k_min,
-                                                 int2 fr) {
-    const float f = sl2 > 0.f ? sl2 : 1.f;
-    if (!(sl2 > 0.f)) {
-#pragma unroll
-        for (int i = 0; i < NS * 4; ++i) s[i] *= sl2;
-    }
-    const bool full = j0 >= fr.x && j0 + bn <= fr.y && j0 >= k_min;
-    if (!full) wgmma_mask_block<NS>(s, band, j0, i0, row_in_tile, lt, k_min);
-#pragma unroll
-    for (int hr = 0; hr < 2; ++hr) {
-        float mx = m_i[hr];
-#pragma unroll
-        for (int nt = 0; nt < NS; ++nt) mx = fmaxf(mx, fmaxf(s[nt * 4 + 2 * hr], s[nt * 4 + 2 * hr + 1]));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-        // As softmax_step with no slack: keep the old max unless this block raises it (a NaN
-        // difference, both -inf, keeps -inf either way); nothing admitted yet: exponentiate against 0.
-        const bool keep = (mx - m_i[hr]) * f <= 0.f;
-        if (keep) mx = m_i[hr];
-        const float mu = mx == RAGGED_NEG_INF ? 0.f : mx;
-        const float c = __fmul_rn(-mu, f);
-        corr[hr] = keep ? 1.f : fast_exp2((m_i[hr] - mu) * f);
-        m_i[hr] = mx;
-        float sum = 0.f;
-#pragma unroll
-        for (int nt = 0; nt < NS; ++nt) {
-            const float p0 = fast_exp2(__fmaf_rn(s[nt * 4 + 2 * hr], f, c));
-            const float p1 = fast_exp2(__fmaf_rn(s[nt * 4 + 2 * hr + 1], f, c));
-            s[nt * 4 + 2 * hr] = p0;
-            s[nt * 4 + 2 * hr + 1] = p1;
-            sum += p0 + p1;
-        }
-        l_i[hr] = l_i[hr] * corr[hr] + sum;
-    }
-}
-
 // The FP8 forward's row statistics (epilogue_row_stats: the LSE and O's factors), and amax_s takes the
 // normalized maximum p_top / l of each of this thread's stored rows with an admitted key, p_top the
-// row's top weight as fp8_softmax_step computed it; by the whole warp, into its word at w.
+// row's top weight as softmax_step (no slack) computed it; by the whole warp, into its word at w.
 template <bool TSQ>
 __device__ __forceinline__ void fp8_row_stats(const float* m_i, const float* l_i, const EpilogueRows& out,
                                               int row_in_tile, int lt, float sl2, i64 lse_seq, u32 w, int lane,

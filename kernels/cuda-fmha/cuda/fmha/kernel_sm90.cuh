@@ -230,14 +230,11 @@ __device__ __forceinline__ void fmha_fwd_sm90_kernel(RAGGED_FMHA_PARAMS, const R
             epilogue_row_stats<TSQ>(m_i, l_i, rows, row_in_tile, lt, scale_l2(), lse_seq, 1.f, inv, l);
         }
     };
-    // The online-softmax step of key block nb (FP8: fp8_softmax_step).
+    // The online-softmax step of key block nb (FP8: no slack, softmax.cuh).
     auto softmax = [&](float* sc, float* corr, const RaggedBand& band, int nb, int i0, int2 fr) {
-        if constexpr (F8)
-            fp8_softmax_step<NS>(sc, m_i, l_i, corr, band, kv_tile_first_key<BN>(nb, band.lkv), BN, i0, row_in_tile,
-                                 lt, scale_l2(), nb * BN, fr);
-        else
-            softmax_step<NS>(sc, m_i, l_i, corr, band, kv_tile_first_key<BN>(nb, band.lkv), BN, i0, row_in_tile, lt,
-                             scale_l2(), nb * BN, fr);
+        softmax_step<NS, F8 ? 0 : RAGGED_SOFTMAX_MAX_SLACK>(sc, m_i, l_i, corr, band,
+                                                            kv_tile_first_key<BN>(nb, band.lkv), BN, i0, row_in_tile,
+                                                            lt, scale_l2(), nb * BN, fr);
     };
     auto store_o = [&](const EpilogueRows& rows) {
         if constexpr (F8)

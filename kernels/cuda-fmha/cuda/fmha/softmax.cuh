@@ -15,8 +15,10 @@
 // (which reverses the order of the scores) is applied up front instead.
 // j0 is the first key the tile holds (kv_tile_first_key) and keys below k_min, the block's own first
 // key, are masked. Whether the block needs a mask at all is decided from fr, the keys every row of
-// the tile admits (ragged_full_keys, once per item). SLACK is the max slack above (the FP8 forward
-// has its own step, fp8_softmax_step, with none).
+// the tile admits (ragged_full_keys, once per item). SLACK is the max slack above. The FP8 forward
+// takes none (every p <= 1, so that p times its P scale stays inside e4m3); its row statistics
+// (fp8_row_stats) recompute the top weight as exp2(fma(m, f, c)) with this c = -m f, one FFMA and
+// one EX2 per score as here, so that p_top / l is exactly 1 for a row with a single admitted key.
 template <int NS, int SLACK = RAGGED_SOFTMAX_MAX_SLACK>
 __device__ __forceinline__ void softmax_step(float* s, float* m_i, float* l_i, float* corr, const RaggedBand& band,
                                              int j0, int bn, int i0, int row_in_tile, int lt, float sl2, int k_min,
@@ -41,7 +43,9 @@ __device__ __forceinline__ void softmax_step(float* s, float* m_i, float* l_i, f
         const bool keep = (mx - m_i[hr]) * f <= (float)SLACK;
         if (keep) mx = m_i[hr];
         const float mu = mx == RAGGED_NEG_INF ? 0.f : mx;
-        const float neg_mu_f = -mu * f;
+        // Without slack (FP8) rounded on its own, as fp8_row_stats computes it; with slack ptxas may
+        // fuse it where that is faster.
+        const float neg_mu_f = SLACK == 0 ? __fmul_rn(-mu, f) : -mu * f;
         corr[hr] = keep ? 1.f : fast_exp2((m_i[hr] - mu) * f);
         m_i[hr] = mx;
         float sum = 0.f;

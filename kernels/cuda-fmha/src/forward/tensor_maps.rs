@@ -119,30 +119,15 @@ pub(crate) fn encode_swizzled(
     let global_dim = [dim(d)?, dim(i64::from(heads))?, TOKEN_EXTENT];
     let global_strides = [bytes(strides.head)?, bytes(strides.seq)?];
     let box_dim = [swizzle.box_columns(), 1, box_rows];
-    let element_strides = [1u32; 3];
-    let mut map = cu::CUtensorMap { opaque: [0; 16] };
-    // SAFETY: every pointer argument addresses a live local array of the rank (3) or rank - 1 (2)
-    // entries the driver reads, and `map` is a writable CUtensorMap. Encoding only reads host
-    // memory; `base` is recorded, not dereferenced (the launch's buffers checks cover it).
-    unsafe {
-        cu::cuTensorMapEncodeTiled(
-            &mut map,
-            cu::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_UINT16,
-            3,
-            base as *mut c_void,
-            global_dim.as_ptr(),
-            global_strides.as_ptr(),
-            box_dim.as_ptr(),
-            element_strides.as_ptr(),
-            cu::CUtensorMapInterleave::CU_TENSOR_MAP_INTERLEAVE_NONE,
-            swizzle.driver(),
-            cu::CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-            cu::CUtensorMapFloatOOBfill::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
-        )
-    }
-    .result()
-    .call("cuTensorMapEncodeTiled")?;
-    Ok(map.opaque)
+    encode_tiled(
+        cu::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_UINT16,
+        base,
+        &global_dim,
+        &global_strides,
+        &box_dim,
+        swizzle.driver(),
+        cu::CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+    )
 }
 
 /// A 2-D map over `blocks` consecutive blocks of `block` f32 at `base` (16-byte aligned), one block
@@ -170,24 +155,47 @@ pub(crate) fn encode_f32_blocks(
     let global_dim = [u64::from(block), blocks];
     let global_strides = [u64::from(block) * 4];
     let box_dim = [block, 1];
-    let element_strides = [1u32; 2];
+    encode_tiled(
+        cu::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
+        base,
+        &global_dim,
+        &global_strides,
+        &box_dim,
+        cu::CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_NONE,
+        cu::CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_NONE,
+    )
+}
+
+/// cuTensorMapEncodeTiled of a rank-R map (element strides 1, no interleave, out-of-bounds boxes
+/// zero-filled); `global_strides` holds the byte strides of dimensions 1..R.
+fn encode_tiled<const R: usize, const S: usize>(
+    data_type: cu::CUtensorMapDataType,
+    base: u64,
+    global_dim: &[u64; R],
+    global_strides: &[u64; S],
+    box_dim: &[u32; R],
+    swizzle: cu::CUtensorMapSwizzle,
+    l2_promotion: cu::CUtensorMapL2promotion,
+) -> Result<[u64; 16], GpuError> {
+    const { assert!(R >= 1 && S + 1 == R, "rank - 1 strides") };
+    let element_strides = [1u32; R];
     let mut map = cu::CUtensorMap { opaque: [0; 16] };
-    // SAFETY: every pointer argument addresses a live local array of the rank (2) or rank - 1 (1)
+    // SAFETY: every pointer argument addresses a live array of the rank (R) or rank - 1 (S)
     // entries the driver reads, and `map` is a writable CUtensorMap. Encoding only reads host
-    // memory; `base` is recorded, not dereferenced.
+    // memory; `base` is recorded, not dereferenced (the launch's buffer checks cover it).
     unsafe {
         cu::cuTensorMapEncodeTiled(
             &mut map,
-            cu::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
-            2,
+            data_type,
+            R as u32,
             base as *mut c_void,
             global_dim.as_ptr(),
             global_strides.as_ptr(),
             box_dim.as_ptr(),
             element_strides.as_ptr(),
             cu::CUtensorMapInterleave::CU_TENSOR_MAP_INTERLEAVE_NONE,
-            cu::CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_NONE,
-            cu::CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_NONE,
+            swizzle,
+            l2_promotion,
             cu::CUtensorMapFloatOOBfill::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
         )
     }
