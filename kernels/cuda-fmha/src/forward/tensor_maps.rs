@@ -131,9 +131,9 @@ pub(crate) fn encode_swizzled(
 }
 
 /// A 2-D map over `blocks` consecutive blocks of `block` f32 at `base` (16-byte aligned), one block
-/// per box, no swizzle: the backward's row statistics (Di, then the scaled LSE, in blocks of a
-/// query tile's rows), which its TMA gradient kernels copy one tile at a time (`tma_load_2d`,
-/// fmha/async_ops.cuh) at int block coordinates.
+/// per box, no swizzle: the backward's row statistics (Di, then the scaled LSE, in the Di pass's
+/// row blocks), which its TMA gradient kernels copy one or two blocks per query tile
+/// (`tma_load_2d`, fmha/async_ops.cuh) at int block coordinates.
 pub(crate) fn encode_f32_blocks(
     kernel: &str,
     base: u64,
