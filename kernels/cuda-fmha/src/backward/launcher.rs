@@ -226,8 +226,8 @@ impl BackwardEngine {
 }
 
 /// The tensor maps a TMA gradient kernel streams (dK/dV and fused: Q and dO, boxes of its BM rows,
-/// then the 1-D map over the Di pass's Di and scaled-LSE arrays, boxes of BM elements; dQ: K and
-/// V, boxes of its BN rows), `None` for a kernel without maps. A layout the driver cannot
+/// then the 2-D map over the Di pass's Di and scaled-LSE arrays, one box per 64-row block; dQ: K
+/// and V, boxes of its BN rows), `None` for a kernel without maps. A layout the driver cannot
 /// describe as a tensor map (a stride that is not a multiple of 16 bytes, say) switches `kernel`
 /// to the wgmma kernel it was derived from, which copies the same tiles with cp.async, so such a
 /// problem still runs, with the same results; any other encoding failure is returned.
