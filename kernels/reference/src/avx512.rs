@@ -100,7 +100,17 @@ pub(crate) fn stream_row_bf16(dst: &mut [half::bf16], src: &[f32]) {
 /// (LLVM made the element-wise copy sixty-four loads and inserts).
 #[target_feature(enable = "avx512f")]
 pub(crate) fn transpose_4x16(rows: [&[f32; 16]; 4], out: &mut [[f32; 4]; 16]) {
-    let [r0, r1, r2, r3] = rows.map(|row| load(row));
+    let outs = quads_4x16(rows.map(|row| load(row)));
+    let (lines, _) = out.as_flattened_mut().as_chunks_mut::<16>();
+    for (line, x) in lines.iter_mut().zip(outs) {
+        store(x, line);
+    }
+}
+
+/// [`transpose_4x16`] on registers: output register i holds columns 4i..4i + 4, each as the
+/// four rows' entries.
+#[target_feature(enable = "avx512f")]
+fn quads_4x16([r0, r1, r2, r3]: [__m512; 4]) -> [__m512; 4] {
     // Within each 128-bit lane: t0 = (r0[0], r1[0], r0[1], r1[1]), t1 = (r0[2], r1[2], ...).
     let (t0, t1) = (_mm512_unpacklo_ps(r0, r1), _mm512_unpackhi_ps(r0, r1));
     let (t2, t3) = (_mm512_unpacklo_ps(r2, r3), _mm512_unpackhi_ps(r2, r3));
@@ -109,20 +119,39 @@ pub(crate) fn transpose_4x16(rows: [&[f32; 16]; 4], out: &mut [[f32; 4]; 16]) {
     let u1 = _mm512_shuffle_ps::<0xEE>(t0, t2);
     let u2 = _mm512_shuffle_ps::<0x44>(t1, t3);
     let u3 = _mm512_shuffle_ps::<0xEE>(t1, t3);
-    // The 4 × 4 transpose of 128-bit lanes puts columns 4i..4i + 4 in output register i.
+    // The 4 × 4 transpose of 128-bit blocks puts columns 4i..4i + 4 in output register i.
+    transpose_blocks([u0, u1, u2, u3])
+}
+
+/// The 4 × 4 transpose of four registers' 128-bit blocks: block c of output i is block i of
+/// input c.
+#[target_feature(enable = "avx512f")]
+fn transpose_blocks([u0, u1, u2, u3]: [__m512; 4]) -> [__m512; 4] {
     let v0 = _mm512_shuffle_f32x4::<0x44>(u0, u1);
     let v1 = _mm512_shuffle_f32x4::<0xEE>(u0, u1);
     let v2 = _mm512_shuffle_f32x4::<0x44>(u2, u3);
     let v3 = _mm512_shuffle_f32x4::<0xEE>(u2, u3);
-    let outs = [
+    [
         _mm512_shuffle_f32x4::<0x88>(v0, v2),
         _mm512_shuffle_f32x4::<0xDD>(v0, v2),
         _mm512_shuffle_f32x4::<0x88>(v1, v3),
         _mm512_shuffle_f32x4::<0xDD>(v1, v3),
-    ];
-    let (lines, _) = out.as_flattened_mut().as_chunks_mut::<16>();
-    for (line, x) in lines.iter_mut().zip(outs) {
-        store(x, line);
+    ]
+}
+
+/// Sixteen rows of 16 as sixteen columns: `out[j][t] = rows[t][j]`. Each group of four rows
+/// becomes quads of columns ([`quads_4x16`]: register i, block c = column 4i + c); column
+/// 4i + c is block c of register i of each group in turn, one more block transpose per i (80
+/// shuffles in all, where an element-wise copy into columns is a scatter per 8 entries).
+#[target_feature(enable = "avx512f")]
+pub(crate) fn transpose_16x16(rows: [&[f32; 16]; 16], out: [&mut [f32; 16]; 16]) {
+    let groups: [[__m512; 4]; 4] =
+        std::array::from_fn(|g| quads_4x16(std::array::from_fn(|t| load(rows[4 * g + t]))));
+    for i in 0..4 {
+        let columns = transpose_blocks(groups.map(|group| group[i]));
+        for (c, x) in columns.into_iter().enumerate() {
+            store(x, out[4 * i + c]);
+        }
     }
 }
 

@@ -85,7 +85,8 @@ struct Scratch {
     /// LSE·log2 e and `Δ = rowsum(dO ∘ O)` of the tile's rows.
     lse2: Vec<f32>,
     delta: Vec<f32>,
-    /// One input row in f32, and O's beside dO's for Δ.
+    /// One input row in f32 (on AVX-512 a row panel's rows, transposed into it together), and
+    /// O's beside dO's for Δ.
     row: Vec<f32>,
     o_row: Vec<f32>,
     /// The tile's dQ rows, row-major, summed over the item's keys.
@@ -251,6 +252,14 @@ trait Panel: Copy {
     const W: usize;
     const ZERO: Self;
     fn rows(&mut self) -> &mut [f32];
+    /// The panels as quads of rows or as lanes, whichever they are.
+    fn arranged(panels: &mut [Self]) -> Arranged<'_>;
+}
+
+/// Row panels by their width.
+enum Arranged<'a> {
+    Quads(&'a mut [[f32; NR]]),
+    Lanes(&'a mut [Lane]),
 }
 
 impl Panel for Lane {
@@ -260,6 +269,9 @@ impl Panel for Lane {
     fn rows(&mut self) -> &mut [f32] {
         &mut self.0
     }
+    fn arranged(panels: &mut [Self]) -> Arranged<'_> {
+        Arranged::Lanes(panels)
+    }
 }
 
 impl Panel for [f32; NR] {
@@ -268,6 +280,9 @@ impl Panel for [f32; NR] {
     #[inline(always)]
     fn rows(&mut self) -> &mut [f32] {
         self
+    }
+    fn arranged(panels: &mut [Self]) -> Arranged<'_> {
+        Arranged::Quads(panels)
     }
 }
 
@@ -297,7 +312,7 @@ fn read_row<T: FloatElement>(
 /// `each` sees every row in f32.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)] // the operand, its place and its two arrangements
-fn stage_rows<T: FloatElement, P: Panel>(
+fn stage_rows<T: FloatElement, P: Panel, K: Blocking>(
     (src, layout): (&[T], &AttnLayout),
     (b, h): (usize, usize),
     rows: Range<usize>,
@@ -307,6 +322,13 @@ fn stage_rows<T: FloatElement, P: Panel>(
     mut each: impl FnMut(usize, &[f32]),
 ) {
     let dim = layout.head_dim;
+    #[cfg(target_arch = "x86_64")]
+    if K::WIDE && dim.is_multiple_of(MR) {
+        let panels = P::arranged(grow(panels, rows.len().div_ceil(P::W) * dim, P::ZERO));
+        // SAFETY: the wide blocking is compiled and chosen only where `isa()` reported
+        // AVX-512 F/BW/VL, AVX2 and FMA (`run_item`).
+        return unsafe { stage_wide((src, layout), (b, h), rows, row, panels, cols, each) };
+    }
     let n = rows.len();
     let w = P::W;
     let panels = grow(panels, n.div_ceil(w) * dim, P::ZERO);
@@ -341,6 +363,79 @@ fn stage_rows<T: FloatElement, P: Panel>(
     }
 }
 
+/// [`stage_rows`] on AVX-512 (D a multiple of MR): a panel's rows at a time (4 or 16), each
+/// 16 head-dim entries of them put in place by one register transpose, where the element-wise
+/// copy had LLVM scatter every row across the panel.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma")]
+#[inline]
+fn stage_wide<T: FloatElement>(
+    (src, layout): (&[T], &AttnLayout),
+    (b, h): (usize, usize),
+    rows: Range<usize>,
+    group: &mut Vec<f32>,
+    mut panels: Arranged<'_>,
+    mut cols: Option<&mut Vec<Lane>>,
+    mut each: impl FnMut(usize, &[f32]),
+) {
+    use crate::avx512::{transpose_4x16, transpose_16x16};
+
+    let dim = layout.head_dim;
+    let n = rows.len();
+    let w = match panels {
+        Arranged::Quads(_) => NR,
+        Arranged::Lanes(_) => MR,
+    };
+    if let Some(cols) = cols.as_deref_mut() {
+        grow(cols, dim / MR * n, Lane::ZERO);
+    }
+    reset(group, w * dim, 0.0);
+    let (start, end) = (rows.start, rows.end);
+    /// Head-dim entries `16q..16q + 16` of row `t` of the group.
+    fn entries(group: &[f32], dim: usize, t: usize, q: usize) -> &[f32; MR] {
+        group[t * dim + q * MR..t * dim + (q + 1) * MR]
+            .try_into()
+            .expect("MR entries")
+    }
+    for r in 0..n {
+        let s = start + r;
+        if s + AHEAD < end {
+            prefetch_row(src, layout, (b, s + AHEAD, h));
+        }
+        let i = r % w;
+        let row = &mut group[i * dim..(i + 1) * dim];
+        read_row(src, layout, (b, s, h), row);
+        if let Some(cols) = cols.as_deref_mut() {
+            for (q, chunk) in row.chunks(MR).enumerate() {
+                cols[q * n + r].0.copy_from_slice(chunk);
+            }
+        }
+        each(r, row);
+        if i + 1 < w && r + 1 < n {
+            continue;
+        }
+        // The rows of a last, partial panel past the end enter as zeros.
+        group[(i + 1) * dim..].fill(0.0);
+        let panel = r / w * dim..(r / w + 1) * dim;
+        for q in 0..dim / MR {
+            match &mut panels {
+                Arranged::Quads(quads) => {
+                    let out = quads[panel.clone()].as_chunks_mut::<MR>().0;
+                    let rows = std::array::from_fn(|t| entries(group, dim, t, q));
+                    transpose_4x16(rows, &mut out[q]);
+                }
+                Arranged::Lanes(lanes) => {
+                    let out = &mut lanes[panel.clone()][q * MR..(q + 1) * MR];
+                    let rows = std::array::from_fn(|t| entries(group, dim, t, q));
+                    let mut out = out.iter_mut();
+                    let out = std::array::from_fn(|_| &mut out.next().expect("MR lanes").0);
+                    transpose_16x16(rows, out);
+                }
+            }
+        }
+    }
+}
+
 #[inline(always)]
 fn item_body<T: FloatElement, F: MulAdd, K: Blocking>(
     p: &Problem,
@@ -357,7 +452,7 @@ fn item_body<T: FloatElement, F: MulAdd, K: Blocking>(
     let scale_log2 = cfg.scale * std::f32::consts::LOG2_E;
 
     // The item's keys, once for all its query tiles.
-    stage_rows(
+    stage_rows::<_, _, K>(
         (s.k, &f.k),
         (b, g),
         item.keys.clone(),
@@ -366,7 +461,7 @@ fn item_body<T: FloatElement, F: MulAdd, K: Blocking>(
         Some(&mut scratch.k_cols),
         |_, _| {},
     );
-    stage_rows(
+    stage_rows::<_, _, K>(
         (s.v, &f.v),
         (b, g),
         item.keys.clone(),
@@ -387,7 +482,7 @@ fn item_body<T: FloatElement, F: MulAdd, K: Blocking>(
             for (r, x) in scratch.lse2.iter_mut().enumerate() {
                 *x = s.lse[p.lse.position(b, rows.start + r, h, 0)] * std::f32::consts::LOG2_E;
             }
-            stage_rows(
+            stage_rows::<_, _, K>(
                 (s.q, &f.q),
                 (b, h),
                 rows.clone(),
@@ -399,7 +494,7 @@ fn item_body<T: FloatElement, F: MulAdd, K: Blocking>(
             reset(&mut scratch.delta, nr, 0.0);
             reset(&mut scratch.o_row, dvw, 0.0);
             let (delta, o_row) = (&mut scratch.delta, &mut scratch.o_row);
-            stage_rows(
+            stage_rows::<_, _, K>(
                 (s.d_o, &p.d_o),
                 (b, h),
                 rows.clone(),
