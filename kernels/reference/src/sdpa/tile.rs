@@ -33,7 +33,8 @@ use ragged_core::dtype::FloatElement;
 pub(crate) struct Scratch {
     /// Q·scale·log2e, `panel·dim_qk + d`.
     q: Vec<Lane>,
-    /// Scores, then probabilities, `panel·keys + j`.
+    /// Scores, then probabilities, of the [`PANEL_GROUP`] panels of a key step in hand,
+    /// `panel·keys + j`.
     scores: Vec<Lane>,
     /// Output accumulator, `panel·dim_v' + d` with dim_v' = dim_v rounded up to NR.
     acc: Vec<Lane>,
@@ -42,6 +43,10 @@ pub(crate) struct Scratch {
     sum: Vec<Lane>,
     admitted: Vec<Range<usize>>,
 }
+
+/// Query panels taken through a key step together: the pair of A panels of the AVX-512 2 × 2
+/// register block.
+const PANEL_GROUP: usize = 2;
 
 /// Inputs of one tile.
 pub(crate) struct TileInput<'a> {
@@ -341,99 +346,112 @@ fn attend<F: MulAdd, K: Blocking>(
         let width = j1 - j0;
         let needs_mask = !fully_admitted(j0, j1);
         // Every lane is written below, so only growth is filled.
-        if scratch.scores.len() < panels * width {
-            scratch.scores.resize(panels * width, Lane::ZERO);
+        if scratch.scores.len() < PANEL_GROUP * width {
+            scratch.scores.resize(PANEL_GROUP * width, Lane::ZERO);
         }
-        let tile = &mut scratch.scores[..panels * width];
+        // PANEL_GROUP query panels at a time through the Q·Kᵀ product, the softmax and the P·V
+        // product: their scores (32 KiB at 256 keys) stay in L1 from the product's store to
+        // P·V's read, where the whole tile's (128 KiB) went through L2 for each of the passes.
+        // K and V are walked once per pair of panels, as before (once per panel in the builds
+        // whose register blocks take one A panel).
+        for g in (0..panels).step_by(PANEL_GROUP) {
+            let group = PANEL_GROUP.min(panels - g);
+            let tile = &mut scratch.scores[..group * width];
 
-        // S·log2e = (Q·scale·log2e)·Kᵀ, NR keys per micro-tile.
-        let q = &scratch.q;
-        product::<F, K, _, _, _>(
-            panels,
-            width.div_ceil(NR),
-            |p| &q[p * dqk..(p + 1) * dqk],
-            |c| {
-                let first = ((j0 - input.key_base) / NR + c) * dqk;
-                &input.k[first..first + dqk]
-            },
-            |p, c, block| {
-                let lanes = &mut tile[p * width + c * NR..(p + 1) * width];
-                for (lane, column) in lanes.iter_mut().take(NR).zip(block) {
-                    lane.0 = *column;
-                }
-            },
-        );
-        if needs_mask {
-            for (r, admitted) in scratch.admitted.iter().enumerate() {
-                let (p, i) = (r / MR, r % MR);
-                for (c, lane) in tile[p * width..(p + 1) * width].iter_mut().enumerate() {
-                    if !admitted.contains(&(j0 + c)) {
-                        lane.0[i] = f32::NEG_INFINITY;
+            // S·log2e = (Q·scale·log2e)·Kᵀ, NR keys per micro-tile.
+            let q = &scratch.q[g * dqk..(g + group) * dqk];
+            product::<F, K, _, _, _>(
+                group,
+                width.div_ceil(NR),
+                |p| &q[p * dqk..(p + 1) * dqk],
+                |c| {
+                    let first = ((j0 - input.key_base) / NR + c) * dqk;
+                    &input.k[first..first + dqk]
+                },
+                |p, c, block| {
+                    let lanes = &mut tile[p * width + c * NR..(p + 1) * width];
+                    for (lane, column) in lanes.iter_mut().take(NR).zip(block) {
+                        lane.0 = *column;
+                    }
+                },
+            );
+            if needs_mask {
+                let group_rows = g * MR..((g + group) * MR).min(rows);
+                for (r, admitted) in scratch.admitted[group_rows.clone()].iter().enumerate() {
+                    let (p, i) = (r / MR, r % MR);
+                    for (c, lane) in tile[p * width..(p + 1) * width].iter_mut().enumerate() {
+                        if !admitted.contains(&(j0 + c)) {
+                            lane.0[i] = f32::NEG_INFINITY;
+                        }
                     }
                 }
             }
-        }
 
-        let per_panel = tile
-            .chunks_exact_mut(width)
-            .zip(&mut scratch.max)
-            .zip(&mut scratch.sum)
-            .enumerate();
-        for (p, ((scores, max), sum)) in per_panel {
-            let acc = &mut scratch.acc[p * acc_width..(p + 1) * acc_width];
-            #[cfg(target_arch = "x86_64")]
-            if K::WIDE {
-                // SAFETY: the wide blocking is compiled and chosen only where `isa()` reported
-                // AVX-512 F/BW/VL, AVX2 and FMA (`attend_tile`).
-                unsafe { softmax_panel_wide(scores, max, sum, acc) };
-                continue;
-            }
-            // Online softmax update, element-wise over the panel's rows.
-            let mut new_max = max.0;
-            for lane in scores.iter() {
-                for (m, &x) in new_max.iter_mut().zip(&lane.0) {
-                    *m = if x > *m { x } else { *m };
+            let per_panel = tile
+                .chunks_exact_mut(width)
+                .zip(&mut scratch.max[g..g + group])
+                .zip(&mut scratch.sum[g..g + group])
+                .enumerate();
+            for (p, ((scores, max), sum)) in per_panel {
+                let p = g + p;
+                let acc = &mut scratch.acc[p * acc_width..(p + 1) * acc_width];
+                #[cfg(target_arch = "x86_64")]
+                if K::WIDE {
+                    // SAFETY: the wide blocking is compiled and chosen only where `isa()`
+                    // reported AVX-512 F/BW/VL, AVX2 and FMA (`attend_tile`).
+                    unsafe { softmax_panel_wide(scores, max, sum, acc) };
+                    continue;
                 }
-            }
-            // A row with nothing admitted yet shifts by 0, so its −∞ scores become exact zeros.
-            let shift = new_max.map(|m| if m == f32::NEG_INFINITY { 0.0 } else { m });
-            let correction: [f32; MR] =
-                std::array::from_fn(|i| exp2_nonpositive_with::<F>(max.0[i] - shift[i]));
-            max.0 = new_max;
-            let mut total: [f32; MR] = std::array::from_fn(|i| sum.0[i] * correction[i]);
-            for lane in scores.iter_mut() {
-                for ((x, t), &s) in lane.0.iter_mut().zip(&mut total).zip(&shift) {
-                    *x = exp2_nonpositive_with::<F>(*x - s);
-                    *t += *x;
-                }
-            }
-            sum.0 = total;
-            for lane in acc.iter_mut() {
-                for (x, &c) in lane.0.iter_mut().zip(&correction) {
-                    *x *= c;
-                }
-            }
-        }
-        // acc += P·V, NR output columns per micro-tile.
-        let (tile, acc) = (&*tile, &mut scratch.acc);
-        product::<F, K, _, _, _>(
-            panels,
-            dv_panels,
-            |p| &tile[p * width..(p + 1) * width],
-            |q| {
-                // Keys j0..j1 are absolute and at least key_base, where the staged panel starts.
-                let first = q * input.keys;
-                &input.v[first + j0 - input.key_base..first + j1 - input.key_base]
-            },
-            |p, q, block| {
-                let lanes = &mut acc[p * acc_width + q * NR..][..NR];
-                for (lane, column) in lanes.iter_mut().zip(block) {
-                    for (x, y) in lane.0.iter_mut().zip(column) {
-                        *x += y;
+                // Online softmax update, element-wise over the panel's rows.
+                let mut new_max = max.0;
+                for lane in scores.iter() {
+                    for (m, &x) in new_max.iter_mut().zip(&lane.0) {
+                        *m = if x > *m { x } else { *m };
                     }
                 }
-            },
-        );
+                // A row with nothing admitted yet shifts by 0, so its −∞ scores become exact
+                // zeros.
+                let shift = new_max.map(|m| if m == f32::NEG_INFINITY { 0.0 } else { m });
+                let correction: [f32; MR] =
+                    std::array::from_fn(|i| exp2_nonpositive_with::<F>(max.0[i] - shift[i]));
+                max.0 = new_max;
+                let mut total: [f32; MR] = std::array::from_fn(|i| sum.0[i] * correction[i]);
+                for lane in scores.iter_mut() {
+                    for ((x, t), &s) in lane.0.iter_mut().zip(&mut total).zip(&shift) {
+                        *x = exp2_nonpositive_with::<F>(*x - s);
+                        *t += *x;
+                    }
+                }
+                sum.0 = total;
+                for lane in acc.iter_mut() {
+                    for (x, &c) in lane.0.iter_mut().zip(&correction) {
+                        *x *= c;
+                    }
+                }
+            }
+            // acc += P·V, NR output columns per micro-tile.
+            let tile = &*tile;
+            let acc = &mut scratch.acc[g * acc_width..(g + group) * acc_width];
+            product::<F, K, _, _, _>(
+                group,
+                dv_panels,
+                |p| &tile[p * width..(p + 1) * width],
+                |q| {
+                    // Keys j0..j1 are absolute and at least key_base, where the staged panel
+                    // starts.
+                    let first = q * input.keys;
+                    &input.v[first + j0 - input.key_base..first + j1 - input.key_base]
+                },
+                |p, q, block| {
+                    let lanes = &mut acc[p * acc_width + q * NR..][..NR];
+                    for (lane, column) in lanes.iter_mut().zip(block) {
+                        for (x, y) in lane.0.iter_mut().zip(column) {
+                            *x += y;
+                        }
+                    }
+                },
+            );
+        }
         j0 = j1;
     }
 
