@@ -11,6 +11,7 @@ mod items;
 mod lanes;
 mod passes;
 mod problem;
+mod staging;
 
 use half::{bf16, f16};
 
