@@ -50,8 +50,7 @@ extern "C" __global__ void __launch_bounds__(RAGGED_FP8_VT_THREADS)
     if ((keys != 64 && keys != 128 && keys != 192) || nb * keys >= bt.lkv || head_dim > RAGGED_FP8_VT_MAX_D ||
         (head_dim & 15) != 0)
         return;
-    // kv_tile_first_key for this block width.
-    const int j0 = bt.lkv >= keys && bt.lkv - nb * keys < keys ? bt.lkv - keys : nb * keys;
+    const int j0 = kv_tile_first_key(nb, bt.lkv, keys);
     const int valid = bt.lkv - j0 < keys ? bt.lkv - j0 : keys;
     const unsigned char* src = v + (bt.kv_tok + j0) * v_seq + (i64)g * v_head;
     const int chunks = head_dim / 16;

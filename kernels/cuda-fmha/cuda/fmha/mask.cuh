@@ -127,9 +127,13 @@ __device__ __forceinline__ int2 ragged_full_keys(const RaggedBand& band, int i0,
 // the batch, so the TMA path serves it (no row past the batch is read); its keys before nb BN are
 // masked (the softmax's k_min). Otherwise, and for shorter batches (a zero-filling cp.async tail,
 // mainloop_sm90.cuh), the block's own first key.
+// With the block width bn a run-time value (the FP8 V transposition serves several).
+__device__ __forceinline__ int kv_tile_first_key(int nb, int lkv, int bn) {
+    const int j0 = nb * bn;
+    return lkv >= bn && lkv - j0 < bn ? lkv - bn : j0;
+}
 template <int BN>
 __device__ __forceinline__ int kv_tile_first_key(int nb, int lkv) {
-    const int j0 = nb * BN;
-    return lkv >= BN && lkv - j0 < BN ? lkv - BN : j0;
+    return kv_tile_first_key(nb, lkv, BN);
 }
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL

@@ -19,9 +19,9 @@
 // TMA: the buffers are filled by warp 0 alone, one step ahead: Q and dO by TMA through the maps
 // tm_q, tm_do (box rows BM; a tail tile by zero-filling cp.async, bwd_fill_pair), the LSE (already
 // times log2e) and Di rows by TMA from the Di pass's arrays through tm_stats (a box per 64-row
-// block), all completing on the buffer's full mbarrier; each warp releases a buffer on its empty mbarrier once the dK product of
-// its step has retired. No block-wide barrier inside the loop: the warpgroups drift apart by up to
-// a step.
+// block), all completing on the buffer's full mbarrier; each warp releases a buffer on its empty
+// mbarrier once the dK product of its step has retired. No block-wide barrier inside the loop: the
+// warpgroups drift apart by up to a step.
 // BM 128 (TMA at D 64 only): the same steps over 128 query rows, so the fixed costs of a step (the
 // barrier waits, the LSE / Di copies, the wgmma issue and wait latency of the short K = 64
 // contractions) are paid once per 128 rows. S^T and dP^T are then 64 f32 registers each, the packed
