@@ -8,6 +8,13 @@ scalars as device tensors, both amax outputs).
   python3 bench/gpu/plugin_ab.py --a OLD.so --b NEW.so --graphs .carry/bench/graphs \
       [--rounds 2] [--passes fwd bwd fp8] [--forward NAME ...] [--backward REGEX] [--fp8 NAME ...]
 
+--a-env / --b-env KEY=VALUE set environment variables for one side's processes alone, so that
+one build's two selections can be timed against each other, e.g. the D 64 backward's dK/dV
+kernel with 64 query rows per step (A) against its default of 128 (B):
+
+  python3 bench/gpu/plugin_ab.py --a P.so --b P.so --a-env RAGGED_SDPA_CUDA_BWD_D64_BM64=1 \
+      --graphs .carry/bench/graphs --passes bwd --backward 'ragged-mix_d64_'
+
 Defaults: the ragged-mix problems (every forward head dim, the backward's D 64 and 128, the FP8
 forward's D 64, 128 and 256), passes fwd and bwd. The FP8 forward alone, e.g. at D 128:
 
@@ -16,6 +23,7 @@ forward's D 64, 128 and 256), passes fwd and bwd. The FP8 forward alone, e.g. at
 """
 
 import argparse
+import os
 import re
 import statistics
 import subprocess
@@ -29,12 +37,13 @@ FP8 = [f"fp8_ragged-mix_{d}_{m}" for d in ("d128", "d64", "d256") for m in ("ful
 PASSES = {"fwd": "plugin_bench.py", "bwd": "plugin_bench_bwd.py", "fp8": "plugin_bench_fp8.py"}
 
 
-def run(script, plugin, graphs, extra, timeout):
+def run(script, plugin, graphs, extra, timeout, env=None):
     """TFLOP/s of ours per problem from one run's closing table, or {} when it failed."""
     cmd = [sys.executable, f"{HERE}/{script}", "--plugin", plugin, "--graphs", graphs,
            "--only-ours", *extra]
     try:
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout).stdout
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                             env={**os.environ, **(env or {})}).stdout
     except subprocess.TimeoutExpired:
         print(f"  {script} on {plugin}: timed out after {timeout} s", flush=True)
         return {}
@@ -63,7 +72,11 @@ def main():
     ap.add_argument("--passes", nargs="+", default=["fwd", "bwd"], choices=sorted(PASSES),
                     help="which benchmarks each round runs")
     ap.add_argument("--timeout", type=int, default=240, help="seconds per benchmark process")
+    for side in ("a", "b"):
+        ap.add_argument(f"--{side}-env", nargs="+", default=[], metavar="KEY=VALUE",
+                        help=f"environment variables for {side.upper()}'s processes only")
     args = ap.parse_args()
+    envs = {side: dict(kv.split("=", 1) for kv in getattr(args, f"{side}_env")) for side in ("a", "b")}
 
     extra = {"fwd": ["--problems", *args.forward], "bwd": ["--only", args.backward],
              "fp8": ["--problems", *args.fp8]}
@@ -72,10 +85,10 @@ def main():
     for r in range(args.rounds):
         for build in ("a", "b", "b", "a"):
             plugin = getattr(args, build)
-            print(f"round {r + 1}: {build.upper()} ({plugin})", flush=True)
+            print(f"round {r + 1}: {build.upper()} ({plugin} {envs[build] or ''})", flush=True)
             for kind in kinds:
                 runs[kind][build].append(run(PASSES[kind], plugin, args.graphs, extra[kind],
-                                             args.timeout))
+                                             args.timeout, envs[build]))
 
     print("\n| pass | problem | A TFLOP/s (median) | B TFLOP/s (median) | B / A |")
     print("|---|---|---|---|---|")
