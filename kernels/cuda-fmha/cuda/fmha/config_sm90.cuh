@@ -26,6 +26,9 @@
 //   wide_o_stores          O stored in 16-byte pieces where its layout allows (epilogue_sm90.cuh)
 //   tail_items_per_block   the list's cheapest tiles, about this many items per block, walked last
 //                          with all heads side by side (tile_scheduler.cuh; 0: none)
+//   slot_records           the producer hands each item's tile entry and batch record to the
+//                          consumers with its index (tile_scheduler.cuh), which then read no global
+//                          memory at an item's start
 // ---------------------------------------------------------------------------------------------
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 
@@ -40,6 +43,7 @@ struct FmhaSm90ConfigD64 {
     enum : bool { q_in_registers = false, q_tail_shift = false, deferred_o_store = true };
     enum : bool { double_q_buffer = true, wide_o_stores = false };
     enum : int { tail_items_per_block = 4 };
+    enum : bool { slot_records = true };
 };
 
 // d128: two consumer warpgroups (BM 128) over a 3-stage ring, Q in registers.
@@ -52,6 +56,7 @@ struct FmhaSm90ConfigD128 {
     enum : bool { q_in_registers = true, q_tail_shift = true, deferred_o_store = true };
     enum : bool { double_q_buffer = false, wide_o_stores = true };
     enum : int { tail_items_per_block = 4 };
+    enum : bool { slot_records = false };
 };
 
 // d96: d128's arrangement over rows padded to 128 columns (the same shared memory; S over the 96
@@ -65,6 +70,7 @@ struct FmhaSm90ConfigD96 {
     enum : bool { q_in_registers = true, q_tail_shift = true, deferred_o_store = true };
     enum : bool { double_q_buffer = false, wide_o_stores = false };
     enum : int { tail_items_per_block = 4 };
+    enum : bool { slot_records = false };
 };
 
 // d256: Q read from shared memory (in registers it would leave too few for the 128 accumulator
@@ -79,6 +85,7 @@ struct FmhaSm90ConfigD256 {
     enum : bool { q_in_registers = false, q_tail_shift = false, deferred_o_store = false };
     enum : bool { double_q_buffer = false, wide_o_stores = false };
     enum : int { tail_items_per_block = 0 };
+    enum : bool { slot_records = false };
 };
 
 // d192 / 128: d128's arrangement (Q in registers) with blocks of 128 keys in a ring of 2 (209 KB).
@@ -91,6 +98,7 @@ struct FmhaSm90ConfigD192V128 {
     enum : bool { q_in_registers = true, q_tail_shift = true, deferred_o_store = true };
     enum : bool { double_q_buffer = false, wide_o_stores = false };
     enum : int { tail_items_per_block = 0 };
+    enum : bool { slot_records = false };
 };
 
 // FP8 e4m3, D 128: rows of Q and K are 128 bytes (head_dim 64 two-byte units), the transposed V
@@ -108,6 +116,7 @@ struct FmhaSm90Fp8ConfigD128 {
     enum : bool { q_in_registers = false, q_tail_shift = false, deferred_o_store = true };
     enum : bool { double_q_buffer = true, wide_o_stores = false };
     enum : int { tail_items_per_block = 4 };
+    enum : bool { slot_records = false };
 };
 
 // FP8 e4m3, D 64: rows of Q and K are 64 bytes (head_dim 32 two-byte units) held in 128-byte rows
@@ -121,6 +130,7 @@ struct FmhaSm90Fp8ConfigD64 {
     enum : bool { q_in_registers = false, q_tail_shift = false, deferred_o_store = true };
     enum : bool { double_q_buffer = true, wide_o_stores = false };
     enum : int { tail_items_per_block = 4 };
+    enum : bool { slot_records = false };
 };
 
 // FP8 e4m3, D 256: rows of Q and K are 256 bytes (head_dim 128 two-byte units: two 128-byte swizzle
@@ -137,6 +147,7 @@ struct FmhaSm90Fp8ConfigD256 {
     enum : bool { q_in_registers = false, q_tail_shift = false, deferred_o_store = true };
     enum : bool { double_q_buffer = true, wide_o_stores = false };
     enum : int { tail_items_per_block = 4 };
+    enum : bool { slot_records = false };
 };
 
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL

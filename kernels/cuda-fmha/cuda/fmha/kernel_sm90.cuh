@@ -29,7 +29,7 @@ __device__ __forceinline__ void fmha_fwd_sm90_kernel(RAGGED_FMHA_PARAMS, const R
                                                      const RaggedTmaMap* tm_k, const RaggedTmaMap* tm_v,
                                                      const RaggedFusedList* fl, const RaggedFp8Params* f8) {
     constexpr bool BF16 = C::bf16, QREG = C::q_in_registers, TSQ = C::q_tail_shift, EO = C::deferred_o_store,
-                   Q2 = C::double_q_buffer, F8 = C::fp8;
+                   Q2 = C::double_q_buffer, F8 = C::fp8, SR = C::slot_records;
     constexpr int D = C::head_dim, DV = C::head_dim_v, BN = C::block_n, STAGES = C::kv_stages,
                   NC = C::consumer_warpgroups;
     constexpr int BM = 64 * NC;
@@ -87,6 +87,12 @@ __device__ __forceinline__ void fmha_fwd_sm90_kernel(RAGGED_FMHA_PARAMS, const R
     const u32 q2_empty = q2_full + 8;
     // FP8: eight words per consumer warp after the spare 8 bytes (RAGGED_FMHA_SM90_SMEM).
     const u32 f8_words = q2_full + 24;
+    // slot_records: the two item records after the spare 8 bytes, 16-byte aligned (bars is: s_q is
+    // 1024-byte aligned and the tiles before bars are multiples of 16 bytes).
+    static_assert(!SR || !F8, "the slot records take the place of the FP8 words");
+    static_assert(!SR || ((Q2 ? 2 : 1) * Q_BYTES + STAGES * (K_BYTES + V_BYTES)) % 16 == 0,
+                  "the mbarriers, and so the slot records, 16-byte aligned");
+    const u32 s_rec = bars + RAGGED_SLOT_RECORD_OFFSET(STAGES, Q2);
     // Fill qi (items with keys, counted alike by producer and consumers): its buffer, its barriers'
     // phase.
     auto q_buf = [&](int qi) { return s_q + (Q2 ? (u32)(qi & 1) * Q_BYTES : 0u); };
@@ -135,10 +141,26 @@ __device__ __forceinline__ void fmha_fwd_sm90_kernel(RAGGED_FMHA_PARAMS, const R
         int qi = 0;             // items with key blocks so far (fills of the Q buffer)
 #pragma unroll 1
         for (int r = 0;; ++r) {
-            const int w = sched_produce_item(r, P, fused, fl, tile_count, slot_full, slot_empty, s_slot, t);
-            if (w >= total) break;
-            const WsItem it = sched_item<TSQ, C::tail_items_per_block>(w, batches, tiles, n_tiles, h_q, mask_left,
-                                                                       mask_right, bottom_right, BM, BN, P);
+            int w;
+            WsItem it;
+            if constexpr (SR) {
+                // The item is read before the slot is handed over, so that it travels with the index.
+                w = sched_draw_item(r, fused, fl, tile_count, P, t);
+                sched_slot_wait_empty(r, slot_empty);
+                if (w >= total) {
+                    sched_publish_end(r, w, slot_full, s_rec, t);
+                    break;
+                }
+                it = sched_item<TSQ, C::tail_items_per_block>(w, batches, tiles, n_tiles, h_q, mask_left, mask_right,
+                                                              bottom_right, BM, BN, P);
+                sched_publish_record(r, w, it, slot_full, s_rec, t);
+            }
+            else {
+                w = sched_produce_item(r, P, fused, fl, tile_count, slot_full, slot_empty, s_slot, t);
+                if (w >= total) break;
+                it = sched_item<TSQ, C::tail_items_per_block>(w, batches, tiles, n_tiles, h_q, mask_left, mask_right,
+                                                              bottom_right, BM, BN, P);
+            }
             if (it.nb_first >= it.nb_last) continue;  // no Q, no keys: the consumers only store O = 0
             // Q is free again once every consumer warp released the previous item's Q.
             const u32 qb = q_buf(qi), qf = q_full_of(qi);
@@ -266,10 +288,19 @@ __device__ __forceinline__ void fmha_fwd_sm90_kernel(RAGGED_FMHA_PARAMS, const R
 
 #pragma unroll 1
     for (int r = 0;; ++r) {
-        const int w = sched_consume_item(r, slot_full, slot_empty, s_slot, lane);
-        if (w >= total) break;
-        const WsItem it = sched_item<TSQ, C::tail_items_per_block>(w, batches, tiles, n_tiles, h_q, mask_left,
-                                                                   mask_right, bottom_right, BM, BN, P);
+        int w;
+        WsItem it;
+        if constexpr (SR) {
+            w = sched_consume_record<TSQ>(r, slot_full, slot_empty, s_rec, lane, mask_left, mask_right, bottom_right,
+                                          BM, BN, &it);
+            if (w >= total) break;
+        }
+        else {
+            w = sched_consume_item(r, slot_full, slot_empty, s_slot, lane);
+            if (w >= total) break;
+            it = sched_item<TSQ, C::tail_items_per_block>(w, batches, tiles, n_tiles, h_q, mask_left, mask_right,
+                                                          bottom_right, BM, BN, P);
+        }
         // Only an item with key blocks has a Q in flight.
         const u32 sq = q_buf(qi), qe = q_empty_of(qi);
         if (it.nb_first < it.nb_last) {

@@ -17,13 +17,22 @@
 // (q_full, q_empty, k_full[S], k_empty[S], v_full[S], v_empty[S]), the item slots (slot_full[2],
 // slot_empty[2], two ints: 48 bytes), the second Q buffer's barrier pair, 8 bytes spare, and for FP8
 // the second Q buffer's pair's place (whether used or not) and eight words per consumer warp
-// (fp8_warp_words).
+// (fp8_warp_words); with slot_records (16-bit only) the two item records instead, 16-byte aligned.
 #define RAGGED_FMHA_SM90_SMEM(C)                                                                           \
     (1024 + ((C::double_q_buffer ? 2 : 1) * 64 * C::consumer_warpgroups + C::kv_stages * C::block_n) *     \
                 ragged_row_width(C::head_dim) * 2 +                                                     \
      C::kv_stages * (C::fp8 ? C::head_dim_v * C::block_n : C::block_n * ragged_row_width(C::head_dim_v) * 2) +  \
      8 * (2 + 4 * C::kv_stages) + 48 +                                                                  \
-     (C::double_q_buffer ? 16 : 0) + 8 + (C::fp8 ? 16 + 128 * C::consumer_warpgroups : 0))
+     (C::double_q_buffer ? 16 : 0) + 8 + (C::fp8 ? 16 + 128 * C::consumer_warpgroups : 0) +             \
+     (C::slot_records ? RAGGED_SLOT_RECORD_OFFSET(C::kv_stages, C::double_q_buffer) -                     \
+                            (8 * (2 + 4 * C::kv_stages) + 48 + (C::double_q_buffer ? 16 : 0) + 8) +      \
+                            2 * RAGGED_SLOT_RECORD_BYTES                                                 \
+                      : 0))
+
+// With slot_records, the offset of the two item records (tile_scheduler.cuh) from the mbarriers:
+// past the barriers, the item slots, the second Q buffer's pair and the spare 8 bytes, rounded up to
+// 16 bytes.
+#define RAGGED_SLOT_RECORD_OFFSET(STAGES, Q2) ((8 * (2 + 4 * (STAGES)) + 48 + ((Q2) ? 16 : 0) + 8 + 15) / 16 * 16)
 
 // By one thread, before the block's first barrier: full barriers take one arrival per fill (the TMA's
 // expect-tx or the tracked copies' lane 0), empty ones one per consumer warp; the item slots'

@@ -95,6 +95,18 @@ __device__ __forceinline__ WsItem sched_item(int w, const RaggedBatch* __restric
     return it;
 }
 
+// The item's rows and key blocks from its query tile's first row i0 and its batch record (it.bt), as
+// sched_item computes them (slot records: the consumers' half of it).
+template <bool TSQ>
+__device__ __forceinline__ void sched_item_rows(WsItem& it, int i0, int mask_left, int mask_right, int bottom_right,
+                                                int bm, int bn) {
+    it.i0 = i0;
+    it.rows = it.bt.lq - it.i0 < bm ? it.bt.lq - it.i0 : bm;
+    it.q0 = TSQ && it.rows < bm && it.bt.lq >= bm ? it.bt.lq - bm : it.i0;
+    const RaggedBand band = make_band(it.bt.lq, it.bt.lkv, mask_left, mask_right, bottom_right);
+    key_block_range(band, it.i0, it.rows, bn, &it.nb_first, &it.nb_last);
+}
+
 // The rows of the item's Q tile that lie inside the batch (BM under TSQ's shift, else the item's own):
 // what the producer fills, the rest zero.
 __device__ __forceinline__ int sched_q_rows(const WsItem& it) { return it.i0 - it.q0 + it.rows; }
@@ -118,6 +130,80 @@ __device__ __forceinline__ int sched_produce_item(int r, int p, bool fused, cons
         asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(s_slot + 4 * sl), "r"(w) : "memory");
         mbar_arrive(slot_full + 8 * sl);
     }
+    return w;
+}
+
+// Slot records (slot_records): the producer, which reads an item's tile entry and batch record from
+// global memory anyway, hands them to the consumers with the item index, so that a consumer warp
+// takes its item from shared memory: no dependent global loads (the tile entry, then the record it
+// names) and no index divisions at each item start. Slot r & 1 is RAGGED_SLOT_RECORD_BYTES at
+// s_rec + RAGGED_SLOT_RECORD_BYTES (r & 1), 16-byte aligned: {w, h, batch, the tile's first row}
+// then the record's four 8-byte words as ragged_ld_weak reads them. Only w is meaningful for w >= total (the end).
+#define RAGGED_SLOT_RECORD_BYTES 48
+
+// The producer warp's r-th draw (all lanes get it), as sched_produce_item draws it: the block's index
+// first, then the work counter.
+__device__ __forceinline__ int sched_draw_item(int r, bool fused, const RaggedFusedList* fl, const int* tile_count,
+                                               int p, int lane) {
+    int drawn = (int)blockIdx.x;
+    if (r > 0 && lane == 0) {
+        if (fused && r == 1) ragged_fl_counter_ready(*fl);
+        drawn = atomicAdd(const_cast<int*>(tile_count) + 2, 1) + p;
+    }
+    return __shfl_sync(0xffffffffu, drawn, 0);
+}
+
+// The producer's hand-over of draw r: first the wait for its slot (before the item is read, so that
+// the producer holds the record in registers only from its loads to its stores), then the index with
+// the item decoded by sched_item, or the index alone where it ends the walk (w >= total).
+__device__ __forceinline__ void sched_slot_wait_empty(int r, u32 slot_empty) {
+    const int sl = r & 1;
+    mbar_wait(slot_empty + 8 * sl, (u32)(((r >> 1) & 1) ^ 1));
+}
+__device__ __forceinline__ void sched_publish_record(int r, int w, const WsItem& it, u32 slot_full, u32 s_rec,
+                                                     int lane) {
+    const int sl = r & 1;
+    const u32 a = s_rec + RAGGED_SLOT_RECORD_BYTES * sl;
+    if (lane == 0) {
+        const i64 lens = (i64)(u32)it.bt.lq | ((i64)it.bt.lkv << 32);
+        asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(a), "r"(w), "r"(it.h), "r"(it.b), "r"(it.i0)
+                     : "memory");
+        asm volatile("st.shared.v2.b64 [%0+16], {%1, %2};\n" ::"r"(a), "l"(it.bt.q_tok), "l"(it.bt.kv_tok)
+                     : "memory");
+        asm volatile("st.shared.v2.b64 [%0+32], {%1, %2};\n" ::"r"(a), "l"(it.bt.lse_elem), "l"(lens) : "memory");
+        mbar_arrive(slot_full + 8 * sl);
+    }
+}
+__device__ __forceinline__ void sched_publish_end(int r, int w, u32 slot_full, u32 s_rec, int lane) {
+    const int sl = r & 1;
+    if (lane == 0) {
+        asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(s_rec + RAGGED_SLOT_RECORD_BYTES * sl), "r"(w) : "memory");
+        mbar_arrive(slot_full + 8 * sl);
+    }
+}
+
+// A consumer warp's r-th item from slot record r & 1 (sched_publish_record); the warp's lane 0
+// releases the slot once every lane has read it. Returns w; *it is the item when w < total.
+template <bool TSQ>
+__device__ __forceinline__ int sched_consume_record(int r, u32 slot_full, u32 slot_empty, u32 s_rec, int lane,
+                                                    int mask_left, int mask_right, int bottom_right, int bm, int bn,
+                                                    WsItem* it) {
+    const int sl = r & 1;
+    const u32 a = s_rec + RAGGED_SLOT_RECORD_BYTES * sl;
+    int w, i0;
+    i64 lens;
+    mbar_wait(slot_full + 8 * sl, (u32)((r >> 1) & 1));
+    asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(w), "=r"(it->h), "=r"(it->b), "=r"(i0)
+                 : "r"(a)
+                 : "memory");
+    asm volatile("ld.shared.v2.b64 {%0, %1}, [%2+16];\n" : "=l"(it->bt.q_tok), "=l"(it->bt.kv_tok) : "r"(a) : "memory");
+    asm volatile("ld.shared.v2.b64 {%0, %1}, [%2+32];\n" : "=l"(it->bt.lse_elem), "=l"(lens) : "r"(a) : "memory");
+    __syncwarp();
+    if (lane == 0) mbar_arrive(slot_empty + 8 * sl);
+    it->bt.lq = (int)(lens & 0xffffffffll);
+    it->bt.lkv = (int)(lens >> 32);
+    sched_item_rows<TSQ>(*it, i0, mask_left, mask_right, bottom_right, bm, bn);
     return w;
 }
 
