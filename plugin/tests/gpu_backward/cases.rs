@@ -2,7 +2,8 @@
 //! runs (64, 96, 128, 256, and Q/K 192 with V/O 128), each with GQA or MQA, causal masks in both
 //! alignments or sliding windows, several key and query tiles, and the LSE in each layout the
 //! forward writes; zero-length batches and `seq_len` padding at every head dim (the sanitizer
-//! steps' `zero_length` filter).
+//! steps' `zero_length` filter); and causal and sliding-window GQA cases where several key tiles
+//! add into each 64-row query block's dQ (the fused kernel's accumulator blobs).
 
 use super::*;
 
@@ -154,11 +155,53 @@ fn case(name: &str) -> Case {
             bhsd_dims: true,
             ..base
         },
+        // Several key tiles of 128 adding into one 64-row query block's dQ (up to 5; the fused
+        // kernel's f32 blobs on sm_90a at D 64 and 128): GQA 4 on 1, causal, ragged lengths that
+        // are not multiples of 64 and a zero-length batch.
+        "bf16_d128_gqa_causal_top_left_multi_tile_dq" => Case {
+            hq: 4,
+            hkv: 1,
+            lq: vec![600, 0, 333, 129],
+            lkv: vec![610, 40, 333, 200],
+            band: (None, Some(0), DiagonalAlignment::TopLeft),
+            lse: Lse::Ragged,
+            ..base
+        },
+        "f16_d64_gqa_causal_bottom_right_multi_tile_dq" => Case {
+            dtype: DataType::Half,
+            d: 64,
+            dv: 64,
+            hq: 6,
+            hkv: 2,
+            lq: vec![450, 97, 0],
+            lkv: vec![700, 300, 0],
+            ..base
+        },
+        // Sliding windows wide enough that each query block's dQ has 2-4 key tiles' parts.
+        "bf16_d64_gqa_window_top_left_multi_tile_dq" => Case {
+            d: 64,
+            dv: 64,
+            lq: vec![520, 70, 301],
+            lkv: vec![540, 0, 480],
+            band: (Some(300), Some(40), DiagonalAlignment::TopLeft),
+            lse: Lse::DenseTokenMajor,
+            ..base
+        },
+        "f16_d128_mqa_window_bottom_right_multi_tile_dq" => Case {
+            dtype: DataType::Half,
+            hq: 3,
+            hkv: 1,
+            lq: vec![390, 200],
+            lkv: vec![500, 650],
+            band: (Some(260), Some(100), DiagonalAlignment::BottomRight),
+            lse: Lse::Ragged,
+            ..base
+        },
         other => panic!("no case {other}"),
     }
 }
 
-const CASES: [&str; 12] = [
+const CASES: [&str; 16] = [
     "bf16_d128_gqa_causal_bottom_right_dense_lse",
     "f16_d64_mqa_window_top_left_ragged_lse_bhsd_order",
     "bf16_d64_seq_len_padding_and_zero_length_batches",
@@ -171,6 +214,10 @@ const CASES: [&str; 12] = [
     "f16_d256_mqa_window_top_left_long_sequences_ragged_lse",
     "bf16_d192_v128_gqa_causal_top_left_token_major_lse",
     "f16_d192_v128_mqa_window_bottom_right_ragged_lse_bhsd_order",
+    "bf16_d128_gqa_causal_top_left_multi_tile_dq",
+    "f16_d64_gqa_causal_bottom_right_multi_tile_dq",
+    "bf16_d64_gqa_window_top_left_multi_tile_dq",
+    "f16_d128_mqa_window_bottom_right_multi_tile_dq",
 ];
 
 /// Every head dim pair of the CUDA backward, as (Q/K, V/O).
@@ -255,6 +302,26 @@ fn bf16_d192_v128_gqa_causal_top_left_token_major_lse() {
 #[test]
 fn f16_d192_v128_mqa_window_bottom_right_ragged_lse_bhsd_order() {
     check(CASES[11], case(CASES[11]));
+}
+
+#[test]
+fn bf16_d128_gqa_causal_top_left_multi_tile_dq() {
+    check(CASES[12], case(CASES[12]));
+}
+
+#[test]
+fn f16_d64_gqa_causal_bottom_right_multi_tile_dq() {
+    check(CASES[13], case(CASES[13]));
+}
+
+#[test]
+fn bf16_d64_gqa_window_top_left_multi_tile_dq() {
+    check(CASES[14], case(CASES[14]));
+}
+
+#[test]
+fn f16_d128_mqa_window_bottom_right_multi_tile_dq() {
+    check(CASES[15], case(CASES[15]));
 }
 
 /// Run under compute-sanitizer memcheck and racecheck by `bench/gpu/verify_build.sh` (its name
