@@ -111,21 +111,33 @@ __device__ __forceinline__ void sched_item_rows(WsItem& it, int i0, int mask_lef
 // what the producer fills, the rest zero.
 __device__ __forceinline__ int sched_q_rows(const WsItem& it) { return it.i0 - it.q0 + it.rows; }
 
-// The producer warp's r-th work item (all lanes get it): the block's index first, then draws from
-// the work counter (after the fused list has made it ready, fused_list.cuh), handed to the
-// consumers through slot r & 1 (an int at s_slot + 4 (r & 1); slot_full / slot_empty its
-// mbarriers, 8 bytes apart per slot).
-__device__ __forceinline__ int sched_produce_item(int r, int p, bool fused, const RaggedFusedList* fl,
-                                                  const int* tile_count, u32 slot_full, u32 slot_empty, u32 s_slot,
-                                                  int lane) {
+// The producer warp's r-th draw (all lanes get it): the block's index first, then the work counter
+// (after the fused list has made it ready, fused_list.cuh).
+__device__ __forceinline__ int sched_draw_item(int r, bool fused, const RaggedFusedList* fl, const int* tile_count,
+                                               int p, int lane) {
     int drawn = (int)blockIdx.x;
     if (r > 0 && lane == 0) {
         if (fused && r == 1) ragged_fl_counter_ready(*fl);
         drawn = atomicAdd(const_cast<int*>(tile_count) + 2, 1) + p;
     }
-    const int w = __shfl_sync(0xffffffffu, drawn, 0);
+    return __shfl_sync(0xffffffffu, drawn, 0);
+}
+
+// The producer's wait until slot r & 1 is free again (its consumers have released it).
+__device__ __forceinline__ void sched_slot_wait_empty(int r, u32 slot_empty) {
     const int sl = r & 1;
     mbar_wait(slot_empty + 8 * sl, (u32)(((r >> 1) & 1) ^ 1));
+}
+
+// The producer warp's r-th work item without slot records: the draw handed to the consumers through
+// slot r & 1 (an int at s_slot + 4 (r & 1); slot_full / slot_empty its mbarriers, 8 bytes apart per
+// slot).
+__device__ __forceinline__ int sched_produce_item(int r, int p, bool fused, const RaggedFusedList* fl,
+                                                  const int* tile_count, u32 slot_full, u32 slot_empty, u32 s_slot,
+                                                  int lane) {
+    const int w = sched_draw_item(r, fused, fl, tile_count, p, lane);
+    const int sl = r & 1;
+    sched_slot_wait_empty(r, slot_empty);
     if (lane == 0) {
         asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(s_slot + 4 * sl), "r"(w) : "memory");
         mbar_arrive(slot_full + 8 * sl);
@@ -138,28 +150,13 @@ __device__ __forceinline__ int sched_produce_item(int r, int p, bool fused, cons
 // takes its item from shared memory: no dependent global loads (the tile entry, then the record it
 // names) and no index divisions at each item start. Slot r & 1 is RAGGED_SLOT_RECORD_BYTES at
 // s_rec + RAGGED_SLOT_RECORD_BYTES (r & 1), 16-byte aligned: {w, h, batch, the tile's first row}
-// then the record's four 8-byte words as ragged_ld_weak reads them. Only w is meaningful for w >= total (the end).
+// then the record's four 8-byte words as ragged_ld_weak reads them. Only w is meaningful for
+// w >= total (the end).
 #define RAGGED_SLOT_RECORD_BYTES 48
 
-// The producer warp's r-th draw (all lanes get it), as sched_produce_item draws it: the block's index
-// first, then the work counter.
-__device__ __forceinline__ int sched_draw_item(int r, bool fused, const RaggedFusedList* fl, const int* tile_count,
-                                               int p, int lane) {
-    int drawn = (int)blockIdx.x;
-    if (r > 0 && lane == 0) {
-        if (fused && r == 1) ragged_fl_counter_ready(*fl);
-        drawn = atomicAdd(const_cast<int*>(tile_count) + 2, 1) + p;
-    }
-    return __shfl_sync(0xffffffffu, drawn, 0);
-}
-
-// The producer's hand-over of draw r: first the wait for its slot (before the item is read, so that
-// the producer holds the record in registers only from its loads to its stores), then the index with
-// the item decoded by sched_item, or the index alone where it ends the walk (w >= total).
-__device__ __forceinline__ void sched_slot_wait_empty(int r, u32 slot_empty) {
-    const int sl = r & 1;
-    mbar_wait(slot_empty + 8 * sl, (u32)(((r >> 1) & 1) ^ 1));
-}
+// The producer's hand-over of draw r after sched_slot_wait_empty (which comes before the item is
+// read, so that the producer holds the record in registers only from its loads to its stores): the
+// index with the item decoded by sched_item, or the index alone where it ends the walk (w >= total).
 __device__ __forceinline__ void sched_publish_record(int r, int w, const WsItem& it, u32 slot_full, u32 s_rec,
                                                      int lane) {
     const int sl = r & 1;
