@@ -315,7 +315,7 @@ def unpadded(torch, x, meta):
     return torch.cat([x[i, :starts[i + 1] - starts[i]] for i in range(meta["batch"])])
 
 
-def benchmark(torch, plugin, graphs, problems, only_ours=False):
+def benchmark(torch, plugin, graphs, problems, only_ours=False, calls_only=0):
     stream = torch.cuda.current_stream()
     handle = plugin.create()
     plugin.check(plugin.SetStream(handle, ctypes.c_void_p(stream.cuda_stream)), "SetStream")
@@ -430,7 +430,14 @@ def benchmark(torch, plugin, graphs, problems, only_ours=False):
             except Exception as e:  # noqa: BLE001
                 print(f"  FA3 FP8 FAILED: {type(e).__name__}: {str(e)[:400]}", flush=True)
 
-        if timed:
+        if timed and calls_only:
+            # For a profiler: each engine called a fixed number of times, one after another.
+            for _, label, fn, note in timed:
+                for _ in range(calls_only):
+                    fn()
+                torch.cuda.synchronize()
+                print(f"  {label}: {calls_only} calls; {note}", flush=True)
+        elif timed:
             results, _ = interleaved_detail(torch, [fn for _, _, fn, _ in timed], warm=3)
             for (key, label, _, note), (ms, spread) in zip(timed, results):
                 row[key] = tflops(ms)
@@ -468,6 +475,8 @@ def main():
     ap.add_argument("--self-check", action="store_true", help="host engine on numpy buffers, no GPU")
     ap.add_argument("--only-ours", action="store_true", help="skip the peers")
     ap.add_argument("--problems", nargs="+", metavar="NAME", help="only these problems (problems_fp8.json names)")
+    ap.add_argument("--calls-only", type=int, default=0, metavar="N",
+                    help="no timing: call each engine N times (for ncu: bench/lab/run_peer_ncu.sh --fp8)")
     args = ap.parse_args()
     plugin = Plugin(args.plugin)
     if args.self_check:
@@ -486,7 +495,9 @@ def main():
     if not problems:
         print(f"plugin_bench_fp8.py: no FP8 problems selected from {args.graphs}/{LISTING}", file=sys.stderr)
         return 2
-    rows = benchmark(torch, plugin, args.graphs, problems, only_ours=args.only_ours)
+    rows = benchmark(torch, plugin, args.graphs, problems, only_ours=args.only_ours, calls_only=args.calls_only)
+    if args.calls_only:
+        return 0 if rows and all("ours_err" in r for r in rows) else 1
     print_table(rows)
     return 0 if rows and all("ours" in r for r in rows) else 1
 

@@ -6,9 +6,12 @@
 # FlashInfer's), with ncu_metrics.sh's metrics and the warp-state section.
 #
 #   here:            bash bench/gpu/run_plugin_bench.sh --prepare
-#   GPU machine:     OUT=DIR bash bench/lab/run_peer_ncu.sh [PROBLEM...]   (carry .carry/bench, .whl)
+#   GPU machine:     OUT=DIR bash bench/lab/run_peer_ncu.sh [--fp8] [PROBLEM...]   (carry .carry/bench, .whl)
 # writes DIR/peer_ncu.csv (ncu --page raw --csv) and prints fmha_ncu.py's summary of it.
 # PROBLEM defaults to ragged-mix_d128_full ragged-mix_d128_causal; NCU_TIMEOUT (default 300 s).
+# --fp8: the FP8 (e4m3) forward through plugin_bench_fp8.py --calls-only 2 instead (ours, its V
+# transposition pre-pass ragged_fmha_fp8_vt, cuDNN's FP8 SDPA and FA3's FP8 kernel); PROBLEM then
+# defaults to fp8_ragged-mix_d128_full fp8_ragged-mix_d128_causal (problems_fp8.json names).
 set -o pipefail
 CARRY=.carry/bench
 SO=libhipdnn_provider_ragged_sdpa.so
@@ -21,11 +24,20 @@ install_wheels
 # shellcheck source=bench/lab/ncu_metrics.sh
 . bench/lab/ncu_metrics.sh
 metrics=$(ncu_metrics "$OUT/ncu_query_metrics.txt")
+bench=bench/gpu/plugin_bench.py
+kernels='ragged_fmha_fwd|flash|sdpa|Prefill|prefill|device_kernel'
+defaults=(ragged-mix_d128_full ragged-mix_d128_causal)
+if [ "${1:-}" = "--fp8" ]; then
+  shift
+  bench=bench/gpu/plugin_bench_fp8.py
+  kernels="$kernels|ragged_fmha_fp8_vt"
+  defaults=(fp8_ragged-mix_d128_full fp8_ragged-mix_d128_causal)
+fi
 problems=("$@")
-[ ${#problems[@]} -gt 0 ] || problems=(ragged-mix_d128_full ragged-mix_d128_causal)
+[ ${#problems[@]} -gt 0 ] || problems=("${defaults[@]}")
 timeout "${NCU_TIMEOUT:-300}" ncu --clock-control none --metrics "$metrics" --section WarpStateStats \
-    -k 'regex:ragged_fmha_fwd|flash|sdpa|Prefill|prefill|device_kernel' --page raw --csv \
-    python3 bench/gpu/plugin_bench.py --plugin "$CARRY/$SO" --graphs "$CARRY/graphs" --calls-only 2 \
+    -k "regex:$kernels" --page raw --csv \
+    python3 "$bench" --plugin "$CARRY/$SO" --graphs "$CARRY/graphs" --calls-only 2 \
     --problems "${problems[@]}" > "$OUT/peer_ncu.csv" 2> "$OUT/peer_ncu.err"
 rc=$?
 echo "ncu rc=$rc"
