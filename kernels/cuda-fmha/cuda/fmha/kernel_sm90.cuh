@@ -141,26 +141,23 @@ __device__ __forceinline__ void fmha_fwd_sm90_kernel(RAGGED_FMHA_PARAMS, const R
         int qi = 0;             // items with key blocks so far (fills of the Q buffer)
 #pragma unroll 1
         for (int r = 0;; ++r) {
+            // slot_records: the item is read before the slot is handed over, so that it travels with
+            // the index.
             int w;
-            WsItem it;
             if constexpr (SR) {
-                // The item is read before the slot is handed over, so that it travels with the index.
                 w = sched_draw_item(r, fused, fl, tile_count, P, t);
                 sched_slot_wait_empty(r, slot_empty);
-                if (w >= total) {
-                    sched_publish_end(r, w, slot_full, s_rec, t);
-                    break;
-                }
-                it = sched_item<TSQ, C::tail_items_per_block>(w, batches, tiles, n_tiles, h_q, mask_left, mask_right,
-                                                              bottom_right, BM, BN, P);
-                sched_publish_record(r, w, it, slot_full, s_rec, t);
             }
             else {
                 w = sched_produce_item(r, P, fused, fl, tile_count, slot_full, slot_empty, s_slot, t);
-                if (w >= total) break;
-                it = sched_item<TSQ, C::tail_items_per_block>(w, batches, tiles, n_tiles, h_q, mask_left, mask_right,
-                                                              bottom_right, BM, BN, P);
             }
+            if (w >= total) {
+                if constexpr (SR) sched_publish_end(r, w, slot_full, s_rec, t);
+                break;
+            }
+            const WsItem it = sched_item<TSQ, C::tail_items_per_block>(w, batches, tiles, n_tiles, h_q, mask_left,
+                                                                       mask_right, bottom_right, BM, BN, P);
+            if constexpr (SR) sched_publish_record(r, w, it, slot_full, s_rec, t);
             if (it.nb_first >= it.nb_last) continue;  // no Q, no keys: the consumers only store O = 0
             // Q is free again once every consumer warp released the previous item's Q.
             const u32 qb = q_buf(qi), qf = q_full_of(qi);

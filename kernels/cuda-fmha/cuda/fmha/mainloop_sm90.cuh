@@ -22,17 +22,17 @@
     (1024 + ((C::double_q_buffer ? 2 : 1) * 64 * C::consumer_warpgroups + C::kv_stages * C::block_n) *     \
                 ragged_row_width(C::head_dim) * 2 +                                                     \
      C::kv_stages * (C::fp8 ? C::head_dim_v * C::block_n : C::block_n * ragged_row_width(C::head_dim_v) * 2) +  \
-     8 * (2 + 4 * C::kv_stages) + 48 +                                                                  \
-     (C::double_q_buffer ? 16 : 0) + 8 + (C::fp8 ? 16 + 128 * C::consumer_warpgroups : 0) +             \
-     (C::slot_records ? RAGGED_SLOT_RECORD_OFFSET(C::kv_stages, C::double_q_buffer) -                     \
-                            (8 * (2 + 4 * C::kv_stages) + 48 + (C::double_q_buffer ? 16 : 0) + 8) +      \
+     (C::slot_records ? RAGGED_SLOT_RECORD_OFFSET(C::kv_stages, C::double_q_buffer) +                     \
                             2 * RAGGED_SLOT_RECORD_BYTES                                                 \
-                      : 0))
+                      : RAGGED_SM90_BAR_BYTES(C::kv_stages, C::double_q_buffer)) +                       \
+     (C::fp8 ? 16 + 128 * C::consumer_warpgroups : 0))
+
+// The mbarriers, the item slots, the second Q buffer's pair and the spare 8 bytes, in bytes.
+#define RAGGED_SM90_BAR_BYTES(STAGES, Q2) (8 * (2 + 4 * (STAGES)) + 48 + ((Q2) ? 16 : 0) + 8)
 
 // With slot_records, the offset of the two item records (tile_scheduler.cuh) from the mbarriers:
-// past the barriers, the item slots, the second Q buffer's pair and the spare 8 bytes, rounded up to
-// 16 bytes.
-#define RAGGED_SLOT_RECORD_OFFSET(STAGES, Q2) ((8 * (2 + 4 * (STAGES)) + 48 + ((Q2) ? 16 : 0) + 8 + 15) / 16 * 16)
+// past RAGGED_SM90_BAR_BYTES, rounded up to 16 bytes.
+#define RAGGED_SLOT_RECORD_OFFSET(STAGES, Q2) ((RAGGED_SM90_BAR_BYTES(STAGES, Q2) + 15) / 16 * 16)
 
 // By one thread, before the block's first barrier: full barriers take one arrival per fill (the TMA's
 // expect-tx or the tracked copies' lane 0), empty ones one per consumer warp; the item slots'

@@ -48,6 +48,20 @@ __device__ __forceinline__ RaggedBatch ragged_ld_weak(const RaggedBatch* p) {
     return b;
 }
 
+// The item's rows and key blocks from its query tile's first row i0 and its batch record (it.bt):
+// sched_item's last step, and with slot records all the consumers compute of an item.
+template <bool TSQ>
+__device__ __forceinline__ void sched_item_rows(WsItem& it, int i0, int mask_left, int mask_right, int bottom_right,
+                                                int bm, int bn) {
+    const int lq = it.bt.lq;
+    const int rows = lq - i0 < bm ? lq - i0 : bm;
+    it.i0 = i0;
+    it.rows = rows;
+    it.q0 = TSQ && rows < bm && lq >= bm ? lq - bm : i0;
+    const RaggedBand band = make_band(lq, it.bt.lkv, mask_left, mask_right, bottom_right);
+    key_block_range(band, i0, rows, bn, &it.nb_first, &it.nb_last);
+}
+
 // Work item w of n_tiles * h_q. The list is walked once per chunk of RAGGED_SCHED_HEAD_CHUNK heads
 // (the last chunk takes the h_q % chunk left over), tiles fastest within a chunk. TAIL > 0: the
 // list's last ceil(TAIL * p / h_q) tiles (about TAIL items per working block, the cheapest) are
@@ -87,24 +101,8 @@ __device__ __forceinline__ WsItem sched_item(int w, const RaggedBatch* __restric
     const RaggedTile tile = ragged_ld_weak(tiles + rank);
     it.b = tile.batch;
     it.bt = ragged_ld_weak(batches + tile.batch);
-    it.i0 = tile.tile * bm;
-    it.rows = it.bt.lq - it.i0 < bm ? it.bt.lq - it.i0 : bm;
-    it.q0 = TSQ && it.rows < bm && it.bt.lq >= bm ? it.bt.lq - bm : it.i0;
-    const RaggedBand band = make_band(it.bt.lq, it.bt.lkv, mask_left, mask_right, bottom_right);
-    key_block_range(band, it.i0, it.rows, bn, &it.nb_first, &it.nb_last);
+    sched_item_rows<TSQ>(it, tile.tile * bm, mask_left, mask_right, bottom_right, bm, bn);
     return it;
-}
-
-// The item's rows and key blocks from its query tile's first row i0 and its batch record (it.bt), as
-// sched_item computes them (slot records: the consumers' half of it).
-template <bool TSQ>
-__device__ __forceinline__ void sched_item_rows(WsItem& it, int i0, int mask_left, int mask_right, int bottom_right,
-                                                int bm, int bn) {
-    it.i0 = i0;
-    it.rows = it.bt.lq - it.i0 < bm ? it.bt.lq - it.i0 : bm;
-    it.q0 = TSQ && it.rows < bm && it.bt.lq >= bm ? it.bt.lq - bm : it.i0;
-    const RaggedBand band = make_band(it.bt.lq, it.bt.lkv, mask_left, mask_right, bottom_right);
-    key_block_range(band, it.i0, it.rows, bn, &it.nb_first, &it.nb_last);
 }
 
 // The rows of the item's Q tile that lie inside the batch (BM under TSQ's shift, else the item's own):
