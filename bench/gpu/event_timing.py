@@ -61,6 +61,16 @@ def interleaved_ms(torch, fns, warm=2, reps=15, inner=10):
     return interleaved_detail(torch, fns, warm, reps, inner)[0]
 
 
+def call_each(torch, timed, calls):
+    """For a profiler, nothing timed: each (key, label, fn, note) of `timed` called `calls` times,
+    one engine after another, with a line per engine."""
+    for _, label, fn, note in timed:
+        for _ in range(calls):
+            fn()
+        torch.cuda.synchronize()
+        print(f"  {label}: {calls} calls; {note}", flush=True)
+
+
 def power_profile(torch, fn, seconds=1.5, interval_ms=50):
     """SM clock (MHz) and board power (W) while `fn` runs back to back for `seconds`, sampled by
     nvidia-smi, and the energy per call (mJ) from them. At d128 the board sits at its power cap

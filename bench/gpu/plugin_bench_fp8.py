@@ -43,7 +43,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from event_timing import interleaved_detail  # noqa: E402
+from event_timing import call_each, interleaved_detail  # noqa: E402
 from plugin_bench_abi import (  # noqa: E402
     CUDA_ENGINE,
     Execution,
@@ -431,12 +431,7 @@ def benchmark(torch, plugin, graphs, problems, only_ours=False, calls_only=0):
                 print(f"  FA3 FP8 FAILED: {type(e).__name__}: {str(e)[:400]}", flush=True)
 
         if timed and calls_only:
-            # For a profiler: each engine called a fixed number of times, one after another.
-            for _, label, fn, note in timed:
-                for _ in range(calls_only):
-                    fn()
-                torch.cuda.synchronize()
-                print(f"  {label}: {calls_only} calls; {note}", flush=True)
+            call_each(torch, timed, calls_only)
         elif timed:
             results, _ = interleaved_detail(torch, [fn for _, _, fn, _ in timed], warm=3)
             for (key, label, _, note), (ms, spread) in zip(timed, results):
