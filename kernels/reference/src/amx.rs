@@ -1,12 +1,10 @@
 //! Intel AMX tiles for bf16 products: detection, the per-thread tile configuration, and safe
-//! wrappers over the four instructions the bf16 forward uses (`tilezero`, `tileloadd`,
-//! `tilestored`, `tdpbf16ps`).
+//! wrappers over the four instructions the bf16 passes use (`tilezero`, `tileloadd`,
+//! `tilestored`, `tdpbf16ps`), as a `crate::tiles::TileUnit`.
 //!
-//! Every tile is configured as 16 rows of 64 bytes: a C tile is 16 × 16 f32, an A tile 16 rows
-//! × 32 bf16, a B tile 16 rows of 16 bf16 pairs (the "VNNI" layout: row r holds, for each of 16
-//! columns n, the elements (2r, n) and (2r + 1, n) of the 32 × 16 operand). C tiles are tmm0–3,
-//! A tiles tmm4 and tmm7, B tiles tmm5 and tmm6, so a loop can load the next A or B while the
-//! previous product still reads the other one.
+//! Every tile is configured as 16 rows of 64 bytes (`crate::tiles` describes the operands). C
+//! tiles are tmm0–3, A tiles tmm4 and tmm7, B tiles tmm5 and tmm6, so a loop can load the next A
+//! or B while the previous product still reads the other one.
 //!
 //! Rust has no stable AMX intrinsics; the instructions are written as inline assembly, which the
 //! assembler accepts without a target feature. The wrappers check every row a load or store
@@ -15,6 +13,8 @@
 use std::arch::asm;
 use std::marker::PhantomData;
 use std::sync::OnceLock;
+
+use crate::tiles::{A, B, Bf16Bits, C, ROW_BYTES, ROWS, TileUnit, check_rows};
 
 /// Whether this process may use AMX bf16 tiles: the CPU reports AMX-TILE and AMX-BF16 and the
 /// kernel granted the tile data state (Linux asks each process to request it).
@@ -50,61 +50,14 @@ fn detect() -> bool {
     false
 }
 
-/// Bytes per tile row, and rows per tile.
-pub(crate) const ROW_BYTES: usize = 64;
-pub(crate) const ROWS: usize = 16;
-
-/// A C (accumulator) tile: tmm0–3.
-#[derive(Clone, Copy, Debug)]
-pub(crate) enum C {
-    T0,
-    T1,
-    T2,
-    T3,
-}
-
-impl C {
-    pub(crate) const ALL: [C; 4] = [C::T0, C::T1, C::T2, C::T3];
-}
-
-/// An A tile: tmm4 or tmm7.
-#[derive(Clone, Copy, Debug)]
-pub(crate) enum A {
-    T4,
-    T7,
-}
-
-/// A B tile: tmm5 or tmm6.
-#[derive(Clone, Copy, Debug)]
-pub(crate) enum B {
-    T5,
-    T6,
-}
-
-/// Element types an A tile is loaded from: bf16 bits, or pairs of them.
-pub(crate) trait Bf16Bits: Copy {}
-impl Bf16Bits for u16 {}
-impl Bf16Bits for u32 {}
-
 /// The tile registers of the calling thread, configured; released when dropped. Not `Send`:
 /// the configuration belongs to the thread that loaded it.
-pub(crate) struct Tiles {
+pub(crate) struct AmxTiles {
     _thread_bound: PhantomData<*const ()>,
 }
 
 #[repr(C, align(64))]
 struct Config([u8; 64]);
-
-/// Panics unless rows `0..16` of `row_bytes` bytes, `stride` elements apart from `offset`, lie
-/// inside a slice of `len` elements of `size` bytes.
-fn check_rows(len: usize, size: usize, offset: usize, stride: usize, row_bytes: usize) {
-    let last = offset + (ROWS - 1) * stride;
-    assert!(
-        row_bytes.is_multiple_of(size) && last + row_bytes / size <= len,
-        "tile rows {offset} + 15 x {stride} + {} elements outside a slice of {len}",
-        row_bytes / size
-    );
-}
 
 /// One instruction on the tile `$tile` names: `$before` + register + `$after`, with the
 /// operands in `$args` (each followed by a comma).
@@ -122,9 +75,9 @@ macro_rules! tile_asm {
     };
 }
 
-impl Tiles {
+impl TileUnit for AmxTiles {
     /// Configures every tile as 16 rows of 64 bytes. Callers check [`available`] first.
-    pub(crate) fn configure() -> Tiles {
+    fn configure() -> AmxTiles {
         assert!(available(), "AMX tiles used without permission");
         let mut config = Config([0; 64]);
         config.0[0] = 1; // palette 1
@@ -135,12 +88,12 @@ impl Tiles {
         // SAFETY: `available()` confirmed AMX and the permission; the 64-byte, 64-aligned
         // configuration is palette 1 with eight tiles of 16 rows × 64 bytes, within its limits.
         unsafe { asm!("ldtilecfg [{0}]", in(reg) config.0.as_ptr(), options(nostack)) };
-        Tiles {
+        AmxTiles {
             _thread_bound: PhantomData,
         }
     }
 
-    pub(crate) fn zero(&mut self, c: C) {
+    fn zero(&mut self, c: C) {
         use C::*;
         // SAFETY: tiles are configured (`configure`); tilezero touches no memory.
         unsafe {
@@ -149,7 +102,7 @@ impl Tiles {
     }
 
     /// C ← 16 rows of 16 f32 from `data[offset + r·stride ..]`.
-    pub(crate) fn load_c(&mut self, c: C, data: &[f32], offset: usize, stride: usize) {
+    fn load_c(&mut self, c: C, data: &[f32], offset: usize, stride: usize) {
         check_rows(data.len(), 4, offset, stride, ROW_BYTES);
         let (base, stride) = (data[offset..].as_ptr(), stride * 4);
         use C::*;
@@ -162,7 +115,7 @@ impl Tiles {
     }
 
     /// 16 rows of 16 f32 of C → `data[offset + r·stride ..]`.
-    pub(crate) fn store_c(&mut self, c: C, data: &mut [f32], offset: usize, stride: usize) {
+    fn store_c(&mut self, c: C, data: &mut [f32], offset: usize, stride: usize) {
         check_rows(data.len(), 4, offset, stride, ROW_BYTES);
         let (base, stride) = (data[offset..].as_mut_ptr(), stride * 4);
         use C::*;
@@ -177,7 +130,7 @@ impl Tiles {
 
     /// A ← 16 rows of 32 bf16 from `data[offset + r·stride ..]`: bf16 bits (`u16`) or pairs of
     /// them (`u32`, the even column in the low half).
-    pub(crate) fn load_a<T: Bf16Bits>(&mut self, a: A, data: &[T], offset: usize, stride: usize) {
+    fn load_a<T: Bf16Bits>(&mut self, a: A, data: &[T], offset: usize, stride: usize) {
         let size = std::mem::size_of::<T>();
         check_rows(data.len(), size, offset, stride, ROW_BYTES);
         let (base, stride) = (data[offset..].as_ptr(), stride * size);
@@ -190,7 +143,7 @@ impl Tiles {
     }
 
     /// B ← 16 rows of 16 bf16 pairs (each pair one `u32`) from `data[offset + r·stride ..]`.
-    pub(crate) fn load_b(&mut self, b: B, data: &[u32], offset: usize, stride: usize) {
+    fn load_b(&mut self, b: B, data: &[u32], offset: usize, stride: usize) {
         check_rows(data.len(), 4, offset, stride, ROW_BYTES);
         let (base, stride) = (data[offset..].as_ptr(), stride * 4);
         use B::*;
@@ -203,7 +156,7 @@ impl Tiles {
 
     /// C += A · B in f32 (bf16 products, accumulated with round-to-nearest-even; denormal
     /// inputs and results flush to zero).
-    pub(crate) fn dot(&mut self, c: C, a: A, b: B) {
+    fn dot(&mut self, c: C, a: A, b: B) {
         macro_rules! dot {
             ($($c:ident $a:ident $b:ident => $text:literal),*) => {
                 match (c, a, b) {
@@ -225,76 +178,9 @@ impl Tiles {
     }
 }
 
-impl Drop for Tiles {
+impl Drop for AmxTiles {
     fn drop(&mut self) {
         // SAFETY: releases this thread's tile configuration; touches no memory.
         unsafe { asm!("tilerelease", options(nostack)) };
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn bf16_bits(x: f32) -> u16 {
-        half::bf16::from_f32(x).to_bits()
-    }
-
-    #[test]
-    fn a_product_of_bf16_tiles_matches_the_plain_product() {
-        if !available() {
-            println!("skipped: this CPU or kernel offers no AMX bf16 tiles");
-            return;
-        }
-        // A: 16 × 32, B: 32 × 16 in VNNI pairs; small integers, exact in bf16 and f32.
-        let a_plain: Vec<u16> = (0..16 * 32)
-            .map(|i| bf16_bits((i % 7) as f32 - 3.0))
-            .collect();
-        let a: Vec<u32> = a_plain
-            .chunks_exact(2)
-            .map(|p| p[0] as u32 | (p[1] as u32) << 16)
-            .collect();
-        let b_plain: Vec<f32> = (0..32 * 16).map(|i| (i % 5) as f32 * 0.5).collect();
-        let b: Vec<u32> = (0..16 * 16)
-            .map(|i| {
-                let (r, n) = (i / 16, i % 16);
-                let lo = bf16_bits(b_plain[2 * r * 16 + n]) as u32;
-                let hi = bf16_bits(b_plain[(2 * r + 1) * 16 + n]) as u32;
-                lo | hi << 16
-            })
-            .collect();
-        let mut c = vec![1.0f32; 16 * 16];
-        let mut tiles = Tiles::configure();
-        tiles.load_c(C::T2, &c, 0, 16);
-        tiles.load_a(A::T7, &a, 0, 16);
-        tiles.load_b(B::T6, &b, 0, 16);
-        tiles.dot(C::T2, A::T7, B::T6);
-        tiles.store_c(C::T2, &mut c, 0, 16);
-        drop(tiles);
-        for m in 0..16 {
-            for n in 0..16 {
-                let want: f32 = 1.0
-                    + (0..32)
-                        .map(|k| {
-                            half::bf16::from_bits(a_plain[m * 32 + k]).to_f32()
-                                * b_plain[k * 16 + n]
-                        })
-                        .sum::<f32>();
-                assert_eq!(c[m * 16 + n], want, "({m}, {n})");
-            }
-        }
-    }
-
-    #[test]
-    fn tile_rows_must_lie_inside_the_slice() {
-        check_rows(16 * 16, 4, 0, 16, ROW_BYTES);
-        check_rows(100 + 15 * 40 + 16, 4, 100, 40, ROW_BYTES);
-        let outside = std::panic::catch_unwind(|| check_rows(16 * 16 - 1, 4, 0, 16, ROW_BYTES));
-        assert!(
-            outside.is_err(),
-            "the last row's last element is past the slice"
-        );
-        let outside = std::panic::catch_unwind(|| check_rows(16 * 16, 4, 1, 16, ROW_BYTES));
-        assert!(outside.is_err(), "an offset shifts every row");
     }
 }

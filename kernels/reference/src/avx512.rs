@@ -17,6 +17,13 @@ pub(crate) fn load(x: &[f32; 16]) -> __m512 {
     unsafe { _mm512_loadu_ps(x.as_ptr()) }
 }
 
+/// The 16 lanes of `x`.
+#[target_feature(enable = "avx512f")]
+pub(crate) fn load_u32(x: &[u32; 16]) -> __m512i {
+    // SAFETY: `x` is 64 readable bytes; `loadu` has no alignment requirement.
+    unsafe { _mm512_loadu_si512(x.as_ptr().cast()) }
+}
+
 /// `x` into the 16 entries of `to`.
 #[target_feature(enable = "avx512f")]
 pub(crate) fn store(x: __m512, to: &mut [f32; 16]) {

@@ -2,12 +2,13 @@
 //!
 //! The tiles are written over fixed-size arrays (`crate::gemm`) and compiled three times: for
 //! AVX-512 (F, BW, VL) with 2 × 2 register blocks (`gemm::Wide`), for AVX2 + FMA with 8 × 12
-//! blocks (`gemm::Split`), and for the baseline target. Where the CPU also has AMX-BF16 tiles and the
-//! kernel grants them, the bf16 forward runs on those (`sdpa::tile_amx`) and everything else on
-//! the AVX-512 build. The process takes the widest set the CPU reports; `RAGGED_SDPA_CPU_ISA`
-//! caps it (`avx512`, `avx2` or `baseline`, to measure a machine without the wider sets on one
-//! that has them), and any other value is ignored. The benchmark prints the choice beside every
-//! figure.
+//! blocks (`gemm::Split`), and for the baseline target. bf16 passes run on bf16 tiles
+//! (`crate::tiles`: `sdpa::tile_amx`, `sdpa_backward::amx`) where the CPU multiplies bf16
+//! natively: on AMX-BF16 tiles where the kernel grants them, else on AVX-512 BF16 dot products;
+//! everything else runs on the AVX-512 build. The process takes the widest set the CPU reports;
+//! `RAGGED_SDPA_CPU_ISA` caps it (`avx512bf16`, `avx512`, `avx2` or `baseline`, to measure a
+//! machine without the wider sets on one that has them), and any other value is ignored. The
+//! benchmark prints the choice beside every figure.
 
 use std::fmt;
 
@@ -23,7 +24,9 @@ pub enum Isa {
     Baseline,
     Avx2Fma,
     Avx512,
-    /// AVX-512 and AMX-BF16 tiles.
+    /// AVX-512 with its BF16 dot product (`vdpbf16ps`).
+    Avx512Bf16,
+    /// AVX-512, its BF16 instructions and AMX-BF16 tiles.
     Amx,
 }
 
@@ -33,6 +36,7 @@ impl Isa {
             Isa::Baseline => "baseline",
             Isa::Avx2Fma => "avx2",
             Isa::Avx512 => "avx512",
+            Isa::Avx512Bf16 => "avx512bf16",
             Isa::Amx => "amx",
         }
     }
@@ -44,6 +48,7 @@ impl fmt::Display for Isa {
             Isa::Baseline => "baseline",
             Isa::Avx2Fma => "avx2+fma",
             Isa::Avx512 => "avx512f/bw/vl",
+            Isa::Avx512Bf16 => "avx512-bf16",
             Isa::Amx => "amx-bf16+avx512",
         })
     }
@@ -55,26 +60,51 @@ pub fn isa() -> Isa {
     *ISA.get_or_init(|| choose(detected(), std::env::var(ISA_ENV).ok().as_deref()))
 }
 
-/// The instruction set a pass over `dtype` runs on, forward or backward: AMX tiles serve bf16;
-/// every other element type of an AMX machine runs the AVX-512 build.
+/// The instruction set a pass over `dtype` runs on, forward or backward: bf16 tiles serve bf16;
+/// every other element type of such a machine runs the AVX-512 build.
 pub fn isa_for(dtype: DataType) -> Isa {
     match isa() {
-        Isa::Amx if dtype != DataType::BF16 => Isa::Avx512,
+        Isa::Amx | Isa::Avx512Bf16 if dtype != DataType::BF16 => Isa::Avx512,
         isa => isa,
     }
 }
 
-/// Whether bf16 passes run on AMX tiles here: the process may use them and the instruction-set
-/// cap allows them (the forward's `sdpa::tile_amx` and the backward's `sdpa_backward::amx`).
-pub(crate) fn bf16_on_amx() -> bool {
-    isa_for(DataType::BF16) == Isa::Amx
+/// The unit bf16 passes multiply on (the forward's `sdpa::tile_amx` and the backward's
+/// `sdpa_backward::amx`, through `crate::tiles`), where the process may use one and the
+/// instruction-set cap allows it; `None`: they run on the f32 tiles.
+pub(crate) fn bf16_tiles() -> Option<Bf16Tiles> {
+    match isa() {
+        Isa::Amx => Some(Bf16Tiles::Amx),
+        Isa::Avx512Bf16 => Some(Bf16Tiles::Dot),
+        _ => None,
+    }
+}
+
+/// The two `crate::tiles::TileUnit`s.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Bf16Tiles {
+    /// AMX tile registers (`crate::amx`).
+    Amx,
+    /// AVX-512 BF16 dot products on tiles in memory (`crate::bf16_dot`).
+    Dot,
+}
+
+/// Whether the AVX-512 build (F, BW, VL, AVX2, FMA) runs here, alone or beside bf16 tiles.
+pub(crate) fn has_avx512() -> bool {
+    isa() >= Isa::Avx512
 }
 
 /// What the CPU runs, capped by `cap` (the variable's value) where it names a narrower set.
 fn choose(detected: Isa, cap: Option<&str>) -> Isa {
-    let named = [Isa::Baseline, Isa::Avx2Fma, Isa::Avx512, Isa::Amx]
-        .into_iter()
-        .find(|isa| Some(isa.name()) == cap);
+    let named = [
+        Isa::Baseline,
+        Isa::Avx2Fma,
+        Isa::Avx512,
+        Isa::Avx512Bf16,
+        Isa::Amx,
+    ]
+    .into_iter()
+    .find(|isa| Some(isa.name()) == cap);
     match named {
         Some(cap) => detected.min(cap),
         None => detected,
@@ -88,10 +118,13 @@ fn detected() -> Isa {
         let avx512 = std::is_x86_feature_detected!("avx512f")
             && std::is_x86_feature_detected!("avx512bw")
             && std::is_x86_feature_detected!("avx512vl");
-        // The AMX paths convert to bf16 with AVX-512 BF16, which every AMX-BF16 CPU has.
+        // The tile paths convert to bf16 with AVX-512 BF16, which every AMX-BF16 CPU has.
         let bf16 = std::is_x86_feature_detected!("avx512bf16");
         if avx2 && avx512 && bf16 && crate::amx::available() {
             return Isa::Amx;
+        }
+        if avx2 && avx512 && bf16 && crate::bf16_dot::available() {
+            return Isa::Avx512Bf16;
         }
         if avx2 && avx512 {
             return Isa::Avx512;
@@ -112,6 +145,10 @@ mod tests {
         assert_eq!(choose(Isa::Avx512, None), Isa::Avx512);
         assert_eq!(choose(Isa::Amx, Some("avx512")), Isa::Avx512);
         assert_eq!(choose(Isa::Amx, Some("amx")), Isa::Amx);
+        assert_eq!(choose(Isa::Amx, Some("avx512bf16")), Isa::Avx512Bf16);
+        assert_eq!(choose(Isa::Avx512Bf16, Some("avx512")), Isa::Avx512);
+        assert_eq!(choose(Isa::Avx512Bf16, Some("amx")), Isa::Avx512Bf16);
+        assert_eq!(choose(Isa::Avx512, Some("avx512bf16")), Isa::Avx512);
         assert_eq!(choose(Isa::Avx512, Some("amx")), Isa::Avx512);
         assert_eq!(choose(Isa::Avx512, Some("avx2")), Isa::Avx2Fma);
         assert_eq!(choose(Isa::Avx512, Some("baseline")), Isa::Baseline);

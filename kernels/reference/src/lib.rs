@@ -15,6 +15,8 @@ mod amx;
 mod avx2;
 #[cfg(target_arch = "x86_64")]
 mod avx512;
+#[cfg(target_arch = "x86_64")]
+mod bf16_dot;
 pub mod executor;
 mod gemm;
 pub mod isa;
@@ -24,6 +26,7 @@ pub mod sdpa_backward;
 pub mod sdpa_fp8;
 #[cfg(target_arch = "x86_64")]
 mod stream;
+mod tiles;
 
 pub use sdpa::{ForwardExtras, PagedInputs, SdpaParams, sdpa_forward, sdpa_forward_with};
 pub use sdpa_backward::{BackwardInputs, BackwardOutputs, SdpaBackwardParams, sdpa_backward};

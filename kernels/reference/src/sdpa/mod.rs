@@ -7,7 +7,7 @@
 //! write, so an error leaves O and LSE untouched.
 
 // layout, problem, softmax and stage are shared with the backward (`crate::sdpa_backward`).
-pub(crate) mod amx_stage;
+pub(crate) mod bf16_stage;
 pub(crate) mod layout;
 pub(crate) mod output;
 mod pool;
@@ -18,7 +18,7 @@ pub(crate) mod softmax;
 pub(crate) mod stage;
 mod threads;
 mod tile;
-mod tile_amx;
+mod tile_bf16;
 
 pub use paged::{ForwardExtras, PagedInputs};
 pub use ragged_core::mask::{DiagonalAlignment, MaskBand};
@@ -26,6 +26,10 @@ pub use ragged_core::params::SdpaParams;
 pub use threads::on_calling_thread;
 
 use half::{bf16, f16};
+
+use crate::amx::AmxTiles;
+use crate::bf16_dot::DotTiles;
+use crate::isa::Bf16Tiles;
 
 use ragged_core::dtype::{DataType, FloatElement};
 use ragged_core::error::{KernelError, Role};
@@ -83,7 +87,7 @@ fn tile_sizes(dim_qk: usize, dim_v: usize, band: &MaskBand) -> (usize, usize) {
 /// last handle is destroyed, so that unloading the library leaves none of this heap behind.
 pub fn release_caches() {
     stage::release_caches();
-    amx_stage::release_caches();
+    bf16_stage::release_caches();
 }
 
 /// SDPA forward on the CPU: `O = softmax(scale·Q·Kᵀ + mask)·V`, optionally with the natural-log
@@ -144,8 +148,10 @@ pub fn sdpa_forward_with(
     match problem.dtype {
         DataType::F32 => run::<f32>(&problem, q, k, v, o, lse, params),
         DataType::F16 => run::<f16>(&problem, q, k, v, o, lse, params),
-        DataType::BF16 if crate::isa::bf16_on_amx() => run_amx(&problem, q, k, v, o, lse, params),
-        DataType::BF16 => run::<bf16>(&problem, q, k, v, o, lse, params),
+        DataType::BF16 => match crate::isa::bf16_tiles() {
+            Some(unit) => run_bf16_tiles(unit, &problem, q, k, v, o, lse, params),
+            None => run::<bf16>(&problem, q, k, v, o, lse, params),
+        },
         other => Err(KernelError::SdpaDataType {
             role: Role::Q,
             dtype: other,
@@ -174,8 +180,10 @@ fn run<T: FloatElement>(
     })
 }
 
-/// The bf16 body on AMX tiles (`tile_amx`).
-fn run_amx(
+/// The bf16 body on bf16 tiles (`tile_bf16`).
+#[allow(clippy::too_many_arguments)] // `run`'s operands and the unit
+fn run_bf16_tiles(
+    unit: crate::isa::Bf16Tiles,
     problem: &Problem,
     q: &dyn Tensor,
     k: &dyn Tensor,
@@ -190,7 +198,15 @@ fn run_amx(
         typed_slice::<bf16>(v.host_data())?,
     );
     write(problem, o, lse, |rows, stats| {
-        tile_amx::compute(problem, (q, k, v), params.scale, params.band, rows, stats);
+        let (scale, band) = (params.scale, params.band);
+        match unit {
+            Bf16Tiles::Amx => {
+                tile_bf16::compute::<AmxTiles>(problem, (q, k, v), scale, band, rows, stats)
+            }
+            Bf16Tiles::Dot => {
+                tile_bf16::compute::<DotTiles>(problem, (q, k, v), scale, band, rows, stats)
+            }
+        }
     })
 }
 

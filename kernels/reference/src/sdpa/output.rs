@@ -156,10 +156,7 @@ pub(crate) fn write_rows<'r, T: FloatElement + 'r>(
     width: usize,
 ) {
     #[cfg(target_arch = "x86_64")]
-    if matches!(
-        crate::isa::isa(),
-        crate::isa::Isa::Avx512 | crate::isa::Isa::Amx
-    ) {
+    if crate::isa::has_avx512() {
         #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma")]
         fn streamed<'r, T: FloatElement + 'r>(
             rows: impl IntoIterator<Item = &'r mut [T]>,
@@ -185,10 +182,10 @@ pub(crate) fn write_rows<'r, T: FloatElement + 'r>(
             crate::avx512::fence();
         }
         if T::DATA_TYPE == ragged_core::dtype::DataType::BF16
-            && crate::isa::isa() == crate::isa::Isa::Amx
+            && crate::isa::isa() >= crate::isa::Isa::Avx512Bf16
         {
-            // SAFETY: `isa()` reported AMX, which it grants only with AVX-512 F/BW/VL and
-            // BF16, AVX2 and FMA (`crate::isa`).
+            // SAFETY: `isa()` reported AVX-512 BF16 or AMX, which it grants only with AVX-512
+            // F/BW/VL and BF16, AVX2 and FMA (`crate::isa`).
             return unsafe { streamed_bf16(rows, acc, width) };
         }
         // SAFETY: `isa()` reported AVX-512 F/BW/VL, AVX2 and FMA (`crate::isa`).

@@ -212,7 +212,7 @@ pub(crate) fn convert_row<T: FloatElement>(dst: &mut [T], src: &[f32]) {
         }
         match isa() {
             // SAFETY: `isa()` chose a set the CPU reports (`crate::isa`).
-            Isa::Avx512 | Isa::Amx => return unsafe { wide(dst, src) },
+            Isa::Avx512 | Isa::Avx512Bf16 | Isa::Amx => return unsafe { wide(dst, src) },
             // SAFETY: as above.
             Isa::Avx2Fma => return unsafe { narrow(dst, src) },
             Isa::Baseline => {}

@@ -256,8 +256,10 @@ pub(crate) fn attend_tile(
             attend::<Fused, Split>(input, config, out, lse, scratch);
         }
         match isa() {
-            // SAFETY: `isa()` chose a set the CPU reports (`crate::isa`).
-            Isa::Avx512 | Isa::Amx => return unsafe { wide(input, config, out, lse, scratch) },
+            Isa::Avx512 | Isa::Avx512Bf16 | Isa::Amx => {
+                // SAFETY: `isa()` chose a set the CPU reports (`crate::isa`).
+                return unsafe { wide(input, config, out, lse, scratch) };
+            }
             // SAFETY: as above.
             Isa::Avx2Fma => return unsafe { fused(input, config, out, lse, scratch) },
             Isa::Baseline => {}

@@ -6,7 +6,7 @@
 //! key chunk), each work item staging the rows it reads, and only then are the gradients
 //! written, so an error leaves them untouched.
 
-mod amx;
+mod bf16_tiles;
 mod items;
 mod lanes;
 mod passes;
@@ -15,6 +15,9 @@ mod staging;
 
 use half::{bf16, f16};
 
+use crate::amx::AmxTiles;
+use crate::bf16_dot::DotTiles;
+use crate::isa::Bf16Tiles;
 use crate::sdpa::MaskBand;
 use crate::sdpa::output::{carve, rows_of};
 use crate::sdpa::stage::Staged;
@@ -167,8 +170,11 @@ fn run<T: FloatElement>(
     params: &SdpaBackwardParams,
 ) -> Result<(), KernelError> {
     let f = &p.fwd;
-    let amx = T::DATA_TYPE == DataType::BF16 && crate::isa::bf16_on_amx();
-    let unmasked = !amx && crate::sdpa::admits_every_key(&params.band);
+    let tiles = match T::DATA_TYPE {
+        DataType::BF16 => crate::isa::bf16_tiles(),
+        _ => None,
+    };
+    let unmasked = tiles.is_none() && crate::sdpa::admits_every_key(&params.band);
     let key_tile = tile(f.dim_qk, f.dim_v, unmasked);
     let cfg = Config {
         scale: params.scale,
@@ -176,7 +182,7 @@ fn run<T: FloatElement>(
         query_tile: key_tile,
         key_tile,
     };
-    if !amx && items::one_item_each(p, key_tile) {
+    if tiles.is_none() && items::one_item_each(p, key_tile) {
         let rows = (
             rows_of(&p.dq, &f.len_q, f.heads_q, f.dim_qk),
             rows_of(&p.dk, &f.len_kv, f.heads_kv, f.dim_qk),
@@ -202,9 +208,9 @@ fn run<T: FloatElement>(
         dk: Staged::for_overwrite(Role::DK, f.heads_kv, f.dim_qk, &f.len_kv)?,
         dv: Staged::for_overwrite(Role::DV, f.heads_kv, f.dim_v, &f.len_kv)?,
     };
-    if amx {
+    if let Some(unit) = tiles {
         let mut delta = Staged::for_overwrite(Role::O, f.heads_q, 1, &f.len_q)?;
-        amx::row_dots(
+        bf16_tiles::row_dots(
             (typed_slice::<T>(inputs.d_o.host_data())?, &p.d_o),
             (typed_slice::<T>(inputs.o.host_data())?, &f.o),
             &f.len_q,
@@ -219,21 +225,22 @@ fn run<T: FloatElement>(
         lse2.data
             .iter_mut()
             .for_each(|x| *x *= std::f32::consts::LOG2_E);
-        let sources = amx::Sources {
+        let sources = bf16_tiles::Sources {
             q: typed_slice::<bf16>(inputs.q.host_data())?,
             k: typed_slice::<bf16>(inputs.k.host_data())?,
             v: typed_slice::<bf16>(inputs.v.host_data())?,
             d_o: typed_slice::<bf16>(inputs.d_o.host_data())?,
         };
-        let operands = amx::Operands::stage(p, &sources, lse2, delta)?;
-        amx::backward(
-            p,
-            &operands,
-            params.scale,
-            params.band,
-            key_tile,
-            &mut grads,
-        )?;
+        let operands = bf16_tiles::Operands::stage(p, &sources, lse2, delta)?;
+        let (scale, band) = (params.scale, params.band);
+        match unit {
+            Bf16Tiles::Amx => {
+                bf16_tiles::backward::<AmxTiles>(p, &operands, scale, band, key_tile, &mut grads)?
+            }
+            Bf16Tiles::Dot => {
+                bf16_tiles::backward::<DotTiles>(p, &operands, scale, band, key_tile, &mut grads)?
+            }
+        }
         return write_gradients::<T>(p, grads, outputs);
     }
     passes::backward(p, &sources::<T>(inputs)?, &cfg, &mut grads)?;

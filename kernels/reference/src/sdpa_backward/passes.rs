@@ -223,8 +223,10 @@ fn run_item<T: FloatElement>(
             item_body::<T, Fused, Split>(p, s, cfg, item, scratch);
         }
         match isa() {
-            // SAFETY: `isa()` chose a set the CPU reports (`crate::isa`).
-            Isa::Avx512 | Isa::Amx => return unsafe { wide(p, s, cfg, item, scratch) },
+            Isa::Avx512 | Isa::Avx512Bf16 | Isa::Amx => {
+                // SAFETY: `isa()` chose a set the CPU reports (`crate::isa`).
+                return unsafe { wide(p, s, cfg, item, scratch) };
+            }
             // SAFETY: as above.
             Isa::Avx2Fma => return unsafe { fused(p, s, cfg, item, scratch) },
             Isa::Baseline => {}

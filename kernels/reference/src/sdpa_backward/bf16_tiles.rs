@@ -1,6 +1,6 @@
-//! The bf16 backward on AMX tiles: all five products on `tdpbf16ps`, P and dS in f32 between
-//! them and rounded to bf16 as the products' operands (as the GPU engines do), accumulation in
-//! f32.
+//! The bf16 backward on bf16 tiles (`crate::tiles`): all five products on AMX's `tdpbf16ps` or
+//! AVX-512 BF16's `vdpbf16ps`, P and dS in f32 between them and rounded to bf16 as the products'
+//! operands (as the GPU engines do), accumulation in f32.
 //!
 //! Each work item (`super::items`) walks its keys in blocks of 32; for each block and each query
 //! head of the group:
@@ -18,10 +18,10 @@ use std::ops::Range;
 
 use half::bf16;
 
-use crate::amx::{A, B, C, Tiles};
-use crate::sdpa::amx_stage::{self as stage, Blocks, line_aligned};
+use crate::sdpa::bf16_stage::{self as stage, Blocks, line_aligned};
 use crate::sdpa::layout::AttnLayout;
 use crate::sdpa::stage::Staged;
+use crate::tiles::{A, B, C, TileUnit};
 use ragged_core::MaskBand;
 use ragged_core::dtype::FloatElement;
 use ragged_core::error::{KernelError, Role};
@@ -97,7 +97,7 @@ fn pad(dim: usize) -> usize {
 }
 
 /// Computes every logical row of dQ, dK and dV into `grads`.
-pub(super) fn backward(
+pub(super) fn backward<U: TileUnit>(
     p: &Problem,
     s: &Operands,
     scale: f32,
@@ -106,10 +106,10 @@ pub(super) fn backward(
     grads: &mut Gradients,
 ) -> Result<(), KernelError> {
     for_each_item(p, key_tile, grads, |scratch: &mut Scratch, item| {
-        // SAFETY: `crate::isa::bf16_on_amx()` (checked by the caller) requires `isa()` to have
-        // reported AMX, which it does only where the CPU also reports AVX-512 F/BW/VL/BF16, AVX2
-        // and FMA.
-        unsafe { run_item(p, s, scale, band, item, scratch) }
+        // SAFETY: `crate::isa::bf16_tiles()` (checked by the caller) names a unit only where
+        // `isa()` reported AVX-512 BF16 or AMX, which it does only where the CPU also reports
+        // AVX-512 F/BW/VL/BF16, AVX2 and FMA.
+        unsafe { run_item::<U>(p, s, scale, band, item, scratch) }
     })
 }
 
@@ -147,7 +147,7 @@ struct Ctx<'a> {
 }
 
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512bf16,avx2,fma")]
-fn run_item(
+fn run_item<U: TileUnit>(
     p: &Problem,
     s: &Operands,
     scale: f32,
@@ -192,7 +192,7 @@ fn run_item(
     let dk_t = line_aligned(dk_t_buffer, dqk_p * BLOCK);
     let dq = line_aligned(dq_buffer, group * rows_p * dqk_p);
     dq.fill(0.0);
-    let mut tiles = Tiles::configure();
+    let mut tiles = U::configure();
 
     for j0 in item.keys.clone().step_by(BLOCK) {
         let nk = BLOCK.min(item.keys.end - j0);
@@ -265,9 +265,9 @@ fn admit(ctx: &Ctx<'_>, i0: usize, keys: Range<usize>, admitted: &mut Vec<Range<
 
 /// S and dP of query rows `i0..i0 + 32` and keys `j0..j0 + 32`, row-major 32 × 32 in f32.
 #[inline(always)]
-fn scores(
+fn scores<U: TileUnit>(
     ctx: &Ctx<'_>,
-    tiles: &mut Tiles,
+    tiles: &mut U,
     h: usize,
     i0: usize,
     j0: usize,
@@ -290,10 +290,8 @@ fn scores(
             tiles.load_a(A::T7, a_rows, (i0 + 16) * width + 16 * step, width);
             tiles.load_b(B::T5, b_tiles, (j0 / 16 * width + 16 * step) * 16, 16);
             tiles.load_b(B::T6, b_tiles, ((j0 / 16 + 1) * width + 16 * step) * 16, 16);
-            tiles.dot(C::T0, A::T4, B::T5);
-            tiles.dot(C::T1, A::T4, B::T6);
-            tiles.dot(C::T2, A::T7, B::T5);
-            tiles.dot(C::T3, A::T7, B::T6);
+            tiles.dot_pair([C::T0, C::T1], A::T4);
+            tiles.dot_pair([C::T2, C::T3], A::T7);
         }
         tiles.store_c(C::T0, out, 0, BLOCK);
         tiles.store_c(C::T1, out, 16, BLOCK);
@@ -373,9 +371,9 @@ fn probabilities(
 
 /// dQ rows `i0..i0 + 32` (f32, `dqk_p` apart) += dS · K of keys `j0..j0 + 32`.
 #[inline(always)]
-fn query_gradient(
+fn query_gradient<U: TileUnit>(
     ctx: &Ctx<'_>,
-    tiles: &mut Tiles,
+    tiles: &mut U,
     i0: usize,
     j0: usize,
     ds_rows: &[u16],
@@ -394,10 +392,8 @@ fn query_gradient(
         tiles.load_c(C::T3, dq, bottom + c0 + 16, dqk_p);
         tiles.load_b(B::T5, k_pairs, (first + c0 / 16) * 256, 16);
         tiles.load_b(B::T6, k_pairs, (first + c0 / 16 + 1) * 256, 16);
-        tiles.dot(C::T0, A::T4, B::T5);
-        tiles.dot(C::T1, A::T4, B::T6);
-        tiles.dot(C::T2, A::T7, B::T5);
-        tiles.dot(C::T3, A::T7, B::T6);
+        tiles.dot_pair([C::T0, C::T1], A::T4);
+        tiles.dot_pair([C::T2, C::T3], A::T7);
         tiles.store_c(C::T0, dq, top + c0, dqk_p);
         tiles.store_c(C::T1, dq, top + c0 + 16, dqk_p);
         tiles.store_c(C::T2, dq, bottom + c0, dqk_p);
@@ -409,9 +405,9 @@ fn query_gradient(
 /// head-dim rows × 32 keys held in four C tiles while the blocks are walked.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-fn key_gradients(
+fn key_gradients<U: TileUnit>(
     ctx: &Ctx<'_>,
-    tiles: &mut Tiles,
+    tiles: &mut U,
     h: usize,
     blocks: &[usize],
     p_pairs: &[u32],
@@ -439,10 +435,8 @@ fn key_gradients(
                 tiles.load_a(A::T7, a_tiles, a + 256, 16);
                 tiles.load_b(B::T5, b_pairs, qb * 512, 16);
                 tiles.load_b(B::T6, b_pairs, qb * 512 + 256, 16);
-                tiles.dot(C::T0, A::T4, B::T5);
-                tiles.dot(C::T1, A::T4, B::T6);
-                tiles.dot(C::T2, A::T7, B::T5);
-                tiles.dot(C::T3, A::T7, B::T6);
+                tiles.dot_pair([C::T0, C::T1], A::T4);
+                tiles.dot_pair([C::T2, C::T3], A::T7);
             }
             tiles.store_c(C::T0, out, d0 * BLOCK, BLOCK);
             tiles.store_c(C::T1, out, d0 * BLOCK + 16, BLOCK);

@@ -1,4 +1,4 @@
-//! bf16 operands staged for AMX tiles, per (batch, head), in the three arrangements the tile
+//! bf16 operands staged for the bf16 tiles (`crate::tiles`), per (batch, head), in the three arrangements the tile
 //! products read. Every element is a `u32` holding two bf16 values (the low half the first):
 //!
 //! - [`rows_of_pairs`]: rows of the head dim in pairs, `row·(dim/2) + r` — A tiles whose 32

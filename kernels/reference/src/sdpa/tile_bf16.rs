@@ -1,14 +1,15 @@
-//! The bf16 forward on AMX tiles: both products on `tdpbf16ps`, the online softmax in f32.
+//! The bf16 forward on bf16 tiles (`crate::tiles`): both products on AMX's `tdpbf16ps` or
+//! AVX-512 BF16's `vdpbf16ps`, the online softmax in f32.
 //!
-//! Where the CPU has AMX-BF16 (`crate::amx`), a bf16 forward runs here instead of on the f32
-//! micro-kernels: a tile product does 16 × 16 × 32 multiply-adds per instruction, and on the
-//! 2-vCPU Xeon dev machine PyTorch's oneDNN path runs bf16 attention about four times faster
-//! than the f32 tiles can. Numerics follow the GPU engines rather than the f32 tiles: Q·Kᵀ
+//! Where the CPU multiplies bf16 natively (`crate::isa::bf16_tiles`), a bf16 forward runs here
+//! instead of on the f32 micro-kernels: an AMX tile product does 16 × 16 × 32 multiply-adds per
+//! instruction (on the 2-vCPU Xeon dev machine PyTorch's oneDNN path runs bf16 attention about
+//! four times faster than the f32 tiles can), a `vdpbf16ps` twice an f32 FMA's. Numerics follow the GPU engines rather than the f32 tiles: Q·Kᵀ
 //! multiplies the bf16 inputs exactly and accumulates in f32, the scale is applied to the f32
 //! scores, and P is rounded to bf16 before P·V (f32 accumulation again); the row sums use the
 //! unrounded P. The spec's bf16 tolerance (1e-2) holds with room to spare.
 //!
-//! Each work item stages its operands by `super::amx_stage` into per-thread buffers that stay
+//! Each work item stages its operands by `super::bf16_stage` into per-thread buffers that stay
 //! in cache for all its blocks (no staged copy round-trips through memory): its Q rows as rows
 //! of head-dim pairs (rows padded to 32; A tiles of Q·Kᵀ), K as B tiles over the head dim, V as
 //! B tiles over key pairs (the head dim padded to 16), each tile 1 KiB of its own.
@@ -21,10 +22,10 @@ use std::ops::Range;
 
 use half::bf16;
 
-use crate::amx::{A, B, C, Tiles};
+use crate::tiles::{A, B, C, TileUnit};
 use ragged_core::MaskBand;
 
-use super::amx_stage::{self as stage, line_aligned};
+use super::bf16_stage::{self as stage, line_aligned};
 use super::problem::Problem;
 use super::softmax::exp2_nonpositive;
 use super::stage::Staged;
@@ -51,7 +52,7 @@ struct Padded {
 
 /// Runs the bf16 forward into O's rows (in the items' order) and the staged LSE, like
 /// `super::compute`.
-pub(crate) fn compute(
+pub(crate) fn compute<U: TileUnit>(
     problem: &Problem,
     (q, k, v): (&[bf16], &[bf16], &[bf16]),
     scale: f32,
@@ -104,7 +105,7 @@ pub(crate) fn compute(
             };
             scratch.out.resize(lse.len() * dv, 0.0);
             let first_row = rows.start + t * ITEM_ROWS;
-            attend_item(&head, first_row, &mut scratch.out, lse, &mut scratch.block);
+            attend_item::<U>(&head, first_row, &mut scratch.out, lse, &mut scratch.block);
             super::output::finish(&mut scratch.out, lse, dst, dv, sink);
         }
     });
@@ -161,7 +162,7 @@ impl Scores<'_> {
     /// Scores of keys `key0..key0 + 32` (`key0` a multiple of 32) into columns `col..col + 32`
     /// of `s` (rows KEY_STEP apart).
     #[inline(always)]
-    fn product(&self, tiles: &mut Tiles, key0: usize, s: &mut [f32], col: usize) {
+    fn product<U: TileUnit>(&self, tiles: &mut U, key0: usize, s: &mut [f32], col: usize) {
         for c in C::ALL {
             tiles.zero(c);
         }
@@ -170,12 +171,10 @@ impl Scores<'_> {
         for step in 0..self.dqk_p / 32 {
             tiles.load_a(A::T4, self.q, self.q_first + 16 * step, pairs);
             tiles.load_b(B::T5, self.k, k_top + 256 * step, 16);
-            tiles.dot(C::T0, A::T4, B::T5);
-            tiles.load_a(A::T7, self.q, self.q_first + 16 * pairs + 16 * step, pairs);
-            tiles.dot(C::T2, A::T7, B::T5);
             tiles.load_b(B::T6, self.k, k_bottom + 256 * step, 16);
-            tiles.dot(C::T1, A::T4, B::T6);
-            tiles.dot(C::T3, A::T7, B::T6);
+            tiles.dot_pair([C::T0, C::T1], A::T4);
+            tiles.load_a(A::T7, self.q, self.q_first + 16 * pairs + 16 * step, pairs);
+            tiles.dot_pair([C::T2, C::T3], A::T7);
         }
         tiles.store_c(C::T0, s, col, KEY_STEP);
         tiles.store_c(C::T1, s, col + 16, KEY_STEP);
@@ -198,7 +197,7 @@ struct Values<'a> {
 impl Values<'_> {
     /// Columns `col..col + 32` of the accumulator `o` (rows `dv_p` apart).
     #[inline(always)]
-    fn product(&self, tiles: &mut Tiles, o: &mut [f32], col: usize) {
+    fn product<U: TileUnit>(&self, tiles: &mut U, o: &mut [f32], col: usize) {
         let dv_p = self.dv_p;
         tiles.load_c(C::T0, o, col, dv_p);
         tiles.load_c(C::T1, o, col + 16, dv_p);
@@ -208,12 +207,10 @@ impl Values<'_> {
             let v = ((self.pair_block + step) * dv_p / 16 + col / 16) * 256;
             tiles.load_a(A::T4, self.p, 32 * step, KEY_STEP);
             tiles.load_b(B::T5, self.v, v, 16);
-            tiles.dot(C::T0, A::T4, B::T5);
-            tiles.load_a(A::T7, self.p, 16 * KEY_STEP + 32 * step, KEY_STEP);
-            tiles.dot(C::T2, A::T7, B::T5);
             tiles.load_b(B::T6, self.v, v + 256, 16);
-            tiles.dot(C::T1, A::T4, B::T6);
-            tiles.dot(C::T3, A::T7, B::T6);
+            tiles.dot_pair([C::T0, C::T1], A::T4);
+            tiles.load_a(A::T7, self.p, 16 * KEY_STEP + 32 * step, KEY_STEP);
+            tiles.dot_pair([C::T2, C::T3], A::T7);
         }
         tiles.store_c(C::T0, o, col, dv_p);
         tiles.store_c(C::T1, o, col + 16, dv_p);
@@ -223,17 +220,17 @@ impl Values<'_> {
 }
 
 /// Query rows `first_row..first_row + lse.len()` of one head.
-fn attend_item(
+fn attend_item<U: TileUnit>(
     head: &Head<'_>,
     first_row: usize,
     out: &mut [f32],
     lse: &mut [f32],
     scratch: &mut Scratch,
 ) {
-    // SAFETY: `crate::isa::bf16_on_amx()` (checked by the caller) requires `isa()` to have
-    // reported AMX, which it does only where the CPU also reports AVX-512 F/BW/VL/BF16, AVX2
-    // and FMA.
-    unsafe { attend(head, first_row, out, lse, scratch) }
+    // SAFETY: `crate::isa::bf16_tiles()` (checked by the caller) names a unit only where
+    // `isa()` reported AVX-512 BF16 or AMX, which it does only where the CPU also reports
+    // AVX-512 F/BW/VL/BF16, AVX2 and FMA.
+    unsafe { attend::<U>(head, first_row, out, lse, scratch) }
 }
 
 /// One softmax step's constants.
@@ -327,14 +324,14 @@ fn softmax_row(step: &Step, row: Row<'_>, admitted: &Range<usize>, max: &mut f32
 }
 
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512bf16,avx2,fma")]
-fn attend(
+fn attend<U: TileUnit>(
     head: &Head<'_>,
     first_row: usize,
     out: &mut [f32],
     lse: &mut [f32],
     scratch: &mut Scratch,
 ) {
-    let mut tiles = Tiles::configure();
+    let mut tiles = U::configure();
     let (dv, dv_p, dqk_p) = (head.dv, head.pad.dv, head.pad.dqk);
     let Scratch {
         s: s_buffer,
