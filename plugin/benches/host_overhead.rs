@@ -132,7 +132,7 @@ fn main() {
     );
     println!("ExecuteOpGraph, total             {execute:8.2} µs");
     println!("  engine work (sdpa_forward only) {kernel_us:8.2} µs");
-    println!("  dispatch (median of per-round total - engine) {dispatch:.2} µs  (target <= 5)");
+    println!("  dispatch (median of per-round total - engine) {dispatch:.2} µs  (target <= 3)");
 
     let linked_pack: Vec<_> = pack
         .iter()
