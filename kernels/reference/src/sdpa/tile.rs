@@ -268,9 +268,53 @@ pub(crate) fn attend_tile(
     attend::<Separate, Narrow>(input, config, out, lse, scratch);
 }
 
-/// The online softmax update of one panel (16 rows) over a step's score lanes, on AVX-512
-/// registers: the same operations as the portable loop in `attend`, with the running maximum
-/// and sum held in registers (LLVM kept the portable loop's in memory).
+/// Sets the scores of keys a row does not admit to −∞: lane `i` of panel `r / MR`, column `c`,
+/// is row `r`'s key `j0 + c` (`admitted` from the panels' first row on, `width` lanes a panel).
+#[inline(always)]
+fn mask_scores(tile: &mut [Lane], width: usize, admitted: &[Range<usize>], j0: usize) {
+    for (r, admitted) in admitted.iter().enumerate() {
+        let (p, i) = (r / MR, r % MR);
+        for (c, lane) in tile[p * width..(p + 1) * width].iter_mut().enumerate() {
+            if !admitted.contains(&(j0 + c)) {
+                lane.0[i] = f32::NEG_INFINITY;
+            }
+        }
+    }
+}
+
+/// The online softmax update of one panel (16 rows) over a step's score lanes, element-wise
+/// over the rows: the running maximum moves to the step's, the scores become their weights
+/// against it, and the running sum and the output accumulator are rescaled by the correction.
+#[inline(always)]
+fn softmax_panel<F: MulAdd>(scores: &mut [Lane], max: &mut Lane, sum: &mut Lane, acc: &mut [Lane]) {
+    let mut new_max = max.0;
+    for lane in scores.iter() {
+        for (m, &x) in new_max.iter_mut().zip(&lane.0) {
+            *m = if x > *m { x } else { *m };
+        }
+    }
+    // A row with nothing admitted yet shifts by 0, so its −∞ scores become exact zeros.
+    let shift = new_max.map(|m| if m == f32::NEG_INFINITY { 0.0 } else { m });
+    let correction: [f32; MR] =
+        std::array::from_fn(|i| exp2_nonpositive_with::<F>(max.0[i] - shift[i]));
+    max.0 = new_max;
+    let mut total: [f32; MR] = std::array::from_fn(|i| sum.0[i] * correction[i]);
+    for lane in scores.iter_mut() {
+        for ((x, t), &s) in lane.0.iter_mut().zip(&mut total).zip(&shift) {
+            *x = exp2_nonpositive_with::<F>(*x - s);
+            *t += *x;
+        }
+    }
+    sum.0 = total;
+    for lane in acc.iter_mut() {
+        for (x, &c) in lane.0.iter_mut().zip(&correction) {
+            *x *= c;
+        }
+    }
+}
+
+/// [`softmax_panel`] on AVX-512 registers: the same operations, with the running maximum and
+/// sum held in registers (LLVM kept the portable loop's in memory).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma")]
 fn softmax_panel_wide(scores: &mut [Lane], max: &mut Lane, sum: &mut Lane, acc: &mut [Lane]) {
@@ -379,14 +423,7 @@ fn attend<F: MulAdd, K: Blocking>(
             );
             if needs_mask {
                 let group_rows = g * MR..((g + group) * MR).min(rows);
-                for (r, admitted) in scratch.admitted[group_rows.clone()].iter().enumerate() {
-                    let (p, i) = (r / MR, r % MR);
-                    for (c, lane) in tile[p * width..(p + 1) * width].iter_mut().enumerate() {
-                        if !admitted.contains(&(j0 + c)) {
-                            lane.0[i] = f32::NEG_INFINITY;
-                        }
-                    }
-                }
+                mask_scores(tile, width, &scratch.admitted[group_rows], j0);
             }
 
             let per_panel = tile
@@ -404,32 +441,7 @@ fn attend<F: MulAdd, K: Blocking>(
                     unsafe { softmax_panel_wide(scores, max, sum, acc) };
                     continue;
                 }
-                // Online softmax update, element-wise over the panel's rows.
-                let mut new_max = max.0;
-                for lane in scores.iter() {
-                    for (m, &x) in new_max.iter_mut().zip(&lane.0) {
-                        *m = if x > *m { x } else { *m };
-                    }
-                }
-                // A row with nothing admitted yet shifts by 0, so its −∞ scores become exact
-                // zeros.
-                let shift = new_max.map(|m| if m == f32::NEG_INFINITY { 0.0 } else { m });
-                let correction: [f32; MR] =
-                    std::array::from_fn(|i| exp2_nonpositive_with::<F>(max.0[i] - shift[i]));
-                max.0 = new_max;
-                let mut total: [f32; MR] = std::array::from_fn(|i| sum.0[i] * correction[i]);
-                for lane in scores.iter_mut() {
-                    for ((x, t), &s) in lane.0.iter_mut().zip(&mut total).zip(&shift) {
-                        *x = exp2_nonpositive_with::<F>(*x - s);
-                        *t += *x;
-                    }
-                }
-                sum.0 = total;
-                for lane in acc.iter_mut() {
-                    for (x, &c) in lane.0.iter_mut().zip(&correction) {
-                        *x *= c;
-                    }
-                }
+                softmax_panel::<F>(scores, max, sum, acc);
             }
             // acc += P·V, NR output columns per micro-tile.
             let tile = &*tile;
