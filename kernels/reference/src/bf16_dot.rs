@@ -53,10 +53,7 @@ impl TileUnit for DotTiles {
 
     #[inline(always)]
     fn load_c(&mut self, c: C, data: &[f32], offset: usize, stride: usize) {
-        for (r, row) in self.c[c as usize].iter_mut().enumerate() {
-            let start = offset + r * stride;
-            row.0.copy_from_slice(&data[start..start + 16]);
-        }
+        load_rows(&mut self.c[c as usize], data, offset, stride);
     }
 
     #[inline(always)]
@@ -77,10 +74,7 @@ impl TileUnit for DotTiles {
 
     #[inline(always)]
     fn load_b(&mut self, b: B, data: &[u32], offset: usize, stride: usize) {
-        for (r, row) in self.b[b as usize].iter_mut().enumerate() {
-            let start = offset + r * stride;
-            row.0.copy_from_slice(&data[start..start + 16]);
-        }
+        load_rows(&mut self.b[b as usize], data, offset, stride);
     }
 
     #[inline(always)]
@@ -103,6 +97,15 @@ impl TileUnit for DotTiles {
                 &self.b[b as usize],
             )
         }
+    }
+}
+
+/// The tile's 16 rows of 16 from `data[offset + r·stride ..]`.
+#[inline(always)]
+fn load_rows<T: Copy>(tile: &mut [Row<[T; 16]>; ROWS], data: &[T], offset: usize, stride: usize) {
+    for (r, row) in tile.iter_mut().enumerate() {
+        let start = offset + r * stride;
+        row.0.copy_from_slice(&data[start..start + 16]);
     }
 }
 

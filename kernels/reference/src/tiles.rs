@@ -49,39 +49,32 @@ pub(crate) enum B {
 /// Element types an A tile is loaded from: bf16 bits, or pairs of them (the even column in
 /// the low half).
 pub(crate) trait Bf16Bits: Copy {
-    /// The little-endian bytes of one 64-byte tile row starting at `row[0]`.
-    fn row_bytes(row: &[Self]) -> [u8; ROW_BYTES];
-}
+    /// Its little-endian bytes into `out` (`size_of::<Self>()` of them).
+    fn put_le_bytes(self, out: &mut [u8]);
 
-impl Bf16Bits for u16 {
+    /// The little-endian bytes of one 64-byte tile row starting at `row[0]`.
     #[inline(always)]
-    fn row_bytes(row: &[u16]) -> [u8; ROW_BYTES] {
+    fn row_bytes(row: &[Self]) -> [u8; ROW_BYTES] {
         let mut out = [0u8; ROW_BYTES];
-        for (bytes, x) in out
-            .as_chunks_mut::<2>()
-            .0
-            .iter_mut()
-            .zip(&row[..ROW_BYTES / 2])
-        {
-            *bytes = x.to_le_bytes();
+        let size = size_of::<Self>();
+        for (bytes, &x) in out.chunks_exact_mut(size).zip(&row[..ROW_BYTES / size]) {
+            x.put_le_bytes(bytes);
         }
         out
     }
 }
 
+impl Bf16Bits for u16 {
+    #[inline(always)]
+    fn put_le_bytes(self, out: &mut [u8]) {
+        out.copy_from_slice(&self.to_le_bytes());
+    }
+}
+
 impl Bf16Bits for u32 {
     #[inline(always)]
-    fn row_bytes(row: &[u32]) -> [u8; ROW_BYTES] {
-        let mut out = [0u8; ROW_BYTES];
-        for (bytes, x) in out
-            .as_chunks_mut::<4>()
-            .0
-            .iter_mut()
-            .zip(&row[..ROW_BYTES / 4])
-        {
-            *bytes = x.to_le_bytes();
-        }
-        out
+    fn put_le_bytes(self, out: &mut [u8]) {
+        out.copy_from_slice(&self.to_le_bytes());
     }
 }
 
