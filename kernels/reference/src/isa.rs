@@ -3,7 +3,7 @@
 //! The tiles are written over fixed-size arrays (`crate::gemm`) and compiled three times: for
 //! AVX-512 (F, BW, VL) with 2 × 2 register blocks (`gemm::Wide`), for AVX2 + FMA with 8 × 12
 //! blocks (`gemm::Split`), and for the baseline target. bf16 passes run on bf16 tiles
-//! (`crate::tiles`: `sdpa::tile_amx`, `sdpa_backward::amx`) where the CPU multiplies bf16
+//! (`crate::tiles`: `sdpa::tile_bf16`, `sdpa_backward::bf16_tiles`) where the CPU multiplies bf16
 //! natively: on AMX-BF16 tiles where the kernel grants them, else on AVX-512 BF16 dot products;
 //! everything else runs on the AVX-512 build. The process takes the widest set the CPU reports;
 //! `RAGGED_SDPA_CPU_ISA` caps it (`avx512bf16`, `avx512`, `avx2` or `baseline`, to measure a
@@ -69,8 +69,8 @@ pub fn isa_for(dtype: DataType) -> Isa {
     }
 }
 
-/// The unit bf16 passes multiply on (the forward's `sdpa::tile_amx` and the backward's
-/// `sdpa_backward::amx`, through `crate::tiles`), where the process may use one and the
+/// The unit bf16 passes multiply on (the forward's `sdpa::tile_bf16` and the backward's
+/// `sdpa_backward::bf16_tiles`, through `crate::tiles`), where the process may use one and the
 /// instruction-set cap allows it; `None`: they run on the f32 tiles.
 pub(crate) fn bf16_tiles() -> Option<Bf16Tiles> {
     match isa() {

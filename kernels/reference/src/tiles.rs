@@ -1,5 +1,5 @@
-//! bf16 tile products behind one interface, so that the bf16 forward (`sdpa::tile_amx`) and
-//! backward (`sdpa_backward::amx`) are written once and run on either unit:
+//! bf16 tile products behind one interface, so that the bf16 forward (`sdpa::tile_bf16`) and
+//! backward (`sdpa_backward::bf16_tiles`) are written once and run on either unit:
 //!
 //! * [`crate::amx::AmxTiles`]: Intel AMX tile registers, `tdpbf16ps` (16 × 16 × 32 multiply-adds
 //!   per instruction);
