@@ -96,12 +96,47 @@ pub(crate) trait TileUnit {
     fn load_b(&mut self, b: B, data: &[u32], offset: usize, stride: usize);
     /// C += A · B in f32.
     fn dot(&mut self, c: C, a: A, b: B);
+
+    /// The 2 × 2 block of C tiles ← 0.
+    #[inline(always)]
+    fn zero_block(&mut self) {
+        for c in C::ALL {
+            self.zero(c);
+        }
+    }
+
+    /// The 2 × 2 block of C tiles (C0 C1 over C2 C3) ← 32 rows of 32 f32 from
+    /// `data[offset + r·stride ..]`, one tile at a time in that order.
+    #[inline(always)]
+    fn load_block(&mut self, data: &[f32], offset: usize, stride: usize) {
+        for (c, at) in C::ALL.into_iter().zip(block_offsets(offset, stride)) {
+            self.load_c(c, data, at, stride);
+        }
+    }
+
+    /// The 2 × 2 block of C tiles → `data[offset + r·stride ..]`, as [`TileUnit::load_block`].
+    #[inline(always)]
+    fn store_block(&mut self, data: &mut [f32], offset: usize, stride: usize) {
+        for (c, at) in C::ALL.into_iter().zip(block_offsets(offset, stride)) {
+            self.store_c(c, data, at, stride);
+        }
+    }
+
     /// `left += a · B5` and `right += a · B6`: one A tile against both B tiles, which lets a
     /// unit without tile registers read each A element once for two products.
+    #[inline(always)]
     fn dot_pair(&mut self, [left, right]: [C; 2], a: A) {
         self.dot(left, a, B::T5);
         self.dot(right, a, B::T6);
     }
+}
+
+/// Where each C tile of a 2 × 2 block whose first element is at `offset` starts, rows `stride`
+/// apart: C0, C1 16 columns on, C2 16 rows down, C3 both.
+#[inline(always)]
+fn block_offsets(offset: usize, stride: usize) -> [usize; 4] {
+    let down = offset + 16 * stride;
+    [offset, offset + 16, down, down + 16]
 }
 
 /// Panics unless rows `0..16` of `row_bytes` bytes, `stride` elements apart from `offset`, lie
@@ -170,6 +205,22 @@ pub(crate) mod tests {
         tiles.dot_pair([C::T0, C::T3], A::T4);
         tiles.store_c(C::T0, &mut left, 0, 16);
         tiles.store_c(C::T3, &mut right, 0, 16);
+        // A 2 × 2 block through the C tiles: 32 rows of 32 at an offset, rows 40 apart, back out
+        // to the same places of a zeroed buffer; the rest of the buffer stays zero.
+        let source: Vec<f32> = (0..5 + 31 * 40 + 32).map(|i| i as f32).collect();
+        let mut copy = vec![0.0f32; source.len()];
+        tiles.load_block(&source, 5, 40);
+        tiles.store_block(&mut copy, 5, 40);
+        for (i, (&x, &y)) in source.iter().zip(&copy).enumerate() {
+            let inside = i >= 5 && (i - 5) % 40 < 32;
+            assert_eq!(y, if inside { x } else { 0.0 }, "block element {i}");
+        }
+        tiles.zero_block();
+        tiles.store_block(&mut copy, 5, 40);
+        assert!(
+            copy.iter().all(|&x| x == 0.0),
+            "a zeroed block stores zeros"
+        );
         drop(tiles);
         for m in 0..16 {
             for n in 0..16 {

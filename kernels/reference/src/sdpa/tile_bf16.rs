@@ -163,9 +163,7 @@ impl Scores<'_> {
     /// of `s` (rows KEY_STEP apart).
     #[inline(always)]
     fn product<U: TileUnit>(&self, tiles: &mut U, key0: usize, s: &mut [f32], col: usize) {
-        for c in C::ALL {
-            tiles.zero(c);
-        }
+        tiles.zero_block();
         let pairs = self.dqk_p / 2;
         let (k_top, k_bottom) = (key0 / 16 * pairs * 16, (key0 / 16 + 1) * pairs * 16);
         for step in 0..self.dqk_p / 32 {
@@ -176,10 +174,7 @@ impl Scores<'_> {
             tiles.load_a(A::T7, self.q, self.q_first + 16 * pairs + 16 * step, pairs);
             tiles.dot_pair([C::T2, C::T3], A::T7);
         }
-        tiles.store_c(C::T0, s, col, KEY_STEP);
-        tiles.store_c(C::T1, s, col + 16, KEY_STEP);
-        tiles.store_c(C::T2, s, 16 * KEY_STEP + col, KEY_STEP);
-        tiles.store_c(C::T3, s, 16 * KEY_STEP + col + 16, KEY_STEP);
+        tiles.store_block(s, col, KEY_STEP);
     }
 }
 
@@ -199,10 +194,7 @@ impl Values<'_> {
     #[inline(always)]
     fn product<U: TileUnit>(&self, tiles: &mut U, o: &mut [f32], col: usize) {
         let dv_p = self.dv_p;
-        tiles.load_c(C::T0, o, col, dv_p);
-        tiles.load_c(C::T1, o, col + 16, dv_p);
-        tiles.load_c(C::T2, o, 16 * dv_p + col, dv_p);
-        tiles.load_c(C::T3, o, 16 * dv_p + col + 16, dv_p);
+        tiles.load_block(o, col, dv_p);
         for step in 0..self.width / 32 {
             let v = ((self.pair_block + step) * dv_p / 16 + col / 16) * 256;
             tiles.load_a(A::T4, self.p, 32 * step, KEY_STEP);
@@ -212,10 +204,7 @@ impl Values<'_> {
             tiles.load_a(A::T7, self.p, 16 * KEY_STEP + 32 * step, KEY_STEP);
             tiles.dot_pair([C::T2, C::T3], A::T7);
         }
-        tiles.store_c(C::T0, o, col, dv_p);
-        tiles.store_c(C::T1, o, col + 16, dv_p);
-        tiles.store_c(C::T2, o, 16 * dv_p + col, dv_p);
-        tiles.store_c(C::T3, o, 16 * dv_p + col + 16, dv_p);
+        tiles.store_block(o, col, dv_p);
     }
 }
 

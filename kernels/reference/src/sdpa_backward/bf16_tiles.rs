@@ -282,9 +282,7 @@ fn scores<U: TileUnit>(
     ];
     for (a_rows, b_tiles, dim_p, out) in pairs {
         let width = dim_p / 2;
-        for c in C::ALL {
-            tiles.zero(c);
-        }
+        tiles.zero_block();
         for step in 0..dim_p / 32 {
             tiles.load_a(A::T4, a_rows, i0 * width + 16 * step, width);
             tiles.load_a(A::T7, a_rows, (i0 + 16) * width + 16 * step, width);
@@ -293,10 +291,7 @@ fn scores<U: TileUnit>(
             tiles.dot_pair([C::T0, C::T1], A::T4);
             tiles.dot_pair([C::T2, C::T3], A::T7);
         }
-        tiles.store_c(C::T0, out, 0, BLOCK);
-        tiles.store_c(C::T1, out, 16, BLOCK);
-        tiles.store_c(C::T2, out, 16 * BLOCK, BLOCK);
-        tiles.store_c(C::T3, out, 16 * BLOCK + 16, BLOCK);
+        tiles.store_block(out, 0, BLOCK);
     }
 }
 
@@ -384,20 +379,14 @@ fn query_gradient<U: TileUnit>(
     tiles.load_a(A::T4, ds_rows, 0, BLOCK);
     tiles.load_a(A::T7, ds_rows, 16 * BLOCK, BLOCK);
     let first = j0 / BLOCK * dqk_p / 16;
-    let (top, bottom) = (i0 * dqk_p, (i0 + 16) * dqk_p);
+    let top = i0 * dqk_p;
     for c0 in (0..dqk_p).step_by(32) {
-        tiles.load_c(C::T0, dq, top + c0, dqk_p);
-        tiles.load_c(C::T1, dq, top + c0 + 16, dqk_p);
-        tiles.load_c(C::T2, dq, bottom + c0, dqk_p);
-        tiles.load_c(C::T3, dq, bottom + c0 + 16, dqk_p);
+        tiles.load_block(dq, top + c0, dqk_p);
         tiles.load_b(B::T5, k_pairs, (first + c0 / 16) * 256, 16);
         tiles.load_b(B::T6, k_pairs, (first + c0 / 16 + 1) * 256, 16);
         tiles.dot_pair([C::T0, C::T1], A::T4);
         tiles.dot_pair([C::T2, C::T3], A::T7);
-        tiles.store_c(C::T0, dq, top + c0, dqk_p);
-        tiles.store_c(C::T1, dq, top + c0 + 16, dqk_p);
-        tiles.store_c(C::T2, dq, bottom + c0, dqk_p);
-        tiles.store_c(C::T3, dq, bottom + c0 + 16, dqk_p);
+        tiles.store_block(dq, top + c0, dqk_p);
     }
 }
 
@@ -425,10 +414,7 @@ fn key_gradients<U: TileUnit>(
     ];
     for (a_tiles, b_pairs, dim_p, out) in products {
         for d0 in (0..dim_p).step_by(32) {
-            tiles.load_c(C::T0, out, d0 * BLOCK, BLOCK);
-            tiles.load_c(C::T1, out, d0 * BLOCK + 16, BLOCK);
-            tiles.load_c(C::T2, out, (d0 + 16) * BLOCK, BLOCK);
-            tiles.load_c(C::T3, out, (d0 + 16) * BLOCK + 16, BLOCK);
+            tiles.load_block(out, d0 * BLOCK, BLOCK);
             for &qb in blocks {
                 let a = (qb * dim_p / 16 + d0 / 16) * 256;
                 tiles.load_a(A::T4, a_tiles, a, 16);
@@ -438,10 +424,7 @@ fn key_gradients<U: TileUnit>(
                 tiles.dot_pair([C::T0, C::T1], A::T4);
                 tiles.dot_pair([C::T2, C::T3], A::T7);
             }
-            tiles.store_c(C::T0, out, d0 * BLOCK, BLOCK);
-            tiles.store_c(C::T1, out, d0 * BLOCK + 16, BLOCK);
-            tiles.store_c(C::T2, out, (d0 + 16) * BLOCK, BLOCK);
-            tiles.store_c(C::T3, out, (d0 + 16) * BLOCK + 16, BLOCK);
+            tiles.store_block(out, d0 * BLOCK, BLOCK);
         }
     }
 }
