@@ -245,22 +245,13 @@ fn run_item<U: TileUnit>(
     drop(tiles);
 }
 
-/// Each row's admitted keys of `keys`, as lanes `0..32` of the block; whether any is.
+/// Each row's admitted keys of `keys`, as lanes `0..32` of the block (rows past the batch's last
+/// admit none); whether any is.
 fn admit(ctx: &Ctx<'_>, i0: usize, keys: Range<usize>, admitted: &mut Vec<Range<usize>>) -> bool {
-    admitted.clear();
-    admitted.extend((i0..i0 + BLOCK).map(|i| {
-        if i >= ctx.len_q {
-            return 0..0;
-        }
-        let a = ctx.band.admitted(i, ctx.len_q, ctx.len_kv);
-        let (lo, hi) = (a.start.max(keys.start), a.end.min(keys.end));
-        if lo < hi {
-            lo - keys.start..hi - keys.start
-        } else {
-            0..0
-        }
-    }));
-    admitted.iter().any(|a| !a.is_empty())
+    let rows = i0..(i0 + BLOCK).min(ctx.len_q);
+    let any = super::passes::admit(ctx.band, &rows, &keys, ctx.len_q, ctx.len_kv, admitted);
+    admitted.resize(BLOCK, 0..0);
+    any
 }
 
 /// S and dP of query rows `i0..i0 + 32` and keys `j0..j0 + 32`, row-major 32 × 32 in f32.

@@ -515,8 +515,8 @@ fn prefetch_ahead(out: &[f32], width: usize, j: usize, d0: usize) {
 }
 
 /// Fills `admitted` with each row's admitted keys relative to `keys`; `false` when no
-/// row of the tile admits any of them.
-fn admit(
+/// row of the tile admits any of them. Also the bf16 tiles' (`super::bf16_tiles`).
+pub(super) fn admit(
     band: MaskBand,
     rows: &Range<usize>,
     keys: &Range<usize>,
