@@ -46,11 +46,12 @@
 __host__ __device__ constexpr int ragged_row_width(int d) { return (d + 63) / 64 * 64; }
 
 // Copies the first `rows` rows (D elements each) of the normalised O tile, staged in shared memory
-// in the swz<P> layout at s_tile, to global memory at op (row stride o_seq) with 16-byte stores.
+// in the swz<P> layout at s_tile, to global memory at op (row stride o_seq) with 16-byte stores,
+// by the NT threads threadIdx.x t0 .. t0 + NT - 1.
 template <int D, int P, int BM, int NT>
-__device__ __forceinline__ void store_o_tile(u32 s_tile, u16* op, i64 o_seq, int rows) {
+__device__ __forceinline__ void store_o_tile(u32 s_tile, u16* op, i64 o_seq, int rows, int t0 = 0) {
     constexpr int CH = D / 8;
-    const int tid = threadIdx.x;
+    const int tid = (int)threadIdx.x - t0;
 #pragma unroll
     for (int it = 0; it < (BM * CH + NT - 1) / NT; ++it) {
         int idx = it * NT + tid;

@@ -36,6 +36,7 @@ struct RaggedTile {
 #define RAGGED_ERR_SEQ_LEN_Q 0x10000u   // seq_len_q[b] outside [0, extent_q(b)] (clamped)
 #define RAGGED_ERR_SEQ_LEN_KV 0x20000u  // seq_len_kv[b] outside [0, extent_kv(b)] (clamped)
 #define RAGGED_ERR_LSE_SHIFT 24       // bits 24..28: ragged LSE offsets (first-nonzero, decreasing, overflow)
+#define RAGGED_ERR_DQ_ORDER 0x40000000u  // the ordered backward took a dQ turn out of order (a stall)
 
 // Programmatic dependent launch (sm_90 and later). The host launches the forward with programmatic
 // stream serialization when its module publishes ragged_fmha_grid_dependency = 1 (fmha/entries.cuh),

@@ -147,13 +147,14 @@ __device__ __forceinline__ u32 sw128(int r, int c) {
 
 // Async copy of ROWS rows of D elements into a sw128 tile of P columns (P a multiple of 64); the
 // padding columns of a row wider than D are zero-filled, never read from global memory, so that an
-// MMA over the padded width adds exact zeros.
+// MMA over the padded width adds exact zeros. The NT threads are threadIdx.x t0 .. t0 + NT - 1.
 template <int D, int P, int ROWS, int NT>
-__device__ __forceinline__ void load_tile_sw128(u32 s_base, const u16* g, i64 stride, int valid, const u16* safe) {
+__device__ __forceinline__ void load_tile_sw128(u32 s_base, const u16* g, i64 stride, int valid, const u16* safe,
+                                                int t0 = 0) {
     constexpr int CH = P / 8;
 #pragma unroll
     for (int it = 0; it < (ROWS * CH + NT - 1) / NT; ++it) {
-        int idx = it * NT + (int)threadIdx.x;
+        int idx = it * NT + (int)threadIdx.x - t0;
         if ((ROWS * CH) % NT == 0 || idx < ROWS * CH) {
             int r = idx / CH;
             int c = idx % CH;

@@ -9,7 +9,7 @@
 // dK/dV kernel copies in bulk is defined. Blocks wholly past Lq(b) write nothing: no tile reads them.
 // With dq_acc (the fused kernel's f32 dQ accumulator, fmha_bwd/fused_dq.cuh; null for the
 // two-kernel backward) the block also zeroes its 64-row blob of every head, the blobs the fused
-// kernel adds into, so every call starts from zero without a memset.
+// kernels add into, and their turn counters, so every call starts from zero without a memset.
 #define RAGGED_BWD_DOT_ROWS 64
 #define RAGGED_BWD_DOT_THREADS 256
 
@@ -36,6 +36,9 @@ __device__ __forceinline__ void bwd_dot_body(const u16* __restrict__ o, const u1
             for (int i = threadIdx.x; i < RAGGED_BWD_FUSED_BLOB / 4; i += RAGGED_BWD_DOT_THREADS)
                 blob[i] = make_float4(0.f, 0.f, 0.f, 0.f);
         }
+        int* turns = bwd_dq_turns(dq_acc, h_q, batch, row_blocks);
+        for (int h = threadIdx.x; h < h_q; h += RAGGED_BWD_DOT_THREADS)
+            turns[((i64)h * batch + b) * row_blocks + rb] = 0;
     }
     float* lse2 = bwd_lse2(di, batch, h_q, di_rows);
     const int c = threadIdx.x % G;

@@ -11,6 +11,12 @@
 #define RAGGED_BWD_FUSED_ROWS 64
 #define RAGGED_BWD_FUSED_BLOB 8192
 
+// The ordered kernel's turn counters (fmha_bwd/fused_ws.cuh) follow the blobs: one int per blob,
+// in blob order, zeroed by the Di pass with the blobs.
+__device__ __forceinline__ int* bwd_dq_turns(float* dq_acc, int h_q, int batch, int row_blocks) {
+    return (int*)(dq_acc + (i64)h_q * batch * row_blocks * RAGGED_BWD_FUSED_BLOB);
+}
+
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 
 // One step's dQ, after dK += dS^T Q was issued from the packed dS^T (pa): dS^T into s_ds (sw128,

@@ -2,7 +2,7 @@
 //! the checks on the tile table each one publishes (`NAME_config`). The pre-pass and its records
 //! are the forward's ([`crate::forward::device_abi`]).
 
-use super::fused_abi::{FUSED_ALL, FUSED_BLOCK_M, FUSED_BLOCK_N, FUSED_THREADS};
+use super::fused_abi::{FUSED_ALL, FUSED_BLOCK_M, FUSED_BLOCK_N, FUSED_THREADS, FUSED_WS_THREADS};
 use crate::forward::device_abi::TileConfig;
 use ragged_core::DataType;
 use ragged_gpu_runtime::cuda::error::GpuError;
@@ -177,7 +177,9 @@ pub fn takes_tensor_maps(kernel: &str) -> bool {
         .iter()
         .any(|k| k.dkdv == kernel || k.dq == kernel)
         || HOPPER_TMA_BM128.contains(&kernel)
-        || FUSED_ALL.iter().any(|k| k.tma == kernel)
+        || FUSED_ALL
+            .iter()
+            .any(|k| [k.tma, k.ws, k.ordered].contains(&kernel))
 }
 
 /// The kernel without tensor maps that computes the same as `kernel` (the wgmma kernel a TMA one
@@ -197,7 +199,7 @@ pub fn without_tensor_maps(kernel: &'static str) -> &'static str {
     }
     FUSED_ALL
         .iter()
-        .find(|k| k.tma == kernel)
+        .find(|k| k.tma == kernel || k.ws == kernel)
         .map_or(kernel, |k| k.wg)
 }
 
@@ -241,14 +243,35 @@ pub const HOPPER_SELECTED: HopperSelection = HopperSelection {
 /// process.
 pub const BM64_ENV: &str = "RAGGED_SDPA_CUDA_BWD_D64_BM64";
 
+/// Environment variable: `1` runs the deterministic engine's dK/dV and dQ pair on sm_90a instead
+/// of the ordered fused kernel, for A/B measurements and as a way around it. Read once per process.
+pub const PAIR_ENV: &str = "RAGGED_SDPA_CUDA_BWD_PAIR";
+
+/// Whether [`PAIR_ENV`] is `1`.
+pub fn pair_selected() -> bool {
+    static PAIR: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *PAIR.get_or_init(|| switch_on(std::env::var_os(PAIR_ENV).as_deref()))
+}
+
+/// Environment variable: `1` runs the non-deterministic engine's two-warpgroup fused kernel
+/// (`FusedKernels::tma`) instead of the warp-specialized one, for A/B measurements. Read once per
+/// process.
+pub const FUSED_TWO_WG_ENV: &str = "RAGGED_SDPA_CUDA_BWD_FUSED_2WG";
+
+/// Whether [`FUSED_TWO_WG_ENV`] is `1`.
+pub fn fused_two_wg_selected() -> bool {
+    static TWO: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *TWO.get_or_init(|| switch_on(std::env::var_os(FUSED_TWO_WG_ENV).as_deref()))
+}
+
 /// [`HOPPER_SELECTED`], without the BM 128 dK/dV kernel where [`BM64_ENV`] is `1`.
 pub fn selected() -> HopperSelection {
     static BM64: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    let bm64 = *BM64.get_or_init(|| bm64_setting(std::env::var_os(BM64_ENV).as_deref()));
+    let bm64 = *BM64.get_or_init(|| switch_on(std::env::var_os(BM64_ENV).as_deref()));
     selection_for(bm64)
 }
 
-fn bm64_setting(value: Option<&std::ffi::OsStr>) -> bool {
+fn switch_on(value: Option<&std::ffi::OsStr>) -> bool {
     value.and_then(std::ffi::OsStr::to_str) == Some("1")
 }
 
@@ -303,8 +326,8 @@ pub enum Part {
     DkDv,
     /// dQ: BM = 16 × warps, at least [`MIN_DQ_BLOCK_M`]; BN a multiple of 16.
     Dq,
-    /// The fused dK/dV/dQ kernel: exactly BM 64, BN 128, 256 threads (its accumulator blobs and
-    /// its dQ product assume these tiles).
+    /// A fused dK/dV/dQ kernel: exactly BM 64, BN 128 (its accumulator blobs and its dQ product
+    /// assume these tiles), 256 threads or the warp-specialized 384.
     Fused,
     /// The dQ convert pass: `{FUSED_BLOCK_M, 0, DOT_THREADS, 0}` exactly.
     Convert,
@@ -321,7 +344,8 @@ pub fn check_config(kernel: &str, part: Part, raw: [i32; 4]) -> Result<TileConfi
     let ok = match part {
         Part::Dot => raw == [DOT_ROWS, 0, DOT_THREADS as i32, 0],
         Part::Fused => {
-            [block_m, block_n, threads] == [FUSED_BLOCK_M as i32, FUSED_BLOCK_N, FUSED_THREADS]
+            [block_m, block_n] == [FUSED_BLOCK_M as i32, FUSED_BLOCK_N]
+                && (threads == FUSED_THREADS || threads == FUSED_WS_THREADS)
         }
         Part::Convert => raw == [FUSED_BLOCK_M as i32, 0, DOT_THREADS as i32, 0],
         Part::DkDv => tiles(block_m, block_n) && (threads == 2 * block_n || threads == 4 * block_n),
@@ -556,9 +580,9 @@ mod tests {
                 "ragged_fmha_bwd_dkdv_tma_bf16_d128"
             );
         }
-        assert!(bm64_setting(Some(std::ffi::OsStr::new("1"))));
-        assert!(!bm64_setting(Some(std::ffi::OsStr::new("0"))));
-        assert!(!bm64_setting(None));
+        assert!(switch_on(Some(std::ffi::OsStr::new("1"))));
+        assert!(!switch_on(Some(std::ffi::OsStr::new("0"))));
+        assert!(!switch_on(None));
     }
 
     #[test]

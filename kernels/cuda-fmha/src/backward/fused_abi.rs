@@ -1,15 +1,24 @@
 //! The host's copy of the fused backward's contract (`fmha_bwd/fused_dq.cuh`,
 //! `fmha_bwd/dq_convert.cuh`, their entry points in `fmha_bwd/entries.cuh`): the kernels of
-//! [`super::plan::DqForm::Unordered`] and the layout of their f32 dQ accumulator.
+//! `fmha_bwd/fused_ws.cuh`: the fused kernels of both [`super::plan::DqForm`]s on sm_90a and the
+//! layout of their f32 dQ accumulator.
 
 use super::device_abi::{ALL, BackwardKernels, HOPPER_ARCH, HOPPER_HEAD_DIMS};
 
 /// The fused dK/dV/dQ kernels of one set of [`ALL`] and the pass that writes dQ from their
-/// accumulator. Both fused kernels take RAGGED_BWD_PARAMS (their `dq` unused), the TMA one then
-/// its two tensor maps (Q and dO, box rows [`FUSED_BLOCK_M`]), then the accumulator.
+/// accumulator. Every fused kernel takes RAGGED_BWD_PARAMS (its `dq` unused), the TMA ones then
+/// three tensor maps (Q and dO, box rows [`FUSED_BLOCK_M`], and the Di pass's statistics), then
+/// the accumulator.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FusedKernels {
-    /// `ragged_fmha_bwd_fused_tma_<dt>_d<D>`: Q and dO by TMA.
+    /// `ragged_fmha_bwd_ordered_<dt>_d<D>`: the warp-specialized kernel adding each blob's
+    /// contributions in a fixed order (the deterministic engine's).
+    pub ordered: &'static str,
+    /// `ragged_fmha_bwd_fused_ws_<dt>_d<D>`: the same kernel adding in whatever order the blocks
+    /// get there (the non-deterministic engine's).
+    pub ws: &'static str,
+    /// `ragged_fmha_bwd_fused_tma_<dt>_d<D>`: the earlier two-warpgroup fused kernel, Q and dO by
+    /// TMA, each step's dQ reduced by a consumer thread.
     pub tma: &'static str,
     /// `ragged_fmha_bwd_fused_wg_<dt>_d<D>`: the same body filled by cp.async, for a layout the
     /// driver cannot describe as a tensor map.
@@ -22,21 +31,29 @@ pub struct FusedKernels {
 /// fused kernels and their convert pass, compiled for [`HOPPER_ARCH`] only.
 pub const FUSED_ALL: [FusedKernels; 2 * HOPPER_HEAD_DIMS] = [
     FusedKernels {
+        ordered: "ragged_fmha_bwd_ordered_bf16_d64",
+        ws: "ragged_fmha_bwd_fused_ws_bf16_d64",
         tma: "ragged_fmha_bwd_fused_tma_bf16_d64",
         wg: "ragged_fmha_bwd_fused_wg_bf16_d64",
         convert: "ragged_fmha_bwd_dq_convert_bf16_d64",
     },
     FusedKernels {
+        ordered: "ragged_fmha_bwd_ordered_f16_d64",
+        ws: "ragged_fmha_bwd_fused_ws_f16_d64",
         tma: "ragged_fmha_bwd_fused_tma_f16_d64",
         wg: "ragged_fmha_bwd_fused_wg_f16_d64",
         convert: "ragged_fmha_bwd_dq_convert_f16_d64",
     },
     FusedKernels {
+        ordered: "ragged_fmha_bwd_ordered_bf16_d128",
+        ws: "ragged_fmha_bwd_fused_ws_bf16_d128",
         tma: "ragged_fmha_bwd_fused_tma_bf16_d128",
         wg: "ragged_fmha_bwd_fused_wg_bf16_d128",
         convert: "ragged_fmha_bwd_dq_convert_bf16_d128",
     },
     FusedKernels {
+        ordered: "ragged_fmha_bwd_ordered_f16_d128",
+        ws: "ragged_fmha_bwd_fused_ws_f16_d128",
         tma: "ragged_fmha_bwd_fused_tma_f16_d128",
         wg: "ragged_fmha_bwd_fused_wg_f16_d128",
         convert: "ragged_fmha_bwd_dq_convert_f16_d128",
@@ -48,8 +65,11 @@ pub const FUSED_ALL: [FusedKernels; 2 * HOPPER_HEAD_DIMS] = [
 pub const FUSED_BLOCK_M: i64 = 64;
 /// The fused kernel's BN (keys per block).
 pub const FUSED_BLOCK_N: i32 = 128;
-/// The fused kernel's threads (two warpgroups).
+/// The two-warpgroup fused kernel's threads.
 pub const FUSED_THREADS: i32 = 256;
+/// The warp-specialized fused kernels' threads (a loader and a dQ-writer warp in the first of three
+/// warpgroups).
+pub const FUSED_WS_THREADS: i32 = 384;
 /// `RAGGED_BWD_FUSED_BLOB`: f32 values per blob, 64 rows × 128 (D 128: the two warpgroups'
 /// column halves; D 64: their partial sums over the two halves of the keys).
 pub const FUSED_BLOB_FLOATS: u64 = 8192;
@@ -84,6 +104,8 @@ mod tests {
         for (set, fused) in ALL.iter().zip(FUSED_ALL) {
             assert_eq!(fused.wg, set.dkdv.replace("_dkdv_", "_fused_wg_"));
             assert_eq!(fused.tma, set.dkdv.replace("_dkdv_", "_fused_tma_"));
+            assert_eq!(fused.ws, set.dkdv.replace("_dkdv_", "_fused_ws_"));
+            assert_eq!(fused.ordered, set.dkdv.replace("_dkdv_", "_ordered_"));
             assert_eq!(fused.convert, set.dq.replace("_dq_", "_dq_convert_"));
         }
     }
@@ -107,6 +129,10 @@ mod tests {
     fn the_tma_fused_kernel_takes_maps_and_falls_back_to_its_wg_twin() {
         for fused in FUSED_ALL {
             assert!(takes_tensor_maps(fused.tma));
+            assert!(takes_tensor_maps(fused.ws) && takes_tensor_maps(fused.ordered));
+            assert_eq!(without_tensor_maps(fused.ws), fused.wg);
+            // No twin: the deterministic engine runs the pair instead (the launcher).
+            assert_eq!(without_tensor_maps(fused.ordered), fused.ordered);
             assert!(!takes_tensor_maps(fused.wg) && !takes_tensor_maps(fused.convert));
             assert_eq!(without_tensor_maps(fused.tma), fused.wg);
             assert_eq!(without_tensor_maps(fused.wg), fused.wg);
@@ -117,7 +143,7 @@ mod tests {
     fn every_fused_entry_point_is_defined_in_the_kernel_file() {
         let text = include_str!("../../cuda/fmha_bwd/entries.cuh");
         for k in FUSED_ALL {
-            for name in [k.tma, k.wg] {
+            for name in [k.tma, k.wg, k.ws, k.ordered] {
                 let pattern = name
                     .replace("_bf16_", "_##DT##_")
                     .replace("_f16_", "_##DT##_");
@@ -197,10 +223,15 @@ mod tests {
         let smem = 166_448 + 1024 + 16_384 + 32_768;
         let t = check_config("k", Part::Fused, [64, 128, 256, smem]).expect("fits");
         assert_eq!((t.block_m, t.block_n, t.threads), (64, 128, 256));
+        // RAGGED_BWD_WS_SMEM at D 128.
+        let ws = 1024 + 65_536 + 65_536 + 32_768 + 65_536 + 1024 + 32;
+        let t = check_config("k", Part::Fused, [64, 128, 384, ws]).expect("fits");
+        assert_eq!(t.threads, 384);
         check_config("k", Part::Convert, [64, 0, 256, 0]).expect("fits");
         for (part, raw) in [
             (Part::Fused, [128, 128, 256, smem]),
             (Part::Fused, [64, 64, 128, smem]),
+            (Part::Fused, [64, 128, 512, smem]),
             (Part::Convert, [128, 0, 256, 0]),
         ] {
             let err = check_config("k", part, raw).unwrap_err().to_string();

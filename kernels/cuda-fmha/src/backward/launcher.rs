@@ -112,6 +112,8 @@ impl BackwardEngine {
             .filter(|_| hopper)
             .flat_map(|set| {
                 [
+                    (set.ordered, Part::Fused),
+                    (set.ws, Part::Fused),
                     (set.tma, Part::Fused),
                     (set.wg, Part::Fused),
                     (set.convert, Part::Convert),
@@ -167,14 +169,33 @@ impl BackwardEngine {
         // Current before the tensor maps are encoded: cuTensorMapEncodeTiled fails without a
         // current context, and a map that fails to encode silently selects the slower kernel.
         let _current = ctx.make_current()?;
-        if plan.dq_form == DqForm::Unordered
-            && let Some(fused) = fused_abi::fused_for_target(plan.kernels, &arch)
-        {
-            // SAFETY: forwarded from this function's contract; `loaded` is the module of the
-            // stream's context, compiled for sm_90a (the fused kernels exist).
-            return unsafe {
-                fused_launcher::execute(plan, stream, buffers, mode, &ctx, &loaded, fused)
+        if let Some(fused) = fused_abi::fused_for_target(plan.kernels, &arch) {
+            let kernel = match plan.dq_form {
+                DqForm::Unordered if device_abi::fused_two_wg_selected() => Some(fused.tma),
+                DqForm::Unordered => Some(fused.ws),
+                DqForm::Deterministic if device_abi::pair_selected() => None,
+                DqForm::Deterministic => Some(fused.ordered),
             };
+            if let Some(mut kernel) = kernel {
+                let maps = stream_maps(&loaded, &mut kernel, Part::Fused, plan, buffers)?;
+                // The ordered kernel has no twin without tensor maps: the pair runs instead.
+                if maps.is_some() || !device_abi::takes_tensor_maps(kernel) {
+                    // SAFETY: forwarded from this function's contract; `loaded` is the module of
+                    // the stream's context, compiled for sm_90a (the fused kernels exist), and
+                    // `maps` are those `kernel` takes.
+                    return unsafe {
+                        fused_launcher::execute(
+                            plan,
+                            stream,
+                            buffers,
+                            mode,
+                            &loaded,
+                            (kernel, maps),
+                            fused.convert,
+                        )
+                    };
+                }
+            }
         }
         let mut kernels = device_abi::for_target(plan.kernels, &arch, device_abi::selected());
         let dkdv_maps = stream_maps(&loaded, &mut kernels.dkdv, Part::DkDv, plan, buffers)?;
@@ -200,7 +221,7 @@ impl BackwardEngine {
         let base = aligned_workspace(buffers);
         // SAFETY: the workspace holds the plan's layout, its tile list sized for this dQ tile (BM
         // ≥ MIN_DQ_BLOCK_M); the caller guarantees the rest. The context is current.
-        unsafe { prepass_and_di(plan, stream, buffers, mode, &loaded, dq, None) }?;
+        unsafe { prepass_and_di(plan, stream, buffers, mode, &loaded, dq, false) }?;
 
         let args = gradient_args(plan, buffers, base, kv_tiles);
         for (kernel, tiles, blocks, maps) in [
@@ -331,8 +352,8 @@ pub(super) fn aligned_workspace(buffers: &BackwardBuffers) -> u64 {
     buffers.forward.workspace.div_ceil(WORKSPACE_ALIGNMENT) * WORKSPACE_ALIGNMENT
 }
 
-/// The offsets pre-pass (its tile list for `tiles`), then Di = rowsum(dO ∘ O), which also zeroes
-/// the fused kernel's dQ accumulator at `dq_acc` (an address in the workspace) when given.
+/// The offsets pre-pass (its tile list for `tiles`), then Di = rowsum(dO ∘ O), which with
+/// `zero_acc` also zeroes the fused kernels' dQ accumulator and its turn counters.
 ///
 /// # Safety
 /// As [`BackwardEngine::execute`], with the stream's context current and `loaded` its module; the
@@ -344,7 +365,7 @@ pub(super) unsafe fn prepass_and_di(
     mode: ExecuteMode,
     loaded: &LoadedKernels,
     tiles: TileConfig,
-    dq_acc: Option<u64>,
+    zero_acc: bool,
 ) -> Result<(), GpuError> {
     let f = &plan.forward;
     let w = plan.workspace;
@@ -380,7 +401,7 @@ pub(super) unsafe fn prepass_and_di(
         I32(f.heads_q),
         I32(w.di_rows),
         I32(row_blocks as i32),
-        Ptr(dq_acc.unwrap_or(0)),
+        Ptr(if zero_acc { base + w.dq_acc } else { 0 }),
         I32(f.batch),
     ];
     let function = loaded.module.function(plan.kernels.dot, 0)?;

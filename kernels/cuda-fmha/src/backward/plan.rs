@@ -56,10 +56,11 @@ pub struct BackwardWorkspace {
     /// Rows of Di and of the scaled LSE per (batch, query head): S_q_max rounded up to
     /// [`DI_ROW_BLOCK`].
     pub di_rows: i32,
-    /// [`DqForm::Unordered`] only: the fused kernel's f32 dQ accumulator, one blob of
-    /// `FUSED_BLOB_FLOATS` per (query head, batch, block of `FUSED_BLOCK_M` query rows), zeroed by
-    /// the Di pass of every call.
-    pub dq_acc: Option<u64>,
+    /// The fused kernels' f32 dQ accumulator, one blob of `FUSED_BLOB_FLOATS` per (query head,
+    /// batch, block of `FUSED_BLOCK_M` query rows), then one i32 turn counter per blob (the
+    /// ordered kernel's), all zeroed by the Di pass of every call. Both forms have it: the plan
+    /// does not know whether the target runs a fused kernel or the pair, which leaves it unused.
+    pub dq_acc: u64,
     /// Bytes to request, including slack for aligning the base pointer.
     pub total_bytes: u64,
 }
@@ -67,14 +68,14 @@ pub struct BackwardWorkspace {
 /// How an execute sums each query row's dQ over the key tiles that reach it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DqForm {
-    /// The dK/dV kernel and a separate dQ kernel, each output row written by one block in a fixed
-    /// order: the same inputs give the same bits on every call.
+    /// The same inputs give the same bits on every call: on sm_90a at head dims 64 and 128 the
+    /// fused kernel adding the contributions to each block of dQ in a fixed order of key tiles,
+    /// elsewhere the dK/dV kernel and a separate dQ kernel, each output row written by one block.
     Deterministic,
-    /// On sm_90a, the fused dK/dV/dQ kernel: each key tile's dQ contribution is added into an f32
-    /// workspace accumulator in whatever order the blocks finish, then a convert pass writes dQ.
-    /// Faster (one pass over the scores instead of two), not bitwise reproducible. Other targets,
-    /// and head dims other than 64 and 128, have no fused kernel and run the deterministic pair
-    /// (the workspace still holds the accumulator: the plan does not know the target).
+    /// On sm_90a, the fused dK/dV/dQ kernel adding each key tile's dQ contribution into an f32
+    /// workspace accumulator in whatever order the blocks get there, then a convert pass writes
+    /// dQ: not bitwise reproducible. Other targets, and head dims other than 64 and 128, have no
+    /// fused kernel and run the deterministic pair.
     Unordered,
 }
 
@@ -179,7 +180,7 @@ pub fn plan_with_form(
             ));
         }
     }
-    let workspace = workspace(b, s_q, h_q, dq_form).ok_or_else(|| {
+    let workspace = workspace(b, s_q, h_q).ok_or_else(|| {
         Decline::new(
             q.uid,
             format!("{} backward workspace (B · H_q · S_max)", q.role),
@@ -281,9 +282,9 @@ pub const DI_ROW_BLOCK: u64 = 64;
 const _: () = assert!((DI_ROW_BLOCK * 4).is_multiple_of(WORKSPACE_ALIGNMENT));
 
 /// The scratch layout for B batches of at most `s_q` query rows and `h_q` heads, with the
-/// pre-pass's tile list sized for the smallest dQ tile and, for [`DqForm::Unordered`], the dQ
-/// accumulator (32 KiB per head and block of 64 query rows of each batch); `None` if it overflows.
-pub fn workspace(b: i64, s_q: i64, h_q: i64, form: DqForm) -> Option<BackwardWorkspace> {
+/// pre-pass's tile list sized for the smallest dQ tile and the dQ accumulator (32 KiB and a turn
+/// counter per head and block of 64 query rows of each batch); `None` if it overflows.
+pub fn workspace(b: i64, s_q: i64, h_q: i64) -> Option<BackwardWorkspace> {
     let (b, s_q, h_q) = (b.max(0) as u64, s_q.max(0) as u64, h_q.max(0) as u64);
     let align = |x: u64| x.checked_next_multiple_of(WORKSPACE_ALIGNMENT);
     let tiles_per_batch = s_q.div_ceil(MIN_DQ_BLOCK_M as u64);
@@ -299,19 +300,11 @@ pub fn workspace(b: i64, s_q: i64, h_q: i64, form: DqForm) -> Option<BackwardWor
     let di_bytes = b.checked_mul(h_q)?.checked_mul(di_rows)?.checked_mul(4)?;
     let lse2 = di.checked_add(di_bytes)?;
     let di_end = lse2.checked_add(di_bytes)?;
-    let (dq_acc, end) = match form {
-        DqForm::Deterministic => (None, di_end),
-        DqForm::Unordered => {
-            let blobs = h_q
-                .checked_mul(b)?
-                .checked_mul(s_q.div_ceil(FUSED_BLOCK_M as u64))?;
-            let acc = align(di_end)?;
-            (
-                Some(acc),
-                acc.checked_add(blobs.checked_mul(FUSED_BLOB_FLOATS * 4)?)?,
-            )
-        }
-    };
+    let blobs = h_q
+        .checked_mul(b)?
+        .checked_mul(s_q.div_ceil(FUSED_BLOCK_M as u64))?;
+    let acc = align(di_end)?;
+    let end = acc.checked_add(blobs.checked_mul(FUSED_BLOB_FLOATS * 4 + 4)?)?;
     Some(BackwardWorkspace {
         batches: 0,
         tiles,
@@ -320,7 +313,7 @@ pub fn workspace(b: i64, s_q: i64, h_q: i64, form: DqForm) -> Option<BackwardWor
         di,
         lse2,
         di_rows: i32::try_from(di_rows).ok()?,
-        dq_acc,
+        dq_acc: acc,
         total_bytes: end.checked_add(WORKSPACE_ALIGNMENT)?,
     })
 }

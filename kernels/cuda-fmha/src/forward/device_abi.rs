@@ -36,6 +36,10 @@ pub const ERR_LSE_SHIFT: u32 = 24;
 pub const ERR_SEQ_LEN_Q: u32 = 0x1_0000;
 /// `seq_len_kv[b]` outside `[0, extent_kv(b)]`.
 pub const ERR_SEQ_LEN_KV: u32 = 0x2_0000;
+/// `RAGGED_ERR_DQ_ORDER`: the ordered backward waited past its limit for a dQ turn (other work
+/// held the SMs a (batch, KV head)'s key tiles need at once) and took it out of order: dQ is right
+/// but its last bits may differ from another call's.
+pub const ERR_DQ_ORDER: u32 = 0x4000_0000;
 
 /// Head dims with a compiled forward entry point, as (Q/K head dim, V/O head dim).
 pub const HEAD_DIMS: [(i64, i64); 5] = [(64, 64), (96, 96), (128, 128), (256, 256), (192, 128)];
@@ -363,6 +367,15 @@ pub fn decode_error_flag(flag: u32, uids: &FlagUids) -> Vec<String> {
                 "{name} (uid {uid}): a length is outside [0, extent(b)] (clamped)"
             ));
         }
+    }
+    if flag & ERR_DQ_ORDER != 0 {
+        known |= ERR_DQ_ORDER;
+        problems.push(
+            "the deterministic backward waited over 0.2 s for a block of dQ's turn (other work \
+             held the GPU's SMs) and added it out of order: dQ is correct but not bitwise \
+             reproducible this call"
+                .to_owned(),
+        );
     }
     if flag & !known != 0 {
         problems.push(format!("unknown error bits {:#x}", flag & !known));

@@ -1,0 +1,407 @@
+// Part of kernels/cuda-fmha/cuda/ragged_fmha_bwd.cu (the warp-specialized fused backward); included in that file's order, not on its own.
+
+// One block = BN = 128 keys of one batch and one KV head, as the dK/dV kernel, in three warpgroups:
+//   warpgroup 0, warp 0: the loader. Q, dO (TMA, or zero-filling cp.async for a tail tile) and the
+//                        LSE / Di rows of each step into an NBUF-deep ring of full / empty mbarriers.
+//   warpgroup 0, warps 1 and 2: the dQ writers, of the even and the odd steps. Each adds its steps'
+//                        dQ contributions, staged by the consumers in its s_dq buffer, into the
+//                        f32 blob of the step's (query head, 64-row query block) with a bulk
+//                        reduction; ORDERED: in a fixed order of key tiles (below). Two writers and
+//                        two buffers give each reduction (and, ordered, its completion and the
+//                        turn it waits for) two steps of the consumers' time.
+//   warpgroups 1 and 2:  the consumers, 64 keys each; per step (a query head's block of 64 rows)
+//                        S^T = K Q^T, dP^T = V dO^T (SS), P^T and dS^T in registers, then
+//                        dV += P^T dO and dK += dS^T Q (RS, dO and Q as MN-major B) and
+//                        dQ = dS K (SS, dS^T staged in s_ds), all three issued back to back.
+// Consumers and a dQ writer meet on named barriers (a consumer warpgroup's half of one s_dq buffer
+// full / empty, one pair per warpgroup and buffer); the consumers of D 128 also on one per step, as each warpgroup's dQ columns contract all
+// 128 keys (both halves of s_ds, which is double-buffered so a warpgroup a step ahead never
+// overwrites what the other still reads). At D 64 each warpgroup's dQ sums its own 64 keys (the
+// convert pass adds the two halves), so the warpgroups never wait for each other.
+//
+// ORDERED (the deterministic engine): the contributions to one blob are added in a fixed order of
+// key tiles, so dQ's f32 sums have the same bits on every call. The writer waits until the blob's
+// turn counter (an int after the blobs, zeroed by the Di pass) has counted the contributions that
+// precede its own, adds, waits for its reduction to complete and counts itself. The order and the
+// walk are chosen so that in steady state a tile's predecessor has already been there:
+//   - a band with a bound (causal, windows): descending key tiles. Tile n walks its query blocks
+//     upwards from the first its band admits, which for tile n + 1 is no earlier, so n + 1 reaches
+//     each block first. The grid launches a batch's key tiles in descending order, so a tile's
+//     predecessor is always resident or finished (in-order dispatch: no block waits on one that
+//     cannot start).
+//   - no band and at most RAGGED_BWD_WS_ROT_MAX key tiles: every tile walks all M query blocks,
+//     tile n starting at s_n = floor(n M / J) and wrapping; blob m's order is descending and cyclic
+//     from the highest tile with s_n <= m, which is the order the walks reach it in. The
+//     dependency is cyclic across a (batch, head)'s tiles, so it needs them all resident at once:
+//     hence the cap, and the grid's order, whose consecutive blocks are one (batch, KV head)'s tiles.
+//   - no band and more tiles: descending, unrotated; tile n then trails n + 1 by the reduction's
+//     latency, a one-time lag.
+// A turn that has not come after RAGGED_BWD_WS_TURN_NS (a scheduling the reasoning above excludes:
+// other work holding most SMs) is taken anyway: dQ stays correct, only its last bits may differ,
+// and the error flag gets RAGGED_ERR_DQ_ORDER so a validating execute reports it. A turn counter is
+// compared with >=, so the ones after such a turn do not wait as well.
+#define RAGGED_BWD_WS_THREADS 384
+#define RAGGED_BWD_WS_NBUF 2
+#define RAGGED_BWD_WS_ROT_MAX 32
+#define RAGGED_BWD_WS_TURN_NS 200000000ull
+#define RAGGED_BWD_WS_BAR_KV 1        // 256 consumers: K, V landed / the last step's reads of them done
+#define RAGGED_BWD_WS_BAR_DS 2        // D 128: 256 consumers; D 64: + warpgroup, its 128 threads
+#define RAGGED_BWD_WS_BAR_DQ_FULL 4   // + warpgroup + 2 buffer: its 128 threads arrive, the writer's 32 wait
+#define RAGGED_BWD_WS_BAR_DQ_EMPTY 8  // + warpgroup + 2 buffer: the writer arrives, the warpgroup's 128 wait
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+
+__device__ __forceinline__ u64 global_timer_ns() {
+    u64 t;
+    asm volatile("mov.u64 %0, %globaltimer;\n" : "=l"(t));
+    return t;
+}
+__device__ __forceinline__ int ld_acquire_gpu(const int* p) {
+    int v;
+    asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+__device__ __forceinline__ void red_release_gpu_add(int* p, int v) {
+    asm volatile("red.release.gpu.global.add.s32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
+}
+// Orders global accesses of the generic proxy (the turn counter) with those of the bulk copies.
+__device__ __forceinline__ void fence_proxy_async_global() {
+    asm volatile("fence.proxy.async.global;\n" ::: "memory");
+}
+
+// Where a key tile's walk over its query blocks starts (see above): 0 for a band with a bound or
+// more than RAGGED_BWD_WS_ROT_MAX tiles.
+__device__ __forceinline__ int bwd_ws_rotation(const RaggedBand& band, int n, int tiles, int nq) {
+    if (band.left >= 0 || band.right >= 0 || tiles > RAGGED_BWD_WS_ROT_MAX) return 0;
+    return (int)(((i64)n * nq) / tiles);
+}
+
+// The number of contributions to query block m (rows i0 .. i0 + rows) that precede key tile n's.
+__device__ __forceinline__ int bwd_ws_turn(const RaggedBand& band, int lq, int m, int n, int tiles, int bn,
+                                           int bm) {
+    const int i0 = m * bm;
+    const int rows = lq - i0 < bm ? lq - i0 : bm;
+    if (band.left < 0 && band.right < 0 && tiles <= RAGGED_BWD_WS_ROT_MAX) {
+        // Highest tile whose walk starts at or before m: floor(((m + 1) J - 1) / M), M = blocks.
+        const int blocks = (lq + bm - 1) / bm;
+        const int first = (int)(((i64)(m + 1) * tiles - 1) / blocks);
+        return (first - n + tiles) % tiles;
+    }
+    int lo, hi;
+    key_block_range(band, i0, rows, bn, &lo, &hi);
+    return hi - 1 - n;
+}
+
+template <bool BF16, int D, bool ORDERED>
+__device__ __forceinline__ void bwd_fused_ws_body(RAGGED_BWD_PARAMS, const RaggedTmaMap* tm_q,
+                                                  const RaggedTmaMap* tm_do, const RaggedTmaMap* tm_stats,
+                                                  float* dq_acc) {
+    constexpr int BM = RAGGED_BWD_FUSED_ROWS;
+    constexpr int BN = 128;
+    constexpr int P = D;
+    constexpr int KS = D / 16;
+    constexpr int NS = BM / 8;
+    constexpr int DT = P / 8;
+    constexpr int NBUF = RAGGED_BWD_WS_NBUF;
+    constexpr int NDS = D == 128 ? 2 : 1;  // dS^T buffers (D 128: read by both warpgroups)
+    // Registers after setmaxnreg (128 PRODUCER + 256 CONSUMER <= 64 Ki): the loader's and the
+    // writer's address arithmetic spilled at 32 and 40; D 128's consumers need 232 (at 224 ptxas
+    // serializes their wgmma), D 64's fit 224.
+    constexpr int PRODUCER_REGS = D == 128 ? 40 : 56;
+    constexpr int CONSUMER_REGS = D == 128 ? 232 : 224;
+    static_assert(D == 64 || D == 128, "fused head dims");
+    static_assert(BM == RAGGED_BWD_DI_ROWS, "a step's LSE / Di rows are one block of the Di pass");
+
+    extern __shared__ __align__(128) unsigned char smem_raw[];
+    const u32 base = smem_addr(smem_raw);
+    const u32 s_k = (base + 1023u) & ~1023u;
+    const u32 s_v = s_k + BN * P * 2;
+    const u32 s_q = s_v + BN * P * 2;          // NBUF buffers of BM rows
+    const u32 s_do = s_q + NBUF * BM * P * 2;  // NBUF buffers of BM rows
+    const u32 s_ds = s_do + NBUF * BM * P * 2; // NDS tiles [BN keys][BM queries]
+    const u32 s_dq = s_ds + NDS * BN * BM * 2; // 2 buffers of a step's dQ, RAGGED_BWD_FUSED_BLOB f32
+    float* s_lse = (float*)(smem_raw + (s_dq + 2 * RAGGED_BWD_FUSED_BLOB * 4 - base));  // NBUF x BM
+    float* s_di = s_lse + NBUF * BM;
+    const u32 bar_full = smem_addr(s_di + NBUF * BM);
+    const u32 bar_empty = bar_full + 8 * NBUF;
+
+    // Grid: batch, then KV head, then key tile in descending order (see above).
+    const int per_batch = h_kv * kv_tiles;
+    const int b = blockIdx.x / per_batch;
+    if (b >= batch) return;
+    const int g = (blockIdx.x - b * per_batch) / kv_tiles;
+    const int n = kv_tiles - 1 - (blockIdx.x - b * per_batch - g * kv_tiles);
+    const RaggedBatch bt = batches[b];
+    const int j0 = n * BN;
+    const int cols = bt.lkv - j0 < BN ? bt.lkv - j0 : BN;
+    if (cols <= 0) return;
+    const RaggedBand band = make_band(bt.lq, bt.lkv, mask_left, mask_right, bottom_right);
+    int qb_first, qb_last;
+    query_block_range(band, bt.lq, j0, cols, BM, &qb_first, &qb_last);
+    const int rep = h_q / h_kv;
+    const int nq = qb_last - qb_first;
+    const int items = rep * nq;
+    const int tiles_b = (bt.lkv + BN - 1) / BN;
+    const int rot = bwd_ws_rotation(band, n, tiles_b, nq);
+    const int row_blocks = di_rows / BM;
+    // Step it's query head and query block.
+    auto item_head = [&](int it) { return g * rep + it / nq; };
+    auto item_block = [&](int it) {
+        const int r = it % nq + rot;
+        return qb_first + (r >= nq ? r - nq : r);
+    };
+
+    const int tid = threadIdx.x;
+    const int warp = tid >> 5;
+    const int lane = tid & 31;
+    if (tid == 0) {
+#pragma unroll
+        for (int s = 0; s < NBUF; ++s) {
+            mbar_init(bar_full + 8 * s, 1);
+            mbar_init(bar_empty + 8 * s, 8);  // one arrival per consumer warp
+        }
+        mbar_init_fence();
+    }
+    __syncthreads();
+
+    if (warp < 4) {
+        setmaxnreg_dec<PRODUCER_REGS>();
+        if (warp == 0) {
+            // ---------------- loader ----------------
+            for (int f = 0; f < items; ++f) {
+                const int fb = f % NBUF;
+                const int h = item_head(f);
+                const int i0 = item_block(f) * BM;
+                const int rows = bt.lq - i0 < BM ? bt.lq - i0 : BM;
+                const i64 tok = bt.q_tok + i0;
+                const u32 full = bar_full + 8 * fb;
+                if (f >= NBUF) mbar_wait(bar_empty + 8 * fb, (u32)((f / NBUF) & 1) ^ 1u);
+                bwd_fill_pair<D, BM>(full, s_q + fb * (BM * P * 2), s_do + fb * (BM * P * 2), tm_q, tm_do, h,
+                                     (int)tok, rows, q + tok * q_seq + (i64)h * q_head, q_seq,
+                                     d_o + tok * do_seq + (i64)h * do_head, do_seq, q, lane, 2 * BM * 4);
+                if (lane == 0) {
+                    // Di's block, then the scaled LSE's (tm_stats: 64-row blocks of both arrays).
+                    const int blk = ((b * h_q + h) * di_rows + i0) / RAGGED_BWD_DI_ROWS;
+                    const int lse_blk = batch * h_q * row_blocks + blk;
+                    tma_load_2d(smem_addr(s_lse + fb * BM), tm_stats, 0, lse_blk, full);
+                    tma_load_2d(smem_addr(s_di + fb * BM), tm_stats, 0, blk, full);
+                }
+            }
+            asm volatile("cp.async.wait_all;\n" ::: "memory");
+        }
+        else if (warp <= 2) {
+            // ---------------- dQ writers: warp 1 the even steps, warp 2 the odd ones ----------------
+            const int par = warp - 1;
+            const u32 dq_buf = s_dq + par * (RAGGED_BWD_FUSED_BLOB * 4);
+            const int full_bar = RAGGED_BWD_WS_BAR_DQ_FULL + 2 * par;
+            const int empty_bar = RAGGED_BWD_WS_BAR_DQ_EMPTY + 2 * par;
+            if (items > par) {
+                named_bar_arrive(empty_bar + 0, 160);
+                named_bar_arrive(empty_bar + 1, 160);
+            }
+            int* turns = bwd_dq_turns(dq_acc, h_q, batch, row_blocks);
+            for (int it = par; it < items; it += 2) {
+                const int m = item_block(it);
+                const i64 blob = ((i64)item_head(it) * batch + b) * row_blocks + m;
+                if constexpr (ORDERED) {
+                    if (lane == 0) {
+                        const int turn = bwd_ws_turn(band, bt.lq, m, n, tiles_b, BN, BM);
+                        if (ld_acquire_gpu(turns + blob) < turn) {
+                            const u64 t0 = global_timer_ns();
+                            while (ld_acquire_gpu(turns + blob) < turn) {
+                                if (global_timer_ns() - t0 > RAGGED_BWD_WS_TURN_NS) {
+                                    asm volatile("red.global.or.b32 [%0], %1;\n" ::"l"(tile_count + 1),
+                                                 "r"(RAGGED_ERR_DQ_ORDER)
+                                                 : "memory");
+                                    break;
+                                }
+                                asm volatile("nanosleep.u32 64;\n" ::: "memory");
+                            }
+                        }
+                        fence_proxy_async_global();
+                    }
+                }
+                float* dst = dq_acc + blob * RAGGED_BWD_FUSED_BLOB;
+#pragma unroll
+                for (int w = 0; w < 2; ++w) {
+                    named_bar_sync(full_bar + w, 160);
+                    if (lane == 0)
+                        bulk_reduce_add_f32(dst + w * (RAGGED_BWD_FUSED_BLOB / 2), dq_buf + w * (RAGGED_BWD_FUSED_BLOB * 2),
+                                            RAGGED_BWD_FUSED_BLOB * 2);
+                }
+                if (lane == 0) {
+                    bulk_commit();
+                    bulk_wait_read<0>();
+                }
+                __syncwarp();
+                if (it + 2 < items) {
+                    named_bar_arrive(empty_bar + 0, 160);
+                    named_bar_arrive(empty_bar + 1, 160);
+                }
+                if constexpr (ORDERED) {
+                    if (lane == 0) {
+                        bulk_wait<0>();
+                        fence_proxy_async_global();
+                        red_release_gpu_add(turns + blob, 1);
+                    }
+                }
+            }
+            if (lane == 0) bulk_wait<0>();
+        }
+        return;
+    }
+
+    // ---------------- consumers ----------------
+    setmaxnreg_inc<CONSUMER_REGS>();
+    const int ct = tid - 128;  // 0 .. 255
+    const int ws = ct >> 7;    // consumer warpgroup: keys [64 ws, 64 ws + 64)
+    const int cw = ct >> 5;    // consumer warp 0 .. 7
+    const int lg = lane >> 2;
+    const int lt = lane & 3;
+    const int key_row = cw * 16 + lg;  // and + 8
+    const float sl2 = scale * RAGGED_LOG2E;
+
+    load_tile_sw128<D, P, BN, 256>(s_k, k + (bt.kv_tok + j0) * k_seq + (i64)g * k_head, k_seq, cols, k, 128);
+    load_tile_sw128<D, P, BN, 256>(s_v, v + (bt.kv_tok + j0) * v_seq + (i64)g * v_head, v_seq, cols, v, 128);
+    cp_async_commit();
+    cp_async_wait<0>();
+    fence_proxy_async();
+    named_bar_sync(RAGGED_BWD_WS_BAR_KV, 256);
+
+    float acc_dk[DT * 4], acc_dv[DT * 4];
+#pragma unroll
+    for (int i = 0; i < DT * 4; ++i) acc_dk[i] = acc_dv[i] = 0.f;
+
+#pragma unroll 1
+    for (int it = 0; it < items; ++it) {
+        const int buf = it % NBUF;
+        const int i0 = item_block(it) * BM;
+        mbar_wait(bar_full + 8 * buf, (u32)((it / NBUF) & 1));
+        // A tail tile came by cp.async (generic proxy) and is read by wgmma (async proxy).
+        if (bt.lq - i0 < BM) fence_proxy_async();
+        const u32 qb = s_q + buf * (BM * P * 2);
+        const u32 dob = s_do + buf * (BM * P * 2);
+        const float* lse_t = s_lse + buf * BM;
+        const float* di_t = s_di + buf * BM;
+        const u32 ds = s_ds + (NDS == 2 ? (it & 1) : 0) * (BN * BM * 2);
+
+        float st[NS * 4], dpt[NS * 4];
+        wgmma_fence();
+#pragma unroll
+        for (int ks = 0; ks < KS; ++ks) {
+            const u32 col = (ks >> 2) * (BN * 128) + ws * (64 * 128) + (ks & 3) * 32;
+            wgmma_ss<BF16, BM>(st, sw128_desc(s_k + col, 16, 1024),
+                               sw128_desc(qb + (ks >> 2) * (BM * 128) + (ks & 3) * 32, 16, 1024), ks > 0);
+        }
+        wgmma_commit();
+#pragma unroll
+        for (int ks = 0; ks < KS; ++ks) {
+            const u32 col = (ks >> 2) * (BN * 128) + ws * (64 * 128) + (ks & 3) * 32;
+            wgmma_ss<BF16, BM>(dpt, sw128_desc(s_v + col, 16, 1024),
+                               sw128_desc(dob + (ks >> 2) * (BM * 128) + (ks & 3) * 32, 16, 1024), ks > 0);
+        }
+        wgmma_commit();
+
+        // P^T while dP^T is on the tensor cores; 0 outside the band and past Lq / Lkv.
+        wgmma_wait<1>();
+        fence_regs<NS * 4>(st);
+        const bool full = ragged_tile_full(band, bt.lq, i0, BM, j0, BN);
+#pragma unroll
+        for (int nt = 0; nt < NS; ++nt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const int il = nt * 8 + 2 * lt + (e & 1);
+                float p = fast_exp2(st[nt * 4 + e] * sl2 - lse_t[il]);
+                if (!full) {
+                    const int i = i0 + il;
+                    const int j = j0 + key_row + ((e >> 1) << 3);
+                    if (i >= bt.lq || !band.admits(i, j)) p = 0.f;
+                }
+                st[nt * 4 + e] = p;
+            }
+        wgmma_wait<0>();
+        fence_regs<NS * 4>(dpt);
+#pragma unroll
+        for (int nt = 0; nt < NS; ++nt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e)
+                dpt[nt * 4 + e] = st[nt * 4 + e] * (dpt[nt * 4 + e] - di_t[nt * 8 + 2 * lt + (e & 1)]);
+        u32 pa[BM / 16][4], pds[BM / 16][4];
+        pack_a<BF16, BM / 16>(pa, (const float(*)[4])st);
+        pack_a<BF16, BM / 16>(pds, (const float(*)[4])dpt);
+
+        // dV += P^T dO, while dS^T goes to shared memory for dQ.
+        wgmma_fence();
+#pragma unroll
+        for (int kc = 0; kc < BM / 16; ++kc) wgmma_pv<BF16, P, BM>(acc_dv, pa[kc], dob, kc);
+        wgmma_commit();
+#pragma unroll
+        for (int kc = 0; kc < BM / 16; ++kc)
+#pragma unroll
+            for (int w = 0; w < 4; ++w) {
+                const int row = key_row + (w & 1) * 8;
+                asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(ds + sw128<BN>(row, 2 * kc + (w >> 1)) + lt * 4),
+                             "r"(pds[kc][w])
+                             : "memory");
+            }
+        fence_proxy_async();
+        if constexpr (D == 128)
+            named_bar_sync(RAGGED_BWD_WS_BAR_DS, 256);
+        else
+            named_bar_sync(RAGGED_BWD_WS_BAR_DS + ws, 128);
+
+        // dQ(step) = dS K, then dK += dS^T Q; dV and dQ retire first.
+        float acc_dq[32];
+        wgmma_fence();
+        if constexpr (D == 128) {
+#pragma unroll
+            for (int kk = 0; kk < BN / 16; ++kk)
+                wgmma_ss_tt_n64<BF16>(acc_dq, sw128_desc(ds + kk * (16 * 128), BN * 128, 1024),
+                                      sw128_desc(s_k + ws * (BN * 128) + kk * (16 * 128), BN * 128, 1024), kk > 0);
+        }
+        else {
+#pragma unroll
+            for (int kk = 0; kk < BN / 32; ++kk) {
+                const u32 off = (ws * (BN / 32) + kk) * (16 * 128);
+                wgmma_ss_tt_n64<BF16>(acc_dq, sw128_desc(ds + off, BN * 128, 1024), sw128_desc(s_k + off, BN * 128, 1024),
+                                      kk > 0);
+            }
+        }
+        wgmma_commit();
+#pragma unroll
+        for (int kc = 0; kc < BM / 16; ++kc) wgmma_pv<BF16, P, BM>(acc_dk, pds[kc], qb, kc);
+        wgmma_commit();
+        wgmma_wait<1>();
+        fence_regs<32>(acc_dq);
+        fence_regs<DT * 4>(acc_dv);
+        fence_regs_u32<BM / 4>(&pa[0][0]);
+
+        // This warpgroup's half of the step's dQ, in accumulator order, for the step's writer.
+        const int par = it & 1;
+        named_bar_sync(RAGGED_BWD_WS_BAR_DQ_EMPTY + ws + 2 * par, 160);
+        const int t = ct & 127;
+        const u32 dq_buf = s_dq + par * (RAGGED_BWD_FUSED_BLOB * 4);
+#pragma unroll
+        for (int j = 0; j < 8; ++j)
+            asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"r"(dq_buf + ((ws * 8 + j) * 128 + t) * 16),
+                         "f"(acc_dq[4 * j]), "f"(acc_dq[4 * j + 1]), "f"(acc_dq[4 * j + 2]), "f"(acc_dq[4 * j + 3])
+                         : "memory");
+        fence_proxy_async();
+        named_bar_arrive(RAGGED_BWD_WS_BAR_DQ_FULL + ws + 2 * par, 160);
+
+        wgmma_wait<0>();
+        fence_regs<DT * 4>(acc_dk);
+        fence_regs_u32<BM / 4>(&pds[0][0]);
+        if (lane == 0) mbar_arrive(bar_empty + 8 * buf);
+    }
+
+    // dK (times scale) and dV staged through the K and V tiles once both warpgroups are done with them.
+    named_bar_sync(RAGGED_BWD_WS_BAR_KV, 256);
+    stage_acc<BF16, D, P>(s_k, (const float(*)[4])acc_dk, cw * 16, scale);
+    stage_acc<BF16, D, P>(s_v, (const float(*)[4])acc_dv, cw * 16, 1.f);
+    named_bar_sync(RAGGED_BWD_WS_BAR_KV, 256);
+    store_o_tile<D, P, BN, 256>(s_k, dk + (bt.kv_tok + j0) * dk_seq + (i64)g * dk_head, dk_seq, cols, 128);
+    store_o_tile<D, P, BN, 256>(s_v, dv + (bt.kv_tok + j0) * dv_seq + (i64)g * dv_head, dv_seq, cols, 128);
+}
+
+#endif  // __CUDA_ARCH_FEAT_SM90_ALL
