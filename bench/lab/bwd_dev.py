@@ -73,8 +73,14 @@ def fused_name(dt, d, part="dkdv"):
     return f"ragged_fmha_bwd_fused_wg_{dt}_d{d}" if part == "dkdv" else f"ragged_fmha_bwd_dq_convert_{dt}_d{d}"
 
 
-def fused_tma_name(dt, d, part="dkdv"):
-    return f"ragged_fmha_bwd_fused_tma_{dt}_d{d}" if part == "dkdv" else f"ragged_fmha_bwd_dq_convert_{dt}_d{d}"
+def fused_ws_name(dt, d, part="dkdv"):
+    """The warp-specialized fused kernel, unordered."""
+    return f"ragged_fmha_bwd_fused_ws_{dt}_d{d}" if part == "dkdv" else f"ragged_fmha_bwd_dq_convert_{dt}_d{d}"
+
+
+def ordered_name(dt, d, part="dkdv"):
+    """The warp-specialized fused kernel adding dQ in a fixed order (the deterministic engine's)."""
+    return f"ragged_fmha_bwd_ordered_{dt}_d{d}" if part == "dkdv" else f"ragged_fmha_bwd_dq_convert_{dt}_d{d}"
 
 
 def tma_name(dt, d, part="dkdv"):
@@ -115,7 +121,7 @@ class Backward:
         self.name = f"{self.dkdv_name.replace('ragged_fmha_bwd_', '')}+{self.dq_name.replace('ragged_fmha_bwd_', '')}"
         # The fused dK/dV/dQ kernel: dQ through an f32 accumulator the Di pass zeroes and the
         # convert pass (the "dq" part) writes out.
-        self.fused = "_fused_" in self.dkdv_name
+        self.fused = "_fused_" in self.dkdv_name or "_ordered_" in self.dkdv_name
 
     def workspace(self, batch, h_q, s_q_max):
         bm = self.dq_cfg[0]
@@ -123,13 +129,14 @@ class Backward:
         return {
             "batches": cp.zeros(batch * BATCH_INFO_BYTES // 8, dtype=cp.int64),
             "tiles": cp.zeros(max(1, batch * max_tiles) * 2, dtype=cp.int32),
-            "count": cp.zeros(1, dtype=cp.int32),
+            # The ordered kernel flags a late turn in the word after the count (the plugin's error flag).
+            "count": cp.zeros(2, dtype=cp.int32),
             "err": cp.zeros(1, dtype=cp.uint32),
             # Di, then the LSE times log2(e) in its layout (rows padded to 64), poisoned: a kernel
             # reading a row the dot pass did not write gets NaN.
             "di": cp.full(max(1, 2 * batch * h_q * di_rows(s_q_max)), np.nan, dtype=cp.float32),
-        } | ({"dq_acc": cp.full(max(1, h_q * batch * ((s_q_max + 63) // 64)) * 8192, np.nan, dtype=cp.float32)}
-             if self.fused else {})
+        } | ({"dq_acc": cp.full(max(1, h_q * batch * ((s_q_max + 63) // 64)) * 8193, np.nan, dtype=cp.float32)}
+             if self.fused else {})  # 8192 f32 per blob, then a turn counter per blob
 
     def launch(self, p, ws, parts=("pre", "dot", "dkdv", "dq")):
         u64, i32, i64, f32 = np.uint64, np.int32, np.int64, np.float32
@@ -504,7 +511,7 @@ def main():
     if args.tiny or args.quick:
         dims = tuple(int(x) for x in args.tiny_dims.split(",")) if args.tiny else (64, 128)
         engs = [] if args.wg_only else [Backward(mod, "bf16", d) for d in dims]
-        engs += [hopper("bf16", d, name) for d in dims for name in (wg_name, tma_name, fused_name, fused_tma_name)]
+        engs += [hopper("bf16", d, name) for d in dims for name in (wg_name, tma_name, fused_name, fused_ws_name, ordered_name)]
         rng = np.random.default_rng(args.seed)
         results = []
         for eng in engs if args.tiny else ():
@@ -524,7 +531,7 @@ def main():
     engines = [] if args.hopper_only else [Backward(mod, dt, d) for d in (64, 128) for dt in ("bf16", "f16")]
     wg = [hopper(dt, d, wg_name) for d in (64, 128) for dt in ("bf16", "f16")]
     tma = [hopper(dt, d, tma_name) for d in (64, 128) for dt in ("bf16", "f16")]
-    fused = [hopper(dt, d, name) for d in (64, 128) for dt in ("bf16", "f16") for name in (fused_name, fused_tma_name)]
+    fused = [hopper(dt, d, name) for d in (64, 128) for dt in ("bf16", "f16") for name in (fused_name, fused_ws_name, ordered_name)]
     # Timed only (each kernel is checked in a full pair): one kernel of a pair swapped for another's.
     mixed = [] if args.hopper_only else [Backward(mod, "bf16", d, dkdv=wg_name("bf16", d)) for d in (64, 128)]
     mixed += [Backward(mod, "bf16", d, dkdv=tma_name("bf16", d), dq=wg_name("bf16", d, "dq")) for d in (64, 128)]

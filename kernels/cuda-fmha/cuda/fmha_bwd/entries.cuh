@@ -149,10 +149,11 @@ RAGGED_BWD_ALL(f16, false)
 RAGGED_BWD_WG_ALL(bf16, true)
 RAGGED_BWD_WG_ALL(f16, false)
 
-// Fused dK/dV/dQ for the non-deterministic engine (bwd_dkdv_wg_body with FUSE_DQ): the dK/dV
-// kernel's tiles and mbarriers, then 1024 bytes of alignment, the dS^T tile (128 x 64 16-bit) and
-// the step's dQ (8192 f32); after RAGGED_BWD_PARAMS (and the TMA kernel's maps of Q and dO) the f32
-// dQ accumulator. Its `dq` parameter is unused: the convert pass writes dQ.
+// Fused dK/dV/dQ on two warpgroups (bwd_dkdv_wg_body with FUSE_DQ, cp.async fills): the
+// non-deterministic engine's kernel for a layout tensor maps cannot describe. The dK/dV kernel's
+// tiles and mbarriers, then 1024 bytes of alignment, the dS^T tile (128 x 64 16-bit) and the step's
+// dQ (8192 f32); after RAGGED_BWD_PARAMS the f32 dQ accumulator. Its `dq` parameter is unused: the
+// convert pass writes dQ.
 #define RAGGED_BWD_FUSED_SMEM(D) \
     (RAGGED_BWD_DKDV_WG_SMEM(D, 64) + 16 * 3 + 1024 + 128 * RAGGED_BWD_FUSED_ROWS * 2 + RAGGED_BWD_FUSED_BLOB * 4)
 #define RAGGED_BWD_FUSED_WG_ENTRY(NAME, BF16, D)                                                         \
@@ -162,21 +163,9 @@ RAGGED_BWD_WG_ALL(f16, false)
         bwd_dkdv_wg_body<BF16, D, false, true>(RAGGED_BWD_ARGS, nullptr, nullptr, nullptr, dq_acc);          \
     }                                                                                                  \
     }
-#define RAGGED_BWD_FUSED_TMA_ENTRY(NAME, BF16, D)                                                                  \
-    extern "C" {                                                                                                 \
-    __constant__ int NAME##_config[4] = {RAGGED_BWD_FUSED_ROWS, 128, 256, RAGGED_BWD_FUSED_SMEM(D)};             \
-    __constant__ int NAME##_tma[1] = {1};                                                                        \
-    __global__ void __launch_bounds__(256, 1)                                                                    \
-        NAME(RAGGED_BWD_PARAMS, const __grid_constant__ RaggedTmaMap tm_q, const __grid_constant__ RaggedTmaMap tm_do, \
-             const __grid_constant__ RaggedTmaMap tm_stats, float* __restrict__ dq_acc) {                        \
-        bwd_dkdv_wg_body<BF16, D, true, true>(RAGGED_BWD_ARGS, &tm_q, &tm_do, &tm_stats, dq_acc);                \
-    }                                                                                                            \
-    }
 #define RAGGED_BWD_FUSED_ALL(DT, BF16)                                          \
     RAGGED_BWD_FUSED_WG_ENTRY(ragged_fmha_bwd_fused_wg_##DT##_d64, BF16, 64)    \
-    RAGGED_BWD_FUSED_WG_ENTRY(ragged_fmha_bwd_fused_wg_##DT##_d128, BF16, 128)  \
-    RAGGED_BWD_FUSED_TMA_ENTRY(ragged_fmha_bwd_fused_tma_##DT##_d64, BF16, 64)  \
-    RAGGED_BWD_FUSED_TMA_ENTRY(ragged_fmha_bwd_fused_tma_##DT##_d128, BF16, 128)
+    RAGGED_BWD_FUSED_WG_ENTRY(ragged_fmha_bwd_fused_wg_##DT##_d128, BF16, 128)
 RAGGED_BWD_FUSED_ALL(bf16, true)
 RAGGED_BWD_FUSED_ALL(f16, false)
 

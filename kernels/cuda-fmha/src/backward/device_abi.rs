@@ -179,7 +179,7 @@ pub fn takes_tensor_maps(kernel: &str) -> bool {
         || HOPPER_TMA_BM128.contains(&kernel)
         || FUSED_ALL
             .iter()
-            .any(|k| [k.tma, k.ws, k.ordered].contains(&kernel))
+            .any(|k| k.ws == kernel || k.ordered == kernel)
 }
 
 /// The kernel without tensor maps that computes the same as `kernel` (the wgmma kernel a TMA one
@@ -199,7 +199,7 @@ pub fn without_tensor_maps(kernel: &'static str) -> &'static str {
     }
     FUSED_ALL
         .iter()
-        .find(|k| k.tma == kernel || k.ws == kernel)
+        .find(|k| k.ws == kernel)
         .map_or(kernel, |k| k.wg)
 }
 
@@ -251,17 +251,6 @@ pub const PAIR_ENV: &str = "RAGGED_SDPA_CUDA_BWD_PAIR";
 pub fn pair_selected() -> bool {
     static PAIR: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *PAIR.get_or_init(|| switch_on(std::env::var_os(PAIR_ENV).as_deref()))
-}
-
-/// Environment variable: `1` runs the non-deterministic engine's two-warpgroup fused kernel
-/// (`FusedKernels::tma`) instead of the warp-specialized one, for A/B measurements. Read once per
-/// process.
-pub const FUSED_TWO_WG_ENV: &str = "RAGGED_SDPA_CUDA_BWD_FUSED_2WG";
-
-/// Whether [`FUSED_TWO_WG_ENV`] is `1`.
-pub fn fused_two_wg_selected() -> bool {
-    static TWO: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *TWO.get_or_init(|| switch_on(std::env::var_os(FUSED_TWO_WG_ENV).as_deref()))
 }
 
 /// [`HOPPER_SELECTED`], without the BM 128 dK/dV kernel where [`BM64_ENV`] is `1`.

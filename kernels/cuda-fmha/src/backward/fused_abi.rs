@@ -17,11 +17,8 @@ pub struct FusedKernels {
     /// `ragged_fmha_bwd_fused_ws_<dt>_d<D>`: the same kernel adding in whatever order the blocks
     /// get there (the non-deterministic engine's).
     pub ws: &'static str,
-    /// `ragged_fmha_bwd_fused_tma_<dt>_d<D>`: the earlier two-warpgroup fused kernel, Q and dO by
-    /// TMA, each step's dQ reduced by a consumer thread.
-    pub tma: &'static str,
-    /// `ragged_fmha_bwd_fused_wg_<dt>_d<D>`: the same body filled by cp.async, for a layout the
-    /// driver cannot describe as a tensor map.
+    /// `ragged_fmha_bwd_fused_wg_<dt>_d<D>`: a two-warpgroup fused kernel filled by cp.async, the
+    /// non-deterministic engine's for a layout the driver cannot describe as a tensor map.
     pub wg: &'static str,
     /// `ragged_fmha_bwd_dq_convert_<dt>_d<D>`.
     pub convert: &'static str,
@@ -33,28 +30,24 @@ pub const FUSED_ALL: [FusedKernels; 2 * HOPPER_HEAD_DIMS] = [
     FusedKernels {
         ordered: "ragged_fmha_bwd_ordered_bf16_d64",
         ws: "ragged_fmha_bwd_fused_ws_bf16_d64",
-        tma: "ragged_fmha_bwd_fused_tma_bf16_d64",
         wg: "ragged_fmha_bwd_fused_wg_bf16_d64",
         convert: "ragged_fmha_bwd_dq_convert_bf16_d64",
     },
     FusedKernels {
         ordered: "ragged_fmha_bwd_ordered_f16_d64",
         ws: "ragged_fmha_bwd_fused_ws_f16_d64",
-        tma: "ragged_fmha_bwd_fused_tma_f16_d64",
         wg: "ragged_fmha_bwd_fused_wg_f16_d64",
         convert: "ragged_fmha_bwd_dq_convert_f16_d64",
     },
     FusedKernels {
         ordered: "ragged_fmha_bwd_ordered_bf16_d128",
         ws: "ragged_fmha_bwd_fused_ws_bf16_d128",
-        tma: "ragged_fmha_bwd_fused_tma_bf16_d128",
         wg: "ragged_fmha_bwd_fused_wg_bf16_d128",
         convert: "ragged_fmha_bwd_dq_convert_bf16_d128",
     },
     FusedKernels {
         ordered: "ragged_fmha_bwd_ordered_f16_d128",
         ws: "ragged_fmha_bwd_fused_ws_f16_d128",
-        tma: "ragged_fmha_bwd_fused_tma_f16_d128",
         wg: "ragged_fmha_bwd_fused_wg_f16_d128",
         convert: "ragged_fmha_bwd_dq_convert_f16_d128",
     },
@@ -99,11 +92,10 @@ mod tests {
         assert_eq!(fused_for_target(set, "sm_80"), None);
         assert_eq!(fused_for_target(set, "compute_90"), None);
         let fused = fused_for_target(set, "sm_90a").expect("fused on sm_90a");
-        assert_eq!(fused.tma, "ragged_fmha_bwd_fused_tma_f16_d128");
+        assert_eq!(fused.ordered, "ragged_fmha_bwd_ordered_f16_d128");
         assert_eq!(fused.convert, "ragged_fmha_bwd_dq_convert_f16_d128");
         for (set, fused) in ALL.iter().zip(FUSED_ALL) {
             assert_eq!(fused.wg, set.dkdv.replace("_dkdv_", "_fused_wg_"));
-            assert_eq!(fused.tma, set.dkdv.replace("_dkdv_", "_fused_tma_"));
             assert_eq!(fused.ws, set.dkdv.replace("_dkdv_", "_fused_ws_"));
             assert_eq!(fused.ordered, set.dkdv.replace("_dkdv_", "_ordered_"));
             assert_eq!(fused.convert, set.dq.replace("_dq_", "_dq_convert_"));
@@ -126,15 +118,13 @@ mod tests {
     }
 
     #[test]
-    fn the_tma_fused_kernel_takes_maps_and_falls_back_to_its_wg_twin() {
+    fn the_tma_fused_kernels_take_maps_and_the_unordered_one_falls_back_to_its_wg_twin() {
         for fused in FUSED_ALL {
-            assert!(takes_tensor_maps(fused.tma));
             assert!(takes_tensor_maps(fused.ws) && takes_tensor_maps(fused.ordered));
             assert_eq!(without_tensor_maps(fused.ws), fused.wg);
             // No twin: the deterministic engine runs the pair instead (the launcher).
             assert_eq!(without_tensor_maps(fused.ordered), fused.ordered);
             assert!(!takes_tensor_maps(fused.wg) && !takes_tensor_maps(fused.convert));
-            assert_eq!(without_tensor_maps(fused.tma), fused.wg);
             assert_eq!(without_tensor_maps(fused.wg), fused.wg);
         }
     }
@@ -143,7 +133,7 @@ mod tests {
     fn every_fused_entry_point_is_defined_in_the_kernel_file() {
         let text = include_str!("../../cuda/fmha_bwd/entries.cuh");
         for k in FUSED_ALL {
-            for name in [k.tma, k.wg, k.ws, k.ordered] {
+            for name in [k.wg, k.ws, k.ordered] {
                 let pattern = name
                     .replace("_bf16_", "_##DT##_")
                     .replace("_f16_", "_##DT##_");

@@ -114,7 +114,6 @@ impl BackwardEngine {
                 [
                     (set.ordered, Part::Fused),
                     (set.ws, Part::Fused),
-                    (set.tma, Part::Fused),
                     (set.wg, Part::Fused),
                     (set.convert, Part::Convert),
                 ]
@@ -171,7 +170,6 @@ impl BackwardEngine {
         let _current = ctx.make_current()?;
         if let Some(fused) = fused_abi::fused_for_target(plan.kernels, &arch) {
             let kernel = match plan.dq_form {
-                DqForm::Unordered if device_abi::fused_two_wg_selected() => Some(fused.tma),
                 DqForm::Unordered => Some(fused.ws),
                 DqForm::Deterministic if device_abi::pair_selected() => None,
                 DqForm::Deterministic => Some(fused.ordered),
