@@ -5,8 +5,8 @@
 //! * [`backward`]: the backward's plan and launcher, sharing the forward's loading and geometry.
 //! * [`paged`]: paged K/V and attention sinks, the split-KV kernels' plan and launcher.
 //! * [`adapter`]: the engine as the plugin lists, plans and executes it.
-//! * [`nondeterministic`]: the second engine, backward only, with the faster fused backward
-//!   whose dQ is not bitwise reproducible.
+//! * [`nondeterministic`]: the second engine, backward only: the fused backward adding dQ in no
+//!   fixed order (a little faster, not bitwise reproducible).
 //!
 //! The CUDA sources live in `cuda/` beside this crate; `build.rs` splices each program into one
 //! string that NVRTC compiles at first use on the user's machine.

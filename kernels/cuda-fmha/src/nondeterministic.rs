@@ -1,15 +1,16 @@
 //! `RAGGED_SDPA_CUDA_FMHA_NONDETERMINISTIC`: the CUDA backward with dQ summed in no fixed order.
 //!
 //! Issue 42 item 3: the default engine ([`crate::adapter`], `RAGGED_SDPA_CUDA_FMHA`) gives the
-//! same bits on every call with the same inputs. On sm_90a a fused dK/dV/dQ kernel, whose blocks
-//! add their dQ contributions into an f32 workspace accumulator in whatever order they finish,
-//! ran the backward 1.11–1.15× faster on an H100 (`bench/DECISIONS.md`); this engine offers it
-//! under a name that says what it gives up. dQ may differ in its last bits between calls (within
-//! the same tolerances against the float64 oracle as the deterministic engine); dK and dV are
-//! still written once per row. On other targets (no fused kernel) it runs the deterministic pair.
+//! same bits on every call with the same inputs: on sm_90a its fused dK/dV/dQ kernel adds the dQ
+//! contributions to each block of rows in a fixed order of key tiles, waiting for each one's
+//! turn. This engine runs the same kernel without the turns, adding in whatever order the blocks
+//! get there: 1.02–1.07× faster on the ragged mix on an H100 (`bench/RESULTS.md`), under a name
+//! that says what it gives up. dQ may differ in its last bits between calls (within the same
+//! tolerances against the float64 oracle as the deterministic engine); dK and dV are still written
+//! once per row. On other targets (no fused kernel) it runs the deterministic pair.
 //!
-//! It plans SDPA backward graphs exactly as `RAGGED_SDPA_CUDA_FMHA` does (the same declines), with
-//! a larger workspace (the accumulator: 32 KiB per query head and 64-row block of each batch).
+//! It plans SDPA backward graphs exactly as `RAGGED_SDPA_CUDA_FMHA` does (the same declines and
+//! the same workspace).
 //! Forward graphs are declined: the forward has no non-deterministic form, and listing the same
 //! kernels twice would only give a caller a second, identical choice under a misleading name;
 //! `RAGGED_SDPA_CUDA_FMHA` runs them. The plugin lists this engine after the deterministic one,
