@@ -128,6 +128,27 @@ __device__ __forceinline__ bool ragged_tile_full(const RaggedBand& band, int lq,
            (band.left < 0 || (i64)j0 >= i_last + band.off - band.left);
 }
 
+// P^T of one warpgroup's S^T tile in place (rows: keys key_row and key_row + 8 of the block's
+// tile at j0; columns: the NS * 8 query rows from i0, LSE2 rows lse_t): exp2(S^T scale log2e -
+// LSE log2e), 0 outside the band and past Lq / Lkv unless the tile is `full`.
+template <int NS>
+__device__ __forceinline__ void bwd_pt_tile(float* st, float sl2, const float* lse_t, bool full,
+                                            const RaggedBand& band, int lq, int i0, int j0, int key_row, int lt) {
+#pragma unroll
+    for (int nt = 0; nt < NS; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            const int il = nt * 8 + 2 * lt + (e & 1);
+            float p = fast_exp2(st[nt * 4 + e] * sl2 - lse_t[il]);
+            if (!full) {
+                const int i = i0 + il;
+                const int j = j0 + key_row + ((e >> 1) << 3);
+                if (i >= lq || !band.admits(i, j)) p = 0.f;
+            }
+            st[nt * 4 + e] = p;
+        }
+}
+
 // Stages one warp's 16 rows of a [rows][P] f32 accumulator tile (times `mul`) as T in shared memory
 // in the swz<P> layout, at rows warp_row0 + lg and + 8, its D columns from 16-byte chunk c0 on (a
 // warp holding part of the columns); the caller stores the tile with store_o_tile.

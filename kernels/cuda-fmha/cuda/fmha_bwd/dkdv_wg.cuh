@@ -214,19 +214,7 @@ __device__ __forceinline__ void bwd_dkdv_wg_body(RAGGED_BWD_PARAMS, const Ragged
                 if (it > 0 && lane == 0) mbar_arrive(bar_empty + 8 * ((it + NBUF - 1) % NBUF));
             }
             const bool full = ragged_tile_full(band, bt.lq, i0, BM, j0, BN);
-#pragma unroll
-            for (int nt = 0; nt < NS; ++nt)
-#pragma unroll
-                for (int e = 0; e < 4; ++e) {
-                    const int il = nt * 8 + 2 * lt + (e & 1);
-                    float p = fast_exp2(st[nt * 4 + e] * sl2 - lse_t[il]);
-                    if (!full) {
-                        const int i = i0 + il;
-                        const int j = j0 + key_row + ((e >> 1) << 3);
-                        if (i >= bt.lq || !band.admits(i, j)) p = 0.f;
-                    }
-                    st[nt * 4 + e] = p;
-                }
+            bwd_pt_tile<NS>(st, sl2, lse_t, full, band, bt.lq, i0, j0, key_row, lt);
             pack_a<BF16, BM / 16>(pa, (const float(*)[4])st);
             wgmma_fence();
 #pragma unroll

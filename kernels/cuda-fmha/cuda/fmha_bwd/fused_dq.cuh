@@ -19,19 +19,10 @@ __device__ __forceinline__ int* bwd_dq_turns(float* dq_acc, int h_q, int batch, 
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 
-// One step's dQ, after dK += dS^T Q was issued from the packed dS^T (pa): dS^T into s_ds (sw128,
-// BN key rows of BM query columns), dQ(step) = dS K on the tensor cores (both operands MN-major),
-// its accumulators into s_dq in accumulator order, and one bulk reduction of the 32 KB into `blob`
-// by thread 0. The blocks of different key tiles add into one blob in whatever order they reach
-// it, so the f32 sums (and dQ) are not bitwise reproducible from call to call.
-// Two block barriers: s_ds written (and the previous step's reduction done reading s_dq), s_dq
-// written. Returns with every wgmma of the step retired, the dK product included.
-template <bool BF16, int D, int BM, int BN>
-__device__ __forceinline__ void bwd_fused_dq_step(u32 (*pa)[4], u32 s_ds, u32 s_k, u32 s_dq, float* blob, int tid,
-                                                  int wg, int key_row, int lt) {
-    static_assert(BM == RAGGED_BWD_FUSED_ROWS && BN == 128, "one m64 product per warpgroup over 128 keys");
-    // pa[kc] holds this thread's dS^T values of key rows key_row and key_row + 8, query columns
-    // 16 kc + 2 lt (+1) and 16 kc + 8 + 2 lt (+1), as packed 16-bit pairs.
+// This thread's packed dS^T values (pa[kc]: key rows key_row and key_row + 8, query columns
+// 16 kc + 2 lt (+1) and 16 kc + 8 + 2 lt (+1)) into the sw128 tile s_ds of BN key rows.
+template <int BM, int BN>
+__device__ __forceinline__ void bwd_stage_ds(u32 s_ds, const u32 (*pa)[4], int key_row, int lt) {
 #pragma unroll
     for (int kc = 0; kc < BM / 16; ++kc)
 #pragma unroll
@@ -41,11 +32,12 @@ __device__ __forceinline__ void bwd_fused_dq_step(u32 (*pa)[4], u32 s_ds, u32 s_
             asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(s_ds + sw128<BN>(row, chunk) + lt * 4), "r"(pa[kc][w])
                          : "memory");
         }
-    fence_proxy_async();
-    if (tid == 0) bulk_wait_read<0>();
-    __syncthreads();
-    float acc[32];
-    wgmma_fence();
+}
+
+// Issues warpgroup wg's dQ(step) = dS K (both operands MN-major: dS^T as staged, K as loaded) into
+// its 32 accumulators: D 128, its 64 columns over all BN keys; D 64, all columns over its 64 keys.
+template <bool BF16, int D, int BN>
+__device__ __forceinline__ void bwd_dq_product(float* acc, u32 s_ds, u32 s_k, int wg) {
     if constexpr (D == 128) {
 #pragma unroll
         for (int kk = 0; kk < BN / 16; ++kk)
@@ -60,6 +52,26 @@ __device__ __forceinline__ void bwd_fused_dq_step(u32 (*pa)[4], u32 s_ds, u32 s_
                                   kk > 0);
         }
     }
+}
+
+// One step's dQ, after dK += dS^T Q was issued from the packed dS^T (pa): dS^T into s_ds (sw128,
+// BN key rows of BM query columns), dQ(step) = dS K on the tensor cores (both operands MN-major),
+// its accumulators into s_dq in accumulator order, and one bulk reduction of the 32 KB into `blob`
+// by thread 0. The blocks of different key tiles add into one blob in whatever order they reach
+// it, so the f32 sums (and dQ) are not bitwise reproducible from call to call.
+// Two block barriers: s_ds written (and the previous step's reduction done reading s_dq), s_dq
+// written. Returns with every wgmma of the step retired, the dK product included.
+template <bool BF16, int D, int BM, int BN>
+__device__ __forceinline__ void bwd_fused_dq_step(u32 (*pa)[4], u32 s_ds, u32 s_k, u32 s_dq, float* blob, int tid,
+                                                  int wg, int key_row, int lt) {
+    static_assert(BM == RAGGED_BWD_FUSED_ROWS && BN == 128, "one m64 product per warpgroup over 128 keys");
+    bwd_stage_ds<BM, BN>(s_ds, pa, key_row, lt);
+    fence_proxy_async();
+    if (tid == 0) bulk_wait_read<0>();
+    __syncthreads();
+    float acc[32];
+    wgmma_fence();
+    bwd_dq_product<BF16, D, BN>(acc, s_ds, s_k, wg);
     wgmma_commit();
     wgmma_wait<0>();
     fence_regs<32>(acc);

@@ -306,19 +306,7 @@ __device__ __forceinline__ void bwd_fused_ws_body(RAGGED_BWD_PARAMS, const Ragge
         wgmma_wait<1>();
         fence_regs<NS * 4>(st);
         const bool full = ragged_tile_full(band, bt.lq, i0, BM, j0, BN);
-#pragma unroll
-        for (int nt = 0; nt < NS; ++nt)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                const int il = nt * 8 + 2 * lt + (e & 1);
-                float p = fast_exp2(st[nt * 4 + e] * sl2 - lse_t[il]);
-                if (!full) {
-                    const int i = i0 + il;
-                    const int j = j0 + key_row + ((e >> 1) << 3);
-                    if (i >= bt.lq || !band.admits(i, j)) p = 0.f;
-                }
-                st[nt * 4 + e] = p;
-            }
+        bwd_pt_tile<NS>(st, sl2, lse_t, full, band, bt.lq, i0, j0, key_row, lt);
         wgmma_wait<0>();
         fence_regs<NS * 4>(dpt);
 #pragma unroll
@@ -335,15 +323,7 @@ __device__ __forceinline__ void bwd_fused_ws_body(RAGGED_BWD_PARAMS, const Ragge
 #pragma unroll
         for (int kc = 0; kc < BM / 16; ++kc) wgmma_pv<BF16, P, BM>(acc_dv, pa[kc], dob, kc);
         wgmma_commit();
-#pragma unroll
-        for (int kc = 0; kc < BM / 16; ++kc)
-#pragma unroll
-            for (int w = 0; w < 4; ++w) {
-                const int row = key_row + (w & 1) * 8;
-                asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(ds + sw128<BN>(row, 2 * kc + (w >> 1)) + lt * 4),
-                             "r"(pds[kc][w])
-                             : "memory");
-            }
+        bwd_stage_ds<BM, BN>(ds, pds, key_row, lt);
         fence_proxy_async();
         if constexpr (D == 128)
             named_bar_sync(RAGGED_BWD_WS_BAR_DS, 256);
@@ -353,20 +333,7 @@ __device__ __forceinline__ void bwd_fused_ws_body(RAGGED_BWD_PARAMS, const Ragge
         // dQ(step) = dS K, then dK += dS^T Q; dV and dQ retire first.
         float acc_dq[32];
         wgmma_fence();
-        if constexpr (D == 128) {
-#pragma unroll
-            for (int kk = 0; kk < BN / 16; ++kk)
-                wgmma_ss_tt_n64<BF16>(acc_dq, sw128_desc(ds + kk * (16 * 128), BN * 128, 1024),
-                                      sw128_desc(s_k + ws * (BN * 128) + kk * (16 * 128), BN * 128, 1024), kk > 0);
-        }
-        else {
-#pragma unroll
-            for (int kk = 0; kk < BN / 32; ++kk) {
-                const u32 off = (ws * (BN / 32) + kk) * (16 * 128);
-                wgmma_ss_tt_n64<BF16>(acc_dq, sw128_desc(ds + off, BN * 128, 1024), sw128_desc(s_k + off, BN * 128, 1024),
-                                      kk > 0);
-            }
-        }
+        bwd_dq_product<BF16, D, BN>(acc_dq, ds, s_k, ws);
         wgmma_commit();
 #pragma unroll
         for (int kc = 0; kc < BM / 16; ++kc) wgmma_pv<BF16, P, BM>(acc_dk, pds[kc], qb, kc);
