@@ -44,7 +44,6 @@ __device__ __forceinline__ void bwd_dkdv_wg_body(RAGGED_BWD_PARAMS, const Ragged
     constexpr int BN = 128;
     constexpr int NT = 256;
     constexpr int P = ragged_row_width(D);
-    constexpr int KS = D / 16;
     constexpr int NS = BM / 8;
     constexpr int DT = P / 8;
     constexpr int NBUF = 3;
@@ -178,21 +177,11 @@ __device__ __forceinline__ void bwd_dkdv_wg_body(RAGGED_BWD_PARAMS, const Ragged
 
             float st[NS * 4], dpt[NS * 4];
             auto issue_dpt = [&] {
-#pragma unroll
-                for (int ks = 0; ks < KS; ++ks) {
-                    const u32 col = (ks >> 2) * (BN * 128) + wg * (64 * 128) + (ks & 3) * 32;
-                    const u64 db = sw128_desc(dob + (ks >> 2) * (BM * 128) + (ks & 3) * 32, 16, 1024);
-                    wgmma_ss<BF16, BM>(dpt, sw128_desc(s_v + col, 16, 1024), db, ks > 0);
-                }
+                bwd_key_major_product<BF16, D, BM, BN>(dpt, s_v, dob, wg);
                 wgmma_commit();
             };
             wgmma_fence();
-#pragma unroll
-            for (int ks = 0; ks < KS; ++ks) {
-                const u32 col = (ks >> 2) * (BN * 128) + wg * (64 * 128) + (ks & 3) * 32;
-                const u64 db = sw128_desc(qb + (ks >> 2) * (BM * 128) + (ks & 3) * 32, 16, 1024);
-                wgmma_ss<BF16, BM>(st, sw128_desc(s_k + col, 16, 1024), db, ks > 0);
-            }
+            bwd_key_major_product<BF16, D, BM, BN>(st, s_k, qb, wg);
             wgmma_commit();
             // BM 128: dP^T is issued once S^T (and the previous step's dK product) retired, so the
             // packed dS^T operand of that product is never live beside both 64-register

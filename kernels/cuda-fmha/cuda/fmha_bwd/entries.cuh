@@ -169,12 +169,13 @@ RAGGED_BWD_WG_ALL(f16, false)
 RAGGED_BWD_FUSED_ALL(bf16, true)
 RAGGED_BWD_FUSED_ALL(f16, false)
 
-// The warp-specialized fused backward (fmha_bwd/fused_ws.cuh): a loader and a dQ-writer warp, two
-// consumer warpgroups. Shared memory: 1024 bytes of alignment, K and V (128 rows), NBUF Q and dO
+// The warp-specialized fused backward (fmha_bwd/fused_ws.cuh): a loader warp, two dQ-writer warps,
+// two consumer warpgroups. Shared memory: 1024 bytes of alignment, K and V (128 rows), NBUF Q and dO
 // buffers (64 rows), one (D 64) or two (D 128) dS^T tiles, two buffers of a step's dQ, NBUF LSE and
-// Di rows and the ring's mbarriers (D 128: 231 456 bytes). After RAGGED_BWD_PARAMS the maps of Q and dO (box rows 64) and tm_stats,
-// then the f32 dQ accumulator (its turn counters after the blobs). `_fused_ws_`: unordered (the
-// non-deterministic engine); `_ordered_`: each blob's contributions in a fixed order.
+// Di rows and the ring's mbarriers (D 128: 231 456 bytes). After RAGGED_BWD_PARAMS the maps of Q
+// and dO (box rows 64) and tm_stats, then the f32 dQ accumulator (its turn counters after the
+// blobs). `_fused_ws_`: unordered (the non-deterministic engine); `_ordered_`: each blob's
+// contributions in a fixed order.
 #define RAGGED_BWD_WS_SMEM(D)                                                                                  \
     (1024 + 2 * 128 * (D) * 2 + 2 * RAGGED_BWD_WS_NBUF * 64 * (D) * 2 + ((D) == 128 ? 2 : 1) * 128 * 64 * 2 + \
      2 * RAGGED_BWD_FUSED_BLOB * 4 + 2 * RAGGED_BWD_WS_NBUF * 64 * 4 + 16 * RAGGED_BWD_WS_NBUF)

@@ -19,6 +19,28 @@ __device__ __forceinline__ int* bwd_dq_turns(float* dq_acc, int h_q, int batch, 
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 
+// Issues warpgroup wg's X^T = A B^T over D for the backward's key-major products (S^T = K Q^T,
+// dP^T = V dO^T): A the block's BN-row sw128 tile (its rows 64 wg ..), B a BM-row sw128 tile, both
+// D-contiguous (K-major).
+template <bool BF16, int D, int BM, int BN>
+__device__ __forceinline__ void bwd_key_major_product(float* acc, u32 s_a, u32 s_b, int wg) {
+#pragma unroll
+    for (int ks = 0; ks < D / 16; ++ks) {
+        const u32 col = (ks >> 2) * (BN * 128) + wg * (64 * 128) + (ks & 3) * 32;
+        const u64 db = sw128_desc(s_b + (ks >> 2) * (BM * 128) + (ks & 3) * 32, 16, 1024);
+        wgmma_ss<BF16, BM>(acc, sw128_desc(s_a + col, 16, 1024), db, ks > 0);
+    }
+}
+
+// A warpgroup's 32 dQ accumulators (thread t of 128) into the blob layout at s_dq (see above).
+__device__ __forceinline__ void bwd_stage_dq_blob(u32 s_dq, const float* acc, int wg, int t) {
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+        asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"r"(s_dq + ((wg * 8 + j) * 128 + t) * 16),
+                     "f"(acc[4 * j]), "f"(acc[4 * j + 1]), "f"(acc[4 * j + 2]), "f"(acc[4 * j + 3])
+                     : "memory");
+}
+
 // This thread's packed dS^T values (pa[kc]: key rows key_row and key_row + 8, query columns
 // 16 kc + 2 lt (+1) and 16 kc + 8 + 2 lt (+1)) into the sw128 tile s_ds of BN key rows.
 template <int BM, int BN>
@@ -75,12 +97,7 @@ __device__ __forceinline__ void bwd_fused_dq_step(u32 (*pa)[4], u32 s_ds, u32 s_
     wgmma_commit();
     wgmma_wait<0>();
     fence_regs<32>(acc);
-    const int t = tid & 127;
-#pragma unroll
-    for (int j = 0; j < 8; ++j)
-        asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"r"(s_dq + ((wg * 8 + j) * 128 + t) * 16),
-                     "f"(acc[4 * j]), "f"(acc[4 * j + 1]), "f"(acc[4 * j + 2]), "f"(acc[4 * j + 3])
-                     : "memory");
+    bwd_stage_dq_blob(s_dq, acc, wg, tid & 127);
     fence_proxy_async();
     __syncthreads();
     if (tid == 0) {

@@ -14,9 +14,9 @@
 //                        dV += P^T dO and dK += dS^T Q (RS, dO and Q as MN-major B) and
 //                        dQ = dS K (SS, dS^T staged in s_ds), all three issued back to back.
 // Consumers and a dQ writer meet on named barriers (a consumer warpgroup's half of one s_dq buffer
-// full / empty, one pair per warpgroup and buffer); the consumers of D 128 also on one per step, as each warpgroup's dQ columns contract all
-// 128 keys (both halves of s_ds, which is double-buffered so a warpgroup a step ahead never
-// overwrites what the other still reads). At D 64 each warpgroup's dQ sums its own 64 keys (the
+// full / empty, one pair per warpgroup and buffer); the consumers of D 128 also on one per step,
+// as each warpgroup's dQ columns contract all 128 keys (both halves of s_ds, which is
+// double-buffered so a warpgroup a step ahead never overwrites what the other still reads). At D 64 each warpgroup's dQ sums its own 64 keys (the
 // convert pass adds the two halves), so the warpgroups never wait for each other.
 //
 // ORDERED (the deterministic engine): the contributions to one blob are added in a fixed order of
@@ -99,7 +99,6 @@ __device__ __forceinline__ void bwd_fused_ws_body(RAGGED_BWD_PARAMS, const Ragge
     constexpr int BM = RAGGED_BWD_FUSED_ROWS;
     constexpr int BN = 128;
     constexpr int P = D;
-    constexpr int KS = D / 16;
     constexpr int NS = BM / 8;
     constexpr int DT = P / 8;
     constexpr int NBUF = RAGGED_BWD_WS_NBUF;
@@ -287,19 +286,9 @@ __device__ __forceinline__ void bwd_fused_ws_body(RAGGED_BWD_PARAMS, const Ragge
 
         float st[NS * 4], dpt[NS * 4];
         wgmma_fence();
-#pragma unroll
-        for (int ks = 0; ks < KS; ++ks) {
-            const u32 col = (ks >> 2) * (BN * 128) + ws * (64 * 128) + (ks & 3) * 32;
-            wgmma_ss<BF16, BM>(st, sw128_desc(s_k + col, 16, 1024),
-                               sw128_desc(qb + (ks >> 2) * (BM * 128) + (ks & 3) * 32, 16, 1024), ks > 0);
-        }
+        bwd_key_major_product<BF16, D, BM, BN>(st, s_k, qb, ws);
         wgmma_commit();
-#pragma unroll
-        for (int ks = 0; ks < KS; ++ks) {
-            const u32 col = (ks >> 2) * (BN * 128) + ws * (64 * 128) + (ks & 3) * 32;
-            wgmma_ss<BF16, BM>(dpt, sw128_desc(s_v + col, 16, 1024),
-                               sw128_desc(dob + (ks >> 2) * (BM * 128) + (ks & 3) * 32, 16, 1024), ks > 0);
-        }
+        bwd_key_major_product<BF16, D, BM, BN>(dpt, s_v, dob, ws);
         wgmma_commit();
 
         // P^T while dP^T is on the tensor cores; 0 outside the band and past Lq / Lkv.
@@ -346,13 +335,7 @@ __device__ __forceinline__ void bwd_fused_ws_body(RAGGED_BWD_PARAMS, const Ragge
         // This warpgroup's half of the step's dQ, in accumulator order, for the step's writer.
         const int par = it & 1;
         named_bar_sync(RAGGED_BWD_WS_BAR_DQ_EMPTY + ws + 2 * par, 160);
-        const int t = ct & 127;
-        const u32 dq_buf = s_dq + par * (RAGGED_BWD_FUSED_BLOB * 4);
-#pragma unroll
-        for (int j = 0; j < 8; ++j)
-            asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"r"(dq_buf + ((ws * 8 + j) * 128 + t) * 16),
-                         "f"(acc_dq[4 * j]), "f"(acc_dq[4 * j + 1]), "f"(acc_dq[4 * j + 2]), "f"(acc_dq[4 * j + 3])
-                         : "memory");
+        bwd_stage_dq_blob(s_dq + par * (RAGGED_BWD_FUSED_BLOB * 4), acc_dq, ws, ct & 127);
         fence_proxy_async();
         named_bar_arrive(RAGGED_BWD_WS_BAR_DQ_FULL + ws + 2 * par, 160);
 

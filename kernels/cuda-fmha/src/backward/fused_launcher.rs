@@ -68,7 +68,7 @@ pub(super) unsafe fn execute(
         block: (tiles.threads, 1, 1),
         shared_mem_bytes: tiles.shared_mem_bytes,
     };
-    // SAFETY: mirrors RAGGED_BWD_FUSED_{TMA,WG,WS}_ENTRY (RAGGED_BWD_PARAMS, a TMA kernel's three
+    // SAFETY: mirrors RAGGED_BWD_FUSED_{WG,WS}_ENTRY (RAGGED_BWD_PARAMS, a TMA kernel's three
     // maps over the plan's buffers and workspace, the accumulator); the pre-pass and Di pass
     // enqueued before on the same stream filled the records and zeroed every blob a block of this
     // grid adds into (one per head and 64-row query block below Lq of each batch) and its turn
