@@ -197,11 +197,23 @@ fn case(name: &str) -> Case {
             lse: Lse::Ragged,
             ..base
         },
+        // D 96 without a mask over several key tiles (the ordered kernel's rotated walks), GQA,
+        // a batch without keys and `seq_len` padding, the LSE ragged.
+        "bf16_d96_gqa_long_sequences_many_key_tiles" => Case {
+            d: 96,
+            dv: 96,
+            lq: vec![530, 0, 190],
+            lkv: vec![700, 50, 260],
+            pad: 5,
+            band: (None, None, DiagonalAlignment::TopLeft),
+            lse: Lse::Ragged,
+            ..base
+        },
         other => panic!("no case {other}"),
     }
 }
 
-const CASES: [&str; 16] = [
+const CASES: [&str; 17] = [
     "bf16_d128_gqa_causal_bottom_right_dense_lse",
     "f16_d64_mqa_window_top_left_ragged_lse_bhsd_order",
     "bf16_d64_seq_len_padding_and_zero_length_batches",
@@ -218,6 +230,7 @@ const CASES: [&str; 16] = [
     "f16_d64_gqa_causal_bottom_right_multi_tile_dq",
     "bf16_d64_gqa_window_top_left_multi_tile_dq",
     "f16_d128_mqa_window_bottom_right_multi_tile_dq",
+    "bf16_d96_gqa_long_sequences_many_key_tiles",
 ];
 
 /// Every head dim pair of the CUDA backward, as (Q/K, V/O).
@@ -358,4 +371,9 @@ fn every_device_case_is_an_applicable_backward_graph() {
         assert_eq!(status, SUCCESS, "{name}: {}", last_error());
         assert!(ids.contains(&HOST_REFERENCE_ID), "{name}: {ids:?}");
     }
+}
+
+#[test]
+fn bf16_d96_gqa_long_sequences_many_key_tiles() {
+    check(CASES[16], case(CASES[16]));
 }

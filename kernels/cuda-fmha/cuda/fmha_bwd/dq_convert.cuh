@@ -6,12 +6,13 @@
 // blob is read into shared memory whole (coalesced); then every thread writes 16-byte pieces of dQ
 // rows. Row r, column c of a blob's 64 x D is accumulator register
 // i = (c % 64 / 8) * 4 + (r % 16 / 8) * 2 + c % 2 of thread (r / 16) * 32 + (r % 8) * 4 + c % 8 / 2
-// of warpgroup c / 64 (D 128), or the sum of both warpgroups' (D 64), times `scale`.
+// of warpgroup c / 64 (D 96, whose blob has D 128's layout, and 128), or the sum of both
+// warpgroups' (D 64), times `scale`.
 template <bool BF16, int D>
 __device__ __forceinline__ void bwd_dq_convert_body(const float* __restrict__ dq_acc, u16* __restrict__ dq,
                                                     const RaggedBatch* __restrict__ batches, i64 dq_seq, i64 dq_head,
                                                     int h_q, int batch, int row_blocks, float scale) {
-    static_assert(D == 64 || D == 128, "fused backward head dims");
+    static_assert(D == 64 || D == 96 || D == 128, "fused backward head dims");
     __shared__ float4 s_blob[RAGGED_BWD_FUSED_BLOB / 4];
     const int b = blockIdx.x / row_blocks;
     const int rb = blockIdx.x - b * row_blocks;
@@ -36,7 +37,7 @@ __device__ __forceinline__ void bwd_dq_convert_body(const float* __restrict__ dq
             for (int lt = 0; lt < 4; ++lt) {
                 const int at = at0 + lt * 4;  // thread t + lt holds columns 2 lt and 2 lt + 1
                 float x, y;
-                if constexpr (D == 128) {
+                if constexpr (D > 64) {
                     x = sf[(cg >> 3) * (RAGGED_BWD_FUSED_BLOB / 2) + at];
                     y = sf[(cg >> 3) * (RAGGED_BWD_FUSED_BLOB / 2) + at + 1];
                 }

@@ -171,13 +171,15 @@ RAGGED_BWD_FUSED_ALL(f16, false)
 
 // The warp-specialized fused backward (fmha_bwd/fused_ws.cuh): a loader warp, two dQ-writer warps,
 // two consumer warpgroups. Shared memory: 1024 bytes of alignment, K and V (128 rows), NBUF Q and dO
-// buffers (64 rows), one (D 64) or two (D 128) dS^T tiles, two buffers of a step's dQ, NBUF LSE and
-// Di rows and the ring's mbarriers (D 128: 231 456 bytes). After RAGGED_BWD_PARAMS the maps of Q
+// buffers (64 rows), every row padded to ragged_row_width(D) (D 96: 128), one (D 64) or two (D 96,
+// 128) dS^T tiles, two buffers of a step's dQ, NBUF LSE and Di rows and the ring's mbarriers (D 96
+// and 128: 231 456 bytes). After RAGGED_BWD_PARAMS the maps of Q
 // and dO (box rows 64) and tm_stats, then the f32 dQ accumulator (its turn counters after the
 // blobs). `_fused_ws_`: unordered (the non-deterministic engine); `_ordered_`: each blob's
 // contributions in a fixed order.
 #define RAGGED_BWD_WS_SMEM(D)                                                                                  \
-    (1024 + 2 * 128 * (D) * 2 + 2 * RAGGED_BWD_WS_NBUF * 64 * (D) * 2 + ((D) == 128 ? 2 : 1) * 128 * 64 * 2 + \
+    (1024 + 2 * 128 * ragged_row_width(D) * 2 + 2 * RAGGED_BWD_WS_NBUF * 64 * ragged_row_width(D) * 2 +        \
+     (ragged_row_width(D) == 128 ? 2 : 1) * 128 * 64 * 2 +                                                     \
      2 * RAGGED_BWD_FUSED_BLOB * 4 + 2 * RAGGED_BWD_WS_NBUF * 64 * 4 + 16 * RAGGED_BWD_WS_NBUF)
 #define RAGGED_BWD_FUSED_WS_ENTRY(NAME, BF16, D, ORDERED)                                                          \
     extern "C" {                                                                                                 \
@@ -193,11 +195,15 @@ RAGGED_BWD_FUSED_ALL(f16, false)
     RAGGED_BWD_FUSED_WS_ENTRY(ragged_fmha_bwd_fused_ws_##DT##_d64, BF16, 64, false)   \
     RAGGED_BWD_FUSED_WS_ENTRY(ragged_fmha_bwd_fused_ws_##DT##_d128, BF16, 128, false) \
     RAGGED_BWD_FUSED_WS_ENTRY(ragged_fmha_bwd_ordered_##DT##_d64, BF16, 64, true)     \
-    RAGGED_BWD_FUSED_WS_ENTRY(ragged_fmha_bwd_ordered_##DT##_d128, BF16, 128, true)
+    RAGGED_BWD_FUSED_WS_ENTRY(ragged_fmha_bwd_ordered_##DT##_d128, BF16, 128, true)  \
+    RAGGED_BWD_FUSED_WS_ENTRY(ragged_fmha_bwd_fused_ws_##DT##_d96, BF16, 96, false)   \
+    RAGGED_BWD_FUSED_WS_ENTRY(ragged_fmha_bwd_ordered_##DT##_d96, BF16, 96, true)
 RAGGED_BWD_FUSED_WS_ALL(bf16, true)
 RAGGED_BWD_FUSED_WS_ALL(f16, false)
 RAGGED_BWD_DQ_CONVERT_ENTRY(ragged_fmha_bwd_dq_convert_bf16_d64, true, 64)
 RAGGED_BWD_DQ_CONVERT_ENTRY(ragged_fmha_bwd_dq_convert_f16_d64, false, 64)
 RAGGED_BWD_DQ_CONVERT_ENTRY(ragged_fmha_bwd_dq_convert_bf16_d128, true, 128)
 RAGGED_BWD_DQ_CONVERT_ENTRY(ragged_fmha_bwd_dq_convert_f16_d128, false, 128)
+RAGGED_BWD_DQ_CONVERT_ENTRY(ragged_fmha_bwd_dq_convert_bf16_d96, true, 96)
+RAGGED_BWD_DQ_CONVERT_ENTRY(ragged_fmha_bwd_dq_convert_f16_d96, false, 96)
 #endif

@@ -1,6 +1,7 @@
 // Part of kernels/cuda-fmha/cuda/ragged_fmha_bwd.cu (the warp-specialized fused backward); included in that file's order, not on its own.
 
-// One block = BN = 128 keys of one batch and one KV head, as the dK/dV kernel, in three warpgroups:
+// One block = BN = 128 keys of one batch and one KV head, as the dK/dV kernel, in three warpgroups
+// (D 64, 96 and 128; D 96 in rows padded to 128 columns, laid out and split as D 128):
 //   warpgroup 0, warp 0: the loader. Q, dO (TMA, or zero-filling cp.async for a tail tile) and the
 //                        LSE / Di rows of each step into an NBUF-deep ring of full / empty mbarriers.
 //   warpgroup 0, warps 1 and 2: the dQ writers, of the even and the odd steps. Each adds its steps'
@@ -98,17 +99,17 @@ __device__ __forceinline__ void bwd_fused_ws_body(RAGGED_BWD_PARAMS, const Ragge
                                                   float* dq_acc) {
     constexpr int BM = RAGGED_BWD_FUSED_ROWS;
     constexpr int BN = 128;
-    constexpr int P = D;
+    constexpr int P = ragged_row_width(D);  // shared-memory row width: D 96 is padded to 128
     constexpr int NS = BM / 8;
-    constexpr int DT = P / 8;
+    constexpr int DT = D / 8;
     constexpr int NBUF = RAGGED_BWD_WS_NBUF;
-    constexpr int NDS = D == 128 ? 2 : 1;  // dS^T buffers (D 128: read by both warpgroups)
+    constexpr int NDS = P == 128 ? 2 : 1;  // dS^T buffers (D 96, 128: read by both warpgroups)
     // Registers after setmaxnreg (128 PRODUCER + 256 CONSUMER <= 64 Ki): the loader's and the
     // writer's address arithmetic spilled at 32 and 40; D 128's consumers need 232 (at 224 ptxas
     // serializes their wgmma), D 64's fit 224.
-    constexpr int PRODUCER_REGS = D == 128 ? 40 : 56;
-    constexpr int CONSUMER_REGS = D == 128 ? 232 : 224;
-    static_assert(D == 64 || D == 128, "fused head dims");
+    constexpr int PRODUCER_REGS = P == 128 ? 40 : 56;
+    constexpr int CONSUMER_REGS = P == 128 ? 232 : 224;
+    static_assert(D == 64 || D == 96 || D == 128, "fused head dims");
     static_assert(BM == RAGGED_BWD_DI_ROWS, "a step's LSE / Di rows are one block of the Di pass");
 
     extern __shared__ __align__(128) unsigned char smem_raw[];
@@ -175,7 +176,7 @@ __device__ __forceinline__ void bwd_fused_ws_body(RAGGED_BWD_PARAMS, const Ragge
                 const i64 tok = bt.q_tok + i0;
                 const u32 full = bar_full + 8 * fb;
                 if (f >= NBUF) mbar_wait(bar_empty + 8 * fb, (u32)((f / NBUF) & 1) ^ 1u);
-                bwd_fill_pair<D, BM>(full, s_q + fb * (BM * P * 2), s_do + fb * (BM * P * 2), tm_q, tm_do, h,
+                bwd_fill_pair<D, BM, P>(full, s_q + fb * (BM * P * 2), s_do + fb * (BM * P * 2), tm_q, tm_do, h,
                                      (int)tok, rows, q + tok * q_seq + (i64)h * q_head, q_seq,
                                      d_o + tok * do_seq + (i64)h * do_head, do_seq, q, lane, 2 * BM * 4);
                 if (lane == 0) {
@@ -310,11 +311,11 @@ __device__ __forceinline__ void bwd_fused_ws_body(RAGGED_BWD_PARAMS, const Ragge
         // dV += P^T dO, while dS^T goes to shared memory for dQ.
         wgmma_fence();
 #pragma unroll
-        for (int kc = 0; kc < BM / 16; ++kc) wgmma_pv<BF16, P, BM>(acc_dv, pa[kc], dob, kc);
+        for (int kc = 0; kc < BM / 16; ++kc) wgmma_pv<BF16, D, BM>(acc_dv, pa[kc], dob, kc);
         wgmma_commit();
         bwd_stage_ds<BM, BN>(ds, pds, key_row, lt);
         fence_proxy_async();
-        if constexpr (D == 128)
+        if constexpr (P == 128)
             named_bar_sync(RAGGED_BWD_WS_BAR_DS, 256);
         else
             named_bar_sync(RAGGED_BWD_WS_BAR_DS + ws, 128);
@@ -322,10 +323,10 @@ __device__ __forceinline__ void bwd_fused_ws_body(RAGGED_BWD_PARAMS, const Ragge
         // dQ(step) = dS K, then dK += dS^T Q; dV and dQ retire first.
         float acc_dq[32];
         wgmma_fence();
-        bwd_dq_product<BF16, D, BN>(acc_dq, ds, s_k, ws);
+        bwd_dq_product<BF16, P, BN>(acc_dq, ds, s_k, ws);
         wgmma_commit();
 #pragma unroll
-        for (int kc = 0; kc < BM / 16; ++kc) wgmma_pv<BF16, P, BM>(acc_dk, pds[kc], qb, kc);
+        for (int kc = 0; kc < BM / 16; ++kc) wgmma_pv<BF16, D, BM>(acc_dk, pds[kc], qb, kc);
         wgmma_commit();
         wgmma_wait<1>();
         fence_regs<32>(acc_dq);

@@ -200,7 +200,8 @@ pub fn without_tensor_maps(kernel: &'static str) -> &'static str {
     FUSED_ALL
         .iter()
         .find(|k| k.ws == kernel)
-        .map_or(kernel, |k| k.wg)
+        .and_then(|k| k.wg)
+        .unwrap_or(kernel)
 }
 
 /// The head dims (Q/K, V/O) of a set of [`ALL`].

@@ -3,7 +3,7 @@
 //! `fmha_bwd/fused_ws.cuh`: the fused kernels of both [`super::plan::DqForm`]s on sm_90a and the
 //! layout of their f32 dQ accumulator.
 
-use super::device_abi::{ALL, BackwardKernels, HOPPER_ARCH, HOPPER_HEAD_DIMS};
+use super::device_abi::{ALL, BackwardKernels, HOPPER_ARCH};
 
 /// The fused dK/dV/dQ kernels of one set of [`ALL`] and the pass that writes dQ from their
 /// accumulator. Every fused kernel takes RAGGED_BWD_PARAMS (its `dq` unused), the TMA ones then
@@ -17,39 +17,57 @@ pub struct FusedKernels {
     /// `ragged_fmha_bwd_fused_ws_<dt>_d<D>`: the same kernel adding in whatever order the blocks
     /// get there (the non-deterministic engine's).
     pub ws: &'static str,
-    /// `ragged_fmha_bwd_fused_wg_<dt>_d<D>`: a two-warpgroup fused kernel filled by cp.async, the
-    /// non-deterministic engine's for a layout the driver cannot describe as a tensor map.
-    pub wg: &'static str,
+    /// `ragged_fmha_bwd_fused_wg_<dt>_d<D>` (D 64 and 128): a two-warpgroup fused kernel filled
+    /// by cp.async, the non-deterministic engine's for a layout the driver cannot describe as a
+    /// tensor map. Without one (D 96) such a layout runs the deterministic pair.
+    pub wg: Option<&'static str>,
     /// `ragged_fmha_bwd_dq_convert_<dt>_d<D>`.
     pub convert: &'static str,
 }
 
-/// Per set of [`ALL`] at the first [`HOPPER_HEAD_DIMS`] head dims (64 and 128), in its order: the
-/// fused kernels and their convert pass, compiled for [`HOPPER_ARCH`] only.
-pub const FUSED_ALL: [FusedKernels; 2 * HOPPER_HEAD_DIMS] = [
+/// How many leading entries of [`super::device_abi::HEAD_DIMS`] (D 64, 128 and 96) have fused
+/// kernels on [`HOPPER_ARCH`]. D 96 runs the D 128 kernel's layout, its rows padded to 128 columns
+/// in shared memory; D 256 and 192/128 would not fit its registers and run the pair.
+pub const FUSED_HEAD_DIMS: usize = 3;
+
+/// Per set of [`ALL`] at the first [`FUSED_HEAD_DIMS`] head dims, in its order: the fused kernels
+/// and their convert pass, compiled for [`HOPPER_ARCH`] only.
+pub const FUSED_ALL: [FusedKernels; 2 * FUSED_HEAD_DIMS] = [
     FusedKernels {
         ordered: "ragged_fmha_bwd_ordered_bf16_d64",
         ws: "ragged_fmha_bwd_fused_ws_bf16_d64",
-        wg: "ragged_fmha_bwd_fused_wg_bf16_d64",
+        wg: Some("ragged_fmha_bwd_fused_wg_bf16_d64"),
         convert: "ragged_fmha_bwd_dq_convert_bf16_d64",
     },
     FusedKernels {
         ordered: "ragged_fmha_bwd_ordered_f16_d64",
         ws: "ragged_fmha_bwd_fused_ws_f16_d64",
-        wg: "ragged_fmha_bwd_fused_wg_f16_d64",
+        wg: Some("ragged_fmha_bwd_fused_wg_f16_d64"),
         convert: "ragged_fmha_bwd_dq_convert_f16_d64",
     },
     FusedKernels {
         ordered: "ragged_fmha_bwd_ordered_bf16_d128",
         ws: "ragged_fmha_bwd_fused_ws_bf16_d128",
-        wg: "ragged_fmha_bwd_fused_wg_bf16_d128",
+        wg: Some("ragged_fmha_bwd_fused_wg_bf16_d128"),
         convert: "ragged_fmha_bwd_dq_convert_bf16_d128",
     },
     FusedKernels {
         ordered: "ragged_fmha_bwd_ordered_f16_d128",
         ws: "ragged_fmha_bwd_fused_ws_f16_d128",
-        wg: "ragged_fmha_bwd_fused_wg_f16_d128",
+        wg: Some("ragged_fmha_bwd_fused_wg_f16_d128"),
         convert: "ragged_fmha_bwd_dq_convert_f16_d128",
+    },
+    FusedKernels {
+        ordered: "ragged_fmha_bwd_ordered_bf16_d96",
+        ws: "ragged_fmha_bwd_fused_ws_bf16_d96",
+        wg: None,
+        convert: "ragged_fmha_bwd_dq_convert_bf16_d96",
+    },
+    FusedKernels {
+        ordered: "ragged_fmha_bwd_ordered_f16_d96",
+        ws: "ragged_fmha_bwd_fused_ws_f16_d96",
+        wg: None,
+        convert: "ragged_fmha_bwd_dq_convert_f16_d96",
     },
 ];
 
@@ -63,13 +81,14 @@ pub const FUSED_THREADS: i32 = 256;
 /// The warp-specialized fused kernels' threads (a loader and a dQ-writer warp in the first of three
 /// warpgroups).
 pub const FUSED_WS_THREADS: i32 = 384;
-/// `RAGGED_BWD_FUSED_BLOB`: f32 values per blob, 64 rows × 128 (D 128: the two warpgroups'
-/// column halves; D 64: their partial sums over the two halves of the keys).
+/// `RAGGED_BWD_FUSED_BLOB`: f32 values per blob, 64 rows × 128 (D 96 and 128: the two
+/// warpgroups' column halves, D 96's last 32 columns unread; D 64: their partial sums over the
+/// two halves of the keys).
 pub const FUSED_BLOB_FLOATS: u64 = 8192;
 
 /// The fused kernels for `set` on a module compiled for `arch`; `None` where they do not exist
 /// (every target but [`HOPPER_ARCH`], and there every head dim past the first
-/// [`HOPPER_HEAD_DIMS`]), and the deterministic pair runs instead.
+/// [`FUSED_HEAD_DIMS`]), and the deterministic pair runs instead.
 pub fn fused_for_target(set: BackwardKernels, arch: &str) -> Option<FusedKernels> {
     let index = ALL.iter().position(|k| *k == set)?;
     FUSED_ALL
@@ -95,18 +114,21 @@ mod tests {
         assert_eq!(fused.ordered, "ragged_fmha_bwd_ordered_f16_d128");
         assert_eq!(fused.convert, "ragged_fmha_bwd_dq_convert_f16_d128");
         for (set, fused) in ALL.iter().zip(FUSED_ALL) {
-            assert_eq!(fused.wg, set.dkdv.replace("_dkdv_", "_fused_wg_"));
+            if let Some(wg) = fused.wg {
+                assert_eq!(wg, set.dkdv.replace("_dkdv_", "_fused_wg_"));
+            }
             assert_eq!(fused.ws, set.dkdv.replace("_dkdv_", "_fused_ws_"));
             assert_eq!(fused.ordered, set.dkdv.replace("_dkdv_", "_ordered_"));
             assert_eq!(fused.convert, set.dq.replace("_dq_", "_dq_convert_"));
         }
     }
 
-    /// D 96, 256 and 192/128 have no fused kernel: the non-deterministic engine runs their
-    /// deterministic pair on sm_90a too.
+    /// D 256 and 192/128 have no fused kernel: the non-deterministic engine runs their
+    /// deterministic pair on sm_90a too. D 96 has the warp-specialized ones, not the
+    /// two-warpgroup fallback.
     #[test]
-    fn head_dims_past_64_and_128_have_no_fused_kernel() {
-        for (d_qk, d_v) in [(96, 96), (256, 256), (192, 128)] {
+    fn head_dims_past_64_128_and_96_have_no_fused_kernel() {
+        for (d_qk, d_v) in [(256, 256), (192, 128)] {
             for dtype in [DataType::BF16, DataType::F16] {
                 let set = kernels(dtype, d_qk, d_v).expect("compiled");
                 assert_eq!(fused_for_target(set, HOPPER_ARCH), None, "{set:?}");
@@ -115,17 +137,29 @@ mod tests {
         for set in &ALL[..FUSED_ALL.len()] {
             assert!(fused_for_target(*set, HOPPER_ARCH).is_some(), "{set:?}");
         }
+        for dtype in [DataType::BF16, DataType::F16] {
+            let set = kernels(dtype, 96, 96).expect("compiled");
+            let fused = fused_for_target(set, HOPPER_ARCH).expect("D 96 fused");
+            assert!(fused.ordered.ends_with("_d96") && fused.convert.ends_with("_d96"));
+            assert_eq!(fused.wg, None);
+        }
     }
 
     #[test]
     fn the_tma_fused_kernels_take_maps_and_the_unordered_one_falls_back_to_its_wg_twin() {
         for fused in FUSED_ALL {
             assert!(takes_tensor_maps(fused.ws) && takes_tensor_maps(fused.ordered));
-            assert_eq!(without_tensor_maps(fused.ws), fused.wg);
-            // No twin: the deterministic engine runs the pair instead (the launcher).
+            // No twin: the pair runs instead (the launcher).
             assert_eq!(without_tensor_maps(fused.ordered), fused.ordered);
-            assert!(!takes_tensor_maps(fused.wg) && !takes_tensor_maps(fused.convert));
-            assert_eq!(without_tensor_maps(fused.wg), fused.wg);
+            assert!(!takes_tensor_maps(fused.convert));
+            match fused.wg {
+                Some(wg) => {
+                    assert_eq!(without_tensor_maps(fused.ws), wg);
+                    assert!(!takes_tensor_maps(wg));
+                    assert_eq!(without_tensor_maps(wg), wg);
+                }
+                None => assert_eq!(without_tensor_maps(fused.ws), fused.ws),
+            }
         }
     }
 
@@ -133,7 +167,7 @@ mod tests {
     fn every_fused_entry_point_is_defined_in_the_kernel_file() {
         let text = include_str!("../../cuda/fmha_bwd/entries.cuh");
         for k in FUSED_ALL {
-            for name in [k.wg, k.ws, k.ordered] {
+            for name in [k.wg, Some(k.ws), Some(k.ordered)].into_iter().flatten() {
                 let pattern = name
                     .replace("_bf16_", "_##DT##_")
                     .replace("_f16_", "_##DT##_");
@@ -157,7 +191,7 @@ mod tests {
     #[test]
     fn the_convert_pass_reads_each_element_where_the_fused_step_stored_it() {
         let blob = FUSED_BLOB_FLOATS as usize;
-        for d in [64usize, 128] {
+        for d in [64usize, 96, 128] {
             // held[at]: the (row, column) of dQ that float `at` of the blob adds into.
             let mut held = vec![None; blob];
             for wg in 0..2 {
@@ -165,7 +199,7 @@ mod tests {
                     for i in 0..32 {
                         let row = (t / 32) * 16 + (t % 32) / 4 + 8 * ((i % 4) / 2);
                         let col =
-                            (i / 4) * 8 + 2 * (t % 4) + i % 2 + if d == 128 { 64 * wg } else { 0 };
+                            (i / 4) * 8 + 2 * (t % 4) + i % 2 + if d > 64 { 64 * wg } else { 0 };
                         let at = wg * (blob / 2) + (i / 4) * 512 + t * 4 + i % 4;
                         assert!(
                             held[at].replace((row, col)).is_none(),
@@ -183,7 +217,7 @@ mod tests {
                         for e in 0..2 {
                             let at = at0 + lt * 4 + e;
                             let want = Some((r, cg * 8 + 2 * lt + e));
-                            let places = if d == 128 {
+                            let places = if d > 64 {
                                 vec![(cg >> 3) * (blob / 2) + at]
                             } else {
                                 vec![at, blob / 2 + at]
@@ -199,10 +233,15 @@ mod tests {
                     }
                 }
             }
-            assert!(
-                read.iter().all(|&n| n == 1),
-                "D {d}: every float read exactly once"
-            );
+            // Exactly once where the float holds one of dQ's D columns (D 96: not the padding).
+            for (at, (&n, &h)) in read.iter().zip(&held).enumerate() {
+                let column = h.map(|(_, c)| c).expect("every float stored");
+                assert_eq!(
+                    n,
+                    u8::from(column < d),
+                    "D {d}: float {at} (column {column})"
+                );
+            }
         }
     }
 

@@ -112,11 +112,13 @@ impl BackwardEngine {
             .filter(|_| hopper)
             .flat_map(|set| {
                 [
-                    (set.ordered, Part::Fused),
-                    (set.ws, Part::Fused),
-                    (set.wg, Part::Fused),
-                    (set.convert, Part::Convert),
+                    Some((set.ordered, Part::Fused)),
+                    Some((set.ws, Part::Fused)),
+                    set.wg.map(|wg| (wg, Part::Fused)),
+                    Some((set.convert, Part::Convert)),
                 ]
+                .into_iter()
+                .flatten()
             });
         let load = self.modules.load(
             ctx,
@@ -176,7 +178,8 @@ impl BackwardEngine {
             };
             if let Some(mut kernel) = kernel {
                 let maps = stream_maps(&loaded, &mut kernel, Part::Fused, plan, buffers)?;
-                // The ordered kernel has no twin without tensor maps: the pair runs instead.
+                // The ordered kernel (and D 96's unordered one) has no twin without tensor maps:
+                // the pair runs instead.
                 if maps.is_some() || !device_abi::takes_tensor_maps(kernel) {
                     // SAFETY: forwarded from this function's contract; `loaded` is the module of
                     // the stream's context, compiled for sm_90a (the fused kernels exist), and

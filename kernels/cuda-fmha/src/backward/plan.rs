@@ -68,13 +68,13 @@ pub struct BackwardWorkspace {
 /// How an execute sums each query row's dQ over the key tiles that reach it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DqForm {
-    /// The same inputs give the same bits on every call: on sm_90a at head dims 64 and 128 the
+    /// The same inputs give the same bits on every call: on sm_90a at head dims 64, 96 and 128 the
     /// fused kernel adding the contributions to each block of dQ in a fixed order of key tiles,
     /// elsewhere the dK/dV kernel and a separate dQ kernel, each output row written by one block.
     Deterministic,
     /// On sm_90a, the fused dK/dV/dQ kernel adding each key tile's dQ contribution into an f32
     /// workspace accumulator in whatever order the blocks get there, then a convert pass writes
-    /// dQ: not bitwise reproducible. Other targets, and head dims other than 64 and 128, have no
+    /// dQ: not bitwise reproducible. Other targets, and head dims 256 and 192/128, have no
     /// fused kernel and run the deterministic pair.
     Unordered,
 }
