@@ -17,9 +17,11 @@
 // input operands follow in placeholder order. TY is the operand type, "bf16" or "f16".
 #define RAGGED_ACC4(b) "+f"(d[b]), "+f"(d[b + 1]), "+f"(d[b + 2]), "+f"(d[b + 3])
 #define RAGGED_ACC16(b) RAGGED_ACC4(b), RAGGED_ACC4(b + 4), RAGGED_ACC4(b + 8), RAGGED_ACC4(b + 12)
+#define RAGGED_ACC_16 RAGGED_ACC16(0)
 #define RAGGED_ACC_32 RAGGED_ACC16(0), RAGGED_ACC16(16)
 #define RAGGED_ACC_48 RAGGED_ACC_32, RAGGED_ACC16(32)
 #define RAGGED_ACC_64 RAGGED_ACC_48, RAGGED_ACC16(48)
+#define RAGGED_HOLD_16 "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15"
 #define RAGGED_HOLD_32                                        \
     "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15," \
     "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31"
@@ -91,15 +93,23 @@ template <bool BF16>
 __device__ __forceinline__ void wgmma_ss_tt_n64(float* d, u64 da, u64 db, int accumulate) {
     RAGGED_WGMMA_TYPED(64, 32, "%32", "%33", "%34", "1, 1, 1, 1", "l"(da), "l"(db), "r"(accumulate));
 }
+// The same with N = 32: at D 64 each warpgroup's half of dQ's columns, B starting 64 bytes into
+// K's 128-byte swizzle rows for the second half.
+template <bool BF16>
+__device__ __forceinline__ void wgmma_ss_tt_n32(float* d, u64 da, u64 db, int accumulate) {
+    RAGGED_WGMMA_TYPED(32, 16, "%16", "%17", "%18", "1, 1, 1, 1", "l"(da), "l"(db), "r"(accumulate));
+}
 
 #undef RAGGED_WGMMA_TYPED
 #undef RAGGED_WGMMA
 #undef RAGGED_HOLD_64
 #undef RAGGED_HOLD_48
 #undef RAGGED_HOLD_32
+#undef RAGGED_HOLD_16
 #undef RAGGED_ACC_64
 #undef RAGGED_ACC_48
 #undef RAGGED_ACC_32
+#undef RAGGED_ACC_16
 #undef RAGGED_ACC16
 #undef RAGGED_ACC4
 

@@ -3,17 +3,17 @@
 
 // dQ from the fused kernel's f32 accumulator (layout: fmha_bwd/fused_dq.cuh): one block = 64 query
 // rows of one batch (the blob of each head), rows >= Lq(b) neither read nor written. Each head's
-// blob is read into shared memory whole (coalesced); then every thread writes 16-byte pieces of dQ
-// rows. Row r, column c of a blob's 64 x D is accumulator register
-// i = (c % 64 / 8) * 4 + (r % 16 / 8) * 2 + c % 2 of thread (r / 16) * 32 + (r % 8) * 4 + c % 8 / 2
-// of warpgroup c / 64 (D 96, whose blob has D 128's layout, and 128), or the sum of both
-// warpgroups' (D 64), times `scale`.
+// blob (the floats a step adds into: D 96 has D 128's) is read into shared memory whole
+// (coalesced); then every thread writes 16-byte pieces of dQ rows, row r, column c from float
+// (c / 8) * 512 + t * 4 + ((r / 8) % 2) * 2 + c % 2, t = (r / 16) * 32 + (r % 8) * 4 + (c % 8) / 2
+// (fused_dq.cuh), times `scale`.
 template <bool BF16, int D>
 __device__ __forceinline__ void bwd_dq_convert_body(const float* __restrict__ dq_acc, u16* __restrict__ dq,
                                                     const RaggedBatch* __restrict__ batches, i64 dq_seq, i64 dq_head,
                                                     int h_q, int batch, int row_blocks, float scale) {
     static_assert(D == 64 || D == 96 || D == 128, "fused backward head dims");
-    __shared__ float4 s_blob[RAGGED_BWD_FUSED_BLOB / 4];
+    constexpr int F = bwd_dq_blob_floats(ragged_row_width(D));
+    __shared__ float4 s_blob[F / 4];
     const int b = blockIdx.x / row_blocks;
     const int rb = blockIdx.x - b * row_blocks;
     const RaggedBatch bt = batches[b];
@@ -25,27 +25,18 @@ __device__ __forceinline__ void bwd_dq_convert_body(const float* __restrict__ dq
     for (int h = 0; h < h_q; ++h) {
         const float4* blob =
             (const float4*)(dq_acc + (((i64)h * batch + b) * row_blocks + rb) * RAGGED_BWD_FUSED_BLOB);
-        for (int i = threadIdx.x; i < RAGGED_BWD_FUSED_BLOB / 4; i += RAGGED_BWD_DOT_THREADS) s_blob[i] = blob[i];
+        for (int i = threadIdx.x; i < F / 4; i += RAGGED_BWD_DOT_THREADS) s_blob[i] = blob[i];
         __syncthreads();
         for (int p = threadIdx.x; p < rows * G; p += RAGGED_BWD_DOT_THREADS) {
             const int r = p / G;
             const int cg = p - r * G;  // columns 8 cg .. 8 cg + 7
             const int t = (r >> 4) * 32 + (r & 7) * 4;
-            const int at0 = (cg & 7) * 512 + t * 4 + ((r >> 3) & 1) * 2;
+            const int at0 = cg * 512 + t * 4 + ((r >> 3) & 1) * 2;
             u32 packed[4];
 #pragma unroll
             for (int lt = 0; lt < 4; ++lt) {
                 const int at = at0 + lt * 4;  // thread t + lt holds columns 2 lt and 2 lt + 1
-                float x, y;
-                if constexpr (D > 64) {
-                    x = sf[(cg >> 3) * (RAGGED_BWD_FUSED_BLOB / 2) + at];
-                    y = sf[(cg >> 3) * (RAGGED_BWD_FUSED_BLOB / 2) + at + 1];
-                }
-                else {
-                    x = sf[at] + sf[RAGGED_BWD_FUSED_BLOB / 2 + at];
-                    y = sf[at + 1] + sf[RAGGED_BWD_FUSED_BLOB / 2 + at + 1];
-                }
-                packed[lt] = pack2<BF16>(x * scale, y * scale);
+                packed[lt] = pack2<BF16>(sf[at] * scale, sf[at + 1] * scale);
             }
             u16* dst = dq + (bt.q_tok + r0 + r) * dq_seq + (i64)h * dq_head + cg * 8;
             asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"l"(dst), "r"(packed[0]), "r"(packed[1]),

@@ -179,7 +179,7 @@ RAGGED_BWD_FUSED_ALL(f16, false)
 // contributions in a fixed order.
 #define RAGGED_BWD_WS_SMEM(D)                                                                                  \
     (1024 + 2 * 128 * ragged_row_width(D) * 2 + 2 * RAGGED_BWD_WS_NBUF * 64 * ragged_row_width(D) * 2 +        \
-     (ragged_row_width(D) == 128 ? 2 : 1) * 128 * 64 * 2 +                                                     \
+     2 * 128 * 64 * 2 +                                                                                         \
      2 * RAGGED_BWD_FUSED_BLOB * 4 + 2 * RAGGED_BWD_WS_NBUF * 64 * 4 + 16 * RAGGED_BWD_WS_NBUF)
 #define RAGGED_BWD_FUSED_WS_ENTRY(NAME, BF16, D, ORDERED)                                                          \
     extern "C" {                                                                                                 \

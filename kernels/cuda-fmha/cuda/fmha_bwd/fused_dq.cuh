@@ -3,13 +3,18 @@
 
 // The fused kernel (bwd_dkdv_wg_body with FUSE_DQ) adds each step's dQ = dS K into an f32
 // accumulator in the workspace: one blob per (query head h, batch b, query block qb of 64 rows),
-// blob (h * batch + b) * ceil(di_rows / 64) + qb, of 8192 floats in accumulator order:
-// [warpgroup][j = 0..7][thread t = 0..127][4], where element 4 j + e of thread t of a warpgroup is
-// its wgmma accumulator register 4 j + e. D 128: warpgroup wg holds columns [64 wg, 64 wg + 64)
-// over all 128 keys; D 64: warpgroup wg holds all 64 columns over keys [64 wg, 64 wg + 64) (the
-// convert pass adds the two). The Di pass zeroes the blobs; the convert pass scales them into dQ.
+// blob (h * batch + b) * ceil(di_rows / 64) + qb, 8192 floats apart, in accumulator order:
+// [warpgroup][j][thread t = 0..127][4], where element 4 j + e of thread t of a warpgroup is its
+// wgmma accumulator register 4 j + e. Each warpgroup holds half of dQ's columns over all 128 keys:
+// D 96 and 128 (rows padded to P = 128), columns [64 wg, 64 wg + 64), j = 0..7; D 64 (P = 64),
+// columns [32 wg, 32 wg + 32), j = 0..3, the blob's first 4096 floats. Either way column c of row
+// r is float (c / 8) * 512 + t * 4 + ((r / 8) % 2) * 2 + c % 2 with t = (r / 16) * 32 + (r % 8) * 4
+// + (c % 8) / 2 (dq_convert.cuh). The Di pass zeroes the blobs; the convert pass scales them into dQ.
 #define RAGGED_BWD_FUSED_ROWS 64
 #define RAGGED_BWD_FUSED_BLOB 8192
+
+// Floats of a blob that a step adds into, at padded row width P: 64 rows of P columns.
+__host__ __device__ constexpr int bwd_dq_blob_floats(int p) { return RAGGED_BWD_FUSED_ROWS * p; }
 
 // The ordered kernel's turn counters (fmha_bwd/fused_ws.cuh) follow the blobs: one int per blob,
 // in blob order, zeroed by the Di pass with the blobs.
@@ -32,11 +37,12 @@ __device__ __forceinline__ void bwd_key_major_product(float* acc, u32 s_a, u32 s
     }
 }
 
-// A warpgroup's 32 dQ accumulators (thread t of 128) into the blob layout at s_dq (see above).
+// A warpgroup's 4 NJ dQ accumulators (thread t of 128) into the blob layout at s_dq (see above).
+template <int NJ>
 __device__ __forceinline__ void bwd_stage_dq_blob(u32 s_dq, const float* acc, int wg, int t) {
 #pragma unroll
-    for (int j = 0; j < 8; ++j)
-        asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"r"(s_dq + ((wg * 8 + j) * 128 + t) * 16),
+    for (int j = 0; j < NJ; ++j)
+        asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"r"(s_dq + ((wg * NJ + j) * 128 + t) * 16),
                      "f"(acc[4 * j]), "f"(acc[4 * j + 1]), "f"(acc[4 * j + 2]), "f"(acc[4 * j + 3])
                      : "memory");
 }
@@ -56,30 +62,27 @@ __device__ __forceinline__ void bwd_stage_ds(u32 s_ds, const u32 (*pa)[4], int k
         }
 }
 
-// Issues warpgroup wg's dQ(step) = dS K (both operands MN-major: dS^T as staged, K as loaded) into
-// its 32 accumulators: D 128, its 64 columns over all BN keys; D 64, all columns over its 64 keys.
-template <bool BF16, int D, int BN>
+// Issues warpgroup wg's dQ(step) = dS K (both operands MN-major: dS^T as staged, K as loaded), its
+// half of the columns over all BN keys (P / 2 accumulators): P 128, columns [64 wg, 64 wg + 64)
+// (K's second 64-column block); P 64, columns [32 wg, 32 wg + 32) (64 bytes into K's rows).
+template <bool BF16, int P, int BN>
 __device__ __forceinline__ void bwd_dq_product(float* acc, u32 s_ds, u32 s_k, int wg) {
-    if constexpr (D == 128) {
+    static_assert(P == 64 || P == 128, "dQ column halves");
 #pragma unroll
-        for (int kk = 0; kk < BN / 16; ++kk)
-            wgmma_ss_tt_n64<BF16>(acc, sw128_desc(s_ds + kk * (16 * 128), BN * 128, 1024),
-                                  sw128_desc(s_k + wg * (BN * 128) + kk * (16 * 128), BN * 128, 1024), kk > 0);
-    }
-    else {
-#pragma unroll
-        for (int kk = 0; kk < BN / 32; ++kk) {
-            const u32 off = (wg * (BN / 32) + kk) * (16 * 128);
-            wgmma_ss_tt_n64<BF16>(acc, sw128_desc(s_ds + off, BN * 128, 1024), sw128_desc(s_k + off, BN * 128, 1024),
+    for (int kk = 0; kk < BN / 16; ++kk) {
+        const u64 da = sw128_desc(s_ds + kk * (16 * 128), BN * 128, 1024);
+        if constexpr (P == 128)
+            wgmma_ss_tt_n64<BF16>(acc, da, sw128_desc(s_k + wg * (BN * 128) + kk * (16 * 128), BN * 128, 1024),
                                   kk > 0);
-        }
+        else
+            wgmma_ss_tt_n32<BF16>(acc, da, sw128_desc(s_k + wg * 64 + kk * (16 * 128), BN * 128, 1024), kk > 0);
     }
 }
 
 // One step's dQ, after dK += dS^T Q was issued from the packed dS^T (pa): dS^T into s_ds (sw128,
 // BN key rows of BM query columns), dQ(step) = dS K on the tensor cores (both operands MN-major),
-// its accumulators into s_dq in accumulator order, and one bulk reduction of the 32 KB into `blob`
-// by thread 0. The blocks of different key tiles add into one blob in whatever order they reach
+// its accumulators into s_dq in accumulator order, and one bulk reduction of them into `blob` by
+// thread 0. The blocks of different key tiles add into one blob in whatever order they reach
 // it, so the f32 sums (and dQ) are not bitwise reproducible from call to call.
 // Two block barriers: s_ds written (and the previous step's reduction done reading s_dq), s_dq
 // written. Returns with every wgmma of the step retired, the dK product included.
@@ -91,17 +94,18 @@ __device__ __forceinline__ void bwd_fused_dq_step(u32 (*pa)[4], u32 s_ds, u32 s_
     fence_proxy_async();
     if (tid == 0) bulk_wait_read<0>();
     __syncthreads();
-    float acc[32];
+    constexpr int NA = D / 4;  // accumulators: 64 rows x D / 2 columns over 128 threads (D 64, 128)
+    float acc[NA];
     wgmma_fence();
     bwd_dq_product<BF16, D, BN>(acc, s_ds, s_k, wg);
     wgmma_commit();
     wgmma_wait<0>();
-    fence_regs<32>(acc);
-    bwd_stage_dq_blob(s_dq, acc, wg, tid & 127);
+    fence_regs<NA>(acc);
+    bwd_stage_dq_blob<NA / 4>(s_dq, acc, wg, tid & 127);
     fence_proxy_async();
     __syncthreads();
     if (tid == 0) {
-        bulk_reduce_add_f32(blob, s_dq, RAGGED_BWD_FUSED_BLOB * 4);
+        bulk_reduce_add_f32(blob, s_dq, bwd_dq_blob_floats(D) * 4);
         bulk_commit();
     }
 }

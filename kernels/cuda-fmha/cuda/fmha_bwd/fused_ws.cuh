@@ -15,10 +15,9 @@
 //                        dV += P^T dO and dK += dS^T Q (RS, dO and Q as MN-major B) and
 //                        dQ = dS K (SS, dS^T staged in s_ds), all three issued back to back.
 // Consumers and a dQ writer meet on named barriers (a consumer warpgroup's half of one s_dq buffer
-// full / empty, one pair per warpgroup and buffer); the consumers of D 128 also on one per step,
-// as each warpgroup's dQ columns contract all 128 keys (both halves of s_ds, which is
-// double-buffered so a warpgroup a step ahead never overwrites what the other still reads). At D 64 each warpgroup's dQ sums its own 64 keys (the
-// convert pass adds the two halves), so the warpgroups never wait for each other.
+// full / empty, one pair per warpgroup and buffer); the consumers also on one per step, as each
+// warpgroup's half of dQ's columns contracts all 128 keys (both halves of s_ds, which is
+// double-buffered so a warpgroup a step ahead never overwrites what the other still reads).
 //
 // ORDERED (the deterministic engine): the contributions to one blob are added in a fixed order of
 // key tiles, so dQ's f32 sums have the same bits on every call. The writer waits until the blob's
@@ -46,7 +45,7 @@
 #define RAGGED_BWD_WS_ROT_MAX 32
 #define RAGGED_BWD_WS_TURN_NS 200000000ull
 #define RAGGED_BWD_WS_BAR_KV 1        // 256 consumers: K, V landed / the last step's reads of them done
-#define RAGGED_BWD_WS_BAR_DS 2        // D 128: 256 consumers; D 64: + warpgroup, its 128 threads
+#define RAGGED_BWD_WS_BAR_DS 2        // 256 consumers: the step's dS^T staged
 #define RAGGED_BWD_WS_BAR_DQ_FULL 4   // + warpgroup + 2 buffer: its 128 threads arrive, the writer's 32 wait
 #define RAGGED_BWD_WS_BAR_DQ_EMPTY 8  // + warpgroup + 2 buffer: the writer arrives, the warpgroup's 128 wait
 
@@ -103,7 +102,9 @@ __device__ __forceinline__ void bwd_fused_ws_body(RAGGED_BWD_PARAMS, const Ragge
     constexpr int NS = BM / 8;
     constexpr int DT = D / 8;
     constexpr int NBUF = RAGGED_BWD_WS_NBUF;
-    constexpr int NDS = P == 128 ? 2 : 1;  // dS^T buffers (D 96, 128: read by both warpgroups)
+    constexpr int NDS = 2;                      // dS^T buffers: read by both warpgroups
+    constexpr int NQ = P / 4;                   // dQ accumulators: 64 rows x P / 2 columns, 128 threads
+    constexpr int BLOB_F = bwd_dq_blob_floats(P);  // floats a step adds into its blob
     // Registers after setmaxnreg (128 PRODUCER + 256 CONSUMER <= 64 Ki): the loader's and the
     // writer's address arithmetic spilled at 32 and 40; D 128's consumers need 232 (at 224 ptxas
     // serializes their wgmma), D 64's fit 224.
@@ -226,8 +227,7 @@ __device__ __forceinline__ void bwd_fused_ws_body(RAGGED_BWD_PARAMS, const Ragge
                 for (int w = 0; w < 2; ++w) {
                     named_bar_sync(full_bar + w, 160);
                     if (lane == 0)
-                        bulk_reduce_add_f32(dst + w * (RAGGED_BWD_FUSED_BLOB / 2), dq_buf + w * (RAGGED_BWD_FUSED_BLOB * 2),
-                                            RAGGED_BWD_FUSED_BLOB * 2);
+                        bulk_reduce_add_f32(dst + w * (BLOB_F / 2), dq_buf + w * (BLOB_F * 2), BLOB_F * 2);
                 }
                 if (lane == 0) {
                     bulk_commit();
@@ -283,7 +283,7 @@ __device__ __forceinline__ void bwd_fused_ws_body(RAGGED_BWD_PARAMS, const Ragge
         const u32 dob = s_do + buf * (BM * P * 2);
         const float* lse_t = s_lse + buf * BM;
         const float* di_t = s_di + buf * BM;
-        const u32 ds = s_ds + (NDS == 2 ? (it & 1) : 0) * (BN * BM * 2);
+        const u32 ds = s_ds + (it & 1) * (BN * BM * 2);
 
         float st[NS * 4], dpt[NS * 4];
         wgmma_fence();
@@ -315,13 +315,10 @@ __device__ __forceinline__ void bwd_fused_ws_body(RAGGED_BWD_PARAMS, const Ragge
         wgmma_commit();
         bwd_stage_ds<BM, BN>(ds, pds, key_row, lt);
         fence_proxy_async();
-        if constexpr (P == 128)
-            named_bar_sync(RAGGED_BWD_WS_BAR_DS, 256);
-        else
-            named_bar_sync(RAGGED_BWD_WS_BAR_DS + ws, 128);
+        named_bar_sync(RAGGED_BWD_WS_BAR_DS, 256);
 
         // dQ(step) = dS K, then dK += dS^T Q; dV and dQ retire first.
-        float acc_dq[32];
+        float acc_dq[NQ];
         wgmma_fence();
         bwd_dq_product<BF16, P, BN>(acc_dq, ds, s_k, ws);
         wgmma_commit();
@@ -329,14 +326,14 @@ __device__ __forceinline__ void bwd_fused_ws_body(RAGGED_BWD_PARAMS, const Ragge
         for (int kc = 0; kc < BM / 16; ++kc) wgmma_pv<BF16, D, BM>(acc_dk, pds[kc], qb, kc);
         wgmma_commit();
         wgmma_wait<1>();
-        fence_regs<32>(acc_dq);
+        fence_regs<NQ>(acc_dq);
         fence_regs<DT * 4>(acc_dv);
         fence_regs_u32<BM / 4>(&pa[0][0]);
 
         // This warpgroup's half of the step's dQ, in accumulator order, for the step's writer.
         const int par = it & 1;
         named_bar_sync(RAGGED_BWD_WS_BAR_DQ_EMPTY + ws + 2 * par, 160);
-        bwd_stage_dq_blob(s_dq + par * (RAGGED_BWD_FUSED_BLOB * 4), acc_dq, ws, ct & 127);
+        bwd_stage_dq_blob<NQ / 4>(s_dq + par * (RAGGED_BWD_FUSED_BLOB * 4), acc_dq, ws, ct & 127);
         fence_proxy_async();
         named_bar_arrive(RAGGED_BWD_WS_BAR_DQ_FULL + ws + 2 * par, 160);
 

@@ -81,9 +81,8 @@ pub const FUSED_THREADS: i32 = 256;
 /// The warp-specialized fused kernels' threads (a loader and a dQ-writer warp in the first of three
 /// warpgroups).
 pub const FUSED_WS_THREADS: i32 = 384;
-/// `RAGGED_BWD_FUSED_BLOB`: f32 values per blob, 64 rows × 128 (D 96 and 128: the two
-/// warpgroups' column halves, D 96's last 32 columns unread; D 64: their partial sums over the
-/// two halves of the keys).
+/// `RAGGED_BWD_FUSED_BLOB`: f32 values between blobs, 64 rows × 128 (each warpgroup holds half
+/// of the columns; D 96's last 32 columns are padding, D 64 uses the first 64 × 64).
 pub const FUSED_BLOB_FLOATS: u64 = 8192;
 
 /// The fused kernels for `set` on a module compiled for `arch`; `None` where they do not exist
@@ -182,53 +181,44 @@ mod tests {
         )));
     }
 
-    /// The blob's layout, replayed on the host: where `bwd_fused_dq_step` stores accumulator
-    /// register i of thread t of warpgroup wg ([wg][i / 4][t][i % 4], the m64 wgmma layout: row
+    /// The blob's layout, replayed on the host: where the fused kernels store accumulator register
+    /// i of thread t of warpgroup wg ([wg][i / 4][t][i % 4], the m64 wgmma layout: row
     /// 16 (t / 32) + (t % 32) / 4 + 8 ((i % 4) / 2), column 8 (i / 4) + 2 (t % 4) + i % 2 of the
-    /// warpgroup's 64) is where `bwd_dq_convert_body` reads (row r, column c) back. The formulas
-    /// are transcribed from fmha_bwd/fused_dq.cuh and fmha_bwd/dq_convert.cuh: change them
-    /// together.
+    /// warpgroup's half of the padded width P) is where `bwd_dq_convert_body` reads (row r,
+    /// column c) back, once. The formulas are transcribed from fmha_bwd/fused_dq.cuh and
+    /// fmha_bwd/dq_convert.cuh: change them together.
     #[test]
     fn the_convert_pass_reads_each_element_where_the_fused_step_stored_it() {
-        let blob = FUSED_BLOB_FLOATS as usize;
         for d in [64usize, 96, 128] {
+            let p = d.div_ceil(64) * 64;
             // held[at]: the (row, column) of dQ that float `at` of the blob adds into.
-            let mut held = vec![None; blob];
+            let mut held = vec![None; 64 * p];
             for wg in 0..2 {
                 for t in 0..128 {
-                    for i in 0..32 {
+                    for i in 0..p / 4 {
                         let row = (t / 32) * 16 + (t % 32) / 4 + 8 * ((i % 4) / 2);
-                        let col =
-                            (i / 4) * 8 + 2 * (t % 4) + i % 2 + if d > 64 { 64 * wg } else { 0 };
-                        let at = wg * (blob / 2) + (i / 4) * 512 + t * 4 + i % 4;
+                        let col = wg * (p / 2) + (i / 4) * 8 + 2 * (t % 4) + i % 2;
+                        let at = wg * (32 * p) + (i / 4) * 512 + t * 4 + i % 4;
                         assert!(
                             held[at].replace((row, col)).is_none(),
-                            "stored twice at {at}"
+                            "D {d}: stored twice at {at}"
                         );
                     }
                 }
             }
-            let mut read = vec![0u8; blob];
+            let mut read = vec![0u8; 64 * p];
             for r in 0..64 {
                 for cg in 0..d / 8 {
-                    let at0 =
-                        (cg & 7) * 512 + ((r >> 4) * 32 + (r & 7) * 4) * 4 + ((r >> 3) & 1) * 2;
+                    let at0 = cg * 512 + ((r >> 4) * 32 + (r & 7) * 4) * 4 + ((r >> 3) & 1) * 2;
                     for lt in 0..4 {
                         for e in 0..2 {
                             let at = at0 + lt * 4 + e;
-                            let want = Some((r, cg * 8 + 2 * lt + e));
-                            let places = if d > 64 {
-                                vec![(cg >> 3) * (blob / 2) + at]
-                            } else {
-                                vec![at, blob / 2 + at]
-                            };
-                            for p in places {
-                                assert_eq!(
-                                    held[p], want,
-                                    "D {d}: row {r}, columns {cg}·8 + {lt}·2 + {e}"
-                                );
-                                read[p] += 1;
-                            }
+                            assert_eq!(
+                                held[at],
+                                Some((r, cg * 8 + 2 * lt + e)),
+                                "D {d}: row {r}, columns {cg}·8 + {lt}·2 + {e}"
+                            );
+                            read[at] += 1;
                         }
                     }
                 }
@@ -242,6 +232,7 @@ mod tests {
                     "D {d}: float {at} (column {column})"
                 );
             }
+            assert!(64 * p <= FUSED_BLOB_FLOATS as usize, "D {d}: the blob fits its slot");
         }
     }
 
