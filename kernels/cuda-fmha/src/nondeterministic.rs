@@ -4,8 +4,9 @@
 //! same bits on every call with the same inputs: on sm_90a its fused dK/dV/dQ kernel adds the dQ
 //! contributions to each block of rows in a fixed order of key tiles, waiting for each one's
 //! turn. This engine runs the same kernel without the turns, adding in whatever order the blocks
-//! get there: 1.02–1.07× faster on the ragged mix on an H100 (`bench/RESULTS.md`), under a name
-//! that says what it gives up. dQ may differ in its last bits between calls (within the same
+//! get there: 0.98–1.06× the deterministic engine on an H100 (ragged mix, 2 × 8192, 8 × 2048 at
+//! D 64, 96 and 128, `bench/RESULTS.md`), ahead by more than 5 % only on some non-causal rows
+//! since D 64's dQ reductions halved, under a name that says what it gives up. dQ may differ in its last bits between calls (within the same
 //! tolerances against the float64 oracle as the deterministic engine); dK and dV are still written
 //! once per row. On other targets (no fused kernel) it runs the deterministic pair.
 //!
