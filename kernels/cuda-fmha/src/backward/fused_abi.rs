@@ -232,7 +232,10 @@ mod tests {
                     "D {d}: float {at} (column {column})"
                 );
             }
-            assert!(64 * p <= FUSED_BLOB_FLOATS as usize, "D {d}: the blob fits its slot");
+            assert!(
+                64 * p <= FUSED_BLOB_FLOATS as usize,
+                "D {d}: the blob fits its slot"
+            );
         }
     }
 
