@@ -170,20 +170,14 @@ RAGGED_BWD_FUSED_ALL(bf16, true)
 RAGGED_BWD_FUSED_ALL(f16, false)
 
 // The warp-specialized fused backward (fmha_bwd/fused_ws.cuh): a loader warp, two dQ-writer warps,
-// two consumer warpgroups. Shared memory: 1024 bytes of alignment, K and V (128 rows), NBUF Q and dO
-// buffers (64 rows), every row padded to ragged_row_width(D) (D 96: 128), one (D 64) or two (D 96,
-// 128) dS^T tiles, two buffers of a step's dQ, NBUF LSE and Di rows and the ring's mbarriers (D 96
-// and 128: 231 456 bytes). After RAGGED_BWD_PARAMS the maps of Q
-// and dO (box rows 64) and tm_stats, then the f32 dQ accumulator (its turn counters after the
-// blobs). `_fused_ws_`: unordered (the non-deterministic engine); `_ordered_`: each blob's
+// two consumer warpgroups; tiles and shared memory from BwdWsTraits<D> (D 96 and 128: 231 456
+// bytes, D 64: 165 920). After RAGGED_BWD_PARAMS the maps of Q and dO (box rows 64) and tm_stats,
+// then the f32 dQ accumulator (its turn counters after the blobs). `_fused_ws_`: unordered (the non-deterministic engine); `_ordered_`: each blob's
 // contributions in a fixed order.
-#define RAGGED_BWD_WS_SMEM(D)                                                                                  \
-    (1024 + 2 * 128 * ragged_row_width(D) * 2 + 2 * RAGGED_BWD_WS_NBUF * 64 * ragged_row_width(D) * 2 +        \
-     2 * 128 * 64 * 2 +                                                                                         \
-     2 * RAGGED_BWD_FUSED_BLOB * 4 + 2 * RAGGED_BWD_WS_NBUF * 64 * 4 + 16 * RAGGED_BWD_WS_NBUF)
 #define RAGGED_BWD_FUSED_WS_ENTRY(NAME, BF16, D, ORDERED)                                                          \
     extern "C" {                                                                                                 \
-    __constant__ int NAME##_config[4] = {RAGGED_BWD_FUSED_ROWS, 128, RAGGED_BWD_WS_THREADS, RAGGED_BWD_WS_SMEM(D)}; \
+    __constant__ int NAME##_config[4] = {BwdWsTraits<D>::BM, BwdWsTraits<D>::BN, RAGGED_BWD_WS_THREADS,      \
+                                         BwdWsTraits<D>::SMEM};                                                \
     __constant__ int NAME##_tma[1] = {1};                                                                        \
     __global__ void __launch_bounds__(RAGGED_BWD_WS_THREADS, 1)                                                  \
         NAME(RAGGED_BWD_PARAMS, const __grid_constant__ RaggedTmaMap tm_q, const __grid_constant__ RaggedTmaMap tm_do, \

@@ -7,7 +7,7 @@
 //   warpgroup 0, warps 1 and 2: the dQ writers, of the even and the odd steps. Each adds its steps'
 //                        dQ contributions, staged by the consumers in its s_dq buffer, into the
 //                        f32 blob of the step's (query head, 64-row query block) with a bulk
-//                        reduction; ORDERED: in a fixed order of key tiles (below). Two writers and
+//                        reduction; ORDERED: in a fixed order of key tiles (dq_order.cuh). Two writers and
 //                        two buffers give each reduction (and, ordered, its completion and the
 //                        turn it waits for) two steps of the consumers' time.
 //   warpgroups 1 and 2:  the consumers, 64 keys each; per step (a query head's block of 64 rows)
@@ -19,31 +19,10 @@
 // warpgroup's half of dQ's columns contracts all 128 keys (both halves of s_ds, which is
 // double-buffered so a warpgroup a step ahead never overwrites what the other still reads).
 //
-// ORDERED (the deterministic engine): the contributions to one blob are added in a fixed order of
-// key tiles, so dQ's f32 sums have the same bits on every call. The writer waits until the blob's
-// turn counter (an int after the blobs, zeroed by the Di pass) has counted the contributions that
-// precede its own, adds, waits for its reduction to complete and counts itself. The order and the
-// walk are chosen so that in steady state a tile's predecessor has already been there:
-//   - a band with a bound (causal, windows): descending key tiles. Tile n walks its query blocks
-//     upwards from the first its band admits, which for tile n + 1 is no earlier, so n + 1 reaches
-//     each block first. The grid launches a batch's key tiles in descending order, so a tile's
-//     predecessor is always resident or finished (in-order dispatch: no block waits on one that
-//     cannot start).
-//   - no band and at most RAGGED_BWD_WS_ROT_MAX key tiles: every tile walks all M query blocks,
-//     tile n starting at s_n = floor(n M / J) and wrapping; blob m's order is descending and cyclic
-//     from the highest tile with s_n <= m, which is the order the walks reach it in. The
-//     dependency is cyclic across a (batch, head)'s tiles, so it needs them all resident at once:
-//     hence the cap, and the grid's order, whose consecutive blocks are one (batch, KV head)'s tiles.
-//   - no band and more tiles: descending, unrotated; tile n then trails n + 1 by the reduction's
-//     latency, a one-time lag.
-// A turn that has not come after RAGGED_BWD_WS_TURN_NS (a scheduling the reasoning above excludes:
-// other work holding most SMs) is taken anyway: dQ stays correct, only its last bits may differ,
-// and the error flag gets RAGGED_ERR_DQ_ORDER so a validating execute reports it. A turn counter is
-// compared with >=, so the ones after such a turn do not wait as well.
+// ORDERED (the deterministic engine): the contributions to one blob are added in the fixed order of
+// key tiles of fmha_bwd/dq_order.cuh, the writers waiting for and passing each blob's turn.
 #define RAGGED_BWD_WS_THREADS 384
 #define RAGGED_BWD_WS_NBUF 2
-#define RAGGED_BWD_WS_ROT_MAX 32
-#define RAGGED_BWD_WS_TURN_NS 200000000ull
 #define RAGGED_BWD_WS_BAR_KV 1        // 256 consumers: K, V landed / the last step's reads of them done
 #define RAGGED_BWD_WS_BAR_DS 2        // 256 consumers: the step's dS^T staged
 #define RAGGED_BWD_WS_BAR_DQ_FULL 4   // + warpgroup + 2 buffer: its 128 threads arrive, the writer's 32 wait
@@ -51,67 +30,146 @@
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 
-__device__ __forceinline__ u64 global_timer_ns() {
-    u64 t;
-    asm volatile("mov.u64 %0, %globaltimer;\n" : "=l"(t));
-    return t;
-}
-__device__ __forceinline__ int ld_acquire_gpu(const int* p) {
-    int v;
-    asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
-    return v;
-}
-__device__ __forceinline__ void red_release_gpu_add(int* p, int v) {
-    asm volatile("red.release.gpu.global.add.s32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
-}
-// Orders global accesses of the generic proxy (the turn counter) with those of the bulk copies.
-__device__ __forceinline__ void fence_proxy_async_global() {
-    asm volatile("fence.proxy.async.global;\n" ::: "memory");
-}
+// One configuration of the kernel: its tiles, registers and shared-memory layout at head dim D
+// (enumerators, as the forward's configurations: static constexpr members would give the module
+// device variables).
+template <int D>
+struct BwdWsTraits {
+    static_assert(D == 64 || D == 96 || D == 128, "fused head dims");
+    enum : int {
+        HEAD_DIM = D,
+        BM = RAGGED_BWD_FUSED_ROWS,    // query rows per step
+        BN = 128,                      // keys per block, 64 per consumer warpgroup
+        P = ragged_row_width(D),       // shared-memory row width: D 96 is padded to 128
+        NS = BM / 8,                   // S^T and dP^T: 4 NS accumulators each
+        DT = D / 8,                    // dK and dV: 4 DT accumulators each
+        NBUF = RAGGED_BWD_WS_NBUF,     // the loader's ring
+        NDS = 2,                       // dS^T tiles: read by both warpgroups
+        NQ = P / 4,                    // dQ accumulators: 64 rows x P / 2 columns, 128 threads
+        BLOB_F = bwd_dq_blob_floats(P),  // floats a step adds into its blob
+        // Registers after setmaxnreg (128 PRODUCER + 256 CONSUMER <= 64 Ki): the loader's and the
+        // writer's address arithmetic spilled at 32 and 40; D 128's consumers need 232 (at 224
+        // ptxas serializes their wgmma), D 64's fit 224.
+        PRODUCER_REGS = P == 128 ? 40 : 56,
+        CONSUMER_REGS = P == 128 ? 232 : 224,
+        // Dynamic shared memory: 1024 bytes to align the first tile, K and V (BN rows), NBUF Q and
+        // NBUF dO buffers (BM rows), the dS^T tiles [BN keys][BM queries], two buffers of a step's
+        // dQ (one per writer), NBUF LSE and NBUF Di rows, the ring's full and empty mbarriers.
+        SMEM = 1024 + 2 * BN * P * 2 + 2 * NBUF * BM * P * 2 + NDS * BN * BM * 2 + 2 * RAGGED_BWD_FUSED_BLOB * 4 +
+               2 * NBUF * BM * 4 + 16 * NBUF,
+    };
+    static_assert(BM == RAGGED_BWD_DI_ROWS, "a step's LSE / Di rows are one block of the Di pass");
+    static_assert(BLOB_F <= RAGGED_BWD_FUSED_BLOB, "a step's dQ fits its blob and its buffer");
+};
 
-// Where a key tile's walk over its query blocks starts (see above): 0 for a band with a bound or
-// more than RAGGED_BWD_WS_ROT_MAX tiles.
-__device__ __forceinline__ int bwd_ws_rotation(const RaggedBand& band, int n, int tiles, int nq) {
-    if (band.left >= 0 || band.right >= 0 || tiles > RAGGED_BWD_WS_ROT_MAX) return 0;
-    return (int)(((i64)n * nq) / tiles);
-}
-
-// The number of contributions to query block m (rows i0 .. i0 + rows) that precede key tile n's.
-__device__ __forceinline__ int bwd_ws_turn(const RaggedBand& band, int lq, int m, int n, int tiles, int bn,
-                                           int bm) {
-    const int i0 = m * bm;
-    const int rows = lq - i0 < bm ? lq - i0 : bm;
-    if (band.left < 0 && band.right < 0 && tiles <= RAGGED_BWD_WS_ROT_MAX) {
-        // Highest tile whose walk starts at or before m: floor(((m + 1) J - 1) / M), M = blocks.
-        const int blocks = (lq + bm - 1) / bm;
-        const int first = (int)(((i64)(m + 1) * tiles - 1) / blocks);
-        return (first - n + tiles) % tiles;
+// The loader warp: each step's Q and dO tiles and its LSE / Di rows into ring slot it % NBUF, once
+// the consumers have released the slot (`head(it)`, `block(it)`: the step's query head and block).
+template <class T, class Head, class Block>
+__device__ __forceinline__ void bwd_ws_loader(int items, const Head& item_head, const Block& item_block,
+                                              const RaggedBatch& bt, const u16* q, i64 q_seq, i64 q_head,
+                                              const u16* d_o, i64 do_seq, i64 do_head, const RaggedTmaMap* tm_q,
+                                              const RaggedTmaMap* tm_do, const RaggedTmaMap* tm_stats, u32 s_q,
+                                              u32 s_do, float* s_lse, float* s_di, u32 bar_full, u32 bar_empty,
+                                              int b, int batch, int h_q, int di_rows, int row_blocks, int lane) {
+    constexpr int BM = T::BM, P = T::P, NBUF = T::NBUF;
+    for (int f = 0; f < items; ++f) {
+        const int fb = f % NBUF;
+        const int h = item_head(f);
+        const int i0 = item_block(f) * BM;
+        const int rows = bt.lq - i0 < BM ? bt.lq - i0 : BM;
+        const i64 tok = bt.q_tok + i0;
+        const u32 full = bar_full + 8 * fb;
+        if (f >= NBUF) mbar_wait(bar_empty + 8 * fb, (u32)((f / NBUF) & 1) ^ 1u);
+        bwd_fill_pair<T::HEAD_DIM, BM, P>(full, s_q + fb * (BM * P * 2), s_do + fb * (BM * P * 2), tm_q, tm_do, h,
+                                          (int)tok, rows, q + tok * q_seq + (i64)h * q_head, q_seq,
+                                          d_o + tok * do_seq + (i64)h * do_head, do_seq, q, lane, 2 * BM * 4);
+        if (lane == 0) {
+            // Di's block, then the scaled LSE's (tm_stats: 64-row blocks of both arrays).
+            const int blk = ((b * h_q + h) * di_rows + i0) / RAGGED_BWD_DI_ROWS;
+            const int lse_blk = batch * h_q * row_blocks + blk;
+            tma_load_2d(smem_addr(s_lse + fb * BM), tm_stats, 0, lse_blk, full);
+            tma_load_2d(smem_addr(s_di + fb * BM), tm_stats, 0, blk, full);
+        }
     }
-    int lo, hi;
-    key_block_range(band, i0, rows, bn, &lo, &hi);
-    return hi - 1 - n;
+    asm volatile("cp.async.wait_all;\n" ::: "memory");
 }
 
+// A dQ writer warp: the steps of parity `par`, each one's two warpgroup halves from its dQ buffer
+// into the step's blob by bulk reduction, ORDERED in the blob's turn (dq_order.cuh; a turn taken
+// late sets RAGGED_ERR_DQ_ORDER in the error flag after tile_count). The named barriers' protocol:
+// the writer arrives on its empty pair once before its first step and after each step but its
+// last; the consumers wait on it before they write the buffer and arrive on the full pair after.
+template <class T, bool ORDERED, class Head, class Block>
+__device__ __forceinline__ void bwd_ws_dq_writer(int items, const Head& item_head, const Block& item_block, int par,
+                                                 u32 s_dq, float* dq_acc, int b, int batch, int h_q, int row_blocks,
+                                                 const RaggedBand& band, int lq, int n, int tiles_b,
+                                                 const int* tile_count, int lane) {
+    constexpr int BLOB_F = T::BLOB_F;
+    const u32 dq_buf = s_dq + par * (RAGGED_BWD_FUSED_BLOB * 4);
+    const int full_bar = RAGGED_BWD_WS_BAR_DQ_FULL + 2 * par;
+    const int empty_bar = RAGGED_BWD_WS_BAR_DQ_EMPTY + 2 * par;
+    if (items > par) {
+        named_bar_arrive(empty_bar + 0, 160);
+        named_bar_arrive(empty_bar + 1, 160);
+    }
+    int* turns = bwd_dq_turns(dq_acc, h_q, batch, row_blocks);
+    for (int it = par; it < items; it += 2) {
+        const int m = item_block(it);
+        const i64 blob = ((i64)item_head(it) * batch + b) * row_blocks + m;
+        if constexpr (ORDERED) {
+            if (lane == 0) {
+                const int turn = bwd_ws_turn(band, lq, m, n, tiles_b, T::BN, T::BM);
+                if (ld_acquire_gpu(turns + blob) < turn) {
+                    const u64 t0 = global_timer_ns();
+                    while (ld_acquire_gpu(turns + blob) < turn) {
+                        if (global_timer_ns() - t0 > RAGGED_BWD_WS_TURN_NS) {
+                            asm volatile("red.global.or.b32 [%0], %1;\n" ::"l"(tile_count + 1),
+                                         "r"(RAGGED_ERR_DQ_ORDER)
+                                         : "memory");
+                            break;
+                        }
+                        asm volatile("nanosleep.u32 64;\n" ::: "memory");
+                    }
+                }
+                fence_proxy_async_global();
+            }
+        }
+        float* dst = dq_acc + blob * RAGGED_BWD_FUSED_BLOB;
+#pragma unroll
+        for (int w = 0; w < 2; ++w) {
+            named_bar_sync(full_bar + w, 160);
+            if (lane == 0)
+                bulk_reduce_add_f32(dst + w * (BLOB_F / 2), dq_buf + w * (BLOB_F * 2), BLOB_F * 2);
+        }
+        if (lane == 0) {
+            bulk_commit();
+            bulk_wait_read<0>();
+        }
+        __syncwarp();
+        if (it + 2 < items) {
+            named_bar_arrive(empty_bar + 0, 160);
+            named_bar_arrive(empty_bar + 1, 160);
+        }
+        if constexpr (ORDERED) {
+            if (lane == 0) {
+                bulk_wait<0>();
+                fence_proxy_async_global();
+                red_release_gpu_add(turns + blob, 1);
+            }
+        }
+    }
+    if (lane == 0) bulk_wait<0>();
+}
+
+// The kernel: one block per (batch, KV head, key tile), its warps in the roles above; the loop of
+// the consumers below is the mainloop.
 template <bool BF16, int D, bool ORDERED>
 __device__ __forceinline__ void bwd_fused_ws_body(RAGGED_BWD_PARAMS, const RaggedTmaMap* tm_q,
                                                   const RaggedTmaMap* tm_do, const RaggedTmaMap* tm_stats,
                                                   float* dq_acc) {
-    constexpr int BM = RAGGED_BWD_FUSED_ROWS;
-    constexpr int BN = 128;
-    constexpr int P = ragged_row_width(D);  // shared-memory row width: D 96 is padded to 128
-    constexpr int NS = BM / 8;
-    constexpr int DT = D / 8;
-    constexpr int NBUF = RAGGED_BWD_WS_NBUF;
-    constexpr int NDS = 2;                      // dS^T buffers: read by both warpgroups
-    constexpr int NQ = P / 4;                   // dQ accumulators: 64 rows x P / 2 columns, 128 threads
-    constexpr int BLOB_F = bwd_dq_blob_floats(P);  // floats a step adds into its blob
-    // Registers after setmaxnreg (128 PRODUCER + 256 CONSUMER <= 64 Ki): the loader's and the
-    // writer's address arithmetic spilled at 32 and 40; D 128's consumers need 232 (at 224 ptxas
-    // serializes their wgmma), D 64's fit 224.
-    constexpr int PRODUCER_REGS = P == 128 ? 40 : 56;
-    constexpr int CONSUMER_REGS = P == 128 ? 232 : 224;
-    static_assert(D == 64 || D == 96 || D == 128, "fused head dims");
-    static_assert(BM == RAGGED_BWD_DI_ROWS, "a step's LSE / Di rows are one block of the Di pass");
+    using T = BwdWsTraits<D>;
+    constexpr int BM = T::BM, BN = T::BN, P = T::P, NS = T::NS, DT = T::DT, NBUF = T::NBUF, NDS = T::NDS;
+    constexpr int NQ = T::NQ, BLOB_F = T::BLOB_F;
 
     extern __shared__ __align__(128) unsigned char smem_raw[];
     const u32 base = smem_addr(smem_raw);
@@ -126,7 +184,7 @@ __device__ __forceinline__ void bwd_fused_ws_body(RAGGED_BWD_PARAMS, const Ragge
     const u32 bar_full = smem_addr(s_di + NBUF * BM);
     const u32 bar_empty = bar_full + 8 * NBUF;
 
-    // Grid: batch, then KV head, then key tile in descending order (see above).
+    // Grid: batch, then KV head, then key tile in descending order (fmha_bwd/dq_order.cuh).
     const int per_batch = h_kv * kv_tiles;
     const int b = blockIdx.x / per_batch;
     if (b >= batch) return;
@@ -166,93 +224,21 @@ __device__ __forceinline__ void bwd_fused_ws_body(RAGGED_BWD_PARAMS, const Ragge
     __syncthreads();
 
     if (warp < 4) {
-        setmaxnreg_dec<PRODUCER_REGS>();
+        setmaxnreg_dec<T::PRODUCER_REGS>();
         if (warp == 0) {
-            // ---------------- loader ----------------
-            for (int f = 0; f < items; ++f) {
-                const int fb = f % NBUF;
-                const int h = item_head(f);
-                const int i0 = item_block(f) * BM;
-                const int rows = bt.lq - i0 < BM ? bt.lq - i0 : BM;
-                const i64 tok = bt.q_tok + i0;
-                const u32 full = bar_full + 8 * fb;
-                if (f >= NBUF) mbar_wait(bar_empty + 8 * fb, (u32)((f / NBUF) & 1) ^ 1u);
-                bwd_fill_pair<D, BM, P>(full, s_q + fb * (BM * P * 2), s_do + fb * (BM * P * 2), tm_q, tm_do, h,
-                                     (int)tok, rows, q + tok * q_seq + (i64)h * q_head, q_seq,
-                                     d_o + tok * do_seq + (i64)h * do_head, do_seq, q, lane, 2 * BM * 4);
-                if (lane == 0) {
-                    // Di's block, then the scaled LSE's (tm_stats: 64-row blocks of both arrays).
-                    const int blk = ((b * h_q + h) * di_rows + i0) / RAGGED_BWD_DI_ROWS;
-                    const int lse_blk = batch * h_q * row_blocks + blk;
-                    tma_load_2d(smem_addr(s_lse + fb * BM), tm_stats, 0, lse_blk, full);
-                    tma_load_2d(smem_addr(s_di + fb * BM), tm_stats, 0, blk, full);
-                }
-            }
-            asm volatile("cp.async.wait_all;\n" ::: "memory");
+            bwd_ws_loader<T>(items, item_head, item_block, bt, q, q_seq, q_head, d_o, do_seq, do_head, tm_q, tm_do,
+                             tm_stats, s_q, s_do, s_lse, s_di, bar_full, bar_empty, b, batch, h_q, di_rows, row_blocks,
+                             lane);
         }
-        else if (warp <= 2) {
-            // ---------------- dQ writers: warp 1 the even steps, warp 2 the odd ones ----------------
-            const int par = warp - 1;
-            const u32 dq_buf = s_dq + par * (RAGGED_BWD_FUSED_BLOB * 4);
-            const int full_bar = RAGGED_BWD_WS_BAR_DQ_FULL + 2 * par;
-            const int empty_bar = RAGGED_BWD_WS_BAR_DQ_EMPTY + 2 * par;
-            if (items > par) {
-                named_bar_arrive(empty_bar + 0, 160);
-                named_bar_arrive(empty_bar + 1, 160);
-            }
-            int* turns = bwd_dq_turns(dq_acc, h_q, batch, row_blocks);
-            for (int it = par; it < items; it += 2) {
-                const int m = item_block(it);
-                const i64 blob = ((i64)item_head(it) * batch + b) * row_blocks + m;
-                if constexpr (ORDERED) {
-                    if (lane == 0) {
-                        const int turn = bwd_ws_turn(band, bt.lq, m, n, tiles_b, BN, BM);
-                        if (ld_acquire_gpu(turns + blob) < turn) {
-                            const u64 t0 = global_timer_ns();
-                            while (ld_acquire_gpu(turns + blob) < turn) {
-                                if (global_timer_ns() - t0 > RAGGED_BWD_WS_TURN_NS) {
-                                    asm volatile("red.global.or.b32 [%0], %1;\n" ::"l"(tile_count + 1),
-                                                 "r"(RAGGED_ERR_DQ_ORDER)
-                                                 : "memory");
-                                    break;
-                                }
-                                asm volatile("nanosleep.u32 64;\n" ::: "memory");
-                            }
-                        }
-                        fence_proxy_async_global();
-                    }
-                }
-                float* dst = dq_acc + blob * RAGGED_BWD_FUSED_BLOB;
-#pragma unroll
-                for (int w = 0; w < 2; ++w) {
-                    named_bar_sync(full_bar + w, 160);
-                    if (lane == 0)
-                        bulk_reduce_add_f32(dst + w * (BLOB_F / 2), dq_buf + w * (BLOB_F * 2), BLOB_F * 2);
-                }
-                if (lane == 0) {
-                    bulk_commit();
-                    bulk_wait_read<0>();
-                }
-                __syncwarp();
-                if (it + 2 < items) {
-                    named_bar_arrive(empty_bar + 0, 160);
-                    named_bar_arrive(empty_bar + 1, 160);
-                }
-                if constexpr (ORDERED) {
-                    if (lane == 0) {
-                        bulk_wait<0>();
-                        fence_proxy_async_global();
-                        red_release_gpu_add(turns + blob, 1);
-                    }
-                }
-            }
-            if (lane == 0) bulk_wait<0>();
+        else if (warp <= 2) {  // the dQ writers: warp 1 the even steps, warp 2 the odd ones
+            bwd_ws_dq_writer<T, ORDERED>(items, item_head, item_block, warp - 1, s_dq, dq_acc, b, batch, h_q,
+                                         row_blocks, band, bt.lq, n, tiles_b, tile_count, lane);
         }
         return;
     }
 
     // ---------------- consumers ----------------
-    setmaxnreg_inc<CONSUMER_REGS>();
+    setmaxnreg_inc<T::CONSUMER_REGS>();
     const int ct = tid - 128;  // 0 .. 255
     const int ws = ct >> 7;    // consumer warpgroup: keys [64 ws, 64 ws + 64)
     const int cw = ct >> 5;    // consumer warp 0 .. 7
