@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Paged decode through the plugin's C ABI vs FlashInfer's BatchDecodeWithPagedKVCacheWrapper
-# (bench/gpu/serving_bench.py), in one run.
+# Paged decode and chunked prefill through the plugin's C ABI vs FlashInfer's paged decode and
+# prefill wrappers and cuDNN's paged SDPA (bench/gpu/serving_bench.py), in one run.
 #
 # Here (a machine with cargo; no GPU needed), from the repository root:
 #   bash bench/gpu/run_serving_bench.sh --prepare
@@ -8,7 +8,7 @@
 # runs the ctypes self-check against the host engine on the tiny graph and copies the .so and the
 # graphs to .carry/serving/ (git-ignored). FlashInfer's wheels go to .whl/ as for
 # run_plugin_bench.sh (flashinfer-python==0.6.0, apache-tvm-ffi==0.1.15.post2,
-# torch-c-dlpack-ext==0.1.5).
+# torch-c-dlpack-ext==0.1.5), beside the cuDNN frontend's (nvidia-cudnn-frontend).
 #
 # On the GPU machine, with `.carry/serving` and `.whl` carried:
 #   bash bench/gpu/run_serving_bench.sh

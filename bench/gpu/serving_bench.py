@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Paged decode and chunked prefill through the plugin's C ABI against FlashInfer's
-BatchDecodeWithPagedKVCacheWrapper and BatchPrefillWithPagedKVCacheWrapper.
+BatchDecodeWithPagedKVCacheWrapper and BatchPrefillWithPagedKVCacheWrapper and cuDNN's paged SDPA.
 
 "Ours" is one `hipdnnEnginePluginExecuteOpGraph` of the CUDA engine (its split-KV paged kernels)
 on an execution context made from the serialized graph `plugin/examples/emit_serving_graphs.rs`
@@ -9,7 +9,10 @@ page tables `[B, MP]`, one query token per sequence for decode, bf16). FlashInfe
 `flashinfer-python==0.6.0`, carried as a wheel, see bench/gpu/wheels.sh) runs on the same pool
 tensors (its NHD layout `[pages, 16, H_kv, D]` is the same memory) and the same shuffled page ids
 (`indptr` / `indices` / `last_page_len`), with and without its tensor-core decode; the faster is
-the peer. A problem with more query tokens per sequence (chunked prefill, bottom-right causal) is
+the peer. cuDNN's frontend (`nvidia-cudnn-frontend`, carried as a wheel) runs its SDPA with paged
+K/V caches on the same pools (as containers [pages, H_kv, 16, D] over the NHD memory), the same
+page ids (as [B, 1, MP, 1] tables) and the packed Q / O rows (as [B, H_q, S_q, D] dims), bottom-right
+causal, for decode and prefill alike. A problem with more query tokens per sequence (chunked prefill, bottom-right causal) is
 timed against FlashInfer's paged prefill instead and also reported in TFLOP/s (4 · D · H_q per
 admitted pair); there the engine's split-kernel route ("ours_split", the gathered route switched
 off at plan time) is timed beside its default, in the same rounds. Outputs are checked against each other before anything is timed.
@@ -101,6 +104,50 @@ def reference(meta, q, k, v, table):
     return out
 
 
+def cudnn_paged_graph(cudnn, handle, meta, len_q):
+    """cuDNN frontend SDPA over the same paged pools: Q and O as [B, H_q, S_q, D] dims over the
+    packed rows (S_q the longest query; ragged offsets on Q and O where the query lengths differ),
+    K and V as containers [pages, H_kv, page_size, D] over the NHD pools, page tables [B, 1, MP, 1]
+    int32, per-sequence lengths with the padding mask, bottom-right causal (uids: Q 1, K 2, V 3,
+    O 4, Q / O offsets 10, seq_len_q 20, seq_len_kv 21, tables 30 and 31)."""
+    b, hq, hkv, d = meta["batch"], meta["heads_q"], meta["heads_kv"], meta["head_dim"]
+    ps, mp, pages = meta["page_size"], meta["columns"], meta["pages"]
+    s_q = max(len_q)
+    bf16, i32 = cudnn.data_type.BFLOAT16, cudnn.data_type.INT32
+    g = cudnn.pygraph(handle=handle, io_data_type=bf16, intermediate_data_type=cudnn.data_type.FLOAT,
+                      compute_data_type=cudnn.data_type.FLOAT)
+    lens = dict(dim=[b, 1, 1, 1], stride=[1, 1, 1, 1], data_type=i32)
+    slq = g.tensor(name="seq_len_q", uid=20, **lens)
+    slkv = g.tensor(name="seq_len_kv", uid=21, **lens)
+    q_stride = [s_q * hq * d, d, hq * d, 1]
+    qt = g.tensor(name="q", uid=1, dim=[b, hq, s_q, d], stride=q_stride, data_type=bf16)
+    pool = dict(dim=[pages, hkv, ps, d], stride=[ps * hkv * d, d, hkv * d, 1], data_type=bf16)
+    kt = g.tensor(name="k", uid=2, **pool)
+    vt = g.tensor(name="v", uid=3, **pool)
+    table = dict(dim=[b, 1, mp, 1], stride=[mp, mp, 1, 1], data_type=i32)
+    tk = g.tensor(name="page_table_k", uid=30, **table)
+    tv = g.tensor(name="page_table_v", uid=31, **table)
+    ragged = len(set(len_q)) > 1
+    if ragged:
+        ro = g.tensor(name="ragged_qo", uid=10, dim=[b + 1, 1, 1, 1], stride=[1, 1, 1, 1],
+                      data_type=cudnn.data_type.INT64)
+        qt.set_ragged_offset(ro)
+    o, _ = g.sdpa(name="sdpa", q=qt, k=kt, v=vt, generate_stats=False, attn_scale=1.0 / np.sqrt(d),
+                  use_padding_mask=True, seq_len_q=slq, seq_len_kv=slkv,
+                  diagonal_alignment=cudnn.diagonal_alignment.BOTTOM_RIGHT, diagonal_band_right_bound=0,
+                  paged_attention_k_table=tk, paged_attention_v_table=tv,
+                  paged_attention_max_seq_len_kv=max(meta["len_kv"]))
+    o.set_uid(4).set_output(True).set_dim([b, hq, s_q, d]).set_stride(q_stride).set_data_type(bf16)
+    if ragged:
+        o.set_ragged_offset(ro)
+    g.validate()
+    g.build_operation_graph()
+    g.create_execution_plans([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
+    g.check_support()
+    g.build_plans()
+    return g
+
+
 def self_check(plugin, graphs):
     """The host reference engine through the ctypes binding on host buffers, against reference()."""
     handle = plugin.create()
@@ -153,6 +200,16 @@ def bench(plugin, graphs, args):
     except Exception as e:  # noqa: BLE001 - a missing peer is reported, not fatal
         flashinfer = None
         print(f"FlashInfer unavailable: {e}")
+    cudnn = cudnn_handle = None
+    try:
+        import cudnn as cudnn_mod
+
+        cudnn = cudnn_mod
+        cudnn_handle = cudnn.create_handle()
+        cudnn.set_stream(cudnn_handle, torch.cuda.current_stream().cuda_stream)
+        print(f"cudnn frontend {cudnn.__version__}, backend {cudnn.backend_version()}")
+    except Exception as e:  # noqa: BLE001 - a missing peer is reported, not fatal
+        print(f"cuDNN frontend unavailable: {type(e).__name__}: {str(e)[:400]}")
     dev = torch.device("cuda")
     peak = peak_tbps(torch, args.peak_tbps)
     print(f"device {torch.cuda.get_device_name()}, HBM peak taken as {peak} TB/s")
@@ -242,6 +299,29 @@ def bench(plugin, graphs, args):
                     keep.append((w, ws))
                 except Exception as e:  # noqa: BLE001
                     print(f"{name}: FlashInfer (tensor cores {tc}) failed: {e}")
+        if cudnn is not None:
+            # cuDNN's paged SDPA on the same pools and page ids (unread table entries as page 0).
+            try:
+                g_c = cudnn_paged_graph(cudnn, cudnn_handle, meta, len_q)
+                ws_c = torch.empty(max(g_c.get_workspace_size(), 1), dtype=torch.uint8, device=dev)
+                o_c = torch.full_like(q, float("nan"))
+                t_table_c = torch.from_numpy(np.maximum(table, 0)).to(dev).view(b_n, 1, -1, 1)
+                starts_qo = np.concatenate([[0], np.cumsum(len_q)]) * hq * d
+                pack_c = {1: q, 2: k, 3: v, 4: o_c, 20: t_qlens.view(b_n, 1, 1, 1),
+                          21: t_lens.view(b_n, 1, 1, 1), 30: t_table_c, 31: t_table_c}
+                if len(set(len_q)) > 1:
+                    pack_c[10] = torch.tensor(starts_qo, dtype=torch.int64, device=dev)
+
+                def cudnn_run(g_c=g_c, pack_c=pack_c, ws_c=ws_c):
+                    g_c.execute(pack_c, ws_c, handle=cudnn_handle)
+                cudnn_run()
+                torch.cuda.synchronize()
+                outs["cudnn_paged"] = o_c[:total_q]
+                fns.append(cudnn_run)
+                labels.append("cudnn_paged")
+                keep.append((g_c, ws_c, pack_c))
+            except Exception as e:  # noqa: BLE001
+                print(f"{name}: cuDNN paged SDPA failed: {type(e).__name__}: {str(e)[:600]}")
         # Outputs checked against each other (and against float64 on a few sequences).
         ours_o = o[:total_q].float()
         for label, out in outs.items():
