@@ -47,9 +47,9 @@ struct BwdWsTraits {
         NDS = 2,                       // dS^T tiles: read by both warpgroups
         NQ = P / 4,                    // dQ accumulators: 64 rows x P / 2 columns, 128 threads
         BLOB_F = bwd_dq_blob_floats(P),  // floats a step adds into its blob
-        // Registers after setmaxnreg (128 PRODUCER + 256 CONSUMER <= 64 Ki): the loader's and the
-        // writer's address arithmetic spilled at 32 and 40; D 128's consumers need 232 (at 224
-        // ptxas serializes their wgmma), D 64's fit 224.
+        // Registers after setmaxnreg (128 PRODUCER + 256 CONSUMER <= 64 Ki): D 128's consumers
+        // need 232 (at 224 ptxas serializes their wgmma), D 64's fit 224. With the producers at 40
+        // ptxas (NVRTC 12.9) reports 56 bytes of spill at D 96 / 128 (16 at 48); at 56, none.
         PRODUCER_REGS = P == 128 ? 40 : 56,
         CONSUMER_REGS = P == 128 ? 232 : 224,
         // Dynamic shared memory: 1024 bytes to align the first tile, K and V (BN rows), NBUF Q and
@@ -63,7 +63,8 @@ struct BwdWsTraits {
 };
 
 // The loader warp: each step's Q and dO tiles and its LSE / Di rows into ring slot it % NBUF, once
-// the consumers have released the slot (`head(it)`, `block(it)`: the step's query head and block).
+// the consumers have released the slot (`item_head(it)`, `item_block(it)`: step it's query head
+// and query block).
 template <class T, class Head, class Block>
 __device__ __forceinline__ void bwd_ws_loader(int items, const Head& item_head, const Block& item_block,
                                               const RaggedBatch& bt, const u16* q, i64 q_seq, i64 q_head,
