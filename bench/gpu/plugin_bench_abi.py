@@ -149,7 +149,7 @@ def load_problems(graphs, listing="problems.json"):
         meta["graph"] = read_graph(graphs, name)
         back = meta.get("backward")
         if back:
-            # The training pair (emit_bench_graphs: D_qk = D_v in the CUDA backward's head dims).
+            # The training pair (emit_bench_graphs: every head-dim pair of the CUDA backward).
             back["forward_bytes"] = read_graph(graphs, back["forward_graph"])
             back["graph_bytes"] = read_graph(graphs, back["graph"])
             if back.get("graph_top_left"):

@@ -2,7 +2,8 @@
 """Ragged SDPA backward through the plugin's C ABI against FA2 varlen backward and cuDNN ragged backward.
 
 For every problem that `plugin/examples/emit_bench_graphs/` wrote a training pair for (D_qk =
-D_v = 64 or 128; bf16, H = 16, 16 384 tokens: 8x2048, 2x8192, the ragged mix; causal and not):
+D_v = 64 or 128 on 8x2048, 2x8192 and the ragged mix; 96, 256 and Q/K 192 with V/O 128 on the
+ragged mix; bf16, H = 16, 16 384 tokens; causal and not):
 
 1. our forward runs once through the C ABI (`<name>_fwd_lse`: O and the LSE, packed token-major
    f32[T, H]), on random Q, K, V (uniform in [-1, 1]); dO is random too. Every engine's backward
@@ -13,9 +14,11 @@ D_v = 64 or 128; bf16, H = 16, 16 384 tokens: 8x2048, 2x8192, the ragged mix; ca
    (column "ours non-det.": dQ summed in no fixed order), checked against ours and timed
    interleaved with it (event_timing.interleaved_ms: the rounds alternate the two engines);
 3. FA2 varlen: `torch.ops.aten._flash_attention_backward` on the same packed buffers (its
-   forward runs once too, for its philox seed/offset tensors and to check our O and LSE);
+   forward runs once too, for its philox seed/offset tensors and to check our O and LSE); not
+   where D_qk != D_v, which it does not run;
 4. cuDNN ragged: the cuDNN frontend (`nvidia-cudnn-frontend` 1.32.0) `sdpa_backward` with int64
-   element offsets on Q/K/V/O/dO/dQ/dK/dV and per-sequence lengths with the padding mask; causal
+   element offsets on Q/K/V/O/dO/dQ/dK/dV (one tensor for the D_qk-wide rows, one for the D_v-wide
+   ones) and per-sequence lengths with the padding mask; causal
    as a top-left and, separately, as a bottom-right band (equal lengths: the same pairs, but
    cuDNN skips masked tiles only top-left).
 
@@ -78,8 +81,9 @@ def within(got, ref, tol=TOL):
 
 def reference(q, k, v, d_o, starts, scale, causal):
     """float64 forward and backward per sequence from first principles (q, k, v, dO: [T, H, D]
-    float64; bottom-right causal, equal lengths): O, LSE [T, H], dQ, dK, dV."""
-    o, dq, dk, dv = (np.zeros_like(x) for x in (q, q, k, v))
+    float64, V and dO D_v wide; bottom-right causal, equal lengths): O, LSE [T, H], dQ, dK, dV."""
+    dq, dk, dv = (np.zeros_like(x) for x in (q, k, v))
+    o = np.zeros_like(d_o)
     lse = np.zeros(q.shape[:2])
     for b in range(len(starts) - 1):
         s0, s1 = starts[b], starts[b + 1]
@@ -143,8 +147,10 @@ def self_check(plugin, graphs):
                 print(f"PASS {name}: forward-with-LSE and {len(backwards)} backward graph(s) applicable on the host "
                       f"engine, execution contexts made (not executed: {t} tokens)")
                 continue
-            bufs = {x: to_bf16_bits(rng.uniform(-1, 1, (t, h, d))) for x in ("q", "k", "v", "do")}
-            bufs["o"] = np.full((t, h, d), NAN_BF16, dtype=np.uint16)
+            dv = meta.get("value_dim", d)
+            bufs = {x: to_bf16_bits(rng.uniform(-1, 1, (t, h, w))) for x, w in (("q", d), ("k", d), ("v", dv),
+                                                                                ("do", dv))}
+            bufs["o"] = np.full((t, h, dv), NAN_BF16, dtype=np.uint16)
             bufs["lse"] = np.full((t, h), np.nan, dtype=np.float32)
             bufs["offsets"] = np.asarray(meta["offsets"], dtype=np.int32)
             bufs["lse_offsets"] = np.asarray(token_starts(meta), dtype=np.int32)
@@ -157,8 +163,8 @@ def self_check(plugin, graphs):
 
             f64 = lambda x: from_bf16_bits(bufs[x]).astype(np.float64)  # noqa: E731
             for label, graph in backwards:
-                for x in ("dq", "dk", "dv"):
-                    bufs[x] = np.full((t, h, d), NAN_BF16, dtype=np.uint16)
+                for x, w in (("dq", d), ("dk", d), ("dv", dv)):
+                    bufs[x] = np.full((t, h, w), NAN_BF16, dtype=np.uint16)
                 fwd_bound, bwd_bound = bindings(meta, bufs)
                 if label == "backward":
                     execute(back["forward_bytes"], fwd_bound)
@@ -180,7 +186,8 @@ def self_check(plugin, graphs):
             print(f"FAIL {name}: {e}")
     plugin.check(plugin.Destroy(handle), "Destroy")
     if checked == 0:
-        print(f"self-check: no training pairs in {graphs} (emit_bench_graphs writes them for D 64, 96, 128 and 256)")
+        print(f"self-check: no training pairs in {graphs} (emit_bench_graphs writes them for D 64, 96, 128, 256 "
+              "and 192/128)")
         return 1
     print(f"self-check: {checked} training pairs, {'ok' if failures == 0 else f'{failures} failed'}")
     return 1 if failures else 0
@@ -232,23 +239,25 @@ def lse_padded(torch, lse, meta):
 
 
 def cudnn_backward_graph(cudnn, handle, meta, top_left):
-    """cuDNN frontend SDPA backward on the packed layout: [B, H, S, D] dims over BSHD memory, one
-    int64 element-offset tensor (uid 10) for every token tensor (D_qk = D_v), lengths with the
-    padding mask, padded stats [B, H, S, 1]; causal as a band with right bound 0 in the asked
-    alignment."""
+    """cuDNN frontend SDPA backward on the packed layout: [B, H, S, D] dims over BSHD memory, int64
+    element offsets for the D_qk-wide token tensors (uid 10: Q, K, dQ, dK) and the D_v-wide ones
+    (uid 11: V, O, dO, dV; the same tensor when D_qk = D_v), lengths with the padding mask, padded
+    stats [B, H, S, 1]; causal as a band with right bound 0 in the asked alignment."""
     b, h, s, d = meta["batch"], meta["heads"], meta["s_max"], meta["head_dim"]
+    dv = meta.get("value_dim", d)
     bf16, f32 = cudnn.data_type.BFLOAT16, cudnn.data_type.FLOAT
-    stride = [s * h * d, d, h * d, 1]
+    stride = {d: [s * h * d, d, h * d, 1], dv: [s * h * dv, dv, h * dv, 1]}
     g = cudnn.pygraph(handle=handle, io_data_type=bf16, intermediate_data_type=f32, compute_data_type=f32)
-    ragged = g.tensor(name="ragged", uid=10, dim=[b + 1, 1, 1, 1], stride=[1, 1, 1, 1],
-                      data_type=cudnn.data_type.INT64)
+    aux = dict(dim=[b + 1, 1, 1, 1], stride=[1, 1, 1, 1], data_type=cudnn.data_type.INT64)
+    ragged = {d: g.tensor(name="ragged_qk", uid=10, **aux)}
+    ragged[dv] = ragged[d] if dv == d else g.tensor(name="ragged_vo", uid=11, **aux)
     lens = dict(dim=[b, 1, 1, 1], stride=[1, 1, 1, 1], data_type=cudnn.data_type.INT32)
     seq_q = g.tensor(name="seq_len_q", uid=20, **lens)
     seq_kv = g.tensor(name="seq_len_kv", uid=21, **lens)
     io = {}
-    for name, uid in (("q", 1), ("k", 2), ("v", 3), ("o", 4), ("dO", 5)):
-        io[name] = g.tensor(name=name, uid=uid, dim=[b, h, s, d], stride=stride, data_type=bf16)
-        io[name].set_ragged_offset(ragged)
+    for name, uid, w in (("q", 1, d), ("k", 2, d), ("v", 3, dv), ("o", 4, dv), ("dO", 5, dv)):
+        io[name] = g.tensor(name=name, uid=uid, dim=[b, h, s, w], stride=stride[w], data_type=bf16)
+        io[name].set_ragged_offset(ragged[w])
     stats = g.tensor(name="stats", uid=6, dim=[b, h, s, 1], stride=[h * s, s, 1, 1], data_type=f32)
     align = cudnn.diagonal_alignment.TOP_LEFT if top_left else cudnn.diagonal_alignment.BOTTOM_RIGHT
     total = -(-meta["tokens"] // 64) * 64
@@ -256,9 +265,9 @@ def cudnn_backward_graph(cudnn, handle, meta, top_left):
                             stats=stats, attn_scale=meta["scale"], use_padding_mask=True, seq_len_q=seq_q,
                             seq_len_kv=seq_kv, max_total_seq_len_q=total, max_total_seq_len_kv=total,
                             diagonal_alignment=align, diagonal_band_right_bound=0 if meta["causal"] else None)
-    for grad, uid in zip(grads[:3], (7, 8, 9)):
-        grad.set_uid(uid).set_output(True).set_dim([b, h, s, d]).set_stride(stride).set_data_type(bf16)
-        grad.set_ragged_offset(ragged)
+    for grad, uid, w in zip(grads[:3], (7, 8, 9), (d, d, dv)):
+        grad.set_uid(uid).set_output(True).set_dim([b, h, s, w]).set_stride(stride[w]).set_data_type(bf16)
+        grad.set_ragged_offset(ragged[w])
     g.validate()
     g.build_operation_graph()
     g.create_execution_plans([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
@@ -301,19 +310,22 @@ def timer_pair(torch, fns):
 
 def run_problem(torch, plugin, handle, graphs, meta, cudnn, cudnn_handle, only_ours):
     name, h, d, causal = meta["name"], meta["heads"], meta["head_dim"], meta["causal"]
+    dv = meta.get("value_dim", d)
     lens, t, s = meta["seq_lens"], meta["tokens"], meta["s_max"]
     back = meta["backward"]
     flops = float(back["flops"])
     starts = token_starts(meta)
-    row = {"name": name, "problem": meta["problem"], "d": d, "causal": causal, "fail": []}
+    row = {"name": name, "problem": meta["problem"], "d": d if dv == d else f"{d}/{dv}", "causal": causal,
+           "fail": []}
     print(f"== {name}: lens={lens if len(lens) <= 8 else str(lens[:8]) + '...'} backward {flops / 1e9:.1f} GFLOP",
           flush=True)
     gen = torch.Generator(device=DEV["device"])
     gen.manual_seed(4321)
-    bufs = {x: (torch.rand((t, h, d), generator=gen, device=DEV["device"]) * 2 - 1).to(torch.bfloat16)
+    width = {"q": d, "k": d, "v": dv, "do": dv, "o": dv, "dq": d, "dk": d, "dv": dv}
+    bufs = {x: (torch.rand((t, h, width[x]), generator=gen, device=DEV["device"]) * 2 - 1).to(torch.bfloat16)
             for x in ("q", "k", "v", "do")}
     for x in ("o", "dq", "dk", "dv"):
-        bufs[x] = torch.full((t, h, d), float("nan"), dtype=torch.bfloat16, device=DEV["device"])
+        bufs[x] = torch.full((t, h, width[x]), float("nan"), dtype=torch.bfloat16, device=DEV["device"])
     bufs["lse"] = torch.full((t, h), float("nan"), dtype=torch.float32, device=DEV["device"])
     bufs["offsets"] = torch.tensor(meta["offsets"], dtype=torch.int32, device=DEV["device"])
     bufs["lse_offsets"] = torch.tensor(starts, dtype=torch.int32, device=DEV["device"])
@@ -412,41 +424,45 @@ def run_problem(torch, plugin, handle, graphs, meta, cudnn, cudnn_handle, only_o
 
     # FA2 varlen backward on our O and LSE (its forward runs once for seed/offset and a check).
     cu = torch.tensor(starts, dtype=torch.int32, device=DEV["device"])
-    try:
-        f = torch.ops.aten._flash_attention_forward(q, k, v, cu, cu, s, s, 0.0, causal, False, scale=meta["scale"])
-        o_fa, lse_fa, seed, offset = f[0], f[1], f[2], f[3]
-        lse_fa_ours = lse_for_fa2(torch, bufs["lse"], lse_fa, starts)
-        valid = torch.isfinite(lse_fa) & (lse_fa_ours != 0) if lse_fa.dim() == 3 else torch.isfinite(lse_fa)
-        o_err = (bufs["o"].float() - o_fa.float()).abs().max().item()
-        lse_err = (lse_fa_ours - lse_fa)[valid].abs().max().item()
-        # bf16 O: 2e-2 as the forward benchmark; the LSE is f32 from the same bf16 inputs.
-        fwd_ok = o_err <= 2e-2 and lse_err <= 1e-3
-        if not fwd_ok:
-            row["fail"].append("forward vs FA2")
-        print(f"  our forward vs FA2's: max |O - O_fa2| {o_err:.2e}, max |LSE - LSE_fa2| {lse_err:.2e} "
-              f"(FA2 LSE {tuple(lse_fa.shape)}){'' if fwd_ok else '  <-- ABOVE TOLERANCE'}", flush=True)
+    if dv != d:
+        print(f"  FA2 varlen: not run: it takes one head dim for Q/K and V/O (here {d} and {dv})", flush=True)
+    else:
+        try:
+            f = torch.ops.aten._flash_attention_forward(q, k, v, cu, cu, s, s, 0.0, causal, False, scale=meta["scale"])
+            o_fa, lse_fa, seed, offset = f[0], f[1], f[2], f[3]
+            lse_fa_ours = lse_for_fa2(torch, bufs["lse"], lse_fa, starts)
+            valid = torch.isfinite(lse_fa) & (lse_fa_ours != 0) if lse_fa.dim() == 3 else torch.isfinite(lse_fa)
+            o_err = (bufs["o"].float() - o_fa.float()).abs().max().item()
+            lse_err = (lse_fa_ours - lse_fa)[valid].abs().max().item()
+            # bf16 O: 2e-2 as the forward benchmark; the LSE is f32 from the same bf16 inputs.
+            fwd_ok = o_err <= 2e-2 and lse_err <= 1e-3
+            if not fwd_ok:
+                row["fail"].append("forward vs FA2")
+            print(f"  our forward vs FA2's: max |O - O_fa2| {o_err:.2e}, max |LSE - LSE_fa2| {lse_err:.2e} "
+                  f"(FA2 LSE {tuple(lse_fa.shape)}){'' if fwd_ok else '  <-- ABOVE TOLERANCE'}", flush=True)
 
-        def fa2():
-            return torch.ops.aten._flash_attention_backward(d_o, q, k, v, bufs["o"], lse_fa_ours, cu, cu, s, s, 0.0,
-                                                            causal, seed, offset, scale=meta["scale"])
-        ref = fa2()[:3]
-        if ours is not None:
-            checks = compare(torch, ours, ref)
-            row["fa2_check"] = describe(checks)
-            if not all(c[0] for c in checks):
-                row["fail"].append("fa2")
-            print(f"  ours vs FA2 (max abs err / max |FA2|): {row['fa2_check']}", flush=True)
-        ms, spread = timer(torch, fa2)
-        row["fa2"] = tf(ms)
-        print(f"  FA2 varlen backward: {ms:.3f} ms {row['fa2']:.1f} TFLOP/s (spread {spread:.3f} ms)", flush=True)
-        del ref, f, o_fa
-    except Exception as e:  # noqa: BLE001
-        print(f"  FA2 varlen backward FAILED: {type(e).__name__}: {str(e)[:400]}", flush=True)
+            def fa2():
+                return torch.ops.aten._flash_attention_backward(d_o, q, k, v, bufs["o"], lse_fa_ours, cu, cu, s, s, 0.0,
+                                                                causal, seed, offset, scale=meta["scale"])
+            ref = fa2()[:3]
+            if ours is not None:
+                checks = compare(torch, ours, ref)
+                row["fa2_check"] = describe(checks)
+                if not all(c[0] for c in checks):
+                    row["fail"].append("fa2")
+                print(f"  ours vs FA2 (max abs err / max |FA2|): {row['fa2_check']}", flush=True)
+            ms, spread = timer(torch, fa2)
+            row["fa2"] = tf(ms)
+            print(f"  FA2 varlen backward: {ms:.3f} ms {row['fa2']:.1f} TFLOP/s (spread {spread:.3f} ms)", flush=True)
+            del ref, f, o_fa
+        except Exception as e:  # noqa: BLE001
+            print(f"  FA2 varlen backward FAILED: {type(e).__name__}: {str(e)[:400]}", flush=True)
 
     # cuDNN ragged backward: causal in both alignments (top-left is where cuDNN skips tiles).
     if cudnn is not None:
         stats = lse_padded(torch, bufs["lse"], meta)
-        ragged = torch.tensor(meta["offsets"], dtype=torch.int64, device=DEV["device"])
+        ragged = {w: torch.tensor([x * h * w for x in starts], dtype=torch.int64, device=DEV["device"])
+                  for w in (d, dv)}
         seq = torch.tensor(lens, dtype=torch.int32, device=DEV["device"]).view(-1, 1, 1, 1)
         for key, top_left in (("cudnn_tl", True), ("cudnn_br", False)) if causal else (("cudnn_tl", True),):
             band = (" causal top-left" if top_left else " causal bottom-right") if causal else ""
@@ -456,9 +472,11 @@ def run_problem(torch, plugin, handle, graphs, meta, cudnn, cudnn_handle, only_o
                 g = cudnn_backward_graph(cudnn, cudnn_handle, meta, top_left)
                 build_s = time.perf_counter() - t0
                 ws = torch.empty(max(g.get_workspace_size(), 1), dtype=torch.uint8, device=DEV["device"])
-                grads = [torch.full_like(q, float("nan")) for _ in range(3)]
+                grads = [torch.full_like(x, float("nan")) for x in (q, k, v)]
                 pack = {1: q, 2: k, 3: v, 4: bufs["o"], 5: d_o, 6: stats, 7: grads[0], 8: grads[1], 9: grads[2],
-                        10: ragged, 20: seq, 21: seq}
+                        10: ragged[d], 20: seq, 21: seq}
+                if dv != d:
+                    pack[11] = ragged[dv]
 
                 def cudnn_b():
                     g.execute(pack, ws, handle=cudnn_handle)

@@ -67,10 +67,10 @@ const FP8_SCALARS: [(i64, &str); 6] = [
 ];
 const AMAX_S: i64 = 26;
 const AMAX_O: i64 = 27;
-/// Head dims whose backward is benchmarked (D_qk = D_v): 64 and 128 (the wgmma kernels), 96 and 256
-/// (the mma.sync kernels); the CUDA backward also runs 192/128, which the benchmark's peers and its
-/// float64 check, written for one head dim, do not.
-const BACKWARD_HEAD_DIMS: [i64; 4] = [64, 96, 128, 256];
+/// Head dims (Q/K, V/O) whose backward is benchmarked: every pair the CUDA backward runs, 64, 96 and
+/// 128 on the fused kernels, 256 and Q/K 192 with V/O 128 on the mma.sync pair.
+const BACKWARD_HEAD_DIMS: [(i64, i64); 5] =
+    [(64, 64), (96, 96), (128, 128), (256, 256), (192, 128)];
 
 const ENGINES: [&str; 4] = [
     "RAGGED_SDPA_CUDA_FMHA",
@@ -151,7 +151,7 @@ impl Problem {
 
     /// Whether the training pair is written (the benchmarked backward head dims).
     fn has_backward(&self) -> bool {
-        !self.fp8 && self.head_dim == self.value_dim && BACKWARD_HEAD_DIMS.contains(&self.head_dim)
+        !self.fp8 && BACKWARD_HEAD_DIMS.contains(&(self.head_dim, self.value_dim))
     }
 
     /// Backward FLOPs: 2.5 × the forward's (dV, dP, dQ, dK and the recomputed S: five matrix
@@ -289,12 +289,13 @@ impl Problem {
             .add_node(Node::sdpa("sdpa", self.sdpa(true)))
     }
 
-    /// The backward of [`Self::forward_lse_graph`]'s node: dO, dQ share Q's offsets, dK, dV K's.
+    /// The backward of [`Self::forward_lse_graph`]'s node: dO, dQ share Q's offsets, dK, dV K's;
+    /// dO and dV have V's head dim, dQ and dK Q's.
     /// With `top_left`, the causal band is aligned top-left instead: with equal query and key
     /// lengths the same pairs, so the benchmark can time both alignments on one LSE (cuDNN skips
     /// masked tiles only top-left; ours should not care).
     fn backward_graph(&self, top_left: bool) -> Option<Graph> {
-        let d = self.head_dim;
+        let (d, dv) = (self.head_dim, self.value_dim);
         let mut node = SdpaBackwardAttributes::for_forward(&self.sdpa(true), DO, DQ, DK, DV)?;
         let mut name = format!("{}_bwd", self.name);
         if top_left {
@@ -305,10 +306,10 @@ impl Problem {
             self.base_graph(name)
                 .add_tensor(self.lse_tensor())
                 .add_tensor(self.offsets_tensor(LSE_OFFSETS, "lse_offsets"))
-                .add_tensor(self.packed(DO, "do", QO_OFFSETS, d))
+                .add_tensor(self.packed(DO, "do", QO_OFFSETS, dv))
                 .add_tensor(self.packed(DQ, "dq", QO_OFFSETS, d))
                 .add_tensor(self.packed(DK, "dk", KV_OFFSETS, d))
-                .add_tensor(self.packed(DV, "dv", KV_OFFSETS, d))
+                .add_tensor(self.packed(DV, "dv", KV_OFFSETS, dv))
                 .add_node(Node::sdpa_backward("sdpa_backward", node)),
         )
     }
