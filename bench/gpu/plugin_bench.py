@@ -45,13 +45,14 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from event_timing import call_each, interleaved_detail, power_profile  # noqa: E402
-from plugin_bench_abi import (  # noqa: E402  (the C ABI binding both benchmarks share)
+from plugin_bench_abi import (  # noqa: E402  (the C ABI binding the benchmarks share)
     CUDA_ENGINE,
     Execution,
     HOST_ENGINE,
     SELF_CHECK_MAX_TOKENS,
     PluginError,
     Plugin,
+    build_cudnn_graph,
     engine_config,
     from_bf16_bits,
     host_call_us,
@@ -203,12 +204,7 @@ def cudnn_ragged_graph(cudnn, handle, meta):
                   diagonal_band_right_bound=0 if meta["causal"] else None)
     o.set_uid(4).set_output(True).set_dim([b, h, s, dv]).set_stride(stride_v).set_data_type(cudnn.data_type.BFLOAT16)
     o.set_ragged_offset(ro_vo)
-    g.validate()
-    g.build_operation_graph()
-    g.create_execution_plans([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
-    g.check_support()
-    g.build_plans()
-    return g
+    return build_cudnn_graph(cudnn, g)
 
 
 class FlashInferRunner:

@@ -1,9 +1,10 @@
-"""The plugin's engine C ABI through ctypes, shared by the forward and backward benchmarks.
+"""The plugin's engine C ABI through ctypes, shared by the benchmarks (forward, backward, FP8, serving).
 
-What both harnesses need to drive `libhipdnn_provider_ragged_sdpa.so` as hipDNN would: the typed
+What the harnesses need to drive `libhipdnn_provider_ragged_sdpa.so` as hipDNN would: the typed
 entry points (shared/spec/plugin-abi.md §3-§5), the variant pack, the graphs and metadata that
-`plugin/examples/emit_bench_graphs/` writes, bf16 bit conversions for numpy buffers and the
-CUDA-event timing rule. No GPU import at module level: the self-checks run without one.
+`plugin/examples/emit_bench_graphs/` writes, bf16 bit conversions for numpy buffers, the
+CUDA-event timing rule, and the build of a cuDNN peer's graph. No GPU import at module level: the
+self-checks run without one.
 """
 
 import ctypes
@@ -216,3 +217,14 @@ class Execution:
         if self.ctx is not None:
             ctx, self.ctx = self.ctx, None
             self.plugin.check(self.plugin.DestroyExecutionContext(self.handle, ctx), "DestroyExecutionContext")
+
+
+def build_cudnn_graph(cudnn, g):
+    """Validates and builds a cuDNN frontend graph the benchmarks' peers run (heuristics A, then
+    the fallback list), raising where cuDNN does not support it; returns the graph."""
+    g.validate()
+    g.build_operation_graph()
+    g.create_execution_plans([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
+    g.check_support()
+    g.build_plans()
+    return g

@@ -45,7 +45,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from event_timing import interleaved_ms, time_ms  # noqa: E402
-from plugin_bench_abi import (  # noqa: E402  (the C ABI binding both benchmarks share)
+from plugin_bench_abi import (  # noqa: E402  (the C ABI binding the benchmarks share)
     CUDA_ENGINE,
     CUDA_NONDETERMINISTIC_ENGINE,
     HOST_ENGINE,
@@ -53,6 +53,7 @@ from plugin_bench_abi import (  # noqa: E402  (the C ABI binding both benchmarks
     Execution,
     Plugin,
     PluginError,
+    build_cudnn_graph,
     from_bf16_bits,
     load_problems,
     to_bf16_bits,
@@ -268,12 +269,7 @@ def cudnn_backward_graph(cudnn, handle, meta, top_left):
     for grad, uid, w in zip(grads[:3], (7, 8, 9), (d, d, dv)):
         grad.set_uid(uid).set_output(True).set_dim([b, h, s, w]).set_stride(stride[w]).set_data_type(bf16)
         grad.set_ragged_offset(ragged[w])
-    g.validate()
-    g.build_operation_graph()
-    g.create_execution_plans([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
-    g.check_support()
-    g.build_plans()
-    return g
+    return build_cudnn_graph(cudnn, g)
 
 
 def torch_ws(torch):

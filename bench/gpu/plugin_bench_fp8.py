@@ -50,6 +50,7 @@ from plugin_bench_abi import (  # noqa: E402
     HOST_ENGINE,
     SELF_CHECK_MAX_TOKENS,
     Plugin,
+    build_cudnn_graph,
     engine_config,
     load_problems,
     token_starts,
@@ -292,12 +293,7 @@ def cudnn_fp8_graph(cudnn, handle, meta, ragged):
         o.set_ragged_offset(ro)
     amax_s.set_uid(40).set_output(True).set_dim([1, 1, 1, 1]).set_stride([1, 1, 1, 1]).set_data_type(f32)
     amax_o.set_uid(41).set_output(True).set_dim([1, 1, 1, 1]).set_stride([1, 1, 1, 1]).set_data_type(f32)
-    g.validate()
-    g.build_operation_graph()
-    g.create_execution_plans([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
-    g.check_support()
-    g.build_plans()
-    return g
+    return build_cudnn_graph(cudnn, g)
 
 
 def padded(torch, x, meta):

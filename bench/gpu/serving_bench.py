@@ -45,6 +45,7 @@ from plugin_bench_abi import (  # noqa: E402
     HOST_ENGINE,
     Plugin,
     PluginError,
+    build_cudnn_graph,
     engine_config,
     from_bf16_bits,
     read_graph,
@@ -140,12 +141,7 @@ def cudnn_paged_graph(cudnn, handle, meta, len_q):
     o.set_uid(4).set_output(True).set_dim([b, hq, s_q, d]).set_stride(q_stride).set_data_type(bf16)
     if ragged:
         o.set_ragged_offset(ro)
-    g.validate()
-    g.build_operation_graph()
-    g.create_execution_plans([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
-    g.check_support()
-    g.build_plans()
-    return g
+    return build_cudnn_graph(cudnn, g)
 
 
 def self_check(plugin, graphs):
