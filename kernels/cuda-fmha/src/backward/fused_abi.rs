@@ -262,3 +262,7 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "dq_order_tests.rs"]
+mod dq_order_tests;
