@@ -30,12 +30,10 @@ __device__ __forceinline__ void bwd_dot_body(const u16* __restrict__ o, const u1
     const int rows = bt.lq - r0 < RAGGED_BWD_DOT_ROWS ? bt.lq - r0 : RAGGED_BWD_DOT_ROWS;
     if (rows <= 0) return;
     if (dq_acc != nullptr) {
-        // The floats the fused kernels add into: D 64's half blob, D 96's and 128's whole one.
-        constexpr int ZF = D <= 64 ? bwd_dq_blob_floats(64) : RAGGED_BWD_FUSED_BLOB;
         const int rb = r0 / RAGGED_BWD_DOT_ROWS;
         for (int h = 0; h < h_q; ++h) {
             float4* blob = (float4*)(dq_acc + (((i64)h * batch + b) * row_blocks + rb) * RAGGED_BWD_FUSED_BLOB);
-            for (int i = threadIdx.x; i < ZF / 4; i += RAGGED_BWD_DOT_THREADS)
+            for (int i = threadIdx.x; i < bwd_dq_blob_floats(D) / 4; i += RAGGED_BWD_DOT_THREADS)
                 blob[i] = make_float4(0.f, 0.f, 0.f, 0.f);
         }
         int* turns = bwd_dq_turns(dq_acc, h_q, batch, row_blocks);

@@ -12,7 +12,7 @@ __device__ __forceinline__ void bwd_dq_convert_body(const float* __restrict__ dq
                                                     const RaggedBatch* __restrict__ batches, i64 dq_seq, i64 dq_head,
                                                     int h_q, int batch, int row_blocks, float scale) {
     static_assert(D == 64 || D == 96 || D == 128, "fused backward head dims");
-    constexpr int F = bwd_dq_blob_floats(ragged_row_width(D));
+    constexpr int F = bwd_dq_blob_floats(D);
     __shared__ float4 s_blob[F / 4];
     const int b = blockIdx.x / row_blocks;
     const int rb = blockIdx.x - b * row_blocks;

@@ -13,8 +13,12 @@
 #define RAGGED_BWD_FUSED_ROWS 64
 #define RAGGED_BWD_FUSED_BLOB 8192
 
-// Floats of a blob that a step adds into, at padded row width P: 64 rows of P columns.
-__host__ __device__ constexpr int bwd_dq_blob_floats(int p) { return RAGGED_BWD_FUSED_ROWS * p; }
+// Floats of a blob that a step adds into at head dim d (the Di pass zeroes, the convert pass
+// reads): 64 rows of d's padded width, D 64's first half of the blob, D 96's and 128's whole; the
+// whole blob for head dims without a fused kernel.
+__host__ __device__ constexpr int bwd_dq_blob_floats(int d) {
+    return d <= 64 ? RAGGED_BWD_FUSED_ROWS * 64 : RAGGED_BWD_FUSED_BLOB;
+}
 
 // The ordered kernel's turn counters (fmha_bwd/fused_ws.cuh) follow the blobs: one int per blob,
 // in blob order, zeroed by the Di pass with the blobs.
@@ -63,7 +67,7 @@ __device__ __forceinline__ void bwd_stage_ds(u32 s_ds, const u32 (*pa)[4], int k
 }
 
 // Issues warpgroup wg's dQ(step) = dS K (both operands MN-major: dS^T as staged, K as loaded), its
-// half of the columns over all BN keys (P / 2 accumulators): P 128, columns [64 wg, 64 wg + 64)
+// half of the columns over all BN keys (P / 4 accumulators): P 128, columns [64 wg, 64 wg + 64)
 // (K's second 64-column block); P 64, columns [32 wg, 32 wg + 32) (64 bytes into K's rows).
 template <bool BF16, int P, int BN>
 __device__ __forceinline__ void bwd_dq_product(float* acc, u32 s_ds, u32 s_k, int wg) {

@@ -46,7 +46,7 @@ struct BwdWsTraits {
         NBUF = RAGGED_BWD_WS_NBUF,     // the loader's ring
         NDS = 2,                       // dS^T tiles: read by both warpgroups
         NQ = P / 4,                    // dQ accumulators: 64 rows x P / 2 columns, 128 threads
-        BLOB_F = bwd_dq_blob_floats(P),  // floats a step adds into its blob
+        BLOB_F = bwd_dq_blob_floats(D),  // floats a step adds into its blob
         // Registers after setmaxnreg (128 PRODUCER + 256 CONSUMER <= 64 Ki): D 128's consumers
         // need 232 (at 224 ptxas serializes their wgmma), D 64's fit 224. With the producers at 40
         // ptxas (NVRTC 12.9) reports 56 bytes of spill at D 96 / 128 (16 at 48); at 56, none.
@@ -170,7 +170,7 @@ __device__ __forceinline__ void bwd_fused_ws_body(RAGGED_BWD_PARAMS, const Ragge
                                                   float* dq_acc) {
     using T = BwdWsTraits<D>;
     constexpr int BM = T::BM, BN = T::BN, P = T::P, NS = T::NS, DT = T::DT, NBUF = T::NBUF, NDS = T::NDS;
-    constexpr int NQ = T::NQ, BLOB_F = T::BLOB_F;
+    constexpr int NQ = T::NQ;
 
     extern __shared__ __align__(128) unsigned char smem_raw[];
     const u32 base = smem_addr(smem_raw);
