@@ -53,6 +53,7 @@ from plugin_bench_abi import (  # noqa: E402  (the C ABI binding the benchmarks 
     PluginError,
     Plugin,
     build_cudnn_graph,
+    element_offsets,
     engine_config,
     from_bf16_bits,
     host_call_us,
@@ -168,13 +169,6 @@ def problem_buffers(torch, meta):
     bufs["o"] = torch.full((t, h, dv), float("nan"), dtype=torch.bfloat16, device="cuda")
     bufs["offsets"] = torch.tensor(meta["offsets"], dtype=torch.int32, device="cuda")
     return bufs
-
-
-def element_offsets(meta, d):
-    """Offsets in elements of a [T, H, d] packed tensor, from the graph's offsets in either unit."""
-    if meta.get("offsets_unit") == "tokens":
-        return [t * meta["heads"] * d for t in meta["offsets"]]
-    return list(meta["offsets"])
 
 
 def cudnn_ragged_graph(cudnn, handle, meta):

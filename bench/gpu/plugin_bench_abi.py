@@ -164,6 +164,13 @@ def engine_config(graphs, engine):
         return f.read()
 
 
+def element_offsets(meta, d):
+    """Offsets in elements of a [T, H, d] packed tensor, from the graph's offsets in either unit."""
+    if meta.get("offsets_unit") == "tokens":
+        return [t * meta["heads"] * d for t in meta["offsets"]]
+    return list(meta["offsets"])
+
+
 def token_starts(meta):
     return [0] + list(np.cumsum(meta["seq_lens"]).astype(int))
 

@@ -54,6 +54,7 @@ from plugin_bench_abi import (  # noqa: E402  (the C ABI binding the benchmarks 
     Plugin,
     PluginError,
     build_cudnn_graph,
+    element_offsets,
     from_bf16_bits,
     load_problems,
     to_bf16_bits,
@@ -457,7 +458,7 @@ def run_problem(torch, plugin, handle, graphs, meta, cudnn, cudnn_handle, only_o
     # cuDNN ragged backward: causal in both alignments (top-left is where cuDNN skips tiles).
     if cudnn is not None:
         stats = lse_padded(torch, bufs["lse"], meta)
-        ragged = {w: torch.tensor([x * h * w for x in starts], dtype=torch.int64, device=DEV["device"])
+        ragged = {w: torch.tensor(element_offsets(meta, w), dtype=torch.int64, device=DEV["device"])
                   for w in (d, dv)}
         seq = torch.tensor(lens, dtype=torch.int32, device=DEV["device"]).view(-1, 1, 1, 1)
         for key, top_left in (("cudnn_tl", True), ("cudnn_br", False)) if causal else (("cudnn_tl", True),):
