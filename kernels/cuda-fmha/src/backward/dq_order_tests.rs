@@ -32,6 +32,13 @@ impl Band {
         }
     }
 
+    /// `RaggedBand::admits`: row i sees key j.
+    fn admits(&self, i: i64, j: i64) -> bool {
+        j < self.lkv
+            && (self.right < 0 || j <= i + self.off + self.right)
+            && (self.left < 0 || j >= i + self.off - self.left)
+    }
+
     fn bounded(&self) -> bool {
         self.left >= 0 || self.right >= 0
     }
@@ -133,6 +140,19 @@ fn check(turn: TurnRule, lq: i64, lkv: i64, left: i64, right: i64, bottom_right:
             (lo..hi).collect::<Vec<_>>(),
             "{case}: the tiles visiting block {m}"
         );
+        if lq * lkv <= 1 << 20 {
+            // The same set from the mask itself, pair by pair, independent of the range helpers.
+            let admitted: Vec<i64> = (0..tiles)
+                .filter(|&n| {
+                    (m * BM..(m * BM + BM).min(lq))
+                        .any(|i| (n * BN..(n * BN + BN).min(lkv)).any(|j| band.admits(i, j)))
+                })
+                .collect();
+            assert_eq!(
+                visitors, admitted,
+                "{case}: the tiles the mask admits for block {m}"
+            );
+        }
         list.sort_unstable();
         let order: Vec<i64> = list.iter().map(|&(t, _)| t).collect();
         assert_eq!(
