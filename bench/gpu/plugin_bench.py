@@ -53,6 +53,7 @@ from plugin_bench_abi import (  # noqa: E402  (the C ABI binding the benchmarks 
     PluginError,
     Plugin,
     build_cudnn_graph,
+    open_cudnn,
     element_offsets,
     engine_config,
     from_bf16_bits,
@@ -274,15 +275,7 @@ def benchmark(torch, plugin, graphs, problems, only_ours=False, calls_only=0, po
 
     cudnn = cudnn_handle = None
     if not only_ours:
-        try:
-            import cudnn as cudnn_mod
-
-            cudnn = cudnn_mod
-            cudnn_handle = cudnn.create_handle()
-            cudnn.set_stream(cudnn_handle, stream.cuda_stream)
-            print(f"cudnn frontend {cudnn.__version__}, backend {cudnn.backend_version()}", flush=True)
-        except Exception as e:  # noqa: BLE001 - report and carry on with the other peers
-            print(f"cuDNN frontend unavailable: {type(e).__name__}: {str(e)[:400]}", flush=True)
+        cudnn, cudnn_handle = open_cudnn(stream.cuda_stream)
 
     flashinfer = None
     fi_ready = {}

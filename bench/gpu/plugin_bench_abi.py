@@ -235,3 +235,19 @@ def build_cudnn_graph(cudnn, g):
     g.check_support()
     g.build_plans()
     return g
+
+
+def open_cudnn(stream_ptr):
+    """The cuDNN frontend module and a handle on the CUDA stream `stream_ptr`, its versions printed;
+    (None, None), saying why, where the frontend does not load (the peer is then reported as
+    unavailable and the benchmark carries on with the others)."""
+    try:
+        import cudnn
+
+        handle = cudnn.create_handle()
+        cudnn.set_stream(handle, stream_ptr)
+        print(f"cudnn frontend {cudnn.__version__}, backend {cudnn.backend_version()}", flush=True)
+        return cudnn, handle
+    except Exception as e:  # noqa: BLE001 - a missing peer is reported, not fatal
+        print(f"cuDNN frontend unavailable: {type(e).__name__}: {str(e)[:400]}", flush=True)
+        return None, None

@@ -54,6 +54,7 @@ from plugin_bench_abi import (  # noqa: E402  (the C ABI binding the benchmarks 
     Plugin,
     PluginError,
     build_cudnn_graph,
+    open_cudnn,
     element_offsets,
     from_bf16_bits,
     load_problems,
@@ -510,15 +511,7 @@ def benchmark(torch, plugin, graphs, problems, only_ours=False):
     print("FA2 backward:", torch.ops.aten._flash_attention_backward.default._schema, flush=True)
     cudnn = cudnn_handle = None
     if not only_ours and on_gpu:
-        try:
-            import cudnn as cudnn_mod
-
-            cudnn = cudnn_mod
-            cudnn_handle = cudnn.create_handle()
-            cudnn.set_stream(cudnn_handle, stream.cuda_stream)
-            print(f"cudnn frontend {cudnn.__version__}, backend {cudnn.backend_version()}", flush=True)
-        except Exception as e:  # noqa: BLE001 - report and carry on with FA2
-            print(f"cuDNN frontend unavailable: {type(e).__name__}: {str(e)[:400]}", flush=True)
+        cudnn, cudnn_handle = open_cudnn(stream.cuda_stream)
     rows = []
     start = time.perf_counter()
     for meta in problems:

@@ -51,6 +51,7 @@ from plugin_bench_abi import (  # noqa: E402
     SELF_CHECK_MAX_TOKENS,
     Plugin,
     build_cudnn_graph,
+    open_cudnn,
     engine_config,
     load_problems,
     token_starts,
@@ -317,15 +318,7 @@ def benchmark(torch, plugin, graphs, problems, only_ours=False, calls_only=0):
     plugin.check(plugin.SetStream(handle, ctypes.c_void_p(stream.cuda_stream)), "SetStream")
     cudnn = cudnn_handle = fa3 = None
     if not only_ours:
-        try:
-            import cudnn as cudnn_mod
-
-            cudnn = cudnn_mod
-            cudnn_handle = cudnn.create_handle()
-            cudnn.set_stream(cudnn_handle, stream.cuda_stream)
-            print(f"cudnn frontend {cudnn.__version__}, backend {cudnn.backend_version()}", flush=True)
-        except Exception as e:  # noqa: BLE001 - report and carry on with the other peers
-            print(f"cuDNN frontend unavailable: {type(e).__name__}: {str(e)[:400]}", flush=True)
+        cudnn, cudnn_handle = open_cudnn(stream.cuda_stream)
         try:
             import fa3_fwd_interface as fa3_mod
 

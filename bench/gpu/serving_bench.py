@@ -46,6 +46,7 @@ from plugin_bench_abi import (  # noqa: E402
     Plugin,
     PluginError,
     build_cudnn_graph,
+    open_cudnn,
     engine_config,
     from_bf16_bits,
     read_graph,
@@ -202,16 +203,7 @@ def bench(plugin, graphs, args):
     except Exception as e:  # noqa: BLE001 - a missing peer is reported, not fatal
         flashinfer = None
         print(f"FlashInfer unavailable: {e}")
-    cudnn = cudnn_handle = None
-    try:
-        import cudnn as cudnn_mod
-
-        cudnn = cudnn_mod
-        cudnn_handle = cudnn.create_handle()
-        cudnn.set_stream(cudnn_handle, torch.cuda.current_stream().cuda_stream)
-        print(f"cudnn frontend {cudnn.__version__}, backend {cudnn.backend_version()}")
-    except Exception as e:  # noqa: BLE001 - a missing peer is reported, not fatal
-        print(f"cuDNN frontend unavailable: {type(e).__name__}: {str(e)[:400]}")
+    cudnn, cudnn_handle = open_cudnn(torch.cuda.current_stream().cuda_stream)
     dev = torch.device("cuda")
     peak = peak_tbps(torch, args.peak_tbps)
     print(f"device {torch.cuda.get_device_name()}, HBM peak taken as {peak} TB/s")
