@@ -98,6 +98,10 @@ __device__ __forceinline__ void named_bar_sync(int id, int n) {
 __device__ __forceinline__ void named_bar_arrive(int id, int n) {
     asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(n) : "memory");
 }
+// Registers a block of `threads` holds from launch under __launch_bounds__(threads, 1): 64 Ki per
+// SM over its threads, in ptxas's granules of 8 per thread. setmaxnreg moves registers between the
+// block's warpgroups within this pool only: a budget over it leaves setmaxnreg.inc waiting forever.
+__host__ __device__ constexpr int setmaxnreg_pool(int threads) { return 65536 / threads / 8 * 8 * threads; }
 template <int N>
 __device__ __forceinline__ void setmaxnreg_dec() {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N));

@@ -39,10 +39,7 @@ __device__ __forceinline__ void fmha_fwd_sm90_kernel(RAGGED_FMHA_PARAMS, const R
     // unless the configuration narrows P V to d96's real columns.
     constexpr int PQ = ragged_row_width(D), PVS = ragged_row_width(DV), PV = C::pv_columns;
     static_assert(PV == PVS || (PV == 96 && DV == 96), "P V over V's padded width or d96's real columns");
-    // setmaxnreg only moves registers within what the launch gave the block (64 Ki per SM over its
-    // threads, in granules of 8 per thread): a budget over it leaves setmaxnreg.inc waiting forever.
-    constexpr int THREADS = 128 * (NC + 1);
-    static_assert(128 * C::producer_registers + 128 * NC * C::consumer_registers <= 65536 / THREADS / 8 * 8 * THREADS,
+    static_assert(128 * C::producer_registers + 128 * NC * C::consumer_registers <= setmaxnreg_pool(128 * (NC + 1)),
                   "the warpgroups' registers fit what the launch allocates");
     constexpr int KS = D / 16;
     constexpr int NS = BN / 8;

@@ -23,11 +23,6 @@
 // key tiles of fmha_bwd/dq_order.cuh, the writers waiting for and passing each blob's turn.
 #define RAGGED_BWD_WS_THREADS 384
 #define RAGGED_BWD_WS_NBUF 2
-// Registers a block of RAGGED_BWD_WS_THREADS holds from launch (__launch_bounds__(threads, 1): 64 Ki
-// per SM over the threads, rounded down to ptxas's granule of 8 per thread, 168 x 384).
-// setmaxnreg moves registers between the warpgroups within this pool only: asking for more makes
-// the consumers' setmaxnreg.inc wait forever.
-#define RAGGED_BWD_WS_REG_POOL (65536 / RAGGED_BWD_WS_THREADS / 8 * 8 * RAGGED_BWD_WS_THREADS)
 #define RAGGED_BWD_WS_BAR_KV 1        // 256 consumers: K, V landed / the last step's reads of them done
 #define RAGGED_BWD_WS_BAR_DS 2        // 256 consumers: the step's dS^T staged
 #define RAGGED_BWD_WS_BAR_DQ_FULL 4   // + warpgroup + 2 buffer: its 128 threads arrive, the writer's 32 wait
@@ -53,7 +48,7 @@ struct BwdWsTraits {
         NQ = P / 4,                    // dQ accumulators: 64 rows x P / 2 columns, 128 threads
         BLOB_F = bwd_dq_blob_floats(D),  // floats a step adds into its blob
         // Registers after setmaxnreg: 128 PRODUCER + 256 CONSUMER within the block's launch
-        // allocation (RAGGED_BWD_WS_REG_POOL). D 128's consumers need 232 (at 224 ptxas serializes
+        // allocation (setmaxnreg_pool: 168 x 384). D 128's consumers need 232 (at 224 ptxas serializes
         // their wgmma), D 64's fit 224. With the producers at 40 ptxas (NVRTC 12.9) reports 56
         // bytes of spill at D 96 / 128; 48 would be over the pool beside 232 consumers.
         PRODUCER_REGS = P == 128 ? 40 : 56,
@@ -66,7 +61,7 @@ struct BwdWsTraits {
     };
     static_assert(BM == RAGGED_BWD_DI_ROWS, "a step's LSE / Di rows are one block of the Di pass");
     static_assert(BLOB_F <= RAGGED_BWD_FUSED_BLOB, "a step's dQ fits its blob and its buffer");
-    static_assert(128 * PRODUCER_REGS + 256 * CONSUMER_REGS <= RAGGED_BWD_WS_REG_POOL,
+    static_assert(128 * PRODUCER_REGS + 256 * CONSUMER_REGS <= setmaxnreg_pool(RAGGED_BWD_WS_THREADS),
                   "the warpgroups' registers fit what the launch allocates");
 };
 
