@@ -111,15 +111,15 @@ def cudnn_table_width(meta):
     return -(-max(meta["len_kv"]) // meta["page_size"])
 
 
-def cudnn_paged_graph(cudnn, handle, meta, len_q):
+def cudnn_paged_graph(cudnn, handle, meta, len_q, mp):
     """cuDNN frontend SDPA over the same paged pools: Q and O as [B, H_q, S_q, D] dims over the
     packed rows (S_q the longest query; ragged offsets on Q and O where the query lengths differ),
     K and V as containers [pages, H_kv, page_size, D] over the NHD pools, page tables [B, 1, MP, 1]
-    int32 with MP = ceil(longest context / page size) (cuDNN requires exactly that width), per-sequence lengths with the padding mask, bottom-right causal (uids: Q 1, K 2, V 3,
-    O 4, Q / O offsets 10, seq_len_q 20, seq_len_kv 21, tables 30 and 31)."""
+    int32 with MP = `mp` = cudnn_table_width(meta) (cuDNN requires exactly that width),
+    per-sequence lengths with the padding mask, bottom-right causal (uids: Q 1, K 2, V 3, O 4,
+    Q / O offsets 10, seq_len_q 20, seq_len_kv 21, tables 30 and 31)."""
     b, hq, hkv, d = meta["batch"], meta["heads_q"], meta["heads_kv"], meta["head_dim"]
     ps, pages = meta["page_size"], meta["pages"]
-    mp = cudnn_table_width(meta)
     s_q = max(len_q)
     bf16, i32 = cudnn.data_type.BFLOAT16, cudnn.data_type.INT32
     g = cudnn.pygraph(handle=handle, io_data_type=bf16, intermediate_data_type=cudnn.data_type.FLOAT,
@@ -296,10 +296,10 @@ def bench(plugin, graphs, args):
         if cudnn is not None:
             # cuDNN's paged SDPA on the same pools and page ids (unread table entries as page 0).
             try:
-                g_c = cudnn_paged_graph(cudnn, cudnn_handle, meta, len_q)
+                mp_c = cudnn_table_width(meta)
+                g_c = cudnn_paged_graph(cudnn, cudnn_handle, meta, len_q, mp_c)
                 ws_c = torch.empty(max(g_c.get_workspace_size(), 1), dtype=torch.uint8, device=dev)
                 o_c = torch.full_like(q, float("nan"))
-                mp_c = cudnn_table_width(meta)
                 t_table_c = torch.from_numpy(np.ascontiguousarray(np.maximum(table[:, :mp_c], 0))).to(dev)
                 t_table_c = t_table_c.view(b_n, 1, mp_c, 1)
                 starts_qo = np.concatenate([[0], np.cumsum(len_q)]) * hq * d
