@@ -287,7 +287,13 @@ def sync(torch):
 
 
 def timer(torch, fn):
-    """CUDA events on the GPU; on the host dry run, wall time of the same call pattern."""
+    """CUDA events on the GPU; on the host dry run, wall time of the same call pattern. With
+    --calls-only N, N plain calls and no timing (NaN): a profiler's run."""
+    if DEV.get("calls_only"):
+        for _ in range(DEV["calls_only"]):
+            fn()
+        sync(torch)
+        return float("nan"), float("nan")
     if DEV["device"] == "cuda":
         return time_ms(torch, fn)
     times = []
@@ -301,7 +307,7 @@ def timer(torch, fn):
 def timer_pair(torch, fns):
     """[(median ms, spread)] of each callable, interleaved on the GPU; one after the other on the
     host dry run."""
-    if DEV["device"] == "cuda":
+    if DEV["device"] == "cuda" and not DEV.get("calls_only"):
         return interleaved_ms(torch, fns, warm=3)
     return [timer(torch, fn) for fn in fns]
 
@@ -582,6 +588,9 @@ def main():
                          "no peers, nothing meaningful timed): a test of this harness")
     ap.add_argument("--only", default=None, help="regex: run the problems whose name matches")
     ap.add_argument("--first", default=None, help="regex: run the matching problems first (a timeout cuts the rest)")
+    ap.add_argument("--calls-only", type=int, default=0, metavar="N",
+                    help="call every engine N times after its check, time nothing (for a profiler: "
+                         "bench/lab/run_peer_ncu.sh --bwd)")
     args = ap.parse_args()
 
     plugin = Plugin(args.plugin)
@@ -592,6 +601,7 @@ def main():
 
     if args.host_dry_run:
         DEV.update(device="cpu", engine=HOST_ENGINE, nondeterministic=None)
+    DEV["calls_only"] = args.calls_only
     print("device:", torch.cuda.get_device_name() if not args.host_dry_run else "cpu (host dry run)", "torch",
           torch.__version__, flush=True)
     print("plugin:", plugin.string(plugin.GetName), plugin.string(plugin.GetVersion), "API",
@@ -604,6 +614,8 @@ def main():
         print(f"no training pairs in {args.graphs} match {args.only!r}")
         return 1
     rows = benchmark(torch, plugin, args.graphs, problems, only_ours=args.only_ours)
+    if args.calls_only:
+        return 0 if rows and all(not r["fail"] for r in rows) else 1
     print_table(rows)
     return 0 if rows and all("ours" in r and not r["fail"] for r in rows) else 1
 

@@ -12,6 +12,9 @@
 # --fp8: the FP8 (e4m3) forward through plugin_bench_fp8.py --calls-only 2 instead (ours, its V
 # transposition pre-pass ragged_fmha_fp8_vt, cuDNN's FP8 SDPA and FA3's FP8 kernel); PROBLEM then
 # defaults to fp8_ragged-mix_d128_full fp8_ragged-mix_d128_causal (problems_fp8.json names).
+# --bwd: the backward through plugin_bench_bwd.py --calls-only 1 (ours: the pre-pass, the Di pass, the
+# fused or paired kernels and the dQ convert pass, on both engines; FA2's flash_bwd_* kernels and
+# cuDNN's sdpa backward); PROBLEM defaults to ragged-mix_d64_full ragged-mix_d64_causal.
 set -o pipefail
 CARRY=.carry/bench
 SO=libhipdnn_provider_ragged_sdpa.so
@@ -32,6 +35,21 @@ if [ "${1:-}" = "--fp8" ]; then
   bench=bench/gpu/plugin_bench_fp8.py
   kernels="$kernels|ragged_fmha_fp8_vt"
   defaults=(fp8_ragged-mix_d128_full fp8_ragged-mix_d128_causal)
+fi
+if [ "${1:-}" = "--bwd" ]; then
+  shift
+  problems=("$@")
+  [ ${#problems[@]} -gt 0 ] || problems=(ragged-mix_d64_full ragged-mix_d64_causal)
+  only="^($(IFS='|'; echo "${problems[*]}"))\$"
+  timeout "${NCU_TIMEOUT:-300}" ncu --clock-control none --metrics "$metrics" --section WarpStateStats \
+      -k "regex:ragged_fmha_bwd|ragged_fmha_prepass|flash_bwd|sdpa|bprop" --page raw --csv \
+      python3 bench/gpu/plugin_bench_bwd.py --plugin "$CARRY/$SO" --graphs "$CARRY/graphs" --calls-only 1 \
+      --only "$only" > "$OUT/peer_ncu.csv" 2> "$OUT/peer_ncu.err"
+  rc=$?
+  echo "ncu rc=$rc"
+  grep -v '^"' "$OUT/peer_ncu.csv" | grep -v '^==PROF==' | tail -n 30
+  python3 bench/lab/fmha_ncu.py --summarize "$OUT/peer_ncu.csv"
+  exit $rc
 fi
 problems=("$@")
 [ ${#problems[@]} -gt 0 ] || problems=("${defaults[@]}")
