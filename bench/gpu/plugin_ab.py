@@ -15,6 +15,11 @@ kernel with 64 query rows per step (A) against its default of 128 (B):
   python3 bench/gpu/plugin_ab.py --a P.so --b P.so --a-env RAGGED_SDPA_CUDA_BWD_D64_BM64=1 \
       --graphs .carry/bench/graphs --passes bwd --backward 'ragged-mix_d64_'
 
+Before the rounds each build runs every pass once untimed (--calls-only 1, up to --warm-timeout
+seconds), so that a build whose kernels are not yet in the NVRTC disk cache compiles them there and
+not inside a timed process's --timeout (a cold backward program takes longer than 50 s); --no-warm
+skips it.
+
 Defaults: the ragged-mix problems (every forward head dim, the backward's D 64 and 128, the FP8
 forward's D 64, 128 and 256), passes fwd and bwd. The FP8 forward alone, e.g. at D 128:
 
@@ -37,15 +42,22 @@ FP8 = [f"fp8_ragged-mix_{d}_{m}" for d in ("d128", "d64", "d256") for m in ("ful
 PASSES = {"fwd": "plugin_bench.py", "bwd": "plugin_bench_bwd.py", "fp8": "plugin_bench_fp8.py"}
 
 
-def run(script, plugin, graphs, extra, timeout, env=None):
-    """TFLOP/s of ours per problem from one run's closing table, or {} when it failed."""
+def run(script, plugin, graphs, extra, timeout, env=None, warm=False):
+    """TFLOP/s of ours per problem from one run's closing table, or {} when it failed. warm: one
+    untimed call of each problem (--calls-only 1) to fill the NVRTC cache; nothing is parsed."""
     cmd = [sys.executable, f"{HERE}/{script}", "--plugin", plugin, "--graphs", graphs,
-           "--only-ours", *extra]
+           "--only-ours", *extra, *(["--calls-only", "1"] if warm else [])]
     try:
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
-                             env={**os.environ, **(env or {})}).stdout
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                              env={**os.environ, **(env or {})})
     except subprocess.TimeoutExpired:
-        print(f"  {script} on {plugin}: timed out after {timeout} s", flush=True)
+        print(f"  {script} on {plugin}{' (warm-up)' if warm else ''}: timed out after {timeout} s", flush=True)
+        return {}
+    out = done.stdout
+    if warm:
+        if done.returncode != 0:
+            print(f"  {script} on {plugin} (warm-up): exit {done.returncode}; last lines:\n"
+                  + "\n".join((out + done.stderr).splitlines()[-8:]), flush=True)
         return {}
     rows = {}
     for line in out.splitlines():
@@ -54,8 +66,8 @@ def run(script, plugin, graphs, extra, timeout, env=None):
             mask = "causal" if m.group(3) == "yes" else "full"
             rows[f"{m.group(1)} D {m.group(2)} {mask}"] = float(m.group(4))
     if not rows:
-        print(f"  {script} on {plugin}: no table; last lines:\n" + "\n".join(out.splitlines()[-8:]),
-              flush=True)
+        print(f"  {script} on {plugin}: no table (exit {done.returncode}); last lines:\n"
+              + "\n".join((out + done.stderr).splitlines()[-8:]), flush=True)
     return rows
 
 
@@ -72,6 +84,9 @@ def main():
     ap.add_argument("--passes", nargs="+", default=["fwd", "bwd"], choices=sorted(PASSES),
                     help="which benchmarks each round runs")
     ap.add_argument("--timeout", type=int, default=240, help="seconds per benchmark process")
+    ap.add_argument("--warm", action=argparse.BooleanOptionalAction, default=True,
+                    help="one untimed process per build and pass before the rounds (fills the NVRTC cache)")
+    ap.add_argument("--warm-timeout", type=int, default=300, help="seconds per warm-up process")
     for side in ("a", "b"):
         ap.add_argument(f"--{side}-env", nargs="+", default=[], metavar="KEY=VALUE",
                         help=f"environment variables for {side.upper()}'s processes only")
@@ -82,6 +97,11 @@ def main():
              "fp8": ["--problems", *args.fp8]}
     kinds = [k for k in PASSES if k in args.passes]
     runs = {k: {"a": [], "b": []} for k in kinds}
+    for build in ("a", "b") if args.warm else ():
+        plugin = getattr(args, build)
+        print(f"warm-up: {build.upper()} ({plugin} {envs[build] or ''})", flush=True)
+        for kind in kinds:
+            run(PASSES[kind], plugin, args.graphs, extra[kind], args.warm_timeout, envs[build], warm=True)
     for r in range(args.rounds):
         for build in ("a", "b", "b", "a"):
             plugin = getattr(args, build)
