@@ -30,33 +30,31 @@ metrics=$(ncu_metrics "$OUT/ncu_query_metrics.txt")
 bench=bench/gpu/plugin_bench.py
 kernels='ragged_fmha_fwd|flash|sdpa|Prefill|prefill|device_kernel'
 defaults=(ragged-mix_d128_full ragged-mix_d128_causal)
+calls=2
 if [ "${1:-}" = "--fp8" ]; then
   shift
   bench=bench/gpu/plugin_bench_fp8.py
   kernels="$kernels|ragged_fmha_fp8_vt"
   defaults=(fp8_ragged-mix_d128_full fp8_ragged-mix_d128_causal)
-fi
-if [ "${1:-}" = "--bwd" ]; then
+elif [ "${1:-}" = "--bwd" ]; then
   shift
-  problems=("$@")
-  [ ${#problems[@]} -gt 0 ] || problems=(ragged-mix_d64_full ragged-mix_d64_causal)
-  only="^($(IFS='|'; echo "${problems[*]}"))\$"
-  timeout "${NCU_TIMEOUT:-300}" ncu --clock-control none --metrics "$metrics" --section WarpStateStats \
-      -k "regex:ragged_fmha_bwd|ragged_fmha_prepass|flash_bwd|sdpa|bprop" --page raw --csv \
-      python3 bench/gpu/plugin_bench_bwd.py --plugin "$CARRY/$SO" --graphs "$CARRY/graphs" --calls-only 1 \
-      --only "$only" > "$OUT/peer_ncu.csv" 2> "$OUT/peer_ncu.err"
-  rc=$?
-  echo "ncu rc=$rc"
-  grep -v '^"' "$OUT/peer_ncu.csv" | grep -v '^==PROF==' | tail -n 30
-  python3 bench/lab/fmha_ncu.py --summarize "$OUT/peer_ncu.csv"
-  exit $rc
+  bench=bench/gpu/plugin_bench_bwd.py
+  kernels='ragged_fmha_bwd|ragged_fmha_prepass|flash_bwd|sdpa|bprop'
+  defaults=(ragged-mix_d64_full ragged-mix_d64_causal)
+  calls=1
 fi
 problems=("$@")
 [ ${#problems[@]} -gt 0 ] || problems=("${defaults[@]}")
+# The forward benchmarks take problem names, the backward's a regex over them.
+if [ "$bench" = bench/gpu/plugin_bench_bwd.py ]; then
+  select=(--only "^($(IFS='|'; echo "${problems[*]}"))\$")
+else
+  select=(--problems "${problems[@]}")
+fi
 timeout "${NCU_TIMEOUT:-300}" ncu --clock-control none --metrics "$metrics" --section WarpStateStats \
     -k "regex:$kernels" --page raw --csv \
-    python3 "$bench" --plugin "$CARRY/$SO" --graphs "$CARRY/graphs" --calls-only 2 \
-    --problems "${problems[@]}" > "$OUT/peer_ncu.csv" 2> "$OUT/peer_ncu.err"
+    python3 "$bench" --plugin "$CARRY/$SO" --graphs "$CARRY/graphs" --calls-only "$calls" \
+    "${select[@]}" > "$OUT/peer_ncu.csv" 2> "$OUT/peer_ncu.err"
 rc=$?
 echo "ncu rc=$rc"
 grep -v '^"' "$OUT/peer_ncu.csv" | grep -v '^==PROF==' | tail -n 30
