@@ -209,11 +209,23 @@ fn case(name: &str) -> Case {
             lse: Lse::Ragged,
             ..base
         },
+        // D 256 (the column-split fused kernel's 64-key tiles) without a mask: a batch of 39 key
+        // tiles (walked unrotated), one of 9 (rotated), one without queries; `seq_len` padding.
+        "bf16_d256_gqa_long_sequences_many_key_tiles" => Case {
+            d: 256,
+            dv: 256,
+            lq: vec![430, 0, 250],
+            lkv: vec![2470, 40, 560],
+            pad: 3,
+            band: (None, None, DiagonalAlignment::TopLeft),
+            lse: Lse::Ragged,
+            ..base
+        },
         other => panic!("no case {other}"),
     }
 }
 
-const CASES: [&str; 17] = [
+const CASES: [&str; 18] = [
     "bf16_d128_gqa_causal_bottom_right_dense_lse",
     "f16_d64_mqa_window_top_left_ragged_lse_bhsd_order",
     "bf16_d64_seq_len_padding_and_zero_length_batches",
@@ -231,6 +243,7 @@ const CASES: [&str; 17] = [
     "bf16_d64_gqa_window_top_left_multi_tile_dq",
     "f16_d128_mqa_window_bottom_right_multi_tile_dq",
     "bf16_d96_gqa_long_sequences_many_key_tiles",
+    "bf16_d256_gqa_long_sequences_many_key_tiles",
 ];
 
 /// Every head dim pair of the CUDA backward, as (Q/K, V/O).
@@ -376,4 +389,9 @@ fn every_device_case_is_an_applicable_backward_graph() {
 #[test]
 fn bf16_d96_gqa_long_sequences_many_key_tiles() {
     check(CASES[16], case(CASES[16]));
+}
+
+#[test]
+fn bf16_d256_gqa_long_sequences_many_key_tiles() {
+    check(CASES[17], case(CASES[17]));
 }

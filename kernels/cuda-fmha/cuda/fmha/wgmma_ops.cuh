@@ -42,8 +42,11 @@
 // D[64 x N] (+)= A[64 x 16] (shared, K-major) * B[N x 16]^T (shared, K-major).
 template <bool BF16, int N>
 __device__ __forceinline__ void wgmma_ss(float* d, u64 da, u64 db, int accumulate) {
-    static_assert(N == 64 || N == 128, "S widths");
-    if constexpr (N == 64) {
+    static_assert(N == 32 || N == 64 || N == 128, "S widths");
+    if constexpr (N == 32) {
+        RAGGED_WGMMA_TYPED(32, 16, "%16", "%17", "%18", "1, 1, 0, 0", "l"(da), "l"(db), "r"(accumulate));
+    }
+    else if constexpr (N == 64) {
         RAGGED_WGMMA_TYPED(64, 32, "%32", "%33", "%34", "1, 1, 0, 0", "l"(da), "l"(db), "r"(accumulate));
     }
     else {
@@ -98,6 +101,20 @@ __device__ __forceinline__ void wgmma_ss_tt_n64(float* d, u64 da, u64 db, int ac
 template <bool BF16>
 __device__ __forceinline__ void wgmma_ss_tt_n32(float* d, u64 da, u64 db, int accumulate) {
     RAGGED_WGMMA_TYPED(32, 16, "%16", "%17", "%18", "1, 1, 1, 1", "l"(da), "l"(db), "r"(accumulate));
+}
+
+// D[64 x 128] (+)= A[64 x 16] (shared, K-major) * B[16 x 128] (shared, MN-major): the wide fused
+// backward's dV += P^T dO and dK += dS^T Q with P^T and dS^T staged in shared memory ([keys][queries])
+// and dO, Q as loaded ([queries][D]).
+template <bool BF16>
+__device__ __forceinline__ void wgmma_ss_nt_n128(float* d, u64 da, u64 db, int accumulate) {
+    RAGGED_WGMMA_TYPED(128, 64, "%64", "%65", "%66", "1, 1, 0, 1", "l"(da), "l"(db), "r"(accumulate));
+}
+// D[64 x 128] (+)= A[64 x 16] (shared, MN-major) * B[16 x 128] (shared, MN-major): the wide fused
+// backward's dQ = dS K over a warpgroup's 128 columns.
+template <bool BF16>
+__device__ __forceinline__ void wgmma_ss_tt_n128(float* d, u64 da, u64 db, int accumulate) {
+    RAGGED_WGMMA_TYPED(128, 64, "%64", "%65", "%66", "1, 1, 1, 1", "l"(da), "l"(db), "r"(accumulate));
 }
 
 #undef RAGGED_WGMMA_TYPED

@@ -32,11 +32,11 @@ __device__ __forceinline__ void bwd_dot_body(const u16* __restrict__ o, const u1
     if (dq_acc != nullptr) {
         const int rb = r0 / RAGGED_BWD_DOT_ROWS;
         for (int h = 0; h < h_q; ++h) {
-            float4* blob = (float4*)(dq_acc + (((i64)h * batch + b) * row_blocks + rb) * RAGGED_BWD_FUSED_BLOB);
+            float4* blob = (float4*)(dq_acc + (((i64)h * batch + b) * row_blocks + rb) * bwd_dq_blob_stride(D));
             for (int i = threadIdx.x; i < bwd_dq_blob_floats(D) / 4; i += RAGGED_BWD_DOT_THREADS)
                 blob[i] = make_float4(0.f, 0.f, 0.f, 0.f);
         }
-        int* turns = bwd_dq_turns(dq_acc, h_q, batch, row_blocks);
+        int* turns = bwd_dq_turns(dq_acc, h_q, batch, row_blocks, bwd_dq_blob_stride(D));
         for (int h = threadIdx.x; h < h_q; h += RAGGED_BWD_DOT_THREADS)
             turns[((i64)h * batch + b) * row_blocks + rb] = 0;
     }

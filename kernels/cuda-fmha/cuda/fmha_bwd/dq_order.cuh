@@ -68,4 +68,29 @@ __device__ __forceinline__ int bwd_ws_turn(const RaggedBand& band, int lq, int m
     return hi - 1 - n;
 }
 
+// A dQ writer's lane 0 before adding into a blob: waits until the blob's turn counter reaches
+// `turn` (or RAGGED_BWD_WS_TURN_NS passed: RAGGED_ERR_DQ_ORDER into the error flag), then orders
+// the bulk reduction after it.
+__device__ __forceinline__ void bwd_ws_take_turn(const int* counter, int turn, const int* tile_count) {
+    if (ld_acquire_gpu(counter) < turn) {
+        const u64 t0 = global_timer_ns();
+        while (ld_acquire_gpu(counter) < turn) {
+            if (global_timer_ns() - t0 > RAGGED_BWD_WS_TURN_NS) {
+                asm volatile("red.global.or.b32 [%0], %1;\n" ::"l"(tile_count + 1), "r"(RAGGED_ERR_DQ_ORDER)
+                             : "memory");
+                break;
+            }
+            asm volatile("nanosleep.u32 64;\n" ::: "memory");
+        }
+    }
+    fence_proxy_async_global();
+}
+
+// The same lane after its reduction was committed: waits for it to complete and passes the turn.
+__device__ __forceinline__ void bwd_ws_pass_turn(int* counter) {
+    bulk_wait<0>();
+    fence_proxy_async_global();
+    red_release_gpu_add(counter, 1);
+}
+
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL

@@ -194,10 +194,30 @@ RAGGED_BWD_FUSED_ALL(f16, false)
     RAGGED_BWD_FUSED_WS_ENTRY(ragged_fmha_bwd_ordered_##DT##_d96, BF16, 96, true)
 RAGGED_BWD_FUSED_WS_ALL(bf16, true)
 RAGGED_BWD_FUSED_WS_ALL(f16, false)
+// The same roles at D 256 with the columns split between the consumers (fmha_bwd/fused_wide.cuh):
+// BN 64, tiles and shared memory (231 456 bytes) from BwdWideTraits<256>, the same parameters.
+#define RAGGED_BWD_FUSED_WIDE_ENTRY(NAME, BF16, D, ORDERED)                                                        \
+    extern "C" {                                                                                                 \
+    __constant__ int NAME##_config[4] = {BwdWideTraits<D>::BM, BwdWideTraits<D>::BN, RAGGED_BWD_WS_THREADS,      \
+                                         BwdWideTraits<D>::SMEM};                                                \
+    __constant__ int NAME##_tma[1] = {1};                                                                        \
+    __global__ void __launch_bounds__(RAGGED_BWD_WS_THREADS, 1)                                                  \
+        NAME(RAGGED_BWD_PARAMS, const __grid_constant__ RaggedTmaMap tm_q, const __grid_constant__ RaggedTmaMap tm_do, \
+             const __grid_constant__ RaggedTmaMap tm_stats, float* __restrict__ dq_acc) {                        \
+        bwd_fused_wide_body<BF16, D, ORDERED>(RAGGED_BWD_ARGS, &tm_q, &tm_do, &tm_stats, dq_acc);                \
+    }                                                                                                            \
+    }
+#define RAGGED_BWD_FUSED_WIDE_ALL(DT, BF16)                                            \
+    RAGGED_BWD_FUSED_WIDE_ENTRY(ragged_fmha_bwd_fused_ws_##DT##_d256, BF16, 256, false) \
+    RAGGED_BWD_FUSED_WIDE_ENTRY(ragged_fmha_bwd_ordered_##DT##_d256, BF16, 256, true)
+RAGGED_BWD_FUSED_WIDE_ALL(bf16, true)
+RAGGED_BWD_FUSED_WIDE_ALL(f16, false)
 RAGGED_BWD_DQ_CONVERT_ENTRY(ragged_fmha_bwd_dq_convert_bf16_d64, true, 64)
 RAGGED_BWD_DQ_CONVERT_ENTRY(ragged_fmha_bwd_dq_convert_f16_d64, false, 64)
 RAGGED_BWD_DQ_CONVERT_ENTRY(ragged_fmha_bwd_dq_convert_bf16_d128, true, 128)
 RAGGED_BWD_DQ_CONVERT_ENTRY(ragged_fmha_bwd_dq_convert_f16_d128, false, 128)
 RAGGED_BWD_DQ_CONVERT_ENTRY(ragged_fmha_bwd_dq_convert_bf16_d96, true, 96)
 RAGGED_BWD_DQ_CONVERT_ENTRY(ragged_fmha_bwd_dq_convert_f16_d96, false, 96)
+RAGGED_BWD_DQ_CONVERT_ENTRY(ragged_fmha_bwd_dq_convert_bf16_d256, true, 256)
+RAGGED_BWD_DQ_CONVERT_ENTRY(ragged_fmha_bwd_dq_convert_f16_d256, false, 256)
 #endif

@@ -121,22 +121,7 @@ __device__ __forceinline__ void bwd_ws_dq_writer(int items, const Head& item_hea
         const int m = item_block(it);
         const i64 blob = ((i64)item_head(it) * batch + b) * row_blocks + m;
         if constexpr (ORDERED) {
-            if (lane == 0) {
-                const int turn = bwd_ws_turn(band, lq, m, n, tiles_b, T::BN, T::BM);
-                if (ld_acquire_gpu(turns + blob) < turn) {
-                    const u64 t0 = global_timer_ns();
-                    while (ld_acquire_gpu(turns + blob) < turn) {
-                        if (global_timer_ns() - t0 > RAGGED_BWD_WS_TURN_NS) {
-                            asm volatile("red.global.or.b32 [%0], %1;\n" ::"l"(tile_count + 1),
-                                         "r"(RAGGED_ERR_DQ_ORDER)
-                                         : "memory");
-                            break;
-                        }
-                        asm volatile("nanosleep.u32 64;\n" ::: "memory");
-                    }
-                }
-                fence_proxy_async_global();
-            }
+            if (lane == 0) bwd_ws_take_turn(turns + blob, bwd_ws_turn(band, lq, m, n, tiles_b, T::BN, T::BM), tile_count);
         }
         float* dst = dq_acc + blob * RAGGED_BWD_FUSED_BLOB;
 #pragma unroll
@@ -155,11 +140,7 @@ __device__ __forceinline__ void bwd_ws_dq_writer(int items, const Head& item_hea
             named_bar_arrive(empty_bar + 1, 160);
         }
         if constexpr (ORDERED) {
-            if (lane == 0) {
-                bulk_wait<0>();
-                fence_proxy_async_global();
-                red_release_gpu_add(turns + blob, 1);
-            }
+            if (lane == 0) bwd_ws_pass_turn(turns + blob);
         }
     }
     if (lane == 0) bulk_wait<0>();

@@ -316,8 +316,8 @@ pub enum Part {
     DkDv,
     /// dQ: BM = 16 × warps, at least [`MIN_DQ_BLOCK_M`]; BN a multiple of 16.
     Dq,
-    /// A fused dK/dV/dQ kernel: exactly BM 64, BN 128 (its accumulator blobs and its dQ product
-    /// assume these tiles), 256 threads or the warp-specialized 384.
+    /// A fused dK/dV/dQ kernel: exactly BM 64 (its accumulator blobs assume it), BN 128 or the
+    /// column-split kernel's 64, 256 threads or the warp-specialized 384.
     Fused,
     /// The dQ convert pass: `{FUSED_BLOCK_M, 0, DOT_THREADS, 0}` exactly.
     Convert,
@@ -334,7 +334,8 @@ pub fn check_config(kernel: &str, part: Part, raw: [i32; 4]) -> Result<TileConfi
     let ok = match part {
         Part::Dot => raw == [DOT_ROWS, 0, DOT_THREADS as i32, 0],
         Part::Fused => {
-            [block_m, block_n] == [FUSED_BLOCK_M as i32, FUSED_BLOCK_N]
+            block_m == FUSED_BLOCK_M as i32
+                && FUSED_BLOCK_N.contains(&block_n)
                 && (threads == FUSED_THREADS || threads == FUSED_WS_THREADS)
         }
         Part::Convert => raw == [FUSED_BLOCK_M as i32, 0, DOT_THREADS as i32, 0],

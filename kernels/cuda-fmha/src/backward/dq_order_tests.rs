@@ -9,26 +9,29 @@
 //! twice; the device tests see that only for the lengths they run.
 
 const BM: i64 = 64;
-const BN: i64 = 128;
+/// The fused kernels' key tiles: 128 keys, 64 for the column-split kernel of D 256.
+const BLOCK_N: [i64; 2] = [128, 64];
 /// `RAGGED_BWD_WS_ROT_MAX`.
 const ROT_MAX: i64 = 32;
 
-/// `RaggedBand` / `make_band`: -1 is an unbounded side.
+/// `RaggedBand` / `make_band` (-1 is an unbounded side), with the kernel's key tile `bn`.
 #[derive(Clone, Copy, Debug)]
 struct Band {
     off: i64,
     left: i64,
     right: i64,
     lkv: i64,
+    bn: i64,
 }
 
 impl Band {
-    fn new(lq: i64, lkv: i64, left: i64, right: i64, bottom_right: bool) -> Self {
+    fn new(lq: i64, lkv: i64, (left, right): (i64, i64), bottom_right: bool, bn: i64) -> Self {
         Self {
             off: if bottom_right { lkv - lq } else { 0 },
             left,
             right,
             lkv,
+            bn,
         }
     }
 
@@ -94,17 +97,18 @@ fn turn(band: &Band, lq: i64, m: i64, n: i64, tiles: i64) -> i64 {
         let first = ((m + 1) * tiles - 1) / blocks;
         return (first - n + tiles) % tiles;
     }
-    let (_, hi) = key_block_range(band, i0, rows, BN);
+    let (_, hi) = key_block_range(band, i0, rows, band.bn);
     hi - 1 - n
 }
 
 /// Each key tile's walk: the query blocks it visits, in its order (`item_block`).
 fn walks(band: &Band, lq: i64) -> Vec<Vec<i64>> {
-    let tiles = (band.lkv + BN - 1) / BN;
+    let bn = band.bn;
+    let tiles = (band.lkv + bn - 1) / bn;
     (0..tiles)
         .map(|n| {
-            let j0 = n * BN;
-            let cols = (band.lkv - j0).min(BN);
+            let j0 = n * bn;
+            let cols = (band.lkv - j0).min(bn);
             let (first, last) = query_block_range(band, lq, j0, cols, BM);
             let nq = last - first;
             let rot = rotation(band, n, tiles, nq);
@@ -116,11 +120,19 @@ fn walks(band: &Band, lq: i64) -> Vec<Vec<i64>> {
 /// A turn rule: (band, Lq, query block, key tile, key tiles) to the contributions before it.
 type TurnRule = fn(&Band, i64, i64, i64, i64) -> i64;
 
-/// Checks one (batch, head)'s schedule under `turn`; panics naming the case.
-fn check(turn: TurnRule, lq: i64, lkv: i64, left: i64, right: i64, bottom_right: bool) {
-    let case = format!("Lq {lq}, Lkv {lkv}, band ({left}, {right}), bottom-right {bottom_right}");
-    let band = Band::new(lq, lkv, left, right, bottom_right);
-    let tiles = (lkv + BN - 1) / BN;
+/// Checks one (batch, head)'s schedule under `turn` with key tiles of `bn`; panics naming the case.
+fn check(
+    turn: TurnRule,
+    lq: i64,
+    lkv: i64,
+    (left, right): (i64, i64),
+    bottom_right: bool,
+    bn: i64,
+) {
+    let case =
+        format!("Lq {lq}, Lkv {lkv}, band ({left}, {right}), bottom-right {bottom_right}, BN {bn}");
+    let band = Band::new(lq, lkv, (left, right), bottom_right, bn);
+    let tiles = (lkv + bn - 1) / bn;
     let walks = walks(&band, lq);
     let blocks = (lq + BM - 1) / BM;
     // Turns: a permutation of 0 .. count per blob, over exactly the tiles the band admits for it.
@@ -132,7 +144,7 @@ fn check(turn: TurnRule, lq: i64, lkv: i64, left: i64, right: i64, bottom_right:
     }
     for (m, list) in turns.iter_mut().enumerate() {
         let m = m as i64;
-        let (lo, hi) = key_block_range(&band, m * BM, (lq - m * BM).min(BM), BN);
+        let (lo, hi) = key_block_range(&band, m * BM, (lq - m * BM).min(BM), bn);
         let mut visitors: Vec<i64> = list.iter().map(|&(_, n)| n).collect();
         visitors.sort_unstable();
         assert_eq!(
@@ -145,7 +157,7 @@ fn check(turn: TurnRule, lq: i64, lkv: i64, left: i64, right: i64, bottom_right:
             let admitted: Vec<i64> = (0..tiles)
                 .filter(|&n| {
                     (m * BM..(m * BM + BM).min(lq))
-                        .any(|i| (n * BN..(n * BN + BN).min(lkv)).any(|j| band.admits(i, j)))
+                        .any(|i| (n * bn..(n * bn + bn).min(lkv)).any(|j| band.admits(i, j)))
                 })
                 .collect();
             assert_eq!(
@@ -216,17 +228,19 @@ fn every_blob_adds_each_admitted_key_tile_once_in_an_order_the_walks_reach() {
         (1000, 1000),
     ];
     let mut cases = 0;
-    for &lq in &lengths {
-        for &lkv in &lengths {
-            for &(left, right) in &bands {
-                for bottom_right in [false, true] {
-                    check(self::turn, lq, lkv, left, right, bottom_right);
-                    cases += 1;
+    for bn in BLOCK_N {
+        for &lq in &lengths {
+            for &lkv in &lengths {
+                for &band in &bands {
+                    for bottom_right in [false, true] {
+                        check(self::turn, lq, lkv, band, bottom_right, bn);
+                        cases += 1;
+                    }
                 }
             }
         }
     }
-    assert_eq!(cases, 12 * 12 * 8 * 2);
+    assert_eq!(cases, 2 * 12 * 12 * 8 * 2);
 }
 
 /// The replay can fail: turns counted from 1, or a rotated walk's blobs taken in descending order
@@ -239,9 +253,9 @@ fn turns_off_by_one_are_caught() {
         |b, lq, m, n, t| turn(b, lq, m, n, t) + 1,
         300,
         300,
-        -1,
-        -1,
+        (-1, -1),
         false,
+        BLOCK_N[1],
     );
 }
 
@@ -252,13 +266,13 @@ fn an_ascending_order_under_descending_launches_is_caught() {
     // first tile launched waits for a tile that cannot start.
     check(
         |b, lq, m, n, _| {
-            let (lo, _) = key_block_range(b, m * BM, (lq - m * BM).min(BM), BN);
+            let (lo, _) = key_block_range(b, m * BM, (lq - m * BM).min(BM), b.bn);
             n - lo
         },
         500,
         500,
-        -1,
-        0,
+        (-1, 0),
         false,
+        BLOCK_N[0],
     );
 }

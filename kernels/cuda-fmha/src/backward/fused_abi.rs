@@ -1,7 +1,7 @@
 //! The host's copy of the fused backward's contract (`fmha_bwd/fused_dq.cuh`,
 //! `fmha_bwd/dq_convert.cuh`, their entry points in `fmha_bwd/entries.cuh`): the kernels of
-//! `fmha_bwd/fused_ws.cuh`: the fused kernels of both [`super::plan::DqForm`]s on sm_90a and the
-//! layout of their f32 dQ accumulator.
+//! `fmha_bwd/fused_ws.cuh` and `fmha_bwd/fused_wide.cuh`: the fused kernels of both
+//! [`super::plan::DqForm`]s on sm_90a and the layout of their f32 dQ accumulator.
 
 use super::device_abi::{ALL, BackwardKernels, HOPPER_ARCH};
 
@@ -25,10 +25,11 @@ pub struct FusedKernels {
     pub convert: &'static str,
 }
 
-/// How many leading entries of [`super::device_abi::HEAD_DIMS`] (D 64, 128 and 96) have fused
+/// How many leading entries of [`super::device_abi::HEAD_DIMS`] (D 64, 128, 96 and 256) have fused
 /// kernels on [`HOPPER_ARCH`]. D 96 runs the D 128 kernel's layout, its rows padded to 128 columns
-/// in shared memory; D 256 and 192/128 would not fit its registers and run the pair.
-pub const FUSED_HEAD_DIMS: usize = 3;
+/// in shared memory; D 256 the column-split kernel of `fused_wide.cuh` (64-key blocks); 192/128
+/// runs the pair.
+pub const FUSED_HEAD_DIMS: usize = 4;
 
 /// Per set of [`ALL`] at the first [`FUSED_HEAD_DIMS`] head dims, in its order: the fused kernels
 /// and their convert pass, compiled for [`HOPPER_ARCH`] only.
@@ -69,21 +70,43 @@ pub const FUSED_ALL: [FusedKernels; 2 * FUSED_HEAD_DIMS] = [
         wg: None,
         convert: "ragged_fmha_bwd_dq_convert_f16_d96",
     },
+    FusedKernels {
+        ordered: "ragged_fmha_bwd_ordered_bf16_d256",
+        ws: "ragged_fmha_bwd_fused_ws_bf16_d256",
+        wg: None,
+        convert: "ragged_fmha_bwd_dq_convert_bf16_d256",
+    },
+    FusedKernels {
+        ordered: "ragged_fmha_bwd_ordered_f16_d256",
+        ws: "ragged_fmha_bwd_fused_ws_f16_d256",
+        wg: None,
+        convert: "ragged_fmha_bwd_dq_convert_f16_d256",
+    },
 ];
 
 /// `RAGGED_BWD_FUSED_ROWS`: query rows of one accumulator blob, the fused kernel's BM and the
 /// convert pass's rows per block.
 pub const FUSED_BLOCK_M: i64 = 64;
-/// The fused kernel's BN (keys per block).
-pub const FUSED_BLOCK_N: i32 = 128;
+/// The fused kernels' BN (keys per block): 128, or 64 for the column-split kernel of D 256.
+pub const FUSED_BLOCK_N: [i32; 2] = [128, 64];
 /// The two-warpgroup fused kernel's threads.
 pub const FUSED_THREADS: i32 = 256;
 /// The warp-specialized fused kernels' threads (a loader and a dQ-writer warp in the first of three
 /// warpgroups).
 pub const FUSED_WS_THREADS: i32 = 384;
-/// `RAGGED_BWD_FUSED_BLOB`: f32 values between blobs, 64 rows × 128 (each warpgroup holds half
-/// of the columns; D 96's last 32 columns are padding, D 64 uses the first 64 × 64).
+/// `RAGGED_BWD_FUSED_BLOB`: f32 values between blobs up to D 128, 64 rows × 128 (each warpgroup
+/// holds half of the columns; D 96's last 32 columns are padding, D 64 uses the first 64 × 64).
 pub const FUSED_BLOB_FLOATS: u64 = 8192;
+
+/// `bwd_dq_blob_stride(d)`: f32 values between blobs at Q/K head dim `d_qk`, [`FUSED_BLOB_FLOATS`]
+/// up to D 128 and twice that (64 × 256) past it.
+pub fn blob_stride_floats(d_qk: i64) -> u64 {
+    if d_qk <= 128 {
+        FUSED_BLOB_FLOATS
+    } else {
+        2 * FUSED_BLOB_FLOATS
+    }
+}
 
 /// The fused kernels for `set` on a module compiled for `arch`; `None` where they do not exist
 /// (every target but [`HOPPER_ARCH`], and there every head dim past the first
@@ -122,25 +145,24 @@ mod tests {
         }
     }
 
-    /// D 256 and 192/128 have no fused kernel: the non-deterministic engine runs their
-    /// deterministic pair on sm_90a too. D 96 has the warp-specialized ones, not the
-    /// two-warpgroup fallback.
+    /// 192/128 has no fused kernel: the non-deterministic engine runs its deterministic pair on
+    /// sm_90a too. D 96 and 256 have the warp-specialized ones, not the two-warpgroup fallback.
     #[test]
-    fn head_dims_past_64_128_and_96_have_no_fused_kernel() {
-        for (d_qk, d_v) in [(256, 256), (192, 128)] {
-            for dtype in [DataType::BF16, DataType::F16] {
-                let set = kernels(dtype, d_qk, d_v).expect("compiled");
-                assert_eq!(fused_for_target(set, HOPPER_ARCH), None, "{set:?}");
-            }
+    fn head_dims_past_64_128_96_and_256_have_no_fused_kernel() {
+        for dtype in [DataType::BF16, DataType::F16] {
+            let set = kernels(dtype, 192, 128).expect("compiled");
+            assert_eq!(fused_for_target(set, HOPPER_ARCH), None, "{set:?}");
         }
         for set in &ALL[..FUSED_ALL.len()] {
             assert!(fused_for_target(*set, HOPPER_ARCH).is_some(), "{set:?}");
         }
-        for dtype in [DataType::BF16, DataType::F16] {
-            let set = kernels(dtype, 96, 96).expect("compiled");
-            let fused = fused_for_target(set, HOPPER_ARCH).expect("D 96 fused");
-            assert!(fused.ordered.ends_with("_d96") && fused.convert.ends_with("_d96"));
-            assert_eq!(fused.wg, None);
+        for (d, suffix) in [(96, "_d96"), (256, "_d256")] {
+            for dtype in [DataType::BF16, DataType::F16] {
+                let set = kernels(dtype, d, d).expect("compiled");
+                let fused = fused_for_target(set, HOPPER_ARCH).expect("fused");
+                assert!(fused.ordered.ends_with(suffix) && fused.convert.ends_with(suffix));
+                assert_eq!(fused.wg, None);
+            }
         }
     }
 
@@ -189,7 +211,7 @@ mod tests {
     /// fmha_bwd/dq_convert.cuh: change them together.
     #[test]
     fn the_convert_pass_reads_each_element_where_the_fused_step_stored_it() {
-        for d in [64usize, 96, 128] {
+        for d in [64usize, 96, 128, 256] {
             let p = d.div_ceil(64) * 64;
             // held[at]: the (row, column) of dQ that float `at` of the blob adds into.
             let mut held = vec![None; 64 * p];
@@ -233,7 +255,7 @@ mod tests {
                 );
             }
             assert!(
-                64 * p <= FUSED_BLOB_FLOATS as usize,
+                64 * p <= blob_stride_floats(d as i64) as usize,
                 "D {d}: the blob fits its slot"
             );
         }
@@ -250,10 +272,16 @@ mod tests {
         let ws = 1024 + 65_536 + 65_536 + 32_768 + 65_536 + 1024 + 32;
         let t = check_config("k", Part::Fused, [64, 128, 384, ws]).expect("fits");
         assert_eq!(t.threads, 384);
+        // BwdWideTraits<256>::SMEM: K and V of 64 keys, two Q and two dO buffers, two pairs of
+        // P^T / dS^T tiles, the LSE / Di rows and the ring's mbarriers.
+        let wide = 1024 + 65_536 + 131_072 + 32_768 + 1024 + 32;
+        let t = check_config("k", Part::Fused, [64, 64, 384, wide]).expect("fits");
+        assert_eq!(t.block_n, 64);
         check_config("k", Part::Convert, [64, 0, 256, 0]).expect("fits");
         for (part, raw) in [
             (Part::Fused, [128, 128, 256, smem]),
             (Part::Fused, [64, 64, 128, smem]),
+            (Part::Fused, [64, 32, 384, smem]),
             (Part::Fused, [64, 128, 512, smem]),
             (Part::Convert, [128, 0, 256, 0]),
         ] {

@@ -2,7 +2,7 @@
 //! accumulator and its turn counters), a fused dK/dV/dQ kernel and the dQ convert pass, four
 //! launches and no host synchronisation (unless validating).
 //!
-//! The fused kernel's blocks (one per key tile of 128 keys, KV head and batch) add each step's
+//! The fused kernel's blocks (one per key tile of 128 keys, 64 at D 256, KV head and batch) add each step's
 //! dQ contribution into the accumulator blob of its (query head, 64-row query block) with a bulk
 //! asynchronous reduction: the ordered kernel (the deterministic engine's) in a fixed order of key
 //! tiles, so dQ has the same bits on every call; the others in whatever order they get there (f32
@@ -45,7 +45,7 @@ pub(super) unsafe fn execute(
     let row_blocks = ceil_div(i64::from(f.s_q_max), FUSED_BLOCK_M);
     let fused_grid = grid_blocks(
         i64::from(f.batch) * kv_tiles * i64::from(f.heads_kv),
-        "fused dK/dV/dQ grid (B · ceil(S_kv_max / 128) · H_kv)",
+        "fused dK/dV/dQ grid (B · ceil(S_kv_max / BN) · H_kv)",
     )?;
     let convert_grid = grid_blocks(
         i64::from(f.batch) * row_blocks,

@@ -5,7 +5,7 @@
 //! seq_lens, band and scale rules) plus the gradients' layouts and the backward's own limits; the
 //! launcher ([`launcher`]) compiles its own module through the forward's NVRTC cache and runs
 //! four kernels per execute: the forward's offsets pre-pass, Di = rowsum(dO ∘ O), dK/dV, dQ.
-//! On sm_90a at D 64, 96 and 128 a fused dK/dV/dQ kernel and a dQ convert pass replace the last two
+//! On sm_90a at D 64, 96, 128 and 256 a fused dK/dV/dQ kernel and a dQ convert pass replace the last two
 //! ([`fused_launcher`]): for [`DqForm::Deterministic`] the one adding dQ in a fixed order, for
 //! [`DqForm::Unordered`] (the non-deterministic engine's) the one adding it in any order.
 

@@ -13,7 +13,7 @@
 //! twin), which accepts exactly the same problems and reserves a larger workspace.
 
 use super::device_abi::{self, BackwardKernels, MIN_DQ_BLOCK_M};
-use super::fused_abi::{FUSED_BLOB_FLOATS, FUSED_BLOCK_M};
+use super::fused_abi::{FUSED_BLOCK_M, blob_stride_floats};
 use crate::forward::device_abi::{RAGGED_BATCH_BYTES, TILE_ENTRY_BYTES};
 use crate::forward::geometry::WORKSPACE_ALIGNMENT;
 use crate::forward::plan::{FmhaPlan, RowStrides};
@@ -56,7 +56,7 @@ pub struct BackwardWorkspace {
     /// Rows of Di and of the scaled LSE per (batch, query head): S_q_max rounded up to
     /// [`DI_ROW_BLOCK`].
     pub di_rows: i32,
-    /// The fused kernels' f32 dQ accumulator, one blob of `FUSED_BLOB_FLOATS` per (query head,
+    /// The fused kernels' f32 dQ accumulator, one blob of [`blob_stride_floats`] per (query head,
     /// batch, block of `FUSED_BLOCK_M` query rows), then one i32 turn counter per blob (the
     /// ordered kernel's), all zeroed by the Di pass of every call. Both forms have it: the plan
     /// does not know whether the target runs a fused kernel or the pair, which leaves it unused.
@@ -68,14 +68,14 @@ pub struct BackwardWorkspace {
 /// How an execute sums each query row's dQ over the key tiles that reach it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DqForm {
-    /// The same inputs give the same bits on every call: on sm_90a at head dims 64, 96 and 128 the
+    /// The same inputs give the same bits on every call: on sm_90a at head dims 64, 96, 128 and 256 the
     /// fused kernel adding the contributions to each block of dQ in a fixed order of key tiles,
     /// elsewhere the dK/dV kernel and a separate dQ kernel, each output row written by one block.
     Deterministic,
     /// On sm_90a, the fused dK/dV/dQ kernel adding each key tile's dQ contribution into an f32
     /// workspace accumulator in whatever order the blocks get there, then a convert pass writes
-    /// dQ: not bitwise reproducible. Other targets, and head dims 256 and 192/128, have no
-    /// fused kernel and run the deterministic pair.
+    /// dQ: not bitwise reproducible. Other targets, and Q/K 192 with V/O 128, have no fused
+    /// kernel and run the deterministic pair.
     Unordered,
 }
 
@@ -125,7 +125,7 @@ pub fn plan_with_form(
 ) -> Result<BackwardPlan, Decline> {
     let fwd = crate::forward::plan(forward)?;
     let q = &forward.q;
-    let [b, s_q, h_q, _] = q.bshd();
+    let [b, s_q, h_q, d_qk] = q.bshd();
     let kernels = backward_kernels(forward)?;
     if fwd.lse.is_none() {
         return Err(Decline::graph(
@@ -180,7 +180,7 @@ pub fn plan_with_form(
             ));
         }
     }
-    let workspace = workspace(b, s_q, h_q).ok_or_else(|| {
+    let workspace = workspace(b, s_q, h_q, d_qk).ok_or_else(|| {
         Decline::new(
             q.uid,
             format!("{} backward workspace (B · H_q · S_max)", q.role),
@@ -281,10 +281,11 @@ pub const DI_ROW_BLOCK: u64 = 64;
 // Di's size is then a multiple of the region alignment, so the scaled LSE follows it with no gap.
 const _: () = assert!((DI_ROW_BLOCK * 4).is_multiple_of(WORKSPACE_ALIGNMENT));
 
-/// The scratch layout for B batches of at most `s_q` query rows and `h_q` heads, with the
-/// pre-pass's tile list sized for the smallest dQ tile and the dQ accumulator (32 KiB and a turn
-/// counter per head and block of 64 query rows of each batch); `None` if it overflows.
-pub fn workspace(b: i64, s_q: i64, h_q: i64) -> Option<BackwardWorkspace> {
+/// The scratch layout for B batches of at most `s_q` query rows, `h_q` heads and Q/K head dim
+/// `d_qk`, with the pre-pass's tile list sized for the smallest dQ tile and the dQ accumulator (a
+/// blob of [`blob_stride_floats`] f32 and a turn counter per head and block of 64 query rows of
+/// each batch); `None` if it overflows.
+pub fn workspace(b: i64, s_q: i64, h_q: i64, d_qk: i64) -> Option<BackwardWorkspace> {
     let (b, s_q, h_q) = (b.max(0) as u64, s_q.max(0) as u64, h_q.max(0) as u64);
     let align = |x: u64| x.checked_next_multiple_of(WORKSPACE_ALIGNMENT);
     let tiles_per_batch = s_q.div_ceil(MIN_DQ_BLOCK_M as u64);
@@ -304,7 +305,7 @@ pub fn workspace(b: i64, s_q: i64, h_q: i64) -> Option<BackwardWorkspace> {
         .checked_mul(b)?
         .checked_mul(s_q.div_ceil(FUSED_BLOCK_M as u64))?;
     let acc = align(di_end)?;
-    let end = acc.checked_add(blobs.checked_mul(FUSED_BLOB_FLOATS * 4 + 4)?)?;
+    let end = acc.checked_add(blobs.checked_mul(blob_stride_floats(d_qk) * 4 + 4)?)?;
     Some(BackwardWorkspace {
         batches: 0,
         tiles,

@@ -1,4 +1,5 @@
 use super::*;
+use crate::backward::fused_abi::FUSED_BLOB_FLOATS;
 use ragged_core::DataType;
 use ragged_core::problem::test_support::{dense_stats, in_bhsd_order, problem, ragged};
 
@@ -141,11 +142,23 @@ fn every_forward_head_dim_plans_its_backward_kernels() {
                 (8 * d_v, 2 * d_v, 8 * d_qk, 2 * d_qk),
                 "{dt} {dims}"
             );
-            // The workspace does not depend on the head dims.
+            // The workspace depends on the head dims only through the dQ accumulator's blobs,
+            // 64 × 128 f32 up to D 128 and twice that past it.
+            let base = plan_of(&backward().0, &backward().1).unwrap().workspace;
+            let w = plan.workspace;
             assert_eq!(
-                plan.workspace,
-                plan_of(&backward().0, &backward().1).unwrap().workspace
+                BackwardWorkspace {
+                    total_bytes: base.total_bytes,
+                    ..w
+                },
+                base,
+                "{dt} {dims}"
             );
+            let acc = |w: BackwardWorkspace| w.total_bytes - WORKSPACE_ALIGNMENT - w.dq_acc;
+            let blobs = acc(base) / (FUSED_BLOB_FLOATS * 4 + 4);
+            assert_eq!(acc(base), blobs * (FUSED_BLOB_FLOATS * 4 + 4));
+            let extra = if d_qk > 128 { FUSED_BLOB_FLOATS * 4 } else { 0 };
+            assert_eq!(acc(w), acc(base) + blobs * extra, "{dt} {dims}");
         }
     }
 }
@@ -227,23 +240,23 @@ fn without_an_lse_there_is_nothing_to_recompute_p_from() {
 
 #[test]
 fn workspace_overflow_is_none() {
-    assert_eq!(workspace(i64::MAX / 2, i64::MAX / 2, 8), None);
-    assert!(workspace(1, 1, 1).is_some());
+    assert_eq!(workspace(i64::MAX / 2, i64::MAX / 2, 8, 128), None);
+    assert!(workspace(1, 1, 1, 128).is_some());
     // The accumulator alone overflows: Di and the scaled LSE 2^60 bytes each, 2^52 blobs of 32 KiB.
-    assert_eq!(workspace(1 << 24, 1 << 24, 1 << 10), None);
-    assert!(workspace(1 << 20, 1 << 20, 1 << 10).is_some());
+    assert_eq!(workspace(1 << 24, 1 << 24, 1 << 10, 128), None);
+    assert!(workspace(1 << 20, 1 << 20, 1 << 10, 128).is_some());
 }
 
 #[test]
 fn di_rows_are_whole_64_row_tiles() {
     for (s_q, rows) in [(1, 64), (64, 64), (65, 128), (200, 256)] {
-        let w = workspace(2, s_q, 3).expect("fits");
+        let w = workspace(2, s_q, 3, 128).expect("fits");
         assert_eq!(w.di_rows, rows, "S_q_max {s_q}");
         // The scaled LSE right after Di's 2 batches · 3 heads · rows f32.
         assert_eq!(w.lse2, w.di + 2 * 3 * rows as u64 * 4, "S_q_max {s_q}");
     }
     // The kernels take the row count as an int: 2^31 - 64 rows stay, 2^31 - 63 would round to 2^31.
-    let rows = |s_q| workspace(1, s_q, 1).map(|w| w.di_rows);
+    let rows = |s_q| workspace(1, s_q, 1, 128).map(|w| w.di_rows);
     assert_eq!(rows((1 << 31) - 64), Some(i32::MAX - 63));
     assert_eq!(rows((1 << 31) - 63), None);
     let common = include_str!("../../cuda/fmha_bwd/common.cuh");
