@@ -35,7 +35,7 @@ struct BwdWideTraits {
         NDS = 2,                     // P^T / dS^T tile pairs: a warpgroup a step ahead writes the other
         BLOB_F = bwd_dq_blob_floats(D),
         STRIDE = bwd_dq_blob_stride(D),
-        PRODUCER_REGS = 48,
+        PRODUCER_REGS = 40,
         CONSUMER_REGS = 232,
         // Dynamic shared memory: 1024 bytes to align the first tile, K and V (BN rows), NBUF Q and
         // NBUF dO buffers (BM rows), NDS pairs of P^T and dS^T tiles, NBUF LSE and NBUF Di rows,
@@ -45,6 +45,8 @@ struct BwdWideTraits {
     static_assert(BLOB_F == 2 * BM * HALF, "a step's dQ is the blob");
     static_assert(BLOB_F * 4 == NBUF * BM * P * 2, "a slot's Q and dO hold the step's dQ");
     static_assert(BM == RAGGED_BWD_DI_ROWS, "a step's LSE / Di rows are one block of the Di pass");
+    static_assert(128 * PRODUCER_REGS + 256 * CONSUMER_REGS <= RAGGED_BWD_WS_REG_POOL,
+                  "the warpgroups' registers fit what the launch allocates");
 };
 
 // Where warpgroup w's dQ half goes in slot buffers q_slot / do_slot: part 0 (accumulators j < 8)
