@@ -169,49 +169,34 @@ RAGGED_BWD_WG_ALL(f16, false)
 RAGGED_BWD_FUSED_ALL(bf16, true)
 RAGGED_BWD_FUSED_ALL(f16, false)
 
-// The warp-specialized fused backward (fmha_bwd/fused_ws.cuh): a loader warp, two dQ-writer warps,
-// two consumer warpgroups; tiles and shared memory from BwdWsTraits<D> (D 96 and 128: 231 456
-// bytes, D 64: 165 920). After RAGGED_BWD_PARAMS the maps of Q and dO (box rows 64) and tm_stats,
-// then the f32 dQ accumulator (its turn counters after the blobs). `_fused_ws_`: unordered (the non-deterministic engine); `_ordered_`: each blob's
-// contributions in a fixed order.
-#define RAGGED_BWD_FUSED_WS_ENTRY(NAME, BF16, D, ORDERED)                                                          \
+// The warp-specialized fused backward: a loader warp, two dQ-writer warps, two consumer
+// warpgroups; tiles and shared memory from the configuration TRAITS<D>, the body BODY:
+// fmha_bwd/fused_ws.cuh (BwdWsTraits; D 96 and 128: 231 456 bytes, D 64: 165 920) and, with the
+// columns split between the consumers, fmha_bwd/fused_wide.cuh (BwdWideTraits; D 256, BN 64,
+// 231 456 bytes). After RAGGED_BWD_PARAMS the maps of Q and dO (box rows 64) and tm_stats, then
+// the f32 dQ accumulator (its turn counters after the blobs). `_fused_ws_`: unordered (the
+// non-deterministic engine); `_ordered_`: each blob's contributions in a fixed order.
+#define RAGGED_BWD_FUSED_WS_ENTRY(NAME, BF16, D, ORDERED, TRAITS, BODY)                                           \
     extern "C" {                                                                                                 \
-    __constant__ int NAME##_config[4] = {BwdWsTraits<D>::BM, BwdWsTraits<D>::BN, RAGGED_BWD_WS_THREADS,      \
-                                         BwdWsTraits<D>::SMEM};                                                \
+    __constant__ int NAME##_config[4] = {TRAITS<D>::BM, TRAITS<D>::BN, RAGGED_BWD_WS_THREADS, TRAITS<D>::SMEM};   \
     __constant__ int NAME##_tma[1] = {1};                                                                        \
     __global__ void __launch_bounds__(RAGGED_BWD_WS_THREADS, 1)                                                  \
         NAME(RAGGED_BWD_PARAMS, const __grid_constant__ RaggedTmaMap tm_q, const __grid_constant__ RaggedTmaMap tm_do, \
              const __grid_constant__ RaggedTmaMap tm_stats, float* __restrict__ dq_acc) {                        \
-        bwd_fused_ws_body<BF16, D, ORDERED>(RAGGED_BWD_ARGS, &tm_q, &tm_do, &tm_stats, dq_acc);                  \
+        BODY<BF16, D, ORDERED>(RAGGED_BWD_ARGS, &tm_q, &tm_do, &tm_stats, dq_acc);                               \
     }                                                                                                            \
     }
-#define RAGGED_BWD_FUSED_WS_ALL(DT, BF16)                                            \
-    RAGGED_BWD_FUSED_WS_ENTRY(ragged_fmha_bwd_fused_ws_##DT##_d64, BF16, 64, false)   \
-    RAGGED_BWD_FUSED_WS_ENTRY(ragged_fmha_bwd_fused_ws_##DT##_d128, BF16, 128, false) \
-    RAGGED_BWD_FUSED_WS_ENTRY(ragged_fmha_bwd_ordered_##DT##_d64, BF16, 64, true)     \
-    RAGGED_BWD_FUSED_WS_ENTRY(ragged_fmha_bwd_ordered_##DT##_d128, BF16, 128, true)  \
-    RAGGED_BWD_FUSED_WS_ENTRY(ragged_fmha_bwd_fused_ws_##DT##_d96, BF16, 96, false)   \
-    RAGGED_BWD_FUSED_WS_ENTRY(ragged_fmha_bwd_ordered_##DT##_d96, BF16, 96, true)
+#define RAGGED_BWD_FUSED_WS_ALL(DT, BF16)                                                                              \
+    RAGGED_BWD_FUSED_WS_ENTRY(ragged_fmha_bwd_fused_ws_##DT##_d64, BF16, 64, false, BwdWsTraits, bwd_fused_ws_body)     \
+    RAGGED_BWD_FUSED_WS_ENTRY(ragged_fmha_bwd_fused_ws_##DT##_d128, BF16, 128, false, BwdWsTraits, bwd_fused_ws_body)   \
+    RAGGED_BWD_FUSED_WS_ENTRY(ragged_fmha_bwd_ordered_##DT##_d64, BF16, 64, true, BwdWsTraits, bwd_fused_ws_body)       \
+    RAGGED_BWD_FUSED_WS_ENTRY(ragged_fmha_bwd_ordered_##DT##_d128, BF16, 128, true, BwdWsTraits, bwd_fused_ws_body)     \
+    RAGGED_BWD_FUSED_WS_ENTRY(ragged_fmha_bwd_fused_ws_##DT##_d96, BF16, 96, false, BwdWsTraits, bwd_fused_ws_body)     \
+    RAGGED_BWD_FUSED_WS_ENTRY(ragged_fmha_bwd_ordered_##DT##_d96, BF16, 96, true, BwdWsTraits, bwd_fused_ws_body)       \
+    RAGGED_BWD_FUSED_WS_ENTRY(ragged_fmha_bwd_fused_ws_##DT##_d256, BF16, 256, false, BwdWideTraits, bwd_fused_wide_body) \
+    RAGGED_BWD_FUSED_WS_ENTRY(ragged_fmha_bwd_ordered_##DT##_d256, BF16, 256, true, BwdWideTraits, bwd_fused_wide_body)
 RAGGED_BWD_FUSED_WS_ALL(bf16, true)
 RAGGED_BWD_FUSED_WS_ALL(f16, false)
-// The same roles at D 256 with the columns split between the consumers (fmha_bwd/fused_wide.cuh):
-// BN 64, tiles and shared memory (231 456 bytes) from BwdWideTraits<256>, the same parameters.
-#define RAGGED_BWD_FUSED_WIDE_ENTRY(NAME, BF16, D, ORDERED)                                                        \
-    extern "C" {                                                                                                 \
-    __constant__ int NAME##_config[4] = {BwdWideTraits<D>::BM, BwdWideTraits<D>::BN, RAGGED_BWD_WS_THREADS,      \
-                                         BwdWideTraits<D>::SMEM};                                                \
-    __constant__ int NAME##_tma[1] = {1};                                                                        \
-    __global__ void __launch_bounds__(RAGGED_BWD_WS_THREADS, 1)                                                  \
-        NAME(RAGGED_BWD_PARAMS, const __grid_constant__ RaggedTmaMap tm_q, const __grid_constant__ RaggedTmaMap tm_do, \
-             const __grid_constant__ RaggedTmaMap tm_stats, float* __restrict__ dq_acc) {                        \
-        bwd_fused_wide_body<BF16, D, ORDERED>(RAGGED_BWD_ARGS, &tm_q, &tm_do, &tm_stats, dq_acc);                \
-    }                                                                                                            \
-    }
-#define RAGGED_BWD_FUSED_WIDE_ALL(DT, BF16)                                            \
-    RAGGED_BWD_FUSED_WIDE_ENTRY(ragged_fmha_bwd_fused_ws_##DT##_d256, BF16, 256, false) \
-    RAGGED_BWD_FUSED_WIDE_ENTRY(ragged_fmha_bwd_ordered_##DT##_d256, BF16, 256, true)
-RAGGED_BWD_FUSED_WIDE_ALL(bf16, true)
-RAGGED_BWD_FUSED_WIDE_ALL(f16, false)
 RAGGED_BWD_DQ_CONVERT_ENTRY(ragged_fmha_bwd_dq_convert_bf16_d64, true, 64)
 RAGGED_BWD_DQ_CONVERT_ENTRY(ragged_fmha_bwd_dq_convert_f16_d64, false, 64)
 RAGGED_BWD_DQ_CONVERT_ENTRY(ragged_fmha_bwd_dq_convert_bf16_d128, true, 128)
