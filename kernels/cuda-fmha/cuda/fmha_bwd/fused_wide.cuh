@@ -45,7 +45,7 @@ struct BwdWideTraits {
     static_assert(BLOB_F == 2 * BM * HALF, "a step's dQ is the blob");
     static_assert(BLOB_F * 4 == NBUF * BM * P * 2, "a slot's Q and dO hold the step's dQ");
     static_assert(BM == RAGGED_BWD_DI_ROWS, "a step's LSE / Di rows are one block of the Di pass");
-    static_assert(128 * PRODUCER_REGS + 256 * CONSUMER_REGS <= RAGGED_BWD_WS_REG_POOL,
+    static_assert(128 * PRODUCER_REGS + 256 * CONSUMER_REGS <= setmaxnreg_pool(RAGGED_BWD_WS_THREADS),
                   "the warpgroups' registers fit what the launch allocates");
 };
 
