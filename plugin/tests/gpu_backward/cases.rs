@@ -221,11 +221,27 @@ fn case(name: &str) -> Case {
             lse: Lse::Ragged,
             ..base
         },
+        // Q/K 192 with V/O 128 on the column-split kernel (its warpgroups' unequal shares, dQ's
+        // third part staged in the slot's pad): no mask, MQA, a batch of 30 key tiles, one of 7,
+        // one without queries, `seq_len` padding.
+        "f16_d192_v128_mqa_long_sequences_many_key_tiles" => Case {
+            dtype: DataType::Half,
+            d: 192,
+            dv: 128,
+            hq: 4,
+            hkv: 1,
+            lq: vec![310, 0, 200],
+            lkv: vec![1900, 30, 420],
+            pad: 3,
+            band: (None, None, DiagonalAlignment::TopLeft),
+            lse: Lse::Ragged,
+            ..base
+        },
         other => panic!("no case {other}"),
     }
 }
 
-const CASES: [&str; 18] = [
+const CASES: [&str; 19] = [
     "bf16_d128_gqa_causal_bottom_right_dense_lse",
     "f16_d64_mqa_window_top_left_ragged_lse_bhsd_order",
     "bf16_d64_seq_len_padding_and_zero_length_batches",
@@ -244,6 +260,7 @@ const CASES: [&str; 18] = [
     "f16_d128_mqa_window_bottom_right_multi_tile_dq",
     "bf16_d96_gqa_long_sequences_many_key_tiles",
     "bf16_d256_gqa_long_sequences_many_key_tiles",
+    "f16_d192_v128_mqa_long_sequences_many_key_tiles",
 ];
 
 /// Every head dim pair of the CUDA backward, as (Q/K, V/O).
@@ -394,4 +411,9 @@ fn bf16_d96_gqa_long_sequences_many_key_tiles() {
 #[test]
 fn bf16_d256_gqa_long_sequences_many_key_tiles() {
     check(CASES[17], case(CASES[17]));
+}
+
+#[test]
+fn f16_d192_v128_mqa_long_sequences_many_key_tiles() {
+    check(CASES[18], case(CASES[18]));
 }

@@ -89,32 +89,36 @@ __device__ __forceinline__ void wgmma_rs_n128(float* d, const u32* a, u64 db) {
                        "r"(a[3]), "l"(db), "r"(1));
 }
 
-// D[64 x 64] (+)= A[64 x 16] (shared, MN-major) * B[16 x 64] (shared, MN-major): both operands
+// D[64 x N] (+)= A[64 x 16] (shared, MN-major) * B[16 x N] (shared, MN-major): both operands
 // transposed. The fused backward's dQ += dS K reads dS from the key-major tile it stages
-// ([keys][queries]) and K as it was loaded ([keys][D]).
-template <bool BF16>
-__device__ __forceinline__ void wgmma_ss_tt_n64(float* d, u64 da, u64 db, int accumulate) {
-    RAGGED_WGMMA_TYPED(64, 32, "%32", "%33", "%34", "1, 1, 1, 1", "l"(da), "l"(db), "r"(accumulate));
-}
-// The same with N = 32: at D 64 each warpgroup's half of dQ's columns, B starting 64 bytes into
-// K's 128-byte swizzle rows for the second half.
-template <bool BF16>
-__device__ __forceinline__ void wgmma_ss_tt_n32(float* d, u64 da, u64 db, int accumulate) {
-    RAGGED_WGMMA_TYPED(32, 16, "%16", "%17", "%18", "1, 1, 1, 1", "l"(da), "l"(db), "r"(accumulate));
+// ([keys][queries]) and K as it was loaded ([keys][D]); N is a warpgroup's share of dQ's columns (at
+// D 64 N = 32, B starting 64 bytes into K's 128-byte swizzle rows for the second half).
+template <bool BF16, int N>
+__device__ __forceinline__ void wgmma_ss_tt(float* d, u64 da, u64 db, int accumulate) {
+    static_assert(N == 32 || N == 64 || N == 128, "dQ column shares");
+    if constexpr (N == 32) {
+        RAGGED_WGMMA_TYPED(32, 16, "%16", "%17", "%18", "1, 1, 1, 1", "l"(da), "l"(db), "r"(accumulate));
+    }
+    else if constexpr (N == 64) {
+        RAGGED_WGMMA_TYPED(64, 32, "%32", "%33", "%34", "1, 1, 1, 1", "l"(da), "l"(db), "r"(accumulate));
+    }
+    else {
+        RAGGED_WGMMA_TYPED(128, 64, "%64", "%65", "%66", "1, 1, 1, 1", "l"(da), "l"(db), "r"(accumulate));
+    }
 }
 
-// D[64 x 128] (+)= A[64 x 16] (shared, K-major) * B[16 x 128] (shared, MN-major): the wide fused
+// D[64 x N] (+)= A[64 x 16] (shared, K-major) * B[16 x N] (shared, MN-major): the wide fused
 // backward's dV += P^T dO and dK += dS^T Q with P^T and dS^T staged in shared memory ([keys][queries])
-// and dO, Q as loaded ([queries][D]).
-template <bool BF16>
-__device__ __forceinline__ void wgmma_ss_nt_n128(float* d, u64 da, u64 db, int accumulate) {
-    RAGGED_WGMMA_TYPED(128, 64, "%64", "%65", "%66", "1, 1, 0, 1", "l"(da), "l"(db), "r"(accumulate));
-}
-// D[64 x 128] (+)= A[64 x 16] (shared, MN-major) * B[16 x 128] (shared, MN-major): the wide fused
-// backward's dQ = dS K over a warpgroup's 128 columns.
-template <bool BF16>
-__device__ __forceinline__ void wgmma_ss_tt_n128(float* d, u64 da, u64 db, int accumulate) {
-    RAGGED_WGMMA_TYPED(128, 64, "%64", "%65", "%66", "1, 1, 1, 1", "l"(da), "l"(db), "r"(accumulate));
+// and dO, Q as loaded ([queries][D]), over a warpgroup's share of the columns.
+template <bool BF16, int N>
+__device__ __forceinline__ void wgmma_ss_nt(float* d, u64 da, u64 db, int accumulate) {
+    static_assert(N == 64 || N == 128, "dK / dV column shares");
+    if constexpr (N == 64) {
+        RAGGED_WGMMA_TYPED(64, 32, "%32", "%33", "%34", "1, 1, 0, 1", "l"(da), "l"(db), "r"(accumulate));
+    }
+    else {
+        RAGGED_WGMMA_TYPED(128, 64, "%64", "%65", "%66", "1, 1, 0, 1", "l"(da), "l"(db), "r"(accumulate));
+    }
 }
 
 #undef RAGGED_WGMMA_TYPED

@@ -9,11 +9,12 @@
 // dK/dV kernel copies in bulk is defined. Blocks wholly past Lq(b) write nothing: no tile reads them.
 // With dq_acc (the fused kernel's f32 dQ accumulator, fmha_bwd/fused_dq.cuh; null for the
 // two-kernel backward) the block also zeroes its 64-row blob of every head, the blobs the fused
-// kernels add into, and their turn counters, so every call starts from zero without a memset.
+// kernels add into (laid out for dQ's head dim DQ, Q/K's), and their turn counters, so every call
+// starts from zero without a memset.
 #define RAGGED_BWD_DOT_ROWS 64
 #define RAGGED_BWD_DOT_THREADS 256
 
-template <bool BF16, int D>
+template <bool BF16, int D, int DQ = D>
 __device__ __forceinline__ void bwd_dot_body(const u16* __restrict__ o, const u16* __restrict__ d_o,
                                              const float* __restrict__ lse, float* __restrict__ di,
                                              const RaggedBatch* __restrict__ batches, i64 o_seq, i64 o_head,
@@ -32,11 +33,11 @@ __device__ __forceinline__ void bwd_dot_body(const u16* __restrict__ o, const u1
     if (dq_acc != nullptr) {
         const int rb = r0 / RAGGED_BWD_DOT_ROWS;
         for (int h = 0; h < h_q; ++h) {
-            float4* blob = (float4*)(dq_acc + (((i64)h * batch + b) * row_blocks + rb) * bwd_dq_blob_stride(D));
-            for (int i = threadIdx.x; i < bwd_dq_blob_floats(D) / 4; i += RAGGED_BWD_DOT_THREADS)
+            float4* blob = (float4*)(dq_acc + (((i64)h * batch + b) * row_blocks + rb) * bwd_dq_blob_stride(DQ));
+            for (int i = threadIdx.x; i < bwd_dq_blob_floats(DQ) / 4; i += RAGGED_BWD_DOT_THREADS)
                 blob[i] = make_float4(0.f, 0.f, 0.f, 0.f);
         }
-        int* turns = bwd_dq_turns(dq_acc, h_q, batch, row_blocks, bwd_dq_blob_stride(D));
+        int* turns = bwd_dq_turns(dq_acc, h_q, batch, row_blocks, bwd_dq_blob_stride(DQ));
         for (int h = threadIdx.x; h < h_q; h += RAGGED_BWD_DOT_THREADS)
             turns[((i64)h * batch + b) * row_blocks + rb] = 0;
     }

@@ -4,17 +4,18 @@
 // dQ from the fused kernel's f32 accumulator (layout: fmha_bwd/fused_dq.cuh): one block = 64 query
 // rows of one batch (the blob of each head), rows >= Lq(b) neither read nor written. Each head's
 // blob (the floats a step adds into: D 96 has D 128's) is read into shared memory (coalesced), whole
-// or, at D 256, in two parts of 128 columns (its 64 KiB would pass the 48 KiB of static shared
-// memory); then every thread writes 16-byte pieces of dQ rows, row r, column c from float
+// or, past D 128, in two parts of D / 2 columns (D 256's 64 KiB would pass the 48 KiB of static
+// shared memory); then every thread writes 16-byte pieces of dQ rows, row r, column c from float
 // (c / 8) * 512 + t * 4 + ((r / 8) % 2) * 2 + c % 2, t = (r / 16) * 32 + (r % 8) * 4 + (c % 8) / 2
 // (fused_dq.cuh), times `scale`.
 template <bool BF16, int D>
 __device__ __forceinline__ void bwd_dq_convert_body(const float* __restrict__ dq_acc, u16* __restrict__ dq,
                                                     const RaggedBatch* __restrict__ batches, i64 dq_seq, i64 dq_head,
                                                     int h_q, int batch, int row_blocks, float scale) {
-    static_assert(D == 64 || D == 96 || D == 128 || D == 256, "fused backward head dims");
-    constexpr int F = bwd_dq_blob_floats(D) < RAGGED_BWD_FUSED_BLOB ? bwd_dq_blob_floats(D) : RAGGED_BWD_FUSED_BLOB;
-    constexpr int NK = bwd_dq_blob_floats(D) / F;  // parts of a blob, F floats and D / NK columns each
+    static_assert(D == 64 || D == 96 || D == 128 || D == 192 || D == 256, "fused backward Q/K head dims");
+    constexpr int NK = D > 128 ? 2 : 1;                // parts of a blob, F floats and D / NK columns each
+    constexpr int F = bwd_dq_blob_floats(D) / NK;
+    static_assert(F * NK == bwd_dq_blob_floats(D) && (D / 8) % NK == 0, "whole 8-column groups per part");
     __shared__ float4 s_blob[F / 4];
     const int b = blockIdx.x / row_blocks;
     const int rb = blockIdx.x - b * row_blocks;

@@ -12,7 +12,7 @@
 // dQ: Q, dO (BM rows), two K and two V buffers (BN rows).
 #define RAGGED_BWD_DQ_SMEM(DQK, DV, BM, BN) (((BM) + 2 * (BN)) * (ragged_row_width(DQK) + ragged_row_width(DV)) * 2)
 
-#define RAGGED_BWD_DOT_ENTRY(NAME, BF16, D)                                                                  \
+#define RAGGED_BWD_DOT_ENTRY(NAME, BF16, D, DQ)                                                              \
     extern "C" {                                                                                           \
     __constant__ int NAME##_config[4] = {RAGGED_BWD_DOT_ROWS, 0, RAGGED_BWD_DOT_THREADS, 0};               \
     __global__ void __launch_bounds__(RAGGED_BWD_DOT_THREADS)                                              \
@@ -20,7 +20,7 @@
              float* __restrict__ di, const RaggedBatch* __restrict__ batches, i64 o_seq, i64 o_head,       \
              i64 do_seq, i64 do_head, i64 lse_seq, i64 lse_head, int h_q, int di_rows, int row_blocks,     \
              float* __restrict__ dq_acc, int batch) {                                                      \
-        bwd_dot_body<BF16, D>(o, d_o, lse, di, batches, o_seq, o_head, do_seq, do_head, lse_seq, lse_head, h_q, \
+        bwd_dot_body<BF16, D, DQ>(o, d_o, lse, di, batches, o_seq, o_head, do_seq, do_head, lse_seq, lse_head, h_q, \
                               di_rows, row_blocks, dq_acc, batch);                                         \
     }                                                                                                      \
     }
@@ -69,13 +69,14 @@
 // BM 32, so the accumulators and the score tiles fit a thread's registers; their dQ kernels take
 // smaller key tiles (BN 16 at D 256, 32 at 192/128) for the same reason, one block per SM. These
 // three dK/dV kernels keep P^T unpacked on every target: with PACK_P ptxas spilled 80-170 bytes on
-// sm_90a (NVRTC 12.9), without it 0-16. The Di pass of 192/128 sums over V/O's 128 columns.
+// sm_90a (NVRTC 12.9), without it 0-16. The Di pass of 192/128 sums over V/O's 128 columns and
+// zeroes dQ's blobs at Q's 192 (RAGGED_BWD_DOT_ENTRY's D, then DQ).
 #define RAGGED_BWD_ALL(DT, BF16)                                                                               \
-    RAGGED_BWD_DOT_ENTRY(ragged_fmha_bwd_dot_##DT##_d64, BF16, 64)                                             \
-    RAGGED_BWD_DOT_ENTRY(ragged_fmha_bwd_dot_##DT##_d128, BF16, 128)                                           \
-    RAGGED_BWD_DOT_ENTRY(ragged_fmha_bwd_dot_##DT##_d96, BF16, 96)                                             \
-    RAGGED_BWD_DOT_ENTRY(ragged_fmha_bwd_dot_##DT##_d256, BF16, 256)                                           \
-    RAGGED_BWD_DOT_ENTRY(ragged_fmha_bwd_dot_##DT##_d192v128, BF16, 128)                                       \
+    RAGGED_BWD_DOT_ENTRY(ragged_fmha_bwd_dot_##DT##_d64, BF16, 64, 64)                                         \
+    RAGGED_BWD_DOT_ENTRY(ragged_fmha_bwd_dot_##DT##_d128, BF16, 128, 128)                                      \
+    RAGGED_BWD_DOT_ENTRY(ragged_fmha_bwd_dot_##DT##_d96, BF16, 96, 96)                                         \
+    RAGGED_BWD_DOT_ENTRY(ragged_fmha_bwd_dot_##DT##_d256, BF16, 256, 256)                                      \
+    RAGGED_BWD_DOT_ENTRY(ragged_fmha_bwd_dot_##DT##_d192v128, BF16, 128, 192)                                  \
     RAGGED_BWD_DKDV_ENTRY(ragged_fmha_bwd_dkdv_##DT##_d64, BF16, 64, 64, 64, 64, 4, 2, RAGGED_BWD_PACK_P)     \
     RAGGED_BWD_DKDV_ENTRY(ragged_fmha_bwd_dkdv_##DT##_d128, BF16, 128, 128, 64, 64, 4, 2, RAGGED_BWD_PACK_P)  \
     RAGGED_BWD_DKDV_ENTRY(ragged_fmha_bwd_dkdv_##DT##_d96, BF16, 96, 96, 64, 64, 4, 2, false)                 \
@@ -170,31 +171,34 @@ RAGGED_BWD_FUSED_ALL(bf16, true)
 RAGGED_BWD_FUSED_ALL(f16, false)
 
 // The warp-specialized fused backward: a loader warp, two dQ-writer warps, two consumer
-// warpgroups; tiles and shared memory from the configuration TRAITS<D>, the body BODY:
-// fmha_bwd/fused_ws.cuh (BwdWsTraits; D 96 and 128: 231 456 bytes, D 64: 165 920) and, with the
-// columns split between the consumers, fmha_bwd/fused_wide.cuh (BwdWideTraits; D 256, BN 64,
-// 231 456 bytes). After RAGGED_BWD_PARAMS the maps of Q and dO (box rows 64) and tm_stats, then
-// the f32 dQ accumulator (its turn counters after the blobs). `_fused_ws_`: unordered (the
-// non-deterministic engine); `_ordered_`: each blob's contributions in a fixed order.
-#define RAGGED_BWD_FUSED_WS_ENTRY(NAME, BF16, D, ORDERED, TRAITS, BODY)                                           \
+// warpgroups; tiles and shared memory from the configuration TRAITS (a type), the body
+// BODY<BF16, TRAITS, ORDERED>: fmha_bwd/fused_ws.cuh (BwdWsTraits<D>; D 96 and 128: 231 456 bytes,
+// D 64: 165 920) and, with the columns split between the consumers, fmha_bwd/fused_wide.cuh
+// (BwdWideD256: 231 456 bytes; BwdWideD192V128: 189 472; BN 64). After RAGGED_BWD_PARAMS the maps
+// of Q and dO (box rows 64) and tm_stats, then the f32 dQ accumulator (its turn counters after the
+// blobs). `_fused_ws_`: unordered (the non-deterministic engine); `_ordered_`: each blob's
+// contributions in a fixed order.
+#define RAGGED_BWD_FUSED_WS_ENTRY(NAME, BF16, ORDERED, TRAITS, BODY)                                               \
     extern "C" {                                                                                                 \
-    __constant__ int NAME##_config[4] = {TRAITS<D>::BM, TRAITS<D>::BN, RAGGED_BWD_WS_THREADS, TRAITS<D>::SMEM};   \
+    __constant__ int NAME##_config[4] = {TRAITS::BM, TRAITS::BN, RAGGED_BWD_WS_THREADS, TRAITS::SMEM};           \
     __constant__ int NAME##_tma[1] = {1};                                                                        \
     __global__ void __launch_bounds__(RAGGED_BWD_WS_THREADS, 1)                                                  \
         NAME(RAGGED_BWD_PARAMS, const __grid_constant__ RaggedTmaMap tm_q, const __grid_constant__ RaggedTmaMap tm_do, \
              const __grid_constant__ RaggedTmaMap tm_stats, float* __restrict__ dq_acc) {                        \
-        BODY<BF16, D, ORDERED>(RAGGED_BWD_ARGS, &tm_q, &tm_do, &tm_stats, dq_acc);                               \
+        BODY<BF16, TRAITS, ORDERED>(RAGGED_BWD_ARGS, &tm_q, &tm_do, &tm_stats, dq_acc);                          \
     }                                                                                                            \
     }
 #define RAGGED_BWD_FUSED_WS_ALL(DT, BF16)                                                                              \
-    RAGGED_BWD_FUSED_WS_ENTRY(ragged_fmha_bwd_fused_ws_##DT##_d64, BF16, 64, false, BwdWsTraits, bwd_fused_ws_body)     \
-    RAGGED_BWD_FUSED_WS_ENTRY(ragged_fmha_bwd_fused_ws_##DT##_d128, BF16, 128, false, BwdWsTraits, bwd_fused_ws_body)   \
-    RAGGED_BWD_FUSED_WS_ENTRY(ragged_fmha_bwd_ordered_##DT##_d64, BF16, 64, true, BwdWsTraits, bwd_fused_ws_body)       \
-    RAGGED_BWD_FUSED_WS_ENTRY(ragged_fmha_bwd_ordered_##DT##_d128, BF16, 128, true, BwdWsTraits, bwd_fused_ws_body)     \
-    RAGGED_BWD_FUSED_WS_ENTRY(ragged_fmha_bwd_fused_ws_##DT##_d96, BF16, 96, false, BwdWsTraits, bwd_fused_ws_body)     \
-    RAGGED_BWD_FUSED_WS_ENTRY(ragged_fmha_bwd_ordered_##DT##_d96, BF16, 96, true, BwdWsTraits, bwd_fused_ws_body)       \
-    RAGGED_BWD_FUSED_WS_ENTRY(ragged_fmha_bwd_fused_ws_##DT##_d256, BF16, 256, false, BwdWideTraits, bwd_fused_wide_body) \
-    RAGGED_BWD_FUSED_WS_ENTRY(ragged_fmha_bwd_ordered_##DT##_d256, BF16, 256, true, BwdWideTraits, bwd_fused_wide_body)
+    RAGGED_BWD_FUSED_WS_ENTRY(ragged_fmha_bwd_fused_ws_##DT##_d64, BF16, false, BwdWsTraits<64>, bwd_fused_ws_body)     \
+    RAGGED_BWD_FUSED_WS_ENTRY(ragged_fmha_bwd_fused_ws_##DT##_d128, BF16, false, BwdWsTraits<128>, bwd_fused_ws_body)   \
+    RAGGED_BWD_FUSED_WS_ENTRY(ragged_fmha_bwd_ordered_##DT##_d64, BF16, true, BwdWsTraits<64>, bwd_fused_ws_body)       \
+    RAGGED_BWD_FUSED_WS_ENTRY(ragged_fmha_bwd_ordered_##DT##_d128, BF16, true, BwdWsTraits<128>, bwd_fused_ws_body)     \
+    RAGGED_BWD_FUSED_WS_ENTRY(ragged_fmha_bwd_fused_ws_##DT##_d96, BF16, false, BwdWsTraits<96>, bwd_fused_ws_body)     \
+    RAGGED_BWD_FUSED_WS_ENTRY(ragged_fmha_bwd_ordered_##DT##_d96, BF16, true, BwdWsTraits<96>, bwd_fused_ws_body)       \
+    RAGGED_BWD_FUSED_WS_ENTRY(ragged_fmha_bwd_fused_ws_##DT##_d256, BF16, false, BwdWideD256, bwd_fused_wide_body)      \
+    RAGGED_BWD_FUSED_WS_ENTRY(ragged_fmha_bwd_ordered_##DT##_d256, BF16, true, BwdWideD256, bwd_fused_wide_body)        \
+    RAGGED_BWD_FUSED_WS_ENTRY(ragged_fmha_bwd_fused_ws_##DT##_d192v128, BF16, false, BwdWideD192V128, bwd_fused_wide_body) \
+    RAGGED_BWD_FUSED_WS_ENTRY(ragged_fmha_bwd_ordered_##DT##_d192v128, BF16, true, BwdWideD192V128, bwd_fused_wide_body)
 RAGGED_BWD_FUSED_WS_ALL(bf16, true)
 RAGGED_BWD_FUSED_WS_ALL(f16, false)
 RAGGED_BWD_DQ_CONVERT_ENTRY(ragged_fmha_bwd_dq_convert_bf16_d64, true, 64)
@@ -205,4 +209,6 @@ RAGGED_BWD_DQ_CONVERT_ENTRY(ragged_fmha_bwd_dq_convert_bf16_d96, true, 96)
 RAGGED_BWD_DQ_CONVERT_ENTRY(ragged_fmha_bwd_dq_convert_f16_d96, false, 96)
 RAGGED_BWD_DQ_CONVERT_ENTRY(ragged_fmha_bwd_dq_convert_bf16_d256, true, 256)
 RAGGED_BWD_DQ_CONVERT_ENTRY(ragged_fmha_bwd_dq_convert_f16_d256, false, 256)
+RAGGED_BWD_DQ_CONVERT_ENTRY(ragged_fmha_bwd_dq_convert_bf16_d192v128, true, 192)
+RAGGED_BWD_DQ_CONVERT_ENTRY(ragged_fmha_bwd_dq_convert_f16_d192v128, false, 192)
 #endif

@@ -7,23 +7,24 @@
 // [warpgroup][j][thread t = 0..127][4], where element 4 j + e of thread t of a warpgroup is its
 // wgmma accumulator register 4 j + e. Each warpgroup holds half of dQ's columns over all 128 keys:
 // D 96 and 128 (rows padded to P = 128), columns [64 wg, 64 wg + 64), j = 0..7; D 64 (P = 64),
-// columns [32 wg, 32 wg + 32), j = 0..3, the blob's first 4096 floats; D 256 (fused_wide.cuh,
-// blobs 16384 floats apart), columns [128 wg, 128 wg + 128), j = 0..15. In every case column c of row
+// columns [32 wg, 32 wg + 32), j = 0..3, the blob's first 4096 floats; D 256 and Q/K 192
+// (fused_wide.cuh, blobs 64 x D floats apart), the accumulators of a warpgroup's 64-column parts
+// staged part by part (the blob is the same function of row and column). In every case column c of row
 // r is float (c / 8) * 512 + t * 4 + ((r / 8) % 2) * 2 + c % 2 with t = (r / 16) * 32 + (r % 8) * 4
 // + (c % 8) / 2 (dq_convert.cuh). The Di pass zeroes the blobs; the convert pass scales them into dQ.
 #define RAGGED_BWD_FUSED_ROWS 64
 #define RAGGED_BWD_FUSED_BLOB 8192
 
-// Floats of a blob that a step adds into at head dim d (the Di pass zeroes, the convert pass
-// reads): 64 rows of d's padded width, D 64's first half of the blob, D 96's and 128's whole, D
-// 256's two blobs' worth; the whole blob for head dims without a fused kernel.
+// Floats of a blob that a step adds into at Q/K head dim d (the Di pass zeroes, the convert pass
+// reads): 64 rows of d's padded width, D 64's first half of the blob, D 96's and 128's whole, 64 x d
+// past D 128.
 __host__ __device__ constexpr int bwd_dq_blob_floats(int d) {
-    return d <= 64 ? RAGGED_BWD_FUSED_ROWS * 64 : d <= 128 ? RAGGED_BWD_FUSED_BLOB : 2 * RAGGED_BWD_FUSED_BLOB;
+    return d <= 64 ? RAGGED_BWD_FUSED_ROWS * 64 : d <= 128 ? RAGGED_BWD_FUSED_BLOB : RAGGED_BWD_FUSED_ROWS * d;
 }
-// Floats between consecutive blobs at head dim d: RAGGED_BWD_FUSED_BLOB up to D 128, D 256's 64 x
-// 256 past it (fmha_bwd/fused_wide.cuh; the host sizes the workspace by the same rule).
+// Floats between consecutive blobs at Q/K head dim d: RAGGED_BWD_FUSED_BLOB up to D 128, 64 x d
+// past it (fmha_bwd/fused_wide.cuh; the host sizes the workspace by the same rule).
 __host__ __device__ constexpr int bwd_dq_blob_stride(int d) {
-    return d <= 128 ? RAGGED_BWD_FUSED_BLOB : 2 * RAGGED_BWD_FUSED_BLOB;
+    return d <= 128 ? RAGGED_BWD_FUSED_BLOB : RAGGED_BWD_FUSED_ROWS * d;
 }
 
 // The ordered kernel's turn counters (fmha_bwd/fused_ws.cuh) follow the blobs: one int per blob,
@@ -83,10 +84,10 @@ __device__ __forceinline__ void bwd_dq_product(float* acc, u32 s_ds, u32 s_k, in
     for (int kk = 0; kk < BN / 16; ++kk) {
         const u64 da = sw128_desc(s_ds + kk * (16 * 128), BN * 128, 1024);
         if constexpr (P == 128)
-            wgmma_ss_tt_n64<BF16>(acc, da, sw128_desc(s_k + wg * (BN * 128) + kk * (16 * 128), BN * 128, 1024),
+            wgmma_ss_tt<BF16, 64>(acc, da, sw128_desc(s_k + wg * (BN * 128) + kk * (16 * 128), BN * 128, 1024),
                                   kk > 0);
         else
-            wgmma_ss_tt_n32<BF16>(acc, da, sw128_desc(s_k + wg * 64 + kk * (16 * 128), BN * 128, 1024), kk > 0);
+            wgmma_ss_tt<BF16, 32>(acc, da, sw128_desc(s_k + wg * 64 + kk * (16 * 128), BN * 128, 1024), kk > 0);
     }
 }
 

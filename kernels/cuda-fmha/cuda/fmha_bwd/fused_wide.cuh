@@ -1,73 +1,105 @@
-// Part of kernels/cuda-fmha/cuda/ragged_fmha_bwd.cu (the warp-specialized fused backward at D 256);
-// included in that file's order, not on its own.
+// Part of kernels/cuda-fmha/cuda/ragged_fmha_bwd.cu (the warp-specialized fused backward past D 128:
+// D 256, and Q/K 192 with V/O 128); included in that file's order, not on its own.
 
-// fused_ws.cuh's roles and protocol at a head dim whose dK and dV (64 keys x 256 columns each) do
-// not fit one warpgroup's registers: the consumer warpgroups split the columns instead of the keys.
+// fused_ws.cuh's roles and protocol at head dims whose dK and dV (64 keys x D columns each) do not
+// fit one warpgroup's registers: the consumer warpgroups split the columns instead of the keys.
 // One block = BN = 64 keys of one batch and one KV head; per step (a query head's block of 64 rows)
 // consumer warpgroup w (of two)
 //   - computes S^T and dP^T for all 64 keys and its 32 query rows 32 w .. 32 w + 31 (m64n32, SS),
 //     P^T and dS^T from them, and stages both, 16-bit, into [64 keys][64 queries] tiles;
-//   - after both warpgroups staged theirs, dV += P^T dO, dK += dS^T Q and dQ = dS K over its 128
-//     columns 128 w .. 128 w + 127 (m64n128, all three from shared memory), issued back to back;
-//   - stages its half of the step's dQ (f32, accumulator order) over the Q and dO columns it alone
-//     read in this step's ring slot (16 KiB of each), which the step's dQ writer adds into the blob
-//     (two bulk reductions per warpgroup) and then hands back to the loader.
+//   - after both warpgroups staged theirs, issues its share of dV += P^T dO, dK += dS^T Q and
+//     dQ = dS K back to back (all from shared memory): D 256 the columns [128 w, 128 w + 128) of all
+//     three; 192/128 warpgroup 0 dK's and dQ's columns [0, 128), warpgroup 1 all of dV and dK's and
+//     dQ's columns [128, 192) (256 columns of products each, in 64- and 128-column boxes);
+//   - stages its dQ in 64-column parts over regions of the step's ring slot that only it read in
+//     the step (BwdWideTraits::dq_part), which the step's dQ writer adds into the blob (one bulk
+//     reduction per part) before it hands the slot back to the loader.
 // The ring slot doubling as dQ's buffer is what lets two Q and two dO buffers fit beside K and V:
-// at 64 x 256 a step's dQ is 64 KiB. The loader, the turn order (ORDERED) and the named barriers'
-// pattern are fused_ws.cuh's; the slot's empty mbarrier takes the writer's one arrival instead of
-// the consumers'.
+// at 64 x 256 a step's dQ is 64 KiB, the slot's Q and dO. At 192/128 the slot's Q and dO (40 KiB)
+// hold two of the three 16 KiB parts; a third region per slot takes the last. The loader, the turn
+// order (ORDERED) and the named barriers' pattern are fused_ws.cuh's; the slot's empty mbarrier
+// takes the writer's one arrival instead of the consumers'.
 #define RAGGED_BWD_WIDE_BAR_PDS 2  // 256 consumers: the step's P^T and dS^T staged
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 
-template <int D>
+template <int DQK, int DV>
 struct BwdWideTraits {
-    static_assert(D == 256, "the column-split fused kernel's head dim");
+    static_assert((DQK == 256 && DV == 256) || (DQK == 192 && DV == 128), "the column-split kernel's head dims");
     enum : int {
-        HEAD_DIM = D,
+        HEAD_DIM = DQK,
+        HEAD_DIM_V = DV,
         BM = RAGGED_BWD_FUSED_ROWS,  // query rows per step
         BN = 64,                     // keys per block
-        P = D,                       // shared-memory row width
-        HALF = P / 2,                // dK, dV and dQ columns per consumer warpgroup
+        P = DQK,                     // shared-memory row width of Q and K
+        PV = DV,                     // of dO and V
         NS = BM / 2 / 8,             // S^T and dP^T: a warpgroup's 32 query columns, 4 NS accumulators
-        NH = HALF / 8,               // dK, dV, dQ: 4 NH accumulators each
-        NBUF = 2,                    // the loader's ring
-        NDS = 2,                     // P^T / dS^T tile pairs: a warpgroup a step ahead writes the other
-        BLOB_F = bwd_dq_blob_floats(D),
-        STRIDE = bwd_dq_blob_stride(D),
+        // The column split: warpgroup 0 holds dK's and dQ's columns [0, K1) and dV's [0, V1),
+        // warpgroup 1 the rest (BwdWideShare).
+        K1 = DQK == DV ? DQK / 2 : 128,
+        V1 = DQK == DV ? DV / 2 : 0,
+        SYMMETRIC = 2 * K1 == DQK && 2 * V1 == DV,
+        PARTS = DQK / 64,        // a step's dQ in parts of 64 columns: part i is columns [64 i, 64 i + 64)
+        PART_F = BM * 64,        // floats of a part, in the blob's order (fused_dq.cuh)
+        SLOT_PAD = DQK == DV ? 0 : PART_F * 4,  // bytes per slot for the part no Q or dO region takes
+        NBUF = 2,                // the loader's ring
+        NDS = 2,                 // P^T / dS^T tile pairs: a warpgroup a step ahead writes the other
+        BLOB_F = bwd_dq_blob_floats(DQK),
+        STRIDE = bwd_dq_blob_stride(DQK),
         PRODUCER_REGS = 40,
         CONSUMER_REGS = 232,
         // Dynamic shared memory: 1024 bytes to align the first tile, K and V (BN rows), NBUF Q and
-        // NBUF dO buffers (BM rows), NDS pairs of P^T and dS^T tiles, NBUF LSE and NBUF Di rows,
-        // the ring's full and empty mbarriers.
-        SMEM = 1024 + 2 * BN * P * 2 + 2 * NBUF * BM * P * 2 + NDS * 2 * BN * BM * 2 + 2 * NBUF * BM * 4 + 16 * NBUF,
+        // NBUF dO buffers (BM rows), NBUF pads, NDS pairs of P^T and dS^T tiles, NBUF LSE and NBUF
+        // Di rows, the ring's full and empty mbarriers.
+        SMEM = 1024 + BN * (P + PV) * 2 + NBUF * (BM * (P + PV) * 2 + SLOT_PAD) + NDS * 2 * BN * BM * 2 +
+               2 * NBUF * BM * 4 + 16 * NBUF,
     };
-    static_assert(BLOB_F == 2 * BM * HALF, "a step's dQ is the blob");
-    static_assert(BLOB_F * 4 == NBUF * BM * P * 2, "a slot's Q and dO hold the step's dQ");
+    static_assert(BLOB_F == PARTS * PART_F, "a step's dQ is the blob, in whole parts");
+    static_assert(K1 % 64 == 0 && V1 % 64 == 0, "each warpgroup's columns are whole 64-column boxes");
     static_assert(BM == RAGGED_BWD_DI_ROWS, "a step's LSE / Di rows are one block of the Di pass");
+    static_assert(SMEM <= 227 * 1024, "one block per SM");
     static_assert(128 * PRODUCER_REGS + 256 * CONSUMER_REGS <= setmaxnreg_pool(RAGGED_BWD_WS_THREADS),
                   "the warpgroups' registers fit what the launch allocates");
+
+    // Where part i of a step's dQ is staged, in the step's slot (its Q, dO and pad buffers): a region
+    // that only the warpgroup holding those columns read in the step's products (16 KiB: 64 rows of
+    // two 64-column boxes, or the pad). D 256: warpgroup w's dK and dV read Q's and dO's boxes 2 w
+    // and 2 w + 1, which take its parts 2 w and 2 w + 1. 192/128: warpgroup 0's dK reads Q's boxes 0
+    // and 1 (part 0; part 1 goes to the pad), warpgroup 1's dV dO's boxes 0 and 1 (part 2).
+    __device__ static __forceinline__ u32 dq_part(u32 q_slot, u32 do_slot, u32 pad_slot, int i) {
+        if constexpr (SYMMETRIC) return ((i & 1) == 0 ? q_slot : do_slot) + (i >> 1) * (2 * BM * 128);
+        else return i == 0 ? q_slot : i == 1 ? pad_slot : do_slot;
+    }
+};
+using BwdWideD256 = BwdWideTraits<256, 256>;
+using BwdWideD192V128 = BwdWideTraits<192, 128>;
+
+// Warpgroup W's share of the products: dK's and dQ's columns [K0, K0 + K_COLS), dV's
+// [V0, V0 + V_COLS). W < 0: the symmetric split, both warpgroups the same code and the offsets
+// from the warpgroup's index at run time.
+template <class T, int W>
+struct BwdWideShare {
+    enum : int {
+        WG = W,
+        K_COLS = W == 1 ? T::HEAD_DIM - T::K1 : T::K1,
+        V_COLS = W == 1 ? T::HEAD_DIM_V - T::V1 : T::V1,
+    };
+    static_assert(W >= 0 || T::SYMMETRIC, "a run-time share only where both are alike");
 };
 
-// Where warpgroup w's dQ half goes in slot buffers q_slot / do_slot: part 0 (accumulators j < 8)
-// over Q's 64-column boxes 2 w and 2 w + 1, part 1 over dO's (the columns its dK and dV read).
-template <class T>
-__device__ __forceinline__ u32 bwd_wide_dq_part(u32 q_slot, u32 do_slot, int w, int part) {
-    return (part == 0 ? q_slot : do_slot) + w * 2 * (T::BM * 128);
-}
-
 // A dQ writer warp of the wide kernel: the steps of parity `par` (ring slot par), each warpgroup's
-// two parts into the blob by bulk reduction once its consumers arrived on the full pair (ORDERED:
-// in the blob's turn), then the slot back to the loader once the reductions have read it.
+// parts into the blob by bulk reduction once its consumers arrived on the full pair (ORDERED: in
+// the blob's turn), then the slot back to the loader once the reductions have read it.
 template <class T, bool ORDERED, class Head, class Block>
 __device__ __forceinline__ void bwd_wide_dq_writer(int items, const Head& item_head, const Block& item_block, int par,
-                                                   u32 s_q, u32 s_do, u32 bar_empty, float* dq_acc, int b, int batch,
-                                                   int h_q, int row_blocks, const RaggedBand& band, int lq, int n,
-                                                   int tiles_b, const int* tile_count, int lane) {
-    constexpr int BM = T::BM, P = T::P, PART_F = T::BLOB_F / 4;
+                                                   u32 s_q, u32 s_do, u32 s_pad, u32 bar_empty, float* dq_acc, int b,
+                                                   int batch, int h_q, int row_blocks, const RaggedBand& band, int lq,
+                                                   int n, int tiles_b, const int* tile_count, int lane) {
+    constexpr int BM = T::BM;
     static_assert(T::NBUF == 2, "writer par serves ring slot par");
-    const u32 q_slot = s_q + par * (BM * P * 2);
-    const u32 do_slot = s_do + par * (BM * P * 2);
+    const u32 q_slot = s_q + par * (BM * T::P * 2);
+    const u32 do_slot = s_do + par * (BM * T::PV * 2);
+    const u32 pad_slot = s_pad + par * T::SLOT_PAD;
     int* turns = bwd_dq_turns(dq_acc, h_q, batch, row_blocks, T::STRIDE);
     for (int it = par; it < items; it += 2) {
         const int m = item_block(it);
@@ -81,9 +113,8 @@ __device__ __forceinline__ void bwd_wide_dq_writer(int items, const Head& item_h
             named_bar_sync(RAGGED_BWD_WS_BAR_DQ_FULL + w + 2 * par, 160);
             if (lane == 0) {
 #pragma unroll
-                for (int part = 0; part < 2; ++part)
-                    bulk_reduce_add_f32(dst + (2 * w + part) * PART_F, bwd_wide_dq_part<T>(q_slot, do_slot, w, part),
-                                        PART_F * 4);
+                for (int i = w == 0 ? 0 : T::K1 / 64; i < (w == 0 ? T::K1 / 64 : T::PARTS); ++i)
+                    bulk_reduce_add_f32(dst + i * T::PART_F, T::dq_part(q_slot, do_slot, pad_slot, i), T::PART_F * 4);
             }
         }
         if (lane == 0) {
@@ -124,25 +155,154 @@ __device__ __forceinline__ void bwd_wide_stage_half(u32 tile, const u32 (*pa)[4]
         }
 }
 
-// The kernel: one block per (batch, KV head, 64-key tile), fused_ws.cuh's roles.
-template <bool BF16, int D, bool ORDERED>
+// The shared-memory layout of the wide kernel (T a BwdWideTraits), from the dynamic allocation.
+struct BwdWideSmem {
+    u32 k, v;        // the block's K and V tiles (BN rows)
+    u32 q, d_o, pad;  // NBUF buffers each: the ring's Q (BM rows), dO (BM rows), pads (SLOT_PAD bytes)
+    u32 pds;          // NDS pairs of [BN][BM] tiles: P^T, then dS^T
+    float* lse;       // NBUF x BM
+    float* di;        // NBUF x BM
+    u32 bar_full, bar_empty;  // the ring's mbarriers
+};
+template <class T>
+__device__ __forceinline__ BwdWideSmem bwd_wide_smem(unsigned char* smem_raw) {
+    constexpr int BM = T::BM, BN = T::BN, P = T::P, PV = T::PV, NBUF = T::NBUF;
+    BwdWideSmem sm;
+    const u32 base = smem_addr(smem_raw);
+    sm.k = (base + 1023u) & ~1023u;
+    sm.v = sm.k + BN * P * 2;
+    sm.q = sm.v + BN * PV * 2;
+    sm.d_o = sm.q + NBUF * BM * P * 2;
+    sm.pad = sm.d_o + NBUF * BM * PV * 2;
+    sm.pds = sm.pad + NBUF * T::SLOT_PAD;
+    sm.lse = (float*)(smem_raw + (sm.pds + T::NDS * 2 * BN * BM * 2 - base));
+    sm.di = sm.lse + NBUF * BM;
+    sm.bar_full = smem_addr(sm.di + NBUF * BM);
+    sm.bar_empty = sm.bar_full + 8 * NBUF;
+    return sm;
+}
+
+// The consumers' mainloop and epilogue for warpgroup share S (BwdWideShare) of consumer thread ct
+// (0 .. 255): the steps' products, dQ parts handed to the writers, and dK (times scale) and dV of
+// the share's columns staged through the K and V tiles once both warpgroups are done with them
+// (the caller stores the tiles).
+template <bool BF16, class T, class S, class Block>
+__device__ __forceinline__ void bwd_wide_consumer(const BwdWideSmem& sm, int items, const Block& item_block,
+                                                  const RaggedBatch& bt, const RaggedBand& band, int j0, float scale,
+                                                  int ct) {
+    constexpr int D = T::HEAD_DIM, DV = T::HEAD_DIM_V;
+    constexpr int BM = T::BM, BN = T::BN, P = T::P, PV = T::PV, NS = T::NS, NBUF = T::NBUF;
+    constexpr int NK = S::K_COLS / 8, NV = S::V_COLS / 8;  // n8 accumulators of dK (and dQ), of dV
+    const int ws = ct >> 7;        // consumer warpgroup: query rows [32 ws, 32 ws + 32) of S^T and dP^T
+    const int cw = (ct >> 5) & 3;  // warp within the warpgroup: key rows [16 cw, 16 cw + 16)
+    const int lane = ct & 31;
+    const int lt = lane & 3;
+    const int key_row = cw * 16 + (lane >> 2);  // and + 8
+    const float sl2 = scale * RAGGED_LOG2E;
+    const int w = S::WG < 0 ? ws : S::WG;
+    const int k0 = w * T::K1, v0 = w * T::V1;  // the share's first columns
+
+    float acc_dk[NK * 4], acc_dv[(NV > 0 ? NV : 1) * 4];
+#pragma unroll
+    for (int i = 0; i < NK * 4; ++i) acc_dk[i] = 0.f;
+#pragma unroll
+    for (int i = 0; i < NV * 4; ++i) acc_dv[i] = 0.f;
+
+#pragma unroll 1
+    for (int it = 0; it < items; ++it) {
+        const int buf = it % NBUF;
+        const int i0 = item_block(it) * BM;
+        mbar_wait(sm.bar_full + 8 * buf, (u32)((it / NBUF) & 1));
+        if (bt.lq - i0 < BM) fence_proxy_async();
+        const u32 qb = sm.q + buf * (BM * P * 2);
+        const u32 dob = sm.d_o + buf * (BM * PV * 2);
+        const u32 padb = sm.pad + buf * T::SLOT_PAD;
+        const float* lse_t = sm.lse + buf * BM + 32 * ws;
+        const float* di_t = sm.di + buf * BM + 32 * ws;
+        const u32 pt = sm.pds + (it & 1) * (2 * BN * BM * 2);
+        const u32 dst = pt + BN * BM * 2;
+
+        float st[NS * 4], dpt[NS * 4];
+        wgmma_fence();
+        bwd_wide_key_major<BF16, D, BM, BN>(st, sm.k, qb, ws);
+        wgmma_commit();
+        bwd_wide_key_major<BF16, DV, BM, BN>(dpt, sm.v, dob, ws);
+        wgmma_commit();
+
+        wgmma_wait<1>();
+        fence_regs<NS * 4>(st);
+        const bool full = ragged_tile_full(band, bt.lq, i0, BM, j0, BN);
+        bwd_pt_tile<NS>(st, sl2, lse_t, full, band, bt.lq, i0 + 32 * ws, j0, key_row, lt);
+        wgmma_wait<0>();
+        fence_regs<NS * 4>(dpt);
+#pragma unroll
+        for (int nt = 0; nt < NS; ++nt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e)
+                dpt[nt * 4 + e] = st[nt * 4 + e] * (dpt[nt * 4 + e] - di_t[nt * 8 + 2 * lt + (e & 1)]);
+        {
+            u32 pa[2][4], pds[2][4];
+            pack_a<BF16, 2>(pa, (const float(*)[4])st);
+            pack_a<BF16, 2>(pds, (const float(*)[4])dpt);
+            bwd_wide_stage_half<BN>(pt, pa, ws, key_row, lt);
+            bwd_wide_stage_half<BN>(dst, pds, ws, key_row, lt);
+        }
+        fence_proxy_async();
+        named_bar_sync(RAGGED_BWD_WIDE_BAR_PDS, 256);
+
+        // dV += P^T dO, dK += dS^T Q, dQ(step) = dS K over the share's columns (64-column boxes
+        // of BM rows in Q and dO, of BN rows in K).
+        float acc_dq[NK * 4];
+        wgmma_fence();
+        if constexpr (NV > 0) {
+#pragma unroll
+            for (int kc = 0; kc < BM / 16; ++kc)
+                wgmma_ss_nt<BF16, S::V_COLS>(acc_dv, sw128_desc(pt + kc * 32, 16, 1024),
+                                             sw128_desc(dob + (v0 / 64) * (BM * 128) + kc * (16 * 128), BM * 128,
+                                                        1024),
+                                             1);
+        }
+#pragma unroll
+        for (int kc = 0; kc < BM / 16; ++kc)
+            wgmma_ss_nt<BF16, S::K_COLS>(acc_dk, sw128_desc(dst + kc * 32, 16, 1024),
+                                         sw128_desc(qb + (k0 / 64) * (BM * 128) + kc * (16 * 128), BM * 128, 1024),
+                                         1);
+#pragma unroll
+        for (int kk = 0; kk < BN / 16; ++kk)
+            wgmma_ss_tt<BF16, S::K_COLS>(acc_dq, sw128_desc(dst + kk * (16 * 128), BN * 128, 1024),
+                                         sw128_desc(sm.k + (k0 / 64) * (BN * 128) + kk * (16 * 128), BN * 128, 1024),
+                                         kk > 0);
+        wgmma_commit();
+        wgmma_wait<0>();
+        if constexpr (NV > 0) fence_regs<NV * 4>(acc_dv);
+        fence_regs<NK * 4>(acc_dk);
+        fence_regs<NK * 4>(acc_dq);
+
+        // The share's dQ parts over the slot regions only this warpgroup read, for the writer.
+        const int par = it & 1;
+#pragma unroll
+        for (int p = 0; p < NK / 8; ++p)
+            bwd_stage_dq_blob<8>(T::dq_part(qb, dob, padb, k0 / 64 + p), acc_dq + 32 * p, 0, ct & 127);
+        fence_proxy_async();
+        named_bar_arrive(RAGGED_BWD_WS_BAR_DQ_FULL + w + 2 * par, 160);
+    }
+
+    named_bar_sync(RAGGED_BWD_WS_BAR_KV, 256);
+    stage_acc<BF16, S::K_COLS, P>(sm.k, (const float(*)[4])acc_dk, cw * 16, scale, k0 / 8);
+    if constexpr (NV > 0) stage_acc<BF16, S::V_COLS, PV>(sm.v, (const float(*)[4])acc_dv, cw * 16, 1.f, v0 / 8);
+}
+
+// The kernel: one block per (batch, KV head, 64-key tile), fused_ws.cuh's roles; T a
+// BwdWideTraits.
+template <bool BF16, class T, bool ORDERED>
 __device__ __forceinline__ void bwd_fused_wide_body(RAGGED_BWD_PARAMS, const RaggedTmaMap* tm_q,
                                                     const RaggedTmaMap* tm_do, const RaggedTmaMap* tm_stats,
                                                     float* dq_acc) {
-    using T = BwdWideTraits<D>;
-    constexpr int BM = T::BM, BN = T::BN, P = T::P, NS = T::NS, NH = T::NH, NBUF = T::NBUF;
+    constexpr int D = T::HEAD_DIM, DV = T::HEAD_DIM_V;
+    constexpr int BM = T::BM, BN = T::BN, P = T::P, PV = T::PV, NBUF = T::NBUF;
 
     extern __shared__ __align__(128) unsigned char smem_raw[];
-    const u32 base = smem_addr(smem_raw);
-    const u32 s_k = (base + 1023u) & ~1023u;
-    const u32 s_v = s_k + BN * P * 2;
-    const u32 s_q = s_v + BN * P * 2;          // NBUF buffers of BM rows
-    const u32 s_do = s_q + NBUF * BM * P * 2;  // NBUF buffers of BM rows
-    const u32 s_pds = s_do + NBUF * BM * P * 2;  // NDS pairs: P^T [BN][BM], then dS^T
-    float* s_lse = (float*)(smem_raw + (s_pds + T::NDS * 2 * BN * BM * 2 - base));  // NBUF x BM
-    float* s_di = s_lse + NBUF * BM;
-    const u32 bar_full = smem_addr(s_di + NBUF * BM);
-    const u32 bar_empty = bar_full + 8 * NBUF;
+    const BwdWideSmem sm = bwd_wide_smem<T>(smem_raw);
 
     // Grid: batch, then KV head, then key tile in descending order (fmha_bwd/dq_order.cuh).
     const int per_batch = h_kv * kv_tiles;
@@ -175,8 +335,8 @@ __device__ __forceinline__ void bwd_fused_wide_body(RAGGED_BWD_PARAMS, const Rag
     if (tid == 0) {
 #pragma unroll
         for (int s = 0; s < NBUF; ++s) {
-            mbar_init(bar_full + 8 * s, 1);
-            mbar_init(bar_empty + 8 * s, 1);  // the slot's dQ writer
+            mbar_init(sm.bar_full + 8 * s, 1);
+            mbar_init(sm.bar_empty + 8 * s, 1);  // the slot's dQ writer
         }
         mbar_init_fence();
     }
@@ -186,12 +346,13 @@ __device__ __forceinline__ void bwd_fused_wide_body(RAGGED_BWD_PARAMS, const Rag
         setmaxnreg_dec<T::PRODUCER_REGS>();
         if (warp == 0) {
             bwd_ws_loader<T>(items, item_head, item_block, bt, q, q_seq, q_head, d_o, do_seq, do_head, tm_q, tm_do,
-                             tm_stats, s_q, s_do, s_lse, s_di, bar_full, bar_empty, b, batch, h_q, di_rows, row_blocks,
-                             lane);
+                             tm_stats, sm.q, sm.d_o, sm.lse, sm.di, sm.bar_full, sm.bar_empty, b, batch, h_q, di_rows,
+                             row_blocks, lane);
         }
         else if (warp <= 2) {
-            bwd_wide_dq_writer<T, ORDERED>(items, item_head, item_block, warp - 1, s_q, s_do, bar_empty, dq_acc, b,
-                                           batch, h_q, row_blocks, band, bt.lq, n, tiles_b, tile_count, lane);
+            bwd_wide_dq_writer<T, ORDERED>(items, item_head, item_block, warp - 1, sm.q, sm.d_o, sm.pad, sm.bar_empty,
+                                           dq_acc, b, batch, h_q, row_blocks, band, bt.lq, n, tiles_b, tile_count,
+                                           lane);
         }
         return;
     }
@@ -199,103 +360,27 @@ __device__ __forceinline__ void bwd_fused_wide_body(RAGGED_BWD_PARAMS, const Rag
     // ---------------- consumers ----------------
     setmaxnreg_inc<T::CONSUMER_REGS>();
     const int ct = tid - 128;  // 0 .. 255
-    const int ws = ct >> 7;    // consumer warpgroup: query rows [32 ws, 32 ws + 32), columns [128 ws, 128 ws + 128)
-    const int cw = (ct >> 5) & 3;  // warp within the warpgroup: key rows [16 cw, 16 cw + 16)
-    const int lg = lane >> 2;
-    const int lt = lane & 3;
-    const int key_row = cw * 16 + lg;  // and + 8
-    const float sl2 = scale * RAGGED_LOG2E;
-
-    load_tile_sw128<D, P, BN, 256>(s_k, k + (bt.kv_tok + j0) * k_seq + (i64)g * k_head, k_seq, cols, k, 128);
-    load_tile_sw128<D, P, BN, 256>(s_v, v + (bt.kv_tok + j0) * v_seq + (i64)g * v_head, v_seq, cols, v, 128);
+    load_tile_sw128<D, P, BN, 256>(sm.k, k + (bt.kv_tok + j0) * k_seq + (i64)g * k_head, k_seq, cols, k, 128);
+    load_tile_sw128<DV, PV, BN, 256>(sm.v, v + (bt.kv_tok + j0) * v_seq + (i64)g * v_head, v_seq, cols, v, 128);
     cp_async_commit();
     cp_async_wait<0>();
     fence_proxy_async();
     named_bar_sync(RAGGED_BWD_WS_BAR_KV, 256);
 
-    float acc_dk[NH * 4], acc_dv[NH * 4];
-#pragma unroll
-    for (int i = 0; i < NH * 4; ++i) acc_dk[i] = acc_dv[i] = 0.f;
-
-#pragma unroll 1
-    for (int it = 0; it < items; ++it) {
-        const int buf = it % NBUF;
-        const int i0 = item_block(it) * BM;
-        mbar_wait(bar_full + 8 * buf, (u32)((it / NBUF) & 1));
-        if (bt.lq - i0 < BM) fence_proxy_async();
-        const u32 qb = s_q + buf * (BM * P * 2);
-        const u32 dob = s_do + buf * (BM * P * 2);
-        const float* lse_t = s_lse + buf * BM + 32 * ws;
-        const float* di_t = s_di + buf * BM + 32 * ws;
-        const u32 pt = s_pds + (it & 1) * (2 * BN * BM * 2);
-        const u32 dst = pt + BN * BM * 2;
-
-        float st[NS * 4], dpt[NS * 4];
-        wgmma_fence();
-        bwd_wide_key_major<BF16, D, BM, BN>(st, s_k, qb, ws);
-        wgmma_commit();
-        bwd_wide_key_major<BF16, D, BM, BN>(dpt, s_v, dob, ws);
-        wgmma_commit();
-
-        wgmma_wait<1>();
-        fence_regs<NS * 4>(st);
-        const bool full = ragged_tile_full(band, bt.lq, i0, BM, j0, BN);
-        bwd_pt_tile<NS>(st, sl2, lse_t, full, band, bt.lq, i0 + 32 * ws, j0, key_row, lt);
-        wgmma_wait<0>();
-        fence_regs<NS * 4>(dpt);
-#pragma unroll
-        for (int nt = 0; nt < NS; ++nt)
-#pragma unroll
-            for (int e = 0; e < 4; ++e)
-                dpt[nt * 4 + e] = st[nt * 4 + e] * (dpt[nt * 4 + e] - di_t[nt * 8 + 2 * lt + (e & 1)]);
-        {
-            u32 pa[2][4], pds[2][4];
-            pack_a<BF16, 2>(pa, (const float(*)[4])st);
-            pack_a<BF16, 2>(pds, (const float(*)[4])dpt);
-            bwd_wide_stage_half<BN>(pt, pa, ws, key_row, lt);
-            bwd_wide_stage_half<BN>(dst, pds, ws, key_row, lt);
-        }
-        fence_proxy_async();
-        named_bar_sync(RAGGED_BWD_WIDE_BAR_PDS, 256);
-
-        // dV += P^T dO, dK += dS^T Q, dQ(step) = dS K over this warpgroup's 128 columns.
-        float acc_dq[NH * 4];
-        const u32 half = ws * 2 * (BM * 128);  // the columns' first 64-column box, in a BM-row tile
-        wgmma_fence();
-#pragma unroll
-        for (int kc = 0; kc < BM / 16; ++kc)
-            wgmma_ss_nt_n128<BF16>(acc_dv, sw128_desc(pt + kc * 32, 16, 1024),
-                                   sw128_desc(dob + half + kc * (16 * 128), BM * 128, 1024), 1);
-#pragma unroll
-        for (int kc = 0; kc < BM / 16; ++kc)
-            wgmma_ss_nt_n128<BF16>(acc_dk, sw128_desc(dst + kc * 32, 16, 1024),
-                                   sw128_desc(qb + half + kc * (16 * 128), BM * 128, 1024), 1);
-#pragma unroll
-        for (int kk = 0; kk < BN / 16; ++kk)
-            wgmma_ss_tt_n128<BF16>(acc_dq, sw128_desc(dst + kk * (16 * 128), BN * 128, 1024),
-                                   sw128_desc(s_k + ws * 2 * (BN * 128) + kk * (16 * 128), BN * 128, 1024), kk > 0);
-        wgmma_commit();
-        wgmma_wait<0>();
-        fence_regs<NH * 4>(acc_dv);
-        fence_regs<NH * 4>(acc_dk);
-        fence_regs<NH * 4>(acc_dq);
-
-        // This warpgroup's half of the step's dQ over the slot's columns it read, for the writer.
-        const int par = it & 1;
-        bwd_stage_dq_blob<NH / 2>(bwd_wide_dq_part<T>(qb, dob, ws, 0), acc_dq, 0, ct & 127);
-        bwd_stage_dq_blob<NH / 2>(bwd_wide_dq_part<T>(qb, dob, ws, 1), acc_dq + NH * 2, 0, ct & 127);
-        fence_proxy_async();
-        named_bar_arrive(RAGGED_BWD_WS_BAR_DQ_FULL + ws + 2 * par, 160);
+    // Each warpgroup its share: one code for both where the split is symmetric, one each otherwise.
+    if constexpr (T::SYMMETRIC) {
+        bwd_wide_consumer<BF16, T, BwdWideShare<T, -1>>(sm, items, item_block, bt, band, j0, scale, ct);
+    }
+    else if (ct < 128) {
+        bwd_wide_consumer<BF16, T, BwdWideShare<T, 0>>(sm, items, item_block, bt, band, j0, scale, ct);
+    }
+    else {
+        bwd_wide_consumer<BF16, T, BwdWideShare<T, 1>>(sm, items, item_block, bt, band, j0, scale, ct);
     }
 
-    // dK (times scale) and dV, each warpgroup's columns, staged through the K and V tiles once both
-    // warpgroups are done with them.
     named_bar_sync(RAGGED_BWD_WS_BAR_KV, 256);
-    stage_acc<BF16, T::HALF, P>(s_k, (const float(*)[4])acc_dk, cw * 16, scale, ws * NH);
-    stage_acc<BF16, T::HALF, P>(s_v, (const float(*)[4])acc_dv, cw * 16, 1.f, ws * NH);
-    named_bar_sync(RAGGED_BWD_WS_BAR_KV, 256);
-    store_o_tile<D, P, BN, 256>(s_k, dk + (bt.kv_tok + j0) * dk_seq + (i64)g * dk_head, dk_seq, cols, 128);
-    store_o_tile<D, P, BN, 256>(s_v, dv + (bt.kv_tok + j0) * dv_seq + (i64)g * dv_head, dv_seq, cols, 128);
+    store_o_tile<D, P, BN, 256>(sm.k, dk + (bt.kv_tok + j0) * dk_seq + (i64)g * dk_head, dk_seq, cols, 128);
+    store_o_tile<DV, PV, BN, 256>(sm.v, dv + (bt.kv_tok + j0) * dv_seq + (i64)g * dv_head, dv_seq, cols, 128);
 }
 
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL

@@ -38,9 +38,11 @@ struct BwdWsTraits {
     static_assert(D == 64 || D == 96 || D == 128, "fused head dims");
     enum : int {
         HEAD_DIM = D,
+        HEAD_DIM_V = D,
         BM = RAGGED_BWD_FUSED_ROWS,    // query rows per step
         BN = 128,                      // keys per block, 64 per consumer warpgroup
         P = ragged_row_width(D),       // shared-memory row width: D 96 is padded to 128
+        PV = P,                        // that of V and dO
         NS = BM / 8,                   // S^T and dP^T: 4 NS accumulators each
         DT = D / 8,                    // dK and dV: 4 DT accumulators each
         NBUF = RAGGED_BWD_WS_NBUF,     // the loader's ring
@@ -66,8 +68,8 @@ struct BwdWsTraits {
 };
 
 // The loader warp: each step's Q and dO tiles and its LSE / Di rows into ring slot it % NBUF, once
-// the consumers have released the slot (`item_head(it)`, `item_block(it)`: step it's query head
-// and query block).
+// the slot was released (`item_head(it)`, `item_block(it)`: step it's query head and query block).
+// T: a fused kernel's configuration (BwdWsTraits, BwdWideTraits), Q rows of P, dO rows of PV.
 template <class T, class Head, class Block>
 __device__ __forceinline__ void bwd_ws_loader(int items, const Head& item_head, const Block& item_block,
                                               const RaggedBatch& bt, const u16* q, i64 q_seq, i64 q_head,
@@ -75,7 +77,7 @@ __device__ __forceinline__ void bwd_ws_loader(int items, const Head& item_head, 
                                               const RaggedTmaMap* tm_do, const RaggedTmaMap* tm_stats, u32 s_q,
                                               u32 s_do, float* s_lse, float* s_di, u32 bar_full, u32 bar_empty,
                                               int b, int batch, int h_q, int di_rows, int row_blocks, int lane) {
-    constexpr int BM = T::BM, P = T::P, NBUF = T::NBUF;
+    constexpr int BM = T::BM, P = T::P, PV = T::PV, NBUF = T::NBUF;
     for (int f = 0; f < items; ++f) {
         const int fb = f % NBUF;
         const int h = item_head(f);
@@ -84,9 +86,10 @@ __device__ __forceinline__ void bwd_ws_loader(int items, const Head& item_head, 
         const i64 tok = bt.q_tok + i0;
         const u32 full = bar_full + 8 * fb;
         if (f >= NBUF) mbar_wait(bar_empty + 8 * fb, (u32)((f / NBUF) & 1) ^ 1u);
-        bwd_fill_pair<T::HEAD_DIM, BM, P>(full, s_q + fb * (BM * P * 2), s_do + fb * (BM * P * 2), tm_q, tm_do, h,
-                                          (int)tok, rows, q + tok * q_seq + (i64)h * q_head, q_seq,
-                                          d_o + tok * do_seq + (i64)h * do_head, do_seq, q, lane, 2 * BM * 4);
+        bwd_fill_pair<T::HEAD_DIM, BM, P, T::HEAD_DIM_V, PV>(
+            full, s_q + fb * (BM * P * 2), s_do + fb * (BM * PV * 2), tm_q, tm_do, h, (int)tok, rows,
+            q + tok * q_seq + (i64)h * q_head, q_seq, d_o + tok * do_seq + (i64)h * do_head, do_seq, q, lane,
+            2 * BM * 4);
         if (lane == 0) {
             // Di's block, then the scaled LSE's (tm_stats: 64-row blocks of both arrays).
             const int blk = ((b * h_q + h) * di_rows + i0) / RAGGED_BWD_DI_ROWS;
@@ -148,11 +151,11 @@ __device__ __forceinline__ void bwd_ws_dq_writer(int items, const Head& item_hea
 
 // The kernel: one block per (batch, KV head, key tile), its warps in the roles above; the loop of
 // the consumers below is the mainloop.
-template <bool BF16, int D, bool ORDERED>
+template <bool BF16, class T, bool ORDERED>
 __device__ __forceinline__ void bwd_fused_ws_body(RAGGED_BWD_PARAMS, const RaggedTmaMap* tm_q,
                                                   const RaggedTmaMap* tm_do, const RaggedTmaMap* tm_stats,
                                                   float* dq_acc) {
-    using T = BwdWsTraits<D>;
+    constexpr int D = T::HEAD_DIM;
     constexpr int BM = T::BM, BN = T::BN, P = T::P, NS = T::NS, DT = T::DT, NBUF = T::NBUF, NDS = T::NDS;
     constexpr int NQ = T::NQ;
 

@@ -25,11 +25,11 @@ pub struct FusedKernels {
     pub convert: &'static str,
 }
 
-/// How many leading entries of [`super::device_abi::HEAD_DIMS`] (D 64, 128, 96 and 256) have fused
-/// kernels on [`HOPPER_ARCH`]. D 96 runs the D 128 kernel's layout, its rows padded to 128 columns
-/// in shared memory; D 256 the column-split kernel of `fused_wide.cuh` (64-key blocks); 192/128
-/// runs the pair.
-pub const FUSED_HEAD_DIMS: usize = 4;
+/// How many leading entries of [`super::device_abi::HEAD_DIMS`] have fused kernels on
+/// [`HOPPER_ARCH`]: all five. D 96 runs the D 128 kernel's layout, its rows padded to 128 columns
+/// in shared memory; D 256 and Q/K 192 with V/O 128 the column-split kernel of `fused_wide.cuh`
+/// (64-key blocks).
+pub const FUSED_HEAD_DIMS: usize = 5;
 
 /// Per set of [`ALL`] at the first [`FUSED_HEAD_DIMS`] head dims, in its order: the fused kernels
 /// and their convert pass, compiled for [`HOPPER_ARCH`] only.
@@ -82,12 +82,24 @@ pub const FUSED_ALL: [FusedKernels; 2 * FUSED_HEAD_DIMS] = [
         wg: None,
         convert: "ragged_fmha_bwd_dq_convert_f16_d256",
     },
+    FusedKernels {
+        ordered: "ragged_fmha_bwd_ordered_bf16_d192v128",
+        ws: "ragged_fmha_bwd_fused_ws_bf16_d192v128",
+        wg: None,
+        convert: "ragged_fmha_bwd_dq_convert_bf16_d192v128",
+    },
+    FusedKernels {
+        ordered: "ragged_fmha_bwd_ordered_f16_d192v128",
+        ws: "ragged_fmha_bwd_fused_ws_f16_d192v128",
+        wg: None,
+        convert: "ragged_fmha_bwd_dq_convert_f16_d192v128",
+    },
 ];
 
 /// `RAGGED_BWD_FUSED_ROWS`: query rows of one accumulator blob, the fused kernel's BM and the
 /// convert pass's rows per block.
 pub const FUSED_BLOCK_M: i64 = 64;
-/// The fused kernels' BN (keys per block): 128, or 64 for the column-split kernel of D 256.
+/// The fused kernels' BN (keys per block): 128, or 64 for the column-split kernel (D 256, 192/128).
 pub const FUSED_BLOCK_N: [i32; 2] = [128, 64];
 /// The two-warpgroup fused kernel's threads.
 pub const FUSED_THREADS: i32 = 256;
@@ -99,12 +111,12 @@ pub const FUSED_WS_THREADS: i32 = 384;
 pub const FUSED_BLOB_FLOATS: u64 = 8192;
 
 /// `bwd_dq_blob_stride(d)`: f32 values between blobs at Q/K head dim `d_qk`, [`FUSED_BLOB_FLOATS`]
-/// up to D 128 and twice that (64 × 256) past it.
+/// up to D 128 and 64 × `d_qk` past it.
 pub fn blob_stride_floats(d_qk: i64) -> u64 {
     if d_qk <= 128 {
         FUSED_BLOB_FLOATS
     } else {
-        2 * FUSED_BLOB_FLOATS
+        FUSED_BLOCK_M.unsigned_abs() * d_qk.unsigned_abs()
     }
 }
 
@@ -145,20 +157,21 @@ mod tests {
         }
     }
 
-    /// 192/128 has no fused kernel: the non-deterministic engine runs its deterministic pair on
-    /// sm_90a too. D 96 and 256 have the warp-specialized ones, not the two-warpgroup fallback.
+    /// Every head dim has a fused kernel on sm_90a; D 96, 256 and 192/128 only the
+    /// warp-specialized ones, not the two-warpgroup fallback.
     #[test]
-    fn head_dims_past_64_128_96_and_256_have_no_fused_kernel() {
-        for dtype in [DataType::BF16, DataType::F16] {
-            let set = kernels(dtype, 192, 128).expect("compiled");
-            assert_eq!(fused_for_target(set, HOPPER_ARCH), None, "{set:?}");
+    fn every_head_dim_has_a_fused_kernel_and_past_128_no_two_warpgroup_one() {
+        assert_eq!(FUSED_ALL.len(), ALL.len());
+        for set in ALL {
+            assert!(fused_for_target(set, HOPPER_ARCH).is_some(), "{set:?}");
         }
-        for set in &ALL[..FUSED_ALL.len()] {
-            assert!(fused_for_target(*set, HOPPER_ARCH).is_some(), "{set:?}");
-        }
-        for (d, suffix) in [(96, "_d96"), (256, "_d256")] {
+        for (d, dv, suffix) in [
+            (96, 96, "_d96"),
+            (256, 256, "_d256"),
+            (192, 128, "_d192v128"),
+        ] {
             for dtype in [DataType::BF16, DataType::F16] {
-                let set = kernels(dtype, d, d).expect("compiled");
+                let set = kernels(dtype, d, dv).expect("compiled");
                 let fused = fused_for_target(set, HOPPER_ARCH).expect("fused");
                 assert!(fused.ordered.ends_with(suffix) && fused.convert.ends_with(suffix));
                 assert_eq!(fused.wg, None);
@@ -204,23 +217,31 @@ mod tests {
     }
 
     /// The blob's layout, replayed on the host: where the fused kernels store accumulator register
-    /// i of thread t of warpgroup wg ([wg][i / 4][t][i % 4], the m64 wgmma layout: row
-    /// 16 (t / 32) + (t % 32) / 4 + 8 ((i % 4) / 2), column 8 (i / 4) + 2 (t % 4) + i % 2 of the
-    /// warpgroup's half of the padded width P) is where `bwd_dq_convert_body` reads (row r,
-    /// column c) back, once. The formulas are transcribed from fmha_bwd/fused_dq.cuh and
-    /// fmha_bwd/dq_convert.cuh: change them together.
+    /// i of thread t of a warpgroup holding dQ's columns [c0, c0 + n) ([c0 / 8 + i / 4][t][i % 4],
+    /// the m64 wgmma layout: row 16 (t / 32) + (t % 32) / 4 + 8 ((i % 4) / 2), column
+    /// c0 + 8 (i / 4) + 2 (t % 4) + i % 2 of the padded width P) is where `bwd_dq_convert_body`
+    /// reads (row r, column c) back, once. The formulas are transcribed from fmha_bwd/fused_dq.cuh,
+    /// fmha_bwd/fused_wide.cuh (the column split) and fmha_bwd/dq_convert.cuh: change them together.
     #[test]
     fn the_convert_pass_reads_each_element_where_the_fused_step_stored_it() {
-        for d in [64usize, 96, 128, 256] {
+        // (Q/K head dim, each warpgroup's (first column, columns)).
+        let splits: [(usize, [(usize, usize); 2]); 5] = [
+            (64, [(0, 32), (32, 32)]),
+            (96, [(0, 64), (64, 64)]),
+            (128, [(0, 64), (64, 64)]),
+            (256, [(0, 128), (128, 128)]),
+            (192, [(0, 128), (128, 64)]),
+        ];
+        for (d, shares) in splits {
             let p = d.div_ceil(64) * 64;
             // held[at]: the (row, column) of dQ that float `at` of the blob adds into.
             let mut held = vec![None; 64 * p];
-            for wg in 0..2 {
+            for (c0, n) in shares {
                 for t in 0..128 {
-                    for i in 0..p / 4 {
+                    for i in 0..n / 2 {
                         let row = (t / 32) * 16 + (t % 32) / 4 + 8 * ((i % 4) / 2);
-                        let col = wg * (p / 2) + (i / 4) * 8 + 2 * (t % 4) + i % 2;
-                        let at = wg * (32 * p) + (i / 4) * 512 + t * 4 + i % 4;
+                        let col = c0 + (i / 4) * 8 + 2 * (t % 4) + i % 2;
+                        let at = (c0 / 8 + i / 4) * 512 + t * 4 + i % 4;
                         assert!(
                             held[at].replace((row, col)).is_none(),
                             "D {d}: stored twice at {at}"
@@ -272,11 +293,13 @@ mod tests {
         let ws = 1024 + 65_536 + 65_536 + 32_768 + 65_536 + 1024 + 32;
         let t = check_config("k", Part::Fused, [64, 128, 384, ws]).expect("fits");
         assert_eq!(t.threads, 384);
-        // BwdWideTraits<256>::SMEM: K and V of 64 keys, two Q and two dO buffers, two pairs of
-        // P^T / dS^T tiles, the LSE / Di rows and the ring's mbarriers.
+        // BwdWideD256::SMEM: K and V of 64 keys, two Q and two dO buffers, two pairs of P^T / dS^T
+        // tiles, the LSE / Di rows and the ring's mbarriers; BwdWideD192V128 has two pads of 16 KiB.
         let wide = 1024 + 65_536 + 131_072 + 32_768 + 1024 + 32;
         let t = check_config("k", Part::Fused, [64, 64, 384, wide]).expect("fits");
         assert_eq!(t.block_n, 64);
+        let wide_192 = 1024 + 40_960 + 81_920 + 32_768 + 32_768 + 1024 + 32;
+        check_config("k", Part::Fused, [64, 64, 384, wide_192]).expect("fits");
         check_config("k", Part::Convert, [64, 0, 256, 0]).expect("fits");
         for (part, raw) in [
             (Part::Fused, [128, 128, 256, smem]),

@@ -68,14 +68,14 @@ pub struct BackwardWorkspace {
 /// How an execute sums each query row's dQ over the key tiles that reach it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DqForm {
-    /// The same inputs give the same bits on every call: on sm_90a at head dims 64, 96, 128 and 256 the
-    /// fused kernel adding the contributions to each block of dQ in a fixed order of key tiles,
-    /// elsewhere the dK/dV kernel and a separate dQ kernel, each output row written by one block.
+    /// The same inputs give the same bits on every call: on sm_90a the fused kernel adding the
+    /// contributions to each block of dQ in a fixed order of key tiles, elsewhere the dK/dV kernel
+    /// and a separate dQ kernel, each output row written by one block.
     Deterministic,
     /// On sm_90a, the fused dK/dV/dQ kernel adding each key tile's dQ contribution into an f32
     /// workspace accumulator in whatever order the blocks get there, then a convert pass writes
-    /// dQ: not bitwise reproducible. Other targets, and Q/K 192 with V/O 128, have no fused
-    /// kernel and run the deterministic pair.
+    /// dQ: not bitwise reproducible. Other targets have no fused kernel and run the deterministic
+    /// pair.
     Unordered,
 }
 

@@ -143,7 +143,7 @@ fn every_forward_head_dim_plans_its_backward_kernels() {
                 "{dt} {dims}"
             );
             // The workspace depends on the head dims only through the dQ accumulator's blobs,
-            // 64 × 128 f32 up to D 128 and twice that past it.
+            // 64 × 128 f32 up to D 128 and 64 × D_qk past it.
             let base = plan_of(&backward().0, &backward().1).unwrap().workspace;
             let w = plan.workspace;
             assert_eq!(
@@ -157,7 +157,11 @@ fn every_forward_head_dim_plans_its_backward_kernels() {
             let acc = |w: BackwardWorkspace| w.total_bytes - WORKSPACE_ALIGNMENT - w.dq_acc;
             let blobs = acc(base) / (FUSED_BLOB_FLOATS * 4 + 4);
             assert_eq!(acc(base), blobs * (FUSED_BLOB_FLOATS * 4 + 4));
-            let extra = if d_qk > 128 { FUSED_BLOB_FLOATS * 4 } else { 0 };
+            let extra = if d_qk > 128 {
+                (64 * d_qk as u64 - FUSED_BLOB_FLOATS) * 4
+            } else {
+                0
+            };
             assert_eq!(acc(w), acc(base) + blobs * extra, "{dt} {dims}");
         }
     }
