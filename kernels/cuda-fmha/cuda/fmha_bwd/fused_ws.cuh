@@ -52,7 +52,8 @@ struct BwdWsTraits {
         // Registers after setmaxnreg: 128 PRODUCER + 256 CONSUMER within the block's launch
         // allocation (setmaxnreg_pool: 168 x 384). D 128's consumers need 232 (at 224 ptxas serializes
         // their wgmma), D 64's fit 224. With the producers at 40 ptxas (NVRTC 12.9) reports 56
-        // bytes of spill at D 96 / 128; 48 would be over the pool beside 232 consumers.
+        // (unordered) and 64 (ordered) bytes of spill at D 96 / 128; 48 would be over the pool
+        // beside 232 consumers.
         PRODUCER_REGS = P == 128 ? 40 : 56,
         CONSUMER_REGS = P == 128 ? 232 : 224,
         // Dynamic shared memory: 1024 bytes to align the first tile, K and V (BN rows), NBUF Q and
