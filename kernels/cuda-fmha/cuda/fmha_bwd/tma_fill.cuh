@@ -17,23 +17,8 @@ __device__ __forceinline__ void bwd_ring_init(u32 bar_full, u32 bar_empty, int t
     __syncthreads();
 }
 
-// Zero-filling cp.async of one lane's share of a tail tile: rows [0, valid) of D columns into a
-// ROWS-row sw128 tile of P columns, rows >= valid and columns >= D zero-filled without being read.
-template <int D, int ROWS, int P>
-__device__ __forceinline__ void bwd_fill_tail(u32 dst, const u16* g, i64 stride, int valid, const u16* safe, int lane) {
-    constexpr int CH = P / 8;
-#pragma unroll 4
-    for (int it = 0; it < ROWS * CH / 32; ++it) {
-        const int idx = it * 32 + lane;
-        const int r = idx / CH;
-        const int c = idx % CH;
-        const bool p = r < valid && c < D / 8;
-        cp_async16(dst + sw128<ROWS>(r, c), p ? g + (i64)r * stride + c * 8 : safe, p);
-    }
-}
-
 // One warp fills a pair of ROWS-row tiles (sw128 layout, 1024-byte aligned; the first D columns
-// each in rows of P, the second DB in rows of PB) that complete together on `bar` (initialised
+// each in rows of P, the second DB in rows of PB <= P) that complete together on `bar` (initialised
 // with count 1): rows [row, row + ROWS) of head `head` of the two tensors behind maps ma, mb. A whole
 // pair (valid >= ROWS) is (P + PB) / 64 TMA boxes issued by lane 0 after one expect-tx arrival (a
 // box's columns past D are the map's out of bounds: zero-filled and counted); a tail pair is copied
@@ -47,40 +32,30 @@ __device__ __forceinline__ void bwd_fill_pair(u32 bar, u32 dst_a, u32 dst_b, con
                                               const RaggedTmaMap* mb, int head, int row, int valid, const u16* ga,
                                               i64 stride_a, const u16* gb, i64 stride_b, const u16* safe, int lane,
                                               u32 extra_tx = 0) {
+    static_assert(PB <= P, "the second tile is the narrower");
     if (valid >= ROWS) {
         if (lane == 0) {
             mbar_arrive_expect_tx(bar, ROWS * (P + PB) * 2 + extra_tx);
-            if constexpr (P == PB) {
 #pragma unroll
-                for (int cb = 0; cb < P / 64; ++cb) {
-                    tma_load_3d(dst_a + cb * (ROWS * 128), ma, cb * 64, head, row, bar);
-                    tma_load_3d(dst_b + cb * (ROWS * 128), mb, cb * 64, head, row, bar);
-                }
-            }
-            else {
-#pragma unroll
-                for (int cb = 0; cb < P / 64; ++cb) tma_load_3d(dst_a + cb * (ROWS * 128), ma, cb * 64, head, row, bar);
-#pragma unroll
-                for (int cb = 0; cb < PB / 64; ++cb) tma_load_3d(dst_b + cb * (ROWS * 128), mb, cb * 64, head, row, bar);
+            for (int cb = 0; cb < P / 64; ++cb) {
+                tma_load_3d(dst_a + cb * (ROWS * 128), ma, cb * 64, head, row, bar);
+                if (cb < PB / 64) tma_load_3d(dst_b + cb * (ROWS * 128), mb, cb * 64, head, row, bar);
             }
         }
     }
     else {
-        if constexpr (P == PB && D == DB) {
-            constexpr int CH = P / 8;
+        constexpr int CH = P / 8;
 #pragma unroll 4
-            for (int it = 0; it < ROWS * CH / 32; ++it) {
-                const int idx = it * 32 + lane;
-                const int r = idx / CH;
-                const int c = idx % CH;
-                const bool p = r < valid && c < D / 8;
-                cp_async16(dst_a + sw128<ROWS>(r, c), p ? ga + (i64)r * stride_a + c * 8 : safe, p);
-                cp_async16(dst_b + sw128<ROWS>(r, c), p ? gb + (i64)r * stride_b + c * 8 : safe, p);
+        for (int it = 0; it < ROWS * CH / 32; ++it) {
+            const int idx = it * 32 + lane;
+            const int r = idx / CH;
+            const int c = idx % CH;
+            const bool p = r < valid && c < D / 8;
+            cp_async16(dst_a + sw128<ROWS>(r, c), p ? ga + (i64)r * stride_a + c * 8 : safe, p);
+            if (PB == P || c < PB / 8) {
+                const bool pb = r < valid && c < DB / 8;
+                cp_async16(dst_b + sw128<ROWS>(r, c), pb ? gb + (i64)r * stride_b + c * 8 : safe, pb);
             }
-        }
-        else {
-            bwd_fill_tail<D, ROWS, P>(dst_a, ga, stride_a, valid, safe, lane);
-            bwd_fill_tail<DB, ROWS, PB>(dst_b, gb, stride_b, valid, safe, lane);
         }
         cp_async_mbar_track(bar);
         __syncwarp();
