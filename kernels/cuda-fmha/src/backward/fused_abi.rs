@@ -282,6 +282,98 @@ mod tests {
         }
     }
 
+    /// The column-split kernel's dQ staging, replayed on the host: each warpgroup stages the
+    /// 64-column parts of dQ it holds over slot regions (`BwdWideTraits::dq_part`) that no other
+    /// warpgroup's products read in the same step (they may still be running), inside the slot's
+    /// Q, dO or pad buffer, disjoint from each other, one per part of the blob. Transcribed from
+    /// fmha_bwd/fused_wide.cuh (the traits' K1 / V1 split and dq_part): change them together.
+    #[test]
+    fn the_wide_kernels_dq_parts_overwrite_only_what_their_warpgroup_alone_read() {
+        const BOX: usize = 64 * 128; // one 64-column box of a 64-row tile, bytes
+        const PART: usize = 64 * 64 * 4; // 64 rows x 64 columns of f32
+        #[derive(Clone, Copy, PartialEq, Debug)]
+        enum Buf {
+            Q,
+            DO,
+            Pad,
+        }
+        // (Q/K head dim, V/O head dim, K1, V1, slot pad bytes, dq_part(i) as (buffer, offset)).
+        type DqPart = fn(usize) -> (Buf, usize);
+        let configs: [(usize, usize, usize, usize, usize, DqPart); 2] = [
+            (256, 256, 128, 128, 0, |i| {
+                (if i % 2 == 0 { Buf::Q } else { Buf::DO }, (i / 2) * 2 * BOX)
+            }),
+            (192, 128, 128, 0, PART, |i| match i {
+                0 => (Buf::Q, 0),
+                1 => (Buf::Pad, 0),
+                _ => (Buf::DO, 0),
+            }),
+        ];
+        for (d, dv, k1, v1, pad, dq_part) in configs {
+            // Warpgroup w's columns: dK / dQ [k0, k0 + kn), dV [v0, v0 + vn).
+            let share = |w: usize| {
+                if w == 0 {
+                    (0, k1, 0, v1)
+                } else {
+                    (k1, d - k1, v1, dv - v1)
+                }
+            };
+            // The bytes of the slot a warpgroup's products read: dK reads Q's boxes of its
+            // columns, dV dO's (dQ reads K, outside the slot).
+            let reads = |w: usize| {
+                let (k0, kn, v0, vn) = share(w);
+                let q = (k0 / 64..(k0 + kn) / 64).map(|b| (Buf::Q, b * BOX, BOX));
+                let o = (v0 / 64..(v0 + vn) / 64).map(|b| (Buf::DO, b * BOX, BOX));
+                q.chain(o).collect::<Vec<_>>()
+            };
+            let size = |b: Buf| match b {
+                Buf::Q => d / 64 * BOX,
+                Buf::DO => dv / 64 * BOX,
+                Buf::Pad => pad,
+            };
+            let overlaps = |(b1, o1, n1): (Buf, usize, usize),
+                            (b2, o2, n2): (Buf, usize, usize)| {
+                b1 == b2 && o1 < o2 + n2 && o2 < o1 + n1
+            };
+            let mut staged = Vec::new();
+            for w in 0..2 {
+                let (k0, kn, _, _) = share(w);
+                for i in k0 / 64..(k0 + kn) / 64 {
+                    let (b, o) = dq_part(i);
+                    let region = (b, o, PART);
+                    assert!(
+                        o + PART <= size(b),
+                        "D {d}/{dv}: part {i} past its buffer {b:?}"
+                    );
+                    for r in reads(1 - w) {
+                        assert!(
+                            !overlaps(region, r),
+                            "D {d}/{dv}: part {i} over {r:?}, read by warpgroup {}",
+                            1 - w
+                        );
+                    }
+                    for &(j, other) in &staged {
+                        assert!(
+                            !overlaps(region, other),
+                            "D {d}/{dv}: parts {i} and {j} overlap"
+                        );
+                    }
+                    staged.push((i, region));
+                }
+            }
+            let parts: Vec<usize> = staged.iter().map(|&(i, _)| i).collect();
+            assert_eq!(
+                parts,
+                (0..d / 64).collect::<Vec<_>>(),
+                "D {d}/{dv}: every part once"
+            );
+            assert_eq!(
+                parts.len() * PART,
+                4 * blob_stride_floats(d as i64) as usize
+            );
+        }
+    }
+
     #[test]
     fn fused_tables_fit_the_launch_checks() {
         // RAGGED_BWD_FUSED_SMEM at D 128: the TMA dK/dV kernel's 166 448 bytes, 1024 of alignment,
