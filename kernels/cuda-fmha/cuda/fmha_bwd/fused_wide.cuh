@@ -74,9 +74,8 @@ struct BwdWideTraits {
 using BwdWideD256 = BwdWideTraits<256, 256>;
 using BwdWideD192V128 = BwdWideTraits<192, 128>;
 
-// Warpgroup W's share of the products: dK's and dQ's columns [K0, K0 + K_COLS), dV's
-// [V0, V0 + V_COLS). W < 0: the symmetric split, both warpgroups the same code and the offsets
-// from the warpgroup's index at run time.
+// Warpgroup W's share of the products: K_COLS of dK's and dQ's columns from W · K1, V_COLS of dV's
+// from W · V1. W < 0: the symmetric split, both warpgroups one code and W their index at run time.
 template <class T, int W>
 struct BwdWideShare {
     enum : int {
