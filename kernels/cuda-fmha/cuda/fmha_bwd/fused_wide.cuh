@@ -18,7 +18,8 @@
 // at 64 x 256 a step's dQ is 64 KiB, the slot's Q and dO. At 192/128 the slot's Q and dO (40 KiB)
 // hold two of the three 16 KiB parts; a third region per slot takes the last. The loader, the turn
 // order (ORDERED) and the named barriers' pattern are fused_ws.cuh's; the slot's empty mbarrier
-// takes the writer's one arrival instead of the consumers'.
+// takes the writer's one arrival instead of the consumers', and the loader fills tail tiles by TMA
+// and zeroes their rows past the batch itself (bwd_fill_pair_tma), no cp.async into a slot.
 #define RAGGED_BWD_WIDE_BAR_PDS 2  // 256 consumers: the step's P^T and dS^T staged
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -50,9 +51,9 @@ struct BwdWideTraits {
         CONSUMER_REGS = 232,
         // Dynamic shared memory: 1024 bytes to align the first tile, K and V (BN rows), NBUF Q and
         // NBUF dO buffers (BM rows), NBUF pads, NDS pairs of P^T and dS^T tiles, NBUF LSE and NBUF
-        // Di rows, the ring's full and empty mbarriers.
+        // Di rows, the ring's full and empty mbarriers, the loader's tail barrier.
         SMEM = 1024 + BN * (P + PV) * 2 + NBUF * (BM * (P + PV) * 2 + SLOT_PAD) + NDS * 2 * BN * BM * 2 +
-               2 * NBUF * BM * 4 + 16 * NBUF,
+               2 * NBUF * BM * 4 + 16 * NBUF + 8,
     };
     static_assert(BLOB_F == PARTS * PART_F, "a step's dQ is the blob, in whole parts");
     static_assert(K1 % 64 == 0 && V1 % 64 == 0, "each warpgroup's columns are whole 64-column boxes");
@@ -162,6 +163,7 @@ struct BwdWideSmem {
     float* lse;       // NBUF x BM
     float* di;        // NBUF x BM
     u32 bar_full, bar_empty;  // the ring's mbarriers
+    u32 bar_tail;             // the loader's own: a tail tile's boxes landed (bwd_fill_pair_tma)
 };
 template <class T>
 __device__ __forceinline__ BwdWideSmem bwd_wide_smem(unsigned char* smem_raw) {
@@ -178,6 +180,7 @@ __device__ __forceinline__ BwdWideSmem bwd_wide_smem(unsigned char* smem_raw) {
     sm.di = sm.lse + NBUF * BM;
     sm.bar_full = smem_addr(sm.di + NBUF * BM);
     sm.bar_empty = sm.bar_full + 8 * NBUF;
+    sm.bar_tail = sm.bar_empty + 8 * NBUF;
     return sm;
 }
 
@@ -337,6 +340,7 @@ __device__ __forceinline__ void bwd_fused_wide_body(RAGGED_BWD_PARAMS, const Rag
             mbar_init(sm.bar_full + 8 * s, 1);
             mbar_init(sm.bar_empty + 8 * s, 1);  // the slot's dQ writer
         }
+        mbar_init(sm.bar_tail, 1);
         mbar_init_fence();
     }
     __syncthreads();
@@ -344,9 +348,9 @@ __device__ __forceinline__ void bwd_fused_wide_body(RAGGED_BWD_PARAMS, const Rag
     if (warp < 4) {
         setmaxnreg_dec<T::PRODUCER_REGS>();
         if (warp == 0) {
-            bwd_ws_loader<T>(items, item_head, item_block, bt, q, q_seq, q_head, d_o, do_seq, do_head, tm_q, tm_do,
-                             tm_stats, sm.q, sm.d_o, sm.lse, sm.di, sm.bar_full, sm.bar_empty, b, batch, h_q, di_rows,
-                             row_blocks, lane);
+            bwd_ws_loader<T, true>(items, item_head, item_block, bt, q, q_seq, q_head, d_o, do_seq, do_head, tm_q,
+                                   tm_do, tm_stats, sm.q, sm.d_o, sm.lse, sm.di, sm.bar_full, sm.bar_empty, b, batch,
+                                   h_q, di_rows, row_blocks, lane, sm.bar_tail);
         }
         else if (warp <= 2) {
             bwd_wide_dq_writer<T, ORDERED>(items, item_head, item_block, warp - 1, sm.q, sm.d_o, sm.pad, sm.bar_empty,

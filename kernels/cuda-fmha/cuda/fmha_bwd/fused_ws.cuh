@@ -71,14 +71,18 @@ struct BwdWsTraits {
 // The loader warp: each step's Q and dO tiles and its LSE / Di rows into ring slot it % NBUF, once
 // the slot was released (`item_head(it)`, `item_block(it)`: step it's query head and query block).
 // T: a fused kernel's configuration (BwdWsTraits, BwdWideTraits), Q rows of P, dO rows of PV.
-template <class T, class Head, class Block>
+// TAIL_TMA: tail tiles by bwd_fill_pair_tma on the loader's own barrier `bar_tail` (the column-split
+// kernel, whose consumers write the slots), else by bwd_fill_pair's cp.async.
+template <class T, bool TAIL_TMA = false, class Head, class Block>
 __device__ __forceinline__ void bwd_ws_loader(int items, const Head& item_head, const Block& item_block,
                                               const RaggedBatch& bt, const u16* q, i64 q_seq, i64 q_head,
                                               const u16* d_o, i64 do_seq, i64 do_head, const RaggedTmaMap* tm_q,
                                               const RaggedTmaMap* tm_do, const RaggedTmaMap* tm_stats, u32 s_q,
                                               u32 s_do, float* s_lse, float* s_di, u32 bar_full, u32 bar_empty,
-                                              int b, int batch, int h_q, int di_rows, int row_blocks, int lane) {
+                                              int b, int batch, int h_q, int di_rows, int row_blocks, int lane,
+                                              u32 bar_tail = 0) {
     constexpr int BM = T::BM, P = T::P, PV = T::PV, NBUF = T::NBUF;
+    u32 tail_parity = 0;
     for (int f = 0; f < items; ++f) {
         const int fb = f % NBUF;
         const int h = item_head(f);
@@ -87,10 +91,18 @@ __device__ __forceinline__ void bwd_ws_loader(int items, const Head& item_head, 
         const i64 tok = bt.q_tok + i0;
         const u32 full = bar_full + 8 * fb;
         if (f >= NBUF) mbar_wait(bar_empty + 8 * fb, (u32)((f / NBUF) & 1) ^ 1u);
-        bwd_fill_pair<T::HEAD_DIM, BM, P, T::HEAD_DIM_V, PV>(
-            full, s_q + fb * (BM * P * 2), s_do + fb * (BM * PV * 2), tm_q, tm_do, h, (int)tok, rows,
-            q + tok * q_seq + (i64)h * q_head, q_seq, d_o + tok * do_seq + (i64)h * do_head, do_seq, q, lane,
-            2 * BM * 4);
+        if constexpr (TAIL_TMA) {
+            static_assert(T::HEAD_DIM == P && T::HEAD_DIM_V == PV, "no padding columns");
+            bwd_fill_pair_tma<BM, P, PV>(full, bar_tail, tail_parity, s_q + fb * (BM * P * 2),
+                                         s_do + fb * (BM * PV * 2), tm_q, tm_do, h, (int)tok, rows, lane, 2 * BM * 4);
+            tail_parity ^= rows < BM ? 1u : 0u;
+        }
+        else {
+            bwd_fill_pair<T::HEAD_DIM, BM, P, T::HEAD_DIM_V, PV>(
+                full, s_q + fb * (BM * P * 2), s_do + fb * (BM * PV * 2), tm_q, tm_do, h, (int)tok, rows,
+                q + tok * q_seq + (i64)h * q_head, q_seq, d_o + tok * do_seq + (i64)h * do_head, do_seq, q, lane,
+                2 * BM * 4);
+        }
         if (lane == 0) {
             // Di's block, then the scaled LSE's (tm_stats: 64-row blocks of both arrays).
             const int blk = ((b * h_q + h) * di_rows + i0) / RAGGED_BWD_DI_ROWS;

@@ -63,6 +63,53 @@ __device__ __forceinline__ void bwd_fill_pair(u32 bar, u32 dst_a, u32 dst_b, con
     }
 }
 
+// bwd_fill_pair for a kernel whose consumers later write the tiles' shared memory themselves (the
+// column-split fused kernel stages dQ over its ring slots): a tail pair (valid < ROWS) comes by the
+// same TMA boxes as a whole one, completing on the loader's own barrier `bar_tail` (count 1, phase
+// `tail_parity`), after which the warp zeroes rows >= valid, the other batches' rows or the map's
+// out-of-bounds zeros the boxes read there, before its arrival on `bar`. No cp.async: racecheck
+// does not order a cp.async write by the mbarrier that tracks it, and takes one as racing with the
+// consumers' later writes of the same bytes; the zeroing stores are ordered by mbarriers it models.
+// Columns: P = D and PB = DB (no padding columns to zero).
+template <int ROWS, int P, int PB>
+__device__ __forceinline__ void bwd_fill_pair_tma(u32 bar, u32 bar_tail, u32 tail_parity, u32 dst_a, u32 dst_b,
+                                                  const RaggedTmaMap* ma, const RaggedTmaMap* mb, int head, int row,
+                                                  int valid, int lane, u32 extra_tx) {
+    static_assert(PB <= P && P % 64 == 0 && PB % 64 == 0, "whole 64-column boxes, the second tile the narrower");
+    constexpr int NA = P / 64, NB = PB / 64;
+    const bool tail = valid < ROWS;
+    if (lane == 0) {
+        const u32 box_bar = tail ? bar_tail : bar;
+        mbar_arrive_expect_tx(box_bar, ROWS * (P + PB) * 2 + (tail ? 0u : extra_tx));
+#pragma unroll
+        for (int cb = 0; cb < NA; ++cb) {
+            tma_load_3d(dst_a + cb * (ROWS * 128), ma, cb * 64, head, row, box_bar);
+            if (cb < NB) tma_load_3d(dst_b + cb * (ROWS * 128), mb, cb * 64, head, row, box_bar);
+        }
+    }
+    if (tail) {
+        mbar_wait(bar_tail, tail_parity);
+        // Row r of box cb is the 128 contiguous bytes at (cb * ROWS + r) * 128 (sw128 permutes the
+        // 16-byte chunks within a row only): a row's (NA + NB) * 8 chunks, chunk c = lane + 32 j
+        // of each row for lane, box c / 8.
+        constexpr int CH = (NA + NB) * 8;
+#pragma unroll
+        for (int j = 0; j < (CH + 31) / 32; ++j) {
+            const int c = lane + 32 * j;
+            if (CH % 32 == 0 || c < CH) {
+                const int box = c >> 3;
+                u32 dst = (box < NA ? dst_a + box * (ROWS * 128) : dst_b + (box - NA) * (ROWS * 128)) + (c & 7) * 16;
+                for (int r = valid; r < ROWS; ++r)
+                    asm volatile("st.shared.v4.b32 [%0], {%1, %1, %1, %1};\n" ::"r"(dst + r * 128), "r"(0u)
+                                 : "memory");
+            }
+        }
+        fence_proxy_async();
+        __syncwarp();
+        if (lane == 0) mbar_arrive_expect_tx(bar, extra_tx);
+    }
+}
+
 // This thread's A fragments of rows [16 w, 16 w + 16) (w = warp in the block) of a sw128 tile of ROWS
 // rows and D columns: KS = D / 16 groups of four registers, by ldmatrix.
 template <int D, int ROWS>
