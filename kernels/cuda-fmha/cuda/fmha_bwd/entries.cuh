@@ -174,7 +174,7 @@ RAGGED_BWD_FUSED_ALL(f16, false)
 // warpgroups; tiles and shared memory from the configuration TRAITS (a type), the body
 // BODY<BF16, TRAITS, ORDERED>: fmha_bwd/fused_ws.cuh (BwdWsTraits<D>; D 96 and 128: 231 456 bytes,
 // D 64: 165 920) and, with the columns split between the consumers, fmha_bwd/fused_wide.cuh
-// (BwdWideD256: 231 464 bytes; BwdWideD192V128: 190 504; BN 64). After RAGGED_BWD_PARAMS the maps
+// (BwdWideD256: 231 496 bytes; BwdWideD192V128: 190 536; BN 64). After RAGGED_BWD_PARAMS the maps
 // of Q and dO (box rows 64) and tm_stats, then the f32 dQ accumulator (its turn counters after the
 // blobs). `_fused_ws_`: unordered (the non-deterministic engine); `_ordered_`: each blob's
 // contributions in a fixed order.

@@ -16,10 +16,12 @@
 //     reduction per part) before it hands the slot back to the loader.
 // The ring slot doubling as dQ's buffer is what lets two Q and two dO buffers fit beside K and V:
 // at 64 x 256 a step's dQ is 64 KiB, the slot's Q and dO. At 192/128 the slot's Q and dO (40 KiB)
-// hold two of the three 16 KiB parts; a third region per slot takes the last. The loader, the turn
-// order (ORDERED) and the named barriers' pattern are fused_ws.cuh's; the slot's empty mbarrier
-// takes the writer's one arrival instead of the consumers', and the loader fills tail tiles by TMA
-// and zeroes their rows past the batch itself (bwd_fill_pair_tma), no cp.async into a slot.
+// hold two of the three 16 KiB parts; a third region per slot takes the last. The loader and the
+// turn order (ORDERED) are fused_ws.cuh's. Since the slot's bytes pass from the consumers' stores to
+// the loader's, each hand-over is one racecheck orders: a warpgroup's parts staged arrive on an
+// mbarrier of the slot the writer waits on (not a named barrier), the slot's empty mbarrier takes
+// the writer's one arrival, and the loader fills tail tiles by TMA and zeroes their rows past the
+// batch itself (bwd_fill_pair_tma), no cp.async into a slot.
 #define RAGGED_BWD_WIDE_BAR_PDS 2  // 256 consumers: the step's P^T and dS^T staged
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -51,9 +53,10 @@ struct BwdWideTraits {
         CONSUMER_REGS = 232,
         // Dynamic shared memory: 1024 bytes to align the first tile, K and V (BN rows), NBUF Q and
         // NBUF dO buffers (BM rows), NBUF pads, NDS pairs of P^T and dS^T tiles, NBUF LSE and NBUF
-        // Di rows, the ring's full and empty mbarriers, the loader's tail barrier.
+        // Di rows, the ring's full and empty mbarriers, the loader's tail barrier, the slots' dQ
+        // barriers (two per slot).
         SMEM = 1024 + BN * (P + PV) * 2 + NBUF * (BM * (P + PV) * 2 + SLOT_PAD) + NDS * 2 * BN * BM * 2 +
-               2 * NBUF * BM * 4 + 16 * NBUF + 8,
+               2 * NBUF * BM * 4 + 16 * NBUF + 8 + 16 * NBUF,
     };
     static_assert(BLOB_F == PARTS * PART_F, "a step's dQ is the blob, in whole parts");
     static_assert(K1 % 64 == 0 && V1 % 64 == 0, "each warpgroup's columns are whole 64-column boxes");
@@ -88,11 +91,15 @@ struct BwdWideShare {
 };
 
 // A dQ writer warp of the wide kernel: the steps of parity `par` (ring slot par), each warpgroup's
-// parts into the blob by bulk reduction once its consumers arrived on the full pair (ORDERED: in
-// the blob's turn), then the slot back to the loader once the reductions have read it.
+// parts into the blob by bulk reduction once its 128 consumers arrived on the slot's dQ mbarrier of
+// that warpgroup (`bar_dq`; ORDERED: in the blob's turn), then the slot back to the loader once the
+// reductions have read it. mbarriers rather than fused_ws.cuh's named-barrier pair: the slot's bytes
+// go from the consumers' stores through this warp to the loader's, and racecheck does not take a
+// bar.arrive / bar.sync hand-over as ordering them (it reported the loader's stores as racing).
 template <class T, bool ORDERED, class Head, class Block>
 __device__ __forceinline__ void bwd_wide_dq_writer(int items, const Head& item_head, const Block& item_block, int par,
-                                                   u32 s_q, u32 s_do, u32 s_pad, u32 bar_empty, float* dq_acc, int b,
+                                                   u32 s_q, u32 s_do, u32 s_pad, u32 bar_empty, u32 bar_dq,
+                                                   float* dq_acc, int b,
                                                    int batch, int h_q, int row_blocks, const RaggedBand& band, int lq,
                                                    int n, int tiles_b, const int* tile_count, int lane) {
     constexpr int BM = T::BM;
@@ -101,7 +108,8 @@ __device__ __forceinline__ void bwd_wide_dq_writer(int items, const Head& item_h
     const u32 do_slot = s_do + par * (BM * T::PV * 2);
     const u32 pad_slot = s_pad + par * T::SLOT_PAD;
     int* turns = bwd_dq_turns(dq_acc, h_q, batch, row_blocks, T::STRIDE);
-    for (int it = par; it < items; it += 2) {
+    u32 phase = 0;  // of this slot's dQ mbarriers: one completion per step of parity par
+    for (int it = par; it < items; it += 2, phase ^= 1u) {
         const int m = item_block(it);
         const i64 blob = ((i64)item_head(it) * batch + b) * row_blocks + m;
         if constexpr (ORDERED) {
@@ -110,7 +118,7 @@ __device__ __forceinline__ void bwd_wide_dq_writer(int items, const Head& item_h
         float* dst = dq_acc + blob * T::STRIDE;
 #pragma unroll
         for (int w = 0; w < 2; ++w) {
-            named_bar_sync(RAGGED_BWD_WS_BAR_DQ_FULL + w + 2 * par, 160);
+            mbar_wait(bar_dq + 8 * (w + 2 * par), phase);
             if (lane == 0) {
 #pragma unroll
                 for (int i = w == 0 ? 0 : T::K1 / 64; i < (w == 0 ? T::K1 / 64 : T::PARTS); ++i)
@@ -164,6 +172,7 @@ struct BwdWideSmem {
     float* di;        // NBUF x BM
     u32 bar_full, bar_empty;  // the ring's mbarriers
     u32 bar_tail;             // the loader's own: a tail tile's boxes landed (bwd_fill_pair_tma)
+    u32 bar_dq;               // [slot][warpgroup]: the warpgroup's dQ parts staged (128 arrivals)
 };
 template <class T>
 __device__ __forceinline__ BwdWideSmem bwd_wide_smem(unsigned char* smem_raw) {
@@ -181,6 +190,7 @@ __device__ __forceinline__ BwdWideSmem bwd_wide_smem(unsigned char* smem_raw) {
     sm.bar_full = smem_addr(sm.di + NBUF * BM);
     sm.bar_empty = sm.bar_full + 8 * NBUF;
     sm.bar_tail = sm.bar_empty + 8 * NBUF;
+    sm.bar_dq = sm.bar_tail + 8;
     return sm;
 }
 
@@ -286,7 +296,7 @@ __device__ __forceinline__ void bwd_wide_consumer(const BwdWideSmem& sm, int ite
         for (int p = 0; p < NK / 8; ++p)
             bwd_stage_dq_blob<8>(T::dq_part(qb, dob, padb, k0 / 64 + p), acc_dq + 32 * p, 0, ct & 127);
         fence_proxy_async();
-        named_bar_arrive(RAGGED_BWD_WS_BAR_DQ_FULL + w + 2 * par, 160);
+        mbar_arrive(sm.bar_dq + 8 * (w + 2 * par));
     }
 
     named_bar_sync(RAGGED_BWD_WS_BAR_KV, 256);
@@ -341,6 +351,8 @@ __device__ __forceinline__ void bwd_fused_wide_body(RAGGED_BWD_PARAMS, const Rag
             mbar_init(sm.bar_empty + 8 * s, 1);  // the slot's dQ writer
         }
         mbar_init(sm.bar_tail, 1);
+#pragma unroll
+        for (int i = 0; i < 2 * NBUF; ++i) mbar_init(sm.bar_dq + 8 * i, 128);
         mbar_init_fence();
     }
     __syncthreads();
@@ -354,8 +366,8 @@ __device__ __forceinline__ void bwd_fused_wide_body(RAGGED_BWD_PARAMS, const Rag
         }
         else if (warp <= 2) {
             bwd_wide_dq_writer<T, ORDERED>(items, item_head, item_block, warp - 1, sm.q, sm.d_o, sm.pad, sm.bar_empty,
-                                           dq_acc, b, batch, h_q, row_blocks, band, bt.lq, n, tiles_b, tile_count,
-                                           lane);
+                                           sm.bar_dq, dq_acc, b, batch, h_q, row_blocks, band, bt.lq, n, tiles_b,
+                                           tile_count, lane);
         }
         return;
     }
