@@ -347,8 +347,8 @@ __device__ __forceinline__ void bwd_fused_wide_body(RAGGED_BWD_PARAMS, const Rag
     if (tid == 0) {
 #pragma unroll
         for (int s = 0; s < NBUF; ++s) {
-            mbar_init(sm.bar_full + 8 * s, 1);
-            mbar_init(sm.bar_empty + 8 * s, 1);  // the slot's dQ writer
+            mbar_init(sm.bar_full + 8 * s, 32);  // every loader lane (bwd_fill_pair_tma)
+            mbar_init(sm.bar_empty + 8 * s, 1);   // the slot's dQ writer
         }
         mbar_init(sm.bar_tail, 1);
 #pragma unroll

@@ -69,7 +69,9 @@ __device__ __forceinline__ void bwd_fill_pair(u32 bar, u32 dst_a, u32 dst_b, con
 // `tail_parity`), after which the warp zeroes rows >= valid, the other batches' rows or the map's
 // out-of-bounds zeros the boxes read there, before its arrival on `bar`. No cp.async: racecheck
 // does not order a cp.async write by the mbarrier that tracks it, and takes one as racing with the
-// consumers' later writes of the same bytes; the zeroing stores are ordered by mbarriers it models.
+// consumers' later writes of the same bytes. `bar` is initialised with count 32 and every lane
+// arrives (lane 0 with the expected bytes), each after its own zeroing stores, so that the
+// mbarrier alone orders them before the consumers' accesses, as racecheck models it.
 // Columns: P = D and PB = DB (no padding columns to zero).
 template <int ROWS, int P, int PB>
 __device__ __forceinline__ void bwd_fill_pair_tma(u32 bar, u32 bar_tail, u32 tail_parity, u32 dst_a, u32 dst_b,
@@ -86,6 +88,9 @@ __device__ __forceinline__ void bwd_fill_pair_tma(u32 bar, u32 bar_tail, u32 tai
             tma_load_3d(dst_a + cb * (ROWS * 128), ma, cb * 64, head, row, box_bar);
             if (cb < NB) tma_load_3d(dst_b + cb * (ROWS * 128), mb, cb * 64, head, row, box_bar);
         }
+    }
+    else if (!tail) {
+        mbar_arrive(bar);
     }
     if (tail) {
         mbar_wait(bar_tail, tail_parity);
@@ -105,8 +110,8 @@ __device__ __forceinline__ void bwd_fill_pair_tma(u32 bar, u32 bar_tail, u32 tai
             }
         }
         fence_proxy_async();
-        __syncwarp();
         if (lane == 0) mbar_arrive_expect_tx(bar, extra_tx);
+        else mbar_arrive(bar);
     }
 }
 
