@@ -39,19 +39,30 @@
     else                                      \
         RAGGED_WGMMA("f16", __VA_ARGS__)
 
-// D[64 x N] (+)= A[64 x 16] (shared, K-major) * B[N x 16]^T (shared, K-major).
-template <bool BF16, int N>
-__device__ __forceinline__ void wgmma_ss(float* d, u64 da, u64 db, int accumulate) {
-    static_assert(N == 32 || N == 64 || N == 128, "S widths");
+// D[64 x N] (+)= A[64 x 16] * B[16 x N], both from shared memory; TA / TB: the operand is stored
+// MN-major (transposed) rather than K-major, the instruction's transpose immediates.
+template <bool BF16, int N, int TA, int TB>
+__device__ __forceinline__ void wgmma_ss_layout(float* d, u64 da, u64 db, int accumulate) {
+    static_assert(N == 32 || N == 64 || N == 128, "shared-operand widths");
+    static_assert((TA == 0 || TA == 1) && (TB == 0 || TB == 1), "transpose flags");
     if constexpr (N == 32) {
-        RAGGED_WGMMA_TYPED(32, 16, "%16", "%17", "%18", "1, 1, 0, 0", "l"(da), "l"(db), "r"(accumulate));
+        RAGGED_WGMMA_TYPED(32, 16, "%16", "%17", "%18", "1, 1, %19, %20", "l"(da), "l"(db), "r"(accumulate), "n"(TA),
+                           "n"(TB));
     }
     else if constexpr (N == 64) {
-        RAGGED_WGMMA_TYPED(64, 32, "%32", "%33", "%34", "1, 1, 0, 0", "l"(da), "l"(db), "r"(accumulate));
+        RAGGED_WGMMA_TYPED(64, 32, "%32", "%33", "%34", "1, 1, %35, %36", "l"(da), "l"(db), "r"(accumulate), "n"(TA),
+                           "n"(TB));
     }
     else {
-        RAGGED_WGMMA_TYPED(128, 64, "%64", "%65", "%66", "1, 1, 0, 0", "l"(da), "l"(db), "r"(accumulate));
+        RAGGED_WGMMA_TYPED(128, 64, "%64", "%65", "%66", "1, 1, %67, %68", "l"(da), "l"(db), "r"(accumulate), "n"(TA),
+                           "n"(TB));
     }
+}
+
+// D[64 x N] (+)= A[64 x 16] (K-major) * B[N x 16]^T (K-major): S = Q K^T.
+template <bool BF16, int N>
+__device__ __forceinline__ void wgmma_ss(float* d, u64 da, u64 db, int accumulate) {
+    wgmma_ss_layout<BF16, N, 0, 0>(d, da, db, accumulate);
 }
 
 // D[64 x N] (+)= A[64 x 16] (registers, the P V fragment layout) * B[N x 16]^T (shared, K-major):
@@ -89,36 +100,21 @@ __device__ __forceinline__ void wgmma_rs_n128(float* d, const u32* a, u64 db) {
                        "r"(a[3]), "l"(db), "r"(1));
 }
 
-// D[64 x N] (+)= A[64 x 16] (shared, MN-major) * B[16 x N] (shared, MN-major): both operands
-// transposed. The fused backward's dQ += dS K reads dS from the key-major tile it stages
-// ([keys][queries]) and K as it was loaded ([keys][D]); N is a warpgroup's share of dQ's columns (at
-// D 64 N = 32, B starting 64 bytes into K's 128-byte swizzle rows for the second half).
+// D[64 x N] (+)= A (MN-major) * B (MN-major): both operands transposed. The fused backward's
+// dQ += dS K reads dS from the key-major tile it stages ([keys][queries]) and K as it was loaded
+// ([keys][D]); N is a warpgroup's share of dQ's columns (at D 64 N = 32, B starting 64 bytes into
+// K's 128-byte swizzle rows for the second half).
 template <bool BF16, int N>
 __device__ __forceinline__ void wgmma_ss_tt(float* d, u64 da, u64 db, int accumulate) {
-    static_assert(N == 32 || N == 64 || N == 128, "dQ column shares");
-    if constexpr (N == 32) {
-        RAGGED_WGMMA_TYPED(32, 16, "%16", "%17", "%18", "1, 1, 1, 1", "l"(da), "l"(db), "r"(accumulate));
-    }
-    else if constexpr (N == 64) {
-        RAGGED_WGMMA_TYPED(64, 32, "%32", "%33", "%34", "1, 1, 1, 1", "l"(da), "l"(db), "r"(accumulate));
-    }
-    else {
-        RAGGED_WGMMA_TYPED(128, 64, "%64", "%65", "%66", "1, 1, 1, 1", "l"(da), "l"(db), "r"(accumulate));
-    }
+    wgmma_ss_layout<BF16, N, 1, 1>(d, da, db, accumulate);
 }
 
-// D[64 x N] (+)= A[64 x 16] (shared, K-major) * B[16 x N] (shared, MN-major): the wide fused
-// backward's dV += P^T dO and dK += dS^T Q with P^T and dS^T staged in shared memory ([keys][queries])
-// and dO, Q as loaded ([queries][D]), over a warpgroup's share of the columns.
+// D[64 x N] (+)= A (K-major) * B (MN-major): the wide fused backward's dV += P^T dO and dK += dS^T Q
+// with P^T and dS^T staged in shared memory ([keys][queries]) and dO, Q as loaded ([queries][D]),
+// over a warpgroup's share of the columns.
 template <bool BF16, int N>
 __device__ __forceinline__ void wgmma_ss_nt(float* d, u64 da, u64 db, int accumulate) {
-    static_assert(N == 64 || N == 128, "dK / dV column shares");
-    if constexpr (N == 64) {
-        RAGGED_WGMMA_TYPED(64, 32, "%32", "%33", "%34", "1, 1, 0, 1", "l"(da), "l"(db), "r"(accumulate));
-    }
-    else {
-        RAGGED_WGMMA_TYPED(128, 64, "%64", "%65", "%66", "1, 1, 0, 1", "l"(da), "l"(db), "r"(accumulate));
-    }
+    wgmma_ss_layout<BF16, N, 0, 1>(d, da, db, accumulate);
 }
 
 #undef RAGGED_WGMMA_TYPED
