@@ -76,14 +76,18 @@ __device__ __forceinline__ void bwd_stage_ds(u32 s_ds, const u32 (*pa)[4], int k
 
 // Issues warpgroup wg's dQ(step) = dS K (both operands MN-major: dS^T as staged, K as loaded), its
 // half of the columns over all BN keys (P / 4 accumulators): P 128, columns [64 wg, 64 wg + 64)
-// (K's second 64-column block); P 64, columns [32 wg, 32 wg + 32) (64 bytes into K's rows).
-template <bool BF16, int P, int BN>
+// (K's second 64-column block); P 64, columns [32 wg, 32 wg + 32) (64 bytes into K's rows), or with
+// WHOLE all 64 (P / 2 accumulators, `wg` unused).
+template <bool BF16, int P, int BN, bool WHOLE = false>
 __device__ __forceinline__ void bwd_dq_product(float* acc, u32 s_ds, u32 s_k, int wg) {
     static_assert(P == 64 || P == 128, "dQ column halves");
+    static_assert(!WHOLE || P == 64, "one warpgroup's n64 product");
 #pragma unroll
     for (int kk = 0; kk < BN / 16; ++kk) {
         const u64 da = sw128_desc(s_ds + kk * (16 * 128), BN * 128, 1024);
-        if constexpr (P == 128)
+        if constexpr (WHOLE)
+            wgmma_ss_tt<BF16, 64>(acc, da, sw128_desc(s_k + kk * (16 * 128), BN * 128, 1024), kk > 0);
+        else if constexpr (P == 128)
             wgmma_ss_tt<BF16, 64>(acc, da, sw128_desc(s_k + wg * (BN * 128) + kk * (16 * 128), BN * 128, 1024),
                                   kk > 0);
         else

@@ -14,17 +14,23 @@
 //                        S^T = K Q^T, dP^T = V dO^T (SS), P^T and dS^T in registers, then
 //                        dV += P^T dO and dK += dS^T Q (RS, dO and Q as MN-major B) and
 //                        dQ = dS K (SS, dS^T staged in s_ds), all three issued back to back.
-// Consumers and a dQ writer meet on named barriers (a consumer warpgroup's half of one s_dq buffer
-// full / empty, one pair per warpgroup and buffer); the consumers also on one per step, as each
-// warpgroup's half of dQ's columns contracts all 128 keys (both halves of s_ds, which is
-// double-buffered so a warpgroup a step ahead never overwrites what the other still reads).
+//                        dQ contracts all 128 keys (both halves of s_ds). D 96 / 128: each
+//                        warpgroup computes half of its columns every step (n64). D 64
+//                        (DQ_ALT): warpgroup it % 2 computes all of step it's columns (n64
+//                        rather than two n32 halves: a fifth fewer wgmma per step, and dS read
+//                        once), the other only stages its half of dS^T.
+// Consumers and a dQ writer meet on named barriers (a consumer warpgroup's part of one s_dq buffer
+// full / empty, one pair per warpgroup and buffer; DQ_ALT: writer it % 2 with warpgroup it % 2
+// only); the consumers also on one per step, where dQ's warpgroups wait for both halves of s_ds
+// (DQ_ALT: the other warpgroup arrives without waiting, on a barrier of the step's parity). s_ds is
+// double-buffered so that a warpgroup a step ahead never overwrites what the other still reads.
 //
 // ORDERED (the deterministic engine): the contributions to one blob are added in the fixed order of
 // key tiles of fmha_bwd/dq_order.cuh, the writers waiting for and passing each blob's turn.
 #define RAGGED_BWD_WS_THREADS 384
 #define RAGGED_BWD_WS_NBUF 2
 #define RAGGED_BWD_WS_BAR_KV 1        // 256 consumers: K, V landed / the last step's reads of them done
-#define RAGGED_BWD_WS_BAR_DS 2        // 256 consumers: the step's dS^T staged
+#define RAGGED_BWD_WS_BAR_DS 2        // 256 consumers: the step's dS^T staged (DQ_ALT: + the step's parity)
 #define RAGGED_BWD_WS_BAR_DQ_FULL 4   // + warpgroup + 2 buffer: its 128 threads arrive, the writer's 32 wait
 #define RAGGED_BWD_WS_BAR_DQ_EMPTY 8  // + warpgroup + 2 buffer: the writer arrives, the warpgroup's 128 wait
 
@@ -47,7 +53,9 @@ struct BwdWsTraits {
         DT = D / 8,                    // dK and dV: 4 DT accumulators each
         NBUF = RAGGED_BWD_WS_NBUF,     // the loader's ring
         NDS = 2,                       // dS^T tiles: read by both warpgroups
-        NQ = P / 4,                    // dQ accumulators: 64 rows x P / 2 columns, 128 threads
+        DQ_ALT = P == 64,              // one warpgroup per step computes all of dQ (see above)
+        DQ_PARTS = DQ_ALT ? 1 : 2,     // warpgroups that stage a step's dQ
+        NQ = P / 2 / DQ_PARTS,         // dQ accumulators: 64 rows x P / DQ_PARTS columns, 128 threads
         BLOB_F = bwd_dq_blob_floats(D),  // floats a step adds into its blob
         // Registers after setmaxnreg: 128 PRODUCER + 256 CONSUMER within the block's launch
         // allocation (setmaxnreg_pool: 168 x 384). D 128's consumers need 232 (at 224 ptxas serializes
@@ -114,8 +122,8 @@ __device__ __forceinline__ void bwd_ws_loader(int items, const Head& item_head, 
     asm volatile("cp.async.wait_all;\n" ::: "memory");
 }
 
-// A dQ writer warp: the steps of parity `par`, each one's two warpgroup halves from its dQ buffer
-// into the step's blob by bulk reduction, ORDERED in the blob's turn (dq_order.cuh; a turn taken
+// A dQ writer warp: the steps of parity `par`, each one's T::DQ_PARTS warpgroup parts from its dQ
+// buffer into the step's blob by bulk reduction, ORDERED in the blob's turn (dq_order.cuh; a turn taken
 // late sets RAGGED_ERR_DQ_ORDER in the error flag after tile_count). The named barriers' protocol:
 // the writer arrives on its empty pair once before its first step and after each step but its
 // last; the consumers wait on it before they write the buffer and arrive on the full pair after.
@@ -124,13 +132,13 @@ __device__ __forceinline__ void bwd_ws_dq_writer(int items, const Head& item_hea
                                                  u32 s_dq, float* dq_acc, int b, int batch, int h_q, int row_blocks,
                                                  const RaggedBand& band, int lq, int n, int tiles_b,
                                                  const int* tile_count, int lane) {
-    constexpr int BLOB_F = T::BLOB_F;
+    constexpr int BLOB_F = T::BLOB_F, PARTS = T::DQ_PARTS;
     const u32 dq_buf = s_dq + par * (RAGGED_BWD_FUSED_BLOB * 4);
     const int full_bar = RAGGED_BWD_WS_BAR_DQ_FULL + 2 * par;
     const int empty_bar = RAGGED_BWD_WS_BAR_DQ_EMPTY + 2 * par;
     if (items > par) {
-        named_bar_arrive(empty_bar + 0, 160);
-        named_bar_arrive(empty_bar + 1, 160);
+#pragma unroll
+        for (int w = 0; w < PARTS; ++w) named_bar_arrive(empty_bar + w, 160);
     }
     int* turns = bwd_dq_turns(dq_acc, h_q, batch, row_blocks);
     for (int it = par; it < items; it += 2) {
@@ -141,10 +149,11 @@ __device__ __forceinline__ void bwd_ws_dq_writer(int items, const Head& item_hea
         }
         float* dst = dq_acc + blob * RAGGED_BWD_FUSED_BLOB;
 #pragma unroll
-        for (int w = 0; w < 2; ++w) {
+        for (int w = 0; w < PARTS; ++w) {
             named_bar_sync(full_bar + w, 160);
             if (lane == 0)
-                bulk_reduce_add_f32(dst + w * (BLOB_F / 2), dq_buf + w * (BLOB_F * 2), BLOB_F * 2);
+                bulk_reduce_add_f32(dst + w * (BLOB_F / PARTS), dq_buf + w * (BLOB_F / PARTS * 4),
+                                    BLOB_F / PARTS * 4);
         }
         if (lane == 0) {
             bulk_commit();
@@ -152,8 +161,8 @@ __device__ __forceinline__ void bwd_ws_dq_writer(int items, const Head& item_hea
         }
         __syncwarp();
         if (it + 2 < items) {
-            named_bar_arrive(empty_bar + 0, 160);
-            named_bar_arrive(empty_bar + 1, 160);
+#pragma unroll
+            for (int w = 0; w < PARTS; ++w) named_bar_arrive(empty_bar + w, 160);
         }
         if constexpr (ORDERED) {
             if (lane == 0) bwd_ws_pass_turn(turns + blob);
@@ -302,27 +311,46 @@ __device__ __forceinline__ void bwd_fused_ws_body(RAGGED_BWD_PARAMS, const Ragge
         wgmma_commit();
         bwd_stage_ds<BM, BN>(ds, pds, key_row, lt);
         fence_proxy_async();
-        named_bar_sync(RAGGED_BWD_WS_BAR_DS, 256);
-
-        // dQ(step) = dS K, then dK += dS^T Q; dV and dQ retire first.
-        float acc_dq[NQ];
-        wgmma_fence();
-        bwd_dq_product<BF16, P, BN>(acc_dq, ds, s_k, ws);
-        wgmma_commit();
-#pragma unroll
-        for (int kc = 0; kc < BM / 16; ++kc) wgmma_pv<BF16, D, BM>(acc_dk, pds[kc], qb, kc);
-        wgmma_commit();
-        wgmma_wait<1>();
-        fence_regs<NQ>(acc_dq);
-        fence_regs<DT * 4>(acc_dv);
-        fence_regs_u32<BM / 4>(&pa[0][0]);
-
-        // This warpgroup's half of the step's dQ, in accumulator order, for the step's writer.
         const int par = it & 1;
-        named_bar_sync(RAGGED_BWD_WS_BAR_DQ_EMPTY + ws + 2 * par, 160);
-        bwd_stage_dq_blob<NQ / 4>(s_dq + par * (RAGGED_BWD_FUSED_BLOB * 4), acc_dq, ws, ct & 127);
-        fence_proxy_async();
-        named_bar_arrive(RAGGED_BWD_WS_BAR_DQ_FULL + ws + 2 * par, 160);
+        // Whether this warpgroup computes (a part of) the step's dQ; the part's index among them.
+        const bool dq_here = !T::DQ_ALT || ws == par;
+        const int part = T::DQ_ALT ? 0 : ws;
+        if (!T::DQ_ALT)
+            named_bar_sync(RAGGED_BWD_WS_BAR_DS, 256);
+        else if (dq_here)
+            named_bar_sync(RAGGED_BWD_WS_BAR_DS + par, 256);
+        else
+            named_bar_arrive(RAGGED_BWD_WS_BAR_DS + par, 256);
+
+        if (dq_here) {
+            // dQ(step) = dS K, then dK += dS^T Q; dV and dQ retire first.
+            float acc_dq[NQ];
+            wgmma_fence();
+            bwd_dq_product<BF16, P, BN, T::DQ_ALT>(acc_dq, ds, s_k, ws);
+            wgmma_commit();
+#pragma unroll
+            for (int kc = 0; kc < BM / 16; ++kc) wgmma_pv<BF16, D, BM>(acc_dk, pds[kc], qb, kc);
+            wgmma_commit();
+            wgmma_wait<1>();
+            fence_regs<NQ>(acc_dq);
+            fence_regs<DT * 4>(acc_dv);
+            fence_regs_u32<BM / 4>(&pa[0][0]);
+
+            // This warpgroup's part of the step's dQ, in accumulator order, for the step's writer.
+            named_bar_sync(RAGGED_BWD_WS_BAR_DQ_EMPTY + part + 2 * par, 160);
+            bwd_stage_dq_blob<NQ / 4>(s_dq + par * (RAGGED_BWD_FUSED_BLOB * 4), acc_dq, part, ct & 127);
+            fence_proxy_async();
+            named_bar_arrive(RAGGED_BWD_WS_BAR_DQ_FULL + part + 2 * par, 160);
+        }
+        else {
+            wgmma_fence();
+#pragma unroll
+            for (int kc = 0; kc < BM / 16; ++kc) wgmma_pv<BF16, D, BM>(acc_dk, pds[kc], qb, kc);
+            wgmma_commit();
+            wgmma_wait<1>();
+            fence_regs<DT * 4>(acc_dv);
+            fence_regs_u32<BM / 4>(&pa[0][0]);
+        }
 
         wgmma_wait<0>();
         fence_regs<DT * 4>(acc_dk);
