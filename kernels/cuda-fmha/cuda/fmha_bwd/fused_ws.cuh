@@ -21,16 +21,16 @@
 //                        once), the other only stages its half of dS^T.
 // Consumers and a dQ writer meet on named barriers (a consumer warpgroup's part of one s_dq buffer
 // full / empty, one pair per warpgroup and buffer; DQ_ALT: writer it % 2 with warpgroup it % 2
-// only); the consumers also on one per step, where dQ's warpgroups wait for both halves of s_ds
-// (DQ_ALT: the other warpgroup arrives without waiting, on a barrier of the step's parity). s_ds is
-// double-buffered so that a warpgroup a step ahead never overwrites what the other still reads.
+// only); the consumers also on one per step, both halves of s_ds staged (with DQ_ALT too, where
+// only the step's dQ warpgroup reads them). s_ds is double-buffered so that a warpgroup a step
+// ahead never overwrites what the other still reads.
 //
 // ORDERED (the deterministic engine): the contributions to one blob are added in the fixed order of
 // key tiles of fmha_bwd/dq_order.cuh, the writers waiting for and passing each blob's turn.
 #define RAGGED_BWD_WS_THREADS 384
 #define RAGGED_BWD_WS_NBUF 2
 #define RAGGED_BWD_WS_BAR_KV 1        // 256 consumers: K, V landed / the last step's reads of them done
-#define RAGGED_BWD_WS_BAR_DS 2        // 256 consumers: the step's dS^T staged (DQ_ALT: + the step's parity)
+#define RAGGED_BWD_WS_BAR_DS 2        // 256 consumers: the step's dS^T staged
 #define RAGGED_BWD_WS_BAR_DQ_FULL 4   // + warpgroup + 2 buffer: its 128 threads arrive, the writer's 32 wait
 #define RAGGED_BWD_WS_BAR_DQ_EMPTY 8  // + warpgroup + 2 buffer: the writer arrives, the warpgroup's 128 wait
 
@@ -315,12 +315,7 @@ __device__ __forceinline__ void bwd_fused_ws_body(RAGGED_BWD_PARAMS, const Ragge
         // Whether this warpgroup computes (a part of) the step's dQ; the part's index among them.
         const bool dq_here = !T::DQ_ALT || ws == par;
         const int part = T::DQ_ALT ? 0 : ws;
-        if (!T::DQ_ALT)
-            named_bar_sync(RAGGED_BWD_WS_BAR_DS, 256);
-        else if (dq_here)
-            named_bar_sync(RAGGED_BWD_WS_BAR_DS + par, 256);
-        else
-            named_bar_arrive(RAGGED_BWD_WS_BAR_DS + par, 256);
+        named_bar_sync(RAGGED_BWD_WS_BAR_DS, 256);
 
         if (dq_here) {
             // dQ(step) = dS K, then dK += dS^T Q; dV and dQ retire first.
