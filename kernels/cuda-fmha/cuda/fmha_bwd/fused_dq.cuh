@@ -41,12 +41,12 @@ __device__ __forceinline__ int* bwd_dq_turns(float* dq_acc, int h_q, int batch, 
 // D-contiguous (K-major).
 template <bool BF16, int D, int BM, int BN>
 __device__ __forceinline__ void bwd_key_major_product(float* acc, u32 s_a, u32 s_b, int wg) {
+    const u64 da = sw128_desc(s_a + wg * (64 * 128), 16, 1024);
+    const u64 db = sw128_desc(s_b, 16, 1024);
 #pragma unroll
-    for (int ks = 0; ks < D / 16; ++ks) {
-        const u32 col = (ks >> 2) * (BN * 128) + wg * (64 * 128) + (ks & 3) * 32;
-        const u64 db = sw128_desc(s_b + (ks >> 2) * (BM * 128) + (ks & 3) * 32, 16, 1024);
-        wgmma_ss<BF16, BM>(acc, sw128_desc(s_a + col, 16, 1024), db, ks > 0);
-    }
+    for (int ks = 0; ks < D / 16; ++ks)
+        wgmma_ss<BF16, BM>(acc, desc_add(da, (ks >> 2) * (BN * 128) + (ks & 3) * 32),
+                           desc_add(db, (ks >> 2) * (BM * 128) + (ks & 3) * 32), ks > 0);
 }
 
 // A warpgroup's 4 NJ dQ accumulators (thread t of 128) into the blob layout at s_dq (see above).
@@ -82,17 +82,12 @@ template <bool BF16, int P, int BN, bool WHOLE = false>
 __device__ __forceinline__ void bwd_dq_product(float* acc, u32 s_ds, u32 s_k, int wg) {
     static_assert(P == 64 || P == 128, "dQ column halves");
     static_assert(!WHOLE || P == 64, "one warpgroup's n64 product");
+    constexpr int N = WHOLE ? 64 : P / 2;
+    const u64 da = sw128_desc(s_ds, BN * 128, 1024);
+    const u64 db = sw128_desc(s_k + (WHOLE ? 0 : P == 128 ? wg * (BN * 128) : wg * 64), BN * 128, 1024);
 #pragma unroll
-    for (int kk = 0; kk < BN / 16; ++kk) {
-        const u64 da = sw128_desc(s_ds + kk * (16 * 128), BN * 128, 1024);
-        if constexpr (WHOLE)
-            wgmma_ss_tt<BF16, 64>(acc, da, sw128_desc(s_k + kk * (16 * 128), BN * 128, 1024), kk > 0);
-        else if constexpr (P == 128)
-            wgmma_ss_tt<BF16, 64>(acc, da, sw128_desc(s_k + wg * (BN * 128) + kk * (16 * 128), BN * 128, 1024),
-                                  kk > 0);
-        else
-            wgmma_ss_tt<BF16, 32>(acc, da, sw128_desc(s_k + wg * 64 + kk * (16 * 128), BN * 128, 1024), kk > 0);
-    }
+    for (int kk = 0; kk < BN / 16; ++kk)
+        wgmma_ss_tt<BF16, N>(acc, desc_add(da, kk * (16 * 128)), desc_add(db, kk * (16 * 128)), kk > 0);
 }
 
 // One step's dQ, after dK += dS^T Q was issued from the packed dS^T (pa): dS^T into s_ds (sw128,

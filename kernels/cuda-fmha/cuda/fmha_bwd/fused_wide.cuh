@@ -140,12 +140,12 @@ __device__ __forceinline__ void bwd_wide_dq_writer(int items, const Head& item_h
 // 64-row tile from row 32 wg (m64n32, both K-major).
 template <bool BF16, int D, int BM, int BN>
 __device__ __forceinline__ void bwd_wide_key_major(float* acc, u32 s_a, u32 s_b, int wg) {
+    const u64 da = sw128_desc(s_a, 16, 1024);
+    const u64 db = sw128_desc(s_b + wg * (32 * 128), 16, 1024);
 #pragma unroll
-    for (int ks = 0; ks < D / 16; ++ks) {
-        const u64 da = sw128_desc(s_a + (ks >> 2) * (BN * 128) + (ks & 3) * 32, 16, 1024);
-        const u64 db = sw128_desc(s_b + (ks >> 2) * (BM * 128) + wg * (32 * 128) + (ks & 3) * 32, 16, 1024);
-        wgmma_ss<BF16, 32>(acc, da, db, ks > 0);
-    }
+    for (int ks = 0; ks < D / 16; ++ks)
+        wgmma_ss<BF16, 32>(acc, desc_add(da, (ks >> 2) * (BN * 128) + (ks & 3) * 32),
+                           desc_add(db, (ks >> 2) * (BM * 128) + (ks & 3) * 32), ks > 0);
 }
 
 // This thread's packed P^T or dS^T values (pa[kc]: key rows key_row and key_row + 8, the

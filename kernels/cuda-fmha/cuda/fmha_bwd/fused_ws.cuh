@@ -19,11 +19,13 @@
 //                        (DQ_ALT): warpgroup it % 2 computes all of step it's columns (n64
 //                        rather than two n32 halves: a fifth fewer wgmma per step, and dS read
 //                        once), the other only stages its half of dS^T.
-// Consumers and a dQ writer meet on named barriers (a consumer warpgroup's part of one s_dq buffer
-// full / empty, one pair per warpgroup and buffer; DQ_ALT: writer it % 2 with warpgroup it % 2
-// only); the consumers also on one per step, both halves of s_ds staged (with DQ_ALT too, where
-// only the step's dQ warpgroup reads them). s_ds is double-buffered so that a warpgroup a step
-// ahead never overwrites what the other still reads.
+// Consumers and a dQ writer meet on named barriers (a consumer warpgroup's half of one s_dq buffer
+// full / empty, one pair per warpgroup and buffer); the consumers also on one per step, both halves
+// of s_ds staged. With DQ_ALT both warpgroups still pass every one of these barriers (the one
+// without dQ stages nothing): compute-sanitizer's racecheck reported the dK / dV staging after the
+// loop as racing its reads when only one warpgroup met the writer, or only arrived on the dS^T
+// barrier. s_ds is double-buffered so that a warpgroup a step ahead never overwrites what the other
+// still reads.
 //
 // ORDERED (the deterministic engine): the contributions to one blob are added in the fixed order of
 // key tiles of fmha_bwd/dq_order.cuh, the writers waiting for and passing each blob's turn.
@@ -54,8 +56,7 @@ struct BwdWsTraits {
         NBUF = RAGGED_BWD_WS_NBUF,     // the loader's ring
         NDS = 2,                       // dS^T tiles: read by both warpgroups
         DQ_ALT = P == 64,              // one warpgroup per step computes all of dQ (see above)
-        DQ_PARTS = DQ_ALT ? 1 : 2,     // warpgroups that stage a step's dQ
-        NQ = P / 2 / DQ_PARTS,         // dQ accumulators: 64 rows x P / DQ_PARTS columns, 128 threads
+        NQ = DQ_ALT ? P / 2 : P / 4,   // dQ accumulators: 64 rows x P (DQ_ALT) or P / 2 columns, 128 threads
         BLOB_F = bwd_dq_blob_floats(D),  // floats a step adds into its blob
         // Registers after setmaxnreg: 128 PRODUCER + 256 CONSUMER within the block's launch
         // allocation (setmaxnreg_pool: 168 x 384). D 128's consumers need 232 (at 224 ptxas serializes
@@ -122,23 +123,24 @@ __device__ __forceinline__ void bwd_ws_loader(int items, const Head& item_head, 
     asm volatile("cp.async.wait_all;\n" ::: "memory");
 }
 
-// A dQ writer warp: the steps of parity `par`, each one's T::DQ_PARTS warpgroup parts from its dQ
-// buffer into the step's blob by bulk reduction, ORDERED in the blob's turn (dq_order.cuh; a turn taken
-// late sets RAGGED_ERR_DQ_ORDER in the error flag after tile_count). The named barriers' protocol:
-// the writer arrives on its empty pair once before its first step and after each step but its
-// last; the consumers wait on it before they write the buffer and arrive on the full pair after.
+// A dQ writer warp: the steps of parity `par`, each one's two warpgroup halves (DQ_ALT: the whole
+// dQ of one) from its dQ buffer into the step's blob by bulk reduction, ORDERED in the blob's turn
+// (dq_order.cuh; a turn taken late sets RAGGED_ERR_DQ_ORDER in the error flag after tile_count).
+// The named barriers' protocol: the writer arrives on its empty pair once before its first step and
+// after each step but its last; the consumers wait on it before they write the buffer and arrive on
+// the full pair after (both warpgroups, with DQ_ALT too).
 template <class T, bool ORDERED, class Head, class Block>
 __device__ __forceinline__ void bwd_ws_dq_writer(int items, const Head& item_head, const Block& item_block, int par,
                                                  u32 s_dq, float* dq_acc, int b, int batch, int h_q, int row_blocks,
                                                  const RaggedBand& band, int lq, int n, int tiles_b,
                                                  const int* tile_count, int lane) {
-    constexpr int BLOB_F = T::BLOB_F, PARTS = T::DQ_PARTS;
+    constexpr int BLOB_F = T::BLOB_F;
     const u32 dq_buf = s_dq + par * (RAGGED_BWD_FUSED_BLOB * 4);
     const int full_bar = RAGGED_BWD_WS_BAR_DQ_FULL + 2 * par;
     const int empty_bar = RAGGED_BWD_WS_BAR_DQ_EMPTY + 2 * par;
     if (items > par) {
-#pragma unroll
-        for (int w = 0; w < PARTS; ++w) named_bar_arrive(empty_bar + w, 160);
+        named_bar_arrive(empty_bar + 0, 160);
+        named_bar_arrive(empty_bar + 1, 160);
     }
     int* turns = bwd_dq_turns(dq_acc, h_q, batch, row_blocks);
     for (int it = par; it < items; it += 2) {
@@ -149,20 +151,20 @@ __device__ __forceinline__ void bwd_ws_dq_writer(int items, const Head& item_hea
         }
         float* dst = dq_acc + blob * RAGGED_BWD_FUSED_BLOB;
 #pragma unroll
-        for (int w = 0; w < PARTS; ++w) {
+        for (int w = 0; w < 2; ++w) {
             named_bar_sync(full_bar + w, 160);
-            if (lane == 0)
-                bulk_reduce_add_f32(dst + w * (BLOB_F / PARTS), dq_buf + w * (BLOB_F / PARTS * 4),
-                                    BLOB_F / PARTS * 4);
+            if (lane == 0 && !T::DQ_ALT)
+                bulk_reduce_add_f32(dst + w * (BLOB_F / 2), dq_buf + w * (BLOB_F * 2), BLOB_F * 2);
         }
+        if (lane == 0 && T::DQ_ALT) bulk_reduce_add_f32(dst, dq_buf, BLOB_F * 4);
         if (lane == 0) {
             bulk_commit();
             bulk_wait_read<0>();
         }
         __syncwarp();
         if (it + 2 < items) {
-#pragma unroll
-            for (int w = 0; w < PARTS; ++w) named_bar_arrive(empty_bar + w, 160);
+            named_bar_arrive(empty_bar + 0, 160);
+            named_bar_arrive(empty_bar + 1, 160);
         }
         if constexpr (ORDERED) {
             if (lane == 0) bwd_ws_pass_turn(turns + blob);
@@ -307,45 +309,47 @@ __device__ __forceinline__ void bwd_fused_ws_body(RAGGED_BWD_PARAMS, const Ragge
         // dV += P^T dO, while dS^T goes to shared memory for dQ.
         wgmma_fence();
 #pragma unroll
-        for (int kc = 0; kc < BM / 16; ++kc) wgmma_pv<BF16, D, BM>(acc_dv, pa[kc], dob, kc);
+        for (int kc = 0; kc < BM / 16; ++kc)
+            wgmma_pv_desc<BF16, D, BM>(acc_dv, pa[kc], sw128_desc(dob, BM * 128, 1024), kc);
         wgmma_commit();
         bwd_stage_ds<BM, BN>(ds, pds, key_row, lt);
         fence_proxy_async();
-        const int par = it & 1;
-        // Whether this warpgroup computes (a part of) the step's dQ; the part's index among them.
-        const bool dq_here = !T::DQ_ALT || ws == par;
-        const int part = T::DQ_ALT ? 0 : ws;
         named_bar_sync(RAGGED_BWD_WS_BAR_DS, 256);
 
+        // dQ(step) = dS K (DQ_ALT: by warpgroup it % 2 only), then dK += dS^T Q; dV and dQ retire first.
+        const int par = it & 1;
+        const bool dq_here = !T::DQ_ALT || ws == par;
+        const u64 dqa = sw128_desc(qb, BM * 128, 1024);
+        float acc_dq[NQ];
         if (dq_here) {
-            // dQ(step) = dS K, then dK += dS^T Q; dV and dQ retire first.
-            float acc_dq[NQ];
             wgmma_fence();
             bwd_dq_product<BF16, P, BN, T::DQ_ALT>(acc_dq, ds, s_k, ws);
             wgmma_commit();
 #pragma unroll
-            for (int kc = 0; kc < BM / 16; ++kc) wgmma_pv<BF16, D, BM>(acc_dk, pds[kc], qb, kc);
+            for (int kc = 0; kc < BM / 16; ++kc) wgmma_pv_desc<BF16, D, BM>(acc_dk, pds[kc], dqa, kc);
             wgmma_commit();
             wgmma_wait<1>();
             fence_regs<NQ>(acc_dq);
-            fence_regs<DT * 4>(acc_dv);
-            fence_regs_u32<BM / 4>(&pa[0][0]);
-
-            // This warpgroup's part of the step's dQ, in accumulator order, for the step's writer.
-            named_bar_sync(RAGGED_BWD_WS_BAR_DQ_EMPTY + part + 2 * par, 160);
-            bwd_stage_dq_blob<NQ / 4>(s_dq + par * (RAGGED_BWD_FUSED_BLOB * 4), acc_dq, part, ct & 127);
-            fence_proxy_async();
-            named_bar_arrive(RAGGED_BWD_WS_BAR_DQ_FULL + part + 2 * par, 160);
         }
-        else {
+        else {  // each branch whole from fence to wait: ptxas serializes wgmma split across a branch
             wgmma_fence();
 #pragma unroll
-            for (int kc = 0; kc < BM / 16; ++kc) wgmma_pv<BF16, D, BM>(acc_dk, pds[kc], qb, kc);
+            for (int kc = 0; kc < BM / 16; ++kc) wgmma_pv_desc<BF16, D, BM>(acc_dk, pds[kc], dqa, kc);
             wgmma_commit();
             wgmma_wait<1>();
-            fence_regs<DT * 4>(acc_dv);
-            fence_regs_u32<BM / 4>(&pa[0][0]);
         }
+        fence_regs<DT * 4>(acc_dv);
+        fence_regs_u32<BM / 4>(&pa[0][0]);
+
+        // This warpgroup's half of the step's dQ (DQ_ALT: all of it, or nothing), in accumulator
+        // order, for the step's writer.
+        named_bar_sync(RAGGED_BWD_WS_BAR_DQ_EMPTY + ws + 2 * par, 160);
+        if (dq_here) {
+            bwd_stage_dq_blob<NQ / 4>(s_dq + par * (RAGGED_BWD_FUSED_BLOB * 4), acc_dq, T::DQ_ALT ? 0 : ws,
+                                      ct & 127);
+            fence_proxy_async();
+        }
+        named_bar_arrive(RAGGED_BWD_WS_BAR_DQ_FULL + ws + 2 * par, 160);
 
         wgmma_wait<0>();
         fence_regs<DT * 4>(acc_dk);
