@@ -7,7 +7,8 @@
 // [warpgroup][j][thread t = 0..127][4], where element 4 j + e of thread t of a warpgroup is its
 // wgmma accumulator register 4 j + e. Each warpgroup holds half of dQ's columns over all 128 keys:
 // D 96 and 128 (rows padded to P = 128), columns [64 wg, 64 wg + 64), j = 0..7; D 64 (P = 64),
-// columns [32 wg, 32 wg + 32), j = 0..3, the blob's first 4096 floats; D 256 and Q/K 192
+// columns [32 wg, 32 wg + 32), j = 0..3, the blob's first 4096 floats (the warp-specialized kernels
+// at D 64: one warpgroup's n64 product, j = 0..7, the same floats); D 256 and Q/K 192
 // (fused_wide.cuh, blobs 64 x D floats apart), the accumulators of a warpgroup's 64-column parts
 // staged part by part (the blob is the same function of row and column). In every case column c of row
 // r is float (c / 8) * 512 + t * 4 + ((r / 8) % 2) * 2 + c % 2 with t = (r / 16) * 32 + (r % 8) * 4
