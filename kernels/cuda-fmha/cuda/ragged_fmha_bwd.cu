@@ -18,11 +18,11 @@
 //   3. ragged_fmha_bwd_dkdv_<dt>_d<D> <<<B * ceil(S_kv_max / BN) * H_kv, ...>>>   dK, dV
 //   4. ragged_fmha_bwd_dq_<dt>_d<D>   <<<B * ceil(S_q_max / BM) * H_q, ...>>>    dQ
 // 3 and 4 are independent of each other, each output row has one writer (no atomics). Their tile
-// shapes are in NAME_config like the forward's. On sm_90a at D 64, 96, 128 and 256 both engines replace
+// shapes are in NAME_config like the forward's. On sm_90a at every head dim both engines replace
 // 3 and 4 by a fused dK/dV/dQ kernel (dQ added into an f32 workspace accumulator zeroed by 2: the
 // deterministic engine's in a fixed order per block of rows, the other's in any order) and the
-// dQ convert pass (fmha_bwd/fused_ws.cuh, fmha_bwd/fused_wide.cuh, fmha_bwd/dq_order.cuh, fmha_bwd/fused_dq.cuh,
-// fmha_bwd/README.md).
+// dQ convert pass (fmha_bwd/fused_ws.cuh, fmha_bwd/fused_wide.cuh, fmha_bwd/dq_order.cuh,
+// fmha_bwd/fused_dq.cuh, fmha_bwd/README.md).
 //
 // This file is the table of contents; the forward's common records, pre-pass and warp-level PTX
 // helpers are shared, the backward's own parts live in fmha_bwd/ (kernels/cuda-fmha/build.rs splices them).

@@ -102,8 +102,8 @@ __device__ __forceinline__ void wgmma_rs_n128(float* d, const u32* a, u64 db) {
 
 // D[64 x N] (+)= A (MN-major) * B (MN-major): both operands transposed. The fused backward's
 // dQ += dS K reads dS from the key-major tile it stages ([keys][queries]) and K as it was loaded
-// ([keys][D]); N is a warpgroup's share of dQ's columns (at D 64 N = 32, B starting 64 bytes into
-// K's 128-byte swizzle rows for the second half).
+// ([keys][D]); N is a warpgroup's share of dQ's columns (the two-warpgroup kernel's D 64 halves:
+// N = 32, B starting 64 bytes into K's 128-byte swizzle rows for the second).
 template <bool BF16, int N>
 __device__ __forceinline__ void wgmma_ss_tt(float* d, u64 da, u64 db, int accumulate) {
     wgmma_ss_layout<BF16, N, 1, 1>(d, da, db, accumulate);

@@ -149,6 +149,17 @@ __device__ __forceinline__ void bwd_pt_tile(float* st, float sl2, const float* l
         }
 }
 
+// dS^T = P^T (dP^T - Di) in place of dP^T over a warpgroup's NS groups of 8 query columns (Di rows
+// di_t, this thread's columns 2 lt and 2 lt + 1 of each group).
+template <int NS>
+__device__ __forceinline__ void bwd_ds_tile(float* dpt, const float* st, const float* di_t, int lt) {
+#pragma unroll
+    for (int nt = 0; nt < NS; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+            dpt[nt * 4 + e] = st[nt * 4 + e] * (dpt[nt * 4 + e] - di_t[nt * 8 + 2 * lt + (e & 1)]);
+}
+
 // Stages one warp's 16 rows of a [rows][P] f32 accumulator tile (times `mul`) as T in shared memory
 // in the swz<P> layout, at rows warp_row0 + lg and + 8, its D columns from 16-byte chunk c0 on (a
 // warp holding part of the columns); the caller stores the tile with store_o_tile.

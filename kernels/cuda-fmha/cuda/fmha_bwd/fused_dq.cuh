@@ -60,16 +60,19 @@ __device__ __forceinline__ void bwd_stage_dq_blob(u32 s_dq, const float* acc, in
                      : "memory");
 }
 
-// This thread's packed dS^T values (pa[kc]: key rows key_row and key_row + 8, query columns
-// 16 kc + 2 lt (+1) and 16 kc + 8 + 2 lt (+1)) into the sw128 tile s_ds of BN key rows.
+// This thread's packed dS^T (or P^T) values (pa[kc]: key rows key_row and key_row + 8, staged query
+// columns 16 kc + 2 lt (+1) and 16 kc + 8 + 2 lt (+1), kc < BM / 16) into the sw128 tile s_ds of BN
+// key rows, from 16-byte chunk c0 of each row on (the column-split kernel stages a warpgroup's 32
+// query columns at chunk 4 wg).
 template <int BM, int BN>
-__device__ __forceinline__ void bwd_stage_ds(u32 s_ds, const u32 (*pa)[4], int key_row, int lt) {
+__device__ __forceinline__ void bwd_stage_ds(u32 s_ds, const u32 (*pa)[4], int key_row, int lt,
+                                             int c0 = 0) {
 #pragma unroll
     for (int kc = 0; kc < BM / 16; ++kc)
 #pragma unroll
         for (int w = 0; w < 4; ++w) {
             const int row = key_row + (w & 1) * 8;
-            const int chunk = 2 * kc + (w >> 1);
+            const int chunk = c0 + 2 * kc + (w >> 1);
             asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(s_ds + sw128<BN>(row, chunk) + lt * 4), "r"(pa[kc][w])
                          : "memory");
         }

@@ -148,21 +148,6 @@ __device__ __forceinline__ void bwd_wide_key_major(float* acc, u32 s_a, u32 s_b,
                            desc_add(db, (ks >> 2) * (BM * 128) + (ks & 3) * 32), ks > 0);
 }
 
-// This thread's packed P^T or dS^T values (pa[kc]: key rows key_row and key_row + 8, the
-// warpgroup's query columns 32 wg + 16 kc + 2 lt (+1) and + 8) into the [BN keys][64 queries] tile.
-template <int BN>
-__device__ __forceinline__ void bwd_wide_stage_half(u32 tile, const u32 (*pa)[4], int wg, int key_row, int lt) {
-#pragma unroll
-    for (int kc = 0; kc < 2; ++kc)
-#pragma unroll
-        for (int w = 0; w < 4; ++w) {
-            const int row = key_row + (w & 1) * 8;
-            const int chunk = 4 * wg + 2 * kc + (w >> 1);
-            asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(tile + sw128<BN>(row, chunk) + lt * 4), "r"(pa[kc][w])
-                         : "memory");
-        }
-}
-
 // The shared-memory layout of the wide kernel (T a BwdWideTraits), from the dynamic allocation.
 struct BwdWideSmem {
     u32 k, v;        // the block's K and V tiles (BN rows)
@@ -247,17 +232,13 @@ __device__ __forceinline__ void bwd_wide_consumer(const BwdWideSmem& sm, int ite
         bwd_pt_tile<NS>(st, sl2, lse_t, full, band, bt.lq, i0 + 32 * ws, j0, key_row, lt);
         wgmma_wait<0>();
         fence_regs<NS * 4>(dpt);
-#pragma unroll
-        for (int nt = 0; nt < NS; ++nt)
-#pragma unroll
-            for (int e = 0; e < 4; ++e)
-                dpt[nt * 4 + e] = st[nt * 4 + e] * (dpt[nt * 4 + e] - di_t[nt * 8 + 2 * lt + (e & 1)]);
+        bwd_ds_tile<NS>(dpt, st, di_t, lt);
         {
             u32 pa[2][4], pds[2][4];
             pack_a<BF16, 2>(pa, (const float(*)[4])st);
             pack_a<BF16, 2>(pds, (const float(*)[4])dpt);
-            bwd_wide_stage_half<BN>(pt, pa, ws, key_row, lt);
-            bwd_wide_stage_half<BN>(dst, pds, ws, key_row, lt);
+            bwd_stage_ds<BM / 2, BN>(pt, pa, key_row, lt, 4 * ws);
+            bwd_stage_ds<BM / 2, BN>(dst, pds, key_row, lt, 4 * ws);
         }
         fence_proxy_async();
         named_bar_sync(RAGGED_BWD_WIDE_BAR_PDS, 256);

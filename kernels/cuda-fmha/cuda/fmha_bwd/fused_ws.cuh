@@ -297,11 +297,7 @@ __device__ __forceinline__ void bwd_fused_ws_body(RAGGED_BWD_PARAMS, const Ragge
         bwd_pt_tile<NS>(st, sl2, lse_t, full, band, bt.lq, i0, j0, key_row, lt);
         wgmma_wait<0>();
         fence_regs<NS * 4>(dpt);
-#pragma unroll
-        for (int nt = 0; nt < NS; ++nt)
-#pragma unroll
-            for (int e = 0; e < 4; ++e)
-                dpt[nt * 4 + e] = st[nt * 4 + e] * (dpt[nt * 4 + e] - di_t[nt * 8 + 2 * lt + (e & 1)]);
+        bwd_ds_tile<NS>(dpt, st, di_t, lt);
         u32 pa[BM / 16][4], pds[BM / 16][4];
         pack_a<BF16, BM / 16>(pa, (const float(*)[4])st);
         pack_a<BF16, BM / 16>(pds, (const float(*)[4])dpt);
