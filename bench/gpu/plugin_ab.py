@@ -16,7 +16,7 @@ kernel with 64 query rows per step (A) against its default of 128 (B):
       --graphs .carry/bench/graphs --passes bwd --backward 'ragged-mix_d64_'
 
 Before the rounds each build runs every pass once untimed (--calls-only 1, up to --warm-timeout
-seconds), so that a build whose kernels are not yet in the NVRTC disk cache compiles them there and
+seconds; all of these processes at once), so that a build whose kernels are not yet in the NVRTC disk cache compiles them there and
 not inside a timed process's --timeout (a cold backward program takes longer than 50 s); --no-warm
 skips it.
 
@@ -28,6 +28,7 @@ forward's D 64, 128 and 256), passes fwd and bwd. The FP8 forward alone, e.g. at
 """
 
 import argparse
+import concurrent.futures
 import os
 import re
 import statistics
@@ -97,11 +98,18 @@ def main():
              "fp8": ["--problems", *args.fp8]}
     kinds = [k for k in PASSES if k in args.passes]
     runs = {k: {"a": [], "b": []} for k in kinds}
-    for build in ("a", "b") if args.warm else ():
-        plugin = getattr(args, build)
-        print(f"warm-up: {build.upper()} ({plugin} {envs[build] or ''})", flush=True)
-        for kind in kinds:
-            run(PASSES[kind], plugin, args.graphs, extra[kind], args.warm_timeout, envs[build], warm=True)
+    if args.warm:
+        # NVRTC compiles on the host's CPUs, one program at a time per process: warming every
+        # build and pass in its own process at once takes the longest compile, not their sum.
+        print("warm-up: " + ", ".join(f"{b.upper()} ({getattr(args, b)} {envs[b] or ''})"
+                                      for b in ("a", "b")) + f", passes {' '.join(kinds)}, in parallel",
+              flush=True)
+        with concurrent.futures.ThreadPoolExecutor(max_workers=2 * len(kinds)) as pool:
+            jobs = [pool.submit(run, PASSES[kind], getattr(args, build), args.graphs, extra[kind],
+                                args.warm_timeout, envs[build], True)
+                    for build in ("a", "b") for kind in kinds]
+            for job in jobs:
+                job.result()
     for r in range(args.rounds):
         for build in ("a", "b", "b", "a"):
             plugin = getattr(args, build)
