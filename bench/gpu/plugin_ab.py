@@ -16,9 +16,9 @@ kernel with 64 query rows per step (A) against its default of 128 (B):
       --graphs .carry/bench/graphs --passes bwd --backward 'ragged-mix_d64_'
 
 Before the rounds each build runs every pass once untimed (--calls-only 1, up to --warm-timeout
-seconds; all of these processes at once), so that a build whose kernels are not yet in the NVRTC disk cache compiles them there and
-not inside a timed process's --timeout (a cold backward program takes longer than 50 s); --no-warm
-skips it.
+seconds; all of these processes at once), so that a build whose kernels are not yet in the NVRTC
+disk cache compiles them there and not inside a timed process's --timeout (a cold backward program
+takes longer than 50 s); --no-warm skips it.
 
 Defaults: the ragged-mix problems (every forward head dim, the backward's D 64 and 128, the FP8
 forward's D 64, 128 and 256), passes fwd and bwd. The FP8 forward alone, e.g. at D 128:
