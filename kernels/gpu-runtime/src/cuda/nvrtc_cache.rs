@@ -62,7 +62,7 @@ pub struct CompiledImage {
 /// without it (NVRTC 12.9 and 13.2), and so does every backward kernel the engines launch by
 /// default on sm_90a; a few others are scheduled differently at the same size. An NVRTC that
 /// predates the option rejects it, and the compile is then retried without it.
-pub const SPLIT_COMPILE: &str = "--split-compile=0";
+const SPLIT_COMPILE: &str = "--split-compile=0";
 
 /// Magic and format version at the start of every disk entry.
 const MAGIC: &[u8; 12] = b"RSDPA-NVRTC1";
