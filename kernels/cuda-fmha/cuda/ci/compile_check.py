@@ -32,6 +32,7 @@ import ctypes
 import os
 import re
 import sys
+import tempfile
 
 FWD = "ragged_fmha_fwd.cu"
 BWD = "ragged_fmha_bwd.cu"
@@ -62,6 +63,28 @@ def plugin_options(programs, arch):
         return [line.strip() for line in f if line.strip()]
 
 
+def _with_process_output(call):
+    """(call(), what it wrote to this process's stdout and stderr). NVRTC's built-in ptxas writes
+    its "Potential Performance Loss" (C75xx) reports there, not into the program log; they are
+    captured at the file descriptors, since they come from C, not from Python's streams. Each
+    compile runs in a worker process of its own, so nothing else writes there meanwhile."""
+    with tempfile.TemporaryFile() as capture:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        saved = [os.dup(1), os.dup(2)]
+        try:
+            os.dup2(capture.fileno(), 1)
+            os.dup2(capture.fileno(), 2)
+            result = call()
+        finally:
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+            os.close(saved[0])
+            os.close(saved[1])
+        capture.seek(0)
+        return result, capture.read().decode(errors="replace")
+
+
 def nvrtc_compile(lib, programs, source, arch, cubin_path=None):
     """NVRTC's log of one program compiled to CUBIN with ptxas's -v report, or raises with it; the
     CUBIN goes to cubin_path if given."""
@@ -73,12 +96,12 @@ def nvrtc_compile(lib, programs, source, arch, cubin_path=None):
         raise RuntimeError("nvrtcCreateProgram failed")
     try:
         arr = (ctypes.c_char_p * len(opts))(*[o.encode() for o in opts])
-        rc = lib.nvrtcCompileProgram(prog, len(opts), arr)
+        rc, printed = _with_process_output(lambda: lib.nvrtcCompileProgram(prog, len(opts), arr))
         size = ctypes.c_size_t()
         lib.nvrtcGetProgramLogSize(prog, ctypes.byref(size))
         log = ctypes.create_string_buffer(size.value)
         lib.nvrtcGetProgramLog(prog, log)
-        out = log.value.decode(errors="replace")
+        out = log.value.decode(errors="replace") + printed
         if rc != 0:
             raise RuntimeError(f"NVRTC failed ({' '.join(opts)}):\n{out[-4000:]}")
         if cubin_path is not None:
