@@ -15,6 +15,11 @@ fn rejected(p: &RaggedSdpaProblem, uid: i64, field: &str) -> String {
 fn splits_fill_the_device_and_cut_long_contexts() {
     // The decode benchmark: B = 64, H_kv = 8, contexts up to 32k keys: 2048 keys per split.
     assert_eq!(choose_split(32768, 512, 1 << 20), (16, 2048));
+    // 64 x 4k decode (the bound one past 4096): the pairs fill the target, no cut below
+    // LONG_CONTEXT, so one split and no combine.
+    assert_eq!(choose_split(4097, 512, 1 << 20), (1, 4112));
+    assert_eq!(choose_split(LONG_CONTEXT, 512, 1 << 20), (1, LONG_CONTEXT));
+    assert_eq!(choose_split(LONG_CONTEXT + 1, 512, 1 << 20), (5, 1648));
     // Short contexts: one split (the split kernel writes O itself).
     assert_eq!(choose_split(200, 512, 1 << 20), (1, 208));
     assert_eq!(choose_split(256, 8, 1 << 20), (1, 256));
@@ -39,7 +44,7 @@ fn row_groups_spread_prefill_tiles_and_leave_decode_alone() {
     assert_eq!(choose_row_groups(1, 1), 1);
     assert_eq!(choose_row_groups(1, 512), 1);
     // Prefill: enough groups for the target, never more than the tiles.
-    assert_eq!(choose_row_groups(1000, 8), TARGET_BLOCKS / 8);
+    assert_eq!(choose_row_groups(1000, 8), ROW_GROUP_TARGET_BLOCKS / 8);
     assert_eq!(choose_row_groups(5, 8), 5);
     assert_eq!(choose_row_groups(1000, 1024), 1);
 }
