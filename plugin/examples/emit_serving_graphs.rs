@@ -54,6 +54,20 @@ fn problems(tiny: bool) -> Vec<Serving> {
             mixed,
             vec![1; 64],
         ),
+        // The same spread over 1k..6k keys: bounded below the paged plan's LONG_CONTEXT (8192),
+        // where a batch whose (sequence, KV head) pairs fill the card runs unsplit, so that the
+        // longest contexts are its tail.
+        (
+            "decode_b64_mixed_1k_6k_gqa4_d128",
+            32,
+            8,
+            128,
+            16,
+            (0..64)
+                .map(|i| 1024 + (37 * i % 64) * (6144 - 1024) / 63)
+                .collect(),
+            vec![1; 64],
+        ),
         (
             "decode_b64_ctx4k_gqa4_d128",
             32,
