@@ -201,9 +201,9 @@ pub fn choose_split(bound: i64, pairs: i64, partial_bytes: u64) -> (i64, i64) {
 }
 
 /// Blocks per (sequence, KV head) over their 16-row tiles when a sequence has `row_tiles` of them
-/// (on average) and there are `pairs` (sequence, KV head) pairs: enough for [`ROW_GROUP_TARGET_BLOCKS`]
-/// blocks, never more than the tiles (so decode, one tile, keeps 1). Row groups come before KV
-/// splits: they need no combine and no partials.
+/// (on average) and there are `pairs` (sequence, KV head) pairs: enough for
+/// [`ROW_GROUP_TARGET_BLOCKS`] blocks, never more than the tiles (so decode, one tile, keeps 1).
+/// Row groups come before KV splits: they need no combine and no partials.
 pub fn choose_row_groups(row_tiles: i64, pairs: i64) -> i64 {
     let want = (ROW_GROUP_TARGET_BLOCKS + pairs - 1) / pairs.max(1);
     want.min(row_tiles).max(1)
