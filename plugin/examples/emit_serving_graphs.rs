@@ -27,6 +27,13 @@ const ENGINES: [&str; 2] = ["RAGGED_SDPA_CUDA_FMHA", "RAGGED_SDPA_HOST_REFERENCE
 /// for decode).
 type Serving = (&'static str, i64, i64, i64, i64, Vec<i64>, Vec<i64>);
 
+/// `n` lengths spread evenly over `lo..=hi`, in a shuffled order (i -> 37 i mod n).
+fn spread(n: i64, lo: i64, hi: i64) -> Vec<i64> {
+    (0..n)
+        .map(|i| lo + (37 * i % n) * (hi - lo) / (n - 1))
+        .collect()
+}
+
 /// The decode problems, and two chunked prefills.
 fn problems(tiny: bool) -> Vec<Serving> {
     if tiny {
@@ -40,18 +47,15 @@ fn problems(tiny: bool) -> Vec<Serving> {
             vec![1; 3],
         )];
     }
-    // 64 contexts spread over 1k..32k keys, in a shuffled order (i -> 37 i mod 64).
-    let mixed: Vec<i64> = (0..64)
-        .map(|i| 1024 + (37 * i % 64) * (32768 - 1024) / 63)
-        .collect();
     vec![
+        // 64 contexts spread over 1k..32k keys, shuffled.
         (
             "decode_b64_mixed_1k_32k_gqa4_d128",
             32,
             8,
             128,
             16,
-            mixed,
+            spread(64, 1024, 32768),
             vec![1; 64],
         ),
         // The same spread over 1k..6k keys: bounded below the paged plan's LONG_CONTEXT (8192),
@@ -63,9 +67,7 @@ fn problems(tiny: bool) -> Vec<Serving> {
             8,
             128,
             16,
-            (0..64)
-                .map(|i| 1024 + (37 * i % 64) * (6144 - 1024) / 63)
-                .collect(),
+            spread(64, 1024, 6144),
             vec![1; 64],
         ),
         (
@@ -94,9 +96,7 @@ fn problems(tiny: bool) -> Vec<Serving> {
             8,
             128,
             16,
-            (0..32)
-                .map(|i| 1024 + (37 * i % 32) * (8192 - 1024) / 31)
-                .collect(),
+            spread(32, 1024, 8192),
             vec![512; 32],
         ),
         // Chunked prefill: 1024 new tokens after 3072 cached ones, 8 sequences.
