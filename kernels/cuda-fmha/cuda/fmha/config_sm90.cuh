@@ -24,6 +24,8 @@
 //   double_q_buffer        two Q buffers, items alternating, so the producer fills the next item's
 //                          Q while this item (Q read from shared memory by every S) still runs
 //   wide_o_stores          O stored in 16-byte pieces where its layout allows (epilogue_sm90.cuh)
+//   staged_o_stores        O through a shared-memory slice per consumer warp, then stored in whole
+//                          16-byte pieces where its layout allows (epilogue_sm90.cuh)
 //   tail_items_per_block   the list's cheapest tiles, about this many items per block, walked last
 //                          with all heads side by side (tile_scheduler.cuh; 0: none)
 //   slot_records           the producer hands each item's tile entry and batch record to the
@@ -41,7 +43,7 @@ struct FmhaSm90ConfigD64 {
     enum : int { block_n = 128, kv_stages = 4, consumer_warpgroups = 3 };
     enum : int { producer_registers = 24, consumer_registers = 160 };
     enum : bool { q_in_registers = false, q_tail_shift = false, deferred_o_store = true };
-    enum : bool { double_q_buffer = true, wide_o_stores = false };
+    enum : bool { double_q_buffer = true, wide_o_stores = false, staged_o_stores = true };
     enum : int { tail_items_per_block = 4 };
     enum : bool { slot_records = true };
 };
@@ -54,7 +56,7 @@ struct FmhaSm90ConfigD128 {
     enum : int { block_n = 128, kv_stages = 3, consumer_warpgroups = 2 };
     enum : int { producer_registers = 24, consumer_registers = 240 };
     enum : bool { q_in_registers = true, q_tail_shift = true, deferred_o_store = true };
-    enum : bool { double_q_buffer = false, wide_o_stores = true };
+    enum : bool { double_q_buffer = false, wide_o_stores = true, staged_o_stores = false };
     enum : int { tail_items_per_block = 4 };
     enum : bool { slot_records = false };
 };
@@ -68,7 +70,7 @@ struct FmhaSm90ConfigD96 {
     enum : int { block_n = 128, kv_stages = 3, consumer_warpgroups = 2 };
     enum : int { producer_registers = 24, consumer_registers = 240 };
     enum : bool { q_in_registers = true, q_tail_shift = true, deferred_o_store = true };
-    enum : bool { double_q_buffer = false, wide_o_stores = false };
+    enum : bool { double_q_buffer = false, wide_o_stores = false, staged_o_stores = false };
     enum : int { tail_items_per_block = 4 };
     enum : bool { slot_records = false };
 };
@@ -83,7 +85,7 @@ struct FmhaSm90ConfigD256 {
     enum : int { block_n = 64, kv_stages = 2, consumer_warpgroups = 2 };
     enum : int { producer_registers = 24, consumer_registers = 240 };
     enum : bool { q_in_registers = false, q_tail_shift = false, deferred_o_store = false };
-    enum : bool { double_q_buffer = false, wide_o_stores = false };
+    enum : bool { double_q_buffer = false, wide_o_stores = false, staged_o_stores = false };
     enum : int { tail_items_per_block = 0 };
     enum : bool { slot_records = false };
 };
@@ -96,7 +98,7 @@ struct FmhaSm90ConfigD192V128 {
     enum : int { block_n = 128, kv_stages = 2, consumer_warpgroups = 2 };
     enum : int { producer_registers = 24, consumer_registers = 240 };
     enum : bool { q_in_registers = true, q_tail_shift = true, deferred_o_store = true };
-    enum : bool { double_q_buffer = false, wide_o_stores = false };
+    enum : bool { double_q_buffer = false, wide_o_stores = false, staged_o_stores = false };
     enum : int { tail_items_per_block = 0 };
     enum : bool { slot_records = false };
 };
@@ -114,7 +116,7 @@ struct FmhaSm90Fp8ConfigD128 {
     enum : int { block_n = 192, kv_stages = 4, consumer_warpgroups = 2 };
     enum : int { producer_registers = 24, consumer_registers = 240 };
     enum : bool { q_in_registers = false, q_tail_shift = false, deferred_o_store = true };
-    enum : bool { double_q_buffer = true, wide_o_stores = false };
+    enum : bool { double_q_buffer = true, wide_o_stores = false, staged_o_stores = false };
     enum : int { tail_items_per_block = 4 };
     enum : bool { slot_records = false };
 };
@@ -128,7 +130,7 @@ struct FmhaSm90Fp8ConfigD64 {
     enum : int { block_n = 128, kv_stages = 4, consumer_warpgroups = 2 };
     enum : int { producer_registers = 24, consumer_registers = 240 };
     enum : bool { q_in_registers = false, q_tail_shift = false, deferred_o_store = true };
-    enum : bool { double_q_buffer = true, wide_o_stores = false };
+    enum : bool { double_q_buffer = true, wide_o_stores = false, staged_o_stores = false };
     enum : int { tail_items_per_block = 4 };
     enum : bool { slot_records = false };
 };
@@ -145,7 +147,7 @@ struct FmhaSm90Fp8ConfigD256 {
     enum : int { block_n = 64, kv_stages = 4, consumer_warpgroups = 2 };
     enum : int { producer_registers = 24, consumer_registers = 240 };
     enum : bool { q_in_registers = false, q_tail_shift = false, deferred_o_store = true };
-    enum : bool { double_q_buffer = true, wide_o_stores = false };
+    enum : bool { double_q_buffer = true, wide_o_stores = false, staged_o_stores = false };
     enum : int { tail_items_per_block = 4 };
     enum : bool { slot_records = false };
 };

@@ -93,4 +93,51 @@ __device__ __forceinline__ void epilogue_store_o(const float* acc, const float* 
     }
 }
 
+// staged_o_stores: O = acc inv through the warp's own 16-row slice of shared memory at s_warp (rows
+// of DT 16-byte chunks, chunk c of row r at position c ^ (r % 8), so that the eight rows of an
+// 8 x 8 block and a row's chunks fall in distinct bank groups). The accumulators go in by stmatrix,
+// four 8 x 8 blocks per instruction in exactly their register layout; then each lane reads 16-byte
+// chunks back and stores them, eight lanes covering a 128-byte row of O. A quarter of the 4-byte
+// form's store instructions, without the 16-byte form's register transposition (which spilled at
+// D 64's 160 registers). Only the warp touches its slice, so __syncwarp orders it. Needs O's rows
+// 16-byte aligned (the caller's `wide`).
+template <bool BF16, int DT>
+__device__ __forceinline__ void epilogue_store_o_staged(const float* acc, const float* inv, const EpilogueRows& out,
+                                                        int row_in_tile, int lane, i64 o_seq, u32 s_warp) {
+    static_assert(DT % 2 == 0 && (16 * DT) % 32 == 0, "pairs of n-tiles per stmatrix; whole passes of the warp");
+    constexpr int ROW_BYTES = DT * 16;
+    // Lane l addresses row l % 8 of block l / 8: (rows 0-7, tile j), (8-15, j), (0-7, j + 1), (8-15, j + 1).
+    const int blk = lane >> 3;
+    const int srow = (blk & 1) * 8 + (lane & 7);
+#pragma unroll
+    for (int j = 0; j < DT; j += 2) {
+        const u32 r0 = pack2<BF16>(acc[j * 4] * inv[0], acc[j * 4 + 1] * inv[0]);
+        const u32 r1 = pack2<BF16>(acc[j * 4 + 2] * inv[1], acc[j * 4 + 3] * inv[1]);
+        const u32 r2 = pack2<BF16>(acc[j * 4 + 4] * inv[0], acc[j * 4 + 5] * inv[0]);
+        const u32 r3 = pack2<BF16>(acc[j * 4 + 6] * inv[1], acc[j * 4 + 7] * inv[1]);
+        const int chunk = j + (blk >> 1);
+        const u32 addr = s_warp + srow * ROW_BYTES + ((chunk ^ (srow & 7)) * 16);
+        asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(r0),
+                     "r"(r1), "r"(r2), "r"(r3)
+                     : "memory");
+    }
+    __syncwarp();
+    const int row0 = row_in_tile - (lane >> 2);  // the warp's first row of the tile
+#pragma unroll
+    for (int k = 0; k < 16 * DT / 32; ++k) {
+        const int idx = k * 32 + lane;
+        const int row = idx / DT, chunk = idx % DT;
+        u32 x0, x1, x2, x3;
+        asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
+                     : "=r"(x0), "=r"(x1), "=r"(x2), "=r"(x3)
+                     : "r"(s_warp + row * ROW_BYTES + ((chunk ^ (row & 7)) * 16))
+                     : "memory");
+        if (epilogue_row_ok<false>(out, row0 + row))
+            asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"l"(out.op + (i64)(row0 + row) * o_seq + chunk * 8),
+                         "r"(x0), "r"(x1), "r"(x2), "r"(x3)
+                         : "memory");
+    }
+    __syncwarp();
+}
+
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL

@@ -69,7 +69,11 @@ __device__ __forceinline__ void fmha_fwd_sm90_kernel(RAGGED_FMHA_PARAMS, const R
 
     // The shared-memory layout of RAGGED_FMHA_SM90_SMEM (mainloop_sm90.cuh).
     extern __shared__ __align__(128) unsigned char smem_raw[];
-    const u32 s_q = (smem_addr(smem_raw) + 1023u) & ~1023u;
+    const u32 s_o = (smem_addr(smem_raw) + 1023u) & ~1023u;
+    const u32 s_q = s_o + RAGGED_SM90_O_STAGE_BYTES(C);
+    static_assert(RAGGED_SM90_O_STAGE_BYTES(C) % 1024 == 0, "Q's tiles stay 1024-byte aligned");
+    static_assert(!C::staged_o_stores || (!F8 && !C::wide_o_stores && !C::q_tail_shift),
+                  "the staged O store replaces the 16-byte one, for rows of the tile's own item");
     const u32 s_k = s_q + (Q2 ? 2 : 1) * Q_BYTES;
     const u32 s_v = s_k + STAGES * K_BYTES;
     const u32 bars = s_v + STAGES * V_BYTES;
@@ -240,7 +244,8 @@ __device__ __forceinline__ void fmha_fwd_sm90_kernel(RAGGED_FMHA_PARAMS, const R
     float inv[2];
     // wide_o_stores: every row of O starts at a 16-byte boundary (rows are o_seq apart, heads o_head,
     // batches whole rows).
-    const bool o_wide = C::wide_o_stores && (((u64)o | (u64)(o_seq * 2) | (u64)(o_head * 2)) & 15) == 0;
+    const bool o_wide = (C::wide_o_stores || C::staged_o_stores) &&
+                        (((u64)o | (u64)(o_seq * 2) | (u64)(o_head * 2)) & 15) == 0;
     // The item's LSE and O's factors, once its last softmax step is done (epilogue_sm90.cuh).
     auto row_stats = [&](const EpilogueRows& rows) {
         if constexpr (F8) {
@@ -260,6 +265,9 @@ __device__ __forceinline__ void fmha_fwd_sm90_kernel(RAGGED_FMHA_PARAMS, const R
     auto store_o = [&](const EpilogueRows& rows) {
         if constexpr (F8)
             fp8_epilogue_store_o<DTO>(acc, inv, rows, row_in_tile, lt, o_seq, f8->o_kind, f8w, lane);
+        else if (C::staged_o_stores && o_wide)
+            epilogue_store_o_staged<BF16, DTO>(acc, inv, rows, row_in_tile, lane, o_seq,
+                                               s_o + (u32)(row_in_tile - (lane >> 2)) * (DTO * 16));
         else
             epilogue_store_o<BF16, DTO, TSQ, C::wide_o_stores>(acc, inv, rows, row_in_tile, lt, o_seq, o_wide);
     };

@@ -19,13 +19,18 @@
 // the second Q buffer's pair's place (whether used or not) and eight words per consumer warp
 // (fp8_warp_words); with slot_records (16-bit only) the two item records instead, 16-byte aligned.
 #define RAGGED_FMHA_SM90_SMEM(C)                                                                           \
-    (1024 + ((C::double_q_buffer ? 2 : 1) * 64 * C::consumer_warpgroups + C::kv_stages * C::block_n) *     \
+    (1024 + RAGGED_SM90_O_STAGE_BYTES(C) +                                                                 \
+     ((C::double_q_buffer ? 2 : 1) * 64 * C::consumer_warpgroups + C::kv_stages * C::block_n) *            \
                 ragged_row_width(C::head_dim) * 2 +                                                     \
      C::kv_stages * (C::fp8 ? C::head_dim_v * C::block_n : C::block_n * ragged_row_width(C::head_dim_v) * 2) +  \
      (C::slot_records ? RAGGED_SLOT_RECORD_OFFSET(C::kv_stages, C::double_q_buffer) +                     \
                             2 * RAGGED_SLOT_RECORD_BYTES                                                 \
                       : RAGGED_SM90_BAR_BYTES(C::kv_stages, C::double_q_buffer)) +                       \
      (C::fp8 ? 16 + 128 * C::consumer_warpgroups : 0))
+
+// staged_o_stores: 16 rows of O per consumer warp, before Q (a multiple of 1024 bytes, so Q's
+// tiles keep their alignment).
+#define RAGGED_SM90_O_STAGE_BYTES(C) (C::staged_o_stores ? 64 * C::consumer_warpgroups * C::head_dim_v * 2 : 0)
 
 // The mbarriers, the item slots, the second Q buffer's pair and the spare 8 bytes, in bytes.
 #define RAGGED_SM90_BAR_BYTES(STAGES, Q2) (8 * (2 + 4 * (STAGES)) + 48 + ((Q2) ? 16 : 0) + 8)
