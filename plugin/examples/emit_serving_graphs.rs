@@ -49,67 +49,38 @@ fn problems(tiny: bool) -> Vec<Serving> {
     }
     vec![
         // 64 contexts spread over 1k..32k keys, shuffled.
-        (
+        gqa4_d128(
             "decode_b64_mixed_1k_32k_gqa4_d128",
-            32,
-            8,
-            128,
-            16,
             spread(64, 1024, 32768),
-            vec![1; 64],
+            1,
         ),
         // The same spread over 1k..6k keys: bounded below the paged plan's LONG_CONTEXT (8192),
         // where a batch whose (sequence, KV head) pairs fill the card runs unsplit, so that the
         // longest contexts are its tail.
-        (
+        gqa4_d128(
             "decode_b64_mixed_1k_6k_gqa4_d128",
-            32,
-            8,
-            128,
-            16,
             spread(64, 1024, 6144),
-            vec![1; 64],
+            1,
         ),
-        (
-            "decode_b64_ctx4k_gqa4_d128",
-            32,
-            8,
-            128,
-            16,
-            vec![4096; 64],
-            vec![1; 64],
-        ),
-        (
-            "decode_b64_ctx32k_gqa4_d128",
-            32,
-            8,
-            128,
-            16,
-            vec![32768; 64],
-            vec![1; 64],
-        ),
+        gqa4_d128("decode_b64_ctx4k_gqa4_d128", vec![4096; 64], 1),
+        gqa4_d128("decode_b64_ctx32k_gqa4_d128", vec![32768; 64], 1),
         // A serving mix of chunked prefills: 512 new tokens on each of 32 sequences whose contexts
         // spread over 1k..8k keys, shuffled.
-        (
+        gqa4_d128(
             "prefill_b32_q512_ctx1k_8k_gqa4_d128",
-            32,
-            8,
-            128,
-            16,
             spread(32, 1024, 8192),
-            vec![512; 32],
+            512,
         ),
         // Chunked prefill: 1024 new tokens after 3072 cached ones, 8 sequences.
-        (
-            "prefill_b8_q1k_ctx4k_gqa4_d128",
-            32,
-            8,
-            128,
-            16,
-            vec![4096; 8],
-            vec![1024; 8],
-        ),
+        gqa4_d128("prefill_b8_q1k_ctx4k_gqa4_d128", vec![4096; 8], 1024),
     ]
+}
+
+/// A benchmark problem of the serving shape: 32 query heads over 8 KV heads, D 128, pages of 16
+/// rows, `new` query tokens on every sequence.
+fn gqa4_d128(name: &'static str, contexts: Vec<i64>, new: i64) -> Serving {
+    let queries = vec![new; contexts.len()];
+    (name, 32, 8, 128, 16, contexts, queries)
 }
 
 fn write(path: &Path, bytes: &[u8]) -> Result<(), String> {
