@@ -571,6 +571,24 @@ fn paged_prefill_no_mask_f16_d256_page16() {
 }
 
 #[test]
+fn paged_decode_windows_bf16_d64_page1_unsplit() {
+    // 26 row tiles per (sequence, KV head) on average: 20 pairs fill the card unsplit, so a block
+    // walks up to 5000 keys at page size 1, in three windows of 2048 keys' page ids, reloaded into
+    // shared memory between them (the only case that crosses a window).
+    check_paged(
+        &PagedCase::new(
+            "paged_decode_windows_bf16_d64_page1_unsplit",
+            DataType::BFloat16,
+            (32, 4, 64),
+            1,
+            &[63, 63, 1, 63, 63],
+            &[5000, 2100, 4097, 0, 3000],
+        ),
+        1,
+    );
+}
+
+#[test]
 fn paged_prefill_gathered_bf16_d128_gqa4_page16_bottom_right() {
     // 98 query rows per sequence on average: the gathered route (pages copied into the workspace,
     // then the ragged forward). A sequence without queries (its keys are not copied), one without
