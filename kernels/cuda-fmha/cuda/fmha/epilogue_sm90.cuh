@@ -1,8 +1,8 @@
 // Part of kernels/cuda-fmha/cuda/ragged_fmha_fwd.cu (the Hopper forward's epilogue: O and LSE stores); included in that file's order, not on its own.
 
-// O goes from the consumers' registers straight to global memory, with no staging through shared
-// memory: Q's buffer, where the one-tile-per-block kernels stage it, may already hold the next
-// item's rows.
+// O never goes through Q's buffer, where the one-tile-per-block kernels stage it: here it may
+// already hold the next item's rows. It is stored from the consumers' registers, at D 64
+// (staged_o_stores) through a shared-memory slice of the warp's own, outside Q and the K / V ring.
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 
 // Where one item's O (and LSE) rows go: op and lp address the Q tile's first row (lp null without an
