@@ -29,12 +29,8 @@
 // Row pitch of the staged keys: a multiple of 4 bytes that is not one of 128, so that the column
 // reads of the transposition spread over the banks.
 #define RAGGED_FP8_VT_PITCH (RAGGED_FP8_VT_MAX_D + 4)
-
-// The key (of the block's BN) that slot s of a transposed row carries.
-__device__ __forceinline__ int ragged_fp8_vt_key(int s) {
-    const int t = s & 15;
-    return (s & ~15) + 2 * (t >> 2) + (t & 1) + 8 * ((t >> 1) & 1);
-}
+// 16-byte loads per thread in one pass.
+#define RAGGED_FP8_VT_LOADS (RAGGED_FP8_VT_KEYS * RAGGED_FP8_VT_MAX_D / 16 / RAGGED_FP8_VT_THREADS)
 
 extern "C" __global__ void __launch_bounds__(RAGGED_FP8_VT_THREADS)
     ragged_fmha_fp8_vt(const unsigned char* __restrict__ v, i64 v_seq, i64 v_head,
@@ -58,26 +54,62 @@ extern "C" __global__ void __launch_bounds__(RAGGED_FP8_VT_THREADS)
     unsigned char* out = vt + (((i64)g * batch + b) * vt_blocks + nb) * keys;
     for (int k0 = 0; k0 < keys; k0 += RAGGED_FP8_VT_KEYS) {
         const int n = keys - k0 < RAGGED_FP8_VT_KEYS ? keys - k0 : RAGGED_FP8_VT_KEYS;
-        if (k0 > 0) __syncthreads();  // the previous pass's reads of the tile are done
-        for (int idx = threadIdx.x; idx < n * chunks; idx += RAGGED_FP8_VT_THREADS) {
+        // Every load of the pass is issued before the first shared store, so a block keeps its
+        // whole tile in flight rather than one 16-byte piece per thread.
+        uint4 x[RAGGED_FP8_VT_LOADS];
+#pragma unroll
+        for (int i = 0; i < RAGGED_FP8_VT_LOADS; ++i) {
+            const int idx = threadIdx.x + i * RAGGED_FP8_VT_THREADS;
             const int j = idx / chunks, ch = idx - j * chunks;
-            uint4 x = make_uint4(0u, 0u, 0u, 0u);
-            if (k0 + j < valid) x = *reinterpret_cast<const uint4*>(src + (i64)(k0 + j) * v_seq + ch * 16);
-            u32* dst = reinterpret_cast<u32*>(tile + j * RAGGED_FP8_VT_PITCH + ch * 16);
-            dst[0] = x.x;
-            dst[1] = x.y;
-            dst[2] = x.z;
-            dst[3] = x.w;
+            x[i] = make_uint4(0u, 0u, 0u, 0u);
+            if (idx < n * chunks && k0 + j < valid)
+                x[i] = *reinterpret_cast<const uint4*>(src + (i64)(k0 + j) * v_seq + ch * 16);
+        }
+        if (k0 > 0) __syncthreads();  // the previous pass's reads of the tile are done
+#pragma unroll
+        for (int i = 0; i < RAGGED_FP8_VT_LOADS; ++i) {
+            const int idx = threadIdx.x + i * RAGGED_FP8_VT_THREADS;
+            const int j = idx / chunks, ch = idx - j * chunks;
+            if (idx < n * chunks) {
+                u32* dst = reinterpret_cast<u32*>(tile + j * RAGGED_FP8_VT_PITCH + ch * 16);
+                dst[0] = x[i].x;
+                dst[1] = x[i].y;
+                dst[2] = x[i].z;
+                dst[3] = x[i].w;
+            }
         }
         __syncthreads();
-        const int words = n / 4;
-        for (int idx = threadIdx.x; idx < head_dim * words; idx += RAGGED_FP8_VT_THREADS) {
-            const int d = idx / words, w = idx - d * words;
-            u32 word = 0;
+        // One item: a group of 16 keys at four columns, read as four words of each of its 16 rows
+        // and byte-transposed in registers; the four columns' 16 slots leave as one 16-byte store
+        // each. A warp spans two groups and 16 column quads: its row reads hit 32 distinct banks
+        // (the pitch is one word more than a multiple of 32), and each column's two groups are one
+        // 32-byte sector.
+        const int groups = n / 16, quads = head_dim / 4, quad_warps = (quads + 15) / 16;
+        for (int item = threadIdx.x; item < groups * quad_warps * 16; item += RAGGED_FP8_VT_THREADS) {
+            const int lane = item & 31, wi = item >> 5;
+            const int q = (lane & 15) + 16 * (wi % quad_warps);
+            const int grp = (lane >> 4) + 2 * (wi / quad_warps);
+            if (q >= quads) continue;
+            const unsigned char* rows = tile + 16 * grp * RAGGED_FP8_VT_PITCH + 4 * q;
+            u32 o[4][4];  // o[k][c]: column 4q + k, slots 4c .. 4c + 3
 #pragma unroll
-            for (int i = 0; i < 4; ++i)
-                word |= (u32)tile[ragged_fp8_vt_key(4 * w + i) * RAGGED_FP8_VT_PITCH + d] << (8 * i);
-            *reinterpret_cast<u32*>(out + (i64)d * plane + k0 + 4 * w) = word;
+            for (int c = 0; c < 4; ++c) {
+                // Slots 4c .. 4c + 3 carry keys 2c, 2c + 1, 2c + 8, 2c + 9 of the group.
+                const u32 r0 = *reinterpret_cast<const u32*>(rows + (2 * c) * RAGGED_FP8_VT_PITCH);
+                const u32 r1 = *reinterpret_cast<const u32*>(rows + (2 * c + 1) * RAGGED_FP8_VT_PITCH);
+                const u32 r2 = *reinterpret_cast<const u32*>(rows + (2 * c + 8) * RAGGED_FP8_VT_PITCH);
+                const u32 r3 = *reinterpret_cast<const u32*>(rows + (2 * c + 9) * RAGGED_FP8_VT_PITCH);
+                const u32 lo01 = __byte_perm(r0, r1, 0x5140), hi01 = __byte_perm(r0, r1, 0x7362);
+                const u32 lo23 = __byte_perm(r2, r3, 0x5140), hi23 = __byte_perm(r2, r3, 0x7362);
+                o[0][c] = __byte_perm(lo01, lo23, 0x5410);
+                o[1][c] = __byte_perm(lo01, lo23, 0x7632);
+                o[2][c] = __byte_perm(hi01, hi23, 0x5410);
+                o[3][c] = __byte_perm(hi01, hi23, 0x7632);
+            }
+#pragma unroll
+            for (int k = 0; k < 4; ++k)
+                *reinterpret_cast<uint4*>(out + (i64)(4 * q + k) * plane + k0 + 16 * grp) =
+                    make_uint4(o[k][0], o[k][1], o[k][2], o[k][3]);
         }
     }
 }
