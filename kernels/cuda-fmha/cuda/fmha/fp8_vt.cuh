@@ -83,7 +83,8 @@ extern "C" __global__ void __launch_bounds__(RAGGED_FP8_VT_THREADS)
         // and byte-transposed in registers; the four columns' 16 slots leave as one 16-byte store
         // each. A warp spans two groups and 16 column quads: its row reads hit 32 distinct banks
         // (the pitch is one word more than a multiple of 32), and each column's two groups are one
-        // 32-byte sector.
+        // 32-byte sector. The stores are 16-byte aligned: the transposed region starts on the
+        // workspace's alignment and BN, the plane and k0 are multiples of 64.
         const int groups = n / 16, quads = head_dim / 4, quad_warps = (quads + 15) / 16;
         for (int item = threadIdx.x; item < groups * quad_warps * 16; item += RAGGED_FP8_VT_THREADS) {
             const int lane = item & 31, wi = item >> 5;
